@@ -1,0 +1,172 @@
+//! The task store: one async trait, shaped for Redis, with an in-memory
+//! implementation for the embedded mode and a contract suite every
+//! implementation must pass.
+//!
+//! - [`TaskStore`]: create + enqueue atomically, scoped reads, compare-and-set
+//!   transitions (fenced for workers), work claims under a lease, watches.
+//! - [`EventBus`]: server-wide broadcast (list-changed notifications) that
+//!   reaches every API process.
+//! - [`memory`]: the embedded backend (not durable, and says so).
+//! - [`contract`] (feature `contract`): the behavioural suite, written once
+//!   against the trait; `store_contract_tests!` instantiates it per backend.
+//!
+//! Invariants every implementation upholds:
+//! - `create` returns only once `get` resolves the task from any process;
+//! - a task and its work item are created together or not at all;
+//! - `transition` writes only when the stored revision is `next.revision - 1`,
+//!   the stored status is not terminal and, for worker writes, the stored
+//!   attempt equals the writer's fence;
+//! - every claim (first or recovered) bumps the task's `attempt`;
+//! - pub/sub is a wake-up only: readers re-read the record.
+
+use std::{pin::Pin, time::Duration};
+
+use futures::Stream;
+pub use presa_tasks::{NewTask, Scope, Status, Task, TaskId};
+
+#[cfg(any(test, feature = "contract"))]
+pub mod contract;
+pub mod memory;
+pub mod util;
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The backend could not be reached or timed out. Retryable.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// A capacity limit was hit; nothing was stored. Retryable later.
+    #[error("capacity limit reached: {limit}")]
+    Capacity {
+        /// Which limit (`max_active_tasks_per_scope`, `max_tasks`).
+        limit: &'static str,
+    },
+    /// A stored record could not be decoded.
+    #[error("corrupt task record: {0}")]
+    Corrupt(String),
+}
+
+impl StoreError {
+    /// Whether retrying later can succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Unavailable(_) | StoreError::Capacity { .. }
+        )
+    }
+}
+
+/// Limits enforced atomically with creation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CreateLimits {
+    /// At most this many non-terminal tasks per scope.
+    pub max_active_per_scope: Option<u64>,
+}
+
+/// The outcome of a compare-and-set.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cas {
+    /// Written; the stored task is now this.
+    Applied(Task),
+    /// Refused: the stored task (if it still exists) differs from what the
+    /// writer expected (revision, fence, or already terminal).
+    Conflict(Option<Task>),
+}
+
+/// Who writes a transition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writer {
+    /// An API request on behalf of the owner (`tasks/update`, `tasks/cancel`).
+    Client,
+    /// A worker holding the claim with this attempt number.
+    Worker {
+        /// The fencing attempt the worker claimed.
+        attempt: u64,
+    },
+}
+
+/// A claimed unit of work: run `task.work`, then `finish` or `release` it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claim {
+    /// The task as stored right after the claim (with the bumped `attempt`).
+    pub task: Task,
+    /// How many times this work has been delivered, this delivery included.
+    pub deliveries: u64,
+    /// Backend-specific handle of the work item (a stream entry id for Redis).
+    pub receipt: String,
+}
+
+impl Claim {
+    /// The fencing token of this claim.
+    pub fn writer(&self) -> Writer {
+        Writer::Worker {
+            attempt: self.task.attempt,
+        }
+    }
+}
+
+/// A stream of task snapshots (each one a change that was committed).
+pub type TaskStream = Pin<Box<dyn Stream<Item = Task> + Send>>;
+/// A stream of server-wide events.
+pub type EventStream = Pin<Box<dyn Stream<Item = String> + Send>>;
+
+/// The durable task store.
+#[async_trait::async_trait]
+pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
+    /// Create a `working` task and enqueue its work, atomically. Returns the
+    /// stored task only once a `get` anywhere resolves it. Past a limit:
+    /// `StoreError::Capacity` and nothing stored.
+    async fn create(&self, new: NewTask, limits: CreateLimits) -> Result<Task, StoreError>;
+
+    /// The task if it exists, has not expired and belongs to `scope`.
+    /// Another scope's task is `None`, exactly like an unknown id.
+    async fn get(&self, scope: &Scope, id: &TaskId) -> Result<Option<Task>, StoreError>;
+
+    /// The task for a worker (no scope check). `None` if gone or expired.
+    async fn load(&self, id: &TaskId) -> Result<Option<Task>, StoreError>;
+
+    /// Compare-and-set `next` (computed by `presa_tasks::apply`) over the
+    /// stored record at revision `next.revision - 1`. Refused when the
+    /// revision moved, the stored task is terminal, or `writer` is a worker
+    /// whose attempt is not the stored one. On success, watchers of the task
+    /// are told.
+    async fn transition(&self, next: &Task, writer: Writer) -> Result<Cas, StoreError>;
+
+    /// Claim up to `max` work items for `worker`: new work first, then items
+    /// whose lease lapsed. Waits up to `wait` when there is none. Each claim
+    /// bumps the task's attempt. Work of tasks that are terminal or gone is
+    /// dropped, never returned.
+    async fn claim(
+        &self,
+        worker: &str,
+        max: usize,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<Vec<Claim>, StoreError>;
+
+    /// Extend the lease. `false` when the claim was lost (another worker
+    /// took it, or the task is gone): the holder must stop.
+    async fn renew(&self, claim: &Claim, lease: Duration) -> Result<bool, StoreError>;
+
+    /// The work is over (the task is terminal): remove the work item.
+    async fn finish(&self, claim: &Claim) -> Result<(), StoreError>;
+
+    /// Give unfinished work back so another worker claims it at once.
+    async fn release(&self, claim: &Claim) -> Result<(), StoreError>;
+
+    /// Changes of the given tasks, as committed snapshots, from now on.
+    /// Best effort: a snapshot may be missed (readers re-read the record).
+    async fn watch(&self, ids: &[TaskId]) -> Result<TaskStream, StoreError>;
+}
+
+/// Server-wide broadcast between API processes.
+#[async_trait::async_trait]
+pub trait EventBus: Send + Sync + std::fmt::Debug + 'static {
+    /// Publish an event (e.g. `notifications/tools/list_changed`) to every process.
+    async fn publish(&self, event: &str) -> Result<(), StoreError>;
+    /// Events published from now on, by any process.
+    async fn subscribe(&self) -> Result<EventStream, StoreError>;
+}
+
+/// How long a blocking operation may wait, shared by implementations.
+pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(2);

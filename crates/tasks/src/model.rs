@@ -1,0 +1,193 @@
+//! The task record: what every store keeps for one task.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::TaskId;
+
+/// A task's status on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// The work is running (or queued to run).
+    Working,
+    /// The work is parked until the client answers `inputRequests`.
+    InputRequired,
+    /// Finished with a result (which may carry `isError: true`). Terminal.
+    Completed,
+    /// Finished with a JSON-RPC error. Terminal.
+    Failed,
+    /// Cancelled by the client. Terminal.
+    Cancelled,
+}
+
+impl Status {
+    /// Every status, for exhaustive tests.
+    pub const ALL: [Status; 5] = [
+        Status::Working,
+        Status::InputRequired,
+        Status::Completed,
+        Status::Failed,
+        Status::Cancelled,
+    ];
+
+    /// Terminal statuses never change again.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Status::Completed | Status::Failed | Status::Cancelled)
+    }
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Working => "working",
+            Status::InputRequired => "input_required",
+            Status::Completed => "completed",
+            Status::Failed => "failed",
+            Status::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parse a wire name.
+    pub fn parse(s: &str) -> Option<Status> {
+        Status::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+}
+
+/// Who owns a task. Every task method and subscription is authorised against
+/// it; another scope's task is indistinguishable from an unknown one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Scope {
+    /// The tenant (organisation, workspace…).
+    pub tenant: String,
+    /// The principal inside the tenant.
+    pub subject: String,
+}
+
+impl Scope {
+    /// The one scope used while no authentication is configured.
+    pub fn anonymous() -> Self {
+        Scope {
+            tenant: "local".into(),
+            subject: "anonymous".into(),
+        }
+    }
+
+    /// A stable single-string form, for keys and HMAC payloads.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.tenant, self.subject)
+    }
+}
+
+/// What a task runs: enough to run it again on any worker after a crash.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Work {
+    /// The tool name.
+    pub tool: String,
+    /// The validated tool arguments.
+    pub arguments: Value,
+    /// The creating request's client capabilities.
+    pub client_capabilities: Value,
+    /// MRTR `inputResponses` the creating request carried (answers gathered
+    /// before the task existed), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_inputs: Option<Value>,
+    /// W3C trace context (`traceparent`, `tracestate`, `baggage`) of the creating request.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub trace: BTreeMap<String, String>,
+}
+
+/// One task, as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    /// The id.
+    pub id: TaskId,
+    /// The owner.
+    pub scope: Scope,
+    /// The status.
+    pub status: Status,
+    /// Optional human-readable status message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_message: Option<String>,
+    /// Creation time, Unix milliseconds.
+    pub created_at_ms: u64,
+    /// Last change, Unix milliseconds.
+    pub updated_at_ms: u64,
+    /// Lifetime from creation; `None` never expires.
+    pub ttl_ms: Option<u64>,
+    /// Suggested polling interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_interval_ms: Option<u64>,
+    /// Bumped by one on every change: the compare-and-set token.
+    pub revision: u64,
+    /// Fencing token: bumped on every (re)claim of the work. A worker's
+    /// writes carry the attempt it claimed; stale attempts are refused.
+    pub attempt: u64,
+    /// What the task runs.
+    pub work: Work,
+    /// Outstanding input requests, by key.
+    #[serde(default)]
+    pub input_requests: BTreeMap<String, Value>,
+    /// Every input request ever issued, by key (keys are unique per lifetime).
+    #[serde(default)]
+    pub issued_inputs: BTreeMap<String, Value>,
+    /// Accepted input responses, by key: replayed when the work re-runs.
+    #[serde(default)]
+    pub input_responses: BTreeMap<String, Value>,
+    /// The result, when `completed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// The JSON-RPC error, when `failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Value>,
+}
+
+/// What a caller supplies to create a task; the store adds id, times and counters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTask {
+    /// The owner.
+    pub scope: Scope,
+    /// What to run.
+    pub work: Work,
+    /// Lifetime from creation; `None` never expires.
+    pub ttl_ms: Option<u64>,
+    /// Suggested polling interval.
+    pub poll_interval_ms: Option<u64>,
+    /// Initial status message.
+    pub status_message: Option<String>,
+}
+
+impl Task {
+    /// A fresh `working` task at revision 1, attempt 0.
+    pub fn new(id: TaskId, new: NewTask, now_ms: u64) -> Self {
+        Task {
+            id,
+            scope: new.scope,
+            status: Status::Working,
+            status_message: new.status_message,
+            created_at_ms: now_ms,
+            updated_at_ms: now_ms,
+            ttl_ms: new.ttl_ms,
+            poll_interval_ms: new.poll_interval_ms,
+            revision: 1,
+            attempt: 0,
+            work: new.work,
+            input_requests: BTreeMap::new(),
+            issued_inputs: BTreeMap::new(),
+            input_responses: BTreeMap::new(),
+            result: None,
+            error: None,
+        }
+    }
+
+    /// When the task stops existing (Unix ms), if ever.
+    pub fn expires_at_ms(&self) -> Option<u64> {
+        self.ttl_ms.map(|t| self.created_at_ms.saturating_add(t))
+    }
+
+    /// Whether the task's lifetime has passed at `now_ms`.
+    pub fn is_expired(&self, now_ms: u64) -> bool {
+        self.expires_at_ms().is_some_and(|e| now_ms >= e)
+    }
+}

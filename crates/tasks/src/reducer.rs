@@ -1,0 +1,345 @@
+//! The reducer: the one place task state changes are decided.
+//!
+//! `apply(task, event, now)` returns the next task, `Ok(None)` when the event
+//! changes nothing (every event on a terminal task, answers to keys that are
+//! not outstanding…), or an error when the event is a programming error of
+//! the caller (re-using an input key for a different request).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::{Status, Task};
+
+/// Something that happens to a task.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// The worker needs input: park as `input_required` with these requests.
+    RequestInput(BTreeMap<String, Value>),
+    /// The client answered (`tasks/update`). Only outstanding keys are taken.
+    ProvideInput(BTreeMap<String, Value>),
+    /// The worker updates the status message.
+    SetMessage(String),
+    /// The work finished with a result (tool errors included).
+    Complete(Value),
+    /// The work failed with a JSON-RPC error object.
+    Fail(Value),
+    /// The client cancelled (`tasks/cancel`).
+    Cancel,
+}
+
+impl Event {
+    /// Every event kind with sample payloads, for exhaustive tests.
+    pub fn samples() -> Vec<Event> {
+        let one = |k: &str| {
+            BTreeMap::from([(
+                k.to_string(),
+                serde_json::json!({"method": "elicitation/create"}),
+            )])
+        };
+        vec![
+            Event::RequestInput(one("a")),
+            Event::ProvideInput(BTreeMap::from([(
+                "a".to_string(),
+                serde_json::json!({"action": "accept"}),
+            )])),
+            Event::SetMessage("step 2".into()),
+            Event::Complete(serde_json::json!({"content": [], "isError": false})),
+            Event::Fail(serde_json::json!({"code": -32603, "message": "Internal error"})),
+            Event::Cancel,
+        ]
+    }
+}
+
+/// A caller error: the event cannot apply to this task.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReduceError {
+    /// The key was issued before for a different request, or already answered.
+    #[error("input key {0:?} was already used in this task's lifetime")]
+    KeyReused(String),
+    /// An input request map must not be empty.
+    #[error("an input request needs at least one key")]
+    NoInputRequests,
+}
+
+/// Apply `event` to `task` at `now_ms`.
+pub fn apply(task: &Task, event: &Event, now_ms: u64) -> Result<Option<Task>, ReduceError> {
+    if task.status.is_terminal() {
+        return Ok(None);
+    }
+    let mut next = task.clone();
+    match event {
+        Event::RequestInput(requests) => {
+            if requests.is_empty() {
+                return Err(ReduceError::NoInputRequests);
+            }
+            for (key, request) in requests {
+                let reused = task.input_responses.contains_key(key)
+                    || task
+                        .issued_inputs
+                        .get(key)
+                        .is_some_and(|prev| prev != request);
+                if reused {
+                    return Err(ReduceError::KeyReused(key.clone()));
+                }
+            }
+            let already_parked = task.status == Status::InputRequired
+                && requests.keys().all(|k| task.input_requests.contains_key(k));
+            if already_parked {
+                return Ok(None);
+            }
+            for (key, request) in requests {
+                next.input_requests.insert(key.clone(), request.clone());
+                next.issued_inputs.insert(key.clone(), request.clone());
+            }
+            next.status = Status::InputRequired;
+        }
+        Event::ProvideInput(responses) => {
+            let accepted: Vec<&String> = responses
+                .keys()
+                .filter(|k| task.input_requests.contains_key(*k))
+                .collect();
+            if accepted.is_empty() {
+                return Ok(None);
+            }
+            for key in accepted {
+                next.input_requests.remove(key);
+                next.input_responses
+                    .insert(key.clone(), responses[key].clone());
+            }
+            if next.input_requests.is_empty() {
+                next.status = Status::Working;
+            }
+        }
+        Event::SetMessage(message) => {
+            if task.status_message.as_deref() == Some(message.as_str()) {
+                return Ok(None);
+            }
+            next.status_message = Some(message.clone());
+        }
+        Event::Complete(result) => {
+            finish(&mut next, Status::Completed);
+            next.result = Some(result.clone());
+        }
+        Event::Fail(error) => {
+            finish(&mut next, Status::Failed);
+            next.status_message = error
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            next.error = Some(error.clone());
+        }
+        Event::Cancel => {
+            finish(&mut next, Status::Cancelled);
+            next.status_message = Some("Cancelled by the client".into());
+        }
+    }
+    next.revision = task.revision + 1;
+    next.updated_at_ms = now_ms.max(task.updated_at_ms);
+    Ok(Some(next))
+}
+
+fn finish(task: &mut Task, status: Status) {
+    task.status = status;
+    task.input_requests.clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{NewTask, Scope, TaskId, Work};
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn task_in(status: Status) -> Task {
+        let mut t = Task::new(
+            TaskId::from_random(1, [9; 16]),
+            NewTask {
+                scope: Scope::anonymous(),
+                work: Work::default(),
+                ttl_ms: Some(60_000),
+                poll_interval_ms: Some(100),
+                status_message: None,
+            },
+            1_000,
+        );
+        t.status = status;
+        if status == Status::InputRequired {
+            let req = json!({"method": "elicitation/create"});
+            t.input_requests.insert("a".into(), req.clone());
+            t.issued_inputs.insert("a".into(), req);
+        }
+        t
+    }
+
+    /// Every status × event pair, with the expected next status (`None`: no-op).
+    #[test]
+    fn every_state_event_pair() {
+        use Status::*;
+        let expected = |s: Status, e: &Event| -> Option<Status> {
+            if s.is_terminal() {
+                return None;
+            }
+            match (s, e) {
+                (Working, Event::RequestInput(_)) => Some(InputRequired),
+                (InputRequired, Event::RequestInput(_)) => None, // same key, same request: idempotent
+                (Working, Event::ProvideInput(_)) => None,       // nothing outstanding
+                (InputRequired, Event::ProvideInput(_)) => Some(Working),
+                (s, Event::SetMessage(_)) => Some(s),
+                (_, Event::Complete(_)) => Some(Completed),
+                (_, Event::Fail(_)) => Some(Failed),
+                (_, Event::Cancel) => Some(Cancelled),
+                _ => unreachable!(),
+            }
+        };
+        for status in Status::ALL {
+            for event in Event::samples() {
+                let before = task_in(status);
+                let got = apply(&before, &event, 2_000).unwrap();
+                assert_eq!(
+                    got.as_ref().map(|t| t.status),
+                    expected(status, &event),
+                    "{status:?} × {event:?}"
+                );
+                if let Some(after) = got {
+                    assert_eq!(after.revision, before.revision + 1);
+                    assert_eq!(after.updated_at_ms, 2_000);
+                    assert_eq!(after.created_at_ms, before.created_at_ms);
+                    if after.status.is_terminal() {
+                        assert!(after.input_requests.is_empty());
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn partial_fulfilment_keeps_the_other_key() {
+        let mut t = task_in(Status::Working);
+        let reqs = BTreeMap::from([
+            (
+                "first".to_string(),
+                json!({"method": "elicitation/create", "params": {"message": "1"}}),
+            ),
+            (
+                "second".to_string(),
+                json!({"method": "elicitation/create", "params": {"message": "2"}}),
+            ),
+        ]);
+        t = apply(&t, &Event::RequestInput(reqs), 2).unwrap().unwrap();
+        let answer = BTreeMap::from([
+            ("first".to_string(), json!({"action": "accept"})),
+            ("unknown".to_string(), json!({"ignored": true})),
+        ]);
+        t = apply(&t, &Event::ProvideInput(answer), 3).unwrap().unwrap();
+        assert_eq!(t.status, Status::InputRequired);
+        assert_eq!(t.input_requests.keys().collect::<Vec<_>>(), ["second"]);
+        assert_eq!(t.input_responses.keys().collect::<Vec<_>>(), ["first"]);
+        assert!(!t.input_responses.contains_key("unknown"));
+        // Answering "first" again changes nothing.
+        let again = BTreeMap::from([("first".to_string(), json!({"action": "decline"}))]);
+        assert_eq!(apply(&t, &Event::ProvideInput(again), 4).unwrap(), None);
+        let last = BTreeMap::from([("second".to_string(), json!({"action": "accept"}))]);
+        t = apply(&t, &Event::ProvideInput(last), 5).unwrap().unwrap();
+        assert_eq!(t.status, Status::Working);
+    }
+
+    #[test]
+    fn keys_are_unique_over_the_lifetime() {
+        let t = task_in(Status::InputRequired);
+        let other = BTreeMap::from([("a".to_string(), json!({"method": "roots/list"}))]);
+        assert_eq!(
+            apply(&t, &Event::RequestInput(other), 2),
+            Err(ReduceError::KeyReused("a".into()))
+        );
+        let answered = apply(
+            &t,
+            &Event::ProvideInput(BTreeMap::from([(
+                "a".to_string(),
+                json!({"action": "accept"}),
+            )])),
+            3,
+        )
+        .unwrap()
+        .unwrap();
+        let same = BTreeMap::from([("a".to_string(), json!({"method": "elicitation/create"}))]);
+        assert_eq!(
+            apply(&answered, &Event::RequestInput(same), 4),
+            Err(ReduceError::KeyReused("a".into()))
+        );
+        assert_eq!(
+            apply(&answered, &Event::RequestInput(BTreeMap::new()), 4),
+            Err(ReduceError::NoInputRequests)
+        );
+    }
+
+    #[test]
+    fn failure_message_becomes_status_message() {
+        let t = apply(
+            &task_in(Status::Working),
+            &Event::Fail(json!({"code": -32603, "message": "Internal error"})),
+            2,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(t.status_message.as_deref(), Some("Internal error"));
+        assert!(t.result.is_none());
+    }
+
+    fn arb_event() -> impl Strategy<Value = Event> {
+        let key = prop::sample::select(vec!["a", "b", "c"]).prop_map(str::to_string);
+        let keys = prop::collection::btree_set(key, 0..3);
+        prop_oneof![
+            keys.clone().prop_map(|ks| Event::RequestInput(
+                ks.into_iter()
+                    .map(|k| {
+                        let v = json!({"method": "elicitation/create", "k": k});
+                        (k, v)
+                    })
+                    .collect()
+            )),
+            keys.prop_map(|ks| Event::ProvideInput(
+                ks.into_iter()
+                    .map(|k| (k, json!({"action": "accept"})))
+                    .collect()
+            )),
+            "[a-z]{0,3}".prop_map(Event::SetMessage),
+            Just(Event::Complete(json!({"content": []}))),
+            Just(Event::Fail(json!({"code": -32603, "message": "x"}))),
+            Just(Event::Cancel),
+        ]
+    }
+
+    proptest! {
+        /// Any event sequence keeps the invariants.
+        #[test]
+        fn invariants_hold_for_any_sequence(events in prop::collection::vec(arb_event(), 0..40)) {
+            let mut t = task_in(Status::Working);
+            let mut terminal_at: Option<Task> = None;
+            for (i, e) in events.iter().enumerate() {
+                let before = t.clone();
+                match apply(&t, e, 10 + i as u64) {
+                    Ok(Some(next)) => {
+                        prop_assert!(!before.status.is_terminal());
+                        prop_assert_eq!(next.revision, before.revision + 1);
+                        t = next;
+                    }
+                    Ok(None) | Err(_) => prop_assert_eq!(&t, &before),
+                }
+                // Outstanding keys are a subset of issued keys and never answered.
+                for k in t.input_requests.keys() {
+                    prop_assert!(t.issued_inputs.contains_key(k));
+                    prop_assert!(!t.input_responses.contains_key(k));
+                }
+                prop_assert_eq!(t.status == Status::InputRequired, !t.input_requests.is_empty());
+                prop_assert_eq!(t.result.is_some(), t.status == Status::Completed);
+                prop_assert_eq!(t.error.is_some(), t.status == Status::Failed);
+                if let Some(frozen) = &terminal_at {
+                    prop_assert_eq!(&t, frozen);
+                } else if t.status.is_terminal() {
+                    terminal_at = Some(t.clone());
+                }
+            }
+        }
+    }
+}
