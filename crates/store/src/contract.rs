@@ -1,1 +1,676 @@
+//! The behavioural contract every [`TaskStore`] passes, written once against
+//! the trait and run against each backend with [`store_contract_tests!`](crate::store_contract_tests).
+//!
+//! Each case is a `pub async fn(Arc<dyn TaskStore>)` that panics on a
+//! violation. New states always come from the reducer ([`apply`]), never
+//! from hand-edited status fields. Timings are generous: the suite must
+//! pass on a loaded two-core machine, so it asserts orderings and upper
+//! bounds, never tight durations.
+//!
+//! ```no_run
+//! mod contract {
+//!     use std::sync::Arc;
+//!     use presa_store::{TaskStore, memory::MemoryStore};
+//!     presa_store::store_contract_tests!(|| async {
+//!         Arc::new(MemoryStore::new()) as Arc<dyn TaskStore>
+//!     });
+//! }
+//! ```
+//!
+//! The calling crate needs `tokio` (with `macros` and `rt-multi-thread`).
 
+use std::{
+    collections::{BTreeMap, HashSet},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use futures::StreamExt;
+use presa_tasks::{Event, NewTask, Scope, Status, Task, TaskId, Work, apply};
+use serde_json::{Value, json};
+
+use crate::{Cas, Claim, CreateLimits, StoreError, TaskStore, TaskStream, Writer, util::now_ms};
+
+/// Expands to one `#[tokio::test]` per contract case.
+///
+/// `$make` is called once per test, as a zero-argument function returning a
+/// future of `Arc<dyn TaskStore>`; every call must give an isolated store
+/// (for Redis: a fresh key prefix). The calling crate needs `tokio`.
+#[macro_export]
+macro_rules! store_contract_tests {
+    ($make:expr) => {
+        $crate::store_contract_tests!(@cases $make;
+            create_then_get_resolves_immediately,
+            get_is_scoped_and_load_is_not,
+            unknown_id_is_none,
+            ttl_expiry_hides_the_task,
+            no_ttl_never_expires,
+            cas_applies_at_the_right_revision_only,
+            terminal_is_immutable,
+            cancel_racing_completion_has_one_winner,
+            claim_returns_created_work_then_waits,
+            lapsed_lease_is_recovered_and_fenced,
+            renew_on_a_lost_claim_is_false,
+            release_makes_work_claimable_at_once,
+            claim_drops_work_of_cancelled_tasks,
+            finish_removes_the_work,
+            watch_delivers_committed_snapshots_of_watched_ids,
+            capacity_limit_per_scope,
+            input_round_trip,
+        );
+    };
+    (@cases $make:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let store = ($make)().await;
+                $crate::contract::$case(store).await
+            }
+        )*
+    };
+}
+
+/// No limits on create.
+const NO_LIMITS: CreateLimits = CreateLimits {
+    max_active_per_scope: None,
+};
+/// A lease that never lapses during a test.
+const LONG_LEASE: Duration = Duration::from_secs(30);
+/// A lease that lapses quickly; tests sleep [`PAST_SHORT_LEASE`] after it.
+const SHORT_LEASE: Duration = Duration::from_millis(200);
+/// Sleep that outlasts [`SHORT_LEASE`].
+const PAST_SHORT_LEASE: Duration = Duration::from_millis(300);
+/// How long a claim may wait when the test expects nothing to claim.
+const EMPTY_WAIT: Duration = Duration::from_millis(300);
+/// Upper bound for anything expected "at once" (generous for loaded CI).
+const PATIENCE: Duration = Duration::from_secs(5);
+
+fn scope(subject: &str) -> Scope {
+    Scope {
+        tenant: "contract".into(),
+        subject: subject.into(),
+    }
+}
+
+fn new_task(scope: &Scope, ttl_ms: Option<u64>) -> NewTask {
+    NewTask {
+        scope: scope.clone(),
+        work: Work {
+            tool: "echo".into(),
+            arguments: json!({"text": "hello"}),
+            client_capabilities: json!({"elicitation": {}}),
+            request_inputs: None,
+            trace: BTreeMap::from([(
+                "traceparent".to_string(),
+                "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".to_string(),
+            )]),
+        },
+        ttl_ms,
+        poll_interval_ms: Some(100),
+        status_message: None,
+    }
+}
+
+async fn create(store: &Arc<dyn TaskStore>, scope: &Scope) -> Task {
+    store
+        .create(new_task(scope, Some(60_000)), NO_LIMITS)
+        .await
+        .expect("create")
+}
+
+fn result() -> Value {
+    json!({"content": [{"type": "text", "text": "done"}], "isError": false})
+}
+
+/// The reducer's next state; the event must change the task.
+fn next(task: &Task, event: Event) -> Task {
+    apply(task, &event, now_ms())
+        .expect("a valid event")
+        .expect("an event that changes the task")
+}
+
+/// Apply `event` and commit it; the CAS must succeed.
+async fn commit(store: &Arc<dyn TaskStore>, task: &Task, event: Event, writer: Writer) -> Task {
+    let next = next(task, event);
+    match store.transition(&next, writer).await.expect("transition") {
+        Cas::Applied(stored) => {
+            assert_eq!(stored, next, "the stored task is what was written");
+            stored
+        }
+        Cas::Conflict(current) => panic!("expected the CAS to apply, got a conflict: {current:?}"),
+    }
+}
+
+async fn load(store: &Arc<dyn TaskStore>, id: &TaskId) -> Task {
+    store.load(id).await.expect("load").expect("task exists")
+}
+
+async fn claim(
+    store: &Arc<dyn TaskStore>,
+    worker: &str,
+    lease: Duration,
+    wait: Duration,
+) -> Vec<Claim> {
+    store.claim(worker, 10, lease, wait).await.expect("claim")
+}
+
+/// Exactly one claim, waiting up to [`PATIENCE`].
+async fn claim_one(store: &Arc<dyn TaskStore>, worker: &str, lease: Duration) -> Claim {
+    let mut claims = store
+        .claim(worker, 1, lease, PATIENCE)
+        .await
+        .expect("claim");
+    assert_eq!(claims.len(), 1, "expected one claim, got {claims:?}");
+    claims.remove(0)
+}
+
+async fn assert_nothing_to_claim(store: &Arc<dyn TaskStore>, worker: &str) {
+    let claims = claim(store, worker, LONG_LEASE, EMPTY_WAIT).await;
+    assert!(claims.is_empty(), "expected no work, got {claims:?}");
+}
+
+async fn next_snapshot(stream: &mut TaskStream, within: Duration) -> Option<Task> {
+    tokio::time::timeout(within, stream.next())
+        .await
+        .ok()
+        .flatten()
+}
+
+/// A created task resolves at once: `working`, revision 1, attempt 0.
+pub async fn create_then_get_resolves_immediately(store: Arc<dyn TaskStore>) {
+    let owner = scope("alice");
+    let new = new_task(&owner, Some(60_000));
+    let created = store.create(new.clone(), NO_LIMITS).await.expect("create");
+    assert_eq!(created.status, Status::Working);
+    assert_eq!((created.revision, created.attempt), (1, 0));
+    assert_eq!(created.scope, owner);
+    assert_eq!(created.work, new.work);
+    assert_eq!(created.ttl_ms, Some(60_000));
+    assert_eq!(created.poll_interval_ms, Some(100));
+    assert!(created.id.partition().is_some(), "{}", created.id);
+    let got = store.get(&owner, &created.id).await.expect("get");
+    assert_eq!(got.as_ref(), Some(&created));
+    assert_eq!(load(&store, &created.id).await, created);
+    let other = create(&store, &owner).await;
+    assert_ne!(other.id, created.id, "ids are unique");
+}
+
+/// Another scope's task reads as unknown; a worker's `load` ignores scope.
+pub async fn get_is_scoped_and_load_is_not(store: Arc<dyn TaskStore>) {
+    let owner = scope("alice");
+    let task = create(&store, &owner).await;
+    let intruders = [
+        scope("mallory"),
+        Scope {
+            tenant: "elsewhere".into(),
+            subject: "alice".into(),
+        },
+    ];
+    for intruder in &intruders {
+        let got = store.get(intruder, &task.id).await.expect("get");
+        assert_eq!(got, None, "{intruder:?} must not see the task");
+    }
+    assert!(store.get(&owner, &task.id).await.expect("get").is_some());
+    assert_eq!(load(&store, &task.id).await, task);
+}
+
+/// Unknown ids read as `None`, and a transition on one is refused with no current task.
+pub async fn unknown_id_is_none(store: Arc<dyn TaskStore>) {
+    let owner = scope("alice");
+    let phantom_id = TaskId::from_random(0, [0x5a; 16]);
+    for id in [
+        phantom_id.clone(),
+        TaskId::from_wire("tasks-conformance-nonexistent-12345"),
+    ] {
+        assert_eq!(store.get(&owner, &id).await.expect("get"), None);
+        assert_eq!(store.load(&id).await.expect("load"), None);
+    }
+    let phantom = Task::new(phantom_id, new_task(&owner, Some(60_000)), now_ms());
+    let write = next(&phantom, Event::SetMessage("hello?".into()));
+    for writer in [Writer::Client, Writer::Worker { attempt: 0 }] {
+        let cas = store.transition(&write, writer).await.expect("transition");
+        assert_eq!(cas, Cas::Conflict(None));
+    }
+    assert_eq!(
+        store.load(&write.id).await.expect("load"),
+        None,
+        "nothing was created"
+    );
+}
+
+/// A task is gone once its TTL passed: `get`, `load`, `transition` and `claim` all miss it.
+pub async fn ttl_expiry_hides_the_task(store: Arc<dyn TaskStore>) {
+    let owner = scope("alice");
+    let started = Instant::now();
+    let task = store
+        .create(new_task(&owner, Some(150)), NO_LIMITS)
+        .await
+        .expect("create");
+    let got = store.get(&owner, &task.id).await.expect("get");
+    // Only meaningful while we are surely inside the 150 ms lifetime.
+    if started.elapsed() < Duration::from_millis(100) {
+        assert_eq!(got, Some(task.clone()), "visible before it expires");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let got = store.get(&owner, &task.id).await.expect("get");
+        let loaded = store.load(&task.id).await.expect("load");
+        if got.is_none() && loaded.is_none() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "task still visible long after its ttl: get={got:?} load={loaded:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let late = next(&task, Event::Complete(result()));
+    let cas = store
+        .transition(&late, Writer::Client)
+        .await
+        .expect("transition");
+    assert_eq!(
+        cas,
+        Cas::Conflict(None),
+        "an expired task cannot be written"
+    );
+    assert_nothing_to_claim(&store, "w1").await;
+}
+
+/// `ttl_ms: None` never expires.
+pub async fn no_ttl_never_expires(store: Arc<dyn TaskStore>) {
+    let owner = scope("alice");
+    let task = store
+        .create(new_task(&owner, None), NO_LIMITS)
+        .await
+        .expect("create");
+    assert_eq!(task.ttl_ms, None);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        store.get(&owner, &task.id).await.expect("get"),
+        Some(task.clone())
+    );
+    assert_eq!(load(&store, &task.id).await, task);
+}
+
+/// A CAS applies over revision `n - 1` and is refused with a stale revision.
+pub async fn cas_applies_at_the_right_revision_only(store: Arc<dyn TaskStore>) {
+    let owner = scope("alice");
+    let created = create(&store, &owner).await;
+    let updated = commit(
+        &store,
+        &created,
+        Event::SetMessage("step 1".into()),
+        Writer::Client,
+    )
+    .await;
+    assert_eq!(updated.revision, 2);
+    assert_eq!(updated.status_message.as_deref(), Some("step 1"));
+    assert_eq!(load(&store, &created.id).await, updated);
+
+    // Computed from the old snapshot: revision 2 again, which is taken.
+    let stale = next(&created, Event::Cancel);
+    let cas = store
+        .transition(&stale, Writer::Client)
+        .await
+        .expect("transition");
+    assert_eq!(cas, Cas::Conflict(Some(updated.clone())));
+    // A revision from the future is refused too.
+    let mut ahead = next(&updated, Event::SetMessage("step 2".into()));
+    ahead.revision += 1;
+    let cas = store
+        .transition(&ahead, Writer::Client)
+        .await
+        .expect("transition");
+    assert_eq!(cas, Cas::Conflict(Some(updated.clone())));
+    assert_eq!(
+        load(&store, &created.id).await,
+        updated,
+        "conflicts write nothing"
+    );
+}
+
+/// Once terminal, a task never changes again, whatever revision a write carries.
+pub async fn terminal_is_immutable(store: Arc<dyn TaskStore>) {
+    let owner = scope("alice");
+    create(&store, &owner).await;
+    let claimed = claim_one(&store, "w1", LONG_LEASE).await;
+    let before = claimed.task.clone();
+    let done = commit(&store, &before, Event::Complete(result()), claimed.writer()).await;
+    assert_eq!(done.status, Status::Completed);
+
+    let stale = next(&before, Event::Cancel);
+    let cas = store
+        .transition(&stale, Writer::Client)
+        .await
+        .expect("transition");
+    assert_eq!(cas, Cas::Conflict(Some(done.clone())));
+    // Even at the next revision, a terminal task refuses writes.
+    let mut forged = next(&before, Event::Cancel);
+    forged.revision = done.revision + 1;
+    for writer in [Writer::Client, claimed.writer()] {
+        let cas = store.transition(&forged, writer).await.expect("transition");
+        assert_eq!(cas, Cas::Conflict(Some(done.clone())));
+    }
+    assert_eq!(apply(&done, &Event::Cancel, now_ms()), Ok(None));
+    assert_eq!(load(&store, &done.id).await, done);
+}
+
+/// Concurrent client cancels and worker completions: exactly one terminal
+/// outcome persists; every other writer ends in a no-op.
+pub async fn cancel_racing_completion_has_one_winner(store: Arc<dyn TaskStore>) {
+    const RACERS: usize = 8;
+    const MAX_TRIES: usize = 1_000;
+    let owner = scope("alice");
+    create(&store, &owner).await;
+    let claimed = claim_one(&store, "w1", LONG_LEASE).await;
+    let id = claimed.task.id.clone();
+    let barrier = Arc::new(tokio::sync::Barrier::new(2 * RACERS));
+    let mut racers = Vec::new();
+    for i in 0..2 * RACERS {
+        let (event, writer) = if i % 2 == 0 {
+            (Event::Cancel, Writer::Client)
+        } else {
+            (Event::Complete(result()), claimed.writer())
+        };
+        let (store, barrier, id) = (store.clone(), barrier.clone(), id.clone());
+        racers.push(tokio::spawn(async move {
+            barrier.wait().await;
+            let mut conflicts = 0;
+            for _ in 0..MAX_TRIES {
+                let current = load(&store, &id).await;
+                let Some(next) = apply(&current, &event, now_ms()).expect("valid event") else {
+                    return (None, conflicts);
+                };
+                match store.transition(&next, writer).await.expect("transition") {
+                    Cas::Applied(stored) => return (Some(stored), conflicts),
+                    Cas::Conflict(_) => conflicts += 1,
+                }
+            }
+            panic!("no outcome after {MAX_TRIES} tries");
+        }));
+    }
+    let mut winners = Vec::new();
+    for racer in racers {
+        let (won, _conflicts) = racer.await.expect("racer");
+        winners.extend(won);
+    }
+    assert_eq!(winners.len(), 1, "exactly one writer wins: {winners:?}");
+    let winner = winners.remove(0);
+    assert!(winner.status.is_terminal());
+    assert_eq!(winner.revision, claimed.task.revision + 1);
+    assert_eq!(
+        load(&store, &id).await,
+        winner,
+        "the winner's outcome persists"
+    );
+}
+
+/// A claim returns created work (attempt 1, delivery 1) and bumps the
+/// revision, so writes computed before it are refused; with nothing left a
+/// claim blocks for about `wait` and returns empty.
+pub async fn claim_returns_created_work_then_waits(store: Arc<dyn TaskStore>) {
+    let owner = scope("alice");
+    let task = create(&store, &owner).await;
+    let claimed = claim_one(&store, "w1", LONG_LEASE).await;
+    assert_eq!(claimed.task.id, task.id);
+    assert_eq!(claimed.task.attempt, 1);
+    assert_eq!(
+        claimed.task.revision,
+        task.revision + 1,
+        "a claim bumps the revision"
+    );
+    assert_eq!(claimed.deliveries, 1);
+    assert_eq!(claimed.task.work, task.work);
+    assert_eq!(claimed.writer(), Writer::Worker { attempt: 1 });
+    assert_eq!(load(&store, &task.id).await, claimed.task);
+    // Because the claim moved the revision, a client write computed before
+    // it cannot put the old attempt back.
+    let stale = next(&task, Event::SetMessage("before the claim".into()));
+    let cas = store
+        .transition(&stale, Writer::Client)
+        .await
+        .expect("transition");
+    assert_eq!(cas, Cas::Conflict(Some(claimed.task.clone())));
+
+    let started = Instant::now();
+    let more = claim(&store, "w2", LONG_LEASE, EMPTY_WAIT).await;
+    let waited = started.elapsed();
+    assert!(
+        more.is_empty(),
+        "leased work is not claimed again: {more:?}"
+    );
+    assert!(
+        waited >= EMPTY_WAIT / 2,
+        "claim must block, not spin: {waited:?}"
+    );
+    assert!(
+        waited < EMPTY_WAIT + PATIENCE,
+        "claim overran its wait: {waited:?}"
+    );
+}
+
+/// A lapsed lease is recovered by another worker (attempt 2, delivery 2), and
+/// the first worker's fence is then refused while the new one writes.
+pub async fn lapsed_lease_is_recovered_and_fenced(store: Arc<dyn TaskStore>) {
+    let owner = scope("alice");
+    let task = create(&store, &owner).await;
+    let first = claim_one(&store, "w1", SHORT_LEASE).await;
+    assert_eq!((first.task.attempt, first.deliveries), (1, 1));
+    tokio::time::sleep(PAST_SHORT_LEASE).await;
+    let second = claim_one(&store, "w2", LONG_LEASE).await;
+    assert_eq!(second.task.id, task.id);
+    assert_eq!((second.task.attempt, second.deliveries), (2, 2));
+
+    let current = load(&store, &task.id).await;
+    assert_eq!(current.attempt, 2);
+    let write = next(&current, Event::SetMessage("late".into()));
+    let cas = store
+        .transition(&write, first.writer())
+        .await
+        .expect("transition");
+    assert_eq!(
+        cas,
+        Cas::Conflict(Some(current.clone())),
+        "the old attempt is fenced off"
+    );
+    let cas = store
+        .transition(&write, second.writer())
+        .await
+        .expect("transition");
+    assert_eq!(cas, Cas::Applied(write));
+}
+
+/// `renew` holds a live claim and reports a lost one.
+pub async fn renew_on_a_lost_claim_is_false(store: Arc<dyn TaskStore>) {
+    let owner = scope("alice");
+    create(&store, &owner).await;
+    let first = claim_one(&store, "w1", SHORT_LEASE).await;
+    assert!(store.renew(&first, SHORT_LEASE).await.expect("renew"));
+    tokio::time::sleep(PAST_SHORT_LEASE).await;
+    let second = claim_one(&store, "w2", LONG_LEASE).await;
+    assert!(
+        !store.renew(&first, LONG_LEASE).await.expect("renew"),
+        "lost to w2"
+    );
+    assert!(store.renew(&second, LONG_LEASE).await.expect("renew"));
+}
+
+/// Released work is claimable by another worker at once, without waiting out the lease.
+pub async fn release_makes_work_claimable_at_once(store: Arc<dyn TaskStore>) {
+    let owner = scope("alice");
+    let task = create(&store, &owner).await;
+    let first = claim_one(&store, "w1", LONG_LEASE).await;
+    store.release(&first).await.expect("release");
+    // LONG_LEASE exceeds PATIENCE: only a real release makes this succeed.
+    let second = claim_one(&store, "w2", LONG_LEASE).await;
+    assert_eq!(second.task.id, task.id);
+    assert_eq!(second.task.attempt, 2, "every claim bumps the attempt");
+    assert!(!store.renew(&first, LONG_LEASE).await.expect("renew"));
+}
+
+/// Work of a cancelled task is dropped, whether queued or recovered from a lapsed lease.
+pub async fn claim_drops_work_of_cancelled_tasks(store: Arc<dyn TaskStore>) {
+    let owner = scope("alice");
+    let queued = create(&store, &owner).await;
+    commit(&store, &queued, Event::Cancel, Writer::Client).await;
+    assert_nothing_to_claim(&store, "w1").await;
+
+    let running = create(&store, &owner).await;
+    let claimed = claim_one(&store, "w1", SHORT_LEASE).await;
+    assert_eq!(claimed.task.id, running.id);
+    commit(&store, &claimed.task, Event::Cancel, Writer::Client).await;
+    tokio::time::sleep(PAST_SHORT_LEASE).await;
+    assert_nothing_to_claim(&store, "w2").await;
+}
+
+/// `finish` removes the work: nothing to claim even after the lease would lapse.
+pub async fn finish_removes_the_work(store: Arc<dyn TaskStore>) {
+    let owner = scope("alice");
+    create(&store, &owner).await;
+    let done = claim_one(&store, "w1", SHORT_LEASE).await;
+    commit(&store, &done.task, Event::Complete(result()), done.writer()).await;
+    store.finish(&done).await.expect("finish");
+    // A task that is not terminal, so only `finish` keeps it from re-delivery.
+    let task = create(&store, &owner).await;
+    let abandoned = claim_one(&store, "w1", SHORT_LEASE).await;
+    assert_eq!(abandoned.task.id, task.id);
+    store.finish(&abandoned).await.expect("finish");
+    tokio::time::sleep(PAST_SHORT_LEASE).await;
+    assert_nothing_to_claim(&store, "w2").await;
+    assert_eq!(load(&store, &task.id).await.status, Status::Working);
+}
+
+/// A watch delivers committed snapshots of the watched ids, and only those.
+pub async fn watch_delivers_committed_snapshots_of_watched_ids(store: Arc<dyn TaskStore>) {
+    let owner = scope("alice");
+    let watched = create(&store, &owner).await;
+    let other = create(&store, &owner).await;
+    let mut stream = store
+        .watch(std::slice::from_ref(&watched.id))
+        .await
+        .expect("watch");
+    commit(
+        &store,
+        &other,
+        Event::SetMessage("other".into()),
+        Writer::Client,
+    )
+    .await;
+    let committed = commit(
+        &store,
+        &watched,
+        Event::SetMessage("mine".into()),
+        Writer::Client,
+    )
+    .await;
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let seen = next_snapshot(&mut stream, left)
+            .await
+            .expect("the committed snapshot is delivered");
+        assert_eq!(seen.id, watched.id, "only watched ids are delivered");
+        if seen == committed {
+            break;
+        }
+    }
+    let other_next = load(&store, &other.id).await;
+    commit(&store, &other_next, Event::Cancel, Writer::Client).await;
+    if let Some(seen) = next_snapshot(&mut stream, EMPTY_WAIT).await {
+        panic!("nothing was committed on the watched task, got {seen:?}");
+    }
+}
+
+/// At most `max_active_per_scope` live tasks per scope; a refused create
+/// stores nothing; a terminal task frees its slot.
+pub async fn capacity_limit_per_scope(store: Arc<dyn TaskStore>) {
+    let limits = CreateLimits {
+        max_active_per_scope: Some(2),
+    };
+    let owner = scope("alice");
+    let neighbour = scope("bob");
+    let make = |s: &Scope| store.create(new_task(s, Some(60_000)), limits);
+    let first = make(&owner).await.expect("first create");
+    let second = make(&owner).await.expect("second create");
+    let refused = make(&owner).await;
+    assert!(
+        matches!(
+            refused,
+            Err(StoreError::Capacity {
+                limit: "max_active_tasks_per_scope"
+            })
+        ),
+        "the third create is refused: {refused:?}"
+    );
+    assert!(refused.is_err_and(|e| e.is_retryable()));
+    let bobs = make(&neighbour).await.expect("the limit is per scope");
+    commit(&store, &first, Event::Cancel, Writer::Client).await;
+    let third = make(&owner).await.expect("a terminal task frees its slot");
+
+    // The refused create enqueued nothing: exactly the live tasks' work is there.
+    let mut claimed = HashSet::new();
+    loop {
+        let claims = claim(&store, "w1", LONG_LEASE, EMPTY_WAIT).await;
+        if claims.is_empty() {
+            break;
+        }
+        for c in claims {
+            assert!(claimed.insert(c.task.id.clone()), "claimed twice: {c:?}");
+        }
+    }
+    let expected: HashSet<TaskId> = [second.id, bobs.id, third.id].into();
+    assert_eq!(claimed, expected);
+}
+
+/// The worker parks on input, the client answers, the worker sees the answer and finishes.
+pub async fn input_round_trip(store: Arc<dyn TaskStore>) {
+    let owner = scope("alice");
+    create(&store, &owner).await;
+    let claimed = claim_one(&store, "w1", LONG_LEASE).await;
+    let id = claimed.task.id.clone();
+    let request = json!({"method": "elicitation/create", "params": {"message": "Proceed?"}});
+    let parked = commit(
+        &store,
+        &claimed.task,
+        Event::RequestInput(BTreeMap::from([("confirm".to_string(), request.clone())])),
+        claimed.writer(),
+    )
+    .await;
+    assert_eq!(parked.status, Status::InputRequired);
+    assert_eq!(parked.input_requests.get("confirm"), Some(&request));
+
+    let seen = store
+        .get(&owner, &id)
+        .await
+        .expect("get")
+        .expect("the owner sees the task");
+    assert_eq!(seen, parked);
+    let answer = json!({"action": "accept", "content": {"ok": true}});
+    let resumed = commit(
+        &store,
+        &seen,
+        Event::ProvideInput(BTreeMap::from([("confirm".to_string(), answer.clone())])),
+        Writer::Client,
+    )
+    .await;
+    assert_eq!(resumed.status, Status::Working);
+
+    let reloaded = load(&store, &id).await;
+    assert_eq!(reloaded, resumed);
+    assert!(reloaded.input_requests.is_empty());
+    assert_eq!(reloaded.input_responses.get("confirm"), Some(&answer));
+    assert_eq!(
+        reloaded.attempt, claimed.task.attempt,
+        "the client does not move the fence"
+    );
+    let done = commit(
+        &store,
+        &reloaded,
+        Event::Complete(result()),
+        claimed.writer(),
+    )
+    .await;
+    assert_eq!(done.status, Status::Completed);
+}

@@ -1,1 +1,538 @@
-pub(crate) fn _todo() {}
+//! The embedded store: every task, work item and lease in one process's
+//! memory, behind one mutex, for running presa without Redis.
+//!
+//! **Not durable**: a restart loses every task, and only this process can
+//! see them. Same contract as the Redis store (the contract suite runs
+//! against both): atomic create + enqueue, scoped reads, CAS transitions
+//! fenced by attempt, leased claims with recovery, watches via broadcast.
+//! Expired tasks are invisible at once and purged lazily on `create`.
+
+use std::{
+    collections::{HashMap, HashSet, VecDeque},
+    fmt,
+    sync::{Mutex, MutexGuard, PoisonError},
+    time::{Duration, Instant},
+};
+
+use futures::StreamExt;
+use presa_tasks::{NewTask, Scope, Task, TaskId};
+use tokio::sync::{Notify, broadcast};
+use tokio_stream::wrappers::BroadcastStream;
+
+use crate::{
+    Cas, Claim, CreateLimits, EventBus, EventStream, StoreError, TaskStore, TaskStream, Writer,
+    util::{new_task_id, now_ms},
+};
+
+/// Snapshots a slow watcher may fall behind by before it skips some.
+const CHANNEL_CAPACITY: usize = 1024;
+/// Expired tasks are swept at most this often (they are invisible at once).
+const PURGE_EVERY_MS: u64 = 1_000;
+
+/// The in-memory [`TaskStore`] and [`EventBus`] of the embedded mode.
+pub struct MemoryStore {
+    partitions: u16,
+    state: Mutex<State>,
+    /// Woken when work becomes claimable (create, release).
+    work_ready: Notify,
+    /// Committed task snapshots (transitions and claims).
+    changes: broadcast::Sender<Task>,
+    /// Server-wide events.
+    events: broadcast::Sender<String>,
+}
+
+/// Everything behind the one mutex, so a task and its work change together.
+#[derive(Default)]
+struct State {
+    tasks: HashMap<TaskId, Task>,
+    /// Task ids per scope that were not terminal when last seen; counted
+    /// (and pruned) lazily when a scope's limit is checked.
+    active: HashMap<Scope, HashSet<TaskId>>,
+    /// Work items by task id.
+    work: HashMap<TaskId, WorkItem>,
+    /// Unleased work, oldest first (released work goes to the front).
+    queue: VecDeque<TaskId>,
+    next_receipt: u64,
+    last_purge_ms: u64,
+}
+
+#[derive(Default)]
+struct WorkItem {
+    deliveries: u64,
+    lease: Option<Lease>,
+}
+
+struct Lease {
+    /// Who holds it (kept for debugging; the receipt identifies the claim).
+    #[allow(dead_code)]
+    worker: String,
+    deadline: Instant,
+    receipt: String,
+}
+
+impl State {
+    /// The task unless it is gone or expired; an expired task is dropped
+    /// with its work on the spot.
+    fn live(&mut self, id: &TaskId, now: u64) -> Option<&mut Task> {
+        if self.tasks.get(id)?.is_expired(now) {
+            self.tasks.remove(id);
+            self.work.remove(id);
+            return None;
+        }
+        self.tasks.get_mut(id)
+    }
+
+    /// Non-terminal, non-expired tasks of `scope`.
+    fn count_active(&mut self, scope: &Scope, now: u64) -> u64 {
+        let Some(ids) = self.active.get_mut(scope) else {
+            return 0;
+        };
+        let tasks = &self.tasks;
+        ids.retain(|id| {
+            tasks
+                .get(id)
+                .is_some_and(|t| !t.status.is_terminal() && !t.is_expired(now))
+        });
+        let n = ids.len() as u64;
+        if n == 0 {
+            self.active.remove(scope);
+        }
+        n
+    }
+
+    /// Sweep expired tasks with their work, at most once per `PURGE_EVERY_MS`.
+    fn maybe_purge(&mut self, now: u64) {
+        if now.saturating_sub(self.last_purge_ms) < PURGE_EVERY_MS {
+            return;
+        }
+        self.last_purge_ms = now;
+        self.tasks.retain(|_, t| !t.is_expired(now));
+        let tasks = &self.tasks;
+        self.work.retain(|id, _| tasks.contains_key(id));
+        let work = &self.work;
+        self.queue.retain(|id| work.contains_key(id));
+        self.active.retain(|_, ids| {
+            ids.retain(|id| tasks.get(id).is_some_and(|t| !t.status.is_terminal()));
+            !ids.is_empty()
+        });
+    }
+
+    /// Claim up to `max` items: queued first, then lapsed leases (oldest
+    /// deadline first). Also returns the earliest deadline still running.
+    fn take(
+        &mut self,
+        worker: &str,
+        max: usize,
+        lease: Duration,
+        changes: &broadcast::Sender<Task>,
+    ) -> (Vec<Claim>, Option<Instant>) {
+        let now = now_ms();
+        let instant = Instant::now();
+        let mut claims = Vec::new();
+        while claims.len() < max {
+            let Some(id) = self.queue.pop_front() else {
+                break;
+            };
+            if self.work.get(&id).is_some_and(|w| w.lease.is_none())
+                && let Some(claim) = self.claim_item(&id, worker, lease, now, instant, changes)
+            {
+                claims.push(claim);
+            }
+        }
+        if claims.len() < max {
+            let mut lapsed: Vec<(Instant, TaskId)> = self
+                .work
+                .iter()
+                .filter_map(|(id, w)| {
+                    let l = w.lease.as_ref()?;
+                    (l.deadline <= instant).then(|| (l.deadline, id.clone()))
+                })
+                .collect();
+            lapsed.sort();
+            for (_, id) in lapsed {
+                if claims.len() >= max {
+                    break;
+                }
+                if let Some(claim) = self.claim_item(&id, worker, lease, now, instant, changes) {
+                    claims.push(claim);
+                }
+            }
+        }
+        let next_deadline = self
+            .work
+            .values()
+            .filter_map(|w| w.lease.as_ref().map(|l| l.deadline))
+            .min();
+        (claims, next_deadline)
+    }
+
+    /// Lease one work item to `worker`, bumping the task's attempt (the
+    /// fence) and revision; drop it instead when its task is over.
+    fn claim_item(
+        &mut self,
+        id: &TaskId,
+        worker: &str,
+        lease: Duration,
+        now: u64,
+        instant: Instant,
+        changes: &broadcast::Sender<Task>,
+    ) -> Option<Claim> {
+        let Some(task) = self.live(id, now) else {
+            self.work.remove(id);
+            return None;
+        };
+        if task.status.is_terminal() {
+            self.work.remove(id);
+            return None;
+        }
+        task.attempt += 1;
+        task.revision += 1;
+        let task = task.clone();
+        self.next_receipt += 1;
+        let receipt = format!("m{}", self.next_receipt);
+        let item = self.work.entry(id.clone()).or_default();
+        item.deliveries += 1;
+        item.lease = Some(Lease {
+            worker: worker.to_string(),
+            deadline: deadline_after(instant, lease),
+            receipt: receipt.clone(),
+        });
+        let deliveries = item.deliveries;
+        // No receivers is fine; sent under the lock so snapshots stay in order.
+        let _ = changes.send(task.clone());
+        Some(Claim {
+            task,
+            deliveries,
+            receipt,
+        })
+    }
+
+    /// Whether `claim` still holds its work item's lease.
+    fn holds(&mut self, claim: &Claim, now: u64) -> bool {
+        let id = &claim.task.id;
+        let Some(attempt) = self.live(id, now).map(|t| t.attempt) else {
+            return false;
+        };
+        attempt == claim.task.attempt
+            && self
+                .work
+                .get(id)
+                .and_then(|w| w.lease.as_ref())
+                .is_some_and(|l| l.receipt == claim.receipt)
+    }
+}
+
+/// `from + d`, saturating far in the future.
+fn deadline_after(from: Instant, d: Duration) -> Instant {
+    from.checked_add(d)
+        .or_else(|| from.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
+        .unwrap_or(from)
+}
+
+impl MemoryStore {
+    /// An empty store with one partition.
+    pub fn new() -> Self {
+        Self::with_partitions(1)
+    }
+
+    /// An empty store naming `n` partitions in its task ids (as the Redis
+    /// store would), so ids look the same in both modes.
+    pub fn with_partitions(n: u16) -> Self {
+        MemoryStore {
+            partitions: n.max(1),
+            state: Mutex::new(State::default()),
+            work_ready: Notify::new(),
+            changes: broadcast::channel(CHANNEL_CAPACITY).0,
+            events: broadcast::channel(CHANNEL_CAPACITY).0,
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // No critical section leaves the state half-written, so a panic
+        // elsewhere while holding the lock does not poison the data.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("MemoryStore");
+        d.field("partitions", &self.partitions);
+        if let Ok(s) = self.state.try_lock() {
+            d.field("tasks", &s.tasks.len())
+                .field("work", &s.work.len())
+                .field("queued", &s.queue.len());
+        }
+        d.finish_non_exhaustive()
+    }
+}
+
+#[async_trait::async_trait]
+impl TaskStore for MemoryStore {
+    async fn create(&self, new: NewTask, limits: CreateLimits) -> Result<Task, StoreError> {
+        let task = {
+            let mut s = self.state();
+            let now = now_ms();
+            s.maybe_purge(now);
+            if let Some(max) = limits.max_active_per_scope
+                && s.count_active(&new.scope, now) >= max
+            {
+                return Err(StoreError::Capacity {
+                    limit: "max_active_tasks_per_scope",
+                });
+            }
+            let mut id = new_task_id(self.partitions);
+            while s.tasks.contains_key(&id) {
+                id = new_task_id(self.partitions);
+            }
+            let task = Task::new(id.clone(), new, now);
+            s.active
+                .entry(task.scope.clone())
+                .or_default()
+                .insert(id.clone());
+            s.tasks.insert(id.clone(), task.clone());
+            s.work.insert(id.clone(), WorkItem::default());
+            s.queue.push_back(id);
+            task
+        };
+        self.work_ready.notify_waiters();
+        Ok(task)
+    }
+
+    async fn get(&self, scope: &Scope, id: &TaskId) -> Result<Option<Task>, StoreError> {
+        let mut s = self.state();
+        Ok(s.live(id, now_ms())
+            .filter(|t| &t.scope == scope)
+            .map(|t| t.clone()))
+    }
+
+    async fn load(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
+        Ok(self.state().live(id, now_ms()).map(|t| t.clone()))
+    }
+
+    async fn transition(&self, next: &Task, writer: Writer) -> Result<Cas, StoreError> {
+        let mut s = self.state();
+        let Some(stored) = s.live(&next.id, now_ms()) else {
+            return Ok(Cas::Conflict(None));
+        };
+        let fenced = match writer {
+            Writer::Client => true,
+            Writer::Worker { attempt } => attempt == stored.attempt,
+        };
+        if stored.revision.checked_add(1) != Some(next.revision)
+            || stored.status.is_terminal()
+            || !fenced
+        {
+            return Ok(Cas::Conflict(Some(stored.clone())));
+        }
+        *stored = next.clone();
+        let _ = self.changes.send(next.clone());
+        Ok(Cas::Applied(next.clone()))
+    }
+
+    async fn claim(
+        &self,
+        worker: &str,
+        max: usize,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<Vec<Claim>, StoreError> {
+        let until = deadline_after(Instant::now(), wait);
+        loop {
+            // Registered before looking, so a create in between still wakes us.
+            let notified = self.work_ready.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let (claims, next_lapse) = self.state().take(worker, max, lease, &self.changes);
+            if !claims.is_empty() || max == 0 || Instant::now() >= until {
+                return Ok(claims);
+            }
+            let wake = next_lapse.map_or(until, |d| d.min(until));
+            let _ = tokio::time::timeout_at(wake.into(), notified).await;
+        }
+    }
+
+    async fn renew(&self, claim: &Claim, lease: Duration) -> Result<bool, StoreError> {
+        let mut s = self.state();
+        if !s.holds(claim, now_ms()) {
+            return Ok(false);
+        }
+        if let Some(l) = s
+            .work
+            .get_mut(&claim.task.id)
+            .and_then(|w| w.lease.as_mut())
+        {
+            l.deadline = deadline_after(Instant::now(), lease);
+        }
+        Ok(true)
+    }
+
+    async fn finish(&self, claim: &Claim) -> Result<(), StoreError> {
+        let mut s = self.state();
+        let id = &claim.task.id;
+        let over = s.live(id, now_ms()).is_none_or(|t| t.status.is_terminal());
+        // A stale holder must not drop work another worker now runs.
+        if over || s.holds(claim, now_ms()) {
+            s.work.remove(id);
+        }
+        Ok(())
+    }
+
+    async fn release(&self, claim: &Claim) -> Result<(), StoreError> {
+        {
+            let mut s = self.state();
+            if !s.holds(claim, now_ms()) {
+                return Ok(());
+            }
+            let id = claim.task.id.clone();
+            if let Some(w) = s.work.get_mut(&id) {
+                w.lease = None;
+            }
+            s.queue.push_front(id);
+        }
+        self.work_ready.notify_waiters();
+        Ok(())
+    }
+
+    async fn watch(&self, ids: &[TaskId]) -> Result<TaskStream, StoreError> {
+        let ids: HashSet<TaskId> = ids.iter().cloned().collect();
+        let stream = BroadcastStream::new(self.changes.subscribe()).filter_map(move |item| {
+            let keep = item.ok().filter(|t| ids.contains(&t.id));
+            std::future::ready(keep)
+        });
+        Ok(Box::pin(stream))
+    }
+}
+
+#[async_trait::async_trait]
+impl EventBus for MemoryStore {
+    async fn publish(&self, event: &str) -> Result<(), StoreError> {
+        // No subscribers is not an error: nobody needed telling.
+        let _ = self.events.send(event.to_string());
+        Ok(())
+    }
+
+    async fn subscribe(&self) -> Result<EventStream, StoreError> {
+        let stream = BroadcastStream::new(self.events.subscribe())
+            .filter_map(|item| std::future::ready(item.ok()));
+        Ok(Box::pin(stream))
+    }
+}
+
+#[cfg(test)]
+mod contract_suite {
+    use super::*;
+
+    crate::store_contract_tests!(|| async {
+        std::sync::Arc::new(MemoryStore::new()) as std::sync::Arc<dyn TaskStore>
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use presa_tasks::{Event, Work, apply};
+
+    fn new_task(ttl_ms: Option<u64>) -> NewTask {
+        NewTask {
+            scope: Scope::anonymous(),
+            work: Work::default(),
+            ttl_ms,
+            poll_interval_ms: None,
+            status_message: None,
+        }
+    }
+
+    const NO_LIMITS: CreateLimits = CreateLimits {
+        max_active_per_scope: None,
+    };
+
+    #[tokio::test]
+    async fn events_reach_every_subscriber() {
+        let store = MemoryStore::new();
+        store.publish("before anyone listens").await.unwrap();
+        let mut a = store.subscribe().await.unwrap();
+        let mut b = store.subscribe().await.unwrap();
+        store.publish("list_changed").await.unwrap();
+        assert_eq!(a.next().await.as_deref(), Some("list_changed"));
+        assert_eq!(b.next().await.as_deref(), Some("list_changed"));
+    }
+
+    #[tokio::test]
+    async fn claims_are_broadcast_to_watchers() {
+        let store = MemoryStore::new();
+        let task = store
+            .create(new_task(Some(60_000)), NO_LIMITS)
+            .await
+            .unwrap();
+        let mut watch = store.watch(std::slice::from_ref(&task.id)).await.unwrap();
+        let claims = store
+            .claim("w", 1, Duration::from_secs(30), Duration::ZERO)
+            .await
+            .unwrap();
+        let seen = watch.next().await.unwrap();
+        assert_eq!(seen, claims[0].task);
+        assert_eq!((seen.attempt, seen.revision), (1, 2));
+    }
+
+    #[tokio::test]
+    async fn ids_name_a_partition_in_range() {
+        let store = MemoryStore::with_partitions(4);
+        for _ in 0..32 {
+            let t = store.create(new_task(None), NO_LIMITS).await.unwrap();
+            assert!(t.id.partition().is_some_and(|p| p < 4), "{}", t.id);
+        }
+        assert!(format!("{store:?}").contains("tasks: 32"));
+    }
+
+    #[tokio::test]
+    async fn expired_tasks_are_purged_on_create() {
+        let store = MemoryStore::new();
+        let gone = store.create(new_task(Some(1)), NO_LIMITS).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        store.state().last_purge_ms = 0;
+        store.create(new_task(None), NO_LIMITS).await.unwrap();
+        let s = store.state();
+        assert!(!s.tasks.contains_key(&gone.id));
+        assert!(!s.work.contains_key(&gone.id));
+        assert!(!s.queue.contains(&gone.id));
+        assert_eq!(s.tasks.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_stale_holder_cannot_finish_or_release_new_work() {
+        let store = MemoryStore::new();
+        store
+            .create(new_task(Some(60_000)), NO_LIMITS)
+            .await
+            .unwrap();
+        let lease = Duration::from_millis(1);
+        let old = store.claim("a", 1, lease, Duration::ZERO).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let new = store
+            .claim("b", 1, Duration::from_secs(30), Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert_eq!(new[0].task.attempt, 2);
+        store.finish(&old[0]).await.unwrap();
+        store.release(&old[0]).await.unwrap();
+        assert!(store.renew(&new[0], Duration::from_secs(30)).await.unwrap());
+        assert!(store.state().queue.is_empty());
+        // The current holder completes and finishes: the work is gone.
+        let done = apply(&new[0].task, &Event::Cancel, now_ms())
+            .unwrap()
+            .unwrap();
+        assert!(matches!(
+            store.transition(&done, Writer::Client).await.unwrap(),
+            Cas::Applied(_)
+        ));
+        store.finish(&new[0]).await.unwrap();
+        assert!(store.state().work.is_empty());
+    }
+}
