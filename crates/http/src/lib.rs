@@ -1,1 +1,154 @@
-//! placeholder
+//! Streamable HTTP (MCP 2026-07-28) for presa, on axum.
+//!
+//! - [`router`]: `POST /mcp`, `GET /healthz`, `GET /readyz` (and 405 for GET/DELETE `/mcp`).
+//! - [`serve`]: run a router on a listener (TCP_NODELAY) until a shutdown future fires.
+//! - [`admission`]: the request admission order (Origin, envelope, `_meta`,
+//!   `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, method, `Mcp-Param-*`).
+//! - [`auth`]: who is calling ([`Authenticator`]); anonymous by default.
+//!
+//! A reply is one JSON body unless the handler streams notifications first
+//! (progress, logs) or the method is `subscriptions/listen`: then SSE with
+//! `X-Accel-Buffering: no`. Closing an SSE stream cancels the request's work.
+
+pub mod admission;
+pub mod auth;
+mod respond;
+
+use std::{future::Future, sync::Arc, time::Duration};
+
+use axum::{
+    Router,
+    extract::{DefaultBodyLimit, State},
+    http::{HeaderMap, StatusCode},
+    response::{IntoResponse, Response},
+    routing::{get, post},
+};
+use futures::future::BoxFuture;
+use presa_server::Server;
+
+pub use auth::{Anonymous, Authenticator};
+
+/// Readiness probe: `true` when the process can serve (its store answers).
+pub type ReadyCheck = Arc<dyn Fn() -> BoxFuture<'static, bool> + Send + Sync>;
+
+/// Transport settings.
+#[derive(Clone)]
+pub struct HttpConfig {
+    /// Allowed `Origin` values: a hostname (`localhost`, any scheme and port)
+    /// or a full origin (`https://app.example.com`). Requests without
+    /// `Origin` are always accepted.
+    pub allowed_origins: Vec<String>,
+    /// Largest request body, bytes (413 beyond). Default 4 MiB.
+    pub max_body_bytes: usize,
+    /// SSE keep-alive comment interval. Default 15 s.
+    pub keep_alive: Duration,
+    /// Who is calling.
+    pub authenticator: Arc<dyn Authenticator>,
+    /// Readiness probe for `/readyz`.
+    pub ready: Option<ReadyCheck>,
+}
+
+impl std::fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("allowed_origins", &self.allowed_origins)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("keep_alive", &self.keep_alive)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            allowed_origins: vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()],
+            max_body_bytes: 4 * 1024 * 1024,
+            keep_alive: Duration::from_secs(15),
+            authenticator: Arc::new(Anonymous),
+            ready: None,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct App {
+    pub(crate) server: Server,
+    pub(crate) config: Arc<HttpConfig>,
+}
+
+/// The axum router for `server`.
+pub fn router(server: Server, config: HttpConfig) -> Router {
+    let limit = config.max_body_bytes;
+    let app = App {
+        server,
+        config: Arc::new(config),
+    };
+    Router::new()
+        .route(
+            "/mcp",
+            post(respond::mcp)
+                .get(method_not_allowed)
+                .delete(method_not_allowed),
+        )
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(app)
+}
+
+async fn method_not_allowed() -> Response {
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        [(axum::http::header::ALLOW, "POST")],
+    )
+        .into_response()
+}
+
+async fn readyz(State(app): State<App>) -> Response {
+    if app.server.shutdown_token().is_cancelled() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response();
+    }
+    let ready = match &app.config.ready {
+        Some(check) => check().await,
+        None => true,
+    };
+    if ready {
+        (StatusCode::OK, "ready").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "store unreachable").into_response()
+    }
+}
+
+/// Serve `router` on `listener` until `shutdown` resolves, then stop
+/// accepting and let in-flight requests finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Header map helper used by the admission checks.
+pub(crate) fn single_header<'a>(
+    headers: &'a HeaderMap,
+    name: &str,
+) -> Result<Option<&'a str>, &'static str> {
+    let mut values = headers.get_all(name).iter();
+    let Some(first) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err("repeated header");
+    }
+    first
+        .to_str()
+        .map(Some)
+        .map_err(|_| "header value has invalid characters")
+}

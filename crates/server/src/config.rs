@@ -1,0 +1,48 @@
+//! Dispatcher settings: identity, cache hints, task limits.
+
+use std::time::Duration;
+
+/// Settings of a [`crate::Server`]. `Default` gives sane values for a first run.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// `serverInfo.name`.
+    pub name: String,
+    /// `serverInfo.version`.
+    pub version: String,
+    /// `server/discover` instructions.
+    pub instructions: Option<String>,
+    /// Task lifetime from creation; `None` never expires. Default 1 h.
+    pub task_ttl_ms: Option<u64>,
+    /// Suggested polling interval for tasks. Default 500 ms.
+    pub poll_interval_ms: Option<u64>,
+    /// Largest task input (arguments plus MRTR answers, or one `tasks/update`), serialised. Default 256 KiB.
+    pub max_task_input_bytes: usize,
+    /// Most non-terminal tasks one scope may hold. Default 1000.
+    pub max_active_tasks_per_scope: Option<u64>,
+    /// How long an MRTR `requestState` stays valid. Default 10 min.
+    pub request_state_ttl: Duration,
+    /// `ttlMs` on list results and `server/discover`. Default 5 min.
+    pub list_ttl_ms: u64,
+    /// `ttlMs` on `resources/read`. Default 5 min.
+    pub read_ttl_ms: u64,
+    /// How often a parked handler re-reads its task even without a wake-up. Default 1 s.
+    pub input_tick: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            name: "presa".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            instructions: None,
+            task_ttl_ms: Some(3_600_000),
+            poll_interval_ms: Some(500),
+            max_task_input_bytes: 256 * 1024,
+            max_active_tasks_per_scope: Some(1000),
+            request_state_ttl: Duration::from_secs(600),
+            list_ttl_ms: 300_000,
+            read_ttl_ms: 300_000,
+            input_tick: Duration::from_secs(1),
+        }
+    }
+}

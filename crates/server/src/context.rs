@@ -1,0 +1,352 @@
+//! [`ToolContext`]: what a handler can do while it runs.
+//!
+//! In a request (sync) it can stream progress and logs on the request's own
+//! response stream and read MRTR answers. In a task it parks on input
+//! (`input_required` until `tasks/update` answers), updates the status
+//! message, and notices cancellation. Both modes share one API so a handler
+//! does not care where it runs.
+
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use futures::StreamExt;
+use presa_protocol::{jsonrpc, meta::LogLevel};
+use presa_store::{EventBus, TaskId, TaskStore, Writer};
+use presa_tasks::{Event, Status};
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    ops::{Updated, update_task},
+    tool::ToolError,
+};
+
+/// Where request-scoped notifications go: the response stream of the request.
+#[derive(Debug, Clone)]
+pub struct Outbox {
+    tx: Option<mpsc::UnboundedSender<Value>>,
+}
+
+impl Outbox {
+    /// An outbox feeding `tx`.
+    pub fn new(tx: mpsc::UnboundedSender<Value>) -> Self {
+        Outbox { tx: Some(tx) }
+    }
+
+    /// An outbox that drops everything (tasks, tests).
+    pub fn none() -> Self {
+        Outbox { tx: None }
+    }
+
+    pub(crate) fn send(&self, message: Value) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(message);
+        }
+    }
+}
+
+/// Everything a handler can see of the call that started it.
+#[derive(Debug, Clone)]
+pub struct CallDetails {
+    /// The client capabilities of the creating request.
+    pub client_capabilities: Map<String, Value>,
+    /// MRTR `inputResponses` of the call (validated: an object of objects).
+    pub input_responses: Option<Map<String, Value>>,
+    /// The tool state carried by a verified `requestState`.
+    pub request_state: Option<Value>,
+}
+
+#[derive(Debug)]
+enum Mode {
+    Request {
+        outbox: Outbox,
+        progress_token: Option<Value>,
+        log_level: Option<LogLevel>,
+    },
+    Task {
+        store: Arc<dyn TaskStore>,
+        id: TaskId,
+        writer: Writer,
+        tick: Duration,
+    },
+}
+
+#[derive(Debug)]
+struct Inner {
+    call: CallDetails,
+    mode: Mode,
+    cancel: CancellationToken,
+    bus: Arc<dyn EventBus>,
+}
+
+/// The handle a tool handler gets. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    inner: Arc<Inner>,
+}
+
+impl ToolContext {
+    /// A context for a call running inside its request.
+    pub fn for_request(
+        call: CallDetails,
+        outbox: Outbox,
+        progress_token: Option<Value>,
+        log_level: Option<LogLevel>,
+        cancel: CancellationToken,
+        bus: Arc<dyn EventBus>,
+    ) -> Self {
+        let mode = Mode::Request {
+            outbox,
+            progress_token,
+            log_level,
+        };
+        ToolContext {
+            inner: Arc::new(Inner {
+                call,
+                mode,
+                cancel,
+                bus,
+            }),
+        }
+    }
+
+    /// A context for a call running as task `id` under the claim `writer`.
+    /// `tick` bounds how long a parked handler goes without re-reading the task.
+    pub fn for_task(
+        call: CallDetails,
+        store: Arc<dyn TaskStore>,
+        id: TaskId,
+        writer: Writer,
+        tick: Duration,
+        cancel: CancellationToken,
+        bus: Arc<dyn EventBus>,
+    ) -> Self {
+        let mode = Mode::Task {
+            store,
+            id,
+            writer,
+            tick,
+        };
+        ToolContext {
+            inner: Arc::new(Inner {
+                call,
+                mode,
+                cancel,
+                bus,
+            }),
+        }
+    }
+
+    /// Whether the client declared a capability (`sampling`, `elicitation`, `roots`…).
+    pub fn has_capability(&self, name: &str) -> bool {
+        self.inner
+            .call
+            .client_capabilities
+            .get(name)
+            .is_some_and(|v| !v.is_null())
+    }
+
+    /// MRTR answers carried by the call (or by the request that created the task).
+    pub fn input_responses(&self) -> Option<&Map<String, Value>> {
+        self.inner.call.input_responses.as_ref()
+    }
+
+    /// The tool state from a verified `requestState`, if the call carried one.
+    pub fn request_state(&self) -> Option<&Value> {
+        self.inner.call.request_state.as_ref()
+    }
+
+    /// The task id, when running as a task.
+    pub fn task_id(&self) -> Option<&TaskId> {
+        match &self.inner.mode {
+            Mode::Task { id, .. } => Some(id),
+            Mode::Request { .. } => None,
+        }
+    }
+
+    /// Fires when the work must stop (task cancelled, claim lost, request gone, shutdown).
+    pub fn cancellation(&self) -> CancellationToken {
+        self.inner.cancel.clone()
+    }
+
+    /// Sleep, unless cancelled first.
+    pub async fn sleep(&self, d: Duration) -> Result<(), ToolError> {
+        tokio::select! {
+            _ = tokio::time::sleep(d) => Ok(()),
+            _ = self.inner.cancel.cancelled() => Err(ToolError::Cancelled),
+        }
+    }
+
+    /// Report progress on the request's stream (only when the client sent a
+    /// progress token; tasks have no request stream, so this is a no-op there).
+    pub fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        if let Mode::Request {
+            outbox,
+            progress_token: Some(token),
+            ..
+        } = &self.inner.mode
+        {
+            let mut params = json!({ "progressToken": token, "progress": progress });
+            if let Some(t) = total {
+                params["total"] = json!(t);
+            }
+            if let Some(m) = message {
+                params["message"] = json!(m);
+            }
+            outbox.send(jsonrpc::notification("notifications/progress", params));
+        }
+    }
+
+    /// Send a log message on the request's stream, only when the request asked
+    /// for logs (`_meta` logLevel) at `level` or below.
+    pub fn log(&self, level: LogLevel, logger: &str, data: Value) {
+        if let Mode::Request {
+            outbox,
+            log_level: Some(min),
+            ..
+        } = &self.inner.mode
+            && level >= *min
+        {
+            let params = json!({ "level": level.as_str(), "logger": logger, "data": data });
+            outbox.send(jsonrpc::notification("notifications/message", params));
+        }
+    }
+
+    /// Set the task's status message (a no-op for sync calls).
+    pub async fn set_status(&self, message: impl Into<String>) -> Result<(), ToolError> {
+        let Mode::Task {
+            store, id, writer, ..
+        } = &self.inner.mode
+        else {
+            return Ok(());
+        };
+        match update_task(
+            store.as_ref(),
+            id,
+            *writer,
+            &Event::SetMessage(message.into()),
+        )
+        .await
+        {
+            Ok(Updated::Applied(_) | Updated::Unchanged(_)) => Ok(()),
+            Ok(Updated::Gone | Updated::Fenced) => Err(ToolError::Cancelled),
+            Err(e) => Err(ToolError::internal(e)),
+        }
+    }
+
+    /// Ask the client for one input; see [`ToolContext::inputs`].
+    pub async fn input(&self, key: &str, request: Value) -> Result<Value, ToolError> {
+        let mut answers = self
+            .inputs(BTreeMap::from([(key.to_string(), request)]))
+            .await?;
+        answers
+            .remove(key)
+            .ok_or_else(|| ToolError::internal("input answer missing"))
+    }
+
+    /// Ask the client for several inputs at once and wait for all answers.
+    ///
+    /// In a task: parks the task as `input_required` with these requests until
+    /// `tasks/update` has answered every key. Answers are recorded, so a task
+    /// re-run after a crash gets them back at once instead of asking again.
+    /// In a sync call: answers come from the call's `inputResponses`; missing
+    /// ones end the call with an `InputRequiredResult` (MRTR).
+    pub async fn inputs(
+        &self,
+        requests: BTreeMap<String, Value>,
+    ) -> Result<BTreeMap<String, Value>, ToolError> {
+        match &self.inner.mode {
+            Mode::Request { .. } => {
+                let given = self.inner.call.input_responses.as_ref();
+                let found: BTreeMap<_, _> = requests
+                    .keys()
+                    .filter_map(|k| given.and_then(|g| g.get(k)).map(|v| (k.clone(), v.clone())))
+                    .collect();
+                if found.len() == requests.len() {
+                    Ok(found)
+                } else {
+                    Err(ToolError::NeedInput(requests))
+                }
+            }
+            Mode::Task {
+                store,
+                id,
+                writer,
+                tick,
+            } => {
+                self.park(store.as_ref(), id, *writer, *tick, requests)
+                    .await
+            }
+        }
+    }
+
+    async fn park(
+        &self,
+        store: &dyn TaskStore,
+        id: &TaskId,
+        writer: Writer,
+        tick: Duration,
+        requests: BTreeMap<String, Value>,
+    ) -> Result<BTreeMap<String, Value>, ToolError> {
+        let answered = |task: &presa_tasks::Task| -> Option<BTreeMap<String, Value>> {
+            requests
+                .keys()
+                .map(|k| task.input_responses.get(k).map(|v| (k.clone(), v.clone())))
+                .collect()
+        };
+        // Subscribe before asking, so an answer that lands at once is not missed.
+        let mut changes = store
+            .watch(std::slice::from_ref(id))
+            .await
+            .map_err(ToolError::internal)?;
+        let current = store
+            .load(id)
+            .await
+            .map_err(ToolError::internal)?
+            .ok_or(ToolError::Cancelled)?;
+        if let Some(all) = answered(&current) {
+            return Ok(all);
+        }
+        let missing: BTreeMap<String, Value> = requests
+            .iter()
+            .filter(|(k, _)| !current.input_responses.contains_key(*k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        match update_task(store, id, writer, &Event::RequestInput(missing)).await {
+            Ok(Updated::Applied(_) | Updated::Unchanged(_)) => {}
+            Ok(Updated::Gone | Updated::Fenced) => return Err(ToolError::Cancelled),
+            Err(e) => return Err(ToolError::internal(e)),
+        }
+        loop {
+            let task = store
+                .load(id)
+                .await
+                .map_err(ToolError::internal)?
+                .ok_or(ToolError::Cancelled)?;
+            if task.status.is_terminal()
+                || matches!(writer, Writer::Worker { attempt } if attempt != task.attempt)
+            {
+                return Err(ToolError::Cancelled);
+            }
+            if let Some(all) = answered(&task) {
+                return Ok(all);
+            }
+            debug_assert!(task.status == Status::InputRequired || task.status == Status::Working);
+            tokio::select! {
+                _ = changes.next() => {}
+                _ = tokio::time::sleep(tick) => {}
+                _ = self.inner.cancel.cancelled() => return Err(ToolError::Cancelled),
+            }
+        }
+    }
+
+    /// Tell every `subscriptions/listen` stream (on every API process) that a
+    /// list changed: `tools`, `prompts` or `resources`.
+    pub async fn notify_list_changed(&self, list: &str) -> Result<(), ToolError> {
+        self.inner
+            .bus
+            .publish(&format!("notifications/{list}/list_changed"))
+            .await
+            .map_err(ToolError::internal)
+    }
+}

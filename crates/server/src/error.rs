@@ -1,0 +1,94 @@
+//! The dispatcher's error type and the one place it becomes a JSON-RPC error.
+//!
+//! Internal causes are logged here and never sent: clients see a stable message.
+
+use presa_protocol::{TASKS_EXTENSION, codes, jsonrpc::ErrorObject};
+use presa_store::StoreError;
+use serde_json::{Value, json};
+
+/// Why a request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// Bad params (`-32602`).
+    #[error("{0}")]
+    InvalidParams(String),
+    /// Bad params with structured data (`-32602`), e.g. an unknown resource.
+    #[error("{message}")]
+    InvalidParamsData {
+        /// The message.
+        message: String,
+        /// The data.
+        data: Value,
+    },
+    /// Unknown or removed method (`-32601`).
+    #[error("Method not found: {0}")]
+    MethodNotFound(String),
+    /// The client must declare these capabilities (`-32021`).
+    #[error("Missing required client capability")]
+    MissingCapability(Value),
+    /// A capacity limit was hit; nothing was stored (`-32603`, retryable).
+    #[error("Capacity exhausted: {0}")]
+    Capacity(&'static str),
+    /// The store is unreachable (`-32603`, retryable).
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// Anything else (`-32603`); the cause is logged, not sent.
+    #[error("internal error: {0}")]
+    Internal(String),
+    /// A JSON-RPC error chosen by a tool handler, sent as is.
+    #[error("{}", .0.message)]
+    Rpc(ErrorObject),
+}
+
+impl ServerError {
+    /// `-32021` asking for the Tasks extension.
+    pub fn tasks_required() -> Self {
+        ServerError::MissingCapability(json!({ "extensions": { TASKS_EXTENSION: {} } }))
+    }
+
+    /// The JSON-RPC error to send. Logs internal causes.
+    pub fn to_error_object(&self) -> ErrorObject {
+        match self {
+            ServerError::InvalidParams(m) => ErrorObject::new(codes::INVALID_PARAMS, m.clone()),
+            ServerError::InvalidParamsData { message, data } => {
+                ErrorObject::with_data(codes::INVALID_PARAMS, message.clone(), data.clone())
+            }
+            ServerError::MethodNotFound(m) => {
+                ErrorObject::new(codes::METHOD_NOT_FOUND, format!("Method not found: {m}"))
+            }
+            ServerError::MissingCapability(caps) => ErrorObject::with_data(
+                codes::MISSING_REQUIRED_CLIENT_CAPABILITY,
+                "Missing required client capability",
+                json!({ "requiredCapabilities": caps }),
+            ),
+            ServerError::Capacity(limit) => ErrorObject::with_data(
+                codes::INTERNAL_ERROR,
+                "Task capacity exhausted",
+                json!({ "retryable": true, "limit": limit }),
+            ),
+            ServerError::Unavailable(cause) => {
+                tracing::warn!(%cause, "store unavailable");
+                ErrorObject::with_data(
+                    codes::INTERNAL_ERROR,
+                    "Service temporarily unavailable",
+                    json!({ "retryable": true }),
+                )
+            }
+            ServerError::Internal(cause) => {
+                tracing::error!(%cause, "internal error");
+                ErrorObject::new(codes::INTERNAL_ERROR, "Internal error")
+            }
+            ServerError::Rpc(e) => e.clone(),
+        }
+    }
+}
+
+impl From<StoreError> for ServerError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Capacity { limit } => ServerError::Capacity(limit),
+            StoreError::Unavailable(m) => ServerError::Unavailable(m),
+            StoreError::Corrupt(m) => ServerError::Internal(format!("corrupt record: {m}")),
+        }
+    }
+}

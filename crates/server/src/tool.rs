@@ -1,0 +1,197 @@
+//! The tool API for library users: a [`Tool`] is a name, a description, a
+//! JSON Schema 2020-12 `inputSchema`, a [`TaskPolicy`] and a [`ToolHandler`].
+//!
+//! A handler is the same code whether it runs inside the request (sync) or
+//! as a task on a worker: the [`ToolContext`] it gets knows which.
+
+use std::{collections::BTreeMap, fmt, sync::Arc};
+
+use presa_protocol::jsonrpc::ErrorObject;
+use serde_json::{Map, Value, json};
+
+use crate::context::ToolContext;
+
+/// Whether a tool call becomes a task (SEP-2663 is server-directed: the
+/// server decides per call, from the request's own capabilities).
+#[derive(Clone, Default)]
+pub enum TaskPolicy {
+    /// Always runs inside the request.
+    #[default]
+    Sync,
+    /// A task when the client declared the Tasks extension, else sync.
+    Optional,
+    /// A task; clients without the extension get `-32021`.
+    Required,
+    /// Decided per call from the call itself (arguments, `inputResponses`…).
+    Dynamic(Arc<dyn Fn(&CallInfo<'_>) -> TaskPolicy + Send + Sync>),
+}
+
+impl fmt::Debug for TaskPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TaskPolicy::Sync => f.write_str("Sync"),
+            TaskPolicy::Optional => f.write_str("Optional"),
+            TaskPolicy::Required => f.write_str("Required"),
+            TaskPolicy::Dynamic(_) => f.write_str("Dynamic(..)"),
+        }
+    }
+}
+
+/// What a [`TaskPolicy::Dynamic`] decision sees.
+#[derive(Debug)]
+pub struct CallInfo<'a> {
+    /// The tool arguments.
+    pub arguments: &'a Value,
+    /// MRTR `inputResponses` carried by this call, if any.
+    pub input_responses: Option<&'a Map<String, Value>>,
+}
+
+impl TaskPolicy {
+    /// The static policy for this call (resolving `Dynamic`).
+    pub fn resolve(&self, call: &CallInfo<'_>) -> TaskPolicy {
+        match self {
+            TaskPolicy::Dynamic(f) => match f(call) {
+                TaskPolicy::Dynamic(_) => TaskPolicy::Sync,
+                p => p,
+            },
+            p => p.clone(),
+        }
+    }
+}
+
+/// What a handler returns.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolOutput {
+    /// A `CallToolResult` (`content`, optional `structuredContent`, `isError`).
+    Complete(Value),
+    /// MRTR: ask the client for input and retry (sync calls only). `state`
+    /// is signed into `requestState` and handed back on the retry.
+    InputRequired {
+        /// The input requests, by key.
+        requests: BTreeMap<String, Value>,
+        /// Opaque tool state to get back on the retry.
+        state: Option<Value>,
+    },
+}
+
+impl ToolOutput {
+    /// A result with one text item.
+    pub fn text(text: impl Into<String>) -> Self {
+        ToolOutput::Complete(json!({ "content": [{ "type": "text", "text": text.into() }] }))
+    }
+
+    /// A tool-level error: `isError: true` with one text item. Tasks end `completed`.
+    pub fn error(text: impl Into<String>) -> Self {
+        ToolOutput::Complete(
+            json!({ "content": [{ "type": "text", "text": text.into() }], "isError": true }),
+        )
+    }
+
+    /// A result from a `content` array.
+    pub fn content(content: Value) -> Self {
+        ToolOutput::Complete(json!({ "content": content }))
+    }
+}
+
+/// Why a handler did not produce an output.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// A JSON-RPC error to send as is (e.g. `-32602`, `-32021`). In a task it
+    /// ends the task `failed` with this error.
+    #[error("{}", .0.message)]
+    Rpc(ErrorObject),
+    /// The handler failed. Sent as `-32603 Internal error`; the cause is logged only.
+    #[error("{0}")]
+    Internal(String),
+    /// The work was cancelled (the task was cancelled or the request went away).
+    #[error("cancelled")]
+    Cancelled,
+    /// The handler needs input it does not have yet (raised by
+    /// [`ToolContext::input`] in a sync call; becomes an `InputRequiredResult`).
+    #[error("input required")]
+    NeedInput(BTreeMap<String, Value>),
+}
+
+impl ToolError {
+    /// An internal failure with a cause to log.
+    pub fn internal(cause: impl fmt::Display) -> Self {
+        ToolError::Internal(cause.to_string())
+    }
+}
+
+/// A tool's implementation.
+#[async_trait::async_trait]
+pub trait ToolHandler: Send + Sync + 'static {
+    /// Run the tool with validated `arguments`.
+    async fn call(&self, ctx: ToolContext, arguments: Value) -> Result<ToolOutput, ToolError>;
+}
+
+/// Any async closure `Fn(ToolContext, Value) -> Future<Result<ToolOutput, ToolError>>` is a handler.
+#[async_trait::async_trait]
+impl<F, Fut> ToolHandler for F
+where
+    F: Fn(ToolContext, Value) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
+{
+    async fn call(&self, ctx: ToolContext, arguments: Value) -> Result<ToolOutput, ToolError> {
+        self(ctx, arguments).await
+    }
+}
+
+/// A registered tool.
+#[derive(Clone)]
+pub struct Tool {
+    /// The descriptor sent in `tools/list` (`name`, `description`, `inputSchema`, …).
+    pub descriptor: Value,
+    /// When the call becomes a task.
+    pub policy: TaskPolicy,
+    /// The implementation.
+    pub handler: Arc<dyn ToolHandler>,
+}
+
+impl fmt::Debug for Tool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tool")
+            .field("name", &self.name())
+            .field("policy", &self.policy)
+            .finish()
+    }
+}
+
+impl Tool {
+    /// A tool with an object `inputSchema`.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+        handler: impl ToolHandler,
+    ) -> Self {
+        Tool {
+            descriptor: json!({ "name": name.into(), "description": description.into(), "inputSchema": input_schema }),
+            policy: TaskPolicy::Sync,
+            handler: Arc::new(handler),
+        }
+    }
+
+    /// Set the task policy.
+    pub fn policy(mut self, policy: TaskPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Add a descriptor field (`title`, `annotations`, `outputSchema`…).
+    pub fn with(mut self, key: &str, value: Value) -> Self {
+        self.descriptor[key] = value;
+        self
+    }
+
+    /// The tool name.
+    pub fn name(&self) -> &str {
+        self.descriptor["name"].as_str().unwrap_or_default()
+    }
+
+    /// The input schema.
+    pub fn input_schema(&self) -> &Value {
+        &self.descriptor["inputSchema"]
+    }
+}
