@@ -1,1 +1,60 @@
-//! placeholder
+//! Redis implementation of the presa task store ([`presa_store::TaskStore`])
+//! and event bus ([`presa_store::EventBus`]), for a cluster of stateless API
+//! pods and worker pods sharing one Redis (standalone or Redis Cluster).
+//!
+//! # Data model
+//!
+//! Every task id names its partition (`p07.<random>`); all keys of a task
+//! carry that partition's hash tag, so each Lua script touches one slot.
+//! Key names are built only in [`keys`]:
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `{prefix}:{pNN}:task:<id>` | hash | `doc` (the whole [`presa_store::Task`] as JSON), `rev`, `attempt`, `status`, `scope`; `PEXPIREAT createdAt+ttlMs` |
+//! | `{prefix}:{pNN}:work` | stream | one entry (`task` = id) per task with work; consumer group `workers` |
+//! | `{prefix}:{pNN}:events:<id>` | channel | committed snapshots of the task (JSON) |
+//! | `{prefix}:{s.<tenant hex>.<subject hex>}:active` | sorted set | a scope's active tasks, for `max_active_per_scope` |
+//! | `{prefix}:bus` | channel | server-wide events |
+//!
+//! The hash fields `rev`, `attempt` and `status` mirror the doc so the scripts
+//! compare-and-set without parsing JSON; every new doc is computed in Rust (by
+//! the reducer, or by the claim bumping `attempt`), so the two never disagree.
+//!
+//! # Modules
+//!
+//! - [`keys`]: key and channel names, one doc line each.
+//! - `scripts` + `lua/*.lua`: create (hash + work entry together), transition
+//!   (CAS on rev, fence on attempt, refuse terminal, publish), claim (bump the
+//!   attempt, or drop work of finished tasks), renew, release, ack, admit.
+//! - `store`: connecting, create/get/load/transition/watch, the event bus.
+//! - `work`: claim/renew/finish/release over streams (see its docs for the
+//!   exact semantics).
+//! - `limits`: the per-scope active-task limit and the races it tolerates.
+//! - `hub`: one pub/sub connection per store fanning out to every watcher.
+//! - `conn`: the command connection, timeouts, the blocking-read pool.
+//!
+//! # Invariants
+//!
+//! - Every Redis command is bounded by [`RedisConfig::op_timeout`] (blocking
+//!   reads by their block time plus `op_timeout`): an unreachable Redis fails
+//!   promptly with [`presa_store::StoreError::Unavailable`], never hangs.
+//! - A task and its work entry are written by one script; `create` returns
+//!   after it did, so any process's `get` resolves the task.
+//! - Terminal tasks never change; a worker's write carries its fencing attempt
+//!   and every claim bumps the attempt, so a zombie's late write is refused.
+//! - Pub/sub is a wake-up only; the hash is the truth.
+
+pub mod keys;
+
+mod config;
+mod conn;
+mod error;
+mod hub;
+mod limits;
+mod scripts;
+mod store;
+mod work;
+
+pub use config::RedisConfig;
+pub use error::RedisStoreError;
+pub use store::RedisStore;

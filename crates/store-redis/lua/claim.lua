@@ -1,0 +1,43 @@
+-- claim.lua: take a delivered work entry: bump the task's fencing attempt
+-- (and rev) with a compare-and-set on rev, lease the entry to the claimer,
+-- and publish the new snapshot; or drop the entry when the task is terminal
+-- or gone. The new doc is computed in Rust, so it stays consistent.
+--
+-- The lease lives in the entry's idle time: XAUTOCLAIM recovers entries idle
+-- for at least the horizon H (`max_lease`), so setting IDLE to H - lease
+-- makes the entry recoverable exactly when the lease ends.
+--
+-- KEYS[1]: task hash       {prefix}:{pNN}:task:<id>
+-- KEYS[2]: work stream     {prefix}:{pNN}:work
+-- KEYS[3]: events channel  {prefix}:{pNN}:events:<id>
+-- ARGV[1]: consumer group
+-- ARGV[2]: work entry id
+-- ARGV[3]: consumer (the claiming worker)
+-- ARGV[4]: expected stored rev
+-- ARGV[5]: new doc (task JSON with attempt + 1, rev + 1)
+-- ARGV[6]: new rev
+-- ARGV[7]: new attempt
+-- ARGV[8]: idle time to set, ms (H - lease)
+-- ARGV[9]: publish command: "PUBLISH" (standalone) or "SPUBLISH" (cluster)
+-- Returns: {1} claimed; {-1} dropped (task terminal or gone: entry acked and
+--          deleted; or the entry is no longer pending); {0, doc} when rev
+--          moved (re-read and retry).
+
+local cur = redis.call('HMGET', KEYS[1], 'rev', 'status', 'doc')
+local status = cur[2]
+if not cur[1] or status == 'completed' or status == 'failed' or status == 'cancelled' then
+  redis.call('XACK', KEYS[2], ARGV[1], ARGV[2])
+  redis.call('XDEL', KEYS[2], ARGV[2])
+  return {-1}
+end
+if cur[1] ~= ARGV[4] then
+  return {0, cur[3]}
+end
+local taken = redis.call('XCLAIM', KEYS[2], ARGV[1], ARGV[3], 0, ARGV[2],
+  'IDLE', ARGV[8], 'JUSTID')
+if #taken == 0 then
+  return {-1}
+end
+redis.call('HSET', KEYS[1], 'doc', ARGV[5], 'rev', ARGV[6], 'attempt', ARGV[7])
+redis.call(ARGV[9], KEYS[3], ARGV[5])
+return {1}

@@ -1,0 +1,27 @@
+-- create.lua: create a task and enqueue its work in one step, so a crash
+-- never leaves a task without work or work without a task.
+--
+-- KEYS[1]: task hash    {prefix}:{pNN}:task:<id>
+-- KEYS[2]: work stream  {prefix}:{pNN}:work
+-- ARGV[1]: task id (the work entry's `task` field)
+-- ARGV[2]: doc: the whole task as JSON
+-- ARGV[3]: rev
+-- ARGV[4]: attempt
+-- ARGV[5]: status
+-- ARGV[6]: scope key
+-- ARGV[7]: expiry, Unix ms (PEXPIREAT), or "" when the task never expires
+-- Returns: the work entry id, or nil when KEYS[1] already exists (nothing written).
+
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return false
+end
+-- The stream entry first: if anything after it failed, a worker would find
+-- no task and drop the entry; the reverse would strand a task.
+local entry = redis.call('XADD', KEYS[2], '*', 'task', ARGV[1])
+redis.call('HSET', KEYS[1],
+  'doc', ARGV[2], 'rev', ARGV[3], 'attempt', ARGV[4],
+  'status', ARGV[5], 'scope', ARGV[6])
+if ARGV[7] ~= '' then
+  redis.call('PEXPIREAT', KEYS[1], ARGV[7])
+end
+return entry

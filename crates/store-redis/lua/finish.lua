@@ -1,0 +1,19 @@
+-- finish.lua: remove a finished work entry (XACK + XDEL), unless a newer
+-- claim holds it: a stale holder must not drop work another worker now runs.
+--
+-- KEYS[1]: task hash    {prefix}:{pNN}:task:<id>
+-- KEYS[2]: work stream  {prefix}:{pNN}:work
+-- ARGV[1]: consumer group
+-- ARGV[2]: work entry id
+-- ARGV[3]: the finisher's attempt
+-- Returns: 1 removed; 0 left alone (the task runs under a newer attempt).
+
+local cur = redis.call('HMGET', KEYS[1], 'attempt', 'status')
+local status = cur[2]
+local over = not cur[1] or status == 'completed' or status == 'failed' or status == 'cancelled'
+if not over and cur[1] ~= ARGV[3] then
+  return 0
+end
+redis.call('XACK', KEYS[2], ARGV[1], ARGV[2])
+redis.call('XDEL', KEYS[2], ARGV[2])
+return 1

@@ -1,0 +1,22 @@
+-- release.lua: hand unfinished work back so any worker recovers it at once:
+-- the entry stays pending (same id, same place) but its last delivery is set
+-- to the Unix epoch (XCLAIM ... TIME 0), so its idle time exceeds the
+-- recovery horizon and the next claimer's XAUTOCLAIM takes it.
+-- Only the current holder (stored attempt) may release.
+--
+-- KEYS[1]: task hash    {prefix}:{pNN}:task:<id>
+-- KEYS[2]: work stream  {prefix}:{pNN}:work
+-- ARGV[1]: consumer group
+-- ARGV[2]: work entry id
+-- ARGV[3]: the holder's attempt
+-- Returns: 1 released; 0 not held (nothing changed).
+
+if redis.call('HGET', KEYS[1], 'attempt') ~= ARGV[3] then
+  return 0
+end
+local pending = redis.call('XPENDING', KEYS[2], ARGV[1], ARGV[2], ARGV[2], 1)
+if #pending == 0 then
+  return 0
+end
+redis.call('XCLAIM', KEYS[2], ARGV[1], pending[1][2], 0, ARGV[2], 'TIME', 0, 'JUSTID')
+return 1

@@ -1,0 +1,451 @@
+//! The pub/sub hub: ONE subscriber connection per store (so per process)
+//! multiplexing every local watcher.
+//!
+//! A small actor task owns the connection (standalone: a dedicated
+//! `Client::get_async_pubsub()`; cluster: a RESP3 cluster connection using
+//! sharded `SSUBSCRIBE`), subscribes a channel when its first local watcher
+//! appears and unsubscribes it when the last one goes, and fans every message
+//! out to the local watchers' bounded queues. When the connection drops (or a
+//! periodic PING fails) it reconnects with backoff and re-subscribes every
+//! channel still watched. Messages published while it is away are lost: pub/sub
+//! is only a wake-up, the task hash is the truth.
+//!
+//! A subscription is confirmed by Redis before [`Hub::subscribe`] returns, so
+//! whatever is published after that reaches the watcher.
+
+use std::{
+    collections::{HashMap, HashSet},
+    pin::Pin,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use futures::{Stream, StreamExt};
+use redis::{
+    PushInfo, PushKind, Value, aio::PubSubSink, cluster::ClusterClient,
+    cluster_async::ClusterConnection,
+};
+use tokio::{
+    sync::{mpsc, oneshot},
+    time::Instant,
+};
+
+use crate::{RedisConfig, RedisStoreError, conn::bounded};
+
+/// How often an idle subscriber connection is checked with PING.
+const PING_EVERY: Duration = Duration::from_secs(5);
+/// Longest pause between reconnect attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// Shortest pause between reconnect attempts.
+const MIN_BACKOFF: Duration = Duration::from_millis(100);
+
+/// One message as received: its channel and payload.
+#[derive(Debug, Clone)]
+pub(crate) struct Delivery {
+    /// The channel it was published on.
+    pub(crate) channel: Arc<str>,
+    /// The payload, shared by every local watcher of the channel.
+    pub(crate) payload: Arc<[u8]>,
+}
+
+enum Cmd {
+    Sub {
+        id: u64,
+        channels: Vec<String>,
+        sender: mpsc::Sender<Delivery>,
+        reply: oneshot::Sender<Result<(), RedisStoreError>>,
+    },
+    Unsub {
+        id: u64,
+    },
+}
+
+/// Handle of the hub actor. Cheap to share; the actor stops once the hub and
+/// every subscription are dropped.
+#[derive(Debug)]
+pub(crate) struct Hub {
+    tx: mpsc::UnboundedSender<Cmd>,
+    next_id: AtomicU64,
+    buffer: usize,
+    op_timeout: Duration,
+}
+
+impl Hub {
+    /// Start the actor (it connects lazily, on the first subscription).
+    pub(crate) fn spawn(cfg: &RedisConfig) -> Hub {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let backend = if cfg.cluster {
+            Backend::Cluster(cfg.urls())
+        } else {
+            Backend::Single(cfg.urls().remove(0))
+        };
+        let actor = Actor {
+            backend,
+            op_timeout: cfg.op_timeout,
+            live: None,
+            subs: HashMap::new(),
+            channels: HashMap::new(),
+            backoff: MIN_BACKOFF,
+            retry_at: None,
+        };
+        tokio::spawn(actor.run(rx));
+        Hub {
+            tx,
+            next_id: AtomicU64::new(1),
+            buffer: cfg.watch_buffer,
+            op_timeout: cfg.op_timeout,
+        }
+    }
+
+    /// Watch `channels` (confirmed by Redis when this returns).
+    pub(crate) async fn subscribe(
+        &self,
+        channels: Vec<String>,
+    ) -> Result<Subscription, RedisStoreError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (sender, rx) = mpsc::channel(self.buffer);
+        // Built first so that every exit path (errors, timeouts, the caller
+        // dropping this future) unregisters through `Drop`.
+        let sub = Subscription {
+            id,
+            rx,
+            hub: self.tx.clone(),
+        };
+        let (reply, answer) = oneshot::channel();
+        let gone = || RedisStoreError::Pool("pub/sub hub stopped".into());
+        self.tx
+            .send(Cmd::Sub {
+                id,
+                channels,
+                sender,
+                reply,
+            })
+            .map_err(|_| gone())?;
+        // The actor bounds each of its Redis calls by op_timeout (connect,
+        // then subscribe); allow for one queued request ahead of ours.
+        let limit = self.op_timeout * 3;
+        match tokio::time::timeout(limit, answer).await {
+            Ok(Ok(Ok(()))) => Ok(sub),
+            Ok(Ok(Err(e))) => Err(e),
+            Ok(Err(_)) => Err(gone()),
+            Err(_) => Err(RedisStoreError::Timeout(limit)),
+        }
+    }
+}
+
+/// A local watcher's queue; unsubscribes when dropped.
+#[derive(Debug)]
+pub(crate) struct Subscription {
+    id: u64,
+    rx: mpsc::Receiver<Delivery>,
+    hub: mpsc::UnboundedSender<Cmd>,
+}
+
+impl Stream for Subscription {
+    type Item = Delivery;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Delivery>> {
+        self.rx.poll_recv(cx)
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let _ = self.hub.send(Cmd::Unsub { id: self.id });
+    }
+}
+
+impl std::fmt::Debug for Cmd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cmd::Sub { id, channels, .. } => write!(f, "Sub({id}, {channels:?})"),
+            Cmd::Unsub { id } => write!(f, "Unsub({id})"),
+        }
+    }
+}
+
+/// Where the actor connects.
+enum Backend {
+    Single(String),
+    Cluster(Vec<String>),
+}
+
+type Messages = Pin<Box<dyn Stream<Item = Delivery> + Send>>;
+
+/// A live subscriber connection.
+struct Live {
+    sink: Sink,
+    messages: Messages,
+}
+
+enum Sink {
+    Single(PubSubSink),
+    Cluster(ClusterConnection),
+}
+
+impl Sink {
+    async fn subscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
+        match self {
+            Sink::Single(s) => s.subscribe(channels).await,
+            // Sharded channels of one SSUBSCRIBE must share a slot: one each.
+            Sink::Cluster(c) => {
+                for ch in channels {
+                    c.ssubscribe(ch).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn unsubscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
+        match self {
+            Sink::Single(s) => s.unsubscribe(channels).await,
+            Sink::Cluster(c) => {
+                for ch in channels {
+                    c.sunsubscribe(ch).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn ping(&mut self) -> redis::RedisResult<()> {
+        match self {
+            Sink::Single(s) => s.ping::<Value>().await.map(|_| ()),
+            Sink::Cluster(c) => redis::cmd("PING").query_async::<Value>(c).await.map(|_| ()),
+        }
+    }
+}
+
+struct Actor {
+    backend: Backend,
+    op_timeout: Duration,
+    live: Option<Live>,
+    /// Watcher id → (its channels, its queue).
+    subs: HashMap<u64, (Vec<String>, mpsc::Sender<Delivery>)>,
+    /// Channel → watcher ids.
+    channels: HashMap<String, HashSet<u64>>,
+    backoff: Duration,
+    /// When disconnected: no attempt before this instant.
+    retry_at: Option<Instant>,
+}
+
+impl Actor {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Cmd>) {
+        let mut ping = tokio::time::interval(PING_EVERY);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let reconnect_at = match (&self.live, self.channels.is_empty()) {
+                (None, false) => Some(self.retry_at.unwrap_or_else(Instant::now)),
+                _ => None,
+            };
+            tokio::select! {
+                cmd = rx.recv() => match cmd {
+                    Some(Cmd::Sub { id, channels, sender, reply }) => {
+                        let result = self.sub(id, channels, sender).await;
+                        let _ = reply.send(result);
+                    }
+                    Some(Cmd::Unsub { id }) => self.unsub(id).await,
+                    None => return,
+                },
+                msg = next_message(&mut self.live) => match msg {
+                    Some(d) => self.fan_out(d),
+                    None => self.lost("subscriber connection closed"),
+                },
+                _ = ping.tick(), if self.live.is_some() => {
+                    let limit = self.op_timeout;
+                    if let Some(live) = self.live.as_mut()
+                        && let Err(e) = bounded(limit, live.sink.ping()).await
+                    {
+                        self.lost(&e.to_string());
+                    }
+                }
+                _ = sleep_until(reconnect_at), if reconnect_at.is_some() => {
+                    if let Err(e) = self.ensure_live().await {
+                        tracing::debug!(error = %e, "pub/sub reconnect failed");
+                    }
+                }
+            }
+        }
+    }
+
+    fn lost(&mut self, why: &str) {
+        if self.live.take().is_some() {
+            tracing::warn!(reason = why, "pub/sub connection lost; will re-subscribe");
+        }
+        self.retry_at = Some(Instant::now() + self.backoff);
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+    }
+
+    /// Connect and re-subscribe every watched channel, unless connected
+    /// already. While a reconnect is backing off this fails at once, so
+    /// callers are told "unavailable" promptly instead of queueing up.
+    async fn ensure_live(&mut self) -> Result<(), RedisStoreError> {
+        if self.live.is_some() {
+            return Ok(());
+        }
+        if let Some(at) = self.retry_at
+            && Instant::now() < at
+        {
+            return Err(RedisStoreError::Pool(
+                "pub/sub connection is down (reconnecting)".into(),
+            ));
+        }
+        let result = async {
+            let mut live = connect(&self.backend, self.op_timeout).await?;
+            let all: Vec<String> = self.channels.keys().cloned().collect();
+            for chunk in all.chunks(512) {
+                bounded(self.op_timeout, live.sink.subscribe(chunk)).await?;
+            }
+            Ok::<_, RedisStoreError>(live)
+        }
+        .await;
+        match result {
+            Ok(live) => {
+                self.live = Some(live);
+                self.retry_at = None;
+                self.backoff = MIN_BACKOFF;
+                Ok(())
+            }
+            Err(e) => {
+                self.lost(&e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    async fn sub(
+        &mut self,
+        id: u64,
+        channels: Vec<String>,
+        sender: mpsc::Sender<Delivery>,
+    ) -> Result<(), RedisStoreError> {
+        let fresh: Vec<String> = channels
+            .iter()
+            .filter(|c| !self.channels.contains_key(*c))
+            .cloned()
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        self.ensure_live().await?;
+        if !fresh.is_empty() {
+            let limit = self.op_timeout;
+            let live = self.live.as_mut().expect("connected above");
+            if let Err(e) = bounded(limit, live.sink.subscribe(&fresh)).await {
+                self.lost(&e.to_string());
+                return Err(e);
+            }
+        }
+        for ch in &channels {
+            self.channels.entry(ch.clone()).or_default().insert(id);
+        }
+        self.subs.insert(id, (channels, sender));
+        Ok(())
+    }
+
+    async fn unsub(&mut self, id: u64) {
+        let Some((channels, _)) = self.subs.remove(&id) else {
+            return;
+        };
+        let mut idle = Vec::new();
+        for ch in channels {
+            if let Some(ids) = self.channels.get_mut(&ch) {
+                ids.remove(&id);
+                if ids.is_empty() {
+                    self.channels.remove(&ch);
+                    idle.push(ch);
+                }
+            }
+        }
+        if idle.is_empty() {
+            return;
+        }
+        let limit = self.op_timeout;
+        if let Some(live) = self.live.as_mut()
+            && let Err(e) = bounded(limit, live.sink.unsubscribe(&idle)).await
+        {
+            self.lost(&e.to_string());
+        }
+    }
+
+    fn fan_out(&mut self, d: Delivery) {
+        let Some(ids) = self.channels.get(&*d.channel) else {
+            return;
+        };
+        for id in ids {
+            if let Some((_, sender)) = self.subs.get(id)
+                && let Err(mpsc::error::TrySendError::Full(_)) = sender.try_send(d.clone())
+            {
+                tracing::debug!(channel = %d.channel, "watcher lagging; snapshot dropped");
+            }
+        }
+    }
+}
+
+/// Open a subscriber connection.
+async fn connect(backend: &Backend, op_timeout: Duration) -> Result<Live, RedisStoreError> {
+    match backend {
+        Backend::Single(url) => {
+            let client = redis::Client::open(url.as_str())?;
+            let pubsub = bounded(op_timeout, client.get_async_pubsub()).await?;
+            let (sink, stream) = pubsub.split();
+            let messages = stream.map(|msg| Delivery {
+                channel: Arc::from(msg.get_channel_name()),
+                payload: Arc::from(msg.get_payload_bytes()),
+            });
+            Ok(Live {
+                sink: Sink::Single(sink),
+                messages: Box::pin(messages),
+            })
+        }
+        Backend::Cluster(urls) => {
+            let (tx, rx) = mpsc::unbounded_channel::<PushInfo>();
+            let client = ClusterClient::builder(urls.clone())
+                .use_protocol(redis::ProtocolVersion::RESP3)
+                .push_sender(tx)
+                .connection_timeout(op_timeout)
+                .response_timeout(op_timeout)
+                .build()?;
+            let conn = bounded(op_timeout, client.get_async_connection()).await?;
+            let messages = tokio_stream::wrappers::UnboundedReceiverStream::new(rx)
+                .filter_map(|push| async move { push_delivery(push) });
+            Ok(Live {
+                sink: Sink::Cluster(conn),
+                messages: Box::pin(messages),
+            })
+        }
+    }
+}
+
+/// The next message of the live connection; pending forever when there is none.
+async fn next_message(live: &mut Option<Live>) -> Option<Delivery> {
+    match live {
+        Some(l) => l.messages.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A RESP3 push that carries a (sharded) message, as a delivery.
+fn push_delivery(push: PushInfo) -> Option<Delivery> {
+    if !matches!(push.kind, PushKind::Message | PushKind::SMessage) {
+        return None;
+    }
+    let mut data = push.data.into_iter();
+    let channel: String = redis::from_redis_value(data.next()?).ok()?;
+    let payload: Vec<u8> = redis::from_redis_value(data.next()?).ok()?;
+    Some(Delivery {
+        channel: Arc::from(channel),
+        payload: Arc::from(payload),
+    })
+}

@@ -1,0 +1,145 @@
+//! Every Redis key and channel name presa uses, built in one place.
+//!
+//! All keys of one task share its partition's hash tag (`{pNN}`), so every
+//! Lua script touches exactly one Redis Cluster slot: the task hash, its
+//! events channel and the partition's work stream live together.
+
+use presa_tasks::{Scope, TaskId};
+
+/// The consumer group every worker reads the partition streams with.
+pub const GROUP: &str = "workers";
+
+/// Builds key names under one prefix for a fixed number of partitions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keys {
+    prefix: String,
+    partitions: u16,
+}
+
+impl Keys {
+    /// Keys under `prefix` (no braces allowed) for `partitions` partitions.
+    pub fn new(prefix: impl Into<String>, partitions: u16) -> Self {
+        Keys {
+            prefix: prefix.into(),
+            partitions,
+        }
+    }
+
+    /// The key prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// How many partitions (and so work streams) there are.
+    pub fn partitions(&self) -> u16 {
+        self.partitions
+    }
+
+    /// The partition of `id`, if it is a well-formed id of a partition that
+    /// exists here. Anything else names no task.
+    pub fn partition_of(&self, id: &TaskId) -> Option<u16> {
+        id.partition().filter(|p| *p < self.partitions)
+    }
+
+    /// The hash tag of a partition: `{pNN}` (same spelling as the id's prefix).
+    fn tag(partition: u16) -> String {
+        format!("{{p{partition:02}}}")
+    }
+
+    /// `{prefix}:{pNN}:task:<id>` — hash: the task (`doc`, `rev`, `attempt`,
+    /// `status`, `scope`), expiring at `createdAt + ttlMs`.
+    pub fn task(&self, id: &TaskId) -> Option<String> {
+        let p = self.partition_of(id)?;
+        Some(format!("{}:{}:task:{}", self.prefix, Self::tag(p), id))
+    }
+
+    /// `{prefix}:{pNN}:events:<id>` — pub/sub channel: the task's committed
+    /// snapshots (JSON), published by `transition.lua`.
+    pub fn events(&self, id: &TaskId) -> Option<String> {
+        let p = self.partition_of(id)?;
+        Some(format!("{}:{}:events:{}", self.prefix, Self::tag(p), id))
+    }
+
+    /// `{prefix}:{pNN}:work` — stream: one entry (`task` = id) per task with
+    /// work to run, read by the consumer group [`GROUP`].
+    pub fn work(&self, partition: u16) -> String {
+        format!("{}:{}:work", self.prefix, Self::tag(partition))
+    }
+
+    /// Every partition's work stream, in partition order.
+    pub fn all_work(&self) -> Vec<String> {
+        (0..self.partitions).map(|p| self.work(p)).collect()
+    }
+
+    /// `{prefix}:{s.<hex tenant>.<hex subject>}:active` — sorted set: the
+    /// scope's admitted, not yet terminal tasks (member = task id, score =
+    /// admission time, Unix ms). Only maintained when creates carry
+    /// `max_active_per_scope`.
+    pub fn scope_active(&self, scope: &Scope) -> String {
+        format!(
+            "{}:{{s.{}.{}}}:active",
+            self.prefix,
+            hex(scope.tenant.as_bytes()),
+            hex(scope.subject.as_bytes())
+        )
+    }
+
+    /// `{prefix}:bus` — pub/sub channel: server-wide events ([`presa_store::EventBus`]).
+    pub fn bus(&self) -> String {
+        format!("{}:bus", self.prefix)
+    }
+}
+
+/// Lower-case hex, so any scope string is a safe key part (no braces, no
+/// separators) and distinct scopes never share a key.
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 0xf)] as char);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_of_a_task_share_its_partition_tag() {
+        let keys = Keys::new("presa", 16);
+        let id = TaskId::from_random(7, [1; 16]);
+        let task = keys.task(&id).unwrap();
+        assert_eq!(task, format!("presa:{{p07}}:task:{id}"));
+        assert_eq!(
+            keys.events(&id).unwrap(),
+            format!("presa:{{p07}}:events:{id}")
+        );
+        assert_eq!(keys.work(7), "presa:{p07}:work");
+        assert_eq!(keys.bus(), "presa:bus");
+    }
+
+    #[test]
+    fn ids_outside_the_partitions_name_nothing() {
+        let keys = Keys::new("presa", 16);
+        assert_eq!(keys.task(&TaskId::from_random(16, [1; 16])), None);
+        assert_eq!(keys.task(&TaskId::from_wire("nonexistent")), None);
+        assert_eq!(keys.events(&TaskId::from_wire("p01.short")), None);
+    }
+
+    #[test]
+    fn scope_keys_are_hex_and_distinct() {
+        let keys = Keys::new("t", 4);
+        let scope = |tenant: &str, subject: &str| Scope {
+            tenant: tenant.into(),
+            subject: subject.into(),
+        };
+        // Same `Scope::key()` ("a/b/c"), different owners.
+        let (a, b) = (scope("a/b", "c"), scope("a", "b/c"));
+        assert_eq!(a.key(), b.key());
+        assert_ne!(keys.scope_active(&a), keys.scope_active(&b));
+        let braces = scope("{x}", "}");
+        assert_eq!(keys.scope_active(&braces), "t:{s.7b787d.7d}:active");
+    }
+}

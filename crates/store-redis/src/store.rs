@@ -1,0 +1,301 @@
+//! [`RedisStore`]: connecting, and the record side of [`TaskStore`] (create,
+//! read, compare-and-set, watch) plus the [`EventBus`]. Work claims live in
+//! `work.rs`, the per-scope limit in `limits.rs`.
+
+use std::sync::{Arc, atomic::AtomicUsize};
+
+use futures::StreamExt;
+use presa_store::{
+    Cas, Claim, CreateLimits, EventBus, EventStream, NewTask, Scope, StoreError, Task, TaskId,
+    TaskStore, TaskStream, Writer,
+    util::{new_task_id, now_ms},
+};
+use redis::{AsyncCommands, Value};
+
+use crate::{
+    RedisConfig, RedisStoreError,
+    conn::{Conn, bounded, connect},
+    hub::Hub,
+    keys::Keys,
+    scripts,
+};
+
+/// The Redis-backed task store and event bus. Cheap to clone (shared inner).
+#[derive(Debug, Clone)]
+pub struct RedisStore {
+    pub(crate) inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) cfg: RedisConfig,
+    pub(crate) keys: Keys,
+    pub(crate) conn: Conn,
+    /// Dedicated connections for blocking reads (standalone only).
+    pub(crate) blocking: Option<deadpool_redis::Pool>,
+    pub(crate) hub: Hub,
+    /// Rotates the partition order of reads, for fairness.
+    pub(crate) rotate: AtomicUsize,
+}
+
+impl RedisStore {
+    /// Connect, and make sure every partition stream has its consumer group.
+    /// Fails within about `op_timeout` when Redis is unreachable.
+    pub async fn connect(cfg: RedisConfig) -> Result<RedisStore, RedisStoreError> {
+        cfg.validate()?;
+        let conn = connect(&cfg).await?;
+        let blocking = if cfg.cluster {
+            None
+        } else {
+            Some(crate::conn::blocking_pool(&cfg)?)
+        };
+        let store = RedisStore {
+            inner: Arc::new(Inner {
+                keys: Keys::new(cfg.prefix.clone(), cfg.partitions),
+                hub: Hub::spawn(&cfg),
+                conn,
+                blocking,
+                rotate: AtomicUsize::new(0),
+                cfg,
+            }),
+        };
+        store.ensure_groups().await?;
+        Ok(store)
+    }
+
+    /// The key layout this store uses.
+    pub fn keys(&self) -> &Keys {
+        &self.inner.keys
+    }
+
+    /// The configuration it was built with.
+    pub fn config(&self) -> &RedisConfig {
+        &self.inner.cfg
+    }
+
+    /// Round-trip to Redis (for readiness probes).
+    pub async fn ping(&self) -> Result<(), RedisStoreError> {
+        let mut c = self.conn();
+        bounded(
+            self.op_timeout(),
+            redis::cmd("PING").query_async::<Value>(&mut c),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    pub(crate) fn conn(&self) -> Conn {
+        self.inner.conn.clone()
+    }
+
+    pub(crate) fn op_timeout(&self) -> std::time::Duration {
+        self.inner.cfg.op_timeout
+    }
+
+    /// `PUBLISH` on a standalone server, sharded `SPUBLISH` on a cluster.
+    pub(crate) fn publish_cmd(&self) -> &'static str {
+        if self.inner.cfg.cluster {
+            "SPUBLISH"
+        } else {
+            "PUBLISH"
+        }
+    }
+
+    /// Run a script invocation bounded by `op_timeout`.
+    pub(crate) async fn invoke<T: redis::FromRedisValue>(
+        &self,
+        inv: &redis::ScriptInvocation<'_>,
+    ) -> Result<T, RedisStoreError> {
+        let mut c = self.conn();
+        bounded(self.op_timeout(), inv.invoke_async(&mut c)).await
+    }
+
+    /// The stored task, undecoded check included; `None` when gone or expired.
+    pub(crate) async fn read(&self, id: &TaskId) -> Result<Option<Task>, RedisStoreError> {
+        let Some(key) = self.inner.keys.task(id) else {
+            return Ok(None);
+        };
+        let mut c = self.conn();
+        let doc: Option<String> = bounded(self.op_timeout(), c.hget(&key, "doc")).await?;
+        Ok(decode_live(doc.as_deref())?)
+    }
+
+    async fn create_once(&self, task: &Task) -> Result<bool, RedisStoreError> {
+        let keys = &self.inner.keys;
+        let key = keys.task(&task.id).expect("fresh ids are in range");
+        let partition = keys.partition_of(&task.id).expect("fresh ids are in range");
+        let expire_at = task
+            .expires_at_ms()
+            .map(|ms| ms.to_string())
+            .unwrap_or_default();
+        let mut inv = scripts::CREATE.prepare_invoke();
+        inv.key(&key)
+            .key(keys.work(partition))
+            .arg(task.id.as_str())
+            .arg(encode(task)?)
+            .arg(task.revision)
+            .arg(task.attempt)
+            .arg(task.status.as_str())
+            .arg(task.scope.key())
+            .arg(expire_at);
+        let entry: Option<String> = self.invoke(&inv).await?;
+        Ok(entry.is_some())
+    }
+}
+
+/// The whole task as the JSON stored in `doc` and published on its channel.
+pub(crate) fn encode(task: &Task) -> Result<String, RedisStoreError> {
+    serde_json::to_string(task).map_err(|e| RedisStoreError::Corrupt(e.to_string()))
+}
+
+pub(crate) fn decode(doc: &[u8]) -> Result<Task, RedisStoreError> {
+    serde_json::from_slice(doc).map_err(|e| RedisStoreError::Corrupt(e.to_string()))
+}
+
+/// Decode a stored doc, treating an expired task as gone (Redis reaps it at
+/// `createdAt + ttlMs`; this covers the moments before it does).
+pub(crate) fn decode_live(doc: Option<&str>) -> Result<Option<Task>, RedisStoreError> {
+    let Some(doc) = doc else {
+        return Ok(None);
+    };
+    let task = decode(doc.as_bytes())?;
+    Ok((!task.is_expired(now_ms())).then_some(task))
+}
+
+#[async_trait::async_trait]
+impl TaskStore for RedisStore {
+    async fn create(&self, new: NewTask, limits: CreateLimits) -> Result<Task, StoreError> {
+        let now = now_ms();
+        // A 128-bit id collides practically never; retry a couple of times anyway.
+        for _ in 0..3 {
+            let task = Task::new(new_task_id(self.inner.cfg.partitions), new.clone(), now);
+            if let Some(limit) = limits.max_active_per_scope {
+                self.admit(&task, limit).await?;
+            }
+            if self.create_once(&task).await? {
+                return Ok(task);
+            }
+            if limits.max_active_per_scope.is_some() {
+                self.forget_active(&task.scope, &task.id).await;
+            }
+        }
+        Err(StoreError::Corrupt("task id collided three times".into()))
+    }
+
+    async fn get(&self, scope: &Scope, id: &TaskId) -> Result<Option<Task>, StoreError> {
+        Ok(self.read(id).await?.filter(|t| &t.scope == scope))
+    }
+
+    async fn load(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
+        Ok(self.read(id).await?)
+    }
+
+    async fn transition(&self, next: &Task, writer: Writer) -> Result<Cas, StoreError> {
+        let keys = &self.inner.keys;
+        let (Some(key), Some(channel)) = (keys.task(&next.id), keys.events(&next.id)) else {
+            return Ok(Cas::Conflict(None));
+        };
+        let Some(expected) = next.revision.checked_sub(1) else {
+            return Ok(Cas::Conflict(self.read(&next.id).await?));
+        };
+        let fence = match writer {
+            Writer::Client => String::new(),
+            Writer::Worker { attempt } => attempt.to_string(),
+        };
+        let mut inv = scripts::TRANSITION.prepare_invoke();
+        inv.key(&key)
+            .key(&channel)
+            .arg(expected)
+            .arg(fence)
+            .arg(encode(next)?)
+            .arg(next.revision)
+            .arg(next.status.as_str())
+            .arg(self.publish_cmd());
+        let reply: Vec<Value> = self.invoke(&inv).await?;
+        match reply.as_slice() {
+            [Value::Int(1)] => {
+                if next.status.is_terminal() {
+                    self.forget_active(&next.scope, &next.id).await;
+                }
+                Ok(Cas::Applied(next.clone()))
+            }
+            [Value::Int(0)] | [Value::Int(0), Value::Nil] => Ok(Cas::Conflict(None)),
+            [Value::Int(0), doc] => {
+                let doc: String = redis::from_redis_value_ref(doc)
+                    .map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
+                Ok(Cas::Conflict(decode_live(Some(&doc))?))
+            }
+            other => Err(RedisStoreError::Corrupt(format!(
+                "unexpected transition.lua reply: {other:?}"
+            ))
+            .into()),
+        }
+    }
+
+    async fn claim(
+        &self,
+        worker: &str,
+        max: usize,
+        lease: std::time::Duration,
+        wait: std::time::Duration,
+    ) -> Result<Vec<Claim>, StoreError> {
+        Ok(self.claim_work(worker, max, lease, wait).await?)
+    }
+
+    async fn renew(&self, claim: &Claim, lease: std::time::Duration) -> Result<bool, StoreError> {
+        Ok(self.renew_work(claim, lease).await?)
+    }
+
+    async fn finish(&self, claim: &Claim) -> Result<(), StoreError> {
+        Ok(self.finish_work(claim).await?)
+    }
+
+    async fn release(&self, claim: &Claim) -> Result<(), StoreError> {
+        Ok(self.release_work(claim).await?)
+    }
+
+    async fn watch(&self, ids: &[TaskId]) -> Result<TaskStream, StoreError> {
+        let channels: Vec<String> = ids
+            .iter()
+            .filter_map(|id| self.inner.keys.events(id))
+            .collect();
+        if channels.is_empty() {
+            // Ids that name no task never change.
+            return Ok(Box::pin(futures::stream::pending()));
+        }
+        let sub = self.inner.hub.subscribe(channels).await?;
+        Ok(Box::pin(sub.filter_map(|d| async move {
+            match decode(&d.payload) {
+                Ok(task) => Some(task),
+                Err(e) => {
+                    tracing::warn!(channel = %d.channel, error = %e, "undecodable task snapshot");
+                    None
+                }
+            }
+        })))
+    }
+}
+
+#[async_trait::async_trait]
+impl EventBus for RedisStore {
+    async fn publish(&self, event: &str) -> Result<(), StoreError> {
+        let mut c = self.conn();
+        let cmd = redis::cmd(self.publish_cmd())
+            .arg(self.inner.keys.bus())
+            .arg(event)
+            .to_owned();
+        bounded(self.op_timeout(), cmd.query_async::<Value>(&mut c)).await?;
+        Ok(())
+    }
+
+    async fn subscribe(&self) -> Result<EventStream, StoreError> {
+        let sub = self
+            .inner
+            .hub
+            .subscribe(vec![self.inner.keys.bus()])
+            .await?;
+        Ok(Box::pin(
+            sub.map(|d| String::from_utf8_lossy(&d.payload).into_owned()),
+        ))
+    }
+}

@@ -1,0 +1,495 @@
+//! Work claims over the partition streams and their consumer group.
+//!
+//! **Leases live in the pending-entries list.** Recovery is always
+//! `XAUTOCLAIM` with min-idle = H (`RedisConfig::max_lease`); granting a lease
+//! L sets the entry's idle time to H − L (`XCLAIM … IDLE`), so the entry
+//! becomes recoverable exactly when the holder's lease ends, whatever lease
+//! the recovering worker asks for. No extra key is needed.
+//!
+//! - **claim**: new entries first (`XREADGROUP … >` over every partition,
+//!   without blocking), then entries whose lease lapsed (`XAUTOCLAIM`); when
+//!   there is neither, wait for new entries with a blocking `XREADGROUP` on a
+//!   dedicated connection, in slices so lapsed leases are noticed during a
+//!   long wait. Every delivered entry goes through `claim.lua`, which bumps the
+//!   task's fencing `attempt` (and `rev`), sets the lease and publishes the
+//!   snapshot, or drops the entry when the task is terminal or gone.
+//!   `deliveries` is the bumped attempt: every claim of the task's one work
+//!   entry counts. A worker dying between receiving an entry and running
+//!   `claim.lua` leaves it at idle ≈ 0, recoverable after H.
+//! - **renew**: `renew.lua` sets the idle time to H − lease again, if the stored
+//!   attempt is still the holder's and the entry is pending.
+//! - **finish**: `finish.lua` (XACK + XDEL) unless a newer attempt holds the
+//!   work (a stale holder must not drop it).
+//! - **release**: `release.lua` keeps the entry pending but sets its last
+//!   delivery to the epoch (`XCLAIM … TIME 0`), so the next claimer's
+//!   XAUTOCLAIM takes it at once whatever its lease; the entry id and its
+//!   place in the stream are kept.
+//!
+//! Receipts are `<partition>/<entry id>`.
+
+use std::{
+    sync::atomic::Ordering,
+    time::{Duration, Instant},
+};
+
+use futures::future::join_all;
+use presa_store::{Claim, Task, TaskId, util::now_ms};
+use redis::{
+    AsyncCommands, Value,
+    streams::{StreamAutoClaimReply, StreamId, StreamReadReply},
+};
+
+use crate::{
+    RedisStore, RedisStoreError,
+    conn::bounded,
+    keys::GROUP,
+    scripts,
+    store::{decode, encode},
+};
+
+/// Longest single blocking read while waiting for work: lapsed leases are
+/// looked for again after each one.
+const MAX_SLICE: Duration = Duration::from_millis(500);
+/// How often a cluster-mode claim polls while waiting (no blocking reads:
+/// one XREADGROUP cannot span slots).
+const CLUSTER_POLL: Duration = Duration::from_millis(100);
+/// Give up bumping an attempt after this many lost CAS races (a client
+/// writing in a tight loop); the entry is released for a later claim.
+const CLAIM_RACES: usize = 8;
+
+/// One delivered stream entry.
+#[derive(Debug)]
+struct Entry {
+    partition: u16,
+    id: String,
+    task: Option<String>,
+}
+
+impl RedisStore {
+    pub(crate) async fn claim_work(
+        &self,
+        worker: &str,
+        max: usize,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<Vec<Claim>, RedisStoreError> {
+        let mut out = Vec::new();
+        if max == 0 {
+            return Ok(out);
+        }
+        let deadline = Instant::now() + wait;
+        loop {
+            let fresh = match self.read_new(worker, max - out.len(), None).await {
+                // The groups were lost (e.g. Redis restarted empty): make them again.
+                Err(e) if is_nogroup(&e) => {
+                    self.ensure_groups().await?;
+                    self.read_new(worker, max - out.len(), None).await?
+                }
+                other => other?,
+            };
+            self.take(worker, fresh, max, lease, &mut out).await?;
+            if out.len() < max {
+                let lapsed = self.recover(worker, max - out.len()).await?;
+                self.take(worker, lapsed, max, lease, &mut out).await?;
+            }
+            let now = Instant::now();
+            if !out.is_empty() || now >= deadline {
+                return Ok(out);
+            }
+            let slice = (deadline - now).min(MAX_SLICE);
+            let fresh = match self.wait_new(worker, max, slice).await {
+                Err(e) if is_nogroup(&e) => {
+                    self.ensure_groups().await?;
+                    Vec::new()
+                }
+                other => other?,
+            };
+            self.take(worker, fresh, max, lease, &mut out).await?;
+            if !out.is_empty() {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Partitions in a rotating order, so no partition is always served last.
+    fn rotated_partitions(&self) -> Vec<u16> {
+        let n = self.inner.keys.partitions();
+        let start = self.inner.rotate.fetch_add(1, Ordering::Relaxed) % usize::from(n);
+        (0..n).map(|i| (start as u16 + i) % n).collect()
+    }
+
+    /// New entries, without blocking (`block` = None) or blocking up to `block`
+    /// on `conn` (standalone only).
+    async fn read_new(
+        &self,
+        worker: &str,
+        count: usize,
+        block: Option<(Duration, &mut deadpool_redis::Connection)>,
+    ) -> Result<Vec<Entry>, RedisStoreError> {
+        let parts = self.rotated_partitions();
+        if self.inner.cfg.cluster {
+            // One XREADGROUP per partition: keys of different slots cannot share one.
+            let reads = parts.iter().map(|p| {
+                let cmd = xreadgroup(worker, count, None, &[self.inner.keys.work(*p)]);
+                async move {
+                    let mut c = self.conn();
+                    bounded(
+                        self.op_timeout(),
+                        cmd.query_async::<Option<StreamReadReply>>(&mut c),
+                    )
+                    .await
+                }
+            });
+            let mut entries = Vec::new();
+            for reply in join_all(reads).await {
+                entries.extend(self.entries(reply?));
+            }
+            return Ok(entries);
+        }
+        let keys: Vec<String> = parts.iter().map(|p| self.inner.keys.work(*p)).collect();
+        let reply = match block {
+            None => {
+                let cmd = xreadgroup(worker, count, None, &keys);
+                let mut c = self.conn();
+                bounded(
+                    self.op_timeout(),
+                    cmd.query_async::<Option<StreamReadReply>>(&mut c),
+                )
+                .await
+            }
+            Some((slice, conn)) => {
+                let cmd = xreadgroup(worker, count, Some(slice), &keys);
+                let limit = slice + self.op_timeout();
+                bounded(
+                    limit,
+                    cmd.query_async::<Option<StreamReadReply>>(&mut **conn),
+                )
+                .await
+            }
+        };
+        Ok(self.entries(reply?))
+    }
+
+    /// Wait up to `slice` for new entries.
+    async fn wait_new(
+        &self,
+        worker: &str,
+        count: usize,
+        slice: Duration,
+    ) -> Result<Vec<Entry>, RedisStoreError> {
+        let Some(pool) = &self.inner.blocking else {
+            tokio::time::sleep(slice.min(CLUSTER_POLL)).await;
+            return Ok(Vec::new());
+        };
+        let mut conn = match pool.get().await {
+            Ok(conn) => conn,
+            Err(deadpool_redis::PoolError::Timeout(_)) => {
+                // Every blocking connection is busy: poll instead.
+                tokio::time::sleep(slice.min(CLUSTER_POLL)).await;
+                return Ok(Vec::new());
+            }
+            Err(deadpool_redis::PoolError::Backend(e)) => return Err(e.into()),
+            Err(e) => return Err(RedisStoreError::Pool(e.to_string())),
+        };
+        let result = self.read_new(worker, count, Some((slice, &mut conn))).await;
+        if result.is_err() {
+            // The reply may still be on its way: never reuse this connection.
+            drop(deadpool_redis::Connection::take(conn));
+        }
+        result
+    }
+
+    fn entries(&self, reply: Option<StreamReadReply>) -> Vec<Entry> {
+        let Some(reply) = reply else {
+            return Vec::new();
+        };
+        reply
+            .keys
+            .into_iter()
+            .filter_map(|k| {
+                let p = self.partition_of_stream(&k.key)?;
+                Some(k.ids.into_iter().map(move |e| entry(p, e)))
+            })
+            .flatten()
+            .collect()
+    }
+
+    fn partition_of_stream(&self, key: &str) -> Option<u16> {
+        (0..self.inner.keys.partitions()).find(|p| self.inner.keys.work(*p) == key)
+    }
+
+    /// Entries whose lease lapsed (idle for at least H), from every partition.
+    async fn recover(&self, worker: &str, count: usize) -> Result<Vec<Entry>, RedisStoreError> {
+        let min_idle = self.inner.cfg.max_lease.as_millis() as u64;
+        let claims = self.rotated_partitions().into_iter().map(|p| async move {
+            let cmd = redis::cmd("XAUTOCLAIM")
+                .arg(self.inner.keys.work(p))
+                .arg(GROUP)
+                .arg(worker)
+                .arg(min_idle)
+                .arg("0-0")
+                .arg("COUNT")
+                .arg(count)
+                .to_owned();
+            let mut c = self.conn();
+            let reply: StreamAutoClaimReply =
+                bounded(self.op_timeout(), cmd.query_async(&mut c)).await?;
+            Ok::<_, RedisStoreError>(reply.claimed.into_iter().map(move |e| entry(p, e)))
+        });
+        let mut entries = Vec::new();
+        for r in join_all(claims).await {
+            match r {
+                Ok(e) => entries.extend(e),
+                Err(e) if is_nogroup(&e) => self.ensure_groups().await?,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(entries)
+    }
+
+    /// Claim delivered entries until `out` holds `max`; hand back the rest.
+    async fn take(
+        &self,
+        worker: &str,
+        entries: Vec<Entry>,
+        max: usize,
+        lease: Duration,
+        out: &mut Vec<Claim>,
+    ) -> Result<(), RedisStoreError> {
+        for e in entries {
+            if out.len() >= max {
+                // Over-delivered (COUNT applies per stream): give it back untouched.
+                if let Err(err) = self.hand_back(worker, &e).await {
+                    tracing::warn!(error = %err, entry = %e.id, "could not hand back an extra entry; it is recovered after the lease");
+                }
+                continue;
+            }
+            match self.claim_entry(worker, &e, lease).await {
+                Ok(Some(c)) => out.push(c),
+                Ok(None) => {}
+                // What was claimed stays claimed; the rest is recovered after its lease.
+                Err(err) if !out.is_empty() => {
+                    tracing::warn!(error = %err, "claim interrupted");
+                    return Ok(());
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(())
+    }
+
+    async fn claim_entry(
+        &self,
+        worker: &str,
+        e: &Entry,
+        lease: Duration,
+    ) -> Result<Option<Claim>, RedisStoreError> {
+        let keys = &self.inner.keys;
+        let id = e.task.as_deref().map(TaskId::from_wire);
+        let key = id.as_ref().and_then(|id| {
+            (keys.partition_of(id) == Some(e.partition))
+                .then(|| keys.task(id))
+                .flatten()
+        });
+        let (Some(id), Some(key)) = (id, key) else {
+            tracing::warn!(entry = %e.id, "work entry names no task of its partition; dropped");
+            self.ack(e.partition, &e.id).await?;
+            return Ok(None);
+        };
+        let stream = keys.work(e.partition);
+        let channel = keys.events(&id).expect("same partition as the task key");
+        let mut c = self.conn();
+        let mut doc: Option<String> = bounded(self.op_timeout(), c.hget(&key, "doc")).await?;
+        for _ in 0..CLAIM_RACES {
+            let task = match doc.as_deref().map(|d| decode(d.as_bytes())) {
+                Some(Ok(t)) if !t.status.is_terminal() && !t.is_expired(now_ms()) => t,
+                Some(Err(err)) => {
+                    tracing::error!(task = %id, error = %err, "corrupt task record; its work is dropped");
+                    self.ack(e.partition, &e.id).await?;
+                    return Ok(None);
+                }
+                _ => {
+                    self.ack(e.partition, &e.id).await?;
+                    return Ok(None);
+                }
+            };
+            let next = Task {
+                attempt: task.attempt + 1,
+                revision: task.revision + 1,
+                ..task.clone()
+            };
+            let mut inv = scripts::CLAIM.prepare_invoke();
+            inv.key(&key)
+                .key(&stream)
+                .key(&channel)
+                .arg(GROUP)
+                .arg(&e.id)
+                .arg(worker)
+                .arg(task.revision)
+                .arg(encode(&next)?)
+                .arg(next.revision)
+                .arg(next.attempt)
+                .arg(self.lease_idle(lease))
+                .arg(self.publish_cmd());
+            let reply: Vec<Value> = self.invoke(&inv).await?;
+            match reply.as_slice() {
+                [Value::Int(1)] => {
+                    return Ok(Some(Claim {
+                        deliveries: next.attempt,
+                        receipt: format!("{}/{}", e.partition, e.id),
+                        task: next,
+                    }));
+                }
+                [Value::Int(-1)] => return Ok(None),
+                [Value::Int(0), current] => {
+                    doc = redis::from_redis_value_ref(current)
+                        .map_err(|err| RedisStoreError::Corrupt(err.to_string()))?;
+                }
+                other => {
+                    return Err(RedisStoreError::Corrupt(format!(
+                        "unexpected claim.lua reply: {other:?}"
+                    )));
+                }
+            }
+        }
+        tracing::warn!(task = %id, "claim kept losing its CAS race; handed back");
+        self.hand_back(worker, e).await?;
+        Ok(None)
+    }
+
+    /// The idle time (ms) that makes an entry recoverable after `lease`.
+    fn lease_idle(&self, lease: Duration) -> u64 {
+        let horizon = self.inner.cfg.max_lease;
+        horizon.saturating_sub(lease.min(horizon)).as_millis() as u64
+    }
+
+    /// Make an entry this consumer holds (but never claimed) recoverable at once.
+    async fn hand_back(&self, worker: &str, e: &Entry) -> Result<(), RedisStoreError> {
+        let cmd = redis::cmd("XCLAIM")
+            .arg(self.inner.keys.work(e.partition))
+            .arg(GROUP)
+            .arg(worker)
+            .arg(0)
+            .arg(&e.id)
+            .arg("TIME")
+            .arg(0)
+            .arg("JUSTID")
+            .to_owned();
+        let mut c = self.conn();
+        bounded(self.op_timeout(), cmd.query_async::<Value>(&mut c)).await?;
+        Ok(())
+    }
+
+    async fn ack(&self, partition: u16, entry: &str) -> Result<(), RedisStoreError> {
+        let mut inv = scripts::ACK.prepare_invoke();
+        inv.key(self.inner.keys.work(partition))
+            .arg(GROUP)
+            .arg(entry);
+        self.invoke::<i64>(&inv).await.map(|_| ())
+    }
+
+    /// The task key, stream key and entry id a claim refers to.
+    fn locate(&self, claim: &Claim) -> Result<(String, u16, String), RedisStoreError> {
+        let bad =
+            || RedisStoreError::Corrupt(format!("not a Redis work receipt: {:?}", claim.receipt));
+        let (p, entry) = claim.receipt.split_once('/').ok_or_else(bad)?;
+        let p: u16 = p.parse().map_err(|_| bad())?;
+        let key = self.inner.keys.task(&claim.task.id).ok_or_else(bad)?;
+        if self.inner.keys.partition_of(&claim.task.id) != Some(p) {
+            return Err(bad());
+        }
+        Ok((key, p, entry.to_string()))
+    }
+
+    pub(crate) async fn renew_work(
+        &self,
+        claim: &Claim,
+        lease: Duration,
+    ) -> Result<bool, RedisStoreError> {
+        let Ok((key, p, entry)) = self.locate(claim) else {
+            return Ok(false);
+        };
+        let mut inv = scripts::RENEW.prepare_invoke();
+        inv.key(key)
+            .key(self.inner.keys.work(p))
+            .arg(GROUP)
+            .arg(entry)
+            .arg(claim.task.attempt)
+            .arg(self.lease_idle(lease));
+        Ok(self.invoke::<i64>(&inv).await? == 1)
+    }
+
+    pub(crate) async fn finish_work(&self, claim: &Claim) -> Result<(), RedisStoreError> {
+        let (key, p, entry) = self.locate(claim)?;
+        let mut inv = scripts::FINISH.prepare_invoke();
+        inv.key(key)
+            .key(self.inner.keys.work(p))
+            .arg(GROUP)
+            .arg(entry)
+            .arg(claim.task.attempt);
+        self.invoke::<i64>(&inv).await.map(|_| ())
+    }
+
+    pub(crate) async fn release_work(&self, claim: &Claim) -> Result<(), RedisStoreError> {
+        let (key, p, entry) = self.locate(claim)?;
+        let mut inv = scripts::RELEASE.prepare_invoke();
+        inv.key(key)
+            .key(self.inner.keys.work(p))
+            .arg(GROUP)
+            .arg(entry)
+            .arg(claim.task.attempt);
+        self.invoke::<i64>(&inv).await.map(|_| ())
+    }
+
+    /// Create the consumer group on every partition stream (MKSTREAM; an
+    /// existing group is fine). Reading from id 0 so entries added before a
+    /// lost group was re-created are still delivered.
+    pub(crate) async fn ensure_groups(&self) -> Result<(), RedisStoreError> {
+        let creates = (0..self.inner.keys.partitions()).map(|p| async move {
+            let cmd = redis::cmd("XGROUP")
+                .arg("CREATE")
+                .arg(self.inner.keys.work(p))
+                .arg(GROUP)
+                .arg("0")
+                .arg("MKSTREAM")
+                .to_owned();
+            let mut c = self.conn();
+            match bounded(self.op_timeout(), cmd.query_async::<Value>(&mut c)).await {
+                Err(RedisStoreError::Redis(e)) if e.code() == Some("BUSYGROUP") => Ok(()),
+                other => other.map(|_| ()),
+            }
+        });
+        join_all(creates).await.into_iter().collect()
+    }
+}
+
+fn entry(partition: u16, e: StreamId) -> Entry {
+    let task = e.get::<String>("task");
+    Entry {
+        partition,
+        id: e.id,
+        task,
+    }
+}
+
+fn is_nogroup(e: &RedisStoreError) -> bool {
+    matches!(e, RedisStoreError::Redis(r) if r.code() == Some("NOGROUP"))
+}
+
+/// `XREADGROUP GROUP workers <worker> COUNT n [BLOCK ms] STREAMS k… > …`
+fn xreadgroup(worker: &str, count: usize, block: Option<Duration>, keys: &[String]) -> redis::Cmd {
+    let mut cmd = redis::cmd("XREADGROUP");
+    cmd.arg("GROUP")
+        .arg(GROUP)
+        .arg(worker)
+        .arg("COUNT")
+        .arg(count);
+    if let Some(b) = block {
+        cmd.arg("BLOCK").arg(b.as_millis().max(1) as u64);
+    }
+    cmd.arg("STREAMS").arg(keys);
+    for _ in keys {
+        cmd.arg(">");
+    }
+    cmd
+}
