@@ -6,9 +6,7 @@ use serde_json::{Value, json};
 use crate::PNG;
 
 fn text_prompt(text: String) -> ToolOutput {
-    ToolOutput::Complete(
-        json!({ "messages": [{ "role": "user", "content": { "type": "text", "text": text } }] }),
-    )
+    ToolOutput::Complete(json!({ "messages": [{ "role": "user", "content": { "type": "text", "text": text } }] }))
 }
 
 /// Register resources, templates, prompts and completion.

@@ -18,7 +18,8 @@ pub mod tasks;
 use presa_server::{Catalog, CatalogBuilder, catalog::CatalogError};
 
 /// A 1×1 PNG, base64.
-pub const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+pub const PNG: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
 /// A tiny WAV, base64.
 pub const WAV: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=";
 
@@ -41,18 +42,10 @@ mod tests {
         assert_eq!(names[0], "test_simple_text");
         for n in &names {
             assert!(!n.is_empty() && n.len() <= 128);
-            assert!(
-                n.chars()
-                    .all(|ch| ch.is_ascii_alphanumeric() || "_.-".contains(ch)),
-                "{n}"
-            );
+            assert!(n.chars().all(|ch| ch.is_ascii_alphanumeric() || "_.-".contains(ch)), "{n}");
         }
         for t in c.tools() {
-            assert!(
-                t.tool.descriptor["description"]
-                    .as_str()
-                    .is_some_and(|d| !d.is_empty())
-            );
+            assert!(t.tool.descriptor["description"].as_str().is_some_and(|d| !d.is_empty()));
         }
         // The first tool with an x-mcp-header must annotate a string property.
         let first = c.tools().find(|t| !t.headers.is_empty()).unwrap();

@@ -38,10 +38,7 @@ pub fn accepted_field(answer: &Value, field: &str) -> String {
 }
 
 fn ask(requests: &[(&str, Value)], state: Option<Value>) -> Result<ToolOutput, ToolError> {
-    let requests: BTreeMap<String, Value> = requests
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect();
+    let requests: BTreeMap<String, Value> = requests.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
     Ok(ToolOutput::InputRequired { requests, state })
 }
 
@@ -61,10 +58,7 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
         empty(),
         |ctx: ToolContext, _args| async move {
             match answer(&ctx, "user_name") {
-                Some(a) => Ok(ToolOutput::text(format!(
-                    "Hello, {}!",
-                    accepted_field(a, "name")
-                ))),
+                Some(a) => Ok(ToolOutput::text(format!("Hello, {}!", accepted_field(a, "name")))),
                 None => ask(&[("user_name", ask_name("What is your name?"))], None),
             }
         },
@@ -75,17 +69,10 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
         empty(),
         |ctx: ToolContext, _args| async move {
             match answer(&ctx, "capital_question") {
-                Some(a) => Ok(ToolOutput::text(format!(
-                    "Sampling result: {}",
-                    a["content"]["text"].as_str().unwrap_or("")
-                ))),
-                None => ask(
-                    &[(
-                        "capital_question",
-                        sampling("What is the capital of France?", 100),
-                    )],
-                    None,
-                ),
+                Some(a) => {
+                    Ok(ToolOutput::text(format!("Sampling result: {}", a["content"]["text"].as_str().unwrap_or(""))))
+                }
+                None => ask(&[("capital_question", sampling("What is the capital of France?", 100))], None),
             }
         },
     ))
@@ -95,10 +82,7 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
         empty(),
         |ctx: ToolContext, _args| async move {
             match answer(&ctx, "client_roots") {
-                Some(a) => Ok(ToolOutput::text(format!(
-                    "Found {} root(s)",
-                    a["roots"].as_array().map_or(0, Vec::len)
-                ))),
+                Some(a) => Ok(ToolOutput::text(format!("Found {} root(s)", a["roots"].as_array().map_or(0, Vec::len)))),
                 None => ask(&[("client_roots", list_roots())], None),
             }
         },
@@ -114,14 +98,7 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
                     Ok(ToolOutput::text(format!("state-ok: confirmed={ok}")))
                 }
                 _ => ask(
-                    &[(
-                        "confirm",
-                        elicit(
-                            "Please confirm",
-                            json!({ "ok": { "type": "boolean" } }),
-                            &["ok"],
-                        ),
-                    )],
+                    &[("confirm", elicit("Please confirm", json!({ "ok": { "type": "boolean" } }), &["ok"]))],
                     Some(json!({ "step": "confirm" })),
                 ),
             }
@@ -132,11 +109,8 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
         "Asks for a name (elicitation), a greeting (sampling) and the roots at once.",
         empty(),
         |ctx: ToolContext, _args| async move {
-            let (name, greeting, roots) = (
-                answer(&ctx, "user_name"),
-                answer(&ctx, "greeting"),
-                answer(&ctx, "client_roots"),
-            );
+            let (name, greeting, roots) =
+                (answer(&ctx, "user_name"), answer(&ctx, "greeting"), answer(&ctx, "client_roots"));
             match (ctx.request_state(), name, greeting, roots) {
                 (Some(_), Some(n), Some(g), Some(r)) => Ok(ToolOutput::text(format!(
                     "Name: {}; Greeting: {}; Roots: {}",
@@ -161,11 +135,7 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
         empty(),
         |ctx: ToolContext, _args| async move {
             let state = ctx.request_state().cloned().unwrap_or(Value::Null);
-            match (
-                state["step"].as_str(),
-                answer(&ctx, "step1"),
-                answer(&ctx, "step2"),
-            ) {
+            match (state["step"].as_str(), answer(&ctx, "step1"), answer(&ctx, "step2")) {
                 (Some("step2"), _, Some(color)) => Ok(ToolOutput::text(format!(
                     "Multi-round complete for {} who likes {}",
                     state["name"].as_str().unwrap_or("someone"),
@@ -182,10 +152,7 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
                     )],
                     Some(json!({ "step": "step2", "name": accepted_field(name, "name") })),
                 ),
-                _ => ask(
-                    &[("step1", ask_name("Step 1: What is your name?"))],
-                    Some(json!({ "step": "step1" })),
-                ),
+                _ => ask(&[("step1", ask_name("Step 1: What is your name?"))], Some(json!({ "step": "step1" }))),
             }
         },
     ))
@@ -197,14 +164,7 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
             match (ctx.request_state(), answer(&ctx, "confirm")) {
                 (Some(_), Some(_)) => Ok(ToolOutput::text("State verified")),
                 _ => ask(
-                    &[(
-                        "confirm",
-                        elicit(
-                            "Please confirm",
-                            json!({ "ok": { "type": "boolean" } }),
-                            &["ok"],
-                        ),
-                    )],
+                    &[("confirm", elicit("Please confirm", json!({ "ok": { "type": "boolean" } }), &["ok"]))],
                     Some(json!({ "step": "confirm" })),
                 ),
             }
@@ -217,9 +177,7 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
         |ctx: ToolContext, _args| async move {
             if let Some(r) = ctx.input_responses() {
                 let keys: Vec<&String> = r.keys().collect();
-                return Ok(ToolOutput::text(format!(
-                    "capabilities-ok: received {keys:?}"
-                )));
+                return Ok(ToolOutput::text(format!("capabilities-ok: received {keys:?}")));
             }
             let mut requests = Vec::new();
             if ctx.has_capability("elicitation") {
@@ -232,9 +190,7 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
                 requests.push(("client_roots", list_roots()));
             }
             if requests.is_empty() {
-                return Ok(ToolOutput::text(
-                    "capabilities-ok: the client declared nothing to ask for",
-                ));
+                return Ok(ToolOutput::text("capabilities-ok: the client declared nothing to ask for"));
             }
             ask(&requests, None)
         },
@@ -244,18 +200,12 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
 /// The MRTR prompt (registered with the other prompts, see [`crate::content`]).
 pub async fn context_prompt(ctx: ToolContext, _args: Value) -> Result<ToolOutput, ToolError> {
     match answer(&ctx, "user_context") {
-        Some(a) => Ok(ToolOutput::Complete(
-            json!({ "messages": [{ "role": "user", "content": {
-            "type": "text", "text": format!("Prompt with context: {}", accepted_field(a, "context")) } }] }),
-        )),
+        Some(a) => Ok(ToolOutput::Complete(json!({ "messages": [{ "role": "user", "content": {
+            "type": "text", "text": format!("Prompt with context: {}", accepted_field(a, "context")) } }] }))),
         None => ask(
             &[(
                 "user_context",
-                elicit(
-                    "What context should the prompt use?",
-                    json!({ "context": { "type": "string" } }),
-                    &["context"],
-                ),
+                elicit("What context should the prompt use?", json!({ "context": { "type": "string" } }), &["context"]),
             )],
             None,
         ),

@@ -40,9 +40,12 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
         .policy(TaskPolicy::Optional),
     )
     .tool(
-        Tool::new("failing_job", "A task whose tool reports an error (isError: true).", json!({ "type": "object" }), |_ctx, _args| async {
-            Ok(ToolOutput::error("The task job failed."))
-        })
+        Tool::new(
+            "failing_job",
+            "A task whose tool reports an error (isError: true).",
+            json!({ "type": "object" }),
+            |_ctx, _args| async { Ok(ToolOutput::error("The task job failed.")) },
+        )
         .policy(TaskPolicy::Required),
     )
     .tool(
@@ -126,14 +129,10 @@ async fn deploy_release(ctx: ToolContext, args: Value) -> Result<ToolOutput, Too
     let version = args["version"].as_str().unwrap_or_default().to_string();
     let step = Duration::from_secs_f64(args["step_seconds"].as_f64().unwrap_or(1.0));
     for (i, name) in ["build", "test", "stage"].iter().enumerate() {
-        ctx.set_status(format!("Step {}/4: {name} {version}", i + 1))
-            .await?;
+        ctx.set_status(format!("Step {}/4: {name} {version}", i + 1)).await?;
         ctx.sleep(step).await?;
     }
-    ctx.set_status(format!(
-        "Waiting for approval to release {version} to production"
-    ))
-    .await?;
+    ctx.set_status(format!("Waiting for approval to release {version} to production")).await?;
     let question = elicit(
         &format!("Release {version} to production?"),
         json!({ "approve": { "type": "boolean" }, "note": { "type": "string" } }),
@@ -141,12 +140,9 @@ async fn deploy_release(ctx: ToolContext, args: Value) -> Result<ToolOutput, Too
     );
     let answer = ctx.input(&format!("approve-{version}"), question).await?;
     if answer["action"] != "accept" || answer["content"]["approve"] != true {
-        return Ok(ToolOutput::text(format!(
-            "Release {version} stopped before production: not approved"
-        )));
+        return Ok(ToolOutput::text(format!("Release {version} stopped before production: not approved")));
     }
-    ctx.set_status(format!("Step 4/4: production {version}"))
-        .await?;
+    ctx.set_status(format!("Step 4/4: production {version}")).await?;
     ctx.sleep(step).await?;
     Ok(ToolOutput::Complete(json!({
         "content": [{ "type": "text", "text": format!("Released {version} to production") }],

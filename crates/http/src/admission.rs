@@ -25,10 +25,7 @@ use crate::single_header;
 
 /// Whether `origin` (an `Origin` header value) is allowed by `allowed`.
 pub fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
-    if allowed
-        .iter()
-        .any(|a| a == "*" || a.eq_ignore_ascii_case(origin))
-    {
+    if allowed.iter().any(|a| a == "*" || a.eq_ignore_ascii_case(origin)) {
         return true;
     }
     let Some((_, rest)) = origin.split_once("://") else {
@@ -42,16 +39,11 @@ pub fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
     } else {
         rest.split(':').next().unwrap_or_default().to_string()
     };
-    allowed
-        .iter()
-        .any(|a| !a.contains("://") && a.eq_ignore_ascii_case(&host))
+    allowed.iter().any(|a| !a.contains("://") && a.eq_ignore_ascii_case(&host))
 }
 
 fn mismatch(msg: impl Into<String>) -> ErrorObject {
-    ErrorObject::new(
-        codes::HEADER_MISMATCH,
-        format!("Header mismatch: {}", msg.into()),
-    )
+    ErrorObject::new(codes::HEADER_MISMATCH, format!("Header mismatch: {}", msg.into()))
 }
 
 /// Steps 2–7: `_meta`, protocol version, `Mcp-Method`, `Mcp-Name`, method.
@@ -75,10 +67,7 @@ pub fn check_request(headers: &HeaderMap, req: &Request) -> Result<RequestMeta, 
     match single_header(headers, headers::METHOD).map_err(mismatch)? {
         None => return Err(mismatch("Mcp-Method header is required")),
         Some(m) if m.trim_matches([' ', '\t']) != req.method => {
-            return Err(mismatch(format!(
-                "Mcp-Method header value does not match body method '{}'",
-                req.method
-            )));
+            return Err(mismatch(format!("Mcp-Method header value does not match body method '{}'", req.method)));
         }
         Some(_) => {}
     }
@@ -90,36 +79,22 @@ pub fn check_request(headers: &HeaderMap, req: &Request) -> Result<RequestMeta, 
             .ok_or_else(|| mismatch(format!("Mcp-Name header is required for {}", req.method)))?;
         let decoded = decode_value(header).map_err(|e| mismatch(format!("Mcp-Name: {e}")))?;
         if &decoded != body_value {
-            return Err(mismatch(format!(
-                "Mcp-Name header value does not match body {field}"
-            )));
+            return Err(mismatch(format!("Mcp-Name header value does not match body {field}")));
         }
     }
     if !Server::knows_method(&req.method) {
-        return Err(ErrorObject::new(
-            codes::METHOD_NOT_FOUND,
-            format!("Method not found: {}", req.method),
-        ));
+        return Err(ErrorObject::new(codes::METHOD_NOT_FOUND, format!("Method not found: {}", req.method)));
     }
     Ok(meta)
 }
 
 /// Step 8: every `x-mcp-header` parameter present in the arguments must be
 /// mirrored, and equal after decoding.
-pub fn check_param_headers(
-    headers: &HeaderMap,
-    req: &Request,
-    catalog: &Catalog,
-) -> Result<(), ErrorObject> {
+pub fn check_param_headers(headers: &HeaderMap, req: &Request, catalog: &Catalog) -> Result<(), ErrorObject> {
     if req.method != "tools/call" {
         return Ok(());
     }
-    let Some(tool) = req
-        .params
-        .get("name")
-        .and_then(Value::as_str)
-        .and_then(|n| catalog.tool(n))
-    else {
+    let Some(tool) = req.params.get("name").and_then(Value::as_str).and_then(|n| catalog.tool(n)) else {
         return Ok(());
     };
     let Some(arguments) = req.params.get("arguments") else {
@@ -129,31 +104,19 @@ pub fn check_param_headers(
         let Some(value) = param.value(arguments) else {
             continue;
         };
-        let name = format!(
-            "{}{}",
-            headers::PARAM_PREFIX,
-            param.header.to_ascii_lowercase()
-        );
+        let name = format!("{}{}", headers::PARAM_PREFIX, param.header.to_ascii_lowercase());
         let raw = single_header(headers, &name)
             .map_err(|e| mismatch(format!("Mcp-Param-{}: {e}", param.header)))?
             .ok_or_else(|| mismatch(format!("Mcp-Param-{} header is required", param.header)))?;
-        let decoded =
-            decode_value(raw).map_err(|e| mismatch(format!("Mcp-Param-{}: {e}", param.header)))?;
+        let decoded = decode_value(raw).map_err(|e| mismatch(format!("Mcp-Param-{}: {e}", param.header)))?;
         let matches = match value {
             Value::String(s) => &decoded == s,
             Value::Bool(b) => decoded == b.to_string(),
-            Value::Number(n) => decoded
-                .parse::<f64>()
-                .ok()
-                .zip(n.as_f64())
-                .is_some_and(|(h, b)| h == b),
+            Value::Number(n) => decoded.parse::<f64>().ok().zip(n.as_f64()).is_some_and(|(h, b)| h == b),
             _ => false,
         };
         if !matches {
-            return Err(mismatch(format!(
-                "Mcp-Param-{} header value does not match the argument",
-                param.header
-            )));
+            return Err(mismatch(format!("Mcp-Param-{} header value does not match the argument", param.header)));
         }
     }
     Ok(())
@@ -165,9 +128,8 @@ mod tests {
 
     #[test]
     fn origins() {
-        let allowed: Vec<String> = ["localhost", "127.0.0.1", "[::1]", "https://app.example.com"]
-            .map(String::from)
-            .into();
+        let allowed: Vec<String> =
+            ["localhost", "127.0.0.1", "[::1]", "https://app.example.com"].map(String::from).into();
         for ok in [
             "http://localhost:3000",
             "http://127.0.0.1:8080",

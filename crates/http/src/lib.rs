@@ -79,17 +79,9 @@ pub(crate) struct App {
 /// The axum router for `server`.
 pub fn router(server: Server, config: HttpConfig) -> Router {
     let limit = config.max_body_bytes;
-    let app = App {
-        server,
-        config: Arc::new(config),
-    };
+    let app = App { server, config: Arc::new(config) };
     Router::new()
-        .route(
-            "/mcp",
-            post(respond::mcp)
-                .get(method_not_allowed)
-                .delete(method_not_allowed),
-        )
+        .route("/mcp", post(respond::mcp).get(method_not_allowed).delete(method_not_allowed))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .layer(DefaultBodyLimit::max(limit))
@@ -97,11 +89,7 @@ pub fn router(server: Server, config: HttpConfig) -> Router {
 }
 
 async fn method_not_allowed() -> Response {
-    (
-        StatusCode::METHOD_NOT_ALLOWED,
-        [(axum::http::header::ALLOW, "POST")],
-    )
-        .into_response()
+    (StatusCode::METHOD_NOT_ALLOWED, [(axum::http::header::ALLOW, "POST")]).into_response()
 }
 
 async fn readyz(State(app): State<App>) -> Response {
@@ -130,16 +118,11 @@ pub async fn serve(
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
+    axum::serve(listener, router).with_graceful_shutdown(shutdown).await
 }
 
 /// Header map helper used by the admission checks.
-pub(crate) fn single_header<'a>(
-    headers: &'a HeaderMap,
-    name: &str,
-) -> Result<Option<&'a str>, &'static str> {
+pub(crate) fn single_header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, &'static str> {
     let mut values = headers.get_all(name).iter();
     let Some(first) = values.next() else {
         return Ok(None);
@@ -147,8 +130,5 @@ pub(crate) fn single_header<'a>(
     if values.next().is_some() {
         return Err("repeated header");
     }
-    first
-        .to_str()
-        .map(Some)
-        .map_err(|_| "header value has invalid characters")
+    first.to_str().map(Some).map_err(|_| "header value has invalid characters")
 }

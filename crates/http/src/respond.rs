@@ -27,15 +27,7 @@ use crate::{App, admission};
 
 /// A JSON body (always compact, one line).
 fn json(status: StatusCode, body: &Value) -> Response {
-    (
-        status,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        body.to_string(),
-    )
-        .into_response()
+    (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body.to_string()).into_response()
 }
 
 fn error(id: Option<&RequestId>, e: &ErrorObject) -> Response {
@@ -50,48 +42,29 @@ fn accepts_sse(headers: &HeaderMap) -> bool {
     }
 }
 
-fn sse(
-    stream: impl Stream<Item = Value> + Send + 'static,
-    keep_alive: std::time::Duration,
-) -> Response {
+fn sse(stream: impl Stream<Item = Value> + Send + 'static, keep_alive: std::time::Duration) -> Response {
     let events = stream.map(|m| Ok::<_, Infallible>(Event::default().data(m.to_string())));
-    let mut resp = Sse::new(events)
-        .keep_alive(KeepAlive::new().interval(keep_alive))
-        .into_response();
-    resp.headers_mut()
-        .insert("x-accel-buffering", HeaderValue::from_static("no"));
+    let mut resp = Sse::new(events).keep_alive(KeepAlive::new().interval(keep_alive)).into_response();
+    resp.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
     resp
 }
 
 pub(crate) async fn mcp(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
     if let Some(origin) = headers.get(header::ORIGIN) {
-        let allowed = origin
-            .to_str()
-            .is_ok_and(|o| admission::origin_allowed(o, &app.config.allowed_origins));
+        let allowed = origin.to_str().is_ok_and(|o| admission::origin_allowed(o, &app.config.allowed_origins));
         if !allowed {
             return json(
                 StatusCode::FORBIDDEN,
-                &jsonrpc::failure(
-                    None,
-                    &ErrorObject::new(codes::INVALID_REQUEST, "Origin not allowed"),
-                ),
+                &jsonrpc::failure(None, &ErrorObject::new(codes::INVALID_REQUEST, "Origin not allowed")),
             );
         }
     }
-    if let Some(ct) = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
+    if let Some(ct) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok())
         && !ct.to_ascii_lowercase().contains("json")
     {
         return json(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            &jsonrpc::failure(
-                None,
-                &ErrorObject::new(
-                    codes::INVALID_REQUEST,
-                    "Content-Type must be application/json",
-                ),
-            ),
+            &jsonrpc::failure(None, &ErrorObject::new(codes::INVALID_REQUEST, "Content-Type must be application/json")),
         );
     }
     let req = match jsonrpc::parse_message(&body) {
@@ -110,36 +83,22 @@ pub(crate) async fn mcp(State(app): State<App>, headers: HeaderMap, body: Bytes)
         Ok(s) => s,
         Err(msg) => {
             let e = ErrorObject::new(codes::INVALID_REQUEST, format!("Unauthorized: {msg}"));
-            return json(
-                StatusCode::UNAUTHORIZED,
-                &jsonrpc::failure(Some(&req.id), &e),
-            );
+            return json(StatusCode::UNAUTHORIZED, &jsonrpc::failure(Some(&req.id), &e));
         }
     };
     let streaming = accepts_sse(&headers);
     if req.method == "subscriptions/listen" && !streaming {
-        let e = ErrorObject::new(
-            codes::INVALID_REQUEST,
-            "subscriptions/listen needs Accept: text/event-stream",
-        );
-        return json(
-            StatusCode::NOT_ACCEPTABLE,
-            &jsonrpc::failure(Some(&req.id), &e),
-        );
+        let e = ErrorObject::new(codes::INVALID_REQUEST, "subscriptions/listen needs Accept: text/event-stream");
+        return json(StatusCode::NOT_ACCEPTABLE, &jsonrpc::failure(Some(&req.id), &e));
     }
 
     let (tx, mut notes) = mpsc::unbounded_channel();
-    let outbox = if streaming {
-        Outbox::new(tx)
-    } else {
-        Outbox::none()
-    };
+    let outbox = if streaming { Outbox::new(tx) } else { Outbox::none() };
     let cancel = CancellationToken::new();
     let guard = cancel.clone().drop_guard();
     let server = app.server.clone();
     let id = req.id.clone();
-    let mut work =
-        Box::pin(async move { server.handle(&req, &meta, &scope, outbox, cancel).await });
+    let mut work = Box::pin(async move { server.handle(&req, &meta, &scope, outbox, cancel).await });
 
     // JSON unless a notification comes before the reply.
     let first = tokio::select! {
@@ -190,10 +149,7 @@ fn reply_message(id: &RequestId, reply: Reply) -> Vec<Value> {
         Reply::Error(e) => vec![jsonrpc::failure(Some(id), &e)],
         Reply::Stream(_) => {
             tracing::error!("a streaming reply cannot follow request notifications");
-            vec![jsonrpc::failure(
-                Some(id),
-                &ErrorObject::new(codes::INTERNAL_ERROR, "Internal error"),
-            )]
+            vec![jsonrpc::failure(Some(id), &ErrorObject::new(codes::INTERNAL_ERROR, "Internal error"))]
         }
     }
 }

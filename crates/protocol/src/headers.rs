@@ -38,14 +38,10 @@ pub enum HeaderValueError {
 /// standard alphabet). Anything else is taken literally.
 pub fn decode_value(raw: &str) -> Result<String, HeaderValueError> {
     let v = raw.trim_matches([' ', '\t']);
-    match v
-        .strip_prefix("=?base64?")
-        .and_then(|r| r.strip_suffix("?="))
-    {
+    match v.strip_prefix("=?base64?").and_then(|r| r.strip_suffix("?=")) {
         Some(payload) => {
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(payload)
-                .map_err(|_| HeaderValueError::Base64)?;
+            let bytes =
+                base64::engine::general_purpose::STANDARD.decode(payload).map_err(|_| HeaderValueError::Base64)?;
             String::from_utf8(bytes).map_err(|_| HeaderValueError::Utf8)
         }
         None => Ok(v.to_string()),
@@ -61,26 +57,14 @@ mod tests {
         assert_eq!(decode_value("=?base64?SGVsbG8=?=").unwrap(), "Hello");
         assert_eq!(decode_value("  greet  ").unwrap(), "greet");
         assert_eq!(decode_value("SGVsbG8=").unwrap(), "SGVsbG8=");
-        assert_eq!(
-            decode_value("=?base64?SGVsbG8=").unwrap(),
-            "=?base64?SGVsbG8="
-        );
-        assert_eq!(
-            decode_value("=?base64?SGVsbG8sIOS4lueVjA==?=").unwrap(),
-            "Hello, 世界"
-        );
+        assert_eq!(decode_value("=?base64?SGVsbG8=").unwrap(), "=?base64?SGVsbG8=");
+        assert_eq!(decode_value("=?base64?SGVsbG8sIOS4lueVjA==?=").unwrap(), "Hello, 世界");
     }
 
     #[test]
     fn rejects_bad_base64() {
-        assert_eq!(
-            decode_value("=?base64?SGVsbG8?="),
-            Err(HeaderValueError::Base64)
-        );
-        assert_eq!(
-            decode_value("=?base64?SGVs!!!bG8=?="),
-            Err(HeaderValueError::Base64)
-        );
+        assert_eq!(decode_value("=?base64?SGVsbG8?="), Err(HeaderValueError::Base64));
+        assert_eq!(decode_value("=?base64?SGVs!!!bG8=?="), Err(HeaderValueError::Base64));
         assert_eq!(decode_value("=?base64?/w==?="), Err(HeaderValueError::Utf8));
     }
 

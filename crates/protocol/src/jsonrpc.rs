@@ -41,29 +41,17 @@ pub struct ErrorObject {
 impl ErrorObject {
     /// An error without data.
     pub fn new(code: i64, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-            data: None,
-        }
+        Self { code, message: message.into(), data: None }
     }
 
     /// An error with data.
     pub fn with_data(code: i64, message: impl Into<String>, data: Value) -> Self {
-        Self {
-            code,
-            message: message.into(),
-            data: Some(data),
-        }
+        Self { code, message: message.into(), data: Some(data) }
     }
 
     /// True when `data.retryable` is `true`: transient trouble, try again.
     pub fn is_retryable(&self) -> bool {
-        self.data
-            .as_ref()
-            .and_then(|d| d.get("retryable"))
-            .and_then(Value::as_bool)
-            == Some(true)
+        self.data.as_ref().and_then(|d| d.get("retryable")).and_then(Value::as_bool) == Some(true)
     }
 
     /// The HTTP status this error is sent with.
@@ -143,10 +131,7 @@ pub fn parse_message(body: &[u8]) -> Result<Incoming, EnvelopeError> {
 /// Classify an already-parsed JSON value.
 pub fn classify(value: Value) -> Result<Incoming, EnvelopeError> {
     let Value::Object(mut obj) = value else {
-        return Err(EnvelopeError::Invalid {
-            id: None,
-            reason: "the body must be one JSON-RPC object",
-        });
+        return Err(EnvelopeError::Invalid { id: None, reason: "the body must be one JSON-RPC object" });
     };
     let id = match obj.remove("id") {
         None => None,
@@ -154,23 +139,14 @@ pub fn classify(value: Value) -> Result<Incoming, EnvelopeError> {
         Some(Value::Number(n)) => match n.as_i64() {
             Some(i) => Some(RequestId::Number(i)),
             None => {
-                return Err(EnvelopeError::Invalid {
-                    id: None,
-                    reason: "id must be a string or an integer",
-                });
+                return Err(EnvelopeError::Invalid { id: None, reason: "id must be a string or an integer" });
             }
         },
         Some(_) => {
-            return Err(EnvelopeError::Invalid {
-                id: None,
-                reason: "id must be a string or an integer",
-            });
+            return Err(EnvelopeError::Invalid { id: None, reason: "id must be a string or an integer" });
         }
     };
-    let invalid = |reason| EnvelopeError::Invalid {
-        id: id.clone(),
-        reason,
-    };
+    let invalid = |reason| EnvelopeError::Invalid { id: id.clone(), reason };
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Err(invalid("jsonrpc must be \"2.0\""));
     }
@@ -187,15 +163,8 @@ pub fn classify(value: Value) -> Result<Incoming, EnvelopeError> {
         Some(_) => return Err(invalid("params must be an object")),
     };
     Ok(match id {
-        Some(id) => Incoming::Request(Request {
-            id,
-            method,
-            params: params.unwrap_or_default(),
-        }),
-        None => Incoming::Notification {
-            method,
-            params: params.map(Value::Object),
-        },
+        Some(id) => Incoming::Request(Request { id, method, params: params.unwrap_or_default() }),
+        None => Incoming::Notification { method, params: params.map(Value::Object) },
     })
 }
 
@@ -228,14 +197,9 @@ mod tests {
         let r = classify(json!({"jsonrpc":"2.0","id":7,"method":"tools/list"})).unwrap();
         assert_eq!(
             r,
-            Incoming::Request(Request {
-                id: RequestId::Number(7),
-                method: "tools/list".into(),
-                params: Map::new()
-            })
+            Incoming::Request(Request { id: RequestId::Number(7), method: "tools/list".into(), params: Map::new() })
         );
-        let n = classify(json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{}}))
-            .unwrap();
+        let n = classify(json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{}})).unwrap();
         assert!(matches!(n, Incoming::Notification { .. }));
     }
 
@@ -251,10 +215,7 @@ mod tests {
             json!({"jsonrpc":"2.0","id":1,"method":"x","params":[1]}),
             json!({"jsonrpc":"2.0","id":1,"result":{}}),
         ] {
-            assert!(
-                matches!(classify(bad.clone()), Err(EnvelopeError::Invalid { .. })),
-                "{bad}"
-            );
+            assert!(matches!(classify(bad.clone()), Err(EnvelopeError::Invalid { .. })), "{bad}");
         }
     }
 
@@ -266,13 +227,9 @@ mod tests {
 
     #[test]
     fn responses_are_single_line() {
-        let s = serde_json::to_string(&success(&RequestId::Number(1), json!({"a":{"b":[1,2]}})))
-            .unwrap();
+        let s = serde_json::to_string(&success(&RequestId::Number(1), json!({"a":{"b":[1,2]}}))).unwrap();
         assert!(!s.contains('\n'));
-        let e = failure(
-            Some(&RequestId::Number(3)),
-            &ErrorObject::new(codes::INVALID_PARAMS, "x"),
-        );
+        let e = failure(Some(&RequestId::Number(3)), &ErrorObject::new(codes::INVALID_PARAMS, "x"));
         assert_eq!(e["id"], 3);
         assert_eq!(e["error"]["code"], -32602);
     }

@@ -48,25 +48,17 @@ impl RequestMeta {
     pub fn from_params(params: &Map<String, Value>) -> Result<Self, ErrorObject> {
         let bad = |msg: &str| ErrorObject::new(codes::INVALID_PARAMS, msg);
         let Some(Value::Object(meta)) = params.get("_meta") else {
-            return Err(bad(
-                "Invalid params: _meta with protocolVersion and clientCapabilities is required",
-            ));
+            return Err(bad("Invalid params: _meta with protocolVersion and clientCapabilities is required"));
         };
         let Some(Value::String(version)) = meta.get(PROTOCOL_VERSION_KEY) else {
-            return Err(bad(
-                "Invalid params: _meta[\"io.modelcontextprotocol/protocolVersion\"] must be a string",
-            ));
+            return Err(bad("Invalid params: _meta[\"io.modelcontextprotocol/protocolVersion\"] must be a string"));
         };
         let Some(Value::Object(caps)) = meta.get(CLIENT_CAPABILITIES_KEY) else {
-            return Err(bad(
-                "Invalid params: _meta[\"io.modelcontextprotocol/clientCapabilities\"] must be an object",
-            ));
+            return Err(bad("Invalid params: _meta[\"io.modelcontextprotocol/clientCapabilities\"] must be an object"));
         };
         let log_level = match meta.get(LOG_LEVEL_KEY) {
             None | Some(Value::Null) => None,
-            Some(Value::String(s)) => {
-                Some(LogLevel::parse(s).ok_or_else(|| bad("Invalid params: unknown logLevel"))?)
-            }
+            Some(Value::String(s)) => Some(LogLevel::parse(s).ok_or_else(|| bad("Invalid params: unknown logLevel"))?),
             Some(_) => return Err(bad("Invalid params: logLevel must be a string")),
         };
         Ok(Self {
@@ -74,27 +66,19 @@ impl RequestMeta {
             client_capabilities: caps.clone(),
             client_info: meta.get(CLIENT_INFO_KEY).cloned(),
             log_level,
-            progress_token: meta
-                .get(PROGRESS_TOKEN_KEY)
-                .filter(|t| t.is_string() || t.is_i64())
-                .cloned(),
+            progress_token: meta.get(PROGRESS_TOKEN_KEY).filter(|t| t.is_string() || t.is_i64()).cloned(),
             raw: meta.clone(),
         })
     }
 
     /// Whether the client declared a top-level capability (`sampling`, `elicitation`, `roots`).
     pub fn has_capability(&self, name: &str) -> bool {
-        self.client_capabilities
-            .get(name)
-            .is_some_and(|v| !v.is_null())
+        self.client_capabilities.get(name).is_some_and(|v| !v.is_null())
     }
 
     /// Whether this request declares the Tasks extension.
     pub fn declares_tasks(&self) -> bool {
-        self.client_capabilities
-            .get("extensions")
-            .and_then(|e| e.get(TASKS_EXTENSION))
-            .is_some_and(|v| !v.is_null())
+        self.client_capabilities.get("extensions").and_then(|e| e.get(TASKS_EXTENSION)).is_some_and(|v| !v.is_null())
     }
 }
 
@@ -138,11 +122,7 @@ impl LogLevel {
 
     /// The wire name.
     pub fn as_str(self) -> &'static str {
-        Self::NAMES
-            .iter()
-            .find(|(_, l)| *l == self)
-            .map(|(n, _)| *n)
-            .unwrap_or("info")
+        Self::NAMES.iter().find(|(_, l)| *l == self).map(|(n, _)| *n).unwrap_or("info")
     }
 }
 
@@ -176,13 +156,7 @@ mod tests {
             json!({"_meta": {PROTOCOL_VERSION_KEY: "2026-07-28", CLIENT_CAPABILITIES_KEY: []}}),
             json!({"_meta": {PROTOCOL_VERSION_KEY: "2026-07-28", CLIENT_CAPABILITIES_KEY: {}, LOG_LEVEL_KEY: "loud"}}),
         ] {
-            assert_eq!(
-                RequestMeta::from_params(&params(p.clone()))
-                    .unwrap_err()
-                    .code,
-                codes::INVALID_PARAMS,
-                "{p}"
-            );
+            assert_eq!(RequestMeta::from_params(&params(p.clone())).unwrap_err().code, codes::INVALID_PARAMS, "{p}");
         }
     }
 

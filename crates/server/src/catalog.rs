@@ -15,8 +15,7 @@ use crate::{
 };
 
 /// Reads a resource: returns the `contents` array.
-pub type ReadFn =
-    Arc<dyn Fn(&str, &HashMap<String, String>) -> Result<Value, ServerError> + Send + Sync>;
+pub type ReadFn = Arc<dyn Fn(&str, &HashMap<String, String>) -> Result<Value, ServerError> + Send + Sync>;
 /// Completes an argument: gets `ref` and `argument`, returns the `completion` object.
 pub type CompleteFn = Arc<dyn Fn(&Value, &Value) -> Value + Send + Sync>;
 
@@ -80,27 +79,16 @@ pub struct RegisteredTool {
 
 impl fmt::Debug for RegisteredTool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RegisteredTool")
-            .field("tool", &self.tool)
-            .field("headers", &self.headers)
-            .finish()
+        f.debug_struct("RegisteredTool").field("tool", &self.tool).field("headers", &self.headers).finish()
     }
 }
 
 impl RegisteredTool {
     /// Validate arguments; the error lists what is wrong, for an `isError` result.
     pub fn validate(&self, arguments: &Value) -> Result<(), String> {
-        let errors: Vec<String> = self
-            .validator
-            .iter_errors(arguments)
-            .take(5)
-            .map(|e| format!("{}: {e}", e.instance_path()))
-            .collect();
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(errors.join("; "))
-        }
+        let errors: Vec<String> =
+            self.validator.iter_errors(arguments).take(5).map(|e| format!("{}: {e}", e.instance_path())).collect();
+        if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
     }
 }
 
@@ -177,9 +165,7 @@ pub struct CatalogBuilder {
 
 impl fmt::Debug for CatalogBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CatalogBuilder")
-            .field("tools", &self.tools.len())
-            .finish()
+        f.debug_struct("CatalogBuilder").field("tools", &self.tools.len()).finish()
     }
 }
 
@@ -194,15 +180,9 @@ impl CatalogBuilder {
     pub fn resource(
         mut self,
         descriptor: Value,
-        read: impl Fn(&str, &HashMap<String, String>) -> Result<Value, ServerError>
-        + Send
-        + Sync
-        + 'static,
+        read: impl Fn(&str, &HashMap<String, String>) -> Result<Value, ServerError> + Send + Sync + 'static,
     ) -> Self {
-        self.resources.push(Resource {
-            descriptor,
-            read: Arc::new(read),
-        });
+        self.resources.push(Resource { descriptor, read: Arc::new(read) });
         self
     }
 
@@ -210,84 +190,47 @@ impl CatalogBuilder {
     pub fn template(
         mut self,
         descriptor: Value,
-        read: impl Fn(&str, &HashMap<String, String>) -> Result<Value, ServerError>
-        + Send
-        + Sync
-        + 'static,
+        read: impl Fn(&str, &HashMap<String, String>) -> Result<Value, ServerError> + Send + Sync + 'static,
     ) -> Self {
-        self.templates.push(ResourceTemplate {
-            descriptor,
-            read: Arc::new(read),
-        });
+        self.templates.push(ResourceTemplate { descriptor, read: Arc::new(read) });
         self
     }
 
     /// Add a prompt.
     pub fn prompt(mut self, descriptor: Value, handler: impl ToolHandler) -> Self {
-        self.prompts.push(Prompt {
-            descriptor,
-            handler: Arc::new(handler),
-        });
+        self.prompts.push(Prompt { descriptor, handler: Arc::new(handler) });
         self
     }
 
     /// Set the completion provider.
-    pub fn completion(
-        mut self,
-        f: impl Fn(&Value, &Value) -> Value + Send + Sync + 'static,
-    ) -> Self {
+    pub fn completion(mut self, f: impl Fn(&Value, &Value) -> Value + Send + Sync + 'static) -> Self {
         self.complete = Some(Arc::new(f));
         self
     }
 
     /// Compile schemas, check names and headers.
     pub fn build(self) -> Result<Catalog, CatalogError> {
-        let mut catalog = Catalog {
-            complete: self.complete,
-            ..Catalog::default()
-        };
+        let mut catalog = Catalog { complete: self.complete, ..Catalog::default() };
         for tool in self.tools {
             let name = tool.name().to_string();
             let schema = tool.input_schema();
             if schema.get("type") != Some(&json!("object")) {
-                return Err(CatalogError::Schema {
-                    tool: name,
-                    reason: "type must be \"object\"".into(),
-                });
+                return Err(CatalogError::Schema { tool: name, reason: "type must be \"object\"".into() });
             }
-            let validator =
-                jsonschema::draft202012::new(schema).map_err(|e| CatalogError::Schema {
-                    tool: name.clone(),
-                    reason: e.to_string(),
-                })?;
-            let headers = header_params(schema).map_err(|reason| CatalogError::Header {
-                tool: name.clone(),
-                reason,
-            })?;
-            if catalog
-                .tool_index
-                .insert(name.clone(), catalog.tools.len())
-                .is_some()
-            {
+            let validator = jsonschema::draft202012::new(schema)
+                .map_err(|e| CatalogError::Schema { tool: name.clone(), reason: e.to_string() })?;
+            let headers =
+                header_params(schema).map_err(|reason| CatalogError::Header { tool: name.clone(), reason })?;
+            if catalog.tool_index.insert(name.clone(), catalog.tools.len()).is_some() {
                 return Err(CatalogError::Duplicate { kind: "tool", name });
             }
-            catalog.tools.push(RegisteredTool {
-                tool,
-                validator,
-                headers,
-            });
+            catalog.tools.push(RegisteredTool { tool, validator, headers });
         }
         let mut seen = std::collections::HashSet::new();
         for p in &self.prompts {
-            let name = p.descriptor["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
+            let name = p.descriptor["name"].as_str().unwrap_or_default().to_string();
             if !seen.insert(name.clone()) {
-                return Err(CatalogError::Duplicate {
-                    kind: "prompt",
-                    name,
-                });
+                return Err(CatalogError::Duplicate { kind: "prompt", name });
             }
         }
         catalog.resources = self.resources;
@@ -364,11 +307,7 @@ pub fn match_template(template: &str, uri: &str) -> Option<HashMap<String, Strin
             tpl = &after[end + 1..];
             let literal_end = tpl.find('{').unwrap_or(tpl.len());
             let next_literal = &tpl[..literal_end];
-            let value_len = if next_literal.is_empty() {
-                rest.len()
-            } else {
-                rest.find(next_literal)?
-            };
+            let value_len = if next_literal.is_empty() { rest.len() } else { rest.find(next_literal)? };
             let value = &rest[..value_len];
             if value.is_empty() || value.contains('/') {
                 return None;
@@ -388,11 +327,7 @@ pub fn match_template(template: &str, uri: &str) -> Option<HashMap<String, Strin
 /// enforcing SEP-2243: non-empty token names, case-insensitively unique,
 /// on string/integer/boolean properties only, and nowhere else in the schema.
 fn header_params(schema: &Value) -> Result<Vec<HeaderParam>, String> {
-    fn walk(
-        node: &Map<String, Value>,
-        path: &mut Vec<String>,
-        out: &mut Vec<HeaderParam>,
-    ) -> Result<(), String> {
+    fn walk(node: &Map<String, Value>, path: &mut Vec<String>, out: &mut Vec<HeaderParam>) -> Result<(), String> {
         let Some(Value::Object(props)) = node.get("properties") else {
             return Ok(());
         };
@@ -407,17 +342,12 @@ fn header_params(schema: &Value) -> Result<Vec<HeaderParam>, String> {
                 }
                 let ty = sub.get("type").and_then(Value::as_str);
                 if !matches!(ty, Some("string" | "integer" | "boolean")) {
-                    return Err(format!(
-                        "{name:?} annotates a non-primitive (or number) property"
-                    ));
+                    return Err(format!("{name:?} annotates a non-primitive (or number) property"));
                 }
                 if out.iter().any(|p| p.header.eq_ignore_ascii_case(name)) {
                     return Err(format!("{name:?} is used twice"));
                 }
-                out.push(HeaderParam {
-                    path: path.clone(),
-                    header: name.to_string(),
-                });
+                out.push(HeaderParam { path: path.clone(), header: name.to_string() });
             }
             walk(sub, path, out)?;
             path.pop();
@@ -426,9 +356,7 @@ fn header_params(schema: &Value) -> Result<Vec<HeaderParam>, String> {
     }
     fn count(v: &Value) -> usize {
         match v {
-            Value::Object(m) => {
-                usize::from(m.contains_key("x-mcp-header")) + m.values().map(count).sum::<usize>()
-            }
+            Value::Object(m) => usize::from(m.contains_key("x-mcp-header")) + m.values().map(count).sum::<usize>(),
             Value::Array(a) => a.iter().map(count).sum(),
             _ => 0,
         }
@@ -438,9 +366,7 @@ fn header_params(schema: &Value) -> Result<Vec<HeaderParam>, String> {
         walk(root, &mut Vec::new(), &mut out)?;
     }
     if count(schema) != out.len() {
-        return Err(
-            "x-mcp-header is only allowed on properties reachable through `properties` keys".into(),
-        );
+        return Err("x-mcp-header is only allowed on properties reachable through `properties` keys".into());
     }
     Ok(out)
 }
@@ -473,14 +399,8 @@ mod tests {
         assert_eq!(
             h,
             vec![
-                HeaderParam {
-                    path: vec!["o".into(), "n".into()],
-                    header: "N".into()
-                },
-                HeaderParam {
-                    path: vec!["region".into()],
-                    header: "Region".into()
-                },
+                HeaderParam { path: vec!["o".into(), "n".into()], header: "N".into() },
+                HeaderParam { path: vec!["region".into()], header: "Region".into() },
             ]
         );
         for bad in [
@@ -506,20 +426,12 @@ mod tests {
             .tool(Tool::new("a", "A", json!({"type":"object"}), noop()))
             .build()
             .unwrap();
-        assert_eq!(
-            c.tools().map(|t| t.tool.name()).collect::<Vec<_>>(),
-            ["b", "a"]
-        );
+        assert_eq!(c.tools().map(|t| t.tool.name()).collect::<Vec<_>>(), ["b", "a"]);
         let b = c.tool("b").unwrap();
         assert!(b.validate(&json!({"n": 1})).is_ok());
         assert!(b.validate(&json!({"n": "x"})).is_err());
         assert!(b.validate(&json!({})).is_err());
-        assert!(
-            Catalog::builder()
-                .tool(Tool::new("x", "X", json!({"type":"string"}), noop()))
-                .build()
-                .is_err()
-        );
+        assert!(Catalog::builder().tool(Tool::new("x", "X", json!({"type":"string"}), noop())).build().is_err());
         assert!(
             Catalog::builder()
                 .tool(Tool::new("x", "X", json!({"type":"object"}), noop()))

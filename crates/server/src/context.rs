@@ -58,17 +58,8 @@ pub struct CallDetails {
 
 #[derive(Debug)]
 enum Mode {
-    Request {
-        outbox: Outbox,
-        progress_token: Option<Value>,
-        log_level: Option<LogLevel>,
-    },
-    Task {
-        store: Arc<dyn TaskStore>,
-        id: TaskId,
-        writer: Writer,
-        tick: Duration,
-    },
+    Request { outbox: Outbox, progress_token: Option<Value>, log_level: Option<LogLevel> },
+    Task { store: Arc<dyn TaskStore>, id: TaskId, writer: Writer, tick: Duration },
 }
 
 #[derive(Debug)]
@@ -95,19 +86,8 @@ impl ToolContext {
         cancel: CancellationToken,
         bus: Arc<dyn EventBus>,
     ) -> Self {
-        let mode = Mode::Request {
-            outbox,
-            progress_token,
-            log_level,
-        };
-        ToolContext {
-            inner: Arc::new(Inner {
-                call,
-                mode,
-                cancel,
-                bus,
-            }),
-        }
+        let mode = Mode::Request { outbox, progress_token, log_level };
+        ToolContext { inner: Arc::new(Inner { call, mode, cancel, bus }) }
     }
 
     /// A context for a call running as task `id` under the claim `writer`.
@@ -121,29 +101,13 @@ impl ToolContext {
         cancel: CancellationToken,
         bus: Arc<dyn EventBus>,
     ) -> Self {
-        let mode = Mode::Task {
-            store,
-            id,
-            writer,
-            tick,
-        };
-        ToolContext {
-            inner: Arc::new(Inner {
-                call,
-                mode,
-                cancel,
-                bus,
-            }),
-        }
+        let mode = Mode::Task { store, id, writer, tick };
+        ToolContext { inner: Arc::new(Inner { call, mode, cancel, bus }) }
     }
 
     /// Whether the client declared a capability (`sampling`, `elicitation`, `roots`…).
     pub fn has_capability(&self, name: &str) -> bool {
-        self.inner
-            .call
-            .client_capabilities
-            .get(name)
-            .is_some_and(|v| !v.is_null())
+        self.inner.call.client_capabilities.get(name).is_some_and(|v| !v.is_null())
     }
 
     /// MRTR answers carried by the call (or by the request that created the task).
@@ -180,12 +144,7 @@ impl ToolContext {
     /// Report progress on the request's stream (only when the client sent a
     /// progress token; tasks have no request stream, so this is a no-op there).
     pub fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
-        if let Mode::Request {
-            outbox,
-            progress_token: Some(token),
-            ..
-        } = &self.inner.mode
-        {
+        if let Mode::Request { outbox, progress_token: Some(token), .. } = &self.inner.mode {
             let mut params = json!({ "progressToken": token, "progress": progress });
             if let Some(t) = total {
                 params["total"] = json!(t);
@@ -200,11 +159,7 @@ impl ToolContext {
     /// Send a log message on the request's stream, only when the request asked
     /// for logs (`_meta` logLevel) at `level` or below.
     pub fn log(&self, level: LogLevel, logger: &str, data: Value) {
-        if let Mode::Request {
-            outbox,
-            log_level: Some(min),
-            ..
-        } = &self.inner.mode
+        if let Mode::Request { outbox, log_level: Some(min), .. } = &self.inner.mode
             && level >= *min
         {
             let params = json!({ "level": level.as_str(), "logger": logger, "data": data });
@@ -214,20 +169,10 @@ impl ToolContext {
 
     /// Set the task's status message (a no-op for sync calls).
     pub async fn set_status(&self, message: impl Into<String>) -> Result<(), ToolError> {
-        let Mode::Task {
-            store, id, writer, ..
-        } = &self.inner.mode
-        else {
+        let Mode::Task { store, id, writer, .. } = &self.inner.mode else {
             return Ok(());
         };
-        match update_task(
-            store.as_ref(),
-            id,
-            *writer,
-            &Event::SetMessage(message.into()),
-        )
-        .await
-        {
+        match update_task(store.as_ref(), id, *writer, &Event::SetMessage(message.into())).await {
             Ok(Updated::Applied(_) | Updated::Unchanged(_)) => Ok(()),
             Ok(Updated::Gone | Updated::Fenced) => Err(ToolError::Cancelled),
             Err(e) => Err(ToolError::internal(e)),
@@ -236,12 +181,8 @@ impl ToolContext {
 
     /// Ask the client for one input; see [`ToolContext::inputs`].
     pub async fn input(&self, key: &str, request: Value) -> Result<Value, ToolError> {
-        let mut answers = self
-            .inputs(BTreeMap::from([(key.to_string(), request)]))
-            .await?;
-        answers
-            .remove(key)
-            .ok_or_else(|| ToolError::internal("input answer missing"))
+        let mut answers = self.inputs(BTreeMap::from([(key.to_string(), request)])).await?;
+        answers.remove(key).ok_or_else(|| ToolError::internal("input answer missing"))
     }
 
     /// Ask the client for several inputs at once and wait for all answers.
@@ -250,32 +191,23 @@ impl ToolContext {
     /// `tasks/update` has answered every key. Answers are recorded, so a task
     /// re-run after a crash gets them back at once instead of asking again.
     /// In a sync call: answers come from the call's `inputResponses`; missing
-    /// ones end the call with an `InputRequiredResult` (MRTR).
-    pub async fn inputs(
-        &self,
-        requests: BTreeMap<String, Value>,
-    ) -> Result<BTreeMap<String, Value>, ToolError> {
+    /// ones end the call with an `InputRequiredResult` (MRTR). In both modes,
+    /// answers the call (or the request that created the task) carries are used first.
+    pub async fn inputs(&self, requests: BTreeMap<String, Value>) -> Result<BTreeMap<String, Value>, ToolError> {
+        // Answers the call already carries (MRTR rounds before any task existed) come first.
+        let given = self.inner.call.input_responses.as_ref();
+        let found: BTreeMap<_, _> =
+            requests.keys().filter_map(|k| given.and_then(|g| g.get(k)).map(|v| (k.clone(), v.clone()))).collect();
+        if found.len() == requests.len() {
+            return Ok(found);
+        }
         match &self.inner.mode {
-            Mode::Request { .. } => {
-                let given = self.inner.call.input_responses.as_ref();
-                let found: BTreeMap<_, _> = requests
-                    .keys()
-                    .filter_map(|k| given.and_then(|g| g.get(k)).map(|v| (k.clone(), v.clone())))
-                    .collect();
-                if found.len() == requests.len() {
-                    Ok(found)
-                } else {
-                    Err(ToolError::NeedInput(requests))
-                }
-            }
-            Mode::Task {
-                store,
-                id,
-                writer,
-                tick,
-            } => {
-                self.park(store.as_ref(), id, *writer, *tick, requests)
-                    .await
+            Mode::Request { .. } => Err(ToolError::NeedInput(requests)),
+            Mode::Task { store, id, writer, tick } => {
+                let missing = requests.into_iter().filter(|(k, _)| !found.contains_key(k)).collect();
+                let mut answers = self.park(store.as_ref(), id, *writer, *tick, missing).await?;
+                answers.extend(found);
+                Ok(answers)
             }
         }
     }
@@ -289,21 +221,11 @@ impl ToolContext {
         requests: BTreeMap<String, Value>,
     ) -> Result<BTreeMap<String, Value>, ToolError> {
         let answered = |task: &presa_tasks::Task| -> Option<BTreeMap<String, Value>> {
-            requests
-                .keys()
-                .map(|k| task.input_responses.get(k).map(|v| (k.clone(), v.clone())))
-                .collect()
+            requests.keys().map(|k| task.input_responses.get(k).map(|v| (k.clone(), v.clone()))).collect()
         };
         // Subscribe before asking, so an answer that lands at once is not missed.
-        let mut changes = store
-            .watch(std::slice::from_ref(id))
-            .await
-            .map_err(ToolError::internal)?;
-        let current = store
-            .load(id)
-            .await
-            .map_err(ToolError::internal)?
-            .ok_or(ToolError::Cancelled)?;
+        let mut changes = store.watch(std::slice::from_ref(id)).await.map_err(ToolError::internal)?;
+        let current = store.load(id).await.map_err(ToolError::internal)?.ok_or(ToolError::Cancelled)?;
         if let Some(all) = answered(&current) {
             return Ok(all);
         }
@@ -318,14 +240,8 @@ impl ToolContext {
             Err(e) => return Err(ToolError::internal(e)),
         }
         loop {
-            let task = store
-                .load(id)
-                .await
-                .map_err(ToolError::internal)?
-                .ok_or(ToolError::Cancelled)?;
-            if task.status.is_terminal()
-                || matches!(writer, Writer::Worker { attempt } if attempt != task.attempt)
-            {
+            let task = store.load(id).await.map_err(ToolError::internal)?.ok_or(ToolError::Cancelled)?;
+            if task.status.is_terminal() || matches!(writer, Writer::Worker { attempt } if attempt != task.attempt) {
                 return Err(ToolError::Cancelled);
             }
             if let Some(all) = answered(&task) {
@@ -343,10 +259,6 @@ impl ToolContext {
     /// Tell every `subscriptions/listen` stream (on every API process) that a
     /// list changed: `tools`, `prompts` or `resources`.
     pub async fn notify_list_changed(&self, list: &str) -> Result<(), ToolError> {
-        self.inner
-            .bus
-            .publish(&format!("notifications/{list}/list_changed"))
-            .await
-            .map_err(ToolError::internal)
+        self.inner.bus.publish(&format!("notifications/{list}/list_changed")).await.map_err(ToolError::internal)
     }
 }

@@ -19,9 +19,7 @@ use presa_protocol::{
     jsonrpc::{self, ErrorObject, Request},
     meta::{RequestMeta, SERVER_INFO_KEY, SUBSCRIPTION_ID_KEY},
 };
-use presa_store::{
-    CreateLimits, EventBus, NewTask, Scope, TaskId, TaskStore, Writer, util::now_ms,
-};
+use presa_store::{CreateLimits, EventBus, NewTask, Scope, TaskId, TaskStore, Writer, util::now_ms};
 use presa_tasks::{Event, Work, id::MAX_TASK_ID_LEN, wire};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
@@ -97,10 +95,7 @@ pub struct Server {
 
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Server")
-            .field("name", &self.inner.config.name)
-            .field("catalog", &self.inner.catalog)
-            .finish()
+        f.debug_struct("Server").field("name", &self.inner.config.name).field("catalog", &self.inner.catalog).finish()
     }
 }
 
@@ -126,9 +121,7 @@ impl Server {
             shutdown: CancellationToken::new(),
             listeners: AtomicUsize::new(0),
         };
-        Server {
-            inner: Arc::new(inner),
-        }
+        Server { inner: Arc::new(inner) }
     }
 
     /// The settings.
@@ -194,44 +187,20 @@ impl Server {
         let p = &req.params;
         let result = match req.method.as_str() {
             "server/discover" => ok(self.discover()),
-            "tools/list" => ok(self.list(
-                "tools",
-                self.catalog()
-                    .tools()
-                    .map(|t| t.tool.descriptor.clone())
-                    .collect(),
-            )),
-            "resources/list" => ok(self.list(
-                "resources",
-                self.catalog()
-                    .resources()
-                    .iter()
-                    .map(|r| r.descriptor.clone())
-                    .collect(),
-            )),
-            "resources/templates/list" => ok(self.list(
-                "resourceTemplates",
-                self.catalog()
-                    .templates()
-                    .iter()
-                    .map(|t| t.descriptor.clone())
-                    .collect(),
-            )),
-            "prompts/list" => ok(self.list(
-                "prompts",
-                self.catalog()
-                    .prompts()
-                    .iter()
-                    .map(|p| p.descriptor.clone())
-                    .collect(),
-            )),
+            "tools/list" => ok(self.list("tools", self.catalog().tools().map(|t| t.tool.descriptor.clone()).collect())),
+            "resources/list" => {
+                ok(self.list("resources", self.catalog().resources().iter().map(|r| r.descriptor.clone()).collect()))
+            }
+            "resources/templates/list" => ok(self
+                .list("resourceTemplates", self.catalog().templates().iter().map(|t| t.descriptor.clone()).collect())),
+            "prompts/list" => {
+                ok(self.list("prompts", self.catalog().prompts().iter().map(|p| p.descriptor.clone()).collect()))
+            }
             "resources/read" => self.read_resource(p),
             "prompts/get" => self.get_prompt(req, meta, scope, outbox, cancel).await,
             "completion/complete" => self.complete(p),
             "tools/call" => self.call_tool(req, meta, scope, outbox, cancel).await,
-            "tasks/get" | "tasks/update" | "tasks/cancel" => {
-                self.task_method(req, meta, scope).await
-            }
+            "tasks/get" | "tasks/update" | "tasks/cancel" => self.task_method(req, meta, scope).await,
             "subscriptions/listen" => {
                 return match self.listen(req, meta, scope).await {
                     Ok(s) => Reply::Stream(s),
@@ -301,14 +270,9 @@ impl Server {
     }
 
     fn complete(&self, p: &Map<String, Value>) -> Result<Value, ServerError> {
-        let r#ref = p
-            .get("ref")
-            .filter(|v| v.is_object())
-            .ok_or_else(|| invalid("ref must be an object"))?;
-        let argument = p
-            .get("argument")
-            .filter(|v| v.is_object())
-            .ok_or_else(|| invalid("argument must be an object"))?;
+        let r#ref = p.get("ref").filter(|v| v.is_object()).ok_or_else(|| invalid("ref must be an object"))?;
+        let argument =
+            p.get("argument").filter(|v| v.is_object()).ok_or_else(|| invalid("argument must be an object"))?;
         let mut completion = match self.catalog().completer() {
             Some(f) => f(r#ref, argument),
             None => json!({ "values": [] }),
@@ -351,12 +315,8 @@ impl Server {
     ) -> Result<Value, ServerError> {
         match out {
             Ok(ToolOutput::Complete(v)) => Ok(v),
-            Ok(ToolOutput::InputRequired { requests, state }) => {
-                self.input_required(requests, state, binding, meta)
-            }
-            Err(ToolError::NeedInput(requests)) => {
-                self.input_required(requests, None, binding, meta)
-            }
+            Ok(ToolOutput::InputRequired { requests, state }) => self.input_required(requests, state, binding, meta),
+            Err(ToolError::NeedInput(requests)) => self.input_required(requests, None, binding, meta),
             Err(e) => Err(tool_error(e)),
         }
     }
@@ -387,9 +347,7 @@ impl Server {
             r["requestState"] = json!(self.inner.state.seal(binding, state, expires));
         }
         if r.get("inputRequests").is_none() && r.get("requestState").is_none() {
-            return Err(ServerError::Internal(
-                "an InputRequiredResult needs inputRequests or requestState".into(),
-            ));
+            return Err(ServerError::Internal("an InputRequiredResult needs inputRequests or requestState".into()));
         }
         Ok(r)
     }
@@ -404,49 +362,30 @@ impl Server {
     ) -> Result<Value, ServerError> {
         let p = &req.params;
         let name = required_str(p, "name")?;
-        let prompt = self
-            .catalog()
-            .prompt(name)
-            .ok_or_else(|| invalid(&format!("Unknown prompt: {name}")))?;
+        let prompt = self.catalog().prompt(name).ok_or_else(|| invalid(&format!("Unknown prompt: {name}")))?;
         let arguments = match p.get("arguments") {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(a)) if a.values().all(Value::is_string) => a.clone(),
             Some(_) => return Err(invalid("arguments must be an object of strings")),
         };
-        for arg in prompt.descriptor["arguments"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
+        for arg in prompt.descriptor["arguments"].as_array().into_iter().flatten() {
             let arg_name = arg["name"].as_str().unwrap_or_default();
             if arg["required"] == true && !arguments.contains_key(arg_name) {
                 return Err(invalid(&format!("Missing required argument: {arg_name}")));
             }
         }
         let arguments = Value::Object(arguments);
-        let binding = self.binding(
-            scope,
-            &req.method,
-            &json!({ "name": name, "arguments": arguments }),
-        );
+        let binding = self.binding(scope, &req.method, &json!({ "name": name, "arguments": arguments }));
         let (input_responses, request_state) = self.mrtr_inputs(p, &binding)?;
-        let call = CallDetails {
-            client_capabilities: meta.client_capabilities.clone(),
-            input_responses,
-            request_state,
-        };
-        let ctx =
-            ToolContext::for_request(call, outbox, None, None, cancel, self.inner.bus.clone());
+        let call =
+            CallDetails { client_capabilities: meta.client_capabilities.clone(), input_responses, request_state };
+        let ctx = ToolContext::for_request(call, outbox, None, None, cancel, self.inner.bus.clone());
         let out = prompt.handler.call(ctx, arguments).await;
         self.sync_output(out, &binding, meta)
     }
 
     fn binding(&self, scope: &Scope, method: &str, salient: &Value) -> Binding {
-        Binding {
-            principal: scope.key(),
-            method: method.to_string(),
-            digest: digest(salient),
-        }
+        Binding { principal: scope.key(), method: method.to_string(), digest: digest(salient) }
     }
 
     async fn call_tool(
@@ -464,41 +403,23 @@ impl Server {
             Some(v @ Value::Object(_)) => v.clone(),
             Some(_) => return Err(invalid("arguments must be an object")),
         };
-        let tool = self
-            .catalog()
-            .tool(name)
-            .ok_or_else(|| invalid(&format!("Unknown tool: {name}")))?;
-        let binding = self.binding(
-            scope,
-            &req.method,
-            &json!({ "name": name, "arguments": arguments }),
-        );
+        let tool = self.catalog().tool(name).ok_or_else(|| invalid(&format!("Unknown tool: {name}")))?;
+        let binding = self.binding(scope, &req.method, &json!({ "name": name, "arguments": arguments }));
         let (input_responses, request_state) = self.mrtr_inputs(p, &binding)?;
         if let Err(problems) = tool.validate(&arguments) {
-            return Ok(
-                ToolOutput::error(format!("Invalid arguments for tool {name}: {problems}"))
-                    .into_value(),
-            );
+            return Ok(ToolOutput::error(format!("Invalid arguments for tool {name}: {problems}")).into_value());
         }
-        let info = CallInfo {
-            arguments: &arguments,
-            input_responses: input_responses.as_ref(),
-        };
+        let info = CallInfo { arguments: &arguments, input_responses: input_responses.as_ref() };
         let as_task = match (tool.tool.policy.resolve(&info), meta.declares_tasks()) {
             (TaskPolicy::Required, false) => return Err(ServerError::tasks_required()),
             (TaskPolicy::Required | TaskPolicy::Optional, true) => true,
             _ => false,
         };
         if as_task {
-            return self
-                .create_task(name, arguments, input_responses, meta, scope)
-                .await;
+            return self.create_task(name, arguments, input_responses, meta, scope).await;
         }
-        let call = CallDetails {
-            client_capabilities: meta.client_capabilities.clone(),
-            input_responses,
-            request_state,
-        };
+        let call =
+            CallDetails { client_capabilities: meta.client_capabilities.clone(), input_responses, request_state };
         let ctx = ToolContext::for_request(
             call,
             outbox,
@@ -522,24 +443,13 @@ impl Server {
         let cfg = &self.inner.config;
         let request_inputs = request_inputs.map(Value::Object);
         let size = serde_json::to_vec(&arguments).map_or(0, |v| v.len())
-            + request_inputs
-                .as_ref()
-                .and_then(|v| serde_json::to_vec(v).ok())
-                .map_or(0, |v| v.len());
+            + request_inputs.as_ref().and_then(|v| serde_json::to_vec(v).ok()).map_or(0, |v| v.len());
         if size > cfg.max_task_input_bytes {
-            return Err(invalid(&format!(
-                "Task input is larger than {} bytes",
-                cfg.max_task_input_bytes
-            )));
+            return Err(invalid(&format!("Task input is larger than {} bytes", cfg.max_task_input_bytes)));
         }
         let trace = ["traceparent", "tracestate", "baggage"]
             .into_iter()
-            .filter_map(|k| {
-                meta.raw
-                    .get(k)
-                    .and_then(Value::as_str)
-                    .map(|v| (k.to_string(), v.to_string()))
-            })
+            .filter_map(|k| meta.raw.get(k).and_then(Value::as_str).map(|v| (k.to_string(), v.to_string())))
             .collect();
         let work = Work {
             tool: tool.to_string(),
@@ -555,39 +465,26 @@ impl Server {
             poll_interval_ms: cfg.poll_interval_ms,
             status_message: Some("Task accepted".into()),
         };
-        let limits = CreateLimits {
-            max_active_per_scope: cfg.max_active_tasks_per_scope,
-        };
+        let limits = CreateLimits { max_active_per_scope: cfg.max_active_tasks_per_scope };
         let task = self.inner.store.create(new, limits).await?;
         tracing::info!(task_id = %task.id, tool, "task created");
         Ok(Value::Object(wire::create_result(&task)))
     }
 
-    async fn task_method(
-        &self,
-        req: &Request,
-        meta: &RequestMeta,
-        scope: &Scope,
-    ) -> Result<Value, ServerError> {
+    async fn task_method(&self, req: &Request, meta: &RequestMeta, scope: &Scope) -> Result<Value, ServerError> {
         if !meta.declares_tasks() {
             return Err(ServerError::tasks_required());
         }
         let p = &req.params;
         let id = match p.get("taskId") {
-            Some(Value::String(s)) if !s.is_empty() && s.len() <= MAX_TASK_ID_LEN => {
-                TaskId::from_wire(s.clone())
-            }
+            Some(Value::String(s)) if !s.is_empty() && s.len() <= MAX_TASK_ID_LEN => TaskId::from_wire(s.clone()),
             Some(Value::String(s)) if s.len() > MAX_TASK_ID_LEN => {
-                return Err(invalid(&format!(
-                    "taskId is longer than {MAX_TASK_ID_LEN} bytes"
-                )));
+                return Err(invalid(&format!("taskId is longer than {MAX_TASK_ID_LEN} bytes")));
             }
             _ => return Err(invalid("A non-empty taskId is required")),
         };
         let responses = if req.method == "tasks/update" {
-            let v = p
-                .get("inputResponses")
-                .ok_or_else(|| invalid("tasks/update requires an inputResponses object"))?;
+            let v = p.get("inputResponses").ok_or_else(|| invalid("tasks/update requires an inputResponses object"))?;
             let responses = input_responses(v)?;
             let size = serde_json::to_vec(v).map_or(0, |b| b.len());
             if size > self.inner.config.max_task_input_bytes {
@@ -601,12 +498,7 @@ impl Server {
             None
         };
         let unknown = || invalid("Unknown or inaccessible taskId");
-        let task = self
-            .inner
-            .store
-            .get(scope, &id)
-            .await?
-            .ok_or_else(unknown)?;
+        let task = self.inner.store.get(scope, &id).await?.ok_or_else(unknown)?;
         let event = match (req.method.as_str(), responses) {
             ("tasks/get", _) => return Ok(Value::Object(wire::get_result(&task))),
             ("tasks/update", Some(r)) => Event::ProvideInput(r.into_iter().collect()),
@@ -620,12 +512,7 @@ impl Server {
         }
     }
 
-    async fn listen(
-        &self,
-        req: &Request,
-        meta: &RequestMeta,
-        scope: &Scope,
-    ) -> Result<MessageStream, ServerError> {
+    async fn listen(&self, req: &Request, meta: &RequestMeta, scope: &Scope) -> Result<MessageStream, ServerError> {
         let filter = match req.params.get("notifications") {
             Some(Value::Object(f)) => f,
             _ => return Err(invalid("notifications must be an object")),
@@ -636,10 +523,7 @@ impl Server {
         for (key, method) in [
             ("toolsListChanged", "notifications/tools/list_changed"),
             ("promptsListChanged", "notifications/prompts/list_changed"),
-            (
-                "resourcesListChanged",
-                "notifications/resources/list_changed",
-            ),
+            ("resourcesListChanged", "notifications/resources/list_changed"),
         ] {
             if flag(key) {
                 honoured.insert(key.into(), json!(true));
@@ -651,21 +535,15 @@ impl Server {
             if !meta.declares_tasks() {
                 return Err(ServerError::tasks_required());
             }
-            let ids = ids
-                .as_array()
-                .ok_or_else(|| invalid("taskIds must be an array of strings"))?;
+            let ids = ids.as_array().ok_or_else(|| invalid("taskIds must be an array of strings"))?;
             if ids.len() > MAX_LISTEN_TASK_IDS {
-                return Err(invalid(&format!(
-                    "taskIds holds more than {MAX_LISTEN_TASK_IDS} ids"
-                )));
+                return Err(invalid(&format!("taskIds holds more than {MAX_LISTEN_TASK_IDS} ids")));
             }
             for id in ids {
                 let id = id
                     .as_str()
                     .filter(|s| !s.is_empty() && s.len() <= MAX_TASK_ID_LEN)
-                    .ok_or_else(|| {
-                        invalid("taskIds must hold non-empty strings of at most 256 bytes")
-                    })?;
+                    .ok_or_else(|| invalid("taskIds must hold non-empty strings of at most 256 bytes"))?;
                 let id = TaskId::from_wire(id);
                 if !accepted.contains(&id) && self.inner.store.get(scope, &id).await?.is_some() {
                     accepted.push(id);
@@ -678,11 +556,8 @@ impl Server {
         let sub_id = req.id.to_value();
         // Subscribe before acknowledging, so nothing published after the ack is missed.
         let events = self.inner.bus.subscribe().await?;
-        let tasks = if accepted.is_empty() {
-            stream::empty().boxed()
-        } else {
-            self.inner.store.watch(&accepted).await?
-        };
+        let tasks =
+            if accepted.is_empty() { stream::empty().boxed() } else { self.inner.store.watch(&accepted).await? };
         let ack = jsonrpc::notification(
             "notifications/subscriptions/acknowledged",
             json!({ "_meta": { SUBSCRIPTION_ID_KEY: sub_id }, "notifications": honoured }),
@@ -690,22 +565,15 @@ impl Server {
         let id = sub_id.clone();
         let list_changes = events.filter_map(move |method| {
             let wanted = methods.contains(&method.as_str());
-            ready(wanted.then(|| {
-                jsonrpc::notification(&method, json!({ "_meta": { SUBSCRIPTION_ID_KEY: id } }))
-            }))
+            ready(wanted.then(|| jsonrpc::notification(&method, json!({ "_meta": { SUBSCRIPTION_ID_KEY: id } }))))
         });
         let id = sub_id.clone();
         let task_changes = tasks.map(move |task| {
-            jsonrpc::notification(
-                "notifications/tasks",
-                Value::Object(wire::notification_params(&task, &id)),
-            )
+            jsonrpc::notification("notifications/tasks", Value::Object(wire::notification_params(&task, &id)))
         });
         let closing = jsonrpc::success(
             &req.id,
-            self.envelope(
-                json!({ "resultType": "complete", "_meta": { SUBSCRIPTION_ID_KEY: sub_id } }),
-            ),
+            self.envelope(json!({ "resultType": "complete", "_meta": { SUBSCRIPTION_ID_KEY: sub_id } })),
         );
         let guard = ListenerGuard::new(self.inner.clone());
         let body = stream::select(list_changes, task_changes)
@@ -772,17 +640,13 @@ fn invalid(msg: &str) -> ServerError {
 }
 
 fn required_str<'a>(p: &'a Map<String, Value>, key: &str) -> Result<&'a str, ServerError> {
-    p.get(key)
-        .and_then(Value::as_str)
-        .ok_or_else(|| invalid(&format!("{key} must be a string")))
+    p.get(key).and_then(Value::as_str).ok_or_else(|| invalid(&format!("{key} must be a string")))
 }
 
 /// `inputResponses` must be an object whose keys are non-empty and whose values are objects.
 fn input_responses(v: &Value) -> Result<Map<String, Value>, ServerError> {
     match v {
         Value::Object(m) if m.iter().all(|(k, v)| !k.is_empty() && v.is_object()) => Ok(m.clone()),
-        _ => Err(invalid(
-            "inputResponses must be an object whose values are objects",
-        )),
+        _ => Err(invalid("inputResponses must be an object whose values are objects")),
     }
 }

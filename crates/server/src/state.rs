@@ -64,9 +64,7 @@ impl std::fmt::Debug for StateCodec {
 impl StateCodec {
     /// A codec with a shared secret (all API processes must use the same).
     pub fn new(secret: &[u8]) -> Self {
-        StateCodec {
-            key: secret.to_vec(),
-        }
+        StateCodec { key: secret.to_vec() }
     }
 
     /// A codec with a random key: fine for one process, wrong for several.
@@ -103,15 +101,10 @@ impl StateCodec {
     pub fn open(&self, token: &str, binding: &Binding, now_ms: u64) -> Result<Value, StateError> {
         let (body, tag) = token.split_once('.').ok_or(StateError::Tampered)?;
         let tag = B64.decode(tag).map_err(|_| StateError::Tampered)?;
-        self.tag(body.as_bytes())
-            .verify_slice(&tag)
-            .map_err(|_| StateError::Tampered)?;
+        self.tag(body.as_bytes()).verify_slice(&tag).map_err(|_| StateError::Tampered)?;
         let bytes = B64.decode(body).map_err(|_| StateError::Tampered)?;
         let payload: Payload = serde_json::from_slice(&bytes).map_err(|_| StateError::Tampered)?;
-        if payload.p != binding.principal
-            || payload.m != binding.method
-            || payload.d != binding.digest
-        {
+        if payload.p != binding.principal || payload.m != binding.method || payload.d != binding.digest {
             return Err(StateError::Mismatch);
         }
         if now_ms >= payload.e {
@@ -163,11 +156,7 @@ mod tests {
     use serde_json::json;
 
     fn binding() -> Binding {
-        Binding {
-            principal: "local/anonymous".into(),
-            method: "tools/call".into(),
-            digest: digest(&json!({"a": 1})),
-        }
+        Binding { principal: "local/anonymous".into(), method: "tools/call".into(), digest: digest(&json!({"a": 1})) }
     }
 
     #[test]
@@ -183,18 +172,9 @@ mod tests {
     fn refuses_tampering_expiry_and_rebinding() {
         let c = StateCodec::new(b"secret");
         let t = c.seal(&binding(), json!(null), 2_000);
-        assert_eq!(
-            c.open(&format!("{t}-TAMPERED"), &binding(), 1_000),
-            Err(StateError::Tampered)
-        );
-        assert_eq!(
-            c.open("garbage", &binding(), 1_000),
-            Err(StateError::Tampered)
-        );
-        assert_eq!(
-            StateCodec::new(b"other").open(&t, &binding(), 1_000),
-            Err(StateError::Tampered)
-        );
+        assert_eq!(c.open(&format!("{t}-TAMPERED"), &binding(), 1_000), Err(StateError::Tampered));
+        assert_eq!(c.open("garbage", &binding(), 1_000), Err(StateError::Tampered));
+        assert_eq!(StateCodec::new(b"other").open(&t, &binding(), 1_000), Err(StateError::Tampered));
         assert_eq!(c.open(&t, &binding(), 2_000), Err(StateError::Expired));
         let mut other = binding();
         other.principal = "acme/eve".into();

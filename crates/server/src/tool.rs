@@ -82,9 +82,7 @@ impl ToolOutput {
 
     /// A tool-level error: `isError: true` with one text item. Tasks end `completed`.
     pub fn error(text: impl Into<String>) -> Self {
-        ToolOutput::Complete(
-            json!({ "content": [{ "type": "text", "text": text.into() }], "isError": true }),
-        )
+        ToolOutput::Complete(json!({ "content": [{ "type": "text", "text": text.into() }], "isError": true }))
     }
 
     /// A result from a `content` array.
@@ -151,10 +149,7 @@ pub struct Tool {
 
 impl fmt::Debug for Tool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Tool")
-            .field("name", &self.name())
-            .field("policy", &self.policy)
-            .finish()
+        f.debug_struct("Tool").field("name", &self.name()).field("policy", &self.policy).finish()
     }
 }
 

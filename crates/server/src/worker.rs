@@ -103,11 +103,7 @@ impl Worker {
             for claim in claims {
                 let slot = match permit.take() {
                     Some(p) => p,
-                    None => slots
-                        .clone()
-                        .acquire_owned()
-                        .await
-                        .expect("semaphore is never closed"),
+                    None => slots.clone().acquire_owned().await.expect("semaphore is never closed"),
                 };
                 let worker = self.clone();
                 let hand_back = hand_back.clone();
@@ -118,10 +114,8 @@ impl Worker {
             }
         }
         tracing::info!(worker = %self.config.id, running = running.len(), "worker draining");
-        let drained = tokio::time::timeout(self.config.grace, async {
-            while running.join_next().await.is_some() {}
-        })
-        .await;
+        let drained =
+            tokio::time::timeout(self.config.grace, async { while running.join_next().await.is_some() {} }).await;
         if drained.is_err() {
             hand_back.cancel();
             while running.join_next().await.is_some() {}
@@ -148,18 +142,8 @@ impl Worker {
         };
         let cancel = CancellationToken::new();
         let call = CallDetails {
-            client_capabilities: task
-                .work
-                .client_capabilities
-                .as_object()
-                .cloned()
-                .unwrap_or_default(),
-            input_responses: task
-                .work
-                .request_inputs
-                .as_ref()
-                .and_then(Value::as_object)
-                .cloned(),
+            client_capabilities: task.work.client_capabilities.as_object().cloned().unwrap_or_default(),
+            input_responses: task.work.request_inputs.as_ref().and_then(Value::as_object).cloned(),
             request_state: None,
         };
         let ctx = ToolContext::for_task(
@@ -171,12 +155,7 @@ impl Worker {
             cancel.clone(),
             self.server.bus().clone(),
         );
-        let keeper = tokio::spawn(keep_lease(
-            store.clone(),
-            claim.clone(),
-            self.config.lease,
-            cancel.clone(),
-        ));
+        let keeper = tokio::spawn(keep_lease(store.clone(), claim.clone(), self.config.lease, cancel.clone()));
         let outcome = tokio::select! {
             out = tool.tool.handler.call(ctx, task.work.arguments.clone()) => Some(out),
             _ = cancel.cancelled() => None,
@@ -193,14 +172,10 @@ impl Worker {
         let event = match outcome {
             Some(Ok(ToolOutput::Complete(result))) => Event::Complete(self.complete_result(result)),
             Some(Ok(ToolOutput::InputRequired { .. }) | Err(ToolError::NeedInput(_))) => {
-                tracing::error!(
-                    "handler returned an MRTR continuation inside a task; use ctx.input()"
-                );
+                tracing::error!("handler returned an MRTR continuation inside a task; use ctx.input()");
                 Event::Fail(internal_error())
             }
-            Some(Err(ToolError::Rpc(e))) => {
-                Event::Fail(serde_json::to_value(e).unwrap_or_else(|_| internal_error()))
-            }
+            Some(Err(ToolError::Rpc(e))) => Event::Fail(serde_json::to_value(e).unwrap_or_else(|_| internal_error())),
             Some(Err(ToolError::Internal(cause))) => {
                 tracing::error!(%cause, "tool handler failed");
                 Event::Fail(internal_error())
@@ -209,9 +184,7 @@ impl Worker {
             // whoever caused it owns the outcome. Clean up if terminal.
             None | Some(Err(ToolError::Cancelled)) => {
                 match store.load(&task.id).await {
-                    Ok(Some(t)) if t.attempt == task.attempt && t.status.is_terminal() => {
-                        self.finish(&claim).await
-                    }
+                    Ok(Some(t)) if t.attempt == task.attempt && t.status.is_terminal() => self.finish(&claim).await,
                     Ok(None) => self.finish(&claim).await,
                     _ => {}
                 }
@@ -225,14 +198,9 @@ impl Worker {
     fn complete_result(&self, result: Value) -> Value {
         let mut result = match result {
             Value::Object(m) => m,
-            other => Map::from_iter([(
-                "content".to_string(),
-                json!([{ "type": "text", "text": other.to_string() }]),
-            )]),
+            other => Map::from_iter([("content".to_string(), json!([{ "type": "text", "text": other.to_string() }]))]),
         };
-        result
-            .entry("resultType")
-            .or_insert_with(|| json!("complete"));
+        result.entry("resultType").or_insert_with(|| json!("complete"));
         let cfg = self.server.config();
         let info = json!({ "name": cfg.name, "version": cfg.version });
         match result.entry("_meta").or_insert_with(|| json!({})) {
@@ -269,12 +237,7 @@ impl Worker {
 
 /// Renew the lease every third of it; fire `cancel` when the claim is lost
 /// or the task turns terminal (seen through the watch or a re-read).
-async fn keep_lease(
-    store: Arc<dyn TaskStore>,
-    claim: Claim,
-    lease: Duration,
-    cancel: CancellationToken,
-) {
+async fn keep_lease(store: Arc<dyn TaskStore>, claim: Claim, lease: Duration, cancel: CancellationToken) {
     let id = claim.task.id.clone();
     let mut changes = match store.watch(std::slice::from_ref(&id)).await {
         Ok(s) => s,

@@ -71,9 +71,7 @@ macro_rules! store_contract_tests {
 }
 
 /// No limits on create.
-const NO_LIMITS: CreateLimits = CreateLimits {
-    max_active_per_scope: None,
-};
+const NO_LIMITS: CreateLimits = CreateLimits { max_active_per_scope: None };
 /// A lease that never lapses during a test.
 const LONG_LEASE: Duration = Duration::from_secs(30);
 /// A lease that lapses quickly; tests sleep [`PAST_SHORT_LEASE`] after it.
@@ -86,10 +84,7 @@ const EMPTY_WAIT: Duration = Duration::from_millis(300);
 const PATIENCE: Duration = Duration::from_secs(5);
 
 fn scope(subject: &str) -> Scope {
-    Scope {
-        tenant: "contract".into(),
-        subject: subject.into(),
-    }
+    Scope { tenant: "contract".into(), subject: subject.into() }
 }
 
 fn new_task(scope: &Scope, ttl_ms: Option<u64>) -> NewTask {
@@ -112,10 +107,7 @@ fn new_task(scope: &Scope, ttl_ms: Option<u64>) -> NewTask {
 }
 
 async fn create(store: &Arc<dyn TaskStore>, scope: &Scope) -> Task {
-    store
-        .create(new_task(scope, Some(60_000)), NO_LIMITS)
-        .await
-        .expect("create")
+    store.create(new_task(scope, Some(60_000)), NO_LIMITS).await.expect("create")
 }
 
 fn result() -> Value {
@@ -124,9 +116,7 @@ fn result() -> Value {
 
 /// The reducer's next state; the event must change the task.
 fn next(task: &Task, event: Event) -> Task {
-    apply(task, &event, now_ms())
-        .expect("a valid event")
-        .expect("an event that changes the task")
+    apply(task, &event, now_ms()).expect("a valid event").expect("an event that changes the task")
 }
 
 /// Apply `event` and commit it; the CAS must succeed.
@@ -145,21 +135,13 @@ async fn load(store: &Arc<dyn TaskStore>, id: &TaskId) -> Task {
     store.load(id).await.expect("load").expect("task exists")
 }
 
-async fn claim(
-    store: &Arc<dyn TaskStore>,
-    worker: &str,
-    lease: Duration,
-    wait: Duration,
-) -> Vec<Claim> {
+async fn claim(store: &Arc<dyn TaskStore>, worker: &str, lease: Duration, wait: Duration) -> Vec<Claim> {
     store.claim(worker, 10, lease, wait).await.expect("claim")
 }
 
 /// Exactly one claim, waiting up to [`PATIENCE`].
 async fn claim_one(store: &Arc<dyn TaskStore>, worker: &str, lease: Duration) -> Claim {
-    let mut claims = store
-        .claim(worker, 1, lease, PATIENCE)
-        .await
-        .expect("claim");
+    let mut claims = store.claim(worker, 1, lease, PATIENCE).await.expect("claim");
     assert_eq!(claims.len(), 1, "expected one claim, got {claims:?}");
     claims.remove(0)
 }
@@ -170,10 +152,7 @@ async fn assert_nothing_to_claim(store: &Arc<dyn TaskStore>, worker: &str) {
 }
 
 async fn next_snapshot(stream: &mut TaskStream, within: Duration) -> Option<Task> {
-    tokio::time::timeout(within, stream.next())
-        .await
-        .ok()
-        .flatten()
+    tokio::time::timeout(within, stream.next()).await.ok().flatten()
 }
 
 /// A created task resolves at once: `working`, revision 1, attempt 0.
@@ -199,13 +178,7 @@ pub async fn create_then_get_resolves_immediately(store: Arc<dyn TaskStore>) {
 pub async fn get_is_scoped_and_load_is_not(store: Arc<dyn TaskStore>) {
     let owner = scope("alice");
     let task = create(&store, &owner).await;
-    let intruders = [
-        scope("mallory"),
-        Scope {
-            tenant: "elsewhere".into(),
-            subject: "alice".into(),
-        },
-    ];
+    let intruders = [scope("mallory"), Scope { tenant: "elsewhere".into(), subject: "alice".into() }];
     for intruder in &intruders {
         let got = store.get(intruder, &task.id).await.expect("get");
         assert_eq!(got, None, "{intruder:?} must not see the task");
@@ -218,10 +191,7 @@ pub async fn get_is_scoped_and_load_is_not(store: Arc<dyn TaskStore>) {
 pub async fn unknown_id_is_none(store: Arc<dyn TaskStore>) {
     let owner = scope("alice");
     let phantom_id = TaskId::from_random(0, [0x5a; 16]);
-    for id in [
-        phantom_id.clone(),
-        TaskId::from_wire("tasks-conformance-nonexistent-12345"),
-    ] {
+    for id in [phantom_id.clone(), TaskId::from_wire("tasks-conformance-nonexistent-12345")] {
         assert_eq!(store.get(&owner, &id).await.expect("get"), None);
         assert_eq!(store.load(&id).await.expect("load"), None);
     }
@@ -231,21 +201,14 @@ pub async fn unknown_id_is_none(store: Arc<dyn TaskStore>) {
         let cas = store.transition(&write, writer).await.expect("transition");
         assert_eq!(cas, Cas::Conflict(None));
     }
-    assert_eq!(
-        store.load(&write.id).await.expect("load"),
-        None,
-        "nothing was created"
-    );
+    assert_eq!(store.load(&write.id).await.expect("load"), None, "nothing was created");
 }
 
 /// A task is gone once its TTL passed: `get`, `load`, `transition` and `claim` all miss it.
 pub async fn ttl_expiry_hides_the_task(store: Arc<dyn TaskStore>) {
     let owner = scope("alice");
     let started = Instant::now();
-    let task = store
-        .create(new_task(&owner, Some(150)), NO_LIMITS)
-        .await
-        .expect("create");
+    let task = store.create(new_task(&owner, Some(150)), NO_LIMITS).await.expect("create");
     let got = store.get(&owner, &task.id).await.expect("get");
     // Only meaningful while we are surely inside the 150 ms lifetime.
     if started.elapsed() < Duration::from_millis(100) {
@@ -259,38 +222,22 @@ pub async fn ttl_expiry_hides_the_task(store: Arc<dyn TaskStore>) {
         if got.is_none() && loaded.is_none() {
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "task still visible long after its ttl: get={got:?} load={loaded:?}"
-        );
+        assert!(Instant::now() < deadline, "task still visible long after its ttl: get={got:?} load={loaded:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let late = next(&task, Event::Complete(result()));
-    let cas = store
-        .transition(&late, Writer::Client)
-        .await
-        .expect("transition");
-    assert_eq!(
-        cas,
-        Cas::Conflict(None),
-        "an expired task cannot be written"
-    );
+    let cas = store.transition(&late, Writer::Client).await.expect("transition");
+    assert_eq!(cas, Cas::Conflict(None), "an expired task cannot be written");
     assert_nothing_to_claim(&store, "w1").await;
 }
 
 /// `ttl_ms: None` never expires.
 pub async fn no_ttl_never_expires(store: Arc<dyn TaskStore>) {
     let owner = scope("alice");
-    let task = store
-        .create(new_task(&owner, None), NO_LIMITS)
-        .await
-        .expect("create");
+    let task = store.create(new_task(&owner, None), NO_LIMITS).await.expect("create");
     assert_eq!(task.ttl_ms, None);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(
-        store.get(&owner, &task.id).await.expect("get"),
-        Some(task.clone())
-    );
+    assert_eq!(store.get(&owner, &task.id).await.expect("get"), Some(task.clone()));
     assert_eq!(load(&store, &task.id).await, task);
 }
 
@@ -298,37 +245,21 @@ pub async fn no_ttl_never_expires(store: Arc<dyn TaskStore>) {
 pub async fn cas_applies_at_the_right_revision_only(store: Arc<dyn TaskStore>) {
     let owner = scope("alice");
     let created = create(&store, &owner).await;
-    let updated = commit(
-        &store,
-        &created,
-        Event::SetMessage("step 1".into()),
-        Writer::Client,
-    )
-    .await;
+    let updated = commit(&store, &created, Event::SetMessage("step 1".into()), Writer::Client).await;
     assert_eq!(updated.revision, 2);
     assert_eq!(updated.status_message.as_deref(), Some("step 1"));
     assert_eq!(load(&store, &created.id).await, updated);
 
     // Computed from the old snapshot: revision 2 again, which is taken.
     let stale = next(&created, Event::Cancel);
-    let cas = store
-        .transition(&stale, Writer::Client)
-        .await
-        .expect("transition");
+    let cas = store.transition(&stale, Writer::Client).await.expect("transition");
     assert_eq!(cas, Cas::Conflict(Some(updated.clone())));
     // A revision from the future is refused too.
     let mut ahead = next(&updated, Event::SetMessage("step 2".into()));
     ahead.revision += 1;
-    let cas = store
-        .transition(&ahead, Writer::Client)
-        .await
-        .expect("transition");
+    let cas = store.transition(&ahead, Writer::Client).await.expect("transition");
     assert_eq!(cas, Cas::Conflict(Some(updated.clone())));
-    assert_eq!(
-        load(&store, &created.id).await,
-        updated,
-        "conflicts write nothing"
-    );
+    assert_eq!(load(&store, &created.id).await, updated, "conflicts write nothing");
 }
 
 /// Once terminal, a task never changes again, whatever revision a write carries.
@@ -341,10 +272,7 @@ pub async fn terminal_is_immutable(store: Arc<dyn TaskStore>) {
     assert_eq!(done.status, Status::Completed);
 
     let stale = next(&before, Event::Cancel);
-    let cas = store
-        .transition(&stale, Writer::Client)
-        .await
-        .expect("transition");
+    let cas = store.transition(&stale, Writer::Client).await.expect("transition");
     assert_eq!(cas, Cas::Conflict(Some(done.clone())));
     // Even at the next revision, a terminal task refuses writes.
     let mut forged = next(&before, Event::Cancel);
@@ -369,11 +297,8 @@ pub async fn cancel_racing_completion_has_one_winner(store: Arc<dyn TaskStore>) 
     let barrier = Arc::new(tokio::sync::Barrier::new(2 * RACERS));
     let mut racers = Vec::new();
     for i in 0..2 * RACERS {
-        let (event, writer) = if i % 2 == 0 {
-            (Event::Cancel, Writer::Client)
-        } else {
-            (Event::Complete(result()), claimed.writer())
-        };
+        let (event, writer) =
+            if i % 2 == 0 { (Event::Cancel, Writer::Client) } else { (Event::Complete(result()), claimed.writer()) };
         let (store, barrier, id) = (store.clone(), barrier.clone(), id.clone());
         racers.push(tokio::spawn(async move {
             barrier.wait().await;
@@ -400,11 +325,7 @@ pub async fn cancel_racing_completion_has_one_winner(store: Arc<dyn TaskStore>) 
     let winner = winners.remove(0);
     assert!(winner.status.is_terminal());
     assert_eq!(winner.revision, claimed.task.revision + 1);
-    assert_eq!(
-        load(&store, &id).await,
-        winner,
-        "the winner's outcome persists"
-    );
+    assert_eq!(load(&store, &id).await, winner, "the winner's outcome persists");
 }
 
 /// A claim returns created work (attempt 1, delivery 1) and bumps the
@@ -416,11 +337,7 @@ pub async fn claim_returns_created_work_then_waits(store: Arc<dyn TaskStore>) {
     let claimed = claim_one(&store, "w1", LONG_LEASE).await;
     assert_eq!(claimed.task.id, task.id);
     assert_eq!(claimed.task.attempt, 1);
-    assert_eq!(
-        claimed.task.revision,
-        task.revision + 1,
-        "a claim bumps the revision"
-    );
+    assert_eq!(claimed.task.revision, task.revision + 1, "a claim bumps the revision");
     assert_eq!(claimed.deliveries, 1);
     assert_eq!(claimed.task.work, task.work);
     assert_eq!(claimed.writer(), Writer::Worker { attempt: 1 });
@@ -428,27 +345,15 @@ pub async fn claim_returns_created_work_then_waits(store: Arc<dyn TaskStore>) {
     // Because the claim moved the revision, a client write computed before
     // it cannot put the old attempt back.
     let stale = next(&task, Event::SetMessage("before the claim".into()));
-    let cas = store
-        .transition(&stale, Writer::Client)
-        .await
-        .expect("transition");
+    let cas = store.transition(&stale, Writer::Client).await.expect("transition");
     assert_eq!(cas, Cas::Conflict(Some(claimed.task.clone())));
 
     let started = Instant::now();
     let more = claim(&store, "w2", LONG_LEASE, EMPTY_WAIT).await;
     let waited = started.elapsed();
-    assert!(
-        more.is_empty(),
-        "leased work is not claimed again: {more:?}"
-    );
-    assert!(
-        waited >= EMPTY_WAIT / 2,
-        "claim must block, not spin: {waited:?}"
-    );
-    assert!(
-        waited < EMPTY_WAIT + PATIENCE,
-        "claim overran its wait: {waited:?}"
-    );
+    assert!(more.is_empty(), "leased work is not claimed again: {more:?}");
+    assert!(waited >= EMPTY_WAIT / 2, "claim must block, not spin: {waited:?}");
+    assert!(waited < EMPTY_WAIT + PATIENCE, "claim overran its wait: {waited:?}");
 }
 
 /// A lapsed lease is recovered by another worker (attempt 2, delivery 2), and
@@ -466,19 +371,9 @@ pub async fn lapsed_lease_is_recovered_and_fenced(store: Arc<dyn TaskStore>) {
     let current = load(&store, &task.id).await;
     assert_eq!(current.attempt, 2);
     let write = next(&current, Event::SetMessage("late".into()));
-    let cas = store
-        .transition(&write, first.writer())
-        .await
-        .expect("transition");
-    assert_eq!(
-        cas,
-        Cas::Conflict(Some(current.clone())),
-        "the old attempt is fenced off"
-    );
-    let cas = store
-        .transition(&write, second.writer())
-        .await
-        .expect("transition");
+    let cas = store.transition(&write, first.writer()).await.expect("transition");
+    assert_eq!(cas, Cas::Conflict(Some(current.clone())), "the old attempt is fenced off");
+    let cas = store.transition(&write, second.writer()).await.expect("transition");
     assert_eq!(cas, Cas::Applied(write));
 }
 
@@ -490,10 +385,7 @@ pub async fn renew_on_a_lost_claim_is_false(store: Arc<dyn TaskStore>) {
     assert!(store.renew(&first, SHORT_LEASE).await.expect("renew"));
     tokio::time::sleep(PAST_SHORT_LEASE).await;
     let second = claim_one(&store, "w2", LONG_LEASE).await;
-    assert!(
-        !store.renew(&first, LONG_LEASE).await.expect("renew"),
-        "lost to w2"
-    );
+    assert!(!store.renew(&first, LONG_LEASE).await.expect("renew"), "lost to w2");
     assert!(store.renew(&second, LONG_LEASE).await.expect("renew"));
 }
 
@@ -547,30 +439,13 @@ pub async fn watch_delivers_committed_snapshots_of_watched_ids(store: Arc<dyn Ta
     let owner = scope("alice");
     let watched = create(&store, &owner).await;
     let other = create(&store, &owner).await;
-    let mut stream = store
-        .watch(std::slice::from_ref(&watched.id))
-        .await
-        .expect("watch");
-    commit(
-        &store,
-        &other,
-        Event::SetMessage("other".into()),
-        Writer::Client,
-    )
-    .await;
-    let committed = commit(
-        &store,
-        &watched,
-        Event::SetMessage("mine".into()),
-        Writer::Client,
-    )
-    .await;
+    let mut stream = store.watch(std::slice::from_ref(&watched.id)).await.expect("watch");
+    commit(&store, &other, Event::SetMessage("other".into()), Writer::Client).await;
+    let committed = commit(&store, &watched, Event::SetMessage("mine".into()), Writer::Client).await;
     let deadline = Instant::now() + PATIENCE;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        let seen = next_snapshot(&mut stream, left)
-            .await
-            .expect("the committed snapshot is delivered");
+        let seen = next_snapshot(&mut stream, left).await.expect("the committed snapshot is delivered");
         assert_eq!(seen.id, watched.id, "only watched ids are delivered");
         if seen == committed {
             break;
@@ -586,9 +461,7 @@ pub async fn watch_delivers_committed_snapshots_of_watched_ids(store: Arc<dyn Ta
 /// At most `max_active_per_scope` live tasks per scope; a refused create
 /// stores nothing; a terminal task frees its slot.
 pub async fn capacity_limit_per_scope(store: Arc<dyn TaskStore>) {
-    let limits = CreateLimits {
-        max_active_per_scope: Some(2),
-    };
+    let limits = CreateLimits { max_active_per_scope: Some(2) };
     let owner = scope("alice");
     let neighbour = scope("bob");
     let make = |s: &Scope| store.create(new_task(s, Some(60_000)), limits);
@@ -596,12 +469,7 @@ pub async fn capacity_limit_per_scope(store: Arc<dyn TaskStore>) {
     let second = make(&owner).await.expect("second create");
     let refused = make(&owner).await;
     assert!(
-        matches!(
-            refused,
-            Err(StoreError::Capacity {
-                limit: "max_active_tasks_per_scope"
-            })
-        ),
+        matches!(refused, Err(StoreError::Capacity { limit: "max_active_tasks_per_scope" })),
         "the third create is refused: {refused:?}"
     );
     assert!(refused.is_err_and(|e| e.is_retryable()));
@@ -641,11 +509,7 @@ pub async fn input_round_trip(store: Arc<dyn TaskStore>) {
     assert_eq!(parked.status, Status::InputRequired);
     assert_eq!(parked.input_requests.get("confirm"), Some(&request));
 
-    let seen = store
-        .get(&owner, &id)
-        .await
-        .expect("get")
-        .expect("the owner sees the task");
+    let seen = store.get(&owner, &id).await.expect("get").expect("the owner sees the task");
     assert_eq!(seen, parked);
     let answer = json!({"action": "accept", "content": {"ok": true}});
     let resumed = commit(
@@ -661,16 +525,7 @@ pub async fn input_round_trip(store: Arc<dyn TaskStore>) {
     assert_eq!(reloaded, resumed);
     assert!(reloaded.input_requests.is_empty());
     assert_eq!(reloaded.input_responses.get("confirm"), Some(&answer));
-    assert_eq!(
-        reloaded.attempt, claimed.task.attempt,
-        "the client does not move the fence"
-    );
-    let done = commit(
-        &store,
-        &reloaded,
-        Event::Complete(result()),
-        claimed.writer(),
-    )
-    .await;
+    assert_eq!(reloaded.attempt, claimed.task.attempt, "the client does not move the fence");
+    let done = commit(&store, &reloaded, Event::Complete(result()), claimed.writer()).await;
     assert_eq!(done.status, Status::Completed);
 }

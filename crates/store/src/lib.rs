@@ -49,10 +49,7 @@ pub enum StoreError {
 impl StoreError {
     /// Whether retrying later can succeed.
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            StoreError::Unavailable(_) | StoreError::Capacity { .. }
-        )
+        matches!(self, StoreError::Unavailable(_) | StoreError::Capacity { .. })
     }
 }
 
@@ -99,9 +96,7 @@ pub struct Claim {
 impl Claim {
     /// The fencing token of this claim.
     pub fn writer(&self) -> Writer {
-        Writer::Worker {
-            attempt: self.task.attempt,
-        }
+        Writer::Worker { attempt: self.task.attempt }
     }
 }
 
@@ -136,13 +131,7 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
     /// whose lease lapsed. Waits up to `wait` when there is none. Each claim
     /// bumps the task's attempt. Work of tasks that are terminal or gone is
     /// dropped, never returned.
-    async fn claim(
-        &self,
-        worker: &str,
-        max: usize,
-        lease: Duration,
-        wait: Duration,
-    ) -> Result<Vec<Claim>, StoreError>;
+    async fn claim(&self, worker: &str, max: usize, lease: Duration, wait: Duration) -> Result<Vec<Claim>, StoreError>;
 
     /// Extend the lease. `false` when the claim was lost (another worker
     /// took it, or the task is gone): the holder must stop.

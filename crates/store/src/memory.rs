@@ -88,11 +88,7 @@ impl State {
             return 0;
         };
         let tasks = &self.tasks;
-        ids.retain(|id| {
-            tasks
-                .get(id)
-                .is_some_and(|t| !t.status.is_terminal() && !t.is_expired(now))
-        });
+        ids.retain(|id| tasks.get(id).is_some_and(|t| !t.status.is_terminal() && !t.is_expired(now)));
         let n = ids.len() as u64;
         if n == 0 {
             self.active.remove(scope);
@@ -158,11 +154,7 @@ impl State {
                 }
             }
         }
-        let next_deadline = self
-            .work
-            .values()
-            .filter_map(|w| w.lease.as_ref().map(|l| l.deadline))
-            .min();
+        let next_deadline = self.work.values().filter_map(|w| w.lease.as_ref().map(|l| l.deadline)).min();
         (claims, next_deadline)
     }
 
@@ -200,11 +192,7 @@ impl State {
         let deliveries = item.deliveries;
         // No receivers is fine; sent under the lock so snapshots stay in order.
         let _ = changes.send(task.clone());
-        Some(Claim {
-            task,
-            deliveries,
-            receipt,
-        })
+        Some(Claim { task, deliveries, receipt })
     }
 
     /// Whether `claim` still holds its work item's lease.
@@ -214,19 +202,13 @@ impl State {
             return false;
         };
         attempt == claim.task.attempt
-            && self
-                .work
-                .get(id)
-                .and_then(|w| w.lease.as_ref())
-                .is_some_and(|l| l.receipt == claim.receipt)
+            && self.work.get(id).and_then(|w| w.lease.as_ref()).is_some_and(|l| l.receipt == claim.receipt)
     }
 }
 
 /// `from + d`, saturating far in the future.
 fn deadline_after(from: Instant, d: Duration) -> Instant {
-    from.checked_add(d)
-        .or_else(|| from.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
-        .unwrap_or(from)
+    from.checked_add(d).or_else(|| from.checked_add(Duration::from_secs(100 * 365 * 24 * 3600))).unwrap_or(from)
 }
 
 impl MemoryStore {
@@ -265,9 +247,7 @@ impl fmt::Debug for MemoryStore {
         let mut d = f.debug_struct("MemoryStore");
         d.field("partitions", &self.partitions);
         if let Ok(s) = self.state.try_lock() {
-            d.field("tasks", &s.tasks.len())
-                .field("work", &s.work.len())
-                .field("queued", &s.queue.len());
+            d.field("tasks", &s.tasks.len()).field("work", &s.work.len()).field("queued", &s.queue.len());
         }
         d.finish_non_exhaustive()
     }
@@ -283,19 +263,14 @@ impl TaskStore for MemoryStore {
             if let Some(max) = limits.max_active_per_scope
                 && s.count_active(&new.scope, now) >= max
             {
-                return Err(StoreError::Capacity {
-                    limit: "max_active_tasks_per_scope",
-                });
+                return Err(StoreError::Capacity { limit: "max_active_tasks_per_scope" });
             }
             let mut id = new_task_id(self.partitions);
             while s.tasks.contains_key(&id) {
                 id = new_task_id(self.partitions);
             }
             let task = Task::new(id.clone(), new, now);
-            s.active
-                .entry(task.scope.clone())
-                .or_default()
-                .insert(id.clone());
+            s.active.entry(task.scope.clone()).or_default().insert(id.clone());
             s.tasks.insert(id.clone(), task.clone());
             s.work.insert(id.clone(), WorkItem::default());
             s.queue.push_back(id);
@@ -307,9 +282,7 @@ impl TaskStore for MemoryStore {
 
     async fn get(&self, scope: &Scope, id: &TaskId) -> Result<Option<Task>, StoreError> {
         let mut s = self.state();
-        Ok(s.live(id, now_ms())
-            .filter(|t| &t.scope == scope)
-            .map(|t| t.clone()))
+        Ok(s.live(id, now_ms()).filter(|t| &t.scope == scope).map(|t| t.clone()))
     }
 
     async fn load(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
@@ -325,10 +298,7 @@ impl TaskStore for MemoryStore {
             Writer::Client => true,
             Writer::Worker { attempt } => attempt == stored.attempt,
         };
-        if stored.revision.checked_add(1) != Some(next.revision)
-            || stored.status.is_terminal()
-            || !fenced
-        {
+        if stored.revision.checked_add(1) != Some(next.revision) || stored.status.is_terminal() || !fenced {
             return Ok(Cas::Conflict(Some(stored.clone())));
         }
         *stored = next.clone();
@@ -336,13 +306,7 @@ impl TaskStore for MemoryStore {
         Ok(Cas::Applied(next.clone()))
     }
 
-    async fn claim(
-        &self,
-        worker: &str,
-        max: usize,
-        lease: Duration,
-        wait: Duration,
-    ) -> Result<Vec<Claim>, StoreError> {
+    async fn claim(&self, worker: &str, max: usize, lease: Duration, wait: Duration) -> Result<Vec<Claim>, StoreError> {
         let until = deadline_after(Instant::now(), wait);
         loop {
             // Registered before looking, so a create in between still wakes us.
@@ -363,11 +327,7 @@ impl TaskStore for MemoryStore {
         if !s.holds(claim, now_ms()) {
             return Ok(false);
         }
-        if let Some(l) = s
-            .work
-            .get_mut(&claim.task.id)
-            .and_then(|w| w.lease.as_mut())
-        {
+        if let Some(l) = s.work.get_mut(&claim.task.id).and_then(|w| w.lease.as_mut()) {
             l.deadline = deadline_after(Instant::now(), lease);
         }
         Ok(true)
@@ -419,8 +379,7 @@ impl EventBus for MemoryStore {
     }
 
     async fn subscribe(&self) -> Result<EventStream, StoreError> {
-        let stream = BroadcastStream::new(self.events.subscribe())
-            .filter_map(|item| std::future::ready(item.ok()));
+        let stream = BroadcastStream::new(self.events.subscribe()).filter_map(|item| std::future::ready(item.ok()));
         Ok(Box::pin(stream))
     }
 }
@@ -429,9 +388,7 @@ impl EventBus for MemoryStore {
 mod contract_suite {
     use super::*;
 
-    crate::store_contract_tests!(|| async {
-        std::sync::Arc::new(MemoryStore::new()) as std::sync::Arc<dyn TaskStore>
-    });
+    crate::store_contract_tests!(|| async { std::sync::Arc::new(MemoryStore::new()) as std::sync::Arc<dyn TaskStore> });
 }
 
 #[cfg(test)]
@@ -449,9 +406,7 @@ mod tests {
         }
     }
 
-    const NO_LIMITS: CreateLimits = CreateLimits {
-        max_active_per_scope: None,
-    };
+    const NO_LIMITS: CreateLimits = CreateLimits { max_active_per_scope: None };
 
     #[tokio::test]
     async fn events_reach_every_subscriber() {
@@ -467,15 +422,9 @@ mod tests {
     #[tokio::test]
     async fn claims_are_broadcast_to_watchers() {
         let store = MemoryStore::new();
-        let task = store
-            .create(new_task(Some(60_000)), NO_LIMITS)
-            .await
-            .unwrap();
+        let task = store.create(new_task(Some(60_000)), NO_LIMITS).await.unwrap();
         let mut watch = store.watch(std::slice::from_ref(&task.id)).await.unwrap();
-        let claims = store
-            .claim("w", 1, Duration::from_secs(30), Duration::ZERO)
-            .await
-            .unwrap();
+        let claims = store.claim("w", 1, Duration::from_secs(30), Duration::ZERO).await.unwrap();
         let seen = watch.next().await.unwrap();
         assert_eq!(seen, claims[0].task);
         assert_eq!((seen.attempt, seen.revision), (1, 2));
@@ -508,30 +457,19 @@ mod tests {
     #[tokio::test]
     async fn a_stale_holder_cannot_finish_or_release_new_work() {
         let store = MemoryStore::new();
-        store
-            .create(new_task(Some(60_000)), NO_LIMITS)
-            .await
-            .unwrap();
+        store.create(new_task(Some(60_000)), NO_LIMITS).await.unwrap();
         let lease = Duration::from_millis(1);
         let old = store.claim("a", 1, lease, Duration::ZERO).await.unwrap();
         tokio::time::sleep(Duration::from_millis(5)).await;
-        let new = store
-            .claim("b", 1, Duration::from_secs(30), Duration::from_secs(2))
-            .await
-            .unwrap();
+        let new = store.claim("b", 1, Duration::from_secs(30), Duration::from_secs(2)).await.unwrap();
         assert_eq!(new[0].task.attempt, 2);
         store.finish(&old[0]).await.unwrap();
         store.release(&old[0]).await.unwrap();
         assert!(store.renew(&new[0], Duration::from_secs(30)).await.unwrap());
         assert!(store.state().queue.is_empty());
         // The current holder completes and finishes: the work is gone.
-        let done = apply(&new[0].task, &Event::Cancel, now_ms())
-            .unwrap()
-            .unwrap();
-        assert!(matches!(
-            store.transition(&done, Writer::Client).await.unwrap(),
-            Cas::Applied(_)
-        ));
+        let done = apply(&new[0].task, &Event::Cancel, now_ms()).unwrap().unwrap();
+        assert!(matches!(store.transition(&done, Writer::Client).await.unwrap(), Cas::Applied(_)));
         store.finish(&new[0]).await.unwrap();
         assert!(store.state().work.is_empty());
     }

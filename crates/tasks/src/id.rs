@@ -11,19 +11,14 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 pub const MAX_TASK_ID_LEN: usize = 256;
 
 /// A task id.
-#[derive(
-    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
 pub struct TaskId(String);
 
 impl TaskId {
     /// Build an id for `partition` from 16 bytes of CSPRNG output.
     pub fn from_random(partition: u16, random: [u8; 16]) -> Self {
-        TaskId(format!(
-            "p{partition:02}.{}",
-            URL_SAFE_NO_PAD.encode(random)
-        ))
+        TaskId(format!("p{partition:02}.{}", URL_SAFE_NO_PAD.encode(random)))
     }
 
     /// Wrap an id received from a client (not validated beyond being a string).
@@ -40,8 +35,7 @@ impl TaskId {
     pub fn partition(&self) -> Option<u16> {
         let (p, rest) = self.0.split_once('.')?;
         let n = p.strip_prefix('p')?;
-        if rest.len() != 22 || n.is_empty() || n.len() > 5 || !n.bytes().all(|b| b.is_ascii_digit())
-        {
+        if rest.len() != 22 || n.is_empty() || n.len() > 5 || !n.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
         n.parse().ok()
@@ -65,10 +59,7 @@ mod tests {
         assert_eq!(id.as_str().len(), 4 + 22);
         assert_eq!(id.partition(), Some(7));
         assert_eq!(TaskId::from_random(123, [1; 16]).partition(), Some(123));
-        assert_eq!(
-            TaskId::from_wire("tasks-conformance-nonexistent-12345").partition(),
-            None
-        );
+        assert_eq!(TaskId::from_wire("tasks-conformance-nonexistent-12345").partition(), None);
         assert_eq!(TaskId::from_wire("p1.short").partition(), None);
     }
 }

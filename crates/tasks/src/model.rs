@@ -25,13 +25,8 @@ pub enum Status {
 
 impl Status {
     /// Every status, for exhaustive tests.
-    pub const ALL: [Status; 5] = [
-        Status::Working,
-        Status::InputRequired,
-        Status::Completed,
-        Status::Failed,
-        Status::Cancelled,
-    ];
+    pub const ALL: [Status; 5] =
+        [Status::Working, Status::InputRequired, Status::Completed, Status::Failed, Status::Cancelled];
 
     /// Terminal statuses never change again.
     pub fn is_terminal(self) -> bool {
@@ -68,10 +63,7 @@ pub struct Scope {
 impl Scope {
     /// The one scope used while no authentication is configured.
     pub fn anonymous() -> Self {
-        Scope {
-            tenant: "local".into(),
-            subject: "anonymous".into(),
-        }
+        Scope { tenant: "local".into(), subject: "anonymous".into() }
     }
 
     /// A stable single-string form, for keys and HMAC payloads.

@@ -31,18 +31,10 @@ pub enum Event {
 impl Event {
     /// Every event kind with sample payloads, for exhaustive tests.
     pub fn samples() -> Vec<Event> {
-        let one = |k: &str| {
-            BTreeMap::from([(
-                k.to_string(),
-                serde_json::json!({"method": "elicitation/create"}),
-            )])
-        };
+        let one = |k: &str| BTreeMap::from([(k.to_string(), serde_json::json!({"method": "elicitation/create"}))]);
         vec![
             Event::RequestInput(one("a")),
-            Event::ProvideInput(BTreeMap::from([(
-                "a".to_string(),
-                serde_json::json!({"action": "accept"}),
-            )])),
+            Event::ProvideInput(BTreeMap::from([("a".to_string(), serde_json::json!({"action": "accept"}))])),
             Event::SetMessage("step 2".into()),
             Event::Complete(serde_json::json!({"content": [], "isError": false})),
             Event::Fail(serde_json::json!({"code": -32603, "message": "Internal error"})),
@@ -75,16 +67,13 @@ pub fn apply(task: &Task, event: &Event, now_ms: u64) -> Result<Option<Task>, Re
             }
             for (key, request) in requests {
                 let reused = task.input_responses.contains_key(key)
-                    || task
-                        .issued_inputs
-                        .get(key)
-                        .is_some_and(|prev| prev != request);
+                    || task.issued_inputs.get(key).is_some_and(|prev| prev != request);
                 if reused {
                     return Err(ReduceError::KeyReused(key.clone()));
                 }
             }
-            let already_parked = task.status == Status::InputRequired
-                && requests.keys().all(|k| task.input_requests.contains_key(k));
+            let already_parked =
+                task.status == Status::InputRequired && requests.keys().all(|k| task.input_requests.contains_key(k));
             if already_parked {
                 return Ok(None);
             }
@@ -95,17 +84,13 @@ pub fn apply(task: &Task, event: &Event, now_ms: u64) -> Result<Option<Task>, Re
             next.status = Status::InputRequired;
         }
         Event::ProvideInput(responses) => {
-            let accepted: Vec<&String> = responses
-                .keys()
-                .filter(|k| task.input_requests.contains_key(*k))
-                .collect();
+            let accepted: Vec<&String> = responses.keys().filter(|k| task.input_requests.contains_key(*k)).collect();
             if accepted.is_empty() {
                 return Ok(None);
             }
             for key in accepted {
                 next.input_requests.remove(key);
-                next.input_responses
-                    .insert(key.clone(), responses[key].clone());
+                next.input_responses.insert(key.clone(), responses[key].clone());
             }
             if next.input_requests.is_empty() {
                 next.status = Status::Working;
@@ -123,10 +108,7 @@ pub fn apply(task: &Task, event: &Event, now_ms: u64) -> Result<Option<Task>, Re
         }
         Event::Fail(error) => {
             finish(&mut next, Status::Failed);
-            next.status_message = error
-                .get("message")
-                .and_then(Value::as_str)
-                .map(str::to_string);
+            next.status_message = error.get("message").and_then(Value::as_str).map(str::to_string);
             next.error = Some(error.clone());
         }
         Event::Cancel => {
@@ -196,11 +178,7 @@ mod tests {
             for event in Event::samples() {
                 let before = task_in(status);
                 let got = apply(&before, &event, 2_000).unwrap();
-                assert_eq!(
-                    got.as_ref().map(|t| t.status),
-                    expected(status, &event),
-                    "{status:?} × {event:?}"
-                );
+                assert_eq!(got.as_ref().map(|t| t.status), expected(status, &event), "{status:?} × {event:?}");
                 if let Some(after) = got {
                     assert_eq!(after.revision, before.revision + 1);
                     assert_eq!(after.updated_at_ms, 2_000);
@@ -217,14 +195,8 @@ mod tests {
     fn partial_fulfilment_keeps_the_other_key() {
         let mut t = task_in(Status::Working);
         let reqs = BTreeMap::from([
-            (
-                "first".to_string(),
-                json!({"method": "elicitation/create", "params": {"message": "1"}}),
-            ),
-            (
-                "second".to_string(),
-                json!({"method": "elicitation/create", "params": {"message": "2"}}),
-            ),
+            ("first".to_string(), json!({"method": "elicitation/create", "params": {"message": "1"}})),
+            ("second".to_string(), json!({"method": "elicitation/create", "params": {"message": "2"}})),
         ]);
         t = apply(&t, &Event::RequestInput(reqs), 2).unwrap().unwrap();
         let answer = BTreeMap::from([
@@ -248,40 +220,21 @@ mod tests {
     fn keys_are_unique_over_the_lifetime() {
         let t = task_in(Status::InputRequired);
         let other = BTreeMap::from([("a".to_string(), json!({"method": "roots/list"}))]);
-        assert_eq!(
-            apply(&t, &Event::RequestInput(other), 2),
-            Err(ReduceError::KeyReused("a".into()))
-        );
-        let answered = apply(
-            &t,
-            &Event::ProvideInput(BTreeMap::from([(
-                "a".to_string(),
-                json!({"action": "accept"}),
-            )])),
-            3,
-        )
-        .unwrap()
-        .unwrap();
+        assert_eq!(apply(&t, &Event::RequestInput(other), 2), Err(ReduceError::KeyReused("a".into())));
+        let answered =
+            apply(&t, &Event::ProvideInput(BTreeMap::from([("a".to_string(), json!({"action": "accept"}))])), 3)
+                .unwrap()
+                .unwrap();
         let same = BTreeMap::from([("a".to_string(), json!({"method": "elicitation/create"}))]);
-        assert_eq!(
-            apply(&answered, &Event::RequestInput(same), 4),
-            Err(ReduceError::KeyReused("a".into()))
-        );
-        assert_eq!(
-            apply(&answered, &Event::RequestInput(BTreeMap::new()), 4),
-            Err(ReduceError::NoInputRequests)
-        );
+        assert_eq!(apply(&answered, &Event::RequestInput(same), 4), Err(ReduceError::KeyReused("a".into())));
+        assert_eq!(apply(&answered, &Event::RequestInput(BTreeMap::new()), 4), Err(ReduceError::NoInputRequests));
     }
 
     #[test]
     fn failure_message_becomes_status_message() {
-        let t = apply(
-            &task_in(Status::Working),
-            &Event::Fail(json!({"code": -32603, "message": "Internal error"})),
-            2,
-        )
-        .unwrap()
-        .unwrap();
+        let t = apply(&task_in(Status::Working), &Event::Fail(json!({"code": -32603, "message": "Internal error"})), 2)
+            .unwrap()
+            .unwrap();
         assert_eq!(t.status_message.as_deref(), Some("Internal error"));
         assert!(t.result.is_none());
     }
@@ -298,11 +251,7 @@ mod tests {
                     })
                     .collect()
             )),
-            keys.prop_map(|ks| Event::ProvideInput(
-                ks.into_iter()
-                    .map(|k| (k, json!({"action": "accept"})))
-                    .collect()
-            )),
+            keys.prop_map(|ks| Event::ProvideInput(ks.into_iter().map(|k| (k, json!({"action": "accept"}))).collect())),
             "[a-z]{0,3}".prop_map(Event::SetMessage),
             Just(Event::Complete(json!({"content": []}))),
             Just(Event::Fail(json!({"code": -32603, "message": "x"}))),

@@ -53,20 +53,14 @@ pub fn detailed(task: &Task) -> Map<String, Value> {
             m.insert("inputRequests".into(), Value::Object(reqs));
         }
         Status::Completed => {
-            let mut result = task
-                .result
-                .clone()
-                .unwrap_or_else(|| json!({"content": []}));
+            let mut result = task.result.clone().unwrap_or_else(|| json!({"content": []}));
             if let Some(meta) = result.get_mut("_meta").and_then(Value::as_object_mut) {
                 meta.remove(RELATED_TASK_KEY);
             }
             m.insert("result".into(), result);
         }
         Status::Failed => {
-            let error = task
-                .error
-                .clone()
-                .unwrap_or_else(|| json!({"code": -32603, "message": "Internal error"}));
+            let error = task.error.clone().unwrap_or_else(|| json!({"code": -32603, "message": "Internal error"}));
             m.insert("error".into(), error);
         }
         Status::Working | Status::Cancelled => {}
@@ -84,10 +78,7 @@ pub fn get_result(task: &Task) -> Map<String, Value> {
 /// `notifications/tasks` params: the DetailedTask tagged with the subscription id.
 pub fn notification_params(task: &Task, subscription_id: &Value) -> Map<String, Value> {
     let mut m = detailed(task);
-    m.insert(
-        "_meta".into(),
-        json!({ SUBSCRIPTION_ID_KEY: subscription_id }),
-    );
+    m.insert("_meta".into(), json!({ SUBSCRIPTION_ID_KEY: subscription_id }));
     m
 }
 
@@ -120,10 +111,7 @@ mod tests {
         assert_eq!(m["status"], "working");
         assert_eq!(m["ttlMs"], 3_600_000);
         assert_eq!(m["createdAt"], "2025-11-30T12:00:00.123Z");
-        for k in PAYLOADS
-            .iter()
-            .chain(&["task", "requestState", "ttl", "pollInterval"])
-        {
+        for k in PAYLOADS.iter().chain(&["task", "requestState", "ttl", "pollInterval"]) {
             assert!(!m.contains_key(*k), "{k}");
         }
     }
@@ -137,23 +125,15 @@ mod tests {
 
     #[test]
     fn each_status_carries_exactly_its_payload() {
-        let req = BTreeMap::from([(
-            "k".to_string(),
-            json!({"method": "elicitation/create", "params": {}}),
-        )]);
+        let req = BTreeMap::from([("k".to_string(), json!({"method": "elicitation/create", "params": {}}))]);
         let cases = [
             (Event::SetMessage("x".into()), None),
             (Event::RequestInput(req), Some("inputRequests")),
             (
-                Event::Complete(
-                    json!({"content": [{"type": "text", "text": "ok"}], "_meta": {RELATED_TASK_KEY: {}}}),
-                ),
+                Event::Complete(json!({"content": [{"type": "text", "text": "ok"}], "_meta": {RELATED_TASK_KEY: {}}})),
                 Some("result"),
             ),
-            (
-                Event::Fail(json!({"code": -32603, "message": "Internal error"})),
-                Some("error"),
-            ),
+            (Event::Fail(json!({"code": -32603, "message": "Internal error"})), Some("error")),
             (Event::Cancel, None),
         ];
         for (event, payload) in cases {

@@ -23,12 +23,7 @@ struct Args {
 
     /// Allowed `Origin` values: hostnames (any scheme and port) or full
     /// origins, comma-separated. Requests without `Origin` are always accepted.
-    #[arg(
-        long,
-        env = "PRESA_ALLOWED_ORIGINS",
-        value_delimiter = ',',
-        default_value = "localhost,127.0.0.1,[::1]"
-    )]
+    #[arg(long, env = "PRESA_ALLOWED_ORIGINS", value_delimiter = ',', default_value = "localhost,127.0.0.1,[::1]")]
     allowed_origins: Vec<String>,
 
     /// Largest request body in bytes (HTTP 413 beyond).
@@ -92,9 +87,7 @@ enum LogFormat {
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
@@ -138,8 +131,7 @@ async fn main() -> anyhow::Result<()> {
         task_ttl_ms: args.task_ttl_ms.0,
         poll_interval_ms: Some(args.poll_interval_ms),
         max_task_input_bytes: args.max_task_input_bytes,
-        max_active_tasks_per_scope: (args.max_active_tasks_per_scope > 0)
-            .then_some(args.max_active_tasks_per_scope),
+        max_active_tasks_per_scope: (args.max_active_tasks_per_scope > 0).then_some(args.max_active_tasks_per_scope),
         ..ServerConfig::default()
     };
     let memory = Arc::new(MemoryStore::new());
@@ -151,11 +143,7 @@ async fn main() -> anyhow::Result<()> {
 
     let grace = Duration::from_millis(args.grace_ms);
     let stop_worker = CancellationToken::new();
-    let worker_config = WorkerConfig {
-        concurrency: args.concurrency,
-        grace,
-        ..WorkerConfig::default()
-    };
+    let worker_config = WorkerConfig { concurrency: args.concurrency, grace, ..WorkerConfig::default() };
     let worker = tokio::spawn(Worker::new(server.clone(), worker_config).run(stop_worker.clone()));
 
     let http = HttpConfig {
@@ -164,9 +152,8 @@ async fn main() -> anyhow::Result<()> {
         ..HttpConfig::default()
     };
     let router = presa_http::router(server.clone(), http);
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("binding {}", args.listen))?;
+    let listener =
+        tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("binding {}", args.listen))?;
     tracing::info!(address = %listener.local_addr()?, "presa-api serving MCP at /mcp");
 
     let shutdown = server.shutdown_token();
