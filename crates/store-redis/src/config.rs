@@ -74,12 +74,7 @@ impl RedisConfig {
 
     /// The seed URLs (one unless in cluster mode).
     pub(crate) fn urls(&self) -> Vec<String> {
-        self.url
-            .split(',')
-            .map(str::trim)
-            .filter(|u| !u.is_empty())
-            .map(str::to_string)
-            .collect()
+        self.url.split(',').map(str::trim).filter(|u| !u.is_empty()).map(str::to_string).collect()
     }
 
     pub(crate) fn validate(&self) -> Result<(), RedisStoreError> {

@@ -92,11 +92,7 @@ pub(crate) async fn connect(cfg: &RedisConfig) -> Result<Conn, RedisStoreError> 
             .set_response_timeout(Some(cfg.op_timeout))
             .set_number_of_retries(2)
             .set_max_delay(Duration::from_millis(500));
-        let conn = bounded(
-            cfg.op_timeout,
-            ConnectionManager::new_with_config(client, config),
-        )
-        .await?;
+        let conn = bounded(cfg.op_timeout, ConnectionManager::new_with_config(client, config)).await?;
         Ok(Conn::Single(conn))
     }
 }
@@ -110,11 +106,8 @@ pub(crate) fn blocking_pool(cfg: &RedisConfig) -> Result<Pool, RedisStoreError> 
         .set_response_timeout(None);
     let manager = deadpool_redis::Manager::new_with_config(url.as_str(), conn_config)?;
     let mut pool_config = PoolConfig::new(cfg.blocking_connections);
-    pool_config.timeouts = Timeouts {
-        wait: Some(cfg.op_timeout),
-        create: Some(cfg.op_timeout),
-        recycle: Some(cfg.op_timeout),
-    };
+    pool_config.timeouts =
+        Timeouts { wait: Some(cfg.op_timeout), create: Some(cfg.op_timeout), recycle: Some(cfg.op_timeout) };
     Pool::builder(manager)
         .config(pool_config)
         .runtime(Runtime::Tokio1)

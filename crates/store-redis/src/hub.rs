@@ -25,10 +25,7 @@ use std::{
 };
 
 use futures::{Stream, StreamExt};
-use redis::{
-    PushInfo, PushKind, Value, aio::PubSubSink, cluster::ClusterClient,
-    cluster_async::ClusterConnection,
-};
+use redis::{PushInfo, PushKind, Value, aio::PubSubSink, cluster::ClusterClient, cluster_async::ClusterConnection};
 use tokio::{
     sync::{mpsc, oneshot},
     time::Instant,
@@ -78,11 +75,7 @@ impl Hub {
     /// Start the actor (it connects lazily, on the first subscription).
     pub(crate) fn spawn(cfg: &RedisConfig) -> Hub {
         let (tx, rx) = mpsc::unbounded_channel();
-        let backend = if cfg.cluster {
-            Backend::Cluster(cfg.urls())
-        } else {
-            Backend::Single(cfg.urls().remove(0))
-        };
+        let backend = if cfg.cluster { Backend::Cluster(cfg.urls()) } else { Backend::Single(cfg.urls().remove(0)) };
         let actor = Actor {
             backend,
             op_timeout: cfg.op_timeout,
@@ -93,38 +86,19 @@ impl Hub {
             retry_at: None,
         };
         tokio::spawn(actor.run(rx));
-        Hub {
-            tx,
-            next_id: AtomicU64::new(1),
-            buffer: cfg.watch_buffer,
-            op_timeout: cfg.op_timeout,
-        }
+        Hub { tx, next_id: AtomicU64::new(1), buffer: cfg.watch_buffer, op_timeout: cfg.op_timeout }
     }
 
     /// Watch `channels` (confirmed by Redis when this returns).
-    pub(crate) async fn subscribe(
-        &self,
-        channels: Vec<String>,
-    ) -> Result<Subscription, RedisStoreError> {
+    pub(crate) async fn subscribe(&self, channels: Vec<String>) -> Result<Subscription, RedisStoreError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (sender, rx) = mpsc::channel(self.buffer);
         // Built first so that every exit path (errors, timeouts, the caller
         // dropping this future) unregisters through `Drop`.
-        let sub = Subscription {
-            id,
-            rx,
-            hub: self.tx.clone(),
-        };
+        let sub = Subscription { id, rx, hub: self.tx.clone() };
         let (reply, answer) = oneshot::channel();
         let gone = || RedisStoreError::Pool("pub/sub hub stopped".into());
-        self.tx
-            .send(Cmd::Sub {
-                id,
-                channels,
-                sender,
-                reply,
-            })
-            .map_err(|_| gone())?;
+        self.tx.send(Cmd::Sub { id, channels, sender, reply }).map_err(|_| gone())?;
         // The actor bounds each of its Redis calls by op_timeout (connect,
         // then subscribe); allow for one queued request ahead of ours.
         let limit = self.op_timeout * 3;
@@ -291,9 +265,7 @@ impl Actor {
         if let Some(at) = self.retry_at
             && Instant::now() < at
         {
-            return Err(RedisStoreError::Pool(
-                "pub/sub connection is down (reconnecting)".into(),
-            ));
+            return Err(RedisStoreError::Pool("pub/sub connection is down (reconnecting)".into()));
         }
         let result = async {
             let mut live = connect(&self.backend, self.op_timeout).await?;
@@ -397,10 +369,7 @@ async fn connect(backend: &Backend, op_timeout: Duration) -> Result<Live, RedisS
                 channel: Arc::from(msg.get_channel_name()),
                 payload: Arc::from(msg.get_payload_bytes()),
             });
-            Ok(Live {
-                sink: Sink::Single(sink),
-                messages: Box::pin(messages),
-            })
+            Ok(Live { sink: Sink::Single(sink), messages: Box::pin(messages) })
         }
         Backend::Cluster(urls) => {
             let (tx, rx) = mpsc::unbounded_channel::<PushInfo>();
@@ -413,10 +382,7 @@ async fn connect(backend: &Backend, op_timeout: Duration) -> Result<Live, RedisS
             let conn = bounded(op_timeout, client.get_async_connection()).await?;
             let messages = tokio_stream::wrappers::UnboundedReceiverStream::new(rx)
                 .filter_map(|push| async move { push_delivery(push) });
-            Ok(Live {
-                sink: Sink::Cluster(conn),
-                messages: Box::pin(messages),
-            })
+            Ok(Live { sink: Sink::Cluster(conn), messages: Box::pin(messages) })
         }
     }
 }
@@ -444,8 +410,5 @@ fn push_delivery(push: PushInfo) -> Option<Delivery> {
     let mut data = push.data.into_iter();
     let channel: String = redis::from_redis_value(data.next()?).ok()?;
     let payload: Vec<u8> = redis::from_redis_value(data.next()?).ok()?;
-    Some(Delivery {
-        channel: Arc::from(channel),
-        payload: Arc::from(payload),
-    })
+    Some(Delivery { channel: Arc::from(channel), payload: Arc::from(payload) })
 }

@@ -19,10 +19,7 @@ pub struct Keys {
 impl Keys {
     /// Keys under `prefix` (no braces allowed) for `partitions` partitions.
     pub fn new(prefix: impl Into<String>, partitions: u16) -> Self {
-        Keys {
-            prefix: prefix.into(),
-            partitions,
-        }
+        Keys { prefix: prefix.into(), partitions }
     }
 
     /// The key prefix.
@@ -76,12 +73,7 @@ impl Keys {
     /// admission time, Unix ms). Only maintained when creates carry
     /// `max_active_per_scope`.
     pub fn scope_active(&self, scope: &Scope) -> String {
-        format!(
-            "{}:{{s.{}.{}}}:active",
-            self.prefix,
-            hex(scope.tenant.as_bytes()),
-            hex(scope.subject.as_bytes())
-        )
+        format!("{}:{{s.{}.{}}}:active", self.prefix, hex(scope.tenant.as_bytes()), hex(scope.subject.as_bytes()))
     }
 
     /// `{prefix}:bus` — pub/sub channel: server-wide events ([`presa_store::EventBus`]).
@@ -112,10 +104,7 @@ mod tests {
         let id = TaskId::from_random(7, [1; 16]);
         let task = keys.task(&id).unwrap();
         assert_eq!(task, format!("presa:{{p07}}:task:{id}"));
-        assert_eq!(
-            keys.events(&id).unwrap(),
-            format!("presa:{{p07}}:events:{id}")
-        );
+        assert_eq!(keys.events(&id).unwrap(), format!("presa:{{p07}}:events:{id}"));
         assert_eq!(keys.work(7), "presa:{p07}:work");
         assert_eq!(keys.bus(), "presa:bus");
     }
@@ -131,10 +120,7 @@ mod tests {
     #[test]
     fn scope_keys_are_hex_and_distinct() {
         let keys = Keys::new("t", 4);
-        let scope = |tenant: &str, subject: &str| Scope {
-            tenant: tenant.into(),
-            subject: subject.into(),
-        };
+        let scope = |tenant: &str, subject: &str| Scope { tenant: tenant.into(), subject: subject.into() };
         // Same `Scope::key()` ("a/b/c"), different owners.
         let (a, b) = (scope("a/b", "c"), scope("a", "b/c"));
         assert_eq!(a.key(), b.key());

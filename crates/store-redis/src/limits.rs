@@ -41,23 +41,15 @@ impl RedisStore {
         if self.try_admit(task, limit).await? {
             return Ok(());
         }
-        if limit > 0
-            && self.repair_active(&task.scope).await? > 0
-            && self.try_admit(task, limit).await?
-        {
+        if limit > 0 && self.repair_active(&task.scope).await? > 0 && self.try_admit(task, limit).await? {
             return Ok(());
         }
-        Err(StoreError::Capacity {
-            limit: "max_active_tasks_per_scope",
-        })
+        Err(StoreError::Capacity { limit: "max_active_tasks_per_scope" })
     }
 
     async fn try_admit(&self, task: &Task, limit: u64) -> Result<bool, RedisStoreError> {
         let mut inv = scripts::ADMIT.prepare_invoke();
-        inv.key(self.inner.keys.scope_active(&task.scope))
-            .arg(limit)
-            .arg(task.id.as_str())
-            .arg(now_ms());
+        inv.key(self.inner.keys.scope_active(&task.scope)).arg(limit).arg(task.id.as_str()).arg(now_ms());
         let admitted: i64 = self.invoke(&inv).await?;
         Ok(admitted == 1)
     }
@@ -66,11 +58,8 @@ impl RedisStore {
     async fn repair_active(&self, scope: &Scope) -> Result<usize, RedisStoreError> {
         let key = self.inner.keys.scope_active(scope);
         let mut c = self.conn();
-        let members: Vec<(String, u64)> = bounded(
-            self.op_timeout(),
-            c.zrange_withscores(&key, 0, REPAIR_SCAN - 1),
-        )
-        .await?;
+        let members: Vec<(String, u64)> =
+            bounded(self.op_timeout(), c.zrange_withscores(&key, 0, REPAIR_SCAN - 1)).await?;
         let now = now_ms();
         let checks = members.into_iter().map(|(id, admitted_at)| async move {
             let task = self.read(&TaskId::from_wire(id.as_str())).await;
@@ -83,13 +72,8 @@ impl RedisStore {
             };
             Ok(stale.then_some(id))
         });
-        let stale: Vec<String> = join_all(checks)
-            .await
-            .into_iter()
-            .collect::<Result<Vec<_>, _>>()?
-            .into_iter()
-            .flatten()
-            .collect();
+        let stale: Vec<String> =
+            join_all(checks).await.into_iter().collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect();
         if stale.is_empty() {
             return Ok(0);
         }

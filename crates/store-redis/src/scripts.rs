@@ -15,39 +15,11 @@ macro_rules! script {
     };
 }
 
-script!(
-    CREATE,
-    "create.lua",
-    "Create a task hash and XADD its work entry, unless the hash exists."
-);
-script!(
-    TRANSITION,
-    "transition.lua",
-    "Compare-and-set a task (rev, fence, not terminal) and publish it."
-);
-script!(
-    CLAIM,
-    "claim.lua",
-    "Bump a delivered task's attempt (CAS on rev), or drop its entry."
-);
-script!(
-    RENEW,
-    "renew.lua",
-    "Reset a held entry's idle time if the attempt still matches."
-);
-script!(
-    RELEASE,
-    "release.lua",
-    "Make a held entry recoverable at once if the attempt still matches."
-);
-script!(
-    FINISH,
-    "finish.lua",
-    "XACK and XDEL finished work, unless a newer attempt holds it."
-);
+script!(CREATE, "create.lua", "Create a task hash and XADD its work entry, unless the hash exists.");
+script!(TRANSITION, "transition.lua", "Compare-and-set a task (rev, fence, not terminal) and publish it.");
+script!(CLAIM, "claim.lua", "Bump a delivered task's attempt (CAS on rev), or drop its entry.");
+script!(RENEW, "renew.lua", "Reset a held entry's idle time if the attempt still matches.");
+script!(RELEASE, "release.lua", "Make a held entry recoverable at once if the attempt still matches.");
+script!(FINISH, "finish.lua", "XACK and XDEL finished work, unless a newer attempt holds it.");
 script!(ACK, "ack.lua", "XACK and XDEL a work entry together.");
-script!(
-    ADMIT,
-    "admit.lua",
-    "Add a task to its scope's active set unless the set is at the limit."
-);
+script!(ADMIT, "admit.lua", "Add a task to its scope's active set unless the set is at the limit.");

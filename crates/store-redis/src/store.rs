@@ -6,8 +6,8 @@ use std::sync::{Arc, atomic::AtomicUsize};
 
 use futures::StreamExt;
 use presa_store::{
-    Cas, Claim, CreateLimits, EventBus, EventStream, NewTask, Scope, StoreError, Task, TaskId,
-    TaskStore, TaskStream, Writer,
+    Cas, Claim, CreateLimits, EventBus, EventStream, NewTask, Scope, StoreError, Task, TaskId, TaskStore, TaskStream,
+    Writer,
     util::{new_task_id, now_ms},
 };
 use redis::{AsyncCommands, Value};
@@ -44,11 +44,7 @@ impl RedisStore {
     pub async fn connect(cfg: RedisConfig) -> Result<RedisStore, RedisStoreError> {
         cfg.validate()?;
         let conn = connect(&cfg).await?;
-        let blocking = if cfg.cluster {
-            None
-        } else {
-            Some(crate::conn::blocking_pool(&cfg)?)
-        };
+        let blocking = if cfg.cluster { None } else { Some(crate::conn::blocking_pool(&cfg)?) };
         let store = RedisStore {
             inner: Arc::new(Inner {
                 keys: Keys::new(cfg.prefix.clone(), cfg.partitions),
@@ -76,12 +72,7 @@ impl RedisStore {
     /// Round-trip to Redis (for readiness probes).
     pub async fn ping(&self) -> Result<(), RedisStoreError> {
         let mut c = self.conn();
-        bounded(
-            self.op_timeout(),
-            redis::cmd("PING").query_async::<Value>(&mut c),
-        )
-        .await
-        .map(|_| ())
+        bounded(self.op_timeout(), redis::cmd("PING").query_async::<Value>(&mut c)).await.map(|_| ())
     }
 
     pub(crate) fn conn(&self) -> Conn {
@@ -94,11 +85,7 @@ impl RedisStore {
 
     /// `PUBLISH` on a standalone server, sharded `SPUBLISH` on a cluster.
     pub(crate) fn publish_cmd(&self) -> &'static str {
-        if self.inner.cfg.cluster {
-            "SPUBLISH"
-        } else {
-            "PUBLISH"
-        }
+        if self.inner.cfg.cluster { "SPUBLISH" } else { "PUBLISH" }
     }
 
     /// Run a script invocation bounded by `op_timeout`.
@@ -110,24 +97,21 @@ impl RedisStore {
         bounded(self.op_timeout(), inv.invoke_async(&mut c)).await
     }
 
-    /// The stored task, undecoded check included; `None` when gone or expired.
+    /// The stored task (any scope); `None` when gone or expired.
     pub(crate) async fn read(&self, id: &TaskId) -> Result<Option<Task>, RedisStoreError> {
         let Some(key) = self.inner.keys.task(id) else {
             return Ok(None);
         };
         let mut c = self.conn();
         let doc: Option<String> = bounded(self.op_timeout(), c.hget(&key, "doc")).await?;
-        Ok(decode_live(doc.as_deref())?)
+        decode_live(doc.as_deref())
     }
 
     async fn create_once(&self, task: &Task) -> Result<bool, RedisStoreError> {
         let keys = &self.inner.keys;
         let key = keys.task(&task.id).expect("fresh ids are in range");
         let partition = keys.partition_of(&task.id).expect("fresh ids are in range");
-        let expire_at = task
-            .expires_at_ms()
-            .map(|ms| ms.to_string())
-            .unwrap_or_default();
+        let expire_at = task.expires_at_ms().map(|ms| ms.to_string()).unwrap_or_default();
         let mut inv = scripts::CREATE.prepare_invoke();
         inv.key(&key)
             .key(keys.work(partition))
@@ -221,14 +205,11 @@ impl TaskStore for RedisStore {
             }
             [Value::Int(0)] | [Value::Int(0), Value::Nil] => Ok(Cas::Conflict(None)),
             [Value::Int(0), doc] => {
-                let doc: String = redis::from_redis_value_ref(doc)
-                    .map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
+                let doc: String =
+                    redis::from_redis_value_ref(doc).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
                 Ok(Cas::Conflict(decode_live(Some(&doc))?))
             }
-            other => Err(RedisStoreError::Corrupt(format!(
-                "unexpected transition.lua reply: {other:?}"
-            ))
-            .into()),
+            other => Err(RedisStoreError::Corrupt(format!("unexpected transition.lua reply: {other:?}")).into()),
         }
     }
 
@@ -255,10 +236,7 @@ impl TaskStore for RedisStore {
     }
 
     async fn watch(&self, ids: &[TaskId]) -> Result<TaskStream, StoreError> {
-        let channels: Vec<String> = ids
-            .iter()
-            .filter_map(|id| self.inner.keys.events(id))
-            .collect();
+        let channels: Vec<String> = ids.iter().filter_map(|id| self.inner.keys.events(id)).collect();
         if channels.is_empty() {
             // Ids that name no task never change.
             return Ok(Box::pin(futures::stream::pending()));
@@ -280,22 +258,13 @@ impl TaskStore for RedisStore {
 impl EventBus for RedisStore {
     async fn publish(&self, event: &str) -> Result<(), StoreError> {
         let mut c = self.conn();
-        let cmd = redis::cmd(self.publish_cmd())
-            .arg(self.inner.keys.bus())
-            .arg(event)
-            .to_owned();
+        let cmd = redis::cmd(self.publish_cmd()).arg(self.inner.keys.bus()).arg(event).to_owned();
         bounded(self.op_timeout(), cmd.query_async::<Value>(&mut c)).await?;
         Ok(())
     }
 
     async fn subscribe(&self) -> Result<EventStream, StoreError> {
-        let sub = self
-            .inner
-            .hub
-            .subscribe(vec![self.inner.keys.bus()])
-            .await?;
-        Ok(Box::pin(
-            sub.map(|d| String::from_utf8_lossy(&d.payload).into_owned()),
-        ))
+        let sub = self.inner.hub.subscribe(vec![self.inner.keys.bus()]).await?;
+        Ok(Box::pin(sub.map(|d| String::from_utf8_lossy(&d.payload).into_owned())))
     }
 }

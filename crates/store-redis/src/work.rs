@@ -133,11 +133,7 @@ impl RedisStore {
                 let cmd = xreadgroup(worker, count, None, &[self.inner.keys.work(*p)]);
                 async move {
                     let mut c = self.conn();
-                    bounded(
-                        self.op_timeout(),
-                        cmd.query_async::<Option<StreamReadReply>>(&mut c),
-                    )
-                    .await
+                    bounded(self.op_timeout(), cmd.query_async::<Option<StreamReadReply>>(&mut c)).await
                 }
             });
             let mut entries = Vec::new();
@@ -151,32 +147,19 @@ impl RedisStore {
             None => {
                 let cmd = xreadgroup(worker, count, None, &keys);
                 let mut c = self.conn();
-                bounded(
-                    self.op_timeout(),
-                    cmd.query_async::<Option<StreamReadReply>>(&mut c),
-                )
-                .await
+                bounded(self.op_timeout(), cmd.query_async::<Option<StreamReadReply>>(&mut c)).await
             }
             Some((slice, conn)) => {
                 let cmd = xreadgroup(worker, count, Some(slice), &keys);
                 let limit = slice + self.op_timeout();
-                bounded(
-                    limit,
-                    cmd.query_async::<Option<StreamReadReply>>(&mut **conn),
-                )
-                .await
+                bounded(limit, cmd.query_async::<Option<StreamReadReply>>(&mut **conn)).await
             }
         };
         Ok(self.entries(reply?))
     }
 
     /// Wait up to `slice` for new entries.
-    async fn wait_new(
-        &self,
-        worker: &str,
-        count: usize,
-        slice: Duration,
-    ) -> Result<Vec<Entry>, RedisStoreError> {
+    async fn wait_new(&self, worker: &str, count: usize, slice: Duration) -> Result<Vec<Entry>, RedisStoreError> {
         let Some(pool) = &self.inner.blocking else {
             tokio::time::sleep(slice.min(CLUSTER_POLL)).await;
             return Ok(Vec::new());
@@ -232,8 +215,7 @@ impl RedisStore {
                 .arg(count)
                 .to_owned();
             let mut c = self.conn();
-            let reply: StreamAutoClaimReply =
-                bounded(self.op_timeout(), cmd.query_async(&mut c)).await?;
+            let reply: StreamAutoClaimReply = bounded(self.op_timeout(), cmd.query_async(&mut c)).await?;
             Ok::<_, RedisStoreError>(reply.claimed.into_iter().map(move |e| entry(p, e)))
         });
         let mut entries = Vec::new();
@@ -278,19 +260,11 @@ impl RedisStore {
         Ok(())
     }
 
-    async fn claim_entry(
-        &self,
-        worker: &str,
-        e: &Entry,
-        lease: Duration,
-    ) -> Result<Option<Claim>, RedisStoreError> {
+    async fn claim_entry(&self, worker: &str, e: &Entry, lease: Duration) -> Result<Option<Claim>, RedisStoreError> {
         let keys = &self.inner.keys;
         let id = e.task.as_deref().map(TaskId::from_wire);
-        let key = id.as_ref().and_then(|id| {
-            (keys.partition_of(id) == Some(e.partition))
-                .then(|| keys.task(id))
-                .flatten()
-        });
+        let key =
+            id.as_ref().and_then(|id| (keys.partition_of(id) == Some(e.partition)).then(|| keys.task(id)).flatten());
         let (Some(id), Some(key)) = (id, key) else {
             tracing::warn!(entry = %e.id, "work entry names no task of its partition; dropped");
             self.ack(e.partition, &e.id).await?;
@@ -313,11 +287,7 @@ impl RedisStore {
                     return Ok(None);
                 }
             };
-            let next = Task {
-                attempt: task.attempt + 1,
-                revision: task.revision + 1,
-                ..task.clone()
-            };
+            let next = Task { attempt: task.attempt + 1, revision: task.revision + 1, ..task.clone() };
             let mut inv = scripts::CLAIM.prepare_invoke();
             inv.key(&key)
                 .key(&stream)
@@ -346,9 +316,7 @@ impl RedisStore {
                         .map_err(|err| RedisStoreError::Corrupt(err.to_string()))?;
                 }
                 other => {
-                    return Err(RedisStoreError::Corrupt(format!(
-                        "unexpected claim.lua reply: {other:?}"
-                    )));
+                    return Err(RedisStoreError::Corrupt(format!("unexpected claim.lua reply: {other:?}")));
                 }
             }
         }
@@ -382,16 +350,13 @@ impl RedisStore {
 
     async fn ack(&self, partition: u16, entry: &str) -> Result<(), RedisStoreError> {
         let mut inv = scripts::ACK.prepare_invoke();
-        inv.key(self.inner.keys.work(partition))
-            .arg(GROUP)
-            .arg(entry);
+        inv.key(self.inner.keys.work(partition)).arg(GROUP).arg(entry);
         self.invoke::<i64>(&inv).await.map(|_| ())
     }
 
     /// The task key, stream key and entry id a claim refers to.
     fn locate(&self, claim: &Claim) -> Result<(String, u16, String), RedisStoreError> {
-        let bad =
-            || RedisStoreError::Corrupt(format!("not a Redis work receipt: {:?}", claim.receipt));
+        let bad = || RedisStoreError::Corrupt(format!("not a Redis work receipt: {:?}", claim.receipt));
         let (p, entry) = claim.receipt.split_once('/').ok_or_else(bad)?;
         let p: u16 = p.parse().map_err(|_| bad())?;
         let key = self.inner.keys.task(&claim.task.id).ok_or_else(bad)?;
@@ -401,11 +366,7 @@ impl RedisStore {
         Ok((key, p, entry.to_string()))
     }
 
-    pub(crate) async fn renew_work(
-        &self,
-        claim: &Claim,
-        lease: Duration,
-    ) -> Result<bool, RedisStoreError> {
+    pub(crate) async fn renew_work(&self, claim: &Claim, lease: Duration) -> Result<bool, RedisStoreError> {
         let Ok((key, p, entry)) = self.locate(claim) else {
             return Ok(false);
         };
@@ -422,22 +383,14 @@ impl RedisStore {
     pub(crate) async fn finish_work(&self, claim: &Claim) -> Result<(), RedisStoreError> {
         let (key, p, entry) = self.locate(claim)?;
         let mut inv = scripts::FINISH.prepare_invoke();
-        inv.key(key)
-            .key(self.inner.keys.work(p))
-            .arg(GROUP)
-            .arg(entry)
-            .arg(claim.task.attempt);
+        inv.key(key).key(self.inner.keys.work(p)).arg(GROUP).arg(entry).arg(claim.task.attempt);
         self.invoke::<i64>(&inv).await.map(|_| ())
     }
 
     pub(crate) async fn release_work(&self, claim: &Claim) -> Result<(), RedisStoreError> {
         let (key, p, entry) = self.locate(claim)?;
         let mut inv = scripts::RELEASE.prepare_invoke();
-        inv.key(key)
-            .key(self.inner.keys.work(p))
-            .arg(GROUP)
-            .arg(entry)
-            .arg(claim.task.attempt);
+        inv.key(key).key(self.inner.keys.work(p)).arg(GROUP).arg(entry).arg(claim.task.attempt);
         self.invoke::<i64>(&inv).await.map(|_| ())
     }
 
@@ -465,11 +418,7 @@ impl RedisStore {
 
 fn entry(partition: u16, e: StreamId) -> Entry {
     let task = e.get::<String>("task");
-    Entry {
-        partition,
-        id: e.id,
-        task,
-    }
+    Entry { partition, id: e.id, task }
 }
 
 fn is_nogroup(e: &RedisStoreError) -> bool {
@@ -479,11 +428,7 @@ fn is_nogroup(e: &RedisStoreError) -> bool {
 /// `XREADGROUP GROUP workers <worker> COUNT n [BLOCK ms] STREAMS k… > …`
 fn xreadgroup(worker: &str, count: usize, block: Option<Duration>, keys: &[String]) -> redis::Cmd {
     let mut cmd = redis::cmd("XREADGROUP");
-    cmd.arg("GROUP")
-        .arg(GROUP)
-        .arg(worker)
-        .arg("COUNT")
-        .arg(count);
+    cmd.arg("GROUP").arg(GROUP).arg(worker).arg("COUNT").arg(count);
     if let Some(b) = block {
         cmd.arg("BLOCK").arg(b.as_millis().max(1) as u64);
     }

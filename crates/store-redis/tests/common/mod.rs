@@ -20,10 +20,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use presa_store::{
-    Cas, Claim, CreateLimits, NewTask, Scope, StoreError, Task, TaskId, TaskStore, TaskStream,
-    Writer,
-};
+use presa_store::{Cas, Claim, CreateLimits, NewTask, Scope, StoreError, Task, TaskId, TaskStore, TaskStream, Writer};
 use presa_store_redis::{RedisConfig, RedisStore};
 
 /// A Redis server for one test (or the shared one from `PRESA_TEST_REDIS_URL`).
@@ -41,12 +38,7 @@ impl TestRedis {
         if let Ok(url) = std::env::var("PRESA_TEST_REDIS_URL")
             && !url.is_empty()
         {
-            return TestRedis {
-                port: 0,
-                url,
-                child: None,
-                _dir: None,
-            };
+            return TestRedis { port: 0, url, child: None, _dir: None };
         }
         Self::spawn()
     }
@@ -84,12 +76,7 @@ impl TestRedis {
     /// Send a signal (`STOP`, `CONT`, …) to the spawned server.
     pub fn signal(&self, sig: &str) {
         let pid = self.pid().expect("only a spawned server can be signalled");
-        let ok = Command::new("kill")
-            .arg(format!("-{sig}"))
-            .arg(pid.to_string())
-            .status()
-            .expect("kill")
-            .success();
+        let ok = Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status().expect("kill").success();
         assert!(ok, "kill -{sig} {pid}");
     }
 
@@ -110,10 +97,7 @@ impl Drop for TestRedis {
     fn drop(&mut self) {
         if self.pid().is_some() {
             // A stopped server ignores SIGKILL until continued on some kernels.
-            let _ = Command::new("kill")
-                .arg("-CONT")
-                .arg(self.pid().unwrap().to_string())
-                .status();
+            let _ = Command::new("kill").arg("-CONT").arg(self.pid().unwrap().to_string()).status();
         }
         self.kill();
     }
@@ -121,11 +105,8 @@ impl Drop for TestRedis {
 
 /// Where `redis-server` is, or a failure saying how to get it.
 pub fn redis_server_binary() -> String {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|p| p.join("redis-server"))
-            .find(|p| p.is_file())
-    });
+    let found = std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).map(|p| p.join("redis-server")).find(|p| p.is_file()));
     match found {
         Some(p) => p.to_string_lossy().into_owned(),
         None => panic!(
@@ -177,26 +158,14 @@ fn ping(port: u16) -> bool {
 
 /// A loopback port nobody listens on right now.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
+    TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
 }
 
 /// A key prefix no other test (or earlier run) uses.
 pub fn unique_prefix() -> String {
     static N: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!(
-        "t{}x{}x{}",
-        std::process::id(),
-        nanos % 1_000_000_000_000,
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    format!("t{}x{}x{}", std::process::id(), nanos % 1_000_000_000_000, N.fetch_add(1, Ordering::Relaxed))
 }
 
 /// A config for `redis` under a fresh prefix, 4 partitions, 1 s timeout.
@@ -228,13 +197,7 @@ impl TaskStore for Guarded {
     async fn transition(&self, next: &Task, writer: Writer) -> Result<Cas, StoreError> {
         self.store.transition(next, writer).await
     }
-    async fn claim(
-        &self,
-        worker: &str,
-        max: usize,
-        lease: Duration,
-        wait: Duration,
-    ) -> Result<Vec<Claim>, StoreError> {
+    async fn claim(&self, worker: &str, max: usize, lease: Duration, wait: Duration) -> Result<Vec<Claim>, StoreError> {
         self.store.claim(worker, max, lease, wait).await
     }
     async fn renew(&self, claim: &Claim, lease: Duration) -> Result<bool, StoreError> {
@@ -254,17 +217,11 @@ impl TaskStore for Guarded {
 /// A fresh, isolated store on a fresh (or the shared) Redis.
 pub async fn make_store() -> Arc<dyn TaskStore> {
     let redis = Arc::new(TestRedis::start());
-    let store = RedisStore::connect(config(&redis))
-        .await
-        .expect("connect to the test Redis");
+    let store = RedisStore::connect(config(&redis)).await.expect("connect to the test Redis");
     Arc::new(Guarded { store, redis })
 }
 
 /// A raw connection for inspecting keys.
 pub async fn raw(redis: &TestRedis) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(redis.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
+    redis::Client::open(redis.url()).unwrap().get_multiplexed_async_connection().await.unwrap()
 }

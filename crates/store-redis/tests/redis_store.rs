@@ -1,0 +1,486 @@
+//! Redis-specific behaviour of the store, beyond the shared contract: the
+//! stored layout, scripts' edge cases, lease mechanics, pub/sub fan-out and
+//! reconnects, the per-scope limit's repair, and failing fast when Redis is
+//! unreachable or hangs.
+
+mod common;
+
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    time::{Duration, Instant},
+};
+
+use common::{TestRedis, config, raw};
+use futures::StreamExt;
+use presa_store::{
+    Cas, CreateLimits, EventBus, NewTask, Scope, Status, StoreError, Task, TaskId, TaskStore, Writer, util::now_ms,
+};
+use presa_store_redis::{RedisConfig, RedisStore, RedisStoreError, keys::GROUP};
+use presa_tasks::{Event, Work, apply};
+use redis::AsyncCommands;
+use serde_json::json;
+
+const NO_LIMITS: CreateLimits = CreateLimits { max_active_per_scope: None };
+const LONG: Duration = Duration::from_secs(30);
+const PATIENCE: Duration = Duration::from_secs(5);
+
+fn owner() -> Scope {
+    Scope { tenant: "acme".into(), subject: "alice".into() }
+}
+
+fn new_task(ttl_ms: Option<u64>) -> NewTask {
+    NewTask {
+        scope: owner(),
+        work: Work {
+            tool: "echo".into(),
+            // Values JSON round trips must keep exactly (no cjson in Lua).
+            arguments: json!({"big": 9007199254740993u64, "empty": [], "obj": {}, "f": 0.1}),
+            client_capabilities: json!({}),
+            request_inputs: None,
+            trace: BTreeMap::new(),
+        },
+        ttl_ms,
+        poll_interval_ms: Some(500),
+        status_message: None,
+    }
+}
+
+fn next(task: &Task, event: Event) -> Task {
+    apply(task, &event, now_ms()).unwrap().unwrap()
+}
+
+async fn store_on(redis: &TestRedis) -> RedisStore {
+    RedisStore::connect(config(redis)).await.expect("connect")
+}
+
+async fn hash(redis: &TestRedis, store: &RedisStore, id: &TaskId) -> HashMap<String, String> {
+    let key = store.keys().task(id).unwrap();
+    raw(redis).await.hgetall(key).await.unwrap()
+}
+
+#[tokio::test]
+async fn create_stores_fields_expiry_and_one_work_entry() {
+    let redis = TestRedis::start();
+    let store = store_on(&redis).await;
+    let task = store.create(new_task(Some(60_000)), NO_LIMITS).await.unwrap();
+    let fields = hash(&redis, &store, &task.id).await;
+    assert_eq!(fields["rev"], "1");
+    assert_eq!(fields["attempt"], "0");
+    assert_eq!(fields["status"], "working");
+    assert_eq!(fields["scope"], "acme/alice");
+    let doc: Task = serde_json::from_str(&fields["doc"]).unwrap();
+    assert_eq!(doc, task);
+    assert_eq!(doc.work.arguments["big"], json!(9007199254740993u64));
+
+    let mut c = raw(&redis).await;
+    let key = store.keys().task(&task.id).unwrap();
+    let expire_at: i64 = redis::cmd("PEXPIRETIME").arg(&key).query_async(&mut c).await.unwrap();
+    assert_eq!(expire_at as u64, task.created_at_ms + 60_000);
+
+    let p = task.id.partition().unwrap();
+    let entries: redis::streams::StreamRangeReply = c.xrange_all(store.keys().work(p)).await.unwrap();
+    assert_eq!(entries.ids.len(), 1);
+    assert_eq!(entries.ids[0].get::<String>("task").as_deref(), Some(task.id.as_str()));
+    // The key layout: every key of the task carries its partition's tag.
+    let tag = format!("{{p{p:02}}}");
+    assert!(key.contains(&tag) && store.keys().work(p).contains(&tag));
+    assert!(store.keys().events(&task.id).unwrap().contains(&tag));
+
+    let forever = store.create(new_task(None), NO_LIMITS).await.unwrap();
+    let ttl: i64 = c.pttl(store.keys().task(&forever.id).unwrap()).await.unwrap();
+    assert_eq!(ttl, -1, "no ttl: no expiry");
+}
+
+#[tokio::test]
+async fn redis_reaps_expired_tasks_and_reads_hide_them_first() {
+    let redis = TestRedis::start();
+    let store = store_on(&redis).await;
+    let task = store.create(new_task(Some(300)), NO_LIMITS).await.unwrap();
+    let key = store.keys().task(&task.id).unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(store.get(&owner(), &task.id).await.unwrap(), None);
+    let exists: bool = raw(&redis).await.exists(&key).await.unwrap();
+    assert!(!exists, "PEXPIREAT made Redis the reaper");
+    // Its work entry is dropped by the next claim, not returned.
+    let claims = store.claim("w", 5, LONG, Duration::from_millis(100)).await.unwrap();
+    assert!(claims.is_empty());
+    let len: usize = raw(&redis).await.xlen(store.keys().work(task.id.partition().unwrap())).await.unwrap();
+    assert_eq!(len, 0, "the dead task's entry was acked and deleted");
+}
+
+#[tokio::test]
+async fn ids_that_name_no_partition_are_unknown() {
+    let redis = TestRedis::start();
+    let store = store_on(&redis).await; // 4 partitions
+    for id in [
+        TaskId::from_random(4, [1; 16]),
+        TaskId::from_random(999, [1; 16]),
+        TaskId::from_wire("p01"),
+        TaskId::from_wire("{p01}.AAAAAAAAAAAAAAAAAAAAAA"),
+        TaskId::from_wire(""),
+    ] {
+        assert_eq!(store.load(&id).await.unwrap(), None, "{id}");
+        let phantom = Task::new(id.clone(), new_task(None), now_ms());
+        let write = next(&phantom, Event::Cancel);
+        assert_eq!(store.transition(&write, Writer::Client).await.unwrap(), Cas::Conflict(None));
+    }
+    let mut watch = store.watch(&[TaskId::from_wire("nope")]).await.unwrap();
+    let none = tokio::time::timeout(Duration::from_millis(100), watch.next()).await;
+    assert!(none.is_err(), "an unknown id never changes");
+}
+
+#[tokio::test]
+async fn two_processes_share_tasks_work_and_events() {
+    let redis = TestRedis::start();
+    let cfg = config(&redis);
+    let api = RedisStore::connect(cfg.clone()).await.unwrap();
+    let worker = RedisStore::connect(cfg).await.unwrap();
+    let mut events = worker.subscribe().await.unwrap();
+    let task = api.create(new_task(None), NO_LIMITS).await.unwrap();
+    assert_eq!(worker.load(&task.id).await.unwrap(), Some(task.clone()));
+    let mut watch = api.watch(std::slice::from_ref(&task.id)).await.unwrap();
+    let claim = worker.claim("w1", 1, LONG, PATIENCE).await.unwrap().remove(0);
+    // The claim itself is a committed change (attempt and rev bumped).
+    let seen = tokio::time::timeout(PATIENCE, watch.next()).await.unwrap();
+    assert_eq!(seen, Some(claim.task.clone()));
+    let done = next(&claim.task, Event::Complete(json!({"content": []})));
+    assert_eq!(worker.transition(&done, claim.writer()).await.unwrap(), Cas::Applied(done.clone()));
+    let seen = tokio::time::timeout(PATIENCE, watch.next()).await.unwrap();
+    assert_eq!(seen, Some(done.clone()));
+    assert_eq!(seen.unwrap().result, Some(json!({"content": []})));
+    api.publish("notifications/tools/list_changed").await.unwrap();
+    let event = tokio::time::timeout(PATIENCE, events.next()).await.unwrap();
+    assert_eq!(event.as_deref(), Some("notifications/tools/list_changed"));
+}
+
+#[tokio::test]
+async fn claim_keeps_hash_fields_and_doc_consistent_and_fences() {
+    let redis = TestRedis::start();
+    let store = store_on(&redis).await;
+    let task = store.create(new_task(None), NO_LIMITS).await.unwrap();
+    let claim = store.claim("w1", 1, LONG, PATIENCE).await.unwrap().remove(0);
+    assert_eq!((claim.task.attempt, claim.task.revision), (1, 2));
+    let p = task.id.partition().unwrap();
+    assert!(claim.receipt.starts_with(&format!("{p}/")), "{}", claim.receipt);
+    let fields = hash(&redis, &store, &task.id).await;
+    assert_eq!((fields["attempt"].as_str(), fields["rev"].as_str()), ("1", "2"));
+    let doc: Task = serde_json::from_str(&fields["doc"]).unwrap();
+    assert_eq!(doc, claim.task);
+
+    // A worker write with another attempt is refused even at the right revision.
+    let write = next(&claim.task, Event::SetMessage("x".into()));
+    let cas = store.transition(&write, Writer::Worker { attempt: 7 }).await.unwrap();
+    assert_eq!(cas, Cas::Conflict(Some(claim.task.clone())));
+    let cas = store.transition(&write, claim.writer()).await.unwrap();
+    assert_eq!(cas, Cas::Applied(write.clone()));
+    assert_eq!(hash(&redis, &store, &task.id).await["rev"], "3");
+}
+
+#[tokio::test]
+async fn renew_extends_the_holders_lease() {
+    let redis = TestRedis::start();
+    let store = store_on(&redis).await;
+    store.create(new_task(None), NO_LIMITS).await.unwrap();
+    let lease = Duration::from_millis(600);
+    let held = store.claim("w1", 1, lease, PATIENCE).await.unwrap().remove(0);
+    // Keep renewing past several leases: nobody else may take it.
+    let until = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < until {
+        assert!(store.renew(&held, lease).await.unwrap());
+        let stolen = store.claim("w2", 1, LONG, Duration::ZERO).await.unwrap();
+        assert!(stolen.is_empty(), "a renewed lease was recovered: {stolen:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A long renewal outlives a short-lease recovery attempt…
+    assert!(store.renew(&held, LONG).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(store.claim("w2", 1, Duration::from_millis(1), Duration::ZERO).await.unwrap().is_empty());
+    // …and once it lapses (lease 0 = at once) another worker takes over.
+    assert!(store.renew(&held, Duration::ZERO).await.unwrap());
+    let taken = store.claim("w2", 1, LONG, PATIENCE).await.unwrap();
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].deliveries, 2);
+    assert!(!store.renew(&held, LONG).await.unwrap(), "w1 lost it");
+}
+
+#[tokio::test]
+async fn a_stale_holder_cannot_finish_or_release_new_work() {
+    let redis = TestRedis::start();
+    let store = store_on(&redis).await;
+    let task = store.create(new_task(None), NO_LIMITS).await.unwrap();
+    let old = store.claim("a", 1, Duration::from_millis(1), PATIENCE).await.unwrap().remove(0);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let new = store.claim("b", 1, LONG, PATIENCE).await.unwrap().remove(0);
+    assert_eq!(new.task.attempt, 2);
+    store.finish(&old).await.unwrap();
+    store.release(&old).await.unwrap();
+    assert!(store.renew(&new, LONG).await.unwrap(), "b still holds it");
+    assert!(
+        store.claim("c", 1, LONG, Duration::from_millis(200)).await.unwrap().is_empty(),
+        "the stale release did not hand b's work out"
+    );
+    let mut c = raw(&redis).await;
+    let len: usize = c.xlen(store.keys().work(task.id.partition().unwrap())).await.unwrap();
+    assert_eq!(len, 1, "the stale finish did not remove b's work");
+    store.finish(&new).await.unwrap();
+    let len: usize = c.xlen(store.keys().work(task.id.partition().unwrap())).await.unwrap();
+    assert_eq!(len, 0);
+}
+
+#[tokio::test]
+async fn claim_never_returns_more_than_max_and_hands_back_the_rest() {
+    let redis = TestRedis::start();
+    let store = store_on(&redis).await;
+    let mut ids = HashSet::new();
+    for _ in 0..12 {
+        ids.insert(store.create(new_task(None), NO_LIMITS).await.unwrap().id);
+    }
+    let mut seen = HashSet::new();
+    loop {
+        let claims = store.claim("w", 5, LONG, Duration::from_millis(200)).await.unwrap();
+        assert!(claims.len() <= 5, "{} claims", claims.len());
+        if claims.is_empty() {
+            break;
+        }
+        for c in claims {
+            assert_eq!(c.task.attempt, 1, "handed-back extras were never claimed");
+            assert!(seen.insert(c.task.id.clone()), "claimed twice");
+        }
+    }
+    assert_eq!(seen, ids);
+}
+
+#[tokio::test]
+async fn claim_drops_entries_whose_task_vanished() {
+    let redis = TestRedis::start();
+    let store = store_on(&redis).await;
+    let task = store.create(new_task(None), NO_LIMITS).await.unwrap();
+    let mut c = raw(&redis).await;
+    let _: () = c.del(store.keys().task(&task.id).unwrap()).await.unwrap();
+    assert!(store.claim("w", 1, LONG, Duration::from_millis(200)).await.unwrap().is_empty());
+    let stream = store.keys().work(task.id.partition().unwrap());
+    let len: usize = c.xlen(&stream).await.unwrap();
+    assert_eq!(len, 0);
+    let pending: redis::streams::StreamPendingReply = c.xpending(&stream, GROUP).await.unwrap();
+    assert_eq!(pending.count(), 0);
+}
+
+#[tokio::test]
+async fn a_waiting_claim_wakes_on_new_work_and_does_not_block_other_commands() {
+    let redis = TestRedis::start();
+    let store = store_on(&redis).await;
+    let waiter = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let claims = store.claim("w", 1, LONG, Duration::from_secs(20)).await.unwrap();
+            (claims, started.elapsed())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The blocked read holds its own connection: this answers at once.
+    let started = Instant::now();
+    let task = store.create(new_task(None), NO_LIMITS).await.unwrap();
+    assert!(store.load(&task.id).await.unwrap().is_some());
+    assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+    let (claims, waited) = waiter.await.unwrap();
+    assert_eq!(claims.len(), 1);
+    assert_eq!(claims[0].task.id, task.id);
+    assert!(waited < Duration::from_secs(10), "woke late: {waited:?}");
+}
+
+#[tokio::test]
+async fn lost_consumer_groups_and_script_cache_heal_themselves() {
+    let redis = TestRedis::start();
+    let store = store_on(&redis).await;
+    let mut c = raw(&redis).await;
+    for p in 0..store.keys().partitions() {
+        let _: () =
+            redis::cmd("XGROUP").arg("DESTROY").arg(store.keys().work(p)).arg(GROUP).query_async(&mut c).await.unwrap();
+    }
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut c).await.unwrap();
+    let task = store.create(new_task(None), NO_LIMITS).await.unwrap();
+    let claims = store.claim("w", 1, LONG, PATIENCE).await.unwrap();
+    assert_eq!(claims.len(), 1, "groups re-created from id 0");
+    assert_eq!(claims[0].task.id, task.id);
+}
+
+#[tokio::test]
+async fn watchers_share_one_subscription_and_unsubscribe_when_dropped() {
+    let redis = TestRedis::start();
+    let store = store_on(&redis).await;
+    let task = store.create(new_task(None), NO_LIMITS).await.unwrap();
+    let channel = store.keys().events(&task.id).unwrap();
+    let mut a = store.watch(std::slice::from_ref(&task.id)).await.unwrap();
+    let b = store.watch(std::slice::from_ref(&task.id)).await.unwrap();
+    let mut c = raw(&redis).await;
+    let numsub = |c: &mut redis::aio::MultiplexedConnection| {
+        let channel = channel.clone();
+        let mut c = c.clone();
+        async move {
+            let v: (String, u64) = redis::cmd("PUBSUB").arg("NUMSUB").arg(&channel).query_async(&mut c).await.unwrap();
+            v.1
+        }
+    };
+    assert_eq!(numsub(&mut c).await, 1, "one connection for every watcher");
+    drop(b);
+    let changed = next(&task, Event::SetMessage("one".into()));
+    store.transition(&changed, Writer::Client).await.unwrap();
+    assert_eq!(tokio::time::timeout(PATIENCE, a.next()).await.unwrap(), Some(changed));
+    drop(a);
+    let deadline = Instant::now() + PATIENCE;
+    while numsub(&mut c).await != 0 {
+        assert!(Instant::now() < deadline, "the last watcher unsubscribed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn watches_resubscribe_after_the_connection_drops() {
+    let redis = TestRedis::start();
+    let store = store_on(&redis).await;
+    let mut task = store.create(new_task(None), NO_LIMITS).await.unwrap();
+    let mut watch = store.watch(std::slice::from_ref(&task.id)).await.unwrap();
+    let mut c = raw(&redis).await;
+    let _: u64 = redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("pubsub").query_async(&mut c).await.unwrap();
+    // Keep committing until a snapshot arrives again (lost ones are fine).
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut n = 0;
+    loop {
+        assert!(Instant::now() < deadline, "no snapshot after the reconnect");
+        n += 1;
+        let changed = next(&task, Event::SetMessage(format!("m{n}")));
+        assert!(matches!(store.transition(&changed, Writer::Client).await.unwrap(), Cas::Applied(_)));
+        task = changed;
+        if let Ok(Some(seen)) = tokio::time::timeout(Duration::from_millis(300), watch.next()).await {
+            assert_eq!(seen.id, task.id);
+            break;
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_scope_limit_repairs_members_that_no_longer_count() {
+    let redis = TestRedis::start();
+    let store = store_on(&redis).await;
+    let limits = CreateLimits { max_active_per_scope: Some(2) };
+    let a = store.create(new_task(Some(60_000)), limits).await.unwrap();
+    let b = store.create(new_task(Some(60_000)), limits).await.unwrap();
+    assert!(matches!(store.create(new_task(None), limits).await, Err(StoreError::Capacity { .. })));
+    let set = store.keys().scope_active(&owner());
+    let mut c = raw(&redis).await;
+    // `a` vanishes behind the set's back (as if expired), and `b` turns terminal
+    // without its removal (as if the process died right after the CAS).
+    let _: () = c.del(store.keys().task(&a.id).unwrap()).await.unwrap();
+    let _: () = c.zadd(&set, a.id.as_str(), 1).await.unwrap(); // admitted long ago
+    let _: () = c.hset(store.keys().task(&b.id).unwrap(), "status", "cancelled").await.unwrap();
+    let mut cancelled = b.clone();
+    cancelled.status = Status::Cancelled;
+    let _: () =
+        c.hset(store.keys().task(&b.id).unwrap(), "doc", serde_json::to_string(&cancelled).unwrap()).await.unwrap();
+    // A fresh ghost (a create that may still be in flight) keeps counting.
+    let _: () = c.zadd(&set, "p00.ghostghostghostghostgh", now_ms()).await.unwrap();
+    store.create(new_task(None), limits).await.expect("a and b were repaired away");
+    assert!(matches!(store.create(new_task(None), limits).await, Err(StoreError::Capacity { .. })));
+    let members: Vec<String> = c.zrange(&set, 0, -1).await.unwrap();
+    assert_eq!(members.len(), 2, "{members:?}");
+    assert!(!members.contains(&a.id.to_string()) && !members.contains(&b.id.to_string()));
+    // Zero means none at all.
+    let zero = CreateLimits { max_active_per_scope: Some(0) };
+    assert!(matches!(store.create(new_task(None), zero).await, Err(StoreError::Capacity { .. })));
+}
+
+/// Whether `fut` finished (with anything) within `limit`.
+async fn finishes_within<T>(limit: Duration, fut: impl Future<Output = T>) -> T {
+    let started = Instant::now();
+    let out = tokio::time::timeout(limit, fut).await.unwrap_or_else(|_| panic!("still running after {limit:?}"));
+    assert!(started.elapsed() <= limit);
+    out
+}
+
+fn unavailable<T: std::fmt::Debug>(r: Result<T, StoreError>) {
+    match r {
+        Err(e @ StoreError::Unavailable(_)) => assert!(e.is_retryable()),
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn connecting_to_nothing_fails_fast() {
+    let op = Duration::from_millis(500);
+    // Refused: nobody listens.
+    let cfg = RedisConfig::new(format!("redis://127.0.0.1:{}", common::free_port())).with_op_timeout(op);
+    let err = finishes_within(op * 4, RedisStore::connect(cfg)).await.unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+    // Black hole: the kernel accepts, nobody ever answers.
+    let hole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let cfg = RedisConfig::new(format!("redis://{}", hole.local_addr().unwrap())).with_op_timeout(op);
+    let err = finishes_within(op * 4, RedisStore::connect(cfg)).await.unwrap_err();
+    assert!(matches!(err, RedisStoreError::Timeout(_)) || err.is_retryable(), "{err}");
+    let bad = RedisConfig::new("redis://127.0.0.1:1").with_prefix("a{b}");
+    assert!(matches!(RedisStore::connect(bad).await, Err(RedisStoreError::Config(_))));
+}
+
+#[tokio::test]
+async fn a_hung_or_dead_redis_fails_every_operation_fast_and_recovers() {
+    let mut redis = TestRedis::spawn();
+    let op = Duration::from_millis(500);
+    let store = RedisStore::connect(config(&redis).with_op_timeout(op)).await.unwrap();
+    let task = store.create(new_task(None), NO_LIMITS).await.unwrap();
+    let claim = store.claim("w", 1, LONG, PATIENCE).await.unwrap().remove(0);
+    let mut watch = store.watch(std::slice::from_ref(&task.id)).await.unwrap();
+
+    // Hung: the process is stopped, connections stay open and silent.
+    redis.signal("STOP");
+    let bound = op * 4;
+    unavailable(finishes_within(bound, store.create(new_task(None), NO_LIMITS)).await);
+    unavailable(finishes_within(bound, store.get(&owner(), &task.id)).await);
+    unavailable(finishes_within(bound, store.load(&task.id)).await);
+    let write = next(&claim.task, Event::SetMessage("x".into()));
+    unavailable(finishes_within(bound, store.transition(&write, claim.writer())).await);
+    unavailable(finishes_within(bound, store.claim("w2", 1, LONG, Duration::from_millis(100))).await);
+    unavailable(finishes_within(bound, store.renew(&claim, LONG)).await);
+    unavailable(finishes_within(bound, store.release(&claim)).await);
+    unavailable(finishes_within(bound, store.finish(&claim)).await);
+    unavailable(finishes_within(bound * 2, store.watch(&[TaskId::from_random(1, [3; 16])])).await.map(|_| ()));
+    unavailable(finishes_within(bound, store.publish("x")).await);
+
+    // Back: the same store works again without being rebuilt.
+    redis.signal("CONT");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match store.transition(&write, claim.writer()).await {
+            Ok(cas) => {
+                assert_eq!(cas, Cas::Applied(write.clone()));
+                break;
+            }
+            Err(e) => {
+                assert!(Instant::now() < deadline, "never recovered: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    assert!(store.renew(&claim, LONG).await.unwrap());
+    // The existing watch sees changes again (after its reconnect, if any).
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut current = write;
+    let mut n = 0;
+    loop {
+        assert!(Instant::now() < deadline, "the watch never resumed");
+        n += 1;
+        let changed = next(&current, Event::SetMessage(format!("again {n}")));
+        if let Ok(Cas::Applied(t)) = store.transition(&changed, claim.writer()).await {
+            current = t;
+        }
+        if let Ok(Some(seen)) = tokio::time::timeout(Duration::from_millis(300), watch.next()).await {
+            assert_eq!(seen.id, task.id);
+            break;
+        }
+    }
+
+    // Dead: the server is gone for good.
+    redis.kill();
+    unavailable(finishes_within(bound, store.load(&task.id)).await);
+    unavailable(finishes_within(bound, store.create(new_task(None), NO_LIMITS)).await);
+    unavailable(finishes_within(bound * 2, store.claim("w", 1, LONG, Duration::from_millis(100))).await);
+}
