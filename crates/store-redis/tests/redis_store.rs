@@ -291,7 +291,7 @@ async fn a_waiting_claim_wakes_on_new_work_and_does_not_block_other_commands() {
 
 #[tokio::test]
 async fn lost_consumer_groups_and_script_cache_heal_themselves() {
-    let redis = TestRedis::start();
+    let redis = TestRedis::spawn(); // disturbs the whole server
     let store = store_on(&redis).await;
     let mut c = raw(&redis).await;
     for p in 0..store.keys().partitions() {
@@ -337,7 +337,7 @@ async fn watchers_share_one_subscription_and_unsubscribe_when_dropped() {
 
 #[tokio::test]
 async fn watches_resubscribe_after_the_connection_drops() {
-    let redis = TestRedis::start();
+    let redis = TestRedis::spawn(); // disturbs the whole server
     let store = store_on(&redis).await;
     let mut task = store.create(new_task(None), NO_LIMITS).await.unwrap();
     let mut watch = store.watch(std::slice::from_ref(&task.id)).await.unwrap();
