@@ -5,7 +5,7 @@
 //! transport validates headers and turns a [`Reply`] into JSON or SSE.
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, HashMap},
     pin::Pin,
     sync::{
         Arc,
@@ -283,17 +283,19 @@ impl Server {
         Ok(json!({ "completion": completion }))
     }
 
-    /// Read `inputResponses` and `requestState` of an MRTR-capable request.
-    fn mrtr_inputs(
+    /// What a handler sees of an MRTR-capable request: its capabilities, its
+    /// `inputResponses` (validated) and the state of its `requestState` (verified).
+    fn call_details(
         &self,
         p: &Map<String, Value>,
         binding: &Binding,
-    ) -> Result<(Option<Map<String, Value>>, Option<Value>), ServerError> {
-        let responses = match p.get("inputResponses") {
+        meta: &RequestMeta,
+    ) -> Result<CallDetails, ServerError> {
+        let input_responses = match p.get("inputResponses") {
             None => None,
             Some(v) => Some(input_responses(v)?),
         };
-        let state = match p.get("requestState") {
+        let request_state = match p.get("requestState") {
             None => None,
             Some(Value::String(token)) => Some(
                 self.inner
@@ -303,7 +305,7 @@ impl Server {
             ),
             Some(_) => return Err(invalid("requestState must be a string")),
         };
-        Ok((responses, state))
+        Ok(CallDetails { client_capabilities: meta.client_capabilities.clone(), input_responses, request_state })
     }
 
     /// Turn a handler output of a sync call into a result.
@@ -376,9 +378,7 @@ impl Server {
         }
         let arguments = Value::Object(arguments);
         let binding = self.binding(scope, &req.method, &json!({ "name": name, "arguments": arguments }));
-        let (input_responses, request_state) = self.mrtr_inputs(p, &binding)?;
-        let call =
-            CallDetails { client_capabilities: meta.client_capabilities.clone(), input_responses, request_state };
+        let call = self.call_details(p, &binding, meta)?;
         let ctx = ToolContext::for_request(call, outbox, None, None, cancel, self.inner.bus.clone());
         let out = prompt.handler.call(ctx, arguments).await;
         self.sync_output(out, &binding, meta)
@@ -405,21 +405,19 @@ impl Server {
         };
         let tool = self.catalog().tool(name).ok_or_else(|| invalid(&format!("Unknown tool: {name}")))?;
         let binding = self.binding(scope, &req.method, &json!({ "name": name, "arguments": arguments }));
-        let (input_responses, request_state) = self.mrtr_inputs(p, &binding)?;
+        let call = self.call_details(p, &binding, meta)?;
         if let Err(problems) = tool.validate(&arguments) {
             return Ok(ToolOutput::error(format!("Invalid arguments for tool {name}: {problems}")).into_value());
         }
-        let info = CallInfo { arguments: &arguments, input_responses: input_responses.as_ref() };
+        let info = CallInfo { arguments: &arguments, input_responses: call.input_responses.as_ref() };
         let as_task = match (tool.tool.policy.resolve(&info), meta.declares_tasks()) {
             (TaskPolicy::Required, false) => return Err(ServerError::tasks_required()),
             (TaskPolicy::Required | TaskPolicy::Optional, true) => true,
             _ => false,
         };
         if as_task {
-            return self.create_task(name, arguments, input_responses, meta, scope).await;
+            return self.create_task(name, arguments, call.input_responses, meta, scope).await;
         }
-        let call =
-            CallDetails { client_capabilities: meta.client_capabilities.clone(), input_responses, request_state };
         let ctx = ToolContext::for_request(
             call,
             outbox,
@@ -556,8 +554,29 @@ impl Server {
         let sub_id = req.id.to_value();
         // Subscribe before acknowledging, so nothing published after the ack is missed.
         let events = self.inner.bus.subscribe().await?;
-        let tasks =
-            if accepted.is_empty() { stream::empty().boxed() } else { self.inner.store.watch(&accepted).await? };
+        let tasks = if accepted.is_empty() {
+            stream::empty().boxed()
+        } else {
+            // Watch first, then read: each task's current state goes out right
+            // after the ack, and every later change follows. Snapshots at or
+            // below a revision already sent are dropped (duplicates, reordering).
+            let changes = self.inner.store.watch(&accepted).await?;
+            let mut current = Vec::with_capacity(accepted.len());
+            for id in &accepted {
+                current.extend(self.inner.store.get(scope, id).await?);
+            }
+            let mut sent: HashMap<TaskId, u64> = HashMap::new();
+            stream::iter(current)
+                .chain(changes)
+                .filter(move |t| {
+                    let newer = sent.get(&t.id).is_none_or(|&r| t.revision > r);
+                    if newer {
+                        sent.insert(t.id.clone(), t.revision);
+                    }
+                    ready(newer)
+                })
+                .boxed()
+        };
         let ack = jsonrpc::notification(
             "notifications/subscriptions/acknowledged",
             json!({ "_meta": { SUBSCRIPTION_ID_KEY: sub_id }, "notifications": honoured }),
