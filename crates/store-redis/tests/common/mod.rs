@@ -8,6 +8,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod cluster;
+
 use std::{
     io::{Read, Write},
     net::{TcpListener, TcpStream},
@@ -219,6 +221,16 @@ pub async fn make_store() -> Arc<dyn TaskStore> {
     let redis = Arc::new(TestRedis::start());
     let store = RedisStore::connect(config(&redis)).await.expect("connect to the test Redis");
     Arc::new(Guarded { store, redis })
+}
+
+/// A fresh, isolated store on the shared test cluster (cluster mode).
+pub async fn make_cluster_store() -> Arc<dyn TaskStore> {
+    let cfg = RedisConfig::new(cluster::cluster_urls())
+        .with_cluster(true)
+        .with_prefix(unique_prefix())
+        .with_partitions(8)
+        .with_op_timeout(Duration::from_secs(2));
+    Arc::new(RedisStore::connect(cfg).await.expect("connect to the test cluster"))
 }
 
 /// A raw connection for inspecting keys.
