@@ -8,8 +8,8 @@
 //! once the test process is gone, since a shared static is never dropped.
 
 use std::{
-    process::{Command, Stdio},
-    sync::OnceLock,
+    process::{Child, Command, Stdio},
+    sync::{Mutex, OnceLock},
     time::{Duration, Instant},
 };
 
@@ -29,6 +29,9 @@ pub fn cluster_urls() -> String {
     .clone()
 }
 
+/// The node watchdogs, kept (never waited on: they end with the test process).
+static NODES: Mutex<Vec<Child>> = Mutex::new(Vec::new());
+
 fn start_cluster() -> String {
     let server = redis_server_binary();
     let base = tempfile::tempdir().expect("temp dir").keep();
@@ -42,7 +45,7 @@ fn start_cluster() -> String {
             while kill -0 "$WATCH_PID" 2>/dev/null && kill -0 "$child" 2>/dev/null; do sleep 0.5; done
             kill "$child" 2>/dev/null; wait "$child"; rm -rf "$NODE_DIR"; rmdir "$BASE_DIR" 2>/dev/null
         "#;
-        Command::new("sh")
+        let node = Command::new("sh")
             .arg("-c")
             .arg(script)
             .arg("sh")
@@ -59,6 +62,7 @@ fn start_cluster() -> String {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn a cluster node");
+        NODES.lock().unwrap().push(node);
     }
     for port in &ports {
         wait_for(Duration::from_secs(10), || cli(*port, &["PING"]).is_some_and(|o| o.contains("PONG")))
