@@ -4,19 +4,22 @@
 //! and an in-process worker pool (the embedded mode: not durable). With it,
 //! this process is a stateless API pod and `presa-worker` pods run the tools.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{net::SocketAddr, time::Duration};
 
 use anyhow::Context;
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use presa_http::HttpConfig;
 use presa_server::{Server, ServerConfig, StateCodec, Worker, WorkerConfig};
-use presa_store::{EventBus, TaskStore, memory::MemoryStore};
+use presa_runtime::{Backend, LogFormat, RedisArgs, init_logging, shutdown_signal};
 use tokio_util::sync::CancellationToken;
 
 /// presa: an MCP 2026-07-28 server that runs long tool calls as durable tasks.
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Args {
+    #[command(flatten)]
+    redis: RedisArgs,
+
     /// Address to serve MCP (`/mcp`), `/healthz` and `/readyz` on.
     #[arg(long, env = "PRESA_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
@@ -46,7 +49,8 @@ struct Args {
     #[arg(long, env = "PRESA_MAX_ACTIVE_TASKS_PER_SCOPE", default_value_t = 1000)]
     max_active_tasks_per_scope: u64,
 
-    /// Tool handlers run at once by the in-process worker (embedded mode).
+    /// Tool handlers run at once by the in-process worker (embedded mode only;
+    /// with Redis, `presa-worker` pods run them).
     #[arg(long, env = "PRESA_CONCURRENCY", default_value_t = 64)]
     concurrency: usize,
 
@@ -78,40 +82,6 @@ fn parse_ttl(s: &str) -> Result<Ttl, String> {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
-}
-
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -134,21 +104,26 @@ async fn main() -> anyhow::Result<()> {
         max_active_tasks_per_scope: (args.max_active_tasks_per_scope > 0).then_some(args.max_active_tasks_per_scope),
         ..ServerConfig::default()
     };
-    let memory = Arc::new(MemoryStore::new());
-    tracing::warn!("embedded mode: tasks live in this process's memory and are lost when it stops");
-    let store: Arc<dyn TaskStore> = memory.clone();
-    let bus: Arc<dyn EventBus> = memory;
+    let backend = Backend::from_args(&args.redis).await.context("setting up the task store")?;
+    if backend.durable {
+        tracing::info!("Redis mode: this pod serves requests; presa-worker pods run the tools");
+    } else {
+        tracing::warn!("embedded mode: tasks live in this process's memory and are lost when it stops");
+    }
     let catalog = presa_demo::catalog().context("building the demo catalog")?;
-    let server = Server::new(config, catalog, store, bus, state);
+    let server = Server::new(config, catalog, backend.store.clone(), backend.bus.clone(), state);
 
     let grace = Duration::from_millis(args.grace_ms);
     let stop_worker = CancellationToken::new();
-    let worker_config = WorkerConfig { concurrency: args.concurrency, grace, ..WorkerConfig::default() };
-    let worker = tokio::spawn(Worker::new(server.clone(), worker_config).run(stop_worker.clone()));
+    let worker = (!backend.durable).then(|| {
+        let config = WorkerConfig { concurrency: args.concurrency, grace, ..WorkerConfig::default() };
+        tokio::spawn(Worker::new(server.clone(), config).run(stop_worker.clone()))
+    });
 
     let http = HttpConfig {
         allowed_origins: args.allowed_origins.clone(),
         max_body_bytes: args.max_body_bytes,
+        ready: Some(backend.ready.clone()),
         ..HttpConfig::default()
     };
     let router = presa_http::router(server.clone(), http);
@@ -173,7 +148,9 @@ async fn main() -> anyhow::Result<()> {
         _ = grace_elapsed => tracing::warn!("grace period elapsed with requests still in flight"),
     }
     stop_worker.cancel();
-    let _ = tokio::time::timeout(grace + Duration::from_secs(1), worker).await;
+    if let Some(worker) = worker {
+        let _ = tokio::time::timeout(grace + Duration::from_secs(1), worker).await;
+    }
     tracing::info!("stopped");
     Ok(())
 }

@@ -1,0 +1,132 @@
+//! Process plumbing shared by `presa-api` and `presa-worker`, so both
+//! binaries stay thin: logging setup, shutdown signals, and choosing the
+//! backend (in-memory, or Redis) behind the store traits.
+
+use std::{sync::Arc, time::Duration};
+
+use futures::FutureExt;
+use presa_http::ReadyCheck;
+use presa_store::{EventBus, TaskStore, memory::MemoryStore};
+use presa_store_redis::{RedisConfig, RedisStore, RedisStoreError};
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Install the global `tracing` subscriber (filter from `RUST_LOG`, default `info`), on stderr.
+pub fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+}
+
+/// Redis connection settings common to both binaries.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RedisArgs {
+    /// Redis URL (`redis://[user:password@]host:port[/db]`). Unset: the
+    /// embedded in-memory mode (presa-api only).
+    #[arg(long, env = "PRESA_REDIS_URL", hide_env_values = true)]
+    pub redis_url: Option<String>,
+
+    /// Prefix of every Redis key and channel.
+    #[arg(long, env = "PRESA_REDIS_PREFIX", default_value = "presa")]
+    pub redis_prefix: String,
+
+    /// Work partitions (streams); every pod must agree.
+    #[arg(long, env = "PRESA_PARTITIONS", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub partitions: u16,
+
+    /// Redis Cluster mode (sharded pub/sub, cluster client).
+    #[arg(long, env = "PRESA_REDIS_CLUSTER", default_value_t = false)]
+    pub redis_cluster: bool,
+
+    /// Timeout of one Redis command, in ms.
+    #[arg(long, env = "PRESA_REDIS_TIMEOUT_MS", default_value_t = 2000)]
+    pub redis_timeout_ms: u64,
+}
+
+/// The backend both traits are served by, and a readiness probe for it.
+pub struct Backend {
+    /// The task store.
+    pub store: Arc<dyn TaskStore>,
+    /// The event bus.
+    pub bus: Arc<dyn EventBus>,
+    /// `true` while the backend answers.
+    pub ready: ReadyCheck,
+    /// Whether tasks survive this process (Redis) or not (memory).
+    pub durable: bool,
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backend").field("store", &self.store).field("durable", &self.durable).finish()
+    }
+}
+
+/// Why the backend could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// Redis could not be reached or configured.
+    #[error("connecting to Redis: {0}")]
+    Redis(#[from] RedisStoreError),
+}
+
+impl Backend {
+    /// The in-memory backend (not durable).
+    pub fn memory() -> Self {
+        let mem = Arc::new(MemoryStore::new());
+        Backend { store: mem.clone(), bus: mem, ready: Arc::new(|| async { true }.boxed()), durable: false }
+    }
+
+    /// The Redis backend.
+    pub async fn redis(url: &str, args: &RedisArgs) -> Result<Self, BackendError> {
+        let cfg = RedisConfig::new(url)
+            .with_prefix(args.redis_prefix.clone())
+            .with_partitions(args.partitions)
+            .with_cluster(args.redis_cluster)
+            .with_op_timeout(Duration::from_millis(args.redis_timeout_ms));
+        let redis = Arc::new(RedisStore::connect(cfg).await?);
+        let probe = redis.clone();
+        let ready: ReadyCheck = Arc::new(move || {
+            let r = probe.clone();
+            async move { r.ping().await.is_ok() }.boxed()
+        });
+        Ok(Backend { store: redis.clone(), bus: redis, ready, durable: true })
+    }
+
+    /// Redis when `args.redis_url` is set, else memory.
+    pub async fn from_args(args: &RedisArgs) -> Result<Self, BackendError> {
+        match &args.redis_url {
+            Some(url) if !url.is_empty() => Self::redis(url, args).await,
+            _ => Ok(Self::memory()),
+        }
+    }
+}
