@@ -22,4 +22,6 @@ script!(RENEW, "renew.lua", "Reset a held entry's idle time if the attempt still
 script!(RELEASE, "release.lua", "Make a held entry recoverable at once if the attempt still matches.");
 script!(FINISH, "finish.lua", "XACK and XDEL finished work, unless a newer attempt holds it.");
 script!(ACK, "ack.lua", "XACK and XDEL a work entry together.");
+script!(READ, "read.lua", "Read up to N new entries over the partitions (standalone only).");
+script!(RECOVER, "recover.lua", "XAUTOCLAIM up to N lapsed entries over the partitions (standalone only).");
 script!(ADMIT, "admit.lua", "Add a task to its scope's active set unless the set is at the limit.");

@@ -49,7 +49,7 @@ use crate::{
 
 /// Longest single blocking read while waiting for work: lapsed leases are
 /// looked for again after each one.
-const MAX_SLICE: Duration = Duration::from_millis(500);
+const MAX_SLICE: Duration = Duration::from_secs(1);
 /// How often a cluster-mode claim polls while waiting (no blocking reads:
 /// one XREADGROUP cannot span slots).
 const CLUSTER_POLL: Duration = Duration::from_millis(100);
@@ -79,17 +79,23 @@ impl RedisStore {
         }
         let deadline = Instant::now() + wait;
         loop {
-            let fresh = match self.read_new(worker, max - out.len(), None).await {
+            let fresh = match self.read_new(worker, max - out.len()).await {
                 // The groups were lost (e.g. Redis restarted empty): make them again.
                 Err(e) if is_nogroup(&e) => {
                     self.ensure_groups().await?;
-                    self.read_new(worker, max - out.len(), None).await?
+                    self.read_new(worker, max - out.len()).await?
                 }
                 other => other?,
             };
             self.take(worker, fresh, max, lease, &mut out).await?;
             if out.len() < max {
-                let lapsed = self.recover(worker, max - out.len()).await?;
+                let lapsed = match self.recover(worker, max - out.len()).await {
+                    Err(e) if is_nogroup(&e) => {
+                        self.ensure_groups().await?;
+                        Vec::new()
+                    }
+                    other => other?,
+                };
                 self.take(worker, lapsed, max, lease, &mut out).await?;
             }
             let now = Instant::now();
@@ -118,22 +124,18 @@ impl RedisStore {
         (0..n).map(|i| (start as u16 + i) % n).collect()
     }
 
-    /// New entries, without blocking (`block` = None) or blocking up to `block`
-    /// on `conn` (standalone only).
-    async fn read_new(
-        &self,
-        worker: &str,
-        count: usize,
-        block: Option<(Duration, &mut deadpool_redis::Connection)>,
-    ) -> Result<Vec<Entry>, RedisStoreError> {
+    /// Up to `count` new entries, without blocking.
+    async fn read_new(&self, worker: &str, count: usize) -> Result<Vec<Entry>, RedisStoreError> {
         let parts = self.rotated_partitions();
         if self.inner.cfg.cluster {
-            // One XREADGROUP per partition: keys of different slots cannot share one.
+            // One XREADGROUP per partition: keys of different slots cannot
+            // share one. Over-delivered entries are handed back by `take`.
             let reads = parts.iter().map(|p| {
                 let cmd = xreadgroup(worker, count, None, &[self.inner.keys.work(*p)]);
                 async move {
                     let mut c = self.conn();
-                    bounded(self.op_timeout(), cmd.query_async::<Option<StreamReadReply>>(&mut c)).await
+                    let reply = cmd.query_async::<Option<StreamReadReply>>(&mut c);
+                    bounded(self.op_timeout(), reply).await
                 }
             });
             let mut entries = Vec::new();
@@ -142,23 +144,18 @@ impl RedisStore {
             }
             return Ok(entries);
         }
-        let keys: Vec<String> = parts.iter().map(|p| self.inner.keys.work(*p)).collect();
-        let reply = match block {
-            None => {
-                let cmd = xreadgroup(worker, count, None, &keys);
-                let mut c = self.conn();
-                bounded(self.op_timeout(), cmd.query_async::<Option<StreamReadReply>>(&mut c)).await
-            }
-            Some((slice, conn)) => {
-                let cmd = xreadgroup(worker, count, Some(slice), &keys);
-                let limit = slice + self.op_timeout();
-                bounded(limit, cmd.query_async::<Option<StreamReadReply>>(&mut **conn)).await
-            }
-        };
-        Ok(self.entries(reply?))
+        let mut inv = scripts::READ.prepare_invoke();
+        for p in &parts {
+            inv.key(self.inner.keys.work(*p));
+        }
+        inv.arg(GROUP).arg(worker).arg(count);
+        let flat: Vec<Value> = self.invoke(&inv).await?;
+        flat_entries(&parts, flat)
     }
 
-    /// Wait up to `slice` for new entries.
+    /// Wait up to `slice` for new entries: a blocking XREADGROUP over every
+    /// partition on a dedicated connection (it returns the entries of the one
+    /// stream that woke it, at most `count`).
     async fn wait_new(&self, worker: &str, count: usize, slice: Duration) -> Result<Vec<Entry>, RedisStoreError> {
         let Some(pool) = &self.inner.blocking else {
             tokio::time::sleep(slice.min(CLUSTER_POLL)).await;
@@ -174,12 +171,18 @@ impl RedisStore {
             Err(deadpool_redis::PoolError::Backend(e)) => return Err(e.into()),
             Err(e) => return Err(RedisStoreError::Pool(e.to_string())),
         };
-        let result = self.read_new(worker, count, Some((slice, &mut conn))).await;
-        if result.is_err() {
-            // The reply may still be on its way: never reuse this connection.
-            drop(deadpool_redis::Connection::take(conn));
+        let keys: Vec<String> = self.rotated_partitions().iter().map(|p| self.inner.keys.work(*p)).collect();
+        let cmd = xreadgroup(worker, count, Some(slice), &keys);
+        let limit = slice + self.op_timeout();
+        let reply = cmd.query_async::<Option<StreamReadReply>>(&mut *conn);
+        match bounded(limit, reply).await {
+            Ok(reply) => Ok(self.entries(reply)),
+            Err(e) => {
+                // The reply may still be on its way: never reuse this connection.
+                drop(deadpool_redis::Connection::take(conn));
+                Err(e)
+            }
         }
-        result
     }
 
     fn entries(&self, reply: Option<StreamReadReply>) -> Vec<Entry> {
@@ -201,10 +204,20 @@ impl RedisStore {
         (0..self.inner.keys.partitions()).find(|p| self.inner.keys.work(*p) == key)
     }
 
-    /// Entries whose lease lapsed (idle for at least H), from every partition.
+    /// Up to `count` entries whose lease lapsed (idle for at least H).
     async fn recover(&self, worker: &str, count: usize) -> Result<Vec<Entry>, RedisStoreError> {
         let min_idle = self.inner.cfg.max_lease.as_millis() as u64;
-        let claims = self.rotated_partitions().into_iter().map(|p| async move {
+        let parts = self.rotated_partitions();
+        if !self.inner.cfg.cluster {
+            let mut inv = scripts::RECOVER.prepare_invoke();
+            for p in &parts {
+                inv.key(self.inner.keys.work(*p));
+            }
+            inv.arg(GROUP).arg(worker).arg(min_idle).arg(count);
+            let flat: Vec<Value> = self.invoke(&inv).await?;
+            return flat_entries(&parts, flat);
+        }
+        let claims = parts.into_iter().map(|p| async move {
             let cmd = redis::cmd("XAUTOCLAIM")
                 .arg(self.inner.keys.work(p))
                 .arg(GROUP)
@@ -220,16 +233,13 @@ impl RedisStore {
         });
         let mut entries = Vec::new();
         for r in join_all(claims).await {
-            match r {
-                Ok(e) => entries.extend(e),
-                Err(e) if is_nogroup(&e) => self.ensure_groups().await?,
-                Err(e) => return Err(e),
-            }
+            entries.extend(r?);
         }
         Ok(entries)
     }
 
-    /// Claim delivered entries until `out` holds `max`; hand back the rest.
+    /// Claim delivered entries until `out` holds `max`; hand back the rest
+    /// (and, after an error, everything not claimed, so nothing waits for H).
     async fn take(
         &self,
         worker: &str,
@@ -238,26 +248,33 @@ impl RedisStore {
         lease: Duration,
         out: &mut Vec<Claim>,
     ) -> Result<(), RedisStoreError> {
+        let mut failure = None;
         for e in entries {
-            if out.len() >= max {
-                // Over-delivered (COUNT applies per stream): give it back untouched.
+            if out.len() >= max || failure.is_some() {
+                // Over-delivered (or not reached): give it back untouched.
                 if let Err(err) = self.hand_back(worker, &e).await {
-                    tracing::warn!(error = %err, entry = %e.id, "could not hand back an extra entry; it is recovered after the lease");
+                    tracing::warn!(error = %err, entry = %e.id, "could not hand back an entry; it is recovered after max_lease");
                 }
                 continue;
             }
             match self.claim_entry(worker, &e, lease).await {
                 Ok(Some(c)) => out.push(c),
                 Ok(None) => {}
-                // What was claimed stays claimed; the rest is recovered after its lease.
-                Err(err) if !out.is_empty() => {
-                    tracing::warn!(error = %err, "claim interrupted");
-                    return Ok(());
+                Err(err) => {
+                    let _ = self.hand_back(worker, &e).await;
+                    failure = Some(err);
                 }
-                Err(err) => return Err(err),
             }
         }
-        Ok(())
+        match failure {
+            // What was claimed stays claimed and is returned.
+            Some(err) if !out.is_empty() => {
+                tracing::warn!(error = %err, "claim interrupted");
+                Ok(())
+            }
+            Some(err) => Err(err),
+            None => Ok(()),
+        }
     }
 
     async fn claim_entry(&self, worker: &str, e: &Entry, lease: Duration) -> Result<Option<Claim>, RedisStoreError> {
@@ -419,6 +436,24 @@ impl RedisStore {
 fn entry(partition: u16, e: StreamId) -> Entry {
     let task = e.get::<String>("task");
     Entry { partition, id: e.id, task }
+}
+
+/// Decode `read.lua` / `recover.lua` replies: `{key index, entry id, task id, …}`
+/// where the key index (1-based) points into `parts`.
+fn flat_entries(parts: &[u16], flat: Vec<Value>) -> Result<Vec<Entry>, RedisStoreError> {
+    let bad = |why: &str| RedisStoreError::Corrupt(format!("unexpected work read reply: {why}"));
+    if !flat.len().is_multiple_of(3) {
+        return Err(bad("not triples"));
+    }
+    flat.chunks(3)
+        .map(|t| {
+            let index: usize = redis::from_redis_value_ref(&t[0]).map_err(|_| bad("index"))?;
+            let id: String = redis::from_redis_value_ref(&t[1]).map_err(|_| bad("entry id"))?;
+            let task: String = redis::from_redis_value_ref(&t[2]).map_err(|_| bad("task"))?;
+            let partition = *index.checked_sub(1).and_then(|i| parts.get(i)).ok_or_else(|| bad("index"))?;
+            Ok(Entry { partition, id, task: (!task.is_empty()).then_some(task) })
+        })
+        .collect()
 }
 
 fn is_nogroup(e: &RedisStoreError) -> bool {

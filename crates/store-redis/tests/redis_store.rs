@@ -235,7 +235,17 @@ async fn claim_never_returns_more_than_max_and_hands_back_the_rest() {
     for _ in 0..12 {
         ids.insert(store.create(new_task(None), NO_LIMITS).await.unwrap().id);
     }
-    let mut seen = HashSet::new();
+    // Standalone reads exactly `max`: nothing else was delivered (pending).
+    let first = store.claim("w", 5, LONG, Duration::ZERO).await.unwrap();
+    assert_eq!(first.len(), 5);
+    let mut c = raw(&redis).await;
+    let mut pending = 0;
+    for p in 0..store.keys().partitions() {
+        let reply: redis::streams::StreamPendingReply = c.xpending(store.keys().work(p), GROUP).await.unwrap();
+        pending += reply.count();
+    }
+    assert_eq!(pending, 5, "only the claimed entries were delivered");
+    let mut seen: HashSet<TaskId> = first.into_iter().map(|c| c.task.id).collect();
     loop {
         let claims = store.claim("w", 5, LONG, Duration::from_millis(200)).await.unwrap();
         assert!(claims.len() <= 5, "{} claims", claims.len());
