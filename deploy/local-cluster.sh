@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# A local presa cluster in one command, all on loopback:
+#   Redis, 2 presa-api pods, 2 presa-worker pods, nginx round-robin in front.
+#
+# Usage:
+#   deploy/local-cluster.sh                 start it and wait (Ctrl-C stops everything)
+#   deploy/local-cluster.sh --conformance   start it, run the official conformance suite
+#                                            through nginx, stop, exit with the suite's verdict
+#   deploy/local-cluster.sh -- CMD ARGS...  start it, run CMD with PRESA_URL set, stop
+#
+# Environment:
+#   PRESA_REDIS_URL   use this Redis instead of starting a private redis-server
+#   PRESA_LB_PORT     nginx port (default: a free port)
+#   PRESA_APIS        API pods (default 2); PRESA_WORKERS worker pods (default 2)
+#   CARGO_TARGET_DIR  honoured when building and locating the binaries
+# Needs redis-server (unless PRESA_REDIS_URL) and nginx (`apt-get install nginx-light`).
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+MODE=wait
+CMD=()
+case "${1:-}" in
+  --conformance) MODE=conformance ;;
+  --) shift; MODE=cmd; CMD=("$@") ;;
+  -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+  "") ;;
+  *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
+esac
+
+APIS=${PRESA_APIS:-2}
+WORKERS=${PRESA_WORKERS:-2}
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+[ -x "$NGINX" ] || { echo "nginx not found: apt-get install nginx-light" >&2; exit 1; }
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+WORK=$(mktemp -d -t presa-cluster.XXXXXX)
+PIDS=()
+cleanup() {
+  local rc=$?
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if [ $rc -ne 0 ]; then
+    echo "--- logs (tails) from $WORK ---" >&2
+    for f in "$WORK"/*.log; do echo "== $f" >&2; tail -n 20 "$f" >&2; done
+  fi
+  rm -rf "$WORK"
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "building presa-api and presa-worker..."
+(cd "$REPO" && cargo build -q -p presa-api -p presa-worker)
+BIN=${CARGO_TARGET_DIR:-$REPO/target}/debug
+
+if [ -z "${PRESA_REDIS_URL:-}" ]; then
+  RPORT=$(free_port)
+  redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK" >"$WORK/redis.log" 2>&1 &
+  PIDS+=($!)
+  export PRESA_REDIS_URL="redis://127.0.0.1:$RPORT"
+  for _ in $(seq 50); do redis-cli -p "$RPORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+fi
+export PRESA_STATE_SECRET=${PRESA_STATE_SECRET:-local-cluster-$(date +%s%N)}
+export PRESA_REDIS_PREFIX=${PRESA_REDIS_PREFIX:-presa-$(date +%s%N)}
+
+UPSTREAMS=""
+for i in $(seq "$APIS"); do
+  p=$(free_port)
+  "$BIN/presa-api" --listen "127.0.0.1:$p" >"$WORK/api$i.log" 2>&1 &
+  PIDS+=($!)
+  UPSTREAMS+="server 127.0.0.1:$p; "
+done
+for i in $(seq "$WORKERS"); do
+  "$BIN/presa-worker" --listen "127.0.0.1:$(free_port)" --worker-id "worker$i" >"$WORK/worker$i.log" 2>&1 &
+  PIDS+=($!)
+done
+
+LB=${PRESA_LB_PORT:-$(free_port)}
+mkdir -p "$WORK/nginx"
+sed -e "s|@PREFIX@|$WORK/nginx|g" -e "s|@LISTEN@|127.0.0.1:$LB|g" -e "s|@UPSTREAMS@|$UPSTREAMS|g" \
+  "$REPO/deploy/nginx/presa.conf.template" >"$WORK/nginx/nginx.conf"
+"$NGINX" -c "$WORK/nginx/nginx.conf" -p "$WORK/nginx" -e "$WORK/nginx/error.log" >"$WORK/nginx.log" 2>&1 &
+PIDS+=($!)
+
+export PRESA_URL="http://127.0.0.1:$LB/mcp"
+for _ in $(seq 100); do
+  ok=1
+  for n in $(seq "$APIS"); do curl -fsS "http://127.0.0.1:$LB/readyz" >/dev/null 2>&1 || ok=0; done
+  [ $ok = 1 ] && break
+  sleep 0.2
+done
+curl -fsS "http://127.0.0.1:$LB/readyz" >/dev/null || { echo "the cluster did not become ready" >&2; exit 1; }
+echo "presa cluster up: $PRESA_URL  (redis $PRESA_REDIS_URL, $APIS api, $WORKERS workers; logs in $WORK)"
+
+spread() {
+  echo "requests per API pod (nginx access log):"
+  grep -o 'upstream=[0-9.:]*' "$WORK/nginx/access.log" | sort | uniq -c || true
+}
+
+case $MODE in
+  conformance) "$REPO/tests/conformance/run.sh" --url "$PRESA_URL"; spread ;;
+  cmd) "${CMD[@]}" ;;
+  wait) echo "Ctrl-C to stop."; wait ;;
+esac
