@@ -84,6 +84,7 @@ impl Hub {
             channels: HashMap::new(),
             backoff: MIN_BACKOFF,
             retry_at: None,
+            failed_at: None,
         };
         tokio::spawn(actor.run(rx));
         Hub { tx, next_id: AtomicU64::new(1), buffer: cfg.watch_buffer, op_timeout: cfg.op_timeout }
@@ -204,8 +205,10 @@ struct Actor {
     /// Channel → watcher ids.
     channels: HashMap<String, HashSet<u64>>,
     backoff: Duration,
-    /// When disconnected: no attempt before this instant.
+    /// When disconnected: the background reconnect's next attempt.
     retry_at: Option<Instant>,
+    /// When the connection was last lost or failed to open.
+    failed_at: Option<Instant>,
 }
 
 impl Actor {
@@ -251,19 +254,23 @@ impl Actor {
         if self.live.take().is_some() {
             tracing::warn!(reason = why, "pub/sub connection lost; will re-subscribe");
         }
-        self.retry_at = Some(Instant::now() + self.backoff);
+        let now = Instant::now();
+        self.failed_at = Some(now);
+        self.retry_at = Some(now + self.backoff);
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
     }
 
     /// Connect and re-subscribe every watched channel, unless connected
-    /// already. While a reconnect is backing off this fails at once, so
-    /// callers are told "unavailable" promptly instead of queueing up.
+    /// already. Right after a failed attempt this fails at once, so queued
+    /// callers are told "unavailable" promptly instead of each waiting out
+    /// another connect timeout; otherwise a caller does not wait for the
+    /// background reconnect's backoff.
     async fn ensure_live(&mut self) -> Result<(), RedisStoreError> {
         if self.live.is_some() {
             return Ok(());
         }
-        if let Some(at) = self.retry_at
-            && Instant::now() < at
+        if let Some(at) = self.failed_at
+            && at.elapsed() < MIN_BACKOFF
         {
             return Err(RedisStoreError::Pool("pub/sub connection is down (reconnecting)".into()));
         }
@@ -280,6 +287,7 @@ impl Actor {
             Ok(live) => {
                 self.live = Some(live);
                 self.retry_at = None;
+                self.failed_at = None;
                 self.backoff = MIN_BACKOFF;
                 Ok(())
             }

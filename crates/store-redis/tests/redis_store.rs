@@ -494,3 +494,37 @@ async fn a_hung_or_dead_redis_fails_every_operation_fast_and_recovers() {
     unavailable(finishes_within(bound, store.create(new_task(None), NO_LIMITS)).await);
     unavailable(finishes_within(bound * 2, store.claim("w", 1, LONG, Duration::from_millis(100))).await);
 }
+
+#[tokio::test]
+async fn a_restarted_empty_redis_is_used_again_without_reconnecting_by_hand() {
+    let mut redis = TestRedis::spawn();
+    let store = store_on(&redis).await;
+    let before = store.create(new_task(None), NO_LIMITS).await.unwrap();
+    let mut events = store.subscribe().await.unwrap();
+    redis.restart();
+    // Everything was lost (no persistence); the store heals: scripts are
+    // reloaded on NOSCRIPT, groups re-created on NOGROUP, connections re-opened.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let task = loop {
+        match store.create(new_task(None), NO_LIMITS).await {
+            Ok(t) => break t,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "create never worked again: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    assert_eq!(store.load(&before.id).await.unwrap(), None);
+    let claims = store.claim("w", 5, LONG, PATIENCE).await.unwrap();
+    assert_eq!(claims.len(), 1);
+    assert_eq!(claims[0].task.id, task.id);
+    // The event bus subscription comes back by itself.
+    loop {
+        assert!(Instant::now() < deadline, "the bus never resumed");
+        store.publish("after restart").await.unwrap();
+        if let Ok(Some(e)) = tokio::time::timeout(Duration::from_millis(300), events.next()).await {
+            assert_eq!(e, "after restart");
+            break;
+        }
+    }
+}

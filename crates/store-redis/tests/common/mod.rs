@@ -90,6 +90,24 @@ impl TestRedis {
         }
     }
 
+    /// Kill the spawned server and start an empty one on the same port.
+    pub fn restart(&mut self) {
+        self.kill();
+        let dir = self._dir.as_ref().expect("a spawned server").path();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match spawn_server(dir, self.port, &[]) {
+                Ok(child) => {
+                    self.child = Some(child);
+                    return;
+                }
+                // The port may linger for a moment after the kill.
+                Err(e) if Instant::now() > deadline => panic!("restart: {e}"),
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+
     pub fn port(&self) -> u16 {
         self.port
     }
