@@ -220,7 +220,25 @@ impl TaskStore for RedisStore {
         lease: std::time::Duration,
         wait: std::time::Duration,
     ) -> Result<Vec<Claim>, StoreError> {
-        Ok(self.claim_work(worker, max, lease, wait).await?)
+        // Run in its own task so that a caller dropping this future (say, a
+        // worker shutting down mid-wait) strands nothing: entries delivered
+        // to a claim nobody receives would otherwise sit until `max_lease`.
+        // The task stops waiting once the caller is gone and releases
+        // whatever it had claimed by then.
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let store = self.clone();
+        let worker = worker.to_owned();
+        tokio::spawn(async move {
+            let result = store.claim_work(&worker, max, lease, wait, &|| tx.is_closed()).await;
+            if let Err(Ok(claims)) = tx.send(result) {
+                for claim in claims {
+                    if let Err(e) = store.release_work(&claim).await {
+                        tracing::warn!(error = %e, "could not release an unreceived claim");
+                    }
+                }
+            }
+        });
+        rx.await.map_err(|_| StoreError::Unavailable("claim task stopped".into()))?.map_err(StoreError::from)
     }
 
     async fn renew(&self, claim: &Claim, lease: std::time::Duration) -> Result<bool, StoreError> {

@@ -72,6 +72,7 @@ impl RedisStore {
         max: usize,
         lease: Duration,
         wait: Duration,
+        caller_gone: &(dyn Fn() -> bool + Send + Sync),
     ) -> Result<Vec<Claim>, RedisStoreError> {
         let mut out = Vec::new();
         if max == 0 {
@@ -99,7 +100,7 @@ impl RedisStore {
                 self.take(worker, lapsed, max, lease, &mut out).await?;
             }
             let now = Instant::now();
-            if !out.is_empty() || now >= deadline {
+            if !out.is_empty() || now >= deadline || caller_gone() {
                 return Ok(out);
             }
             let slice = (deadline - now).min(MAX_SLICE);

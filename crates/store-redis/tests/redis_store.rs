@@ -528,3 +528,21 @@ async fn a_restarted_empty_redis_is_used_again_without_reconnecting_by_hand() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_claim_dropped_while_waiting_strands_no_work() {
+    let redis = TestRedis::start();
+    let store = store_on(&redis).await;
+    // The caller gives up while the claim blocks on the streams…
+    let gave_up =
+        tokio::time::timeout(Duration::from_millis(300), store.claim("leaving", 1, LONG, Duration::from_secs(20)))
+            .await;
+    assert!(gave_up.is_err());
+    // …and work arriving now may be delivered to that orphaned read. It must
+    // still reach a live worker at once, not after max_lease.
+    let task = store.create(new_task(None), NO_LIMITS).await.unwrap();
+    let claims = store.claim("staying", 1, LONG, PATIENCE).await.unwrap();
+    assert_eq!(claims.len(), 1, "the work was stranded");
+    assert_eq!(claims[0].task.id, task.id);
+    assert!(claims[0].task.attempt <= 2, "{:?}", claims[0].task);
+}
