@@ -3,6 +3,7 @@
 --
 -- KEYS[1]: task hash    {prefix}:{pNN}:task:<id>
 -- KEYS[2]: work stream  {prefix}:{pNN}:work
+-- KEYS[3]: wake channel {prefix}:{pNN}:wake
 -- ARGV[1]: task id (the work entry's `task` field)
 -- ARGV[2]: doc: the whole task as JSON
 -- ARGV[3]: rev
@@ -10,6 +11,8 @@
 -- ARGV[5]: status
 -- ARGV[6]: scope key
 -- ARGV[7]: expiry, Unix ms (PEXPIREAT), or "" when the task never expires
+-- ARGV[8]: "SPUBLISH" to wake waiting claimers (cluster mode), or "" (standalone
+--          claimers block on the stream itself)
 -- Returns: the work entry id, or nil when KEYS[1] already exists (nothing written).
 
 if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -23,5 +26,8 @@ redis.call('HSET', KEYS[1],
   'status', ARGV[5], 'scope', ARGV[6])
 if ARGV[7] ~= '' then
   redis.call('PEXPIREAT', KEYS[1], ARGV[7])
+end
+if ARGV[8] ~= '' then
+  redis.call(ARGV[8], KEYS[3], '1')
 end
 return entry

@@ -6,9 +6,11 @@
 --
 -- KEYS[1]: task hash    {prefix}:{pNN}:task:<id>
 -- KEYS[2]: work stream  {prefix}:{pNN}:work
+-- KEYS[3]: wake channel {prefix}:{pNN}:wake
 -- ARGV[1]: consumer group
 -- ARGV[2]: work entry id
 -- ARGV[3]: the holder's attempt
+-- ARGV[4]: "SPUBLISH" to wake waiting claimers (cluster mode), or ""
 -- Returns: 1 released; 0 not held (nothing changed).
 
 if redis.call('HGET', KEYS[1], 'attempt') ~= ARGV[3] then
@@ -19,4 +21,7 @@ if #pending == 0 then
   return 0
 end
 redis.call('XCLAIM', KEYS[2], ARGV[1], pending[1][2], 0, ARGV[2], 'TIME', 0, 'JUSTID')
+if ARGV[4] ~= '' then
+  redis.call(ARGV[4], KEYS[3], '1')
+end
 return 1

@@ -63,6 +63,13 @@ impl Keys {
         format!("{}:{}:work", self.prefix, Self::tag(partition))
     }
 
+    /// `{prefix}:{pNN}:wake` — sharded pub/sub channel (cluster mode only): a
+    /// ping when work is enqueued or released on the partition, so claimers
+    /// that cannot block on every stream at once wake up.
+    pub fn wake(&self, partition: u16) -> String {
+        format!("{}:{}:wake", self.prefix, Self::tag(partition))
+    }
+
     /// Every partition's work stream, in partition order.
     pub fn all_work(&self) -> Vec<String> {
         (0..self.partitions).map(|p| self.work(p)).collect()

@@ -13,6 +13,7 @@
 //! | `{prefix}:{pNN}:task:<id>` | hash | `doc` (the whole [`presa_store::Task`] as JSON), `rev`, `attempt`, `status`, `scope`; `PEXPIREAT createdAt+ttlMs` |
 //! | `{prefix}:{pNN}:work` | stream | one entry (`task` = id) per task with work; consumer group `workers` |
 //! | `{prefix}:{pNN}:events:<id>` | channel | committed snapshots of the task (JSON) |
+//! | `{prefix}:{pNN}:wake` | channel | cluster mode: a ping when work is enqueued or released |
 //! | `{prefix}:{s.<tenant hex>.<subject hex>}:active` | sorted set | a scope's active tasks, for `max_active_per_scope` |
 //! | `{prefix}:bus` | channel | server-wide events |
 //!

@@ -36,6 +36,8 @@ pub(crate) struct Inner {
     pub(crate) hub: Hub,
     /// Rotates the partition order of reads, for fairness.
     pub(crate) rotate: AtomicUsize,
+    /// Cluster mode: woken by the partitions' wake channels.
+    pub(crate) wakeups: tokio::sync::OnceCell<Arc<tokio::sync::Notify>>,
 }
 
 impl RedisStore {
@@ -52,6 +54,7 @@ impl RedisStore {
                 conn,
                 blocking,
                 rotate: AtomicUsize::new(0),
+                wakeups: tokio::sync::OnceCell::new(),
                 cfg,
             }),
         };
@@ -88,6 +91,12 @@ impl RedisStore {
         if self.inner.cfg.cluster { "SPUBLISH" } else { "PUBLISH" }
     }
 
+    /// How scripts wake waiting claimers: `SPUBLISH` on a cluster, nothing
+    /// (`""`) on a standalone server, where claimers block on the streams.
+    pub(crate) fn wake_cmd(&self) -> &'static str {
+        if self.inner.cfg.cluster { "SPUBLISH" } else { "" }
+    }
+
     /// Run a script invocation bounded by `op_timeout`.
     pub(crate) async fn invoke<T: redis::FromRedisValue>(
         &self,
@@ -115,13 +124,15 @@ impl RedisStore {
         let mut inv = scripts::CREATE.prepare_invoke();
         inv.key(&key)
             .key(keys.work(partition))
+            .key(keys.wake(partition))
             .arg(task.id.as_str())
             .arg(encode(task)?)
             .arg(task.revision)
             .arg(task.attempt)
             .arg(task.status.as_str())
             .arg(task.scope.key())
-            .arg(expire_at);
+            .arg(expire_at)
+            .arg(self.wake_cmd());
         let entry: Option<String> = self.invoke(&inv).await?;
         Ok(entry.is_some())
     }

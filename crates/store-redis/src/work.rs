@@ -16,6 +16,10 @@
 //!   `deliveries` is the bumped attempt: every claim of the task's one work
 //!   entry counts. A worker dying between receiving an entry and running
 //!   `claim.lua` leaves it at idle ≈ 0, recoverable after H.
+//!   On a Redis Cluster one XREADGROUP cannot span slots, so partitions are
+//!   read one command each, and a waiting claim sleeps until a partition's
+//!   sharded wake channel pings (`create.lua` and `release.lua` publish it),
+//!   re-reading at least every second.
 //! - **renew**: `renew.lua` sets the idle time to H − lease again, if the stored
 //!   attempt is still the holder's and the entry is pending.
 //! - **finish**: `finish.lua` (XACK + XDEL) unless a newer attempt holds the
@@ -28,16 +32,17 @@
 //! Receipts are `<partition>/<entry id>`.
 
 use std::{
-    sync::atomic::Ordering,
+    sync::{Arc, atomic::Ordering},
     time::{Duration, Instant},
 };
 
-use futures::future::join_all;
+use futures::{StreamExt, future::join_all};
 use presa_store::{Claim, Task, TaskId, util::now_ms};
 use redis::{
     AsyncCommands, Value,
     streams::{StreamAutoClaimReply, StreamId, StreamReadReply},
 };
+use tokio::sync::Notify;
 
 use crate::{
     RedisStore, RedisStoreError,
@@ -50,8 +55,8 @@ use crate::{
 /// Longest single blocking read while waiting for work: lapsed leases are
 /// looked for again after each one.
 const MAX_SLICE: Duration = Duration::from_secs(1);
-/// How often a cluster-mode claim polls while waiting (no blocking reads:
-/// one XREADGROUP cannot span slots).
+/// How often a cluster-mode claim polls while waiting when it has no wake-up
+/// subscription (no blocking reads there: one XREADGROUP cannot span slots).
 const CLUSTER_POLL: Duration = Duration::from_millis(100);
 /// Give up bumping an attempt after this many lost CAS races (a client
 /// writing in a tight loop); the entry is released for a later claim.
@@ -79,7 +84,13 @@ impl RedisStore {
             return Ok(out);
         }
         let deadline = Instant::now() + wait;
+        let wake = if self.inner.cfg.cluster { self.wakeups().await } else { None };
         loop {
+            // Registered before looking, so a wake-up while we look is kept.
+            let mut woken = std::pin::pin!(wake.as_deref().map(Notify::notified));
+            if let Some(n) = woken.as_mut().as_pin_mut() {
+                n.enable();
+            }
             let fresh = match self.read_new(worker, max - out.len()).await {
                 // The groups were lost (e.g. Redis restarted empty): make them again.
                 Err(e) if is_nogroup(&e) => {
@@ -104,6 +115,17 @@ impl RedisStore {
                 return Ok(out);
             }
             let slice = (deadline - now).min(MAX_SLICE);
+            if self.inner.cfg.cluster {
+                // One XREADGROUP cannot block on streams of several slots:
+                // sleep until a partition's wake channel pings (or poll).
+                match woken.as_mut().as_pin_mut() {
+                    Some(n) => {
+                        let _ = tokio::time::timeout(slice, n).await;
+                    }
+                    None => tokio::time::sleep(slice.min(CLUSTER_POLL)).await,
+                }
+                continue;
+            }
             let fresh = match self.wait_new(worker, max, slice).await {
                 Err(e) if is_nogroup(&e) => {
                     self.ensure_groups().await?;
@@ -114,6 +136,32 @@ impl RedisStore {
             self.take(worker, fresh, max, lease, &mut out).await?;
             if !out.is_empty() {
                 return Ok(out);
+            }
+        }
+    }
+
+    /// Cluster mode: a notifier pinged whenever work is enqueued or released
+    /// on any partition (one sharded subscription per store, shared by every
+    /// waiting claim). `None` while it cannot be set up: claims then poll.
+    async fn wakeups(&self) -> Option<Arc<Notify>> {
+        let init = || async {
+            let channels = (0..self.inner.keys.partitions()).map(|p| self.inner.keys.wake(p)).collect();
+            let mut pings = self.inner.hub.subscribe(channels).await?;
+            let notify = Arc::new(Notify::new());
+            let weak = Arc::downgrade(&notify);
+            tokio::spawn(async move {
+                while pings.next().await.is_some() {
+                    let Some(notify) = weak.upgrade() else { break };
+                    notify.notify_waiters();
+                }
+            });
+            Ok::<_, RedisStoreError>(notify)
+        };
+        match self.inner.wakeups.get_or_try_init(init).await {
+            Ok(n) => Some(n.clone()),
+            Err(e) => {
+                tracing::warn!(error = %e, "no work wake-ups; claims poll instead");
+                None
             }
         }
     }
@@ -159,7 +207,6 @@ impl RedisStore {
     /// stream that woke it, at most `count`).
     async fn wait_new(&self, worker: &str, count: usize, slice: Duration) -> Result<Vec<Entry>, RedisStoreError> {
         let Some(pool) = &self.inner.blocking else {
-            tokio::time::sleep(slice.min(CLUSTER_POLL)).await;
             return Ok(Vec::new());
         };
         let mut conn = match pool.get().await {
@@ -401,14 +448,26 @@ impl RedisStore {
     pub(crate) async fn finish_work(&self, claim: &Claim) -> Result<(), RedisStoreError> {
         let (key, p, entry) = self.locate(claim)?;
         let mut inv = scripts::FINISH.prepare_invoke();
-        inv.key(key).key(self.inner.keys.work(p)).arg(GROUP).arg(entry).arg(claim.task.attempt);
+        inv.key(key)
+            .key(self.inner.keys.work(p))
+            .key(self.inner.keys.wake(p))
+            .arg(GROUP)
+            .arg(entry)
+            .arg(claim.task.attempt)
+            .arg(self.wake_cmd());
         self.invoke::<i64>(&inv).await.map(|_| ())
     }
 
     pub(crate) async fn release_work(&self, claim: &Claim) -> Result<(), RedisStoreError> {
         let (key, p, entry) = self.locate(claim)?;
         let mut inv = scripts::RELEASE.prepare_invoke();
-        inv.key(key).key(self.inner.keys.work(p)).arg(GROUP).arg(entry).arg(claim.task.attempt);
+        inv.key(key)
+            .key(self.inner.keys.work(p))
+            .key(self.inner.keys.wake(p))
+            .arg(GROUP)
+            .arg(entry)
+            .arg(claim.task.attempt)
+            .arg(self.wake_cmd());
         self.invoke::<i64>(&inv).await.map(|_| ())
     }
 

@@ -56,4 +56,39 @@ mod spread {
             }
         }
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_waiting_claim_is_woken_by_new_work() {
+        let store = super::common::make_cluster_store().await;
+        let waiter = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let started = std::time::Instant::now();
+                let claims = store.claim("w", 1, Duration::from_secs(30), Duration::from_secs(20)).await.unwrap();
+                (claims, started.elapsed())
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let created = std::time::Instant::now();
+        let task = store
+            .create(
+                NewTask {
+                    scope: Scope::anonymous(),
+                    work: Work::default(),
+                    ttl_ms: None,
+                    poll_interval_ms: None,
+                    status_message: None,
+                },
+                CreateLimits { max_active_per_scope: None },
+            )
+            .await
+            .unwrap();
+        let (claims, waited) = waiter.await.unwrap();
+        if std::env::var_os("PRESA_PRINT_WAKE_LATENCY").is_some() {
+            eprintln!("woken {:?} after the create (waited {waited:?})", created.elapsed());
+        }
+        assert_eq!(claims.len(), 1);
+        assert_eq!(claims[0].task.id, task.id);
+        assert!(waited < Duration::from_secs(15), "woke late: {waited:?}");
+    }
 }
