@@ -106,6 +106,11 @@ impl RedisStore {
                         self.ensure_groups().await?;
                         Vec::new()
                     }
+                    // Never lose what this call already claimed.
+                    Err(e) if !out.is_empty() => {
+                        tracing::warn!(error = %e, "recovery failed; returning the new work");
+                        Vec::new()
+                    }
                     other => other?,
                 };
                 self.take(worker, lapsed, max, lease, &mut out).await?;
@@ -187,11 +192,14 @@ impl RedisStore {
                     bounded(self.op_timeout(), reply).await
                 }
             });
-            let mut entries = Vec::new();
+            let (mut entries, mut failure) = (Vec::new(), None);
             for reply in join_all(reads).await {
-                entries.extend(self.entries(reply?));
+                match reply {
+                    Ok(reply) => entries.extend(self.entries(reply)),
+                    Err(e) => failure = Some(e),
+                }
             }
-            return Ok(entries);
+            return delivered(entries, failure);
         }
         let mut inv = scripts::READ.prepare_invoke();
         for p in &parts {
@@ -279,11 +287,14 @@ impl RedisStore {
             let reply: StreamAutoClaimReply = bounded(self.op_timeout(), cmd.query_async(&mut c)).await?;
             Ok::<_, RedisStoreError>(reply.claimed.into_iter().map(move |e| entry(p, e)))
         });
-        let mut entries = Vec::new();
+        let (mut entries, mut failure) = (Vec::new(), None);
         for r in join_all(claims).await {
-            entries.extend(r?);
+            match r {
+                Ok(e) => entries.extend(e),
+                Err(e) => failure = Some(e),
+            }
         }
-        Ok(entries)
+        delivered(entries, failure)
     }
 
     /// Claim delivered entries until `out` holds `max`; hand back the rest
@@ -496,6 +507,20 @@ impl RedisStore {
 fn entry(partition: u16, e: StreamId) -> Entry {
     let task = e.get::<String>("task");
     Entry { partition, id: e.id, task }
+}
+
+/// What per-partition reads delivered: entries some partitions handed to this
+/// consumer must be claimed (or handed back), even if another partition
+/// failed; the failure counts only when nothing was delivered.
+fn delivered(entries: Vec<Entry>, failure: Option<RedisStoreError>) -> Result<Vec<Entry>, RedisStoreError> {
+    match failure {
+        Some(e) if entries.is_empty() => Err(e),
+        Some(e) => {
+            tracing::warn!(error = %e, "a partition read failed; using what the others delivered");
+            Ok(entries)
+        }
+        None => Ok(entries),
+    }
 }
 
 /// Decode `read.lua` / `recover.lua` replies: `{key index, entry id, task id, …}`
