@@ -1,14 +1,12 @@
 //! The Tasks extension end to end over real HTTP against the embedded
 //! server: notifications, cancellation races, TTL expiry, scopes, limits.
 
-mod support;
-
 use std::time::Duration;
 
 use futures::StreamExt;
 use presa_server::ServerConfig;
+use presa_testkit::*;
 use serde_json::{Value, json};
-use support::*;
 
 fn task_id(created: &Value) -> String {
     assert_eq!(created["resultType"], "task", "{created}");

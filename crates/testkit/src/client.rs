@@ -1,17 +1,10 @@
-//! Test support: an MCP client over reqwest for presa tests, and an
-//! in-process embedded server on an ephemeral loopback port.
+//! A minimal MCP client for the stateless 2026-07-28 wire, for tests.
 
-#![allow(dead_code, unreachable_pub)]
-
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use eventsource_stream::Eventsource;
 use futures::{Stream, StreamExt};
-use presa_http::{Authenticator, HttpConfig};
-use presa_server::{Server, ServerConfig, StateCodec, Worker, WorkerConfig};
-use presa_store::{EventBus, Scope, TaskStore, memory::MemoryStore};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 pub const TASKS: &str = "io.modelcontextprotocol/tasks";
 
@@ -21,7 +14,7 @@ pub fn tasks_caps() -> Value {
 }
 
 /// A minimal MCP client for the stateless wire.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct Client {
     pub url: String,
     pub http: reqwest::Client,
@@ -111,13 +104,18 @@ impl Client {
 
     /// Poll until `pred` holds for the task (10 s at most).
     pub async fn wait_task(&self, id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        self.wait_task_for(id, what, Duration::from_secs(10), pred).await
+    }
+
+    /// Poll every 50 ms until `pred` holds for the task, `timeout` at most.
+    pub async fn wait_task_for(&self, id: &str, what: &str, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let t = self.get_task(id).await;
             if pred(&t) {
                 return t;
             }
-            assert!(tokio::time::Instant::now() < deadline, "task {id} never became {what}: {t}");
+            assert!(tokio::time::Instant::now() < deadline, "task {id} never became {what} within {timeout:?}: {t}");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -146,45 +144,4 @@ pub async fn next_within(stream: &mut (impl Stream<Item = Value> + Unpin), secs:
         .await
         .expect("a message in time")
         .expect("the stream is still open")
-}
-
-/// Takes the scope from the `x-test-scope` header (tests only: never trust
-/// a header for identity in production).
-pub struct HeaderScopes;
-
-impl Authenticator for HeaderScopes {
-    fn authenticate(&self, headers: &axum::http::HeaderMap) -> Result<Scope, String> {
-        let subject = headers.get("x-test-scope").and_then(|v| v.to_str().ok()).unwrap_or("anonymous");
-        Ok(Scope { tenant: "test".into(), subject: subject.into() })
-    }
-}
-
-/// An embedded server on 127.0.0.1:<ephemeral>.
-pub struct Embedded {
-    pub url: String,
-    pub server: Server,
-    pub stop: CancellationToken,
-}
-
-impl Drop for Embedded {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-pub async fn embedded(config: ServerConfig) -> Embedded {
-    let mem = Arc::new(MemoryStore::new());
-    let store: Arc<dyn TaskStore> = mem.clone();
-    let bus: Arc<dyn EventBus> = mem;
-    let server = Server::new(config, presa_demo::catalog().unwrap(), store, bus, StateCodec::new(b"test-secret"));
-    let stop = CancellationToken::new();
-    let worker_cfg = WorkerConfig { claim_wait: Duration::from_millis(200), ..WorkerConfig::default() };
-    tokio::spawn(Worker::new(server.clone(), worker_cfg).run(stop.clone()));
-    let http = HttpConfig { authenticator: Arc::new(HeaderScopes), ..HttpConfig::default() };
-    let router = presa_http::router(server.clone(), http);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let shutdown = stop.clone();
-    tokio::spawn(presa_http::serve(listener, router, async move { shutdown.cancelled().await }));
-    Embedded { url, server, stop }
 }

@@ -1,0 +1,51 @@
+//! An embedded presa (memory store, in-process worker) on a loopback port.
+
+use std::{sync::Arc, time::Duration};
+
+use presa_http::{Authenticator, HttpConfig};
+use presa_server::{Server, ServerConfig, StateCodec, Worker, WorkerConfig};
+use presa_store::{EventBus, Scope, TaskStore, memory::MemoryStore};
+use tokio_util::sync::CancellationToken;
+
+/// An authenticator that takes the scope from the `x-test-scope` header (tests only: never trust
+/// a header for identity in production).
+#[derive(Debug, Clone, Copy)]
+pub struct HeaderScopes;
+
+impl Authenticator for HeaderScopes {
+    fn authenticate(&self, headers: &axum::http::HeaderMap) -> Result<Scope, String> {
+        let subject = headers.get("x-test-scope").and_then(|v| v.to_str().ok()).unwrap_or("anonymous");
+        Ok(Scope { tenant: "test".into(), subject: subject.into() })
+    }
+}
+
+/// An embedded server on 127.0.0.1:<ephemeral>.
+#[derive(Debug)]
+pub struct Embedded {
+    pub url: String,
+    pub server: Server,
+    pub stop: CancellationToken,
+}
+
+impl Drop for Embedded {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+pub async fn embedded(config: ServerConfig) -> Embedded {
+    let mem = Arc::new(MemoryStore::new());
+    let store: Arc<dyn TaskStore> = mem.clone();
+    let bus: Arc<dyn EventBus> = mem;
+    let server = Server::new(config, presa_demo::catalog().unwrap(), store, bus, StateCodec::new(b"test-secret"));
+    let stop = CancellationToken::new();
+    let worker_cfg = WorkerConfig { claim_wait: Duration::from_millis(200), ..WorkerConfig::default() };
+    tokio::spawn(Worker::new(server.clone(), worker_cfg).run(stop.clone()));
+    let http = HttpConfig { authenticator: Arc::new(HeaderScopes), ..HttpConfig::default() };
+    let router = presa_http::router(server.clone(), http);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let shutdown = stop.clone();
+    tokio::spawn(presa_http::serve(listener, router, async move { shutdown.cancelled().await }));
+    Embedded { url, server, stop }
+}

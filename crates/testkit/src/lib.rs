@@ -1,0 +1,17 @@
+//! Test support shared by presa's test suites (never used by the binaries).
+//!
+//! - [`redis`]: a real Redis for a test: testcontainers when a Docker engine
+//!   answers, else a spawned `redis-server`, else a failure saying how to get one.
+//! - [`client`]: an MCP client for the stateless wire (JSON and SSE, listen streams).
+//! - [`embedded`]: an in-process embedded server on a loopback port.
+//! - [`pods`]: `presa-api` / `presa-worker` processes for cluster and crash tests.
+
+pub mod client;
+pub mod embedded;
+pub mod pods;
+pub mod redis;
+
+pub use client::{Client, TASKS, next_within, tasks_caps};
+pub use embedded::{Embedded, HeaderScopes, embedded};
+pub use pods::{Pod, free_port};
+pub use redis::TestRedis;

@@ -1,0 +1,214 @@
+//! A real Redis for one test.
+//!
+//! [`TestRedis::start`] picks, in order: `PRESA_TEST_REDIS_URL` (a running
+//! server, shared: give each test its own key prefix); a testcontainers
+//! `redis:7.2` when a Docker engine answers; a `redis-server` spawned on a free
+//! loopback port in a temporary directory. With none of them the test fails
+//! and says how to get one: never a silent skip. [`TestRedis::spawn`] always
+//! spawns a private server, for tests that stop, kill or restart it.
+
+use std::{
+    io::{Read, Write},
+    net::{TcpListener, TcpStream},
+    path::Path,
+    process::{Child, Command, Stdio},
+    sync::atomic::{AtomicU64, Ordering},
+    time::{Duration, Instant},
+};
+
+use testcontainers_modules::{
+    redis::Redis,
+    testcontainers::{ContainerAsync, ImageExt, runners::AsyncRunner},
+};
+
+/// A Redis server for one test (or the shared one from `PRESA_TEST_REDIS_URL`).
+#[derive(Debug)]
+pub struct TestRedis {
+    url: String,
+    port: u16,
+    child: Option<Child>,
+    /// Kept alive for the test; dropping it stops the container.
+    _container: Option<ContainerAsync<Redis>>,
+    dir: Option<tempfile::TempDir>,
+}
+
+/// Whether a Docker engine is likely to answer (a socket or `DOCKER_HOST`).
+/// A `docker` client on PATH alone does not mean an engine exists.
+fn docker_engine_present() -> bool {
+    std::env::var_os("DOCKER_HOST").is_some() || Path::new("/var/run/docker.sock").exists()
+}
+
+impl TestRedis {
+    /// The server to test against (see the module docs for the order).
+    pub async fn start() -> TestRedis {
+        if let Ok(url) = std::env::var("PRESA_TEST_REDIS_URL")
+            && !url.is_empty()
+        {
+            return TestRedis { port: 0, url, child: None, _container: None, dir: None };
+        }
+        if docker_engine_present() {
+            match Redis::default().with_tag("7.2").start().await {
+                Ok(container) => {
+                    let host = container.get_host().await.map(|h| h.to_string()).unwrap_or_else(|_| "127.0.0.1".into());
+                    if let Ok(port) = container.get_host_port_ipv4(6379).await {
+                        let url = format!("redis://{host}:{port}");
+                        return TestRedis { port, url, child: None, _container: Some(container), dir: None };
+                    }
+                }
+                Err(e) => eprintln!("testcontainers could not start redis:7.2 ({e}); spawning redis-server instead"),
+            }
+        }
+        Self::spawn()
+    }
+
+    /// Always a private, spawned `redis-server` (for tests that stop or kill it).
+    pub fn spawn() -> TestRedis {
+        let mut last_error = String::new();
+        for _ in 0..5 {
+            let port = free_port();
+            let dir = tempfile::tempdir().expect("temp dir");
+            match spawn_server(dir.path(), port, &[]) {
+                Ok(child) => {
+                    return TestRedis {
+                        url: format!("redis://127.0.0.1:{port}"),
+                        port,
+                        child: Some(child),
+                        _container: None,
+                        dir: Some(dir),
+                    };
+                }
+                Err(e) => last_error = e,
+            }
+        }
+        panic!("could not start redis-server: {last_error}");
+    }
+
+    /// The URL to connect to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The port (0 for an external server).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The spawned server's process id (None for an external server or a container).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Send a signal (`STOP`, `CONT`, …) to the spawned server.
+    pub fn signal(&self, sig: &str) {
+        let pid = self.pid().expect("only a spawned server can be signalled");
+        signal(pid, sig);
+    }
+
+    /// Stop the spawned server for good.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Kill the spawned server and start an empty one on the same port.
+    pub fn restart(&mut self) {
+        self.kill();
+        let dir = self.dir.as_ref().expect("a spawned server").path().to_path_buf();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match spawn_server(&dir, self.port, &[]) {
+                Ok(child) => {
+                    self.child = Some(child);
+                    return;
+                }
+                // The port may linger for a moment after the kill.
+                Err(e) if Instant::now() > deadline => panic!("restart: {e}"),
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+}
+
+impl Drop for TestRedis {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid() {
+            // A stopped server must be continued before it can be killed cleanly.
+            let _ = Command::new("kill").arg("-CONT").arg(pid.to_string()).status();
+        }
+        self.kill();
+    }
+}
+
+/// Send `kill -<sig> <pid>`; panics if it fails.
+pub fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status().expect("kill").success();
+    assert!(ok, "kill -{sig} {pid}");
+}
+
+/// Where `redis-server` is, or a failure saying how to get it.
+pub fn redis_server_binary() -> String {
+    let found = std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).map(|p| p.join("redis-server")).find(|p| p.is_file()));
+    match found {
+        Some(p) => p.to_string_lossy().into_owned(),
+        None => panic!(
+            "no Redis for the tests: no Docker engine for testcontainers and no redis-server on PATH. \
+             Install it (Debian/Ubuntu: `apt-get install redis-server`, Redis 7.0 or newer), start a \
+             Docker engine, or point the tests at a running server with \
+             PRESA_TEST_REDIS_URL=redis://127.0.0.1:6379"
+        ),
+    }
+}
+
+/// Start `redis-server` on `port` in `dir` (plus `extra` arguments) and wait until it answers PING.
+pub fn spawn_server(dir: &Path, port: u16, extra: &[&str]) -> Result<Child, String> {
+    let mut child = Command::new(redis_server_binary())
+        .current_dir(dir)
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .args(["--dir", &dir.to_string_lossy()])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("spawn redis-server: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("redis-server exited at start: {status}"));
+        }
+        if ping(port) {
+            return Ok(child);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    Err(format!("redis-server on port {port} did not answer PING"))
+}
+
+/// Whether something on `127.0.0.1:port` answers `PING` with `+PONG`.
+pub fn ping(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    if s.write_all(b"PING\r\n").is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 7];
+    s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+}
+
+/// A free TCP port on loopback (bound then released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+/// A key prefix unique to this process and call, so tests share a server safely.
+pub fn unique_prefix() -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!("test-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+}

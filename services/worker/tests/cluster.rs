@@ -1,0 +1,200 @@
+//! Crash recovery, fencing and graceful shutdown with real processes:
+//! `presa-api` and `presa-worker` binaries over a real Redis.
+//!
+//! Each test gets its own key prefix, so tests share one Redis safely.
+
+use std::{
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use presa_testkit::{Client, Pod, TestRedis, free_port, redis::unique_prefix, tasks_caps};
+use serde_json::{Value, json};
+
+struct Cluster {
+    redis: TestRedis,
+    prefix: String,
+}
+
+fn worker_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_presa-worker"))
+}
+
+fn api_bin() -> PathBuf {
+    worker_bin().with_file_name("presa-api")
+}
+
+impl Cluster {
+    async fn new() -> Cluster {
+        Cluster { redis: TestRedis::start().await, prefix: unique_prefix() }
+    }
+
+    fn env(&self) -> Vec<(&str, &str)> {
+        vec![
+            ("PRESA_REDIS_URL", self.redis.url()),
+            ("PRESA_REDIS_PREFIX", self.prefix.as_str()),
+            ("PRESA_STATE_SECRET", "cluster-test-secret"),
+        ]
+    }
+
+    async fn api(&self, name: &str, args: &[&str]) -> Pod {
+        Pod::start(name, &api_bin(), free_port(), args, &self.env()).await
+    }
+
+    async fn worker(&self, name: &str, lease_ms: u64, args: &[&str]) -> Pod {
+        let lease = lease_ms.to_string();
+        let mut all = vec!["--worker-id", name, "--lease-ms", &lease];
+        all.extend_from_slice(args);
+        Pod::start(name, &worker_bin(), free_port(), &all, &self.env()).await
+    }
+}
+
+fn task_id(created: &Value) -> String {
+    assert_eq!(created["resultType"], "task", "{created}");
+    created["taskId"].as_str().unwrap().to_string()
+}
+
+fn is_terminal(t: &Value) -> bool {
+    ["completed", "failed", "cancelled"].contains(&t["status"].as_str().unwrap_or_default())
+}
+
+/// A worker SIGKILLed mid-run: the task completes on another worker within
+/// the lease plus the run time plus a few seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_run_completes_on_another_worker() {
+    let cluster = Cluster::new().await;
+    let api = cluster.api("api", &[]).await;
+    let w1 = cluster.worker("w1", 2000, &[]).await;
+    let c = Client::new(&api.url, tasks_caps());
+    let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": 2, "label": "crash" })).await);
+    c.wait_task(&id, "running on w1", |t| t["statusMessage"].as_str().is_some_and(|m| m.starts_with("Computing")))
+        .await;
+    let w2 = cluster.worker("w2", 2000, &[]).await;
+    w1.signal("KILL");
+    let killed = Instant::now();
+    let done = c.wait_task_for(&id, "terminal", Duration::from_secs(20), is_terminal).await;
+    assert_eq!(done["status"], "completed", "{done}\nw2 log:\n{}", w2.log());
+    assert_eq!(done["result"]["content"][0]["text"], "Completed crash");
+    // lease (2 s) + run (2 s) + claim polling and slack
+    assert!(killed.elapsed() < Duration::from_secs(12), "recovery took {:?}", killed.elapsed());
+}
+
+/// An `input_required` task whose worker dies completes after one
+/// `tasks/update`: the worker that takes over replays the recorded answer
+/// instead of asking again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_task_survives_its_worker_and_is_not_asked_twice() {
+    let cluster = Cluster::new().await;
+    let api = cluster.api("api", &[]).await;
+    let w1 = cluster.worker("w1", 1500, &[]).await;
+    let c = Client::new(&api.url, tasks_caps());
+    let id = task_id(&c.call_tool("deploy_release", json!({ "version": "9.9.9", "step_seconds": 0.2 })).await);
+    let parked = c.wait_status(&id, "input_required").await;
+    assert!(parked["inputRequests"]["approve-9.9.9"].is_object(), "{parked}");
+    let _w2 = cluster.worker("w2", 1500, &[]).await;
+    w1.signal("KILL");
+    let answer = json!({ "approve-9.9.9": { "action": "accept", "content": { "approve": true } } });
+    c.ok("tasks/update", json!({ "taskId": id, "inputResponses": answer })).await;
+    // From now on the task must never ask again.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let done = loop {
+        let t = c.get_task(&id).await;
+        assert_ne!(t["status"], "input_required", "the client was asked twice: {t}");
+        if is_terminal(&t) {
+            break t;
+        }
+        assert!(Instant::now() < deadline, "never finished: {t}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "Released 9.9.9 to production");
+}
+
+/// Killing one API pod loses no task: every task created through it
+/// completes and is readable through the other pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_an_api_pod_loses_no_task() {
+    let cluster = Cluster::new().await;
+    let api1 = cluster.api("api1", &[]).await;
+    let api2 = cluster.api("api2", &[]).await;
+    let _w = cluster.worker("w1", 5000, &[]).await;
+    let via1 = Client::new(&api1.url, tasks_caps());
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(task_id(&via1.call_tool("slow_compute", json!({ "seconds": 1, "label": format!("t{i}") })).await));
+    }
+    api1.signal("KILL");
+    let via2 = Client::new(&api2.url, tasks_caps());
+    for (i, id) in ids.iter().enumerate() {
+        let t = via2.wait_task_for(id, "completed", Duration::from_secs(20), is_terminal).await;
+        assert_eq!(t["status"], "completed", "{t}");
+        assert_eq!(t["result"]["content"][0]["text"], format!("Completed t{i}"));
+    }
+}
+
+/// Fencing: a worker stalled past its lease (SIGSTOP, then SIGCONT) cannot
+/// overwrite the outcome written by the worker that took over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_worker_cannot_overwrite_the_takeover_outcome() {
+    let cluster = Cluster::new().await;
+    let api = cluster.api("api", &[]).await;
+    let w1 = cluster.worker("w1", 1500, &[]).await;
+    let c = Client::new(&api.url, tasks_caps());
+    let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": 2, "label": "fence" })).await);
+    c.wait_task(&id, "running on w1", |t| t["statusMessage"].as_str().is_some_and(|m| m.starts_with("Computing")))
+        .await;
+    w1.signal("STOP");
+    let w2 = cluster.worker("w2", 1500, &[]).await;
+    let done = c.wait_task_for(&id, "terminal", Duration::from_secs(20), is_terminal).await;
+    assert_eq!(done["status"], "completed", "{done}\nw2:\n{}", w2.log());
+    // w1 wakes up with its handler finished and its lease long gone.
+    w1.signal("CONT");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = c.get_task(&id).await;
+    assert_eq!(after, done, "the stalled worker changed the outcome");
+    let log = w1.log();
+    assert!(
+        log.contains("taken over") || log.contains("claim") || !log.contains("task finished"),
+        "w1 must not record an outcome:\n{log}"
+    );
+}
+
+/// SIGTERM to a worker mid-task: after its grace period it hands the work
+/// back, and another worker completes it long before the lease would lapse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_worker_hands_work_back_at_once() {
+    let cluster = Cluster::new().await;
+    let api = cluster.api("api", &[]).await;
+    let lease_ms = 60_000;
+    let mut w1 = cluster.worker("w1", lease_ms, &["--grace-ms", "300"]).await;
+    let c = Client::new(&api.url, tasks_caps());
+    let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": 2, "label": "handover" })).await);
+    c.wait_task(&id, "running on w1", |t| t["statusMessage"].as_str().is_some_and(|m| m.starts_with("Computing")))
+        .await;
+    let _w2 = cluster.worker("w2", lease_ms, &[]).await;
+    w1.signal("TERM");
+    let stopped = Instant::now();
+    let status = w1.wait_exit(Duration::from_secs(10)).await;
+    assert!(status.success(), "w1 exit: {status}\n{}", w1.log());
+    let done = c.wait_task_for(&id, "terminal", Duration::from_secs(20), is_terminal).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert!(stopped.elapsed() < Duration::from_secs(15), "took {:?}, the lease is 60 s", stopped.elapsed());
+    assert!(w1.log().contains("handing unfinished work back"), "{}", w1.log());
+}
+
+/// SIGTERM to an API pod: its in-flight requests still complete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_api_finishes_in_flight_requests() {
+    let cluster = Cluster::new().await;
+    let mut api = cluster.api("api", &["--grace-ms", "10000"]).await;
+    // Without the Tasks declaration slow_compute runs inside the request.
+    let c = Client::new(&api.url, json!({}));
+    let call =
+        tokio::spawn(async move { c.call_tool("slow_compute", json!({ "seconds": 1.5, "label": "inflight" })).await });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    api.signal("TERM");
+    let result = call.await.expect("the in-flight request completed");
+    assert_eq!(result["content"][0]["text"], "Completed inflight");
+    let status = api.wait_exit(Duration::from_secs(10)).await;
+    assert!(status.success(), "api exit: {status}\n{}", api.log());
+}
