@@ -60,7 +60,7 @@ async fn hash(redis: &TestRedis, store: &RedisStore, id: &TaskId) -> HashMap<Str
 
 #[tokio::test]
 async fn create_stores_fields_expiry_and_one_work_entry() {
-    let redis = TestRedis::start();
+    let redis = TestRedis::start().await;
     let store = store_on(&redis).await;
     let task = store.create(new_task(Some(60_000)), NO_LIMITS).await.unwrap();
     let fields = hash(&redis, &store, &task.id).await;
@@ -93,7 +93,7 @@ async fn create_stores_fields_expiry_and_one_work_entry() {
 
 #[tokio::test]
 async fn redis_reaps_expired_tasks_and_reads_hide_them_first() {
-    let redis = TestRedis::start();
+    let redis = TestRedis::start().await;
     let store = store_on(&redis).await;
     let task = store.create(new_task(Some(300)), NO_LIMITS).await.unwrap();
     let key = store.keys().task(&task.id).unwrap();
@@ -110,7 +110,7 @@ async fn redis_reaps_expired_tasks_and_reads_hide_them_first() {
 
 #[tokio::test]
 async fn ids_that_name_no_partition_are_unknown() {
-    let redis = TestRedis::start();
+    let redis = TestRedis::start().await;
     let store = store_on(&redis).await; // 4 partitions
     for id in [
         TaskId::from_random(4, [1; 16]),
@@ -131,7 +131,7 @@ async fn ids_that_name_no_partition_are_unknown() {
 
 #[tokio::test]
 async fn two_processes_share_tasks_work_and_events() {
-    let redis = TestRedis::start();
+    let redis = TestRedis::start().await;
     let cfg = config(&redis);
     let api = RedisStore::connect(cfg.clone()).await.unwrap();
     let worker = RedisStore::connect(cfg).await.unwrap();
@@ -155,7 +155,7 @@ async fn two_processes_share_tasks_work_and_events() {
 
 #[tokio::test]
 async fn claim_keeps_hash_fields_and_doc_consistent_and_fences() {
-    let redis = TestRedis::start();
+    let redis = TestRedis::start().await;
     let store = store_on(&redis).await;
     let task = store.create(new_task(None), NO_LIMITS).await.unwrap();
     let claim = store.claim("w1", 1, LONG, PATIENCE).await.unwrap().remove(0);
@@ -178,7 +178,7 @@ async fn claim_keeps_hash_fields_and_doc_consistent_and_fences() {
 
 #[tokio::test]
 async fn renew_extends_the_holders_lease() {
-    let redis = TestRedis::start();
+    let redis = TestRedis::start().await;
     let store = store_on(&redis).await;
     store.create(new_task(None), NO_LIMITS).await.unwrap();
     let lease = Duration::from_millis(600);
@@ -205,7 +205,7 @@ async fn renew_extends_the_holders_lease() {
 
 #[tokio::test]
 async fn a_stale_holder_cannot_finish_or_release_new_work() {
-    let redis = TestRedis::start();
+    let redis = TestRedis::start().await;
     let store = store_on(&redis).await;
     let task = store.create(new_task(None), NO_LIMITS).await.unwrap();
     let old = store.claim("a", 1, Duration::from_millis(1), PATIENCE).await.unwrap().remove(0);
@@ -229,7 +229,7 @@ async fn a_stale_holder_cannot_finish_or_release_new_work() {
 
 #[tokio::test]
 async fn claim_never_returns_more_than_max_and_hands_back_the_rest() {
-    let redis = TestRedis::start();
+    let redis = TestRedis::start().await;
     let store = store_on(&redis).await;
     let mut ids = HashSet::new();
     for _ in 0..12 {
@@ -262,7 +262,7 @@ async fn claim_never_returns_more_than_max_and_hands_back_the_rest() {
 
 #[tokio::test]
 async fn claim_drops_entries_whose_task_vanished() {
-    let redis = TestRedis::start();
+    let redis = TestRedis::start().await;
     let store = store_on(&redis).await;
     let task = store.create(new_task(None), NO_LIMITS).await.unwrap();
     let mut c = raw(&redis).await;
@@ -277,7 +277,7 @@ async fn claim_drops_entries_whose_task_vanished() {
 
 #[tokio::test]
 async fn a_waiting_claim_wakes_on_new_work_and_does_not_block_other_commands() {
-    let redis = TestRedis::start();
+    let redis = TestRedis::start().await;
     let store = store_on(&redis).await;
     let waiter = {
         let store = store.clone();
@@ -317,7 +317,7 @@ async fn lost_consumer_groups_and_script_cache_heal_themselves() {
 
 #[tokio::test]
 async fn watchers_share_one_subscription_and_unsubscribe_when_dropped() {
-    let redis = TestRedis::start();
+    let redis = TestRedis::start().await;
     let store = store_on(&redis).await;
     let task = store.create(new_task(None), NO_LIMITS).await.unwrap();
     let channel = store.keys().events(&task.id).unwrap();
@@ -371,7 +371,7 @@ async fn watches_resubscribe_after_the_connection_drops() {
 
 #[tokio::test]
 async fn the_scope_limit_repairs_members_that_no_longer_count() {
-    let redis = TestRedis::start();
+    let redis = TestRedis::start().await;
     let store = store_on(&redis).await;
     let limits = CreateLimits { max_active_per_scope: Some(2) };
     let a = store.create(new_task(Some(60_000)), limits).await.unwrap();
@@ -531,7 +531,7 @@ async fn a_restarted_empty_redis_is_used_again_without_reconnecting_by_hand() {
 
 #[tokio::test]
 async fn a_claim_dropped_while_waiting_strands_no_work() {
-    let redis = TestRedis::start();
+    let redis = TestRedis::start().await;
     let store = store_on(&redis).await;
     // The caller gives up while the claim blocks on the streams…
     let gave_up =

@@ -207,8 +207,9 @@ pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
 }
 
-/// A key prefix unique to this process and call, so tests share a server safely.
+/// A key prefix no other test (or earlier run against a shared server) uses.
 pub fn unique_prefix() -> String {
     static N: AtomicU64 = AtomicU64::new(0);
-    format!("test-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    format!("t{}x{}x{}", std::process::id(), nanos % 1_000_000_000_000, N.fetch_add(1, Ordering::Relaxed))
 }

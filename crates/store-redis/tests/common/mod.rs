@@ -1,192 +1,17 @@
-//! Test harness: a real Redis for the integration tests.
-//!
-//! `PRESA_TEST_REDIS_URL` set: every test uses that server (each under its own
-//! random key prefix, so tests run in parallel without FLUSHDB). Otherwise each
-//! test spawns its own `redis-server` on a free loopback port in a temporary
-//! directory (no persistence), killed when the guard drops. Without
-//! `redis-server` on PATH the test fails and says how to get one.
+//! Test harness: Redis-store helpers on top of `presa_testkit::redis`, which
+//! provides the server itself (`PRESA_TEST_REDIS_URL`, testcontainers, or a
+//! spawned `redis-server`; each test under its own key prefix, so tests run in
+//! parallel without FLUSHDB).
 
 #![allow(dead_code, unreachable_pub)]
 
 pub mod cluster;
 
-use std::{
-    io::{Read, Write},
-    net::{TcpListener, TcpStream},
-    path::Path,
-    process::{Child, Command, Stdio},
-    sync::{
-        Arc,
-        atomic::{AtomicU64, Ordering},
-    },
-    time::{Duration, Instant},
-};
+use std::{sync::Arc, time::Duration};
 
 use presa_store::{Cas, Claim, CreateLimits, NewTask, Scope, StoreError, Task, TaskId, TaskStore, TaskStream, Writer};
 use presa_store_redis::{RedisConfig, RedisStore};
-
-/// A Redis server for one test (or the shared one from `PRESA_TEST_REDIS_URL`).
-#[derive(Debug)]
-pub struct TestRedis {
-    url: String,
-    port: u16,
-    child: Option<Child>,
-    _dir: Option<tempfile::TempDir>,
-}
-
-impl TestRedis {
-    /// The server to test against.
-    pub fn start() -> TestRedis {
-        if let Ok(url) = std::env::var("PRESA_TEST_REDIS_URL")
-            && !url.is_empty()
-        {
-            return TestRedis { port: 0, url, child: None, _dir: None };
-        }
-        Self::spawn()
-    }
-
-    /// Always a private, spawned server (for tests that stop or kill it).
-    pub fn spawn() -> TestRedis {
-        let mut last_error = String::new();
-        for _ in 0..5 {
-            let port = free_port();
-            let dir = tempfile::tempdir().expect("temp dir");
-            match spawn_server(dir.path(), port, &[]) {
-                Ok(child) => {
-                    return TestRedis {
-                        url: format!("redis://127.0.0.1:{port}"),
-                        port,
-                        child: Some(child),
-                        _dir: Some(dir),
-                    };
-                }
-                Err(e) => last_error = e,
-            }
-        }
-        panic!("could not start redis-server: {last_error}");
-    }
-
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
-    /// The spawned server's process id (None for an external server).
-    pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
-    }
-
-    /// Send a signal (`STOP`, `CONT`, …) to the spawned server.
-    pub fn signal(&self, sig: &str) {
-        let pid = self.pid().expect("only a spawned server can be signalled");
-        let ok = Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status().expect("kill").success();
-        assert!(ok, "kill -{sig} {pid}");
-    }
-
-    /// Stop the spawned server for good.
-    pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// Kill the spawned server and start an empty one on the same port.
-    pub fn restart(&mut self) {
-        self.kill();
-        let dir = self._dir.as_ref().expect("a spawned server").path();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            match spawn_server(dir, self.port, &[]) {
-                Ok(child) => {
-                    self.child = Some(child);
-                    return;
-                }
-                // The port may linger for a moment after the kill.
-                Err(e) if Instant::now() > deadline => panic!("restart: {e}"),
-                Err(_) => std::thread::sleep(Duration::from_millis(100)),
-            }
-        }
-    }
-
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-}
-
-impl Drop for TestRedis {
-    fn drop(&mut self) {
-        if self.pid().is_some() {
-            // A stopped server ignores SIGKILL until continued on some kernels.
-            let _ = Command::new("kill").arg("-CONT").arg(self.pid().unwrap().to_string()).status();
-        }
-        self.kill();
-    }
-}
-
-/// Where `redis-server` is, or a failure saying how to get it.
-pub fn redis_server_binary() -> String {
-    let found = std::env::var_os("PATH")
-        .and_then(|paths| std::env::split_paths(&paths).map(|p| p.join("redis-server")).find(|p| p.is_file()));
-    match found {
-        Some(p) => p.to_string_lossy().into_owned(),
-        None => panic!(
-            "redis-server is not on PATH. Install it (Debian/Ubuntu: `apt-get install redis-server`, \
-             Redis 7.0 or newer) or point the tests at a running server with \
-             PRESA_TEST_REDIS_URL=redis://127.0.0.1:6379"
-        ),
-    }
-}
-
-/// Start `redis-server` on `port` in `dir` and wait until it answers PING.
-pub fn spawn_server(dir: &Path, port: u16, extra: &[&str]) -> Result<Child, String> {
-    let mut child = Command::new(redis_server_binary())
-        .current_dir(dir)
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .args(["--dir", &dir.to_string_lossy()])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("spawn redis-server: {e}"))?;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!("redis-server exited at start: {status}"));
-        }
-        if ping(port) {
-            return Ok(child);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    Err(format!("redis-server on port {port} did not answer PING"))
-}
-
-fn ping(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    if s.write_all(b"PING\r\n").is_err() {
-        return false;
-    }
-    let mut buf = [0u8; 7];
-    s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
-}
-
-/// A loopback port nobody listens on right now.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
-}
-
-/// A key prefix no other test (or earlier run) uses.
-pub fn unique_prefix() -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    format!("t{}x{}x{}", std::process::id(), nanos % 1_000_000_000_000, N.fetch_add(1, Ordering::Relaxed))
-}
+pub use presa_testkit::redis::{TestRedis, free_port, redis_server_binary, unique_prefix};
 
 /// A config for `redis` under a fresh prefix, 4 partitions, 1 s timeout.
 pub fn config(redis: &TestRedis) -> RedisConfig {
@@ -236,7 +61,7 @@ impl TaskStore for Guarded {
 
 /// A fresh, isolated store on a fresh (or the shared) Redis.
 pub async fn make_store() -> Arc<dyn TaskStore> {
-    let redis = Arc::new(TestRedis::start());
+    let redis = Arc::new(TestRedis::start().await);
     let store = RedisStore::connect(config(&redis)).await.expect("connect to the test Redis");
     Arc::new(Guarded { store, redis })
 }
