@@ -10,6 +10,44 @@
 //! - [`ops`]: load–reduce–compare-and-set of one task.
 //! - [`error`]: [`ServerError`], and the one place it becomes a JSON-RPC error.
 //!
+//! # A server with your own tool
+//!
+//! ```
+//! use std::sync::Arc;
+//! use presa_server::{Catalog, Server, ServerConfig, StateCodec, TaskPolicy, Tool, ToolContext, ToolOutput};
+//! use presa_store::memory::MemoryStore;
+//! use serde_json::{Value, json};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let catalog = Catalog::builder()
+//!     .tool(
+//!         Tool::new(
+//!             "summarise",
+//!             "Summarises a long document.",
+//!             json!({ "type": "object", "properties": { "url": { "type": "string" } }, "required": ["url"] }),
+//!             |ctx: ToolContext, args: Value| async move {
+//!                 ctx.set_status(format!("fetching {}", args["url"])).await?;
+//!                 // ... long work; ctx.sleep() and ctx.cancellation() notice tasks/cancel ...
+//!                 let ok = ctx
+//!                     .input("confirm", json!({ "method": "elicitation/create", "params": {
+//!                         "message": "Publish the summary?",
+//!                         "requestedSchema": { "type": "object", "properties": { "ok": { "type": "boolean" } } } } }))
+//!                     .await?;
+//!                 Ok(ToolOutput::text(format!("done: {}", ok["content"]["ok"])))
+//!             },
+//!         )
+//!         .policy(TaskPolicy::Optional),
+//!     )
+//!     .build()?;
+//! let memory = Arc::new(MemoryStore::new());
+//! let server = Server::new(ServerConfig::default(), catalog, memory.clone(), memory, StateCodec::new(b"shared secret"));
+//! // Serve it with `presa_http::router(server.clone(), Default::default())` and run
+//! // `presa_server::Worker::new(server, Default::default()).run(shutdown)` where handlers should execute.
+//! # let _ = server;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Invariants: every result carries `resultType` and `_meta.serverInfo`; a task
 //! is created only for a request that declared the Tasks extension; another
 //! scope's task answers exactly like an unknown one.
