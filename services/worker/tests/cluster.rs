@@ -29,6 +29,11 @@ impl Cluster {
         Cluster { redis: TestRedis::start().await, prefix: unique_prefix() }
     }
 
+    /// A cluster on a private `redis-server` the test may stop or restart.
+    fn with_private_redis() -> Cluster {
+        Cluster { redis: TestRedis::spawn(), prefix: unique_prefix() }
+    }
+
     fn env(&self) -> Vec<(&str, &str)> {
         vec![
             ("PRESA_REDIS_URL", self.redis.url()),
@@ -197,4 +202,61 @@ async fn sigterm_api_finishes_in_flight_requests() {
     assert_eq!(result["content"][0]["text"], "Completed inflight");
     let status = api.wait_exit(Duration::from_secs(10)).await;
     assert!(status.success(), "api exit: {status}\n{}", api.log());
+}
+
+/// Redis unreachable: requests fail promptly with a retryable -32603 (HTTP
+/// 503) instead of hanging, `/readyz` reports it, and the pods recover on
+/// their own once Redis is back, including after a restart that lost everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_outage_is_retryable_and_pods_recover() {
+    let mut cluster = Cluster::with_private_redis();
+    let api = cluster.api("api", &["--redis-timeout-ms", "500"]).await;
+    let _w = cluster.worker("w1", 2000, &["--redis-timeout-ms", "500"]).await;
+    let c = Client::new(&api.url, tasks_caps());
+    let readyz = api.url.replace("/mcp", "/readyz");
+    let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": 0, "label": "before" })).await);
+    c.wait_status(&id, "completed").await;
+
+    cluster.redis.signal("STOP");
+    for (method, params) in [
+        ("tools/call", json!({ "name": "slow_compute", "arguments": { "seconds": 0 } })),
+        ("tasks/get", json!({ "taskId": id })),
+    ] {
+        let started = Instant::now();
+        let (status, e) = c.err(method, params).await;
+        assert_eq!(status, 503, "{method}: {e}");
+        assert_eq!(e["code"], -32603);
+        assert_eq!(e["data"]["retryable"], true);
+        assert!(started.elapsed() < Duration::from_secs(5), "{method} took {:?}", started.elapsed());
+    }
+    let r = reqwest::get(&readyz).await.unwrap();
+    assert_eq!(r.status().as_u16(), 503);
+
+    cluster.redis.signal("CONT");
+    let id = recover(&c, "after-stop").await;
+    assert!(!id.is_empty());
+    assert_eq!(reqwest::get(&readyz).await.unwrap().status().as_u16(), 200);
+
+    // A restart that lost every key (no persistence): new work flows again.
+    cluster.redis.restart();
+    recover(&c, "after-restart").await;
+}
+
+/// Retry creating a task until the pods are back (20 s at most), then wait for it to complete.
+async fn recover(c: &Client, label: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, v) = c
+            .send("tools/call", json!({ "name": "slow_compute", "arguments": { "seconds": 0, "label": label } }))
+            .await;
+        if status == 200 {
+            let id = task_id(&v["result"]);
+            let done = c.wait_task_for(&id, "terminal", Duration::from_secs(20), is_terminal).await;
+            assert_eq!(done["status"], "completed", "{done}");
+            return id;
+        }
+        assert_eq!(v["error"]["data"]["retryable"], true, "only retryable errors while recovering: {v}");
+        assert!(Instant::now() < deadline, "the pods did not recover: {v}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
