@@ -260,3 +260,34 @@ async fn recover(c: &Client, label: &str) -> String {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// notifications/tasks across pods: a listen stream on api2 sees every change
+/// of a task created through api1, run by a worker and answered through api1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_notifications_cross_pods() {
+    let cluster = Cluster::new().await;
+    let api1 = cluster.api("api1", &[]).await;
+    let api2 = cluster.api("api2", &[]).await;
+    let _w = cluster.worker("w1", 5000, &[]).await;
+    let via1 = Client::new(&api1.url, tasks_caps());
+    let via2 = Client::new(&api2.url, tasks_caps());
+    let id = task_id(&via1.call_tool("deploy_release", json!({ "version": "3.0.0", "step_seconds": 0.3 })).await);
+    let (status, mut stream) = via2.listen(json!({ "taskIds": [id] })).await;
+    assert_eq!(status, 200);
+    let ack = presa_testkit::next_within(&mut stream, 5).await;
+    assert_eq!(ack["params"]["notifications"]["taskIds"], json!([id]));
+    let mut seen: Vec<String> = Vec::new();
+    while seen.last().map(String::as_str) != Some("completed") {
+        let n = presa_testkit::next_within(&mut stream, 15).await;
+        assert_eq!(n["method"], "notifications/tasks", "{n}");
+        let status = n["params"]["status"].as_str().unwrap().to_string();
+        if status == "input_required" && !seen.contains(&status) {
+            let answer = json!({ "approve-3.0.0": { "action": "accept", "content": { "approve": true } } });
+            via1.ok("tasks/update", json!({ "taskId": id, "inputResponses": answer })).await;
+        }
+        if seen.last() != Some(&status) {
+            seen.push(status);
+        }
+    }
+    assert_eq!(seen, ["working", "input_required", "working", "completed"]);
+}
