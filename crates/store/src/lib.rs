@@ -100,6 +100,21 @@ impl Claim {
     }
 }
 
+/// The work queue of one partition, for metrics ([`TaskStore::work_stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PartitionStats {
+    /// The partition (the `pNN` a task id names).
+    pub partition: u16,
+    /// Work items waiting for a worker (never claimed, or handed back).
+    pub queued: u64,
+    /// Work items delivered to a worker and not finished yet (running,
+    /// parked on input, or with a lapsed lease awaiting recovery).
+    pub pending: u64,
+    /// Milliseconds since the oldest pending item was enqueued; `None` when
+    /// nothing is pending.
+    pub oldest_pending_age_ms: Option<u64>,
+}
+
 /// A stream of task snapshots (each one a change that was committed).
 pub type TaskStream = Pin<Box<dyn Stream<Item = Task> + Send>>;
 /// A stream of server-wide events.
@@ -146,6 +161,12 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
     /// Changes of the given tasks, as committed snapshots, from now on.
     /// Best effort: a snapshot may be missed (readers re-read the record).
     async fn watch(&self, ids: &[TaskId]) -> Result<TaskStream, StoreError>;
+
+    /// The work queue of every partition, for metrics (read on each scrape,
+    /// so it should be cheap). The default knows nothing: an empty list.
+    async fn work_stats(&self) -> Result<Vec<PartitionStats>, StoreError> {
+        Ok(Vec::new())
+    }
 }
 
 /// Server-wide broadcast between API processes.

@@ -20,7 +20,7 @@ use tokio::sync::{Notify, broadcast};
 use tokio_stream::wrappers::BroadcastStream;
 
 use crate::{
-    Cas, Claim, CreateLimits, EventBus, EventStream, StoreError, TaskStore, TaskStream, Writer,
+    Cas, Claim, CreateLimits, EventBus, EventStream, PartitionStats, StoreError, TaskStore, TaskStream, Writer,
     util::{new_task_id, now_ms},
 };
 
@@ -360,6 +360,28 @@ impl TaskStore for MemoryStore {
         Ok(())
     }
 
+    async fn work_stats(&self) -> Result<Vec<PartitionStats>, StoreError> {
+        let now = now_ms();
+        let mut stats: Vec<PartitionStats> =
+            (0..self.partitions).map(|partition| PartitionStats { partition, ..PartitionStats::default() }).collect();
+        let s = self.state();
+        for (id, item) in &s.work {
+            let Some(task) = s.tasks.get(id).filter(|t| !t.is_expired(now)) else {
+                continue;
+            };
+            let p = id.partition().unwrap_or(0).min(self.partitions - 1);
+            let entry = &mut stats[usize::from(p)];
+            if item.lease.is_some() {
+                entry.pending += 1;
+                let age = now.saturating_sub(task.created_at_ms);
+                entry.oldest_pending_age_ms = Some(entry.oldest_pending_age_ms.map_or(age, |a| a.max(age)));
+            } else {
+                entry.queued += 1;
+            }
+        }
+        Ok(stats)
+    }
+
     async fn watch(&self, ids: &[TaskId]) -> Result<TaskStream, StoreError> {
         let ids: HashSet<TaskId> = ids.iter().cloned().collect();
         let stream = BroadcastStream::new(self.changes.subscribe()).filter_map(move |item| {
@@ -428,6 +450,31 @@ mod tests {
         let seen = watch.next().await.unwrap();
         assert_eq!(seen, claims[0].task);
         assert_eq!((seen.attempt, seen.revision), (1, 2));
+    }
+
+    #[tokio::test]
+    async fn work_stats_count_queued_and_pending_work_per_partition() {
+        let store = MemoryStore::with_partitions(2);
+        let empty = store.work_stats().await.unwrap();
+        assert_eq!(empty.iter().map(|p| p.partition).collect::<Vec<_>>(), vec![0, 1]);
+        assert!(empty.iter().all(|p| p.queued == 0 && p.pending == 0 && p.oldest_pending_age_ms.is_none()));
+        for _ in 0..3 {
+            store.create(new_task(Some(60_000)), NO_LIMITS).await.unwrap();
+        }
+        let claimed = store.claim("w", 1, Duration::from_secs(30), Duration::ZERO).await.unwrap();
+        let stats = store.work_stats().await.unwrap();
+        assert_eq!(stats.iter().map(|p| p.queued).sum::<u64>(), 2);
+        assert_eq!(stats.iter().map(|p| p.pending).sum::<u64>(), 1);
+        let busy = &stats[usize::from(claimed[0].task.id.partition().unwrap())];
+        assert_eq!(busy.pending, 1);
+        assert!(busy.oldest_pending_age_ms.is_some());
+        // Finished work leaves the statistics.
+        let done = apply(&claimed[0].task, &Event::Cancel, now_ms()).unwrap().unwrap();
+        store.transition(&done, Writer::Client).await.unwrap();
+        store.finish(&claimed[0]).await.unwrap();
+        let stats = store.work_stats().await.unwrap();
+        assert_eq!(stats.iter().map(|p| p.pending).sum::<u64>(), 0);
+        assert_eq!(stats.iter().map(|p| p.queued).sum::<u64>(), 2);
     }
 
     #[tokio::test]
