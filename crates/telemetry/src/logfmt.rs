@@ -1,0 +1,213 @@
+//! Log formatting details: trace ids in JSON lines, quieter span fields in text.
+
+use std::{
+    fmt,
+    sync::{Arc, OnceLock},
+};
+
+use opentelemetry::trace::TraceContextExt as _;
+use tracing::{
+    Dispatch, Event, Subscriber,
+    dispatcher::WeakDispatch,
+    field::{Field, Visit},
+};
+use tracing_subscriber::{
+    Layer,
+    field::RecordFields,
+    fmt::{
+        FmtContext, FormatEvent, FormatFields,
+        format::{Format, Json, Writer},
+    },
+    registry::LookupSpan,
+};
+
+/// Remembers the dispatcher the subscriber became, so the JSON formatter can
+/// ask the OpenTelemetry layer for span contexts while formatting (when
+/// `tracing::dispatcher::get_default` would answer the no-op dispatcher).
+pub(crate) struct CaptureDispatch(Arc<OnceLock<WeakDispatch>>);
+
+impl CaptureDispatch {
+    pub(crate) fn new(slot: Arc<OnceLock<WeakDispatch>>) -> Self {
+        CaptureDispatch(slot)
+    }
+}
+
+impl<S: Subscriber> Layer<S> for CaptureDispatch {
+    fn on_register_dispatch(&self, subscriber: &Dispatch) {
+        let _ = self.0.set(subscriber.downgrade());
+    }
+}
+
+/// The standard JSON line, with `trace_id` and `span_id` first when the
+/// event happens inside a span that belongs to a trace.
+pub(crate) struct WithTraceIds {
+    inner: Format<Json>,
+    dispatch: Arc<OnceLock<WeakDispatch>>,
+}
+
+impl WithTraceIds {
+    pub(crate) fn new(dispatch: Arc<OnceLock<WeakDispatch>>) -> Self {
+        WithTraceIds { inner: tracing_subscriber::fmt::format().json(), dispatch }
+    }
+
+    /// The ids of the innermost span (of the event's scope) the OpenTelemetry layer knows.
+    fn ids<S, N>(&self, ctx: &FmtContext<'_, S, N>) -> Option<(String, String)>
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+        N: for<'a> FormatFields<'a> + 'static,
+    {
+        let dispatch = self.dispatch.get()?.upgrade()?;
+        ctx.event_scope()?.find_map(|span| {
+            let cx = tracing_opentelemetry::get_otel_context(&span.id(), &dispatch)?;
+            let span = cx.span();
+            let sc = span.span_context();
+            sc.is_valid().then(|| (sc.trace_id().to_string(), sc.span_id().to_string()))
+        })
+    }
+}
+
+impl<S, N> FormatEvent<S, N> for WithTraceIds
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(&self, ctx: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &Event<'_>) -> fmt::Result {
+        let Some((trace_id, span_id)) = self.ids(ctx) else {
+            return self.inner.format_event(ctx, writer, event);
+        };
+        let mut line = String::new();
+        self.inner.format_event(ctx, Writer::new(&mut line), event)?;
+        match line.strip_prefix('{') {
+            // Hex ids need no escaping.
+            Some(rest) => write!(writer, "{{\"trace_id\":\"{trace_id}\",\"span_id\":\"{span_id}\",{rest}"),
+            None => writer.write_str(&line),
+        }
+    }
+}
+
+/// Text fields without the span attributes meant for OpenTelemetry only
+/// (`otel.*`, `network.*`), so span context in text lines stays readable.
+pub(crate) struct TextFields;
+
+impl<'w> FormatFields<'w> for TextFields {
+    fn format_fields<R: RecordFields>(&self, writer: Writer<'w>, fields: R) -> fmt::Result {
+        let mut visitor = TextVisitor { writer, empty: true, result: Ok(()) };
+        fields.record(&mut visitor);
+        visitor.result
+    }
+}
+
+struct TextVisitor<'w> {
+    writer: Writer<'w>,
+    empty: bool,
+    result: fmt::Result,
+}
+
+impl Visit for TextVisitor<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        let name = field.name();
+        if self.result.is_err() || name.starts_with("otel.") || name.starts_with("network.") || name.starts_with("log.")
+        {
+            return;
+        }
+        let sep = if self.empty { "" } else { " " };
+        self.empty = false;
+        self.result = if name == "message" {
+            write!(self.writer, "{sep}{value:?}")
+        } else {
+            write!(self.writer, "{sep}{name}={value:?}")
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use opentelemetry_sdk::trace::SdkTracerProvider;
+    use tracing_subscriber::{fmt::MakeWriter, layer::SubscriberExt};
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buffer {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> MakeWriter<'a> for Buffer {
+        type Writer = Buffer;
+
+        fn make_writer(&'a self) -> Self::Writer {
+            self.clone()
+        }
+    }
+
+    impl Buffer {
+        fn lines(&self) -> Vec<String> {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap().lines().map(str::to_string).collect()
+        }
+    }
+
+    const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    #[test]
+    fn json_lines_inside_a_trace_lead_with_its_ids() {
+        let provider = SdkTracerProvider::builder().build();
+        let out = Buffer::default();
+        let slot = Arc::new(OnceLock::new());
+        let subscriber = tracing_subscriber::registry()
+            .with(crate::otel_layer(&provider))
+            .with(CaptureDispatch::new(slot.clone()))
+            .with(
+                tracing_subscriber::fmt::layer().json().with_writer(out.clone()).event_format(WithTraceIds::new(slot)),
+            );
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!("outside");
+            let span = tracing::info_span!("request", trace_id = tracing::field::Empty);
+            let map = std::collections::BTreeMap::from([("traceparent".to_string(), TP.to_string())]);
+            assert!(crate::propagation::set_parent(&span, crate::propagation::from_map(&map).unwrap()));
+            span.in_scope(|| tracing::info!(answer = 42, "inside"));
+        });
+        let lines = out.lines();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        let outside: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+        assert!(outside.get("trace_id").is_none(), "{outside}");
+        let inside: serde_json::Value = serde_json::from_str(&lines[1]).unwrap();
+        assert!(lines[1].starts_with("{\"trace_id\":\"4bf92f3577b34da6a3ce929d0e0e4736\",\"span_id\":\""), "{inside}");
+        assert_ne!(inside["span_id"], "00f067aa0ba902b7", "the span's own id, not its parent's");
+        assert_eq!(inside["fields"]["answer"], 42);
+    }
+
+    #[test]
+    fn text_span_context_hides_otel_fields_and_shows_the_trace_id() {
+        let out = Buffer::default();
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_subscriber::fmt::layer().with_ansi(false).with_writer(out.clone()).fmt_fields(TextFields));
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!(
+                "request",
+                otel.name = "tools/call x",
+                network.transport = "tcp",
+                mcp.method.name = "tools/call",
+                trace_id = tracing::field::Empty
+            );
+            span.record("trace_id", "abc");
+            span.in_scope(|| tracing::info!(task_id = "t1", "task created"));
+        });
+        let lines = out.lines();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        let line = &lines[0];
+        assert!(line.contains("request{mcp.method.name=\"tools/call\" trace_id=\"abc\"}"), "{line}");
+        assert!(line.ends_with("task created task_id=\"t1\""), "{line}");
+        assert!(!line.contains("otel.") && !line.contains("network."), "{line}");
+    }
+}
