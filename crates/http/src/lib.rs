@@ -1,6 +1,8 @@
 //! Streamable HTTP (MCP 2026-07-28) for presa, on axum.
 //!
-//! - [`router`]: `POST /mcp`, `GET /healthz`, `GET /readyz` (and 405 for GET/DELETE `/mcp`).
+//! - [`router`]: `POST /mcp`, `GET /healthz`, `GET /readyz`, `GET /metrics` when
+//!   [`HttpConfig::metrics`] is set (and 405 for GET/DELETE `/mcp`).
+//! - [`metrics_router`]: `GET /metrics` alone, for a process without the MCP endpoint (a worker).
 //! - [`serve`]: run a router on a listener (TCP_NODELAY) until a shutdown future fires.
 //! - [`admission`]: the request admission order (Origin, envelope, `_meta`,
 //!   `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, method, `Mcp-Param-*`).
@@ -9,6 +11,11 @@
 //! A reply is one JSON body unless the handler streams notifications first
 //! (progress, logs) or the method is `subscriptions/listen`: then SSE with
 //! `X-Accel-Buffering: no`. Closing an SSE stream cancels the request's work.
+//!
+//! Every parsed request runs in one server span (`<method> <tool>`, the MCP
+//! semantic conventions; parent from `_meta.traceparent`, else the HTTP
+//! `traceparent` header) and is counted in `presa_requests_total` and
+//! `presa_request_duration_seconds` (see `presa_telemetry::metrics`).
 
 pub mod admission;
 pub mod auth;
@@ -19,12 +26,13 @@ use std::{future::Future, sync::Arc, time::Duration};
 use axum::{
     Router,
     extract::{DefaultBodyLimit, State},
-    http::{HeaderMap, StatusCode},
+    http::{HeaderMap, StatusCode, header},
     response::{IntoResponse, Response},
     routing::{get, post},
 };
 use futures::future::BoxFuture;
 use presa_server::Server;
+use presa_telemetry::metrics::PrometheusHandle;
 
 pub use auth::{Anonymous, Authenticator};
 
@@ -46,6 +54,11 @@ pub struct HttpConfig {
     pub authenticator: Arc<dyn Authenticator>,
     /// Readiness probe for `/readyz`.
     pub ready: Option<ReadyCheck>,
+    /// Serve `GET /metrics` from this Prometheus handle.
+    pub metrics: Option<PrometheusHandle>,
+    /// Whether `/metrics` reads the work queue gauges from the store (off on
+    /// API pods whose workers report them, so the cluster reports them once).
+    pub queue_metrics: bool,
 }
 
 impl std::fmt::Debug for HttpConfig {
@@ -54,6 +67,8 @@ impl std::fmt::Debug for HttpConfig {
             .field("allowed_origins", &self.allowed_origins)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("keep_alive", &self.keep_alive)
+            .field("metrics", &self.metrics.is_some())
+            .field("queue_metrics", &self.queue_metrics)
             .finish_non_exhaustive()
     }
 }
@@ -66,6 +81,8 @@ impl Default for HttpConfig {
             keep_alive: Duration::from_secs(15),
             authenticator: Arc::new(Anonymous),
             ready: None,
+            metrics: None,
+            queue_metrics: true,
         }
     }
 }
@@ -79,13 +96,35 @@ pub(crate) struct App {
 /// The axum router for `server`.
 pub fn router(server: Server, config: HttpConfig) -> Router {
     let limit = config.max_body_bytes;
+    let metrics = config.metrics.clone().map(|handle| metrics_router(server.clone(), handle, config.queue_metrics));
     let app = App { server, config: Arc::new(config) };
-    Router::new()
+    let router = Router::new()
         .route("/mcp", post(respond::mcp).get(method_not_allowed).delete(method_not_allowed))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .layer(DefaultBodyLimit::max(limit))
-        .with_state(app)
+        .with_state(app);
+    match metrics {
+        Some(m) => router.merge(m),
+        None => router,
+    }
+}
+
+/// `GET /metrics`: refresh the gauges of `server` (listen streams and, with
+/// `queue`, the work queue from the store), then render `handle` in the
+/// Prometheus text format.
+pub fn metrics_router(server: Server, handle: PrometheusHandle, queue: bool) -> Router {
+    Router::new().route(
+        "/metrics",
+        get(move || {
+            let (server, handle) = (server.clone(), handle.clone());
+            async move {
+                server.refresh_metrics(queue).await;
+                let body = handle.render();
+                ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body)
+            }
+        }),
+    )
 }
 
 async fn method_not_allowed() -> Response {

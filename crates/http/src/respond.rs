@@ -1,7 +1,12 @@
 //! The `POST /mcp` handler: admission, dispatch, and the choice between one
-//! JSON body and an SSE stream.
+//! JSON body and an SSE stream; each request's span and metrics ([`Observed`]).
 
-use std::convert::Infallible;
+use std::{
+    convert::Infallible,
+    pin::Pin,
+    task::{Context, Poll},
+    time::Instant,
+};
 
 use axum::{
     body::Bytes,
@@ -15,13 +20,18 @@ use axum::{
 use futures::{Stream, StreamExt};
 use presa_protocol::{
     codes,
-    jsonrpc::{self, ErrorObject, Incoming, RequestId},
+    jsonrpc::{self, ErrorObject, Incoming, Request, RequestId},
 };
-use presa_server::{Outbox, Reply};
+use presa_server::{
+    Outbox, Reply,
+    dispatch::{METHODS, MessageStream},
+};
+use presa_telemetry::{metrics, propagation};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, Span, field::Empty};
 
 use crate::{App, admission};
 
@@ -50,45 +60,67 @@ fn sse(stream: impl Stream<Item = Value> + Send + 'static, keep_alive: std::time
 }
 
 pub(crate) async fn mcp(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
+    let started = Instant::now();
+    // Failures before the method is known count as `unknown` and get no span.
+    let refuse = |status: StatusCode, e: ErrorObject| {
+        metrics::request(UNKNOWN_METHOD, e.code.to_string(), started.elapsed());
+        json(status, &jsonrpc::failure(None, &e))
+    };
     if let Some(origin) = headers.get(header::ORIGIN) {
         let allowed = origin.to_str().is_ok_and(|o| admission::origin_allowed(o, &app.config.allowed_origins));
         if !allowed {
-            return json(
-                StatusCode::FORBIDDEN,
-                &jsonrpc::failure(None, &ErrorObject::new(codes::INVALID_REQUEST, "Origin not allowed")),
-            );
+            return refuse(StatusCode::FORBIDDEN, ErrorObject::new(codes::INVALID_REQUEST, "Origin not allowed"));
         }
     }
     if let Some(ct) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok())
         && !ct.to_ascii_lowercase().contains("json")
     {
-        return json(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            &jsonrpc::failure(None, &ErrorObject::new(codes::INVALID_REQUEST, "Content-Type must be application/json")),
-        );
+        let e = ErrorObject::new(codes::INVALID_REQUEST, "Content-Type must be application/json");
+        return refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, e);
     }
     let req = match jsonrpc::parse_message(&body) {
         Ok(Incoming::Request(r)) => r,
-        Ok(Incoming::Notification { .. }) => return StatusCode::ACCEPTED.into_response(),
-        Err(e) => return error(e.id(), &e.to_error()),
+        Ok(Incoming::Notification { .. }) => {
+            metrics::request(NOTIFICATION, "ok", started.elapsed());
+            return StatusCode::ACCEPTED.into_response();
+        }
+        Err(e) => {
+            let err = e.to_error();
+            metrics::request(UNKNOWN_METHOD, err.code.to_string(), started.elapsed());
+            return error(e.id(), &err);
+        }
     };
+    let observed = Observed::start(&app, &headers, &req, started);
+    let span = observed.span.clone();
+    respond(app, headers, req, observed).instrument(span).await
+}
+
+/// Admission and dispatch of one parsed request, inside its span.
+async fn respond(app: App, headers: HeaderMap, req: Request, mut observed: Observed) -> Response {
     let meta = match admission::check_request(&headers, &req) {
         Ok(m) => m,
-        Err(e) => return error(Some(&req.id), &e),
+        Err(e) => {
+            observed.failed(&e);
+            return error(Some(&req.id), &e);
+        }
     };
+    observed.span.record("mcp.protocol.version", meta.protocol_version.as_str());
     if let Err(e) = admission::check_param_headers(&headers, &req, app.server.catalog()) {
+        observed.failed(&e);
         return error(Some(&req.id), &e);
     }
     let scope = match app.config.authenticator.authenticate(&headers) {
         Ok(s) => s,
         Err(msg) => {
             let e = ErrorObject::new(codes::INVALID_REQUEST, format!("Unauthorized: {msg}"));
+            observed.failed(&e);
             return json(StatusCode::UNAUTHORIZED, &jsonrpc::failure(Some(&req.id), &e));
         }
     };
     let streaming = accepts_sse(&headers);
     if req.method == "subscriptions/listen" && !streaming {
         let e = ErrorObject::new(codes::INVALID_REQUEST, "subscriptions/listen needs Accept: text/event-stream");
+        observed.failed(&e);
         return json(StatusCode::NOT_ACCEPTABLE, &jsonrpc::failure(Some(&req.id), &e));
     }
 
@@ -98,7 +130,10 @@ pub(crate) async fn mcp(State(app): State<App>, headers: HeaderMap, body: Bytes)
     let guard = cancel.clone().drop_guard();
     let server = app.server.clone();
     let id = req.id.clone();
-    let mut work = Box::pin(async move { server.handle(&req, &meta, &scope, outbox, cancel).await });
+    // The dispatch runs in the request span wherever it is polled (here, or in the SSE pump).
+    let mut work = Box::pin(
+        async move { server.handle(&req, &meta, &scope, outbox, cancel).await }.instrument(observed.span.clone()),
+    );
 
     // JSON unless a notification comes before the reply.
     let first = tokio::select! {
@@ -107,11 +142,22 @@ pub(crate) async fn mcp(State(app): State<App>, headers: HeaderMap, body: Bytes)
             let pending: Vec<Value> = std::iter::from_fn(|| notes.try_recv().ok()).collect();
             if pending.is_empty() {
                 return match reply {
-                    Reply::Result(v) => json(StatusCode::OK, &jsonrpc::success(&id, v)),
-                    Reply::Error(e) => error(Some(&id), &e),
-                    Reply::Stream(s) => sse(s, app.config.keep_alive),
+                    Reply::Result(v) => {
+                        observed.succeeded(&v);
+                        json(StatusCode::OK, &jsonrpc::success(&id, v))
+                    }
+                    Reply::Error(e) => {
+                        observed.failed(&e);
+                        error(Some(&id), &e)
+                    }
+                    Reply::Stream(s) => {
+                        // A listen stream: counted when it opens; its span lasts while it streams.
+                        observed.opened();
+                        sse(InSpan { inner: s, span: observed.span.clone() }, app.config.keep_alive)
+                    }
                 };
             }
+            observed.replied(&reply);
             let last = reply_message(&id, reply);
             return sse(futures::stream::iter(pending.into_iter().chain(last)), app.config.keep_alive);
         }
@@ -120,26 +166,179 @@ pub(crate) async fn mcp(State(app): State<App>, headers: HeaderMap, body: Bytes)
 
     // Stream: pump notifications and then the reply; stop the work if the client goes away.
     let (out, rx) = mpsc::channel::<Value>(64);
-    tokio::spawn(async move {
-        let _guard = guard;
-        if out.send(first).await.is_err() {
-            return;
-        }
-        let reply = loop {
-            tokio::select! {
-                reply = &mut work => break reply,
-                Some(note) = notes.recv() => if out.send(note).await.is_err() { return },
-                _ = out.closed() => return,
+    let span = observed.span.clone();
+    tokio::spawn(
+        async move {
+            let _guard = guard;
+            if out.send(first).await.is_err() {
+                return;
             }
-        };
-        for note in std::iter::from_fn(|| notes.try_recv().ok()) {
-            let _ = out.send(note).await;
+            let reply = loop {
+                tokio::select! {
+                    reply = &mut work => break reply,
+                    Some(note) = notes.recv() => if out.send(note).await.is_err() { return },
+                    _ = out.closed() => return,
+                }
+            };
+            for note in std::iter::from_fn(|| notes.try_recv().ok()) {
+                let _ = out.send(note).await;
+            }
+            observed.replied(&reply);
+            for m in reply_message(&id, reply) {
+                let _ = out.send(m).await;
+            }
         }
-        for m in reply_message(&id, reply) {
-            let _ = out.send(m).await;
-        }
-    });
+        .instrument(span),
+    );
     sse(ReceiverStream::new(rx), app.config.keep_alive)
+}
+
+/// The `method` label of requests that were not parsed, or name no known method.
+const UNKNOWN_METHOD: &str = "unknown";
+/// The `method` label of notifications (answered 202, never dispatched).
+const NOTIFICATION: &str = "notification";
+/// Longest client-chosen string copied into a span attribute.
+const MAX_ATTRIBUTE_LEN: usize = 128;
+
+/// `s`, cut to at most [`MAX_ATTRIBUTE_LEN`] bytes on a character boundary.
+fn bounded(s: &str) -> &str {
+    if s.len() <= MAX_ATTRIBUTE_LEN {
+        return s;
+    }
+    let mut end = MAX_ATTRIBUTE_LEN;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// The span and metrics of one MCP request.
+///
+/// The span is a server span named `<mcp.method.name> <target>` (the tool or
+/// prompt, when the catalog knows it) with the OpenTelemetry MCP attributes.
+/// Its parent is `params._meta.traceparent` when present, else the HTTP
+/// `traceparent` header (see [`propagation::adopt_request_parent`]).
+/// Dropped without an outcome (the client went away): counted as `cancelled`.
+struct Observed {
+    span: Span,
+    method: &'static str,
+    started: Instant,
+    done: bool,
+}
+
+impl Observed {
+    fn start(app: &App, headers: &HeaderMap, req: &Request, started: Instant) -> Self {
+        let method = METHODS.iter().copied().find(|m| *m == req.method).unwrap_or(UNKNOWN_METHOD);
+        let name_param = req.params.get("name").and_then(Value::as_str);
+        let target = match method {
+            "tools/call" => name_param.filter(|n| app.server.catalog().tool(n).is_some()),
+            "prompts/get" => name_param.filter(|n| app.server.catalog().prompt(n).is_some()),
+            _ => None,
+        };
+        let span_name = match target {
+            Some(t) => format!("{method} {t}"),
+            None => method.to_string(),
+        };
+        let request_id = match &req.id {
+            RequestId::Number(n) => n.to_string(),
+            RequestId::String(s) => bounded(s).to_string(),
+        };
+        let span = tracing::info_span!(
+            "mcp.request",
+            otel.name = span_name.as_str(),
+            otel.kind = "server",
+            mcp.method.name = bounded(&req.method),
+            jsonrpc.request.id = request_id.as_str(),
+            mcp.protocol.version = Empty,
+            network.transport = "tcp",
+            network.protocol.name = "http",
+            gen_ai.operation.name = Empty,
+            gen_ai.tool.name = Empty,
+            gen_ai.prompt.name = Empty,
+            presa.task.id = Empty,
+            trace_id = Empty,
+            error.type = Empty,
+            rpc.response.status_code = Empty,
+            otel.status_code = Empty,
+            otel.status_description = Empty,
+        );
+        match (method, name_param) {
+            ("tools/call", Some(tool)) => {
+                span.record("gen_ai.operation.name", "execute_tool");
+                span.record("gen_ai.tool.name", bounded(tool));
+            }
+            ("prompts/get", Some(prompt)) => {
+                span.record("gen_ai.prompt.name", bounded(prompt));
+            }
+            _ => {}
+        }
+        let meta = req.params.get("_meta").and_then(Value::as_object);
+        propagation::adopt_request_parent(&span, meta, headers);
+        propagation::record_trace_id(&span);
+        Observed { span, method, started, done: false }
+    }
+
+    fn count(&mut self, outcome: String) {
+        if !self.done {
+            self.done = true;
+            metrics::request(self.method, outcome, self.started.elapsed());
+        }
+    }
+
+    /// A result: `ok`; a tool result with `isError: true` marks the span `tool_error`.
+    fn succeeded(&mut self, result: &Value) {
+        if result.get("isError") == Some(&Value::Bool(true)) {
+            self.span.record("error.type", "tool_error");
+            self.span.record("otel.status_code", "error");
+        }
+        self.count("ok".into());
+    }
+
+    /// A JSON-RPC error: its code is the outcome and the span's `error.type`.
+    fn failed(&mut self, e: &ErrorObject) {
+        let code = e.code.to_string();
+        self.span.record("error.type", code.as_str());
+        self.span.record("rpc.response.status_code", code.as_str());
+        self.span.record("otel.status_description", e.message.as_str());
+        self.count(code);
+    }
+
+    fn opened(&mut self) {
+        self.count("ok".into());
+    }
+
+    fn replied(&mut self, reply: &Reply) {
+        match reply {
+            Reply::Result(v) => self.succeeded(v),
+            Reply::Error(e) => self.failed(e),
+            Reply::Stream(_) => self.failed(&ErrorObject::new(codes::INTERNAL_ERROR, "Internal error")),
+        }
+    }
+}
+
+impl Drop for Observed {
+    fn drop(&mut self) {
+        if !self.done {
+            self.span.in_scope(|| tracing::debug!("client went away before the reply"));
+            self.count("cancelled".into());
+        }
+    }
+}
+
+/// A stream polled inside a span (a listen stream, in its request's span).
+struct InSpan {
+    inner: MessageStream,
+    span: Span,
+}
+
+impl Stream for InSpan {
+    type Item = Value;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Value>> {
+        let this = &mut *self;
+        let _entered = this.span.enter();
+        this.inner.as_mut().poll_next(cx)
+    }
 }
 
 /// The final message(s) of a streamed request.

@@ -21,6 +21,7 @@ use presa_protocol::{
 };
 use presa_store::{CreateLimits, EventBus, NewTask, Scope, TaskId, TaskStore, Writer, util::now_ms};
 use presa_tasks::{Event, Work, id::MAX_TASK_ID_LEN, wire};
+use presa_telemetry::metrics;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -29,7 +30,7 @@ use crate::{
     config::ServerConfig,
     context::{CallDetails, Outbox, ToolContext},
     error::ServerError,
-    ops::{Updated, update_task},
+    ops::{Trace, Updated, store_call, store_call_traced, update_task},
     state::{Binding, StateCodec, digest},
     tool::{CallInfo, TaskPolicy, ToolError, ToolOutput},
 };
@@ -153,6 +154,25 @@ impl Server {
     /// Open `subscriptions/listen` streams right now.
     pub fn active_listeners(&self) -> usize {
         self.inner.listeners.load(Ordering::Relaxed)
+    }
+
+    /// Bring the gauges `/metrics` reports up to date: open listen streams
+    /// and, with `queue`, the work queue of every partition (from the store;
+    /// a failure is logged and leaves the previous values).
+    pub async fn refresh_metrics(&self, queue: bool) {
+        metrics::listen_streams(self.active_listeners());
+        if !queue {
+            return;
+        }
+        match store_call_traced(Trace::Debug, "work_stats", self.inner.store.work_stats()).await {
+            Ok(stats) => {
+                for p in stats {
+                    let age = p.oldest_pending_age_ms.map(std::time::Duration::from_millis);
+                    metrics::work_queue(p.partition, p.queued, p.pending, age);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "reading work queue statistics failed"),
+        }
     }
 
     /// Whether `method` exists.
@@ -445,10 +465,15 @@ impl Server {
         if size > cfg.max_task_input_bytes {
             return Err(invalid(&format!("Task input is larger than {} bytes", cfg.max_task_input_bytes)));
         }
-        let trace = ["traceparent", "tracestate", "baggage"]
-            .into_iter()
-            .filter_map(|k| meta.raw.get(k).and_then(Value::as_str).map(|v| (k.to_string(), v.to_string())))
-            .collect();
+        // The worker joins this trace as a child of the current (request)
+        // span. Without an OpenTelemetry layer, pass the client's context on.
+        let mut trace = presa_telemetry::propagation::inject_current();
+        if trace.is_empty() {
+            trace = presa_telemetry::propagation::KEYS
+                .into_iter()
+                .filter_map(|k| meta.raw.get(k).and_then(Value::as_str).map(|v| (k.to_string(), v.to_string())))
+                .collect();
+        }
         let work = Work {
             tool: tool.to_string(),
             arguments,
@@ -464,7 +489,9 @@ impl Server {
             status_message: Some("Task accepted".into()),
         };
         let limits = CreateLimits { max_active_per_scope: cfg.max_active_tasks_per_scope };
-        let task = self.inner.store.create(new, limits).await?;
+        let task = store_call("create", self.inner.store.create(new, limits)).await?;
+        metrics::task_created();
+        tracing::Span::current().record("presa.task.id", tracing::field::display(&task.id));
         tracing::info!(task_id = %task.id, tool, "task created");
         Ok(Value::Object(wire::create_result(&task)))
     }
@@ -496,7 +523,7 @@ impl Server {
             None
         };
         let unknown = || invalid("Unknown or inaccessible taskId");
-        let task = self.inner.store.get(scope, &id).await?.ok_or_else(unknown)?;
+        let task = store_call("get", self.inner.store.get(scope, &id)).await?.ok_or_else(unknown)?;
         let event = match (req.method.as_str(), responses) {
             ("tasks/get", _) => return Ok(Value::Object(wire::get_result(&task))),
             ("tasks/update", Some(r)) => Event::ProvideInput(r.into_iter().collect()),
@@ -543,7 +570,7 @@ impl Server {
                     .filter(|s| !s.is_empty() && s.len() <= MAX_TASK_ID_LEN)
                     .ok_or_else(|| invalid("taskIds must hold non-empty strings of at most 256 bytes"))?;
                 let id = TaskId::from_wire(id);
-                if !accepted.contains(&id) && self.inner.store.get(scope, &id).await?.is_some() {
+                if !accepted.contains(&id) && store_call("get", self.inner.store.get(scope, &id)).await?.is_some() {
                     accepted.push(id);
                 }
             }
@@ -560,10 +587,10 @@ impl Server {
             // Watch first, then read: each task's current state goes out right
             // after the ack, and every later change follows. Snapshots at or
             // below a revision already sent are dropped (duplicates, reordering).
-            let changes = self.inner.store.watch(&accepted).await?;
+            let changes = store_call("watch", self.inner.store.watch(&accepted)).await?;
             let mut current = Vec::with_capacity(accepted.len());
             for id in &accepted {
-                current.extend(self.inner.store.get(scope, id).await?);
+                current.extend(store_call("get", self.inner.store.get(scope, id)).await?);
             }
             let mut sent: HashMap<TaskId, u64> = HashMap::new();
             stream::iter(current)

@@ -3,9 +3,16 @@
 //! The reducer decides; the store only persists with a CAS. Conflicts (a
 //! concurrent `tasks/update`, a cancel) are retried on the fresh record; a
 //! worker whose claim was superseded stops (`Fenced`).
+//!
+//! [`store_call`] runs one store operation in a client span (`store.<op>`)
+//! and counts its failures, so every backend is traced the same way from here.
+
+use std::future::Future;
 
 use presa_store::{Cas, StoreError, TaskId, TaskStore, Writer, util::now_ms};
 use presa_tasks::{Event, Task, apply};
+use presa_telemetry::metrics;
+use tracing::{Instrument, field::Empty};
 
 /// The outcome of [`update_task`].
 #[derive(Debug, Clone, PartialEq)]
@@ -44,7 +51,7 @@ pub async fn update_task(
     event: &Event,
 ) -> Result<Updated, UpdateError> {
     for _ in 0..MAX_ATTEMPTS {
-        let Some(task) = store.load(id).await? else {
+        let Some(task) = store_call("load", store.load(id)).await? else {
             return Ok(Updated::Gone);
         };
         if let Writer::Worker { attempt } = writer
@@ -55,10 +62,78 @@ pub async fn update_task(
         let Some(next) = apply(&task, event, now_ms())? else {
             return Ok(Updated::Unchanged(task));
         };
-        match store.transition(&next, writer).await? {
-            Cas::Applied(stored) => return Ok(Updated::Applied(stored)),
+        match store_call("transition", store.transition(&next, writer)).await? {
+            Cas::Applied(stored) => {
+                if stored.status != task.status {
+                    metrics::task_transition(stored.status.as_str());
+                }
+                return Ok(Updated::Applied(stored));
+            }
             Cas::Conflict(_) => tokio::task::yield_now().await,
         }
     }
     Err(UpdateError::Contended(id.clone(), MAX_ATTEMPTS))
+}
+
+/// How loudly a store call is traced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Trace {
+    /// An `info` span: exported by default.
+    Info,
+    /// A `debug` span: for calls that repeat while idle (claim polls, lease
+    /// renewals), exported only when `PRESA_TRACE_FILTER` asks for debug.
+    Debug,
+}
+
+/// Run `call`, the store operation `operation`, inside a client span named
+/// `store.<operation>` (attribute `presa.store.operation`), marking the span
+/// and counting `presa_store_errors_total` when it fails.
+pub(crate) async fn store_call<T>(
+    operation: &'static str,
+    call: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    store_call_traced(Trace::Info, operation, call).await
+}
+
+/// [`store_call`] at a chosen span level.
+pub(crate) async fn store_call_traced<T>(
+    trace: Trace,
+    operation: &'static str,
+    call: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    let name = format!("store.{operation}");
+    let span = match trace {
+        Trace::Info => tracing::info_span!(
+            "store",
+            otel.name = name.as_str(),
+            otel.kind = "client",
+            presa.store.operation = operation,
+            otel.status_code = Empty,
+            error.type = Empty,
+        ),
+        Trace::Debug => tracing::debug_span!(
+            "store",
+            otel.name = name.as_str(),
+            otel.kind = "client",
+            presa.store.operation = operation,
+            otel.status_code = Empty,
+            error.type = Empty,
+        ),
+    };
+    let result = call.instrument(span.clone()).await;
+    if let Err(e) = &result {
+        metrics::store_error(operation);
+        span.record("otel.status_code", "error");
+        span.record("error.type", store_error_type(e));
+    }
+    result
+}
+
+/// A low-cardinality name for a store failure.
+fn store_error_type(e: &StoreError) -> &'static str {
+    match e {
+        StoreError::Unavailable(_) => "unavailable",
+        StoreError::Capacity { .. } => "capacity",
+        StoreError::Corrupt(_) => "corrupt",
+    }
 }

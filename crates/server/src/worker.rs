@@ -17,14 +17,16 @@ use futures::StreamExt;
 use presa_protocol::meta::SERVER_INFO_KEY;
 use presa_store::{Claim, TaskStore};
 use presa_tasks::Event;
+use presa_telemetry::{metrics, propagation};
 use serde_json::{Map, Value, json};
 use tokio::{sync::Semaphore, task::JoinSet};
 use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, field::Empty};
 
 use crate::{
     Server,
     context::{CallDetails, ToolContext},
-    ops::{Updated, update_task},
+    ops::{Trace, Updated, store_call, store_call_traced, update_task},
     tool::{ToolError, ToolOutput},
 };
 
@@ -86,8 +88,9 @@ impl Worker {
             let Ok(first) = acquired else { break };
             let free = slots.available_permits() + 1;
             let store = self.server.store().clone();
+            let claim = store.claim(&self.config.id, free, self.config.lease, self.config.claim_wait);
             let claimed = tokio::select! {
-                c = store.claim(&self.config.id, free, self.config.lease, self.config.claim_wait) => c,
+                c = store_call_traced(Trace::Debug, "claim", claim) => c,
                 _ = shutdown.cancelled() => break,
             };
             let claims = match claimed {
@@ -101,6 +104,9 @@ impl Worker {
             };
             let mut permit = Some(first);
             for claim in claims {
+                if claim.deliveries > 1 {
+                    metrics::work_reclaimed();
+                }
                 let slot = match permit.take() {
                     Some(p) => p,
                     None => slots.clone().acquire_owned().await.expect("semaphore is never closed"),
@@ -123,14 +129,43 @@ impl Worker {
         tracing::info!(worker = %self.config.id, "worker stopped");
     }
 
-    /// Run one claimed task to an outcome.
+    /// Run one claimed task to an outcome, inside its execution span: a
+    /// consumer span named `execute_tool <tool>` whose parent is the trace
+    /// context the work item carries (the creating request's span).
     async fn execute(&self, claim: Claim, hand_back: CancellationToken) {
+        let task = &claim.task;
+        let name = format!("execute_tool {}", task.work.tool);
+        let span = tracing::info_span!(
+            parent: None,
+            "task",
+            otel.name = name.as_str(),
+            otel.kind = "consumer",
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = %task.work.tool,
+            task_id = %task.id,
+            presa.task.attempt = task.attempt,
+            presa.work.deliveries = claim.deliveries,
+            presa.worker.id = %self.config.id,
+            presa.task.status = Empty,
+            trace_id = Empty,
+            error.type = Empty,
+            otel.status_code = Empty,
+        );
+        if let Some(parent) = propagation::from_map(&task.work.trace) {
+            propagation::set_parent(&span, parent);
+        }
+        propagation::record_trace_id(&span);
+        self.run_claim(claim, hand_back, span.clone()).instrument(span).await;
+    }
+
+    async fn run_claim(&self, claim: Claim, hand_back: CancellationToken, span: tracing::Span) {
         let store = self.server.store().clone();
         let task = &claim.task;
-        let span = tracing::info_span!("task", task_id = %task.id, tool = %task.work.tool, attempt = task.attempt);
-        let _enter = span.enter();
         if claim.deliveries > self.config.max_deliveries {
             tracing::warn!(deliveries = claim.deliveries, "poison task: giving up");
+            metrics::poison_task();
+            span.record("error.type", "poison");
+            span.record("otel.status_code", "error");
             let error = json!({ "code": -32603, "message": "Task failed after repeated attempts" });
             self.conclude(&claim, Event::Fail(error)).await;
             return;
@@ -155,14 +190,16 @@ impl Worker {
             cancel.clone(),
             self.server.bus().clone(),
         );
-        let keeper = tokio::spawn(keep_lease(store.clone(), claim.clone(), self.config.lease, cancel.clone()));
+        let keeper = tokio::spawn(
+            keep_lease(store.clone(), claim.clone(), self.config.lease, cancel.clone()).instrument(span.clone()),
+        );
         let outcome = tokio::select! {
             out = tool.tool.handler.call(ctx, task.work.arguments.clone()) => Some(out),
             _ = cancel.cancelled() => None,
             _ = hand_back.cancelled() => {
                 keeper.abort();
                 tracing::info!("handing unfinished work back");
-                if let Err(e) = store.release(&claim).await {
+                if let Err(e) = store_call("release", store.release(&claim)).await {
                     tracing::warn!(error = %e, "release failed; the lease will lapse instead");
                 }
                 return;
@@ -170,21 +207,36 @@ impl Worker {
         };
         keeper.abort();
         let event = match outcome {
-            Some(Ok(ToolOutput::Complete(result))) => Event::Complete(self.complete_result(result)),
+            Some(Ok(ToolOutput::Complete(result))) => {
+                if result.get("isError") == Some(&Value::Bool(true)) {
+                    span.record("error.type", "tool_error");
+                    span.record("otel.status_code", "error");
+                }
+                Event::Complete(self.complete_result(result))
+            }
             Some(Ok(ToolOutput::InputRequired { .. }) | Err(ToolError::NeedInput(_))) => {
                 tracing::error!("handler returned an MRTR continuation inside a task; use ctx.input()");
                 Event::Fail(internal_error())
             }
-            Some(Err(ToolError::Rpc(e))) => Event::Fail(serde_json::to_value(e).unwrap_or_else(|_| internal_error())),
+            Some(Err(ToolError::Rpc(e))) => {
+                span.record("error.type", e.code.to_string());
+                span.record("otel.status_code", "error");
+                Event::Fail(serde_json::to_value(e).unwrap_or_else(|_| internal_error()))
+            }
             Some(Err(ToolError::Internal(cause))) => {
                 tracing::error!(%cause, "tool handler failed");
+                span.record("error.type", "internal");
+                span.record("otel.status_code", "error");
                 Event::Fail(internal_error())
             }
             // Cancelled by the task turning terminal, or by losing the claim:
             // whoever caused it owns the outcome. Clean up if terminal.
             None | Some(Err(ToolError::Cancelled)) => {
-                match store.load(&task.id).await {
-                    Ok(Some(t)) if t.attempt == task.attempt && t.status.is_terminal() => self.finish(&claim).await,
+                match store_call("load", store.load(&task.id)).await {
+                    Ok(Some(t)) if t.attempt == task.attempt && t.status.is_terminal() => {
+                        span.record("presa.task.status", t.status.as_str());
+                        self.finish(&claim).await
+                    }
                     Ok(None) => self.finish(&claim).await,
                     _ => {}
                 }
@@ -217,6 +269,7 @@ impl Worker {
         let store = self.server.store();
         match update_task(store.as_ref(), &claim.task.id, claim.writer(), &event).await {
             Ok(Updated::Applied(t)) => {
+                tracing::Span::current().record("presa.task.status", t.status.as_str());
                 tracing::info!(status = t.status.as_str(), "task finished");
                 self.finish(claim).await;
             }
@@ -229,7 +282,7 @@ impl Worker {
     }
 
     async fn finish(&self, claim: &Claim) {
-        if let Err(e) = self.server.store().finish(claim).await {
+        if let Err(e) = store_call("finish", self.server.store().finish(claim)).await {
             tracing::warn!(error = %e, "could not remove finished work");
         }
     }
@@ -253,12 +306,12 @@ async fn keep_lease(store: Arc<dyn TaskStore>, claim: Claim, lease: Duration, ca
                 None => changes = futures::stream::pending().boxed(),
             },
             _ = tokio::time::sleep(tick) => {
-                match store.renew(&claim, lease).await {
+                match store_call_traced(Trace::Debug, "renew", store.renew(&claim, lease)).await {
                     Ok(true) => {}
                     Ok(false) => break,
                     Err(e) => tracing::warn!(error = %e, "lease renewal failed"),
                 }
-                match store.load(&id).await {
+                match store_call_traced(Trace::Debug, "load", store.load(&id)).await {
                     Ok(Some(t)) if stop(&t) => break,
                     Ok(None) => break,
                     _ => {}
