@@ -1,6 +1,7 @@
 //! Process plumbing shared by `presa-api` and `presa-worker`, so both
-//! binaries stay thin: logging setup, shutdown signals, and choosing the
-//! backend (in-memory, or Redis) behind the store traits.
+//! binaries stay thin: shutdown signals, and choosing the backend (in-memory,
+//! or Redis) behind the store traits. Logging, tracing and metrics live in
+//! `presa-telemetry`.
 
 use std::{sync::Arc, time::Duration};
 
@@ -8,26 +9,6 @@ use futures::FutureExt;
 use presa_http::ReadyCheck;
 use presa_store::{EventBus, TaskStore, memory::MemoryStore};
 use presa_store_redis::{RedisConfig, RedisStore, RedisStoreError};
-
-/// Log output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
-
-/// Install the global `tracing` subscriber (filter from `RUST_LOG`, default `info`), on stderr.
-pub fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
-}
 
 /// Resolves on SIGINT or SIGTERM.
 pub async fn shutdown_signal() {

@@ -9,8 +9,9 @@ use std::{net::SocketAddr, time::Duration};
 use anyhow::Context;
 use clap::Parser;
 use presa_http::HttpConfig;
+use presa_runtime::{Backend, RedisArgs, shutdown_signal};
 use presa_server::{Server, ServerConfig, StateCodec, Worker, WorkerConfig};
-use presa_runtime::{Backend, LogFormat, RedisArgs, init_logging, shutdown_signal};
+use presa_telemetry::LogFormat;
 use tokio_util::sync::CancellationToken;
 
 /// presa: an MCP 2026-07-28 server that runs long tool calls as durable tasks.
@@ -20,7 +21,7 @@ struct Args {
     #[command(flatten)]
     redis: RedisArgs,
 
-    /// Address to serve MCP (`/mcp`), `/healthz` and `/readyz` on.
+    /// Address to serve MCP (`/mcp`), `/healthz`, `/readyz` and `/metrics` on.
     #[arg(long, env = "PRESA_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
 
@@ -85,7 +86,11 @@ fn parse_ttl(s: &str) -> Result<Ttl, String> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    init_logging(args.log_format);
+    let telemetry = presa_telemetry::init("presa-api", args.log_format).context("setting up telemetry")?;
+    if telemetry.exporting() {
+        tracing::info!("exporting traces over OTLP");
+    }
+    let metrics = presa_telemetry::metrics::install();
 
     let state = match &args.state_secret {
         Some(s) if !s.is_empty() => StateCodec::new(s.as_bytes()),
@@ -124,6 +129,9 @@ async fn main() -> anyhow::Result<()> {
         allowed_origins: args.allowed_origins.clone(),
         max_body_bytes: args.max_body_bytes,
         ready: Some(backend.ready.clone()),
+        metrics: Some(metrics),
+        // With Redis, presa-worker pods report the shared work queue.
+        queue_metrics: !backend.durable,
         ..HttpConfig::default()
     };
     let router = presa_http::router(server.clone(), http);

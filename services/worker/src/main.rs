@@ -1,5 +1,6 @@
 //! `presa-worker`: claims task work from Redis streams and runs the tool
-//! handlers. Serves only `/healthz` and `/readyz`. Run as many as you like;
+//! handlers. Serves only `/healthz`, `/readyz` and `/metrics` (with the work
+//! queue gauges of every partition). Run as many as you like;
 //! they survive each other's crashes (leases, recovery, fencing).
 
 use std::{net::SocketAddr, time::Duration};
@@ -7,8 +8,9 @@ use std::{net::SocketAddr, time::Duration};
 use anyhow::{Context, bail};
 use axum::{Router, http::StatusCode, routing::get};
 use clap::Parser;
-use presa_runtime::{Backend, LogFormat, RedisArgs, init_logging, shutdown_signal};
+use presa_runtime::{Backend, RedisArgs, shutdown_signal};
 use presa_server::{Server, ServerConfig, StateCodec, Worker, WorkerConfig};
+use presa_telemetry::LogFormat;
 use tokio_util::sync::CancellationToken;
 
 /// presa-worker: runs presa's tool handlers for tasks queued in Redis.
@@ -18,7 +20,7 @@ struct Args {
     #[command(flatten)]
     redis: RedisArgs,
 
-    /// Address for `/healthz` and `/readyz`.
+    /// Address for `/healthz`, `/readyz` and `/metrics`.
     #[arg(long, env = "PRESA_WORKER_LISTEN", default_value = "127.0.0.1:9090")]
     listen: SocketAddr,
 
@@ -52,7 +54,11 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    init_logging(args.log_format);
+    let telemetry = presa_telemetry::init("presa-worker", args.log_format).context("setting up telemetry")?;
+    if telemetry.exporting() {
+        tracing::info!("exporting traces over OTLP");
+    }
+    let metrics = presa_telemetry::metrics::install();
     if args.redis.redis_url.as_deref().is_none_or(str::is_empty) {
         bail!("--redis-url (PRESA_REDIS_URL) is required: presa-worker runs tasks queued in Redis");
     }
@@ -62,7 +68,8 @@ async fn main() -> anyhow::Result<()> {
     let backend = Backend::from_args(&args.redis).await.context("connecting to Redis")?;
     let catalog = presa_demo::catalog().context("building the demo catalog")?;
     // The worker never sees requestState; the codec is unused here.
-    let server = Server::new(ServerConfig::default(), catalog, backend.store.clone(), backend.bus.clone(), StateCodec::random());
+    let server =
+        Server::new(ServerConfig::default(), catalog, backend.store.clone(), backend.bus.clone(), StateCodec::random());
     let id = args.worker_id.clone().unwrap_or_else(|| {
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "worker".into());
         format!("{host}-{}", std::process::id())
@@ -80,22 +87,26 @@ async fn main() -> anyhow::Result<()> {
     let stop = CancellationToken::new();
     let ready = backend.ready.clone();
     let draining = stop.clone();
-    let health = Router::new().route("/healthz", get(|| async { "ok" })).route(
-        "/readyz",
-        get(move || {
-            let (ready, draining) = (ready.clone(), draining.clone());
-            async move {
-                if draining.is_cancelled() {
-                    (StatusCode::SERVICE_UNAVAILABLE, "draining")
-                } else if ready().await {
-                    (StatusCode::OK, "ready")
-                } else {
-                    (StatusCode::SERVICE_UNAVAILABLE, "redis unreachable")
+    let health = Router::new()
+        .merge(presa_http::metrics_router(server.clone(), metrics, true))
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let (ready, draining) = (ready.clone(), draining.clone());
+                async move {
+                    if draining.is_cancelled() {
+                        (StatusCode::SERVICE_UNAVAILABLE, "draining")
+                    } else if ready().await {
+                        (StatusCode::OK, "ready")
+                    } else {
+                        (StatusCode::SERVICE_UNAVAILABLE, "redis unreachable")
+                    }
                 }
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("binding {}", args.listen))?;
+            }),
+        );
+    let listener =
+        tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("binding {}", args.listen))?;
     tracing::info!(address = %listener.local_addr()?, "presa-worker health endpoints up");
     let health_stop = stop.clone();
     tokio::spawn(presa_http::serve(listener, health, async move { health_stop.cancelled().await }));
