@@ -4,7 +4,7 @@
 //! concurrent `tasks/update`, a cancel) are retried on the fresh record; a
 //! worker whose claim was superseded stops (`Fenced`).
 //!
-//! [`store_call`] runs one store operation in a client span (`store.<op>`)
+//! `store_call` runs one store operation in a client span (`store.<op>`)
 //! and counts its failures, so every backend is traced the same way from here.
 
 use std::future::Future;

@@ -9,7 +9,7 @@
 //! - [`propagation`]: W3C Trace Context and Baggage in and out of HTTP headers,
 //!   an MCP `_meta` object (SEP-414) and the `BTreeMap` a work item carries.
 //! - [`metrics`]: the Prometheus recorder and every `presa_*` series, named in one place.
-//! - [`testing`] (feature `testing`): an in-memory span exporter for tests.
+//! - `testing` (feature `testing`): an in-memory span exporter for tests.
 //!
 //! Invariants: without an OTLP endpoint nothing is exported and nothing is
 //! logged about exporting; propagation always speaks W3C `traceparent`,
