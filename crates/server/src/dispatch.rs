@@ -32,7 +32,7 @@ use crate::{
     error::ServerError,
     ops::{Trace, Updated, store_call, store_call_traced, update_task},
     state::{Binding, StateCodec, digest},
-    tool::{CallInfo, TaskPolicy, ToolError, ToolOutput},
+    tool::{CallInfo, TaskPolicy, ToolError, ToolHandler, ToolOutput, run_handler},
 };
 
 /// A stream of complete JSON-RPC messages (notifications, then maybe a response).
@@ -399,9 +399,32 @@ impl Server {
         let arguments = Value::Object(arguments);
         let binding = self.binding(scope, &req.method, &json!({ "name": name, "arguments": arguments }));
         let call = self.call_details(p, &binding, meta)?;
-        let ctx = ToolContext::for_request(call, outbox, None, None, cancel, self.inner.bus.clone());
-        let out = prompt.handler.call(ctx, arguments).await;
-        self.sync_output(out, &binding, meta)
+        self.run_in_request(prompt.handler.as_ref(), arguments, call, &binding, meta, outbox, cancel).await
+    }
+
+    /// Run a handler inside its request and shape its output (a result, an
+    /// `InputRequiredResult` with sealed state, or an error).
+    #[allow(clippy::too_many_arguments)]
+    async fn run_in_request(
+        &self,
+        handler: &dyn ToolHandler,
+        arguments: Value,
+        call: CallDetails,
+        binding: &Binding,
+        meta: &RequestMeta,
+        outbox: Outbox,
+        cancel: CancellationToken,
+    ) -> Result<Value, ServerError> {
+        let ctx = ToolContext::for_request(
+            call,
+            outbox,
+            meta.progress_token.clone(),
+            meta.log_level,
+            cancel,
+            self.inner.bus.clone(),
+        );
+        let out = run_handler(handler, ctx, arguments).await;
+        self.sync_output(out, binding, meta)
     }
 
     fn binding(&self, scope: &Scope, method: &str, salient: &Value) -> Binding {
@@ -438,16 +461,7 @@ impl Server {
         if as_task {
             return self.create_task(name, arguments, call.input_responses, meta, scope).await;
         }
-        let ctx = ToolContext::for_request(
-            call,
-            outbox,
-            meta.progress_token.clone(),
-            meta.log_level,
-            cancel,
-            self.inner.bus.clone(),
-        );
-        let out = tool.tool.handler.call(ctx, arguments).await;
-        self.sync_output(out, &binding, meta)
+        self.run_in_request(tool.tool.handler.as_ref(), arguments, call, &binding, meta, outbox, cancel).await
     }
 
     async fn create_task(

@@ -4,7 +4,9 @@
 //! A handler is the same code whether it runs inside the request (sync) or
 //! as a task on a worker: the [`ToolContext`] it gets knows which.
 
-use std::{collections::BTreeMap, fmt, sync::Arc};
+use std::{collections::BTreeMap, fmt, panic::AssertUnwindSafe, sync::Arc};
+
+use futures::FutureExt;
 
 use presa_protocol::jsonrpc::ErrorObject;
 use serde_json::{Map, Value, json};
@@ -188,5 +190,26 @@ impl Tool {
     /// The input schema.
     pub fn input_schema(&self) -> &Value {
         &self.descriptor["inputSchema"]
+    }
+}
+
+/// Run `handler`, containing a panic: it becomes [`ToolError::Internal`]
+/// (logged by whoever reports the error, never sent to the client), so a
+/// buggy handler fails its call or task instead of a connection or a worker.
+pub async fn run_handler(
+    handler: &dyn ToolHandler,
+    ctx: ToolContext,
+    arguments: Value,
+) -> Result<ToolOutput, ToolError> {
+    match AssertUnwindSafe(handler.call(ctx, arguments)).catch_unwind().await {
+        Ok(out) => out,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a non-string payload".into());
+            Err(ToolError::Internal(format!("handler panicked: {what}")))
+        }
     }
 }

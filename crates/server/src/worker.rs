@@ -27,7 +27,7 @@ use crate::{
     Server,
     context::{CallDetails, ToolContext},
     ops::{Trace, Updated, store_call, store_call_traced, update_task},
-    tool::{ToolError, ToolOutput},
+    tool::{ToolError, ToolOutput, run_handler},
 };
 
 /// Worker pool settings.
@@ -194,7 +194,7 @@ impl Worker {
             keep_lease(store.clone(), claim.clone(), self.config.lease, cancel.clone()).instrument(span.clone()),
         );
         let outcome = tokio::select! {
-            out = tool.tool.handler.call(ctx, task.work.arguments.clone()) => Some(out),
+            out = run_handler(tool.tool.handler.as_ref(), ctx, task.work.arguments.clone()) => Some(out),
             _ = cancel.cancelled() => None,
             _ = hand_back.cancelled() => {
                 keeper.abort();

@@ -1,0 +1,154 @@
+//! The worker pool against the memory store: poison tasks, panicking
+//! handlers, and the fenced outcome of a handler that outlives its claim.
+
+use std::{sync::Arc, time::Duration};
+
+use presa_server::{
+    Catalog, Server, ServerConfig, StateCodec, TaskPolicy, Tool, ToolContext, ToolOutput, Worker, WorkerConfig,
+};
+use presa_store::{CreateLimits, NewTask, Scope, Status, Task, TaskId, TaskStore, memory::MemoryStore};
+use presa_tasks::Work;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+fn server(store: Arc<MemoryStore>) -> Server {
+    let catalog = Catalog::builder()
+        .tool(
+            Tool::new(
+                "quick",
+                "Completes at once.",
+                json!({ "type": "object" }),
+                |_ctx: ToolContext, _args: Value| async { Ok(ToolOutput::text("done")) },
+            )
+            .policy(TaskPolicy::Required),
+        )
+        .tool(
+            Tool::new("explode", "Panics.", json!({ "type": "object" }), |_ctx: ToolContext, _args: Value| async {
+                if std::hint::black_box(true) {
+                    panic!("handler bug");
+                }
+                Ok(ToolOutput::text("unreachable"))
+            })
+            .policy(TaskPolicy::Required),
+        )
+        .build()
+        .unwrap();
+    Server::new(ServerConfig::default(), catalog, store.clone(), store, StateCodec::new(b"k"))
+}
+
+async fn create(store: &MemoryStore, tool: &str) -> Task {
+    let new = NewTask {
+        scope: Scope::anonymous(),
+        work: Work { tool: tool.into(), arguments: json!({}), ..Work::default() },
+        ttl_ms: Some(60_000),
+        poll_interval_ms: None,
+        status_message: None,
+    };
+    store.create(new, CreateLimits { max_active_per_scope: None }).await.unwrap()
+}
+
+async fn wait_terminal(store: &MemoryStore, id: &TaskId) -> Task {
+    for _ in 0..200 {
+        let t = store.load(id).await.unwrap().expect("task exists");
+        if t.status.is_terminal() {
+            return t;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("task {id} never finished");
+}
+
+fn run_worker(server: Server, max_deliveries: u64) -> CancellationToken {
+    let stop = CancellationToken::new();
+    let config = WorkerConfig {
+        max_deliveries,
+        lease: Duration::from_millis(600),
+        claim_wait: Duration::from_millis(100),
+        grace: Duration::from_millis(100),
+        ..WorkerConfig::default()
+    };
+    tokio::spawn(Worker::new(server, config).run(stop.clone()));
+    stop
+}
+
+/// Work delivered more than `max_deliveries` times (its workers kept dying)
+/// ends `failed` instead of looping forever.
+#[tokio::test]
+async fn poison_task_fails_after_max_deliveries() {
+    let store = Arc::new(MemoryStore::new());
+    let task = create(&store, "quick").await;
+    // Three workers claimed it and died without a word.
+    for _ in 0..3 {
+        let claims = store.claim("doomed", 1, Duration::from_millis(1), Duration::from_millis(200)).await.unwrap();
+        assert_eq!(claims.len(), 1);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let stop = run_worker(server(store.clone()), 3);
+    let t = wait_terminal(&store, &task.id).await;
+    stop.cancel();
+    assert_eq!(t.status, Status::Failed);
+    assert_eq!(t.error.unwrap()["code"], -32603);
+    // Nothing left to claim: the work item is gone.
+    let left = store.claim("check", 1, Duration::from_secs(1), Duration::from_millis(100)).await.unwrap();
+    assert!(left.is_empty());
+}
+
+/// A panicking handler fails its task with a generic -32603 at once (no
+/// retries of a deterministic bug), and the worker keeps serving.
+#[tokio::test]
+async fn panicking_handler_fails_the_task_and_the_worker_survives() {
+    let store = Arc::new(MemoryStore::new());
+    let stop = run_worker(server(store.clone()), 5);
+    let bad = create(&store, "explode").await;
+    let t = wait_terminal(&store, &bad.id).await;
+    assert_eq!(t.status, Status::Failed);
+    assert_eq!(t.error.clone().unwrap(), json!({ "code": -32603, "message": "Internal error" }));
+    assert!(!t.error.unwrap().to_string().contains("handler bug"), "internals must not leak");
+    let good = create(&store, "quick").await;
+    assert_eq!(wait_terminal(&store, &good.id).await.status, Status::Completed);
+    stop.cancel();
+}
+
+/// A handler panicking inside a plain request answers -32603 "Internal
+/// error" (no internals) and the dispatcher keeps serving.
+#[tokio::test]
+async fn panicking_handler_in_a_request_is_an_internal_error() {
+    use presa_protocol::jsonrpc::{Request, RequestId};
+    use presa_protocol::meta::RequestMeta;
+    use presa_server::{Outbox, Reply};
+    let catalog = Catalog::builder()
+        .tool(Tool::new("explode", "Panics.", json!({ "type": "object" }), |_ctx: ToolContext, _args: Value| async {
+            if std::hint::black_box(true) {
+                panic!("secret detail");
+            }
+            Ok(ToolOutput::text("unreachable"))
+        }))
+        .tool(Tool::new("fine", "Works.", json!({ "type": "object" }), |_ctx: ToolContext, _args: Value| async {
+            Ok(ToolOutput::text("ok"))
+        }))
+        .build()
+        .unwrap();
+    let mem = Arc::new(MemoryStore::new());
+    let server = Server::new(ServerConfig::default(), catalog, mem.clone(), mem, StateCodec::new(b"k"));
+    let call = |name: &str| {
+        let params = json!({ "name": name, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {} } });
+        Request { id: RequestId::Number(1), method: "tools/call".into(), params: params.as_object().unwrap().clone() }
+    };
+    let scope = Scope::anonymous();
+    let req = call("explode");
+    let meta = RequestMeta::from_params(&req.params).unwrap();
+    match server.handle(&req, &meta, &scope, Outbox::none(), CancellationToken::new()).await {
+        Reply::Error(e) => {
+            assert_eq!((e.code, e.message.as_str()), (-32603, "Internal error"));
+            assert!(e.data.is_none());
+        }
+        other => panic!("expected an error, got {other:?}"),
+    }
+    let req = call("fine");
+    match server.handle(&req, &meta, &scope, Outbox::none(), CancellationToken::new()).await {
+        Reply::Result(v) => assert_eq!(v["content"][0]["text"], "ok"),
+        other => panic!("expected a result, got {other:?}"),
+    }
+}
