@@ -1,7 +1,10 @@
 //! Process plumbing shared by `presa-api` and `presa-worker`, so both
-//! binaries stay thin: shutdown signals, and choosing the backend (in-memory,
+//! binaries stay thin: configuration ([`config::load`], `--print-config`),
+//! shutdown signals, and choosing the backend (in-memory,
 //! or Redis) behind the store traits. Logging, tracing and metrics live in
 //! `presa-telemetry`.
+
+pub mod config;
 
 use std::{sync::Arc, time::Duration};
 

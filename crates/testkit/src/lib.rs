@@ -5,11 +5,13 @@
 //! - [`client`]: an MCP client for the stateless wire (JSON and SSE, listen streams).
 //! - [`embedded`]: an in-process embedded server on a loopback port.
 //! - [`pods`]: `presa-api` / `presa-worker` processes for cluster and crash tests.
+//! - [`reference`]: the README configuration reference, checked against `--help`.
 
 pub mod client;
 pub mod embedded;
 pub mod pods;
 pub mod redis;
+pub mod reference;
 
 pub use client::{Client, TASKS, next_within, tasks_caps};
 pub use embedded::{Embedded, HeaderScopes, embedded};

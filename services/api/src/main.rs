@@ -85,7 +85,7 @@ fn parse_ttl(s: &str) -> Result<Ttl, String> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let args: Args = presa_runtime::config::load();
     let telemetry = presa_telemetry::init("presa-api", args.log_format).context("setting up telemetry")?;
     if telemetry.exporting() {
         tracing::info!("exporting traces over OTLP");

@@ -53,7 +53,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let args: Args = presa_runtime::config::load();
     let telemetry = presa_telemetry::init("presa-worker", args.log_format).context("setting up telemetry")?;
     if telemetry.exporting() {
         tracing::info!("exporting traces over OTLP");

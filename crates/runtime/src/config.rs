@@ -1,0 +1,145 @@
+//! Command-line and environment configuration shared by the binaries.
+//!
+//! [`load`] parses a clap `Parser` like `T::parse()` and adds two things:
+//! `--print-config` prints every effective setting with where it came from
+//! (flag, environment, default) and exits, with secrets redacted; and an
+//! invalid value names both the flag and its environment variable, then
+//! exits non-zero.
+
+use clap::{
+    Arg, ArgAction, ArgMatches, Command, Parser,
+    error::{ContextKind, ContextValue, ErrorKind},
+    parser::ValueSource,
+};
+
+/// Settings whose values are never printed.
+const SECRETS: &[&str] = &["state_secret"];
+/// Settings that are URLs whose password is never printed.
+const URLS_WITH_CREDENTIALS: &[&str] = &["redis_url"];
+
+/// Parse `T` from the command line and the environment (see the module docs).
+pub fn load<T: Parser>() -> T {
+    let cmd = T::command().arg(
+        Arg::new("print_config")
+            .long("print-config")
+            .action(ArgAction::SetTrue)
+            .help("Print the effective configuration (secrets redacted) and exit"),
+    );
+    let matches = cmd.clone().try_get_matches().unwrap_or_else(|e| fail(e, &cmd));
+    let args = T::from_arg_matches(&matches).unwrap_or_else(|e| fail(e, &cmd));
+    if matches.get_flag("print_config") {
+        print!("{}", render(&cmd, &matches));
+        std::process::exit(0);
+    }
+    args
+}
+
+/// Exit with clap's message, naming the environment variable of the setting at fault.
+fn fail(e: clap::Error, cmd: &Command) -> ! {
+    let culprit = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    let env = culprit.as_deref().and_then(|flag| {
+        cmd.get_arguments()
+            .find(|a| flag.starts_with(&format!("--{}", a.get_long().unwrap_or("\u{0}"))))
+            .and_then(|a| a.get_env())
+            .map(|e| e.to_string_lossy().into_owned())
+    });
+    let invalid = matches!(e.kind(), ErrorKind::InvalidValue | ErrorKind::ValueValidation);
+    match env {
+        Some(env) if invalid => {
+            let _ = e.print();
+            eprintln!("invalid configuration: {} (flag) or {env} (environment)", culprit.unwrap_or_default());
+            std::process::exit(2);
+        }
+        _ => e.exit(),
+    }
+}
+
+/// `name = value  (--flag, ENV; source)` for every setting, secrets redacted.
+pub fn render(cmd: &Command, matches: &ArgMatches) -> String {
+    let mut out = String::new();
+    for arg in cmd.get_arguments() {
+        let id = arg.get_id().as_str();
+        if matches!(id, "help" | "version" | "print_config") {
+            continue;
+        }
+        let raw: Vec<String> = matches
+            .get_raw(id)
+            .map(|vals| vals.map(|v| v.to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        let value = if raw.is_empty() {
+            "<unset>".to_string()
+        } else if SECRETS.contains(&id) {
+            "<redacted>".to_string()
+        } else if URLS_WITH_CREDENTIALS.contains(&id) {
+            raw.iter().map(|v| redact_url(v)).collect::<Vec<_>>().join(",")
+        } else {
+            raw.join(",")
+        };
+        let source = match matches.value_source(id) {
+            Some(ValueSource::CommandLine) => "flag",
+            Some(ValueSource::EnvVariable) => "environment",
+            Some(ValueSource::DefaultValue) => "default",
+            _ => "unset",
+        };
+        let long = arg.get_long().map(|l| format!("--{l}")).unwrap_or_default();
+        let env = arg.get_env().map(|e| format!(", {}", e.to_string_lossy())).unwrap_or_default();
+        out.push_str(&format!("{id} = {value}  ({long}{env}; {source})\n"));
+    }
+    out
+}
+
+/// `scheme://user:secret@host` → `scheme://user:***@host`.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    match rest.split_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            if userinfo.contains(':') {
+                format!("{scheme}://{user}:***@{host}")
+            } else {
+                format!("{scheme}://***@{host}")
+            }
+        }
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Demo {
+        #[arg(long, env = "DEMO_LISTEN", default_value = "127.0.0.1:1")]
+        listen: std::net::SocketAddr,
+        #[arg(long, env = "DEMO_SECRET")]
+        state_secret: Option<String>,
+        #[arg(long, env = "DEMO_URL")]
+        redis_url: Option<String>,
+    }
+
+    #[test]
+    fn renders_sources_and_redacts() {
+        let cmd = Demo::command();
+        let m = cmd
+            .clone()
+            .try_get_matches_from(["demo", "--state-secret", "hunter2", "--redis-url", "redis://u:pw@h:6379/0"])
+            .unwrap();
+        let text = render(&cmd, &m);
+        assert!(text.contains("listen = 127.0.0.1:1  (--listen, DEMO_LISTEN; default)"), "{text}");
+        assert!(text.contains("state_secret = <redacted>  (--state-secret, DEMO_SECRET; flag)"), "{text}");
+        assert!(text.contains("redis_url = redis://u:***@h:6379/0"), "{text}");
+        assert!(!text.contains("hunter2") && !text.contains("pw@"), "{text}");
+    }
+
+    #[test]
+    fn urls_lose_only_their_secrets() {
+        assert_eq!(redact_url("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        assert_eq!(redact_url("rediss://default:s3cr3t@cache:6380/1"), "rediss://default:***@cache:6380/1");
+        assert_eq!(redact_url("redis://:onlypass@cache"), "redis://:***@cache");
+        assert_eq!(redact_url("redis://token@cache"), "redis://***@cache");
+    }
+}
