@@ -27,6 +27,8 @@ pub struct ServerConfig {
     pub read_ttl_ms: u64,
     /// How often a parked handler re-reads its task even without a wake-up. Default 1 s.
     pub input_tick: Duration,
+    /// Most `subscriptions/listen` streams open at once in this process. Default 1000.
+    pub max_listen_streams: usize,
 }
 
 impl Default for ServerConfig {
@@ -43,6 +45,7 @@ impl Default for ServerConfig {
             list_ttl_ms: 300_000,
             read_ttl_ms: 300_000,
             input_tick: Duration::from_secs(1),
+            max_listen_streams: 1000,
         }
     }
 }

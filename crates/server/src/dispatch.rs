@@ -552,6 +552,9 @@ impl Server {
     }
 
     async fn listen(&self, req: &Request, meta: &RequestMeta, scope: &Scope) -> Result<MessageStream, ServerError> {
+        if self.active_listeners() >= self.inner.config.max_listen_streams {
+            return Err(ServerError::Capacity("max_listen_streams"));
+        }
         let filter = match req.params.get("notifications") {
             Some(Value::Object(f)) => f,
             _ => return Err(invalid("notifications must be an object")),

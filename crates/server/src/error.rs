@@ -63,7 +63,7 @@ impl ServerError {
             ),
             ServerError::Capacity(limit) => ErrorObject::with_data(
                 codes::INTERNAL_ERROR,
-                "Task capacity exhausted",
+                "Capacity exhausted",
                 json!({ "retryable": true, "limit": limit }),
             ),
             ServerError::Unavailable(cause) => {

@@ -50,6 +50,10 @@ struct Args {
     #[arg(long, env = "PRESA_MAX_ACTIVE_TASKS_PER_SCOPE", default_value_t = 1000)]
     max_active_tasks_per_scope: u64,
 
+    /// Most `subscriptions/listen` streams open at once on this pod.
+    #[arg(long, env = "PRESA_MAX_LISTEN_STREAMS", default_value_t = 1000)]
+    max_listen_streams: usize,
+
     /// Tool handlers run at once by the in-process worker (embedded mode only;
     /// with Redis, `presa-worker` pods run them).
     #[arg(long, env = "PRESA_CONCURRENCY", default_value_t = 64)]
@@ -107,6 +111,7 @@ async fn main() -> anyhow::Result<()> {
         poll_interval_ms: Some(args.poll_interval_ms),
         max_task_input_bytes: args.max_task_input_bytes,
         max_active_tasks_per_scope: (args.max_active_tasks_per_scope > 0).then_some(args.max_active_tasks_per_scope),
+        max_listen_streams: args.max_listen_streams,
         ..ServerConfig::default()
     };
     let backend = Backend::from_args(&args.redis).await.context("setting up the task store")?;

@@ -289,3 +289,27 @@ async fn shutdown_closes_listen_streams_gracefully() {
     assert_eq!(closing["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 77);
     assert!(tokio::time::timeout(Duration::from_secs(5), stream.next()).await.unwrap().is_none());
 }
+
+/// Listen streams are bounded per process: past the limit a retryable
+/// -32603 (HTTP 503); closing a stream frees its place.
+#[tokio::test]
+async fn listen_streams_are_bounded() {
+    let srv = embedded(ServerConfig { max_listen_streams: 1, ..ServerConfig::default() }).await;
+    let c = Client::new(&srv.url, json!({}));
+    let (status, mut first) = c.listen(json!({ "toolsListChanged": true })).await;
+    assert_eq!(status, 200);
+    assert_eq!(next_within(&mut first, 5).await["method"], "notifications/subscriptions/acknowledged");
+    let (status, e) = c.err("subscriptions/listen", json!({ "notifications": { "toolsListChanged": true } })).await;
+    assert_eq!(status, 503);
+    assert_eq!(e["data"], json!({ "retryable": true, "limit": "max_listen_streams" }));
+    drop(first);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let (status, _) = c.listen(json!({ "toolsListChanged": true })).await;
+        if status == 200 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the closed stream never freed its place");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
