@@ -322,6 +322,36 @@ async fn metrics_move_when_a_task_runs() {
     app.run_task(json!({}), &[]).await;
     let after = app.scrape().await;
     assert_eq!(app.server.active_listeners(), 0);
+
+    // The queue series move: a task parked on input holds its claimed work
+    // pending; once answered and finished, nothing is pending any more.
+    let params = json!({ "name": "confirm_delete", "arguments": { "filename": "m.txt" } });
+    let created = app.call("tools/call", params, json!({}), &[]).await;
+    let id = created["result"]["taskId"].as_str().expect("a task").to_string();
+    let status = |want: &'static str| {
+        let id = id.clone();
+        let app = &app;
+        async move {
+            for _ in 0..250 {
+                let got = app.call("tasks/get", json!({ "taskId": id }), json!({}), &[]).await;
+                if got["result"]["status"] == want {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            panic!("task {id} never became {want}");
+        }
+    };
+    status("input_required").await;
+    let parked = app.scrape().await;
+    let pending = "presa_work_pending{partition=\"0\"}";
+    assert_eq!(value(&parked, pending), 1.0, "{parked}");
+    assert!(value(&parked, "presa_work_oldest_pending_age_seconds{partition=\"0\"}") >= 0.0, "{parked}");
+    let answer = json!({ "confirm-delete": { "action": "accept", "content": { "confirm": true } } });
+    app.call("tasks/update", json!({ "taskId": id, "inputResponses": answer }), json!({}), &[]).await;
+    status("completed").await;
+    let drained = app.scrape().await;
+    assert_eq!(value(&drained, pending), 0.0, "{drained}");
     app.stop().await;
 
     let delta = |series: &str| value(&after, series) - value(&before, series);
