@@ -1,15 +1,20 @@
 //! Configuration of the Redis store.
 
-use std::time::Duration;
+use std::{path::PathBuf, time::Duration};
 
 use crate::RedisStoreError;
 
 /// How to reach Redis and lay out presa's keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedisConfig {
-    /// `redis://[user:pass@]host:port[/db]` (or `rediss://`). In cluster mode,
+    /// `redis://[user:pass@]host:port[/db]`, or `rediss://` for TLS (rustls;
+    /// the server certificate is checked against the system's roots, or
+    /// against [`tls_ca_file`](Self::tls_ca_file) when set). In cluster mode,
     /// one or more seed node URLs separated by commas.
     pub url: String,
+    /// PEM file of the CA certificate(s) that sign the server's certificate,
+    /// trusted instead of the system's roots. Needs `rediss://` URLs.
+    pub tls_ca_file: Option<PathBuf>,
     /// Prefix of every key and channel (no `{` or `}`). Default `presa`.
     pub prefix: String,
     /// Number of work partitions (streams). Default 16. Ids name their
@@ -38,6 +43,7 @@ impl RedisConfig {
     pub fn new(url: impl Into<String>) -> Self {
         RedisConfig {
             url: url.into(),
+            tls_ca_file: None,
             prefix: "presa".into(),
             partitions: 16,
             op_timeout: presa_store::DEFAULT_OP_TIMEOUT,
@@ -72,6 +78,13 @@ impl RedisConfig {
         self
     }
 
+    /// Trust the CA certificate(s) in this PEM file for `rediss://` (`None`:
+    /// the system's roots).
+    pub fn with_tls_ca_file(mut self, path: Option<PathBuf>) -> Self {
+        self.tls_ca_file = path;
+        self
+    }
+
     /// The seed URLs (one unless in cluster mode).
     pub(crate) fn urls(&self) -> Vec<String> {
         self.url.split(',').map(str::trim).filter(|u| !u.is_empty()).map(str::to_string).collect()
@@ -93,6 +106,9 @@ impl RedisConfig {
         }
         if self.blocking_connections == 0 || self.watch_buffer == 0 {
             return bad("blocking_connections and watch_buffer must be positive");
+        }
+        if self.tls_ca_file.is_some() && !self.urls().iter().all(|u| u.starts_with("rediss://")) {
+            return bad("tls_ca_file needs rediss:// URLs");
         }
         match self.urls().len() {
             0 => bad("no Redis URL"),

@@ -4,16 +4,20 @@
 //! small pool of dedicated connections without a response timeout (a blocking
 //! `XREADGROUP` would otherwise trip redis-rs' default 500 ms timeout, or hold
 //! up every command queued behind it on the shared connection).
+//!
+//! Also where every round trip gets its client span ([`traced`]), and where
+//! the URLs and TLS settings become clients ([`Endpoint`]).
 
 use std::time::Duration;
 
 use deadpool_redis::{Pool, PoolConfig, Runtime, Timeouts};
 use redis::{
-    AsyncConnectionConfig, Client, Cmd, Pipeline, RedisFuture, Value,
+    AsyncConnectionConfig, Client, Cmd, ConnectionAddr, Pipeline, RedisFuture, TlsCertificates, Value,
     aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig},
-    cluster::ClusterClient,
+    cluster::{ClusterClient, ClusterClientBuilder},
     cluster_async::ClusterConnection,
 };
+use tracing::{Instrument, field::Empty};
 
 use crate::{RedisConfig, RedisStoreError};
 
@@ -74,11 +78,52 @@ pub(crate) async fn bounded<T>(
     }
 }
 
+/// How to reach Redis, resolved once from the configuration: the URLs and,
+/// with `tls_ca_file`, the CA certificates `rediss://` connections trust.
+#[derive(Debug, Clone)]
+pub(crate) struct Endpoint {
+    urls: Vec<String>,
+    certs: Option<TlsCertificates>,
+}
+
+impl Endpoint {
+    /// Read the configuration's URLs and CA file (a validated configuration).
+    pub(crate) fn resolve(cfg: &RedisConfig) -> Result<Endpoint, RedisStoreError> {
+        let certs = match &cfg.tls_ca_file {
+            None => None,
+            Some(path) => {
+                let pem = std::fs::read(path)
+                    .map_err(|e| RedisStoreError::Config(format!("cannot read tls_ca_file {}: {e}", path.display())))?;
+                Some(TlsCertificates { client_tls: None, root_cert: Some(pem) })
+            }
+        };
+        Ok(Endpoint { urls: cfg.urls(), certs })
+    }
+
+    /// A client of the first URL (standalone: the only one).
+    pub(crate) fn client(&self) -> Result<Client, RedisStoreError> {
+        let url = self.urls[0].as_str();
+        Ok(match &self.certs {
+            Some(certs) => Client::build_with_tls(url, certs.clone())?,
+            None => Client::open(url)?,
+        })
+    }
+
+    /// A cluster client over every seed URL.
+    pub(crate) fn cluster(&self) -> ClusterClientBuilder {
+        let builder = ClusterClient::builder(self.urls.clone());
+        match &self.certs {
+            Some(certs) => builder.certs(certs.clone()),
+            None => builder,
+        }
+    }
+}
+
 /// Open the command connection (failing within `op_timeout` when Redis is unreachable).
-pub(crate) async fn connect(cfg: &RedisConfig) -> Result<Conn, RedisStoreError> {
-    let urls = cfg.urls();
+pub(crate) async fn connect(cfg: &RedisConfig, endpoint: &Endpoint) -> Result<Conn, RedisStoreError> {
     if cfg.cluster {
-        let client = ClusterClient::builder(urls)
+        let client = endpoint
+            .cluster()
             .connection_timeout(cfg.op_timeout)
             .response_timeout(cfg.op_timeout)
             .retries(2)
@@ -86,25 +131,24 @@ pub(crate) async fn connect(cfg: &RedisConfig) -> Result<Conn, RedisStoreError> 
         let conn = bounded(cfg.op_timeout, client.get_async_connection()).await?;
         Ok(Conn::Cluster(conn))
     } else {
-        let client = Client::open(urls[0].as_str())?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(cfg.op_timeout))
             .set_response_timeout(Some(cfg.op_timeout))
             .set_number_of_retries(2)
             .set_max_delay(Duration::from_millis(500));
-        let conn = bounded(cfg.op_timeout, ConnectionManager::new_with_config(client, config)).await?;
+        let conn = bounded(cfg.op_timeout, ConnectionManager::new_with_config(endpoint.client()?, config)).await?;
         Ok(Conn::Single(conn))
     }
 }
 
 /// The pool of dedicated connections for blocking reads (standalone only).
-pub(crate) fn blocking_pool(cfg: &RedisConfig) -> Result<Pool, RedisStoreError> {
-    let url = cfg.urls().remove(0);
+pub(crate) fn blocking_pool(cfg: &RedisConfig, endpoint: &Endpoint) -> Result<Pool, RedisStoreError> {
     let conn_config = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(cfg.op_timeout))
         // Blocking reads are bounded by the caller (BLOCK + op_timeout).
         .set_response_timeout(None);
-    let manager = deadpool_redis::Manager::new_with_config(url.as_str(), conn_config)?;
+    let info = endpoint.client()?.get_connection_info().clone();
+    let manager = deadpool_redis::Manager::new_with_config(info, conn_config)?;
     let mut pool_config = PoolConfig::new(cfg.blocking_connections);
     pool_config.timeouts =
         Timeouts { wait: Some(cfg.op_timeout), create: Some(cfg.op_timeout), recycle: Some(cfg.op_timeout) };
@@ -113,4 +157,116 @@ pub(crate) fn blocking_pool(cfg: &RedisConfig) -> Result<Pool, RedisStoreError> 
         .runtime(Runtime::Tokio1)
         .build()
         .map_err(|e| RedisStoreError::Config(e.to_string()))
+}
+
+/// How loud a round trip's span is: `Debug` for the polls idle workers run
+/// all the time (work reads, lease recovery, queue statistics), `Info` otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verbosity {
+    Info,
+    Debug,
+}
+
+/// Where this store's commands go, as its spans say it (OpenTelemetry
+/// database client conventions).
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    /// `db.namespace`: the key prefix.
+    namespace: String,
+    /// `server.address` and `server.port`: known for a standalone server; a
+    /// cluster routes each command to its slot's node.
+    server: Option<(String, u16)>,
+}
+
+impl Target {
+    pub(crate) fn new(cfg: &RedisConfig, endpoint: &Endpoint) -> Target {
+        let server = if cfg.cluster {
+            None
+        } else {
+            endpoint.client().ok().and_then(|c| match c.get_connection_info().addr() {
+                ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+                    Some((host.clone(), *port))
+                }
+                _ => None,
+            })
+        };
+        Target { namespace: cfg.prefix.clone(), server }
+    }
+}
+
+/// The command name of `cmd` (`HGET`, `XREADGROUP`…), for its span.
+pub(crate) fn command_name(cmd: &Cmd) -> String {
+    match cmd.args_iter().next() {
+        Some(redis::Arg::Simple(name)) => String::from_utf8_lossy(name).to_ascii_uppercase(),
+        _ => "COMMAND".into(),
+    }
+}
+
+/// One round trip, bounded by `limit`, in a client span named
+/// `redis <operation>` (`redis HGET`, or `redis EVALSHA <script>` when
+/// `script` is given), recording a failure's `error.type`.
+pub(crate) async fn traced<T>(
+    target: &Target,
+    verbosity: Verbosity,
+    operation: &str,
+    script: Option<&str>,
+    limit: Duration,
+    fut: impl Future<Output = redis::RedisResult<T>>,
+) -> Result<T, RedisStoreError> {
+    let name = match script {
+        Some(s) => format!("redis {operation} {s}"),
+        None => format!("redis {operation}"),
+    };
+    let (address, port) = match &target.server {
+        Some((a, p)) => (Some(a.as_str()), Some(*p)),
+        None => (None, None),
+    };
+    macro_rules! redis_span {
+        ($make:ident) => {
+            tracing::$make!(
+                "redis",
+                otel.name = name.as_str(),
+                otel.kind = "client",
+                db.system.name = "redis",
+                db.operation.name = operation,
+                db.stored_procedure.name = script,
+                db.namespace = target.namespace.as_str(),
+                server.address = address,
+                server.port = port,
+                otel.status_code = Empty,
+                error.type = Empty,
+            )
+        };
+    }
+    let span = match verbosity {
+        Verbosity::Info => redis_span!(info_span),
+        Verbosity::Debug => redis_span!(debug_span),
+    };
+    let result = bounded(limit, fut).instrument(span.clone()).await;
+    if let Err(e) = &result
+        && let Some(kind) = error_type(e)
+    {
+        span.record("otel.status_code", "error");
+        span.record("error.type", kind);
+    }
+    result
+}
+
+/// A low-cardinality name for a failed round trip (`None`: an expected reply).
+fn error_type(e: &RedisStoreError) -> Option<&str> {
+    match e {
+        RedisStoreError::Timeout(_) => Some("timeout"),
+        RedisStoreError::Redis(r) => match r.code() {
+            // XGROUP CREATE of an existing group: the usual case, not a failure.
+            Some("BUSYGROUP") => None,
+            // A server error code: NOSCRIPT, NOGROUP, OOM, READONLY, MOVED…
+            Some(code) => Some(code),
+            None if r.is_timeout() => Some("timeout"),
+            None if r.is_io_error() || r.is_connection_dropped() || r.is_connection_refusal() => Some("io"),
+            None => Some("client"),
+        },
+        RedisStoreError::Pool(_) => Some("pool"),
+        RedisStoreError::Config(_) => Some("config"),
+        RedisStoreError::Corrupt(_) => Some("corrupt"),
+    }
 }

@@ -7,8 +7,9 @@
 //! appears and unsubscribes it when the last one goes, and fans every message
 //! out to the local watchers' bounded queues. When the connection drops (or a
 //! periodic PING fails) it reconnects with backoff and re-subscribes every
-//! channel still watched. Messages published while it is away are lost: pub/sub
-//! is only a wake-up, the task hash is the truth.
+//! channel still watched (logged, and counted in
+//! [`RECONNECTS_METRIC`](crate::RECONNECTS_METRIC)). Messages published while
+//! it is away are lost: pub/sub is only a wake-up, the task hash is the truth.
 //!
 //! A subscription is confirmed by Redis before [`Hub::subscribe`] returns, so
 //! whatever is published after that reaches the watcher.
@@ -25,13 +26,16 @@ use std::{
 };
 
 use futures::{Stream, StreamExt};
-use redis::{PushInfo, PushKind, Value, aio::PubSubSink, cluster::ClusterClient, cluster_async::ClusterConnection};
+use redis::{PushInfo, PushKind, Value, aio::PubSubSink, cluster_async::ClusterConnection};
 use tokio::{
     sync::{mpsc, oneshot},
     time::Instant,
 };
 
-use crate::{RedisConfig, RedisStoreError, conn::bounded};
+use crate::{
+    RedisConfig, RedisStoreError,
+    conn::{Endpoint, bounded},
+};
 
 /// How often an idle subscriber connection is checked with PING.
 const PING_EVERY: Duration = Duration::from_secs(5);
@@ -73,11 +77,12 @@ pub(crate) struct Hub {
 
 impl Hub {
     /// Start the actor (it connects lazily, on the first subscription).
-    pub(crate) fn spawn(cfg: &RedisConfig) -> Hub {
+    pub(crate) fn spawn(cfg: &RedisConfig, endpoint: Endpoint) -> Hub {
         let (tx, rx) = mpsc::unbounded_channel();
-        let backend = if cfg.cluster { Backend::Cluster(cfg.urls()) } else { Backend::Single(cfg.urls().remove(0)) };
         let actor = Actor {
-            backend,
+            endpoint,
+            cluster: cfg.cluster,
+            connected_before: false,
             op_timeout: cfg.op_timeout,
             live: None,
             subs: HashMap::new(),
@@ -143,12 +148,6 @@ impl std::fmt::Debug for Cmd {
     }
 }
 
-/// Where the actor connects.
-enum Backend {
-    Single(String),
-    Cluster(Vec<String>),
-}
-
 type Messages = Pin<Box<dyn Stream<Item = Delivery> + Send>>;
 
 /// A live subscriber connection.
@@ -197,7 +196,11 @@ impl Sink {
 }
 
 struct Actor {
-    backend: Backend,
+    endpoint: Endpoint,
+    /// Sharded pub/sub over a cluster connection, or one standalone server.
+    cluster: bool,
+    /// Whether a connection was ever up (the next one is a reconnect).
+    connected_before: bool,
     op_timeout: Duration,
     live: Option<Live>,
     /// Watcher id → (its channels, its queue).
@@ -275,7 +278,7 @@ impl Actor {
             return Err(RedisStoreError::Pool("pub/sub connection is down (reconnecting)".into()));
         }
         let result = async {
-            let mut live = connect(&self.backend, self.op_timeout).await?;
+            let mut live = connect(&self.endpoint, self.cluster, self.op_timeout).await?;
             let all: Vec<String> = self.channels.keys().cloned().collect();
             for chunk in all.chunks(512) {
                 bounded(self.op_timeout, live.sink.subscribe(chunk)).await?;
@@ -285,6 +288,11 @@ impl Actor {
         .await;
         match result {
             Ok(live) => {
+                if self.connected_before {
+                    tracing::warn!(channels = self.channels.len(), "pub/sub reconnected; channels re-subscribed");
+                    metrics::counter!(crate::RECONNECTS_METRIC, "connection" => "pubsub").increment(1);
+                }
+                self.connected_before = true;
                 self.live = Some(live);
                 self.retry_at = None;
                 self.failed_at = None;
@@ -367,31 +375,29 @@ impl Actor {
 }
 
 /// Open a subscriber connection.
-async fn connect(backend: &Backend, op_timeout: Duration) -> Result<Live, RedisStoreError> {
-    match backend {
-        Backend::Single(url) => {
-            let client = redis::Client::open(url.as_str())?;
-            let pubsub = bounded(op_timeout, client.get_async_pubsub()).await?;
-            let (sink, stream) = pubsub.split();
-            let messages = stream.map(|msg| Delivery {
-                channel: Arc::from(msg.get_channel_name()),
-                payload: Arc::from(msg.get_payload_bytes()),
-            });
-            Ok(Live { sink: Sink::Single(sink), messages: Box::pin(messages) })
-        }
-        Backend::Cluster(urls) => {
-            let (tx, rx) = mpsc::unbounded_channel::<PushInfo>();
-            let client = ClusterClient::builder(urls.clone())
-                .use_protocol(redis::ProtocolVersion::RESP3)
-                .push_sender(tx)
-                .connection_timeout(op_timeout)
-                .response_timeout(op_timeout)
-                .build()?;
-            let conn = bounded(op_timeout, client.get_async_connection()).await?;
-            let messages = tokio_stream::wrappers::UnboundedReceiverStream::new(rx)
-                .filter_map(|push| async move { push_delivery(push) });
-            Ok(Live { sink: Sink::Cluster(conn), messages: Box::pin(messages) })
-        }
+async fn connect(endpoint: &Endpoint, cluster: bool, op_timeout: Duration) -> Result<Live, RedisStoreError> {
+    if !cluster {
+        let client = endpoint.client()?;
+        let pubsub = bounded(op_timeout, client.get_async_pubsub()).await?;
+        let (sink, stream) = pubsub.split();
+        let messages = stream.map(|msg| Delivery {
+            channel: Arc::from(msg.get_channel_name()),
+            payload: Arc::from(msg.get_payload_bytes()),
+        });
+        Ok(Live { sink: Sink::Single(sink), messages: Box::pin(messages) })
+    } else {
+        let (tx, rx) = mpsc::unbounded_channel::<PushInfo>();
+        let client = endpoint
+            .cluster()
+            .use_protocol(redis::ProtocolVersion::RESP3)
+            .push_sender(tx)
+            .connection_timeout(op_timeout)
+            .response_timeout(op_timeout)
+            .build()?;
+        let conn = bounded(op_timeout, client.get_async_connection()).await?;
+        let messages = tokio_stream::wrappers::UnboundedReceiverStream::new(rx)
+            .filter_map(|push| async move { push_delivery(push) });
+        Ok(Live { sink: Sink::Cluster(conn), messages: Box::pin(messages) })
     }
 }
 

@@ -26,13 +26,15 @@
 //! - [`keys`]: key and channel names, one doc line each.
 //! - `scripts` + `lua/*.lua`: create (hash + work entry together), transition
 //!   (CAS on rev, fence on attempt, refuse terminal, publish), claim (bump the
-//!   attempt, or drop work of finished tasks), renew, release, ack, admit.
+//!   attempt, or drop work of finished tasks), renew, release, ack, admit,
+//!   stats (a partition's queue, for `work_stats`).
 //! - `store`: connecting, create/get/load/transition/watch, the event bus.
 //! - `work`: claim/renew/finish/release over streams (see its docs for the
-//!   exact semantics).
+//!   exact semantics), and the queue statistics.
 //! - `limits`: the per-scope active-task limit and the races it tolerates.
 //! - `hub`: one pub/sub connection per store fanning out to every watcher.
-//! - `conn`: the command connection, timeouts, the blocking-read pool.
+//! - `conn`: the command connection, timeouts, the blocking-read pool, TLS
+//!   settings, and the client span of every round trip.
 //!
 //! # Invariants
 //!
@@ -44,6 +46,16 @@
 //! - Terminal tasks never change; a worker's write carries its fencing attempt
 //!   and every claim bumps the attempt, so a zombie's late write is refused.
 //! - Pub/sub is a wake-up only; the hash is the truth.
+//!
+//! # Observability
+//!
+//! Every Redis round trip runs in a client span `redis <COMMAND>` (scripts:
+//! `redis EVALSHA <script>`) with `db.system.name`, `db.operation.name`,
+//! `db.namespace` (the key prefix), `server.address`/`server.port` (standalone)
+//! and, on failure, `error.type`: at info level, except the polls idle workers
+//! run all the time (work reads, lease recovery, queue statistics, PING),
+//! which are at debug level. Pub/sub reconnects are logged (warn) and counted
+//! in [`RECONNECTS_METRIC`].
 
 pub mod keys;
 
@@ -55,6 +67,11 @@ mod limits;
 mod scripts;
 mod store;
 mod work;
+
+/// Counter (`metrics` facade) of Redis reconnects, by `connection`
+/// (`pubsub`: the pub/sub hub re-connected and re-subscribed). Listed with
+/// presa's other series in `presa-telemetry`.
+pub const RECONNECTS_METRIC: &str = "presa_redis_reconnects_total";
 
 pub use config::RedisConfig;
 pub use error::RedisStoreError;

@@ -24,11 +24,9 @@
 //! over-admission left is a create whose `create.lua` is delayed past the
 //! grace period and then still runs — far beyond every command timeout.
 
+use crate::{RedisStore, RedisStoreError, conn::Verbosity, scripts};
 use futures::future::join_all;
 use presa_store::{Scope, StoreError, Task, TaskId, util::now_ms};
-use redis::AsyncCommands;
-
-use crate::{RedisStore, RedisStoreError, conn::bounded, scripts};
 
 /// A member whose task does not exist is only dropped once it is this old.
 pub(crate) const GHOST_GRACE_MS: u64 = 60_000;
@@ -57,9 +55,8 @@ impl RedisStore {
     /// Drop members that no longer count; returns how many were dropped.
     async fn repair_active(&self, scope: &Scope) -> Result<usize, RedisStoreError> {
         let key = self.inner.keys.scope_active(scope);
-        let mut c = self.conn();
-        let members: Vec<(String, u64)> =
-            bounded(self.op_timeout(), c.zrange_withscores(&key, 0, REPAIR_SCAN - 1)).await?;
+        let range = redis::cmd("ZRANGE").arg(&key).arg(0).arg(REPAIR_SCAN - 1).arg("WITHSCORES").to_owned();
+        let members: Vec<(String, u64)> = self.query(Verbosity::Info, &range).await?;
         let now = now_ms();
         let checks = members.into_iter().map(|(id, admitted_at)| async move {
             let task = self.read(&TaskId::from_wire(id.as_str())).await;
@@ -77,7 +74,7 @@ impl RedisStore {
         if stale.is_empty() {
             return Ok(0);
         }
-        let removed: usize = bounded(self.op_timeout(), c.zrem(&key, &stale)).await?;
+        let removed: usize = self.query(Verbosity::Info, redis::cmd("ZREM").arg(&key).arg(&stale)).await?;
         tracing::info!(removed, "repaired a scope's active-task set");
         Ok(removed)
     }
@@ -85,9 +82,8 @@ impl RedisStore {
     /// Best effort: the task no longer counts against its scope (a failure
     /// is repaired the next time the scope hits its limit).
     pub(crate) async fn forget_active(&self, scope: &Scope, id: &TaskId) {
-        let mut c = self.conn();
         let key = self.inner.keys.scope_active(scope);
-        if let Err(e) = bounded(self.op_timeout(), c.zrem::<_, _, i64>(&key, id.as_str())).await {
+        if let Err(e) = self.query::<i64>(Verbosity::Info, redis::cmd("ZREM").arg(&key).arg(id.as_str())).await {
             tracing::warn!(error = %e, "could not update the scope's active-task set");
         }
     }

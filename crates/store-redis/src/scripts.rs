@@ -1,17 +1,64 @@
 //! The Lua scripts (in `lua/`), embedded at compile time and run through
 //! [`redis::Script`] (EVALSHA, loading the script on NOSCRIPT). Each file opens
 //! with its contract: KEYS, ARGV and the reply. Every key a script touches is
-//! passed in KEYS and shares one hash slot.
+//! passed in KEYS and shares one hash slot, except `read.lua` and
+//! `recover.lua` (standalone only).
 
-use std::sync::LazyLock;
+use std::{
+    ops::{Deref, DerefMut},
+    sync::LazyLock,
+};
 
-use redis::Script;
+use redis::{Script, ScriptInvocation};
+
+use crate::conn::Verbosity;
+
+/// A script with the name its spans carry (`redis EVALSHA <name>`).
+pub(crate) struct Lua {
+    pub(crate) name: &'static str,
+    /// Polls that run all the time on idle workers trace at debug level.
+    pub(crate) verbosity: Verbosity,
+    script: Script,
+}
+
+impl Lua {
+    /// Start an invocation (add keys and args, then `RedisStore::invoke` it).
+    pub(crate) fn prepare_invoke(&self) -> Invocation<'_> {
+        Invocation { lua: self, inner: self.script.prepare_invoke() }
+    }
+}
+
+/// An invocation of a [`Lua`] script: a [`ScriptInvocation`] that knows its script.
+pub(crate) struct Invocation<'a> {
+    pub(crate) lua: &'a Lua,
+    inner: ScriptInvocation<'a>,
+}
+
+impl<'a> Deref for Invocation<'a> {
+    type Target = ScriptInvocation<'a>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.inner
+    }
+}
+
+impl DerefMut for Invocation<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.inner
+    }
+}
 
 macro_rules! script {
     ($name:ident, $file:literal, $doc:literal) => {
+        script!($name, $file, Info, $doc);
+    };
+    ($name:ident, $file:literal, $verbosity:ident, $doc:literal) => {
         #[doc = $doc]
-        pub(crate) static $name: LazyLock<Script> =
-            LazyLock::new(|| Script::new(include_str!(concat!("../lua/", $file))));
+        pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| Lua {
+            name: $file.trim_end_matches(".lua"),
+            verbosity: Verbosity::$verbosity,
+            script: Script::new(include_str!(concat!("../lua/", $file))),
+        });
     };
 }
 
@@ -22,6 +69,7 @@ script!(RENEW, "renew.lua", "Reset a held entry's idle time if the attempt still
 script!(RELEASE, "release.lua", "Make a held entry recoverable at once if the attempt still matches.");
 script!(FINISH, "finish.lua", "XACK and XDEL finished work, unless a newer attempt holds it.");
 script!(ACK, "ack.lua", "XACK and XDEL a work entry together.");
-script!(READ, "read.lua", "Read up to N new entries over the partitions (standalone only).");
-script!(RECOVER, "recover.lua", "XAUTOCLAIM up to N lapsed entries over the partitions (standalone only).");
+script!(READ, "read.lua", Debug, "Read up to N new entries over the partitions (standalone only).");
+script!(RECOVER, "recover.lua", Debug, "XAUTOCLAIM up to N lapsed entries over the partitions (standalone only).");
 script!(ADMIT, "admit.lua", "Add a task to its scope's active set unless the set is at the limit.");
+script!(STATS, "stats.lua", Debug, "Count a partition's queued and pending work, and the oldest pending age.");

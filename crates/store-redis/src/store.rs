@@ -6,18 +6,18 @@ use std::sync::{Arc, atomic::AtomicUsize};
 
 use futures::StreamExt;
 use presa_store::{
-    Cas, Claim, CreateLimits, EventBus, EventStream, NewTask, Scope, StoreError, Task, TaskId, TaskStore, TaskStream,
-    Writer,
+    Cas, Claim, CreateLimits, EventBus, EventStream, NewTask, PartitionStats, Scope, StoreError, Task, TaskId,
+    TaskStore, TaskStream, Writer,
     util::{new_task_id, now_ms},
 };
-use redis::{AsyncCommands, Value};
+use redis::{Cmd, FromRedisValue, Value};
 
 use crate::{
     RedisConfig, RedisStoreError,
-    conn::{Conn, bounded, connect},
+    conn::{Conn, Endpoint, Target, Verbosity, command_name, connect, traced},
     hub::Hub,
     keys::Keys,
-    scripts,
+    scripts::{self, Invocation},
 };
 
 /// The Redis-backed task store and event bus. Cheap to clone (shared inner).
@@ -34,6 +34,8 @@ pub(crate) struct Inner {
     /// Dedicated connections for blocking reads (standalone only).
     pub(crate) blocking: Option<deadpool_redis::Pool>,
     pub(crate) hub: Hub,
+    /// What spans say about where commands go.
+    pub(crate) target: Target,
     /// Rotates the partition order of reads, for fairness.
     pub(crate) rotate: AtomicUsize,
     /// Cluster mode: woken by the partitions' wake channels.
@@ -43,14 +45,21 @@ pub(crate) struct Inner {
 impl RedisStore {
     /// Connect, and make sure every partition stream has its consumer group.
     /// Fails within about `op_timeout` when Redis is unreachable.
+    ///
+    /// `rediss://` uses rustls with the *ring* provider, installed here as
+    /// the process default unless the process installed one already.
     pub async fn connect(cfg: RedisConfig) -> Result<RedisStore, RedisStoreError> {
         cfg.validate()?;
-        let conn = connect(&cfg).await?;
-        let blocking = if cfg.cluster { None } else { Some(crate::conn::blocking_pool(&cfg)?) };
+        // redis-rs builds its TLS config from the process-default provider.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let endpoint = Endpoint::resolve(&cfg)?;
+        let conn = connect(&cfg, &endpoint).await?;
+        let blocking = if cfg.cluster { None } else { Some(crate::conn::blocking_pool(&cfg, &endpoint)?) };
         let store = RedisStore {
             inner: Arc::new(Inner {
                 keys: Keys::new(cfg.prefix.clone(), cfg.partitions),
-                hub: Hub::spawn(&cfg),
+                hub: Hub::spawn(&cfg, endpoint.clone()),
+                target: Target::new(&cfg, &endpoint),
                 conn,
                 blocking,
                 rotate: AtomicUsize::new(0),
@@ -74,8 +83,7 @@ impl RedisStore {
 
     /// Round-trip to Redis (for readiness probes).
     pub async fn ping(&self) -> Result<(), RedisStoreError> {
-        let mut c = self.conn();
-        bounded(self.op_timeout(), redis::cmd("PING").query_async::<Value>(&mut c)).await.map(|_| ())
+        self.query::<Value>(Verbosity::Debug, &redis::cmd("PING")).await.map(|_| ())
     }
 
     pub(crate) fn conn(&self) -> Conn {
@@ -97,13 +105,20 @@ impl RedisStore {
         if self.inner.cfg.cluster { "SPUBLISH" } else { "" }
     }
 
-    /// Run a script invocation bounded by `op_timeout`.
-    pub(crate) async fn invoke<T: redis::FromRedisValue>(
-        &self,
-        inv: &redis::ScriptInvocation<'_>,
-    ) -> Result<T, RedisStoreError> {
+    /// Run a script invocation bounded by `op_timeout`, in a
+    /// `redis EVALSHA <script>` span.
+    pub(crate) async fn invoke<T: FromRedisValue>(&self, inv: &Invocation<'_>) -> Result<T, RedisStoreError> {
         let mut c = self.conn();
-        bounded(self.op_timeout(), inv.invoke_async(&mut c)).await
+        let (lua, limit) = (inv.lua, self.op_timeout());
+        traced(&self.inner.target, lua.verbosity, "EVALSHA", Some(lua.name), limit, inv.invoke_async(&mut c)).await
+    }
+
+    /// Run a command on the shared connection bounded by `op_timeout`, in a
+    /// `redis <COMMAND>` span.
+    pub(crate) async fn query<T: FromRedisValue>(&self, verbosity: Verbosity, cmd: &Cmd) -> Result<T, RedisStoreError> {
+        let mut c = self.conn();
+        let name = command_name(cmd);
+        traced(&self.inner.target, verbosity, &name, None, self.op_timeout(), cmd.query_async(&mut c)).await
     }
 
     /// The stored task (any scope); `None` when gone or expired.
@@ -111,8 +126,7 @@ impl RedisStore {
         let Some(key) = self.inner.keys.task(id) else {
             return Ok(None);
         };
-        let mut c = self.conn();
-        let doc: Option<String> = bounded(self.op_timeout(), c.hget(&key, "doc")).await?;
+        let doc: Option<String> = self.query(Verbosity::Info, redis::cmd("HGET").arg(&key).arg("doc")).await?;
         decode_live(doc.as_deref())
     }
 
@@ -264,6 +278,10 @@ impl TaskStore for RedisStore {
         Ok(self.release_work(claim).await?)
     }
 
+    async fn work_stats(&self) -> Result<Vec<PartitionStats>, StoreError> {
+        Ok(self.partition_stats().await?)
+    }
+
     async fn watch(&self, ids: &[TaskId]) -> Result<TaskStream, StoreError> {
         let channels: Vec<String> = ids.iter().filter_map(|id| self.inner.keys.events(id)).collect();
         if channels.is_empty() {
@@ -286,9 +304,8 @@ impl TaskStore for RedisStore {
 #[async_trait::async_trait]
 impl EventBus for RedisStore {
     async fn publish(&self, event: &str) -> Result<(), StoreError> {
-        let mut c = self.conn();
         let cmd = redis::cmd(self.publish_cmd()).arg(self.inner.keys.bus()).arg(event).to_owned();
-        bounded(self.op_timeout(), cmd.query_async::<Value>(&mut c)).await?;
+        self.query::<Value>(Verbosity::Info, &cmd).await?;
         Ok(())
     }
 

@@ -37,16 +37,16 @@ use std::{
 };
 
 use futures::{StreamExt, future::join_all};
-use presa_store::{Claim, Task, TaskId, util::now_ms};
+use presa_store::{Claim, PartitionStats, Task, TaskId, util::now_ms};
 use redis::{
-    AsyncCommands, Value,
+    Value,
     streams::{StreamAutoClaimReply, StreamId, StreamReadReply},
 };
 use tokio::sync::Notify;
 
 use crate::{
     RedisStore, RedisStoreError,
-    conn::bounded,
+    conn::{Verbosity, traced},
     keys::GROUP,
     scripts,
     store::{decode, encode},
@@ -61,6 +61,11 @@ const CLUSTER_POLL: Duration = Duration::from_millis(100);
 /// Give up bumping an attempt after this many lost CAS races (a client
 /// writing in a tight loop); the entry is released for a later claim.
 const CLAIM_RACES: usize = 8;
+/// A pending entry idle for longer than `max_lease` plus this was handed
+/// back (`release`, or returned unclaimed: last delivery at the Unix epoch,
+/// decades ago), so statistics count it as queued; a lapsed lease is idle for
+/// `max_lease` plus however long its worker has been gone.
+const HANDED_BACK_IDLE: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
 /// One delivered stream entry.
 #[derive(Debug)]
@@ -186,11 +191,7 @@ impl RedisStore {
             // share one. Over-delivered entries are handed back by `take`.
             let reads = parts.iter().map(|p| {
                 let cmd = xreadgroup(worker, count, None, &[self.inner.keys.work(*p)]);
-                async move {
-                    let mut c = self.conn();
-                    let reply = cmd.query_async::<Option<StreamReadReply>>(&mut c);
-                    bounded(self.op_timeout(), reply).await
-                }
+                async move { self.query::<Option<StreamReadReply>>(Verbosity::Debug, &cmd).await }
             });
             let (mut entries, mut failure) = (Vec::new(), None);
             for reply in join_all(reads).await {
@@ -231,7 +232,7 @@ impl RedisStore {
         let cmd = xreadgroup(worker, count, Some(slice), &keys);
         let limit = slice + self.op_timeout();
         let reply = cmd.query_async::<Option<StreamReadReply>>(&mut *conn);
-        match bounded(limit, reply).await {
+        match traced(&self.inner.target, Verbosity::Debug, "XREADGROUP", None, limit, reply).await {
             Ok(reply) => Ok(self.entries(reply)),
             Err(e) => {
                 // The reply may still be on its way: never reuse this connection.
@@ -283,8 +284,7 @@ impl RedisStore {
                 .arg("COUNT")
                 .arg(count)
                 .to_owned();
-            let mut c = self.conn();
-            let reply: StreamAutoClaimReply = bounded(self.op_timeout(), cmd.query_async(&mut c)).await?;
+            let reply: StreamAutoClaimReply = self.query(Verbosity::Debug, &cmd).await?;
             Ok::<_, RedisStoreError>(reply.claimed.into_iter().map(move |e| entry(p, e)))
         });
         let (mut entries, mut failure) = (Vec::new(), None);
@@ -348,8 +348,7 @@ impl RedisStore {
         };
         let stream = keys.work(e.partition);
         let channel = keys.events(&id).expect("same partition as the task key");
-        let mut c = self.conn();
-        let mut doc: Option<String> = bounded(self.op_timeout(), c.hget(&key, "doc")).await?;
+        let mut doc: Option<String> = self.query(Verbosity::Info, redis::cmd("HGET").arg(&key).arg("doc")).await?;
         for _ in 0..CLAIM_RACES {
             let task = match doc.as_deref().map(|d| decode(d.as_bytes())) {
                 Some(Ok(t)) if !t.status.is_terminal() && !t.is_expired(now_ms()) => t,
@@ -419,8 +418,7 @@ impl RedisStore {
             .arg(0)
             .arg("JUSTID")
             .to_owned();
-        let mut c = self.conn();
-        bounded(self.op_timeout(), cmd.query_async::<Value>(&mut c)).await?;
+        self.query::<Value>(Verbosity::Info, &cmd).await?;
         Ok(())
     }
 
@@ -482,6 +480,25 @@ impl RedisStore {
         self.invoke::<i64>(&inv).await.map(|_| ())
     }
 
+    /// Every partition's work queue (`stats.lua`, one round trip each, all
+    /// partitions at once). Unlike the memory store, the work of a task that
+    /// expired still counts until a claim drops it (nothing reads the hash).
+    pub(crate) async fn partition_stats(&self) -> Result<Vec<PartitionStats>, RedisStoreError> {
+        let handed_back_idle = self.inner.cfg.max_lease.saturating_add(HANDED_BACK_IDLE).as_millis() as u64;
+        let reads = (0..self.inner.keys.partitions()).map(|partition| async move {
+            let mut inv = scripts::STATS.prepare_invoke();
+            inv.key(self.inner.keys.work(partition)).arg(GROUP).arg(handed_back_idle);
+            let (queued, pending, age): (i64, i64, i64) = self.invoke(&inv).await?;
+            Ok(PartitionStats {
+                partition,
+                queued: queued.max(0) as u64,
+                pending: pending.max(0) as u64,
+                oldest_pending_age_ms: u64::try_from(age).ok(),
+            })
+        });
+        join_all(reads).await.into_iter().collect()
+    }
+
     /// Create the consumer group on every partition stream (MKSTREAM; an
     /// existing group is fine). Reading from id 0 so entries added before a
     /// lost group was re-created are still delivered.
@@ -494,8 +511,7 @@ impl RedisStore {
                 .arg("0")
                 .arg("MKSTREAM")
                 .to_owned();
-            let mut c = self.conn();
-            match bounded(self.op_timeout(), cmd.query_async::<Value>(&mut c)).await {
+            match self.query::<Value>(Verbosity::Info, &cmd).await {
                 Err(RedisStoreError::Redis(e)) if e.code() == Some("BUSYGROUP") => Ok(()),
                 other => other.map(|_| ()),
             }

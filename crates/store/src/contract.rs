@@ -29,7 +29,7 @@ use futures::StreamExt;
 use presa_tasks::{Event, NewTask, Scope, Status, Task, TaskId, Work, apply};
 use serde_json::{Value, json};
 
-use crate::{Cas, Claim, CreateLimits, StoreError, TaskStore, TaskStream, Writer, util::now_ms};
+use crate::{Cas, Claim, CreateLimits, PartitionStats, StoreError, TaskStore, TaskStream, Writer, util::now_ms};
 
 /// Expands to one `#[tokio::test]` per contract case.
 ///
@@ -57,6 +57,7 @@ macro_rules! store_contract_tests {
             watch_delivers_committed_snapshots_of_watched_ids,
             capacity_limit_per_scope,
             input_round_trip,
+            work_stats_count_queued_and_pending_work,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
@@ -528,4 +529,52 @@ pub async fn input_round_trip(store: Arc<dyn TaskStore>) {
     assert_eq!(reloaded.attempt, claimed.task.attempt, "the client does not move the fence");
     let done = commit(&store, &reloaded, Event::Complete(result()), claimed.writer()).await;
     assert_eq!(done.status, Status::Completed);
+}
+
+/// `work_stats` lists every partition once: created work is queued, claimed
+/// work pending (with the age of the oldest), released work queued again,
+/// finished work gone.
+pub async fn work_stats_count_queued_and_pending_work(store: Arc<dyn TaskStore>) {
+    let totals = |stats: &[PartitionStats]| {
+        (stats.iter().map(|p| p.queued).sum::<u64>(), stats.iter().map(|p| p.pending).sum::<u64>())
+    };
+    let stats = store.work_stats().await.expect("work_stats");
+    let partitions: Vec<u16> = stats.iter().map(|p| p.partition).collect();
+    assert!(!partitions.is_empty(), "every partition is listed, idle ones too");
+    assert_eq!(partitions, (0..partitions.len() as u16).collect::<Vec<_>>(), "each partition once, in order");
+    assert!(stats.iter().all(|p| *p == PartitionStats { partition: p.partition, ..Default::default() }), "{stats:?}");
+
+    let owner = scope("alice");
+    for _ in 0..3 {
+        create(&store, &owner).await;
+    }
+    let stats = store.work_stats().await.expect("work_stats");
+    assert_eq!(totals(&stats), (3, 0), "{stats:?}");
+    assert!(stats.iter().all(|p| p.oldest_pending_age_ms.is_none()), "{stats:?}");
+
+    let claimed = claim_one(&store, "w1", LONG_LEASE).await;
+    let stats = store.work_stats().await.expect("work_stats");
+    assert_eq!(stats.len(), partitions.len());
+    assert_eq!(totals(&stats), (2, 1), "{stats:?}");
+    for p in &stats {
+        let busy = Some(p.partition) == claimed.task.id.partition();
+        assert_eq!(p.pending, u64::from(busy), "{stats:?}");
+        match p.oldest_pending_age_ms {
+            Some(age) => assert!(busy && age < 60_000, "age since enqueue, in ms: {stats:?}"),
+            None => assert!(!busy, "a pending item has an age: {stats:?}"),
+        }
+    }
+
+    store.release(&claimed).await.expect("release");
+    let stats = store.work_stats().await.expect("work_stats");
+    assert_eq!(totals(&stats), (3, 0), "released work waits for a worker again: {stats:?}");
+    assert!(stats.iter().all(|p| p.oldest_pending_age_ms.is_none()), "{stats:?}");
+
+    let claimed = claim_one(&store, "w1", LONG_LEASE).await;
+    assert_eq!(totals(&store.work_stats().await.expect("work_stats")), (2, 1));
+    commit(&store, &claimed.task, Event::Complete(result()), claimed.writer()).await;
+    store.finish(&claimed).await.expect("finish");
+    let stats = store.work_stats().await.expect("work_stats");
+    assert_eq!(totals(&stats), (2, 0), "finished work leaves the statistics: {stats:?}");
+    assert!(stats.iter().all(|p| p.oldest_pending_age_ms.is_none()), "{stats:?}");
 }

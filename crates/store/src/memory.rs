@@ -453,31 +453,6 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn work_stats_count_queued_and_pending_work_per_partition() {
-        let store = MemoryStore::with_partitions(2);
-        let empty = store.work_stats().await.unwrap();
-        assert_eq!(empty.iter().map(|p| p.partition).collect::<Vec<_>>(), vec![0, 1]);
-        assert!(empty.iter().all(|p| p.queued == 0 && p.pending == 0 && p.oldest_pending_age_ms.is_none()));
-        for _ in 0..3 {
-            store.create(new_task(Some(60_000)), NO_LIMITS).await.unwrap();
-        }
-        let claimed = store.claim("w", 1, Duration::from_secs(30), Duration::ZERO).await.unwrap();
-        let stats = store.work_stats().await.unwrap();
-        assert_eq!(stats.iter().map(|p| p.queued).sum::<u64>(), 2);
-        assert_eq!(stats.iter().map(|p| p.pending).sum::<u64>(), 1);
-        let busy = &stats[usize::from(claimed[0].task.id.partition().unwrap())];
-        assert_eq!(busy.pending, 1);
-        assert!(busy.oldest_pending_age_ms.is_some());
-        // Finished work leaves the statistics.
-        let done = apply(&claimed[0].task, &Event::Cancel, now_ms()).unwrap().unwrap();
-        store.transition(&done, Writer::Client).await.unwrap();
-        store.finish(&claimed[0]).await.unwrap();
-        let stats = store.work_stats().await.unwrap();
-        assert_eq!(stats.iter().map(|p| p.pending).sum::<u64>(), 0);
-        assert_eq!(stats.iter().map(|p| p.queued).sum::<u64>(), 2);
-    }
-
-    #[tokio::test]
     async fn ids_name_a_partition_in_range() {
         let store = MemoryStore::with_partitions(4);
         for _ in 0..32 {

@@ -34,6 +34,9 @@ pub const WORK_QUEUED: &str = "presa_work_queued";
 pub const WORK_PENDING: &str = "presa_work_pending";
 /// Age (since it was enqueued) of the oldest delivered, unfinished work item, by `partition`; 0 when none.
 pub const WORK_OLDEST_PENDING_AGE: &str = "presa_work_oldest_pending_age_seconds";
+/// Redis reconnects, by `connection` (`pubsub`: the pub/sub hub re-connected and re-subscribed).
+/// Recorded by `presa-store-redis` (its `RECONNECTS_METRIC`).
+pub const REDIS_RECONNECTS: &str = "presa_redis_reconnects_total";
 
 /// Buckets of [`REQUEST_DURATION`], in seconds.
 const DURATION_BUCKETS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
@@ -91,6 +94,7 @@ fn describe() {
         Unit::Seconds,
         "Age since enqueue of the oldest delivered, unfinished work item, by partition (0 when none)."
     );
+    describe_counter!(REDIS_RECONNECTS, "Redis reconnects, by connection (pubsub).");
 }
 
 /// One MCP request answered.

@@ -9,7 +9,9 @@ pub mod cluster;
 
 use std::{sync::Arc, time::Duration};
 
-use presa_store::{Cas, Claim, CreateLimits, NewTask, Scope, StoreError, Task, TaskId, TaskStore, TaskStream, Writer};
+use presa_store::{
+    Cas, Claim, CreateLimits, NewTask, PartitionStats, Scope, StoreError, Task, TaskId, TaskStore, TaskStream, Writer,
+};
 use presa_store_redis::{RedisConfig, RedisStore};
 pub use presa_testkit::redis::{TestRedis, free_port, redis_server_binary, unique_prefix};
 
@@ -56,6 +58,9 @@ impl TaskStore for Guarded {
     }
     async fn watch(&self, ids: &[TaskId]) -> Result<TaskStream, StoreError> {
         self.store.watch(ids).await
+    }
+    async fn work_stats(&self) -> Result<Vec<PartitionStats>, StoreError> {
+        self.store.work_stats().await
     }
 }
 
