@@ -55,6 +55,11 @@ pub struct RedisArgs {
     /// Timeout of one Redis command, in ms.
     #[arg(long, env = "PRESA_REDIS_TIMEOUT_MS", default_value_t = 2000)]
     pub redis_timeout_ms: u64,
+
+    /// PEM file of the CA certificate(s) that sign the Redis server's
+    /// certificate, for `rediss://` URLs. Unset: the system's trusted roots.
+    #[arg(long, env = "PRESA_REDIS_TLS_CA_FILE")]
+    pub redis_tls_ca_file: Option<std::path::PathBuf>,
 }
 
 /// The backend both traits are served by, and a readiness probe for it.
@@ -96,7 +101,8 @@ impl Backend {
             .with_prefix(args.redis_prefix.clone())
             .with_partitions(args.partitions)
             .with_cluster(args.redis_cluster)
-            .with_op_timeout(Duration::from_millis(args.redis_timeout_ms));
+            .with_op_timeout(Duration::from_millis(args.redis_timeout_ms))
+            .with_tls_ca_file(args.redis_tls_ca_file.clone());
         let redis = Arc::new(RedisStore::connect(cfg).await?);
         let probe = redis.clone();
         let ready: ReadyCheck = Arc::new(move || {
