@@ -110,6 +110,7 @@ pub fn redact_url(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory;
 
     #[derive(Debug, Parser)]
     struct Demo {
