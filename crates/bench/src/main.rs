@@ -1,0 +1,514 @@
+//! `presa-bench`: requests/s and latency of presa on loopback, everything in one process.
+//!
+//! Run: `cargo run --release -p presa-bench -- [--seconds N] [--connections C] [--listeners L] [--redis-url URL]`
+//!
+//! The process holds the server (`presa_http::router` + `presa_http::serve` on
+//! 127.0.0.1:0), its in-process worker (`presa_server::Worker`) and the load
+//! generator: C loops, each with its own keep-alive connection, sending one
+//! request after another for a fixed time, then stopping. Traffic stays on
+//! 127.0.0.1 (except to a Redis given with `--redis-url`). The catalog is the
+//! bench's own: `echo` (sync, JSON reply), `echo_progress` (sync, sends one
+//! progress notification first, so the reply is SSE), `noop_task` (a task that
+//! completes at once) and `park` (a task that asks for one input, then completes).
+//!
+//! One row per measurement: operations/s, latency p50/p90/p99 of one operation, notes.
+//! 1. `tools/call echo` (JSON) and 2. `echo_progress` (SSE), at 1 and C
+//!    connections, alternated in short rounds; the notes give SSE/JSON throughput.
+//! 3. Task round trip, embedded: create `noop_task`, then `tasks/get` at once
+//!    and every 5 ms until `completed`. ops/s is tasks created (and seen
+//!    completed) per second; the latency runs from sending the create to seeing
+//!    `completed`, so it includes the polling delay. Notes: `tasks/get` per task,
+//!    and RSS growth per 1000 tasks (the memory store keeps tasks for their TTL).
+//! 4. The same on Redis (`--redis-url`, else a `redis-server` spawned on a free
+//!    port when one is on PATH), alternated with embedded: Redis/embedded ratio.
+//! 5. Input round trip: create `park`, poll until `input_required`,
+//!    `tasks/update`, poll until `completed` (notes: the update→completed part).
+//! 6. `subscriptions/listen` fan-out: L streams watch `toolsListChanged`; one
+//!    `list_changed` is published on the event bus per round; the row gives the
+//!    time until all L streams received it, over the rounds.
+//!
+//! How to read it: server, worker, generator (and Redis) share the machine's
+//! cores, so absolute figures only describe the machine and its load at the
+//! time (printed in the header and footer). Compare the ratios: both sides are
+//! measured in the same run, in alternating rounds (ABBA…) with the same
+//! generator, which cancels most drift. No tracing subscriber or metrics
+//! recorder is installed, so telemetry costs are left out. Nothing is asserted:
+//! speed goals live here, never in timed tests.
+
+use std::{
+    future::Future,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use clap::Parser;
+use futures::{FutureExt, StreamExt, future::BoxFuture};
+use presa_http::HttpConfig;
+use presa_server::{
+    Catalog, Server, ServerConfig, StateCodec, TaskPolicy, Tool, ToolContext, ToolOutput, Worker, WorkerConfig,
+};
+use presa_store::{EventBus, TaskStore, memory::MemoryStore};
+use presa_store_redis::{RedisConfig, RedisStore};
+use presa_testkit::{Client, TestRedis, next_within, redis::unique_prefix, tasks_caps};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Parser)]
+#[command(about = "Throughput and latency of presa on loopback (module docs say how to read them).")]
+struct Args {
+    /// Seconds of measurement per row (each side of an alternated pair gets this much).
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Concurrent connections of the multi-connection rows.
+    #[arg(long, default_value_t = 16)]
+    connections: usize,
+    /// Listen streams of the fan-out scenario.
+    #[arg(long, default_value_t = 50)]
+    listeners: usize,
+    /// Redis for the Redis rows; without it, a `redis-server` on PATH is spawned on a free loopback port.
+    #[arg(long)]
+    redis_url: Option<String>,
+}
+
+/// Length of one round when two operations are alternated.
+const ROUND: Duration = Duration::from_millis(250);
+/// Interval between two `tasks/get` of the same task.
+const POLL: Duration = Duration::from_millis(5);
+/// Rounds of the fan-out scenario.
+const FAN_OUT_ROUNDS: usize = 30;
+
+/// What one operation reports.
+#[derive(Debug, Default, Clone, Copy)]
+struct Sample {
+    latency: Duration,
+    /// `tasks/get` requests it sent.
+    polls: u64,
+    /// The part after `tasks/update` (input round trips).
+    tail: Option<Duration>,
+}
+
+/// One operation of a load loop: gets its connection's index, reports a [`Sample`].
+type Op = Arc<dyn Fn(usize) -> BoxFuture<'static, Sample> + Send + Sync>;
+
+fn op<F, Fut>(f: F) -> Op
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Sample> + Send + 'static,
+{
+    Arc::new(move |i| f(i).boxed())
+}
+
+/// Samples of completed operations and the wall time they took.
+#[derive(Debug, Default)]
+struct Stats {
+    latencies: Vec<Duration>,
+    tails: Vec<Duration>,
+    polls: u64,
+    elapsed: Duration,
+}
+
+impl Stats {
+    fn rate(&self) -> f64 {
+        self.latencies.len() as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    fn absorb(&mut self, other: Stats) {
+        self.latencies.extend(other.latencies);
+        self.tails.extend(other.tails);
+        self.polls += other.polls;
+        self.elapsed += other.elapsed;
+    }
+
+    fn polls_per_op(&self) -> f64 {
+        self.polls as f64 / self.latencies.len().max(1) as f64
+    }
+}
+
+/// The `p`th percentile (nearest rank) of `d`, sorting it.
+fn pct(d: &mut [Duration], p: f64) -> Duration {
+    d.sort_unstable();
+    if d.is_empty() { Duration::ZERO } else { d[((p / 100.0) * (d.len() - 1) as f64).round() as usize] }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2}ms", d.as_secs_f64() * 1e3)
+}
+
+/// Print one table row (`rate` None: not a throughput measurement).
+fn row(name: &str, conns: usize, rate: Option<f64>, lat: &mut [Duration], notes: &str) {
+    let rate = rate.map_or("-".into(), |r| format!("{r:.0}"));
+    let (p50, p90, p99) = (pct(lat, 50.0), pct(lat, 90.0), pct(lat, 99.0));
+    let line = format!("{name:<38} {conns:>5} {rate:>8} {:>9} {:>9} {:>9}  {notes}", ms(p50), ms(p90), ms(p99));
+    println!("{}", line.trim_end());
+}
+
+/// Run `op` on `conns` loops for `dur`; each loop finishes the operation under way, then stops.
+async fn run(op: &Op, conns: usize, dur: Duration) -> Stats {
+    let start = Instant::now();
+    let deadline = start + dur;
+    let loops: Vec<_> = (0..conns)
+        .map(|i| {
+            let op = op.clone();
+            tokio::spawn(async move {
+                let mut samples = Vec::new();
+                while Instant::now() < deadline {
+                    samples.push(op(i).await);
+                }
+                samples
+            })
+        })
+        .collect();
+    let mut stats = Stats::default();
+    for l in loops {
+        for s in l.await.expect("a load loop panicked") {
+            stats.latencies.push(s.latency);
+            stats.tails.extend(s.tail);
+            stats.polls += s.polls;
+        }
+    }
+    stats.elapsed = start.elapsed();
+    stats
+}
+
+/// `a` and `b` for `total` each, in alternating rounds (ABBA…), after a warm-up of both.
+async fn alternate(a: &Op, b: &Op, conns: usize, total: Duration) -> (Stats, Stats) {
+    run(a, conns, ROUND / 2).await;
+    run(b, conns, ROUND / 2).await;
+    let rounds = ((total.as_secs_f64() / ROUND.as_secs_f64()).ceil() as usize).max(2);
+    let (mut sa, mut sb) = (Stats::default(), Stats::default());
+    for r in 0..rounds {
+        if r % 2 == 0 {
+            sa.absorb(run(a, conns, ROUND).await);
+            sb.absorb(run(b, conns, ROUND).await);
+        } else {
+            sb.absorb(run(b, conns, ROUND).await);
+            sa.absorb(run(a, conns, ROUND).await);
+        }
+    }
+    (sa, sb)
+}
+
+/// The bench's catalog (see the module docs).
+fn catalog() -> Catalog {
+    let text = json!({ "type": "object", "properties": { "text": { "type": "string" } } });
+    let echo = |args: &Value| ToolOutput::text(args["text"].as_str().unwrap_or_default());
+    Catalog::builder()
+        .tool(Tool::new("echo", "Echoes `text` (JSON reply).", text.clone(), move |_ctx, args: Value| async move {
+            Ok(echo(&args))
+        }))
+        .tool(Tool::new(
+            "echo_progress",
+            "Sends one progress notification, then echoes `text` (SSE reply).",
+            text,
+            move |ctx: ToolContext, args: Value| async move {
+                ctx.progress(1.0, Some(1.0), None);
+                Ok(echo(&args))
+            },
+        ))
+        .tool(
+            Tool::new("noop_task", "A task that completes at once.", json!({ "type": "object" }), |_ctx, _| async {
+                Ok(ToolOutput::text("done"))
+            })
+            .policy(TaskPolicy::Required),
+        )
+        .tool(
+            Tool::new(
+                "park",
+                "A task that asks for one input, then completes.",
+                json!({ "type": "object" }),
+                |ctx: ToolContext, _| async move {
+                    let ask = json!({ "method": "elicitation/create", "params": { "message": "Go on?",
+                        "requestedSchema": { "type": "object", "properties": {} } } });
+                    let answer = ctx.input("go", ask).await?;
+                    Ok(ToolOutput::text(answer["action"].as_str().unwrap_or("?")))
+                },
+            )
+            .policy(TaskPolicy::Required),
+        )
+        .build()
+        .expect("the bench catalog is valid")
+}
+
+/// A server with its worker on a loopback port; stopped when dropped.
+#[derive(Debug)]
+struct Running {
+    url: String,
+    server: Server,
+    stop: CancellationToken,
+    /// The spawned Redis behind it, killed after the server stops.
+    _redis: Option<TestRedis>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn start(store: Arc<dyn TaskStore>, bus: Arc<dyn EventBus>, redis: Option<TestRedis>) -> Running {
+    let config = ServerConfig { max_active_tasks_per_scope: None, ..ServerConfig::default() };
+    let server = Server::new(config, catalog(), store, bus, StateCodec::new(b"presa-bench"));
+    let stop = CancellationToken::new();
+    tokio::spawn(Worker::new(server.clone(), WorkerConfig::default()).run(stop.clone()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("a bound listener"));
+    let router = presa_http::router(server.clone(), HttpConfig::default());
+    let shutdown = stop.clone();
+    tokio::spawn(presa_http::serve(listener, router, async move { shutdown.cancelled().await }));
+    Running { url, server, stop, _redis: redis }
+}
+
+/// A Redis-backed server (unique key prefix), when a Redis is given or `redis-server` is on PATH.
+async fn start_redis(url: Option<&str>) -> Option<Running> {
+    let on_path =
+        std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("redis-server").is_file()));
+    let spawned = match url {
+        None if on_path => Some(TestRedis::spawn()),
+        _ => None,
+    };
+    let url = url.map(str::to_string).or_else(|| spawned.as_ref().map(|r| r.url().to_string()))?;
+    let prefix = format!("presa-bench-{}", unique_prefix());
+    let config = RedisConfig::new(url.clone()).with_prefix(prefix.clone());
+    let store = Arc::new(RedisStore::connect(config).await.unwrap_or_else(|e| panic!("connecting to {url}: {e}")));
+    let how = if spawned.is_some() { "spawned redis-server" } else { "--redis-url" };
+    println!("Redis: {url} ({how}), key prefix {prefix}");
+    Some(start(store.clone(), store, spawned).await)
+}
+
+/// One keep-alive connection sending prepared `tools/call` bodies (JSON or SSE replies).
+#[derive(Debug, Clone)]
+struct Raw {
+    http: reqwest::Client,
+    url: String,
+}
+
+impl Raw {
+    fn pool(url: &str, n: usize) -> Arc<Vec<Raw>> {
+        let client = || reqwest::Client::builder().tcp_nodelay(true).build().expect("an HTTP client");
+        Arc::new((0..n).map(|_| Raw { http: client(), url: url.into() }).collect())
+    }
+
+    /// Send `body` (a call of `tool`); the reply must be SSE when `sse`, else JSON.
+    async fn call(&self, tool: &str, body: String, sse: bool) -> Duration {
+        let t = Instant::now();
+        let resp = (self.http.post(&self.url))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", tool)
+            .body(body)
+            .send()
+            .await
+            .expect("request sent");
+        let status = resp.status().as_u16();
+        let ctype = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        let text = resp.text().await.expect("a reply body");
+        let ok = status == 200 && ctype.contains("event-stream") == sse && text.contains("\"result\"");
+        assert!(ok, "{tool}: HTTP {status} {ctype}: {text}");
+        t.elapsed()
+    }
+}
+
+/// `tools/call tool` on connection i, the same body every time.
+fn echo_op(pool: &Arc<Vec<Raw>>, tool: &'static str, sse: bool) -> Op {
+    let meta = json!({ "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}, "progressToken": "p1" });
+    let params = json!({ "name": tool, "arguments": { "text": "hello" }, "_meta": meta });
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params }).to_string();
+    let pool = pool.clone();
+    op(move |i| {
+        let (pool, body) = (pool.clone(), body.clone());
+        async move { Sample { latency: pool[i].call(tool, body, sse).await, ..Sample::default() } }
+    })
+}
+
+/// One MCP client (its own connection) per load loop, declaring the Tasks extension.
+fn task_clients(url: &str, n: usize) -> Arc<Vec<Client>> {
+    Arc::new((0..n).map(|_| Client::new(url, tasks_caps())).collect())
+}
+
+/// Call `tool` and return the id of the task it became.
+async fn create(c: &Client, tool: &str) -> String {
+    let r = c.call_tool(tool, json!({})).await;
+    r["taskId"].as_str().unwrap_or_else(|| panic!("{tool} did not become a task: {r}")).to_string()
+}
+
+/// `tasks/get` at once, then every [`POLL`], until the task is `status`; returns the gets sent.
+async fn poll_until(c: &Client, id: &str, status: &str) -> u64 {
+    let mut polls = 0;
+    loop {
+        polls += 1;
+        let t = c.get_task(id).await;
+        if t["status"] == status {
+            return polls;
+        }
+        assert!(matches!(t["status"].as_str(), Some("working" | "input_required")), "task {id}: {t}");
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+fn task_op(clients: &Arc<Vec<Client>>) -> Op {
+    let clients = clients.clone();
+    op(move |i| {
+        let clients = clients.clone();
+        async move {
+            let (c, t) = (&clients[i], Instant::now());
+            let id = create(c, "noop_task").await;
+            let polls = poll_until(c, &id, "completed").await;
+            Sample { latency: t.elapsed(), polls, tail: None }
+        }
+    })
+}
+
+fn input_op(clients: &Arc<Vec<Client>>) -> Op {
+    let clients = clients.clone();
+    op(move |i| {
+        let clients = clients.clone();
+        async move {
+            let (c, t) = (&clients[i], Instant::now());
+            let id = create(c, "park").await;
+            let mut polls = poll_until(c, &id, "input_required").await;
+            let answered = Instant::now();
+            let answer = json!({ "taskId": id, "inputResponses": { "go": { "action": "accept", "content": {} } } });
+            c.ok("tasks/update", answer).await;
+            polls += poll_until(c, &id, "completed").await;
+            Sample { latency: t.elapsed(), polls, tail: Some(answered.elapsed()) }
+        }
+    })
+}
+
+/// Open `listeners` listen streams, publish one `tools/list_changed` per round; returns
+/// (time until all streams received it, per round; time of each single delivery).
+async fn fan_out(server: &Running, listeners: usize, budget: Duration) -> (Vec<Duration>, Vec<Duration>) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut readers = tokio::task::JoinSet::new();
+    for _ in 0..listeners {
+        let (status, mut stream) =
+            Client::new(server.url.clone(), json!({})).listen(json!({ "toolsListChanged": true })).await;
+        let ack = next_within(&mut stream, 5).await;
+        assert!(status == 200 && ack["method"] == "notifications/subscriptions/acknowledged", "listen: {ack}");
+        let tx = tx.clone();
+        readers.spawn(async move {
+            while let Some(m) = stream.next().await {
+                if m["method"] == "notifications/tools/list_changed" && tx.send(Instant::now()).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    let (mut all, mut each) = (Vec::new(), Vec::new());
+    let deadline = Instant::now() + budget;
+    while all.len() < FAN_OUT_ROUNDS && Instant::now() < deadline {
+        let t0 = Instant::now();
+        server.server.bus().publish("notifications/tools/list_changed").await.expect("publish list_changed");
+        let mut last = t0;
+        for _ in 0..listeners {
+            let at = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;
+            let at = at.expect("every stream within 5 s").expect("readers alive");
+            each.push(at - t0);
+            last = last.max(at);
+        }
+        all.push(last - t0);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    readers.shutdown().await;
+    (all, each)
+}
+
+/// VmRSS of this process, MiB.
+fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib = status.lines().find_map(|l| l.strip_prefix("VmRSS:")?.trim().strip_suffix("kB")?.trim().parse().ok());
+    kib.map_or(f64::NAN, |k: f64| k / 1024.0)
+}
+
+fn load_average() -> String {
+    let l = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    let secs = Duration::from_secs_f64(args.seconds.max(0.1));
+    let (c, listeners) = (args.connections.max(1), args.listeners.max(1));
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
+    println!("presa-bench: {cores} cores, {profile} build, load average {} (1/5/15 min)", load_average());
+    if cfg!(debug_assertions) {
+        println!("WARNING: debug build, figures are meaningless: cargo run --release -p presa-bench");
+    }
+    let (s, rss) = (secs.as_secs_f64(), rss_mib());
+    println!("{s:.1} s per row, C = {c} connections, L = {listeners} listen streams, RSS {rss:.1} MiB");
+    let memory = Arc::new(MemoryStore::new());
+    let embedded = start(memory.clone(), memory, None).await;
+    let redis = start_redis(args.redis_url.as_deref()).await;
+    if redis.is_none() {
+        println!("Redis: none (no --redis-url, no redis-server on PATH): Redis rows skipped");
+    }
+    println!("\n{:<38} {:>5} {:>8} {:>9} {:>9} {:>9}  notes", "scenario", "conns", "ops/s", "p50", "p90", "p99");
+
+    // 1–2. JSON against SSE replies, alternated, at 1 and C connections.
+    let raw = Raw::pool(&embedded.url, c);
+    let (json_op, sse_op) = (echo_op(&raw, "echo", false), echo_op(&raw, "echo_progress", true));
+    for conns in [1, c] {
+        let (mut j, mut s) = alternate(&json_op, &sse_op, conns, secs).await;
+        let ratio = format!("SSE/JSON = {:.2}", s.rate() / j.rate());
+        row("tools/call echo (JSON)", conns, Some(j.rate()), &mut j.latencies, "");
+        row("tools/call echo_progress (SSE)", conns, Some(s.rate()), &mut s.latencies, &ratio);
+    }
+
+    // 3. Task round trip, embedded, alone (so RSS growth is its own).
+    let embedded_clients = task_clients(&embedded.url, c);
+    let embedded_task = task_op(&embedded_clients);
+    run(&embedded_task, c, ROUND / 2).await;
+    let rss0 = rss_mib();
+    let mut s = run(&embedded_task, c, secs).await;
+    let rss1 = rss_mib();
+    let per_1000 = (rss1 - rss0) * 1024.0 * 1000.0 / s.latencies.len().max(1) as f64;
+    let notes = format!(
+        "{:.1} gets/task; RSS {rss0:.1} -> {rss1:.1} MiB = {per_1000:+.0} KiB/1000 tasks ({} tasks)",
+        s.polls_per_op(),
+        s.latencies.len()
+    );
+    row("task round trip, embedded", c, Some(s.rate()), &mut s.latencies, &notes);
+
+    // 4. Task round trip, Redis against embedded, alternated.
+    let redis_clients = redis.as_ref().map(|r| task_clients(&r.url, c));
+    if let Some(rc) = &redis_clients {
+        let (mut e, mut r) = alternate(&embedded_task, &task_op(rc), c, secs).await;
+        let ratio = format!("{:.1} gets/task; Redis/embedded = {:.2}", r.polls_per_op(), r.rate() / e.rate());
+        let e_notes = format!("{:.1} gets/task (alternated with Redis)", e.polls_per_op());
+        row("task round trip, embedded", c, Some(e.rate()), &mut e.latencies, &e_notes);
+        row("task round trip, Redis", c, Some(r.rate()), &mut r.latencies, &ratio);
+    }
+
+    // 5. Input round trip (create, input_required, tasks/update, completed).
+    let embedded_input = input_op(&embedded_clients);
+    let mut input_rows = match &redis_clients {
+        Some(rc) => {
+            let (e, r) = alternate(&embedded_input, &input_op(rc), c, secs).await;
+            vec![("input round trip, embedded", e), ("input round trip, Redis", r)]
+        }
+        None => {
+            run(&embedded_input, c, ROUND / 2).await;
+            vec![("input round trip, embedded", run(&embedded_input, c, secs).await)]
+        }
+    };
+    for (name, s) in &mut input_rows {
+        let (p50, p99) = (pct(&mut s.tails, 50.0), pct(&mut s.tails, 99.0));
+        let notes = format!("update->completed p50 {} p99 {}; {:.1} gets/trip", ms(p50), ms(p99), s.polls_per_op());
+        row(name, c, Some(s.rate()), &mut s.latencies, &notes);
+    }
+
+    // 6. Listen fan-out.
+    let targets = std::iter::once(("embedded", &embedded)).chain(redis.as_ref().map(|r| ("Redis", r)));
+    for (name, target) in targets {
+        let (mut all, mut each) = fan_out(target, listeners, secs).await;
+        let (p50, p99) = (ms(pct(&mut each, 50.0)), ms(pct(&mut each, 99.0)));
+        let notes = format!("all L received; each delivery p50 {p50} p99 {p99}; {} rounds", all.len());
+        row(&format!("listen fan-out, {name}"), listeners, None, &mut all, &notes);
+    }
+    println!("\nend: load average {} (1/5/15 min), RSS {:.1} MiB", load_average(), rss_mib());
+}
