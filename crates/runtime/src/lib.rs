@@ -89,9 +89,10 @@ pub enum BackendError {
 }
 
 impl Backend {
-    /// The in-memory backend (not durable).
-    pub fn memory() -> Self {
-        let mem = Arc::new(MemoryStore::new());
+    /// The in-memory backend (not durable), holding at most `max_tasks` tasks
+    /// (finished ones included, until their TTL).
+    pub fn memory(max_tasks: usize) -> Self {
+        let mem = Arc::new(MemoryStore::new().with_max_tasks(max_tasks));
         Backend { store: mem.clone(), bus: mem, ready: Arc::new(|| async { true }.boxed()), durable: false }
     }
 
@@ -112,11 +113,11 @@ impl Backend {
         Ok(Backend { store: redis.clone(), bus: redis, ready, durable: true })
     }
 
-    /// Redis when `args.redis_url` is set, else memory.
-    pub async fn from_args(args: &RedisArgs) -> Result<Self, BackendError> {
+    /// Redis when `args.redis_url` is set, else memory capped at `memory_max_tasks`.
+    pub async fn from_args(args: &RedisArgs, memory_max_tasks: usize) -> Result<Self, BackendError> {
         match &args.redis_url {
             Some(url) if !url.is_empty() => Self::redis(url, args).await,
-            _ => Ok(Self::memory()),
+            _ => Ok(Self::memory(memory_max_tasks)),
         }
     }
 }

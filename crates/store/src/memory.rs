@@ -32,6 +32,8 @@ const PURGE_EVERY_MS: u64 = 1_000;
 /// The in-memory [`TaskStore`] and [`EventBus`] of the embedded mode.
 pub struct MemoryStore {
     partitions: u16,
+    /// Most tasks held at once (finished ones included, until they expire).
+    max_tasks: Option<usize>,
     state: Mutex<State>,
     /// Woken when work becomes claimable (create, release).
     work_ready: Notify,
@@ -101,6 +103,10 @@ impl State {
         if now.saturating_sub(self.last_purge_ms) < PURGE_EVERY_MS {
             return;
         }
+        self.purge(now);
+    }
+
+    fn purge(&mut self, now: u64) {
         self.last_purge_ms = now;
         self.tasks.retain(|_, t| !t.is_expired(now));
         let tasks = &self.tasks;
@@ -222,11 +228,21 @@ impl MemoryStore {
     pub fn with_partitions(n: u16) -> Self {
         MemoryStore {
             partitions: n.max(1),
+            max_tasks: None,
             state: Mutex::new(State::default()),
             work_ready: Notify::new(),
             changes: broadcast::channel(CHANNEL_CAPACITY).0,
             events: broadcast::channel(CHANNEL_CAPACITY).0,
         }
+    }
+
+    /// Hold at most `max` tasks, finished ones included: every task stays
+    /// readable for its whole `ttlMs`, so a full store refuses new tasks
+    /// (`StoreError::Capacity { limit: "max_tasks" }`, retryable) rather than
+    /// forget old ones early. Memory grows by a few KiB per task otherwise.
+    pub fn with_max_tasks(mut self, max: usize) -> Self {
+        self.max_tasks = Some(max);
+        self
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -260,6 +276,14 @@ impl TaskStore for MemoryStore {
             let mut s = self.state();
             let now = now_ms();
             s.maybe_purge(now);
+            if let Some(max) = self.max_tasks
+                && s.tasks.len() >= max
+            {
+                s.purge(now);
+                if s.tasks.len() >= max {
+                    return Err(StoreError::Capacity { limit: "max_tasks" });
+                }
+            }
             if let Some(max) = limits.max_active_per_scope
                 && s.count_active(&new.scope, now) >= max
             {
@@ -426,6 +450,24 @@ mod tests {
             poll_interval_ms: None,
             status_message: None,
         }
+    }
+
+    #[tokio::test]
+    async fn a_full_store_refuses_new_tasks_until_old_ones_expire() {
+        let store = MemoryStore::new().with_max_tasks(2);
+        let new = |ttl| NewTask {
+            scope: Scope::anonymous(),
+            work: presa_tasks::Work::default(),
+            ttl_ms: Some(ttl),
+            poll_interval_ms: None,
+            status_message: None,
+        };
+        store.create(new(100), NO_LIMITS).await.unwrap();
+        store.create(new(60_000), NO_LIMITS).await.unwrap();
+        let full = store.create(new(60_000), NO_LIMITS).await.unwrap_err();
+        assert!(matches!(full, StoreError::Capacity { limit: "max_tasks" }), "{full:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        store.create(new(60_000), NO_LIMITS).await.expect("the expired task made room");
     }
 
     const NO_LIMITS: CreateLimits = CreateLimits { max_active_per_scope: None };

@@ -50,6 +50,11 @@ struct Args {
     #[arg(long, env = "PRESA_MAX_ACTIVE_TASKS_PER_SCOPE", default_value_t = 1000)]
     max_active_tasks_per_scope: u64,
 
+    /// Embedded mode: most tasks held in memory, finished ones included until
+    /// their TTL (a few KiB each); past it new tasks get a retryable error.
+    #[arg(long, env = "PRESA_MAX_TASKS", default_value_t = 100_000, value_parser = clap::value_parser!(usize))]
+    max_tasks: usize,
+
     /// Most `subscriptions/listen` streams open at once on this pod.
     #[arg(long, env = "PRESA_MAX_LISTEN_STREAMS", default_value_t = 1000)]
     max_listen_streams: usize,
@@ -114,7 +119,7 @@ async fn main() -> anyhow::Result<()> {
         max_listen_streams: args.max_listen_streams,
         ..ServerConfig::default()
     };
-    let backend = Backend::from_args(&args.redis).await.context("setting up the task store")?;
+    let backend = Backend::from_args(&args.redis, args.max_tasks).await.context("setting up the task store")?;
     if backend.durable {
         tracing::info!("Redis mode: this pod serves requests; presa-worker pods run the tools");
     } else {

@@ -59,13 +59,13 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!("exporting traces over OTLP");
     }
     let metrics = presa_telemetry::metrics::install();
-    if args.redis.redis_url.as_deref().is_none_or(str::is_empty) {
+    let Some(url) = args.redis.redis_url.as_deref().filter(|u| !u.is_empty()) else {
         bail!("--redis-url (PRESA_REDIS_URL) is required: presa-worker runs tasks queued in Redis");
-    }
+    };
     if args.lease_ms < 300 {
         bail!("--lease-ms (PRESA_LEASE_MS) must be at least 300");
     }
-    let backend = Backend::from_args(&args.redis).await.context("connecting to Redis")?;
+    let backend = Backend::redis(url, &args.redis).await.context("connecting to Redis")?;
     let catalog = presa_demo::catalog().context("building the demo catalog")?;
     // The worker never sees requestState; the codec is unused here.
     let server =
