@@ -455,21 +455,17 @@ impl RedisStore {
     }
 
     pub(crate) async fn finish_work(&self, claim: &Claim) -> Result<(), RedisStoreError> {
-        let (key, p, entry) = self.locate(claim)?;
-        let mut inv = scripts::FINISH.prepare_invoke();
-        inv.key(key)
-            .key(self.inner.keys.work(p))
-            .key(self.inner.keys.wake(p))
-            .arg(GROUP)
-            .arg(entry)
-            .arg(claim.task.attempt)
-            .arg(self.wake_cmd());
-        self.invoke::<i64>(&inv).await.map(|_| ())
+        self.holder_script(&scripts::FINISH, claim).await
     }
 
     pub(crate) async fn release_work(&self, claim: &Claim) -> Result<(), RedisStoreError> {
+        self.holder_script(&scripts::RELEASE, claim).await
+    }
+
+    /// Run `finish.lua` or `release.lua` (same KEYS and ARGV) for the holder of `claim`.
+    async fn holder_script(&self, script: &scripts::Lua, claim: &Claim) -> Result<(), RedisStoreError> {
         let (key, p, entry) = self.locate(claim)?;
-        let mut inv = scripts::RELEASE.prepare_invoke();
+        let mut inv = script.prepare_invoke();
         inv.key(key)
             .key(self.inner.keys.work(p))
             .key(self.inner.keys.wake(p))
