@@ -206,6 +206,17 @@ async fn one_task_yields_one_trace() {
     assert!(in_execution.iter().all(|s| trace_id(s) == trace_id(request)));
 }
 
+/// The request span is a child of the remote `REMOTE_SPAN`, and the task's
+/// execution joined that remote trace. Returns the request span.
+fn assert_remote_parent(spans: &[SpanData]) -> &SpanData {
+    let (request, _, execute) = task_spans(spans);
+    assert_eq!(trace_id(request), REMOTE_TRACE);
+    assert_eq!(request.parent_span_id.to_string(), REMOTE_SPAN);
+    assert!(request.parent_span_is_remote);
+    assert_eq!(trace_id(execute), REMOTE_TRACE);
+    request
+}
+
 #[tokio::test]
 async fn an_http_traceparent_parents_the_request_span() {
     let tracing = TestTracing::new();
@@ -215,11 +226,7 @@ async fn an_http_traceparent_parents_the_request_span() {
     app.stop().await;
 
     let spans = tracing.spans();
-    let (request, _, execute) = task_spans(&spans);
-    assert_eq!(trace_id(request), REMOTE_TRACE);
-    assert_eq!(request.parent_span_id.to_string(), REMOTE_SPAN);
-    assert!(request.parent_span_is_remote);
-    assert_eq!(trace_id(execute), REMOTE_TRACE);
+    let request = assert_remote_parent(&spans);
     assert!(request.links.is_empty());
 }
 
@@ -231,12 +238,7 @@ async fn a_meta_traceparent_parents_the_request_span() {
     app.run_task(json!({ "traceparent": traceparent(REMOTE_TRACE, REMOTE_SPAN), "baggage": "tenant=acme" }), &[]).await;
     app.stop().await;
 
-    let spans = tracing.spans();
-    let (request, _, execute) = task_spans(&spans);
-    assert_eq!(trace_id(request), REMOTE_TRACE);
-    assert_eq!(request.parent_span_id.to_string(), REMOTE_SPAN);
-    assert!(request.parent_span_is_remote);
-    assert_eq!(trace_id(execute), REMOTE_TRACE);
+    assert_remote_parent(&tracing.spans());
 }
 
 #[tokio::test]

@@ -70,19 +70,7 @@ mod spread {
         };
         tokio::time::sleep(Duration::from_millis(500)).await;
         let created = std::time::Instant::now();
-        let task = store
-            .create(
-                NewTask {
-                    scope: Scope::anonymous(),
-                    work: Work::default(),
-                    ttl_ms: None,
-                    poll_interval_ms: None,
-                    status_message: None,
-                },
-                CreateLimits { max_active_per_scope: None },
-            )
-            .await
-            .unwrap();
+        let task = store.create(super::common::new_task(), super::common::NO_LIMITS).await.unwrap();
         let (claims, waited) = waiter.await.unwrap();
         if std::env::var_os("PRESA_PRINT_WAKE_LATENCY").is_some() {
             eprintln!("woken {:?} after the create (waited {waited:?})", created.elapsed());

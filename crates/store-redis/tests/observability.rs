@@ -15,28 +15,15 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{TestRedis, config, raw};
-use presa_store::{CreateLimits, NewTask, Scope, TaskStore};
+use common::{NO_LIMITS, TestRedis, config, new_task, raw};
+use presa_store::TaskStore;
 use presa_store_redis::{RECONNECTS_METRIC, RedisStore};
-use presa_tasks::Work;
 use tracing::{
     Level, Subscriber,
     field::{Field, Visit},
     span::{Attributes, Id, Record},
 };
 use tracing_subscriber::{Layer, layer::Context, prelude::*, registry::LookupSpan};
-
-const NO_LIMITS: CreateLimits = CreateLimits { max_active_per_scope: None };
-
-fn new_task() -> NewTask {
-    NewTask {
-        scope: Scope::anonymous(),
-        work: Work::default(),
-        ttl_ms: None,
-        poll_interval_ms: None,
-        status_message: None,
-    }
-}
 
 /// A closed span: level and fields (as text).
 #[derive(Debug, Clone)]

@@ -15,6 +15,20 @@ use presa_store::{
 use presa_store_redis::{RedisConfig, RedisStore};
 pub use presa_testkit::redis::{TestRedis, free_port, redis_server_binary, unique_prefix};
 
+/// No creation limits.
+pub const NO_LIMITS: CreateLimits = CreateLimits { max_active_per_scope: None };
+
+/// A task with no TTL and empty work.
+pub fn new_task() -> NewTask {
+    NewTask {
+        scope: Scope::anonymous(),
+        work: presa_tasks::Work::default(),
+        ttl_ms: None,
+        poll_interval_ms: None,
+        status_message: None,
+    }
+}
+
 /// A config for `redis` under a fresh prefix, 4 partitions, 1 s timeout.
 pub fn config(redis: &TestRedis) -> RedisConfig {
     RedisConfig::new(redis.url())
