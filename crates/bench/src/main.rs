@@ -45,9 +45,9 @@ use clap::Parser;
 use futures::{FutureExt, StreamExt, future::BoxFuture};
 use presa_http::HttpConfig;
 use presa_server::{
-    Catalog, Server, ServerConfig, StateCodec, TaskPolicy, Tool, ToolContext, ToolOutput, Worker, WorkerConfig,
+    Catalog, Core, Server, ServerConfig, StateCodec, TaskPolicy, Tool, ToolContext, ToolOutput, Worker, WorkerConfig,
 };
-use presa_store::{EventBus, TaskStore, memory::MemoryStore};
+use presa_store::{Backend, EventBus, TaskStore, memory::MemoryStore};
 use presa_store_redis::{RedisConfig, RedisStore};
 use presa_testkit::{Client, TestRedis, next_within, redis::unique_prefix, tasks_caps};
 use serde_json::{Value, json};
@@ -247,9 +247,10 @@ impl Drop for Running {
 
 async fn start(store: Arc<dyn TaskStore>, bus: Arc<dyn EventBus>, redis: Option<TestRedis>) -> Running {
     let config = ServerConfig { max_active_tasks_per_scope: None, ..ServerConfig::default() };
-    let server = Server::new(config, catalog(), store, bus, StateCodec::new(b"presa-bench"));
+    let core = Core::new(config, catalog(), Backend { store, bus });
+    let server = Server::new(core.clone(), StateCodec::new(b"presa-bench"));
     let stop = CancellationToken::new();
-    tokio::spawn(Worker::new(server.clone(), WorkerConfig::default()).run(stop.clone()));
+    tokio::spawn(Worker::new(core, WorkerConfig::default()).run(stop.clone()));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
     let url = format!("http://{}/mcp", listener.local_addr().expect("a bound listener"));
     let router = presa_http::router(server.clone(), HttpConfig::default());
@@ -401,7 +402,7 @@ async fn fan_out(server: &Running, listeners: usize, budget: Duration) -> (Vec<D
     let deadline = Instant::now() + budget;
     while all.len() < FAN_OUT_ROUNDS && Instant::now() < deadline {
         let t0 = Instant::now();
-        server.server.bus().publish("notifications/tools/list_changed").await.expect("publish list_changed");
+        server.server.core().bus().publish("notifications/tools/list_changed").await.expect("publish list_changed");
         let mut last = t0;
         for _ in 0..listeners {
             let at = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;

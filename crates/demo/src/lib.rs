@@ -38,17 +38,17 @@ mod tests {
     #[test]
     fn catalog_builds_with_unique_valid_names() {
         let c = super::catalog().unwrap();
-        let names: Vec<&str> = c.tools().map(|t| t.tool.name()).collect();
+        let names: Vec<&str> = c.tools().map(|t| t.name()).collect();
         assert_eq!(names[0], "test_simple_text");
         for n in &names {
             assert!(!n.is_empty() && n.len() <= 128);
             assert!(n.chars().all(|ch| ch.is_ascii_alphanumeric() || "_.-".contains(ch)), "{n}");
         }
         for t in c.tools() {
-            assert!(t.tool.descriptor["description"].as_str().is_some_and(|d| !d.is_empty()));
+            assert!(t.descriptor()["description"].as_str().is_some_and(|d| !d.is_empty()));
         }
         // The first tool with an x-mcp-header must annotate a string property.
-        let first = c.tools().find(|t| !t.headers.is_empty()).unwrap();
-        assert_eq!(first.tool.name(), "test_header_param");
+        let first = c.tools().find(|t| !t.headers().is_empty()).unwrap();
+        assert_eq!(first.name(), "test_header_param");
     }
 }

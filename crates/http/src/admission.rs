@@ -13,12 +13,12 @@
 
 use axum::http::HeaderMap;
 use presa_protocol::{
-    codes,
+    Method, codes,
     headers::{self, decode_value},
     jsonrpc::{ErrorObject, Request},
     meta::RequestMeta,
 };
-use presa_server::{Server, catalog::Catalog};
+use presa_server::catalog::Catalog;
 use serde_json::Value;
 
 use crate::single_header;
@@ -47,7 +47,8 @@ fn mismatch(msg: impl Into<String>) -> ErrorObject {
 }
 
 /// Steps 2–7: `_meta`, protocol version, `Mcp-Method`, `Mcp-Name`, method.
-pub fn check_request(headers: &HeaderMap, req: &Request) -> Result<RequestMeta, ErrorObject> {
+/// On success, the request's [`Method`] and validated `_meta`.
+pub fn check_request(headers: &HeaderMap, req: &Request) -> Result<(Method, RequestMeta), ErrorObject> {
     let meta = RequestMeta::from_params(&req.params)?;
     let header_version = single_header(headers, headers::PROTOCOL_VERSION).map_err(mismatch)?;
     match header_version {
@@ -61,8 +62,8 @@ pub fn check_request(headers: &HeaderMap, req: &Request) -> Result<RequestMeta, 
         }
         Some(_) => {}
     }
-    if !Server::supports_version(&meta.protocol_version) {
-        return Err(Server::unsupported_version(&meta.protocol_version));
+    if !presa_protocol::supports_version(&meta.protocol_version) {
+        return Err(presa_protocol::unsupported_version(&meta.protocol_version));
     }
     match single_header(headers, headers::METHOD).map_err(mismatch)? {
         None => return Err(mismatch("Mcp-Method header is required")),
@@ -71,7 +72,9 @@ pub fn check_request(headers: &HeaderMap, req: &Request) -> Result<RequestMeta, 
         }
         Some(_) => {}
     }
-    if let Some(field) = headers::name_source(&req.method)
+    // Parsed now, refused only after the `Mcp-Name` check (step 7 follows 6).
+    let method = req.method.parse::<Method>();
+    if let Some(field) = method.as_ref().ok().and_then(|m| m.name_param())
         && let Some(Value::String(body_value)) = req.params.get(field)
     {
         let header = single_header(headers, headers::NAME)
@@ -82,25 +85,28 @@ pub fn check_request(headers: &HeaderMap, req: &Request) -> Result<RequestMeta, 
             return Err(mismatch(format!("Mcp-Name header value does not match body {field}")));
         }
     }
-    if !Server::knows_method(&req.method) {
-        return Err(ErrorObject::new(codes::METHOD_NOT_FOUND, format!("Method not found: {}", req.method)));
-    }
-    Ok(meta)
+    let method = method.map_err(|unknown| ErrorObject::new(codes::METHOD_NOT_FOUND, unknown.to_string()))?;
+    Ok((method, meta))
 }
 
 /// Step 8: every `x-mcp-header` parameter present in the arguments must be
 /// mirrored, and equal after decoding.
-pub fn check_param_headers(headers: &HeaderMap, req: &Request, catalog: &Catalog) -> Result<(), ErrorObject> {
-    if req.method != "tools/call" {
+pub fn check_param_headers(
+    headers: &HeaderMap,
+    method: Method,
+    params: &serde_json::Map<String, Value>,
+    catalog: &Catalog,
+) -> Result<(), ErrorObject> {
+    if method != Method::ToolsCall {
         return Ok(());
     }
-    let Some(tool) = req.params.get("name").and_then(Value::as_str).and_then(|n| catalog.tool(n)) else {
+    let Some(tool) = params.get("name").and_then(Value::as_str).and_then(|n| catalog.tool(n)) else {
         return Ok(());
     };
-    let Some(arguments) = req.params.get("arguments") else {
+    let Some(arguments) = params.get("arguments") else {
         return Ok(());
     };
-    for param in &tool.headers {
+    for param in tool.headers() {
         let Some(value) = param.value(arguments) else {
             continue;
         };

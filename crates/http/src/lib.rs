@@ -31,13 +31,17 @@ use axum::{
     routing::{get, post},
 };
 use futures::future::BoxFuture;
-use presa_server::Server;
+use presa_server::{Core, Server};
 use presa_telemetry::metrics::PrometheusHandle;
 
 pub use auth::{Anonymous, Authenticator};
 
 /// Readiness probe: `true` when the process can serve (its store answers).
 pub type ReadyCheck = Arc<dyn Fn() -> BoxFuture<'static, bool> + Send + Sync>;
+
+/// What `/metrics` brings up to date before rendering: the gauges that are
+/// read from somewhere (open listen streams, the work queue), not counted.
+pub type RefreshGauges = Arc<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>;
 
 /// Transport settings.
 #[derive(Clone)]
@@ -96,10 +100,17 @@ pub(crate) struct App {
 /// The axum router for `server`.
 pub fn router(server: Server, config: HttpConfig) -> Router {
     let limit = config.max_body_bytes;
-    let metrics = config.metrics.clone().map(|handle| metrics_router(server.clone(), handle, config.queue_metrics));
+    let metrics = config.metrics.clone().map(|handle| {
+        let (server, queue) = (server.clone(), config.queue_metrics);
+        let refresh: RefreshGauges = Arc::new(move || {
+            let server = server.clone();
+            Box::pin(async move { server.refresh_metrics(queue).await })
+        });
+        metrics_router(refresh, handle)
+    });
     let app = App { server, config: Arc::new(config) };
     let router = Router::new()
-        .route("/mcp", post(respond::mcp).get(method_not_allowed).delete(method_not_allowed))
+        .route("/mcp", post(respond::post_mcp).get(method_not_allowed).delete(method_not_allowed))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .layer(DefaultBodyLimit::max(limit))
@@ -110,16 +121,24 @@ pub fn router(server: Server, config: HttpConfig) -> Router {
     }
 }
 
-/// `GET /metrics`: refresh the gauges of `server` (listen streams and, with
-/// `queue`, the work queue from the store), then render `handle` in the
+/// The work queue gauges of `core`'s store, for a process without the MCP
+/// endpoint (a worker).
+pub fn refresh_queue_gauges(core: Core) -> RefreshGauges {
+    Arc::new(move || {
+        let core = core.clone();
+        Box::pin(async move { core.refresh_queue_metrics().await })
+    })
+}
+
+/// `GET /metrics`: `refresh` the read gauges, then render `handle` in the
 /// Prometheus text format.
-pub fn metrics_router(server: Server, handle: PrometheusHandle, queue: bool) -> Router {
+pub fn metrics_router(refresh: RefreshGauges, handle: PrometheusHandle) -> Router {
     Router::new().route(
         "/metrics",
         get(move || {
-            let (server, handle) = (server.clone(), handle.clone());
+            let (refresh, handle) = (refresh.clone(), handle.clone());
             async move {
-                server.refresh_metrics(queue).await;
+                refresh().await;
                 let body = handle.render();
                 ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body)
             }

@@ -1,5 +1,6 @@
-//! The `POST /mcp` handler: admission, dispatch, and the choice between one
-//! JSON body and an SSE stream; each request's span and metrics ([`Observed`]).
+//! The `POST /mcp` handler ([`post_mcp`]): parse, admit, dispatch, and the
+//! choice between one JSON body and an SSE stream; each request's span and
+//! metrics ([`Observed`]).
 
 use std::{
     convert::Infallible,
@@ -19,13 +20,10 @@ use axum::{
 };
 use futures::{Stream, StreamExt};
 use presa_protocol::{
-    codes,
+    Method, codes,
     jsonrpc::{self, ErrorObject, Incoming, Request, RequestId},
 };
-use presa_server::{
-    Outbox, Reply,
-    dispatch::{METHODS, MessageStream},
-};
+use presa_server::{Admitted, Outbox, Reply, dispatch::MessageStream};
 use presa_telemetry::{metrics, propagation};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -59,7 +57,9 @@ fn sse(stream: impl Stream<Item = Value> + Send + 'static, keep_alive: std::time
     resp
 }
 
-pub(crate) async fn mcp(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
+/// `POST /mcp`: Origin and content type, then the envelope; a request goes
+/// on to [`admit_and_dispatch`] inside its span, a notification gets 202.
+pub(crate) async fn post_mcp(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
     let started = Instant::now();
     // Failures before the method is known count as `unknown` and get no span.
     let refuse = |status: StatusCode, e: ErrorObject| {
@@ -92,12 +92,12 @@ pub(crate) async fn mcp(State(app): State<App>, headers: HeaderMap, body: Bytes)
     };
     let observed = Observed::start(&app, &headers, &req, started);
     let span = observed.span.clone();
-    respond(app, headers, req, observed).instrument(span).await
+    admit_and_dispatch(app, headers, req, observed).instrument(span).await
 }
 
 /// Admission and dispatch of one parsed request, inside its span.
-async fn respond(app: App, headers: HeaderMap, req: Request, mut observed: Observed) -> Response {
-    let meta = match admission::check_request(&headers, &req) {
+async fn admit_and_dispatch(app: App, headers: HeaderMap, req: Request, mut observed: Observed) -> Response {
+    let (method, meta) = match admission::check_request(&headers, &req) {
         Ok(m) => m,
         Err(e) => {
             observed.failed(&e);
@@ -105,7 +105,7 @@ async fn respond(app: App, headers: HeaderMap, req: Request, mut observed: Obser
         }
     };
     observed.span.record("mcp.protocol.version", meta.protocol_version.as_str());
-    if let Err(e) = admission::check_param_headers(&headers, &req, app.server.catalog()) {
+    if let Err(e) = admission::check_param_headers(&headers, method, &req.params, app.server.catalog()) {
         observed.failed(&e);
         return error(Some(&req.id), &e);
     }
@@ -118,7 +118,7 @@ async fn respond(app: App, headers: HeaderMap, req: Request, mut observed: Obser
         }
     };
     let streaming = accepts_sse(&headers);
-    if req.method == "subscriptions/listen" && !streaming {
+    if method == Method::Listen && !streaming {
         let e = ErrorObject::new(codes::INVALID_REQUEST, "subscriptions/listen needs Accept: text/event-stream");
         observed.failed(&e);
         return json(StatusCode::NOT_ACCEPTABLE, &jsonrpc::failure(Some(&req.id), &e));
@@ -130,10 +130,10 @@ async fn respond(app: App, headers: HeaderMap, req: Request, mut observed: Obser
     let guard = cancel.clone().drop_guard();
     let server = app.server.clone();
     let id = req.id.clone();
+    let admitted = Admitted { id: req.id, method, params: req.params, meta, scope };
     // The dispatch runs in the request span wherever it is polled (here, or in the SSE pump).
-    let mut work = Box::pin(
-        async move { server.handle(&req, &meta, &scope, outbox, cancel).await }.instrument(observed.span.clone()),
-    );
+    let mut work =
+        Box::pin(async move { server.handle(&admitted, outbox, cancel).await }.instrument(observed.span.clone()));
 
     // JSON unless a notification comes before the reply.
     let first = tokio::select! {
@@ -228,11 +228,12 @@ struct Observed {
 
 impl Observed {
     fn start(app: &App, headers: &HeaderMap, req: &Request, started: Instant) -> Self {
-        let method = METHODS.iter().copied().find(|m| *m == req.method).unwrap_or(UNKNOWN_METHOD);
+        let known = req.method.parse::<Method>().ok();
+        let method = known.map_or(UNKNOWN_METHOD, Method::as_str);
         let name_param = req.params.get("name").and_then(Value::as_str);
-        let target = match method {
-            "tools/call" => name_param.filter(|n| app.server.catalog().tool(n).is_some()),
-            "prompts/get" => name_param.filter(|n| app.server.catalog().prompt(n).is_some()),
+        let target = match known {
+            Some(Method::ToolsCall) => name_param.filter(|n| app.server.catalog().tool(n).is_some()),
+            Some(Method::PromptsGet) => name_param.filter(|n| app.server.catalog().prompt(n).is_some()),
             _ => None,
         };
         let span_name = match target {
@@ -262,12 +263,12 @@ impl Observed {
             otel.status_code = Empty,
             otel.status_description = Empty,
         );
-        match (method, name_param) {
-            ("tools/call", Some(tool)) => {
+        match (known, name_param) {
+            (Some(Method::ToolsCall), Some(tool)) => {
                 span.record("gen_ai.operation.name", "execute_tool");
                 span.record("gen_ai.tool.name", bounded(tool));
             }
-            ("prompts/get", Some(prompt)) => {
+            (Some(Method::PromptsGet), Some(prompt)) => {
                 span.record("gen_ai.prompt.name", bounded(prompt));
             }
             _ => {}

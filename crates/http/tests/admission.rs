@@ -12,8 +12,8 @@ use axum::{
 };
 use http_body_util::BodyExt;
 use presa_http::HttpConfig;
-use presa_server::{Server, ServerConfig, StateCodec};
-use presa_store::{EventBus, TaskStore, memory::MemoryStore};
+use presa_server::{Core, Server, ServerConfig, StateCodec};
+use presa_store::{Backend, memory::MemoryStore};
 use serde_json::{Map, Value, json};
 use tower::ServiceExt;
 
@@ -35,14 +35,8 @@ const UNSUPPORTED_VERSION: i64 = -32022;
 // ---------------------------------------------------------------- fixtures
 
 fn server() -> Server {
-    let mem = Arc::new(MemoryStore::new());
-    Server::new(
-        ServerConfig::default(),
-        presa_demo::catalog().unwrap(),
-        mem.clone() as Arc<dyn TaskStore>,
-        mem as Arc<dyn EventBus>,
-        StateCodec::new(b"test"),
-    )
+    let backend = Backend::new(Arc::new(MemoryStore::new()));
+    Server::new(Core::new(ServerConfig::default(), presa_demo::catalog().unwrap(), backend), StateCodec::new(b"test"))
 }
 
 fn app_with(config: HttpConfig) -> Router {

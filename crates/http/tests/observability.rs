@@ -16,8 +16,8 @@ use axum::{
 };
 use http_body_util::BodyExt;
 use presa_http::HttpConfig;
-use presa_server::{Server, ServerConfig, StateCodec, Worker, WorkerConfig};
-use presa_store::{EventBus, TaskStore, memory::MemoryStore};
+use presa_server::{Core, Server, ServerConfig, StateCodec, Worker, WorkerConfig};
+use presa_store::{Backend, memory::MemoryStore};
 use presa_telemetry::testing::{SpanData, SpanKind, TestTracing, attribute};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -44,18 +44,13 @@ struct Embedded {
 
 impl Embedded {
     fn start(http: HttpConfig) -> Self {
-        let mem = Arc::new(MemoryStore::new());
-        let server = Server::new(
-            ServerConfig::default(),
-            presa_demo::catalog().unwrap(),
-            mem.clone() as Arc<dyn TaskStore>,
-            mem as Arc<dyn EventBus>,
-            StateCodec::new(b"test"),
-        );
+        let backend = Backend::new(Arc::new(MemoryStore::new()));
+        let core = Core::new(ServerConfig::default(), presa_demo::catalog().unwrap(), backend);
+        let server = Server::new(core.clone(), StateCodec::new(b"test"));
         let router = presa_http::router(server.clone(), http);
         let stop = CancellationToken::new();
         let config = WorkerConfig { claim_wait: Duration::from_millis(50), ..WorkerConfig::default() };
-        let worker = tokio::spawn(Worker::new(server.clone(), config).run(stop.clone()));
+        let worker = tokio::spawn(Worker::new(core, config).run(stop.clone()));
         Embedded { server, router, stop, worker }
     }
 

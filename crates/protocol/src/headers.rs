@@ -1,5 +1,6 @@
 //! Streamable HTTP request headers (SEP-2243) and the Base64 sentinel
-//! encoding `=?base64?…?=` used by `Mcp-Name` and `Mcp-Param-*`.
+//! encoding `=?base64?…?=` used by `Mcp-Name` and `Mcp-Param-*`. Which params
+//! field `Mcp-Name` mirrors is [`crate::Method::name_param`].
 
 use base64::Engine;
 
@@ -11,16 +12,6 @@ pub const METHOD: &str = "mcp-method";
 pub const NAME: &str = "mcp-name";
 /// Prefix of tool-parameter headers: `Mcp-Param-{Name}`.
 pub const PARAM_PREFIX: &str = "mcp-param-";
-
-/// Methods whose body field is mirrored into `Mcp-Name`, and that field.
-pub fn name_source(method: &str) -> Option<&'static str> {
-    match method {
-        "tools/call" | "prompts/get" => Some("name"),
-        "resources/read" => Some("uri"),
-        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
-        _ => None,
-    }
-}
 
 /// Why a header value could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -66,12 +57,5 @@ mod tests {
         assert_eq!(decode_value("=?base64?SGVsbG8?="), Err(HeaderValueError::Base64));
         assert_eq!(decode_value("=?base64?SGVs!!!bG8=?="), Err(HeaderValueError::Base64));
         assert_eq!(decode_value("=?base64?/w==?="), Err(HeaderValueError::Utf8));
-    }
-
-    #[test]
-    fn name_sources() {
-        assert_eq!(name_source("tasks/get"), Some("taskId"));
-        assert_eq!(name_source("resources/read"), Some("uri"));
-        assert_eq!(name_source("tasks/result"), None);
     }
 }

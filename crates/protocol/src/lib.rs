@@ -7,6 +7,7 @@
 //! - [`codes`]: JSON-RPC and MCP error codes, with their HTTP statuses.
 //! - [`meta`]: the per-request `_meta` keys and their validation.
 //! - [`headers`]: Streamable HTTP header names and the `=?base64?…?=` codec.
+//! - [`method`]: [`Method`], every request method presa answers, named once.
 //!
 //! Invariant: serialising any type here yields single-line JSON (serde_json's
 //! compact writer), which some clients parse line by line.
@@ -15,6 +16,10 @@ pub mod codes;
 pub mod headers;
 pub mod jsonrpc;
 pub mod meta;
+pub mod method;
+
+pub use method::{Method, UnknownMethod};
+use serde_json::json;
 
 /// The one protocol revision this server speaks.
 pub const PROTOCOL_VERSION: &str = "2026-07-28";
@@ -24,3 +29,18 @@ pub const SUPPORTED_VERSIONS: &[&str] = &[PROTOCOL_VERSION];
 
 /// Identifier of the Tasks extension in capabilities objects.
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// Whether `version` (from `MCP-Protocol-Version` and `_meta`) is one this server speaks.
+pub fn supports_version(version: &str) -> bool {
+    SUPPORTED_VERSIONS.contains(&version)
+}
+
+/// `-32022` for a request in a version this server does not speak, naming
+/// the versions it does (`data.supported`) and the one asked for.
+pub fn unsupported_version(requested: &str) -> jsonrpc::ErrorObject {
+    jsonrpc::ErrorObject::with_data(
+        codes::UNSUPPORTED_PROTOCOL_VERSION,
+        "Unsupported protocol version",
+        json!({ "supported": SUPPORTED_VERSIONS, "requested": requested }),
+    )
+}

@@ -1,7 +1,7 @@
 //! Process plumbing shared by `presa-api` and `presa-worker`, so both
 //! binaries stay thin: configuration ([`config::load`], `--print-config`),
-//! shutdown signals, and choosing the backend (in-memory,
-//! or Redis) behind the store traits. Logging, tracing and metrics live in
+//! shutdown signals, and choosing the storage (in-memory,
+//! or Redis) behind the store traits ([`Storage`]). Logging, tracing and metrics live in
 //! `presa-telemetry`.
 
 pub mod config;
@@ -10,7 +10,7 @@ use std::{sync::Arc, time::Duration};
 
 use futures::FutureExt;
 use presa_http::ReadyCheck;
-use presa_store::{EventBus, TaskStore, memory::MemoryStore};
+use presa_store::{Backend, memory::MemoryStore};
 use presa_store_redis::{RedisConfig, RedisStore, RedisStoreError};
 
 /// Resolves on SIGINT or SIGTERM.
@@ -62,42 +62,41 @@ pub struct RedisArgs {
     pub redis_tls_ca_file: Option<std::path::PathBuf>,
 }
 
-/// The backend both traits are served by, and a readiness probe for it.
-pub struct Backend {
-    /// The task store.
-    pub store: Arc<dyn TaskStore>,
-    /// The event bus.
-    pub bus: Arc<dyn EventBus>,
+/// The backend both store traits are served by, a readiness probe for it,
+/// and whether it is durable.
+pub struct Storage {
+    /// The task store and event bus.
+    pub backend: Backend,
     /// `true` while the backend answers.
     pub ready: ReadyCheck,
     /// Whether tasks survive this process (Redis) or not (memory).
     pub durable: bool,
 }
 
-impl std::fmt::Debug for Backend {
+impl std::fmt::Debug for Storage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Backend").field("store", &self.store).field("durable", &self.durable).finish()
+        f.debug_struct("Storage").field("backend", &self.backend).field("durable", &self.durable).finish()
     }
 }
 
-/// Why the backend could not be set up.
+/// Why the storage could not be set up.
 #[derive(Debug, thiserror::Error)]
-pub enum BackendError {
+pub enum StorageError {
     /// Redis could not be reached or configured.
     #[error("connecting to Redis: {0}")]
     Redis(#[from] RedisStoreError),
 }
 
-impl Backend {
+impl Storage {
     /// The in-memory backend (not durable), holding at most `max_tasks` tasks
     /// (finished ones included, until their TTL).
     pub fn memory(max_tasks: usize) -> Self {
         let mem = Arc::new(MemoryStore::new().with_max_tasks(max_tasks));
-        Backend { store: mem.clone(), bus: mem, ready: Arc::new(|| async { true }.boxed()), durable: false }
+        Storage { backend: Backend::new(mem), ready: Arc::new(|| async { true }.boxed()), durable: false }
     }
 
     /// The Redis backend.
-    pub async fn redis(url: &str, args: &RedisArgs) -> Result<Self, BackendError> {
+    pub async fn redis(url: &str, args: &RedisArgs) -> Result<Self, StorageError> {
         let cfg = RedisConfig::new(url)
             .with_prefix(args.redis_prefix.clone())
             .with_partitions(args.partitions)
@@ -110,11 +109,11 @@ impl Backend {
             let r = probe.clone();
             async move { r.ping().await.is_ok() }.boxed()
         });
-        Ok(Backend { store: redis.clone(), bus: redis, ready, durable: true })
+        Ok(Storage { backend: Backend::new(redis), ready, durable: true })
     }
 
     /// Redis when `args.redis_url` is set, else memory capped at `memory_max_tasks`.
-    pub async fn from_args(args: &RedisArgs, memory_max_tasks: usize) -> Result<Self, BackendError> {
+    pub async fn from_args(args: &RedisArgs, memory_max_tasks: usize) -> Result<Self, StorageError> {
         match &args.redis_url {
             Some(url) if !url.is_empty() => Self::redis(url, args).await,
             _ => Ok(Self::memory(memory_max_tasks)),

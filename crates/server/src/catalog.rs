@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 
 use crate::{
     error::ServerError,
-    tool::{Tool, ToolHandler},
+    tool::{TaskPolicy, Tool, ToolHandler},
 };
 
 /// Reads a resource: returns the `contents` array.
@@ -68,13 +68,12 @@ impl HeaderParam {
     }
 }
 
-/// A tool with its compiled schema.
+/// A tool in a built catalog: the [`Tool`] with its compiled input schema and
+/// its `x-mcp-header` parameters.
 pub struct RegisteredTool {
-    /// The tool.
-    pub tool: Tool,
+    tool: Tool,
     validator: jsonschema::Validator,
-    /// Its `x-mcp-header` parameters.
-    pub headers: Vec<HeaderParam>,
+    headers: Vec<HeaderParam>,
 }
 
 impl fmt::Debug for RegisteredTool {
@@ -84,6 +83,31 @@ impl fmt::Debug for RegisteredTool {
 }
 
 impl RegisteredTool {
+    /// The tool name.
+    pub fn name(&self) -> &str {
+        self.tool.name()
+    }
+
+    /// The descriptor sent in `tools/list`.
+    pub fn descriptor(&self) -> &Value {
+        &self.tool.descriptor
+    }
+
+    /// When a call becomes a task.
+    pub fn policy(&self) -> &TaskPolicy {
+        &self.tool.policy
+    }
+
+    /// The implementation.
+    pub fn handler(&self) -> &dyn ToolHandler {
+        self.tool.handler.as_ref()
+    }
+
+    /// Its `x-mcp-header` parameters, mirrored into `Mcp-Param-*` headers.
+    pub fn headers(&self) -> &[HeaderParam] {
+        &self.headers
+    }
+
     /// Validate arguments; the error lists what is wrong, for an `isError` result.
     pub fn validate(&self, arguments: &Value) -> Result<(), String> {
         let errors: Vec<String> =
@@ -426,7 +450,7 @@ mod tests {
             .tool(Tool::new("a", "A", json!({"type":"object"}), noop()))
             .build()
             .unwrap();
-        assert_eq!(c.tools().map(|t| t.tool.name()).collect::<Vec<_>>(), ["b", "a"]);
+        assert_eq!(c.tools().map(|t| t.name()).collect::<Vec<_>>(), ["b", "a"]);
         let b = c.tool("b").unwrap();
         assert!(b.validate(&json!({"n": 1})).is_ok());
         assert!(b.validate(&json!({"n": "x"})).is_err());

@@ -11,13 +11,13 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 use futures::StreamExt;
 use presa_protocol::{jsonrpc, meta::LogLevel};
 use presa_store::{EventBus, TaskId, TaskStore, Writer};
-use presa_tasks::{Event, Status};
+use presa_tasks::{Event, Status, Task};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    ops::{Updated, update_task},
+    store_io::{Updated, store_call, update_task},
     tool::ToolError,
 };
 
@@ -45,15 +45,16 @@ impl Outbox {
     }
 }
 
-/// Everything a handler can see of the call that started it.
-#[derive(Debug, Clone)]
-pub struct CallDetails {
+/// What a handler was invoked with, beyond its arguments: the same fields
+/// whether it runs in the request or as a task (then from the task's [`presa_tasks::Work`]).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Invocation {
     /// The client capabilities of the creating request.
-    pub client_capabilities: Map<String, Value>,
+    pub(crate) client_capabilities: Map<String, Value>,
     /// MRTR `inputResponses` of the call (validated: an object of objects).
-    pub input_responses: Option<Map<String, Value>>,
+    pub(crate) input_responses: Option<Map<String, Value>>,
     /// The tool state carried by a verified `requestState`.
-    pub request_state: Option<Value>,
+    pub(crate) request_state: Option<Value>,
 }
 
 #[derive(Debug)]
@@ -64,7 +65,7 @@ enum Mode {
 
 #[derive(Debug)]
 struct Inner {
-    call: CallDetails,
+    call: Invocation,
     mode: Mode,
     cancel: CancellationToken,
     bus: Arc<dyn EventBus>,
@@ -78,8 +79,8 @@ pub struct ToolContext {
 
 impl ToolContext {
     /// A context for a call running inside its request.
-    pub fn for_request(
-        call: CallDetails,
+    pub(crate) fn for_request(
+        call: Invocation,
         outbox: Outbox,
         progress_token: Option<Value>,
         log_level: Option<LogLevel>,
@@ -92,8 +93,8 @@ impl ToolContext {
 
     /// A context for a call running as task `id` under the claim `writer`.
     /// `tick` bounds how long a parked handler goes without re-reading the task.
-    pub fn for_task(
-        call: CallDetails,
+    pub(crate) fn for_task(
+        call: Invocation,
         store: Arc<dyn TaskStore>,
         id: TaskId,
         writer: Writer,
@@ -220,12 +221,14 @@ impl ToolContext {
         tick: Duration,
         requests: BTreeMap<String, Value>,
     ) -> Result<BTreeMap<String, Value>, ToolError> {
-        let answered = |task: &presa_tasks::Task| -> Option<BTreeMap<String, Value>> {
+        let answered = |task: &Task| -> Option<BTreeMap<String, Value>> {
             requests.keys().map(|k| task.input_responses.get(k).map(|v| (k.clone(), v.clone()))).collect()
         };
+        let load = || async { store_call("load", store.load(id)).await.map_err(ToolError::internal) };
         // Subscribe before asking, so an answer that lands at once is not missed.
-        let mut changes = store.watch(std::slice::from_ref(id)).await.map_err(ToolError::internal)?;
-        let current = store.load(id).await.map_err(ToolError::internal)?.ok_or(ToolError::Cancelled)?;
+        let mut changes =
+            store_call("watch", store.watch(std::slice::from_ref(id))).await.map_err(ToolError::internal)?;
+        let current: Task = load().await?.ok_or(ToolError::Cancelled)?;
         if let Some(all) = answered(&current) {
             return Ok(all);
         }
@@ -240,8 +243,8 @@ impl ToolContext {
             Err(e) => return Err(ToolError::internal(e)),
         }
         loop {
-            let task = store.load(id).await.map_err(ToolError::internal)?.ok_or(ToolError::Cancelled)?;
-            if task.status.is_terminal() || matches!(writer, Writer::Worker { attempt } if attempt != task.attempt) {
+            let task = load().await?.ok_or(ToolError::Cancelled)?;
+            if !writer.may_continue(&task) {
                 return Err(ToolError::Cancelled);
             }
             if let Some(all) = answered(&task) {

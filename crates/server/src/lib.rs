@@ -1,21 +1,31 @@
 //! The MCP dispatcher of presa: everything MCP, nothing HTTP.
 //!
-//! - [`tool`]: the API library users build tools with ([`Tool`], [`TaskPolicy`], [`ToolHandler`]).
-//! - [`context`]: [`ToolContext`], what a running handler can do (input, progress, status, cancellation).
-//! - [`catalog`]: the registry of tools, resources, templates, prompts and completion.
-//! - [`dispatch`]: [`Server::handle`], method routing, MRTR, task creation, `tasks/*`, `subscriptions/listen`.
-//! - [`worker`]: the pool that claims task work from the store and runs handlers (in-process in
-//!   embedded mode, in `presa-worker` pods over Redis).
-//! - [`state`]: HMAC-protected MRTR `requestState`.
-//! - [`ops`]: load–reduce–compare-and-set of one task.
-//! - [`error`]: [`ServerError`], and the one place it becomes a JSON-RPC error.
+//! A `tools/call` that becomes a task reads top to bottom through these modules:
+//!
+//! - [`dispatch`]: [`Server::handle`] takes an [`Admitted`] request and
+//!   matches its [`presa_protocol::Method`]; one module per method family
+//!   parses the params and runs it (`call` creates the task).
+//! - [`store_io`]: every store call, traced alike, and `update_task` (load,
+//!   reduce with [`presa_tasks::apply`], compare-and-set, retry).
+//! - [`worker`]: [`Worker`] claims the task's work from the store and runs
+//!   its handler under a lease (in-process when embedded, in `presa-worker`
+//!   pods over Redis).
+//! - [`context`]: [`ToolContext`], what a running handler can do (input,
+//!   progress, status, cancellation), in a request or in a task alike.
+//! - [`core`]: [`Core`], what server and worker share (catalog, backend,
+//!   settings) and the one place handler output becomes a protocol result.
+//!
+//! And around them: [`tool`] (the API tools are written with), [`catalog`]
+//! (tools, resources, templates, prompts, completion), [`state`]
+//! (HMAC-sealed MRTR `requestState`), [`config`], and [`error`]
+//! ([`ServerError`] and the one place it becomes a JSON-RPC error).
 //!
 //! # A server with your own tool
 //!
 //! ```
 //! use std::sync::Arc;
-//! use presa_server::{Catalog, Server, ServerConfig, StateCodec, TaskPolicy, Tool, ToolContext, ToolOutput};
-//! use presa_store::memory::MemoryStore;
+//! use presa_server::{Catalog, Core, Server, ServerConfig, StateCodec, TaskPolicy, Tool, ToolContext, ToolOutput};
+//! use presa_store::{Backend, memory::MemoryStore};
 //! use serde_json::{Value, json};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -39,10 +49,10 @@
 //!         .policy(TaskPolicy::Optional),
 //!     )
 //!     .build()?;
-//! let memory = Arc::new(MemoryStore::new());
-//! let server = Server::new(ServerConfig::default(), catalog, memory.clone(), memory, StateCodec::new(b"shared secret"));
+//! let core = Core::new(ServerConfig::default(), catalog, Backend::new(Arc::new(MemoryStore::new())));
+//! let server = Server::new(core.clone(), StateCodec::new(b"shared secret"));
 //! // Serve it with `presa_http::router(server.clone(), Default::default())` and run
-//! // `presa_server::Worker::new(server, Default::default()).run(shutdown)` where handlers should execute.
+//! // `presa_server::Worker::new(core, Default::default()).run(shutdown)` where handlers should execute.
 //! # let _ = server;
 //! # Ok(())
 //! # }
@@ -55,18 +65,20 @@
 pub mod catalog;
 pub mod config;
 pub mod context;
+pub mod core;
 pub mod dispatch;
 pub mod error;
-pub mod ops;
 pub mod state;
+pub mod store_io;
 pub mod tool;
 pub mod worker;
 
 pub use catalog::{Catalog, CatalogBuilder};
 pub use config::ServerConfig;
 pub use context::{Outbox, ToolContext};
-pub use dispatch::{Reply, Server};
+pub use core::Core;
+pub use dispatch::{Admitted, Reply, Server};
 pub use error::ServerError;
 pub use state::StateCodec;
-pub use tool::{TaskPolicy, Tool, ToolError, ToolHandler, ToolOutput};
+pub use tool::{PolicyInput, TaskPolicy, Tool, ToolError, ToolHandler, ToolOutput};
 pub use worker::{Worker, WorkerConfig};

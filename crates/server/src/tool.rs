@@ -25,7 +25,7 @@ pub enum TaskPolicy {
     /// A task; clients without the extension get `-32021`.
     Required,
     /// Decided per call from the call itself (arguments, `inputResponses`…).
-    Dynamic(Arc<dyn Fn(&CallInfo<'_>) -> TaskPolicy + Send + Sync>),
+    Dynamic(Arc<dyn Fn(&PolicyInput<'_>) -> TaskPolicy + Send + Sync>),
 }
 
 impl fmt::Debug for TaskPolicy {
@@ -39,9 +39,9 @@ impl fmt::Debug for TaskPolicy {
     }
 }
 
-/// What a [`TaskPolicy::Dynamic`] decision sees.
+/// What a [`TaskPolicy::Dynamic`] decision sees of the call.
 #[derive(Debug)]
-pub struct CallInfo<'a> {
+pub struct PolicyInput<'a> {
     /// The tool arguments.
     pub arguments: &'a Value,
     /// MRTR `inputResponses` carried by this call, if any.
@@ -50,7 +50,7 @@ pub struct CallInfo<'a> {
 
 impl TaskPolicy {
     /// The static policy for this call (resolving `Dynamic`).
-    pub fn resolve(&self, call: &CallInfo<'_>) -> TaskPolicy {
+    pub fn resolve(&self, call: &PolicyInput<'_>) -> TaskPolicy {
         match self {
             TaskPolicy::Dynamic(f) => match f(call) {
                 TaskPolicy::Dynamic(_) => TaskPolicy::Sync,
@@ -90,6 +90,16 @@ impl ToolOutput {
     /// A result from a `content` array.
     pub fn content(content: Value) -> Self {
         ToolOutput::Complete(json!({ "content": content }))
+    }
+
+    /// The output as a JSON value (`InputRequired` becomes its wire shape without state).
+    pub fn into_value(self) -> Value {
+        match self {
+            ToolOutput::Complete(v) => v,
+            ToolOutput::InputRequired { requests, .. } => {
+                json!({ "resultType": "input_required", "inputRequests": requests })
+            }
+        }
     }
 }
 
@@ -196,7 +206,7 @@ impl Tool {
 /// Run `handler`, containing a panic: it becomes [`ToolError::Internal`]
 /// (logged by whoever reports the error, never sent to the client), so a
 /// buggy handler fails its call or task instead of a connection or a worker.
-pub async fn run_handler(
+pub(crate) async fn run_handler(
     handler: &dyn ToolHandler,
     ctx: ToolContext,
     arguments: Value,

@@ -9,25 +9,28 @@
 //! `max_deliveries` times ends `failed` (poison task).
 //!
 //! Shutdown: stop claiming, give running handlers `grace` to finish, then
-//! hand the rest back to the store so another worker takes it at once.
+//! release the rest to the store so another worker takes it at once.
+//!
+//! A worker needs only the [`Core`] (catalog, backend, settings): it never
+//! sees a request, so it has no dispatcher and no `requestState` key.
 
 use std::{sync::Arc, time::Duration};
 
 use futures::StreamExt;
-use presa_protocol::meta::SERVER_INFO_KEY;
+use presa_protocol::{codes, jsonrpc::ErrorObject};
 use presa_store::{Claim, TaskStore};
 use presa_tasks::Event;
 use presa_telemetry::{metrics, propagation};
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 use tokio::{sync::Semaphore, task::JoinSet};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, field::Empty};
 
 use crate::{
-    Server,
-    context::{CallDetails, ToolContext},
-    ops::{Trace, Updated, store_call, store_call_traced, update_task},
-    tool::{ToolError, ToolOutput, run_handler},
+    context::{Invocation, ToolContext},
+    core::{Core, Outcome, internal_error},
+    store_io::{Updated, Verbosity, store_call, store_call_at, update_task},
+    tool::run_handler,
 };
 
 /// Worker pool settings.
@@ -60,23 +63,24 @@ impl Default for WorkerConfig {
     }
 }
 
-/// A worker pool bound to a server's catalog and store.
+/// A worker pool bound to a catalog and a backend.
 #[derive(Debug, Clone)]
 pub struct Worker {
-    server: Server,
+    core: Core,
     config: WorkerConfig,
 }
 
 impl Worker {
-    /// A pool running `server`'s tools.
-    pub fn new(server: Server, config: WorkerConfig) -> Self {
-        Worker { server, config }
+    /// A pool running `core`'s tools on `core`'s backend.
+    pub fn new(core: Core, config: WorkerConfig) -> Self {
+        Worker { core, config }
     }
 
     /// Claim and run work until `shutdown` fires, then drain (see module docs).
     pub async fn run(self, shutdown: CancellationToken) {
         let slots = Arc::new(Semaphore::new(self.config.concurrency.max(1)));
-        let hand_back = CancellationToken::new();
+        // Fired when the grace period ends: running handlers release their work.
+        let release_now = CancellationToken::new();
         let mut running = JoinSet::new();
         tracing::info!(worker = %self.config.id, concurrency = self.config.concurrency, "worker started");
         while !shutdown.is_cancelled() {
@@ -87,10 +91,10 @@ impl Worker {
             };
             let Ok(first) = acquired else { break };
             let free = slots.available_permits() + 1;
-            let store = self.server.store().clone();
+            let store = self.core.store().clone();
             let claim = store.claim(&self.config.id, free, self.config.lease, self.config.claim_wait);
             let claimed = tokio::select! {
-                c = store_call_traced(Trace::Debug, "claim", claim) => c,
+                c = store_call_at(Verbosity::Debug, "claim", claim) => c,
                 _ = shutdown.cancelled() => break,
             };
             let claims = match claimed {
@@ -112,9 +116,9 @@ impl Worker {
                     None => slots.clone().acquire_owned().await.expect("semaphore is never closed"),
                 };
                 let worker = self.clone();
-                let hand_back = hand_back.clone();
+                let release_now = release_now.clone();
                 running.spawn(async move {
-                    worker.execute(claim, hand_back).await;
+                    worker.execute(claim, release_now).await;
                     drop(slot);
                 });
             }
@@ -123,7 +127,7 @@ impl Worker {
         let drained =
             tokio::time::timeout(self.config.grace, async { while running.join_next().await.is_some() {} }).await;
         if drained.is_err() {
-            hand_back.cancel();
+            release_now.cancel();
             while running.join_next().await.is_some() {}
         }
         tracing::info!(worker = %self.config.id, "worker stopped");
@@ -132,7 +136,7 @@ impl Worker {
     /// Run one claimed task to an outcome, inside its execution span: a
     /// consumer span named `execute_tool <tool>` whose parent is the trace
     /// context the work item carries (the creating request's span).
-    async fn execute(&self, claim: Claim, hand_back: CancellationToken) {
+    async fn execute(&self, claim: Claim, release_now: CancellationToken) {
         let task = &claim.task;
         let name = format!("execute_tool {}", task.work.tool);
         let span = tracing::info_span!(
@@ -155,48 +159,49 @@ impl Worker {
             propagation::set_parent(&span, parent);
         }
         propagation::record_trace_id(&span);
-        self.run_claim(claim, hand_back, span.clone()).instrument(span).await;
+        self.run_to_outcome(claim, release_now, span.clone()).instrument(span).await;
     }
 
-    async fn run_claim(&self, claim: Claim, hand_back: CancellationToken, span: tracing::Span) {
-        let store = self.server.store().clone();
+    /// Run the handler of a claimed task under its lease and record how it ended.
+    async fn run_to_outcome(&self, claim: Claim, release_now: CancellationToken, span: tracing::Span) {
+        let store = self.core.store().clone();
         let task = &claim.task;
         if claim.deliveries > self.config.max_deliveries {
             tracing::warn!(deliveries = claim.deliveries, "poison task: giving up");
             metrics::poison_task();
             span.record("error.type", "poison");
             span.record("otel.status_code", "error");
-            let error = json!({ "code": -32603, "message": "Task failed after repeated attempts" });
-            self.conclude(&claim, Event::Fail(error)).await;
+            let error = ErrorObject::new(codes::INTERNAL_ERROR, "Task failed after repeated attempts");
+            self.conclude(&claim, failure(error)).await;
             return;
         }
-        let Some(tool) = self.server.catalog().tool(&task.work.tool) else {
+        let Some(tool) = self.core.catalog().tool(&task.work.tool) else {
             tracing::error!("task names a tool this worker does not have");
-            self.conclude(&claim, Event::Fail(internal_error())).await;
+            self.conclude(&claim, failure(internal_error())).await;
             return;
         };
         let cancel = CancellationToken::new();
-        let call = CallDetails {
-            client_capabilities: task.work.client_capabilities.as_object().cloned().unwrap_or_default(),
-            input_responses: task.work.request_inputs.as_ref().and_then(Value::as_object).cloned(),
+        let invocation = Invocation {
+            client_capabilities: task.work.client_capabilities.clone(),
+            input_responses: task.work.input_responses.clone(),
             request_state: None,
         };
         let ctx = ToolContext::for_task(
-            call,
+            invocation,
             store.clone(),
             task.id.clone(),
             claim.writer(),
-            self.server.config().input_tick,
+            self.core.config().input_tick,
             cancel.clone(),
-            self.server.bus().clone(),
+            self.core.bus().clone(),
         );
         let keeper = tokio::spawn(
             keep_lease(store.clone(), claim.clone(), self.config.lease, cancel.clone()).instrument(span.clone()),
         );
         let outcome = tokio::select! {
-            out = run_handler(tool.tool.handler.as_ref(), ctx, task.work.arguments.clone()) => Some(out),
-            _ = cancel.cancelled() => None,
-            _ = hand_back.cancelled() => {
+            out = run_handler(tool.handler(), ctx, task.work.arguments.clone()) => Outcome::from(out),
+            _ = cancel.cancelled() => Outcome::Cancelled,
+            _ = release_now.cancelled() => {
                 keeper.abort();
                 tracing::info!("handing unfinished work back");
                 if let Err(e) = store_call("release", store.release(&claim)).await {
@@ -207,37 +212,37 @@ impl Worker {
         };
         keeper.abort();
         let event = match outcome {
-            Some(Ok(ToolOutput::Complete(result))) => {
+            Outcome::Result(result) => {
                 if result.get("isError") == Some(&Value::Bool(true)) {
                     span.record("error.type", "tool_error");
                     span.record("otel.status_code", "error");
                 }
-                Event::Complete(self.complete_result(result))
+                Event::Complete(self.core.envelope(result))
             }
-            Some(Ok(ToolOutput::InputRequired { .. }) | Err(ToolError::NeedInput(_))) => {
+            Outcome::NeedsInput { .. } => {
                 tracing::error!("handler returned an MRTR continuation inside a task; use ctx.input()");
-                Event::Fail(internal_error())
+                failure(internal_error())
             }
-            Some(Err(ToolError::Rpc(e))) => {
+            Outcome::Error(e) => {
                 span.record("error.type", e.code.to_string());
                 span.record("otel.status_code", "error");
-                Event::Fail(serde_json::to_value(e).unwrap_or_else(|_| internal_error()))
+                failure(e)
             }
-            Some(Err(ToolError::Internal(cause))) => {
+            Outcome::Failed(cause) => {
                 tracing::error!(%cause, "tool handler failed");
                 span.record("error.type", "internal");
                 span.record("otel.status_code", "error");
-                Event::Fail(internal_error())
+                failure(internal_error())
             }
             // Cancelled by the task turning terminal, or by losing the claim:
             // whoever caused it owns the outcome. Clean up if terminal.
-            None | Some(Err(ToolError::Cancelled)) => {
+            Outcome::Cancelled => {
                 match store_call("load", store.load(&task.id)).await {
-                    Ok(Some(t)) if t.attempt == task.attempt && t.status.is_terminal() => {
+                    Ok(Some(t)) if claim.writer().fence_holds(&t) && t.status.is_terminal() => {
                         span.record("presa.task.status", t.status.as_str());
-                        self.finish(&claim).await
+                        self.remove_work(&claim).await
                     }
-                    Ok(None) => self.finish(&claim).await,
+                    Ok(None) => self.remove_work(&claim).await,
                     _ => {}
                 }
                 return;
@@ -246,34 +251,16 @@ impl Worker {
         self.conclude(&claim, event).await;
     }
 
-    /// The stored result of a completed task: a full `CallToolResult`.
-    fn complete_result(&self, result: Value) -> Value {
-        let mut result = match result {
-            Value::Object(m) => m,
-            other => Map::from_iter([("content".to_string(), json!([{ "type": "text", "text": other.to_string() }]))]),
-        };
-        result.entry("resultType").or_insert_with(|| json!("complete"));
-        let cfg = self.server.config();
-        let info = json!({ "name": cfg.name, "version": cfg.version });
-        match result.entry("_meta").or_insert_with(|| json!({})) {
-            Value::Object(meta) => {
-                meta.insert(SERVER_INFO_KEY.into(), info);
-            }
-            other => *other = json!({ SERVER_INFO_KEY: info }),
-        }
-        Value::Object(result)
-    }
-
-    /// Write the terminal event (fenced), then drop the work item.
+    /// Write the terminal event (fenced), then remove the work item.
     async fn conclude(&self, claim: &Claim, event: Event) {
-        let store = self.server.store();
+        let store = self.core.store();
         match update_task(store.as_ref(), &claim.task.id, claim.writer(), &event).await {
             Ok(Updated::Applied(t)) => {
                 tracing::Span::current().record("presa.task.status", t.status.as_str());
                 tracing::info!(status = t.status.as_str(), "task finished");
-                self.finish(claim).await;
+                self.remove_work(claim).await;
             }
-            Ok(Updated::Unchanged(_) | Updated::Gone) => self.finish(claim).await,
+            Ok(Updated::Unchanged(_) | Updated::Gone) => self.remove_work(claim).await,
             Ok(Updated::Fenced) => tracing::warn!("claim was taken over; dropping this outcome"),
             Err(e) => {
                 tracing::warn!(error = %e, "could not record the outcome; the work will be retried")
@@ -281,8 +268,8 @@ impl Worker {
         }
     }
 
-    async fn finish(&self, claim: &Claim) {
-        if let Err(e) = store_call("finish", self.server.store().finish(claim)).await {
+    async fn remove_work(&self, claim: &Claim) {
+        if let Err(e) = store_call("remove_work", self.core.store().remove_work(claim)).await {
             tracing::warn!(error = %e, "could not remove finished work");
         }
     }
@@ -292,12 +279,13 @@ impl Worker {
 /// or the task turns terminal (seen through the watch or a re-read).
 async fn keep_lease(store: Arc<dyn TaskStore>, claim: Claim, lease: Duration, cancel: CancellationToken) {
     let id = claim.task.id.clone();
-    let mut changes = match store.watch(std::slice::from_ref(&id)).await {
+    let mut changes = match store_call("watch", store.watch(std::slice::from_ref(&id))).await {
         Ok(s) => s,
         Err(_) => futures::stream::pending().boxed(),
     };
     let tick = lease / 3;
-    let stop = |t: &presa_tasks::Task| t.status.is_terminal() || t.attempt != claim.task.attempt;
+    let writer = claim.writer();
+    let stop = |t: &presa_tasks::Task| !writer.may_continue(t);
     loop {
         tokio::select! {
             change = changes.next() => match change {
@@ -306,12 +294,12 @@ async fn keep_lease(store: Arc<dyn TaskStore>, claim: Claim, lease: Duration, ca
                 None => changes = futures::stream::pending().boxed(),
             },
             _ = tokio::time::sleep(tick) => {
-                match store_call_traced(Trace::Debug, "renew", store.renew(&claim, lease)).await {
+                match store_call_at(Verbosity::Debug, "renew", store.renew(&claim, lease)).await {
                     Ok(true) => {}
                     Ok(false) => break,
                     Err(e) => tracing::warn!(error = %e, "lease renewal failed"),
                 }
-                match store_call_traced(Trace::Debug, "load", store.load(&id)).await {
+                match store_call_at(Verbosity::Debug, "load", store.load(&id)).await {
                     Ok(Some(t)) if stop(&t) => break,
                     Ok(None) => break,
                     _ => {}
@@ -322,6 +310,7 @@ async fn keep_lease(store: Arc<dyn TaskStore>, claim: Claim, lease: Duration, ca
     cancel.cancel();
 }
 
-fn internal_error() -> Value {
-    json!({ "code": -32603, "message": "Internal error" })
+/// The terminal event of a task that failed with `error`.
+fn failure(error: ErrorObject) -> Event {
+    Event::Fail(serde_json::to_value(error).unwrap_or_default())
 }

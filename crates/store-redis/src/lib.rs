@@ -29,7 +29,7 @@
 //!   attempt, or drop work of finished tasks), renew, release, ack, admit,
 //!   stats (a partition's queue, for `work_stats`).
 //! - `store`: connecting, create/get/load/transition/watch, the event bus.
-//! - `work`: claim/renew/finish/release over streams (see its docs for the
+//! - `work`: claim/renew/remove/release over streams (see its docs for the
 //!   exact semantics), and the queue statistics.
 //! - `limits`: the per-scope active-task limit and the races it tolerates.
 //! - `hub`: one pub/sub connection per store fanning out to every watcher.

@@ -67,7 +67,7 @@ script!(TRANSITION, "transition.lua", "Compare-and-set a task (rev, fence, not t
 script!(CLAIM, "claim.lua", "Bump a delivered task's attempt (CAS on rev), or drop its entry.");
 script!(RENEW, "renew.lua", "Reset a held entry's idle time if the attempt still matches.");
 script!(RELEASE, "release.lua", "Make a held entry recoverable at once if the attempt still matches.");
-script!(FINISH, "finish.lua", "XACK and XDEL finished work, unless a newer attempt holds it.");
+script!(REMOVE_WORK, "remove_work.lua", "XACK and XDEL finished work, unless a newer attempt holds it.");
 script!(ACK, "ack.lua", "XACK and XDEL a work entry together.");
 script!(READ, "read.lua", Debug, "Read up to N new entries over the partitions (standalone only).");
 script!(RECOVER, "recover.lua", Debug, "XAUTOCLAIM up to N lapsed entries over the partitions (standalone only).");

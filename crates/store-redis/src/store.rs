@@ -270,8 +270,8 @@ impl TaskStore for RedisStore {
         Ok(self.renew_work(claim, lease).await?)
     }
 
-    async fn finish(&self, claim: &Claim) -> Result<(), StoreError> {
-        Ok(self.finish_work(claim).await?)
+    async fn remove_work(&self, claim: &Claim) -> Result<(), StoreError> {
+        Ok(self.remove_claimed_work(claim).await?)
     }
 
     async fn release(&self, claim: &Claim) -> Result<(), StoreError> {

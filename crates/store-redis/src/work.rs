@@ -22,7 +22,7 @@
 //!   re-reading at least every second.
 //! - **renew**: `renew.lua` sets the idle time to H − lease again, if the stored
 //!   attempt is still the holder's and the entry is pending.
-//! - **finish**: `finish.lua` (XACK + XDEL) unless a newer attempt holds the
+//! - **remove**: `remove_work.lua` (XACK + XDEL) unless a newer attempt holds the
 //!   work (a stale holder must not drop it).
 //! - **release**: `release.lua` keeps the entry pending but sets its last
 //!   delivery to the epoch (`XCLAIM … TIME 0`), so the next claimer's
@@ -37,7 +37,8 @@ use std::{
 };
 
 use futures::{StreamExt, future::join_all};
-use presa_store::{Claim, PartitionStats, Task, TaskId, util::now_ms};
+use presa_store::{Claim, PartitionStats, TaskId, util::now_ms};
+use presa_tasks::{Event, apply};
 use redis::{
     Value,
     streams::{StreamAutoClaimReply, StreamId, StreamReadReply},
@@ -311,7 +312,7 @@ impl RedisStore {
         for e in entries {
             if out.len() >= max || failure.is_some() {
                 // Over-delivered (or not reached): give it back untouched.
-                if let Err(err) = self.hand_back(worker, &e).await {
+                if let Err(err) = self.requeue(worker, &e).await {
                     tracing::warn!(error = %err, entry = %e.id, "could not hand back an entry; it is recovered after max_lease");
                 }
                 continue;
@@ -320,7 +321,7 @@ impl RedisStore {
                 Ok(Some(c)) => out.push(c),
                 Ok(None) => {}
                 Err(err) => {
-                    let _ = self.hand_back(worker, &e).await;
+                    let _ = self.requeue(worker, &e).await;
                     failure = Some(err);
                 }
             }
@@ -362,7 +363,11 @@ impl RedisStore {
                     return Ok(None);
                 }
             };
-            let next = Task { attempt: task.attempt + 1, revision: task.revision + 1, ..task.clone() };
+            // The reducer records the claim (the fence moves, `updated_at` too).
+            let Ok(Some(next)) = apply(&task, &Event::Claimed, now_ms()) else {
+                self.ack(e.partition, &e.id).await?;
+                return Ok(None);
+            };
             let mut inv = scripts::CLAIM.prepare_invoke();
             inv.key(&key)
                 .key(&stream)
@@ -395,8 +400,8 @@ impl RedisStore {
                 }
             }
         }
-        tracing::warn!(task = %id, "claim kept losing its CAS race; handed back");
-        self.hand_back(worker, e).await?;
+        tracing::warn!(task = %id, "claim kept losing its CAS race; requeued");
+        self.requeue(worker, e).await?;
         Ok(None)
     }
 
@@ -407,7 +412,7 @@ impl RedisStore {
     }
 
     /// Make an entry this consumer holds (but never claimed) recoverable at once.
-    async fn hand_back(&self, worker: &str, e: &Entry) -> Result<(), RedisStoreError> {
+    async fn requeue(&self, worker: &str, e: &Entry) -> Result<(), RedisStoreError> {
         let cmd = redis::cmd("XCLAIM")
             .arg(self.inner.keys.work(e.partition))
             .arg(GROUP)
@@ -454,18 +459,16 @@ impl RedisStore {
         Ok(self.invoke::<i64>(&inv).await? == 1)
     }
 
-    pub(crate) async fn finish_work(&self, claim: &Claim) -> Result<(), RedisStoreError> {
-        self.holder_script(&scripts::FINISH, claim).await
+    pub(crate) async fn remove_claimed_work(&self, claim: &Claim) -> Result<(), RedisStoreError> {
+        let (key, p, entry) = self.locate(claim)?;
+        let mut inv = scripts::REMOVE_WORK.prepare_invoke();
+        inv.key(key).key(self.inner.keys.work(p)).arg(GROUP).arg(entry).arg(claim.task.attempt);
+        self.invoke::<i64>(&inv).await.map(|_| ())
     }
 
     pub(crate) async fn release_work(&self, claim: &Claim) -> Result<(), RedisStoreError> {
-        self.holder_script(&scripts::RELEASE, claim).await
-    }
-
-    /// Run `finish.lua` or `release.lua` (same KEYS and ARGV) for the holder of `claim`.
-    async fn holder_script(&self, script: &scripts::Lua, claim: &Claim) -> Result<(), RedisStoreError> {
         let (key, p, entry) = self.locate(claim)?;
-        let mut inv = script.prepare_invoke();
+        let mut inv = scripts::RELEASE.prepare_invoke();
         inv.key(key)
             .key(self.inner.keys.work(p))
             .key(self.inner.keys.wake(p))

@@ -16,7 +16,7 @@ mod spread {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn tasks_on_every_node_are_created_claimed_and_watched() {
-        let store = super::common::make_cluster_store().await;
+        let store = super::common::make_cluster_store().await.store;
         let new = || NewTask {
             scope: Scope::anonymous(),
             work: Work::default(),
@@ -40,7 +40,7 @@ mod spread {
             for c in claims {
                 let done = apply(&c.task, &Event::Cancel, now_ms()).unwrap().unwrap();
                 assert!(matches!(store.transition(&done, c.writer()).await.unwrap(), Cas::Applied(_)));
-                store.finish(&c).await.unwrap();
+                store.remove_work(&c).await.unwrap();
                 assert!(claimed.insert(c.task.id));
             }
         }
@@ -59,7 +59,7 @@ mod spread {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_waiting_claim_is_woken_by_new_work() {
-        let store = super::common::make_cluster_store().await;
+        let store = super::common::make_cluster_store().await.store;
         let waiter = {
             let store = store.clone();
             tokio::spawn(async move {

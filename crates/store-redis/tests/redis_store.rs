@@ -35,8 +35,8 @@ fn new_task(ttl_ms: Option<u64>) -> NewTask {
             tool: "echo".into(),
             // Values JSON round trips must keep exactly (no cjson in Lua).
             arguments: json!({"big": 9007199254740993u64, "empty": [], "obj": {}, "f": 0.1}),
-            client_capabilities: json!({}),
-            request_inputs: None,
+            client_capabilities: Default::default(),
+            input_responses: None,
             trace: BTreeMap::new(),
         },
         ttl_ms,
@@ -212,7 +212,7 @@ async fn a_stale_holder_cannot_finish_or_release_new_work() {
     tokio::time::sleep(Duration::from_millis(20)).await;
     let new = store.claim("b", 1, LONG, PATIENCE).await.unwrap().remove(0);
     assert_eq!(new.task.attempt, 2);
-    store.finish(&old).await.unwrap();
+    store.remove_work(&old).await.unwrap();
     store.release(&old).await.unwrap();
     assert!(store.renew(&new, LONG).await.unwrap(), "b still holds it");
     assert!(
@@ -222,7 +222,7 @@ async fn a_stale_holder_cannot_finish_or_release_new_work() {
     let mut c = raw(&redis).await;
     let len: usize = c.xlen(store.keys().work(task.id.partition().unwrap())).await.unwrap();
     assert_eq!(len, 1, "the stale finish did not remove b's work");
-    store.finish(&new).await.unwrap();
+    store.remove_work(&new).await.unwrap();
     let len: usize = c.xlen(store.keys().work(task.id.partition().unwrap())).await.unwrap();
     assert_eq!(len, 0);
 }
@@ -451,7 +451,7 @@ async fn a_hung_or_dead_redis_fails_every_operation_fast_and_recovers() {
     unavailable(finishes_within(bound, store.claim("w2", 1, LONG, Duration::from_millis(100))).await);
     unavailable(finishes_within(bound, store.renew(&claim, LONG)).await);
     unavailable(finishes_within(bound, store.release(&claim)).await);
-    unavailable(finishes_within(bound, store.finish(&claim)).await);
+    unavailable(finishes_within(bound, store.remove_work(&claim)).await);
     unavailable(finishes_within(bound * 2, store.watch(&[TaskId::from_random(1, [3; 16])])).await.map(|_| ()));
     unavailable(finishes_within(bound, store.publish("x")).await);
 

@@ -152,7 +152,7 @@ async fn rediss_round_trip_against_a_tls_redis_server() {
     assert_eq!(seen, claims[0].task, "the claim's snapshot, over the TLS subscriber connection");
     let done = apply(&claims[0].task, &Event::Cancel, now_ms()).unwrap().unwrap();
     assert!(matches!(store.transition(&done, claims[0].writer()).await.unwrap(), Cas::Applied(_)));
-    store.finish(&claims[0]).await.unwrap();
+    store.remove_work(&claims[0]).await.unwrap();
     // A waiting claim blocks on a pooled (TLS) connection and returns empty.
     let started = Instant::now();
     let none = store.claim("w", 1, Duration::from_secs(30), Duration::from_millis(300)).await.unwrap();

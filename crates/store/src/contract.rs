@@ -1,8 +1,8 @@
 //! The behavioural contract every [`TaskStore`] passes, written once against
 //! the trait and run against each backend with [`store_contract_tests!`](crate::store_contract_tests).
 //!
-//! Each case is a `pub async fn(Arc<dyn TaskStore>)` that panics on a
-//! violation. New states always come from the reducer ([`apply`]), never
+//! Each case is a `pub async fn(Arc<dyn TaskStore>)` (or, for the event
+//! bus, `pub async fn(Arc<dyn EventBus>)`) that panics on a violation. New states always come from the reducer ([`apply`]), never
 //! from hand-edited status fields. Timings are generous: the suite must
 //! pass on a loaded two-core machine, so it asserts orderings and upper
 //! bounds, never tight durations.
@@ -11,9 +11,8 @@
 //! mod contract {
 //!     use std::sync::Arc;
 //!     use presa_store::{TaskStore, memory::MemoryStore};
-//!     presa_store::store_contract_tests!(|| async {
-//!         Arc::new(MemoryStore::new()) as Arc<dyn TaskStore>
-//!     });
+//!     use presa_store::Backend;
+//!     presa_store::store_contract_tests!(|| async { Backend::new(Arc::new(MemoryStore::new())) });
 //! }
 //! ```
 //!
@@ -29,17 +28,19 @@ use futures::StreamExt;
 use presa_tasks::{Event, NewTask, Scope, Status, Task, TaskId, Work, apply};
 use serde_json::{Value, json};
 
-use crate::{Cas, Claim, CreateLimits, PartitionStats, StoreError, TaskStore, TaskStream, Writer, util::now_ms};
+use crate::{
+    Cas, Claim, CreateLimits, EventBus, PartitionStats, StoreError, TaskStore, TaskStream, Writer, util::now_ms,
+};
 
 /// Expands to one `#[tokio::test]` per contract case.
 ///
 /// `$make` is called once per test, as a zero-argument function returning a
-/// future of `Arc<dyn TaskStore>`; every call must give an isolated store
-/// (for Redis: a fresh key prefix). The calling crate needs `tokio`.
+/// future of [`Backend`](crate::Backend); every call must give an isolated
+/// backend (for Redis: a fresh key prefix). The calling crate needs `tokio`.
 #[macro_export]
 macro_rules! store_contract_tests {
     ($make:expr) => {
-        $crate::store_contract_tests!(@cases $make;
+        $crate::store_contract_tests!(@cases $make, store;
             create_then_get_resolves_immediately,
             get_is_scoped_and_load_is_not,
             unknown_id_is_none,
@@ -53,19 +54,24 @@ macro_rules! store_contract_tests {
             renew_on_a_lost_claim_is_false,
             release_makes_work_claimable_at_once,
             claim_drops_work_of_cancelled_tasks,
-            finish_removes_the_work,
+            remove_work_removes_the_work,
             watch_delivers_committed_snapshots_of_watched_ids,
             capacity_limit_per_scope,
             input_round_trip,
             work_stats_count_queued_and_pending_work,
+            failed_is_terminal_and_keeps_its_error,
+        );
+        $crate::store_contract_tests!(@cases $make, bus;
+            bus_events_reach_every_subscriber,
+            bus_subscribers_see_only_later_events,
         );
     };
-    (@cases $make:expr; $($case:ident),* $(,)?) => {
+    (@cases $make:expr, $half:ident; $($case:ident),* $(,)?) => {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
-                let store = ($make)().await;
-                $crate::contract::$case(store).await
+                let backend: $crate::Backend = ($make)().await;
+                $crate::contract::$case(backend.$half).await
             }
         )*
     };
@@ -94,8 +100,8 @@ fn new_task(scope: &Scope, ttl_ms: Option<u64>) -> NewTask {
         work: Work {
             tool: "echo".into(),
             arguments: json!({"text": "hello"}),
-            client_capabilities: json!({"elicitation": {}}),
-            request_inputs: None,
+            client_capabilities: json!({"elicitation": {}}).as_object().cloned().unwrap_or_default(),
+            input_responses: None,
             trace: BTreeMap::from([(
                 "traceparent".to_string(),
                 "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".to_string(),
@@ -419,17 +425,17 @@ pub async fn claim_drops_work_of_cancelled_tasks(store: Arc<dyn TaskStore>) {
 }
 
 /// `finish` removes the work: nothing to claim even after the lease would lapse.
-pub async fn finish_removes_the_work(store: Arc<dyn TaskStore>) {
+pub async fn remove_work_removes_the_work(store: Arc<dyn TaskStore>) {
     let owner = scope("alice");
     create(&store, &owner).await;
     let done = claim_one(&store, "w1", SHORT_LEASE).await;
     commit(&store, &done.task, Event::Complete(result()), done.writer()).await;
-    store.finish(&done).await.expect("finish");
+    store.remove_work(&done).await.expect("remove_work");
     // A task that is not terminal, so only `finish` keeps it from re-delivery.
     let task = create(&store, &owner).await;
     let abandoned = claim_one(&store, "w1", SHORT_LEASE).await;
     assert_eq!(abandoned.task.id, task.id);
-    store.finish(&abandoned).await.expect("finish");
+    store.remove_work(&abandoned).await.expect("remove_work");
     tokio::time::sleep(PAST_SHORT_LEASE).await;
     assert_nothing_to_claim(&store, "w2").await;
     assert_eq!(load(&store, &task.id).await.status, Status::Working);
@@ -573,8 +579,82 @@ pub async fn work_stats_count_queued_and_pending_work(store: Arc<dyn TaskStore>)
     let claimed = claim_one(&store, "w1", LONG_LEASE).await;
     assert_eq!(totals(&store.work_stats().await.expect("work_stats")), (2, 1));
     commit(&store, &claimed.task, Event::Complete(result()), claimed.writer()).await;
-    store.finish(&claimed).await.expect("finish");
+    store.remove_work(&claimed).await.expect("remove_work");
     let stats = store.work_stats().await.expect("work_stats");
     assert_eq!(totals(&stats), (2, 0), "finished work leaves the statistics: {stats:?}");
     assert!(stats.iter().all(|p| p.oldest_pending_age_ms.is_none()), "{stats:?}");
+}
+
+/// A worker's failure is terminal like completion: `failed` with its
+/// JSON-RPC error (its message as the status message), no result, no
+/// outstanding input; later writes are refused and the work is not redelivered.
+pub async fn failed_is_terminal_and_keeps_its_error(store: Arc<dyn TaskStore>) {
+    let owner = scope("alice");
+    let task = create(&store, &owner).await;
+    let claimed = claim_one(&store, "w1", SHORT_LEASE).await;
+    assert_eq!(claimed.task.id, task.id);
+    let parked = commit(
+        &store,
+        &claimed.task,
+        Event::RequestInput(BTreeMap::from([("q".to_string(), json!({"method": "elicitation/create"}))])),
+        claimed.writer(),
+    )
+    .await;
+    let error = json!({"code": -32603, "message": "Internal error"});
+    let failed = commit(&store, &parked, Event::Fail(error.clone()), claimed.writer()).await;
+    let got = store.get(&owner, &task.id).await.expect("get").expect("the failed task is readable");
+    assert_eq!(got, failed);
+    assert_eq!(got.status, Status::Failed);
+    assert_eq!(got.error, Some(error));
+    assert_eq!(got.result, None);
+    assert_eq!(got.status_message.as_deref(), Some("Internal error"));
+    assert!(got.input_requests.is_empty(), "a terminal task asks nothing");
+    // Terminal: the reducer changes nothing, and a forged later write is refused.
+    for event in [Event::Complete(result()), Event::Cancel, Event::SetMessage("late".into())] {
+        assert_eq!(apply(&got, &event, now_ms()).expect("valid"), None, "{event:?}");
+    }
+    let mut forged = got.clone();
+    forged.revision += 1;
+    forged.status = Status::Completed;
+    forged.error = None;
+    forged.result = Some(result());
+    for writer in [Writer::Client, claimed.writer()] {
+        assert!(matches!(store.transition(&forged, writer).await.expect("transition"), Cas::Conflict(_)));
+    }
+    assert_eq!(load(&store, &task.id).await, failed, "the failure stands");
+    // Its lapsed work is dropped, never handed to another worker.
+    tokio::time::sleep(PAST_SHORT_LEASE).await;
+    assert_nothing_to_claim(&store, "w2").await;
+}
+
+async fn next_event(events: &mut crate::EventStream) -> Option<String> {
+    tokio::time::timeout(PATIENCE, events.next()).await.ok().flatten()
+}
+
+/// Every subscriber gets every event published after it subscribed, in order.
+pub async fn bus_events_reach_every_subscriber(bus: Arc<dyn EventBus>) {
+    let mut first = bus.subscribe().await.expect("subscribe");
+    let mut second = bus.subscribe().await.expect("subscribe");
+    let events = ["notifications/tools/list_changed", "notifications/prompts/list_changed"];
+    for event in events {
+        bus.publish(event).await.expect("publish");
+    }
+    for subscriber in [&mut first, &mut second] {
+        for event in events {
+            assert_eq!(next_event(subscriber).await.as_deref(), Some(event));
+        }
+    }
+}
+
+/// A subscription starts empty: what was published before it is not replayed,
+/// and dropping one subscriber does not disturb another.
+pub async fn bus_subscribers_see_only_later_events(bus: Arc<dyn EventBus>) {
+    bus.publish("notifications/resources/list_changed").await.expect("publish");
+    let early = bus.subscribe().await.expect("subscribe");
+    let mut late = bus.subscribe().await.expect("subscribe");
+    drop(early);
+    bus.publish("notifications/tools/list_changed").await.expect("publish");
+    assert_eq!(next_event(&mut late).await.as_deref(), Some("notifications/tools/list_changed"));
+    let more = tokio::time::timeout(EMPTY_WAIT, late.next()).await;
+    assert!(more.is_err(), "nothing else was published: {more:?}");
 }

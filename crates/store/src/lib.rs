@@ -6,6 +6,7 @@
 //!   transitions (fenced for workers), work claims under a lease, watches.
 //! - [`EventBus`]: server-wide broadcast (list-changed notifications) that
 //!   reaches every API process.
+//! - [`Backend`]: the pair a server runs on (both traits, usually one object).
 //! - [`memory`]: the embedded backend (not durable, and says so).
 //! - [`contract`] (feature `contract`): the behavioural suite, written once
 //!   against the trait; `store_contract_tests!` instantiates it per backend.
@@ -19,7 +20,7 @@
 //! - every claim (first or recovered) bumps the task's `attempt`;
 //! - pub/sub is a wake-up only: readers re-read the record.
 
-use std::{pin::Pin, time::Duration};
+use std::{pin::Pin, sync::Arc, time::Duration};
 
 use futures::Stream;
 pub use presa_tasks::{NewTask, Scope, Status, Task, TaskId};
@@ -93,6 +94,24 @@ pub struct Claim {
     pub receipt: String,
 }
 
+impl Writer {
+    /// Whether this writer's fence still holds on `task`: always for the
+    /// client; for a worker, while the stored attempt is the one it claimed.
+    pub fn fence_holds(&self, task: &Task) -> bool {
+        match self {
+            Writer::Client => true,
+            Writer::Worker { attempt } => *attempt == task.attempt,
+        }
+    }
+
+    /// Whether work running under this writer may go on with `task`: it is
+    /// not terminal and the fence holds. Work that may not stops at once;
+    /// whoever ended it (a cancel, the worker that took over) owns the outcome.
+    pub fn may_continue(&self, task: &Task) -> bool {
+        !task.status.is_terminal() && self.fence_holds(task)
+    }
+}
+
 impl Claim {
     /// The fencing token of this claim.
     pub fn writer(&self) -> Writer {
@@ -152,8 +171,10 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
     /// took it, or the task is gone): the holder must stop.
     async fn renew(&self, claim: &Claim, lease: Duration) -> Result<bool, StoreError>;
 
-    /// The work is over (the task is terminal): remove the work item.
-    async fn finish(&self, claim: &Claim) -> Result<(), StoreError>;
+    /// The work is over (the task is terminal): remove its work item, so no
+    /// worker claims it again. The task record itself is untouched (it lives
+    /// until its TTL). A stale holder (an older attempt) removes nothing.
+    async fn remove_work(&self, claim: &Claim) -> Result<(), StoreError>;
 
     /// Give unfinished work back so another worker claims it at once.
     async fn release(&self, claim: &Claim) -> Result<(), StoreError>;
@@ -176,6 +197,23 @@ pub trait EventBus: Send + Sync + std::fmt::Debug + 'static {
     async fn publish(&self, event: &str) -> Result<(), StoreError>;
     /// Events published from now on, by any process.
     async fn subscribe(&self) -> Result<EventStream, StoreError>;
+}
+
+/// The store and bus a server runs on. Both implementations serve the two
+/// traits from one object; [`Backend::new`] takes it once.
+#[derive(Debug, Clone)]
+pub struct Backend {
+    /// The durable task store.
+    pub store: Arc<dyn TaskStore>,
+    /// The server-wide broadcast.
+    pub bus: Arc<dyn EventBus>,
+}
+
+impl Backend {
+    /// A backend served by one object behind both traits.
+    pub fn new<T: TaskStore + EventBus>(both: Arc<T>) -> Self {
+        Backend { store: both.clone(), bus: both }
+    }
 }
 
 /// How long a blocking operation may wait, shared by implementations.

@@ -15,7 +15,7 @@ use std::{
 };
 
 use futures::StreamExt;
-use presa_tasks::{NewTask, Scope, Task, TaskId};
+use presa_tasks::{Event, NewTask, Scope, Task, TaskId, apply};
 use tokio::sync::{Notify, broadcast};
 use tokio_stream::wrappers::BroadcastStream;
 
@@ -164,8 +164,8 @@ impl State {
         (claims, next_deadline)
     }
 
-    /// Lease one work item to `worker`, bumping the task's attempt (the
-    /// fence) and revision; drop it instead when its task is over.
+    /// Lease one work item to `worker`, recording the claim on the task
+    /// (`Event::Claimed`: the fence moves); drop it instead when its task is over.
     fn claim_item(
         &mut self,
         id: &TaskId,
@@ -179,13 +179,13 @@ impl State {
             self.work.remove(id);
             return None;
         };
-        if task.status.is_terminal() {
+        // `None`: the task is terminal, its work is over.
+        let Ok(Some(claimed)) = apply(task, &Event::Claimed, now) else {
             self.work.remove(id);
             return None;
-        }
-        task.attempt += 1;
-        task.revision += 1;
-        let task = task.clone();
+        };
+        *task = claimed.clone();
+        let task = claimed;
         self.next_receipt += 1;
         let receipt = format!("m{}", self.next_receipt);
         let item = self.work.entry(id.clone()).or_default();
@@ -357,7 +357,7 @@ impl TaskStore for MemoryStore {
         Ok(true)
     }
 
-    async fn finish(&self, claim: &Claim) -> Result<(), StoreError> {
+    async fn remove_work(&self, claim: &Claim) -> Result<(), StoreError> {
         let mut s = self.state();
         let id = &claim.task.id;
         let over = s.live(id, now_ms()).is_none_or(|t| t.status.is_terminal());
@@ -434,7 +434,7 @@ impl EventBus for MemoryStore {
 mod contract_suite {
     use super::*;
 
-    crate::store_contract_tests!(|| async { std::sync::Arc::new(MemoryStore::new()) as std::sync::Arc<dyn TaskStore> });
+    crate::store_contract_tests!(|| async { crate::Backend::new(std::sync::Arc::new(MemoryStore::new())) });
 }
 
 #[cfg(test)]
@@ -527,14 +527,14 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(5)).await;
         let new = store.claim("b", 1, Duration::from_secs(30), Duration::from_secs(2)).await.unwrap();
         assert_eq!(new[0].task.attempt, 2);
-        store.finish(&old[0]).await.unwrap();
+        store.remove_work(&old[0]).await.unwrap();
         store.release(&old[0]).await.unwrap();
         assert!(store.renew(&new[0], Duration::from_secs(30)).await.unwrap());
         assert!(store.state().queue.is_empty());
         // The current holder completes and finishes: the work is gone.
         let done = apply(&new[0].task, &Event::Cancel, now_ms()).unwrap().unwrap();
         assert!(matches!(store.transition(&done, Writer::Client).await.unwrap(), Cas::Applied(_)));
-        store.finish(&new[0]).await.unwrap();
+        store.remove_work(&new[0]).await.unwrap();
         assert!(store.state().work.is_empty());
     }
 }

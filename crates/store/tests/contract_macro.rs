@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use presa_store::{TaskStore, memory::MemoryStore};
+use presa_store::{Backend, memory::MemoryStore};
 
-async fn memory_store() -> Arc<dyn TaskStore> {
-    Arc::new(MemoryStore::with_partitions(16))
+async fn memory_store() -> Backend {
+    Backend::new(Arc::new(MemoryStore::with_partitions(16)))
 }
 
 presa_store::store_contract_tests!(memory_store);

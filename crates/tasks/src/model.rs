@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::TaskId;
 
@@ -79,12 +79,14 @@ pub struct Work {
     pub tool: String,
     /// The validated tool arguments.
     pub arguments: Value,
-    /// The creating request's client capabilities.
-    pub client_capabilities: Value,
-    /// MRTR `inputResponses` the creating request carried (answers gathered
-    /// before the task existed), if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request_inputs: Option<Value>,
+    /// The creating request's client capabilities (`_meta` clientCapabilities).
+    #[serde(default)]
+    pub client_capabilities: Map<String, Value>,
+    /// The `inputResponses` the creating `tools/call` carried: MRTR answers
+    /// gathered before the task existed, used before any `tasks/update` answer.
+    /// (Records written before this field's rename call it `request_inputs`.)
+    #[serde(default, alias = "request_inputs", skip_serializing_if = "Option::is_none")]
+    pub input_responses: Option<Map<String, Value>>,
     /// W3C trace context (`traceparent`, `tracestate`, `baggage`) of the creating request.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub trace: BTreeMap<String, String>,

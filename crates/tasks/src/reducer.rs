@@ -14,6 +14,11 @@ use crate::{Status, Task};
 /// Something that happens to a task.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
+    /// A worker claimed the task's work (first delivery or a recovery): the
+    /// fencing `attempt` goes up by one, so the previous holder's writes are
+    /// refused from now on. The status does not change (a task parked on
+    /// input stays `input_required` while its new holder re-runs the handler).
+    Claimed,
     /// The worker needs input: park as `input_required` with these requests.
     RequestInput(BTreeMap<String, Value>),
     /// The client answered (`tasks/update`). Only outstanding keys are taken.
@@ -33,6 +38,7 @@ impl Event {
     pub fn samples() -> Vec<Event> {
         let one = |k: &str| BTreeMap::from([(k.to_string(), serde_json::json!({"method": "elicitation/create"}))]);
         vec![
+            Event::Claimed,
             Event::RequestInput(one("a")),
             Event::ProvideInput(BTreeMap::from([("a".to_string(), serde_json::json!({"action": "accept"}))])),
             Event::SetMessage("step 2".into()),
@@ -61,6 +67,7 @@ pub fn apply(task: &Task, event: &Event, now_ms: u64) -> Result<Option<Task>, Re
     }
     let mut next = task.clone();
     match event {
+        Event::Claimed => next.attempt = task.attempt + 1,
         Event::RequestInput(requests) => {
             if requests.is_empty() {
                 return Err(ReduceError::NoInputRequests);
@@ -163,6 +170,7 @@ mod tests {
                 return None;
             }
             match (s, e) {
+                (s, Event::Claimed) => Some(s),
                 (Working, Event::RequestInput(_)) => Some(InputRequired),
                 (InputRequired, Event::RequestInput(_)) => None, // same key, same request: idempotent
                 (Working, Event::ProvideInput(_)) => None,       // nothing outstanding
@@ -181,6 +189,8 @@ mod tests {
                 assert_eq!(got.as_ref().map(|t| t.status), expected(status, &event), "{status:?} × {event:?}");
                 if let Some(after) = got {
                     assert_eq!(after.revision, before.revision + 1);
+                    let claimed = u64::from(event == Event::Claimed);
+                    assert_eq!(after.attempt, before.attempt + claimed, "only a claim moves the fence");
                     assert_eq!(after.updated_at_ms, 2_000);
                     assert_eq!(after.created_at_ms, before.created_at_ms);
                     if after.status.is_terminal() {
@@ -243,6 +253,7 @@ mod tests {
         let key = prop::sample::select(vec!["a", "b", "c"]).prop_map(str::to_string);
         let keys = prop::collection::btree_set(key, 0..3);
         prop_oneof![
+            Just(Event::Claimed),
             keys.clone().prop_map(|ks| Event::RequestInput(
                 ks.into_iter()
                     .map(|k| {

@@ -3,7 +3,8 @@
 //! - in: HTTP headers ([`from_headers`]), an MCP `_meta` object
 //!   ([`from_meta`], SEP-414 `_meta.traceparent` / `tracestate` / `baggage`),
 //!   and the string map a work item carries ([`from_map`]);
-//! - out: the context of a span as such a map ([`inject`], [`inject_current`]);
+//! - out: the context of a span as such a map ([`inject`], [`inject_current`]),
+//!   and the context a task's work item carries on ([`for_continuation`]);
 //! - [`adopt_request_parent`]: the parent of an MCP server span, by the
 //!   precedence of the OpenTelemetry MCP conventions: `_meta` first, the HTTP
 //!   headers only when `_meta` carries no context (a differing HTTP context
@@ -26,6 +27,21 @@ use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 /// The `_meta` and work-item keys of the W3C context (SEP-414).
 pub const KEYS: [&str; 3] = ["traceparent", "tracestate", "baggage"];
+
+/// The context to hand to work that continues the current request elsewhere
+/// (a task's work item): the current span's, so the worker's span becomes
+/// its child; or, when no OpenTelemetry layer records spans here, the
+/// caller's own context from `meta` passed on unchanged, so the trace still
+/// joins up wherever spans are exported.
+pub fn for_continuation(meta: &Map<String, Value>) -> BTreeMap<String, String> {
+    let current = inject_current();
+    if !current.is_empty() {
+        return current;
+    }
+    KEYS.into_iter()
+        .filter_map(|k| meta.get(k).and_then(Value::as_str).map(|v| (k.to_string(), v.to_string())))
+        .collect()
+}
 
 /// W3C Trace Context + Baggage: the propagator every helper here uses, and
 /// the one [`crate::init`] installs globally.

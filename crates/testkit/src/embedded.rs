@@ -3,8 +3,8 @@
 use std::{sync::Arc, time::Duration};
 
 use presa_http::{Authenticator, HttpConfig};
-use presa_server::{Server, ServerConfig, StateCodec, Worker, WorkerConfig};
-use presa_store::{EventBus, Scope, TaskStore, memory::MemoryStore};
+use presa_server::{Core, Server, ServerConfig, StateCodec, Worker, WorkerConfig};
+use presa_store::{Backend, Scope, memory::MemoryStore};
 use tokio_util::sync::CancellationToken;
 
 /// An authenticator that takes the scope from the `x-test-scope` header (tests only: never trust
@@ -34,13 +34,12 @@ impl Drop for Embedded {
 }
 
 pub async fn embedded(config: ServerConfig) -> Embedded {
-    let mem = Arc::new(MemoryStore::new());
-    let store: Arc<dyn TaskStore> = mem.clone();
-    let bus: Arc<dyn EventBus> = mem;
-    let server = Server::new(config, presa_demo::catalog().unwrap(), store, bus, StateCodec::new(b"test-secret"));
+    let backend = Backend::new(Arc::new(MemoryStore::new()));
+    let core = Core::new(config, presa_demo::catalog().unwrap(), backend);
+    let server = Server::new(core.clone(), StateCodec::new(b"test-secret"));
     let stop = CancellationToken::new();
     let worker_cfg = WorkerConfig { claim_wait: Duration::from_millis(200), ..WorkerConfig::default() };
-    tokio::spawn(Worker::new(server.clone(), worker_cfg).run(stop.clone()));
+    tokio::spawn(Worker::new(core, worker_cfg).run(stop.clone()));
     let http = HttpConfig { authenticator: Arc::new(HeaderScopes), ..HttpConfig::default() };
     let router = presa_http::router(server.clone(), http);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -9,8 +9,8 @@ use std::{net::SocketAddr, time::Duration};
 use anyhow::Context;
 use clap::Parser;
 use presa_http::HttpConfig;
-use presa_runtime::{Backend, RedisArgs, shutdown_signal};
-use presa_server::{Server, ServerConfig, StateCodec, Worker, WorkerConfig};
+use presa_runtime::{RedisArgs, Storage, shutdown_signal};
+use presa_server::{Core, Server, ServerConfig, StateCodec, Worker, WorkerConfig};
 use presa_telemetry::LogFormat;
 use tokio_util::sync::CancellationToken;
 
@@ -119,29 +119,30 @@ async fn main() -> anyhow::Result<()> {
         max_listen_streams: args.max_listen_streams,
         ..ServerConfig::default()
     };
-    let backend = Backend::from_args(&args.redis, args.max_tasks).await.context("setting up the task store")?;
-    if backend.durable {
+    let storage = Storage::from_args(&args.redis, args.max_tasks).await.context("setting up the task store")?;
+    if storage.durable {
         tracing::info!("Redis mode: this pod serves requests; presa-worker pods run the tools");
     } else {
         tracing::warn!("embedded mode: tasks live in this process's memory and are lost when it stops");
     }
     let catalog = presa_demo::catalog().context("building the demo catalog")?;
-    let server = Server::new(config, catalog, backend.store.clone(), backend.bus.clone(), state);
+    let core = Core::new(config, catalog, storage.backend.clone());
+    let server = Server::new(core.clone(), state);
 
     let grace = Duration::from_millis(args.grace_ms);
     let stop_worker = CancellationToken::new();
-    let worker = (!backend.durable).then(|| {
+    let worker = (!storage.durable).then(|| {
         let config = WorkerConfig { concurrency: args.concurrency, grace, ..WorkerConfig::default() };
-        tokio::spawn(Worker::new(server.clone(), config).run(stop_worker.clone()))
+        tokio::spawn(Worker::new(core, config).run(stop_worker.clone()))
     });
 
     let http = HttpConfig {
         allowed_origins: args.allowed_origins.clone(),
         max_body_bytes: args.max_body_bytes,
-        ready: Some(backend.ready.clone()),
+        ready: Some(storage.ready.clone()),
         metrics: Some(metrics),
         // With Redis, presa-worker pods report the shared work queue.
-        queue_metrics: !backend.durable,
+        queue_metrics: !storage.durable,
         ..HttpConfig::default()
     };
     let router = presa_http::router(server.clone(), http);

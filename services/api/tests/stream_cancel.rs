@@ -11,8 +11,8 @@ use std::{
 
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
-use presa_server::{Catalog, Server, ServerConfig, StateCodec, Tool, ToolContext, ToolError, ToolOutput};
-use presa_store::memory::MemoryStore;
+use presa_server::{Catalog, Core, Server, ServerConfig, StateCodec, Tool, ToolContext, ToolError, ToolOutput};
+use presa_store::{Backend, memory::MemoryStore};
 use serde_json::{Value, json};
 
 struct StopFlag(Arc<AtomicBool>);
@@ -47,8 +47,8 @@ async fn closing_the_stream_cancels_the_handler() {
         ))
         .build()
         .unwrap();
-    let mem = Arc::new(MemoryStore::new());
-    let server = Server::new(ServerConfig::default(), catalog, mem.clone(), mem, StateCodec::new(b"k"));
+    let core = Core::new(ServerConfig::default(), catalog, Backend::new(Arc::new(MemoryStore::new())));
+    let server = Server::new(core, StateCodec::new(b"k"));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     tokio::spawn(presa_http::serve(listener, presa_http::router(server, Default::default()), std::future::pending()));

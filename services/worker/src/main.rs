@@ -8,8 +8,8 @@ use std::{net::SocketAddr, time::Duration};
 use anyhow::{Context, bail};
 use axum::{Router, http::StatusCode, routing::get};
 use clap::Parser;
-use presa_runtime::{Backend, RedisArgs, shutdown_signal};
-use presa_server::{Server, ServerConfig, StateCodec, Worker, WorkerConfig};
+use presa_runtime::{RedisArgs, Storage, shutdown_signal};
+use presa_server::{Core, ServerConfig, Worker, WorkerConfig};
 use presa_telemetry::LogFormat;
 use tokio_util::sync::CancellationToken;
 
@@ -65,11 +65,9 @@ async fn main() -> anyhow::Result<()> {
     if args.lease_ms < 300 {
         bail!("--lease-ms (PRESA_LEASE_MS) must be at least 300");
     }
-    let backend = Backend::redis(url, &args.redis).await.context("connecting to Redis")?;
+    let storage = Storage::redis(url, &args.redis).await.context("connecting to Redis")?;
     let catalog = presa_demo::catalog().context("building the demo catalog")?;
-    // The worker never sees requestState; the codec is unused here.
-    let server =
-        Server::new(ServerConfig::default(), catalog, backend.store.clone(), backend.bus.clone(), StateCodec::random());
+    let core = Core::new(ServerConfig::default(), catalog, storage.backend.clone());
     let id = args.worker_id.clone().unwrap_or_else(|| {
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "worker".into());
         format!("{host}-{}", std::process::id())
@@ -85,10 +83,10 @@ async fn main() -> anyhow::Result<()> {
     };
 
     let stop = CancellationToken::new();
-    let ready = backend.ready.clone();
+    let ready = storage.ready.clone();
     let draining = stop.clone();
     let health = Router::new()
-        .merge(presa_http::metrics_router(server.clone(), metrics, true))
+        .merge(presa_http::metrics_router(presa_http::refresh_queue_gauges(core.clone()), metrics))
         .route("/healthz", get(|| async { "ok" }))
         .route(
             "/readyz",
@@ -117,6 +115,6 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!("shutting down: no new claims; running handlers get the grace period");
         on_signal.cancel();
     });
-    Worker::new(server, config).run(stop).await;
+    Worker::new(core, config).run(stop).await;
     Ok(())
 }

@@ -10,7 +10,8 @@ pub mod cluster;
 use std::{sync::Arc, time::Duration};
 
 use presa_store::{
-    Cas, Claim, CreateLimits, NewTask, PartitionStats, Scope, StoreError, Task, TaskId, TaskStore, TaskStream, Writer,
+    Backend, Cas, Claim, CreateLimits, EventBus, EventStream, NewTask, PartitionStats, Scope, StoreError, Task, TaskId,
+    TaskStore, TaskStream, Writer,
 };
 use presa_store_redis::{RedisConfig, RedisStore};
 pub use presa_testkit::redis::{TestRedis, free_port, redis_server_binary, unique_prefix};
@@ -64,8 +65,8 @@ impl TaskStore for Guarded {
     async fn renew(&self, claim: &Claim, lease: Duration) -> Result<bool, StoreError> {
         self.store.renew(claim, lease).await
     }
-    async fn finish(&self, claim: &Claim) -> Result<(), StoreError> {
-        self.store.finish(claim).await
+    async fn remove_work(&self, claim: &Claim) -> Result<(), StoreError> {
+        self.store.remove_work(claim).await
     }
     async fn release(&self, claim: &Claim) -> Result<(), StoreError> {
         self.store.release(claim).await
@@ -78,21 +79,31 @@ impl TaskStore for Guarded {
     }
 }
 
-/// A fresh, isolated store on a fresh (or the shared) Redis.
-pub async fn make_store() -> Arc<dyn TaskStore> {
-    let redis = Arc::new(TestRedis::start().await);
-    let store = RedisStore::connect(config(&redis)).await.expect("connect to the test Redis");
-    Arc::new(Guarded { store, redis })
+#[async_trait::async_trait]
+impl EventBus for Guarded {
+    async fn publish(&self, event: &str) -> Result<(), StoreError> {
+        self.store.publish(event).await
+    }
+    async fn subscribe(&self) -> Result<EventStream, StoreError> {
+        self.store.subscribe().await
+    }
 }
 
-/// A fresh, isolated store on the shared test cluster (cluster mode).
-pub async fn make_cluster_store() -> Arc<dyn TaskStore> {
+/// A fresh, isolated backend on a fresh (or the shared) Redis.
+pub async fn make_store() -> Backend {
+    let redis = Arc::new(TestRedis::start().await);
+    let store = RedisStore::connect(config(&redis)).await.expect("connect to the test Redis");
+    Backend::new(Arc::new(Guarded { store, redis }))
+}
+
+/// A fresh, isolated backend on the shared test cluster (cluster mode).
+pub async fn make_cluster_store() -> Backend {
     let cfg = RedisConfig::new(cluster::cluster_urls())
         .with_cluster(true)
         .with_prefix(unique_prefix())
         .with_partitions(8)
         .with_op_timeout(Duration::from_secs(2));
-    Arc::new(RedisStore::connect(cfg).await.expect("connect to the test cluster"))
+    Backend::new(Arc::new(RedisStore::connect(cfg).await.expect("connect to the test cluster")))
 }
 
 /// A raw connection for inspecting keys.

@@ -1,4 +1,4 @@
--- finish.lua: remove a finished work entry (XACK + XDEL), unless a newer
+-- remove_work.lua: remove the work entry of a finished task (XACK + XDEL), unless a newer
 -- claim holds it: a stale holder must not drop work another worker now runs.
 --
 -- KEYS[1]: task hash    {prefix}:{pNN}:task:<id>

@@ -1,11 +1,12 @@
-//! Read-modify-write of a task: load, reduce, compare-and-set, retry.
+//! Every store call the server makes, traced the same way, and the one
+//! read-modify-write of a task.
 //!
-//! The reducer decides; the store only persists with a CAS. Conflicts (a
-//! concurrent `tasks/update`, a cancel) are retried on the fresh record; a
-//! worker whose claim was superseded stops (`Fenced`).
-//!
-//! `store_call` runs one store operation in a client span (`store.<op>`)
-//! and counts its failures, so every backend is traced the same way from here.
+//! - [`store_call`] / [`store_call_at`]: one store operation in a client span
+//!   (`store.<op>`), its failures counted, whatever the backend.
+//! - [`update_task`]: load, reduce, compare-and-set, retry. The reducer
+//!   decides; the store only persists with a CAS. Conflicts (a concurrent
+//!   `tasks/update`, a cancel) are retried on the fresh record; a worker whose
+//!   claim was superseded stops (`Fenced`).
 
 use std::future::Future;
 
@@ -54,9 +55,7 @@ pub async fn update_task(
         let Some(task) = store_call("load", store.load(id)).await? else {
             return Ok(Updated::Gone);
         };
-        if let Writer::Worker { attempt } = writer
-            && attempt != task.attempt
-        {
+        if !writer.fence_holds(&task) {
             return Ok(Updated::Fenced);
         }
         let Some(next) = apply(&task, event, now_ms())? else {
@@ -75,9 +74,10 @@ pub async fn update_task(
     Err(UpdateError::Contended(id.clone(), MAX_ATTEMPTS))
 }
 
-/// How loudly a store call is traced.
+/// How loudly a store call is traced (the same two levels as the Redis
+/// store's own per-round-trip spans).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Trace {
+pub(crate) enum Verbosity {
     /// An `info` span: exported by default.
     Info,
     /// A `debug` span: for calls that repeat while idle (claim polls, lease
@@ -92,18 +92,18 @@ pub(crate) async fn store_call<T>(
     operation: &'static str,
     call: impl Future<Output = Result<T, StoreError>>,
 ) -> Result<T, StoreError> {
-    store_call_traced(Trace::Info, operation, call).await
+    store_call_at(Verbosity::Info, operation, call).await
 }
 
 /// [`store_call`] at a chosen span level.
-pub(crate) async fn store_call_traced<T>(
-    trace: Trace,
+pub(crate) async fn store_call_at<T>(
+    verbosity: Verbosity,
     operation: &'static str,
     call: impl Future<Output = Result<T, StoreError>>,
 ) -> Result<T, StoreError> {
     let name = format!("store.{operation}");
-    let span = match trace {
-        Trace::Info => tracing::info_span!(
+    let span = match verbosity {
+        Verbosity::Info => tracing::info_span!(
             "store",
             otel.name = name.as_str(),
             otel.kind = "client",
@@ -111,7 +111,7 @@ pub(crate) async fn store_call_traced<T>(
             otel.status_code = Empty,
             error.type = Empty,
         ),
-        Trace::Debug => tracing::debug_span!(
+        Verbosity::Debug => tracing::debug_span!(
             "store",
             otel.name = name.as_str(),
             otel.kind = "client",

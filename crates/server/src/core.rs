@@ -1,0 +1,184 @@
+//! [`Core`]: what the dispatcher ([`crate::Server`]) and the worker pool
+//! ([`crate::Worker`]) share: the catalog they run, the backend they run it
+//! on, the settings, and the one place a handler's output becomes a protocol
+//! result ([`Outcome`] and [`Core::envelope`]), so a tool answers the same
+//! bytes whether it ran inside its request or as a task on a worker pod.
+
+use std::{collections::BTreeMap, fmt, sync::Arc};
+
+use presa_protocol::{jsonrpc::ErrorObject, meta::SERVER_INFO_KEY};
+use presa_store::{Backend, EventBus, TaskStore};
+use serde_json::{Map, Value, json};
+
+use crate::{
+    catalog::Catalog,
+    config::ServerConfig,
+    store_io::{Verbosity, store_call_at},
+    tool::{ToolError, ToolOutput},
+};
+use presa_telemetry::metrics;
+
+struct Inner {
+    config: ServerConfig,
+    catalog: Catalog,
+    backend: Backend,
+}
+
+/// The catalog, the backend and the settings, shared by a [`crate::Server`]
+/// and a [`crate::Worker`]. Cheap to clone.
+#[derive(Clone)]
+pub struct Core {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Core {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Core")
+            .field("name", &self.inner.config.name)
+            .field("catalog", &self.inner.catalog)
+            .field("store", &self.inner.backend.store)
+            .finish()
+    }
+}
+
+impl Core {
+    /// Bundle what a server and its workers run.
+    pub fn new(config: ServerConfig, catalog: Catalog, backend: Backend) -> Self {
+        Core { inner: Arc::new(Inner { config, catalog, backend }) }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ServerConfig {
+        &self.inner.config
+    }
+
+    /// The catalog.
+    pub fn catalog(&self) -> &Catalog {
+        &self.inner.catalog
+    }
+
+    /// The task store.
+    pub fn store(&self) -> &Arc<dyn TaskStore> {
+        &self.inner.backend.store
+    }
+
+    /// The event bus.
+    pub fn bus(&self) -> &Arc<dyn EventBus> {
+        &self.inner.backend.bus
+    }
+
+    /// Update the work queue gauges `/metrics` reports, for every partition,
+    /// from the store (a failure is logged and leaves the previous values).
+    pub async fn refresh_queue_metrics(&self) {
+        match store_call_at(Verbosity::Debug, "work_stats", self.store().work_stats()).await {
+            Ok(stats) => {
+                for p in stats {
+                    let age = p.oldest_pending_age_ms.map(std::time::Duration::from_millis);
+                    metrics::work_queue(p.partition, p.queued, p.pending, age);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "reading work queue statistics failed"),
+        }
+    }
+
+    /// Make `result` a complete protocol result: an object (a bare value
+    /// becomes one text content item), with `resultType` (`complete` unless
+    /// set) and `_meta.serverInfo` from this server's settings. Every result
+    /// presa sends or stores goes through here.
+    pub(crate) fn envelope(&self, result: Value) -> Value {
+        let mut result = match result {
+            Value::Object(m) => m,
+            other => Map::from_iter([("content".to_string(), json!([{ "type": "text", "text": other.to_string() }]))]),
+        };
+        result.entry("resultType").or_insert_with(|| json!("complete"));
+        let info = json!({ "name": self.inner.config.name, "version": self.inner.config.version });
+        match result.entry("_meta").or_insert_with(|| json!({})) {
+            Value::Object(meta) => {
+                meta.insert(SERVER_INFO_KEY.into(), info);
+            }
+            other => *other = json!({ SERVER_INFO_KEY: info }),
+        }
+        Value::Object(result)
+    }
+}
+
+/// What a handler's run means for the protocol, decided once for both places
+/// a handler runs (inside its request, or as a task on a worker).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Outcome {
+    /// A `CallToolResult` (or `GetPromptResult`), tool errors (`isError`) included.
+    Result(Value),
+    /// MRTR: the handler needs these answers first (only meaningful in a
+    /// request; `state` is sealed into `requestState`).
+    NeedsInput {
+        /// The input requests, by key.
+        requests: BTreeMap<String, Value>,
+        /// Opaque tool state to get back on the retry.
+        state: Option<Value>,
+    },
+    /// A JSON-RPC error the handler chose, sent (or stored) as is.
+    Error(ErrorObject),
+    /// The handler failed: the cause is logged, the client sees `-32603 Internal error`.
+    Failed(String),
+    /// The work was cancelled (request gone, task cancelled, claim lost).
+    Cancelled,
+}
+
+impl From<Result<ToolOutput, ToolError>> for Outcome {
+    fn from(out: Result<ToolOutput, ToolError>) -> Self {
+        match out {
+            Ok(ToolOutput::Complete(v)) => Outcome::Result(v),
+            Ok(ToolOutput::InputRequired { requests, state }) => Outcome::NeedsInput { requests, state },
+            Err(ToolError::NeedInput(requests)) => Outcome::NeedsInput { requests, state: None },
+            Err(ToolError::Rpc(e)) => Outcome::Error(e),
+            Err(ToolError::Internal(cause)) => Outcome::Failed(cause),
+            Err(ToolError::Cancelled) => Outcome::Cancelled,
+        }
+    }
+}
+
+/// The JSON-RPC error object of a failed task or call whose cause stays private.
+pub(crate) fn internal_error() -> ErrorObject {
+    ErrorObject::new(presa_protocol::codes::INTERNAL_ERROR, "Internal error")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use presa_store::memory::MemoryStore;
+
+    fn core() -> Core {
+        let mut config = ServerConfig::default();
+        config.name = "unit".into();
+        config.version = "9.9.9".into();
+        Core::new(config, Catalog::default(), Backend::new(Arc::new(MemoryStore::new())))
+    }
+
+    #[test]
+    fn envelope_adds_result_type_and_server_info() {
+        let info = json!({ "name": "unit", "version": "9.9.9" });
+        assert_eq!(
+            core().envelope(json!({ "content": [] })),
+            json!({ "content": [], "resultType": "complete", "_meta": { SERVER_INFO_KEY: info } })
+        );
+        let kept = core().envelope(json!({ "resultType": "input_required", "_meta": { "x": 1 } }));
+        assert_eq!(kept, json!({ "resultType": "input_required", "_meta": { "x": 1, SERVER_INFO_KEY: info } }));
+        let bare = core().envelope(json!(42));
+        assert_eq!(bare["content"], json!([{ "type": "text", "text": "42" }]));
+        assert_eq!(core().envelope(json!({ "_meta": 7 }))["_meta"], json!({ SERVER_INFO_KEY: info }));
+    }
+
+    #[test]
+    fn outcomes_cover_every_handler_result() {
+        let requests = BTreeMap::from([("k".to_string(), json!({}))]);
+        assert_eq!(Outcome::from(Ok(ToolOutput::text("hi"))), Outcome::Result(ToolOutput::text("hi").into_value()));
+        assert_eq!(
+            Outcome::from(Err(ToolError::NeedInput(requests.clone()))),
+            Outcome::NeedsInput { requests, state: None }
+        );
+        assert_eq!(Outcome::from(Err(ToolError::internal("boom"))), Outcome::Failed("boom".into()));
+        assert_eq!(Outcome::from(Err(ToolError::Cancelled)), Outcome::Cancelled);
+        let e = ErrorObject::new(-32602, "no");
+        assert_eq!(Outcome::from(Err(ToolError::Rpc(e.clone()))), Outcome::Error(e));
+    }
+}

@@ -1,0 +1,227 @@
+//! `tools/call` and `prompts/get`: the calls that run a handler.
+//!
+//! Both share one prologue ([`Server::prepare`]): the call is bound to its
+//! caller, method, name and arguments (what an MRTR `requestState` is sealed
+//! to), its `inputResponses` are validated and its `requestState` opened.
+//! A tool call is then checked against the tool's input schema (a violation
+//! is a tool error, `isError: true`) and its [`TaskPolicy`] decides: a task
+//! stored for the workers ([`Server::create_task`]), or the handler run here,
+//! inside the request, where it may answer with an `InputRequiredResult`.
+
+use std::collections::BTreeMap;
+
+use presa_protocol::meta::RequestMeta;
+use presa_store::{CreateLimits, NewTask, util::now_ms};
+use presa_tasks::{Work, wire};
+use presa_telemetry::{metrics, propagation};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::{Admitted, Server, input_responses, invalid, required_str};
+use crate::{
+    context::{Invocation, Outbox, ToolContext},
+    core::Outcome,
+    error::ServerError,
+    state::{Binding, digest},
+    store_io::store_call,
+    tool::{PolicyInput, TaskPolicy, ToolHandler, ToolOutput, run_handler},
+};
+
+/// A call after the shared prologue.
+struct Prepared {
+    /// The arguments the handler runs with.
+    arguments: Value,
+    /// What the handler sees besides its arguments.
+    invocation: Invocation,
+    /// What an `InputRequiredResult`'s `requestState` is sealed to.
+    binding: Binding,
+}
+
+impl Server {
+    pub(super) async fn call_tool(
+        &self,
+        req: &Admitted,
+        outbox: Outbox,
+        cancel: CancellationToken,
+    ) -> Result<Value, ServerError> {
+        let p = &req.params;
+        let name = required_str(p, "name")?;
+        let arguments = match p.get("arguments") {
+            None | Some(Value::Null) => json!({}),
+            Some(v @ Value::Object(_)) => v.clone(),
+            Some(_) => return Err(invalid("arguments must be an object")),
+        };
+        let tool = self.catalog().tool(name).ok_or_else(|| invalid(&format!("Unknown tool: {name}")))?;
+        let call = self.prepare(req, name, arguments)?;
+        if let Err(problems) = tool.validate(&call.arguments) {
+            return Ok(ToolOutput::error(format!("Invalid arguments for tool {name}: {problems}")).into_value());
+        }
+        let decision =
+            PolicyInput { arguments: &call.arguments, input_responses: call.invocation.input_responses.as_ref() };
+        let as_task = match (tool.policy().resolve(&decision), req.meta.declares_tasks()) {
+            (TaskPolicy::Required, false) => return Err(ServerError::tasks_required()),
+            (TaskPolicy::Required | TaskPolicy::Optional, true) => true,
+            _ => false,
+        };
+        if as_task {
+            return self.create_task(req, name, call).await;
+        }
+        self.run_in_request(tool.handler(), call, &req.meta, outbox, cancel).await
+    }
+
+    pub(super) async fn get_prompt(
+        &self,
+        req: &Admitted,
+        outbox: Outbox,
+        cancel: CancellationToken,
+    ) -> Result<Value, ServerError> {
+        let p = &req.params;
+        let name = required_str(p, "name")?;
+        let prompt = self.catalog().prompt(name).ok_or_else(|| invalid(&format!("Unknown prompt: {name}")))?;
+        let arguments = match p.get("arguments") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(a)) if a.values().all(Value::is_string) => a.clone(),
+            Some(_) => return Err(invalid("arguments must be an object of strings")),
+        };
+        for arg in prompt.descriptor["arguments"].as_array().into_iter().flatten() {
+            let arg_name = arg["name"].as_str().unwrap_or_default();
+            if arg["required"] == true && !arguments.contains_key(arg_name) {
+                return Err(invalid(&format!("Missing required argument: {arg_name}")));
+            }
+        }
+        let call = self.prepare(req, name, Value::Object(arguments))?;
+        self.run_in_request(prompt.handler.as_ref(), call, &req.meta, outbox, cancel).await
+    }
+
+    /// The prologue of every handler call: bind it, validate its
+    /// `inputResponses`, open its `requestState` (tampered, expired or
+    /// rebound state is `-32602`).
+    fn prepare(&self, req: &Admitted, name: &str, arguments: Value) -> Result<Prepared, ServerError> {
+        let binding = Binding {
+            principal: req.scope.key(),
+            method: req.method.as_str().to_string(),
+            digest: digest(&json!({ "name": name, "arguments": arguments })),
+        };
+        let p = &req.params;
+        let input_responses = p.get("inputResponses").map(input_responses).transpose()?;
+        let request_state = match p.get("requestState") {
+            None => None,
+            Some(Value::String(token)) => Some(
+                self.inner
+                    .state
+                    .open(token, &binding, now_ms())
+                    .map_err(|e| ServerError::InvalidParams(e.to_string()))?,
+            ),
+            Some(_) => return Err(invalid("requestState must be a string")),
+        };
+        let invocation =
+            Invocation { client_capabilities: req.meta.client_capabilities.clone(), input_responses, request_state };
+        Ok(Prepared { arguments, invocation, binding })
+    }
+
+    /// Run a handler inside its request and shape its outcome: a result, an
+    /// `InputRequiredResult` with sealed state, or an error.
+    async fn run_in_request(
+        &self,
+        handler: &dyn ToolHandler,
+        call: Prepared,
+        meta: &RequestMeta,
+        outbox: Outbox,
+        cancel: CancellationToken,
+    ) -> Result<Value, ServerError> {
+        let Prepared { arguments, invocation, binding } = call;
+        let ctx = ToolContext::for_request(
+            invocation,
+            outbox,
+            meta.progress_token.clone(),
+            meta.log_level,
+            cancel,
+            self.bus().clone(),
+        );
+        match Outcome::from(run_handler(handler, ctx, arguments).await) {
+            Outcome::Result(v) => Ok(v),
+            Outcome::NeedsInput { requests, state } => self.input_required(requests, state, &binding, meta),
+            Outcome::Error(e) => Err(ServerError::Rpc(e)),
+            Outcome::Failed(cause) => Err(ServerError::Internal(cause)),
+            Outcome::Cancelled => Err(ServerError::Internal("request cancelled".into())),
+        }
+    }
+
+    /// An MRTR `InputRequiredResult`, asking only what the client declared it can answer.
+    fn input_required(
+        &self,
+        requests: BTreeMap<String, Value>,
+        state: Option<Value>,
+        binding: &Binding,
+        meta: &RequestMeta,
+    ) -> Result<Value, ServerError> {
+        let missing: Map<String, Value> = requests
+            .values()
+            .filter_map(|r| capability_for(r["method"].as_str().unwrap_or_default()))
+            .filter(|cap| !meta.has_capability(cap))
+            .map(|cap| (cap.to_string(), json!({})))
+            .collect();
+        if !missing.is_empty() {
+            return Err(ServerError::MissingCapability(Value::Object(missing)));
+        }
+        let mut r = json!({ "resultType": "input_required" });
+        if !requests.is_empty() {
+            r["inputRequests"] = json!(requests);
+        }
+        if let Some(state) = state {
+            let expires = now_ms() + self.config().request_state_ttl.as_millis() as u64;
+            r["requestState"] = json!(self.inner.state.seal(binding, state, expires));
+        }
+        if r.get("inputRequests").is_none() && r.get("requestState").is_none() {
+            return Err(ServerError::Internal("an InputRequiredResult needs inputRequests or requestState".into()));
+        }
+        Ok(r)
+    }
+
+    /// Store a task and its work item for the workers; answer with its `CreateTaskResult`.
+    async fn create_task(&self, req: &Admitted, tool: &str, call: Prepared) -> Result<Value, ServerError> {
+        let cfg = self.config();
+        let Invocation { client_capabilities, input_responses, .. } = call.invocation;
+        let size = encoded_len(&call.arguments) + input_responses.as_ref().map_or(0, encoded_len);
+        if size > cfg.max_task_input_bytes {
+            return Err(invalid(&format!("Task input is larger than {} bytes", cfg.max_task_input_bytes)));
+        }
+        let work = Work {
+            tool: tool.to_string(),
+            arguments: call.arguments,
+            client_capabilities,
+            input_responses,
+            // The worker's span joins this request's trace.
+            trace: propagation::for_continuation(&req.meta.raw),
+        };
+        let new = NewTask {
+            scope: req.scope.clone(),
+            work,
+            ttl_ms: cfg.task_ttl_ms,
+            poll_interval_ms: cfg.poll_interval_ms,
+            status_message: Some("Task accepted".into()),
+        };
+        let limits = CreateLimits { max_active_per_scope: cfg.max_active_tasks_per_scope };
+        let task = store_call("create", self.store().create(new, limits)).await?;
+        metrics::task_created();
+        tracing::Span::current().record("presa.task.id", tracing::field::display(&task.id));
+        tracing::info!(task_id = %task.id, tool, "task created");
+        Ok(Value::Object(wire::create_result(&task)))
+    }
+}
+
+/// The size of `value` serialised, as stored.
+pub(super) fn encoded_len(value: &impl Serialize) -> usize {
+    serde_json::to_vec(value).map_or(0, |v| v.len())
+}
+
+/// The client capability an input request needs.
+fn capability_for(method: &str) -> Option<&'static str> {
+    match method {
+        "elicitation/create" => Some("elicitation"),
+        "sampling/createMessage" => Some("sampling"),
+        "roots/list" => Some("roots"),
+        _ => None,
+    }
+}

@@ -1,0 +1,156 @@
+//! `subscriptions/listen`: one long-lived stream per request, carrying the
+//! list-changed notifications the client asked for and `notifications/tasks`
+//! for the tasks it watches (its own only: other ids are dropped from the
+//! acknowledgement, exactly like unknown ones).
+//!
+//! Order on the stream: the acknowledgement; each watched task's current
+//! state; then every change as it commits (snapshots at or below a revision
+//! already sent are dropped); on shutdown, the graceful-closure result.
+//! Subscriptions are opened before anything is read, so no change falls
+//! between the read and the subscription.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, atomic::Ordering},
+};
+
+use futures::{StreamExt, future::ready, stream};
+use presa_protocol::{jsonrpc, meta::SUBSCRIPTION_ID_KEY};
+use presa_store::{TaskId, TaskStream};
+use presa_tasks::{id::MAX_TASK_ID_LEN, wire};
+use serde_json::{Map, Value, json};
+
+use super::{Admitted, Inner, MessageStream, Server, invalid};
+use crate::{error::ServerError, store_io::store_call};
+
+/// The most task ids one `subscriptions/listen` may watch.
+pub(crate) const MAX_LISTEN_TASK_IDS: usize = 100;
+
+/// The list-changed notifications a listener may ask for: its filter flag and the method sent.
+const LIST_CHANGES: [(&str, &str); 3] = [
+    ("toolsListChanged", "notifications/tools/list_changed"),
+    ("promptsListChanged", "notifications/prompts/list_changed"),
+    ("resourcesListChanged", "notifications/resources/list_changed"),
+];
+
+impl Server {
+    pub(super) async fn listen(&self, req: &Admitted) -> Result<MessageStream, ServerError> {
+        if self.active_listeners() >= self.config().max_listen_streams {
+            return Err(ServerError::Capacity("max_listen_streams"));
+        }
+        let filter = match req.params.get("notifications") {
+            Some(Value::Object(f)) => f,
+            _ => return Err(invalid("notifications must be an object")),
+        };
+        let flag = |k: &str| filter.get(k).and_then(Value::as_bool).unwrap_or(false);
+        let mut honoured = Map::new();
+        let mut methods = Vec::new();
+        for (key, method) in LIST_CHANGES {
+            if flag(key) {
+                honoured.insert(key.into(), json!(true));
+                methods.push(method);
+            }
+        }
+        let accepted = match filter.get("taskIds") {
+            Some(ids) => self.owned_task_ids(req, ids).await?,
+            None => Vec::new(),
+        };
+        if !accepted.is_empty() {
+            honoured.insert("taskIds".into(), json!(accepted));
+        }
+        let sub_id = req.id.to_value();
+        // Subscribe before acknowledging, so nothing published after the ack is missed.
+        let events = self.bus().subscribe().await?;
+        let tasks = self.task_snapshots(req, accepted).await?;
+        let ack = jsonrpc::notification(
+            "notifications/subscriptions/acknowledged",
+            json!({ "_meta": { SUBSCRIPTION_ID_KEY: sub_id }, "notifications": honoured }),
+        );
+        let id = sub_id.clone();
+        let list_changes = events.filter_map(move |method| {
+            let wanted = methods.contains(&method.as_str());
+            ready(wanted.then(|| jsonrpc::notification(&method, json!({ "_meta": { SUBSCRIPTION_ID_KEY: id } }))))
+        });
+        let id = sub_id.clone();
+        let task_changes = tasks.map(move |task| {
+            jsonrpc::notification("notifications/tasks", Value::Object(wire::notification_params(&task, &id)))
+        });
+        let closing = jsonrpc::success(
+            &req.id,
+            self.core().envelope(json!({ "resultType": "complete", "_meta": { SUBSCRIPTION_ID_KEY: sub_id } })),
+        );
+        let guard = ListenerGuard::new(self.inner.clone());
+        let body = stream::select(list_changes, task_changes)
+            .take_until(self.inner.shutdown.clone().cancelled_owned())
+            .chain(stream::once(ready(closing)));
+        let with_guard = stream::once(ready(ack)).chain(body).map(move |m| {
+            let _keep = &guard;
+            m
+        });
+        Ok(with_guard.boxed())
+    }
+
+    /// The ids of `taskIds` that name a task the caller owns, each once;
+    /// the others are dropped without a word (unknown and foreign alike).
+    async fn owned_task_ids(&self, req: &Admitted, ids: &Value) -> Result<Vec<TaskId>, ServerError> {
+        if !req.meta.declares_tasks() {
+            return Err(ServerError::tasks_required());
+        }
+        let ids = ids.as_array().ok_or_else(|| invalid("taskIds must be an array of strings"))?;
+        if ids.len() > MAX_LISTEN_TASK_IDS {
+            return Err(invalid(&format!("taskIds holds more than {MAX_LISTEN_TASK_IDS} ids")));
+        }
+        let mut accepted: Vec<TaskId> = Vec::new();
+        for id in ids {
+            let id = id.as_str().filter(|s| !s.is_empty() && s.len() <= MAX_TASK_ID_LEN).ok_or_else(|| {
+                invalid(&format!("taskIds must hold non-empty strings of at most {MAX_TASK_ID_LEN} bytes"))
+            })?;
+            let id = TaskId::from_wire(id);
+            if !accepted.contains(&id) && store_call("get", self.store().get(&req.scope, &id)).await?.is_some() {
+                accepted.push(id);
+            }
+        }
+        Ok(accepted)
+    }
+
+    /// The watched tasks' current states, then every committed change. The
+    /// watch opens first, then each task is read; snapshots at or below a
+    /// revision already sent are dropped (duplicates, reordering).
+    async fn task_snapshots(&self, req: &Admitted, ids: Vec<TaskId>) -> Result<TaskStream, ServerError> {
+        if ids.is_empty() {
+            return Ok(stream::empty().boxed());
+        }
+        let changes = store_call("watch", self.store().watch(&ids)).await?;
+        let mut current = Vec::with_capacity(ids.len());
+        for id in &ids {
+            current.extend(store_call("get", self.store().get(&req.scope, id)).await?);
+        }
+        let mut sent: HashMap<TaskId, u64> = HashMap::new();
+        Ok(stream::iter(current)
+            .chain(changes)
+            .filter(move |t| {
+                let newer = sent.get(&t.id).is_none_or(|&r| t.revision > r);
+                if newer {
+                    sent.insert(t.id.clone(), t.revision);
+                }
+                ready(newer)
+            })
+            .boxed())
+    }
+}
+
+/// Counts open listen streams while alive.
+struct ListenerGuard(Arc<Inner>);
+
+impl ListenerGuard {
+    fn new(inner: Arc<Inner>) -> Self {
+        inner.listeners.fetch_add(1, Ordering::Relaxed);
+        ListenerGuard(inner)
+    }
+}
+
+impl Drop for ListenerGuard {
+    fn drop(&mut self) {
+        self.0.listeners.fetch_sub(1, Ordering::Relaxed);
+    }
+}

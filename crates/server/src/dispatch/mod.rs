@@ -1,0 +1,203 @@
+//! The MCP dispatcher: one admitted request in, one [`Reply`] out.
+//!
+//! [`Server::handle`] matches the request's [`Method`] and hands it to the
+//! module of its family, which parses its own params and runs it:
+//!
+//! - [`discover`]: `server/discover`.
+//! - [`catalog`]: the lists, `resources/read` and `completion/complete`.
+//! - [`call`]: `tools/call` and `prompts/get`: one prologue (lookup,
+//!   `requestState`, binding), schema validation and the task policy, then a
+//!   handler run in the request (MRTR) or a task created for the workers.
+//! - [`tasks`]: `tasks/get`, `tasks/update`, `tasks/cancel`.
+//! - [`listen`]: `subscriptions/listen`, a stream of notifications.
+//!
+//! The dispatcher knows MCP but not HTTP: the transport admits the request
+//! (headers, `_meta`, the caller) and turns the [`Reply`] into JSON or SSE.
+
+mod call;
+mod catalog;
+mod discover;
+mod listen;
+mod tasks;
+#[cfg(test)]
+mod tests;
+
+use std::{
+    pin::Pin,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+};
+
+use futures::Stream;
+use presa_protocol::{
+    Method,
+    jsonrpc::{ErrorObject, RequestId},
+    meta::RequestMeta,
+};
+use presa_store::{EventBus, Scope, TaskStore};
+use presa_telemetry::metrics;
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    catalog::Catalog, config::ServerConfig, context::Outbox, core::Core, error::ServerError, state::StateCodec,
+};
+
+/// A stream of complete JSON-RPC messages (notifications, then maybe a response).
+pub type MessageStream = Pin<Box<dyn Stream<Item = Value> + Send>>;
+
+/// What [`Server::handle`] produces.
+pub enum Reply {
+    /// A result object (the transport wraps it in a response).
+    Result(Value),
+    /// A JSON-RPC error.
+    Error(ErrorObject),
+    /// A long-lived stream (`subscriptions/listen`): messages to send as SSE.
+    Stream(MessageStream),
+}
+
+impl std::fmt::Debug for Reply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reply::Result(v) => f.debug_tuple("Result").field(v).finish(),
+            Reply::Error(e) => f.debug_tuple("Error").field(e).finish(),
+            Reply::Stream(_) => f.write_str("Stream(..)"),
+        }
+    }
+}
+
+/// A request the transport admitted: its envelope parsed, its method known,
+/// its `_meta` and headers validated, its caller authenticated.
+#[derive(Debug, Clone)]
+pub struct Admitted {
+    /// The JSON-RPC id, echoed in the reply.
+    pub id: RequestId,
+    /// The method.
+    pub method: Method,
+    /// The params object (`_meta` included).
+    pub params: Map<String, Value>,
+    /// The validated `_meta`.
+    pub meta: RequestMeta,
+    /// Who is calling: owns the tasks this request creates, and may act only on those.
+    pub scope: Scope,
+}
+
+struct Inner {
+    core: Core,
+    state: StateCodec,
+    shutdown: CancellationToken,
+    listeners: AtomicUsize,
+}
+
+/// The dispatcher. Cheap to clone; share one per process.
+#[derive(Clone)]
+pub struct Server {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("core", &self.inner.core).finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// A dispatcher over `core`, sealing MRTR `requestState` with `state`
+    /// (every API process of a deployment must share its key).
+    pub fn new(core: Core, state: StateCodec) -> Self {
+        let inner = Inner { core, state, shutdown: CancellationToken::new(), listeners: AtomicUsize::new(0) };
+        Server { inner: Arc::new(inner) }
+    }
+
+    /// What this server shares with its workers.
+    pub fn core(&self) -> &Core {
+        &self.inner.core
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ServerConfig {
+        self.inner.core.config()
+    }
+
+    /// The catalog.
+    pub fn catalog(&self) -> &Catalog {
+        self.inner.core.catalog()
+    }
+
+    fn store(&self) -> &Arc<dyn TaskStore> {
+        self.inner.core.store()
+    }
+
+    fn bus(&self) -> &Arc<dyn EventBus> {
+        self.inner.core.bus()
+    }
+
+    /// Cancelled when the server shuts down: listen streams then end with
+    /// their graceful-closure result.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.inner.shutdown.clone()
+    }
+
+    /// Open `subscriptions/listen` streams right now.
+    pub fn active_listeners(&self) -> usize {
+        self.inner.listeners.load(Ordering::Relaxed)
+    }
+
+    /// Bring the gauges `/metrics` reports up to date: open listen streams
+    /// and, with `queue`, the work queue of every partition.
+    pub async fn refresh_metrics(&self, queue: bool) {
+        metrics::listen_streams(self.active_listeners());
+        if queue {
+            self.inner.core.refresh_queue_metrics().await;
+        }
+    }
+
+    /// Handle one admitted request. `outbox` carries the notifications a
+    /// handler streams on the request's response; `cancel` fires when the
+    /// client goes away.
+    pub async fn handle(&self, req: &Admitted, outbox: Outbox, cancel: CancellationToken) -> Reply {
+        let p = &req.params;
+        let result = match req.method {
+            Method::Discover => Ok(self.discover()),
+            Method::ToolsList => Ok(self.list_tools()),
+            Method::ResourcesList => Ok(self.list_resources()),
+            Method::ResourceTemplatesList => Ok(self.list_resource_templates()),
+            Method::PromptsList => Ok(self.list_prompts()),
+            Method::ResourcesRead => self.read_resource(p),
+            Method::Complete => self.complete(p),
+            Method::ToolsCall => self.call_tool(req, outbox, cancel).await,
+            Method::PromptsGet => self.get_prompt(req, outbox, cancel).await,
+            Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => self.task_method(req).await,
+            Method::Listen => {
+                return match self.listen(req).await {
+                    Ok(s) => Reply::Stream(s),
+                    Err(e) => Reply::Error(e.to_error_object()),
+                };
+            }
+        };
+        match result {
+            Ok(v) => Reply::Result(self.inner.core.envelope(v)),
+            Err(e) => Reply::Error(e.to_error_object()),
+        }
+    }
+}
+
+/// `-32602` with `msg`.
+fn invalid(msg: &str) -> ServerError {
+    ServerError::InvalidParams(msg.to_string())
+}
+
+/// The string param `key`, or `-32602`.
+fn required_str<'a>(p: &'a Map<String, Value>, key: &str) -> Result<&'a str, ServerError> {
+    p.get(key).and_then(Value::as_str).ok_or_else(|| invalid(&format!("{key} must be a string")))
+}
+
+/// `inputResponses` must be an object whose keys are non-empty and whose values are objects.
+fn input_responses(v: &Value) -> Result<Map<String, Value>, ServerError> {
+    match v {
+        Value::Object(m) if m.iter().all(|(k, v)| !k.is_empty() && v.is_object()) => Ok(m.clone()),
+        _ => Err(invalid("inputResponses must be an object whose values are objects")),
+    }
+}

@@ -1,0 +1,58 @@
+//! `tasks/get`, `tasks/update` and `tasks/cancel` (Tasks extension).
+//!
+//! Every one needs the extension declared on the request (`-32021`), a
+//! well-formed `taskId`, and a task the caller owns: another scope's task,
+//! an expired one and an unknown one answer alike (`-32602`). Updates and
+//! cancels go through the reducer ([`update_task`]) as the client.
+
+use presa_protocol::Method;
+use presa_store::{TaskId, Writer};
+use presa_tasks::{Event, id::MAX_TASK_ID_LEN, wire};
+use serde_json::{Value, json};
+
+use super::{Admitted, Server, call::encoded_len, input_responses, invalid};
+use crate::{
+    error::ServerError,
+    store_io::{UpdateError, Updated, store_call, update_task},
+};
+
+impl Server {
+    pub(super) async fn task_method(&self, req: &Admitted) -> Result<Value, ServerError> {
+        if !req.meta.declares_tasks() {
+            return Err(ServerError::tasks_required());
+        }
+        let p = &req.params;
+        let id = match p.get("taskId") {
+            Some(Value::String(s)) if !s.is_empty() && s.len() <= MAX_TASK_ID_LEN => TaskId::from_wire(s.clone()),
+            Some(Value::String(s)) if s.len() > MAX_TASK_ID_LEN => {
+                return Err(invalid(&format!("taskId is longer than {MAX_TASK_ID_LEN} bytes")));
+            }
+            _ => return Err(invalid("A non-empty taskId is required")),
+        };
+        // Validated before the lookup, so a bad update costs no store call.
+        let update = if req.method == Method::TasksUpdate {
+            let v = p.get("inputResponses").ok_or_else(|| invalid("tasks/update requires an inputResponses object"))?;
+            let responses = input_responses(v)?;
+            let max = self.config().max_task_input_bytes;
+            if encoded_len(v) > max {
+                return Err(invalid(&format!("inputResponses is larger than {max} bytes")));
+            }
+            Some(Event::ProvideInput(responses.into_iter().collect()))
+        } else {
+            None
+        };
+        let unknown = || invalid("Unknown or inaccessible taskId");
+        let task = store_call("get", self.store().get(&req.scope, &id)).await?.ok_or_else(unknown)?;
+        let event = match (req.method, update) {
+            (Method::TasksUpdate, Some(event)) => event,
+            (Method::TasksCancel, _) => Event::Cancel,
+            _ => return Ok(Value::Object(wire::get_result(&task))),
+        };
+        match update_task(self.store().as_ref(), &id, Writer::Client, &event).await {
+            Ok(Updated::Gone) => Err(unknown()),
+            Ok(_) => Ok(json!({ "resultType": "complete" })),
+            Err(UpdateError::Store(e)) => Err(e.into()),
+            Err(e) => Err(ServerError::Internal(e.to_string())),
+        }
+    }
+}

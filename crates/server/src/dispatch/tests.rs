@@ -1,0 +1,276 @@
+//! The dispatcher without HTTP: [`call`] builds an [`Admitted`] request the
+//! way the transport would and returns the reply with every notification the
+//! handler streamed on the request's outbox.
+
+use std::{sync::Arc, time::Duration};
+
+use presa_protocol::{
+    Method,
+    jsonrpc::RequestId,
+    meta::{LogLevel, RequestMeta, SERVER_INFO_KEY},
+};
+use presa_store::{Backend, Scope, memory::MemoryStore};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::{Admitted, Reply, Server};
+use crate::{
+    Catalog, Core, ServerConfig, StateCodec, TaskPolicy, Tool, ToolContext, ToolError, ToolOutput, tool::ToolHandler,
+};
+
+fn tool(name: &str, schema: Value, handler: impl ToolHandler) -> Tool {
+    Tool::new(name, format!("The {name} tool."), schema, handler)
+}
+
+fn object() -> Value {
+    json!({ "type": "object" })
+}
+
+fn catalog() -> Catalog {
+    Catalog::builder()
+        .tool(tool(
+            "greet",
+            json!({ "type": "object", "properties": { "who": { "type": "string" } }, "required": ["who"] }),
+            |_ctx: ToolContext, args: Value| async move { Ok(ToolOutput::text(format!("hello {}", args["who"]))) },
+        ))
+        .tool(tool("explode", object(), |_ctx: ToolContext, _args: Value| async {
+            if std::hint::black_box(true) {
+                panic!("secret detail");
+            }
+            Ok(ToolOutput::text("unreachable"))
+        }))
+        .tool(tool("refuse", object(), |_ctx: ToolContext, _args: Value| async {
+            Err::<ToolOutput, _>(ToolError::Rpc(presa_protocol::jsonrpc::ErrorObject::new(-32602, "No such city")))
+        }))
+        .tool(tool("fail", object(), |_ctx: ToolContext, _args: Value| async {
+            Err::<ToolOutput, _>(ToolError::internal("database password is hunter2"))
+        }))
+        .tool(tool("ask", object(), |ctx: ToolContext, _args: Value| async move {
+            let answer =
+                ctx.input("name", json!({ "method": "elicitation/create", "params": { "message": "Name?" } })).await?;
+            Ok(ToolOutput::text(format!("hi {}", answer["content"]["name"])))
+        }))
+        .tool(tool("count", object(), |ctx: ToolContext, _args: Value| async move {
+            // Two rounds: the state sealed into `requestState` comes back on the retry.
+            match ctx.request_state() {
+                Some(state) => Ok(ToolOutput::text(format!("round {}", state["round"]))),
+                None => {
+                    Ok(ToolOutput::InputRequired { requests: Default::default(), state: Some(json!({"round": 2})) })
+                }
+            }
+        }))
+        .tool(tool("chatty", object(), |ctx: ToolContext, _args: Value| async move {
+            ctx.progress(1.0, Some(2.0), Some("half"));
+            ctx.log(LogLevel::Debug, "chatty", json!("too detailed"));
+            ctx.log(LogLevel::Warning, "chatty", json!("careful"));
+            Ok(ToolOutput::text("done"))
+        }))
+        .tool(
+            tool("long", object(), |_ctx: ToolContext, _args: Value| async { Ok(ToolOutput::text("later")) })
+                .policy(TaskPolicy::Required),
+        )
+        .build()
+        .expect("a valid catalog")
+}
+
+fn server() -> Server {
+    let mut config = ServerConfig::default();
+    config.version = "1.2.3".into();
+    let core = Core::new(config, catalog(), Backend::new(Arc::new(MemoryStore::new())));
+    Server::new(core, StateCodec::new(b"unit-test-key"))
+}
+
+/// `_meta` with the given capabilities and extra keys.
+fn meta(capabilities: Value, extra: Value) -> Value {
+    let mut m = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    });
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        m[k] = v.clone();
+    }
+    m
+}
+
+/// Dispatch `method` with `params` (which must carry `_meta`) as `subject`.
+async fn call_as(server: &Server, subject: &str, method: Method, params: Value) -> (Reply, Vec<Value>) {
+    let params = params.as_object().expect("params are an object").clone();
+    let meta = RequestMeta::from_params(&params).expect("valid _meta");
+    let scope = Scope { tenant: "unit".into(), subject: subject.into() };
+    let req = Admitted { id: RequestId::Number(7), method, params, meta, scope };
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let reply = server.handle(&req, crate::Outbox::new(tx), CancellationToken::new()).await;
+    let notes = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+    (reply, notes)
+}
+
+async fn call(server: &Server, method: Method, params: Value) -> (Reply, Vec<Value>) {
+    call_as(server, "alice", method, params).await
+}
+
+async fn tool_call(server: &Server, name: &str, arguments: Value, meta: Value) -> Reply {
+    call(server, Method::ToolsCall, json!({ "name": name, "arguments": arguments, "_meta": meta })).await.0
+}
+
+fn result(reply: Reply) -> Value {
+    match reply {
+        Reply::Result(v) => v,
+        other => panic!("expected a result, got {other:?}"),
+    }
+}
+
+fn error(reply: Reply) -> presa_protocol::jsonrpc::ErrorObject {
+    match reply {
+        Reply::Error(e) => e,
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+fn plain() -> Value {
+    meta(json!({}), json!({}))
+}
+
+#[tokio::test]
+async fn a_tool_result_is_enveloped_with_result_type_and_server_info() {
+    let s = server();
+    let r = result(tool_call(&s, "greet", json!({ "who": "Ada" }), plain()).await);
+    assert_eq!(r["content"], json!([{ "type": "text", "text": "hello \"Ada\"" }]));
+    assert_eq!(r["resultType"], "complete");
+    assert_eq!(r["_meta"][SERVER_INFO_KEY], json!({ "name": "presa", "version": "1.2.3" }));
+}
+
+#[tokio::test]
+async fn every_method_answers_without_http() {
+    let s = server();
+    for method in Method::ALL {
+        let params = match method {
+            Method::ToolsCall => json!({ "name": "greet", "arguments": { "who": "x" } }),
+            Method::PromptsGet => json!({ "name": "nope" }),
+            Method::ResourcesRead => json!({ "uri": "nope://x" }),
+            Method::Complete => json!({ "ref": {}, "argument": {} }),
+            Method::Listen => json!({ "notifications": {} }),
+            Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => json!({ "taskId": "p00.unknown" }),
+            _ => json!({}),
+        };
+        let mut params = params;
+        params["_meta"] = meta(json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } }), json!({}));
+        match call(&s, method, params).await.0 {
+            Reply::Result(v) => assert!(v["_meta"][SERVER_INFO_KEY].is_object(), "{method}: {v}"),
+            Reply::Error(e) => assert_eq!(e.code, -32602, "{method}: only bad names fail: {e:?}"),
+            Reply::Stream(_) => assert_eq!(method, Method::Listen),
+        }
+    }
+}
+
+#[tokio::test]
+async fn tool_call_errors() {
+    let s = server();
+    let e = error(tool_call(&s, "nope", json!({}), plain()).await);
+    assert_eq!((e.code, e.message.as_str()), (-32602, "Unknown tool: nope"));
+    let e = error(call(&s, Method::ToolsCall, json!({ "name": "greet", "arguments": [1], "_meta": plain() })).await.0);
+    assert_eq!((e.code, e.message.as_str()), (-32602, "arguments must be an object"));
+    let e = error(call(&s, Method::ToolsCall, json!({ "_meta": plain() })).await.0);
+    assert_eq!((e.code, e.message.as_str()), (-32602, "name must be a string"));
+
+    // A schema violation is the tool's error, not the protocol's.
+    let r = result(tool_call(&s, "greet", json!({ "who": 5 }), plain()).await);
+    assert_eq!(r["isError"], true);
+    assert!(r["content"][0]["text"].as_str().unwrap().starts_with("Invalid arguments for tool greet: /who"), "{r}");
+
+    // A handler's chosen JSON-RPC error goes out as is; an internal one leaks nothing.
+    assert_eq!(error(tool_call(&s, "refuse", json!({}), plain()).await).message, "No such city");
+    for name in ["fail", "explode"] {
+        let e = error(tool_call(&s, name, json!({}), plain()).await);
+        assert_eq!((e.code, e.message.as_str(), &e.data), (-32603, "Internal error", &None), "{name}");
+    }
+    // The dispatcher keeps serving after a handler panicked.
+    assert_eq!(result(tool_call(&s, "greet", json!({ "who": "b" }), plain()).await)["resultType"], "complete");
+}
+
+#[tokio::test]
+async fn mrtr_asks_then_takes_the_answer() {
+    let s = server();
+    let elicit = meta(json!({ "elicitation": {} }), json!({}));
+    let r = result(tool_call(&s, "ask", json!({}), elicit.clone()).await);
+    assert_eq!(r["resultType"], "input_required");
+    assert_eq!(r["inputRequests"]["name"]["method"], "elicitation/create");
+    assert!(r.get("requestState").is_none(), "no state was asked for");
+
+    // Never ask what the client cannot answer.
+    let e = error(tool_call(&s, "ask", json!({}), plain()).await);
+    assert_eq!(e.code, -32021);
+    assert_eq!(e.data.unwrap()["requiredCapabilities"], json!({ "elicitation": {} }));
+
+    let answered = json!({ "name": "ask", "arguments": {}, "_meta": elicit,
+        "inputResponses": { "name": { "action": "accept", "content": { "name": "Ada" } } } });
+    let r = result(call(&s, Method::ToolsCall, answered).await.0);
+    assert_eq!(r["content"][0]["text"], "hi \"Ada\"");
+
+    let bad = json!({ "name": "ask", "arguments": {}, "_meta": plain(), "inputResponses": { "name": 1 } });
+    assert_eq!(error(call(&s, Method::ToolsCall, bad).await.0).code, -32602);
+}
+
+#[tokio::test]
+async fn request_state_is_sealed_to_the_caller_and_the_call() {
+    let s = server();
+    let r = result(tool_call(&s, "count", json!({}), plain()).await);
+    let state = r["requestState"].as_str().expect("a sealed state").to_string();
+    let retry = |args: Value, state: &str| json!({ "name": "count", "arguments": args, "requestState": state, "_meta": plain() });
+    let r = result(call(&s, Method::ToolsCall, retry(json!({}), &state)).await.0);
+    assert_eq!(r["content"][0]["text"], "round 2");
+
+    let e = error(call_as(&s, "mallory", Method::ToolsCall, retry(json!({}), &state)).await.0);
+    assert_eq!((e.code, e.message.as_str()), (-32602, "requestState does not belong to this request"));
+    let e = error(call(&s, Method::ToolsCall, retry(json!({ "x": 1 }), &state)).await.0);
+    assert_eq!(e.message, "requestState does not belong to this request");
+    let e = error(call(&s, Method::ToolsCall, retry(json!({}), &format!("{state}x"))).await.0);
+    assert_eq!(e.message, "requestState integrity check failed");
+}
+
+#[tokio::test]
+async fn progress_and_logs_go_to_the_outbox_only_when_asked() {
+    let s = server();
+    let (reply, notes) = call(&s, Method::ToolsCall, json!({ "name": "chatty", "_meta": plain() })).await;
+    assert_eq!(result(reply)["content"][0]["text"], "done");
+    assert!(notes.is_empty(), "nothing was asked for: {notes:?}");
+
+    let asked = meta(json!({}), json!({ "progressToken": "p1", "io.modelcontextprotocol/logLevel": "warning" }));
+    let (reply, notes) = call(&s, Method::ToolsCall, json!({ "name": "chatty", "_meta": asked })).await;
+    assert_eq!(result(reply)["content"][0]["text"], "done");
+    assert_eq!(
+        notes,
+        vec![
+            json!({ "jsonrpc": "2.0", "method": "notifications/progress",
+                    "params": { "progressToken": "p1", "progress": 1.0, "total": 2.0, "message": "half" } }),
+            json!({ "jsonrpc": "2.0", "method": "notifications/message",
+                    "params": { "level": "warning", "logger": "chatty", "data": "careful" } }),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_required_task_needs_the_extension_and_belongs_to_its_caller() {
+    let s = server();
+    let e = error(tool_call(&s, "long", json!({}), plain()).await);
+    assert_eq!(e.code, -32021);
+    let tasks = meta(json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } }), json!({}));
+    let r = result(tool_call(&s, "long", json!({}), tasks.clone()).await);
+    assert_eq!((r["resultType"].as_str(), r["status"].as_str()), (Some("task"), Some("working")));
+    let id = r["taskId"].clone();
+
+    let get = json!({ "taskId": id, "_meta": tasks });
+    let mine = result(call(&s, Method::TasksGet, get.clone()).await.0);
+    assert_eq!(mine["taskId"], id);
+    for method in [Method::TasksGet, Method::TasksCancel] {
+        let e = error(call_as(&s, "mallory", method, get.clone()).await.0);
+        assert_eq!((e.code, e.message.as_str()), (-32602, "Unknown or inaccessible taskId"), "{method}");
+    }
+    assert_eq!(result(call(&s, Method::TasksCancel, get.clone()).await.0), {
+        let mut ack = json!({ "resultType": "complete" });
+        ack["_meta"] = json!({ SERVER_INFO_KEY: { "name": "presa", "version": "1.2.3" } });
+        ack
+    });
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(result(call(&s, Method::TasksGet, get).await.0)["status"], "cancelled");
+}
