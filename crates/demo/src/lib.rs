@@ -38,7 +38,7 @@ mod tests {
     #[test]
     fn catalog_builds_with_unique_valid_names() {
         let c = super::catalog().unwrap();
-        let names: Vec<&str> = c.tools().map(|t| t.name()).collect();
+        let names: Vec<&str> = c.tools().map(presa_server::catalog::RegisteredTool::name).collect();
         assert_eq!(names[0], "test_simple_text");
         for n in &names {
             assert!(!n.is_empty() && n.len() <= 128);

@@ -32,12 +32,15 @@ use axum::{
 };
 use futures::future::BoxFuture;
 use presa_server::{Core, Server};
-use presa_telemetry::metrics::PrometheusHandle;
 
 pub use auth::{Anonymous, Authenticator};
 
 /// Readiness probe: `true` when the process can serve (its store answers).
 pub type ReadyCheck = Arc<dyn Fn() -> BoxFuture<'static, bool> + Send + Sync>;
+
+/// Renders the process's metrics in the Prometheus text format (for
+/// example `PrometheusHandle::render` of the recorder a binary installed).
+pub type RenderMetrics = Arc<dyn Fn() -> String + Send + Sync>;
 
 /// What `/metrics` brings up to date before rendering: the gauges that are
 /// read from somewhere (open listen streams, the work queue), not counted.
@@ -58,8 +61,8 @@ pub struct HttpConfig {
     pub authenticator: Arc<dyn Authenticator>,
     /// Readiness probe for `/readyz`.
     pub ready: Option<ReadyCheck>,
-    /// Serve `GET /metrics` from this Prometheus handle.
-    pub metrics: Option<PrometheusHandle>,
+    /// Serve `GET /metrics` with this renderer.
+    pub metrics: Option<RenderMetrics>,
     /// Whether `/metrics` reads the work queue gauges from the store (off on
     /// API pods whose workers report them, so the cluster reports them once).
     pub queue_metrics: bool,
@@ -100,13 +103,13 @@ pub(crate) struct App {
 /// The axum router for `server`.
 pub fn router(server: Server, config: HttpConfig) -> Router {
     let limit = config.max_body_bytes;
-    let metrics = config.metrics.clone().map(|handle| {
+    let metrics = config.metrics.clone().map(|render| {
         let (server, queue) = (server.clone(), config.queue_metrics);
         let refresh: RefreshGauges = Arc::new(move || {
             let server = server.clone();
             Box::pin(async move { server.refresh_metrics(queue).await })
         });
-        metrics_router(refresh, handle)
+        metrics_router(refresh, render)
     });
     let app = App { server, config: Arc::new(config) };
     let router = Router::new()
@@ -130,16 +133,16 @@ pub fn refresh_queue_gauges(core: Core) -> RefreshGauges {
     })
 }
 
-/// `GET /metrics`: `refresh` the read gauges, then render `handle` in the
+/// `GET /metrics`: `refresh` the read gauges, then `render` them all in the
 /// Prometheus text format.
-pub fn metrics_router(refresh: RefreshGauges, handle: PrometheusHandle) -> Router {
+pub fn metrics_router(refresh: RefreshGauges, render: RenderMetrics) -> Router {
     Router::new().route(
         "/metrics",
         get(move || {
-            let (refresh, handle) = (refresh.clone(), handle.clone());
+            let (refresh, render) = (refresh.clone(), render.clone());
             async move {
                 refresh().await;
-                let body = handle.render();
+                let body = render();
                 ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body)
             }
         }),
@@ -147,7 +150,7 @@ pub fn metrics_router(refresh: RefreshGauges, handle: PrometheusHandle) -> Route
 }
 
 async fn method_not_allowed() -> Response {
-    (StatusCode::METHOD_NOT_ALLOWED, [(axum::http::header::ALLOW, "POST")]).into_response()
+    (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")]).into_response()
 }
 
 async fn readyz(State(app): State<App>) -> Response {

@@ -122,7 +122,7 @@ impl LogLevel {
 
     /// The wire name.
     pub fn as_str(self) -> &'static str {
-        Self::NAMES.iter().find(|(_, l)| *l == self).map(|(n, _)| *n).unwrap_or("info")
+        Self::NAMES.iter().find(|(_, l)| *l == self).map_or("info", |(n, _)| *n)
     }
 }
 

@@ -450,7 +450,7 @@ mod tests {
             .tool(Tool::new("a", "A", json!({"type":"object"}), noop()))
             .build()
             .unwrap();
-        assert_eq!(c.tools().map(|t| t.name()).collect::<Vec<_>>(), ["b", "a"]);
+        assert_eq!(c.tools().map(RegisteredTool::name).collect::<Vec<_>>(), ["b", "a"]);
         let b = c.tool("b").unwrap();
         assert!(b.validate(&json!({"n": 1})).is_ok());
         assert!(b.validate(&json!({"n": "x"})).is_err());

@@ -148,9 +148,7 @@ mod tests {
     use presa_store::memory::MemoryStore;
 
     fn core() -> Core {
-        let mut config = ServerConfig::default();
-        config.name = "unit".into();
-        config.version = "9.9.9".into();
+        let config = ServerConfig { name: "unit".into(), version: "9.9.9".into(), ..ServerConfig::default() };
         Core::new(config, Catalog::default(), Backend::new(Arc::new(MemoryStore::new())))
     }
 

@@ -141,7 +141,7 @@ pub trait ToolHandler: Send + Sync + 'static {
 impl<F, Fut> ToolHandler for F
 where
     F: Fn(ToolContext, Value) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
+    Fut: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
 {
     async fn call(&self, ctx: ToolContext, arguments: Value) -> Result<ToolOutput, ToolError> {
         self(ctx, arguments).await
@@ -216,7 +216,7 @@ pub(crate) async fn run_handler(
         Err(panic) => {
             let what = panic
                 .downcast_ref::<&str>()
-                .map(|s| s.to_string())
+                .map(ToString::to_string)
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "a non-string payload".into());
             Err(ToolError::Internal(format!("handler panicked: {what}")))

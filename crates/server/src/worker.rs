@@ -240,7 +240,7 @@ impl Worker {
                 match store_call("load", store.load(&task.id)).await {
                     Ok(Some(t)) if claim.writer().fence_holds(&t) && t.status.is_terminal() => {
                         span.record("presa.task.status", t.status.as_str());
-                        self.remove_work(&claim).await
+                        self.remove_work(&claim).await;
                     }
                     Ok(None) => self.remove_work(&claim).await,
                     _ => {}
@@ -263,7 +263,7 @@ impl Worker {
             Ok(Updated::Unchanged(_) | Updated::Gone) => self.remove_work(claim).await,
             Ok(Updated::Fenced) => tracing::warn!("claim was taken over; dropping this outcome"),
             Err(e) => {
-                tracing::warn!(error = %e, "could not record the outcome; the work will be retried")
+                tracing::warn!(error = %e, "could not record the outcome; the work will be retried");
             }
         }
     }

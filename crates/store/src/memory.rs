@@ -457,7 +457,7 @@ mod tests {
         let store = MemoryStore::new().with_max_tasks(2);
         let new = |ttl| NewTask {
             scope: Scope::anonymous(),
-            work: presa_tasks::Work::default(),
+            work: Work::default(),
             ttl_ms: Some(ttl),
             poll_interval_ms: None,
             status_message: None,
@@ -466,7 +466,7 @@ mod tests {
         store.create(new(60_000), NO_LIMITS).await.unwrap();
         let full = store.create(new(60_000), NO_LIMITS).await.unwrap_err();
         assert!(matches!(full, StoreError::Capacity { limit: "max_tasks" }), "{full:?}");
-        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        tokio::time::sleep(Duration::from_millis(150)).await;
         store.create(new(60_000), NO_LIMITS).await.expect("the expired task made room");
     }
 

@@ -11,177 +11,42 @@
 //! - [`metrics`]: the Prometheus recorder and every `presa_*` series, named in one place.
 //! - `testing` (feature `testing`): an in-memory span exporter for tests.
 //!
+//! Libraries depend on this crate with no features: recording spans and
+//! metrics and propagating context pull in no exporter, no subscriber setup
+//! and no CLI parser. Binaries enable `exporters` for [`init`], the log
+//! formats and the Prometheus recorder ([`metrics::install`]).
+//!
 //! Invariants: without an OTLP endpoint nothing is exported and nothing is
 //! logged about exporting; propagation always speaks W3C `traceparent`,
 //! `tracestate` and `baggage` (the MCP wire contract), whatever global
 //! propagator another library installs; span fields named `otel.*` follow
 //! `tracing-opentelemetry` (`otel.name`, `otel.kind`, `otel.status_code`).
 
+#[cfg(feature = "exporters")]
 mod logfmt;
 pub mod metrics;
 pub mod propagation;
+#[cfg(feature = "exporters")]
+mod setup;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-use std::sync::{Arc, OnceLock};
-
-use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_sdk::{Resource, trace::SdkTracerProvider};
-use tracing::Subscriber;
-use tracing_subscriber::{EnvFilter, Layer, layer::SubscriberExt, registry::LookupSpan, util::SubscriberInitExt};
-
-/// Log output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines; trace ids appear in the span context (`trace_id=…`).
-    Text,
-    /// One JSON object per line, with top-level `trace_id` and `span_id` inside a trace.
-    Json,
-}
-
-/// Why telemetry could not be set up.
-#[derive(Debug, thiserror::Error)]
-pub enum TelemetryError {
-    /// The OTLP exporter could not be built (a malformed endpoint or header variable).
-    #[error("building the OTLP span exporter: {0}")]
-    Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
-    /// A global `tracing` subscriber was installed already.
-    #[error("installing the tracing subscriber: {0}")]
-    Subscriber(#[from] tracing_subscriber::util::TryInitError),
-    /// A filter variable does not parse.
-    #[error("parsing {var}: {source}")]
-    Filter {
-        /// The variable.
-        var: &'static str,
-        /// The parse error.
-        source: tracing_subscriber::filter::ParseError,
-    },
-}
-
-/// The variable selecting which spans the OpenTelemetry layer records
-/// (`EnvFilter` syntax, default `info`). Independent of `RUST_LOG`, so quieter
-/// logs do not cost traces.
-pub const TRACE_FILTER_VAR: &str = "PRESA_TRACE_FILTER";
-
-/// Targets whose spans and events never become spans: the exporter's own
-/// stack, which would otherwise trace its own exports.
-const EXPORTER_TARGETS: &[&str] =
-    &["opentelemetry", "opentelemetry_sdk", "opentelemetry_otlp", "tonic", "h2", "hyper", "hyper_util", "tower"];
+#[cfg(feature = "exporters")]
+pub use setup::{LogFormat, TRACE_FILTER_VAR, TelemetryError, TelemetryGuard, init, otlp_configured};
 
 /// The instrumentation scope of presa's spans.
 pub const TRACER_NAME: &str = "presa";
 
-/// Keeps the tracer provider alive; on drop, exports what is buffered and shuts it down.
-#[must_use = "dropping the guard shuts tracing export down"]
-pub struct TelemetryGuard {
-    provider: SdkTracerProvider,
-    exporting: bool,
-}
-
-impl std::fmt::Debug for TelemetryGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TelemetryGuard").field("exporting", &self.exporting).finish_non_exhaustive()
-    }
-}
-
-impl TelemetryGuard {
-    /// Whether spans are exported over OTLP.
-    pub fn exporting(&self) -> bool {
-        self.exporting
-    }
-}
-
-impl Drop for TelemetryGuard {
-    fn drop(&mut self) {
-        if let Err(e) = self.provider.shutdown() {
-            tracing::warn!(error = %e, "flushing traces on shutdown failed");
-        }
-    }
-}
-
-/// Whether the environment asks for OTLP export.
-pub fn otlp_configured() -> bool {
-    ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
-        .iter()
-        .any(|v| std::env::var(v).is_ok_and(|s| !s.trim().is_empty()))
-}
-
-/// Install the process-wide subscriber and tracer provider for `service_name`
-/// (overridden by `OTEL_SERVICE_NAME`), and the global W3C propagator.
-///
-/// Call once, inside the Tokio runtime (the gRPC exporter needs it), and keep
-/// the guard until the process ends.
-pub fn init(service_name: &str, format: LogFormat) -> Result<TelemetryGuard, TelemetryError> {
-    opentelemetry::global::set_text_map_propagator(propagation::propagator());
-    let exporting = otlp_configured();
-    if exporting
-        && let Ok(protocol) = std::env::var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-            .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL"))
-        && protocol != "grpc"
-    {
-        eprintln!("presa: OTEL_EXPORTER_OTLP_PROTOCOL={protocol} is not supported; exporting OTLP over gRPC");
-    }
-    let mut builder = SdkTracerProvider::builder().with_resource(resource(service_name));
-    if exporting {
-        let exporter = opentelemetry_otlp::SpanExporter::builder().with_tonic().build()?;
-        builder = builder.with_batch_exporter(exporter);
-    }
-    let provider = builder.build();
-    opentelemetry::global::set_tracer_provider(provider.clone());
-
-    let log_filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let trace_filter = trace_filter()?;
-    let ids = Arc::new(OnceLock::new());
-    let (text, json) = match format {
-        LogFormat::Text => {
-            let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).fmt_fields(logfmt::TextFields);
-            (Some(layer), None)
-        }
-        LogFormat::Json => {
-            let layer = tracing_subscriber::fmt::layer()
-                .json()
-                .with_writer(std::io::stderr)
-                .event_format(logfmt::WithTraceIds::new(ids.clone()));
-            (None, Some(layer))
-        }
-    };
-    tracing_subscriber::registry()
-        .with(otel_layer(&provider).with_filter(trace_filter))
-        .with(logfmt::CaptureDispatch::new(ids))
-        .with(text.map(|l| l.with_filter(log_filter.clone())))
-        .with(json.map(|l| l.with_filter(log_filter)))
-        .try_init()?;
-    Ok(TelemetryGuard { provider, exporting })
-}
-
-/// The resource: `OTEL_SERVICE_NAME` (or `service.name` in
-/// `OTEL_RESOURCE_ATTRIBUTES`) when set, else `service_name`.
-fn resource(service_name: &str) -> Resource {
-    let named_by_env = std::env::var("OTEL_SERVICE_NAME").is_ok_and(|s| !s.is_empty())
-        || std::env::var("OTEL_RESOURCE_ATTRIBUTES").is_ok_and(|s| s.contains("service.name="));
-    let builder = Resource::builder();
-    if named_by_env { builder.build() } else { builder.with_service_name(service_name.to_string()).build() }
-}
-
-/// The filter of the OpenTelemetry layer: [`TRACE_FILTER_VAR`] or `info`, never the exporter's own stack.
-fn trace_filter() -> Result<EnvFilter, TelemetryError> {
-    let given = std::env::var(TRACE_FILTER_VAR).ok().filter(|s| !s.trim().is_empty());
-    let mut filter = match given {
-        Some(s) => {
-            EnvFilter::builder().parse(s).map_err(|source| TelemetryError::Filter { var: TRACE_FILTER_VAR, source })?
-        }
-        None => EnvFilter::new("info"),
-    };
-    for target in EXPORTER_TARGETS {
-        filter = filter.add_directive(format!("{target}=off").parse().expect("a valid directive"));
-    }
-    Ok(filter)
-}
+#[cfg(feature = "exporters")]
+use opentelemetry::trace::TracerProvider as _;
 
 /// The OpenTelemetry layer over `provider`: what production and tests share.
-pub(crate) fn otel_layer<S>(provider: &SdkTracerProvider) -> impl Layer<S> + Send + Sync + 'static
+#[cfg(feature = "exporters")]
+pub(crate) fn otel_layer<S>(
+    provider: &opentelemetry_sdk::trace::SdkTracerProvider,
+) -> impl tracing_subscriber::Layer<S> + Send + Sync + 'static
 where
-    S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a> + Send + Sync,
 {
     tracing_opentelemetry::layer()
         .with_tracer(provider.tracer(TRACER_NAME))

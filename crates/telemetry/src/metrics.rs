@@ -1,16 +1,16 @@
 //! Prometheus metrics: the recorder, and every `presa_*` series named here.
 //!
 //! Code records through the functions below (the `metrics` facade: a no-op
-//! until [`install`] sets the process-wide recorder), and `/metrics` renders
-//! with the [`PrometheusHandle`] that [`install`] returns. Label values are
+//! until `install` (feature `exporters`) sets the process-wide recorder), and
+//! `/metrics` renders with the `PrometheusHandle` that `install` returns. Label values are
 //! bounded: methods outside the method table count as `unknown`, outcomes are
 //! `ok`, `cancelled` or a JSON-RPC error code.
 
-use std::{sync::OnceLock, time::Duration};
+use std::time::Duration;
 
-use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
-pub use metrics_exporter_prometheus::PrometheusHandle;
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+use metrics::{counter, gauge, histogram};
+#[cfg(feature = "exporters")]
+pub use recorder::{PrometheusHandle, install};
 
 /// MCP requests answered, by `method` and `outcome` (`ok`, `cancelled`, or the JSON-RPC error code).
 pub const REQUESTS: &str = "presa_requests_total";
@@ -38,63 +38,78 @@ pub const WORK_OLDEST_PENDING_AGE: &str = "presa_work_oldest_pending_age_seconds
 /// Recorded by `presa-store-redis` (its `RECONNECTS_METRIC`).
 pub const REDIS_RECONNECTS: &str = "presa_redis_reconnects_total";
 
-/// Buckets of [`REQUEST_DURATION`], in seconds.
-const DURATION_BUCKETS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+#[cfg(feature = "exporters")]
+mod recorder {
+    use std::{sync::OnceLock, time::Duration};
 
-/// How often histograms are drained when nobody scrapes.
-const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    pub use metrics_exporter_prometheus::PrometheusHandle;
+    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 
-static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    use super::*;
 
-/// Install the Prometheus recorder as the process-wide `metrics` recorder
-/// (once; later calls return the same handle) and describe every series.
-pub fn install() -> PrometheusHandle {
-    HANDLE
-        .get_or_init(|| {
-            let recorder = PrometheusBuilder::new()
-                .set_buckets_for_metric(Matcher::Full(REQUEST_DURATION.to_string()), DURATION_BUCKETS)
-                .expect("the bucket list is not empty")
-                .build_recorder();
-            let handle = recorder.handle();
-            if metrics::set_global_recorder(recorder).is_err() {
-                tracing::warn!("another metrics recorder is installed; presa's /metrics will not see its series");
-            }
-            describe();
-            let upkeep = handle.clone();
-            let spawned = std::thread::Builder::new().name("presa-metrics".into()).spawn(move || {
-                loop {
-                    std::thread::sleep(UPKEEP_EVERY);
-                    upkeep.run_upkeep();
+    /// Buckets of [`REQUEST_DURATION`], in seconds.
+    const DURATION_BUCKETS: &[f64] =
+        &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+
+    /// How often histograms are drained when nobody scrapes.
+    const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+    /// Install the Prometheus recorder as the process-wide `metrics` recorder
+    /// (once; later calls return the same handle) and describe every series.
+    pub fn install() -> PrometheusHandle {
+        HANDLE
+            .get_or_init(|| {
+                let recorder = PrometheusBuilder::new()
+                    .set_buckets_for_metric(Matcher::Full(REQUEST_DURATION.to_string()), DURATION_BUCKETS)
+                    .expect("the bucket list is not empty")
+                    .build_recorder();
+                let handle = recorder.handle();
+                if metrics::set_global_recorder(recorder).is_err() {
+                    tracing::warn!("another metrics recorder is installed; presa's /metrics will not see its series");
                 }
-            });
-            if let Err(e) = spawned {
-                tracing::warn!(error = %e, "no metrics upkeep thread; histograms drain on scrape only");
-            }
-            handle
-        })
-        .clone()
-}
+                describe();
+                let upkeep = handle.clone();
+                let spawned = std::thread::Builder::new().name("presa-metrics".into()).spawn(move || {
+                    loop {
+                        std::thread::sleep(UPKEEP_EVERY);
+                        upkeep.run_upkeep();
+                    }
+                });
+                if let Err(e) = spawned {
+                    tracing::warn!(error = %e, "no metrics upkeep thread; histograms drain on scrape only");
+                }
+                handle
+            })
+            .clone()
+    }
 
-fn describe() {
-    describe_counter!(
-        REQUESTS,
-        "MCP requests answered, by method and outcome (ok, cancelled, or JSON-RPC error code)."
-    );
-    describe_histogram!(REQUEST_DURATION, Unit::Seconds, "Time to answer an MCP request, by method.");
-    describe_counter!(TASK_TRANSITIONS, "Task status changes committed, by new status (creation counts as working).");
-    describe_counter!(TASKS_CREATED, "Tasks created.");
-    describe_counter!(WORK_RECLAIMS, "Work claimed again after an earlier delivery.");
-    describe_counter!(POISON_TASKS, "Tasks failed after too many deliveries.");
-    describe_gauge!(LISTEN_STREAMS, "Open subscriptions/listen streams on this process.");
-    describe_counter!(STORE_ERRORS, "Failed store operations, by operation.");
-    describe_gauge!(WORK_QUEUED, "Work items waiting for a worker, by partition.");
-    describe_gauge!(WORK_PENDING, "Work items delivered to a worker and not finished, by partition.");
-    describe_gauge!(
-        WORK_OLDEST_PENDING_AGE,
-        Unit::Seconds,
-        "Age since enqueue of the oldest delivered, unfinished work item, by partition (0 when none)."
-    );
-    describe_counter!(REDIS_RECONNECTS, "Redis reconnects, by connection (pubsub).");
+    fn describe() {
+        describe_counter!(
+            REQUESTS,
+            "MCP requests answered, by method and outcome (ok, cancelled, or JSON-RPC error code)."
+        );
+        describe_histogram!(REQUEST_DURATION, Unit::Seconds, "Time to answer an MCP request, by method.");
+        describe_counter!(
+            TASK_TRANSITIONS,
+            "Task status changes committed, by new status (creation counts as working)."
+        );
+        describe_counter!(TASKS_CREATED, "Tasks created.");
+        describe_counter!(WORK_RECLAIMS, "Work claimed again after an earlier delivery.");
+        describe_counter!(POISON_TASKS, "Tasks failed after too many deliveries.");
+        describe_gauge!(LISTEN_STREAMS, "Open subscriptions/listen streams on this process.");
+        describe_counter!(STORE_ERRORS, "Failed store operations, by operation.");
+        describe_gauge!(WORK_QUEUED, "Work items waiting for a worker, by partition.");
+        describe_gauge!(WORK_PENDING, "Work items delivered to a worker and not finished, by partition.");
+        describe_gauge!(
+            WORK_OLDEST_PENDING_AGE,
+            Unit::Seconds,
+            "Age since enqueue of the oldest delivered, unfinished work item, by partition (0 when none)."
+        );
+        describe_counter!(REDIS_RECONNECTS, "Redis reconnects, by connection (pubsub).");
+    }
 }
 
 /// One MCP request answered.

@@ -31,7 +31,7 @@ impl TestTracing {
 
     /// A subscriber with presa's OpenTelemetry layer over this provider (and no log output).
     pub fn subscriber(&self) -> impl Subscriber + Send + Sync + 'static {
-        let filter = crate::trace_filter().expect("the default trace filter parses");
+        let filter = crate::setup::trace_filter().expect("the default trace filter parses");
         tracing_subscriber::registry().with(crate::otel_layer(&self.provider).with_filter(filter))
     }
 

@@ -6,6 +6,7 @@ use eventsource_stream::Eventsource;
 use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
 
+/// The Tasks extension identifier, as declared in capabilities.
 pub const TASKS: &str = "io.modelcontextprotocol/tasks";
 
 /// Declared capabilities: elicitation plus the Tasks extension.
@@ -16,18 +17,23 @@ pub fn tasks_caps() -> Value {
 /// A minimal MCP client for the stateless wire.
 #[derive(Debug, Clone)]
 pub struct Client {
+    /// The MCP endpoint.
     pub url: String,
+    /// The HTTP client (connection pool) requests go through.
     pub http: reqwest::Client,
+    /// The client capabilities every request declares in `_meta`.
     pub caps: Value,
     /// Sent as `x-test-scope` (read by [`HeaderScopes`]).
     pub scope: Option<String>,
 }
 
 impl Client {
+    /// A client of `url` declaring `caps` on every request.
     pub fn new(url: impl Into<String>, caps: Value) -> Self {
         Client { url: url.into(), http: reqwest::Client::new(), caps, scope: None }
     }
 
+    /// The same client, calling as `scope` (see [`crate::HeaderScopes`]).
     pub fn with_scope(mut self, scope: &str) -> Self {
         self.scope = Some(scope.into());
         self
@@ -94,10 +100,12 @@ impl Client {
         (status, v["error"].clone())
     }
 
+    /// `tools/call`; its result (panics on an error).
     pub async fn call_tool(&self, name: &str, arguments: Value) -> Value {
         self.ok("tools/call", json!({ "name": name, "arguments": arguments })).await
     }
 
+    /// `tasks/get`; its result (panics on an error).
     pub async fn get_task(&self, id: &str) -> Value {
         self.ok("tasks/get", json!({ "taskId": id })).await
     }
@@ -120,6 +128,7 @@ impl Client {
         }
     }
 
+    /// Poll until the task has `status` (10 s at most).
     pub async fn wait_status(&self, id: &str, status: &str) -> Value {
         self.wait_task(id, status, |t| t["status"] == status).await
     }

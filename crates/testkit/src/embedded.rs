@@ -22,8 +22,11 @@ impl Authenticator for HeaderScopes {
 /// An embedded server on 127.0.0.1:<ephemeral>.
 #[derive(Debug)]
 pub struct Embedded {
+    /// The MCP endpoint.
     pub url: String,
+    /// The dispatcher it serves.
     pub server: Server,
+    /// Cancel to stop the server and its worker (dropping does it too).
     pub stop: CancellationToken,
 }
 
@@ -33,6 +36,8 @@ impl Drop for Embedded {
     }
 }
 
+/// Start an embedded server with the demo catalog, an in-process worker and
+/// [`HeaderScopes`] as its authenticator.
 pub async fn embedded(config: ServerConfig) -> Embedded {
     let backend = Backend::new(Arc::new(MemoryStore::new()));
     let core = Core::new(config, presa_demo::catalog().unwrap(), backend);

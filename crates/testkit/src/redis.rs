@@ -49,7 +49,7 @@ impl TestRedis {
         if docker_engine_present() {
             match Redis::default().with_tag("7.2").start().await {
                 Ok(container) => {
-                    let host = container.get_host().await.map(|h| h.to_string()).unwrap_or_else(|_| "127.0.0.1".into());
+                    let host = container.get_host().await.map_or_else(|_| "127.0.0.1".into(), |h| h.to_string());
                     if let Ok(port) = container.get_host_port_ipv4(6379).await {
                         let url = format!("redis://{host}:{port}");
                         return TestRedis { port, url, child: None, _container: Some(container), dir: None };

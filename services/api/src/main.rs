@@ -4,7 +4,7 @@
 //! and an in-process worker pool (the embedded mode: not durable). With it,
 //! this process is a stateless API pod and `presa-worker` pods run the tools.
 
-use std::{net::SocketAddr, time::Duration};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use clap::Parser;
@@ -140,7 +140,7 @@ async fn main() -> anyhow::Result<()> {
         allowed_origins: args.allowed_origins.clone(),
         max_body_bytes: args.max_body_bytes,
         ready: Some(storage.ready.clone()),
-        metrics: Some(metrics),
+        metrics: Some(Arc::new(move || metrics.render())),
         // With Redis, presa-worker pods report the shared work queue.
         queue_metrics: !storage.durable,
         ..HttpConfig::default()

@@ -3,7 +3,7 @@
 //! queue gauges of every partition). Run as many as you like;
 //! they survive each other's crashes (leases, recovery, fencing).
 
-use std::{net::SocketAddr, time::Duration};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use anyhow::{Context, bail};
 use axum::{Router, http::StatusCode, routing::get};
@@ -86,7 +86,10 @@ async fn main() -> anyhow::Result<()> {
     let ready = storage.ready.clone();
     let draining = stop.clone();
     let health = Router::new()
-        .merge(presa_http::metrics_router(presa_http::refresh_queue_gauges(core.clone()), metrics))
+        .merge(presa_http::metrics_router(
+            presa_http::refresh_queue_gauges(core.clone()),
+            Arc::new(move || metrics.render()),
+        ))
         .route("/healthz", get(|| async { "ok" }))
         .route(
             "/readyz",

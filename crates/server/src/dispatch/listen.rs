@@ -38,9 +38,8 @@ impl Server {
         if self.active_listeners() >= self.config().max_listen_streams {
             return Err(ServerError::Capacity("max_listen_streams"));
         }
-        let filter = match req.params.get("notifications") {
-            Some(Value::Object(f)) => f,
-            _ => return Err(invalid("notifications must be an object")),
+        let Some(Value::Object(filter)) = req.params.get("notifications") else {
+            return Err(invalid("notifications must be an object"));
         };
         let flag = |k: &str| filter.get(k).and_then(Value::as_bool).unwrap_or(false);
         let mut honoured = Map::new();

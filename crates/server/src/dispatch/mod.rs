@@ -3,13 +3,13 @@
 //! [`Server::handle`] matches the request's [`Method`] and hands it to the
 //! module of its family, which parses its own params and runs it:
 //!
-//! - [`discover`]: `server/discover`.
-//! - [`catalog`]: the lists, `resources/read` and `completion/complete`.
-//! - [`call`]: `tools/call` and `prompts/get`: one prologue (lookup,
+//! - `discover`: `server/discover`.
+//! - `catalog`: the lists, `resources/read` and `completion/complete`.
+//! - `call`: `tools/call` and `prompts/get`: one prologue (lookup,
 //!   `requestState`, binding), schema validation and the task policy, then a
 //!   handler run in the request (MRTR) or a task created for the workers.
-//! - [`tasks`]: `tasks/get`, `tasks/update`, `tasks/cancel`.
-//! - [`listen`]: `subscriptions/listen`, a stream of notifications.
+//! - `tasks`: `tasks/get`, `tasks/update`, `tasks/cancel`.
+//! - `listen`: `subscriptions/listen`, a stream of notifications.
 //!
 //! The dispatcher knows MCP but not HTTP: the transport admits the request
 //! (headers, `_meta`, the caller) and turns the [`Reply`] into JSON or SSE.

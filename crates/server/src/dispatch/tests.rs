@@ -75,8 +75,7 @@ fn catalog() -> Catalog {
 }
 
 fn server() -> Server {
-    let mut config = ServerConfig::default();
-    config.version = "1.2.3".into();
+    let config = ServerConfig { version: "1.2.3".into(), ..ServerConfig::default() };
     let core = Core::new(config, catalog(), Backend::new(Arc::new(MemoryStore::new())));
     Server::new(core, StateCodec::new(b"unit-test-key"))
 }

@@ -434,7 +434,7 @@ async fn main() {
     let args = Args::parse();
     let secs = Duration::from_secs_f64(args.seconds.max(0.1));
     let (c, listeners) = (args.connections.max(1), args.listeners.max(1));
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
     let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
     println!("presa-bench: {cores} cores, {profile} build, load average {} (1/5/15 min)", load_average());
     if cfg!(debug_assertions) {
