@@ -42,6 +42,14 @@ fn ask(requests: &[(&str, Value)], state: Option<Value>) -> Result<ToolOutput, T
     Ok(ToolOutput::InputRequired { requests, state })
 }
 
+/// Ask for an `ok` confirmation, remembering the step in `requestState`.
+fn ask_confirmation() -> Result<ToolOutput, ToolError> {
+    ask(
+        &[("confirm", elicit("Please confirm", json!({ "ok": { "type": "boolean" } }), &["ok"]))],
+        Some(json!({ "step": "confirm" })),
+    )
+}
+
 fn answer<'a>(ctx: &'a ToolContext, key: &str) -> Option<&'a Value> {
     ctx.input_responses().and_then(|r| r.get(key))
 }
@@ -97,10 +105,7 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
                     let ok = a["content"]["ok"] == true;
                     Ok(ToolOutput::text(format!("state-ok: confirmed={ok}")))
                 }
-                _ => ask(
-                    &[("confirm", elicit("Please confirm", json!({ "ok": { "type": "boolean" } }), &["ok"]))],
-                    Some(json!({ "step": "confirm" })),
-                ),
+                _ => ask_confirmation(),
             }
         },
     ))
@@ -163,10 +168,7 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
         |ctx: ToolContext, _args| async move {
             match (ctx.request_state(), answer(&ctx, "confirm")) {
                 (Some(_), Some(_)) => Ok(ToolOutput::text("State verified")),
-                _ => ask(
-                    &[("confirm", elicit("Please confirm", json!({ "ok": { "type": "boolean" } }), &["ok"]))],
-                    Some(json!({ "step": "confirm" })),
-                ),
+                _ => ask_confirmation(),
             }
         },
     ))

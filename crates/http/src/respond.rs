@@ -130,10 +130,9 @@ async fn admit_and_dispatch(app: App, headers: HeaderMap, req: Request, mut obse
     let guard = cancel.clone().drop_guard();
     let server = app.server.clone();
     let id = req.id.clone();
-    let admitted = Admitted { id: req.id, method, params: req.params, meta, scope };
+    let admitted = Admitted { id: req.id, method, params: req.params, meta, scope, outbox, cancel };
     // The dispatch runs in the request span wherever it is polled (here, or in the SSE pump).
-    let mut work =
-        Box::pin(async move { server.handle(&admitted, outbox, cancel).await }.instrument(observed.span.clone()));
+    let mut work = Box::pin(async move { server.handle(&admitted).await }.instrument(observed.span.clone()));
 
     // JSON unless a notification comes before the reply.
     let first = tokio::select! {

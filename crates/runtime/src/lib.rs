@@ -1,8 +1,8 @@
 //! Process plumbing shared by `presa-api` and `presa-worker`, so both
 //! binaries stay thin: configuration ([`config::load`], `--print-config`),
 //! shutdown signals, and choosing the storage (in-memory,
-//! or Redis) behind the store traits ([`Storage`]). Logging, tracing and metrics live in
-//! `presa-telemetry`.
+//! or Redis) behind the store traits ([`Storage`]), and setting up logs,
+//! traces and metrics once ([`telemetry`], on top of `presa-telemetry`).
 
 pub mod config;
 
@@ -12,6 +12,34 @@ use futures::FutureExt;
 use presa_http::ReadyCheck;
 use presa_store::{Backend, memory::MemoryStore};
 use presa_store_redis::{RedisConfig, RedisStore, RedisStoreError};
+
+/// A binary's logs, traces and metrics, set up by [`telemetry`]. Keep it
+/// alive until the process ends: dropping it flushes buffered spans.
+pub struct Telemetry {
+    _guard: presa_telemetry::TelemetryGuard,
+    /// Renders every metric for `GET /metrics`.
+    pub metrics: presa_http::RenderMetrics,
+}
+
+impl std::fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Telemetry").finish_non_exhaustive()
+    }
+}
+
+/// Install the process-wide log and trace subscriber of `service` (OTLP
+/// export when the `OTEL_*` variables ask for it) and the Prometheus recorder.
+pub fn telemetry(
+    service: &str,
+    format: presa_telemetry::LogFormat,
+) -> Result<Telemetry, presa_telemetry::TelemetryError> {
+    let guard = presa_telemetry::init(service, format)?;
+    if guard.exporting() {
+        tracing::info!("exporting traces over OTLP");
+    }
+    let handle = presa_telemetry::metrics::install();
+    Ok(Telemetry { _guard: guard, metrics: Arc::new(move || handle.render()) })
+}
 
 /// Resolves on SIGINT or SIGTERM.
 pub async fn shutdown_signal() {

@@ -1,7 +1,7 @@
 //! [`Core`]: what the dispatcher ([`crate::Server`]) and the worker pool
 //! ([`crate::Worker`]) share: the catalog they run, the backend they run it
 //! on, the settings, and the one place a handler's output becomes a protocol
-//! result ([`Outcome`] and [`Core::envelope`]), so a tool answers the same
+//! result (`Outcome` and `Core::envelope`), so a tool answers the same
 //! bytes whether it ran inside its request or as a task on a worker pod.
 
 use std::{collections::BTreeMap, fmt, sync::Arc};

@@ -1,7 +1,7 @@
 //! Every store call the server makes, traced the same way, and the one
 //! read-modify-write of a task.
 //!
-//! - [`store_call`] / [`store_call_at`]: one store operation in a client span
+//! - `store_call` / `store_call_at`: one store operation in a client span
 //!   (`store.<op>`), its failures counted, whatever the backend.
 //! - [`update_task`]: load, reduce, compare-and-set, retry. The reducer
 //!   decides; the store only persists with a CAS. Conflicts (a concurrent
@@ -102,23 +102,22 @@ pub(crate) async fn store_call_at<T>(
     call: impl Future<Output = Result<T, StoreError>>,
 ) -> Result<T, StoreError> {
     let name = format!("store.{operation}");
+    // A span's level is part of its static callsite, hence one macro per level.
+    macro_rules! store_span {
+        ($level:ident) => {
+            tracing::$level!(
+                "store",
+                otel.name = name.as_str(),
+                otel.kind = "client",
+                presa.store.operation = operation,
+                otel.status_code = Empty,
+                error.type = Empty,
+            )
+        };
+    }
     let span = match verbosity {
-        Verbosity::Info => tracing::info_span!(
-            "store",
-            otel.name = name.as_str(),
-            otel.kind = "client",
-            presa.store.operation = operation,
-            otel.status_code = Empty,
-            error.type = Empty,
-        ),
-        Verbosity::Debug => tracing::debug_span!(
-            "store",
-            otel.name = name.as_str(),
-            otel.kind = "client",
-            presa.store.operation = operation,
-            otel.status_code = Empty,
-            error.type = Empty,
-        ),
+        Verbosity::Info => store_span!(info_span),
+        Verbosity::Debug => store_span!(debug_span),
     };
     let result = call.instrument(span.clone()).await;
     if let Err(e) = &result {

@@ -4,6 +4,9 @@
 -- The keys span slots: standalone Redis only; cluster mode reads each
 -- partition with its own XREADGROUP instead.
 --
+-- Shares its loop with recover.lua on purpose: Redis runs each script
+-- alone (no includes), so the flat-array packing is written in both.
+--
 -- KEYS[1..n]: work streams {prefix}:{pNN}:work, in the order to serve them
 -- ARGV[1]: consumer group
 -- ARGV[2]: consumer (the claiming worker)

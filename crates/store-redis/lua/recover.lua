@@ -3,6 +3,9 @@
 -- The keys span slots: standalone Redis only; cluster mode sends each
 -- partition its own XAUTOCLAIM instead.
 --
+-- Shares its loop with read.lua on purpose: Redis runs each script alone
+-- (no includes), so the flat-array packing is written in both.
+--
 -- KEYS[1..n]: work streams {prefix}:{pNN}:work, in the order to serve them
 -- ARGV[1]: consumer group
 -- ARGV[2]: consumer (the recovering worker)

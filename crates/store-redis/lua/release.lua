@@ -4,6 +4,9 @@
 -- recovery horizon and the next claimer's XAUTOCLAIM takes it.
 -- Only the current holder (stored attempt) may release.
 --
+-- Its holder check (attempt, then pending entry) is renew.lua's too, on
+-- purpose: each script must stand alone and check atomically what it changes.
+--
 -- KEYS[1]: task hash    {prefix}:{pNN}:task:<id>
 -- KEYS[2]: work stream  {prefix}:{pNN}:work
 -- KEYS[3]: wake channel {prefix}:{pNN}:wake

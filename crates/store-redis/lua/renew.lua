@@ -3,6 +3,9 @@
 -- the entry's idle time: IDLE = H - lease, where H (`max_lease`) is the idle
 -- time after which XAUTOCLAIM recovers an entry.
 --
+-- Its holder check (attempt, then pending entry) is release.lua's too, on
+-- purpose: each script must stand alone and check atomically what it changes.
+--
 -- KEYS[1]: task hash    {prefix}:{pNN}:task:<id>
 -- KEYS[2]: work stream  {prefix}:{pNN}:work
 -- ARGV[1]: consumer group

@@ -163,24 +163,22 @@ enum Sink {
 
 impl Sink {
     async fn subscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
-        match self {
-            Sink::Single(s) => s.subscribe(channels).await,
-            // Sharded channels of one SSUBSCRIBE must share a slot: one each.
-            Sink::Cluster(c) => {
-                for ch in channels {
-                    c.ssubscribe(ch).await?;
-                }
-                Ok(())
-            }
-        }
+        self.change(channels, true).await
     }
 
     async fn unsubscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
+        self.change(channels, false).await
+    }
+
+    /// (Un)subscribe `channels`: one command standalone; on a cluster one
+    /// sharded command per channel (the channels of one SSUBSCRIBE must share a slot).
+    async fn change(&mut self, channels: &[String], subscribe: bool) -> redis::RedisResult<()> {
         match self {
+            Sink::Single(s) if subscribe => s.subscribe(channels).await,
             Sink::Single(s) => s.unsubscribe(channels).await,
             Sink::Cluster(c) => {
                 for ch in channels {
-                    c.sunsubscribe(ch).await?;
+                    if subscribe { c.ssubscribe(ch).await? } else { c.sunsubscribe(ch).await? }
                 }
                 Ok(())
             }

@@ -4,7 +4,7 @@
 //! and an in-process worker pool (the embedded mode: not durable). With it,
 //! this process is a stateless API pod and `presa-worker` pods run the tools.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{net::SocketAddr, time::Duration};
 
 use anyhow::Context;
 use clap::Parser;
@@ -95,11 +95,7 @@ fn parse_ttl(s: &str) -> Result<Ttl, String> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: Args = presa_runtime::config::load();
-    let telemetry = presa_telemetry::init("presa-api", args.log_format).context("setting up telemetry")?;
-    if telemetry.exporting() {
-        tracing::info!("exporting traces over OTLP");
-    }
-    let metrics = presa_telemetry::metrics::install();
+    let telemetry = presa_runtime::telemetry("presa-api", args.log_format).context("setting up telemetry")?;
 
     let state = match &args.state_secret {
         Some(s) if !s.is_empty() => StateCodec::new(s.as_bytes()),
@@ -140,7 +136,7 @@ async fn main() -> anyhow::Result<()> {
         allowed_origins: args.allowed_origins.clone(),
         max_body_bytes: args.max_body_bytes,
         ready: Some(storage.ready.clone()),
-        metrics: Some(Arc::new(move || metrics.render())),
+        metrics: Some(telemetry.metrics.clone()),
         // With Redis, presa-worker pods report the shared work queue.
         queue_metrics: !storage.durable,
         ..HttpConfig::default()

@@ -3,7 +3,7 @@
 //! queue gauges of every partition). Run as many as you like;
 //! they survive each other's crashes (leases, recovery, fencing).
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{net::SocketAddr, time::Duration};
 
 use anyhow::{Context, bail};
 use axum::{Router, http::StatusCode, routing::get};
@@ -54,11 +54,7 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: Args = presa_runtime::config::load();
-    let telemetry = presa_telemetry::init("presa-worker", args.log_format).context("setting up telemetry")?;
-    if telemetry.exporting() {
-        tracing::info!("exporting traces over OTLP");
-    }
-    let metrics = presa_telemetry::metrics::install();
+    let telemetry = presa_runtime::telemetry("presa-worker", args.log_format).context("setting up telemetry")?;
     let Some(url) = args.redis.redis_url.as_deref().filter(|u| !u.is_empty()) else {
         bail!("--redis-url (PRESA_REDIS_URL) is required: presa-worker runs tasks queued in Redis");
     };
@@ -86,10 +82,7 @@ async fn main() -> anyhow::Result<()> {
     let ready = storage.ready.clone();
     let draining = stop.clone();
     let health = Router::new()
-        .merge(presa_http::metrics_router(
-            presa_http::refresh_queue_gauges(core.clone()),
-            Arc::new(move || metrics.render()),
-        ))
+        .merge(presa_http::metrics_router(presa_http::refresh_queue_gauges(core.clone()), telemetry.metrics.clone()))
         .route("/healthz", get(|| async { "ok" }))
         .route(
             "/readyz",

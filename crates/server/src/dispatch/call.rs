@@ -16,11 +16,10 @@ use presa_tasks::{Work, wire};
 use presa_telemetry::{metrics, propagation};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
-use tokio_util::sync::CancellationToken;
 
 use super::{Admitted, Server, input_responses, invalid, required_str};
 use crate::{
-    context::{Invocation, Outbox, ToolContext},
+    context::{Invocation, ToolContext},
     core::Outcome,
     error::ServerError,
     state::{Binding, digest},
@@ -39,12 +38,7 @@ struct Prepared {
 }
 
 impl Server {
-    pub(super) async fn call_tool(
-        &self,
-        req: &Admitted,
-        outbox: Outbox,
-        cancel: CancellationToken,
-    ) -> Result<Value, ServerError> {
+    pub(super) async fn call_tool(&self, req: &Admitted) -> Result<Value, ServerError> {
         let p = &req.params;
         let name = required_str(p, "name")?;
         let arguments = match p.get("arguments") {
@@ -67,15 +61,10 @@ impl Server {
         if as_task {
             return self.create_task(req, name, call).await;
         }
-        self.run_in_request(tool.handler(), call, &req.meta, outbox, cancel).await
+        self.run_in_request(tool.handler(), call, req).await
     }
 
-    pub(super) async fn get_prompt(
-        &self,
-        req: &Admitted,
-        outbox: Outbox,
-        cancel: CancellationToken,
-    ) -> Result<Value, ServerError> {
+    pub(super) async fn get_prompt(&self, req: &Admitted) -> Result<Value, ServerError> {
         let p = &req.params;
         let name = required_str(p, "name")?;
         let prompt = self.catalog().prompt(name).ok_or_else(|| invalid(&format!("Unknown prompt: {name}")))?;
@@ -91,7 +80,7 @@ impl Server {
             }
         }
         let call = self.prepare(req, name, Value::Object(arguments))?;
-        self.run_in_request(prompt.handler.as_ref(), call, &req.meta, outbox, cancel).await
+        self.run_in_request(prompt.handler.as_ref(), call, req).await
     }
 
     /// The prologue of every handler call: bind it, validate its
@@ -126,17 +115,16 @@ impl Server {
         &self,
         handler: &dyn ToolHandler,
         call: Prepared,
-        meta: &RequestMeta,
-        outbox: Outbox,
-        cancel: CancellationToken,
+        req: &Admitted,
     ) -> Result<Value, ServerError> {
         let Prepared { arguments, invocation, binding } = call;
+        let meta = &req.meta;
         let ctx = ToolContext::for_request(
             invocation,
-            outbox,
+            req.outbox.clone(),
             meta.progress_token.clone(),
             meta.log_level,
-            cancel,
+            req.cancel.clone(),
             self.bus().clone(),
         );
         match Outcome::from(run_handler(handler, ctx, arguments).await) {

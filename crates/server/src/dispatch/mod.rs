@@ -69,7 +69,8 @@ impl std::fmt::Debug for Reply {
 }
 
 /// A request the transport admitted: its envelope parsed, its method known,
-/// its `_meta` and headers validated, its caller authenticated.
+/// its `_meta` and headers validated, its caller authenticated; with the
+/// channels of its reply.
 #[derive(Debug, Clone)]
 pub struct Admitted {
     /// The JSON-RPC id, echoed in the reply.
@@ -82,6 +83,10 @@ pub struct Admitted {
     pub meta: RequestMeta,
     /// Who is calling: owns the tasks this request creates, and may act only on those.
     pub scope: Scope,
+    /// Where the notifications a handler streams go (the request's own response).
+    pub outbox: Outbox,
+    /// Fires when the client goes away: the request's work stops.
+    pub cancel: CancellationToken,
 }
 
 struct Inner {
@@ -154,10 +159,8 @@ impl Server {
         }
     }
 
-    /// Handle one admitted request. `outbox` carries the notifications a
-    /// handler streams on the request's response; `cancel` fires when the
-    /// client goes away.
-    pub async fn handle(&self, req: &Admitted, outbox: Outbox, cancel: CancellationToken) -> Reply {
+    /// Handle one admitted request.
+    pub async fn handle(&self, req: &Admitted) -> Reply {
         let p = &req.params;
         let result = match req.method {
             Method::Discover => Ok(self.discover()),
@@ -167,8 +170,8 @@ impl Server {
             Method::PromptsList => Ok(self.list_prompts()),
             Method::ResourcesRead => self.read_resource(p),
             Method::Complete => self.complete(p),
-            Method::ToolsCall => self.call_tool(req, outbox, cancel).await,
-            Method::PromptsGet => self.get_prompt(req, outbox, cancel).await,
+            Method::ToolsCall => self.call_tool(req).await,
+            Method::PromptsGet => self.get_prompt(req).await,
             Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => self.task_method(req).await,
             Method::Listen => {
                 return match self.listen(req).await {

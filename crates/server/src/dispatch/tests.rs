@@ -97,9 +97,10 @@ async fn call_as(server: &Server, subject: &str, method: Method, params: Value) 
     let params = params.as_object().expect("params are an object").clone();
     let meta = RequestMeta::from_params(&params).expect("valid _meta");
     let scope = Scope { tenant: "unit".into(), subject: subject.into() };
-    let req = Admitted { id: RequestId::Number(7), method, params, meta, scope };
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let reply = server.handle(&req, crate::Outbox::new(tx), CancellationToken::new()).await;
+    let (outbox, cancel) = (crate::Outbox::new(tx), CancellationToken::new());
+    let req = Admitted { id: RequestId::Number(7), method, params, meta, scope, outbox, cancel };
+    let reply = server.handle(&req).await;
     let notes = std::iter::from_fn(|| rx.try_recv().ok()).collect();
     (reply, notes)
 }

@@ -3,11 +3,19 @@
 //! replica must list the same order).
 //!
 //! [`CatalogBuilder::build`] compiles every tool's `inputSchema` (JSON Schema
-//! 2020-12) once and checks its `x-mcp-header` annotations (SEP-2243).
+//! 2020-12) once and checks its `x-mcp-header` annotations (SEP-2243, in
+//! `headers`); resource templates match URIs in `template`.
+
+mod headers;
+mod template;
+
+pub use headers::HeaderParam;
+use headers::header_params;
+pub use template::match_template;
 
 use std::{collections::HashMap, fmt, sync::Arc};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::{
     error::ServerError,
@@ -15,7 +23,19 @@ use crate::{
 };
 
 /// Reads a resource: returns the `contents` array.
-pub type ReadFn = Arc<dyn Fn(&str, &HashMap<String, String>) -> Result<Value, ServerError> + Send + Sync>;
+pub type ReadFn = Arc<dyn ReadResource>;
+
+/// A resource reader: gets the URI and the variables a template matched,
+/// returns the `contents` array. Any such closure is one.
+pub trait ReadResource:
+    Fn(&str, &HashMap<String, String>) -> Result<Value, ServerError> + Send + Sync + 'static
+{
+}
+
+impl<F> ReadResource for F where
+    F: Fn(&str, &HashMap<String, String>) -> Result<Value, ServerError> + Send + Sync + 'static
+{
+}
 /// Completes an argument: gets `ref` and `argument`, returns the `completion` object.
 pub type CompleteFn = Arc<dyn Fn(&Value, &Value) -> Value + Send + Sync>;
 
@@ -46,26 +66,6 @@ pub enum CatalogError {
         /// What is wrong.
         reason: String,
     },
-}
-
-/// A parameter mirrored into an `Mcp-Param-{name}` header.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeaderParam {
-    /// The chain of `properties` keys from the schema root.
-    pub path: Vec<String>,
-    /// The header name suffix.
-    pub header: String,
-}
-
-impl HeaderParam {
-    /// The argument value at this parameter's path, if present and not null.
-    pub fn value<'a>(&self, arguments: &'a Value) -> Option<&'a Value> {
-        let mut v = arguments;
-        for k in &self.path {
-            v = v.get(k)?;
-        }
-        (!v.is_null()).then_some(v)
-    }
 }
 
 /// A tool in a built catalog: the [`Tool`] with its compiled input schema and
@@ -201,21 +201,13 @@ impl CatalogBuilder {
     }
 
     /// Add a resource.
-    pub fn resource(
-        mut self,
-        descriptor: Value,
-        read: impl Fn(&str, &HashMap<String, String>) -> Result<Value, ServerError> + Send + Sync + 'static,
-    ) -> Self {
+    pub fn resource(mut self, descriptor: Value, read: impl ReadResource) -> Self {
         self.resources.push(Resource { descriptor, read: Arc::new(read) });
         self
     }
 
     /// Add a resource template.
-    pub fn template(
-        mut self,
-        descriptor: Value,
-        read: impl Fn(&str, &HashMap<String, String>) -> Result<Value, ServerError> + Send + Sync + 'static,
-    ) -> Self {
+    pub fn template(mut self, descriptor: Value, read: impl ReadResource) -> Self {
         self.templates.push(ResourceTemplate { descriptor, read: Arc::new(read) });
         self
     }
@@ -318,83 +310,6 @@ impl Catalog {
     }
 }
 
-/// Match a level-1 URI template (`test://template/{id}/data`) against `uri`.
-/// Variables match one or more characters other than `/`.
-pub fn match_template(template: &str, uri: &str) -> Option<HashMap<String, String>> {
-    let mut vars = HashMap::new();
-    let mut rest = uri;
-    let mut tpl = template;
-    while !tpl.is_empty() {
-        if let Some(after) = tpl.strip_prefix('{') {
-            let end = after.find('}')?;
-            let name = &after[..end];
-            tpl = &after[end + 1..];
-            let literal_end = tpl.find('{').unwrap_or(tpl.len());
-            let next_literal = &tpl[..literal_end];
-            let value_len = if next_literal.is_empty() { rest.len() } else { rest.find(next_literal)? };
-            let value = &rest[..value_len];
-            if value.is_empty() || value.contains('/') {
-                return None;
-            }
-            vars.insert(name.to_string(), value.to_string());
-            rest = &rest[value_len..];
-        } else {
-            let literal_end = tpl.find('{').unwrap_or(tpl.len());
-            rest = rest.strip_prefix(&tpl[..literal_end])?;
-            tpl = &tpl[literal_end..];
-        }
-    }
-    rest.is_empty().then_some(vars)
-}
-
-/// Collect `x-mcp-header` annotations reachable through `properties` chains,
-/// enforcing SEP-2243: non-empty token names, case-insensitively unique,
-/// on string/integer/boolean properties only, and nowhere else in the schema.
-fn header_params(schema: &Value) -> Result<Vec<HeaderParam>, String> {
-    fn walk(node: &Map<String, Value>, path: &mut Vec<String>, out: &mut Vec<HeaderParam>) -> Result<(), String> {
-        let Some(Value::Object(props)) = node.get("properties") else {
-            return Ok(());
-        };
-        for (key, sub) in props {
-            let Value::Object(sub) = sub else { continue };
-            path.push(key.clone());
-            if let Some(h) = sub.get("x-mcp-header") {
-                let name = h.as_str().ok_or("x-mcp-header must be a string")?;
-                let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
-                if name.is_empty() || !name.chars().all(token) {
-                    return Err(format!("{name:?} is not an HTTP token"));
-                }
-                let ty = sub.get("type").and_then(Value::as_str);
-                if !matches!(ty, Some("string" | "integer" | "boolean")) {
-                    return Err(format!("{name:?} annotates a non-primitive (or number) property"));
-                }
-                if out.iter().any(|p| p.header.eq_ignore_ascii_case(name)) {
-                    return Err(format!("{name:?} is used twice"));
-                }
-                out.push(HeaderParam { path: path.clone(), header: name.to_string() });
-            }
-            walk(sub, path, out)?;
-            path.pop();
-        }
-        Ok(())
-    }
-    fn count(v: &Value) -> usize {
-        match v {
-            Value::Object(m) => usize::from(m.contains_key("x-mcp-header")) + m.values().map(count).sum::<usize>(),
-            Value::Array(a) => a.iter().map(count).sum(),
-            _ => 0,
-        }
-    }
-    let mut out = Vec::new();
-    if let Value::Object(root) = schema {
-        walk(root, &mut Vec::new(), &mut out)?;
-    }
-    if count(schema) != out.len() {
-        return Err("x-mcp-header is only allowed on properties reachable through `properties` keys".into());
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,40 +317,6 @@ mod tests {
 
     fn noop() -> impl ToolHandler {
         |_ctx, _args| async { Ok(ToolOutput::text("ok")) }
-    }
-
-    #[test]
-    fn templates_match_level_one() {
-        let v = match_template("test://template/{id}/data", "test://template/123/data").unwrap();
-        assert_eq!(v["id"], "123");
-        assert!(match_template("test://template/{id}/data", "test://template//data").is_none());
-        assert!(match_template("test://template/{id}/data", "test://template/1/2/data").is_none());
-        assert!(match_template("test://template/{id}/data", "test://other/1/data").is_none());
-        assert_eq!(match_template("a://{x}", "a://yz").unwrap()["x"], "yz");
-    }
-
-    #[test]
-    fn header_annotations_follow_sep_2243() {
-        let ok = json!({"type":"object","properties":{
-            "region":{"type":"string","x-mcp-header":"Region"},
-            "o":{"type":"object","properties":{"n":{"type":"integer","x-mcp-header":"N"}}}}});
-        let h = header_params(&ok).unwrap();
-        assert_eq!(
-            h,
-            vec![
-                HeaderParam { path: vec!["o".into(), "n".into()], header: "N".into() },
-                HeaderParam { path: vec!["region".into()], header: "Region".into() },
-            ]
-        );
-        for bad in [
-            json!({"type":"object","properties":{"a":{"type":"number","x-mcp-header":"A"}}}),
-            json!({"type":"object","properties":{"a":{"type":"string","x-mcp-header":"A B"}}}),
-            json!({"type":"object","properties":{"a":{"type":"string","x-mcp-header":"A"},"b":{"type":"string","x-mcp-header":"a"}}}),
-            json!({"type":"object","anyOf":[{"properties":{"a":{"type":"string","x-mcp-header":"A"}}}]}),
-            json!({"type":"object","properties":{"a":{"type":"array","items":{"type":"string","x-mcp-header":"A"}}}}),
-        ] {
-            assert!(header_params(&bad).is_err(), "{bad}");
-        }
     }
 
     #[test]
