@@ -23,7 +23,7 @@ pub struct Client {
     pub http: reqwest::Client,
     /// The client capabilities every request declares in `_meta`.
     pub caps: Value,
-    /// Sent as `x-test-scope` (read by [`HeaderScopes`]).
+    /// Sent as `x-test-scope` (read by [`HeaderScopes`](crate::HeaderScopes)).
     pub scope: Option<String>,
 }
 

@@ -5,7 +5,7 @@
 //! - [`client`]: an MCP client for the stateless wire (JSON and SSE, listen streams).
 //! - [`embedded`]: an in-process embedded server on a loopback port.
 //! - [`pods`]: `presa-api` / `presa-worker` processes for cluster and crash tests.
-//! - [`reference`]: the README configuration reference, checked against `--help`.
+//! - [`reference`](mod@reference): the README configuration reference, checked against `--help`.
 
 pub mod client;
 pub mod embedded;
