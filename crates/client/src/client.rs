@@ -34,8 +34,16 @@ impl Client {
     /// sending `token`, when given, as a bearer token. It declares form
     /// elicitation and the Tasks extension on every request.
     pub fn new(url: &str, token: Option<String>) -> Result<Client, Error> {
-        // reqwest is built without a default crypto provider: use ring (no C build).
+        // With `tls`, reqwest is built without a default crypto provider: use ring.
+        #[cfg(feature = "tls")]
         let _ = rustls::crypto::ring::default_provider().install_default();
+        #[cfg(not(feature = "tls"))]
+        if url.trim().to_ascii_lowercase().starts_with("https:") {
+            return Err(Error::Unreachable {
+                url: url.into(),
+                reason: "this build of presa has no TLS; build it with `--features tls` for https:// endpoints".into(),
+            });
+        }
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .user_agent(concat!("presa-client/", env!("CARGO_PKG_VERSION")))
@@ -83,11 +91,17 @@ impl Client {
     }
 
     fn unreachable(&self, e: &reqwest::Error) -> Error {
+        // The innermost cause says it best ("Connection refused (os error 111)").
         let mut reason = e.to_string();
         let mut src = std::error::Error::source(e);
         while let Some(s) = src {
-            reason = format!("{reason}: {s}");
+            reason = s.to_string();
             src = s.source();
+        }
+        if e.is_connect() {
+            reason = format!("{reason} (is the server running, and is --url / PRESA_URL right?)");
+        } else if e.is_timeout() {
+            reason = format!("timed out ({reason})");
         }
         Error::Unreachable { url: self.url.clone(), reason }
     }
