@@ -199,11 +199,8 @@ impl Client {
 
 async fn read_json(resp: reqwest::Response, url: &str) -> Result<Value, Error> {
     let status = resp.status().as_u16();
-    let challenge = resp
-        .headers()
-        .get(reqwest::header::WWW_AUTHENTICATE)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+    let challenge =
+        resp.headers().get(reqwest::header::WWW_AUTHENTICATE).and_then(|v| v.to_str().ok()).map(str::to_string);
     let body = resp.text().await.map_err(|e| Error::Unreachable { url: url.into(), reason: e.to_string() })?;
     let json: Option<Value> = serde_json::from_str(&body).ok();
     match status {
@@ -256,7 +253,8 @@ pub fn parse_bearer_challenge(header: &str) -> Vec<(String, String)> {
         while chars.peek().is_some_and(|c| c.is_whitespace() || *c == ',') {
             chars.next();
         }
-        let key: String = std::iter::from_fn(|| chars.next_if(|c| *c != '=' && *c != ',' && !c.is_whitespace())).collect();
+        let key: String =
+            std::iter::from_fn(|| chars.next_if(|c| *c != '=' && *c != ',' && !c.is_whitespace())).collect();
         if key.is_empty() {
             return out;
         }
@@ -325,9 +323,14 @@ mod tests {
         let p = parse_bearer_challenge(
             r#"Bearer resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource", scope="a b""#,
         );
-        assert_eq!(param(&p, "resource_metadata").unwrap(), "https://mcp.example.com/.well-known/oauth-protected-resource");
+        assert_eq!(
+            param(&p, "resource_metadata").unwrap(),
+            "https://mcp.example.com/.well-known/oauth-protected-resource"
+        );
         assert_eq!(param(&p, "scope").unwrap(), "a b");
-        let p = parse_bearer_challenge(r#"Bearer error="insufficient_scope", scope="tasks:write", error_description="need \"more\"""#);
+        let p = parse_bearer_challenge(
+            r#"Bearer error="insufficient_scope", scope="tasks:write", error_description="need \"more\"""#,
+        );
         assert_eq!(param(&p, "error").unwrap(), "insufficient_scope");
         assert_eq!(param(&p, "scope").unwrap(), "tasks:write");
         assert_eq!(param(&p, "error_description").unwrap(), "need \"more\"");
@@ -348,8 +351,9 @@ mod tests {
             e.to_string(),
             "the server does not support protocol version 2026-07-28; it supports: 2026-07-28, 2025-11-25"
         );
-        let e = into_result(json!({ "error": { "code": -32602, "message": "Task not found" } }), "tasks/get", Some("x"))
-            .unwrap_err();
+        let e =
+            into_result(json!({ "error": { "code": -32602, "message": "Task not found" } }), "tasks/get", Some("x"))
+                .unwrap_err();
         assert!(matches!(e, Error::UnknownTask { ref id, .. } if id == "x"), "{e}");
         let e = into_result(json!({ "error": { "code": -32602, "message": "bad" } }), "tools/call", None).unwrap_err();
         assert_eq!(e.rpc_code(), Some(-32602));

@@ -102,9 +102,7 @@ fn unauthorized_message(metadata: &Option<String>, detail: &Option<String>) -> S
         s.push_str(&format!(": {d}"));
     }
     match metadata {
-        Some(m) => s.push_str(&format!(
-            "; it says how to get a token at {m}; pass it with --token or PRESA_TOKEN"
-        )),
+        Some(m) => s.push_str(&format!("; it says how to get a token at {m}; pass it with --token or PRESA_TOKEN")),
         None => s.push_str("; pass a bearer token with --token or PRESA_TOKEN"),
     }
     s

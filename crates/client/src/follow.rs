@@ -133,7 +133,8 @@ impl Follower {
         let mut listen = options.listen;
         while !self.pending.is_empty() {
             if listen && self.pending.len() > MAX_LISTEN_IDS {
-                self.note(format!("{} tasks are more than one subscription holds; polling", self.pending.len())).await?;
+                self.note(format!("{} tasks are more than one subscription holds; polling", self.pending.len()))
+                    .await?;
                 listen = false;
             }
             if listen {

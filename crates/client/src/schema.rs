@@ -21,11 +21,9 @@ pub fn typed_value(prop: Option<&Value>, raw: &str) -> Result<Value, String> {
     let ty = prop.and_then(declared_type);
     match ty {
         Some("string") => Ok(Value::String(raw.to_string())),
-        Some("integer") => raw
-            .trim()
-            .parse::<i64>()
-            .map(Value::from)
-            .map_err(|_| format!("expected an integer, got {raw:?}")),
+        Some("integer") => {
+            raw.trim().parse::<i64>().map(Value::from).map_err(|_| format!("expected an integer, got {raw:?}"))
+        }
         Some("number") => match raw.trim().parse::<i64>() {
             Ok(i) => Ok(Value::from(i)),
             Err(_) => raw
@@ -254,14 +252,25 @@ mod tests {
 
     #[test]
     fn assignments_are_typed_from_the_schema() {
-        let pairs: Vec<String> =
-            ["version=1.0", "step_seconds=0.5", "count=3", "dry=true", r#"tags=["a","b"]"#, r#"opts={"x":1}"#, "free=42", "other=hi"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
+        let pairs: Vec<String> = [
+            "version=1.0",
+            "step_seconds=0.5",
+            "count=3",
+            "dry=true",
+            r#"tags=["a","b"]"#,
+            r#"opts={"x":1}"#,
+            "free=42",
+            "other=hi",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         let m = parse_assignments(&schema(), &pairs).unwrap();
-        assert_eq!(Value::Object(m), json!({ "version": "1.0", "step_seconds": 0.5, "count": 3, "dry": true,
-            "tags": ["a", "b"], "opts": { "x": 1 }, "free": 42, "other": "hi" }));
+        assert_eq!(
+            Value::Object(m),
+            json!({ "version": "1.0", "step_seconds": 0.5, "count": 3, "dry": true,
+            "tags": ["a", "b"], "opts": { "x": 1 }, "free": 42, "other": "hi" })
+        );
         assert!(parse_assignments(&schema(), &["count=x".into()]).unwrap_err().starts_with("count:"));
         assert!(parse_assignments(&schema(), &["tags={}".into()]).is_err());
         assert!(parse_assignments(&schema(), &["novalue".into()]).is_err());

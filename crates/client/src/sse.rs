@@ -56,10 +56,8 @@ mod tests {
     async fn reads_messages_and_skips_empty_events() {
         let body = "id: 1\ndata: \n\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"n\"}\n\n: ping\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\n\
                     data: \"result\":{}}\n\n";
-        let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
-            body.as_bytes().chunks(7).map(|c| Ok(c.to_vec())).collect();
-        let got: Vec<Value> =
-            parse(futures::stream::iter(chunks), "u".into()).map(|m| m.unwrap()).collect().await;
+        let chunks: Vec<Result<Vec<u8>, std::io::Error>> = body.as_bytes().chunks(7).map(|c| Ok(c.to_vec())).collect();
+        let got: Vec<Value> = parse(futures::stream::iter(chunks), "u".into()).map(|m| m.unwrap()).collect().await;
         assert_eq!(got.len(), 2, "{got:?}");
         assert_eq!(got[0]["method"], "n");
         assert_eq!(got[1]["id"], 1);

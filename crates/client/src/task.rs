@@ -162,7 +162,9 @@ mod tests {
         let i = CallOutcome::from_result(json!({ "resultType": "input_required",
             "inputRequests": { "k": {} }, "requestState": "s" }))
         .unwrap();
-        assert!(matches!(i, CallOutcome::InputRequired { ref request_state, .. } if request_state == &Some(json!("s"))));
+        assert!(
+            matches!(i, CallOutcome::InputRequired { ref request_state, .. } if request_state == &Some(json!("s")))
+        );
         let c = CallOutcome::from_result(json!({ "content": [] })).unwrap();
         assert!(matches!(c, CallOutcome::Complete(_)));
         assert!(CallOutcome::from_result(json!({ "resultType": "task" })).is_err());

@@ -22,18 +22,30 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<u8> {
     match &cli.command {
         Command::Discover => {
             let d = client.discover().await?;
-            if cli.json { output::json_line(&d) } else { output::print_discover(&d) }
+            if cli.json {
+                output::json_line(&d)
+            } else {
+                output::print_discover(&d)
+            }
             Ok(exit::OK)
         }
         Command::Tools => {
             let tools = client.list_tools().await?;
-            if cli.json { output::json_line(&json!({ "tools": tools })) } else { output::print_tools(&tools) }
+            if cli.json {
+                output::json_line(&json!({ "tools": tools }))
+            } else {
+                output::print_tools(&tools)
+            }
             Ok(exit::OK)
         }
         Command::Call(args) => call(&cli, &client, args).await,
         Command::Get { id, files } => {
             let task = client.get_task(id).await?;
-            if cli.json { output::json_line(&task.0) } else { output::print_task(&task, &files.output_dir)? }
+            if cli.json {
+                output::json_line(&task.0)
+            } else {
+                output::print_task(&task, &files.output_dir)?
+            }
             Ok(exit::OK)
         }
         Command::Watch(w) => {
@@ -104,9 +116,10 @@ async fn arguments(client: &Client, args: &crate::CallArgs) -> anyhow::Result<Ma
         return Ok(out);
     }
     let tools = client.list_tools().await?;
-    let tool = tools.iter().find(|t| t["name"] == args.tool.as_str()).ok_or_else(|| {
-        usage(format!("the server has no tool named {:?} (`presa tools` lists them)", args.tool))
-    })?;
+    let tool = tools
+        .iter()
+        .find(|t| t["name"] == args.tool.as_str())
+        .ok_or_else(|| usage(format!("the server has no tool named {:?} (`presa tools` lists them)", args.tool)))?;
     let typed = presa_client::schema::parse_assignments(&tool["inputSchema"], &args.assignments).map_err(usage)?;
     out.extend(typed);
     Ok(out)
@@ -130,7 +143,11 @@ async fn call(cli: &Cli, client: &Client, args: &crate::CallArgs) -> anyhow::Res
         };
         match outcome {
             CallOutcome::Complete(result) => {
-                if cli.json { output::json_line(&result) } else { output::print_result(&result, &args.files.output_dir, &args.tool)? }
+                if cli.json {
+                    output::json_line(&result)
+                } else {
+                    output::print_result(&result, &args.files.output_dir, &args.tool)?
+                }
                 return Ok(output::result_code(&result));
             }
             CallOutcome::InputRequired { input_requests, request_state } => {
@@ -141,14 +158,18 @@ async fn call(cli: &Cli, client: &Client, args: &crate::CallArgs) -> anyhow::Res
                     }
                     Answered::Missing(keys) => {
                         if cli.json {
-                            output::json_line(&json!({ "resultType": "input_required", "inputRequests": input_requests }));
+                            output::json_line(
+                                &json!({ "resultType": "input_required", "inputRequests": input_requests }),
+                            );
                         } else {
                             println!("The tool {} needs input before it can run:", args.tool);
                             for key in &keys {
                                 println!("  {}", input::describe(key, &input_requests[key]).replace('\n', "\n  "));
                             }
-                            let hints: Vec<String> =
-                                keys.iter().map(|k| format!("--answer {}", input::example_answer(k, &input_requests[k]))).collect();
+                            let hints: Vec<String> = keys
+                                .iter()
+                                .map(|k| format!("--answer {}", input::example_answer(k, &input_requests[k])))
+                                .collect();
                             println!("Run it again with: {}", hints.join(" "));
                         }
                         return Ok(exit::INPUT_REQUIRED);
@@ -158,7 +179,11 @@ async fn call(cli: &Cli, client: &Client, args: &crate::CallArgs) -> anyhow::Res
             }
             CallOutcome::Task(task) => {
                 if args.detach {
-                    if cli.json { output::json_line(&task.0) } else { println!("{}", task.id()) }
+                    if cli.json {
+                        output::json_line(&task.0)
+                    } else {
+                        println!("{}", task.id())
+                    }
                     return Ok(exit::OK);
                 }
                 let ui = FollowUi {
@@ -207,7 +232,11 @@ fn finish(cli: &Cli, ended: Ended, dir: &Path, single_result: bool) -> anyhow::R
                 for key in &keys {
                     let request = requests.get(key).cloned().unwrap_or(Value::Null);
                     println!("  {}", input::describe(key, &request).replace('\n', "\n  "));
-                    println!("Answer with: presa{} answer {id} {}", url_flag(cli), input::example_answer(key, &request));
+                    println!(
+                        "Answer with: presa{} answer {id} {}",
+                        url_flag(cli),
+                        input::example_answer(key, &request)
+                    );
                 }
                 println!("then follow it with: presa{} watch {id}", url_flag(cli));
             }

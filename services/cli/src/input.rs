@@ -163,7 +163,7 @@ fn prompt(key: &str, request: &Value) -> anyhow::Result<Value> {
         eprintln!("Open: {url}");
     }
     let choices = ["Answer", "Decline", "Cancel"];
-    let choice = Select::with_theme(&theme).with_prompt(format!("{key}")).items(choices).default(0).interact()?;
+    let choice = Select::with_theme(&theme).with_prompt(key).items(choices).default(0).interact()?;
     match choice {
         1 => return Ok(json!({ "action": "decline" })),
         2 => return Ok(json!({ "action": "cancel" })),

@@ -46,7 +46,8 @@ async fn no_input_exits_5_with_the_task_id_and_question_then_answer_and_watch_fi
     let out = presa(&api.url, &["call", "deploy_release", "version=1.0", "step_seconds=0", "--no-input"]).await;
     assert_eq!(out.code, 5, "{out}");
     let first = out.stdout.lines().next().unwrap_or_default();
-    let id = first.strip_prefix("Task ").and_then(|r| r.strip_suffix(" needs input:")).expect(&out.to_string());
+    let id =
+        first.strip_prefix("Task ").and_then(|r| r.strip_suffix(" needs input:")).unwrap_or_else(|| panic!("{out}"));
     assert!(out.stdout.contains("approve-1.0: Release 1.0 to production?"), "{out}");
     assert!(out.stdout.contains("approve (boolean, required)"), "{out}");
     assert!(out.stdout.contains(&format!("answer {id} approve-1.0='")), "{out}");
@@ -60,9 +61,10 @@ async fn no_input_exits_5_with_the_task_id_and_question_then_answer_and_watch_fi
     assert!(watched.stdout.contains("Released 1.0 to production"), "{watched}");
 
     // --json: the snapshot, with the id and the question.
-    let out = presa(&api.url, &["call", "deploy_release", "version=2.0", "step_seconds=0", "--no-input", "--json"]).await;
+    let out =
+        presa(&api.url, &["call", "deploy_release", "version=2.0", "step_seconds=0", "--no-input", "--json"]).await;
     assert_eq!(out.code, 5, "{out}");
-    let task: Value = serde_json::from_str(out.stdout.trim()).expect(&out.to_string());
+    let task: Value = serde_json::from_str(out.stdout.trim()).unwrap_or_else(|_| panic!("{out}"));
     assert_eq!(task["status"], "input_required");
     assert!(task["inputRequests"]["approve-2.0"].is_object(), "{task}");
 }
@@ -98,7 +100,7 @@ async fn json_output_parses() {
     let api = embedded().await;
     let out = presa(&api.url, &["--json", "call", "slow_compute", "seconds=0.2", "label=json"]).await;
     assert_eq!(out.code, 0, "{out}");
-    let result: Value = serde_json::from_str(&out.stdout).expect(&out.to_string());
+    let result: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|_| panic!("{out}"));
     assert_eq!(result["content"][0]["text"], "Completed json");
     assert!(out.stderr.is_empty(), "no status lines with --json: {out}");
 
@@ -112,7 +114,7 @@ async fn json_output_parses() {
     for args in [vec!["--json", "get", id.as_str()], vec!["--json", "tools"], vec!["--json", "discover"]] {
         let out = presa(&api.url, &args).await;
         assert_eq!(out.code, 0, "{out}");
-        let _: Value = serde_json::from_str(&out.stdout).expect(&out.to_string());
+        let _: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|_| panic!("{out}"));
     }
 }
 
@@ -161,8 +163,7 @@ async fn discover_tools_mrtr_and_images() {
     assert!(out.stdout.contains("user_name: What is your name?"), "{out}");
     // Images are saved to files.
     let dir = tempfile::tempdir().unwrap();
-    let out =
-        presa(&api.url, &["call", "test_image_content", "--output-dir", dir.path().to_str().unwrap()]).await;
+    let out = presa(&api.url, &["call", "test_image_content", "--output-dir", dir.path().to_str().unwrap()]).await;
     assert_eq!(out.code, 0, "{out}");
     let saved = dir.path().join("test_image_content-1.png");
     assert!(out.stdout.contains(&format!("image (image/png) saved to {}", saved.display())), "{out}");

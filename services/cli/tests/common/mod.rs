@@ -87,7 +87,8 @@ pub async fn detached(url: &str, args: &[&str]) -> String {
 pub async fn fake_server(status: &str, headers: &[&str], body: &str) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let mut response = format!("HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n", body.len());
+    let mut response =
+        format!("HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n", body.len());
     for h in headers {
         response.push_str(h);
         response.push_str("\r\n");
@@ -111,7 +112,9 @@ pub async fn fake_server(status: &str, headers: &[&str], body: &str) -> String {
                     if let Some(head_end) = text.find("\r\n\r\n") {
                         let len = text[..head_end]
                             .lines()
-                            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_string()))
+                            .find_map(|l| {
+                                l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_string())
+                            })
                             .and_then(|v| v.parse::<usize>().ok())
                             .unwrap_or(0);
                         if got.len() >= head_end + 4 + len {
