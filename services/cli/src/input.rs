@@ -158,12 +158,12 @@ fn prompt(key: &str, request: &Value) -> anyhow::Result<Value> {
         return Ok(serde_json::from_str(&raw)?);
     }
     let message = params["message"].as_str().unwrap_or("The server asks for input");
-    eprintln!("{message}");
     if let Some(url) = params["url"].as_str() {
         eprintln!("Open: {url}");
     }
     let choices = ["Answer", "Decline", "Cancel"];
-    let choice = Select::with_theme(&theme).with_prompt(key).items(choices).default(0).interact()?;
+    let choice =
+        Select::with_theme(&theme).with_prompt(format!("{message} [{key}]")).items(choices).default(0).interact()?;
     match choice {
         1 => return Ok(json!({ "action": "decline" })),
         2 => return Ok(json!({ "action": "cancel" })),
