@@ -35,7 +35,7 @@ Exit codes: 0 completed, 1 the tool reported an error (isError), 2 usage (bad ar
 
 /// A command-line client for MCP servers (revision 2026-07-28) with the Tasks extension.
 #[derive(Debug, Parser)]
-#[command(name = "presa", version, about, after_help = AFTER_HELP)]
+#[command(name = "presa", version, after_help = AFTER_HELP)]
 pub(crate) struct Cli {
     /// The MCP endpoint.
     #[arg(long, env = "PRESA_URL", default_value = "http://127.0.0.1:8080/mcp", global = true)]

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{detached, embedded, fake_server, presa};
+use common::{command, detached, embedded, fake_server, presa, without_listen};
 use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -229,4 +229,53 @@ async fn errors_in_words_with_their_exit_codes() {
         out.stderr.contains("does not support protocol version 2026-07-28; it supports: 2025-11-25, 2025-06-18"),
         "{out}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_listen_the_cli_polls_to_the_end() {
+    let api = embedded().await;
+    let url = without_listen(&api.url).await;
+    let out = presa(
+        &url,
+        &[
+            "--verbose",
+            "call",
+            "deploy_release",
+            "version=3.0",
+            "step_seconds=0.2",
+            "--answer",
+            r#"approve-3.0={"action":"accept","content":{"approve":true}}"#,
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{out}");
+    assert!(out.stdout.starts_with("Released 3.0 to production"), "{out}");
+    assert!(out.stderr.contains("the server does not offer subscriptions/listen"), "{out}");
+    assert!(!out.stderr.contains("subscribed to task notifications"), "{out}");
+    // --poll never tries.
+    let out = presa(&api.url, &["--verbose", "--poll", "call", "slow_compute", "seconds=0.5"]).await;
+    assert_eq!(out.code, 0, "{out}");
+    assert!(!out.stderr.contains("subscri"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_tools_print_at_once_and_sigint_without_a_terminal_leaves_the_task_running() {
+    let api = embedded().await;
+    let out = presa(&api.url, &["call", "greet", "name=Ann"]).await;
+    assert_eq!((out.code, out.stdout.as_str(), out.stderr.as_str()), (0, "Hello, Ann!\n", ""), "{out}");
+
+    let mut child = command(&api.url, &["call", "slow_compute", "seconds=30", "label=bg"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    presa_testkit::redis::signal(child.id().unwrap(), "INT");
+    let out =
+        tokio::time::timeout(std::time::Duration::from_secs(10), child.wait_with_output()).await.unwrap().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let id = stderr.split("watch ").nth(1).map(str::trim).unwrap_or_else(|| panic!("{stderr}"));
+    let get = presa(&api.url, &["get", id]).await;
+    assert!(get.stdout.contains("status   working"), "{get}");
 }

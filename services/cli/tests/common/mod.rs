@@ -83,6 +83,83 @@ pub async fn detached(url: &str, args: &[&str]) -> String {
     id
 }
 
+/// Read one HTTP/1.1 request (head and `content-length` body) from `s`.
+async fn read_request(s: &mut tokio::net::TcpStream) -> Option<(String, Vec<u8>)> {
+    let mut buf = vec![0u8; 65536];
+    let mut got = Vec::new();
+    loop {
+        let n = s.read(&mut buf).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        got.extend_from_slice(&buf[..n]);
+        let Some(head_end) = got.windows(4).position(|w| w == b"\r\n\r\n") else { continue };
+        let head = String::from_utf8_lossy(&got[..head_end]).into_owned();
+        let len = head
+            .lines()
+            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_string()))
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(0);
+        if got.len() >= head_end + 4 + len {
+            return Some((head, got[head_end + 4..head_end + 4 + len].to_vec()));
+        }
+    }
+}
+
+/// An MCP server without `subscriptions/listen`: a proxy to `upstream` (an
+/// MCP URL) that answers `subscriptions/listen` with 404 `-32601` and
+/// forwards every other request. Its URL.
+pub async fn without_listen(upstream: &str) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let upstream = upstream.to_string();
+    let http = reqwest::Client::new();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let (upstream, http) = (upstream.clone(), http.clone());
+            tokio::spawn(async move {
+                while let Some((head, body)) = read_request(&mut s).await {
+                    let headers: Vec<(String, String)> = head
+                        .lines()
+                        .skip(1)
+                        .filter_map(|l| l.split_once(':'))
+                        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+                        .collect();
+                    let method = headers.iter().find(|(k, _)| k == "mcp-method").map(|(_, v)| v.clone());
+                    let (status, content_type, reply) = if method.as_deref() == Some("subscriptions/listen") {
+                        let e = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found"}}"#;
+                        (404, "application/json".to_string(), e.as_bytes().to_vec())
+                    } else {
+                        let mut req = http.post(&upstream).body(body);
+                        for (k, v) in &headers {
+                            if k.starts_with("mcp-") || k == "content-type" || k == "accept" || k == "authorization" {
+                                req = req.header(k.as_str(), v.as_str());
+                            }
+                        }
+                        let resp = req.send().await.unwrap();
+                        let status = resp.status().as_u16();
+                        let ct = resp
+                            .headers()
+                            .get("content-type")
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or("application/json")
+                            .to_string();
+                        (status, ct, resp.bytes().await.unwrap().to_vec())
+                    };
+                    let head = format!(
+                        "HTTP/1.1 {status} X\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n",
+                        reply.len()
+                    );
+                    if s.write_all(head.as_bytes()).await.is_err() || s.write_all(&reply).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
 /// A server answering every request with `status`, `headers` and `body`; its URL.
 pub async fn fake_server(status: &str, headers: &[&str], body: &str) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
