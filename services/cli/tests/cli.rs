@@ -264,7 +264,7 @@ async fn sync_tools_print_at_once_and_sigint_without_a_terminal_leaves_the_task_
     let out = presa(&api.url, &["call", "greet", "name=Ann"]).await;
     assert_eq!((out.code, out.stdout.as_str(), out.stderr.as_str()), (0, "Hello, Ann!\n", ""), "{out}");
 
-    let mut child = command(&api.url, &["call", "slow_compute", "seconds=30", "label=bg"])
+    let child = command(&api.url, &["call", "slow_compute", "seconds=30", "label=bg"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
