@@ -22,7 +22,7 @@ fn spawn(url: &str, args: &[&str]) -> PtySession {
 /// Type `keys` like a person: after a pause, so the prompt has switched the
 /// terminal to raw mode (which may discard input typed ahead).
 fn type_keys(p: &mut PtySession, keys: &str) -> Result<(), rexpect::error::Error> {
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::thread::sleep(std::time::Duration::from_millis(500));
     p.send(keys)?;
     p.flush()
 }
@@ -74,7 +74,7 @@ async fn ctrl_c_can_cancel_the_task_or_leave_it_running() {
     let (code, id) = tokio::task::spawn_blocking(move || -> Result<(i32, String), rexpect::error::Error> {
         let mut p = spawn(&url, &["call", "slow_compute", "seconds=30", "label=bg"]);
         p.exp_string("Computing bg for 30 s")?;
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        std::thread::sleep(std::time::Duration::from_millis(500));
         p.send_control('c')?;
         p.exp_string("still running. What now?")?;
         type_keys(&mut p, "\r")?; // "Leave it running", the default
@@ -96,7 +96,7 @@ async fn ctrl_c_can_cancel_the_task_or_leave_it_running() {
     let code = drive(move || {
         let mut p = spawn(&url, &["call", "slow_compute", "seconds=30", "label=fg"]);
         p.exp_string("Computing fg for 30 s")?;
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        std::thread::sleep(std::time::Duration::from_millis(500));
         p.send_control('c')?;
         p.exp_string("Cancel it")?;
         type_keys(&mut p, "\x1b[B")?; // down
