@@ -168,6 +168,12 @@ async fn discover_tools_mrtr_and_images() {
     let saved = dir.path().join("test_image_content-1.png");
     assert!(out.stdout.contains(&format!("image (image/png) saved to {}", saved.display())), "{out}");
     assert_eq!(std::fs::read(&saved).unwrap()[1..4], *b"PNG");
+    // --args @file.
+    let file = dir.path().join("args.json");
+    std::fs::write(&file, r#"{"seconds":0,"label":"from-file"}"#).unwrap();
+    let at = format!("@{}", file.display());
+    let out = presa(&api.url, &["call", "slow_compute", "--args", &at]).await;
+    assert_eq!(out.stdout, "Completed from-file\n", "{out}");
     // --args JSON with key=value on top.
     let out = presa(&api.url, &["call", "slow_compute", "--args", r#"{"seconds":0,"label":"x"}"#, "label=y"]).await;
     assert_eq!(out.stdout, "Completed y\n", "{out}");
@@ -193,7 +199,7 @@ async fn errors_in_words_with_their_exit_codes() {
     assert!(out.stderr.contains(&format!("cannot reach the MCP server at {closed}")), "{out}");
     assert!(out.stderr.contains("is the server running"), "{out}");
 
-    let url = fake_server(
+    let (url, _) = fake_server(
         "401 Unauthorized",
         &[r#"www-authenticate: Bearer resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource""#],
         "",
@@ -207,7 +213,7 @@ async fn errors_in_words_with_their_exit_codes() {
         "{out}"
     );
 
-    let url = fake_server(
+    let (url, seen) = fake_server(
         "403 Forbidden",
         &[r#"www-authenticate: Bearer error="insufficient_scope", scope="tasks:write tools:call""#],
         "",
@@ -216,8 +222,21 @@ async fn errors_in_words_with_their_exit_codes() {
     let out = presa(&url, &["--token", "t0k", "call", "slow_compute"]).await;
     assert_eq!(out.code, 6, "{out}");
     assert!(out.stderr.contains("lacks the scope(s) tasks:write tools:call"), "{out}");
+    // What went on the wire: the bearer token, the MCP headers and `_meta`.
+    let request = seen.lock().unwrap()[0].clone();
+    for line in [
+        "authorization: bearer t0k",
+        "mcp-protocol-version: 2026-07-28",
+        "mcp-method: tools/call",
+        "mcp-name: slow_compute",
+    ] {
+        assert!(request.lines().any(|l| l == line), "no {line:?} in\n{request}");
+    }
+    let body: Value = serde_json::from_str(request.split("\n\n").nth(1).unwrap()).unwrap();
+    assert_eq!(body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+    assert!(body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]["extensions"]["io.modelcontextprotocol/tasks"].is_object());
 
-    let url = fake_server(
+    let (url, _) = fake_server(
         "400 Bad Request",
         &[],
         r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"Unsupported protocol version","data":{"supported":["2025-11-25","2025-06-18"],"requested":"2026-07-28"}}}"#,

@@ -3,7 +3,12 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::{path::PathBuf, process::Stdio, time::Duration};
+use std::{
+    path::PathBuf,
+    process::Stdio,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use presa_testkit::{Pod, free_port};
 use tokio::{
@@ -160,8 +165,9 @@ pub async fn without_listen(upstream: &str) -> String {
     url
 }
 
-/// A server answering every request with `status`, `headers` and `body`; its URL.
-pub async fn fake_server(status: &str, headers: &[&str], body: &str) -> String {
+/// A server answering every request with `status`, `headers` and `body`;
+/// its URL, and the requests it received (head, then body, lower-cased head).
+pub async fn fake_server(status: &str, headers: &[&str], body: &str) -> (String, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let mut response =
@@ -172,37 +178,20 @@ pub async fn fake_server(status: &str, headers: &[&str], body: &str) -> String {
     }
     response.push_str("connection: close\r\n\r\n");
     response.push_str(body);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
     tokio::spawn(async move {
         while let Ok((mut s, _)) = listener.accept().await {
-            let response = response.clone();
-            tokio::spawn(async move {
-                // Read the request head and body (enough for these small requests).
-                let mut buf = vec![0u8; 65536];
-                let mut got = Vec::new();
-                loop {
-                    let n = s.read(&mut buf).await.unwrap_or(0);
-                    if n == 0 {
-                        break;
-                    }
-                    got.extend_from_slice(&buf[..n]);
-                    let text = String::from_utf8_lossy(&got);
-                    if let Some(head_end) = text.find("\r\n\r\n") {
-                        let len = text[..head_end]
-                            .lines()
-                            .find_map(|l| {
-                                l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_string())
-                            })
-                            .and_then(|v| v.parse::<usize>().ok())
-                            .unwrap_or(0);
-                        if got.len() >= head_end + 4 + len {
-                            break;
-                        }
-                    }
-                }
-                let _ = s.write_all(response.as_bytes()).await;
-                let _ = s.shutdown().await;
-            });
+            if let Some((head, body)) = read_request(&mut s).await {
+                log.lock().unwrap().push(format!(
+                    "{}\n\n{}",
+                    head.to_ascii_lowercase(),
+                    String::from_utf8_lossy(&body)
+                ));
+            }
+            let _ = s.write_all(response.as_bytes()).await;
+            let _ = s.shutdown().await;
         }
     });
-    url
+    (url, seen)
 }
