@@ -263,7 +263,7 @@ mod tests {
             "other=hi",
         ]
         .iter()
-        .map(|s| s.to_string())
+        .map(ToString::to_string)
         .collect();
         let m = parse_assignments(&schema(), &pairs).unwrap();
         assert_eq!(

@@ -23,18 +23,18 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Discover => {
             let d = client.discover().await?;
             if cli.json {
-                output::json_line(&d)
+                output::json_line(&d);
             } else {
-                output::print_discover(&d)
+                output::print_discover(&d);
             }
             Ok(exit::OK)
         }
         Command::Tools => {
             let tools = client.list_tools().await?;
             if cli.json {
-                output::json_line(&json!({ "tools": tools }))
+                output::json_line(&json!({ "tools": tools }));
             } else {
-                output::print_tools(&tools)
+                output::print_tools(&tools);
             }
             Ok(exit::OK)
         }
@@ -42,9 +42,9 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Get { id, files } => {
             let task = client.get_task(id).await?;
             if cli.json {
-                output::json_line(&task.0)
+                output::json_line(&task.0);
             } else {
-                output::print_task(&task, &files.output_dir)?
+                output::print_task(&task, &files.output_dir)?;
             }
             Ok(exit::OK)
         }
@@ -144,9 +144,9 @@ async fn call(cli: &Cli, client: &Client, args: &crate::CallArgs) -> anyhow::Res
         match outcome {
             CallOutcome::Complete(result) => {
                 if cli.json {
-                    output::json_line(&result)
+                    output::json_line(&result);
                 } else {
-                    output::print_result(&result, &args.files.output_dir, &args.tool)?
+                    output::print_result(&result, &args.files.output_dir, &args.tool)?;
                 }
                 return Ok(output::result_code(&result));
             }
@@ -180,9 +180,9 @@ async fn call(cli: &Cli, client: &Client, args: &crate::CallArgs) -> anyhow::Res
             CallOutcome::Task(task) => {
                 if args.detach {
                     if cli.json {
-                        output::json_line(&task.0)
+                        output::json_line(&task.0);
                     } else {
-                        println!("{}", task.id())
+                        println!("{}", task.id());
                     }
                     return Ok(exit::OK);
                 }

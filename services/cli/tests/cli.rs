@@ -294,7 +294,7 @@ async fn sync_tools_print_at_once_and_sigint_without_a_terminal_leaves_the_task_
         tokio::time::timeout(std::time::Duration::from_secs(10), child.wait_with_output()).await.unwrap().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stderr}");
-    let id = stderr.split("watch ").nth(1).map(str::trim).unwrap_or_else(|| panic!("{stderr}"));
+    let id = stderr.split("watch ").nth(1).map_or_else(|| panic!("{stderr}"), str::trim);
     let get = presa(&api.url, &["get", id]).await;
     assert!(get.stdout.contains("status   working"), "{get}");
 }
