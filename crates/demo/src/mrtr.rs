@@ -4,28 +4,17 @@
 
 use std::collections::BTreeMap;
 
-use presa_server::{CatalogBuilder, Tool, ToolContext, ToolError, ToolOutput};
+use presa_server::{CatalogBuilder, InputRequest, Tool, ToolContext, ToolError, ToolOutput};
 use serde_json::{Value, json};
 
-/// An `elicitation/create` request for one string property `name`.
-pub fn ask_name(message: &str) -> Value {
-    elicit(message, json!({ "name": { "type": "string" } }), &["name"])
+/// An elicitation asking for one string property `name`.
+pub fn ask_name(message: &str) -> InputRequest {
+    InputRequest::elicitation(message, form(json!({ "name": { "type": "string" } }), &["name"]))
 }
 
-/// An `elicitation/create` form request.
-pub fn elicit(message: &str, properties: Value, required: &[&str]) -> Value {
-    json!({ "method": "elicitation/create", "params": {
-        "message": message,
-        "requestedSchema": { "type": "object", "properties": properties, "required": required } } })
-}
-
-fn sampling(text: &str, max_tokens: u32) -> Value {
-    json!({ "method": "sampling/createMessage", "params": {
-        "messages": [{ "role": "user", "content": { "type": "text", "text": text } }], "maxTokens": max_tokens } })
-}
-
-fn list_roots() -> Value {
-    json!({ "method": "roots/list", "params": {} })
+/// A flat form schema (`requestedSchema`) with these properties and required keys.
+pub fn form(properties: Value, required: &[&str]) -> Value {
+    json!({ "type": "object", "properties": properties, "required": required })
 }
 
 /// `content.<field>` of an accepted ElicitResult, as text (empty when absent).
@@ -37,15 +26,19 @@ pub fn accepted_field(answer: &Value, field: &str) -> String {
     }
 }
 
-fn ask(requests: &[(&str, Value)], state: Option<Value>) -> Result<ToolOutput, ToolError> {
-    let requests: BTreeMap<String, Value> = requests.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+fn ask(requests: &[(&str, InputRequest)], state: Option<Value>) -> Result<ToolOutput, ToolError> {
+    let requests: BTreeMap<String, Value> =
+        requests.iter().map(|(k, v)| (k.to_string(), v.clone().into_value())).collect();
     Ok(ToolOutput::InputRequired { requests, state })
 }
 
 /// Ask for an `ok` confirmation, remembering the step in `requestState`.
 fn ask_confirmation() -> Result<ToolOutput, ToolError> {
     ask(
-        &[("confirm", elicit("Please confirm", json!({ "ok": { "type": "boolean" } }), &["ok"]))],
+        &[(
+            "confirm",
+            InputRequest::elicitation("Please confirm", form(json!({ "ok": { "type": "boolean" } }), &["ok"])),
+        )],
         Some(json!({ "step": "confirm" })),
     )
 }
@@ -80,7 +73,9 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
                 Some(a) => {
                     Ok(ToolOutput::text(format!("Sampling result: {}", a["content"]["text"].as_str().unwrap_or(""))))
                 }
-                None => ask(&[("capital_question", sampling("What is the capital of France?", 100))], None),
+                None => {
+                    ask(&[("capital_question", InputRequest::sampling("What is the capital of France?", 100))], None)
+                }
             }
         },
     ))
@@ -91,7 +86,7 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
         |ctx: ToolContext, _args| async move {
             match answer(&ctx, "client_roots") {
                 Some(a) => Ok(ToolOutput::text(format!("Found {} root(s)", a["roots"].as_array().map_or(0, Vec::len)))),
-                None => ask(&[("client_roots", list_roots())], None),
+                None => ask(&[("client_roots", InputRequest::roots())], None),
             }
         },
     ))
@@ -126,8 +121,8 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
                 _ => ask(
                     &[
                         ("user_name", ask_name("What is your name?")),
-                        ("greeting", sampling("Generate a greeting", 50)),
-                        ("client_roots", list_roots()),
+                        ("greeting", InputRequest::sampling("Generate a greeting", 50)),
+                        ("client_roots", InputRequest::roots()),
                     ],
                     Some(json!({ "step": "all" })),
                 ),
@@ -149,10 +144,9 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
                 (Some("step1"), Some(name), _) => ask(
                     &[(
                         "step2",
-                        elicit(
+                        InputRequest::elicitation(
                             "Step 2: What is your favorite color?",
-                            json!({ "color": { "type": "string" } }),
-                            &["color"],
+                            form(json!({ "color": { "type": "string" } }), &["color"]),
                         ),
                     )],
                     Some(json!({ "step": "step2", "name": accepted_field(name, "name") })),
@@ -186,10 +180,10 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
                 requests.push(("user_name", ask_name("What is your name?")));
             }
             if ctx.has_capability("sampling") {
-                requests.push(("greeting", sampling("Generate a greeting", 50)));
+                requests.push(("greeting", InputRequest::sampling("Generate a greeting", 50)));
             }
             if ctx.has_capability("roots") {
-                requests.push(("client_roots", list_roots()));
+                requests.push(("client_roots", InputRequest::roots()));
             }
             if requests.is_empty() {
                 return Ok(ToolOutput::text("capabilities-ok: the client declared nothing to ask for"));
@@ -207,7 +201,10 @@ pub async fn context_prompt(ctx: ToolContext, _args: Value) -> Result<ToolOutput
         None => ask(
             &[(
                 "user_context",
-                elicit("What context should the prompt use?", json!({ "context": { "type": "string" } }), &["context"]),
+                InputRequest::elicitation(
+                    "What context should the prompt use?",
+                    form(json!({ "context": { "type": "string" } }), &["context"]),
+                ),
             )],
             None,
         ),

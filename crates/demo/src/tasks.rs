@@ -4,10 +4,12 @@
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
-use presa_server::{CatalogBuilder, TaskPolicy, Tool, ToolContext, ToolError, ToolOutput};
+use presa_server::{CatalogBuilder, Elicited, InputRequest, TaskPolicy, Tool, ToolContext, ToolError, ToolOutput};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::mrtr::{accepted_field, ask_name, elicit};
+use crate::mrtr::{accepted_field, ask_name, form};
 
 /// Register the tasks tools.
 pub fn register(b: CatalogBuilder) -> CatalogBuilder {
@@ -64,8 +66,8 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
             json!({ "type": "object", "properties": { "filename": { "type": "string" } } }),
             |ctx: ToolContext, args: Value| async move {
                 let filename = args["filename"].as_str().unwrap_or("file").to_string();
-                let request =
-                    elicit(&format!("Delete {filename}?"), json!({ "confirm": { "type": "boolean" } }), &["confirm"]);
+                let schema = form(json!({ "confirm": { "type": "boolean" } }), &["confirm"]);
+                let request = InputRequest::elicitation(format!("Delete {filename}?"), schema);
                 let answer = ctx.input("confirm-delete", request).await?;
                 let confirmed = answer["action"] == "accept" && answer["content"]["confirm"] == true;
                 Ok(ToolOutput::text(format!("Delete confirmed: {confirmed}")))
@@ -82,8 +84,14 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
                 let props = json!({ "name": { "type": "string" }, "confirm": { "type": "boolean" } });
                 let answers = ctx
                     .inputs(BTreeMap::from([
-                        ("first-input".to_string(), elicit("First input", props.clone(), &[])),
-                        ("second-input".to_string(), elicit("Second input", props, &[])),
+                        (
+                            "first-input".to_string(),
+                            InputRequest::elicitation("First input", form(props.clone(), &[])).into(),
+                        ),
+                        (
+                            "second-input".to_string(),
+                            InputRequest::elicitation("Second input", form(props, &[])).into(),
+                        ),
                     ]))
                     .await?;
                 let name = |k: &str| {
@@ -111,36 +119,54 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
         }))),
     )
     .tool(
-        Tool::new(
+        Tool::typed(
             "deploy_release",
             "Deploys a release in steps (build, test, stage), asks for confirmation before production, \
              and reports each step in the task's status message.",
-            json!({ "type": "object", "properties": {
-                "version": { "type": "string", "description": "The version to deploy" },
-                "step_seconds": { "type": "number", "minimum": 0, "maximum": 60, "default": 1 } },
-                "required": ["version"] }),
             deploy_release,
         )
         .policy(TaskPolicy::Required),
     )
 }
 
-async fn deploy_release(ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-    let version = args["version"].as_str().unwrap_or_default().to_string();
-    let step = Duration::from_secs_f64(args["step_seconds"].as_f64().unwrap_or(1.0));
+/// The arguments of `deploy_release`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct Deploy {
+    /// The version to deploy
+    version: String,
+    /// Seconds each step takes
+    #[serde(default = "one_second")]
+    #[schemars(range(min = 0, max = 60))]
+    step_seconds: f64,
+}
+
+fn one_second() -> f64 {
+    1.0
+}
+
+/// The approval form `deploy_release` asks for before production.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct Approval {
+    approve: bool,
+    note: Option<String>,
+}
+
+async fn deploy_release(ctx: ToolContext, args: Deploy) -> Result<ToolOutput, ToolError> {
+    let Deploy { version, step_seconds } = args;
+    let step = Duration::from_secs_f64(step_seconds);
     for (i, name) in ["build", "test", "stage"].iter().enumerate() {
         ctx.set_status(format!("Step {}/4: {name} {version}", i + 1)).await?;
         ctx.sleep(step).await?;
     }
     ctx.set_status(format!("Waiting for approval to release {version} to production")).await?;
-    let question = elicit(
-        &format!("Release {version} to production?"),
-        json!({ "approve": { "type": "boolean" }, "note": { "type": "string" } }),
-        &["approve"],
-    );
-    let answer = ctx.input(&format!("approve-{version}"), question).await?;
-    if answer["action"] != "accept" || answer["content"]["approve"] != true {
-        return Ok(ToolOutput::text(format!("Release {version} stopped before production: not approved")));
+    let question = format!("Release {version} to production?");
+    match ctx.elicit::<Approval>(&format!("approve-{version}"), question).await? {
+        Elicited::Accept(Approval { approve: true, note }) => {
+            if let Some(note) = note {
+                tracing::info!(%version, %note, "release approved with a note");
+            }
+        }
+        _ => return Ok(ToolOutput::text(format!("Release {version} stopped before production: not approved"))),
     }
     ctx.set_status(format!("Step 4/4: production {version}")).await?;
     ctx.sleep(step).await?;

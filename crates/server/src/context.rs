@@ -181,8 +181,8 @@ impl ToolContext {
     }
 
     /// Ask the client for one input; see [`ToolContext::inputs`].
-    pub async fn input(&self, key: &str, request: Value) -> Result<Value, ToolError> {
-        let mut answers = self.inputs(BTreeMap::from([(key.to_string(), request)])).await?;
+    pub async fn input(&self, key: &str, request: impl Into<Value>) -> Result<Value, ToolError> {
+        let mut answers = self.inputs(BTreeMap::from([(key.to_string(), request.into())])).await?;
         answers.remove(key).ok_or_else(|| ToolError::internal("input answer missing"))
     }
 

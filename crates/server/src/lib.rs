@@ -15,7 +15,9 @@
 //! - [`core`]: [`Core`], what server and worker share (catalog, backend,
 //!   settings) and the one place handler output becomes a protocol result.
 //!
-//! And around them: [`tool`] (the API tools are written with), [`catalog`]
+//! And around them: [`tool`] and [`typed`] (the API tools are written with:
+//! [`Tool::typed`] derives the input schema from a Rust type), [`output`]
+//! (what a handler may return), [`input`] (asking the client), [`catalog`]
 //! (tools, resources, templates, prompts, completion), [`state`]
 //! (HMAC-sealed MRTR `requestState`), [`config`], and [`error`]
 //! ([`ServerError`] and the one place it becomes a JSON-RPC error).
@@ -68,9 +70,12 @@ pub mod context;
 pub mod core;
 pub mod dispatch;
 pub mod error;
+pub mod input;
+pub mod output;
 pub mod state;
 pub mod store_io;
 pub mod tool;
+pub mod typed;
 pub mod worker;
 
 pub use catalog::{Catalog, CatalogBuilder};
@@ -79,6 +84,8 @@ pub use context::{Outbox, ToolContext};
 pub use core::Core;
 pub use dispatch::{Admitted, Reply, Server};
 pub use error::ServerError;
+pub use input::{Elicited, InputRequest};
+pub use output::{IntoToolOutput, Json};
 pub use state::StateCodec;
 pub use tool::{PolicyInput, TaskPolicy, Tool, ToolError, ToolHandler, ToolOutput};
 pub use worker::{Worker, WorkerConfig};

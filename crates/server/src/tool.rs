@@ -104,28 +104,51 @@ impl ToolOutput {
 }
 
 /// Why a handler did not produce an output.
-#[derive(Debug, thiserror::Error)]
+///
+/// Any `std::error::Error + Send + Sync + 'static` converts into
+/// [`ToolError::Internal`] (its message is logged, never sent), so `?` on an
+/// `io::Error` or a client library's error works in a handler. For that
+/// reason `ToolError` itself is not a `std::error::Error` (like `anyhow::Error`).
+#[derive(Debug)]
 pub enum ToolError {
     /// A JSON-RPC error to send as is (e.g. `-32602`, `-32021`). In a task it
     /// ends the task `failed` with this error.
-    #[error("{}", .0.message)]
     Rpc(ErrorObject),
     /// The handler failed. Sent as `-32603 Internal error`; the cause is logged only.
-    #[error("{0}")]
     Internal(String),
     /// The work was cancelled (the task was cancelled or the request went away).
-    #[error("cancelled")]
     Cancelled,
     /// The handler needs input it does not have yet (raised by
     /// [`ToolContext::input`] in a sync call; becomes an `InputRequiredResult`).
-    #[error("input required")]
     NeedInput(BTreeMap<String, Value>),
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ToolError::Rpc(e) => f.write_str(&e.message),
+            ToolError::Internal(cause) => f.write_str(cause),
+            ToolError::Cancelled => f.write_str("cancelled"),
+            ToolError::NeedInput(_) => f.write_str("input required"),
+        }
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
+    fn from(e: E) -> Self {
+        ToolError::Internal(e.to_string())
+    }
 }
 
 impl ToolError {
     /// An internal failure with a cause to log.
     pub fn internal(cause: impl fmt::Display) -> Self {
         ToolError::Internal(cause.to_string())
+    }
+
+    /// `-32602 Invalid params` with `message` (sent to the client as is).
+    pub fn invalid_params(message: impl Into<String>) -> Self {
+        ToolError::Rpc(ErrorObject::new(presa_protocol::codes::INVALID_PARAMS, message))
     }
 }
 
