@@ -219,7 +219,7 @@ async fn elicit_in_a_task_parks_until_tasks_update() {
 async fn poll<F, Fut>(get: &F, done: impl Fn(&Value) -> bool) -> Value
 where
     F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Reply>,
+    Fut: Future<Output = Reply>,
 {
     for _ in 0..200 {
         let task = result(get().await);
