@@ -7,7 +7,7 @@
 //! exits non-zero.
 
 use clap::{
-    Arg, ArgAction, ArgMatches, Command, Parser,
+    Arg, ArgAction, ArgMatches, Command, FromArgMatches, Parser,
     error::{ContextKind, ContextValue, ErrorKind},
     parser::ValueSource,
 };
@@ -19,13 +19,21 @@ const URLS_WITH_CREDENTIALS: &[&str] = &["redis_url"];
 
 /// Parse `T` from the command line and the environment (see the module docs).
 pub fn load<T: Parser>() -> T {
-    let cmd = T::command().arg(
+    load_from::<T>(T::command(), std::env::args_os())
+}
+
+/// [`load`] with the command (e.g. renamed after the binary) and the arguments given.
+pub fn load_from<T: FromArgMatches>(
+    cmd: Command,
+    args: impl IntoIterator<Item = impl Into<std::ffi::OsString> + Clone>,
+) -> T {
+    let cmd = cmd.arg(
         Arg::new("print_config")
             .long("print-config")
             .action(ArgAction::SetTrue)
             .help("Print the effective configuration (secrets redacted) and exit"),
     );
-    let matches = cmd.clone().try_get_matches().unwrap_or_else(|e| fail(e, &cmd));
+    let matches = cmd.clone().try_get_matches_from(args).unwrap_or_else(|e| fail(e, &cmd));
     let args = T::from_arg_matches(&matches).unwrap_or_else(|e| fail(e, &cmd));
     if matches.get_flag("print_config") {
         print!("{}", render(&cmd, &matches));

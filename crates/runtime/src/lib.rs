@@ -1,10 +1,20 @@
-//! Process plumbing shared by `presa-api` and `presa-worker`, so both
-//! binaries stay thin: configuration ([`config::load`], `--print-config`),
+//! The processes of a presa server, for any catalog: [`App`] runs the API
+//! process ([`ApiArgs`]) or a worker process ([`WorkerArgs`]) with every flag,
+//! environment variable, health endpoint, metric, trace and the graceful
+//! drain of the shipped `presa-api` and `presa-worker`, whose `main`s are a
+//! few lines around the demo catalog. Underneath, the plumbing they share: configuration ([`config::load`], `--print-config`),
 //! shutdown signals, and choosing the storage (in-memory,
 //! or Redis) behind the store traits ([`Storage`]), and setting up logs,
 //! traces and metrics once ([`telemetry`], on top of `presa-telemetry`).
 
+mod api;
+mod app;
 pub mod config;
+mod worker;
+
+pub use api::ApiArgs;
+pub use app::{App, RuntimeError};
+pub use worker::WorkerArgs;
 
 use std::{sync::Arc, time::Duration};
 

@@ -1,0 +1,172 @@
+//! The API process (`presa-api`, or a user's server in its default mode):
+//! its flags ([`ApiArgs`]) and its life: telemetry, storage, dispatcher, HTTP
+//! server, the in-process worker pool when embedded, and the drain on SIGTERM.
+//!
+//! Without `--redis-url` one process is the whole system: an in-memory store
+//! and an in-process worker pool (the embedded mode: not durable). With it,
+//! this process is a stateless API pod and worker processes run the tools.
+
+use std::{net::SocketAddr, time::Duration};
+
+use clap::Parser;
+use presa_http::HttpConfig;
+use presa_server::{Core, Server, ServerConfig, StateCodec, Worker, WorkerConfig};
+use presa_telemetry::LogFormat;
+use tokio_util::sync::CancellationToken;
+
+use crate::{RedisArgs, RuntimeError, Storage, app::Checked, shutdown_signal};
+
+/// The flags and environment of an API process (`presa-api`).
+#[derive(Debug, Parser)]
+#[command(version, about = "An MCP 2026-07-28 server that runs long tool calls as durable tasks.")]
+pub struct ApiArgs {
+    #[command(flatten)]
+    redis: RedisArgs,
+
+    /// Address to serve MCP (`/mcp`), `/healthz`, `/readyz` and `/metrics` on.
+    #[arg(long, env = "PRESA_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+
+    /// Allowed `Origin` values: hostnames (any scheme and port) or full
+    /// origins, comma-separated. Requests without `Origin` are always accepted.
+    #[arg(long, env = "PRESA_ALLOWED_ORIGINS", value_delimiter = ',', default_value = "localhost,127.0.0.1,[::1]")]
+    allowed_origins: Vec<String>,
+
+    /// Largest request body in bytes (HTTP 413 beyond).
+    #[arg(long, env = "PRESA_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
+    max_body_bytes: usize,
+
+    /// Task lifetime from creation in ms, or `none` for tasks that never expire.
+    #[arg(long, env = "PRESA_TASK_TTL_MS", default_value = "3600000", value_parser = parse_ttl)]
+    task_ttl_ms: Ttl,
+
+    /// Suggested polling interval for tasks, in ms.
+    #[arg(long, env = "PRESA_POLL_INTERVAL_MS", default_value_t = 500)]
+    poll_interval_ms: u64,
+
+    /// Largest task input (arguments plus answers, or one tasks/update), in bytes.
+    #[arg(long, env = "PRESA_MAX_TASK_INPUT_BYTES", default_value_t = 256 * 1024)]
+    max_task_input_bytes: usize,
+
+    /// Most non-terminal tasks one caller scope may hold (0: no limit).
+    #[arg(long, env = "PRESA_MAX_ACTIVE_TASKS_PER_SCOPE", default_value_t = 1000)]
+    max_active_tasks_per_scope: u64,
+
+    /// Embedded mode: most tasks held in memory, finished ones included until
+    /// their TTL (a few KiB each); past it new tasks get a retryable error.
+    #[arg(long, env = "PRESA_MAX_TASKS", default_value_t = 100_000, value_parser = clap::value_parser!(usize))]
+    max_tasks: usize,
+
+    /// Most `subscriptions/listen` streams open at once on this pod.
+    #[arg(long, env = "PRESA_MAX_LISTEN_STREAMS", default_value_t = 1000)]
+    max_listen_streams: usize,
+
+    /// Tool handlers run at once by the in-process worker (embedded mode only;
+    /// with Redis, `presa-worker` pods run them).
+    #[arg(long, env = "PRESA_CONCURRENCY", default_value_t = 64)]
+    concurrency: usize,
+
+    /// Grace period on SIGTERM/SIGINT for in-flight requests and running tasks, in ms.
+    #[arg(long, env = "PRESA_GRACE_MS", default_value_t = 20_000)]
+    grace_ms: u64,
+
+    /// Log format: human-readable text or JSON lines.
+    #[arg(long, env = "PRESA_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+
+    /// Key for MRTR requestState HMACs; every API pod must share it.
+    /// When unset, a random per-process key is used.
+    #[arg(long, env = "PRESA_STATE_SECRET", hide_env_values = true)]
+    state_secret: Option<String>,
+}
+
+/// A task lifetime: milliseconds, or `none` for tasks that never expire.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ttl(Option<u64>);
+
+fn parse_ttl(s: &str) -> Result<Ttl, String> {
+    match s {
+        "none" | "null" => Ok(Ttl(None)),
+        n => match n.parse::<u64>() {
+            Ok(0) => Err("must be positive, or `none`".into()),
+            Ok(ms) => Ok(Ttl(Some(ms))),
+            Err(_) => Err(format!("`{n}` is not a number of milliseconds or `none`")),
+        },
+    }
+}
+
+/// Run an API process for `app` with `args` until SIGTERM/SIGINT and its drain.
+pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError> {
+    let telemetry = crate::telemetry(&format!("{}-api", app.name), args.log_format)?;
+
+    let state = match &args.state_secret {
+        Some(s) if !s.is_empty() => StateCodec::new(s.as_bytes()),
+        _ => {
+            tracing::warn!(
+                "PRESA_STATE_SECRET is not set: using a random per-process key; \
+                 several API pods would not accept each other's requestState"
+            );
+            StateCodec::random()
+        }
+    };
+    let config = ServerConfig {
+        task_ttl_ms: args.task_ttl_ms.0,
+        poll_interval_ms: Some(args.poll_interval_ms),
+        max_task_input_bytes: args.max_task_input_bytes,
+        max_active_tasks_per_scope: (args.max_active_tasks_per_scope > 0).then_some(args.max_active_tasks_per_scope),
+        max_listen_streams: args.max_listen_streams,
+        ..app.server_config()
+    };
+    let storage = Storage::from_args(&args.redis, args.max_tasks).await?;
+    if storage.durable {
+        tracing::info!("Redis mode: this pod serves requests; worker pods run the tools");
+    } else {
+        tracing::warn!("embedded mode: tasks live in this process's memory and are lost when it stops");
+    }
+    let core = Core::new(config, app.catalog, storage.backend.clone());
+    let server = Server::new(core.clone(), state);
+
+    let grace = Duration::from_millis(args.grace_ms);
+    let stop_worker = CancellationToken::new();
+    let worker = (!storage.durable).then(|| {
+        let config = WorkerConfig { concurrency: args.concurrency, grace, ..WorkerConfig::default() };
+        tokio::spawn(Worker::new(core, config).run(stop_worker.clone()))
+    });
+
+    let http = HttpConfig {
+        allowed_origins: args.allowed_origins.clone(),
+        max_body_bytes: args.max_body_bytes,
+        ready: Some(storage.ready.clone()),
+        metrics: Some(telemetry.metrics.clone()),
+        // With Redis, presa-worker pods report the shared work queue.
+        queue_metrics: !storage.durable,
+        ..HttpConfig::default()
+    };
+    let router = presa_http::router(server.clone(), http);
+    let listener = tokio::net::TcpListener::bind(args.listen).await.map_err(|e| RuntimeError::Bind(args.listen, e))?;
+    let address = listener.local_addr().map_err(|e| RuntimeError::Bind(args.listen, e))?;
+    tracing::info!(%address, "{}-api serving MCP at /mcp", app.name);
+
+    let shutdown = server.shutdown_token();
+    let on_signal = shutdown.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down: closing listen streams, finishing in-flight requests");
+        on_signal.cancel();
+    });
+    let serve = presa_http::serve(listener, router, shutdown.clone().cancelled_owned());
+    let grace_elapsed = async {
+        shutdown.cancelled().await;
+        tokio::time::sleep(grace).await;
+    };
+    tokio::select! {
+        r = serve => r.map_err(RuntimeError::Serve)?,
+        _ = grace_elapsed => tracing::warn!("grace period elapsed with requests still in flight"),
+    }
+    stop_worker.cancel();
+    if let Some(worker) = worker {
+        let _ = tokio::time::timeout(grace + Duration::from_secs(1), worker).await;
+    }
+    tracing::info!("stopped");
+    Ok(())
+}

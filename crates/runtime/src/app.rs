@@ -1,0 +1,150 @@
+//! [`App`]: a deployable presa server (a catalog, a name, a version) and its
+//! entry points. A server's `main` is a few lines:
+//!
+//! ```no_run
+//! use presa_runtime::App;
+//! use presa_server::Catalog;
+//!
+//! #[tokio::main]
+//! async fn main() -> std::process::ExitCode {
+//!     let catalog = Catalog::builder().build(); // .tool(Tool::typed(...)) ...
+//!     App::new("my-server", env!("CARGO_PKG_VERSION"), catalog).run().await
+//! }
+//! ```
+//!
+//! `run` is the API process (embedded without `--redis-url`, an API pod with
+//! it) unless the first argument is `worker`: then it is a worker process.
+//! Both get every flag and environment variable of the shipped `presa-api` and
+//! `presa-worker`, `--print-config`, `/healthz`, `/readyz`, `/metrics`, OTLP
+//! traces, graceful shutdown and Redis Cluster mode.
+
+use std::{ffi::OsString, net::SocketAddr, process::ExitCode};
+
+use presa_server::{Catalog, ServerConfig, catalog::CatalogError};
+
+use crate::{StorageError, api::ApiArgs, config, worker::WorkerArgs};
+
+/// Why a process could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The catalog is invalid (a bad schema, a duplicate name…).
+    #[error("building the catalog: {0}")]
+    Catalog(#[from] CatalogError),
+    /// The settings do not work together.
+    #[error("{0}")]
+    Config(String),
+    /// Telemetry could not be set up.
+    #[error("setting up telemetry: {0}")]
+    Telemetry(#[from] presa_telemetry::TelemetryError),
+    /// The task store could not be set up.
+    #[error("setting up the task store: {0}")]
+    Storage(#[from] StorageError),
+    /// The listen address could not be bound.
+    #[error("binding {0}: {1}")]
+    Bind(SocketAddr, std::io::Error),
+    /// Serving HTTP failed.
+    #[error("serving HTTP: {0}")]
+    Serve(std::io::Error),
+}
+
+/// A deployable server: its catalog and identity (`serverInfo`).
+#[derive(Debug)]
+pub struct App {
+    pub(crate) name: String,
+    pub(crate) version: String,
+    pub(crate) instructions: Option<String>,
+    pub(crate) catalog: Result<Catalog, CatalogError>,
+}
+
+impl App {
+    /// A server called `name` (its `serverInfo.name`, the prefix of its
+    /// telemetry service names) at `version`, serving `catalog`.
+    pub fn new(name: impl Into<String>, version: impl Into<String>, catalog: Result<Catalog, CatalogError>) -> Self {
+        App { name: name.into(), version: version.into(), instructions: None, catalog }
+    }
+
+    /// `server/discover` instructions for clients.
+    pub fn instructions(mut self, text: impl Into<String>) -> Self {
+        self.instructions = Some(text.into());
+        self
+    }
+
+    /// The API process, or with a first argument `worker`, the worker process.
+    pub async fn run(self) -> ExitCode {
+        let mut args: Vec<OsString> = std::env::args_os().collect();
+        if args.get(1).is_some_and(|a| a == "worker") {
+            args.remove(1);
+            self.worker_with(args).await
+        } else {
+            self.api_with(args).await
+        }
+    }
+
+    /// The API process (`presa-api`): embedded without `--redis-url`, an API pod with it.
+    pub async fn api(self) -> ExitCode {
+        self.api_with(std::env::args_os().collect()).await
+    }
+
+    /// The worker process (`presa-worker`): runs tasks queued in Redis.
+    pub async fn worker(self) -> ExitCode {
+        self.worker_with(std::env::args_os().collect()).await
+    }
+
+    async fn api_with(self, args: Vec<OsString>) -> ExitCode {
+        let parsed: ApiArgs = parse(&args);
+        report(async { crate::api::run(self.checked()?, parsed).await }.await)
+    }
+
+    async fn worker_with(self, args: Vec<OsString>) -> ExitCode {
+        let parsed: WorkerArgs = parse(&args);
+        report(async { crate::worker::run(self.checked()?, parsed).await }.await)
+    }
+
+    /// The app with its catalog known to be valid.
+    fn checked(self) -> Result<Checked, RuntimeError> {
+        let catalog = self.catalog?;
+        Ok(Checked { name: self.name, version: self.version, instructions: self.instructions, catalog })
+    }
+}
+
+/// An [`App`] whose catalog built.
+#[derive(Debug)]
+pub(crate) struct Checked {
+    pub(crate) name: String,
+    pub(crate) version: String,
+    pub(crate) instructions: Option<String>,
+    pub(crate) catalog: Catalog,
+}
+
+impl Checked {
+    /// The dispatcher settings this app starts from (its identity).
+    pub(crate) fn server_config(&self) -> ServerConfig {
+        ServerConfig {
+            name: self.name.clone(),
+            version: self.version.clone(),
+            instructions: self.instructions.clone(),
+            ..ServerConfig::default()
+        }
+    }
+}
+
+/// Parse `T` from `args` (named after the binary) and the environment; see [`config::load_from`].
+fn parse<T: clap::Parser>(args: &[OsString]) -> T {
+    let bin = args
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .map_or_else(|| T::command().get_name().to_string(), |n| n.to_string_lossy().into_owned());
+    config::load_from::<T>(T::command().name(bin), args)
+}
+
+/// The process's exit: 0, or the error on stderr and 1.
+fn report(result: Result<(), RuntimeError>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "stopped with an error");
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

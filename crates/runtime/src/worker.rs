@@ -1,0 +1,117 @@
+//! The worker process (`presa-worker`, or `<server> worker`): its flags
+//! ([`WorkerArgs`]) and its life: it claims task work from Redis streams and
+//! runs the tool handlers, serving only `/healthz`, `/readyz` and `/metrics`
+//! (with the work queue gauges of every partition). Run as many as you like;
+//! they survive each other's crashes (leases, recovery, fencing).
+
+use std::{net::SocketAddr, time::Duration};
+
+use axum::{Router, http::StatusCode, routing::get};
+use clap::Parser;
+use presa_server::{Core, Worker, WorkerConfig};
+use presa_telemetry::LogFormat;
+use tokio_util::sync::CancellationToken;
+
+use crate::{RedisArgs, RuntimeError, Storage, app::Checked, shutdown_signal};
+
+/// The flags and environment of a worker process (`presa-worker`).
+#[derive(Debug, Parser)]
+#[command(version, about = "Runs the tool handlers of tasks queued in Redis.")]
+pub struct WorkerArgs {
+    #[command(flatten)]
+    redis: RedisArgs,
+
+    /// Address for `/healthz`, `/readyz` and `/metrics`.
+    #[arg(long, env = "PRESA_WORKER_LISTEN", default_value = "127.0.0.1:9090")]
+    listen: SocketAddr,
+
+    /// This worker's name (its Redis consumer name); unique per pod.
+    #[arg(long, env = "PRESA_WORKER_ID")]
+    worker_id: Option<String>,
+
+    /// Tool handlers run at once.
+    #[arg(long, env = "PRESA_CONCURRENCY", default_value_t = 64)]
+    concurrency: usize,
+
+    /// Lease on claimed work, in ms: a worker silent for this long loses its
+    /// work to another. Renewed every third of it.
+    #[arg(long, env = "PRESA_LEASE_MS", default_value_t = 30_000)]
+    lease_ms: u64,
+
+    /// Deliveries after which a task ends failed (poison task).
+    #[arg(long, env = "PRESA_MAX_DELIVERIES", default_value_t = 5)]
+    max_deliveries: u64,
+
+    /// Grace period on SIGTERM/SIGINT for running handlers, in ms; what is
+    /// still running then is handed back to other workers at once.
+    #[arg(long, env = "PRESA_GRACE_MS", default_value_t = 20_000)]
+    grace_ms: u64,
+
+    /// Log format.
+    #[arg(long, env = "PRESA_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// Run a worker process for `app` with `args` until SIGTERM/SIGINT and its drain.
+pub(crate) async fn run(app: Checked, args: WorkerArgs) -> Result<(), RuntimeError> {
+    let Some(url) = args.redis.redis_url.as_deref().filter(|u| !u.is_empty()) else {
+        return Err(RuntimeError::Config(
+            "--redis-url (PRESA_REDIS_URL) is required: a worker runs tasks queued in Redis".into(),
+        ));
+    };
+    if args.lease_ms < 300 {
+        return Err(RuntimeError::Config("--lease-ms (PRESA_LEASE_MS) must be at least 300".into()));
+    }
+    let telemetry = crate::telemetry(&format!("{}-worker", app.name), args.log_format)?;
+    let storage = Storage::redis(url, &args.redis).await?;
+    let core = Core::new(app.server_config(), app.catalog, storage.backend.clone());
+    let id = args.worker_id.clone().unwrap_or_else(|| {
+        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "worker".into());
+        format!("{host}-{}", std::process::id())
+    });
+    let grace = Duration::from_millis(args.grace_ms);
+    let config = WorkerConfig {
+        id,
+        concurrency: args.concurrency,
+        lease: Duration::from_millis(args.lease_ms),
+        max_deliveries: args.max_deliveries,
+        grace,
+        ..WorkerConfig::default()
+    };
+
+    let stop = CancellationToken::new();
+    let ready = storage.ready.clone();
+    let draining = stop.clone();
+    let health = Router::new()
+        .merge(presa_http::metrics_router(presa_http::refresh_queue_gauges(core.clone()), telemetry.metrics.clone()))
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let (ready, draining) = (ready.clone(), draining.clone());
+                async move {
+                    if draining.is_cancelled() {
+                        (StatusCode::SERVICE_UNAVAILABLE, "draining")
+                    } else if ready().await {
+                        (StatusCode::OK, "ready")
+                    } else {
+                        (StatusCode::SERVICE_UNAVAILABLE, "redis unreachable")
+                    }
+                }
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind(args.listen).await.map_err(|e| RuntimeError::Bind(args.listen, e))?;
+    let address = listener.local_addr().map_err(|e| RuntimeError::Bind(args.listen, e))?;
+    tracing::info!(%address, "{}-worker health endpoints up", app.name);
+    let health_stop = stop.clone();
+    tokio::spawn(presa_http::serve(listener, health, async move { health_stop.cancelled().await }));
+
+    let on_signal = stop.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down: no new claims; running handlers get the grace period");
+        on_signal.cancel();
+    });
+    Worker::new(core, config).run(stop).await;
+    Ok(())
+}
