@@ -31,9 +31,10 @@ impl Pod {
         let dir = tempfile::tempdir().expect("temp dir");
         let log = dir.path().join(format!("{name}.log"));
         let out = File::create(&log).expect("log file");
+        // `args` first, so a leading subcommand (`indexer worker …`) stays first.
         let child = Command::new(binary)
-            .args(["--listen", &format!("127.0.0.1:{listen}")])
             .args(args)
+            .args(["--listen", &format!("127.0.0.1:{listen}")])
             .envs(env.iter().copied())
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
