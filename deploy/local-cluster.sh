@@ -12,6 +12,9 @@
 #   PRESA_REDIS_URL   use this Redis instead of starting a private redis-server
 #   PRESA_LB_PORT     nginx port (default: a free port)
 #   PRESA_APIS        API pods (default 2); PRESA_WORKERS worker pods (default 2)
+#   PRESA_SERVER      PACKAGE:BINARY of your own server built on presa_runtime::App
+#                     (e.g. presa-example-indexer:indexer): its API pods run `BINARY`,
+#                     its workers `BINARY worker` (default: presa-api and presa-worker)
 #   CARGO_TARGET_DIR  honoured when building and locating the binaries
 # Needs redis-server (unless PRESA_REDIS_URL) and nginx (`apt-get install nginx-light`).
 set -euo pipefail
@@ -22,7 +25,7 @@ CMD=()
 case "${1:-}" in
   --conformance) MODE=conformance ;;
   --) shift; MODE=cmd; CMD=("$@") ;;
-  -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
   "") ;;
   *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
 esac
@@ -50,9 +53,18 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-echo "building presa-api and presa-worker..."
-(cd "$REPO" && cargo build -q -p presa-api -p presa-worker)
 BIN=${CARGO_TARGET_DIR:-$REPO/target}/debug
+if [ -n "${PRESA_SERVER:-}" ]; then
+  echo "building ${PRESA_SERVER%%:*}..."
+  (cd "$REPO" && cargo build -q -p "${PRESA_SERVER%%:*}")
+  API_CMD=("$BIN/${PRESA_SERVER##*:}")
+  WORKER_CMD=("$BIN/${PRESA_SERVER##*:}" worker)
+else
+  echo "building presa-api and presa-worker..."
+  (cd "$REPO" && cargo build -q -p presa-api -p presa-worker)
+  API_CMD=("$BIN/presa-api")
+  WORKER_CMD=("$BIN/presa-worker")
+fi
 
 if [ -z "${PRESA_REDIS_URL:-}" ]; then
   RPORT=$(free_port)
@@ -67,12 +79,12 @@ export PRESA_REDIS_PREFIX=${PRESA_REDIS_PREFIX:-presa-$(date +%s%N)}
 UPSTREAMS=""
 for i in $(seq "$APIS"); do
   p=$(free_port)
-  "$BIN/presa-api" --listen "127.0.0.1:$p" >"$WORK/api$i.log" 2>&1 &
+  "${API_CMD[@]}" --listen "127.0.0.1:$p" >"$WORK/api$i.log" 2>&1 &
   PIDS+=($!)
   UPSTREAMS+="server 127.0.0.1:$p; "
 done
 for i in $(seq "$WORKERS"); do
-  "$BIN/presa-worker" --listen "127.0.0.1:$(free_port)" --worker-id "worker$i" >"$WORK/worker$i.log" 2>&1 &
+  "${WORKER_CMD[@]}" --listen "127.0.0.1:$(free_port)" --worker-id "worker$i" >"$WORK/worker$i.log" 2>&1 &
   PIDS+=($!)
 done
 
