@@ -24,40 +24,42 @@
 //!
 //! # A server with your own tool
 //!
-//! ```
-//! use std::sync::Arc;
-//! use presa_server::{Catalog, Core, Server, ServerConfig, StateCodec, TaskPolicy, Tool, ToolContext, ToolOutput};
-//! use presa_store::{Backend, memory::MemoryStore};
-//! use serde_json::{Value, json};
+//! A typed tool, and the whole `main` of a server that serves it embedded
+//! (`backup`), as an API pod (`backup --redis-url …`) or as a worker
+//! (`backup worker --redis-url …`), with every flag of `presa-api`:
 //!
-//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let catalog = Catalog::builder()
-//!     .tool(
-//!         Tool::new(
-//!             "summarise",
-//!             "Summarises a long document.",
-//!             json!({ "type": "object", "properties": { "url": { "type": "string" } }, "required": ["url"] }),
-//!             |ctx: ToolContext, args: Value| async move {
-//!                 ctx.set_status(format!("fetching {}", args["url"])).await?;
-//!                 // ... long work; ctx.sleep() and ctx.cancellation() notice tasks/cancel ...
-//!                 let ok = ctx
-//!                     .input("confirm", json!({ "method": "elicitation/create", "params": {
-//!                         "message": "Publish the summary?",
-//!                         "requestedSchema": { "type": "object", "properties": { "ok": { "type": "boolean" } } } } }))
-//!                     .await?;
-//!                 Ok(ToolOutput::text(format!("done: {}", ok["content"]["ok"])))
-//!             },
-//!         )
-//!         .policy(TaskPolicy::Optional),
-//!     )
-//!     .build()?;
-//! let core = Core::new(ServerConfig::default(), catalog, Backend::new(Arc::new(MemoryStore::new())));
-//! let server = Server::new(core.clone(), StateCodec::new(b"shared secret"));
-//! // Serve it with `presa_http::router(server.clone(), Default::default())` and run
-//! // `presa_server::Worker::new(core, Default::default()).run(shutdown)` where handlers should execute.
-//! # let _ = server;
-//! # Ok(())
-//! # }
+//! ```no_run
+//! use presa_runtime::App;
+//! use presa_server::{Catalog, Elicited, TaskPolicy, Tool, ToolContext, ToolError};
+//! use schemars::JsonSchema;
+//! use serde::Deserialize;
+//!
+//! #[derive(Deserialize, JsonSchema)]
+//! struct Backup {
+//!     /// The directory to back up.
+//!     path: String,
+//! }
+//!
+//! #[derive(Deserialize, JsonSchema)]
+//! struct Confirm {
+//!     proceed: bool,
+//! }
+//!
+//! async fn backup(ctx: ToolContext, args: Backup) -> Result<String, ToolError> {
+//!     let files = std::fs::read_dir(&args.path)?.count(); // `?` on io::Error: an internal error, not leaked
+//!     ctx.set_status(format!("{files} files to copy")).await?;
+//!     match ctx.elicit::<Confirm>("go", format!("Copy {files} files?")).await? {
+//!         // ... the long work: ctx.sleep(..) and ctx.cancellation() notice tasks/cancel
+//!         Elicited::Accept(Confirm { proceed: true }) => Ok(format!("copied {files} files")),
+//!         _ => Ok("nothing copied".into()),
+//!     }
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> std::process::ExitCode {
+//!     let tool = Tool::typed("backup", "Backs up a directory.", backup).policy(TaskPolicy::Optional);
+//!     App::new("backup", env!("CARGO_PKG_VERSION"), Catalog::builder().tool(tool).build()).run().await
+//! }
 //! ```
 //!
 //! Invariants: every result carries `resultType` and `_meta.serverInfo`; a task
