@@ -26,6 +26,7 @@ use crate::{StorageError, api::ApiArgs, config, worker::WorkerArgs};
 
 /// Why a process could not run.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RuntimeError {
     /// The catalog is invalid (a bad schema, a duplicate name…).
     #[error("building the catalog: {0}")]

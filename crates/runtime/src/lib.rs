@@ -119,6 +119,7 @@ impl std::fmt::Debug for Storage {
 
 /// Why the storage could not be set up.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StorageError {
     /// Redis could not be reached or configured.
     #[error("connecting to Redis: {0}")]

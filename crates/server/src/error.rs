@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 /// Why a request failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ServerError {
     /// Bad params (`-32602`).
     #[error("{0}")]

@@ -27,6 +27,7 @@ pub struct Binding {
 
 /// Why a state was refused. Every variant becomes `-32602`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum StateError {
     /// Not a token this server produced, or modified.
     #[error("requestState integrity check failed")]

@@ -17,7 +17,7 @@ use tracing::{Instrument, field::Empty};
 
 /// The outcome of [`update_task`].
 #[derive(Debug, Clone, PartialEq)]
-pub enum Updated {
+pub(crate) enum Updated {
     /// The event changed the task; this is the stored result.
     Applied(Task),
     /// The event changed nothing (terminal task, unknown input keys…).
@@ -30,7 +30,7 @@ pub enum Updated {
 
 /// Why an update failed.
 #[derive(Debug, thiserror::Error)]
-pub enum UpdateError {
+pub(crate) enum UpdateError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -45,7 +45,7 @@ pub enum UpdateError {
 const MAX_ATTEMPTS: usize = 32;
 
 /// Apply `event` to task `id` as `writer`, retrying on CAS conflicts.
-pub async fn update_task(
+pub(crate) async fn update_task(
     store: &dyn TaskStore,
     id: &TaskId,
     writer: Writer,

@@ -16,6 +16,7 @@ use crate::context::ToolContext;
 /// Whether a tool call becomes a task (SEP-2663 is server-directed: the
 /// server decides per call, from the request's own capabilities).
 #[derive(Clone, Default)]
+#[non_exhaustive]
 pub enum TaskPolicy {
     /// Always runs inside the request.
     #[default]
@@ -110,6 +111,7 @@ impl ToolOutput {
 /// `io::Error` or a client library's error works in a handler. For that
 /// reason `ToolError` itself is not a `std::error::Error` (like `anyhow::Error`).
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ToolError {
     /// A JSON-RPC error to send as is (e.g. `-32602`, `-32021`). In a task it
     /// ends the task `failed` with this error.

@@ -41,6 +41,7 @@ pub type CompleteFn = Arc<dyn Fn(&Value, &Value) -> Value + Send + Sync>;
 
 /// An invalid catalog entry.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CatalogError {
     /// Two entries share a name or URI.
     #[error("duplicate {kind} {name:?}")]
