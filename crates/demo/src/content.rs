@@ -1,13 +1,9 @@
 //! Resources, a resource template, prompts and completion of the demo catalog.
 
-use presa_server::{CatalogBuilder, ToolOutput};
+use presa_server::{CatalogBuilder, PromptOutput};
 use serde_json::{Value, json};
 
 use crate::PNG;
-
-fn text_prompt(text: String) -> ToolOutput {
-    ToolOutput::Complete(json!({ "messages": [{ "role": "user", "content": { "type": "text", "text": text } }] }))
-}
 
 /// Register resources, templates, prompts and completion.
 pub fn register(b: CatalogBuilder) -> CatalogBuilder {
@@ -32,7 +28,7 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
     )
     .prompt(
         json!({ "name": "test_simple_prompt", "description": "A prompt without arguments" }),
-        |_ctx, _args| async { Ok(text_prompt("This is a simple prompt for testing.".into())) },
+        |_ctx, _args| async { Ok(PromptOutput::text("This is a simple prompt for testing.")) },
     )
     .prompt(
         json!({ "name": "test_prompt_with_arguments", "description": "A prompt with two required arguments",
@@ -40,7 +36,7 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
                     { "name": "arg1", "description": "First argument", "required": true },
                     { "name": "arg2", "description": "Second argument", "required": true } ] }),
         |_ctx, args: Value| async move {
-            Ok(text_prompt(format!(
+            Ok(PromptOutput::text(format!(
                 "Prompt with arguments: arg1='{}', arg2='{}'",
                 args["arg1"].as_str().unwrap_or_default(),
                 args["arg2"].as_str().unwrap_or_default()
@@ -51,18 +47,20 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
         json!({ "name": "test_prompt_with_embedded_resource", "description": "A prompt embedding a resource",
                 "arguments": [{ "name": "resourceUri", "description": "The resource URI", "required": true }] }),
         |_ctx, args: Value| async move {
-            Ok(ToolOutput::Complete(json!({ "messages": [
-                { "role": "user", "content": { "type": "resource", "resource": {
-                    "uri": args["resourceUri"], "mimeType": "text/plain", "text": "Embedded resource content for testing." } } },
-                { "role": "user", "content": { "type": "text", "text": "Please process the embedded resource above." } } ] })))
+            Ok(PromptOutput::messages(vec![
+                json!({ "role": "user", "content": { "type": "resource", "resource": {
+                    "uri": args["resourceUri"], "mimeType": "text/plain", "text": "Embedded resource content for testing." } } }),
+                json!({ "role": "user", "content": { "type": "text", "text": "Please process the embedded resource above." } }),
+            ]))
         },
     )
     .prompt(
         json!({ "name": "test_prompt_with_image", "description": "A prompt with an image" }),
         |_ctx, _args| async {
-            Ok(ToolOutput::Complete(json!({ "messages": [
-                { "role": "user", "content": { "type": "image", "data": PNG, "mimeType": "image/png" } },
-                { "role": "user", "content": { "type": "text", "text": "Please analyze the image above." } } ] })))
+            Ok(PromptOutput::messages(vec![
+                json!({ "role": "user", "content": { "type": "image", "data": PNG, "mimeType": "image/png" } }),
+                json!({ "role": "user", "content": { "type": "text", "text": "Please analyze the image above." } }),
+            ]))
         },
     )
     .prompt(

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use presa_server::{CatalogBuilder, InputRequest, Tool, ToolContext, ToolError, ToolOutput};
+use presa_server::{CatalogBuilder, InputRequest, PromptOutput, Tool, ToolContext, ToolError, ToolOutput};
 use serde_json::{Value, json};
 
 /// An elicitation asking for one string property `name`.
@@ -194,19 +194,15 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
 }
 
 /// The MRTR prompt (registered with the other prompts, see [`crate::content`]).
-pub async fn context_prompt(ctx: ToolContext, _args: Value) -> Result<ToolOutput, ToolError> {
-    match answer(&ctx, "user_context") {
-        Some(a) => Ok(ToolOutput::Complete(json!({ "messages": [{ "role": "user", "content": {
-            "type": "text", "text": format!("Prompt with context: {}", accepted_field(a, "context")) } }] }))),
-        None => ask(
-            &[(
-                "user_context",
-                InputRequest::elicitation(
-                    "What context should the prompt use?",
-                    form(json!({ "context": { "type": "string" } }), &["context"]),
-                ),
-            )],
-            None,
-        ),
-    }
+pub async fn context_prompt(ctx: ToolContext, _args: Value) -> Result<PromptOutput, ToolError> {
+    Ok(match answer(&ctx, "user_context") {
+        Some(a) => PromptOutput::text(format!("Prompt with context: {}", accepted_field(a, "context"))),
+        None => {
+            let question = InputRequest::elicitation(
+                "What context should the prompt use?",
+                form(json!({ "context": { "type": "string" } }), &["context"]),
+            );
+            PromptOutput::input_required(BTreeMap::from([("user_context".to_string(), question.into_value())]), None)
+        }
+    })
 }

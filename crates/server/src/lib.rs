@@ -17,7 +17,8 @@
 //!
 //! And around them: [`tool`] and [`typed`] (the API tools are written with:
 //! [`Tool::typed`] derives the input schema from a Rust type), [`output`]
-//! (what a handler may return), [`input`] (asking the client), [`catalog`]
+//! (what a handler may return), [`input`] (asking the client), [`prompt`]
+//! (prompt handlers and their output), [`catalog`]
 //! (tools, resources, templates, prompts, completion), [`state`]
 //! (HMAC-sealed MRTR `requestState`), [`config`], and [`error`]
 //! ([`ServerError`] and the one place it becomes a JSON-RPC error).
@@ -74,6 +75,7 @@ pub mod dispatch;
 pub mod error;
 pub mod input;
 pub mod output;
+pub mod prompt;
 pub mod state;
 mod store_io;
 pub mod tool;
@@ -88,6 +90,7 @@ pub use dispatch::{Admitted, Reply, Server};
 pub use error::ServerError;
 pub use input::{Elicited, InputRequest};
 pub use output::{IntoToolOutput, Json};
+pub use prompt::{PromptHandler, PromptOutput};
 pub use state::StateCodec;
 pub use tool::{PolicyInput, TaskPolicy, Tool, ToolError, ToolHandler, ToolOutput};
 pub use worker::{Worker, WorkerConfig};

@@ -18,7 +18,7 @@ use std::{collections::HashMap, fmt, sync::Arc};
 use serde_json::{Value, json};
 
 use crate::{
-    error::ServerError,
+    prompt::PromptHandler,
     tool::{TaskPolicy, Tool, ToolHandler},
 };
 
@@ -28,13 +28,26 @@ pub type ReadFn = Arc<dyn ReadResource>;
 /// A resource reader: gets the URI and the variables a template matched,
 /// returns the `contents` array. Any such closure is one.
 pub trait ReadResource:
-    Fn(&str, &HashMap<String, String>) -> Result<Value, ServerError> + Send + Sync + 'static
+    Fn(&str, &HashMap<String, String>) -> Result<Value, ResourceError> + Send + Sync + 'static
 {
 }
 
 impl<F> ReadResource for F where
-    F: Fn(&str, &HashMap<String, String>) -> Result<Value, ServerError> + Send + Sync + 'static
+    F: Fn(&str, &HashMap<String, String>) -> Result<Value, ResourceError> + Send + Sync + 'static
 {
+}
+
+/// Why a resource could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResourceError {
+    /// There is no such resource (for a template: the variables name none):
+    /// `-32602 Resource not found` with the URI.
+    #[error("resource not found")]
+    NotFound,
+    /// Reading failed: `-32603 Internal error`; the cause is logged, never sent.
+    #[error("{0}")]
+    Failed(String),
 }
 /// Completes an argument: gets `ref` and `argument`, returns the `completion` object.
 pub type CompleteFn = Arc<dyn Fn(&Value, &Value) -> Value + Send + Sync>;
@@ -135,14 +148,13 @@ pub struct ResourceTemplate {
     pub read: ReadFn,
 }
 
-/// A prompt. Its handler returns `ToolOutput::Complete({messages, description?})`
-/// or `ToolOutput::InputRequired` (MRTR).
+/// A prompt and its [`PromptHandler`].
 #[derive(Clone)]
 pub struct Prompt {
     /// The descriptor for `prompts/list` (`name`, `description`, `arguments`).
     pub descriptor: Value,
     /// The implementation.
-    pub handler: Arc<dyn ToolHandler>,
+    pub handler: Arc<dyn PromptHandler>,
 }
 
 /// The finished, immutable catalog.
@@ -214,7 +226,7 @@ impl CatalogBuilder {
     }
 
     /// Add a prompt.
-    pub fn prompt(mut self, descriptor: Value, handler: impl ToolHandler) -> Self {
+    pub fn prompt(mut self, descriptor: Value, handler: impl PromptHandler) -> Self {
         self.prompts.push(Prompt { descriptor, handler: Arc::new(handler) });
         self
     }
@@ -300,7 +312,7 @@ impl Catalog {
 
     /// Read `uri`: a concrete resource first, then the first matching template.
     /// `None` when nothing matches.
-    pub fn read(&self, uri: &str) -> Option<Result<Value, ServerError>> {
+    pub fn read(&self, uri: &str) -> Option<Result<Value, ResourceError>> {
         if let Some(r) = self.resources.iter().find(|r| r.descriptor["uri"] == uri) {
             return Some((r.read)(uri, &HashMap::new()));
         }

@@ -22,6 +22,7 @@ use crate::{
     context::{Invocation, ToolContext},
     core::Outcome,
     error::ServerError,
+    prompt::AsTool,
     state::{Binding, digest},
     store_io::store_call,
     tool::{PolicyInput, TaskPolicy, ToolHandler, ToolOutput, run_handler},
@@ -80,7 +81,7 @@ impl Server {
             }
         }
         let call = self.prepare(req, name, Value::Object(arguments))?;
-        self.run_in_request(prompt.handler.as_ref(), call, req).await
+        self.run_in_request(&AsTool(prompt.handler.clone()), call, req).await
     }
 
     /// The prologue of every handler call: bind it, validate its

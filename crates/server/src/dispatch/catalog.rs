@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{Server, invalid, required_str};
-use crate::error::ServerError;
+use crate::{catalog::ResourceError, error::ServerError};
 
 /// The most values one `completion/complete` answer carries (the spec's cap).
 const MAX_COMPLETION_VALUES: usize = 100;
@@ -37,8 +37,8 @@ impl Server {
             Some(Ok(contents)) => Ok(json!({
                 "contents": contents, "ttlMs": self.config().read_ttl_ms, "cacheScope": "private",
             })),
-            Some(Err(e)) => Err(e),
-            None => Err(ServerError::InvalidParamsData {
+            Some(Err(ResourceError::Failed(cause))) => Err(ServerError::Internal(cause)),
+            Some(Err(ResourceError::NotFound)) | None => Err(ServerError::InvalidParamsData {
                 message: format!("Resource not found: {uri}"),
                 data: json!({ "uri": uri }),
             }),
