@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
+    slots::Slot,
     store_io::{Updated, store_call, update_task},
     tool::ToolError,
 };
@@ -60,7 +61,7 @@ pub(crate) struct Invocation {
 #[derive(Debug)]
 enum Mode {
     Request { outbox: Outbox, progress_token: Option<Value>, log_level: Option<LogLevel> },
-    Task { store: Arc<dyn TaskStore>, id: TaskId, writer: Writer, tick: Duration },
+    Task { store: Arc<dyn TaskStore>, id: TaskId, writer: Writer, slot: Arc<Slot>, tick: Duration },
 }
 
 #[derive(Debug)]
@@ -92,17 +93,20 @@ impl ToolContext {
     }
 
     /// A context for a call running as task `id` under the claim `writer`.
-    /// `tick` bounds how long a parked handler goes without re-reading the task.
+    /// `tick` bounds how long a parked handler goes without re-reading the task;
+    /// `slot` is the worker slot it gives back while parked.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn for_task(
         call: Invocation,
         store: Arc<dyn TaskStore>,
         id: TaskId,
         writer: Writer,
+        slot: Arc<Slot>,
         tick: Duration,
         cancel: CancellationToken,
         bus: Arc<dyn EventBus>,
     ) -> Self {
-        let mode = Mode::Task { store, id, writer, tick };
+        let mode = Mode::Task { store, id, writer, slot, tick };
         ToolContext { inner: Arc::new(Inner { call, mode, cancel, bus }) }
     }
 
@@ -204,9 +208,15 @@ impl ToolContext {
         }
         match &self.inner.mode {
             Mode::Request { .. } => Err(ToolError::NeedInput(requests)),
-            Mode::Task { store, id, writer, tick } => {
+            Mode::Task { store, id, writer, slot, tick } => {
                 let missing = requests.into_iter().filter(|(k, _)| !found.contains_key(k)).collect();
-                let mut answers = self.park(store.as_ref(), id, *writer, *tick, missing).await?;
+                // Waiting for the client: the worker slot goes back while parked.
+                slot.park();
+                let answers = self.park(store.as_ref(), id, *writer, *tick, missing).await;
+                if !slot.resume(&self.inner.cancel).await {
+                    return Err(ToolError::Cancelled);
+                }
+                let mut answers = answers?;
                 answers.extend(found);
                 Ok(answers)
             }

@@ -15,8 +15,9 @@
 //! - [`core`]: [`Core`], what server and worker share (catalog, backend,
 //!   settings) and the one place handler output becomes a protocol result.
 //!
-//! And around them: [`tool`] (the API tools are written with), [`catalog`]
-//! (tools, resources, templates, prompts, completion), [`state`]
+//! And around them: `slots` (a worker's run and parked slots), [`tool`]
+//! (the API tools are written with), [`catalog`] (tools, resources,
+//! templates, prompts, completion), [`state`]
 //! (HMAC-sealed MRTR `requestState`), [`config`], and [`error`]
 //! ([`ServerError`] and the one place it becomes a JSON-RPC error).
 //!
@@ -70,6 +71,7 @@ pub mod dispatch;
 pub mod error;
 pub mod state;
 pub mod store_io;
+mod slots;
 pub mod tool;
 pub mod worker;
 

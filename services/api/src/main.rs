@@ -64,6 +64,11 @@ struct Args {
     #[arg(long, env = "PRESA_CONCURRENCY", default_value_t = 64)]
     concurrency: usize,
 
+    /// Tool handlers that may wait for input without holding one of the
+    /// `--concurrency` slots (embedded mode only); past it a parked handler keeps its slot.
+    #[arg(long, env = "PRESA_MAX_PARKED", default_value_t = 1024)]
+    max_parked: usize,
+
     /// Grace period on SIGTERM/SIGINT for in-flight requests and running tasks, in ms.
     #[arg(long, env = "PRESA_GRACE_MS", default_value_t = 20_000)]
     grace_ms: u64,
@@ -128,7 +133,8 @@ async fn main() -> anyhow::Result<()> {
     let grace = Duration::from_millis(args.grace_ms);
     let stop_worker = CancellationToken::new();
     let worker = (!storage.durable).then(|| {
-        let config = WorkerConfig { concurrency: args.concurrency, grace, ..WorkerConfig::default() };
+        let config =
+            WorkerConfig { concurrency: args.concurrency, max_parked: args.max_parked, grace, ..WorkerConfig::default() };
         tokio::spawn(Worker::new(core, config).run(stop_worker.clone()))
     });
 

@@ -32,6 +32,11 @@ struct Args {
     #[arg(long, env = "PRESA_CONCURRENCY", default_value_t = 64)]
     concurrency: usize,
 
+    /// Tool handlers that may wait for input without holding one of the
+    /// `--concurrency` slots; past it a parked handler keeps its slot.
+    #[arg(long, env = "PRESA_MAX_PARKED", default_value_t = 1024)]
+    max_parked: usize,
+
     /// Lease on claimed work, in ms: a worker silent for this long loses its
     /// work to another. Renewed every third of it.
     #[arg(long, env = "PRESA_LEASE_MS", default_value_t = 30_000)]
@@ -72,6 +77,7 @@ async fn main() -> anyhow::Result<()> {
     let config = WorkerConfig {
         id,
         concurrency: args.concurrency,
+        max_parked: args.max_parked,
         lease: Duration::from_millis(args.lease_ms),
         max_deliveries: args.max_deliveries,
         grace,
