@@ -8,7 +8,7 @@ use std::{net::SocketAddr, time::Duration};
 
 use anyhow::Context;
 use clap::Parser;
-use presa_http::HttpConfig;
+use presa_http::{HttpConfig, ServeLimits};
 use presa_runtime::{RedisArgs, Storage, shutdown_signal};
 use presa_server::{Core, Server, ServerConfig, StateCodec, Worker, WorkerConfig};
 use presa_telemetry::LogFormat;
@@ -33,6 +33,24 @@ struct Args {
     /// Largest request body in bytes (HTTP 413 beyond).
     #[arg(long, env = "PRESA_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
     max_body_bytes: usize,
+
+    /// A request's headers must arrive in full within this many ms (from the
+    /// connection's accept, or the next request's first byte); else the connection is closed.
+    #[arg(long, env = "PRESA_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000)]
+    header_read_timeout_ms: u64,
+
+    /// A request's body must arrive in full within this many ms after its headers.
+    #[arg(long, env = "PRESA_BODY_READ_TIMEOUT_MS", default_value_t = 30_000)]
+    body_read_timeout_ms: u64,
+
+    /// A kept-alive connection with no request is closed after this many ms
+    /// (keep it above a proxy's idle upstream timeout, 60 s for nginx).
+    #[arg(long, env = "PRESA_IDLE_TIMEOUT_MS", default_value_t = 75_000)]
+    idle_timeout_ms: u64,
+
+    /// Most HTTP connections served at once; more wait in the listen backlog.
+    #[arg(long, env = "PRESA_MAX_CONNECTIONS", default_value_t = 10_000)]
+    max_connections: usize,
 
     /// Task lifetime from creation in ms, or `none` for tasks that never expire.
     #[arg(long, env = "PRESA_TASK_TTL_MS", default_value = "3600000", value_parser = parse_ttl)]
@@ -159,7 +177,13 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!("shutting down: closing listen streams, finishing in-flight requests");
         on_signal.cancel();
     });
-    let serve = presa_http::serve(listener, router, shutdown.clone().cancelled_owned());
+    let limits = ServeLimits {
+        header_read_timeout: Duration::from_millis(args.header_read_timeout_ms),
+        body_read_timeout: Duration::from_millis(args.body_read_timeout_ms),
+        idle_timeout: Duration::from_millis(args.idle_timeout_ms),
+        max_connections: args.max_connections,
+    };
+    let serve = presa_http::serve_with(listener, router, limits, shutdown.clone().cancelled_owned());
     let grace_elapsed = async {
         shutdown.cancelled().await;
         tokio::time::sleep(grace).await;

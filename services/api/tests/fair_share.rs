@@ -3,9 +3,14 @@
 
 use std::time::{Duration, Instant};
 
+use presa_http::ServeLimits;
 use presa_server::ServerConfig;
 use presa_testkit::*;
 use serde_json::{Value, json};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpStream,
+};
 
 fn task_id(created: &Value) -> String {
     assert_eq!(created["resultType"], "task", "{created}");
@@ -35,4 +40,77 @@ async fn parked_tasks_do_not_hold_worker_slots() {
     let answer = json!({ "confirm-delete": { "action": "accept", "content": { "confirm": true } } });
     a.ok("tasks/update", json!({ "taskId": parked[0], "inputResponses": answer })).await;
     assert_eq!(a.wait_status(&parked[0], "completed").await["result"]["content"][0]["text"], "Delete confirmed: true");
+}
+
+fn addr_of(url: &str) -> String {
+    url.trim_start_matches("http://").trim_end_matches("/mcp").to_string()
+}
+
+/// Read from `conn` until the server closes it (EOF or reset), `secs` at most.
+async fn closed_within(conn: &mut TcpStream, secs: u64) -> bool {
+    let mut buf = [0u8; 1024];
+    let read_to_end = async {
+        loop {
+            match conn.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(secs), read_to_end).await.is_ok()
+}
+
+/// A's 1,000 slow connections (silent, or dribbling their headers) do not
+/// stop `/healthz` or B's requests, and each is closed by the header timeout.
+#[tokio::test]
+async fn slow_connections_do_not_starve_others() {
+    let limits = ServeLimits { header_read_timeout: Duration::from_secs(2), ..ServeLimits::default() };
+    let srv = embedded_with(ServerConfig::default(), limits).await;
+    let addr = addr_of(&srv.url);
+    let mut slow = Vec::new();
+    for _ in 0..1000 {
+        slow.push(TcpStream::connect(&addr).await.expect("connect"));
+    }
+    // Half of them dribble a request head, a byte every 100 ms (for 20 s at most).
+    let mut dribblers = Vec::new();
+    for mut conn in slow.split_off(500) {
+        dribblers.push(tokio::spawn(async move {
+            for b in b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n".iter().cycle().take(200) {
+                if conn.write_all(&[*b]).await.is_err() {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            false
+        }));
+    }
+    let http = reqwest::Client::new();
+    let health = http.get(srv.url.replace("/mcp", "/healthz")).send().await.expect("healthz");
+    assert_eq!(health.status(), 200);
+    let b = Client::new(&srv.url, tasks_caps()).with_scope("b");
+    let id = task_id(&b.call_tool("slow_compute", json!({ "seconds": 0, "label": "b" })).await);
+    b.wait_status(&id, "completed").await;
+    // The silent ones are closed by the header timeout, the dribblers too.
+    for conn in slow.iter_mut().take(20) {
+        assert!(closed_within(conn, 10).await, "a silent connection outlived the header timeout");
+    }
+    for d in dribblers {
+        assert!(d.await.unwrap(), "a dribbling connection outlived the header timeout");
+    }
+}
+
+/// `Content-Length: 10000000000`: 413 at once, without sending (or reading) a body.
+#[tokio::test]
+async fn declared_oversize_body_gets_413_at_once() {
+    let srv = embedded(ServerConfig::default()).await;
+    let mut conn = TcpStream::connect(addr_of(&srv.url)).await.unwrap();
+    conn.write_all(
+        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 10000000000\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let mut head = vec![0u8; 64];
+    let n = tokio::time::timeout(Duration::from_secs(5), conn.read(&mut head)).await.expect("no answer").unwrap();
+    let head = String::from_utf8_lossy(&head[..n]);
+    assert!(head.starts_with("HTTP/1.1 413"), "{head}");
 }
