@@ -31,10 +31,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, field::Empty};
 
 use crate::{
-    context::{Invocation, ToolContext},
+    context::{Invocation, TaskRun, ToolContext},
     core::{Core, Outcome, internal_error},
     slots::{Slot, Slots},
-    store_io::{Updated, Verbosity, store_call, store_call_at, update_task},
+    store_io::{UpdateError, Updated, Verbosity, store_call, store_call_at, update_task, update_task_within},
     tool::run_handler,
 };
 
@@ -195,16 +195,15 @@ impl Worker {
             input_responses: task.work.input_responses.clone(),
             request_state: None,
         };
-        let ctx = ToolContext::for_task(
-            invocation,
-            store.clone(),
-            task.id.clone(),
-            claim.writer(),
+        let run = TaskRun {
+            store: store.clone(),
+            id: task.id.clone(),
+            writer: claim.writer(),
             slot,
-            self.core.config().input_tick,
-            cancel.clone(),
-            self.core.bus().clone(),
-        );
+            tick: self.core.config().input_tick,
+            max_bytes: self.core.config().max_task_bytes,
+        };
+        let ctx = ToolContext::for_task(invocation, run, cancel.clone(), self.core.bus().clone());
         let keeper = tokio::spawn(
             keep_lease(store.clone(), claim.clone(), self.config.lease, cancel.clone()).instrument(span.clone()),
         );
@@ -227,7 +226,17 @@ impl Worker {
                     span.record("error.type", "tool_error");
                     span.record("otel.status_code", "error");
                 }
-                Event::Complete(self.core.envelope(result))
+                let result = self.core.envelope(result);
+                let (bytes, limit) = (serde_json::to_vec(&result).map_or(0, |v| v.len()), self.core.config().max_result_bytes);
+                if bytes > limit {
+                    tracing::warn!(bytes, limit, "tool result too large: the task fails");
+                    span.record("error.type", "result_too_large");
+                    span.record("otel.status_code", "error");
+                    let message = format!("Tool result is {bytes} bytes, more than the {limit}-byte limit (max_result_bytes)");
+                    failure(ErrorObject::new(codes::INTERNAL_ERROR, message))
+                } else {
+                    Event::Complete(result)
+                }
             }
             Outcome::NeedsInput { .. } => {
                 tracing::error!("handler returned an MRTR continuation inside a task; use ctx.input()");
@@ -264,7 +273,14 @@ impl Worker {
     /// Write the terminal event (fenced), then remove the work item.
     async fn conclude(&self, claim: &Claim, event: Event) {
         let store = self.core.store();
-        match update_task(store.as_ref(), &claim.task.id, claim.writer(), &event).await {
+        let limit = self.core.config().max_task_bytes;
+        let mut written = update_task_within(store.as_ref(), &claim.task.id, claim.writer(), &event, limit).await;
+        if let Err(e @ UpdateError::TooLarge { .. }) = &written {
+            tracing::warn!(error = %e, "task outcome too large: the task fails");
+            let error = ErrorObject::new(codes::INTERNAL_ERROR, format!("Task outcome not stored: {e}"));
+            written = update_task(store.as_ref(), &claim.task.id, claim.writer(), &failure(error)).await;
+        }
+        match written {
             Ok(Updated::Applied(t)) => {
                 tracing::Span::current().record("presa.task.status", t.status.as_str());
                 tracing::info!(status = t.status.as_str(), "task finished");

@@ -83,6 +83,12 @@ impl Keys {
         format!("{}:{{s.{}.{}}}:active", self.prefix, hex(scope.tenant.as_bytes()), hex(scope.subject.as_bytes()))
     }
 
+    /// `{prefix}:ready` — string: written (with a short expiry) by readiness
+    /// probes, to learn whether Redis accepts writes (not at `maxmemory`).
+    pub fn ready_probe(&self) -> String {
+        format!("{}:ready", self.prefix)
+    }
+
     /// `{prefix}:bus` — pub/sub channel: server-wide events ([`presa_store::EventBus`]).
     pub fn bus(&self) -> String {
         format!("{}:bus", self.prefix)

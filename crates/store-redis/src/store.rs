@@ -86,6 +86,13 @@ impl RedisStore {
         self.query::<Value>(Verbosity::Debug, &redis::cmd("PING")).await.map(|_| ())
     }
 
+    /// Whether Redis accepts writes: a tiny expiring `SET`, refused (`OOM
+    /// command not allowed`) when Redis is at `maxmemory` with `noeviction`.
+    pub async fn probe_write(&self) -> Result<(), RedisStoreError> {
+        let probe = redis::cmd("SET").arg(self.inner.keys.ready_probe()).arg(1).arg("PX").arg(10_000).to_owned();
+        self.query::<Value>(Verbosity::Debug, &probe).await.map(|_| ())
+    }
+
     pub(crate) fn conn(&self) -> Conn {
         self.inner.conn.clone()
     }

@@ -64,6 +64,17 @@ struct Args {
     #[arg(long, env = "PRESA_MAX_TASK_INPUT_BYTES", default_value_t = 256 * 1024)]
     max_task_input_bytes: usize,
 
+    /// Largest stored task in bytes: arguments, client capabilities, answers,
+    /// status message and result. A bigger task is refused (-32602), a bigger
+    /// update is not stored.
+    #[arg(long, env = "PRESA_MAX_TASK_BYTES", default_value_t = 2 * 1024 * 1024)]
+    max_task_bytes: usize,
+
+    /// Largest task result in bytes (embedded mode: with Redis the workers
+    /// apply theirs); a bigger result ends the task failed, saying so.
+    #[arg(long, env = "PRESA_MAX_RESULT_BYTES", default_value_t = 1024 * 1024)]
+    max_result_bytes: usize,
+
     /// Most non-terminal tasks one caller scope may hold (0: no limit).
     #[arg(long, env = "PRESA_MAX_ACTIVE_TASKS_PER_SCOPE", default_value_t = 1000)]
     max_active_tasks_per_scope: u64,
@@ -72,6 +83,11 @@ struct Args {
     /// their TTL (a few KiB each); past it new tasks get a retryable error.
     #[arg(long, env = "PRESA_MAX_TASKS", default_value_t = 100_000, value_parser = clap::value_parser!(usize))]
     max_tasks: usize,
+
+    /// Embedded mode: most bytes of task records held in memory (serialised,
+    /// finished tasks included until their TTL); past it new tasks get a retryable error.
+    #[arg(long, env = "PRESA_MAX_MEMORY_BYTES", default_value_t = 512 * 1024 * 1024)]
+    max_memory_bytes: usize,
 
     /// Most `subscriptions/listen` streams open at once on this pod.
     #[arg(long, env = "PRESA_MAX_LISTEN_STREAMS", default_value_t = 1000)]
@@ -134,11 +150,13 @@ async fn main() -> anyhow::Result<()> {
         task_ttl_ms: args.task_ttl_ms.0,
         poll_interval_ms: Some(args.poll_interval_ms),
         max_task_input_bytes: args.max_task_input_bytes,
+        max_task_bytes: args.max_task_bytes,
+        max_result_bytes: args.max_result_bytes,
         max_active_tasks_per_scope: (args.max_active_tasks_per_scope > 0).then_some(args.max_active_tasks_per_scope),
         max_listen_streams: args.max_listen_streams,
         ..ServerConfig::default()
     };
-    let storage = Storage::from_args(&args.redis, args.max_tasks).await.context("setting up the task store")?;
+    let storage = Storage::from_args(&args.redis, args.max_tasks, args.max_memory_bytes).await.context("setting up the task store")?;
     if storage.durable {
         tracing::info!("Redis mode: this pod serves requests; presa-worker pods run the tools");
     } else {

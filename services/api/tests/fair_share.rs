@@ -114,3 +114,54 @@ async fn declared_oversize_body_gets_413_at_once() {
     let head = String::from_utf8_lossy(&head[..n]);
     assert!(head.starts_with("HTTP/1.1 413"), "{head}");
 }
+
+/// A result over `max_result_bytes` ends the task `failed`, saying why; no truncation.
+#[tokio::test]
+async fn oversized_result_fails_the_task_with_a_clear_message() {
+    let srv = embedded(ServerConfig { max_result_bytes: 300, ..ServerConfig::default() }).await;
+    let c = Client::new(&srv.url, tasks_caps());
+    let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": 0, "label": "x".repeat(400) })).await);
+    let failed = c.wait_status(&id, "failed").await;
+    assert!(failed.get("result").is_none(), "{failed}");
+    let message = failed["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("300-byte limit (max_result_bytes)"), "{failed}");
+}
+
+/// A task bigger than `max_task_bytes` is refused with -32602 and nothing
+/// stored; an answer that would grow a task past it is refused the same way.
+#[tokio::test]
+async fn oversized_tasks_and_answers_are_refused() {
+    let srv = embedded(ServerConfig { max_task_bytes: 2048, ..ServerConfig::default() }).await;
+    let c = Client::new(&srv.url, tasks_caps());
+    let (status, e) =
+        c.err("tools/call", json!({ "name": "slow_compute", "arguments": { "label": "x".repeat(3000) } })).await;
+    assert_eq!((status, e["code"].as_i64()), (400, Some(-32602)), "{e}");
+    assert!(e["message"].as_str().unwrap().contains("max_task_bytes"), "{e}");
+
+    let id = task_id(&c.call_tool("confirm_delete", json!({ "filename": "a" })).await);
+    c.wait_status(&id, "input_required").await;
+    let big = json!({ "confirm-delete": { "action": "accept", "content": { "confirm": true, "note": "n".repeat(3000) } } });
+    let (status, e) = c.err("tasks/update", json!({ "taskId": id, "inputResponses": big })).await;
+    assert_eq!((status, e["code"].as_i64()), (400, Some(-32602)), "{e}");
+    assert!(e["message"].as_str().unwrap().contains("max_task_bytes"), "{e}");
+    assert_eq!(c.get_task(&id).await["status"], "input_required", "nothing was stored");
+    let small = json!({ "confirm-delete": { "action": "accept", "content": { "confirm": true } } });
+    c.ok("tasks/update", json!({ "taskId": id, "inputResponses": small })).await;
+    c.wait_status(&id, "completed").await;
+}
+
+/// A at its active-task quota: A is refused (retryable), B still creates.
+#[tokio::test]
+async fn a_principal_at_its_quota_does_not_stop_another() {
+    let srv = embedded(ServerConfig { max_active_tasks_per_scope: Some(3), ..ServerConfig::default() }).await;
+    let a = Client::new(&srv.url, tasks_caps()).with_scope("a");
+    for i in 0..3 {
+        task_id(&a.call_tool("slow_compute", json!({ "seconds": 30, "label": format!("a{i}") })).await);
+    }
+    let (status, e) = a.err("tools/call", json!({ "name": "slow_compute", "arguments": { "seconds": 30 } })).await;
+    assert_eq!(status, 503);
+    assert_eq!(e["data"]["retryable"], true);
+    let b = Client::new(&srv.url, tasks_caps()).with_scope("b");
+    let id = task_id(&b.call_tool("slow_compute", json!({ "seconds": 0, "label": "b" })).await);
+    b.wait_status(&id, "completed").await;
+}

@@ -51,6 +51,15 @@ struct Args {
     #[arg(long, env = "PRESA_GRACE_MS", default_value_t = 20_000)]
     grace_ms: u64,
 
+    /// Largest stored task in bytes (status message, questions and result
+    /// included); an outcome that would exceed it ends the task failed.
+    #[arg(long, env = "PRESA_MAX_TASK_BYTES", default_value_t = 2 * 1024 * 1024)]
+    max_task_bytes: usize,
+
+    /// Largest task result in bytes; a bigger result ends the task failed, saying so.
+    #[arg(long, env = "PRESA_MAX_RESULT_BYTES", default_value_t = 1024 * 1024)]
+    max_result_bytes: usize,
+
     /// Log format.
     #[arg(long, env = "PRESA_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -68,7 +77,12 @@ async fn main() -> anyhow::Result<()> {
     }
     let storage = Storage::redis(url, &args.redis).await.context("connecting to Redis")?;
     let catalog = presa_demo::catalog().context("building the demo catalog")?;
-    let core = Core::new(ServerConfig::default(), catalog, storage.backend.clone());
+    let server_config = ServerConfig {
+        max_task_bytes: args.max_task_bytes,
+        max_result_bytes: args.max_result_bytes,
+        ..ServerConfig::default()
+    };
+    let core = Core::new(server_config, catalog, storage.backend.clone());
     let id = args.worker_id.clone().unwrap_or_else(|| {
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "worker".into());
         format!("{host}-{}", std::process::id())

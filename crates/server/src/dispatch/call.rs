@@ -183,6 +183,11 @@ impl Server {
             // The worker's span joins this request's trace.
             trace: propagation::for_continuation(&req.meta.raw),
         };
+        // Arguments, client capabilities and answers: what the record starts with.
+        let size = encoded_len(&work);
+        if size > cfg.max_task_bytes {
+            return Err(invalid(&format!("Task is larger than {} bytes (max_task_bytes)", cfg.max_task_bytes)));
+        }
         let new = NewTask {
             scope: req.scope.clone(),
             work,
