@@ -34,6 +34,9 @@ pub struct ServerConfig {
     pub input_tick: Duration,
     /// Most `subscriptions/listen` streams open at once in this process. Default 1000.
     pub max_listen_streams: usize,
+    /// Most `subscriptions/listen` streams one scope may hold open at once in
+    /// this process (0: no limit beyond `max_listen_streams`). Default 100.
+    pub max_listen_streams_per_scope: usize,
 }
 
 impl Default for ServerConfig {
@@ -53,6 +56,7 @@ impl Default for ServerConfig {
             read_ttl_ms: 300_000,
             input_tick: Duration::from_secs(1),
             max_listen_streams: 1000,
+            max_listen_streams_per_scope: 100,
         }
     }
 }

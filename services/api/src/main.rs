@@ -93,6 +93,11 @@ struct Args {
     #[arg(long, env = "PRESA_MAX_LISTEN_STREAMS", default_value_t = 1000)]
     max_listen_streams: usize,
 
+    /// Most `subscriptions/listen` streams one caller scope may hold open at
+    /// once on this pod (0: no limit beyond `--max-listen-streams`).
+    #[arg(long, env = "PRESA_MAX_LISTEN_STREAMS_PER_SCOPE", default_value_t = 100)]
+    max_listen_streams_per_scope: usize,
+
     /// Tool handlers run at once by the in-process worker (embedded mode only;
     /// with Redis, `presa-worker` pods run them).
     #[arg(long, env = "PRESA_CONCURRENCY", default_value_t = 64)]
@@ -154,6 +159,7 @@ async fn main() -> anyhow::Result<()> {
         max_result_bytes: args.max_result_bytes,
         max_active_tasks_per_scope: (args.max_active_tasks_per_scope > 0).then_some(args.max_active_tasks_per_scope),
         max_listen_streams: args.max_listen_streams,
+        max_listen_streams_per_scope: args.max_listen_streams_per_scope,
         ..ServerConfig::default()
     };
     let storage = Storage::from_args(&args.redis, args.max_tasks, args.max_memory_bytes).await.context("setting up the task store")?;

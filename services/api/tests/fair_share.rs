@@ -165,3 +165,26 @@ async fn a_principal_at_its_quota_does_not_stop_another() {
     let id = task_id(&b.call_tool("slow_compute", json!({ "seconds": 0, "label": "b" })).await);
     b.wait_status(&id, "completed").await;
 }
+
+/// Listen streams are bounded per principal: A at its limit gets a
+/// retryable -32603 (HTTP 503), B still listens.
+#[tokio::test]
+async fn listen_streams_are_bounded_per_principal() {
+    let config = ServerConfig { max_listen_streams_per_scope: 2, ..ServerConfig::default() };
+    let srv = embedded(config).await;
+    let a = Client::new(&srv.url, json!({})).with_scope("a");
+    let mut open = Vec::new();
+    for _ in 0..2 {
+        let (status, mut s) = a.listen(json!({ "toolsListChanged": true })).await;
+        assert_eq!(status, 200);
+        assert_eq!(next_within(&mut s, 5).await["method"], "notifications/subscriptions/acknowledged");
+        open.push(s);
+    }
+    let (status, e) = a.err("subscriptions/listen", json!({ "notifications": { "toolsListChanged": true } })).await;
+    assert_eq!(status, 503);
+    assert_eq!(e["data"], json!({ "retryable": true, "limit": "max_listen_streams_per_scope" }));
+    let b = Client::new(&srv.url, json!({})).with_scope("b");
+    let (status, mut s) = b.listen(json!({ "toolsListChanged": true })).await;
+    assert_eq!(status, 200);
+    assert_eq!(next_within(&mut s, 5).await["method"], "notifications/subscriptions/acknowledged");
+}
