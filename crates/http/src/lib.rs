@@ -56,6 +56,9 @@ pub struct HttpConfig {
     /// or a full origin (`https://app.example.com`). Requests without
     /// `Origin` are always accepted.
     pub allowed_origins: Vec<String>,
+    /// Allowed `Host` values (`host` on any port, or `host:port`), against
+    /// DNS rebinding. Empty (the default): every host.
+    pub allowed_hosts: Vec<String>,
     /// Largest request body, bytes (413 beyond). Default 4 MiB.
     pub max_body_bytes: usize,
     /// SSE keep-alive comment interval. Default 15 s.
@@ -75,6 +78,7 @@ impl std::fmt::Debug for HttpConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpConfig")
             .field("allowed_origins", &self.allowed_origins)
+            .field("allowed_hosts", &self.allowed_hosts)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("keep_alive", &self.keep_alive)
             .field("metrics", &self.metrics.is_some())
@@ -87,6 +91,7 @@ impl Default for HttpConfig {
     fn default() -> Self {
         HttpConfig {
             allowed_origins: vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()],
+            allowed_hosts: Vec::new(),
             max_body_bytes: 4 * 1024 * 1024,
             keep_alive: Duration::from_secs(15),
             authenticator: Arc::new(Anonymous),

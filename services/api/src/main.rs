@@ -30,6 +30,11 @@ struct Args {
     #[arg(long, env = "PRESA_ALLOWED_ORIGINS", value_delimiter = ',', default_value = "localhost,127.0.0.1,[::1]")]
     allowed_origins: Vec<String>,
 
+    /// Allowed `Host` header values against DNS rebinding: hostnames (any
+    /// port) or `host:port`, comma-separated. Unset: every host.
+    #[arg(long, env = "PRESA_ALLOWED_HOSTS", value_delimiter = ',')]
+    allowed_hosts: Vec<String>,
+
     /// Largest request body in bytes (HTTP 413 beyond).
     #[arg(long, env = "PRESA_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
     max_body_bytes: usize,
@@ -182,6 +187,7 @@ async fn main() -> anyhow::Result<()> {
 
     let http = HttpConfig {
         allowed_origins: args.allowed_origins.clone(),
+        allowed_hosts: args.allowed_hosts.clone(),
         max_body_bytes: args.max_body_bytes,
         ready: Some(storage.ready.clone()),
         metrics: Some(telemetry.metrics.clone()),
