@@ -22,6 +22,9 @@ pub struct ServerConfig {
     pub max_task_bytes: usize,
     /// Largest task result (a bigger one ends the task `failed`). Default 1 MiB.
     pub max_result_bytes: usize,
+    /// Most bytes of task records one scope may hold (each task from its
+    /// creation until it expires). Default 256 MiB.
+    pub max_bytes_per_scope: Option<u64>,
     /// Most non-terminal tasks one scope may hold. Default 1000.
     pub max_active_tasks_per_scope: Option<u64>,
     /// How long an MRTR `requestState` stays valid. Default 10 min.
@@ -50,6 +53,7 @@ impl Default for ServerConfig {
             max_task_input_bytes: 256 * 1024,
             max_task_bytes: 2 * 1024 * 1024,
             max_result_bytes: 1024 * 1024,
+            max_bytes_per_scope: Some(256 * 1024 * 1024),
             max_active_tasks_per_scope: Some(1000),
             request_state_ttl: Duration::from_secs(600),
             list_ttl_ms: 300_000,

@@ -188,11 +188,22 @@ impl TaskStore for RedisStore {
             if let Some(limit) = limits.max_active_per_scope {
                 self.admit(&task, limit).await?;
             }
+            if let Some(quota) = limits.max_bytes_per_scope
+                && let Err(e) = self.reserve_bytes(&task, quota).await
+            {
+                if limits.max_active_per_scope.is_some() {
+                    self.forget_active(&task.scope, &task.id).await;
+                }
+                return Err(e);
+            }
             if self.create_once(&task).await? {
                 return Ok(task);
             }
             if limits.max_active_per_scope.is_some() {
                 self.forget_active(&task.scope, &task.id).await;
+            }
+            if limits.max_bytes_per_scope.is_some() {
+                self.unreserve_bytes(&task).await;
             }
         }
         Err(StoreError::Corrupt("task id collided three times".into()))

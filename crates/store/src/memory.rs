@@ -50,9 +50,10 @@ pub struct MemoryStore {
 #[derive(Default)]
 struct State {
     tasks: HashMap<TaskId, Task>,
-    /// Serialised size of each held task, and their sum.
-    sizes: HashMap<TaskId, usize>,
+    /// Serialised size of each held task (with its scope), their sum, and their sum per scope.
+    sizes: HashMap<TaskId, (Scope, usize)>,
     bytes: usize,
+    scope_bytes: HashMap<Scope, usize>,
     /// Task ids per scope that were not terminal when last seen; counted
     /// (and pruned) lazily when a scope's limit is checked.
     active: HashMap<Scope, HashSet<TaskId>>,
@@ -94,10 +95,22 @@ impl State {
     /// Record task `id`'s serialised size (`None`: it is gone).
     fn resize(&mut self, id: &TaskId, task: Option<&Task>) {
         let old = match task {
-            Some(t) => self.sizes.insert(id.clone(), record_size(t)),
+            Some(t) => self.sizes.insert(id.clone(), (t.scope.clone(), record_size(t))),
             None => self.sizes.remove(id),
         };
-        self.bytes = self.bytes.saturating_sub(old.unwrap_or(0)) + self.sizes.get(id).copied().unwrap_or(0);
+        if let Some((scope, n)) = old {
+            self.bytes = self.bytes.saturating_sub(n);
+            if let Some(b) = self.scope_bytes.get_mut(&scope) {
+                *b = b.saturating_sub(n);
+                if *b == 0 {
+                    self.scope_bytes.remove(&scope);
+                }
+            }
+        }
+        if let Some((scope, n)) = self.sizes.get(id) {
+            self.bytes += n;
+            *self.scope_bytes.entry(scope.clone()).or_default() += n;
+        }
     }
 
     /// Non-terminal, non-expired tasks of `scope`.
@@ -127,7 +140,11 @@ impl State {
         self.tasks.retain(|_, t| !t.is_expired(now));
         let tasks = &self.tasks;
         self.sizes.retain(|id, _| tasks.contains_key(id));
-        self.bytes = self.sizes.values().sum();
+        self.bytes = self.sizes.values().map(|(_, n)| n).sum();
+        self.scope_bytes.clear();
+        for (scope, n) in self.sizes.values() {
+            *self.scope_bytes.entry(scope.clone()).or_default() += n;
+        }
         self.work.retain(|id, _| tasks.contains_key(id));
         let work = &self.work;
         self.queue.retain(|id| work.contains_key(id));
@@ -341,6 +358,16 @@ impl TaskStore for MemoryStore {
                 id = new_task_id(self.partitions);
             }
             let task = Task::new(id.clone(), new, now);
+            if let Some(quota) = limits.max_bytes_per_scope {
+                let size = record_size(&task);
+                let over = |s: &State| (s.scope_bytes.get(&task.scope).copied().unwrap_or(0) + size) as u64 > quota;
+                if over(&s) {
+                    s.purge(now);
+                    if over(&s) {
+                        return Err(StoreError::Capacity { limit: "max_bytes_per_scope" });
+                    }
+                }
+            }
             s.active.entry(task.scope.clone()).or_default().insert(id.clone());
             s.tasks.insert(id.clone(), task.clone());
             s.resize(&id, Some(&task));
@@ -532,11 +559,11 @@ mod tests {
         assert!(full.is_retryable());
         tokio::time::sleep(Duration::from_millis(150)).await;
         store.create(new_task(Some(60_000)), NO_LIMITS).await.expect("the expired task made room");
-        let held = store.state().sizes.values().sum::<usize>();
+        let held = store.state().sizes.values().map(|(_, n)| n).sum::<usize>();
         assert_eq!(store.bytes(), held);
     }
 
-    const NO_LIMITS: CreateLimits = CreateLimits { max_active_per_scope: None };
+    const NO_LIMITS: CreateLimits = CreateLimits { max_active_per_scope: None, max_bytes_per_scope: None };
 
     #[tokio::test]
     async fn events_reach_every_subscriber() {

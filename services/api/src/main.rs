@@ -80,6 +80,11 @@ struct Args {
     #[arg(long, env = "PRESA_MAX_RESULT_BYTES", default_value_t = 1024 * 1024)]
     max_result_bytes: usize,
 
+    /// Most bytes of task records one caller scope may hold, each task from its
+    /// creation until its TTL ends (0: no limit); past it a retryable error.
+    #[arg(long, env = "PRESA_MAX_BYTES_PER_SCOPE", default_value_t = 256 * 1024 * 1024)]
+    max_bytes_per_scope: u64,
+
     /// Most non-terminal tasks one caller scope may hold (0: no limit).
     #[arg(long, env = "PRESA_MAX_ACTIVE_TASKS_PER_SCOPE", default_value_t = 1000)]
     max_active_tasks_per_scope: u64,
@@ -161,6 +166,7 @@ async fn main() -> anyhow::Result<()> {
         poll_interval_ms: Some(args.poll_interval_ms),
         max_task_input_bytes: args.max_task_input_bytes,
         max_task_bytes: args.max_task_bytes,
+        max_bytes_per_scope: (args.max_bytes_per_scope > 0).then_some(args.max_bytes_per_scope),
         max_result_bytes: args.max_result_bytes,
         max_active_tasks_per_scope: (args.max_active_tasks_per_scope > 0).then_some(args.max_active_tasks_per_scope),
         max_listen_streams: args.max_listen_streams,

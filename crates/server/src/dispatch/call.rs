@@ -195,7 +195,10 @@ impl Server {
             poll_interval_ms: cfg.poll_interval_ms,
             status_message: Some("Task accepted".into()),
         };
-        let limits = CreateLimits { max_active_per_scope: cfg.max_active_tasks_per_scope };
+        let limits = CreateLimits {
+            max_active_per_scope: cfg.max_active_tasks_per_scope,
+            max_bytes_per_scope: cfg.max_bytes_per_scope,
+        };
         let task = store_call("create", self.store().create(new, limits)).await?;
         metrics::task_created();
         tracing::Span::current().record("presa.task.id", tracing::field::display(&task.id));
