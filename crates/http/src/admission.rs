@@ -1,7 +1,8 @@
 //! Request admission for `POST /mcp`, in the order that gives every probe
 //! its expected code (see the transport spec and SEP-2243):
 //!
-//! 0. `Origin` not allowed → 403.
+//! 0. `Host` not in `allowed_hosts` (when set), or any `Origin` not allowed →
+//!    403; `Content-Type` other than `application/json` → 415 ([`check_transport`]).
 //! 1. Body not JSON → 400 `-32700`; not a JSON-RPC request → 400 `-32600`.
 //! 2. `_meta` missing or incomplete → 400 `-32602`.
 //! 3. `MCP-Protocol-Version` missing or ≠ `_meta` → 400 `-32020`.
@@ -11,7 +12,7 @@
 //! 7. Unknown method → 404 `-32601`.
 //! 8. `Mcp-Param-*` of the tool's `x-mcp-header` parameters → 400 `-32020`.
 
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode, header};
 use presa_protocol::{
     Method, codes,
     headers::{self, decode_value},
@@ -23,23 +24,127 @@ use serde_json::Value;
 
 use crate::single_header;
 
-/// Whether `origin` (an `Origin` header value) is allowed by `allowed`.
+/// An origin (`scheme://host[:port]`, RFC 6454) parsed strictly: no
+/// userinfo, path, query or fragment; a DNS name, IPv4 or bracketed IPv6 host.
+#[derive(Debug, PartialEq, Eq)]
+struct Origin<'a> {
+    scheme: &'a str,
+    host: &'a str,
+    port: Option<u16>,
+}
+
+fn parse_origin(origin: &str) -> Option<Origin<'_>> {
+    let (scheme, rest) = origin.split_once("://")?;
+    let scheme_ok = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b));
+    if !scheme_ok {
+        return None;
+    }
+    let (host, port) = split_host_port(rest)?;
+    Some(Origin { scheme, host, port })
+}
+
+/// `host[:port]` (an origin's authority or a `Host` header): a DNS name,
+/// IPv4 or bracketed IPv6 host, and an optional decimal port. Anything else
+/// (userinfo, a path, empty parts) is `None`.
+fn split_host_port(authority: &str) -> Option<(&str, Option<u16>)> {
+    let (host, port) = if authority.starts_with('[') {
+        let end = authority.find(']')? + 1;
+        let inner = &authority[1..end - 1];
+        if inner.is_empty() || !inner.bytes().all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.') {
+            return None;
+        }
+        (&authority[..end], &authority[end..])
+    } else {
+        let end = authority.find(':').unwrap_or(authority.len());
+        let host = &authority[..end];
+        let label_ok = |l: &str| !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+        if !host.trim_end_matches('.').split('.').all(label_ok) {
+            return None;
+        }
+        (host, &authority[end..])
+    };
+    let port = match port.strip_prefix(':') {
+        None if port.is_empty() => None,
+        None => return None,
+        Some(p) if !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()) => Some(p.parse().ok()?),
+        Some(_) => return None,
+    };
+    Some((host, port))
+}
+
+/// Whether `origin` (an `Origin` header value) is allowed by `allowed`: `*`
+/// allows every origin; a hostname entry (`localhost`) allows that host with
+/// any scheme and port; a full origin entry (`https://app.example.com`)
+/// allows exactly it (scheme, host and port). A malformed origin (userinfo,
+/// a path, a bad port…) is never allowed.
 pub fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
-    if allowed.iter().any(|a| a == "*" || a.eq_ignore_ascii_case(origin)) {
+    if allowed.iter().any(|a| a == "*") {
         return true;
     }
-    let Some((_, rest)) = origin.split_once("://") else {
+    let Some(o) = parse_origin(origin) else {
         return false;
     };
-    let host = if let Some(v6) = rest.strip_prefix('[') {
-        match v6.split_once(']') {
-            Some((h, _)) => format!("[{h}]"),
-            None => return false,
+    allowed.iter().any(|a| match parse_origin(a) {
+        Some(entry) => {
+            entry.scheme.eq_ignore_ascii_case(o.scheme)
+                && entry.host.eq_ignore_ascii_case(o.host)
+                && entry.port == o.port
         }
-    } else {
-        rest.split(':').next().unwrap_or_default().to_string()
+        None => a.eq_ignore_ascii_case(o.host),
+    })
+}
+
+/// Whether a `Host` header value is allowed by `allowed`: an entry `host`
+/// allows that host on any port, `host:port` exactly that. An empty list allows every host.
+pub fn host_allowed(host: &str, allowed: &[String]) -> bool {
+    if allowed.is_empty() {
+        return true;
+    }
+    let Some((name, port)) = split_host_port(host) else {
+        return false;
     };
-    allowed.iter().any(|a| !a.contains("://") && a.eq_ignore_ascii_case(&host))
+    allowed.iter().any(|a| match split_host_port(a) {
+        Some((entry, None)) => entry.eq_ignore_ascii_case(name),
+        Some((entry, entry_port)) => entry.eq_ignore_ascii_case(name) && entry_port == port,
+        None => false,
+    })
+}
+
+/// Whether a `Content-Type` value is `application/json` (parameters such as
+/// `charset` allowed).
+pub fn content_type_is_json(value: &str) -> bool {
+    value.split(';').next().is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// Step 0, on the headers alone: `Host` (when `allowed_hosts` is set), every
+/// `Origin` header, and the `Content-Type` (when present). On refusal, the
+/// HTTP status and the JSON-RPC error to answer with.
+pub fn check_transport(
+    headers: &HeaderMap,
+    allowed_origins: &[String],
+    allowed_hosts: &[String],
+) -> Result<(), (StatusCode, ErrorObject)> {
+    let forbidden = |what: &str| (StatusCode::FORBIDDEN, ErrorObject::new(codes::INVALID_REQUEST, what));
+    if !allowed_hosts.is_empty() {
+        let mut hosts = headers.get_all(header::HOST).iter();
+        let host = hosts.next().and_then(|h| h.to_str().ok());
+        if hosts.next().is_some() || !host.is_some_and(|h| host_allowed(h, allowed_hosts)) {
+            return Err(forbidden("Host not allowed"));
+        }
+    }
+    for origin in headers.get_all(header::ORIGIN) {
+        if !origin.to_str().is_ok_and(|o| origin_allowed(o, allowed_origins)) {
+            return Err(forbidden("Origin not allowed"));
+        }
+    }
+    if let Some(ct) = headers.get(header::CONTENT_TYPE)
+        && !ct.to_str().is_ok_and(content_type_is_json)
+    {
+        let e = ErrorObject::new(codes::INVALID_REQUEST, "Content-Type must be application/json");
+        return Err((StatusCode::UNSUPPORTED_MEDIA_TYPE, e));
+    }
+    Ok(())
 }
 
 fn mismatch(msg: impl Into<String>) -> ErrorObject {
@@ -150,9 +255,64 @@ mod tests {
             "null",
             "http://localhost.evil.com",
             "https://app.example.com:444",
+            "http://app.example.com",
             "http://127.0.0.1.nip.io",
+            "http://user@localhost",
+            "http://localhost@evil.example.com",
+            "http://evil.example.com#@localhost",
+            "http://localhost/path",
+            "http://localhost:99999",
+            "http://localhost:",
+            "http://localhost:80x",
+            "localhost",
+            "://localhost",
+            "1http://localhost",
+            "http://[::1",
+            "http://[::1]x",
+            "http://local host",
+            "",
         ] {
             assert!(!origin_allowed(bad, &allowed), "{bad}");
         }
+        assert!(origin_allowed("http://anything.example", &["*".to_string()]));
+    }
+
+    #[test]
+    fn hosts() {
+        let allowed: Vec<String> = ["localhost", "127.0.0.1:8080", "[::1]"].map(String::from).into();
+        for ok in ["localhost", "LOCALHOST:3000", "127.0.0.1:8080", "[::1]:9", "[::1]"] {
+            assert!(host_allowed(ok, &allowed), "{ok}");
+        }
+        for bad in ["evil.example.com", "127.0.0.1", "127.0.0.1:8081", "localhost.evil.com", "user@localhost", ""] {
+            assert!(!host_allowed(bad, &allowed), "{bad}");
+        }
+        assert!(host_allowed("anything", &[]), "no list: every host");
+    }
+
+    #[test]
+    fn content_types() {
+        for ok in ["application/json", "Application/JSON", "application/json; charset=utf-8", " application/json ;x=y"]
+        {
+            assert!(content_type_is_json(ok), "{ok}");
+        }
+        for bad in
+            ["text/plain", "application/json-patch+json", "application/jsonx", "text/json", "application/x-json", ""]
+        {
+            assert!(!content_type_is_json(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn every_origin_header_is_checked() {
+        let allowed = vec!["localhost".to_string()];
+        let mut headers = HeaderMap::new();
+        headers.append(header::ORIGIN, "http://localhost".parse().unwrap());
+        assert!(check_transport(&headers, &allowed, &[]).is_ok());
+        headers.append(header::ORIGIN, "http://evil.example.com".parse().unwrap());
+        assert_eq!(check_transport(&headers, &allowed, &[]).unwrap_err().0, StatusCode::FORBIDDEN);
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, "evil.example.com".parse().unwrap());
+        assert!(check_transport(&headers, &allowed, &[]).is_ok(), "no --allowed-hosts: no check");
+        assert_eq!(check_transport(&headers, &allowed, &allowed).unwrap_err().0, StatusCode::FORBIDDEN);
     }
 }

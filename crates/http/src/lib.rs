@@ -3,7 +3,8 @@
 //! - [`router`]: `POST /mcp`, `GET /healthz`, `GET /readyz`, `GET /metrics` when
 //!   [`HttpConfig::metrics`] is set (and 405 for GET/DELETE `/mcp`).
 //! - [`metrics_router`]: `GET /metrics` alone, for a process without the MCP endpoint (a worker).
-//! - [`serve`]: run a router on a listener (TCP_NODELAY) until a shutdown future fires.
+//! - [`serve`](mod@serve): run a router on a listener (TCP_NODELAY) until a shutdown
+//!   future fires, with header, body and idle timeouts and a connection cap.
 //! - [`admission`]: the request admission order (Origin, envelope, `_meta`,
 //!   `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, method, `Mcp-Param-*`).
 //! - [`auth`]: who is calling ([`Authenticator`]); anonymous by default.
@@ -20,8 +21,9 @@
 pub mod admission;
 pub mod auth;
 mod respond;
+pub mod serve;
 
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use axum::{
     Router,
@@ -34,6 +36,7 @@ use futures::future::BoxFuture;
 use presa_server::{Core, Server};
 
 pub use auth::{Anonymous, Authenticator};
+pub use serve::{ServeLimits, serve, serve_with};
 
 /// Readiness probe: `true` when the process can serve (its store answers).
 pub type ReadyCheck = Arc<dyn Fn() -> BoxFuture<'static, bool> + Send + Sync>;
@@ -53,6 +56,9 @@ pub struct HttpConfig {
     /// or a full origin (`https://app.example.com`). Requests without
     /// `Origin` are always accepted.
     pub allowed_origins: Vec<String>,
+    /// Allowed `Host` values (`host` on any port, or `host:port`), against
+    /// DNS rebinding. Empty (the default): every host.
+    pub allowed_hosts: Vec<String>,
     /// Largest request body, bytes (413 beyond). Default 4 MiB.
     pub max_body_bytes: usize,
     /// SSE keep-alive comment interval. Default 15 s.
@@ -72,6 +78,7 @@ impl std::fmt::Debug for HttpConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpConfig")
             .field("allowed_origins", &self.allowed_origins)
+            .field("allowed_hosts", &self.allowed_hosts)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("keep_alive", &self.keep_alive)
             .field("metrics", &self.metrics.is_some())
@@ -84,6 +91,7 @@ impl Default for HttpConfig {
     fn default() -> Self {
         HttpConfig {
             allowed_origins: vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()],
+            allowed_hosts: Vec::new(),
             max_body_bytes: 4 * 1024 * 1024,
             keep_alive: Duration::from_secs(15),
             authenticator: Arc::new(Anonymous),
@@ -117,6 +125,7 @@ pub fn router(server: Server, config: HttpConfig) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn_with_state(limit, serve::refuse_declared_oversize))
         .with_state(app);
     match metrics {
         Some(m) => router.merge(m),
@@ -166,20 +175,6 @@ async fn readyz(State(app): State<App>) -> Response {
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "store unreachable").into_response()
     }
-}
-
-/// Serve `router` on `listener` until `shutdown` resolves, then stop
-/// accepting and let in-flight requests finish.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    router: Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, router).with_graceful_shutdown(shutdown).await
 }
 
 /// Header map helper used by the admission checks.

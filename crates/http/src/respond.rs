@@ -66,17 +66,9 @@ pub(crate) async fn post_mcp(State(app): State<App>, headers: HeaderMap, body: B
         metrics::request(UNKNOWN_METHOD, e.code.to_string(), started.elapsed());
         json(status, &jsonrpc::failure(None, &e))
     };
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let allowed = origin.to_str().is_ok_and(|o| admission::origin_allowed(o, &app.config.allowed_origins));
-        if !allowed {
-            return refuse(StatusCode::FORBIDDEN, ErrorObject::new(codes::INVALID_REQUEST, "Origin not allowed"));
-        }
-    }
-    if let Some(ct) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok())
-        && !ct.to_ascii_lowercase().contains("json")
-    {
-        let e = ErrorObject::new(codes::INVALID_REQUEST, "Content-Type must be application/json");
-        return refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, e);
+    let config = &app.config;
+    if let Err((status, e)) = admission::check_transport(&headers, &config.allowed_origins, &config.allowed_hosts) {
+        return refuse(status, e);
     }
     let req = match jsonrpc::parse_message(&body) {
         Ok(Incoming::Request(r)) => r,

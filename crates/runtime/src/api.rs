@@ -9,7 +9,7 @@
 use std::{net::SocketAddr, time::Duration};
 
 use clap::Parser;
-use presa_http::HttpConfig;
+use presa_http::{HttpConfig, ServeLimits};
 use presa_server::{Core, Server, ServerConfig, StateCodec, Worker, WorkerConfig};
 use presa_telemetry::LogFormat;
 use tokio_util::sync::CancellationToken;
@@ -32,9 +32,32 @@ pub struct ApiArgs {
     #[arg(long, env = "PRESA_ALLOWED_ORIGINS", value_delimiter = ',', default_value = "localhost,127.0.0.1,[::1]")]
     allowed_origins: Vec<String>,
 
+    /// Allowed `Host` header values against DNS rebinding: hostnames (any
+    /// port) or `host:port`, comma-separated. Unset: every host.
+    #[arg(long, env = "PRESA_ALLOWED_HOSTS", value_delimiter = ',')]
+    allowed_hosts: Vec<String>,
+
     /// Largest request body in bytes (HTTP 413 beyond).
     #[arg(long, env = "PRESA_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
     max_body_bytes: usize,
+
+    /// A request's headers must arrive in full within this many ms (from the
+    /// connection's accept, or the next request's first byte); else the connection is closed.
+    #[arg(long, env = "PRESA_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000)]
+    header_read_timeout_ms: u64,
+
+    /// A request's body must arrive in full within this many ms after its headers.
+    #[arg(long, env = "PRESA_BODY_READ_TIMEOUT_MS", default_value_t = 30_000)]
+    body_read_timeout_ms: u64,
+
+    /// A kept-alive connection with no request is closed after this many ms
+    /// (keep it above a proxy's idle upstream timeout, 60 s for nginx).
+    #[arg(long, env = "PRESA_IDLE_TIMEOUT_MS", default_value_t = 75_000)]
+    idle_timeout_ms: u64,
+
+    /// Most HTTP connections served at once; more wait in the listen backlog.
+    #[arg(long, env = "PRESA_MAX_CONNECTIONS", default_value_t = 10_000)]
+    max_connections: usize,
 
     /// Task lifetime from creation in ms, or `none` for tasks that never expire.
     #[arg(long, env = "PRESA_TASK_TTL_MS", default_value = "3600000", value_parser = parse_ttl)]
@@ -48,6 +71,22 @@ pub struct ApiArgs {
     #[arg(long, env = "PRESA_MAX_TASK_INPUT_BYTES", default_value_t = 256 * 1024)]
     max_task_input_bytes: usize,
 
+    /// Largest stored task in bytes: arguments, client capabilities, answers,
+    /// status message and result. A bigger task is refused (-32602), a bigger
+    /// update is not stored.
+    #[arg(long, env = "PRESA_MAX_TASK_BYTES", default_value_t = 2 * 1024 * 1024)]
+    max_task_bytes: usize,
+
+    /// Largest task result in bytes (embedded mode: with Redis the workers
+    /// apply theirs); a bigger result ends the task failed, saying so.
+    #[arg(long, env = "PRESA_MAX_RESULT_BYTES", default_value_t = 1024 * 1024)]
+    max_result_bytes: usize,
+
+    /// Most bytes of task records one caller scope may hold, each task from its
+    /// creation until its TTL ends (0: no limit); past it a retryable error.
+    #[arg(long, env = "PRESA_MAX_BYTES_PER_SCOPE", default_value_t = 256 * 1024 * 1024)]
+    max_bytes_per_scope: u64,
+
     /// Most non-terminal tasks one caller scope may hold (0: no limit).
     #[arg(long, env = "PRESA_MAX_ACTIVE_TASKS_PER_SCOPE", default_value_t = 1000)]
     max_active_tasks_per_scope: u64,
@@ -57,14 +96,29 @@ pub struct ApiArgs {
     #[arg(long, env = "PRESA_MAX_TASKS", default_value_t = 100_000, value_parser = clap::value_parser!(usize))]
     max_tasks: usize,
 
+    /// Embedded mode: most bytes of task records held in memory (serialised,
+    /// finished tasks included until their TTL); past it new tasks get a retryable error.
+    #[arg(long, env = "PRESA_MAX_MEMORY_BYTES", default_value_t = 512 * 1024 * 1024)]
+    max_memory_bytes: usize,
+
     /// Most `subscriptions/listen` streams open at once on this pod.
     #[arg(long, env = "PRESA_MAX_LISTEN_STREAMS", default_value_t = 1000)]
     max_listen_streams: usize,
+
+    /// Most `subscriptions/listen` streams one caller scope may hold open at
+    /// once on this pod (0: no limit beyond `--max-listen-streams`).
+    #[arg(long, env = "PRESA_MAX_LISTEN_STREAMS_PER_SCOPE", default_value_t = 100)]
+    max_listen_streams_per_scope: usize,
 
     /// Tool handlers run at once by the in-process worker (embedded mode only;
     /// with Redis, `presa-worker` pods run them).
     #[arg(long, env = "PRESA_CONCURRENCY", default_value_t = 64)]
     concurrency: usize,
+
+    /// Tool handlers that may wait for input without holding one of the
+    /// `--concurrency` slots (embedded mode only); past it a parked handler keeps its slot.
+    #[arg(long, env = "PRESA_MAX_PARKED", default_value_t = 1024)]
+    max_parked: usize,
 
     /// Grace period on SIGTERM/SIGINT for in-flight requests and running tasks, in ms.
     #[arg(long, env = "PRESA_GRACE_MS", default_value_t = 20_000)]
@@ -113,11 +167,15 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
         task_ttl_ms: args.task_ttl_ms.0,
         poll_interval_ms: Some(args.poll_interval_ms),
         max_task_input_bytes: args.max_task_input_bytes,
+        max_task_bytes: args.max_task_bytes,
+        max_bytes_per_scope: (args.max_bytes_per_scope > 0).then_some(args.max_bytes_per_scope),
+        max_result_bytes: args.max_result_bytes,
         max_active_tasks_per_scope: (args.max_active_tasks_per_scope > 0).then_some(args.max_active_tasks_per_scope),
         max_listen_streams: args.max_listen_streams,
+        max_listen_streams_per_scope: args.max_listen_streams_per_scope,
         ..app.server_config()
     };
-    let storage = Storage::from_args(&args.redis, args.max_tasks).await?;
+    let storage = Storage::from_args(&args.redis, args.max_tasks, args.max_memory_bytes).await?;
     if storage.durable {
         tracing::info!("Redis mode: this pod serves requests; worker pods run the tools");
     } else {
@@ -129,12 +187,18 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
     let grace = Duration::from_millis(args.grace_ms);
     let stop_worker = CancellationToken::new();
     let worker = (!storage.durable).then(|| {
-        let config = WorkerConfig { concurrency: args.concurrency, grace, ..WorkerConfig::default() };
+        let config = WorkerConfig {
+            concurrency: args.concurrency,
+            max_parked: args.max_parked,
+            grace,
+            ..WorkerConfig::default()
+        };
         tokio::spawn(Worker::new(core, config).run(stop_worker.clone()))
     });
 
     let http = HttpConfig {
         allowed_origins: args.allowed_origins.clone(),
+        allowed_hosts: args.allowed_hosts.clone(),
         max_body_bytes: args.max_body_bytes,
         ready: Some(storage.ready.clone()),
         metrics: Some(telemetry.metrics.clone()),
@@ -154,7 +218,13 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
         tracing::info!("shutting down: closing listen streams, finishing in-flight requests");
         on_signal.cancel();
     });
-    let serve = presa_http::serve(listener, router, shutdown.clone().cancelled_owned());
+    let limits = ServeLimits {
+        header_read_timeout: Duration::from_millis(args.header_read_timeout_ms),
+        body_read_timeout: Duration::from_millis(args.body_read_timeout_ms),
+        idle_timeout: Duration::from_millis(args.idle_timeout_ms),
+        max_connections: args.max_connections,
+    };
+    let serve = presa_http::serve_with(listener, router, limits, shutdown.clone().cancelled_owned());
     let grace_elapsed = async {
         shutdown.cancelled().await;
         tokio::time::sleep(grace).await;

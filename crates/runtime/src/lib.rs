@@ -128,9 +128,9 @@ pub enum StorageError {
 
 impl Storage {
     /// The in-memory backend (not durable), holding at most `max_tasks` tasks
-    /// (finished ones included, until their TTL).
-    pub fn memory(max_tasks: usize) -> Self {
-        let mem = Arc::new(MemoryStore::new().with_max_tasks(max_tasks));
+    /// and `max_bytes` bytes of task records (finished ones included, until their TTL).
+    pub fn memory(max_tasks: usize, max_bytes: usize) -> Self {
+        let mem = Arc::new(MemoryStore::new().with_max_tasks(max_tasks).with_max_bytes(max_bytes));
         Storage { backend: Backend::new(mem), ready: Arc::new(|| async { true }.boxed()), durable: false }
     }
 
@@ -146,16 +146,22 @@ impl Storage {
         let probe = redis.clone();
         let ready: ReadyCheck = Arc::new(move || {
             let r = probe.clone();
-            async move { r.ping().await.is_ok() }.boxed()
+            // Reachable and accepting writes (not at maxmemory).
+            async move { r.probe_write().await.is_ok() }.boxed()
         });
         Ok(Storage { backend: Backend::new(redis), ready, durable: true })
     }
 
-    /// Redis when `args.redis_url` is set, else memory capped at `memory_max_tasks`.
-    pub async fn from_args(args: &RedisArgs, memory_max_tasks: usize) -> Result<Self, StorageError> {
+    /// Redis when `args.redis_url` is set, else memory capped at
+    /// `memory_max_tasks` tasks and `memory_max_bytes` bytes.
+    pub async fn from_args(
+        args: &RedisArgs,
+        memory_max_tasks: usize,
+        memory_max_bytes: usize,
+    ) -> Result<Self, StorageError> {
         match &args.redis_url {
             Some(url) if !url.is_empty() => Self::redis(url, args).await,
-            _ => Ok(Self::memory(memory_max_tasks)),
+            _ => Ok(Self::memory(memory_max_tasks, memory_max_bytes)),
         }
     }
 }

@@ -8,7 +8,7 @@ use std::{net::SocketAddr, time::Duration};
 
 use axum::{Router, http::StatusCode, routing::get};
 use clap::Parser;
-use presa_server::{Core, Worker, WorkerConfig};
+use presa_server::{Core, ServerConfig, Worker, WorkerConfig};
 use presa_telemetry::LogFormat;
 use tokio_util::sync::CancellationToken;
 
@@ -33,6 +33,11 @@ pub struct WorkerArgs {
     #[arg(long, env = "PRESA_CONCURRENCY", default_value_t = 64)]
     concurrency: usize,
 
+    /// Tool handlers that may wait for input without holding one of the
+    /// `--concurrency` slots; past it a parked handler keeps its slot.
+    #[arg(long, env = "PRESA_MAX_PARKED", default_value_t = 1024)]
+    max_parked: usize,
+
     /// Lease on claimed work, in ms: a worker silent for this long loses its
     /// work to another. Renewed every third of it.
     #[arg(long, env = "PRESA_LEASE_MS", default_value_t = 30_000)]
@@ -46,6 +51,15 @@ pub struct WorkerArgs {
     /// still running then is handed back to other workers at once.
     #[arg(long, env = "PRESA_GRACE_MS", default_value_t = 20_000)]
     grace_ms: u64,
+
+    /// Largest stored task in bytes (status message, questions and result
+    /// included); an outcome that would exceed it ends the task failed.
+    #[arg(long, env = "PRESA_MAX_TASK_BYTES", default_value_t = 2 * 1024 * 1024)]
+    max_task_bytes: usize,
+
+    /// Largest task result in bytes; a bigger result ends the task failed, saying so.
+    #[arg(long, env = "PRESA_MAX_RESULT_BYTES", default_value_t = 1024 * 1024)]
+    max_result_bytes: usize,
 
     /// Log format.
     #[arg(long, env = "PRESA_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
@@ -64,7 +78,12 @@ pub(crate) async fn run(app: Checked, args: WorkerArgs) -> Result<(), RuntimeErr
     }
     let telemetry = crate::telemetry(&format!("{}-worker", app.name), args.log_format)?;
     let storage = Storage::redis(url, &args.redis).await?;
-    let core = Core::new(app.server_config(), app.catalog, storage.backend.clone());
+    let server_config = ServerConfig {
+        max_task_bytes: args.max_task_bytes,
+        max_result_bytes: args.max_result_bytes,
+        ..app.server_config()
+    };
+    let core = Core::new(server_config, app.catalog, storage.backend.clone());
     let id = args.worker_id.clone().unwrap_or_else(|| {
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "worker".into());
         format!("{host}-{}", std::process::id())
@@ -73,6 +92,7 @@ pub(crate) async fn run(app: Checked, args: WorkerArgs) -> Result<(), RuntimeErr
     let config = WorkerConfig {
         id,
         concurrency: args.concurrency,
+        max_parked: args.max_parked,
         lease: Duration::from_millis(args.lease_ms),
         max_deliveries: args.max_deliveries,
         grace,

@@ -17,6 +17,14 @@ pub struct ServerConfig {
     pub poll_interval_ms: Option<u64>,
     /// Largest task input (arguments plus MRTR answers, or one `tasks/update`), serialised. Default 256 KiB.
     pub max_task_input_bytes: usize,
+    /// Largest stored task (arguments, client capabilities, answers, status
+    /// message and result, serialised). Default 2 MiB.
+    pub max_task_bytes: usize,
+    /// Largest task result (a bigger one ends the task `failed`). Default 1 MiB.
+    pub max_result_bytes: usize,
+    /// Most bytes of task records one scope may hold (each task from its
+    /// creation until it expires). Default 256 MiB.
+    pub max_bytes_per_scope: Option<u64>,
     /// Most non-terminal tasks one scope may hold. Default 1000.
     pub max_active_tasks_per_scope: Option<u64>,
     /// How long an MRTR `requestState` stays valid. Default 10 min.
@@ -29,6 +37,9 @@ pub struct ServerConfig {
     pub input_tick: Duration,
     /// Most `subscriptions/listen` streams open at once in this process. Default 1000.
     pub max_listen_streams: usize,
+    /// Most `subscriptions/listen` streams one scope may hold open at once in
+    /// this process (0: no limit beyond `max_listen_streams`). Default 100.
+    pub max_listen_streams_per_scope: usize,
 }
 
 impl Default for ServerConfig {
@@ -40,12 +51,16 @@ impl Default for ServerConfig {
             task_ttl_ms: Some(3_600_000),
             poll_interval_ms: Some(500),
             max_task_input_bytes: 256 * 1024,
+            max_task_bytes: 2 * 1024 * 1024,
+            max_result_bytes: 1024 * 1024,
+            max_bytes_per_scope: Some(256 * 1024 * 1024),
             max_active_tasks_per_scope: Some(1000),
             request_state_ttl: Duration::from_secs(600),
             list_ttl_ms: 300_000,
             read_ttl_ms: 300_000,
             input_tick: Duration::from_secs(1),
             max_listen_streams: 1000,
+            max_listen_streams_per_scope: 100,
         }
     }
 }

@@ -9,7 +9,7 @@
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use futures::StreamExt;
-use presa_protocol::{jsonrpc, meta::LogLevel};
+use presa_protocol::{codes, jsonrpc, jsonrpc::ErrorObject, meta::LogLevel};
 use presa_store::{EventBus, TaskId, TaskStore, Writer};
 use presa_tasks::{Event, Status, Task};
 use serde_json::{Map, Value, json};
@@ -17,7 +17,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    store_io::{Updated, store_call, update_task},
+    slots::Slot,
+    store_io::{UpdateError, Updated, store_call, update_task_within},
     tool::ToolError,
 };
 
@@ -57,10 +58,27 @@ pub(crate) struct Invocation {
     pub(crate) request_state: Option<Value>,
 }
 
+/// What a handler running as a task works with.
+#[derive(Debug)]
+pub(crate) struct TaskRun {
+    /// Where the task lives.
+    pub(crate) store: Arc<dyn TaskStore>,
+    /// The task.
+    pub(crate) id: TaskId,
+    /// The claim's writer (fencing attempt).
+    pub(crate) writer: Writer,
+    /// The worker slot, given back while parked on input.
+    pub(crate) slot: Arc<Slot>,
+    /// How long a parked handler goes at most without re-reading the task.
+    pub(crate) tick: Duration,
+    /// Largest the stored task may grow (status message, input requests).
+    pub(crate) max_bytes: usize,
+}
+
 #[derive(Debug)]
 enum Mode {
     Request { outbox: Outbox, progress_token: Option<Value>, log_level: Option<LogLevel> },
-    Task { store: Arc<dyn TaskStore>, id: TaskId, writer: Writer, tick: Duration },
+    Task(TaskRun),
 }
 
 #[derive(Debug)]
@@ -69,6 +87,20 @@ struct Inner {
     mode: Mode,
     cancel: CancellationToken,
     bus: Arc<dyn EventBus>,
+}
+
+impl TaskRun {
+    /// Apply a handler's `event` to the task (fenced, bounded in bytes).
+    async fn update(&self, event: &Event) -> Result<(), ToolError> {
+        match update_task_within(self.store.as_ref(), &self.id, self.writer, event, self.max_bytes).await {
+            Ok(Updated::Applied(_) | Updated::Unchanged(_)) => Ok(()),
+            Ok(Updated::Gone | Updated::Fenced) => Err(ToolError::Cancelled),
+            Err(e @ UpdateError::TooLarge { .. }) => {
+                Err(ToolError::Rpc(ErrorObject::new(codes::INTERNAL_ERROR, format!("Task not updated: {e}"))))
+            }
+            Err(e) => Err(ToolError::internal(e)),
+        }
+    }
 }
 
 /// The handle a tool handler gets. Cheap to clone.
@@ -91,18 +123,9 @@ impl ToolContext {
         ToolContext { inner: Arc::new(Inner { call, mode, cancel, bus }) }
     }
 
-    /// A context for a call running as task `id` under the claim `writer`.
-    /// `tick` bounds how long a parked handler goes without re-reading the task.
-    pub(crate) fn for_task(
-        call: Invocation,
-        store: Arc<dyn TaskStore>,
-        id: TaskId,
-        writer: Writer,
-        tick: Duration,
-        cancel: CancellationToken,
-        bus: Arc<dyn EventBus>,
-    ) -> Self {
-        let mode = Mode::Task { store, id, writer, tick };
+    /// A context for a call running as a task.
+    pub(crate) fn for_task(call: Invocation, run: TaskRun, cancel: CancellationToken, bus: Arc<dyn EventBus>) -> Self {
+        let mode = Mode::Task(run);
         ToolContext { inner: Arc::new(Inner { call, mode, cancel, bus }) }
     }
 
@@ -124,7 +147,7 @@ impl ToolContext {
     /// The task id, when running as a task.
     pub fn task_id(&self) -> Option<&TaskId> {
         match &self.inner.mode {
-            Mode::Task { id, .. } => Some(id),
+            Mode::Task(run) => Some(&run.id),
             Mode::Request { .. } => None,
         }
     }
@@ -170,14 +193,10 @@ impl ToolContext {
 
     /// Set the task's status message (a no-op for sync calls).
     pub async fn set_status(&self, message: impl Into<String>) -> Result<(), ToolError> {
-        let Mode::Task { store, id, writer, .. } = &self.inner.mode else {
+        let Mode::Task(run) = &self.inner.mode else {
             return Ok(());
         };
-        match update_task(store.as_ref(), id, *writer, &Event::SetMessage(message.into())).await {
-            Ok(Updated::Applied(_) | Updated::Unchanged(_)) => Ok(()),
-            Ok(Updated::Gone | Updated::Fenced) => Err(ToolError::Cancelled),
-            Err(e) => Err(ToolError::internal(e)),
-        }
+        run.update(&Event::SetMessage(message.into())).await
     }
 
     /// Ask the client for one input; see [`ToolContext::inputs`].
@@ -204,9 +223,15 @@ impl ToolContext {
         }
         match &self.inner.mode {
             Mode::Request { .. } => Err(ToolError::NeedInput(requests)),
-            Mode::Task { store, id, writer, tick } => {
+            Mode::Task(run) => {
                 let missing = requests.into_iter().filter(|(k, _)| !found.contains_key(k)).collect();
-                let mut answers = self.park(store.as_ref(), id, *writer, *tick, missing).await?;
+                // Waiting for the client: the worker slot goes back while parked.
+                run.slot.park();
+                let answers = self.park(run, missing).await;
+                if !run.slot.resume(&self.inner.cancel).await {
+                    return Err(ToolError::Cancelled);
+                }
+                let mut answers = answers?;
                 answers.extend(found);
                 Ok(answers)
             }
@@ -215,12 +240,10 @@ impl ToolContext {
 
     async fn park(
         &self,
-        store: &dyn TaskStore,
-        id: &TaskId,
-        writer: Writer,
-        tick: Duration,
+        run: &TaskRun,
         requests: BTreeMap<String, Value>,
     ) -> Result<BTreeMap<String, Value>, ToolError> {
+        let (store, id, writer, tick) = (run.store.as_ref(), &run.id, run.writer, run.tick);
         let answered = |task: &Task| -> Option<BTreeMap<String, Value>> {
             requests.keys().map(|k| task.input_responses.get(k).map(|v| (k.clone(), v.clone()))).collect()
         };
@@ -237,11 +260,7 @@ impl ToolContext {
             .filter(|(k, _)| !current.input_responses.contains_key(*k))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        match update_task(store, id, writer, &Event::RequestInput(missing)).await {
-            Ok(Updated::Applied(_) | Updated::Unchanged(_)) => {}
-            Ok(Updated::Gone | Updated::Fenced) => return Err(ToolError::Cancelled),
-            Err(e) => return Err(ToolError::internal(e)),
-        }
+        run.update(&Event::RequestInput(missing)).await?;
         loop {
             let task = load().await?.ok_or(ToolError::Cancelled)?;
             if !writer.may_continue(&task) {

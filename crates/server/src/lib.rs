@@ -15,7 +15,7 @@
 //! - [`core`]: [`Core`], what server and worker share (catalog, backend,
 //!   settings) and the one place handler output becomes a protocol result.
 //!
-//! And around them: [`tool`] and [`typed`] (the API tools are written with:
+//! And around them: `slots` (a worker's run and parked slots), [`tool`] and [`typed`] (the API tools are written with:
 //! [`Tool::typed`] derives the input schema from a Rust type), [`output`]
 //! (what a handler may return), [`input`] (asking the client), [`prompt`]
 //! (prompt handlers and their output), [`catalog`]
@@ -76,6 +76,7 @@ pub mod error;
 pub mod input;
 pub mod output;
 pub mod prompt;
+mod slots;
 pub mod state;
 mod store_io;
 pub mod tool;

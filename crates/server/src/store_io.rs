@@ -37,6 +37,14 @@ pub(crate) enum UpdateError {
     /// The event is invalid for this task (a reused input key…).
     #[error(transparent)]
     Reduce(#[from] presa_tasks::ReduceError),
+    /// The event would make the stored task larger than its byte limit.
+    #[error("the task would be {bytes} bytes, more than the {limit}-byte limit (max_task_bytes)")]
+    TooLarge {
+        /// The task's size with the event applied.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// Too many concurrent writers.
     #[error("task {0} is contended; gave up after {1} attempts")]
     Contended(TaskId, usize),
@@ -51,6 +59,19 @@ pub(crate) async fn update_task(
     writer: Writer,
     event: &Event,
 ) -> Result<Updated, UpdateError> {
+    update_task_within(store, id, writer, event, usize::MAX).await
+}
+
+/// [`update_task`], refusing an event that would grow the stored task past
+/// `max_bytes` (serialised; a task already past it may still shrink or finish).
+pub(crate) async fn update_task_within(
+    store: &dyn TaskStore,
+    id: &TaskId,
+    writer: Writer,
+    event: &Event,
+    max_bytes: usize,
+) -> Result<Updated, UpdateError> {
+    let size = |t: &Task| serde_json::to_vec(t).map_or(0, |v| v.len());
     for _ in 0..MAX_ATTEMPTS {
         let Some(task) = store_call("load", store.load(id)).await? else {
             return Ok(Updated::Gone);
@@ -61,6 +82,12 @@ pub(crate) async fn update_task(
         let Some(next) = apply(&task, event, now_ms())? else {
             return Ok(Updated::Unchanged(task));
         };
+        if max_bytes < usize::MAX {
+            let bytes = size(&next);
+            if bytes > max_bytes && bytes > size(&task) {
+                return Err(UpdateError::TooLarge { bytes, limit: max_bytes });
+            }
+        }
         match store_call("transition", store.transition(&next, writer)).await? {
             Cas::Applied(stored) => {
                 if stored.status != task.status {

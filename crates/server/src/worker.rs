@@ -8,6 +8,10 @@
 //! the outcome of the one that took over. Work delivered more than
 //! `max_deliveries` times ends `failed` (poison task).
 //!
+//! A handler waiting for input gives its run slot back while it waits (see
+//! [`crate::slots`]): `concurrency` bounds handlers doing work, `max_parked`
+//! bounds those parked without a slot.
+//!
 //! Shutdown: stop claiming, give running handlers `grace` to finish, then
 //! release the rest to the store so another worker takes it at once.
 //!
@@ -22,14 +26,15 @@ use presa_store::{Claim, TaskStore};
 use presa_tasks::Event;
 use presa_telemetry::{metrics, propagation};
 use serde_json::Value;
-use tokio::{sync::Semaphore, task::JoinSet};
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, field::Empty};
 
 use crate::{
-    context::{Invocation, ToolContext},
+    context::{Invocation, TaskRun, ToolContext},
     core::{Core, Outcome, internal_error},
-    store_io::{Updated, Verbosity, store_call, store_call_at, update_task},
+    slots::{Slot, Slots},
+    store_io::{UpdateError, Updated, Verbosity, store_call, store_call_at, update_task, update_task_within},
     tool::run_handler,
 };
 
@@ -40,6 +45,9 @@ pub struct WorkerConfig {
     pub id: String,
     /// Handlers run at once.
     pub concurrency: usize,
+    /// Handlers that may wait for input without holding one of the
+    /// `concurrency` slots; past it a parked handler keeps its slot.
+    pub max_parked: usize,
     /// Lease on claimed work; renewed every third of it.
     pub lease: Duration,
     /// Deliveries after which a task ends `failed`.
@@ -55,6 +63,7 @@ impl Default for WorkerConfig {
         WorkerConfig {
             id: format!("worker-{}", std::process::id()),
             concurrency: 64,
+            max_parked: 1024,
             lease: Duration::from_secs(30),
             max_deliveries: 5,
             claim_wait: Duration::from_secs(1),
@@ -78,19 +87,18 @@ impl Worker {
 
     /// Claim and run work until `shutdown` fires, then drain (see module docs).
     pub async fn run(self, shutdown: CancellationToken) {
-        let slots = Arc::new(Semaphore::new(self.config.concurrency.max(1)));
+        let slots = Slots::new(self.config.concurrency, self.config.max_parked);
         // Fired when the grace period ends: running handlers release their work.
         let release_now = CancellationToken::new();
         let mut running = JoinSet::new();
         tracing::info!(worker = %self.config.id, concurrency = self.config.concurrency, "worker started");
         while !shutdown.is_cancelled() {
             while running.try_join_next().is_some() {}
-            let acquired = tokio::select! {
-                p = slots.clone().acquire_owned() => p,
+            let first = tokio::select! {
+                p = slots.acquire() => p,
                 _ = shutdown.cancelled() => break,
             };
-            let Ok(first) = acquired else { break };
-            let free = slots.available_permits() + 1;
+            let free = slots.free() + 1;
             let store = self.core.store().clone();
             let claim = store.claim(&self.config.id, free, self.config.lease, self.config.claim_wait);
             let claimed = tokio::select! {
@@ -111,15 +119,16 @@ impl Worker {
                 if claim.deliveries > 1 {
                     metrics::work_reclaimed();
                 }
-                let slot = match permit.take() {
+                let permit = match permit.take() {
                     Some(p) => p,
-                    None => slots.clone().acquire_owned().await.expect("semaphore is never closed"),
+                    None => slots.acquire().await,
                 };
+                let slot = Arc::new(Slot::running(slots.clone(), permit));
                 let worker = self.clone();
                 let release_now = release_now.clone();
                 running.spawn(async move {
-                    worker.execute(claim, release_now).await;
-                    drop(slot);
+                    worker.execute(claim, slot.clone(), release_now).await;
+                    slot.release();
                 });
             }
         }
@@ -136,7 +145,7 @@ impl Worker {
     /// Run one claimed task to an outcome, inside its execution span: a
     /// consumer span named `execute_tool <tool>` whose parent is the trace
     /// context the work item carries (the creating request's span).
-    async fn execute(&self, claim: Claim, release_now: CancellationToken) {
+    async fn execute(&self, claim: Claim, slot: Arc<Slot>, release_now: CancellationToken) {
         let task = &claim.task;
         let name = format!("execute_tool {}", task.work.tool);
         let span = tracing::info_span!(
@@ -159,11 +168,11 @@ impl Worker {
             propagation::set_parent(&span, parent);
         }
         propagation::record_trace_id(&span);
-        self.run_to_outcome(claim, release_now, span.clone()).instrument(span).await;
+        self.run_to_outcome(claim, slot, release_now, span.clone()).instrument(span).await;
     }
 
     /// Run the handler of a claimed task under its lease and record how it ended.
-    async fn run_to_outcome(&self, claim: Claim, release_now: CancellationToken, span: tracing::Span) {
+    async fn run_to_outcome(&self, claim: Claim, slot: Arc<Slot>, release_now: CancellationToken, span: tracing::Span) {
         let store = self.core.store().clone();
         let task = &claim.task;
         if claim.deliveries > self.config.max_deliveries {
@@ -186,15 +195,15 @@ impl Worker {
             input_responses: task.work.input_responses.clone(),
             request_state: None,
         };
-        let ctx = ToolContext::for_task(
-            invocation,
-            store.clone(),
-            task.id.clone(),
-            claim.writer(),
-            self.core.config().input_tick,
-            cancel.clone(),
-            self.core.bus().clone(),
-        );
+        let run = TaskRun {
+            store: store.clone(),
+            id: task.id.clone(),
+            writer: claim.writer(),
+            slot,
+            tick: self.core.config().input_tick,
+            max_bytes: self.core.config().max_task_bytes,
+        };
+        let ctx = ToolContext::for_task(invocation, run, cancel.clone(), self.core.bus().clone());
         let keeper = tokio::spawn(
             keep_lease(store.clone(), claim.clone(), self.config.lease, cancel.clone()).instrument(span.clone()),
         );
@@ -217,7 +226,19 @@ impl Worker {
                     span.record("error.type", "tool_error");
                     span.record("otel.status_code", "error");
                 }
-                Event::Complete(self.core.envelope(result))
+                let result = self.core.envelope(result);
+                let (bytes, limit) =
+                    (serde_json::to_vec(&result).map_or(0, |v| v.len()), self.core.config().max_result_bytes);
+                if bytes > limit {
+                    tracing::warn!(bytes, limit, "tool result too large: the task fails");
+                    span.record("error.type", "result_too_large");
+                    span.record("otel.status_code", "error");
+                    let message =
+                        format!("Tool result is {bytes} bytes, more than the {limit}-byte limit (max_result_bytes)");
+                    failure(ErrorObject::new(codes::INTERNAL_ERROR, message))
+                } else {
+                    Event::Complete(result)
+                }
             }
             Outcome::NeedsInput { .. } => {
                 tracing::error!("handler returned an MRTR continuation inside a task; use ctx.input()");
@@ -254,7 +275,14 @@ impl Worker {
     /// Write the terminal event (fenced), then remove the work item.
     async fn conclude(&self, claim: &Claim, event: Event) {
         let store = self.core.store();
-        match update_task(store.as_ref(), &claim.task.id, claim.writer(), &event).await {
+        let limit = self.core.config().max_task_bytes;
+        let mut written = update_task_within(store.as_ref(), &claim.task.id, claim.writer(), &event, limit).await;
+        if let Err(e @ UpdateError::TooLarge { .. }) = &written {
+            tracing::warn!(error = %e, "task outcome too large: the task fails");
+            let error = ErrorObject::new(codes::INTERNAL_ERROR, format!("Task outcome not stored: {e}"));
+            written = update_task(store.as_ref(), &claim.task.id, claim.writer(), &failure(error)).await;
+        }
+        match written {
             Ok(Updated::Applied(t)) => {
                 tracing::Span::current().record("presa.task.status", t.status.as_str());
                 tracing::info!(status = t.status.as_str(), "task finished");

@@ -83,6 +83,25 @@ impl Keys {
         format!("{}:{{s.{}.{}}}:active", self.prefix, hex(scope.tenant.as_bytes()), hex(scope.subject.as_bytes()))
     }
 
+    /// `{prefix}:{s.<hex tenant>.<hex subject>}:bytes` — sorted set: the
+    /// scope's byte reservations (member `<task id>:<bytes>`, score = the
+    /// task's expiry, Unix ms). Only maintained when creates carry `max_bytes_per_scope`.
+    pub fn scope_bytes(&self, scope: &Scope) -> String {
+        format!("{}:{{s.{}.{}}}:bytes", self.prefix, hex(scope.tenant.as_bytes()), hex(scope.subject.as_bytes()))
+    }
+
+    /// `{prefix}:{s.<hex tenant>.<hex subject>}:bytes_total` — string: the sum
+    /// of the scope's reservations in [`Keys::scope_bytes`] (same slot).
+    pub fn scope_bytes_total(&self, scope: &Scope) -> String {
+        format!("{}_total", self.scope_bytes(scope))
+    }
+
+    /// `{prefix}:ready` — string: written (with a short expiry) by readiness
+    /// probes, to learn whether Redis accepts writes (not at `maxmemory`).
+    pub fn ready_probe(&self) -> String {
+        format!("{}:ready", self.prefix)
+    }
+
     /// `{prefix}:bus` — pub/sub channel: server-wide events ([`presa_store::EventBus`]).
     pub fn bus(&self) -> String {
         format!("{}:bus", self.prefix)

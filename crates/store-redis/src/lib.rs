@@ -64,6 +64,7 @@ mod conn;
 mod error;
 mod hub;
 mod limits;
+mod quota;
 mod scripts;
 mod store;
 mod work;

@@ -72,4 +72,5 @@ script!(ACK, "ack.lua", "XACK and XDEL a work entry together.");
 script!(READ, "read.lua", Debug, "Read up to N new entries over the partitions (standalone only).");
 script!(RECOVER, "recover.lua", Debug, "XAUTOCLAIM up to N lapsed entries over the partitions (standalone only).");
 script!(ADMIT, "admit.lua", "Add a task to its scope's active set unless the set is at the limit.");
+script!(QUOTA, "quota.lua", "Reserve a new task's bytes under its scope's byte quota unless it would be exceeded.");
 script!(STATS, "stats.lua", Debug, "Count a partition's queued and pending work, and the oldest pending age.");

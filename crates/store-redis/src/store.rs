@@ -86,6 +86,13 @@ impl RedisStore {
         self.query::<Value>(Verbosity::Debug, &redis::cmd("PING")).await.map(|_| ())
     }
 
+    /// Whether Redis accepts writes: a tiny expiring `SET`, refused (`OOM
+    /// command not allowed`) when Redis is at `maxmemory` with `noeviction`.
+    pub async fn probe_write(&self) -> Result<(), RedisStoreError> {
+        let probe = redis::cmd("SET").arg(self.inner.keys.ready_probe()).arg(1).arg("PX").arg(10_000).to_owned();
+        self.query::<Value>(Verbosity::Debug, &probe).await.map(|_| ())
+    }
+
     pub(crate) fn conn(&self) -> Conn {
         self.inner.conn.clone()
     }
@@ -181,11 +188,22 @@ impl TaskStore for RedisStore {
             if let Some(limit) = limits.max_active_per_scope {
                 self.admit(&task, limit).await?;
             }
+            if let Some(quota) = limits.max_bytes_per_scope
+                && let Err(e) = self.reserve_bytes(&task, quota).await
+            {
+                if limits.max_active_per_scope.is_some() {
+                    self.forget_active(&task.scope, &task.id).await;
+                }
+                return Err(e);
+            }
             if self.create_once(&task).await? {
                 return Ok(task);
             }
             if limits.max_active_per_scope.is_some() {
                 self.forget_active(&task.scope, &task.id).await;
+            }
+            if limits.max_bytes_per_scope.is_some() {
+                self.unreserve_bytes(&task).await;
             }
         }
         Err(StoreError::Corrupt("task id collided three times".into()))

@@ -20,7 +20,7 @@ use presa_tasks::{Event, Work, apply};
 use redis::AsyncCommands;
 use serde_json::json;
 
-const NO_LIMITS: CreateLimits = CreateLimits { max_active_per_scope: None };
+const NO_LIMITS: CreateLimits = CreateLimits { max_active_per_scope: None, max_bytes_per_scope: None };
 const LONG: Duration = Duration::from_secs(30);
 const PATIENCE: Duration = Duration::from_secs(5);
 
@@ -373,7 +373,7 @@ async fn watches_resubscribe_after_the_connection_drops() {
 async fn the_scope_limit_repairs_members_that_no_longer_count() {
     let redis = TestRedis::start().await;
     let store = store_on(&redis).await;
-    let limits = CreateLimits { max_active_per_scope: Some(2) };
+    let limits = CreateLimits { max_active_per_scope: Some(2), max_bytes_per_scope: None };
     let a = store.create(new_task(Some(60_000)), limits).await.unwrap();
     let b = store.create(new_task(Some(60_000)), limits).await.unwrap();
     assert!(matches!(store.create(new_task(None), limits).await, Err(StoreError::Capacity { .. })));
@@ -396,7 +396,7 @@ async fn the_scope_limit_repairs_members_that_no_longer_count() {
     assert_eq!(members.len(), 2, "{members:?}");
     assert!(!members.contains(&a.id.to_string()) && !members.contains(&b.id.to_string()));
     // Zero means none at all.
-    let zero = CreateLimits { max_active_per_scope: Some(0) };
+    let zero = CreateLimits { max_active_per_scope: Some(0), max_bytes_per_scope: None };
     assert!(matches!(store.create(new_task(None), zero).await, Err(StoreError::Capacity { .. })));
 }
 
@@ -627,4 +627,23 @@ async fn work_stats_take_one_round_trip_per_partition() {
         samples[25], samples[45], samples[49]
     );
     assert!(samples[25] < Duration::from_millis(500), "{samples:?}");
+}
+
+/// At `maxmemory` (noeviction) Redis refuses writes with `OOM command not
+/// allowed`: a create fails with a retryable error, nothing is stored, and
+/// the readiness write probe fails until memory is available again.
+#[tokio::test]
+async fn writes_refused_at_maxmemory_are_retryable_and_fail_the_probe() {
+    let redis = TestRedis::spawn();
+    let store = store_on(&redis).await;
+    store.probe_write().await.expect("a fresh Redis accepts writes");
+    let mut admin = raw(&redis).await;
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(1).query_async(&mut admin).await.unwrap();
+    let refused = store.create(new_task(None), NO_LIMITS).await.unwrap_err();
+    assert!(refused.is_retryable(), "{refused:?}");
+    assert!(refused.to_string().contains("OOM"), "{refused}");
+    assert!(store.probe_write().await.is_err(), "not ready while writes are refused");
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(0).query_async(&mut admin).await.unwrap();
+    store.probe_write().await.expect("ready again");
+    store.create(new_task(None), NO_LIMITS).await.expect("creates again");
 }

@@ -57,6 +57,7 @@ macro_rules! store_contract_tests {
             remove_work_removes_the_work,
             watch_delivers_committed_snapshots_of_watched_ids,
             capacity_limit_per_scope,
+            byte_quota_per_scope,
             input_round_trip,
             work_stats_count_queued_and_pending_work,
             failed_is_terminal_and_keeps_its_error,
@@ -78,7 +79,7 @@ macro_rules! store_contract_tests {
 }
 
 /// No limits on create.
-const NO_LIMITS: CreateLimits = CreateLimits { max_active_per_scope: None };
+const NO_LIMITS: CreateLimits = CreateLimits { max_active_per_scope: None, max_bytes_per_scope: None };
 /// A lease that never lapses during a test.
 const LONG_LEASE: Duration = Duration::from_secs(30);
 /// A lease that lapses quickly; tests sleep [`PAST_SHORT_LEASE`] after it.
@@ -465,10 +466,32 @@ pub async fn watch_delivers_committed_snapshots_of_watched_ids(store: Arc<dyn Ta
     }
 }
 
+/// At most `max_bytes_per_scope` bytes of task records per scope (a task
+/// counts from its creation until it expires); a refused create is retryable;
+/// other scopes are unaffected; expiry frees the bytes.
+pub async fn byte_quota_per_scope(store: Arc<dyn TaskStore>) {
+    let (owner, neighbour) = (scope("carol"), scope("dave"));
+    let probe = store.create(new_task(&scope("sizer"), Some(60_000)), NO_LIMITS).await.expect("create");
+    let one = serde_json::to_vec(&probe).expect("json").len() as u64;
+    let limits = CreateLimits { max_active_per_scope: None, max_bytes_per_scope: Some(2 * one + one / 2) };
+    let make = |s: &Scope, ttl: u64| store.create(new_task(s, Some(ttl)), limits);
+    make(&owner, 300).await.expect("first create");
+    make(&owner, 60_000).await.expect("second create");
+    let refused = make(&owner, 60_000).await;
+    assert!(
+        matches!(refused, Err(StoreError::Capacity { limit: "max_bytes_per_scope" })),
+        "the third create is over the quota: {refused:?}"
+    );
+    assert!(refused.is_err_and(|e| e.is_retryable()));
+    make(&neighbour, 60_000).await.expect("the quota is per scope");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    make(&owner, 60_000).await.expect("an expired task frees its bytes");
+}
+
 /// At most `max_active_per_scope` live tasks per scope; a refused create
 /// stores nothing; a terminal task frees its slot.
 pub async fn capacity_limit_per_scope(store: Arc<dyn TaskStore>) {
-    let limits = CreateLimits { max_active_per_scope: Some(2) };
+    let limits = CreateLimits { max_active_per_scope: Some(2), max_bytes_per_scope: None };
     let owner = scope("alice");
     let neighbour = scope("bob");
     let make = |s: &Scope| store.create(new_task(s, Some(60_000)), limits);

@@ -59,6 +59,9 @@ impl StoreError {
 pub struct CreateLimits {
     /// At most this many non-terminal tasks per scope.
     pub max_active_per_scope: Option<u64>,
+    /// At most this many bytes of task records per scope (serialised; each
+    /// task counts from its creation until it expires).
+    pub max_bytes_per_scope: Option<u64>,
 }
 
 /// The outcome of a compare-and-set.

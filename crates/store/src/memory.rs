@@ -34,6 +34,9 @@ pub struct MemoryStore {
     partitions: u16,
     /// Most tasks held at once (finished ones included, until they expire).
     max_tasks: Option<usize>,
+    /// Most bytes of task records held at once (serialised JSON, the
+    /// measure of what a task stores), finished ones included.
+    max_bytes: Option<usize>,
     state: Mutex<State>,
     /// Woken when work becomes claimable (create, release).
     work_ready: Notify,
@@ -47,6 +50,10 @@ pub struct MemoryStore {
 #[derive(Default)]
 struct State {
     tasks: HashMap<TaskId, Task>,
+    /// Serialised size of each held task (with its scope), their sum, and their sum per scope.
+    sizes: HashMap<TaskId, (Scope, usize)>,
+    bytes: usize,
+    scope_bytes: HashMap<Scope, usize>,
     /// Task ids per scope that were not terminal when last seen; counted
     /// (and pruned) lazily when a scope's limit is checked.
     active: HashMap<Scope, HashSet<TaskId>>,
@@ -79,9 +86,31 @@ impl State {
         if self.tasks.get(id)?.is_expired(now) {
             self.tasks.remove(id);
             self.work.remove(id);
+            self.resize(id, None);
             return None;
         }
         self.tasks.get_mut(id)
+    }
+
+    /// Record task `id`'s serialised size (`None`: it is gone).
+    fn resize(&mut self, id: &TaskId, task: Option<&Task>) {
+        let old = match task {
+            Some(t) => self.sizes.insert(id.clone(), (t.scope.clone(), record_size(t))),
+            None => self.sizes.remove(id),
+        };
+        if let Some((scope, n)) = old {
+            self.bytes = self.bytes.saturating_sub(n);
+            if let Some(b) = self.scope_bytes.get_mut(&scope) {
+                *b = b.saturating_sub(n);
+                if *b == 0 {
+                    self.scope_bytes.remove(&scope);
+                }
+            }
+        }
+        if let Some((scope, n)) = self.sizes.get(id) {
+            self.bytes += n;
+            *self.scope_bytes.entry(scope.clone()).or_default() += n;
+        }
     }
 
     /// Non-terminal, non-expired tasks of `scope`.
@@ -110,6 +139,12 @@ impl State {
         self.last_purge_ms = now;
         self.tasks.retain(|_, t| !t.is_expired(now));
         let tasks = &self.tasks;
+        self.sizes.retain(|id, _| tasks.contains_key(id));
+        self.bytes = self.sizes.values().map(|(_, n)| n).sum();
+        self.scope_bytes.clear();
+        for (scope, n) in self.sizes.values() {
+            *self.scope_bytes.entry(scope.clone()).or_default() += n;
+        }
         self.work.retain(|id, _| tasks.contains_key(id));
         let work = &self.work;
         self.queue.retain(|id| work.contains_key(id));
@@ -212,6 +247,11 @@ impl State {
     }
 }
 
+/// The size a task record counts for: its serialised JSON.
+fn record_size(task: &Task) -> usize {
+    serde_json::to_vec(task).map_or(0, |v| v.len())
+}
+
 /// `from + d`, saturating far in the future.
 fn deadline_after(from: Instant, d: Duration) -> Instant {
     from.checked_add(d).or_else(|| from.checked_add(Duration::from_secs(100 * 365 * 24 * 3600))).unwrap_or(from)
@@ -229,6 +269,7 @@ impl MemoryStore {
         MemoryStore {
             partitions: n.max(1),
             max_tasks: None,
+            max_bytes: None,
             state: Mutex::new(State::default()),
             work_ready: Notify::new(),
             changes: broadcast::channel(CHANNEL_CAPACITY).0,
@@ -243,6 +284,21 @@ impl MemoryStore {
     pub fn with_max_tasks(mut self, max: usize) -> Self {
         self.max_tasks = Some(max);
         self
+    }
+
+    /// Hold at most `max` bytes of task records (serialised), finished ones
+    /// included: past it new tasks are refused (`StoreError::Capacity {
+    /// limit: "max_memory_bytes" }`, retryable). Updates of existing tasks are
+    /// always stored, so the bound can be overshot by what tasks already
+    /// admitted grow to (each bounded by the server's `max_task_bytes`).
+    pub fn with_max_bytes(mut self, max: usize) -> Self {
+        self.max_bytes = Some(max);
+        self
+    }
+
+    /// Bytes of task records held now (serialised).
+    pub fn bytes(&self) -> usize {
+        self.state().bytes
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -284,6 +340,14 @@ impl TaskStore for MemoryStore {
                     return Err(StoreError::Capacity { limit: "max_tasks" });
                 }
             }
+            if let Some(max) = self.max_bytes
+                && s.bytes >= max
+            {
+                s.purge(now);
+                if s.bytes >= max {
+                    return Err(StoreError::Capacity { limit: "max_memory_bytes" });
+                }
+            }
             if let Some(max) = limits.max_active_per_scope
                 && s.count_active(&new.scope, now) >= max
             {
@@ -294,8 +358,19 @@ impl TaskStore for MemoryStore {
                 id = new_task_id(self.partitions);
             }
             let task = Task::new(id.clone(), new, now);
+            if let Some(quota) = limits.max_bytes_per_scope {
+                let size = record_size(&task);
+                let over = |s: &State| (s.scope_bytes.get(&task.scope).copied().unwrap_or(0) + size) as u64 > quota;
+                if over(&s) {
+                    s.purge(now);
+                    if over(&s) {
+                        return Err(StoreError::Capacity { limit: "max_bytes_per_scope" });
+                    }
+                }
+            }
             s.active.entry(task.scope.clone()).or_default().insert(id.clone());
             s.tasks.insert(id.clone(), task.clone());
+            s.resize(&id, Some(&task));
             s.work.insert(id.clone(), WorkItem::default());
             s.queue.push_back(id);
             task
@@ -326,6 +401,7 @@ impl TaskStore for MemoryStore {
             return Ok(Cas::Conflict(Some(stored.clone())));
         }
         *stored = next.clone();
+        s.resize(&next.id, Some(next));
         let _ = self.changes.send(next.clone());
         Ok(Cas::Applied(next.clone()))
     }
@@ -470,7 +546,24 @@ mod tests {
         store.create(new(60_000), NO_LIMITS).await.expect("the expired task made room");
     }
 
-    const NO_LIMITS: CreateLimits = CreateLimits { max_active_per_scope: None };
+    #[tokio::test]
+    async fn memory_is_capped_in_bytes() {
+        let one = record_size(&Task::new(new_task_id(1), new_task(Some(60_000)), 0));
+        let store = MemoryStore::new().with_max_bytes(2 * one + one / 2);
+        store.create(new_task(Some(100)), NO_LIMITS).await.unwrap();
+        store.create(new_task(Some(60_000)), NO_LIMITS).await.unwrap();
+        store.create(new_task(Some(60_000)), NO_LIMITS).await.unwrap();
+        assert!(store.bytes() >= 2 * one + one / 2);
+        let full = store.create(new_task(Some(60_000)), NO_LIMITS).await.unwrap_err();
+        assert!(matches!(full, StoreError::Capacity { limit: "max_memory_bytes" }), "{full:?}");
+        assert!(full.is_retryable());
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        store.create(new_task(Some(60_000)), NO_LIMITS).await.expect("the expired task made room");
+        let held = store.state().sizes.values().map(|(_, n)| n).sum::<usize>();
+        assert_eq!(store.bytes(), held);
+    }
+
+    const NO_LIMITS: CreateLimits = CreateLimits { max_active_per_scope: None, max_bytes_per_scope: None };
 
     #[tokio::test]
     async fn events_reach_every_subscriber() {

@@ -31,14 +31,24 @@ impl TaskId {
         &self.0
     }
 
-    /// The partition this id names, if it is a well-formed presa id.
+    /// The partition this id names, if it is a well-formed presa id: exactly
+    /// what [`TaskId::from_random`] writes (`p` and at least two decimal
+    /// digits without extra leading zeros, a dot, then the canonical unpadded
+    /// base64url of 16 bytes). Anything else names no task and never reaches
+    /// a store key.
     pub fn partition(&self) -> Option<u16> {
         let (p, rest) = self.0.split_once('.')?;
         let n = p.strip_prefix('p')?;
-        if rest.len() != 22 || n.is_empty() || n.len() > 5 || !n.bytes().all(|b| b.is_ascii_digit()) {
+        if rest.len() != 22 || n.len() < 2 || n.len() > 5 || !n.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
-        n.parse().ok()
+        let partition: u16 = n.parse().ok()?;
+        if format!("{partition:02}") != n {
+            return None;
+        }
+        // The decoder refuses other alphabets, padding and non-zero trailing bits.
+        let random = URL_SAFE_NO_PAD.decode(rest).ok()?;
+        (random.len() == 16).then_some(partition)
     }
 }
 
@@ -61,5 +71,25 @@ mod tests {
         assert_eq!(TaskId::from_random(123, [1; 16]).partition(), Some(123));
         assert_eq!(TaskId::from_wire("tasks-conformance-nonexistent-12345").partition(), None);
         assert_eq!(TaskId::from_wire("p1.short").partition(), None);
+    }
+
+    #[test]
+    fn only_the_exact_alphabet_names_a_partition() {
+        let good = TaskId::from_random(3, [0x5A; 16]);
+        let body = &good.as_str()[4..];
+        assert_eq!(TaskId::from_wire(format!("p03.{body}")).partition(), Some(3));
+        let mut bad: Vec<String> = ["p3.", "p003.", "p+3.", "P03.", "p03:", "p65536."]
+            .iter()
+            .map(|prefix| format!("{prefix}{body}"))
+            .collect();
+        for c in ['*', '{', '}', ':', ' ', '/', '+', '=', '\u{e9}'] {
+            bad.push(format!("p03.{c}{}", &body[1..]));
+        }
+        // 22 base64url characters whose trailing bits are not zero.
+        bad.push(format!("p03.{}B", &body[..21]));
+        bad.push("tasks-conformance-nonexistent-12345".into());
+        for b in bad {
+            assert_eq!(TaskId::from_wire(b.clone()).partition(), None, "{b}");
+        }
     }
 }

@@ -2,7 +2,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use presa_http::{Authenticator, HttpConfig};
+use presa_http::{Authenticator, HttpConfig, ServeLimits};
 use presa_server::{Core, Server, ServerConfig, StateCodec, Worker, WorkerConfig};
 use presa_store::{Backend, Scope, memory::MemoryStore};
 use tokio_util::sync::CancellationToken;
@@ -39,6 +39,11 @@ impl Drop for Embedded {
 /// Start an embedded server with the demo catalog, an in-process worker and
 /// [`HeaderScopes`] as its authenticator.
 pub async fn embedded(config: ServerConfig) -> Embedded {
+    embedded_with(config, ServeLimits::default()).await
+}
+
+/// [`embedded`] with explicit connection limits.
+pub async fn embedded_with(config: ServerConfig, limits: ServeLimits) -> Embedded {
     let backend = Backend::new(Arc::new(MemoryStore::new()));
     let core = Core::new(config, presa_demo::catalog().unwrap(), backend);
     let server = Server::new(core.clone(), StateCodec::new(b"test-secret"));
@@ -50,6 +55,6 @@ pub async fn embedded(config: ServerConfig) -> Embedded {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let shutdown = stop.clone();
-    tokio::spawn(presa_http::serve(listener, router, async move { shutdown.cancelled().await }));
+    tokio::spawn(presa_http::serve_with(listener, router, limits, async move { shutdown.cancelled().await }));
     Embedded { url, server, stop }
 }

@@ -14,6 +14,6 @@ pub mod redis;
 pub mod reference;
 
 pub use client::{Client, TASKS, next_within, tasks_caps};
-pub use embedded::{Embedded, HeaderScopes, embedded};
+pub use embedded::{Embedded, HeaderScopes, embedded, embedded_with};
 pub use pods::{Pod, free_port};
 pub use redis::TestRedis;

@@ -291,3 +291,30 @@ async fn task_notifications_cross_pods() {
     }
     assert_eq!(seen, ["working", "input_required", "working", "completed"]);
 }
+
+/// On Redis with the real worker binary: tasks parked on input give their
+/// slot back, so a worker whose every slot once held a parked task still
+/// runs a new 0-second task at once; the parked ones still resume (their
+/// leases are renewed meanwhile: a 1.5 s lease outlived by the wait).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_tasks_do_not_hold_the_workers_slots() {
+    let cluster = Cluster::new().await;
+    let api = cluster.api("api", &[]).await;
+    let _w = cluster.worker("w", 1500, &["--concurrency", "4"]).await;
+    let c = Client::new(&api.url, tasks_caps());
+    let mut parked = Vec::new();
+    for i in 0..4 {
+        parked.push(task_id(&c.call_tool("confirm_delete", json!({ "filename": format!("f{i}") })).await));
+    }
+    for id in &parked {
+        c.wait_status(id, "input_required").await;
+    }
+    let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": 0, "label": "new" })).await);
+    let done = c.wait_task_for(&id, "completed", Duration::from_secs(5), |t| t["status"] == "completed").await;
+    assert_eq!(done["result"]["content"][0]["text"], "Completed new");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let answer = json!({ "confirm-delete": { "action": "accept", "content": { "confirm": true } } });
+    c.ok("tasks/update", json!({ "taskId": parked[0], "inputResponses": answer })).await;
+    let resumed = c.wait_status(&parked[0], "completed").await;
+    assert_eq!(resumed["result"]["content"][0]["text"], "Delete confirmed: true");
+}

@@ -184,6 +184,11 @@ impl Server {
             // The worker's span joins this request's trace.
             trace: propagation::for_continuation(&req.meta.raw),
         };
+        // Arguments, client capabilities and answers: what the record starts with.
+        let size = encoded_len(&work);
+        if size > cfg.max_task_bytes {
+            return Err(invalid(&format!("Task is larger than {} bytes (max_task_bytes)", cfg.max_task_bytes)));
+        }
         let new = NewTask {
             scope: req.scope.clone(),
             work,
@@ -191,7 +196,10 @@ impl Server {
             poll_interval_ms: cfg.poll_interval_ms,
             status_message: Some("Task accepted".into()),
         };
-        let limits = CreateLimits { max_active_per_scope: cfg.max_active_tasks_per_scope };
+        let limits = CreateLimits {
+            max_active_per_scope: cfg.max_active_tasks_per_scope,
+            max_bytes_per_scope: cfg.max_bytes_per_scope,
+        };
         let task = store_call("create", self.store().create(new, limits)).await?;
         metrics::task_created();
         tracing::Span::current().record("presa.task.id", tracing::field::display(&task.id));

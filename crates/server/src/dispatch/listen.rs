@@ -11,12 +11,12 @@
 
 use std::{
     collections::HashMap,
-    sync::{Arc, atomic::Ordering},
+    sync::{Arc, PoisonError, atomic::Ordering},
 };
 
 use futures::{StreamExt, future::ready, stream};
 use presa_protocol::{jsonrpc, meta::SUBSCRIPTION_ID_KEY};
-use presa_store::{TaskId, TaskStream};
+use presa_store::{Scope, TaskId, TaskStream};
 use presa_tasks::{id::MAX_TASK_ID_LEN, wire};
 use serde_json::{Map, Value, json};
 
@@ -35,9 +35,9 @@ const LIST_CHANGES: [(&str, &str); 3] = [
 
 impl Server {
     pub(super) async fn listen(&self, req: &Admitted) -> Result<MessageStream, ServerError> {
-        if self.active_listeners() >= self.config().max_listen_streams {
-            return Err(ServerError::Capacity("max_listen_streams"));
-        }
+        // Taken first (and released if anything below fails): the per-pod
+        // and per-scope counts are checked and bumped together.
+        let guard = ListenerGuard::admit(self.inner.clone(), &req.scope)?;
         let Some(Value::Object(filter)) = req.params.get("notifications") else {
             return Err(invalid("notifications must be an object"));
         };
@@ -78,7 +78,6 @@ impl Server {
             &req.id,
             self.core().envelope(json!({ "resultType": "complete", "_meta": { SUBSCRIPTION_ID_KEY: sub_id } })),
         );
-        let guard = ListenerGuard::new(self.inner.clone());
         let body = stream::select(list_changes, task_changes)
             .take_until(self.inner.shutdown.clone().cancelled_owned())
             .chain(stream::once(ready(closing)));
@@ -138,18 +137,38 @@ impl Server {
     }
 }
 
-/// Counts open listen streams while alive.
-struct ListenerGuard(Arc<Inner>);
+/// Counts an open listen stream (for the process and its scope) while alive.
+struct ListenerGuard(Arc<Inner>, Scope);
 
 impl ListenerGuard {
-    fn new(inner: Arc<Inner>) -> Self {
+    /// Count one more stream for `scope`, unless the process
+    /// (`max_listen_streams`) or the scope (`max_listen_streams_per_scope`) is full.
+    fn admit(inner: Arc<Inner>, scope: &Scope) -> Result<Self, ServerError> {
+        let config = inner.core.config();
+        let mut per_scope = inner.listeners_per_scope.lock().unwrap_or_else(PoisonError::into_inner);
+        if inner.listeners.load(Ordering::Relaxed) >= config.max_listen_streams {
+            return Err(ServerError::Capacity("max_listen_streams"));
+        }
+        let open = per_scope.get(scope).copied().unwrap_or(0);
+        if config.max_listen_streams_per_scope > 0 && open >= config.max_listen_streams_per_scope {
+            return Err(ServerError::Capacity("max_listen_streams_per_scope"));
+        }
+        *per_scope.entry(scope.clone()).or_default() += 1;
         inner.listeners.fetch_add(1, Ordering::Relaxed);
-        ListenerGuard(inner)
+        drop(per_scope);
+        Ok(ListenerGuard(inner, scope.clone()))
     }
 }
 
 impl Drop for ListenerGuard {
     fn drop(&mut self) {
+        let mut per_scope = self.0.listeners_per_scope.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = per_scope.get_mut(&self.1) {
+            *n -= 1;
+            if *n == 0 {
+                per_scope.remove(&self.1);
+            }
+        }
         self.0.listeners.fetch_sub(1, Ordering::Relaxed);
     }
 }

@@ -94,6 +94,8 @@ struct Inner {
     state: StateCodec,
     shutdown: CancellationToken,
     listeners: AtomicUsize,
+    /// Open listen streams per scope (entries removed at zero).
+    listeners_per_scope: std::sync::Mutex<std::collections::HashMap<Scope, usize>>,
 }
 
 /// The dispatcher. Cheap to clone; share one per process.
@@ -112,7 +114,13 @@ impl Server {
     /// A dispatcher over `core`, sealing MRTR `requestState` with `state`
     /// (every API process of a deployment must share its key).
     pub fn new(core: Core, state: StateCodec) -> Self {
-        let inner = Inner { core, state, shutdown: CancellationToken::new(), listeners: AtomicUsize::new(0) };
+        let inner = Inner {
+            core,
+            state,
+            shutdown: CancellationToken::new(),
+            listeners: AtomicUsize::new(0),
+            listeners_per_scope: Default::default(),
+        };
         Server { inner: Arc::new(inner) }
     }
 

@@ -3,7 +3,7 @@
 //! Every one needs the extension declared on the request (`-32021`), a
 //! well-formed `taskId`, and a task the caller owns: another scope's task,
 //! an expired one and an unknown one answer alike (`-32602`). Updates and
-//! cancels go through the reducer ([`update_task`]) as the client.
+//! cancels go through the reducer ([`update_task_within`], bounded in bytes) as the client.
 
 use presa_protocol::Method;
 use presa_store::{TaskId, Writer};
@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::{Admitted, Server, call::encoded_len, input_responses, invalid};
 use crate::{
     error::ServerError,
-    store_io::{UpdateError, Updated, store_call, update_task},
+    store_io::{UpdateError, Updated, store_call, update_task_within},
 };
 
 impl Server {
@@ -48,10 +48,12 @@ impl Server {
             (Method::TasksCancel, _) => Event::Cancel,
             _ => return Ok(Value::Object(wire::get_result(&task))),
         };
-        match update_task(self.store().as_ref(), &id, Writer::Client, &event).await {
+        let max = self.config().max_task_bytes;
+        match update_task_within(self.store().as_ref(), &id, Writer::Client, &event, max).await {
             Ok(Updated::Gone) => Err(unknown()),
             Ok(_) => Ok(json!({ "resultType": "complete" })),
             Err(UpdateError::Store(e)) => Err(e.into()),
+            Err(e @ UpdateError::TooLarge { .. }) => Err(invalid(&format!("inputResponses not stored: {e}"))),
             Err(e) => Err(ServerError::Internal(e.to_string())),
         }
     }
