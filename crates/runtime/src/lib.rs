@@ -2,8 +2,10 @@
 //! binaries stay thin: configuration ([`config::load`], `--print-config`),
 //! shutdown signals, and choosing the storage (in-memory,
 //! or Redis) behind the store traits ([`Storage`]), and setting up logs,
-//! traces and metrics once ([`telemetry`], on top of `presa-telemetry`).
+//! traces and metrics once ([`telemetry`], on top of `presa-telemetry`);
+//! the authentication flags and start-up refusals ([`auth`]).
 
+pub mod auth;
 pub mod config;
 
 use std::{sync::Arc, time::Duration};

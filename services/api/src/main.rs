@@ -9,7 +9,11 @@ use std::{net::SocketAddr, time::Duration};
 use anyhow::Context;
 use clap::Parser;
 use presa_http::HttpConfig;
-use presa_runtime::{RedisArgs, Storage, shutdown_signal};
+use presa_runtime::{
+    RedisArgs, Storage,
+    auth::{AuthArgs, check_listen, check_state_secret},
+    shutdown_signal,
+};
 use presa_server::{Core, Server, ServerConfig, StateCodec, Worker, WorkerConfig};
 use presa_telemetry::LogFormat;
 use tokio_util::sync::CancellationToken;
@@ -20,6 +24,9 @@ use tokio_util::sync::CancellationToken;
 struct Args {
     #[command(flatten)]
     redis: RedisArgs,
+
+    #[command(flatten)]
+    auth: AuthArgs,
 
     /// Address to serve MCP (`/mcp`), `/healthz`, `/readyz` and `/metrics` on.
     #[arg(long, env = "PRESA_LISTEN", default_value = "127.0.0.1:8080")]
@@ -72,8 +79,8 @@ struct Args {
     #[arg(long, env = "PRESA_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
 
-    /// Key for MRTR requestState HMACs; every API pod must share it.
-    /// When unset, a random per-process key is used.
+    /// Key for MRTR requestState HMACs (at least 32 bytes); every API pod must
+    /// share it. When unset, a random per-process key is used.
     #[arg(long, env = "PRESA_STATE_SECRET", hide_env_values = true)]
     state_secret: Option<String>,
 }
@@ -95,11 +102,17 @@ fn parse_ttl(s: &str) -> Result<Ttl, String> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: Args = presa_runtime::config::load();
+    let secret = args.state_secret.as_deref().filter(|s| !s.is_empty());
+    let refusal = check_listen(&args.auth, args.listen).err().or_else(|| secret.and_then(|s| check_state_secret(s).err()));
+    if let Some(why) = refusal {
+        eprintln!("presa-api: {why}");
+        std::process::exit(2);
+    }
     let telemetry = presa_runtime::telemetry("presa-api", args.log_format).context("setting up telemetry")?;
 
-    let state = match &args.state_secret {
-        Some(s) if !s.is_empty() => StateCodec::new(s.as_bytes()),
-        _ => {
+    let state = match secret {
+        Some(s) => StateCodec::new(s.as_bytes()),
+        None => {
             tracing::warn!(
                 "PRESA_STATE_SECRET is not set: using a random per-process key; \
                  several API pods would not accept each other's requestState"
@@ -122,6 +135,15 @@ async fn main() -> anyhow::Result<()> {
         tracing::warn!("embedded mode: tasks live in this process's memory and are lost when it stops");
     }
     let catalog = presa_demo::catalog().context("building the demo catalog")?;
+    let tool_scopes: Vec<String> = catalog.tools().flat_map(|t| t.scopes().to_vec()).collect();
+    let auth = match args.auth.build(&tool_scopes).await {
+        Ok(auth) => auth,
+        Err(e) => {
+            eprintln!("presa-api: {e}");
+            std::process::exit(2);
+        }
+    };
+    tracing::info!(auth = ?args.auth.auth, metadata = ?auth.resource_metadata, "authentication");
     let core = Core::new(config, catalog, storage.backend.clone());
     let server = Server::new(core.clone(), state);
 
@@ -139,6 +161,9 @@ async fn main() -> anyhow::Result<()> {
         metrics: Some(telemetry.metrics.clone()),
         // With Redis, presa-worker pods report the shared work queue.
         queue_metrics: !storage.durable,
+        authenticator: auth.authenticator,
+        challenge: auth.challenge,
+        resource_metadata: auth.resource_metadata,
         ..HttpConfig::default()
     };
     let router = presa_http::router(server.clone(), http);

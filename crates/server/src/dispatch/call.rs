@@ -47,6 +47,7 @@ impl Server {
             Some(_) => return Err(invalid("arguments must be an object")),
         };
         let tool = self.catalog().tool(name).ok_or_else(|| invalid(&format!("Unknown tool: {name}")))?;
+        self.authorize_tool(&req.caller, name)?;
         let call = self.prepare(req, name, arguments)?;
         if let Err(problems) = tool.validate(&call.arguments) {
             return Ok(ToolOutput::error(format!("Invalid arguments for tool {name}: {problems}")).into_value());
@@ -88,7 +89,7 @@ impl Server {
     /// rebound state is `-32602`).
     fn prepare(&self, req: &Admitted, name: &str, arguments: Value) -> Result<Prepared, ServerError> {
         let binding = Binding {
-            principal: req.scope.key(),
+            principal: req.caller.scope.key(),
             method: req.method.as_str().to_string(),
             digest: digest(&json!({ "name": name, "arguments": arguments })),
         };
@@ -105,7 +106,12 @@ impl Server {
             Some(_) => return Err(invalid("requestState must be a string")),
         };
         let invocation =
-            Invocation { client_capabilities: req.meta.client_capabilities.clone(), input_responses, request_state };
+Invocation {
+            client_capabilities: req.meta.client_capabilities.clone(),
+            input_responses,
+            request_state,
+            caller: req.caller.clone(),
+        };
         Ok(Prepared { arguments, invocation, binding })
     }
 
@@ -182,9 +188,10 @@ impl Server {
             input_responses,
             // The worker's span joins this request's trace.
             trace: propagation::for_continuation(&req.meta.raw),
+            caller: Some(req.caller.clone()),
         };
         let new = NewTask {
-            scope: req.scope.clone(),
+            scope: req.caller.scope.clone(),
             work,
             ttl_ms: cfg.task_ttl_ms,
             poll_interval_ms: cfg.poll_interval_ms,

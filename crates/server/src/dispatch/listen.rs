@@ -105,7 +105,11 @@ impl Server {
                 invalid(&format!("taskIds must hold non-empty strings of at most {MAX_TASK_ID_LEN} bytes"))
             })?;
             let id = TaskId::from_wire(id);
-            if !accepted.contains(&id) && store_call("get", self.store().get(&req.scope, &id)).await?.is_some() {
+            if accepted.contains(&id) {
+                continue;
+            }
+            if let Some(task) = store_call("get", self.store().get(&req.caller.scope, &id)).await? {
+                self.authorize_tool(&req.caller, &task.work.tool)?;
                 accepted.push(id);
             }
         }
@@ -122,7 +126,7 @@ impl Server {
         let changes = store_call("watch", self.store().watch(&ids)).await?;
         let mut current = Vec::with_capacity(ids.len());
         for id in &ids {
-            current.extend(store_call("get", self.store().get(&req.scope, id)).await?);
+            current.extend(store_call("get", self.store().get(&req.caller.scope, id)).await?);
         }
         let mut sent: HashMap<TaskId, u64> = HashMap::new();
         Ok(stream::iter(current)
