@@ -125,7 +125,9 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
              and reports each step in the task's status message.",
             deploy_release,
         )
-        .policy(TaskPolicy::Required),
+        .policy(TaskPolicy::Required)
+        // Checked only when authentication is on (an anonymous caller is unrestricted).
+        .scopes(["deploy"]),
     )
 }
 
@@ -170,7 +172,11 @@ async fn deploy_release(ctx: ToolContext, args: Deploy) -> Result<ToolOutput, To
     }
     ctx.set_status(format!("Step 4/4: production {version}")).await?;
     ctx.sleep(step).await?;
+    // Who asked, as the worker sees it: the task's creator travels with its work.
+    let caller = ctx.caller();
+    let requested_by = json!({ "tenant": caller.tenant(), "subject": caller.subject() });
     Ok(ToolOutput::Complete(json!({
         "content": [{ "type": "text", "text": format!("Released {version} to production") }],
-        "structuredContent": { "version": version, "environment": "production", "approved": true } })))
+        "structuredContent": {
+            "version": version, "environment": "production", "approved": true, "requestedBy": requested_by } })))
 }

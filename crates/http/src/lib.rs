@@ -7,7 +7,10 @@
 //!   future fires, with header, body and idle timeouts and a connection cap.
 //! - [`admission`]: the request admission order (Origin, envelope, `_meta`,
 //!   `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, method, `Mcp-Param-*`).
-//! - [`auth`]: who is calling ([`Authenticator`]); anonymous by default.
+//! - [`auth`]: who is calling ([`Authenticator`]); anonymous by default, or
+//!   bearer JWTs, or static tokens; run on the request head before the body
+//!   is read. With [`HttpConfig::resource_metadata`] set, the RFC 9728
+//!   metadata is served at `/.well-known/oauth-protected-resource[/mcp]`.
 //!
 //! A reply is one JSON body unless the handler streams notifications first
 //! (progress, logs) or the method is `subscriptions/listen`: then SSE with
@@ -35,7 +38,7 @@ use axum::{
 use futures::future::BoxFuture;
 use presa_server::{Core, Server};
 
-pub use auth::{Anonymous, Authenticator};
+pub use auth::{Anonymous, Authenticator, Caller, Challenge, Refusal, metadata::ResourceMetadata};
 pub use serve::{ServeLimits, serve, serve_with};
 
 /// Readiness probe: `true` when the process can serve (its store answers).
@@ -65,6 +68,11 @@ pub struct HttpConfig {
     pub keep_alive: Duration,
     /// Who is calling.
     pub authenticator: Arc<dyn Authenticator>,
+    /// Challenges for 403 `insufficient_scope` (the metadata URL, and the
+    /// scopes every MCP request needs, also checked here).
+    pub challenge: Challenge,
+    /// RFC 9728 Protected Resource Metadata, served when set.
+    pub resource_metadata: Option<ResourceMetadata>,
     /// Readiness probe for `/readyz`.
     pub ready: Option<ReadyCheck>,
     /// Serve `GET /metrics` with this renderer.
@@ -83,6 +91,8 @@ impl std::fmt::Debug for HttpConfig {
             .field("keep_alive", &self.keep_alive)
             .field("metrics", &self.metrics.is_some())
             .field("queue_metrics", &self.queue_metrics)
+            .field("challenge", &self.challenge)
+            .field("resource_metadata", &self.resource_metadata)
             .finish_non_exhaustive()
     }
 }
@@ -95,6 +105,8 @@ impl Default for HttpConfig {
             max_body_bytes: 4 * 1024 * 1024,
             keep_alive: Duration::from_secs(15),
             authenticator: Arc::new(Anonymous),
+            challenge: Challenge::default(),
+            resource_metadata: None,
             ready: None,
             metrics: None,
             queue_metrics: true,
@@ -119,6 +131,7 @@ pub fn router(server: Server, config: HttpConfig) -> Router {
         });
         metrics_router(refresh, render)
     });
+    let metadata = config.resource_metadata.as_ref().map(ResourceMetadata::router);
     let app = App { server, config: Arc::new(config) };
     let router = Router::new()
         .route("/mcp", post(respond::post_mcp).get(method_not_allowed).delete(method_not_allowed))
@@ -127,6 +140,10 @@ pub fn router(server: Server, config: HttpConfig) -> Router {
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn_with_state(limit, serve::refuse_declared_oversize))
         .with_state(app);
+    let router = match metadata {
+        Some(m) => router.merge(m),
+        None => router,
+    };
     match metrics {
         Some(m) => router.merge(m),
         None => router,

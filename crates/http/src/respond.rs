@@ -1,6 +1,6 @@
-//! The `POST /mcp` handler ([`post_mcp`]): parse, admit, dispatch, and the
-//! choice between one JSON body and an SSE stream; each request's span and
-//! metrics ([`Observed`]).
+//! The `POST /mcp` handler ([`post_mcp`]): authenticate on the head, then
+//! read and parse the body, admit, dispatch, and the choice between one JSON
+//! body and an SSE stream; each request's span and metrics ([`Observed`]).
 
 use std::{
     convert::Infallible,
@@ -10,8 +10,8 @@ use std::{
 };
 
 use axum::{
-    body::Bytes,
-    extract::State,
+    body::{Body, Bytes},
+    extract::{FromRequest, State},
     http::{HeaderMap, HeaderValue, StatusCode, header},
     response::{
         IntoResponse, Response,
@@ -23,7 +23,7 @@ use presa_protocol::{
     Method, codes,
     jsonrpc::{self, ErrorObject, Incoming, Request, RequestId},
 };
-use presa_server::{Admitted, Outbox, Reply, dispatch::MessageStream};
+use presa_server::{Admitted, Caller, INSUFFICIENT_SCOPE, Outbox, REQUIRED_SCOPES, Reply, dispatch::MessageStream};
 use presa_telemetry::{metrics, propagation};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -31,7 +31,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, Span, field::Empty};
 
-use crate::{App, admission};
+use crate::{App, Refusal, admission};
 
 /// A JSON body (always compact, one line).
 fn json(status: StatusCode, body: &Value) -> Response {
@@ -41,6 +41,33 @@ fn json(status: StatusCode, body: &Value) -> Response {
 fn error(id: Option<&RequestId>, e: &ErrorObject) -> Response {
     let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     json(status, &jsonrpc::failure(id, e))
+}
+
+/// A refusal of the authenticator (or of a scope check): its status, its
+/// `WWW-Authenticate` challenge, and a JSON-RPC error body.
+fn refused(id: Option<&RequestId>, refusal: &Refusal) -> Response {
+    let e = ErrorObject::new(codes::INVALID_REQUEST, refusal.message.clone());
+    let mut resp = json(refusal.status, &jsonrpc::failure(id, &e));
+    if let Some(challenge) = refusal.challenge.as_deref().and_then(|c| HeaderValue::from_str(c).ok()) {
+        resp.headers_mut().insert(header::WWW_AUTHENTICATE, challenge);
+    }
+    resp
+}
+
+/// A dispatcher error as sent: insufficient scope becomes 403 with its challenge.
+fn dispatch_error(app: &App, id: &RequestId, e: &ErrorObject) -> Response {
+    let needed =
+        (e.message == INSUFFICIENT_SCOPE).then(|| e.data.as_ref()?.get(REQUIRED_SCOPES)?.as_array().cloned()).flatten();
+    match needed {
+        Some(scopes) => {
+            let scopes: Vec<String> = scopes.iter().filter_map(Value::as_str).map(str::to_string).collect();
+            let mut resp = refused(Some(id), &app.config.challenge.insufficient_scope(&scopes));
+            // The body keeps the dispatcher's error (its data lists the scopes).
+            *resp.body_mut() = Body::from(jsonrpc::failure(Some(id), e).to_string());
+            resp
+        }
+        None => error(Some(id), e),
+    }
 }
 
 fn accepts_sse(headers: &HeaderMap) -> bool {
@@ -57,19 +84,42 @@ fn sse(stream: impl Stream<Item = Value> + Send + 'static, keep_alive: std::time
     resp
 }
 
-/// `POST /mcp`: Origin and content type, then the envelope; a request goes
-/// on to [`admit_and_dispatch`] inside its span, a notification gets 202.
-pub(crate) async fn post_mcp(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
+/// `POST /mcp`: Origin and content type, then authentication on the head
+/// alone (an unauthenticated client costs no body read and no parsing),
+/// then the envelope; a request goes on to [`admit_and_dispatch`] inside its
+/// span, a notification gets 202.
+pub(crate) async fn post_mcp(State(app): State<App>, request: axum::extract::Request) -> Response {
     let started = Instant::now();
+    let (parts, body) = request.into_parts();
+    let headers = &parts.headers;
     // Failures before the method is known count as `unknown` and get no span.
     let refuse = |status: StatusCode, e: ErrorObject| {
         metrics::request(UNKNOWN_METHOD, e.code.to_string(), started.elapsed());
         json(status, &jsonrpc::failure(None, &e))
     };
     let config = &app.config;
-    if let Err((status, e)) = admission::check_transport(&headers, &config.allowed_origins, &config.allowed_hosts) {
+    if let Err((status, e)) = admission::check_transport(headers, &config.allowed_origins, &config.allowed_hosts) {
         return refuse(status, e);
     }
+    let caller = match app.config.authenticator.authenticate(&parts).await {
+        Ok(caller) => caller,
+        Err(refusal) => {
+            metrics::request(UNKNOWN_METHOD, refusal.status.as_u16().to_string(), started.elapsed());
+            return refused(None, &refusal);
+        }
+    };
+    let required = &app.config.challenge.required_scopes;
+    if !caller.missing(required).is_empty() {
+        let refusal = app.config.challenge.insufficient_scope(&[]);
+        metrics::request(UNKNOWN_METHOD, refusal.status.as_u16().to_string(), started.elapsed());
+        return refused(None, &refusal);
+    }
+    let headers = headers.clone();
+    // The body limit (`DefaultBodyLimit`) travels in the request's extensions.
+    let body = match Bytes::from_request(axum::extract::Request::from_parts(parts, body), &()).await {
+        Ok(body) => body,
+        Err(rejection) => return rejection.into_response(),
+    };
     let req = match jsonrpc::parse_message(&body) {
         Ok(Incoming::Request(r)) => r,
         Ok(Incoming::Notification { .. }) => {
@@ -84,11 +134,17 @@ pub(crate) async fn post_mcp(State(app): State<App>, headers: HeaderMap, body: B
     };
     let observed = Observed::start(&app, &headers, &req, started);
     let span = observed.span.clone();
-    admit_and_dispatch(app, headers, req, observed).instrument(span).await
+    admit_and_dispatch(app, headers, req, caller, observed).instrument(span).await
 }
 
 /// Admission and dispatch of one parsed request, inside its span.
-async fn admit_and_dispatch(app: App, headers: HeaderMap, req: Request, mut observed: Observed) -> Response {
+async fn admit_and_dispatch(
+    app: App,
+    headers: HeaderMap,
+    req: Request,
+    caller: Caller,
+    mut observed: Observed,
+) -> Response {
     let (method, meta) = match admission::check_request(&headers, &req) {
         Ok(m) => m,
         Err(e) => {
@@ -101,14 +157,6 @@ async fn admit_and_dispatch(app: App, headers: HeaderMap, req: Request, mut obse
         observed.failed(&e);
         return error(Some(&req.id), &e);
     }
-    let scope = match app.config.authenticator.authenticate(&headers) {
-        Ok(s) => s,
-        Err(msg) => {
-            let e = ErrorObject::new(codes::INVALID_REQUEST, format!("Unauthorized: {msg}"));
-            observed.failed(&e);
-            return json(StatusCode::UNAUTHORIZED, &jsonrpc::failure(Some(&req.id), &e));
-        }
-    };
     let streaming = accepts_sse(&headers);
     if method == Method::Listen && !streaming {
         let e = ErrorObject::new(codes::INVALID_REQUEST, "subscriptions/listen needs Accept: text/event-stream");
@@ -122,7 +170,7 @@ async fn admit_and_dispatch(app: App, headers: HeaderMap, req: Request, mut obse
     let guard = cancel.clone().drop_guard();
     let server = app.server.clone();
     let id = req.id.clone();
-    let admitted = Admitted { id: req.id, method, params: req.params, meta, scope, outbox, cancel };
+    let admitted = Admitted { id: req.id, method, params: req.params, meta, caller, outbox, cancel };
     // The dispatch runs in the request span wherever it is polled (here, or in the SSE pump).
     let mut work = Box::pin(async move { server.handle(&admitted).await }.instrument(observed.span.clone()));
 
@@ -139,7 +187,7 @@ async fn admit_and_dispatch(app: App, headers: HeaderMap, req: Request, mut obse
                     }
                     Reply::Error(e) => {
                         observed.failed(&e);
-                        error(Some(&id), &e)
+                        dispatch_error(&app, &id, &e)
                     }
                     Reply::Stream(s) => {
                         // A listen stream: counted when it opens; its span lasts while it streams.

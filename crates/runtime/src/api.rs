@@ -14,7 +14,12 @@ use presa_server::{Core, Server, ServerConfig, StateCodec, Worker, WorkerConfig}
 use presa_telemetry::LogFormat;
 use tokio_util::sync::CancellationToken;
 
-use crate::{RedisArgs, RuntimeError, Storage, app::Checked, shutdown_signal};
+use crate::{
+    RedisArgs, RuntimeError, Storage,
+    app::Checked,
+    auth::{AuthArgs, check_listen, check_state_secret},
+    shutdown_signal,
+};
 
 /// The flags and environment of an API process (`presa-api`).
 #[derive(Debug, Parser)]
@@ -22,6 +27,9 @@ use crate::{RedisArgs, RuntimeError, Storage, app::Checked, shutdown_signal};
 pub struct ApiArgs {
     #[command(flatten)]
     redis: RedisArgs,
+
+    #[command(flatten)]
+    auth: AuthArgs,
 
     /// Address to serve MCP (`/mcp`), `/healthz`, `/readyz` and `/metrics` on.
     #[arg(long, env = "PRESA_LISTEN", default_value = "127.0.0.1:8080")]
@@ -128,8 +136,8 @@ pub struct ApiArgs {
     #[arg(long, env = "PRESA_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
 
-    /// Key for MRTR requestState HMACs; every API pod must share it.
-    /// When unset, a random per-process key is used.
+    /// Key for MRTR requestState HMACs (at least 32 bytes); every API pod must
+    /// share it. When unset, a random per-process key is used.
     #[arg(long, env = "PRESA_STATE_SECRET", hide_env_values = true)]
     state_secret: Option<String>,
 }
@@ -151,11 +159,16 @@ fn parse_ttl(s: &str) -> Result<Ttl, String> {
 
 /// Run an API process for `app` with `args` until SIGTERM/SIGINT and its drain.
 pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError> {
+    let secret = args.state_secret.as_deref().filter(|s| !s.is_empty());
+    check_listen(&args.auth, args.listen).map_err(|why| RuntimeError::Config(why.to_string()))?;
+    if let Some(s) = secret {
+        check_state_secret(s).map_err(|why| RuntimeError::Config(why.to_string()))?;
+    }
     let telemetry = crate::telemetry(&format!("{}-api", app.name), args.log_format)?;
 
-    let state = match &args.state_secret {
-        Some(s) if !s.is_empty() => StateCodec::new(s.as_bytes()),
-        _ => {
+    let state = match secret {
+        Some(s) => StateCodec::new(s.as_bytes()),
+        None => {
             tracing::warn!(
                 "PRESA_STATE_SECRET is not set: using a random per-process key; \
                  several API pods would not accept each other's requestState"
@@ -181,6 +194,9 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
     } else {
         tracing::warn!("embedded mode: tasks live in this process's memory and are lost when it stops");
     }
+    let tool_scopes: Vec<String> = app.catalog.tools().flat_map(|t| t.scopes().to_vec()).collect();
+    let auth = args.auth.build(&tool_scopes).await.map_err(|e| RuntimeError::Config(e.to_string()))?;
+    tracing::info!(auth = ?args.auth.auth, metadata = ?auth.resource_metadata, "authentication");
     let core = Core::new(config, app.catalog, storage.backend.clone());
     let server = Server::new(core.clone(), state);
 
@@ -204,6 +220,9 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
         metrics: Some(telemetry.metrics.clone()),
         // With Redis, presa-worker pods report the shared work queue.
         queue_metrics: !storage.durable,
+        authenticator: auth.authenticator,
+        challenge: auth.challenge,
+        resource_metadata: auth.resource_metadata,
         ..HttpConfig::default()
     };
     let router = presa_http::router(server.clone(), http);

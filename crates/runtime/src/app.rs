@@ -138,10 +138,16 @@ fn parse<T: clap::Parser>(args: &[OsString]) -> T {
     config::load_from::<T>(T::command().name(bin), args)
 }
 
-/// The process's exit: 0, or the error on stderr and 1.
+/// The process's exit: 0; 2 with the reason on stderr for settings that do
+/// not work together; else 1 with the error.
 fn report(result: Result<(), RuntimeError>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // Settings that do not work together: a usage error, like an invalid flag.
+        Err(e @ RuntimeError::Config(_)) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
         Err(e) => {
             tracing::error!(error = %e, "stopped with an error");
             eprintln!("error: {e}");

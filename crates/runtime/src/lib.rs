@@ -5,10 +5,12 @@
 //! few lines around the demo catalog. Underneath, the plumbing they share: configuration ([`config::load`], `--print-config`),
 //! shutdown signals, and choosing the storage (in-memory,
 //! or Redis) behind the store traits ([`Storage`]), and setting up logs,
-//! traces and metrics once ([`telemetry`], on top of `presa-telemetry`).
+//! traces and metrics once ([`telemetry`], on top of `presa-telemetry`);
+//! the authentication flags and start-up refusals ([`auth`]).
 
 mod api;
 mod app;
+pub mod auth;
 pub mod config;
 mod worker;
 

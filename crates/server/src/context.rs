@@ -11,7 +11,7 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 use futures::StreamExt;
 use presa_protocol::{codes, jsonrpc, jsonrpc::ErrorObject, meta::LogLevel};
 use presa_store::{EventBus, TaskId, TaskStore, Writer};
-use presa_tasks::{Event, Status, Task};
+use presa_tasks::{Caller, Event, Status, Task};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -48,7 +48,7 @@ impl Outbox {
 
 /// What a handler was invoked with, beyond its arguments: the same fields
 /// whether it runs in the request or as a task (then from the task's [`presa_tasks::Work`]).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(crate) struct Invocation {
     /// The client capabilities of the creating request.
     pub(crate) client_capabilities: Map<String, Value>,
@@ -56,6 +56,8 @@ pub(crate) struct Invocation {
     pub(crate) input_responses: Option<Map<String, Value>>,
     /// The tool state carried by a verified `requestState`.
     pub(crate) request_state: Option<Value>,
+    /// Who called (on a worker: who created the task).
+    pub(crate) caller: Caller,
 }
 
 /// What a handler running as a task works with.
@@ -142,6 +144,12 @@ impl ToolContext {
     /// The tool state from a verified `requestState`, if the call carried one.
     pub fn request_state(&self) -> Option<&Value> {
         self.inner.call.request_state.as_ref()
+    }
+
+    /// Who called: tenant, subject and granted scopes (on a worker, the
+    /// task's creator), so a handler can authorize its own downstream action.
+    pub fn caller(&self) -> &Caller {
+        &self.inner.call.caller
     }
 
     /// The task id, when running as a task.

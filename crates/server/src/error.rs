@@ -6,6 +6,12 @@ use presa_protocol::{TASKS_EXTENSION, codes, jsonrpc::ErrorObject};
 use presa_store::StoreError;
 use serde_json::{Value, json};
 
+/// The message of an insufficient-scope error; the transport answers it 403
+/// with a `WWW-Authenticate: Bearer error="insufficient_scope"` challenge.
+pub const INSUFFICIENT_SCOPE: &str = "Insufficient scope";
+/// The `data` field listing every scope an insufficient-scope call needs.
+pub const REQUIRED_SCOPES: &str = "requiredScopes";
+
 /// Why a request failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -36,6 +42,10 @@ pub enum ServerError {
     /// Anything else (`-32603`); the cause is logged, not sent.
     #[error("internal error: {0}")]
     Internal(String),
+    /// The caller lacks OAuth scopes the call needs (`-32600`, HTTP 403
+    /// `insufficient_scope`); carries every scope the call needs.
+    #[error("Insufficient scope")]
+    InsufficientScope(Vec<String>),
     /// A JSON-RPC error chosen by a tool handler, sent as is.
     #[error("{}", .0.message)]
     Rpc(ErrorObject),
@@ -78,6 +88,9 @@ impl ServerError {
             ServerError::Internal(cause) => {
                 tracing::error!(%cause, "internal error");
                 ErrorObject::new(codes::INTERNAL_ERROR, "Internal error")
+            }
+            ServerError::InsufficientScope(needed) => {
+                ErrorObject::with_data(codes::INVALID_REQUEST, INSUFFICIENT_SCOPE, json!({ REQUIRED_SCOPES: needed }))
             }
             ServerError::Rpc(e) => e.clone(),
         }

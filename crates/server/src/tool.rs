@@ -182,11 +182,18 @@ pub struct Tool {
     pub policy: TaskPolicy,
     /// The implementation.
     pub handler: Arc<dyn ToolHandler>,
+    /// The OAuth scopes a caller needs to call it or act on its tasks
+    /// (checked only when authentication is configured).
+    pub scopes: Vec<String>,
 }
 
 impl fmt::Debug for Tool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Tool").field("name", &self.name()).field("policy", &self.policy).finish()
+        f.debug_struct("Tool")
+            .field("name", &self.name())
+            .field("policy", &self.policy)
+            .field("scopes", &self.scopes)
+            .finish()
     }
 }
 
@@ -202,7 +209,15 @@ impl Tool {
             descriptor: json!({ "name": name.into(), "description": description.into(), "inputSchema": input_schema }),
             policy: TaskPolicy::Sync,
             handler: Arc::new(handler),
+            scopes: Vec::new(),
         }
+    }
+
+    /// Require these OAuth scopes to call the tool or act on its tasks
+    /// (`403 insufficient_scope` otherwise, when authentication is on).
+    pub fn scopes<S: Into<String>>(mut self, scopes: impl IntoIterator<Item = S>) -> Self {
+        self.scopes = scopes.into_iter().map(Into::into).collect();
+        self
     }
 
     /// Set the task policy.

@@ -23,7 +23,7 @@ use std::{sync::Arc, time::Duration};
 use futures::StreamExt;
 use presa_protocol::{codes, jsonrpc::ErrorObject};
 use presa_store::{Claim, TaskStore};
-use presa_tasks::Event;
+use presa_tasks::{Caller, Event};
 use presa_telemetry::{metrics, propagation};
 use serde_json::Value;
 use tokio::task::JoinSet;
@@ -194,6 +194,7 @@ impl Worker {
             client_capabilities: task.work.client_capabilities.clone(),
             input_responses: task.work.input_responses.clone(),
             request_state: None,
+            caller: task.work.caller.clone().unwrap_or(Caller { scope: task.scope.clone(), scopes: Some(Vec::new()) }),
         };
         let run = TaskRun {
             store: store.clone(),

@@ -10,7 +10,7 @@ use presa_server::{
     Admitted, Catalog, Core, Elicited, Json, Outbox, Reply, Server, ServerConfig, StateCodec, TaskPolicy, Tool,
     ToolContext, ToolError, Worker, WorkerConfig,
 };
-use presa_store::{Backend, Scope, memory::MemoryStore};
+use presa_store::{Backend, Caller, memory::MemoryStore};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -84,7 +84,7 @@ async fn call(server: &Server, method: Method, mut params: Value, caps: Value) -
         method,
         params,
         meta,
-        scope: Scope::anonymous(),
+        caller: Caller::anonymous(),
         outbox: Outbox::none(),
         cancel: CancellationToken::new(),
     };

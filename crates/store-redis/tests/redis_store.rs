@@ -38,6 +38,7 @@ fn new_task(ttl_ms: Option<u64>) -> NewTask {
             client_capabilities: Default::default(),
             input_responses: None,
             trace: BTreeMap::new(),
+            caller: None,
         },
         ttl_ms,
         poll_interval_ms: Some(500),

@@ -25,7 +25,7 @@ use std::{
 };
 
 use futures::StreamExt;
-use presa_tasks::{Event, NewTask, Scope, Status, Task, TaskId, Work, apply};
+use presa_tasks::{Caller, Event, NewTask, Scope, Status, Task, TaskId, Work, apply};
 use serde_json::{Value, json};
 
 use crate::{
@@ -107,6 +107,7 @@ fn new_task(scope: &Scope, ttl_ms: Option<u64>) -> NewTask {
                 "traceparent".to_string(),
                 "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".to_string(),
             )]),
+            caller: Some(Caller { scope: scope.clone(), scopes: Some(vec!["deploy".into()]) }),
         },
         ttl_ms,
         poll_interval_ms: Some(100),

@@ -23,7 +23,7 @@
 use std::{pin::Pin, sync::Arc, time::Duration};
 
 use futures::Stream;
-pub use presa_tasks::{NewTask, Scope, Status, Task, TaskId};
+pub use presa_tasks::{Caller, NewTask, Scope, Status, Task, TaskId};
 
 #[cfg(any(test, feature = "contract"))]
 pub mod contract;

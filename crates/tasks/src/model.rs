@@ -66,9 +66,56 @@ impl Scope {
         Scope { tenant: "local".into(), subject: "anonymous".into() }
     }
 
-    /// A stable single-string form, for keys and HMAC payloads.
+    /// A stable single-string form, for keys and HMAC payloads: the JSON
+    /// array `[tenant, subject]`, so two different scopes never share a key
+    /// (`"a/b"`+`"c"` and `"a"`+`"b/c"` differ).
     pub fn key(&self) -> String {
-        format!("{}/{}", self.tenant, self.subject)
+        serde_json::to_string(&[&self.tenant, &self.subject]).unwrap_or_default()
+    }
+}
+
+/// Who called: the scope that owns the caller's tasks and the OAuth scopes
+/// the caller was granted. Tool handlers see it (`ctx.caller()`), also on a
+/// worker: it travels in the task's [`Work`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Caller {
+    /// Tenant and subject.
+    pub scope: Scope,
+    /// The granted OAuth scopes; `None` when no authentication is configured
+    /// (then no scope check applies).
+    #[serde(default)]
+    pub scopes: Option<Vec<String>>,
+}
+
+impl Caller {
+    /// The caller while no authentication is configured: the anonymous scope, unrestricted.
+    pub fn anonymous() -> Self {
+        Caller { scope: Scope::anonymous(), scopes: None }
+    }
+
+    /// An authenticated caller with `scopes`.
+    pub fn new(tenant: impl Into<String>, subject: impl Into<String>, scopes: Vec<String>) -> Self {
+        Caller { scope: Scope { tenant: tenant.into(), subject: subject.into() }, scopes: Some(scopes) }
+    }
+
+    /// The tenant.
+    pub fn tenant(&self) -> &str {
+        &self.scope.tenant
+    }
+
+    /// The subject.
+    pub fn subject(&self) -> &str {
+        &self.scope.subject
+    }
+
+    /// Whether the caller holds `scope` (always, without authentication).
+    pub fn has_scope(&self, scope: &str) -> bool {
+        self.scopes.as_ref().is_none_or(|granted| granted.iter().any(|g| g == scope))
+    }
+
+    /// The scopes of `needed` the caller lacks (none, without authentication).
+    pub fn missing<'a>(&self, needed: &'a [String]) -> Vec<&'a str> {
+        needed.iter().filter(|s| !self.has_scope(s)).map(String::as_str).collect()
     }
 }
 
@@ -90,6 +137,10 @@ pub struct Work {
     /// W3C trace context (`traceparent`, `tracestate`, `baggage`) of the creating request.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub trace: BTreeMap<String, String>,
+    /// Who created the task (records written before this field have none:
+    /// their handler sees the task's scope with no granted scopes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<Caller>,
 }
 
 /// One task, as stored.

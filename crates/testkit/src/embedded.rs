@@ -2,7 +2,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use presa_http::{Authenticator, HttpConfig, ServeLimits};
+use presa_http::{Authenticator, Caller, HttpConfig, Refusal, ServeLimits};
 use presa_server::{Core, Server, ServerConfig, StateCodec, Worker, WorkerConfig};
 use presa_store::{Backend, Scope, memory::MemoryStore};
 use tokio_util::sync::CancellationToken;
@@ -12,10 +12,11 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Clone, Copy)]
 pub struct HeaderScopes;
 
+#[async_trait::async_trait]
 impl Authenticator for HeaderScopes {
-    fn authenticate(&self, headers: &axum::http::HeaderMap) -> Result<Scope, String> {
-        let subject = headers.get("x-test-scope").and_then(|v| v.to_str().ok()).unwrap_or("anonymous");
-        Ok(Scope { tenant: "test".into(), subject: subject.into() })
+    async fn authenticate(&self, parts: &axum::http::request::Parts) -> Result<Caller, Refusal> {
+        let subject = parts.headers.get("x-test-scope").and_then(|v| v.to_str().ok()).unwrap_or("anonymous");
+        Ok(Caller { scope: Scope { tenant: "test".into(), subject: subject.into() }, scopes: None })
     }
 }
 

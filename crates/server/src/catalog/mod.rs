@@ -112,6 +112,11 @@ impl RegisteredTool {
         &self.tool.policy
     }
 
+    /// The OAuth scopes a caller needs to call it or act on its tasks.
+    pub fn scopes(&self) -> &[String] {
+        &self.tool.scopes
+    }
+
     /// The implementation.
     pub fn handler(&self) -> &dyn ToolHandler {
         self.tool.handler.as_ref()

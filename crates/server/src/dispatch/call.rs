@@ -48,6 +48,7 @@ impl Server {
             Some(_) => return Err(invalid("arguments must be an object")),
         };
         let tool = self.catalog().tool(name).ok_or_else(|| invalid(&format!("Unknown tool: {name}")))?;
+        self.authorize_tool(&req.caller, name)?;
         let call = self.prepare(req, name, arguments)?;
         if let Err(problems) = tool.validate(&call.arguments) {
             return Ok(ToolOutput::error(format!("Invalid arguments for tool {name}: {problems}")).into_value());
@@ -89,7 +90,7 @@ impl Server {
     /// rebound state is `-32602`).
     fn prepare(&self, req: &Admitted, name: &str, arguments: Value) -> Result<Prepared, ServerError> {
         let binding = Binding {
-            principal: req.scope.key(),
+            principal: req.caller.scope.key(),
             method: req.method.as_str().to_string(),
             digest: digest(&json!({ "name": name, "arguments": arguments })),
         };
@@ -105,8 +106,12 @@ impl Server {
             ),
             Some(_) => return Err(invalid("requestState must be a string")),
         };
-        let invocation =
-            Invocation { client_capabilities: req.meta.client_capabilities.clone(), input_responses, request_state };
+        let invocation = Invocation {
+            client_capabilities: req.meta.client_capabilities.clone(),
+            input_responses,
+            request_state,
+            caller: req.caller.clone(),
+        };
         Ok(Prepared { arguments, invocation, binding })
     }
 
@@ -183,6 +188,7 @@ impl Server {
             input_responses,
             // The worker's span joins this request's trace.
             trace: propagation::for_continuation(&req.meta.raw),
+            caller: Some(req.caller.clone()),
         };
         // Arguments, client capabilities and answers: what the record starts with.
         let size = encoded_len(&work);
@@ -190,7 +196,7 @@ impl Server {
             return Err(invalid(&format!("Task is larger than {} bytes (max_task_bytes)", cfg.max_task_bytes)));
         }
         let new = NewTask {
-            scope: req.scope.clone(),
+            scope: req.caller.scope.clone(),
             work,
             ttl_ms: cfg.task_ttl_ms,
             poll_interval_ms: cfg.poll_interval_ms,

@@ -37,7 +37,7 @@ impl Server {
     pub(super) async fn listen(&self, req: &Admitted) -> Result<MessageStream, ServerError> {
         // Taken first (and released if anything below fails): the per-pod
         // and per-scope counts are checked and bumped together.
-        let guard = ListenerGuard::admit(self.inner.clone(), &req.scope)?;
+        let guard = ListenerGuard::admit(self.inner.clone(), &req.caller.scope)?;
         let Some(Value::Object(filter)) = req.params.get("notifications") else {
             return Err(invalid("notifications must be an object"));
         };
@@ -104,7 +104,11 @@ impl Server {
                 invalid(&format!("taskIds must hold non-empty strings of at most {MAX_TASK_ID_LEN} bytes"))
             })?;
             let id = TaskId::from_wire(id);
-            if !accepted.contains(&id) && store_call("get", self.store().get(&req.scope, &id)).await?.is_some() {
+            if accepted.contains(&id) {
+                continue;
+            }
+            if let Some(task) = store_call("get", self.store().get(&req.caller.scope, &id)).await? {
+                self.authorize_tool(&req.caller, &task.work.tool)?;
                 accepted.push(id);
             }
         }
@@ -121,7 +125,7 @@ impl Server {
         let changes = store_call("watch", self.store().watch(&ids)).await?;
         let mut current = Vec::with_capacity(ids.len());
         for id in &ids {
-            current.extend(store_call("get", self.store().get(&req.scope, id)).await?);
+            current.extend(store_call("get", self.store().get(&req.caller.scope, id)).await?);
         }
         let mut sent: HashMap<TaskId, u64> = HashMap::new();
         Ok(stream::iter(current)

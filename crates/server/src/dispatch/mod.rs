@@ -36,7 +36,7 @@ use presa_protocol::{
     jsonrpc::{ErrorObject, RequestId},
     meta::RequestMeta,
 };
-use presa_store::{EventBus, Scope, TaskStore};
+use presa_store::{Caller, EventBus, Scope, TaskStore};
 use presa_telemetry::metrics;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -81,8 +81,9 @@ pub struct Admitted {
     pub params: Map<String, Value>,
     /// The validated `_meta`.
     pub meta: RequestMeta,
-    /// Who is calling: owns the tasks this request creates, and may act only on those.
-    pub scope: Scope,
+    /// Who is calling: its scope owns the tasks this request creates, and may
+    /// act only on those; its granted scopes gate tools that need some.
+    pub caller: Caller,
     /// Where the notifications a handler streams go (the request's own response).
     pub outbox: Outbox,
     /// Fires when the client goes away: the request's work stops.
@@ -210,5 +211,20 @@ fn input_responses(v: &Value) -> Result<Map<String, Value>, ServerError> {
     match v {
         Value::Object(m) if m.iter().all(|(k, v)| !k.is_empty() && v.is_object()) => Ok(m.clone()),
         _ => Err(invalid("inputResponses must be an object whose values are objects")),
+    }
+}
+
+impl Server {
+    /// Refuse `caller` unless it holds every scope tool `name` needs (a tool
+    /// the catalog does not know needs none: its own error comes later).
+    pub(super) fn authorize_tool(&self, caller: &Caller, name: &str) -> Result<(), ServerError> {
+        let Some(tool) = self.catalog().tool(name) else {
+            return Ok(());
+        };
+        if caller.missing(tool.scopes()).is_empty() {
+            Ok(())
+        } else {
+            Err(ServerError::InsufficientScope(tool.scopes().to_vec()))
+        }
     }
 }

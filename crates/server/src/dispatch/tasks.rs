@@ -42,7 +42,8 @@ impl Server {
             None
         };
         let unknown = || invalid("Unknown or inaccessible taskId");
-        let task = store_call("get", self.store().get(&req.scope, &id)).await?.ok_or_else(unknown)?;
+        let task = store_call("get", self.store().get(&req.caller.scope, &id)).await?.ok_or_else(unknown)?;
+        self.authorize_tool(&req.caller, &task.work.tool)?;
         let event = match (req.method, update) {
             (Method::TasksUpdate, Some(event)) => event,
             (Method::TasksCancel, _) => Event::Cancel,

@@ -9,7 +9,7 @@ use presa_protocol::{
     jsonrpc::RequestId,
     meta::{LogLevel, RequestMeta, SERVER_INFO_KEY},
 };
-use presa_store::{Backend, Scope, memory::MemoryStore};
+use presa_store::{Backend, Caller, Scope, memory::MemoryStore};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -99,7 +99,8 @@ async fn call_as(server: &Server, subject: &str, method: Method, params: Value) 
     let scope = Scope { tenant: "unit".into(), subject: subject.into() };
     let (tx, mut rx) = mpsc::unbounded_channel();
     let (outbox, cancel) = (crate::Outbox::new(tx), CancellationToken::new());
-    let req = Admitted { id: RequestId::Number(7), method, params, meta, scope, outbox, cancel };
+    let caller = Caller { scope, scopes: None };
+    let req = Admitted { id: RequestId::Number(7), method, params, meta, caller, outbox, cancel };
     let reply = server.handle(&req).await;
     let notes = std::iter::from_fn(|| rx.try_recv().ok()).collect();
     (reply, notes)

@@ -1,0 +1,302 @@
+//! Bearer JWTs validated as an OAuth 2.1 resource server (§5.2) and RFC 8707
+//! require (`--auth jwt`).
+//!
+//! - The signature is checked against a JWKS ([`Jwks`]: a URL fetched
+//!   asynchronously and cached, or a file). The key is chosen by the
+//!   token's `kid` *and* its `alg`, which must fit the key's type (`RSA` →
+//!   RS*/PS*, `EC` P-256 → ES256, P-384 → ES384, `OKP` Ed25519 → EdDSA) and
+//!   the key's own `alg` when it has one. Symmetric (`oct`) keys are never
+//!   used, so `alg: none` and HMAC signed with a public key are refused.
+//! - `iss` must equal the configured issuer exactly; the configured
+//!   audience must be in `aud`; `exp` and `nbf` are checked with a small leeway.
+//! - An unknown `kid` refetches the JWKS at most once per
+//!   [`JwtConfig::min_refresh`] (a burst of made-up kids costs one fetch).
+//!
+//! The caller: subject = `sub`; tenant = the claim named by
+//! [`JwtConfig::tenant_claim`] (default `iss`); scopes from `scope` (a
+//! space-separated string) or `scp` (an array).
+
+use std::{
+    path::PathBuf,
+    sync::{Arc, RwLock},
+    time::{Duration, Instant},
+};
+
+use axum::http::request::Parts;
+use jsonwebtoken::{
+    Algorithm, DecodingKey, Validation, decode, decode_header,
+    jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm},
+};
+use serde_json::{Map, Value};
+
+use super::{AuthError, Authenticator, Caller, Challenge, Refusal, bearer_token};
+
+/// Where the signing keys come from.
+#[derive(Debug, Clone)]
+pub enum JwksSource {
+    /// Fetched with HTTP GET.
+    Url(String),
+    /// Read from a file (offline setups, tests).
+    File(PathBuf),
+}
+
+impl JwksSource {
+    fn name(&self) -> String {
+        match self {
+            JwksSource::Url(u) => u.clone(),
+            JwksSource::File(p) => p.display().to_string(),
+        }
+    }
+}
+
+/// A cached JWKS, refetched on an unknown `kid` at most once per interval.
+#[derive(Debug)]
+pub struct Jwks {
+    source: JwksSource,
+    keys: RwLock<Arc<Vec<Jwk>>>,
+    /// When the last fetch started; held across the fetch, so concurrent
+    /// refreshes wait for one fetch instead of starting their own.
+    last_fetch: tokio::sync::Mutex<Option<Instant>>,
+    min_refresh: Duration,
+    client: reqwest::Client,
+    fetches: std::sync::atomic::AtomicU64,
+}
+
+impl Jwks {
+    /// A cache over `source`, with nothing fetched yet.
+    pub fn new(source: JwksSource, min_refresh: Duration) -> Self {
+        let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap_or_default();
+        Jwks {
+            source,
+            keys: RwLock::new(Arc::new(Vec::new())),
+            last_fetch: tokio::sync::Mutex::new(None),
+            min_refresh,
+            client,
+            fetches: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Fetch now (at start-up: a file that cannot be read is a configuration error).
+    pub async fn load(&self) -> Result<usize, AuthError> {
+        let mut last = self.last_fetch.lock().await;
+        *last = Some(Instant::now());
+        self.fetch().await
+    }
+
+    /// How many fetches were made (for tests and logs).
+    pub fn fetches(&self) -> u64 {
+        self.fetches.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn current(&self) -> Arc<Vec<Jwk>> {
+        self.keys.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Refetch unless a fetch started less than the interval ago; `true` when keys were fetched.
+    async fn refresh(&self) -> bool {
+        let mut last = self.last_fetch.lock().await;
+        if last.is_some_and(|t| t.elapsed() < self.min_refresh) {
+            return false;
+        }
+        *last = Some(Instant::now());
+        match self.fetch().await {
+            Ok(n) => {
+                tracing::info!(keys = n, source = %self.source.name(), "JWKS refreshed");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "JWKS refresh failed; keeping the cached keys");
+                false
+            }
+        }
+    }
+
+    async fn fetch(&self) -> Result<usize, AuthError> {
+        self.fetches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let err = |message: String| AuthError::Jwks { source_name: self.source.name(), message };
+        let body: Value = match &self.source {
+            JwksSource::Url(url) => {
+                let resp = self.client.get(url).send().await.map_err(|e| err(e.to_string()))?;
+                if !resp.status().is_success() {
+                    return Err(err(format!("HTTP {}", resp.status())));
+                }
+                resp.json().await.map_err(|e| err(e.to_string()))?
+            }
+            JwksSource::File(path) => {
+                let text = tokio::fs::read_to_string(path).await.map_err(|e| err(e.to_string()))?;
+                serde_json::from_str(&text).map_err(|e| err(e.to_string()))?
+            }
+        };
+        let listed = body.get("keys").and_then(Value::as_array).ok_or_else(|| err("no \"keys\" array".into()))?;
+        // Keys presa cannot use (unknown types, symmetric keys) are skipped, not fatal.
+        let keys: Vec<Jwk> = listed
+            .iter()
+            .filter_map(|k| serde_json::from_value::<Jwk>(k.clone()).ok())
+            .filter(|k| !matches!(k.algorithm, AlgorithmParameters::OctetKey(_) | AlgorithmParameters::Other(_)))
+            .collect();
+        let n = keys.len();
+        *self.keys.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(keys);
+        Ok(n)
+    }
+}
+
+/// Whether `alg` may verify with `key`: the key's type fits and, when the
+/// key names its algorithm, it is that one. Never an HMAC algorithm.
+fn fits(key: &Jwk, alg: Algorithm) -> bool {
+    let by_type = match &key.algorithm {
+        AlgorithmParameters::RSA(_) => matches!(
+            alg,
+            Algorithm::RS256
+                | Algorithm::RS384
+                | Algorithm::RS512
+                | Algorithm::PS256
+                | Algorithm::PS384
+                | Algorithm::PS512
+        ),
+        AlgorithmParameters::EllipticCurve(ec) => matches!(
+            (&ec.curve, alg),
+            (EllipticCurve::P256, Algorithm::ES256) | (EllipticCurve::P384, Algorithm::ES384)
+        ),
+        AlgorithmParameters::OctetKeyPair(okp) => okp.curve == EllipticCurve::Ed25519 && alg == Algorithm::EdDSA,
+        _ => false,
+    };
+    let named = match key.common.key_algorithm {
+        None => true,
+        Some(named) => key_algorithm(named) == Some(alg),
+    };
+    by_type && named
+}
+
+fn key_algorithm(k: KeyAlgorithm) -> Option<Algorithm> {
+    Some(match k {
+        KeyAlgorithm::ES256 => Algorithm::ES256,
+        KeyAlgorithm::ES384 => Algorithm::ES384,
+        KeyAlgorithm::RS256 => Algorithm::RS256,
+        KeyAlgorithm::RS384 => Algorithm::RS384,
+        KeyAlgorithm::RS512 => Algorithm::RS512,
+        KeyAlgorithm::PS256 => Algorithm::PS256,
+        KeyAlgorithm::PS384 => Algorithm::PS384,
+        KeyAlgorithm::PS512 => Algorithm::PS512,
+        KeyAlgorithm::EdDSA => Algorithm::EdDSA,
+        _ => return None,
+    })
+}
+
+/// The key for a token's `kid` and `alg`: matching `kid` (or, for a token
+/// without one, the only key that fits `alg`).
+fn select(keys: &[Jwk], kid: Option<&str>, alg: Algorithm) -> Option<DecodingKey> {
+    let mut candidates = keys.iter().filter(|k| fits(k, alg));
+    let key = match kid {
+        Some(kid) => candidates.find(|k| k.common.key_id.as_deref() == Some(kid))?,
+        None => {
+            let only = candidates.next()?;
+            if candidates.next().is_some() {
+                return None;
+            }
+            only
+        }
+    };
+    DecodingKey::from_jwk(key).ok()
+}
+
+/// What the `jwt` authenticator checks.
+#[derive(Debug, Clone)]
+pub struct JwtConfig {
+    /// The exact `iss`.
+    pub issuer: String,
+    /// What `aud` must contain (the resource URL by default).
+    pub audience: String,
+    /// The claim naming the tenant (`iss` by default).
+    pub tenant_claim: String,
+    /// Clock skew allowed on `exp` and `nbf`.
+    pub leeway: Duration,
+    /// Least time between two JWKS fetches caused by unknown kids.
+    pub min_refresh: Duration,
+}
+
+/// The `jwt` authenticator.
+#[derive(Debug)]
+pub struct JwtAuthenticator {
+    config: JwtConfig,
+    jwks: Arc<Jwks>,
+    challenge: Challenge,
+}
+
+impl JwtAuthenticator {
+    /// Validate tokens per `config` against `jwks`; refusals carry `challenge`.
+    pub fn new(config: JwtConfig, jwks: Arc<Jwks>, challenge: Challenge) -> Self {
+        JwtAuthenticator { config, jwks, challenge }
+    }
+
+    /// The key cache.
+    pub fn jwks(&self) -> &Arc<Jwks> {
+        &self.jwks
+    }
+
+    /// The caller a token names, or why it is refused (sent in `error_description`).
+    pub async fn verify(&self, token: &str) -> Result<Caller, String> {
+        let header = decode_header(token).map_err(|_| "malformed token or unsupported algorithm".to_string())?;
+        let kid = header.kid.as_deref();
+        let key = match select(&self.jwks.current(), kid, header.alg) {
+            Some(key) => key,
+            None => {
+                // Maybe the issuer rotated its keys: refetch (rate limited), then look again.
+                self.jwks.refresh().await;
+                select(&self.jwks.current(), kid, header.alg).ok_or("no key for this token's kid and alg")?
+            }
+        };
+        let mut validation = Validation::new(header.alg);
+        validation.algorithms = vec![header.alg];
+        validation.leeway = self.config.leeway.as_secs();
+        validation.validate_nbf = true;
+        validation.set_issuer(&[&self.config.issuer]);
+        validation.set_audience(&[&self.config.audience]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        let data = decode::<Map<String, Value>>(token, &key, &validation).map_err(|e| describe(&e))?;
+        self.caller(&data.claims)
+    }
+
+    fn caller(&self, claims: &Map<String, Value>) -> Result<Caller, String> {
+        let subject = claims.get("sub").and_then(Value::as_str).filter(|s| !s.is_empty()).ok_or("no sub claim")?;
+        let tenant_claim = &self.config.tenant_claim;
+        let tenant = claims
+            .get(tenant_claim)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| format!("no {tenant_claim} claim"))?;
+        let scopes = match (claims.get("scope"), claims.get("scp")) {
+            (Some(Value::String(s)), _) => s.split_whitespace().map(str::to_string).collect(),
+            (_, Some(Value::Array(a))) => a.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+            (_, Some(Value::String(s))) => s.split_whitespace().map(str::to_string).collect(),
+            _ => Vec::new(),
+        };
+        Ok(Caller::new(tenant, subject, scopes))
+    }
+}
+
+fn describe(e: &jsonwebtoken::errors::Error) -> String {
+    use jsonwebtoken::errors::ErrorKind;
+    match e.kind() {
+        ErrorKind::ExpiredSignature => "token expired".into(),
+        ErrorKind::ImmatureSignature => "token not yet valid".into(),
+        ErrorKind::InvalidIssuer => "wrong issuer".into(),
+        ErrorKind::InvalidAudience => "token not issued for this resource (aud)".into(),
+        ErrorKind::InvalidSignature => "bad signature".into(),
+        ErrorKind::MissingRequiredClaim(c) => format!("no {c} claim"),
+        _ => "invalid token".into(),
+    }
+}
+
+#[async_trait::async_trait]
+impl Authenticator for JwtAuthenticator {
+    async fn authenticate(&self, parts: &Parts) -> Result<Caller, Refusal> {
+        match bearer_token(parts) {
+            Ok(None) => Err(self.challenge.missing_token()),
+            Err(why) => Err(self.challenge.invalid_token(why)),
+            Ok(Some(token)) => self.verify(token).await.map_err(|why| {
+                tracing::debug!(%why, "bearer token refused");
+                self.challenge.invalid_token(&why)
+            }),
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! Who is calling: an [`Authenticator`] maps a request's head (method, URI,
+//! headers; never the body, which is not read yet) to the [`Caller`] that
+//! owns its tasks, or to a [`Refusal`] with its status and
+//! `WWW-Authenticate` challenge.
+//!
+//! presa ships [`Anonymous`] (one shared, unrestricted scope, for local use),
+//! [`jwt::JwtAuthenticator`] (OAuth 2.1 bearer JWTs verified against a JWKS)
+//! and [`tokens::StaticTokens`] (hashed static bearer tokens). A library
+//! user can plug in another scheme (RFC 7662 introspection, mTLS…).
+//! [`metadata`] serves the RFC 9728 Protected Resource Metadata the
+//! challenges point to.
+
+pub mod jwt;
+pub mod metadata;
+pub mod tokens;
+
+use axum::http::{StatusCode, header, request::Parts};
+pub use presa_store::Caller;
+
+/// Maps a request head to its caller, or refuses it.
+#[async_trait::async_trait]
+pub trait Authenticator: Send + Sync + 'static {
+    /// The caller, or why not (sent as is: status, challenge, message).
+    async fn authenticate(&self, parts: &Parts) -> Result<Caller, Refusal>;
+}
+
+/// Every caller shares one anonymous scope, with no scope checks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Anonymous;
+
+#[async_trait::async_trait]
+impl Authenticator for Anonymous {
+    async fn authenticate(&self, _parts: &Parts) -> Result<Caller, Refusal> {
+        Ok(Caller::anonymous())
+    }
+}
+
+/// A refused request: the HTTP status, the `WWW-Authenticate` value, and a
+/// message for the JSON-RPC error body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// 401 (no or bad credentials) or 403 (not allowed).
+    pub status: StatusCode,
+    /// The `WWW-Authenticate` header value, if any.
+    pub challenge: Option<String>,
+    /// Why, for the error body (never secret material).
+    pub message: String,
+}
+
+/// Builds RFC 6750 `Bearer` challenges naming the RFC 9728 metadata URL and
+/// the scopes every MCP request needs.
+#[derive(Debug, Clone, Default)]
+pub struct Challenge {
+    /// The Protected Resource Metadata URL (`resource_metadata`).
+    pub resource_metadata: Option<String>,
+    /// Scopes every MCP request needs (`--required-scope`).
+    pub required_scopes: Vec<String>,
+}
+
+impl Challenge {
+    /// A challenge for `resource_metadata` (see [`metadata::metadata_url`]).
+    pub fn new(resource_metadata: Option<String>, required_scopes: Vec<String>) -> Self {
+        Challenge { resource_metadata, required_scopes }
+    }
+
+    fn render(&self, error: Option<(&str, &str)>, scopes: &[String]) -> String {
+        let mut params = Vec::new();
+        if let Some((code, description)) = error {
+            params.push(format!("error=\"{code}\""));
+            params.push(format!("error_description=\"{}\"", quoted(description)));
+        }
+        if !scopes.is_empty() {
+            params.push(format!("scope=\"{}\"", quoted(&scopes.join(" "))));
+        }
+        if let Some(url) = &self.resource_metadata {
+            params.push(format!("resource_metadata=\"{}\"", quoted(url)));
+        }
+        if params.is_empty() { "Bearer".to_string() } else { format!("Bearer {}", params.join(", ")) }
+    }
+
+    /// 401 for a request without a token.
+    pub fn missing_token(&self) -> Refusal {
+        Refusal {
+            status: StatusCode::UNAUTHORIZED,
+            challenge: Some(self.render(None, &self.required_scopes)),
+            message: "Unauthorized: a bearer token is required".into(),
+        }
+    }
+
+    /// 401 `invalid_token` for a token that was presented and refused.
+    pub fn invalid_token(&self, why: &str) -> Refusal {
+        Refusal {
+            status: StatusCode::UNAUTHORIZED,
+            challenge: Some(self.render(Some(("invalid_token", why)), &self.required_scopes)),
+            message: format!("Unauthorized: {why}"),
+        }
+    }
+
+    /// 403 `insufficient_scope` listing every scope the call needs (the
+    /// required ones included).
+    pub fn insufficient_scope(&self, needed: &[String]) -> Refusal {
+        let mut scopes = self.required_scopes.clone();
+        scopes.extend(needed.iter().filter(|s| !self.required_scopes.contains(s)).cloned());
+        Refusal {
+            status: StatusCode::FORBIDDEN,
+            challenge: Some(self.render(Some(("insufficient_scope", "the token lacks a required scope")), &scopes)),
+            message: format!("Forbidden: insufficient scope (needs {})", scopes.join(" ")),
+        }
+    }
+}
+
+/// An RFC 7230 quoted-string body: `"` and `\` escaped, control characters dropped.
+fn quoted(s: &str) -> String {
+    s.chars()
+        .filter(|c| !c.is_control())
+        .flat_map(|c| match c {
+            '"' | '\\' => vec!['\\', c],
+            _ => vec![c],
+        })
+        .collect()
+}
+
+/// The bearer token of `parts`: `Ok(None)` without an `Authorization`
+/// header; `Err` for a repeated header, another scheme or an empty token.
+pub fn bearer_token(parts: &Parts) -> Result<Option<&str>, &'static str> {
+    let mut values = parts.headers.get_all(header::AUTHORIZATION).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err("repeated Authorization header");
+    }
+    let value = value.to_str().map_err(|_| "Authorization header has invalid characters")?;
+    let (scheme, token) = value.split_once(' ').ok_or("Authorization must be \"Bearer <token>\"")?;
+    let token = token.trim();
+    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() || token.contains(' ') {
+        return Err("Authorization must be \"Bearer <token>\"");
+    }
+    Ok(Some(token))
+}
+
+/// Why an authenticator could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    /// A file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A line of a tokens file is malformed.
+    #[error("{path}:{line}: {message}")]
+    TokensLine {
+        /// The file.
+        path: String,
+        /// The line number (from 1).
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A JWKS could not be fetched or parsed.
+    #[error("JWKS {source_name}: {message}")]
+    Jwks {
+        /// The URL or file.
+        source_name: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(auth: &[&str]) -> Parts {
+        let mut builder = http::Request::builder().uri("/mcp");
+        for a in auth {
+            builder = builder.header(header::AUTHORIZATION, *a);
+        }
+        builder.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn bearer_tokens_are_read_strictly() {
+        assert_eq!(bearer_token(&parts(&[])), Ok(None));
+        assert_eq!(bearer_token(&parts(&["Bearer abc"])), Ok(Some("abc")));
+        assert_eq!(bearer_token(&parts(&["bearer abc"])), Ok(Some("abc")));
+        assert!(bearer_token(&parts(&["Basic abc"])).is_err());
+        assert!(bearer_token(&parts(&["Bearer "])).is_err());
+        assert!(bearer_token(&parts(&["Bearer a", "Bearer b"])).is_err());
+    }
+
+    #[test]
+    fn challenges_name_the_metadata_and_scopes() {
+        let c = Challenge::new(Some("https://x/.well-known/oauth-protected-resource/mcp".into()), vec!["mcp".into()]);
+        assert_eq!(
+            c.missing_token().challenge.unwrap(),
+            r#"Bearer scope="mcp", resource_metadata="https://x/.well-known/oauth-protected-resource/mcp""#
+        );
+        let invalid = c.invalid_token("token \"expired\"").challenge.unwrap();
+        assert!(invalid.starts_with(r#"Bearer error="invalid_token", error_description="token \"expired\"""#));
+        let forbidden = c.insufficient_scope(&["deploy".into(), "mcp".into()]);
+        assert_eq!(forbidden.status, StatusCode::FORBIDDEN);
+        assert!(forbidden.challenge.unwrap().contains(r#"scope="mcp deploy""#));
+    }
+}

@@ -1,0 +1,255 @@
+//! Who may call `presa-api`: the `--auth` flags ([`AuthArgs`]) and what they
+//! build ([`Auth`]: the authenticator, the challenge, the RFC 9728 metadata),
+//! plus the start-up refusals that keep a deployment from running open by
+//! mistake ([`check_listen`], [`check_state_secret`]).
+
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
+
+use presa_http::{
+    Anonymous, Authenticator, Challenge, ResourceMetadata,
+    auth::{
+        AuthError,
+        jwt::{Jwks, JwksSource, JwtAuthenticator, JwtConfig},
+        metadata::metadata_url,
+        tokens::StaticTokens,
+    },
+};
+
+/// How callers authenticate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AuthMode {
+    /// No authentication: every caller shares one anonymous scope (loopback only, unless `--allow-anonymous`).
+    None,
+    /// Bearer JWTs verified against a JWKS (OAuth 2.1 resource server).
+    Jwt,
+    /// Static bearer tokens from `--tokens-file` (SHA-256 digests).
+    Tokens,
+}
+
+/// The authentication flags of `presa-api`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AuthArgs {
+    /// How callers authenticate: `none`, `jwt` (bearer JWTs) or `tokens` (static bearer tokens).
+    #[arg(long = "auth", env = "PRESA_AUTH", value_enum, default_value_t = AuthMode::None)]
+    pub auth: AuthMode,
+
+    /// Allow `--auth none` on a non-loopback `--listen` address (every caller shares one scope).
+    #[arg(long, env = "PRESA_ALLOW_ANONYMOUS")]
+    pub allow_anonymous: bool,
+
+    /// The canonical URL of this MCP endpoint (e.g. `https://mcp.example.com/mcp`):
+    /// the RFC 9728 `resource`, and the default JWT audience.
+    #[arg(long, env = "PRESA_RESOURCE_URL")]
+    pub resource_url: Option<String>,
+
+    /// Authorization server issuer URLs listed in the resource metadata
+    /// (repeat or comma-separate; default: `--jwt-issuer`).
+    #[arg(long = "authorization-server", env = "PRESA_AUTHORIZATION_SERVERS", value_delimiter = ',')]
+    pub authorization_servers: Vec<String>,
+
+    /// A scope every MCP request needs (repeat or comma-separate).
+    #[arg(long = "required-scope", env = "PRESA_REQUIRED_SCOPES", value_delimiter = ',')]
+    pub required_scopes: Vec<String>,
+
+    /// `jwt`: the exact `iss` tokens must carry.
+    #[arg(long, env = "PRESA_JWT_ISSUER")]
+    pub jwt_issuer: Option<String>,
+
+    /// `jwt`: a value `aud` must contain (default: `--resource-url`).
+    #[arg(long, env = "PRESA_JWT_AUDIENCE")]
+    pub jwt_audience: Option<String>,
+
+    /// `jwt`: the claim naming the caller's tenant.
+    #[arg(long, env = "PRESA_JWT_TENANT_CLAIM", default_value = "iss")]
+    pub jwt_tenant_claim: String,
+
+    /// `jwt`: clock skew allowed on `exp` and `nbf`, in seconds.
+    #[arg(long, env = "PRESA_JWT_LEEWAY_SECONDS", default_value_t = 30)]
+    pub jwt_leeway_seconds: u64,
+
+    /// `jwt`: the issuer's JWKS URL (fetched at start, cached, refetched on an unknown `kid`).
+    #[arg(long, env = "PRESA_JWKS_URL", conflicts_with = "jwks_file")]
+    pub jwks_url: Option<String>,
+
+    /// `jwt`: a JWKS file instead of a URL (offline setups).
+    #[arg(long, env = "PRESA_JWKS_FILE")]
+    pub jwks_file: Option<PathBuf>,
+
+    /// `jwt`: least time between two JWKS fetches caused by unknown kids, in ms.
+    #[arg(long, env = "PRESA_JWKS_MIN_REFRESH_MS", default_value_t = 30_000)]
+    pub jwks_min_refresh_ms: u64,
+
+    /// `tokens`: the tokens file (`<sha256 hex> <tenant> <subject> [scope ...]` per line; reloaded on SIGHUP).
+    #[arg(long, env = "PRESA_TOKENS_FILE")]
+    pub tokens_file: Option<PathBuf>,
+}
+
+/// What the flags build.
+#[derive(Clone)]
+pub struct Auth {
+    /// Who is calling.
+    pub authenticator: Arc<dyn Authenticator>,
+    /// The challenge for scope refusals.
+    pub challenge: Challenge,
+    /// The RFC 9728 document, when `--resource-url` is set.
+    pub resource_metadata: Option<ResourceMetadata>,
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Auth")
+            .field("challenge", &self.challenge)
+            .field("resource_metadata", &self.resource_metadata)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A configuration the process must not start with (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum AuthConfigError {
+    /// A flag is missing or wrong; the message names it.
+    #[error("{0}")]
+    Invalid(String),
+    /// A key or tokens file could not be loaded.
+    #[error(transparent)]
+    Load(#[from] AuthError),
+}
+
+impl AuthArgs {
+    /// Build the authenticator. `tool_scopes`: every scope a tool of the
+    /// catalog needs (listed in `scopes_supported`).
+    pub async fn build(&self, tool_scopes: &[String]) -> Result<Auth, AuthConfigError> {
+        let invalid = |m: &str| AuthConfigError::Invalid(m.to_string());
+        let metadata_at = self.resource_url.as_deref().map(metadata_url);
+        let challenge = Challenge::new(metadata_at, self.required_scopes.clone());
+        let mut scopes = self.required_scopes.clone();
+        for s in tool_scopes {
+            if !scopes.contains(s) {
+                scopes.push(s.clone());
+            }
+        }
+        let mut servers = self.authorization_servers.clone();
+        if servers.is_empty() {
+            servers.extend(self.jwt_issuer.clone());
+        }
+        let resource_metadata =
+            self.resource_url.as_ref().map(|url| ResourceMetadata::new(url.clone(), servers, scopes));
+        let authenticator: Arc<dyn Authenticator> = match self.auth {
+            AuthMode::None => Arc::new(Anonymous),
+            AuthMode::Tokens => {
+                let path = self
+                    .tokens_file
+                    .as_ref()
+                    .ok_or_else(|| invalid("--auth tokens needs --tokens-file (PRESA_TOKENS_FILE)"))?;
+                let tokens = Arc::new(StaticTokens::load(path, challenge.clone())?);
+                tokens.reload_on_hangup();
+                tokens
+            }
+            AuthMode::Jwt => {
+                let issuer = self
+                    .jwt_issuer
+                    .clone()
+                    .ok_or_else(|| invalid("--auth jwt needs --jwt-issuer (PRESA_JWT_ISSUER)"))?;
+                let audience = self.jwt_audience.clone().or_else(|| self.resource_url.clone()).ok_or_else(|| {
+                    invalid(
+                        "--auth jwt needs --resource-url (PRESA_RESOURCE_URL) or --jwt-audience (PRESA_JWT_AUDIENCE)",
+                    )
+                })?;
+                let min_refresh = Duration::from_millis(self.jwks_min_refresh_ms);
+                let jwks = match (&self.jwks_url, &self.jwks_file) {
+                    (Some(url), None) => {
+                        let jwks = Jwks::new(JwksSource::Url(url.clone()), min_refresh);
+                        // An issuer that is down at start-up is retried on the first token.
+                        if let Err(e) = jwks.load().await {
+                            tracing::warn!(error = %e, "JWKS not loaded at start-up; retrying on the first token");
+                        }
+                        jwks
+                    }
+                    (None, Some(path)) => {
+                        let jwks = Jwks::new(JwksSource::File(path.clone()), min_refresh);
+                        jwks.load().await?;
+                        jwks
+                    }
+                    _ => {
+                        return Err(invalid(
+                            "--auth jwt needs exactly one of --jwks-url (PRESA_JWKS_URL) or --jwks-file (PRESA_JWKS_FILE)",
+                        ));
+                    }
+                };
+                let config = JwtConfig {
+                    issuer,
+                    audience,
+                    tenant_claim: self.jwt_tenant_claim.clone(),
+                    leeway: Duration::from_secs(self.jwt_leeway_seconds),
+                    min_refresh,
+                };
+                Arc::new(JwtAuthenticator::new(config, Arc::new(jwks), challenge.clone()))
+            }
+        };
+        Ok(Auth { authenticator, challenge, resource_metadata })
+    }
+}
+
+/// `--auth none` serves everyone as one anonymous principal: only on a
+/// loopback address, unless `--allow-anonymous` says so.
+pub fn check_listen(args: &AuthArgs, listen: SocketAddr) -> Result<(), String> {
+    if args.auth == AuthMode::None && !listen.ip().is_loopback() && !args.allow_anonymous {
+        return Err(format!(
+            "refusing to serve {listen} without authentication: set --auth jwt|tokens (PRESA_AUTH), \
+             or --allow-anonymous (PRESA_ALLOW_ANONYMOUS) to accept every caller as one anonymous principal"
+        ));
+    }
+    Ok(())
+}
+
+/// The placeholder of the k8s Secret template: never a key.
+pub const STATE_SECRET_PLACEHOLDER: &str = "CHANGE-ME";
+/// Shortest accepted `PRESA_STATE_SECRET`, in bytes.
+pub const MIN_STATE_SECRET_BYTES: usize = 32;
+
+/// A given `PRESA_STATE_SECRET` must be at least 32 bytes and not the template's placeholder.
+pub fn check_state_secret(secret: &str) -> Result<(), String> {
+    if secret.trim() == STATE_SECRET_PLACEHOLDER {
+        return Err("PRESA_STATE_SECRET (--state-secret) is the template's placeholder: set a real key \
+             (e.g. `openssl rand -base64 48`)"
+            .into());
+    }
+    if secret.len() < MIN_STATE_SECRET_BYTES {
+        return Err(format!(
+            "PRESA_STATE_SECRET (--state-secret) must be at least {MIN_STATE_SECRET_BYTES} bytes \
+             (e.g. `openssl rand -base64 48`)"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Demo {
+        #[command(flatten)]
+        auth: AuthArgs,
+    }
+
+    #[test]
+    fn anonymous_serving_is_loopback_only_unless_allowed() {
+        let none = Demo::parse_from(["demo"]).auth;
+        assert!(check_listen(&none, "127.0.0.1:8080".parse().unwrap()).is_ok());
+        let e = check_listen(&none, "0.0.0.0:8080".parse().unwrap()).unwrap_err();
+        assert!(e.contains("--auth") && e.contains("--allow-anonymous"), "{e}");
+        let allowed = Demo::parse_from(["demo", "--allow-anonymous"]).auth;
+        assert!(check_listen(&allowed, "0.0.0.0:8080".parse().unwrap()).is_ok());
+        let jwt = Demo::parse_from(["demo", "--auth", "jwt"]).auth;
+        assert!(check_listen(&jwt, "0.0.0.0:8080".parse().unwrap()).is_ok());
+    }
+
+    #[test]
+    fn state_secrets_are_long_and_not_the_placeholder() {
+        assert!(check_state_secret("CHANGE-ME").unwrap_err().contains("PRESA_STATE_SECRET"));
+        assert!(check_state_secret("short").unwrap_err().contains("32 bytes"));
+        assert!(check_state_secret(&"k".repeat(32)).is_ok());
+    }
+}
