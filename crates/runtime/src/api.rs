@@ -160,9 +160,9 @@ fn parse_ttl(s: &str) -> Result<Ttl, String> {
 /// Run an API process for `app` with `args` until SIGTERM/SIGINT and its drain.
 pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError> {
     let secret = args.state_secret.as_deref().filter(|s| !s.is_empty());
-    check_listen(&args.auth, args.listen).map_err(|why| RuntimeError::Config(why.to_string()))?;
+    check_listen(&args.auth, args.listen).map_err(RuntimeError::Config)?;
     if let Some(s) = secret {
-        check_state_secret(s).map_err(|why| RuntimeError::Config(why.to_string()))?;
+        check_state_secret(s).map_err(RuntimeError::Config)?;
     }
     let telemetry = crate::telemetry(&format!("{}-api", app.name), args.log_format)?;
 
