@@ -291,10 +291,12 @@ mod tests {
 
     #[test]
     fn content_types() {
-        for ok in ["application/json", "Application/JSON", "application/json; charset=utf-8", " application/json ;x=y"] {
+        for ok in ["application/json", "Application/JSON", "application/json; charset=utf-8", " application/json ;x=y"]
+        {
             assert!(content_type_is_json(ok), "{ok}");
         }
-        for bad in ["text/plain", "application/json-patch+json", "application/jsonx", "text/json", "application/x-json", ""]
+        for bad in
+            ["text/plain", "application/json-patch+json", "application/jsonx", "text/json", "application/x-json", ""]
         {
             assert!(!content_type_is_json(bad), "{bad}");
         }

@@ -195,7 +195,8 @@ struct Watch {
 
 impl Watch {
     fn new(limits: ServeLimits) -> Self {
-        let phase = Phase { in_flight: 0, since: Instant::now(), allowed: limits.header_read_timeout, reading_head: true };
+        let phase =
+            Phase { in_flight: 0, since: Instant::now(), allowed: limits.header_read_timeout, reading_head: true };
         Watch { limits, phase: Mutex::new(phase), changed: Notify::new() }
     }
 
@@ -207,7 +208,12 @@ impl Watch {
     fn bytes_read(&self) {
         let mut p = self.phase();
         if p.in_flight == 0 && !p.reading_head {
-            *p = Phase { in_flight: 0, since: Instant::now(), allowed: self.limits.header_read_timeout, reading_head: true };
+            *p = Phase {
+                in_flight: 0,
+                since: Instant::now(),
+                allowed: self.limits.header_read_timeout,
+                reading_head: true,
+            };
             self.changed.notify_one();
         }
     }

@@ -238,7 +238,11 @@ impl ToolContext {
         }
     }
 
-    async fn park(&self, run: &TaskRun, requests: BTreeMap<String, Value>) -> Result<BTreeMap<String, Value>, ToolError> {
+    async fn park(
+        &self,
+        run: &TaskRun,
+        requests: BTreeMap<String, Value>,
+    ) -> Result<BTreeMap<String, Value>, ToolError> {
         let (store, id, writer, tick) = (run.store.as_ref(), &run.id, run.writer, run.tick);
         let answered = |task: &Task| -> Option<BTreeMap<String, Value>> {
             requests.keys().map(|k| task.input_responses.get(k).map(|v| (k.clone(), v.clone()))).collect()

@@ -69,9 +69,9 @@ pub mod context;
 pub mod core;
 pub mod dispatch;
 pub mod error;
+mod slots;
 pub mod state;
 pub mod store_io;
-mod slots;
 pub mod tool;
 pub mod worker;
 

@@ -227,12 +227,14 @@ impl Worker {
                     span.record("otel.status_code", "error");
                 }
                 let result = self.core.envelope(result);
-                let (bytes, limit) = (serde_json::to_vec(&result).map_or(0, |v| v.len()), self.core.config().max_result_bytes);
+                let (bytes, limit) =
+                    (serde_json::to_vec(&result).map_or(0, |v| v.len()), self.core.config().max_result_bytes);
                 if bytes > limit {
                     tracing::warn!(bytes, limit, "tool result too large: the task fails");
                     span.record("error.type", "result_too_large");
                     span.record("otel.status_code", "error");
-                    let message = format!("Tool result is {bytes} bytes, more than the {limit}-byte limit (max_result_bytes)");
+                    let message =
+                        format!("Tool result is {bytes} bytes, more than the {limit}-byte limit (max_result_bytes)");
                     failure(ErrorObject::new(codes::INTERNAL_ERROR, message))
                 } else {
                     Event::Complete(result)

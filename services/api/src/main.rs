@@ -173,7 +173,9 @@ async fn main() -> anyhow::Result<()> {
         max_listen_streams_per_scope: args.max_listen_streams_per_scope,
         ..ServerConfig::default()
     };
-    let storage = Storage::from_args(&args.redis, args.max_tasks, args.max_memory_bytes).await.context("setting up the task store")?;
+    let storage = Storage::from_args(&args.redis, args.max_tasks, args.max_memory_bytes)
+        .await
+        .context("setting up the task store")?;
     if storage.durable {
         tracing::info!("Redis mode: this pod serves requests; presa-worker pods run the tools");
     } else {
@@ -186,8 +188,12 @@ async fn main() -> anyhow::Result<()> {
     let grace = Duration::from_millis(args.grace_ms);
     let stop_worker = CancellationToken::new();
     let worker = (!storage.durable).then(|| {
-        let config =
-            WorkerConfig { concurrency: args.concurrency, max_parked: args.max_parked, grace, ..WorkerConfig::default() };
+        let config = WorkerConfig {
+            concurrency: args.concurrency,
+            max_parked: args.max_parked,
+            grace,
+            ..WorkerConfig::default()
+        };
         tokio::spawn(Worker::new(core, config).run(stop_worker.clone()))
     });
 

@@ -75,7 +75,9 @@ async fn slow_connections_do_not_starve_others() {
     let mut dribblers = Vec::new();
     for mut conn in slow.split_off(500) {
         dribblers.push(tokio::spawn(async move {
-            for b in b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n".iter().cycle().take(200) {
+            for b in
+                b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n".iter().cycle().take(200)
+            {
                 if conn.write_all(&[*b]).await.is_err() {
                     return true;
                 }
@@ -140,7 +142,8 @@ async fn oversized_tasks_and_answers_are_refused() {
 
     let id = task_id(&c.call_tool("confirm_delete", json!({ "filename": "a" })).await);
     c.wait_status(&id, "input_required").await;
-    let big = json!({ "confirm-delete": { "action": "accept", "content": { "confirm": true, "note": "n".repeat(3000) } } });
+    let big =
+        json!({ "confirm-delete": { "action": "accept", "content": { "confirm": true, "note": "n".repeat(3000) } } });
     let (status, e) = c.err("tasks/update", json!({ "taskId": id, "inputResponses": big })).await;
     assert_eq!((status, e["code"].as_i64()), (400, Some(-32602)), "{e}");
     assert!(e["message"].as_str().unwrap().contains("max_task_bytes"), "{e}");
