@@ -191,3 +191,51 @@ async fn listen_streams_are_bounded_per_principal() {
     assert_eq!(status, 200);
     assert_eq!(next_within(&mut s, 5).await["method"], "notifications/subscriptions/acknowledged");
 }
+
+/// A kept-alive connection with no request is closed after the idle timeout;
+/// a body that does not arrive in time fails its request.
+#[tokio::test]
+async fn idle_connections_and_slow_bodies_are_cut() {
+    let limits = ServeLimits {
+        idle_timeout: Duration::from_millis(500),
+        body_read_timeout: Duration::from_millis(500),
+        ..ServeLimits::default()
+    };
+    let srv = embedded_with(ServerConfig::default(), limits).await;
+    let mut conn = TcpStream::connect(addr_of(&srv.url)).await.unwrap();
+    conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").await.unwrap();
+    let mut buf = vec![0u8; 256];
+    let n = tokio::time::timeout(Duration::from_secs(5), conn.read(&mut buf)).await.expect("no answer").unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    assert!(closed_within(&mut conn, 5).await, "an idle kept-alive connection outlived the idle timeout");
+
+    let mut conn = TcpStream::connect(addr_of(&srv.url)).await.unwrap();
+    conn.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"")
+        .await
+        .unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(5), conn.read(&mut buf)).await.expect("no answer").unwrap();
+    let head = String::from_utf8_lossy(&buf[..n]);
+    assert!(head.starts_with("HTTP/1.1 4"), "a late body fails its request: {head}");
+}
+
+/// Malformed task ids never reach a store key and answer exactly like unknown ones.
+#[tokio::test]
+async fn malformed_task_ids_answer_like_unknown_ones() {
+    let srv = embedded(ServerConfig::default()).await;
+    let c = Client::new(&srv.url, tasks_caps());
+    let real = task_id(&c.call_tool("slow_compute", json!({ "seconds": 0 })).await);
+    let body = &real[4..];
+    for id in [
+        "tasks-conformance-nonexistent-12345".to_string(),
+        format!("p00.{}*", &body[..21]),
+        format!("p0.{body}"),
+        format!("p00.{{{}", &body[1..]),
+        "p00.AAAAAAAAAAAAAAAAAAAAAB".to_string(),
+    ] {
+        for method in ["tasks/get", "tasks/cancel"] {
+            let (status, e) = c.err(method, json!({ "taskId": id })).await;
+            assert_eq!((status, e["code"].as_i64()), (400, Some(-32602)), "{method} {id}: {e}");
+            assert_eq!(e["message"], "Unknown or inaccessible taskId", "{method} {id}");
+        }
+    }
+}
