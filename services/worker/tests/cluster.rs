@@ -47,10 +47,17 @@ impl Cluster {
     }
 
     async fn worker(&self, name: &str, lease_ms: u64, args: &[&str]) -> Pod {
+        self.faulty_worker(name, lease_ms, args, None).await
+    }
+
+    /// A worker with a `PRESA_FAULT` injected (see `crates/store-redis/src/work.rs`).
+    async fn faulty_worker(&self, name: &str, lease_ms: u64, args: &[&str], fault: Option<&str>) -> Pod {
         let lease = lease_ms.to_string();
         let mut all = vec!["--worker-id", name, "--lease-ms", &lease];
         all.extend_from_slice(args);
-        Pod::start(name, &worker_bin(), free_port(), &all, &self.env()).await
+        let mut env = self.env();
+        env.extend(fault.map(|f| ("PRESA_FAULT", f)));
+        Pod::start(name, &worker_bin(), free_port(), &all, &env).await
     }
 }
 
@@ -82,6 +89,72 @@ async fn sigkill_mid_run_completes_on_another_worker() {
     assert_eq!(done["result"]["content"][0]["text"], "Completed crash");
     // lease (2 s) + run (2 s) + claim polling and slack
     assert!(killed.elapsed() < Duration::from_secs(12), "recovery took {:?}", killed.elapsed());
+}
+
+/// Recovery bound, worst instant: a worker that dies right after work was
+/// delivered to it (woken from its blocking wait), before it claimed it.
+/// Another worker completes the task within one lease (2 s) plus slack, not
+/// after `max_lease` (10 minutes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_dying_between_delivery_and_claim_is_recovered_within_a_lease() {
+    let cluster = Cluster::new().await;
+    let api = cluster.api("api", &[]).await;
+    let mut w1 = cluster.faulty_worker("w1", 2000, &[], Some("exit-after-read")).await;
+    let c = Client::new(&api.url, tasks_caps());
+    let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": 0, "label": "unclaimed" })).await);
+    let status = w1.wait_exit(Duration::from_secs(10)).await;
+    assert_eq!(status.code(), Some(86), "w1 must die before claiming:\n{}", w1.log());
+    let died = Instant::now();
+    assert_eq!(c.get_task(&id).await["statusMessage"], "Task accepted", "nobody claimed it yet");
+    let w2 = cluster.worker("w2", 2000, &[]).await;
+    let done = c.wait_task_for(&id, "terminal", Duration::from_secs(30), is_terminal).await;
+    assert_eq!(done["status"], "completed", "{done}\nw2 log:\n{}", w2.log());
+    assert!(died.elapsed() < Duration::from_secs(15), "recovery took {:?} (lease 2 s)", died.elapsed());
+}
+
+/// Recovery bound, the recovering side: a worker that dies right after it
+/// took over a dead worker's lapsed work, before claiming it, leaves that
+/// work recoverable again one lease later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_dying_between_recovery_and_claim_is_recovered_within_a_lease() {
+    let cluster = Cluster::new().await;
+    let api = cluster.api("api", &[]).await;
+    let w1 = cluster.worker("w1", 3000, &[]).await;
+    let c = Client::new(&api.url, tasks_caps());
+    let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": 1, "label": "twice" })).await);
+    c.wait_task(&id, "running on w1", |t| t["statusMessage"].as_str().is_some_and(|m| m.starts_with("Computing")))
+        .await;
+    let mut w2 = cluster.faulty_worker("w2", 3000, &[], Some("exit-after-recover")).await;
+    w1.signal("KILL");
+    let status = w2.wait_exit(Duration::from_secs(15)).await;
+    assert_eq!(status.code(), Some(86), "w2 must die before claiming:\n{}", w2.log());
+    let died = Instant::now();
+    let w3 = cluster.worker("w3", 3000, &[]).await;
+    let done = c.wait_task_for(&id, "terminal", Duration::from_secs(30), is_terminal).await;
+    assert_eq!(done["status"], "completed", "{done}\nw3 log:\n{}", w3.log());
+    // one lease (3 s) + run (1 s) + slack
+    assert!(died.elapsed() < Duration::from_secs(15), "recovery took {:?} (lease 3 s)", died.elapsed());
+}
+
+/// Fencing at the read: a worker stalled between delivery and its claim for
+/// longer than a lease loses the entry to the worker that recovered it; when
+/// it resumes, its claim is refused and the outcome stands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reader_stalled_past_a_lease_loses_the_entry() {
+    let cluster = Cluster::new().await;
+    let api = cluster.api("api", &[]).await;
+    let w1 = cluster.faulty_worker("w1", 1500, &[], Some("stall-after-read:5000")).await;
+    let c = Client::new(&api.url, tasks_caps());
+    let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": 0, "label": "late" })).await);
+    let w2 = cluster.worker("w2", 1500, &[]).await;
+    let done = c.wait_task_for(&id, "terminal", Duration::from_secs(30), is_terminal).await;
+    assert_eq!(done["status"], "completed", "{done}\nw2 log:\n{}", w2.log());
+    // w1 resumes (5 s after its read) and must not claim or run the task.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(c.get_task(&id).await, done, "the late reader changed the task");
+    let log = w1.log();
+    assert!(log.contains("stalling before the claim"), "{log}");
+    assert!(!log.contains("task finished"), "the late reader ran the task:\n{log}");
 }
 
 /// An `input_required` task whose worker dies completes after one
