@@ -61,6 +61,9 @@ pub struct HttpConfig {
     pub authenticator: Arc<dyn Authenticator>,
     /// Readiness probe for `/readyz`.
     pub ready: Option<ReadyCheck>,
+    /// Liveness probe for `/healthz` (`false`: 503, restart this process;
+    /// `None`: always alive).
+    pub live: Option<ReadyCheck>,
     /// Serve `GET /metrics` with this renderer.
     pub metrics: Option<RenderMetrics>,
     /// Whether `/metrics` reads the work queue gauges from the store (off on
@@ -88,6 +91,7 @@ impl Default for HttpConfig {
             keep_alive: Duration::from_secs(15),
             authenticator: Arc::new(Anonymous),
             ready: None,
+            live: None,
             metrics: None,
             queue_metrics: true,
         }
@@ -114,7 +118,7 @@ pub fn router(server: Server, config: HttpConfig) -> Router {
     let app = App { server, config: Arc::new(config) };
     let router = Router::new()
         .route("/mcp", post(respond::post_mcp).get(method_not_allowed).delete(method_not_allowed))
-        .route("/healthz", get(|| async { "ok" }))
+        .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(app);
@@ -151,6 +155,21 @@ pub fn metrics_router(refresh: RefreshGauges, render: RenderMetrics) -> Router {
 
 async fn method_not_allowed() -> Response {
     (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")]).into_response()
+}
+
+async fn healthz(State(app): State<App>) -> Response {
+    liveness(app.config.live.as_ref()).await
+}
+
+/// `/healthz` from a liveness check: 200 `ok`, or 503 when the check says
+/// the process cannot reach a working store and should be restarted.
+pub async fn liveness(check: Option<&ReadyCheck>) -> Response {
+    match check {
+        Some(check) if !check().await => {
+            (StatusCode::SERVICE_UNAVAILABLE, "store unreachable for too long").into_response()
+        }
+        _ => (StatusCode::OK, "ok").into_response(),
+    }
 }
 
 async fn readyz(State(app): State<App>) -> Response {

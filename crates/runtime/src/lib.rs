@@ -88,6 +88,11 @@ pub struct RedisArgs {
     /// certificate, for `rediss://` URLs. Unset: the system's trusted roots.
     #[arg(long, env = "PRESA_REDIS_TLS_CA_FILE")]
     pub redis_tls_ca_file: Option<std::path::PathBuf>,
+
+    /// Liveness: `/healthz` answers 503 (so Kubernetes restarts the pod)
+    /// once Redis has not answered for this long, in ms; 0 never.
+    #[arg(long, env = "PRESA_STORE_LIVENESS_MS", default_value_t = 120_000)]
+    pub store_liveness_ms: u64,
 }
 
 /// The backend both store traits are served by, a readiness probe for it,
@@ -97,6 +102,9 @@ pub struct Storage {
     pub backend: Backend,
     /// `true` while the backend answers.
     pub ready: ReadyCheck,
+    /// `false` once the backend has not answered for longer than
+    /// `--store-liveness-ms` (the pod should be restarted).
+    pub live: ReadyCheck,
     /// Whether tasks survive this process (Redis) or not (memory).
     pub durable: bool,
 }
@@ -120,10 +128,13 @@ impl Storage {
     /// (finished ones included, until their TTL).
     pub fn memory(max_tasks: usize) -> Self {
         let mem = Arc::new(MemoryStore::new().with_max_tasks(max_tasks));
-        Storage { backend: Backend::new(mem), ready: Arc::new(|| async { true }.boxed()), durable: false }
+        let always: ReadyCheck = Arc::new(|| async { true }.boxed());
+        Storage { backend: Backend::new(mem), ready: always.clone(), live: always, durable: false }
     }
 
-    /// The Redis backend.
+    /// The Redis backend. Redis need not answer yet: the pod starts unready
+    /// (`ready` false, requests fail retryably) and serves once it answers;
+    /// only a bad configuration fails here.
     pub async fn redis(url: &str, args: &RedisArgs) -> Result<Self, StorageError> {
         let cfg = RedisConfig::new(url)
             .with_prefix(args.redis_prefix.clone())
@@ -131,13 +142,38 @@ impl Storage {
             .with_cluster(args.redis_cluster)
             .with_op_timeout(Duration::from_millis(args.redis_timeout_ms))
             .with_tls_ca_file(args.redis_tls_ca_file.clone());
-        let redis = Arc::new(RedisStore::connect(cfg).await?);
+        let redis = Arc::new(RedisStore::open(cfg)?);
+        if let Err(e) = redis.ensure_groups().await {
+            tracing::warn!(error = %e, "Redis does not answer yet: starting unready, serving once it does");
+        }
         let probe = redis.clone();
         let ready: ReadyCheck = Arc::new(move || {
             let r = probe.clone();
             async move { r.ping().await.is_ok() }.boxed()
         });
-        Ok(Storage { backend: Backend::new(redis), ready, durable: true })
+        let probe = redis.clone();
+        let limit = (args.store_liveness_ms > 0).then(|| Duration::from_millis(args.store_liveness_ms));
+        let live: ReadyCheck = Arc::new(move || {
+            let r = probe.clone();
+            async move {
+                match limit {
+                    // Silent for too long: one last round trip decides.
+                    Some(limit) if r.silent_for() > limit => {
+                        let alive = r.ping().await.is_ok();
+                        if !alive {
+                            tracing::error!(
+                                silent_ms = r.silent_for().as_millis() as u64,
+                                "Redis has not answered for longer than --store-liveness-ms: /healthz fails"
+                            );
+                        }
+                        alive
+                    }
+                    _ => true,
+                }
+            }
+            .boxed()
+        });
+        Ok(Storage { backend: Backend::new(redis), ready, live, durable: true })
     }
 
     /// Redis when `args.redis_url` is set, else memory capped at `memory_max_tasks`.

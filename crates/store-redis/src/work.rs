@@ -508,8 +508,10 @@ impl RedisStore {
 
     /// Create the consumer group on every partition stream (MKSTREAM; an
     /// existing group is fine). Reading from id 0 so entries added before a
-    /// lost group was re-created are still delivered.
-    pub(crate) async fn ensure_groups(&self) -> Result<(), RedisStoreError> {
+    /// lost group was re-created are still delivered. Claims call it
+    /// themselves when a group is missing; [`RedisStore::connect`] calls it
+    /// up front.
+    pub async fn ensure_groups(&self) -> Result<(), RedisStoreError> {
         let creates = (0..self.inner.keys.partitions()).map(|p| async move {
             let cmd = redis::cmd("XGROUP")
                 .arg("CREATE")

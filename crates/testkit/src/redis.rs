@@ -104,6 +104,21 @@ impl TestRedis {
         signal(pid, sig);
     }
 
+    /// Run `redis-cli` against the spawned server (as the default user);
+    /// its output, trimmed. Panics when it cannot run or reports an error.
+    pub fn cli(&self, args: &[&str]) -> String {
+        assert!(self.child.is_some() || self.dir.is_some(), "only a spawned server has redis-cli access here");
+        let cli = redis_server_binary().replace("redis-server", "redis-cli");
+        let out = Command::new(&cli)
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("running {cli}: {e}"));
+        let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert!(out.status.success() && !text.starts_with("ERR"), "redis-cli {args:?}: {text}");
+        text
+    }
+
     /// Stop the spawned server for good.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -80,10 +80,17 @@ async fn main() -> anyhow::Result<()> {
 
     let stop = CancellationToken::new();
     let ready = storage.ready.clone();
+    let live = storage.live.clone();
     let draining = stop.clone();
     let health = Router::new()
         .merge(presa_http::metrics_router(presa_http::refresh_queue_gauges(core.clone()), telemetry.metrics.clone()))
-        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/healthz",
+            get(move || {
+                let live = live.clone();
+                async move { presa_http::liveness(Some(&live)).await }
+            }),
+        )
         .route(
             "/readyz",
             get(move || {

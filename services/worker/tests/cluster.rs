@@ -14,6 +14,8 @@ use serde_json::{Value, json};
 struct Cluster {
     redis: TestRedis,
     prefix: String,
+    /// The URL pods use (the server's, or with a user's credentials).
+    url: String,
 }
 
 fn worker_bin() -> PathBuf {
@@ -26,17 +28,30 @@ fn api_bin() -> PathBuf {
 
 impl Cluster {
     async fn new() -> Cluster {
-        Cluster { redis: TestRedis::start().await, prefix: unique_prefix() }
+        let redis = TestRedis::start().await;
+        Cluster { url: redis.url().to_string(), redis, prefix: unique_prefix() }
     }
 
     /// A cluster on a private `redis-server` the test may stop or restart.
     fn with_private_redis() -> Cluster {
-        Cluster { redis: TestRedis::spawn(), prefix: unique_prefix() }
+        let redis = TestRedis::spawn();
+        Cluster { url: redis.url().to_string(), redis, prefix: unique_prefix() }
+    }
+
+    /// A private server whose pods log in as the ACL user `presa`.
+    fn with_acl_user() -> Cluster {
+        let redis = TestRedis::spawn();
+        redis.cli(&["ACL", "SETUSER", "presa", "on", ">presa-secret", "~*", "&*", "+@all"]);
+        Cluster {
+            url: format!("redis://presa:presa-secret@127.0.0.1:{}", redis.port()),
+            redis,
+            prefix: unique_prefix(),
+        }
     }
 
     fn env(&self) -> Vec<(&str, &str)> {
         vec![
-            ("PRESA_REDIS_URL", self.redis.url()),
+            ("PRESA_REDIS_URL", self.url.as_str()),
             ("PRESA_REDIS_PREFIX", self.prefix.as_str()),
             ("PRESA_STATE_SECRET", "cluster-test-secret"),
         ]
@@ -119,21 +134,22 @@ async fn worker_dying_between_delivery_and_claim_is_recovered_within_a_lease() {
 async fn worker_dying_between_recovery_and_claim_is_recovered_within_a_lease() {
     let cluster = Cluster::new().await;
     let api = cluster.api("api", &[]).await;
-    let w1 = cluster.worker("w1", 3000, &[]).await;
+    let w1 = cluster.worker("w1", 5000, &[]).await;
     let c = Client::new(&api.url, tasks_caps());
     let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": 1, "label": "twice" })).await);
     c.wait_task(&id, "running on w1", |t| t["statusMessage"].as_str().is_some_and(|m| m.starts_with("Computing")))
         .await;
-    let mut w2 = cluster.faulty_worker("w2", 3000, &[], Some("exit-after-recover")).await;
+    // w2 must be up before w1's lease lapses, even on a busy machine.
+    let mut w2 = cluster.faulty_worker("w2", 5000, &[], Some("exit-after-recover")).await;
     w1.signal("KILL");
-    let status = w2.wait_exit(Duration::from_secs(15)).await;
+    let status = w2.wait_exit(Duration::from_secs(20)).await;
     assert_eq!(status.code(), Some(86), "w2 must die before claiming:\n{}", w2.log());
     let died = Instant::now();
-    let w3 = cluster.worker("w3", 3000, &[]).await;
+    let w3 = cluster.worker("w3", 5000, &[]).await;
     let done = c.wait_task_for(&id, "terminal", Duration::from_secs(30), is_terminal).await;
     assert_eq!(done["status"], "completed", "{done}\nw3 log:\n{}", w3.log());
-    // one lease (3 s) + run (1 s) + slack
-    assert!(died.elapsed() < Duration::from_secs(15), "recovery took {:?} (lease 3 s)", died.elapsed());
+    // one lease (5 s) + run (1 s) + slack
+    assert!(died.elapsed() < Duration::from_secs(20), "recovery took {:?} (lease 5 s)", died.elapsed());
 }
 
 /// Fencing at the read: a worker stalled between delivery and its claim for
@@ -143,15 +159,18 @@ async fn worker_dying_between_recovery_and_claim_is_recovered_within_a_lease() {
 async fn reader_stalled_past_a_lease_loses_the_entry() {
     let cluster = Cluster::new().await;
     let api = cluster.api("api", &[]).await;
-    let w1 = cluster.faulty_worker("w1", 1500, &[], Some("stall-after-read:5000")).await;
+    // Stalled long enough for w2 to start and recover even on a busy machine.
+    let w1 = cluster.faulty_worker("w1", 1500, &[], Some("stall-after-read:10000")).await;
     let c = Client::new(&api.url, tasks_caps());
     let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": 0, "label": "late" })).await);
+    let created = Instant::now();
     let w2 = cluster.worker("w2", 1500, &[]).await;
     let done = c.wait_task_for(&id, "terminal", Duration::from_secs(30), is_terminal).await;
-    assert_eq!(done["status"], "completed", "{done}\nw2 log:\n{}", w2.log());
-    // w1 resumes (5 s after its read) and must not claim or run the task.
-    tokio::time::sleep(Duration::from_secs(6)).await;
-    assert_eq!(c.get_task(&id).await, done, "the late reader changed the task");
+    assert_eq!(done["status"], "completed", "{done}\nw2 log:\n{}\nw1 log:\n{}", w2.log(), w1.log());
+    // w1 resumes (10 s after its read) and must not claim or run the task.
+    tokio::time::sleep(Duration::from_secs(11).saturating_sub(created.elapsed())).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(c.get_task(&id).await, done, "the late reader changed the task\nw1 log:\n{}", w1.log());
     let log = w1.log();
     assert!(log.contains("stalling before the claim"), "{log}");
     assert!(!log.contains("task finished"), "the late reader ran the task:\n{log}");
@@ -313,6 +332,96 @@ async fn redis_outage_is_retryable_and_pods_recover() {
     // A restart that lost every key (no persistence): new work flows again.
     cluster.redis.restart();
     recover(&c, "after-restart").await;
+}
+
+/// A worker whose Redis user is removed (its connections are closed, every
+/// reconnect is refused) and restored recovers on its own: claims run again
+/// without a restart, as do the API pod's requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_redis_user_then_restored_pods_recover() {
+    let cluster = Cluster::with_acl_user();
+    let api = cluster.api("api", &["--redis-timeout-ms", "500"]).await;
+    let w = cluster.worker("w1", 2000, &["--redis-timeout-ms", "500"]).await;
+    let c = Client::new(&api.url, tasks_caps());
+    recover(&c, "before").await;
+
+    cluster.redis.cli(&["ACL", "DELUSER", "presa"]);
+    let (status, e) = c.send("tools/call", json!({ "name": "slow_compute", "arguments": { "seconds": 0 } })).await;
+    assert_eq!(status, 503, "{e}");
+    assert_eq!(e["error"]["data"]["retryable"], true, "{e}");
+    // Long enough for every connection to have been refused a few times.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    cluster.redis.cli(&["ACL", "SETUSER", "presa", "on", ">presa-secret", "~*", "&*", "+@all"]);
+    recover(&c, "after-acl").await;
+    assert_eq!(reqwest::get(format!("{}/readyz", w.base())).await.unwrap().status().as_u16(), 200);
+}
+
+/// Liveness: a pod whose Redis stops answering for longer than
+/// `--store-liveness-ms` fails `/healthz` (503, so Kubernetes restarts it);
+/// before that, and again once Redis answers, `/healthz` is 200.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_fails_after_store_liveness_and_recovers() {
+    let cluster = Cluster::with_private_redis();
+    let args = ["--redis-timeout-ms", "300", "--store-liveness-ms", "1500"];
+    let api = cluster.api("api", &args).await;
+    let w = cluster.worker("w1", 2000, &args).await;
+    let probes = [format!("{}/healthz", api.base()), format!("{}/healthz", w.base())];
+    for p in &probes {
+        assert_eq!(reqwest::get(p).await.unwrap().status().as_u16(), 200, "{p}");
+    }
+    cluster.redis.signal("STOP");
+    for p in &probes {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let status = reqwest::get(p).await.unwrap().status().as_u16();
+            if status == 503 {
+                break;
+            }
+            assert_eq!(status, 200);
+            assert!(Instant::now() < deadline, "{p} never failed with Redis stopped");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    cluster.redis.signal("CONT");
+    for p in &probes {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while reqwest::get(p).await.unwrap().status().as_u16() != 200 {
+            assert!(Instant::now() < deadline, "{p} never recovered");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let c = Client::new(&api.url, tasks_caps());
+    recover(&c, "alive").await;
+}
+
+/// Start unready, not dead: with Redis down both pods start, are alive
+/// (`/healthz` 200), unready (`/readyz` 503) and answer requests with a
+/// retryable -32603 (HTTP 503); they serve as soon as Redis answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_start_unready_with_redis_down_and_serve_once_it_answers() {
+    let mut cluster = Cluster::with_private_redis();
+    cluster.redis.kill();
+    let args = ["--redis-timeout-ms", "300"];
+    let api = Pod::start_unready("api", &api_bin(), free_port(), &args, &cluster.env()).await;
+    let mut wargs = vec!["--worker-id", "w1", "--lease-ms", "2000"];
+    wargs.extend_from_slice(&args);
+    let w = Pod::start_unready("w1", &worker_bin(), free_port(), &wargs, &cluster.env()).await;
+    for pod in [&api, &w] {
+        let r = reqwest::get(format!("{}/readyz", pod.base())).await.unwrap();
+        assert_eq!(r.status().as_u16(), 503, "{}", pod.name);
+    }
+    let c = Client::new(&api.url, tasks_caps());
+    let (status, e) = c.err("tools/call", json!({ "name": "slow_compute", "arguments": { "seconds": 0 } })).await;
+    assert_eq!(status, 503, "{e}");
+    assert_eq!(e["code"], -32603);
+    assert_eq!(e["data"]["retryable"], true);
+
+    cluster.redis.restart();
+    recover(&c, "after-start").await;
+    for pod in [&api, &w] {
+        let r = reqwest::get(format!("{}/readyz", pod.base())).await.unwrap();
+        assert_eq!(r.status().as_u16(), 200, "{}", pod.name);
+    }
 }
 
 /// Retry creating a task until the pods are back (20 s at most), then wait for it to complete.
