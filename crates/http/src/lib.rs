@@ -38,6 +38,10 @@ pub use auth::{Anonymous, Authenticator};
 /// Readiness probe: `true` when the process can serve (its store answers).
 pub type ReadyCheck = Arc<dyn Fn() -> BoxFuture<'static, bool> + Send + Sync>;
 
+/// What `/readyz` adds to its answer (for example a data loss the store
+/// detected); `None`: nothing to say.
+pub type ReadyDetail = Arc<dyn Fn() -> Option<String> + Send + Sync>;
+
 /// Renders the process's metrics in the Prometheus text format (for
 /// example `PrometheusHandle::render` of the recorder a binary installed).
 pub type RenderMetrics = Arc<dyn Fn() -> String + Send + Sync>;
@@ -61,6 +65,8 @@ pub struct HttpConfig {
     pub authenticator: Arc<dyn Authenticator>,
     /// Readiness probe for `/readyz`.
     pub ready: Option<ReadyCheck>,
+    /// Detail appended to `/readyz`'s answer.
+    pub ready_detail: Option<ReadyDetail>,
     /// Liveness probe for `/healthz` (`false`: 503, restart this process;
     /// `None`: always alive).
     pub live: Option<ReadyCheck>,
@@ -91,6 +97,7 @@ impl Default for HttpConfig {
             keep_alive: Duration::from_secs(15),
             authenticator: Arc::new(Anonymous),
             ready: None,
+            ready_detail: None,
             live: None,
             metrics: None,
             queue_metrics: true,
@@ -176,14 +183,21 @@ async fn readyz(State(app): State<App>) -> Response {
     if app.server.shutdown_token().is_cancelled() {
         return (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response();
     }
-    let ready = match &app.config.ready {
+    readiness(app.config.ready.as_ref(), app.config.ready_detail.as_ref()).await
+}
+
+/// `/readyz` from a readiness check: 200 `ready` or 503 `store
+/// unreachable`, each followed by `detail` when it has something to say.
+pub async fn readiness(check: Option<&ReadyCheck>, detail: Option<&ReadyDetail>) -> Response {
+    let ready = match check {
         Some(check) => check().await,
         None => true,
     };
-    if ready {
-        (StatusCode::OK, "ready").into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "store unreachable").into_response()
+    let (status, word) =
+        if ready { (StatusCode::OK, "ready") } else { (StatusCode::SERVICE_UNAVAILABLE, "store unreachable") };
+    match detail.and_then(|d| d()) {
+        Some(d) => (status, format!("{word}; {d}")).into_response(),
+        None => (status, word).into_response(),
     }
 }
 

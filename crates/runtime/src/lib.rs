@@ -9,7 +9,7 @@ pub mod config;
 use std::{sync::Arc, time::Duration};
 
 use futures::FutureExt;
-use presa_http::ReadyCheck;
+use presa_http::{ReadyCheck, ReadyDetail};
 use presa_store::{Backend, memory::MemoryStore};
 use presa_store_redis::{RedisConfig, RedisStore, RedisStoreError};
 
@@ -89,6 +89,11 @@ pub struct RedisArgs {
     #[arg(long, env = "PRESA_REDIS_TLS_CA_FILE")]
     pub redis_tls_ca_file: Option<std::path::PathBuf>,
 
+    /// How often the Redis epoch key is checked to detect a Redis that lost
+    /// its data (flushed, restarted empty), in ms; `/readyz` checks it too.
+    #[arg(long, env = "PRESA_STORE_EPOCH_CHECK_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(100..))]
+    pub store_epoch_check_ms: u64,
+
     /// Liveness: `/healthz` answers 503 (so Kubernetes restarts the pod)
     /// once Redis has not answered for this long, in ms; 0 never.
     #[arg(long, env = "PRESA_STORE_LIVENESS_MS", default_value_t = 120_000)]
@@ -102,6 +107,8 @@ pub struct Storage {
     pub backend: Backend,
     /// `true` while the backend answers.
     pub ready: ReadyCheck,
+    /// What `/readyz` adds: a data loss the store detected.
+    pub ready_detail: ReadyDetail,
     /// `false` once the backend has not answered for longer than
     /// `--store-liveness-ms` (the pod should be restarted).
     pub live: ReadyCheck,
@@ -129,7 +136,8 @@ impl Storage {
     pub fn memory(max_tasks: usize) -> Self {
         let mem = Arc::new(MemoryStore::new().with_max_tasks(max_tasks));
         let always: ReadyCheck = Arc::new(|| async { true }.boxed());
-        Storage { backend: Backend::new(mem), ready: always.clone(), live: always, durable: false }
+        let ready_detail: ReadyDetail = Arc::new(|| None);
+        Storage { backend: Backend::new(mem), ready: always.clone(), ready_detail, live: always, durable: false }
     }
 
     /// The Redis backend. Redis need not answer yet: the pod starts unready
@@ -146,11 +154,28 @@ impl Storage {
         if let Err(e) = redis.ensure_groups().await {
             tracing::warn!(error = %e, "Redis does not answer yet: starting unready, serving once it does");
         }
+        // Data-loss detection: the epoch is checked periodically and by
+        // every readiness probe (the round trip it needs anyway).
+        let watcher = Arc::downgrade(&redis);
+        let every = Duration::from_millis(args.store_epoch_check_ms);
+        tokio::spawn(async move {
+            loop {
+                let Some(r) = watcher.upgrade() else { break };
+                if let Err(e) = r.check_epoch().await {
+                    tracing::debug!(error = %e, "epoch check failed");
+                }
+                drop(r);
+                tokio::time::sleep(every).await;
+            }
+        });
         let probe = redis.clone();
         let ready: ReadyCheck = Arc::new(move || {
             let r = probe.clone();
-            async move { r.ping().await.is_ok() }.boxed()
+            async move { r.check_epoch().await.is_ok() }.boxed()
         });
+        let probe = redis.clone();
+        let ready_detail: ReadyDetail =
+            Arc::new(move || probe.lost().map(|loss| format!("{loss}; tasks created before are gone")));
         let probe = redis.clone();
         let limit = (args.store_liveness_ms > 0).then(|| Duration::from_millis(args.store_liveness_ms));
         let live: ReadyCheck = Arc::new(move || {
@@ -173,7 +198,7 @@ impl Storage {
             }
             .boxed()
         });
-        Ok(Storage { backend: Backend::new(redis), ready, live, durable: true })
+        Ok(Storage { backend: Backend::new(redis), ready, ready_detail, live, durable: true })
     }
 
     /// Redis when `args.redis_url` is set, else memory capped at `memory_max_tasks`.

@@ -38,6 +38,8 @@ pub(crate) struct Inner {
     pub(crate) target: Target,
     /// Rotates the partition order of reads, for fairness.
     pub(crate) rotate: AtomicUsize,
+    /// The epoch this process saw, and the last data loss it detected.
+    pub(crate) epoch: crate::epoch::EpochState,
     /// Cluster mode: woken by the partitions' wake channels.
     pub(crate) wakeups: tokio::sync::OnceCell<Arc<tokio::sync::Notify>>,
 }
@@ -75,6 +77,7 @@ impl RedisStore {
                 blocking,
                 rotate: AtomicUsize::new(0),
                 wakeups: tokio::sync::OnceCell::new(),
+                epoch: Default::default(),
                 cfg,
             }),
         };

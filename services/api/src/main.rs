@@ -136,6 +136,7 @@ async fn main() -> anyhow::Result<()> {
         allowed_origins: args.allowed_origins.clone(),
         max_body_bytes: args.max_body_bytes,
         ready: Some(storage.ready.clone()),
+        ready_detail: Some(storage.ready_detail.clone()),
         live: Some(storage.live.clone()),
         metrics: Some(telemetry.metrics.clone()),
         // With Redis, presa-worker pods report the shared work queue.

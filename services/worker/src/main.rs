@@ -6,7 +6,7 @@
 use std::{net::SocketAddr, time::Duration};
 
 use anyhow::{Context, bail};
-use axum::{Router, http::StatusCode, routing::get};
+use axum::{Router, http::StatusCode, response::IntoResponse, routing::get};
 use clap::Parser;
 use presa_runtime::{RedisArgs, Storage, shutdown_signal};
 use presa_server::{Core, ServerConfig, Worker, WorkerConfig};
@@ -81,6 +81,7 @@ async fn main() -> anyhow::Result<()> {
     let stop = CancellationToken::new();
     let ready = storage.ready.clone();
     let live = storage.live.clone();
+    let detail = storage.ready_detail.clone();
     let draining = stop.clone();
     let health = Router::new()
         .merge(presa_http::metrics_router(presa_http::refresh_queue_gauges(core.clone()), telemetry.metrics.clone()))
@@ -94,14 +95,12 @@ async fn main() -> anyhow::Result<()> {
         .route(
             "/readyz",
             get(move || {
-                let (ready, draining) = (ready.clone(), draining.clone());
+                let (ready, detail, draining) = (ready.clone(), detail.clone(), draining.clone());
                 async move {
                     if draining.is_cancelled() {
-                        (StatusCode::SERVICE_UNAVAILABLE, "draining")
-                    } else if ready().await {
-                        (StatusCode::OK, "ready")
+                        (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response()
                     } else {
-                        (StatusCode::SERVICE_UNAVAILABLE, "redis unreachable")
+                        presa_http::readiness(Some(&ready), Some(&detail)).await
                     }
                 }
             }),

@@ -424,6 +424,58 @@ async fn pods_start_unready_with_redis_down_and_serve_once_it_answers() {
     }
 }
 
+/// Data loss is visible: after a FLUSHALL, and again after a restart
+/// without persistence, both pods report it (`/readyz` detail, the
+/// `presa_store_data_loss_total` metric, an error log); the lost task stays
+/// unknown (never recreated) and new tasks run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_data_loss_is_detected_and_reported() {
+    let mut cluster = Cluster::with_private_redis();
+    let args = ["--store-epoch-check-ms", "200", "--redis-timeout-ms", "500"];
+    let api = cluster.api("api", &args).await;
+    let w = cluster.worker("w1", 2000, &args).await;
+    let c = Client::new(&api.url, tasks_caps());
+    let lost = recover(&c, "before").await;
+    for pod in [&api, &w] {
+        assert_eq!(reqwest::get(format!("{}/readyz", pod.base())).await.unwrap().text().await.unwrap(), "ready");
+    }
+
+    cluster.redis.cli(&["FLUSHALL"]);
+    wait_for_loss_count(&[&api, &w], 1).await;
+    let (status, e) = c.err("tasks/get", json!({ "taskId": lost })).await;
+    assert_eq!((status, e["code"].as_i64()), (400, Some(-32602)), "a lost task stays unknown: {e}");
+    recover(&c, "after-flush").await;
+
+    cluster.redis.restart();
+    wait_for_loss_count(&[&api, &w], 2).await;
+    recover(&c, "after-restart").await;
+    for pod in [&api, &w] {
+        let body = reqwest::get(format!("{}/readyz", pod.base())).await.unwrap().text().await.unwrap();
+        assert!(body.starts_with("ready; Redis lost its data"), "{}: {body}", pod.name);
+        assert!(pod.log().contains("Redis lost its data"), "{}:\n{}", pod.name, pod.log());
+    }
+}
+
+/// Wait (15 s at most) until every pod's `presa_store_data_loss_total` is `count`.
+async fn wait_for_loss_count(pods: &[&Pod], count: u64) {
+    for pod in pods {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let metrics = reqwest::get(format!("{}/metrics", pod.base())).await.unwrap().text().await.unwrap();
+            let seen = metrics
+                .lines()
+                .find_map(|l| l.strip_prefix("presa_store_data_loss_total "))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or(0.0);
+            if seen as u64 >= count {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{} never reported data loss #{count}:\n{}", pod.name, pod.log());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
 /// Retry creating a task until the pods are back (20 s at most), then wait for it to complete.
 async fn recover(c: &Client, label: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);
