@@ -476,6 +476,73 @@ async fn wait_for_loss_count(pods: &[&Pod], count: u64) {
     }
 }
 
+/// The durability promise, measured: with AOF `appendfsync everysec`, Redis
+/// SIGKILLed under a steady stream of creates and restarted from its AOF
+/// keeps every task whose create was acknowledged more than one second
+/// before the kill, and each of them runs to completion. (Later ones may be
+/// lost: that second is what `everysec` risks.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aof_everysec_keeps_tasks_acknowledged_a_second_before_redis_is_killed() {
+    let mut cluster = Cluster {
+        redis: TestRedis::spawn_with(&["--appendonly", "yes", "--appendfsync", "everysec"]),
+        prefix: unique_prefix(),
+        url: String::new(),
+    };
+    cluster.url = cluster.redis.url().to_string();
+    let args = ["--redis-timeout-ms", "500"];
+    let api = cluster.api("api", &args).await;
+    let _w = cluster.worker("w1", 2000, &args).await;
+    let c = Client::new(&api.url, tasks_caps());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let creator = {
+        let (c, stop) = (Client::new(&api.url, tasks_caps()), stop.clone());
+        tokio::spawn(async move {
+            let mut acked = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let (status, v) = c
+                    .send(
+                        "tools/call",
+                        json!({ "name": "slow_compute", "arguments": { "seconds": 0.3, "label": "aof" } }),
+                    )
+                    .await;
+                if status == 200 {
+                    acked.push((task_id(&v["result"]), Instant::now()));
+                } else {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+            acked
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let killed = Instant::now();
+    cluster.redis.restart();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let acked = creator.await.unwrap();
+    let promised: Vec<&String> =
+        acked.iter().filter(|(_, at)| *at + Duration::from_secs(1) < killed).map(|(id, _)| id).collect();
+    assert!(promised.len() >= 10, "too few creates before the kill: {}", promised.len());
+    for id in &promised {
+        let t = c.wait_task_for(id, "completed after the restart", Duration::from_secs(60), is_terminal).await;
+        assert_eq!(t["status"], "completed", "{t}");
+    }
+    let mut late = (0, 0);
+    for (id, at) in &acked {
+        if *at + Duration::from_secs(1) >= killed && *at < killed {
+            late.0 += 1;
+            late.1 += usize::from(c.send("tasks/get", json!({ "taskId": id })).await.0 == 200);
+        }
+    }
+    eprintln!(
+        "aof: {} creates acknowledged over 1 s before the kill, all completed; {} within its last second, {} of them kept",
+        promised.len(),
+        late.0,
+        late.1
+    );
+    assert!(!api.log().contains("Redis lost its data"), "an AOF restart is not a data loss:\n{}", api.log());
+}
+
 /// Retry creating a task until the pods are back (20 s at most), then wait for it to complete.
 async fn recover(c: &Client, label: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);
