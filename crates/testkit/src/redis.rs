@@ -91,7 +91,7 @@ impl TestRedis {
                         child: Some(child),
                         _container: None,
                         dir: Some(dir),
-                        extra: extra.iter().map(|a| a.to_string()).collect(),
+                        extra: extra.iter().map(ToString::to_string).collect(),
                     };
                 }
                 Err(e) => last_error = e,

@@ -81,6 +81,13 @@ fn task_id(created: &Value) -> String {
     created["taskId"].as_str().unwrap().to_string()
 }
 
+/// Create a `slow_compute` task and wait until a worker runs it; its id.
+async fn running(c: &Client, seconds: u64, label: &str) -> String {
+    let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": seconds, "label": label })).await);
+    c.wait_task(&id, "running", |t| t["statusMessage"].as_str().is_some_and(|m| m.starts_with("Computing"))).await;
+    id
+}
+
 fn is_terminal(t: &Value) -> bool {
     ["completed", "failed", "cancelled"].contains(&t["status"].as_str().unwrap_or_default())
 }
@@ -93,9 +100,7 @@ async fn sigkill_mid_run_completes_on_another_worker() {
     let api = cluster.api("api", &[]).await;
     let w1 = cluster.worker("w1", 2000, &[]).await;
     let c = Client::new(&api.url, tasks_caps());
-    let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": 2, "label": "crash" })).await);
-    c.wait_task(&id, "running on w1", |t| t["statusMessage"].as_str().is_some_and(|m| m.starts_with("Computing")))
-        .await;
+    let id = running(&c, 2, "crash").await;
     let w2 = cluster.worker("w2", 2000, &[]).await;
     w1.signal("KILL");
     let killed = Instant::now();
@@ -117,14 +122,32 @@ async fn worker_dying_between_delivery_and_claim_is_recovered_within_a_lease() {
     let mut w1 = cluster.faulty_worker("w1", 2000, &[], Some("exit-after-read")).await;
     let c = Client::new(&api.url, tasks_caps());
     let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": 0, "label": "unclaimed" })).await);
-    let status = w1.wait_exit(Duration::from_secs(10)).await;
-    assert_eq!(status.code(), Some(86), "w1 must die before claiming:\n{}", w1.log());
-    let died = Instant::now();
+    let died = died_before_claiming(&mut w1, Duration::from_secs(10)).await;
     assert_eq!(c.get_task(&id).await["statusMessage"], "Task accepted", "nobody claimed it yet");
-    let w2 = cluster.worker("w2", 2000, &[]).await;
-    let done = c.wait_task_for(&id, "terminal", Duration::from_secs(30), is_terminal).await;
-    assert_eq!(done["status"], "completed", "{done}\nw2 log:\n{}", w2.log());
-    assert!(died.elapsed() < Duration::from_secs(15), "recovery took {:?} (lease 2 s)", died.elapsed());
+    // one lease (2 s) + slack
+    completes_on_a_new_worker(&cluster, &c, &id, 2000, died, Duration::from_secs(15)).await;
+}
+
+/// Wait for a `PRESA_FAULT=exit-…` worker to exit at its fault point; when it did.
+async fn died_before_claiming(w: &mut Pod, within: Duration) -> Instant {
+    let status = w.wait_exit(within).await;
+    assert_eq!(status.code(), Some(86), "{} must die before claiming:\n{}", w.name, w.log());
+    Instant::now()
+}
+
+/// Start a fresh worker and check it completes `id` within `bound` of `died`.
+async fn completes_on_a_new_worker(
+    cluster: &Cluster,
+    c: &Client,
+    id: &str,
+    lease_ms: u64,
+    died: Instant,
+    bound: Duration,
+) {
+    let w = cluster.worker("rescuer", lease_ms, &[]).await;
+    let done = c.wait_task_for(id, "terminal", Duration::from_secs(30), is_terminal).await;
+    assert_eq!(done["status"], "completed", "{done}\nrescuer log:\n{}", w.log());
+    assert!(died.elapsed() < bound, "recovery took {:?} (lease {lease_ms} ms)", died.elapsed());
 }
 
 /// Recovery bound, the recovering side: a worker that dies right after it
@@ -136,20 +159,13 @@ async fn worker_dying_between_recovery_and_claim_is_recovered_within_a_lease() {
     let api = cluster.api("api", &[]).await;
     let w1 = cluster.worker("w1", 5000, &[]).await;
     let c = Client::new(&api.url, tasks_caps());
-    let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": 1, "label": "twice" })).await);
-    c.wait_task(&id, "running on w1", |t| t["statusMessage"].as_str().is_some_and(|m| m.starts_with("Computing")))
-        .await;
+    let id = running(&c, 1, "twice").await;
     // w2 must be up before w1's lease lapses, even on a busy machine.
     let mut w2 = cluster.faulty_worker("w2", 5000, &[], Some("exit-after-recover")).await;
     w1.signal("KILL");
-    let status = w2.wait_exit(Duration::from_secs(20)).await;
-    assert_eq!(status.code(), Some(86), "w2 must die before claiming:\n{}", w2.log());
-    let died = Instant::now();
-    let w3 = cluster.worker("w3", 5000, &[]).await;
-    let done = c.wait_task_for(&id, "terminal", Duration::from_secs(30), is_terminal).await;
-    assert_eq!(done["status"], "completed", "{done}\nw3 log:\n{}", w3.log());
+    let died = died_before_claiming(&mut w2, Duration::from_secs(20)).await;
     // one lease (5 s) + run (1 s) + slack
-    assert!(died.elapsed() < Duration::from_secs(20), "recovery took {:?} (lease 5 s)", died.elapsed());
+    completes_on_a_new_worker(&cluster, &c, &id, 5000, died, Duration::from_secs(20)).await;
 }
 
 /// Fencing at the read: a worker stalled between delivery and its claim for
@@ -237,9 +253,7 @@ async fn stalled_worker_cannot_overwrite_the_takeover_outcome() {
     let api = cluster.api("api", &[]).await;
     let w1 = cluster.worker("w1", 1500, &[]).await;
     let c = Client::new(&api.url, tasks_caps());
-    let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": 2, "label": "fence" })).await);
-    c.wait_task(&id, "running on w1", |t| t["statusMessage"].as_str().is_some_and(|m| m.starts_with("Computing")))
-        .await;
+    let id = running(&c, 2, "fence").await;
     w1.signal("STOP");
     let w2 = cluster.worker("w2", 1500, &[]).await;
     let done = c.wait_task_for(&id, "terminal", Duration::from_secs(20), is_terminal).await;
@@ -265,9 +279,7 @@ async fn sigterm_worker_hands_work_back_at_once() {
     let lease_ms = 60_000;
     let mut w1 = cluster.worker("w1", lease_ms, &["--grace-ms", "300"]).await;
     let c = Client::new(&api.url, tasks_caps());
-    let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": 2, "label": "handover" })).await);
-    c.wait_task(&id, "running on w1", |t| t["statusMessage"].as_str().is_some_and(|m| m.starts_with("Computing")))
-        .await;
+    let id = running(&c, 2, "handover").await;
     let _w2 = cluster.worker("w2", lease_ms, &[]).await;
     w1.signal("TERM");
     let stopped = Instant::now();
