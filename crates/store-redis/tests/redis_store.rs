@@ -454,6 +454,42 @@ async fn expired_tasks_leave_no_key_behind() {
     assert!(!c.exists::<_, bool>(&active).await.unwrap(), "the scope's set outlived its tasks");
 }
 
+/// A failover seen from the client: the server turns into a read-only
+/// replica (writes fail with a retryable READONLY) and back into a primary;
+/// the same store writes again without being re-created, and claims work.
+#[tokio::test]
+async fn readonly_after_a_failover_is_retryable_and_recovers() {
+    let redis = TestRedis::spawn();
+    let primary = TestRedis::spawn();
+    let store = RedisStore::connect(config(&redis).with_op_timeout(Duration::from_millis(500))).await.unwrap();
+    store.create(new_task(None), NO_LIMITS).await.unwrap();
+    redis.cli(&["REPLICAOF", "127.0.0.1", &primary.port().to_string()]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match store.create(new_task(None), NO_LIMITS).await {
+            Err(e) => {
+                assert!(e.is_retryable(), "{e}");
+                break;
+            }
+            Ok(_) => assert!(Instant::now() < deadline, "writes never failed on a replica"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    redis.cli(&["REPLICAOF", "NO", "ONE"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let task = loop {
+        match store.create(new_task(None), NO_LIMITS).await {
+            Ok(t) => break t,
+            Err(e) => assert!(Instant::now() < deadline, "never recovered: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // Its work is claimed like any other (the consumer groups are re-made
+    // if the replica sync dropped them).
+    let claims = store.claim("w", 16, LONG, PATIENCE).await.unwrap();
+    assert!(claims.iter().any(|c| c.task.id == task.id), "{claims:?}");
+}
+
 /// Whether `fut` finished (with anything) within `limit`.
 async fn finishes_within<T>(limit: Duration, fut: impl Future<Output = T>) -> T {
     let started = Instant::now();
