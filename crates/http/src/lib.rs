@@ -44,6 +44,10 @@ pub use serve::{ServeLimits, serve, serve_with};
 /// Readiness probe: `true` when the process can serve (its store answers).
 pub type ReadyCheck = Arc<dyn Fn() -> BoxFuture<'static, bool> + Send + Sync>;
 
+/// What `/readyz` adds to its answer (for example a data loss the store
+/// detected); `None`: nothing to say.
+pub type ReadyDetail = Arc<dyn Fn() -> Option<String> + Send + Sync>;
+
 /// Renders the process's metrics in the Prometheus text format (for
 /// example `PrometheusHandle::render` of the recorder a binary installed).
 pub type RenderMetrics = Arc<dyn Fn() -> String + Send + Sync>;
@@ -75,6 +79,11 @@ pub struct HttpConfig {
     pub resource_metadata: Option<ResourceMetadata>,
     /// Readiness probe for `/readyz`.
     pub ready: Option<ReadyCheck>,
+    /// Detail appended to `/readyz`'s answer.
+    pub ready_detail: Option<ReadyDetail>,
+    /// Liveness probe for `/healthz` (`false`: 503, restart this process;
+    /// `None`: always alive).
+    pub live: Option<ReadyCheck>,
     /// Serve `GET /metrics` with this renderer.
     pub metrics: Option<RenderMetrics>,
     /// Whether `/metrics` reads the work queue gauges from the store (off on
@@ -108,6 +117,8 @@ impl Default for HttpConfig {
             challenge: Challenge::default(),
             resource_metadata: None,
             ready: None,
+            ready_detail: None,
+            live: None,
             metrics: None,
             queue_metrics: true,
         }
@@ -135,7 +146,7 @@ pub fn router(server: Server, config: HttpConfig) -> Router {
     let app = App { server, config: Arc::new(config) };
     let router = Router::new()
         .route("/mcp", post(respond::post_mcp).get(method_not_allowed).delete(method_not_allowed))
-        .route("/healthz", get(|| async { "ok" }))
+        .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn_with_state(limit, serve::refuse_declared_oversize))
@@ -179,18 +190,40 @@ async fn method_not_allowed() -> Response {
     (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")]).into_response()
 }
 
+async fn healthz(State(app): State<App>) -> Response {
+    liveness(app.config.live.as_ref()).await
+}
+
+/// `/healthz` from a liveness check: 200 `ok`, or 503 when the check says
+/// the process cannot reach a working store and should be restarted.
+pub async fn liveness(check: Option<&ReadyCheck>) -> Response {
+    match check {
+        Some(check) if !check().await => {
+            (StatusCode::SERVICE_UNAVAILABLE, "store unreachable for too long").into_response()
+        }
+        _ => (StatusCode::OK, "ok").into_response(),
+    }
+}
+
 async fn readyz(State(app): State<App>) -> Response {
     if app.server.shutdown_token().is_cancelled() {
         return (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response();
     }
-    let ready = match &app.config.ready {
+    readiness(app.config.ready.as_ref(), app.config.ready_detail.as_ref()).await
+}
+
+/// `/readyz` from a readiness check: 200 `ready` or 503 `store
+/// unreachable`, each followed by `detail` when it has something to say.
+pub async fn readiness(check: Option<&ReadyCheck>, detail: Option<&ReadyDetail>) -> Response {
+    let ready = match check {
         Some(check) => check().await,
         None => true,
     };
-    if ready {
-        (StatusCode::OK, "ready").into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "store unreachable").into_response()
+    let (status, word) =
+        if ready { (StatusCode::OK, "ready") } else { (StatusCode::SERVICE_UNAVAILABLE, "store unreachable") };
+    match detail.and_then(|d| d()) {
+        Some(d) => (status, format!("{word}; {d}")).into_response(),
+        None => (status, word).into_response(),
     }
 }
 

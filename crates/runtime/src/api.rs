@@ -217,6 +217,8 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
         allowed_hosts: args.allowed_hosts.clone(),
         max_body_bytes: args.max_body_bytes,
         ready: Some(storage.ready.clone()),
+        ready_detail: Some(storage.ready_detail.clone()),
+        live: Some(storage.live.clone()),
         metrics: Some(telemetry.metrics.clone()),
         // With Redis, presa-worker pods report the shared work queue.
         queue_metrics: !storage.durable,

@@ -21,7 +21,7 @@ pub use worker::WorkerArgs;
 use std::{sync::Arc, time::Duration};
 
 use futures::FutureExt;
-use presa_http::ReadyCheck;
+use presa_http::{ReadyCheck, ReadyDetail};
 use presa_store::{Backend, memory::MemoryStore};
 use presa_store_redis::{RedisConfig, RedisStore, RedisStoreError};
 
@@ -100,6 +100,16 @@ pub struct RedisArgs {
     /// certificate, for `rediss://` URLs. Unset: the system's trusted roots.
     #[arg(long, env = "PRESA_REDIS_TLS_CA_FILE")]
     pub redis_tls_ca_file: Option<std::path::PathBuf>,
+
+    /// How often the Redis epoch key is checked to detect a Redis that lost
+    /// its data (flushed, restarted empty), in ms; `/readyz` checks it too.
+    #[arg(long, env = "PRESA_STORE_EPOCH_CHECK_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(100..))]
+    pub store_epoch_check_ms: u64,
+
+    /// Liveness: `/healthz` answers 503 (so Kubernetes restarts the pod)
+    /// once Redis has not answered for this long, in ms; 0 never.
+    #[arg(long, env = "PRESA_STORE_LIVENESS_MS", default_value_t = 120_000)]
+    pub store_liveness_ms: u64,
 }
 
 /// The backend both store traits are served by, a readiness probe for it,
@@ -109,6 +119,11 @@ pub struct Storage {
     pub backend: Backend,
     /// `true` while the backend answers.
     pub ready: ReadyCheck,
+    /// What `/readyz` adds: a data loss the store detected.
+    pub ready_detail: ReadyDetail,
+    /// `false` once the backend has not answered for longer than
+    /// `--store-liveness-ms` (the pod should be restarted).
+    pub live: ReadyCheck,
     /// Whether tasks survive this process (Redis) or not (memory).
     pub durable: bool,
 }
@@ -133,10 +148,14 @@ impl Storage {
     /// and `max_bytes` bytes of task records (finished ones included, until their TTL).
     pub fn memory(max_tasks: usize, max_bytes: usize) -> Self {
         let mem = Arc::new(MemoryStore::new().with_max_tasks(max_tasks).with_max_bytes(max_bytes));
-        Storage { backend: Backend::new(mem), ready: Arc::new(|| async { true }.boxed()), durable: false }
+        let always: ReadyCheck = Arc::new(|| async { true }.boxed());
+        let ready_detail: ReadyDetail = Arc::new(|| None);
+        Storage { backend: Backend::new(mem), ready: always.clone(), ready_detail, live: always, durable: false }
     }
 
-    /// The Redis backend.
+    /// The Redis backend. Redis need not answer yet: the pod starts unready
+    /// (`ready` false, requests fail retryably) and serves once it answers;
+    /// only a bad configuration fails here.
     pub async fn redis(url: &str, args: &RedisArgs) -> Result<Self, StorageError> {
         let cfg = RedisConfig::new(url)
             .with_prefix(args.redis_prefix.clone())
@@ -144,14 +163,56 @@ impl Storage {
             .with_cluster(args.redis_cluster)
             .with_op_timeout(Duration::from_millis(args.redis_timeout_ms))
             .with_tls_ca_file(args.redis_tls_ca_file.clone());
-        let redis = Arc::new(RedisStore::connect(cfg).await?);
+        let redis = Arc::new(RedisStore::open(cfg)?);
+        if let Err(e) = redis.ensure_groups().await {
+            tracing::warn!(error = %e, "Redis does not answer yet: starting unready, serving once it does");
+        }
+        // Data-loss detection: the epoch is checked periodically and by
+        // every readiness probe (the round trip it needs anyway).
+        let watcher = Arc::downgrade(&redis);
+        let every = Duration::from_millis(args.store_epoch_check_ms);
+        tokio::spawn(async move {
+            loop {
+                let Some(r) = watcher.upgrade() else { break };
+                if let Err(e) = r.check_epoch().await {
+                    tracing::debug!(error = %e, "epoch check failed");
+                }
+                drop(r);
+                tokio::time::sleep(every).await;
+            }
+        });
         let probe = redis.clone();
         let ready: ReadyCheck = Arc::new(move || {
             let r = probe.clone();
-            // Reachable and accepting writes (not at maxmemory).
-            async move { r.probe_write().await.is_ok() }.boxed()
+            // The epoch still ours (no data loss), and Redis accepting writes (not at maxmemory).
+            async move { r.check_epoch().await.is_ok() && r.probe_write().await.is_ok() }.boxed()
         });
-        Ok(Storage { backend: Backend::new(redis), ready, durable: true })
+        let probe = redis.clone();
+        let ready_detail: ReadyDetail =
+            Arc::new(move || probe.lost().map(|loss| format!("{loss}; tasks created before are gone")));
+        let probe = redis.clone();
+        let limit = (args.store_liveness_ms > 0).then(|| Duration::from_millis(args.store_liveness_ms));
+        let live: ReadyCheck = Arc::new(move || {
+            let r = probe.clone();
+            async move {
+                match limit {
+                    // Silent for too long: one last round trip decides.
+                    Some(limit) if r.silent_for() > limit => {
+                        let alive = r.ping().await.is_ok();
+                        if !alive {
+                            tracing::error!(
+                                silent_ms = r.silent_for().as_millis() as u64,
+                                "Redis has not answered for longer than --store-liveness-ms: /healthz fails"
+                            );
+                        }
+                        alive
+                    }
+                    _ => true,
+                }
+            }
+            .boxed()
+        });
+        Ok(Storage { backend: Backend::new(redis), ready, ready_detail, live, durable: true })
     }
 
     /// Redis when `args.redis_url` is set, else memory capped at

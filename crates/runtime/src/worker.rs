@@ -6,7 +6,7 @@
 
 use std::{net::SocketAddr, time::Duration};
 
-use axum::{Router, http::StatusCode, routing::get};
+use axum::{Router, http::StatusCode, response::IntoResponse, routing::get};
 use clap::Parser;
 use presa_server::{Core, ServerConfig, Worker, WorkerConfig};
 use presa_telemetry::LogFormat;
@@ -101,21 +101,27 @@ pub(crate) async fn run(app: Checked, args: WorkerArgs) -> Result<(), RuntimeErr
 
     let stop = CancellationToken::new();
     let ready = storage.ready.clone();
+    let live = storage.live.clone();
+    let detail = storage.ready_detail.clone();
     let draining = stop.clone();
     let health = Router::new()
         .merge(presa_http::metrics_router(presa_http::refresh_queue_gauges(core.clone()), telemetry.metrics.clone()))
-        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/healthz",
+            get(move || {
+                let live = live.clone();
+                async move { presa_http::liveness(Some(&live)).await }
+            }),
+        )
         .route(
             "/readyz",
             get(move || {
-                let (ready, draining) = (ready.clone(), draining.clone());
+                let (ready, detail, draining) = (ready.clone(), detail.clone(), draining.clone());
                 async move {
                     if draining.is_cancelled() {
-                        (StatusCode::SERVICE_UNAVAILABLE, "draining")
-                    } else if ready().await {
-                        (StatusCode::OK, "ready")
+                        (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response()
                     } else {
-                        (StatusCode::SERVICE_UNAVAILABLE, "redis unreachable")
+                        presa_http::readiness(Some(&ready), Some(&detail)).await
                     }
                 }
             }),

@@ -7,6 +7,10 @@
 -- for at least the horizon H (`max_lease`), so setting IDLE to H - lease
 -- makes the entry recoverable exactly when the lease ends.
 --
+-- Only the consumer the entry is pending for may claim it: once another
+-- worker recovered the entry (its reader stalled past one lease between
+-- delivery and this script), the late reader loses and drops it.
+--
 -- KEYS[1]: task hash       {prefix}:{pNN}:task:<id>
 -- KEYS[2]: work stream     {prefix}:{pNN}:work
 -- KEYS[3]: events channel  {prefix}:{pNN}:events:<id>
@@ -20,7 +24,8 @@
 -- ARGV[8]: idle time to set, ms (H - lease)
 -- ARGV[9]: publish command: "PUBLISH" (standalone) or "SPUBLISH" (cluster)
 -- Returns: {1} claimed; {-1} dropped (task terminal or gone: entry acked and
---          deleted; or the entry is no longer pending); {0, doc} when rev
+--          deleted; or the entry is no longer pending for this consumer);
+--          {0, doc} when rev
 --          moved (re-read and retry).
 
 local cur = redis.call('HMGET', KEYS[1], 'rev', 'status', 'doc')
@@ -33,11 +38,11 @@ end
 if cur[1] ~= ARGV[4] then
   return {0, cur[3]}
 end
-local taken = redis.call('XCLAIM', KEYS[2], ARGV[1], ARGV[3], 0, ARGV[2],
-  'IDLE', ARGV[8], 'JUSTID')
-if #taken == 0 then
+local pending = redis.call('XPENDING', KEYS[2], ARGV[1], ARGV[2], ARGV[2], 1)
+if #pending == 0 or pending[1][2] ~= ARGV[3] then
   return {-1}
 end
+redis.call('XCLAIM', KEYS[2], ARGV[1], ARGV[3], 0, ARGV[2], 'IDLE', ARGV[8], 'JUSTID')
 redis.call('HSET', KEYS[1], 'doc', ARGV[5], 'rev', ARGV[6], 'attempt', ARGV[7])
 redis.call(ARGV[9], KEYS[3], ARGV[5])
 return {1}

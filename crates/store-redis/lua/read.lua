@@ -1,8 +1,18 @@
 -- read.lua: read up to N new work entries for one consumer, partition after
 -- partition, in one round trip. (A plain multi-stream XREADGROUP applies
 -- COUNT per stream and would over-deliver up to N per partition.)
--- The keys span slots: standalone Redis only; cluster mode reads each
--- partition with its own XREADGROUP instead.
+-- With several keys it spans slots: standalone Redis only; cluster mode
+-- runs it once per partition (one key).
+--
+-- Every delivered entry gets its idle time set to H - lease in the same
+-- step (XCLAIM ... IDLE, same consumer), so an entry whose reader dies
+-- before `claim.lua` is recoverable one lease later, not after H: there is
+-- no instant at which a delivered entry sits at idle 0.
+--
+-- When it delivered fewer than N, every stream is drained, and it also
+-- returns each stream's last entry id: a blocking `XREAD` (not XREADGROUP:
+-- it delivers nothing, so a reader dying there loses nothing) from those ids
+-- wakes on exactly the entries added since.
 --
 -- Shares its loop with recover.lua on purpose: Redis runs each script
 -- alone (no includes), so the flat-array packing is written in both.
@@ -11,8 +21,11 @@
 -- ARGV[1]: consumer group
 -- ARGV[2]: consumer (the claiming worker)
 -- ARGV[3]: N, the most entries to read
--- Returns: a flat array {key index, entry id, task id, ...} (task id "" when
---          the entry has no `task` field).
+-- ARGV[4]: idle time to set on delivered entries, ms (H - lease)
+-- Returns: {entries, cursors}: entries a flat array {key index, entry id,
+--          task id, ...} (task id "" when the entry has no `task` field);
+--          cursors the last entry id of each stream ("0-0" when empty), or
+--          an empty array when N entries were delivered.
 
 local left = tonumber(ARGV[3])
 local out = {}
@@ -35,7 +48,16 @@ for i = 1, #KEYS do
       out[#out + 1] = entry[1]
       out[#out + 1] = task
       left = left - 1
+      redis.call('XCLAIM', KEYS[i], ARGV[1], ARGV[2], 0, entry[1],
+        'IDLE', ARGV[4], 'JUSTID')
     end
   end
 end
-return out
+local cursors = {}
+if left > 0 then
+  for i = 1, #KEYS do
+    local last = redis.call('XREVRANGE', KEYS[i], '+', '-', 'COUNT', 1)
+    cursors[i] = last[1] and last[1][1] or '0-0'
+  end
+end
+return {out, cursors}

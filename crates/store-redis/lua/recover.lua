@@ -1,7 +1,11 @@
 -- recover.lua: take over up to N work entries whose lease lapsed (idle for
 -- at least the horizon H), partition after partition, in one round trip.
--- The keys span slots: standalone Redis only; cluster mode sends each
--- partition its own XAUTOCLAIM instead.
+-- With several keys it spans slots: standalone Redis only; cluster mode
+-- runs it once per partition (one key).
+--
+-- XAUTOCLAIM resets an entry's idle time to 0; it is set to H - lease in the
+-- same step, so an entry whose recoverer dies before `claim.lua` is
+-- recoverable again one lease later (as in read.lua).
 --
 -- Shares its loop with read.lua on purpose: Redis runs each script alone
 -- (no includes), so the flat-array packing is written in both.
@@ -11,6 +15,7 @@
 -- ARGV[2]: consumer (the recovering worker)
 -- ARGV[3]: H, the min idle time in ms (`max_lease`)
 -- ARGV[4]: N, the most entries to take
+-- ARGV[5]: idle time to set on taken entries, ms (H - lease)
 -- Returns: a flat array {key index, entry id, task id, ...} (task id "" when
 --          the entry has no `task` field).
 
@@ -38,6 +43,8 @@ for i = 1, #KEYS do
       out[#out + 1] = entry[1]
       out[#out + 1] = task
       left = left - 1
+      redis.call('XCLAIM', KEYS[i], ARGV[1], ARGV[2], 0, entry[1],
+        'IDLE', ARGV[5], 'JUSTID')
     end
   end
 end

@@ -25,10 +25,9 @@ pub struct RedisConfig {
     pub op_timeout: Duration,
     /// Use the Redis Cluster client (sharded pub/sub, per-slot reads).
     pub cluster: bool,
-    /// Longest lease a claim or renewal can grant (longer ones are capped).
-    /// It is also how long work stays stuck if a worker dies in the few
-    /// milliseconds between receiving an entry and recording its claim.
-    /// Default 10 minutes.
+    /// Longest lease a claim or renewal can grant (longer ones are capped):
+    /// the recovery horizon of the work streams (see `work.rs`). Default
+    /// 10 minutes.
     pub max_lease: Duration,
     /// Most connections held at once by blocking work reads (one per
     /// concurrent `claim` that waits). Default 8.

@@ -5,10 +5,24 @@
 //! `XREADGROUP` would otherwise trip redis-rs' default 500 ms timeout, or hold
 //! up every command queued behind it on the shared connection).
 //!
+//! The command connection heals itself ([`Healing`]): it is opened lazily
+//! (a pod starts with Redis down and serves once it answers), and replaced
+//! by a fresh one after any error a new connection can cure (refused AUTH
+//! or ACL, `LOADING`, `READONLY` after a failover, `CLUSTERDOWN`, `MOVED`,
+//! I/O errors, a connection that stopped answering), so no error class
+//! leaves a pod wedged. It also records when Redis last answered, for the
+//! liveness probe.
+//!
 //! Also where every round trip gets its client span ([`traced`]), and where
 //! the URLs and TLS settings become clients ([`Endpoint`]).
 
-use std::time::Duration;
+use std::{
+    sync::{
+        Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
 
 use deadpool_redis::{Pool, PoolConfig, Runtime, Timeouts};
 use redis::{
@@ -141,6 +155,125 @@ pub(crate) async fn connect(cfg: &RedisConfig, endpoint: &Endpoint) -> Result<Co
     }
 }
 
+/// The command connection, (re)opened on demand: see the module docs.
+pub(crate) struct Healing {
+    cfg: RedisConfig,
+    endpoint: Endpoint,
+    current: Mutex<Option<Conn>>,
+    /// One (re)connect at a time; the others wait for its outcome (the
+    /// error of the last failed attempt, and how many attempts ended).
+    connecting: tokio::sync::Mutex<(u64, String)>,
+    /// Connect attempts ended (a copy of `connecting.0` readable without the lock).
+    attempts: AtomicU64,
+    /// When this process started (the base of `last_ok_ms`).
+    born: Instant,
+    /// Ms after `born` of the last successful round trip (0: none yet).
+    last_ok_ms: AtomicU64,
+}
+
+impl std::fmt::Debug for Healing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Healing").field("current", &self.current.lock().ok().map(|c| c.is_some())).finish()
+    }
+}
+
+impl Healing {
+    /// Nothing is opened yet: the first command connects.
+    pub(crate) fn new(cfg: &RedisConfig, endpoint: &Endpoint) -> Healing {
+        Healing {
+            cfg: cfg.clone(),
+            endpoint: endpoint.clone(),
+            current: Mutex::new(None),
+            connecting: tokio::sync::Mutex::new((0, String::new())),
+            attempts: AtomicU64::new(0),
+            born: Instant::now(),
+            last_ok_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn cached(&self) -> Option<Conn> {
+        self.current.lock().ok().and_then(|c| c.clone())
+    }
+
+    /// The current connection, or a new one (failing within about `op_timeout`).
+    pub(crate) async fn get(&self) -> Result<Conn, RedisStoreError> {
+        if let Some(c) = self.cached() {
+            return Ok(c);
+        }
+        let seen = self.attempts.load(Ordering::Acquire);
+        let mut last = self.connecting.lock().await;
+        if let Some(c) = self.cached() {
+            return Ok(c);
+        }
+        if last.0 != seen {
+            // An attempt failed while this command waited: share its outcome
+            // rather than queue one more connect timeout per waiting command.
+            return Err(RedisStoreError::Unreachable(last.1.clone()));
+        }
+        let attempt = connect(&self.cfg, &self.endpoint).await;
+        last.0 += 1;
+        self.attempts.store(last.0, Ordering::Release);
+        let conn = attempt.inspect_err(|e| last.1 = e.to_string())?;
+        if let Ok(mut cur) = self.current.lock() {
+            *cur = Some(conn.clone());
+        }
+        tracing::info!("redis command connection open");
+        Ok(conn)
+    }
+
+    /// Record how a round trip on the connection ended: success moves the
+    /// liveness clock; an error a new connection can cure drops this one.
+    pub(crate) fn record<T>(&self, result: &Result<T, RedisStoreError>) {
+        match result {
+            Ok(_) => {
+                let ms = (self.born.elapsed().as_millis() as u64).max(1);
+                self.last_ok_ms.fetch_max(ms, Ordering::Relaxed);
+            }
+            Err(e) if self.cured_by_reconnect(e) => {
+                if let Ok(mut cur) = self.current.lock()
+                    && cur.take().is_some()
+                {
+                    tracing::warn!(error = %e, "dropping the redis command connection; the next command opens a new one");
+                }
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// How long since Redis last answered a round trip (since start-up
+    /// when it never did).
+    pub(crate) fn silent_for(&self) -> Duration {
+        let last = Duration::from_millis(self.last_ok_ms.load(Ordering::Relaxed));
+        self.born.elapsed().saturating_sub(last)
+    }
+
+    fn cured_by_reconnect(&self, e: &RedisStoreError) -> bool {
+        match e {
+            // Slow or gone: only when nothing answered for a while (a slow
+            // Redis under load must not make every pod reconnect).
+            RedisStoreError::Timeout(_) => self.silent_for() > self.cfg.op_timeout * 2,
+            RedisStoreError::Redis(r) => curable(r),
+            RedisStoreError::Unreachable(_)
+            | RedisStoreError::Pool(_)
+            | RedisStoreError::Config(_)
+            | RedisStoreError::Corrupt(_) => false,
+        }
+    }
+}
+
+/// Whether a fresh connection may cure this error.
+pub(crate) fn curable(r: &redis::RedisError) -> bool {
+    const CODES: [&str; 9] =
+        ["NOAUTH", "WRONGPASS", "NOPERM", "LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "MOVED", "TRYAGAIN"];
+    r.kind() == redis::ErrorKind::AuthenticationFailed
+        || r.code().is_some_and(|c| CODES.contains(&c))
+        || r.is_io_error()
+        || r.is_connection_dropped()
+        || r.is_connection_refusal()
+        || r.is_timeout()
+        || r.is_unrecoverable_error()
+}
+
 /// The pool of dedicated connections for blocking reads (standalone only).
 pub(crate) fn blocking_pool(cfg: &RedisConfig, endpoint: &Endpoint) -> Result<Pool, RedisStoreError> {
     let conn_config = AsyncConnectionConfig::new()
@@ -265,6 +398,7 @@ fn error_type(e: &RedisStoreError) -> Option<&str> {
             None if r.is_io_error() || r.is_connection_dropped() || r.is_connection_refusal() => Some("io"),
             None => Some("client"),
         },
+        RedisStoreError::Unreachable(_) => Some("unreachable"),
         RedisStoreError::Pool(_) => Some("pool"),
         RedisStoreError::Config(_) => Some("config"),
         RedisStoreError::Corrupt(_) => Some("corrupt"),

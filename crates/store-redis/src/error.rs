@@ -16,6 +16,10 @@ pub enum RedisStoreError {
     /// Redis did not answer in time (unreachable, overloaded, partitioned).
     #[error("redis did not answer within {0:?}")]
     Timeout(Duration),
+    /// Connecting failed a moment ago (another command's attempt, shared by
+    /// the commands that waited for it).
+    #[error("redis unreachable: {0}")]
+    Unreachable(String),
     /// No connection could be taken from the blocking-read pool.
     #[error("redis connection pool: {0}")]
     Pool(String),

@@ -102,6 +102,14 @@ impl Keys {
         format!("{}:ready", self.prefix)
     }
 
+    /// `{prefix}:epoch` — string: a random value written once by the first
+    /// pod to find it missing; a pod that saw another value (or none where
+    /// it saw one) knows Redis lost its data ([`crate::RedisStore::check_epoch`]).
+    /// The one key that never expires (a few bytes).
+    pub fn epoch(&self) -> String {
+        format!("{}:epoch", self.prefix)
+    }
+
     /// `{prefix}:bus` — pub/sub channel: server-wide events ([`presa_store::EventBus`]).
     pub fn bus(&self) -> String {
         format!("{}:bus", self.prefix)

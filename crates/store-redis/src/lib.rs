@@ -57,6 +57,7 @@
 //! which are at debug level. Pub/sub reconnects are logged (warn) and counted
 //! in [`RECONNECTS_METRIC`].
 
+mod epoch;
 pub mod keys;
 
 mod config;
@@ -73,6 +74,13 @@ mod work;
 /// (`pubsub`: the pub/sub hub re-connected and re-subscribed). Listed with
 /// presa's other series in `presa-telemetry`.
 pub const RECONNECTS_METRIC: &str = "presa_redis_reconnects_total";
+
+/// Counter (`metrics` facade) of detected losses of Redis's data (the epoch
+/// key vanished or changed: a flush, or a restart without persistence).
+/// Listed with presa's other series in `presa-telemetry`.
+pub const DATA_LOSS_METRIC: &str = "presa_store_data_loss_total";
+
+pub use epoch::Epoch;
 
 pub use config::RedisConfig;
 pub use error::RedisStoreError;

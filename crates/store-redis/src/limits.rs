@@ -15,7 +15,9 @@
 //! - a crash (or an ambiguous timeout) between admission and creation leaves a
 //!   member without a task;
 //! - a crash between a terminal CAS and the removal leaves a finished member;
-//! - an expired task stays a member (Redis reaps the hash, not the member).
+//! - an expired task stays a member (Redis reaps the hash, not the member),
+//!   until the set itself expires: `admit.lua` keeps the set's expiry at the
+//!   latest of its tasks' (so a scope whose tasks all expired leaves no key).
 //!
 //! So when a create is refused, [`RedisStore::admit`] first *repairs* the set:
 //! it reads each member's task and drops members that are terminal, expired,
@@ -47,7 +49,12 @@ impl RedisStore {
 
     async fn try_admit(&self, task: &Task, limit: u64) -> Result<bool, RedisStoreError> {
         let mut inv = scripts::ADMIT.prepare_invoke();
-        inv.key(self.inner.keys.scope_active(&task.scope)).arg(limit).arg(task.id.as_str()).arg(now_ms());
+        let expire_at = task.expires_at_ms().map(|ms| ms.to_string()).unwrap_or_default();
+        inv.key(self.inner.keys.scope_active(&task.scope))
+            .arg(limit)
+            .arg(task.id.as_str())
+            .arg(now_ms())
+            .arg(expire_at);
         let admitted: i64 = self.invoke(&inv).await?;
         Ok(admitted == 1)
     }

@@ -14,7 +14,7 @@ use redis::{Cmd, FromRedisValue, Value};
 
 use crate::{
     RedisConfig, RedisStoreError,
-    conn::{Conn, Endpoint, Target, Verbosity, command_name, connect, traced},
+    conn::{Endpoint, Healing, Target, Verbosity, command_name, traced},
     hub::Hub,
     keys::Keys,
     scripts::{self, Invocation},
@@ -30,7 +30,7 @@ pub struct RedisStore {
 pub(crate) struct Inner {
     pub(crate) cfg: RedisConfig,
     pub(crate) keys: Keys,
-    pub(crate) conn: Conn,
+    pub(crate) conn: Healing,
     /// Dedicated connections for blocking reads (standalone only).
     pub(crate) blocking: Option<deadpool_redis::Pool>,
     pub(crate) hub: Hub,
@@ -38,6 +38,8 @@ pub(crate) struct Inner {
     pub(crate) target: Target,
     /// Rotates the partition order of reads, for fairness.
     pub(crate) rotate: AtomicUsize,
+    /// The epoch this process saw, and the last data loss it detected.
+    pub(crate) epoch: crate::epoch::EpochState,
     /// Cluster mode: woken by the partitions' wake channels.
     pub(crate) wakeups: tokio::sync::OnceCell<Arc<tokio::sync::Notify>>,
 }
@@ -45,15 +47,26 @@ pub(crate) struct Inner {
 impl RedisStore {
     /// Connect, and make sure every partition stream has its consumer group.
     /// Fails within about `op_timeout` when Redis is unreachable.
+    /// Use [`open`](Self::open) to start without Redis.
+    pub async fn connect(cfg: RedisConfig) -> Result<RedisStore, RedisStoreError> {
+        let store = Self::open(cfg)?;
+        store.ensure_groups().await?;
+        Ok(store)
+    }
+
+    /// The store, without reaching Redis yet (only a bad configuration
+    /// fails): the first command connects, and every command after a lost
+    /// connection reconnects. For pods that start unready while Redis is
+    /// down; the consumer groups are made by the first claim that misses them.
     ///
     /// `rediss://` uses rustls with the *ring* provider, installed here as
     /// the process default unless the process installed one already.
-    pub async fn connect(cfg: RedisConfig) -> Result<RedisStore, RedisStoreError> {
+    pub fn open(cfg: RedisConfig) -> Result<RedisStore, RedisStoreError> {
         cfg.validate()?;
         // redis-rs builds its TLS config from the process-default provider.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let endpoint = Endpoint::resolve(&cfg)?;
-        let conn = connect(&cfg, &endpoint).await?;
+        let conn = Healing::new(&cfg, &endpoint);
         let blocking = if cfg.cluster { None } else { Some(crate::conn::blocking_pool(&cfg, &endpoint)?) };
         let store = RedisStore {
             inner: Arc::new(Inner {
@@ -64,10 +77,10 @@ impl RedisStore {
                 blocking,
                 rotate: AtomicUsize::new(0),
                 wakeups: tokio::sync::OnceCell::new(),
+                epoch: Default::default(),
                 cfg,
             }),
         };
-        store.ensure_groups().await?;
         Ok(store)
     }
 
@@ -93,8 +106,10 @@ impl RedisStore {
         self.query::<Value>(Verbosity::Debug, &probe).await.map(|_| ())
     }
 
-    pub(crate) fn conn(&self) -> Conn {
-        self.inner.conn.clone()
+    /// How long since Redis last answered one of this store's commands
+    /// (since the store was opened when it never did): the liveness signal.
+    pub fn silent_for(&self) -> std::time::Duration {
+        self.inner.conn.silent_for()
     }
 
     pub(crate) fn op_timeout(&self) -> std::time::Duration {
@@ -115,17 +130,22 @@ impl RedisStore {
     /// Run a script invocation bounded by `op_timeout`, in a
     /// `redis EVALSHA <script>` span.
     pub(crate) async fn invoke<T: FromRedisValue>(&self, inv: &Invocation<'_>) -> Result<T, RedisStoreError> {
-        let mut c = self.conn();
+        let mut c = self.inner.conn.get().await?;
         let (lua, limit) = (inv.lua, self.op_timeout());
-        traced(&self.inner.target, lua.verbosity, "EVALSHA", Some(lua.name), limit, inv.invoke_async(&mut c)).await
+        let r =
+            traced(&self.inner.target, lua.verbosity, "EVALSHA", Some(lua.name), limit, inv.invoke_async(&mut c)).await;
+        self.inner.conn.record(&r);
+        r
     }
 
     /// Run a command on the shared connection bounded by `op_timeout`, in a
     /// `redis <COMMAND>` span.
     pub(crate) async fn query<T: FromRedisValue>(&self, verbosity: Verbosity, cmd: &Cmd) -> Result<T, RedisStoreError> {
-        let mut c = self.conn();
+        let mut c = self.inner.conn.get().await?;
         let name = command_name(cmd);
-        traced(&self.inner.target, verbosity, &name, None, self.op_timeout(), cmd.query_async(&mut c)).await
+        let r = traced(&self.inner.target, verbosity, &name, None, self.op_timeout(), cmd.query_async(&mut c)).await;
+        self.inner.conn.record(&r);
+        r
     }
 
     /// The stored task (any scope); `None` when gone or expired.

@@ -6,18 +6,27 @@
 //! becomes recoverable exactly when the holder's lease ends, whatever lease
 //! the recovering worker asks for. No extra key is needed.
 //!
-//! - **claim**: new entries first (`XREADGROUP … >` over every partition,
-//!   without blocking), then entries whose lease lapsed (`XAUTOCLAIM`); when
-//!   there is neither, wait for new entries with a blocking `XREADGROUP` on a
-//!   dedicated connection, in slices so lapsed leases are noticed during a
-//!   long wait. Every delivered entry goes through `claim.lua`, which bumps the
-//!   task's fencing `attempt` (and `rev`), sets the lease and publishes the
-//!   snapshot, or drops the entry when the task is terminal or gone.
-//!   `deliveries` is the bumped attempt: every claim of the task's one work
-//!   entry counts. A worker dying between receiving an entry and running
-//!   `claim.lua` leaves it at idle ≈ 0, recoverable after H.
-//!   On a Redis Cluster one XREADGROUP cannot span slots, so partitions are
-//!   read one command each, and a waiting claim sleeps until a partition's
+//! - **claim**: new entries first (`read.lua`: `XREADGROUP … >` over every
+//!   partition, without blocking), then entries whose lease lapsed
+//!   (`recover.lua`: `XAUTOCLAIM`); when there is neither, wait for new
+//!   entries with a blocking `XREAD` (which delivers nothing) on a dedicated
+//!   connection, from the cursors `read.lua` returned, in slices so lapsed
+//!   leases are noticed during a long wait. Every delivered entry goes
+//!   through `claim.lua`, which bumps the task's fencing `attempt` (and
+//!   `rev`), sets the lease and publishes the snapshot, or drops the entry
+//!   when the task is terminal or gone. `deliveries` is the bumped attempt:
+//!   every claim of the task's one work entry counts.
+//! - **recovery bound**: an entry is never pending at idle ≈ 0. `read.lua`
+//!   and `recover.lua` set the idle time of what they deliver to H − lease in
+//!   the same step, and `claim.lua` only claims an entry still pending for
+//!   its own consumer. So whatever instant a worker dies at (after the read,
+//!   before the claim, while holding a lease, while waiting), each entry it
+//!   held is recoverable at most one lease after its last read, claim or
+//!   renewal, and a reader that stalled past that lease loses the entry to
+//!   the recoverer (and a recoverer that wins bumps the attempt, fencing
+//!   off any writes of an older holder).
+//!   On a Redis Cluster one script cannot span slots, so partitions are
+//!   read one script each, and a waiting claim sleeps until a partition's
 //!   sharded wake channel pings (`create.lua` and `release.lua` publish it),
 //!   re-reading at least every second.
 //! - **renew**: `renew.lua` sets the idle time to H − lease again, if the stored
@@ -39,10 +48,7 @@ use std::{
 use futures::{StreamExt, future::join_all};
 use presa_store::{Claim, PartitionStats, TaskId, util::now_ms};
 use presa_tasks::{Event, apply};
-use redis::{
-    Value,
-    streams::{StreamAutoClaimReply, StreamId, StreamReadReply},
-};
+use redis::Value;
 use tokio::sync::Notify;
 
 use crate::{
@@ -97,17 +103,18 @@ impl RedisStore {
             if let Some(n) = woken.as_mut().as_pin_mut() {
                 n.enable();
             }
-            let fresh = match self.read_new(worker, max - out.len()).await {
+            let (fresh, cursors) = match self.read_new(worker, max - out.len(), lease).await {
                 // The groups were lost (e.g. Redis restarted empty): make them again.
                 Err(e) if is_nogroup(&e) => {
                     self.ensure_groups().await?;
-                    self.read_new(worker, max - out.len()).await?
+                    self.read_new(worker, max - out.len(), lease).await?
                 }
                 other => other?,
             };
+            fault_point(Fault::AfterRead, &fresh).await;
             self.take(worker, fresh, max, lease, &mut out).await?;
             if out.len() < max {
-                let lapsed = match self.recover(worker, max - out.len()).await {
+                let lapsed = match self.recover(worker, max - out.len(), lease).await {
                     Err(e) if is_nogroup(&e) => {
                         self.ensure_groups().await?;
                         Vec::new()
@@ -119,6 +126,7 @@ impl RedisStore {
                     }
                     other => other?,
                 };
+                fault_point(Fault::AfterRecover, &lapsed).await;
                 self.take(worker, lapsed, max, lease, &mut out).await?;
             }
             let now = Instant::now();
@@ -137,16 +145,10 @@ impl RedisStore {
                 }
                 continue;
             }
-            let fresh = match self.wait_new(worker, max, slice).await {
-                Err(e) if is_nogroup(&e) => {
-                    self.ensure_groups().await?;
-                    Vec::new()
-                }
-                other => other?,
-            };
-            self.take(worker, fresh, max, lease, &mut out).await?;
-            if !out.is_empty() {
-                return Ok(out);
+            // No cursors: the read was full but every entry was dropped
+            // (tasks gone): read again at once.
+            if !cursors.is_empty() {
+                self.wait_new(&cursors, slice).await?;
             }
         }
     }
@@ -184,57 +186,88 @@ impl RedisStore {
         (0..n).map(|i| (start as u16 + i) % n).collect()
     }
 
-    /// Up to `count` new entries, without blocking.
-    async fn read_new(&self, worker: &str, count: usize) -> Result<Vec<Entry>, RedisStoreError> {
+    /// Up to `count` new entries, without blocking (`read.lua`: delivered
+    /// entries are recoverable one `lease` later even if never claimed),
+    /// and, when the streams are drained (standalone only), each stream's
+    /// cursor for [`wait_new`](Self::wait_new).
+    async fn read_new(
+        &self,
+        worker: &str,
+        count: usize,
+        lease: Duration,
+    ) -> Result<(Vec<Entry>, Vec<(u16, String)>), RedisStoreError> {
         let parts = self.rotated_partitions();
+        let idle = self.lease_idle(lease);
         if self.inner.cfg.cluster {
-            // One XREADGROUP per partition: keys of different slots cannot
-            // share one. Over-delivered entries are handed back by `take`.
-            let reads = parts.iter().map(|p| {
-                let cmd = xreadgroup(worker, count, None, &[self.inner.keys.work(*p)]);
-                async move { self.query::<Option<StreamReadReply>>(Verbosity::Debug, &cmd).await }
+            // One script per partition: keys of different slots cannot share
+            // one. Over-delivered entries are handed back by `take`.
+            let reads = parts.iter().map(|p| async move {
+                let (flat, _) = self.read_script(&[*p], worker, count, idle).await?;
+                flat_entries(&[*p], flat)
             });
             let (mut entries, mut failure) = (Vec::new(), None);
             for reply in join_all(reads).await {
                 match reply {
-                    Ok(reply) => entries.extend(self.entries(reply)),
+                    Ok(e) => entries.extend(e),
                     Err(e) => failure = Some(e),
                 }
             }
-            return delivered(entries, failure);
+            return delivered(entries, failure).map(|e| (e, Vec::new()));
         }
-        let mut inv = scripts::READ.prepare_invoke();
-        for p in &parts {
-            inv.key(self.inner.keys.work(*p));
+        let (flat, cursors) = self.read_script(&parts, worker, count, idle).await?;
+        let entries = flat_entries(&parts, flat)?;
+        if cursors.len() != parts.len() {
+            return Ok((entries, Vec::new()));
         }
-        inv.arg(GROUP).arg(worker).arg(count);
-        let flat: Vec<Value> = self.invoke(&inv).await?;
-        flat_entries(&parts, flat)
+        Ok((entries, parts.into_iter().zip(cursors).collect()))
     }
 
-    /// Wait up to `slice` for new entries: a blocking XREADGROUP over every
-    /// partition on a dedicated connection (it returns the entries of the one
-    /// stream that woke it, at most `count`).
-    async fn wait_new(&self, worker: &str, count: usize, slice: Duration) -> Result<Vec<Entry>, RedisStoreError> {
+    async fn read_script(
+        &self,
+        parts: &[u16],
+        worker: &str,
+        count: usize,
+        idle: u64,
+    ) -> Result<(Vec<Value>, Vec<String>), RedisStoreError> {
+        let mut inv = scripts::READ.prepare_invoke();
+        for p in parts {
+            inv.key(self.inner.keys.work(*p));
+        }
+        inv.arg(GROUP).arg(worker).arg(count).arg(idle);
+        self.invoke(&inv).await
+    }
+
+    /// Wait up to `slice` for entries added after `cursors` (from a drained
+    /// [`read_new`](Self::read_new)): a blocking `XREAD` over every partition
+    /// on a dedicated connection. It only wakes the claim, which then reads
+    /// with `read.lua`: nothing is delivered here, so a worker dying while it
+    /// waits (or right after) leaves no entry behind.
+    async fn wait_new(&self, cursors: &[(u16, String)], slice: Duration) -> Result<(), RedisStoreError> {
         let Some(pool) = &self.inner.blocking else {
-            return Ok(Vec::new());
+            return Ok(());
         };
         let mut conn = match pool.get().await {
             Ok(conn) => conn,
             Err(deadpool_redis::PoolError::Timeout(_)) => {
                 // Every blocking connection is busy: poll instead.
                 tokio::time::sleep(slice.min(CLUSTER_POLL)).await;
-                return Ok(Vec::new());
+                return Ok(());
             }
             Err(deadpool_redis::PoolError::Backend(e)) => return Err(e.into()),
             Err(e) => return Err(RedisStoreError::Pool(e.to_string())),
         };
-        let keys: Vec<String> = self.rotated_partitions().iter().map(|p| self.inner.keys.work(*p)).collect();
-        let cmd = xreadgroup(worker, count, Some(slice), &keys);
+        let mut cmd = redis::cmd("XREAD");
+        cmd.arg("COUNT").arg(1).arg("BLOCK").arg(slice.as_millis().max(1) as u64).arg("STREAMS");
+        for (p, _) in cursors {
+            cmd.arg(self.inner.keys.work(*p));
+        }
+        for (_, cursor) in cursors {
+            cmd.arg(cursor);
+        }
         let limit = slice + self.op_timeout();
-        let reply = cmd.query_async::<Option<StreamReadReply>>(&mut *conn);
-        match traced(&self.inner.target, Verbosity::Debug, "XREADGROUP", None, limit, reply).await {
-            Ok(reply) => Ok(self.entries(reply)),
+        let reply = cmd.query_async::<Value>(&mut *conn);
+        match traced(&self.inner.target, Verbosity::Debug, "XREAD", None, limit, reply).await {
+            Ok(_) => Ok(()),
             Err(e) => {
                 // The reply may still be on its way: never reuse this connection.
                 drop(deadpool_redis::Connection::take(conn));
@@ -243,53 +276,28 @@ impl RedisStore {
         }
     }
 
-    fn entries(&self, reply: Option<StreamReadReply>) -> Vec<Entry> {
-        let Some(reply) = reply else {
-            return Vec::new();
-        };
-        reply
-            .keys
-            .into_iter()
-            .filter_map(|k| {
-                let p = self.partition_of_stream(&k.key)?;
-                Some(k.ids.into_iter().map(move |e| entry(p, e)))
-            })
-            .flatten()
-            .collect()
-    }
-
-    fn partition_of_stream(&self, key: &str) -> Option<u16> {
-        (0..self.inner.keys.partitions()).find(|p| self.inner.keys.work(*p) == key)
-    }
-
-    /// Up to `count` entries whose lease lapsed (idle for at least H).
-    async fn recover(&self, worker: &str, count: usize) -> Result<Vec<Entry>, RedisStoreError> {
+    /// Up to `count` entries whose lease lapsed (idle for at least H),
+    /// taken with `recover.lua` (recoverable again one `lease` later if
+    /// never claimed).
+    async fn recover(&self, worker: &str, count: usize, lease: Duration) -> Result<Vec<Entry>, RedisStoreError> {
         let min_idle = self.inner.cfg.max_lease.as_millis() as u64;
-        let parts = self.rotated_partitions();
-        if !self.inner.cfg.cluster {
+        let idle = self.lease_idle(lease);
+        let run = |parts: Vec<u16>| async move {
             let mut inv = scripts::RECOVER.prepare_invoke();
             for p in &parts {
                 inv.key(self.inner.keys.work(*p));
             }
-            inv.arg(GROUP).arg(worker).arg(min_idle).arg(count);
+            inv.arg(GROUP).arg(worker).arg(min_idle).arg(count).arg(idle);
             let flat: Vec<Value> = self.invoke(&inv).await?;
-            return flat_entries(&parts, flat);
+            flat_entries(&parts, flat)
+        };
+        let parts = self.rotated_partitions();
+        if !self.inner.cfg.cluster {
+            return run(parts).await;
         }
-        let claims = parts.into_iter().map(|p| async move {
-            let cmd = redis::cmd("XAUTOCLAIM")
-                .arg(self.inner.keys.work(p))
-                .arg(GROUP)
-                .arg(worker)
-                .arg(min_idle)
-                .arg("0-0")
-                .arg("COUNT")
-                .arg(count)
-                .to_owned();
-            let reply: StreamAutoClaimReply = self.query(Verbosity::Debug, &cmd).await?;
-            Ok::<_, RedisStoreError>(reply.claimed.into_iter().map(move |e| entry(p, e)))
-        });
+        // One script per partition: keys of different slots cannot share one.
         let (mut entries, mut failure) = (Vec::new(), None);
-        for r in join_all(claims).await {
+        for r in join_all(parts.into_iter().map(|p| run(vec![p]))).await {
             match r {
                 Ok(e) => entries.extend(e),
                 Err(e) => failure = Some(e),
@@ -500,8 +508,10 @@ impl RedisStore {
 
     /// Create the consumer group on every partition stream (MKSTREAM; an
     /// existing group is fine). Reading from id 0 so entries added before a
-    /// lost group was re-created are still delivered.
-    pub(crate) async fn ensure_groups(&self) -> Result<(), RedisStoreError> {
+    /// lost group was re-created are still delivered. Claims call it
+    /// themselves when a group is missing; [`RedisStore::connect`] calls it
+    /// up front.
+    pub async fn ensure_groups(&self) -> Result<(), RedisStoreError> {
         let creates = (0..self.inner.keys.partitions()).map(|p| async move {
             let cmd = redis::cmd("XGROUP")
                 .arg("CREATE")
@@ -517,11 +527,6 @@ impl RedisStore {
         });
         join_all(creates).await.into_iter().collect()
     }
-}
-
-fn entry(partition: u16, e: StreamId) -> Entry {
-    let task = e.get::<String>("task");
-    Entry { partition, id: e.id, task }
 }
 
 /// What per-partition reads delivered: entries some partitions handed to this
@@ -560,16 +565,46 @@ fn is_nogroup(e: &RedisStoreError) -> bool {
     matches!(e, RedisStoreError::Redis(r) if r.code() == Some("NOGROUP"))
 }
 
-/// `XREADGROUP GROUP workers <worker> COUNT n [BLOCK ms] STREAMS k… > …`
-fn xreadgroup(worker: &str, count: usize, block: Option<Duration>, keys: &[String]) -> redis::Cmd {
-    let mut cmd = redis::cmd("XREADGROUP");
-    cmd.arg("GROUP").arg(GROUP).arg(worker).arg("COUNT").arg(count);
-    if let Some(b) = block {
-        cmd.arg("BLOCK").arg(b.as_millis().max(1) as u64);
+/// Where a test injects a fault (`PRESA_FAULT`): right after new entries
+/// were delivered to this process (`…-after-read`), or after it took over
+/// lapsed entries (`…-after-recover`), before `claim.lua` runs: the worst
+/// instant for the recovery bound. `exit-after-read` exits the process
+/// (code 86); `stall-after-read:<ms>` stalls the claim that long first (a
+/// GC pause). Unset in production.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    AfterRead,
+    AfterRecover,
+}
+
+async fn fault_point(at: Fault, delivered: &[Entry]) {
+    static FAULT: std::sync::LazyLock<Option<(Fault, Option<Duration>)>> = std::sync::LazyLock::new(|| {
+        let spec = std::env::var("PRESA_FAULT").ok()?;
+        let (what, ms) = spec.split_once(':').map_or((spec.as_str(), None), |(w, ms)| (w, ms.parse().ok()));
+        let (action, place) = what.split_once("-after-")?;
+        let at = match place {
+            "read" => Fault::AfterRead,
+            "recover" => Fault::AfterRecover,
+            _ => return None,
+        };
+        match action {
+            "exit" => Some((at, None)),
+            "stall" => Some((at, Some(Duration::from_millis(ms.unwrap_or(1000))))),
+            _ => None,
+        }
+    });
+    let Some((fault, stall)) = *FAULT else { return };
+    if fault != at || delivered.is_empty() {
+        return;
     }
-    cmd.arg("STREAMS").arg(keys);
-    for _ in keys {
-        cmd.arg(">");
+    match stall {
+        Some(pause) => {
+            tracing::warn!(?at, ?pause, entries = delivered.len(), "PRESA_FAULT: stalling before the claim");
+            tokio::time::sleep(pause).await;
+        }
+        None => {
+            tracing::error!(?at, entries = delivered.len(), "PRESA_FAULT: exiting before the claim");
+            std::process::exit(86);
+        }
     }
-    cmd
 }

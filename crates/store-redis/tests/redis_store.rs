@@ -401,6 +401,96 @@ async fn the_scope_limit_repairs_members_that_no_longer_count() {
     assert!(matches!(store.create(new_task(None), zero).await, Err(StoreError::Capacity { .. })));
 }
 
+/// Bounded growth: tasks in every state (completed, cancelled, running,
+/// never claimed), under a per-scope limit, leave no key behind once their
+/// TTL passed and workers drained the streams: SCAN of the prefix finds only
+/// the (empty) partition streams and the epoch key.
+#[tokio::test]
+async fn expired_tasks_leave_no_key_behind() {
+    let redis = TestRedis::start().await;
+    let store = store_on(&redis).await;
+    store.check_epoch().await.unwrap();
+    let limits = CreateLimits { max_active_per_scope: Some(100), max_bytes_per_scope: None };
+    let ttl = 1500;
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        tasks.push(store.create(new_task(Some(ttl)), limits).await.unwrap());
+    }
+    // Two completed, two cancelled, two claimed and abandoned, two never claimed.
+    let claims = store.claim("w", 4, Duration::from_secs(1), PATIENCE).await.unwrap();
+    assert_eq!(claims.len(), 4);
+    for c in &claims[..2] {
+        let done = next(&c.task, Event::Complete(json!({"content": []})));
+        assert!(matches!(store.transition(&done, c.writer()).await.unwrap(), Cas::Applied(_)));
+        store.remove_work(c).await.unwrap();
+    }
+    let claimed: HashSet<_> = claims.iter().map(|c| c.task.id.clone()).collect();
+    for t in tasks.iter().filter(|t| !claimed.contains(&t.id)).take(2) {
+        let cancelled = next(t, Event::Cancel);
+        assert!(matches!(store.transition(&cancelled, Writer::Client).await.unwrap(), Cas::Applied(_)));
+    }
+    let mut c = raw(&redis).await;
+    let prefix = format!("{}:*", store.keys().prefix());
+    let active = store.keys().scope_active(&owner());
+    assert!(c.exists::<_, bool>(&active).await.unwrap(), "the scope's set exists while its tasks live");
+
+    tokio::time::sleep(Duration::from_millis(ttl + 500)).await;
+    // Workers drain what is left (entries of expired tasks are dropped).
+    assert!(store.claim("w2", 16, LONG, Duration::ZERO).await.unwrap().is_empty());
+    let scanned: Vec<redis::RedisResult<String>> = c.scan_match::<_, String>(&prefix).await.unwrap().collect().await;
+    let mut leftover: Vec<String> = scanned.into_iter().collect::<Result<_, _>>().unwrap();
+    leftover.sort();
+    let streams: HashSet<String> = store.keys().all_work().into_iter().collect();
+    let epoch = store.keys().epoch();
+    for key in &leftover {
+        if streams.contains(key) {
+            // A partition stream: kept, but empty (abandoned leases lapsed,
+            // so their entries were recovered and dropped too).
+            let len: usize = c.xlen(key).await.unwrap();
+            assert_eq!(len, 0, "{key} still holds work");
+        } else {
+            assert_eq!(key, &epoch, "leftover key: {key} (all: {leftover:?})");
+        }
+    }
+    assert!(!c.exists::<_, bool>(&active).await.unwrap(), "the scope's set outlived its tasks");
+}
+
+/// A failover seen from the client: the server turns into a read-only
+/// replica (writes fail with a retryable READONLY) and back into a primary;
+/// the same store writes again without being re-created, and claims work.
+#[tokio::test]
+async fn readonly_after_a_failover_is_retryable_and_recovers() {
+    let redis = TestRedis::spawn();
+    let primary = TestRedis::spawn();
+    let store = RedisStore::connect(config(&redis).with_op_timeout(Duration::from_millis(500))).await.unwrap();
+    store.create(new_task(None), NO_LIMITS).await.unwrap();
+    redis.cli(&["REPLICAOF", "127.0.0.1", &primary.port().to_string()]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match store.create(new_task(None), NO_LIMITS).await {
+            Err(e) => {
+                assert!(e.is_retryable(), "{e}");
+                break;
+            }
+            Ok(_) => assert!(Instant::now() < deadline, "writes never failed on a replica"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    redis.cli(&["REPLICAOF", "NO", "ONE"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let task = loop {
+        match store.create(new_task(None), NO_LIMITS).await {
+            Ok(t) => break t,
+            Err(e) => assert!(Instant::now() < deadline, "never recovered: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // Its work is claimed like any other (the consumer groups are re-made
+    // if the replica sync dropped them).
+    let claims = store.claim("w", 16, LONG, PATIENCE).await.unwrap();
+    assert!(claims.iter().any(|c| c.task.id == task.id), "{claims:?}");
+}
+
 /// Whether `fut` finished (with anything) within `limit`.
 async fn finishes_within<T>(limit: Duration, fut: impl Future<Output = T>) -> T {
     let started = Instant::now();

@@ -37,6 +37,9 @@ pub const WORK_OLDEST_PENDING_AGE: &str = "presa_work_oldest_pending_age_seconds
 /// Redis reconnects, by `connection` (`pubsub`: the pub/sub hub re-connected and re-subscribed).
 /// Recorded by `presa-store-redis` (its `RECONNECTS_METRIC`).
 pub const REDIS_RECONNECTS: &str = "presa_redis_reconnects_total";
+/// Detected losses of Redis's data (its epoch key vanished or changed).
+/// Recorded by `presa-store-redis` (its `DATA_LOSS_METRIC`).
+pub const STORE_DATA_LOSS: &str = "presa_store_data_loss_total";
 
 #[cfg(feature = "exporters")]
 mod recorder {
@@ -109,6 +112,7 @@ mod recorder {
             "Age since enqueue of the oldest delivered, unfinished work item, by partition (0 when none)."
         );
         describe_counter!(REDIS_RECONNECTS, "Redis reconnects, by connection (pubsub).");
+        describe_counter!(STORE_DATA_LOSS, "Detected losses of Redis's data (epoch key vanished or changed).");
     }
 }
 

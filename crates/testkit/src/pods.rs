@@ -27,6 +27,16 @@ impl Pod {
     /// Start `binary` with `args` and `env`, listening on `listen`; wait until
     /// `GET http://<listen>/readyz` answers 200 (20 s at most).
     pub async fn start(name: &str, binary: &Path, listen: u16, args: &[&str], env: &[(&str, &str)]) -> Pod {
+        Self::launch(name, binary, listen, args, env, "/readyz").await
+    }
+
+    /// Like [`start`](Self::start), but wait only until `/healthz` answers
+    /// 200: for a pod expected to start unready (its Redis down).
+    pub async fn start_unready(name: &str, binary: &Path, listen: u16, args: &[&str], env: &[(&str, &str)]) -> Pod {
+        Self::launch(name, binary, listen, args, env, "/healthz").await
+    }
+
+    async fn launch(name: &str, binary: &Path, listen: u16, args: &[&str], env: &[(&str, &str)], probe: &str) -> Pod {
         assert!(binary.is_file(), "{} is not built: run `cargo build -p {}`", binary.display(), binary_name(binary));
         let dir = tempfile::tempdir().expect("temp dir");
         let log = dir.path().join(format!("{name}.log"));
@@ -46,7 +56,7 @@ impl Pod {
         let mut pod = Pod { name: name.into(), url, child: Some(child), log, _dir: dir };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if let Ok(r) = reqwest::get(format!("{base}/readyz")).await
+            if let Ok(r) = reqwest::get(format!("{base}{probe}")).await
                 && r.status().is_success()
             {
                 return pod;
@@ -57,6 +67,11 @@ impl Pod {
             assert!(Instant::now() < deadline, "{name} never became ready:\n{}", pod.log());
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// The base URL of its probes and metrics (`http://127.0.0.1:<port>`).
+    pub fn base(&self) -> String {
+        self.url.trim_end_matches("/mcp").to_string()
     }
 
     /// The process id.

@@ -30,6 +30,8 @@ pub struct TestRedis {
     /// Kept alive for the test; dropping it stops the container.
     _container: Option<ContainerAsync<Redis>>,
     dir: Option<tempfile::TempDir>,
+    /// Extra `redis-server` arguments of a spawned server, kept for restarts.
+    extra: Vec<String>,
 }
 
 /// Whether a Docker engine is likely to answer (a socket or `DOCKER_HOST`).
@@ -44,7 +46,7 @@ impl TestRedis {
         if let Ok(url) = std::env::var("PRESA_TEST_REDIS_URL")
             && !url.is_empty()
         {
-            return TestRedis { port: 0, url, child: None, _container: None, dir: None };
+            return TestRedis { port: 0, url, child: None, _container: None, dir: None, extra: Vec::new() };
         }
         if docker_engine_present() {
             match Redis::default().with_tag("7.2").start().await {
@@ -52,7 +54,14 @@ impl TestRedis {
                     let host = container.get_host().await.map_or_else(|_| "127.0.0.1".into(), |h| h.to_string());
                     if let Ok(port) = container.get_host_port_ipv4(6379).await {
                         let url = format!("redis://{host}:{port}");
-                        return TestRedis { port, url, child: None, _container: Some(container), dir: None };
+                        return TestRedis {
+                            port,
+                            url,
+                            child: None,
+                            _container: Some(container),
+                            dir: None,
+                            extra: Vec::new(),
+                        };
                     }
                 }
                 Err(e) => eprintln!("testcontainers could not start redis:7.2 ({e}); spawning redis-server instead"),
@@ -63,11 +72,18 @@ impl TestRedis {
 
     /// Always a private, spawned `redis-server` (for tests that stop or kill it).
     pub fn spawn() -> TestRedis {
+        Self::spawn_with(&[])
+    }
+
+    /// A private `redis-server` with `extra` arguments (kept across
+    /// [`restart`](Self::restart)s), e.g. AOF persistence:
+    /// `["--appendonly", "yes", "--appendfsync", "everysec"]`.
+    pub fn spawn_with(extra: &[&str]) -> TestRedis {
         let mut last_error = String::new();
         for _ in 0..5 {
             let port = free_port();
             let dir = tempfile::tempdir().expect("temp dir");
-            match spawn_server(dir.path(), port, &[]) {
+            match spawn_server(dir.path(), port, extra) {
                 Ok(child) => {
                     return TestRedis {
                         url: format!("redis://127.0.0.1:{port}"),
@@ -75,6 +91,7 @@ impl TestRedis {
                         child: Some(child),
                         _container: None,
                         dir: Some(dir),
+                        extra: extra.iter().map(ToString::to_string).collect(),
                     };
                 }
                 Err(e) => last_error = e,
@@ -104,6 +121,21 @@ impl TestRedis {
         signal(pid, sig);
     }
 
+    /// Run `redis-cli` against the spawned server (as the default user);
+    /// its output, trimmed. Panics when it cannot run or reports an error.
+    pub fn cli(&self, args: &[&str]) -> String {
+        assert!(self.child.is_some() || self.dir.is_some(), "only a spawned server has redis-cli access here");
+        let cli = redis_server_binary().replace("redis-server", "redis-cli");
+        let out = Command::new(&cli)
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("running {cli}: {e}"));
+        let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert!(out.status.success() && !text.starts_with("ERR"), "redis-cli {args:?}: {text}");
+        text
+    }
+
     /// Stop the spawned server for good.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -112,13 +144,16 @@ impl TestRedis {
         }
     }
 
-    /// Kill the spawned server and start an empty one on the same port.
+    /// SIGKILL the spawned server and start it again on the same port and
+    /// directory: empty, or with what its persistence (see
+    /// [`spawn_with`](Self::spawn_with)) had written.
     pub fn restart(&mut self) {
         self.kill();
         let dir = self.dir.as_ref().expect("a spawned server").path().to_path_buf();
+        let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            match spawn_server(&dir, self.port, &[]) {
+            match spawn_server(&dir, self.port, &extra) {
                 Ok(child) => {
                     self.child = Some(child);
                     return;

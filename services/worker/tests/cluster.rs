@@ -14,6 +14,8 @@ use serde_json::{Value, json};
 struct Cluster {
     redis: TestRedis,
     prefix: String,
+    /// The URL pods use (the server's, or with a user's credentials).
+    url: String,
 }
 
 fn worker_bin() -> PathBuf {
@@ -26,17 +28,30 @@ fn api_bin() -> PathBuf {
 
 impl Cluster {
     async fn new() -> Cluster {
-        Cluster { redis: TestRedis::start().await, prefix: unique_prefix() }
+        let redis = TestRedis::start().await;
+        Cluster { url: redis.url().to_string(), redis, prefix: unique_prefix() }
     }
 
     /// A cluster on a private `redis-server` the test may stop or restart.
     fn with_private_redis() -> Cluster {
-        Cluster { redis: TestRedis::spawn(), prefix: unique_prefix() }
+        let redis = TestRedis::spawn();
+        Cluster { url: redis.url().to_string(), redis, prefix: unique_prefix() }
+    }
+
+    /// A private server whose pods log in as the ACL user `presa`.
+    fn with_acl_user() -> Cluster {
+        let redis = TestRedis::spawn();
+        redis.cli(&["ACL", "SETUSER", "presa", "on", ">presa-secret", "~*", "&*", "+@all"]);
+        Cluster {
+            url: format!("redis://presa:presa-secret@127.0.0.1:{}", redis.port()),
+            redis,
+            prefix: unique_prefix(),
+        }
     }
 
     fn env(&self) -> Vec<(&str, &str)> {
         vec![
-            ("PRESA_REDIS_URL", self.redis.url()),
+            ("PRESA_REDIS_URL", self.url.as_str()),
             ("PRESA_REDIS_PREFIX", self.prefix.as_str()),
             ("PRESA_STATE_SECRET", "cluster-test-secret"),
         ]
@@ -47,16 +62,30 @@ impl Cluster {
     }
 
     async fn worker(&self, name: &str, lease_ms: u64, args: &[&str]) -> Pod {
+        self.faulty_worker(name, lease_ms, args, None).await
+    }
+
+    /// A worker with a `PRESA_FAULT` injected (see `crates/store-redis/src/work.rs`).
+    async fn faulty_worker(&self, name: &str, lease_ms: u64, args: &[&str], fault: Option<&str>) -> Pod {
         let lease = lease_ms.to_string();
         let mut all = vec!["--worker-id", name, "--lease-ms", &lease];
         all.extend_from_slice(args);
-        Pod::start(name, &worker_bin(), free_port(), &all, &self.env()).await
+        let mut env = self.env();
+        env.extend(fault.map(|f| ("PRESA_FAULT", f)));
+        Pod::start(name, &worker_bin(), free_port(), &all, &env).await
     }
 }
 
 fn task_id(created: &Value) -> String {
     assert_eq!(created["resultType"], "task", "{created}");
     created["taskId"].as_str().unwrap().to_string()
+}
+
+/// Create a `slow_compute` task and wait until a worker runs it; its id.
+async fn running(c: &Client, seconds: u64, label: &str) -> String {
+    let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": seconds, "label": label })).await);
+    c.wait_task(&id, "running", |t| t["statusMessage"].as_str().is_some_and(|m| m.starts_with("Computing"))).await;
+    id
 }
 
 fn is_terminal(t: &Value) -> bool {
@@ -71,9 +100,7 @@ async fn sigkill_mid_run_completes_on_another_worker() {
     let api = cluster.api("api", &[]).await;
     let w1 = cluster.worker("w1", 2000, &[]).await;
     let c = Client::new(&api.url, tasks_caps());
-    let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": 2, "label": "crash" })).await);
-    c.wait_task(&id, "running on w1", |t| t["statusMessage"].as_str().is_some_and(|m| m.starts_with("Computing")))
-        .await;
+    let id = running(&c, 2, "crash").await;
     let w2 = cluster.worker("w2", 2000, &[]).await;
     w1.signal("KILL");
     let killed = Instant::now();
@@ -82,6 +109,87 @@ async fn sigkill_mid_run_completes_on_another_worker() {
     assert_eq!(done["result"]["content"][0]["text"], "Completed crash");
     // lease (2 s) + run (2 s) + claim polling and slack
     assert!(killed.elapsed() < Duration::from_secs(12), "recovery took {:?}", killed.elapsed());
+}
+
+/// Recovery bound, worst instant: a worker that dies right after work was
+/// delivered to it (woken from its blocking wait), before it claimed it.
+/// Another worker completes the task within one lease (2 s) plus slack, not
+/// after `max_lease` (10 minutes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_dying_between_delivery_and_claim_is_recovered_within_a_lease() {
+    let cluster = Cluster::new().await;
+    let api = cluster.api("api", &[]).await;
+    let mut w1 = cluster.faulty_worker("w1", 2000, &[], Some("exit-after-read")).await;
+    let c = Client::new(&api.url, tasks_caps());
+    let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": 0, "label": "unclaimed" })).await);
+    let died = died_before_claiming(&mut w1, Duration::from_secs(10)).await;
+    assert_eq!(c.get_task(&id).await["statusMessage"], "Task accepted", "nobody claimed it yet");
+    // one lease (2 s) + slack
+    completes_on_a_new_worker(&cluster, &c, &id, 2000, died, Duration::from_secs(15)).await;
+}
+
+/// Wait for a `PRESA_FAULT=exit-…` worker to exit at its fault point; when it did.
+async fn died_before_claiming(w: &mut Pod, within: Duration) -> Instant {
+    let status = w.wait_exit(within).await;
+    assert_eq!(status.code(), Some(86), "{} must die before claiming:\n{}", w.name, w.log());
+    Instant::now()
+}
+
+/// Start a fresh worker and check it completes `id` within `bound` of `died`.
+async fn completes_on_a_new_worker(
+    cluster: &Cluster,
+    c: &Client,
+    id: &str,
+    lease_ms: u64,
+    died: Instant,
+    bound: Duration,
+) {
+    let w = cluster.worker("rescuer", lease_ms, &[]).await;
+    let done = c.wait_task_for(id, "terminal", Duration::from_secs(30), is_terminal).await;
+    assert_eq!(done["status"], "completed", "{done}\nrescuer log:\n{}", w.log());
+    assert!(died.elapsed() < bound, "recovery took {:?} (lease {lease_ms} ms)", died.elapsed());
+}
+
+/// Recovery bound, the recovering side: a worker that dies right after it
+/// took over a dead worker's lapsed work, before claiming it, leaves that
+/// work recoverable again one lease later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_dying_between_recovery_and_claim_is_recovered_within_a_lease() {
+    let cluster = Cluster::new().await;
+    let api = cluster.api("api", &[]).await;
+    let w1 = cluster.worker("w1", 5000, &[]).await;
+    let c = Client::new(&api.url, tasks_caps());
+    let id = running(&c, 1, "twice").await;
+    // w2 must be up before w1's lease lapses, even on a busy machine.
+    let mut w2 = cluster.faulty_worker("w2", 5000, &[], Some("exit-after-recover")).await;
+    w1.signal("KILL");
+    let died = died_before_claiming(&mut w2, Duration::from_secs(20)).await;
+    // one lease (5 s) + run (1 s) + slack
+    completes_on_a_new_worker(&cluster, &c, &id, 5000, died, Duration::from_secs(20)).await;
+}
+
+/// Fencing at the read: a worker stalled between delivery and its claim for
+/// longer than a lease loses the entry to the worker that recovered it; when
+/// it resumes, its claim is refused and the outcome stands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reader_stalled_past_a_lease_loses_the_entry() {
+    let cluster = Cluster::new().await;
+    let api = cluster.api("api", &[]).await;
+    // Stalled long enough for w2 to start and recover even on a busy machine.
+    let w1 = cluster.faulty_worker("w1", 1500, &[], Some("stall-after-read:10000")).await;
+    let c = Client::new(&api.url, tasks_caps());
+    let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": 0, "label": "late" })).await);
+    let created = Instant::now();
+    let w2 = cluster.worker("w2", 1500, &[]).await;
+    let done = c.wait_task_for(&id, "terminal", Duration::from_secs(30), is_terminal).await;
+    assert_eq!(done["status"], "completed", "{done}\nw2 log:\n{}\nw1 log:\n{}", w2.log(), w1.log());
+    // w1 resumes (10 s after its read) and must not claim or run the task.
+    tokio::time::sleep(Duration::from_secs(11).saturating_sub(created.elapsed())).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(c.get_task(&id).await, done, "the late reader changed the task\nw1 log:\n{}", w1.log());
+    let log = w1.log();
+    assert!(log.contains("stalling before the claim"), "{log}");
+    assert!(!log.contains("task finished"), "the late reader ran the task:\n{log}");
 }
 
 /// An `input_required` task whose worker dies completes after one
@@ -145,9 +253,7 @@ async fn stalled_worker_cannot_overwrite_the_takeover_outcome() {
     let api = cluster.api("api", &[]).await;
     let w1 = cluster.worker("w1", 1500, &[]).await;
     let c = Client::new(&api.url, tasks_caps());
-    let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": 2, "label": "fence" })).await);
-    c.wait_task(&id, "running on w1", |t| t["statusMessage"].as_str().is_some_and(|m| m.starts_with("Computing")))
-        .await;
+    let id = running(&c, 2, "fence").await;
     w1.signal("STOP");
     let w2 = cluster.worker("w2", 1500, &[]).await;
     let done = c.wait_task_for(&id, "terminal", Duration::from_secs(20), is_terminal).await;
@@ -173,9 +279,7 @@ async fn sigterm_worker_hands_work_back_at_once() {
     let lease_ms = 60_000;
     let mut w1 = cluster.worker("w1", lease_ms, &["--grace-ms", "300"]).await;
     let c = Client::new(&api.url, tasks_caps());
-    let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": 2, "label": "handover" })).await);
-    c.wait_task(&id, "running on w1", |t| t["statusMessage"].as_str().is_some_and(|m| m.starts_with("Computing")))
-        .await;
+    let id = running(&c, 2, "handover").await;
     let _w2 = cluster.worker("w2", lease_ms, &[]).await;
     w1.signal("TERM");
     let stopped = Instant::now();
@@ -240,6 +344,215 @@ async fn redis_outage_is_retryable_and_pods_recover() {
     // A restart that lost every key (no persistence): new work flows again.
     cluster.redis.restart();
     recover(&c, "after-restart").await;
+}
+
+/// A worker whose Redis user is removed (its connections are closed, every
+/// reconnect is refused) and restored recovers on its own: claims run again
+/// without a restart, as do the API pod's requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_redis_user_then_restored_pods_recover() {
+    let cluster = Cluster::with_acl_user();
+    let api = cluster.api("api", &["--redis-timeout-ms", "500"]).await;
+    let w = cluster.worker("w1", 2000, &["--redis-timeout-ms", "500"]).await;
+    let c = Client::new(&api.url, tasks_caps());
+    recover(&c, "before").await;
+
+    cluster.redis.cli(&["ACL", "DELUSER", "presa"]);
+    let (status, e) = c.send("tools/call", json!({ "name": "slow_compute", "arguments": { "seconds": 0 } })).await;
+    assert_eq!(status, 503, "{e}");
+    assert_eq!(e["error"]["data"]["retryable"], true, "{e}");
+    // Long enough for every connection to have been refused a few times.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    cluster.redis.cli(&["ACL", "SETUSER", "presa", "on", ">presa-secret", "~*", "&*", "+@all"]);
+    recover(&c, "after-acl").await;
+    assert_eq!(reqwest::get(format!("{}/readyz", w.base())).await.unwrap().status().as_u16(), 200);
+}
+
+/// Liveness: a pod whose Redis stops answering for longer than
+/// `--store-liveness-ms` fails `/healthz` (503, so Kubernetes restarts it);
+/// before that, and again once Redis answers, `/healthz` is 200.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_fails_after_store_liveness_and_recovers() {
+    let cluster = Cluster::with_private_redis();
+    let args = ["--redis-timeout-ms", "300", "--store-liveness-ms", "1500"];
+    let api = cluster.api("api", &args).await;
+    let w = cluster.worker("w1", 2000, &args).await;
+    let probes = [format!("{}/healthz", api.base()), format!("{}/healthz", w.base())];
+    for p in &probes {
+        assert_eq!(reqwest::get(p).await.unwrap().status().as_u16(), 200, "{p}");
+    }
+    cluster.redis.signal("STOP");
+    for p in &probes {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let status = reqwest::get(p).await.unwrap().status().as_u16();
+            if status == 503 {
+                break;
+            }
+            assert_eq!(status, 200);
+            assert!(Instant::now() < deadline, "{p} never failed with Redis stopped");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    cluster.redis.signal("CONT");
+    for p in &probes {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while reqwest::get(p).await.unwrap().status().as_u16() != 200 {
+            assert!(Instant::now() < deadline, "{p} never recovered");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let c = Client::new(&api.url, tasks_caps());
+    recover(&c, "alive").await;
+}
+
+/// Start unready, not dead: with Redis down both pods start, are alive
+/// (`/healthz` 200), unready (`/readyz` 503) and answer requests with a
+/// retryable -32603 (HTTP 503); they serve as soon as Redis answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_start_unready_with_redis_down_and_serve_once_it_answers() {
+    let mut cluster = Cluster::with_private_redis();
+    cluster.redis.kill();
+    let args = ["--redis-timeout-ms", "300"];
+    let api = Pod::start_unready("api", &api_bin(), free_port(), &args, &cluster.env()).await;
+    let mut wargs = vec!["--worker-id", "w1", "--lease-ms", "2000"];
+    wargs.extend_from_slice(&args);
+    let w = Pod::start_unready("w1", &worker_bin(), free_port(), &wargs, &cluster.env()).await;
+    for pod in [&api, &w] {
+        let r = reqwest::get(format!("{}/readyz", pod.base())).await.unwrap();
+        assert_eq!(r.status().as_u16(), 503, "{}", pod.name);
+    }
+    let c = Client::new(&api.url, tasks_caps());
+    let (status, e) = c.err("tools/call", json!({ "name": "slow_compute", "arguments": { "seconds": 0 } })).await;
+    assert_eq!(status, 503, "{e}");
+    assert_eq!(e["code"], -32603);
+    assert_eq!(e["data"]["retryable"], true);
+
+    cluster.redis.restart();
+    recover(&c, "after-start").await;
+    for pod in [&api, &w] {
+        let r = reqwest::get(format!("{}/readyz", pod.base())).await.unwrap();
+        assert_eq!(r.status().as_u16(), 200, "{}", pod.name);
+    }
+}
+
+/// Data loss is visible: after a FLUSHALL, and again after a restart
+/// without persistence, both pods report it (`/readyz` detail, the
+/// `presa_store_data_loss_total` metric, an error log); the lost task stays
+/// unknown (never recreated) and new tasks run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_data_loss_is_detected_and_reported() {
+    let mut cluster = Cluster::with_private_redis();
+    let args = ["--store-epoch-check-ms", "200", "--redis-timeout-ms", "500"];
+    let api = cluster.api("api", &args).await;
+    let w = cluster.worker("w1", 2000, &args).await;
+    let c = Client::new(&api.url, tasks_caps());
+    let lost = recover(&c, "before").await;
+    for pod in [&api, &w] {
+        assert_eq!(reqwest::get(format!("{}/readyz", pod.base())).await.unwrap().text().await.unwrap(), "ready");
+    }
+
+    cluster.redis.cli(&["FLUSHALL"]);
+    wait_for_loss_count(&[&api, &w], 1).await;
+    let (status, e) = c.err("tasks/get", json!({ "taskId": lost })).await;
+    assert_eq!((status, e["code"].as_i64()), (400, Some(-32602)), "a lost task stays unknown: {e}");
+    recover(&c, "after-flush").await;
+
+    cluster.redis.restart();
+    wait_for_loss_count(&[&api, &w], 2).await;
+    recover(&c, "after-restart").await;
+    for pod in [&api, &w] {
+        let body = reqwest::get(format!("{}/readyz", pod.base())).await.unwrap().text().await.unwrap();
+        assert!(body.starts_with("ready; Redis lost its data"), "{}: {body}", pod.name);
+        assert!(pod.log().contains("Redis lost its data"), "{}:\n{}", pod.name, pod.log());
+    }
+}
+
+/// Wait (15 s at most) until every pod's `presa_store_data_loss_total` is `count`.
+async fn wait_for_loss_count(pods: &[&Pod], count: u64) {
+    for pod in pods {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let metrics = reqwest::get(format!("{}/metrics", pod.base())).await.unwrap().text().await.unwrap();
+            let seen = metrics
+                .lines()
+                .find_map(|l| l.strip_prefix("presa_store_data_loss_total "))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or(0.0);
+            if seen as u64 >= count {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{} never reported data loss #{count}:\n{}", pod.name, pod.log());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// The durability promise, measured: with AOF `appendfsync everysec`, Redis
+/// SIGKILLed under a steady stream of creates and restarted from its AOF
+/// keeps every task whose create was acknowledged more than one second
+/// before the kill, and each of them runs to completion. (Later ones may be
+/// lost: that second is what `everysec` risks.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aof_everysec_keeps_tasks_acknowledged_a_second_before_redis_is_killed() {
+    let mut cluster = Cluster {
+        redis: TestRedis::spawn_with(&["--appendonly", "yes", "--appendfsync", "everysec"]),
+        prefix: unique_prefix(),
+        url: String::new(),
+    };
+    cluster.url = cluster.redis.url().to_string();
+    let args = ["--redis-timeout-ms", "500"];
+    let api = cluster.api("api", &args).await;
+    let _w = cluster.worker("w1", 2000, &args).await;
+    let c = Client::new(&api.url, tasks_caps());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let creator = {
+        let (c, stop) = (Client::new(&api.url, tasks_caps()), stop.clone());
+        tokio::spawn(async move {
+            let mut acked = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let (status, v) = c
+                    .send(
+                        "tools/call",
+                        json!({ "name": "slow_compute", "arguments": { "seconds": 0.3, "label": "aof" } }),
+                    )
+                    .await;
+                if status == 200 {
+                    acked.push((task_id(&v["result"]), Instant::now()));
+                } else {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+            acked
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let killed = Instant::now();
+    cluster.redis.restart();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let acked = creator.await.unwrap();
+    let promised: Vec<&String> =
+        acked.iter().filter(|(_, at)| *at + Duration::from_secs(1) < killed).map(|(id, _)| id).collect();
+    assert!(promised.len() >= 10, "too few creates before the kill: {}", promised.len());
+    for id in &promised {
+        let t = c.wait_task_for(id, "completed after the restart", Duration::from_secs(60), is_terminal).await;
+        assert_eq!(t["status"], "completed", "{t}");
+    }
+    let mut late = (0, 0);
+    for (id, at) in &acked {
+        if *at + Duration::from_secs(1) >= killed && *at < killed {
+            late.0 += 1;
+            late.1 += usize::from(c.send("tasks/get", json!({ "taskId": id })).await.0 == 200);
+        }
+    }
+    eprintln!(
+        "aof: {} creates acknowledged over 1 s before the kill, all completed; {} within its last second, {} of them kept",
+        promised.len(),
+        late.0,
+        late.1
+    );
+    assert!(!api.log().contains("Redis lost its data"), "an AOF restart is not a data loss:\n{}", api.log());
 }
 
 /// Retry creating a task until the pods are back (20 s at most), then wait for it to complete.
