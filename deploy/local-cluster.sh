@@ -61,7 +61,7 @@ if [ -z "${PRESA_REDIS_URL:-}" ]; then
   export PRESA_REDIS_URL="redis://127.0.0.1:$RPORT"
   for _ in $(seq 50); do redis-cli -p "$RPORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
 fi
-export PRESA_STATE_SECRET=${PRESA_STATE_SECRET:-local-cluster-$(date +%s%N)}
+export PRESA_STATE_SECRET=${PRESA_STATE_SECRET:-local-cluster-state-secret-$(date +%s%N)}
 export PRESA_REDIS_PREFIX=${PRESA_REDIS_PREFIX:-presa-$(date +%s%N)}
 
 UPSTREAMS=""

@@ -40,15 +40,20 @@ impl Drop for Embedded {
 /// Start an embedded server with the demo catalog, an in-process worker and
 /// [`HeaderScopes`] as its authenticator.
 pub async fn embedded(config: ServerConfig) -> Embedded {
+    embedded_with(config, HttpConfig { authenticator: Arc::new(HeaderScopes), ..HttpConfig::default() }, 0).await
+}
+
+/// Start an embedded server with the demo catalog, an in-process worker and
+/// `http`, on 127.0.0.1:`port` (0: any free port).
+pub async fn embedded_with(config: ServerConfig, http: HttpConfig, port: u16) -> Embedded {
     let backend = Backend::new(Arc::new(MemoryStore::new()));
     let core = Core::new(config, presa_demo::catalog().unwrap(), backend);
     let server = Server::new(core.clone(), StateCodec::new(b"test-secret"));
     let stop = CancellationToken::new();
     let worker_cfg = WorkerConfig { claim_wait: Duration::from_millis(200), ..WorkerConfig::default() };
     tokio::spawn(Worker::new(core, worker_cfg).run(stop.clone()));
-    let http = HttpConfig { authenticator: Arc::new(HeaderScopes), ..HttpConfig::default() };
     let router = presa_http::router(server.clone(), http);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let shutdown = stop.clone();
     tokio::spawn(presa_http::serve(listener, router, async move { shutdown.cancelled().await }));

@@ -38,7 +38,7 @@ impl Cluster {
         vec![
             ("PRESA_REDIS_URL", self.redis.url()),
             ("PRESA_REDIS_PREFIX", self.prefix.as_str()),
-            ("PRESA_STATE_SECRET", "cluster-test-secret"),
+            ("PRESA_STATE_SECRET", "cluster-test-secret-at-least-32-bytes-long"),
         ]
     }
 
