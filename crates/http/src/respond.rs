@@ -47,7 +47,12 @@ fn error(id: Option<&RequestId>, e: &ErrorObject) -> Response {
 /// `WWW-Authenticate` challenge, and a JSON-RPC error body.
 fn refused(id: Option<&RequestId>, refusal: &Refusal) -> Response {
     let e = ErrorObject::new(codes::INVALID_REQUEST, refusal.message.clone());
-    let mut resp = json(refusal.status, &jsonrpc::failure(id, &e));
+    let mut body = jsonrpc::failure(id, &e);
+    // Refused on the head alone, the body unread: the id is unknown, `null` (JSON-RPC 2.0 §5).
+    if id.is_none() {
+        body["id"] = Value::Null;
+    }
+    let mut resp = json(refusal.status, &body);
     if let Some(challenge) = refusal.challenge.as_deref().and_then(|c| HeaderValue::from_str(c).ok()) {
         resp.headers_mut().insert(header::WWW_AUTHENTICATE, challenge);
     }
@@ -56,9 +61,8 @@ fn refused(id: Option<&RequestId>, refusal: &Refusal) -> Response {
 
 /// A dispatcher error as sent: insufficient scope becomes 403 with its challenge.
 fn dispatch_error(app: &App, id: &RequestId, e: &ErrorObject) -> Response {
-    let needed = (e.message == INSUFFICIENT_SCOPE)
-        .then(|| e.data.as_ref()?.get(REQUIRED_SCOPES)?.as_array().cloned())
-        .flatten();
+    let needed =
+        (e.message == INSUFFICIENT_SCOPE).then(|| e.data.as_ref()?.get(REQUIRED_SCOPES)?.as_array().cloned()).flatten();
     match needed {
         Some(scopes) => {
             let scopes: Vec<String> = scopes.iter().filter_map(Value::as_str).map(str::to_string).collect();

@@ -137,15 +137,23 @@ impl AuthArgs {
         let authenticator: Arc<dyn Authenticator> = match self.auth {
             AuthMode::None => Arc::new(Anonymous),
             AuthMode::Tokens => {
-                let path = self.tokens_file.as_ref().ok_or_else(|| invalid("--auth tokens needs --tokens-file (PRESA_TOKENS_FILE)"))?;
+                let path = self
+                    .tokens_file
+                    .as_ref()
+                    .ok_or_else(|| invalid("--auth tokens needs --tokens-file (PRESA_TOKENS_FILE)"))?;
                 let tokens = Arc::new(StaticTokens::load(path, challenge.clone())?);
                 tokens.reload_on_hangup();
                 tokens
             }
             AuthMode::Jwt => {
-                let issuer = self.jwt_issuer.clone().ok_or_else(|| invalid("--auth jwt needs --jwt-issuer (PRESA_JWT_ISSUER)"))?;
+                let issuer = self
+                    .jwt_issuer
+                    .clone()
+                    .ok_or_else(|| invalid("--auth jwt needs --jwt-issuer (PRESA_JWT_ISSUER)"))?;
                 let audience = self.jwt_audience.clone().or_else(|| self.resource_url.clone()).ok_or_else(|| {
-                    invalid("--auth jwt needs --resource-url (PRESA_RESOURCE_URL) or --jwt-audience (PRESA_JWT_AUDIENCE)")
+                    invalid(
+                        "--auth jwt needs --resource-url (PRESA_RESOURCE_URL) or --jwt-audience (PRESA_JWT_AUDIENCE)",
+                    )
                 })?;
                 let min_refresh = Duration::from_millis(self.jwks_min_refresh_ms);
                 let jwks = match (&self.jwks_url, &self.jwks_file) {

@@ -88,11 +88,9 @@ impl ServerError {
                 tracing::error!(%cause, "internal error");
                 ErrorObject::new(codes::INTERNAL_ERROR, "Internal error")
             }
-            ServerError::InsufficientScope(needed) => ErrorObject::with_data(
-                codes::INVALID_REQUEST,
-                INSUFFICIENT_SCOPE,
-                json!({ REQUIRED_SCOPES: needed }),
-            ),
+            ServerError::InsufficientScope(needed) => {
+                ErrorObject::with_data(codes::INVALID_REQUEST, INSUFFICIENT_SCOPE, json!({ REQUIRED_SCOPES: needed }))
+            }
             ServerError::Rpc(e) => e.clone(),
         }
     }

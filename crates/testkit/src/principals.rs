@@ -40,6 +40,7 @@ pub async fn tasks_stay_with_their_principal(alice: &Client, bob: &Client, tenan
     let by = &done["result"]["structuredContent"]["requestedBy"];
     assert_eq!((by["tenant"].as_str(), by["subject"].as_str()), (Some(tenant), Some(subject)), "{done}");
     // Bob's stream never carried Alice's task.
-    let quiet = tokio::time::timeout(std::time::Duration::from_millis(300), futures::StreamExt::next(&mut theirs)).await;
+    let quiet =
+        tokio::time::timeout(std::time::Duration::from_millis(300), futures::StreamExt::next(&mut theirs)).await;
     assert!(quiet.is_err(), "bob's stream carried {quiet:?}");
 }

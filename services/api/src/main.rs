@@ -103,7 +103,8 @@ fn parse_ttl(s: &str) -> Result<Ttl, String> {
 async fn main() -> anyhow::Result<()> {
     let args: Args = presa_runtime::config::load();
     let secret = args.state_secret.as_deref().filter(|s| !s.is_empty());
-    let refusal = check_listen(&args.auth, args.listen).err().or_else(|| secret.and_then(|s| check_state_secret(s).err()));
+    let refusal =
+        check_listen(&args.auth, args.listen).err().or_else(|| secret.and_then(|s| check_state_secret(s).err()));
     if let Some(why) = refusal {
         eprintln!("presa-api: {why}");
         std::process::exit(2);

@@ -99,11 +99,7 @@ async fn post(url: &str, token: Option<&str>, body: &str) -> (u16, String, Value
     }
     let resp = req.send().await.unwrap();
     let status = resp.status().as_u16();
-    let challenge = resp
-        .headers()
-        .get("www-authenticate")
-        .map(|v| v.to_str().unwrap().to_string())
-        .unwrap_or_default();
+    let challenge = resp.headers().get("www-authenticate").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
     (status, challenge, resp.json().await.unwrap_or(Value::Null))
 }
 
@@ -125,7 +121,7 @@ async fn valid_tokens_pass_and_every_bad_one_gets_a_401_challenge() {
     let (status, challenge, body) = post(url, None, "not json").await;
     assert_eq!(status, 401, "{body}");
     assert_eq!(challenge, format!(r#"Bearer scope="mcp", resource_metadata="{}""#, f.metadata));
-    assert_eq!(body["id"], Value::Null, "{body}");
+    assert_eq!(body.get("id"), Some(&Value::Null), "{body}");
     assert_eq!(body["error"]["code"], -32600, "{body}");
 
     let i = &f.issuer;
@@ -152,7 +148,7 @@ async fn valid_tokens_pass_and_every_bad_one_gets_a_401_challenge() {
         assert_eq!(status, 401, "{what}: {body}");
         assert!(challenge.starts_with(r#"Bearer error="invalid_token""#), "{what}: {challenge}");
         assert!(challenge.contains(&format!(r#"resource_metadata="{}""#, f.metadata)), "{what}: {challenge}");
-        assert_eq!(body["id"], Value::Null, "{what}: {body}");
+        assert_eq!(body.get("id"), Some(&Value::Null), "{what}: {body}");
     }
     // The required scope: a valid token without it is 403 insufficient_scope.
     let (status, challenge, _) = post(url, Some(&i.token(Key::Rsa, "alice", &["read"])), TOOLS_LIST).await;

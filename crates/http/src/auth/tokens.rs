@@ -108,7 +108,8 @@ fn parse(text: &str, name: &str) -> Result<Vec<Entry>, AuthError> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let bad = |message: &str| AuthError::TokensLine { path: name.to_string(), line: i + 1, message: message.into() };
+        let bad =
+            |message: &str| AuthError::TokensLine { path: name.to_string(), line: i + 1, message: message.into() };
         let mut fields = line.split_whitespace();
         let (Some(hex), Some(tenant), Some(subject)) = (fields.next(), fields.next(), fields.next()) else {
             return Err(bad("expected: <sha256 hex> <tenant> <subject> [scope ...]"));

@@ -105,8 +105,7 @@ impl Server {
             ),
             Some(_) => return Err(invalid("requestState must be a string")),
         };
-        let invocation =
-Invocation {
+        let invocation = Invocation {
             client_capabilities: req.meta.client_capabilities.clone(),
             input_responses,
             request_state,
