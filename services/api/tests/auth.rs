@@ -286,3 +286,30 @@ fn presa_api_refuses_unsafe_configurations() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--jwt-issuer"), "{err}");
 }
+
+/// `--auth tokens`: hashed static tokens map to their principal; SIGHUP reloads the file.
+#[tokio::test]
+async fn static_tokens_authenticate_and_reload_on_sighup() {
+    use presa_http::auth::tokens::token_digest;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens");
+    std::fs::write(&file, format!("{} acme ci deploy\n", token_digest("first-token"))).unwrap();
+    let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_presa-api"));
+    let args = ["--auth", "tokens", "--tokens-file", file.to_str().unwrap()];
+    let pod = presa_testkit::Pod::start("api", &bin, presa_testkit::free_port(), &args, &[]).await;
+    assert_eq!(post(&pod.url, Some("first-token"), TOOLS_LIST).await.0, 200);
+    let (status, challenge, _) = post(&pod.url, Some("second-token"), TOOLS_LIST).await;
+    assert_eq!(
+        (status, challenge.as_str()),
+        (401, r#"Bearer error="invalid_token", error_description="unknown token""#)
+    );
+
+    std::fs::write(&file, format!("{} acme ci deploy\n", token_digest("second-token"))).unwrap();
+    pod.signal("HUP");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while post(&pod.url, Some("second-token"), TOOLS_LIST).await.0 != 200 {
+        assert!(tokio::time::Instant::now() < deadline, "never reloaded:\n{}", pod.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(post(&pod.url, Some("first-token"), TOOLS_LIST).await.0, 401);
+}
