@@ -7,6 +7,10 @@
 #   deploy/local-cluster.sh --conformance   start it, run the official conformance suite
 #                                            through nginx, stop, exit with the suite's verdict
 #   deploy/local-cluster.sh -- CMD ARGS...  start it, run CMD with PRESA_URL set, stop
+#   deploy/local-cluster.sh --auth-jwt ...  (before any of the above) the API pods run
+#                                            `--auth jwt` against a throw-away issuer (fresh keys,
+#                                            a JWKS file); nginx adds `Authorization: Bearer <its
+#                                            token>` to every request (PRESA_TOKEN holds it too)
 #
 # Environment:
 #   PRESA_REDIS_URL   use this Redis instead of starting a private redis-server
@@ -22,10 +26,12 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MODE=wait
 CMD=()
+AUTH=none
+if [ "${1:-}" = --auth-jwt ]; then AUTH=jwt; shift; fi
 case "${1:-}" in
   --conformance) MODE=conformance ;;
   --) shift; MODE=cmd; CMD=("$@") ;;
-  -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
   "") ;;
   *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
 esac
@@ -73,13 +79,27 @@ if [ -z "${PRESA_REDIS_URL:-}" ]; then
   export PRESA_REDIS_URL="redis://127.0.0.1:$RPORT"
   for _ in $(seq 50); do redis-cli -p "$RPORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
 fi
-export PRESA_STATE_SECRET=${PRESA_STATE_SECRET:-local-cluster-$(date +%s%N)}
+export PRESA_STATE_SECRET=${PRESA_STATE_SECRET:-local-cluster-state-secret-$(date +%s%N)}
 export PRESA_REDIS_PREFIX=${PRESA_REDIS_PREFIX:-presa-$(date +%s%N)}
+
+LB=${PRESA_LB_PORT:-$(free_port)}
+API_ARGS=()
+AUTH_HEADER=""
+if [ "$AUTH" = jwt ]; then
+  # The resource (and token audience) is the URL clients use: nginx's.
+  RESOURCE="http://127.0.0.1:$LB/mcp"
+  ISSUER="https://issuer.local-cluster.invalid"
+  echo "--auth jwt: a throw-away issuer (keys and JWKS in $WORK)..."
+  (cd "$REPO" && cargo build -q -p presa-testkit --example dev_issuer)
+  export PRESA_TOKEN=$("${CARGO_TARGET_DIR:-$REPO/target}/debug/examples/dev_issuer" "$ISSUER" "$RESOURCE" "$WORK/jwks.json")
+  API_ARGS=(--auth jwt --jwt-issuer "$ISSUER" --resource-url "$RESOURCE" --jwks-file "$WORK/jwks.json")
+  AUTH_HEADER="proxy_set_header Authorization \"Bearer $PRESA_TOKEN\";"
+fi
 
 UPSTREAMS=""
 for i in $(seq "$APIS"); do
   p=$(free_port)
-  "${API_CMD[@]}" --listen "127.0.0.1:$p" >"$WORK/api$i.log" 2>&1 &
+  "${API_CMD[@]}" --listen "127.0.0.1:$p" "${API_ARGS[@]}" >"$WORK/api$i.log" 2>&1 &
   PIDS+=($!)
   UPSTREAMS+="server 127.0.0.1:$p; "
 done
@@ -88,9 +108,9 @@ for i in $(seq "$WORKERS"); do
   PIDS+=($!)
 done
 
-LB=${PRESA_LB_PORT:-$(free_port)}
 mkdir -p "$WORK/nginx"
 sed -e "s|@PREFIX@|$WORK/nginx|g" -e "s|@LISTEN@|127.0.0.1:$LB|g" -e "s|@UPSTREAMS@|$UPSTREAMS|g" \
+  -e "s|@AUTH_HEADER@|$AUTH_HEADER|g" \
   "$REPO/deploy/nginx/presa.conf.template" >"$WORK/nginx/nginx.conf"
 "$NGINX" -c "$WORK/nginx/nginx.conf" -p "$WORK/nginx" -e "$WORK/nginx/error.log" >"$WORK/nginx.log" 2>&1 &
 PIDS+=($!)
@@ -103,7 +123,7 @@ for _ in $(seq 100); do
   sleep 0.2
 done
 curl -fsS "http://127.0.0.1:$LB/readyz" >/dev/null || { echo "the cluster did not become ready" >&2; exit 1; }
-echo "presa cluster up: $PRESA_URL  (redis $PRESA_REDIS_URL, $APIS api, $WORKERS workers; logs in $WORK)"
+echo "presa cluster up: $PRESA_URL  (redis $PRESA_REDIS_URL, $APIS api, $WORKERS workers, auth $AUTH; logs in $WORK)"
 
 spread() {
   echo "requests per API pod (nginx access log):"

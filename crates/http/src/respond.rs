@@ -47,7 +47,12 @@ fn error(id: Option<&RequestId>, e: &ErrorObject) -> Response {
 /// `WWW-Authenticate` challenge, and a JSON-RPC error body.
 fn refused(id: Option<&RequestId>, refusal: &Refusal) -> Response {
     let e = ErrorObject::new(codes::INVALID_REQUEST, refusal.message.clone());
-    let mut resp = json(refusal.status, &jsonrpc::failure(id, &e));
+    let mut body = jsonrpc::failure(id, &e);
+    // Refused on the head alone, the body unread: the id is unknown, `null` (JSON-RPC 2.0 §5).
+    if id.is_none() {
+        body["id"] = Value::Null;
+    }
+    let mut resp = json(refusal.status, &body);
     if let Some(challenge) = refusal.challenge.as_deref().and_then(|c| HeaderValue::from_str(c).ok()) {
         resp.headers_mut().insert(header::WWW_AUTHENTICATE, challenge);
     }

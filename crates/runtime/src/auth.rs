@@ -157,6 +157,12 @@ impl AuthArgs {
                 })?;
                 let min_refresh = Duration::from_millis(self.jwks_min_refresh_ms);
                 let jwks = match (&self.jwks_url, &self.jwks_file) {
+                    (Some(url), None) if !url.starts_with("http://") => {
+                        return Err(invalid(
+                            "--jwks-url (PRESA_JWKS_URL) must be an http:// URL (this build has no TLS client \
+                             for it): use an in-cluster address, or --jwks-file (PRESA_JWKS_FILE)",
+                        ));
+                    }
                     (Some(url), None) => {
                         let jwks = Jwks::new(JwksSource::Url(url.clone()), min_refresh);
                         // An issuer that is down at start-up is retried on the first token.

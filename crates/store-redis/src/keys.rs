@@ -155,9 +155,9 @@ mod tests {
     fn scope_keys_are_hex_and_distinct() {
         let keys = Keys::new("t", 4);
         let scope = |tenant: &str, subject: &str| Scope { tenant: tenant.into(), subject: subject.into() };
-        // Same `Scope::key()` ("a/b/c"), different owners.
+        // Owners a `tenant/subject` string would confuse ("a/b/c").
         let (a, b) = (scope("a/b", "c"), scope("a", "b/c"));
-        assert_eq!(a.key(), b.key());
+        assert_ne!(a.key(), b.key());
         assert_ne!(keys.scope_active(&a), keys.scope_active(&b));
         let braces = scope("{x}", "}");
         assert_eq!(keys.scope_active(&braces), "t:{s.7b787d.7d}:active");

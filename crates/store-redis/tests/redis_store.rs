@@ -68,7 +68,7 @@ async fn create_stores_fields_expiry_and_one_work_entry() {
     assert_eq!(fields["rev"], "1");
     assert_eq!(fields["attempt"], "0");
     assert_eq!(fields["status"], "working");
-    assert_eq!(fields["scope"], "acme/alice");
+    assert_eq!(fields["scope"], r#"["acme","alice"]"#);
     let doc: Task = serde_json::from_str(&fields["doc"]).unwrap();
     assert_eq!(doc, task);
     assert_eq!(doc.work.arguments["big"], json!(9007199254740993u64));

@@ -236,3 +236,33 @@ impl Task {
         self.expires_at_ms().is_some_and(|e| now_ms >= e)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scope_keys_never_collide() {
+        let scope = |t: &str, s: &str| Scope { tenant: t.into(), subject: s.into() };
+        assert_ne!(scope("a/b", "c").key(), scope("a", "b/c").key());
+        assert_ne!(scope("a\",\"b", "c").key(), scope("a", "b\",\"c").key());
+        assert_eq!(scope("acme", "alice").key(), r#"["acme","alice"]"#);
+    }
+
+    #[test]
+    fn work_without_a_caller_still_reads() {
+        let old: Work = serde_json::from_value(serde_json::json!({ "tool": "t", "arguments": {} })).unwrap();
+        assert_eq!(old.caller, None);
+        let caller = Caller::new("acme", "alice", vec!["deploy".into()]);
+        let new = Work { caller: Some(caller.clone()), ..old };
+        let back: Work = serde_json::from_value(serde_json::to_value(&new).unwrap()).unwrap();
+        assert_eq!(back.caller, Some(caller));
+    }
+
+    #[test]
+    fn anonymous_callers_pass_every_scope_check() {
+        assert!(Caller::anonymous().missing(&["deploy".into()]).is_empty());
+        let c = Caller::new("t", "s", vec!["read".into()]);
+        assert_eq!(c.missing(&["read".into(), "deploy".into()]), ["deploy"]);
+    }
+}

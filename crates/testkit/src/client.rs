@@ -25,17 +25,25 @@ pub struct Client {
     pub caps: Value,
     /// Sent as `x-test-scope` (read by [`HeaderScopes`](crate::HeaderScopes)).
     pub scope: Option<String>,
+    /// Sent as `Authorization: Bearer …`.
+    pub bearer: Option<String>,
 }
 
 impl Client {
     /// A client of `url` declaring `caps` on every request.
     pub fn new(url: impl Into<String>, caps: Value) -> Self {
-        Client { url: url.into(), http: reqwest::Client::new(), caps, scope: None }
+        Client { url: url.into(), http: reqwest::Client::new(), caps, scope: None, bearer: None }
     }
 
     /// The same client, calling as `scope` (see [`crate::HeaderScopes`]).
     pub fn with_scope(mut self, scope: &str) -> Self {
         self.scope = Some(scope.into());
+        self
+    }
+
+    /// The same client, sending `token` as its bearer token.
+    pub fn with_bearer(mut self, token: &str) -> Self {
+        self.bearer = Some(token.into());
         self
     }
 
@@ -63,6 +71,9 @@ impl Client {
         }
         if let Some(s) = &self.scope {
             b = b.header("x-test-scope", s);
+        }
+        if let Some(t) = &self.bearer {
+            b = b.bearer_auth(t);
         }
         b
     }

@@ -40,20 +40,25 @@ impl Drop for Embedded {
 /// Start an embedded server with the demo catalog, an in-process worker and
 /// [`HeaderScopes`] as its authenticator.
 pub async fn embedded(config: ServerConfig) -> Embedded {
-    embedded_with(config, ServeLimits::default()).await
+    embedded_with(config, HttpConfig { authenticator: Arc::new(HeaderScopes), ..HttpConfig::default() }, 0).await
 }
 
-/// [`embedded`] with explicit connection limits.
-pub async fn embedded_with(config: ServerConfig, limits: ServeLimits) -> Embedded {
+/// Start an embedded server with the demo catalog, an in-process worker and
+/// `http`, on 127.0.0.1:`port` (0: any free port), with default connection limits.
+pub async fn embedded_with(config: ServerConfig, http: HttpConfig, port: u16) -> Embedded {
+    embedded_limited(config, http, port, ServeLimits::default()).await
+}
+
+/// [`embedded_with`] with explicit connection limits.
+pub async fn embedded_limited(config: ServerConfig, http: HttpConfig, port: u16, limits: ServeLimits) -> Embedded {
     let backend = Backend::new(Arc::new(MemoryStore::new()));
     let core = Core::new(config, presa_demo::catalog().unwrap(), backend);
     let server = Server::new(core.clone(), StateCodec::new(b"test-secret"));
     let stop = CancellationToken::new();
     let worker_cfg = WorkerConfig { claim_wait: Duration::from_millis(200), ..WorkerConfig::default() };
     tokio::spawn(Worker::new(core, worker_cfg).run(stop.clone()));
-    let http = HttpConfig { authenticator: Arc::new(HeaderScopes), ..HttpConfig::default() };
     let router = presa_http::router(server.clone(), http);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let shutdown = stop.clone();
     tokio::spawn(presa_http::serve_with(listener, router, limits, async move { shutdown.cancelled().await }));

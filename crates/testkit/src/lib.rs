@@ -4,16 +4,20 @@
 //!   answers, else a spawned `redis-server`, else a failure saying how to get one.
 //! - [`client`]: an MCP client for the stateless wire (JSON and SSE, listen streams).
 //! - [`embedded`]: an in-process embedded server on a loopback port.
+//! - [`jwt`]: a throw-away token issuer (fresh RSA and EC keys, JWKS, good and forged tokens).
+//! - [`principals`]: the cross-principal scenario (a task belongs to its creator alone).
 //! - [`pods`]: `presa-api` / `presa-worker` processes for cluster and crash tests.
 //! - [`reference`](mod@reference): the README configuration reference, checked against `--help`.
 
 pub mod client;
 pub mod embedded;
+pub mod jwt;
 pub mod pods;
+pub mod principals;
 pub mod redis;
 pub mod reference;
 
 pub use client::{Client, TASKS, next_within, tasks_caps};
-pub use embedded::{Embedded, HeaderScopes, embedded, embedded_with};
+pub use embedded::{Embedded, HeaderScopes, embedded, embedded_limited, embedded_with};
 pub use pods::{Pod, free_port};
 pub use redis::TestRedis;

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use presa_http::ServeLimits;
+use presa_http::{HttpConfig, ServeLimits};
 use presa_server::ServerConfig;
 use presa_testkit::*;
 use serde_json::{Value, json};
@@ -11,6 +11,11 @@ use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::TcpStream,
 };
+
+/// The test embedded server's HTTP settings: callers named by `x-test-scope`.
+fn http() -> HttpConfig {
+    HttpConfig { authenticator: std::sync::Arc::new(HeaderScopes), ..HttpConfig::default() }
+}
 
 fn task_id(created: &Value) -> String {
     assert_eq!(created["resultType"], "task", "{created}");
@@ -65,7 +70,7 @@ async fn closed_within(conn: &mut TcpStream, secs: u64) -> bool {
 #[tokio::test]
 async fn slow_connections_do_not_starve_others() {
     let limits = ServeLimits { header_read_timeout: Duration::from_secs(2), ..ServeLimits::default() };
-    let srv = embedded_with(ServerConfig::default(), limits).await;
+    let srv = embedded_limited(ServerConfig::default(), http(), 0, limits).await;
     let addr = addr_of(&srv.url);
     let mut slow = Vec::new();
     for _ in 0..1000 {
@@ -201,7 +206,7 @@ async fn idle_connections_and_slow_bodies_are_cut() {
         body_read_timeout: Duration::from_millis(500),
         ..ServeLimits::default()
     };
-    let srv = embedded_with(ServerConfig::default(), limits).await;
+    let srv = embedded_limited(ServerConfig::default(), http(), 0, limits).await;
     let mut conn = TcpStream::connect(addr_of(&srv.url)).await.unwrap();
     conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").await.unwrap();
     let mut buf = vec![0u8; 256];

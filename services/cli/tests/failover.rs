@@ -72,7 +72,7 @@ async fn watch_survives_the_pod_holding_its_stream() {
     let env = [
         ("PRESA_REDIS_URL", redis.url()),
         ("PRESA_REDIS_PREFIX", prefix.as_str()),
-        ("PRESA_STATE_SECRET", "cli-failover-secret"),
+        ("PRESA_STATE_SECRET", "cli-failover-secret-at-least-32-bytes-long"),
     ];
     let pod_a = Pod::start("api-a", &api_bin(), free_port(), &[], &env).await;
     let pod_b = Pod::start("api-b", &api_bin(), free_port(), &[], &env).await;

@@ -53,7 +53,7 @@ impl Cluster {
         vec![
             ("PRESA_REDIS_URL", self.url.as_str()),
             ("PRESA_REDIS_PREFIX", self.prefix.as_str()),
-            ("PRESA_STATE_SECRET", "cluster-test-secret"),
+            ("PRESA_STATE_SECRET", "cluster-test-secret-at-least-32-bytes-long"),
         ]
     }
 
@@ -630,4 +630,43 @@ async fn parked_tasks_do_not_hold_the_workers_slots() {
     c.ok("tasks/update", json!({ "taskId": parked[0], "inputResponses": answer })).await;
     let resumed = c.wait_status(&parked[0], "completed").await;
     assert_eq!(resumed["result"]["content"][0]["text"], "Delete confirmed: true");
+}
+
+/// On Redis with worker pods and `--auth jwt`: another principal's task
+/// answers exactly like an unknown one, and the worker's handler sees its
+/// creator (`ctx.caller()`, tenant from `--jwt-tenant-claim`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_are_private_to_their_principal_on_redis() {
+    use presa_testkit::jwt::{Key, TestIssuer};
+    let cluster = Cluster::new().await;
+    let port = free_port();
+    let resource = format!("http://127.0.0.1:{port}/mcp");
+    let issuer = TestIssuer::new("https://issuer.test", resource.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(&jwks, issuer.jwks().to_string()).unwrap();
+    let args = [
+        "--auth",
+        "jwt",
+        "--jwt-issuer",
+        "https://issuer.test",
+        "--resource-url",
+        &resource,
+        "--jwt-tenant-claim",
+        "org",
+        "--jwks-file",
+        jwks.to_str().unwrap(),
+    ];
+    let api = Pod::start("api", &api_bin(), port, &args, &cluster.env()).await;
+    let _worker = cluster.worker("w1", 2000, &[]).await;
+    let as_user = |sub: &str| {
+        let mut claims = issuer.claims(sub, &["deploy"]);
+        claims["org"] = json!("acme");
+        Client::new(&api.url, tasks_caps()).with_bearer(&issuer.sign(Key::Ec, &claims))
+    };
+    let (alice, bob) = (as_user("alice"), as_user("bob"));
+    presa_testkit::principals::tasks_stay_with_their_principal(&alice, &bob, "acme", "alice").await;
+    // Without a token: 401 before anything else.
+    let (status, _) = Client::new(&api.url, tasks_caps()).send("tools/list", json!({})).await;
+    assert_eq!(status, 401);
 }

@@ -29,7 +29,7 @@ use jsonwebtoken::{
 };
 use serde_json::{Map, Value};
 
-use super::{AuthError, Authenticator, Caller, Challenge, Refusal, bearer_token};
+use super::{AuthError, Authenticator, Caller, Challenge, Refusal};
 
 /// Where the signing keys come from.
 #[derive(Debug, Clone)]
@@ -290,13 +290,10 @@ fn describe(e: &jsonwebtoken::errors::Error) -> String {
 #[async_trait::async_trait]
 impl Authenticator for JwtAuthenticator {
     async fn authenticate(&self, parts: &Parts) -> Result<Caller, Refusal> {
-        match bearer_token(parts) {
-            Ok(None) => Err(self.challenge.missing_token()),
-            Err(why) => Err(self.challenge.invalid_token(why)),
-            Ok(Some(token)) => self.verify(token).await.map_err(|why| {
-                tracing::debug!(%why, "bearer token refused");
-                self.challenge.invalid_token(&why)
-            }),
-        }
+        let token = self.challenge.bearer(parts)?;
+        self.verify(token).await.map_err(|why| {
+            tracing::debug!(%why, "bearer token refused");
+            self.challenge.invalid_token(&why)
+        })
     }
 }

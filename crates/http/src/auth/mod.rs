@@ -78,6 +78,16 @@ impl Challenge {
         if params.is_empty() { "Bearer".to_string() } else { format!("Bearer {}", params.join(", ")) }
     }
 
+    /// The request's bearer token, or the 401 for its absence (no error
+    /// code) or for a malformed `Authorization` (`invalid_token`).
+    pub fn bearer<'a>(&self, parts: &'a Parts) -> Result<&'a str, Refusal> {
+        match bearer_token(parts) {
+            Ok(Some(token)) => Ok(token),
+            Ok(None) => Err(self.missing_token()),
+            Err(why) => Err(self.invalid_token(why)),
+        }
+    }
+
     /// 401 for a request without a token.
     pub fn missing_token(&self) -> Refusal {
         Refusal {

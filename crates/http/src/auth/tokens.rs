@@ -17,7 +17,7 @@ use axum::http::request::Parts;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::{AuthError, Authenticator, Caller, Challenge, Refusal, bearer_token};
+use super::{AuthError, Authenticator, Caller, Challenge, Refusal};
 
 #[derive(Debug)]
 struct Entry {
@@ -87,11 +87,8 @@ impl StaticTokens {
 #[async_trait::async_trait]
 impl Authenticator for StaticTokens {
     async fn authenticate(&self, parts: &Parts) -> Result<Caller, Refusal> {
-        match bearer_token(parts) {
-            Ok(None) => Err(self.challenge.missing_token()),
-            Err(why) => Err(self.challenge.invalid_token(why)),
-            Ok(Some(token)) => self.find(token).ok_or_else(|| self.challenge.invalid_token("unknown token")),
-        }
+        let token = self.challenge.bearer(parts)?;
+        self.find(token).ok_or_else(|| self.challenge.invalid_token("unknown token"))
     }
 }
 

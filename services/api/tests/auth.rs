@@ -1,0 +1,315 @@
+//! Authentication over real HTTP: bearer JWTs checked against a JWKS served
+//! by an in-test HTTP server (keys generated here, RSA and EC), the 401/403
+//! challenges, RFC 9728 metadata, tasks bound to their principal, and the
+//! start-up refusals of `presa-api`.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use axum::{Json, Router, routing::get};
+use presa_http::{
+    Challenge, HttpConfig, ResourceMetadata,
+    auth::{
+        jwt::{Jwks, JwksSource, JwtAuthenticator, JwtConfig},
+        metadata::metadata_url,
+    },
+};
+use presa_server::ServerConfig;
+use presa_testkit::{
+    Client, Embedded, embedded_with,
+    jwt::{Key, TestIssuer, now_secs},
+    principals::tasks_stay_with_their_principal,
+    tasks_caps,
+};
+use serde_json::{Value, json};
+
+const ISSUER: &str = "https://issuer.test";
+
+struct Fixture {
+    srv: Embedded,
+    issuer: Arc<TestIssuer>,
+    fetches: Arc<AtomicUsize>,
+    metadata: String,
+}
+
+/// A JWKS endpoint counting its fetches; returns its URL.
+async fn serve_jwks(issuer: Arc<TestIssuer>, fetches: Arc<AtomicUsize>) -> String {
+    let app = Router::new().route(
+        "/jwks",
+        get(move || {
+            fetches.fetch_add(1, Ordering::SeqCst);
+            let keys = issuer.jwks();
+            async move { Json(keys) }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/jwks", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+/// An embedded presa with `--auth jwt`, `--required-scope mcp` and a JWKS refetched at most every `min_refresh`.
+async fn fixture(min_refresh: Duration) -> Fixture {
+    // The resource URL is only known once the port is: reserve one first.
+    let port = presa_testkit::free_port();
+    let resource = format!("http://127.0.0.1:{port}/mcp");
+    let issuer = Arc::new(TestIssuer::new(ISSUER, resource.clone()));
+    let fetches = Arc::new(AtomicUsize::new(0));
+    let jwks_url = serve_jwks(issuer.clone(), fetches.clone()).await;
+    let metadata = metadata_url(&resource);
+    let challenge = Challenge::new(Some(metadata.clone()), vec!["mcp".into()]);
+    let config = JwtConfig {
+        issuer: ISSUER.into(),
+        audience: resource.clone(),
+        tenant_claim: "iss".into(),
+        leeway: Duration::from_secs(30),
+        min_refresh,
+    };
+    let jwks = Arc::new(Jwks::new(JwksSource::Url(jwks_url), min_refresh));
+    let http = HttpConfig {
+        authenticator: Arc::new(JwtAuthenticator::new(config, jwks, challenge.clone())),
+        challenge,
+        resource_metadata: Some(ResourceMetadata::new(
+            resource,
+            vec![ISSUER.into()],
+            vec!["mcp".into(), "deploy".into()],
+        )),
+        ..HttpConfig::default()
+    };
+    let srv = embedded_with(ServerConfig::default(), http, port).await;
+    Fixture { srv, issuer, fetches, metadata }
+}
+
+/// POST `tools/list` with `token`; (status, WWW-Authenticate, body).
+async fn post(url: &str, token: Option<&str>, body: &str) -> (u16, String, Value) {
+    let mut req = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/list")
+        .body(body.to_string());
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let challenge = resp.headers().get("www-authenticate").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+    (status, challenge, resp.json().await.unwrap_or(Value::Null))
+}
+
+const TOOLS_LIST: &str = r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+
+#[tokio::test]
+async fn valid_tokens_pass_and_every_bad_one_gets_a_401_challenge() {
+    let f = fixture(Duration::from_secs(60)).await;
+    let url = &f.srv.url;
+    for key in [Key::Rsa, Key::Ec] {
+        let (status, _, body) = post(url, Some(&f.issuer.token(key, "alice", &["mcp"])), TOOLS_LIST).await;
+        assert_eq!(status, 200, "{key:?}: {body}");
+        assert!(body["result"]["tools"].is_array(), "{body}");
+    }
+    assert_eq!(f.fetches.load(Ordering::SeqCst), 1, "the JWKS is fetched once, then cached");
+
+    // No token: the challenge names the metadata (and the required scope), no error code.
+    // The body is not even read: an invalid one still gets the 401.
+    let (status, challenge, body) = post(url, None, "not json").await;
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(challenge, format!(r#"Bearer scope="mcp", resource_metadata="{}""#, f.metadata));
+    assert_eq!(body.get("id"), Some(&Value::Null), "{body}");
+    assert_eq!(body["error"]["code"], -32600, "{body}");
+
+    let i = &f.issuer;
+    let now = now_secs();
+    let claims = |patch: Value| {
+        let mut c = i.claims("alice", &["mcp"]);
+        for (k, v) in patch.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        c
+    };
+    let bad = [
+        ("wrong issuer", i.sign(Key::Rsa, &claims(json!({ "iss": "https://evil.test" })))),
+        ("wrong audience", i.sign(Key::Ec, &claims(json!({ "aud": "https://other.test/mcp" })))),
+        ("expired", i.sign(Key::Rsa, &claims(json!({ "exp": now - 120 })))),
+        ("not yet valid", i.sign(Key::Ec, &claims(json!({ "nbf": now + 120 })))),
+        ("alg none", i.unsigned(&claims(json!({})))),
+        ("HS256 signed with the public key", i.hmac_with_public_key(&claims(json!({})))),
+        ("no sub", i.sign(Key::Rsa, &claims(json!({ "sub": null })))),
+        ("garbage", "abc.def.ghi".to_string()),
+    ];
+    for (what, token) in bad {
+        let (status, challenge, body) = post(url, Some(&token), TOOLS_LIST).await;
+        assert_eq!(status, 401, "{what}: {body}");
+        assert!(challenge.starts_with(r#"Bearer error="invalid_token""#), "{what}: {challenge}");
+        assert!(challenge.contains(&format!(r#"resource_metadata="{}""#, f.metadata)), "{what}: {challenge}");
+        assert_eq!(body.get("id"), Some(&Value::Null), "{what}: {body}");
+    }
+    // The required scope: a valid token without it is 403 insufficient_scope.
+    let (status, challenge, _) = post(url, Some(&i.token(Key::Rsa, "alice", &["read"])), TOOLS_LIST).await;
+    assert_eq!(status, 403);
+    assert!(challenge.starts_with(r#"Bearer error="insufficient_scope""#) && challenge.contains(r#"scope="mcp""#));
+}
+
+#[tokio::test]
+async fn unknown_kids_refetch_the_jwks_at_most_once_per_interval() {
+    let f = fixture(Duration::from_millis(700)).await;
+    let url = &f.srv.url;
+    let good = f.issuer.token(Key::Rsa, "alice", &["mcp"]);
+    assert_eq!(post(url, Some(&good), TOOLS_LIST).await.0, 200);
+    assert_eq!(f.fetches.load(Ordering::SeqCst), 1);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    // A burst of made-up kids: one refetch, then 401 for all of them.
+    let claims = f.issuer.claims("alice", &["mcp"]);
+    let burst = (0..20).map(|n| {
+        let token = f.issuer.sign_with_kid(Key::Rsa, &format!("rotated-{n}"), &claims);
+        let url = url.clone();
+        async move { post(&url, Some(&token), TOOLS_LIST).await }
+    });
+    for (status, challenge, _) in futures::future::join_all(burst).await {
+        assert_eq!(status, 401);
+        assert!(challenge.contains(r#"error="invalid_token""#), "{challenge}");
+    }
+    assert_eq!(f.fetches.load(Ordering::SeqCst), 2, "one refetch for the whole burst");
+    let again = f.issuer.sign_with_kid(Key::Ec, "rotated-x", &claims);
+    assert_eq!(post(url, Some(&again), TOOLS_LIST).await.0, 401);
+    assert_eq!(f.fetches.load(Ordering::SeqCst), 2, "no refetch within the interval");
+    // Known keys still work throughout.
+    assert_eq!(post(url, Some(&good), TOOLS_LIST).await.0, 200);
+}
+
+#[tokio::test]
+async fn tools_and_their_tasks_need_their_scopes() {
+    let f = fixture(Duration::from_secs(60)).await;
+    let url = &f.srv.url;
+    let deployer = Client::new(url, tasks_caps()).with_bearer(&f.issuer.token(Key::Rsa, "alice", &["mcp", "deploy"]));
+    let reader = Client::new(url, tasks_caps()).with_bearer(&f.issuer.token(Key::Ec, "alice", &["mcp"]));
+    let args = json!({ "name": "deploy_release", "arguments": { "version": "1.0", "step_seconds": 0 } });
+    let resp = reader
+        .http
+        .post(url)
+        .bearer_auth(reader.bearer.as_deref().unwrap())
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "deploy_release")
+        .body(
+            json!({ "jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
+                "name": "deploy_release", "arguments": args["arguments"],
+                "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                           "io.modelcontextprotocol/clientCapabilities": tasks_caps() } } })
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 403);
+    let challenge = resp.headers()["www-authenticate"].to_str().unwrap().to_string();
+    assert_eq!(
+        challenge,
+        format!(
+            r#"Bearer error="insufficient_scope", error_description="the token lacks a required scope", scope="mcp deploy", resource_metadata="{}""#,
+            f.metadata
+        )
+    );
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["id"], 9, "{body}");
+    assert_eq!(body["error"]["data"]["requiredScopes"], json!(["deploy"]), "{body}");
+
+    // With the scope, the task is created; the same principal without it cannot act on it.
+    let created = deployer.call_tool("deploy_release", args["arguments"].clone()).await;
+    let id = created["taskId"].as_str().unwrap();
+    for method in ["tasks/get", "tasks/cancel"] {
+        let (status, e) = reader.err(method, json!({ "taskId": id })).await;
+        assert_eq!(status, 403, "{method}: {e}");
+    }
+    let (status, e) = reader.err("subscriptions/listen", json!({ "notifications": { "taskIds": [id] } })).await;
+    assert_eq!(status, 403, "{e}");
+    assert_eq!(deployer.get_task(id).await["taskId"], id);
+}
+
+#[tokio::test]
+async fn the_protected_resource_metadata_is_served_openly() {
+    let f = fixture(Duration::from_secs(60)).await;
+    let base = f.srv.url.trim_end_matches("/mcp").to_string();
+    for path in ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"] {
+        let doc: Value = reqwest::get(format!("{base}{path}")).await.unwrap().json().await.unwrap();
+        assert_eq!(doc["resource"], f.srv.url.as_str(), "{doc}");
+        assert_eq!(doc["authorization_servers"], json!([ISSUER]));
+        assert_eq!(doc["scopes_supported"], json!(["mcp", "deploy"]));
+        assert_eq!(doc["bearer_methods_supported"], json!(["header"]));
+    }
+    assert_eq!(f.metadata, format!("{base}/.well-known/oauth-protected-resource/mcp"));
+    for open in ["/healthz", "/readyz"] {
+        assert_eq!(reqwest::get(format!("{base}{open}")).await.unwrap().status(), 200, "{open}");
+    }
+}
+
+#[tokio::test]
+async fn another_principals_task_is_unknown_embedded() {
+    let f = fixture(Duration::from_secs(60)).await;
+    let as_user = |sub: &str| {
+        Client::new(&f.srv.url, tasks_caps()).with_bearer(&f.issuer.token(Key::Rsa, sub, &["mcp", "deploy"]))
+    };
+    tasks_stay_with_their_principal(&as_user("alice"), &as_user("bob"), ISSUER, "alice").await;
+}
+
+/// The binary refuses to start open or with a weak `requestState` key.
+#[test]
+fn presa_api_refuses_unsafe_configurations() {
+    let bin = env!("CARGO_BIN_EXE_presa-api");
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let out = std::process::Command::new(bin)
+            .args(args)
+            .env_remove("PRESA_AUTH")
+            .env_remove("PRESA_STATE_SECRET")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = run(&["--listen", "0.0.0.0:0"], &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--auth") && err.contains("--allow-anonymous"), "{err}");
+    for secret in ["CHANGE-ME", "too-short"] {
+        let (code, err) = run(&["--listen", "127.0.0.1:0"], &[("PRESA_STATE_SECRET", secret)]);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains("PRESA_STATE_SECRET"), "{err}");
+    }
+    let (code, err) = run(&["--listen", "127.0.0.1:0", "--auth", "jwt"], &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--jwt-issuer"), "{err}");
+}
+
+/// `--auth tokens`: hashed static tokens map to their principal; SIGHUP reloads the file.
+#[tokio::test]
+async fn static_tokens_authenticate_and_reload_on_sighup() {
+    use presa_http::auth::tokens::token_digest;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens");
+    std::fs::write(&file, format!("{} acme ci deploy\n", token_digest("first-token"))).unwrap();
+    let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_presa-api"));
+    let args = ["--auth", "tokens", "--tokens-file", file.to_str().unwrap()];
+    let pod = presa_testkit::Pod::start("api", &bin, presa_testkit::free_port(), &args, &[]).await;
+    assert_eq!(post(&pod.url, Some("first-token"), TOOLS_LIST).await.0, 200);
+    let (status, challenge, _) = post(&pod.url, Some("second-token"), TOOLS_LIST).await;
+    assert_eq!(
+        (status, challenge.as_str()),
+        (401, r#"Bearer error="invalid_token", error_description="unknown token""#)
+    );
+
+    std::fs::write(&file, format!("{} acme ci deploy\n", token_digest("second-token"))).unwrap();
+    pod.signal("HUP");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while post(&pod.url, Some("second-token"), TOOLS_LIST).await.0 != 200 {
+        assert!(tokio::time::Instant::now() < deadline, "never reloaded:\n{}", pod.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(post(&pod.url, Some("first-token"), TOOLS_LIST).await.0, 401);
+}
