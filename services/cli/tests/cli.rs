@@ -141,7 +141,7 @@ async fn discover_tools_mrtr_and_images() {
     assert!(out.stdout.contains("extensions    io.modelcontextprotocol/tasks"), "{out}");
     let out = presa(&api.url, &["tools"]).await;
     assert!(out.stdout.contains("    version       string, required  The version to deploy"), "{out}");
-    assert!(out.stdout.contains("    step_seconds  number  default 1; 0..60"), "{out}");
+    assert!(out.stdout.contains("    step_seconds  number  Seconds each step takes; default 1.0; 0..60"), "{out}");
     // MRTR over two rounds, answered from --answer.
     let out = presa(
         &api.url,
