@@ -24,9 +24,10 @@ static RUNTIME: LazyLock<tokio::runtime::Runtime> =
     LazyLock::new(|| tokio::runtime::Builder::new_current_thread().build().expect("runtime"));
 
 fn server() -> Server {
-    let tool = Tool::new("deploy", "Asks twice.", json!({ "type": "object" }), |_ctx: ToolContext, _args: Value| async {
-        Ok(ToolOutput::text("done"))
-    });
+    let tool =
+        Tool::new("deploy", "Asks twice.", json!({ "type": "object" }), |_ctx: ToolContext, _args: Value| async {
+            Ok(ToolOutput::text("done"))
+        });
     let catalog = Catalog::builder().tool(tool).build().expect("a valid catalog");
     let core = Core::new(ServerConfig::default(), catalog, Backend::new(Arc::new(MemoryStore::new())));
     Server::new(core, StateCodec::new(b"fuzz"))
@@ -48,9 +49,13 @@ async fn waiting_task(server: &Server) -> Task {
         caller: None,
     };
     let new = NewTask { scope: scope(), work, ttl_ms: Some(60_000), poll_interval_ms: None, status_message: None };
-    let task = store.create(new, CreateLimits { max_active_per_scope: None, max_bytes_per_scope: None }).await.expect("create");
+    let task = store
+        .create(new, CreateLimits { max_active_per_scope: None, max_bytes_per_scope: None })
+        .await
+        .expect("create");
     let asked = ASKED.iter().map(|k| (k.to_string(), json!({ "method": "elicitation/create", "params": {} })));
-    let next = apply(&task, &Event::RequestInput(asked.collect()), task.updated_at_ms).expect("apply").expect("a change");
+    let next =
+        apply(&task, &Event::RequestInput(asked.collect()), task.updated_at_ms).expect("apply").expect("a change");
     store.transition(&next, Writer::Worker { attempt: next.attempt }).await.expect("transition");
     store.get(&scope(), &task.id).await.expect("get").expect("the task")
 }
@@ -63,10 +68,7 @@ fuzz_target!(|data: &[u8]| {
         let value = serde_json::from_slice::<Value>(data).unwrap_or_else(|_| json!(String::from_utf8_lossy(data)));
         let mut params = match value {
             Value::Object(m) if m.contains_key("inputResponses") => m,
-            v => Map::from_iter([
-                ("taskId".to_string(), json!(task.id.as_str())),
-                ("inputResponses".to_string(), v),
-            ]),
+            v => Map::from_iter([("taskId".to_string(), json!(task.id.as_str())), ("inputResponses".to_string(), v)]),
         };
         params.insert(
             "_meta".into(),
