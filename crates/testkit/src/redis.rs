@@ -6,6 +6,11 @@
 //! loopback port in a temporary directory. With none of them the test fails
 //! and says how to get one: never a silent skip. [`TestRedis::spawn`] always
 //! spawns a private server, for tests that stop, kill or restart it.
+//!
+//! Each test logs (stderr) which source it got: `env URL`, `container` or
+//! `spawned`. `PRESA_TEST_REDIS=container` makes [`TestRedis::start`] use a
+//! container or fail: no `PRESA_TEST_REDIS_URL`, no fallback to a spawned server
+//! (CI sets it so the suites provably run on testcontainers).
 
 use std::{
     io::{Read, Write},
@@ -18,7 +23,7 @@ use std::{
 
 use testcontainers_modules::{
     redis::Redis,
-    testcontainers::{ContainerAsync, ImageExt, runners::AsyncRunner},
+    testcontainers::{ContainerAsync, ImageExt, core::ContainerPort, runners::AsyncRunner},
 };
 
 /// A Redis server for one test (or the shared one from `PRESA_TEST_REDIS_URL`).
@@ -34,6 +39,11 @@ pub struct TestRedis {
     extra: Vec<String>,
 }
 
+/// Whether `PRESA_TEST_REDIS=container` asks for testcontainers and nothing else.
+fn container_required() -> bool {
+    std::env::var("PRESA_TEST_REDIS").is_ok_and(|v| v == "container")
+}
+
 /// Whether a Docker engine is likely to answer (a socket or `DOCKER_HOST`).
 /// A `docker` client on PATH alone does not mean an engine exists.
 fn docker_engine_present() -> bool {
@@ -43,29 +53,40 @@ fn docker_engine_present() -> bool {
 impl TestRedis {
     /// The server to test against (see the module docs for the order).
     pub async fn start() -> TestRedis {
-        if let Ok(url) = std::env::var("PRESA_TEST_REDIS_URL")
+        let container_only = container_required();
+        if !container_only
+            && let Ok(url) = std::env::var("PRESA_TEST_REDIS_URL")
             && !url.is_empty()
         {
+            eprintln!("[testkit] redis source: env URL ({url})");
             return TestRedis { port: 0, url, child: None, _container: None, dir: None, extra: Vec::new() };
         }
         if docker_engine_present() {
-            match Redis::default().with_tag("7.2").start().await {
+            // An explicit host port: podman's Docker API reports published ports
+            // with an empty HostIp, which testcontainers' get_host_port_ipv4 skips.
+            let port = free_port();
+            match Redis::default().with_tag("7.2").with_mapped_port(port, ContainerPort::Tcp(6379)).start().await {
                 Ok(container) => {
-                    let host = container.get_host().await.map_or_else(|_| "127.0.0.1".into(), |h| h.to_string());
-                    if let Ok(port) = container.get_host_port_ipv4(6379).await {
-                        let url = format!("redis://{host}:{port}");
-                        return TestRedis {
-                            port,
-                            url,
-                            child: None,
-                            _container: Some(container),
-                            dir: None,
-                            extra: Vec::new(),
-                        };
-                    }
+                    let url = format!("redis://127.0.0.1:{port}");
+                    eprintln!("[testkit] redis source: container redis:7.2 {} ({url})", container.id());
+                    return TestRedis {
+                        port,
+                        url,
+                        child: None,
+                        _container: Some(container),
+                        dir: None,
+                        extra: Vec::new(),
+                    };
+                }
+                Err(e) if container_only => {
+                    panic!("PRESA_TEST_REDIS=container: testcontainers could not start redis:7.2 ({e})")
                 }
                 Err(e) => eprintln!("testcontainers could not start redis:7.2 ({e}); spawning redis-server instead"),
             }
+        } else if container_only {
+            panic!(
+                "PRESA_TEST_REDIS=container but no Docker engine: set DOCKER_HOST (e.g. the podman socket .ci/podman-redis.sh starts) or start Docker"
+            );
         }
         Self::spawn()
     }
@@ -85,6 +106,7 @@ impl TestRedis {
             let dir = tempfile::tempdir().expect("temp dir");
             match spawn_server(dir.path(), port, extra) {
                 Ok(child) => {
+                    eprintln!("[testkit] redis source: spawned redis-server (127.0.0.1:{port})");
                     return TestRedis {
                         url: format!("redis://127.0.0.1:{port}"),
                         port,
