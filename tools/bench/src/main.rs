@@ -41,6 +41,13 @@ use std::{
     time::{Duration, Instant},
 };
 
+mod peer;
+
+/// The allocator presa's binaries ship with (presa-runtime's `mimalloc` feature), so the bench measures what ships.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::Parser;
 use futures::{FutureExt, StreamExt, future::BoxFuture};
 use presa_http::HttpConfig;
