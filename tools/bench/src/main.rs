@@ -27,12 +27,25 @@
 //!    `list_changed` is published on the event bus per round; the row gives the
 //!    time until all L streams received it, over the rounds.
 //!
+//! 7. Peer comparison: the same `echo` request to presa and to an rmcp 3.11 echo
+//!    server (`peer.rs`: stateless Streamable HTTP, JSON replies, TCP_NODELAY),
+//!    alternated at C and 50 connections; then `tasks/get` of a completed task
+//!    through presa on Redis against rmcp's echo. Ratios are printed at the end.
+//! 8. On Redis with the default settings (per-scope limits on) and two worker
+//!    pools: Redis bytes per small completed task (`INFO memory` delta and
+//!    `MEMORY USAGE` of one task hash), task creates against sync calls on the
+//!    same server (refusals counted), creators at full speed (completions
+//!    meanwhile, RSS), create → handler started (c=1 and C), `tasks/update` →
+//!    parked handler resumed (c=1, also embedded); RSS per open listen stream.
+//!
 //! How to read it: server, worker, generator (and Redis) share the machine's
 //! cores, so absolute figures only describe the machine and its load at the
 //! time (printed in the header and footer). Compare the ratios: both sides are
 //! measured in the same run, in alternating rounds (ABBA…) with the same
 //! generator, which cancels most drift. No tracing subscriber or metrics
-//! recorder is installed, so telemetry costs are left out. Nothing is asserted:
+//! recorder is installed unless `--telemetry logs|otel` asks for the binaries'
+//! subscriber; the allocator is mimalloc, as in the binaries (feature
+//! `mimalloc`, default; `--no-default-features` for glibc's). Nothing is asserted:
 //! speed goals live here, never in timed tests.
 
 use std::{
