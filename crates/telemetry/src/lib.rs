@@ -32,7 +32,7 @@ mod setup;
 pub mod testing;
 
 #[cfg(feature = "exporters")]
-pub use setup::{LogFormat, TRACE_FILTER_VAR, TelemetryError, TelemetryGuard, init, otlp_configured};
+pub use setup::{LogFormat, TRACE_FILTER_VAR, TelemetryError, TelemetryGuard, init, init_with, otlp_configured};
 
 /// The instrumentation scope of presa's spans.
 pub const TRACER_NAME: &str = "presa";

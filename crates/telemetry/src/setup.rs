@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use opentelemetry_sdk::{Resource, trace::SdkTracerProvider};
 use tracing_subscriber::{EnvFilter, Layer, layer::SubscriberExt, util::SubscriberInitExt};
 
-use crate::{logfmt, otel_layer, propagation};
+use crate::{logfmt, propagation};
 
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -85,11 +85,23 @@ pub fn otlp_configured() -> bool {
 /// Install the process-wide subscriber and tracer provider for `service_name`
 /// (overridden by `OTEL_SERVICE_NAME`), and the global W3C propagator.
 ///
+/// The OpenTelemetry layer is installed only when spans are exported
+/// ([`otlp_configured`]): without an exporter no span is built for it, and
+/// log lines carry no `trace_id` (nothing would show that trace).
+///
 /// Call once, inside the Tokio runtime (the gRPC exporter needs it), and keep
 /// the guard until the process ends.
 pub fn init(service_name: &str, format: LogFormat) -> Result<TelemetryGuard, TelemetryError> {
+    init_with(service_name, format, otlp_configured())
+}
+
+/// [`init`], with the OpenTelemetry layer installed when `otel_layer` even
+/// without an exporter (spans are then built and dropped: what `presa-bench
+/// --telemetry otel` measures).
+pub fn init_with(service_name: &str, format: LogFormat, otel_layer: bool) -> Result<TelemetryGuard, TelemetryError> {
     opentelemetry::global::set_text_map_propagator(propagation::propagator());
     let exporting = otlp_configured();
+    let otel_layer = otel_layer || exporting;
     if exporting
         && let Ok(protocol) = std::env::var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
             .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL"))
@@ -122,7 +134,7 @@ pub fn init(service_name: &str, format: LogFormat) -> Result<TelemetryGuard, Tel
         }
     };
     tracing_subscriber::registry()
-        .with(otel_layer(&provider).with_filter(trace_filter))
+        .with(otel_layer.then(|| crate::otel_layer(&provider).with_filter(trace_filter)))
         .with(logfmt::CaptureDispatch::new(ids))
         .with(text.map(|l| l.with_filter(log_filter.clone())))
         .with(json.map(|l| l.with_filter(log_filter)))

@@ -27,19 +27,42 @@
 //!    `list_changed` is published on the event bus per round; the row gives the
 //!    time until all L streams received it, over the rounds.
 //!
+//! 7. Peer comparison: the same `echo` request to presa and to an rmcp 3.11 echo
+//!    server (`peer.rs`: stateless Streamable HTTP, JSON replies, TCP_NODELAY),
+//!    alternated at C and 50 connections; then `tasks/get` of a completed task
+//!    through presa on Redis against rmcp's echo. Ratios are printed at the end.
+//! 8. On Redis with the default settings (per-scope limits on) and two worker
+//!    pools: Redis bytes per small completed task (`INFO memory` delta and
+//!    `MEMORY USAGE` of one task hash), task creates against sync calls on the
+//!    same server (refusals counted), creators at full speed (completions
+//!    meanwhile, RSS), create → handler started (c=1 and C), `tasks/update` →
+//!    parked handler resumed (c=1, also embedded); RSS per open listen stream.
+//!
 //! How to read it: server, worker, generator (and Redis) share the machine's
 //! cores, so absolute figures only describe the machine and its load at the
 //! time (printed in the header and footer). Compare the ratios: both sides are
 //! measured in the same run, in alternating rounds (ABBA…) with the same
 //! generator, which cancels most drift. No tracing subscriber or metrics
-//! recorder is installed, so telemetry costs are left out. Nothing is asserted:
+//! recorder is installed unless `--telemetry logs|otel` asks for the binaries'
+//! subscriber; the allocator is glibc's, as in the binaries (`--features
+//! mimalloc` to measure mimalloc instead). Nothing is asserted:
 //! speed goals live here, never in timed tests.
 
 use std::{
     future::Future,
-    sync::Arc,
+    sync::{
+        Arc, LazyLock, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
     time::{Duration, Instant},
 };
+
+mod peer;
+
+/// The allocator presa's binaries ship with (presa-runtime's `mimalloc` feature), so the bench measures what ships.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::Parser;
 use futures::{FutureExt, StreamExt, future::BoxFuture};
@@ -49,6 +72,7 @@ use presa_server::{
 };
 use presa_store::{Backend, EventBus, TaskStore, memory::MemoryStore};
 use presa_store_redis::{RedisConfig, RedisStore};
+use presa_telemetry::LogFormat;
 use presa_testkit::{Client, TestRedis, next_within, redis::unique_prefix, tasks_caps};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -68,12 +92,34 @@ struct Args {
     /// Redis for the Redis rows; without it, a `redis-server` on PATH is spawned on a free loopback port.
     #[arg(long)]
     redis_url: Option<String>,
+    /// Listen streams held open at once for the RSS-per-stream row.
+    #[arg(long, default_value_t = 2000)]
+    rss_streams: usize,
+    /// The binaries' telemetry, installed before measuring so its cost is included: `none` (no
+    /// subscriber), `logs` (`presa_telemetry::init` with no exporter: text logs filtered by
+    /// `RUST_LOG`, default `info`, one line per task), `otel` (the same plus the OpenTelemetry
+    /// layer building every span with no exporter, as `init` did before).
+    #[arg(long, value_enum, default_value_t = Telemetry::None)]
+    telemetry: Telemetry,
+    /// Small tasks created for the Redis-bytes-per-task row.
+    #[arg(long, default_value_t = 2000)]
+    redis_tasks: usize,
+}
+
+/// `--telemetry`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Telemetry {
+    None,
+    Logs,
+    Otel,
 }
 
 /// Length of one round when two operations are alternated.
 const ROUND: Duration = Duration::from_millis(250);
 /// Interval between two `tasks/get` of the same task.
 const POLL: Duration = Duration::from_millis(5);
+/// The wider connection count of the peer comparison.
+const PEER_WIDE: usize = 50;
 /// Rounds of the fan-out scenario.
 const FAN_OUT_ROUNDS: usize = 30;
 
@@ -85,6 +131,32 @@ struct Sample {
     polls: u64,
     /// The part after `tasks/update` (input round trips).
     tail: Option<Duration>,
+    /// Refused with a retryable answer (HTTP 503 or 429): not counted as done.
+    refused: bool,
+}
+
+/// The bench's clock: handlers get send times as microseconds since it.
+static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+/// Create sent → handler started (`stamp_task`).
+static PICKUPS: Mutex<Vec<Duration>> = Mutex::new(Vec::new());
+/// `tasks/update` sent → parked `park` handler resumed.
+static RESUMES: Mutex<Vec<Duration>> = Mutex::new(Vec::new());
+/// Handlers of `noop_task` that ran.
+static COMPLETED: AtomicU64 = AtomicU64::new(0);
+
+fn now_us() -> u64 {
+    EPOCH.elapsed().as_micros() as u64
+}
+
+/// Record the time since `sent` (from [`now_us`]) in `into`.
+fn stamp(into: &Mutex<Vec<Duration>>, sent: Option<u64>) {
+    if let Some(sent) = sent {
+        into.lock().expect("stamps").push(Duration::from_micros(now_us().saturating_sub(sent)));
+    }
+}
+
+fn take(from: &Mutex<Vec<Duration>>) -> Vec<Duration> {
+    std::mem::take(&mut *from.lock().expect("stamps"))
 }
 
 /// One operation of a load loop: gets its connection's index, reports a [`Sample`].
@@ -104,6 +176,7 @@ struct Stats {
     latencies: Vec<Duration>,
     tails: Vec<Duration>,
     polls: u64,
+    refused: u64,
     elapsed: Duration,
 }
 
@@ -116,6 +189,7 @@ impl Stats {
         self.latencies.extend(other.latencies);
         self.tails.extend(other.tails);
         self.polls += other.polls;
+        self.refused += other.refused;
         self.elapsed += other.elapsed;
     }
 
@@ -161,6 +235,10 @@ async fn run(op: &Op, conns: usize, dur: Duration) -> Stats {
     let mut stats = Stats::default();
     for l in loops {
         for s in l.await.expect("a load loop panicked") {
+            if s.refused {
+                stats.refused += 1;
+                continue;
+            }
             stats.latencies.push(s.latency);
             stats.tails.extend(s.tail);
             stats.polls += s.polls;
@@ -207,8 +285,21 @@ fn catalog() -> Catalog {
         ))
         .tool(
             Tool::new("noop_task", "A task that completes at once.", json!({ "type": "object" }), |_ctx, _| async {
+                COMPLETED.fetch_add(1, Ordering::Relaxed);
                 Ok(ToolOutput::text("done"))
             })
+            .policy(TaskPolicy::Required),
+        )
+        .tool(
+            Tool::new(
+                "stamp_task",
+                "A task that records when a worker picked it up (`t`: send time), then completes.",
+                json!({ "type": "object", "properties": { "t": { "type": "integer" } } }),
+                |_ctx, args: Value| async move {
+                    stamp(&PICKUPS, args["t"].as_u64());
+                    Ok(ToolOutput::text("done"))
+                },
+            )
             .policy(TaskPolicy::Required),
         )
         .tool(
@@ -218,8 +309,9 @@ fn catalog() -> Catalog {
                 json!({ "type": "object" }),
                 |ctx: ToolContext, _| async move {
                     let ask = json!({ "method": "elicitation/create", "params": { "message": "Go on?",
-                        "requestedSchema": { "type": "object", "properties": {} } } });
+                        "requestedSchema": { "type": "object", "properties": { "t": { "type": "integer" } } } } });
                     let answer = ctx.input("go", ask).await?;
+                    stamp(&RESUMES, answer["content"]["t"].as_u64());
                     Ok(ToolOutput::text(answer["action"].as_str().unwrap_or("?")))
                 },
             )
@@ -233,6 +325,8 @@ fn catalog() -> Catalog {
 #[derive(Debug)]
 struct Running {
     url: String,
+    /// The Redis it runs on, and its key prefix.
+    redis_url: Option<(String, String)>,
     server: Server,
     stop: CancellationToken,
     /// The spawned Redis behind it, killed after the server stops.
@@ -245,22 +339,43 @@ impl Drop for Running {
     }
 }
 
+/// The bench's server settings: no per-scope task limit (the round trips measure speed, not admission).
+fn bench_config() -> ServerConfig {
+    ServerConfig { max_active_tasks_per_scope: None, ..ServerConfig::default() }
+}
+
 async fn start(store: Arc<dyn TaskStore>, bus: Arc<dyn EventBus>, redis: Option<TestRedis>) -> Running {
-    let config = ServerConfig { max_active_tasks_per_scope: None, ..ServerConfig::default() };
+    start_with(store, bus, redis, bench_config(), 1).await
+}
+
+/// A server with `workers` in-process worker pools (each as one `presa-worker` would run).
+async fn start_with(
+    store: Arc<dyn TaskStore>,
+    bus: Arc<dyn EventBus>,
+    redis: Option<TestRedis>,
+    config: ServerConfig,
+    workers: usize,
+) -> Running {
     let core = Core::new(config, catalog(), Backend { store, bus });
     let server = Server::new(core.clone(), StateCodec::new(b"presa-bench"));
     let stop = CancellationToken::new();
-    tokio::spawn(Worker::new(core, WorkerConfig::default()).run(stop.clone()));
+    for _ in 0..workers {
+        tokio::spawn(Worker::new(core.clone(), WorkerConfig::default()).run(stop.clone()));
+    }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
     let url = format!("http://{}/mcp", listener.local_addr().expect("a bound listener"));
     let router = presa_http::router(server.clone(), HttpConfig::default());
     let shutdown = stop.clone();
     tokio::spawn(presa_http::serve(listener, router, async move { shutdown.cancelled().await }));
-    Running { url, server, stop, _redis: redis }
+    Running { url, server, stop, _redis: redis, redis_url: None }
 }
 
 /// A Redis-backed server (unique key prefix), when a Redis is given or `redis-server` is on PATH.
 async fn start_redis(url: Option<&str>) -> Option<Running> {
+    start_redis_with(url, bench_config(), 1).await
+}
+
+async fn start_redis_with(url: Option<&str>, config: ServerConfig, workers: usize) -> Option<Running> {
     let on_path =
         std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("redis-server").is_file()));
     let spawned = match url {
@@ -269,11 +384,14 @@ async fn start_redis(url: Option<&str>) -> Option<Running> {
     };
     let url = url.map(str::to_string).or_else(|| spawned.as_ref().map(|r| r.url().to_string()))?;
     let prefix = format!("presa-bench-{}", unique_prefix());
+    let server_config = config;
     let config = RedisConfig::new(url.clone()).with_prefix(prefix.clone());
     let store = Arc::new(RedisStore::connect(config).await.unwrap_or_else(|e| panic!("connecting to {url}: {e}")));
-    let how = if spawned.is_some() { "spawned redis-server" } else { "--redis-url" };
-    println!("Redis: {url} ({how}), key prefix {prefix}");
-    Some(start(store.clone(), store, spawned).await)
+    let how = if spawned.is_some() { "spawned redis-server" } else { "given" };
+    println!("Redis: {url} ({how}), key prefix {prefix}, {workers} worker pool(s)");
+    let mut running = start_with(store.clone(), store, spawned, server_config, workers).await;
+    running.redis_url = Some((url, prefix));
+    Some(running)
 }
 
 /// One keep-alive connection sending prepared `tools/call` bodies (JSON or SSE replies).
@@ -291,13 +409,19 @@ impl Raw {
 
     /// Send `body` (a call of `tool`); the reply must be SSE when `sse`, else JSON.
     async fn call(&self, tool: &str, body: String, sse: bool) -> Duration {
+        self.post("tools/call", tool, body, sse, "\"result\"").await.latency
+    }
+
+    /// Send `body` (`method`, `Mcp-Name: name`); the reply must be HTTP 200 holding `expect`,
+    /// SSE when `sse`, else JSON. A retryable refusal (503, 429) is reported as refused.
+    async fn post(&self, method: &str, name: &str, body: String, sse: bool, expect: &str) -> Sample {
         let t = Instant::now();
         let resp = (self.http.post(&self.url))
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", "tools/call")
-            .header("mcp-name", tool)
+            .header("mcp-method", method)
+            .header("mcp-name", name)
             .body(body)
             .send()
             .await
@@ -305,16 +429,26 @@ impl Raw {
         let status = resp.status().as_u16();
         let ctype = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
         let text = resp.text().await.expect("a reply body");
-        let ok = status == 200 && ctype.contains("event-stream") == sse && text.contains("\"result\"");
-        assert!(ok, "{tool}: HTTP {status} {ctype}: {text}");
-        t.elapsed()
+        if matches!(status, 503 | 429) && text.contains("retry") {
+            return Sample { latency: t.elapsed(), refused: true, ..Sample::default() };
+        }
+        let ok = status == 200 && ctype.contains("event-stream") == sse && text.contains(expect);
+        assert!(ok, "{method} {name}: HTTP {status} {ctype}: {text}");
+        Sample { latency: t.elapsed(), ..Sample::default() }
     }
 }
 
 /// `tools/call tool` on connection i, the same body every time.
+/// The `_meta` every raw request carries (rmcp requires `clientInfo` too; presa accepts it).
+fn raw_meta(caps: Value) -> Value {
+    json!({ "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": { "name": "presa-bench", "version": "0" },
+        "io.modelcontextprotocol/clientCapabilities": caps })
+}
+
 fn echo_op(pool: &Arc<Vec<Raw>>, tool: &'static str, sse: bool) -> Op {
-    let meta = json!({ "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {}, "progressToken": "p1" });
+    let mut meta = raw_meta(json!({}));
+    meta["progressToken"] = json!("p1");
     let params = json!({ "name": tool, "arguments": { "text": "hello" }, "_meta": meta });
     let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params }).to_string();
     let pool = pool.clone();
@@ -322,6 +456,121 @@ fn echo_op(pool: &Arc<Vec<Raw>>, tool: &'static str, sse: bool) -> Op {
         let (pool, body) = (pool.clone(), body.clone());
         async move { Sample { latency: pool[i].call(tool, body, sse).await, ..Sample::default() } }
     })
+}
+
+/// `tasks/get` of `ids[i]` (a completed task) on connection i.
+fn get_op(pool: &Arc<Vec<Raw>>, ids: &[String]) -> Op {
+    let bodies: Arc<Vec<(String, String)>> = Arc::new(
+        ids.iter()
+            .map(|id| {
+                let params = json!({ "taskId": id, "_meta": raw_meta(tasks_caps()) });
+                (id.clone(), json!({ "jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": params }).to_string())
+            })
+            .collect(),
+    );
+    let pool = pool.clone();
+    op(move |i| {
+        let (pool, bodies) = (pool.clone(), bodies.clone());
+        async move { pool[i].post("tasks/get", &bodies[i].0, bodies[i].1.clone(), false, "\"completed\"").await }
+    })
+}
+
+/// Create a task of `tool` on connection i (JSON reply); `stamped`: arguments carry the send time.
+fn create_op(pool: &Arc<Vec<Raw>>, tool: &'static str, stamped: bool) -> Op {
+    let pool = pool.clone();
+    op(move |i| {
+        let pool = pool.clone();
+        async move {
+            let args = if stamped { json!({ "t": now_us() }) } else { json!({}) };
+            let params = json!({ "name": tool, "arguments": args, "_meta": raw_meta(tasks_caps()) });
+            let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params }).to_string();
+            pool[i].post("tools/call", tool, body, false, "\"taskId\"").await
+        }
+    })
+}
+
+/// Wait (at most `within`) until `noop_task` handlers ran `target` times in all; returns the wait.
+async fn drain(target: u64, within: Duration) -> Duration {
+    let t = Instant::now();
+    while COMPLETED.load(Ordering::Relaxed) < target && t.elapsed() < within {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    t.elapsed()
+}
+
+/// `used_memory` of the Redis at `url` (INFO memory), bytes.
+async fn redis_used_memory(con: &mut redis::aio::MultiplexedConnection) -> i64 {
+    let info: String = redis::cmd("INFO").arg("memory").query_async(con).await.expect("INFO memory");
+    info.lines().find_map(|l| l.strip_prefix("used_memory:")?.trim().parse().ok()).expect("used_memory in INFO")
+}
+
+/// Redis bytes per small completed task: `INFO memory` delta over `n` `noop_task`s, and
+/// `MEMORY USAGE` of one task's hash.
+async fn redis_bytes_per_task(server: &Running, n: usize, c: usize) -> Option<String> {
+    let (url, prefix) = server.redis_url.clone()?;
+    let client = redis::Client::open(url.as_str()).expect("a Redis URL");
+    let mut con = client.get_multiplexed_async_connection().await.expect("a Redis connection");
+    let pool = Raw::pool(&server.url, c);
+    let one = create_op(&pool, "noop_task", false);
+    let done0 = COMPLETED.load(Ordering::Relaxed);
+    let before = redis_used_memory(&mut con).await;
+    let created = Arc::new(AtomicU64::new(0));
+    let loops: Vec<_> = (0..c)
+        .map(|i| {
+            let (one, created) = (one.clone(), created.clone());
+            tokio::spawn(async move {
+                while created.fetch_add(1, Ordering::Relaxed) < n as u64 {
+                    // A refusal (the per-scope limit while workers catch up) is retried.
+                    while one(i).await.refused {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                }
+            })
+        })
+        .collect();
+    for l in loops {
+        l.await.expect("a create loop panicked");
+    }
+    drain(done0 + n as u64, Duration::from_secs(30)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let after = redis_used_memory(&mut con).await;
+    let id = create(&Client::new(server.url.clone(), tasks_caps()), "noop_task").await;
+    drain(done0 + n as u64 + 1, Duration::from_secs(5)).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let key = format!("{prefix}:{{{}}}:task:{id}", &id[..3]);
+    let usage: Option<i64> =
+        redis::cmd("MEMORY").arg("USAGE").arg(&key).arg("SAMPLES").arg(0).query_async(&mut con).await.ok();
+    let per = (after - before) as f64 / n as f64;
+    let usage = usage.map_or("-".into(), |u| u.to_string());
+    Some(format!(
+        "INFO used_memory {before} -> {after} over {n} tasks = {per:.0} B/task; MEMORY USAGE of one task hash {usage} B"
+    ))
+}
+
+/// RSS of this process (server and client sides of each stream) with `n` listen streams open, then closed.
+async fn rss_per_listen_stream(n: usize) -> String {
+    let memory = Arc::new(MemoryStore::new());
+    let config = ServerConfig { max_listen_streams: n + 10, max_listen_streams_per_scope: 0, ..bench_config() };
+    let server = start_with(memory.clone(), memory, None, config, 1).await;
+    let http = reqwest::Client::builder().tcp_nodelay(true).build().expect("an HTTP client");
+    let client = Client { url: server.url.clone(), http, caps: json!({}), scope: None, bearer: None };
+    // One stream opened and closed first, so the per-stream figure leaves out one-time set-up.
+    drop(client.listen(json!({ "toolsListChanged": true })).await);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = rss_mib();
+    let mut streams = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (status, mut stream) = client.listen(json!({ "toolsListChanged": true })).await;
+        let ack = next_within(&mut stream, 5).await;
+        assert!(status == 200 && ack["method"] == "notifications/subscriptions/acknowledged", "listen: {ack}");
+        streams.push(stream);
+    }
+    let open = rss_mib();
+    drop(streams);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let closed = rss_mib();
+    let per = (open - before) * 1024.0 / n as f64;
+    format!("RSS {before:.1} -> {open:.1} MiB with {n} open = {per:.1} KiB/stream; {closed:.1} MiB 1 s after closing")
 }
 
 /// One MCP client (its own connection) per load loop, declaring the Tasks extension.
@@ -357,7 +606,7 @@ fn task_op(clients: &Arc<Vec<Client>>) -> Op {
             let (c, t) = (&clients[i], Instant::now());
             let id = create(c, "noop_task").await;
             let polls = poll_until(c, &id, "completed").await;
-            Sample { latency: t.elapsed(), polls, tail: None }
+            Sample { latency: t.elapsed(), polls, ..Sample::default() }
         }
     })
 }
@@ -371,10 +620,12 @@ fn input_op(clients: &Arc<Vec<Client>>) -> Op {
             let id = create(c, "park").await;
             let mut polls = poll_until(c, &id, "input_required").await;
             let answered = Instant::now();
-            let answer = json!({ "taskId": id, "inputResponses": { "go": { "action": "accept", "content": {} } } });
+            let content = json!({ "t": now_us() });
+            let answer =
+                json!({ "taskId": id, "inputResponses": { "go": { "action": "accept", "content": content } } });
             c.ok("tasks/update", answer).await;
             polls += poll_until(c, &id, "completed").await;
-            Sample { latency: t.elapsed(), polls, tail: Some(answered.elapsed()) }
+            Sample { latency: t.elapsed(), polls, tail: Some(answered.elapsed()), refused: false }
         }
     })
 }
@@ -432,6 +683,10 @@ fn load_average() -> String {
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
+    let _telemetry = (args.telemetry != Telemetry::None).then(|| {
+        let otel = args.telemetry == Telemetry::Otel;
+        presa_telemetry::init_with("presa-bench", LogFormat::Text, otel).expect("telemetry set up")
+    });
     let secs = Duration::from_secs_f64(args.seconds.max(0.1));
     let (c, listeners) = (args.connections.max(1), args.listeners.max(1));
     let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
@@ -442,6 +697,8 @@ async fn main() {
     }
     let (s, rss) = (secs.as_secs_f64(), rss_mib());
     println!("{s:.1} s per row, C = {c} connections, L = {listeners} listen streams, RSS {rss:.1} MiB");
+    let alloc = if cfg!(feature = "mimalloc") { "mimalloc" } else { "system (glibc)" };
+    println!("allocator {alloc}, telemetry {:?}", args.telemetry);
     let memory = Arc::new(MemoryStore::new());
     let embedded = start(memory.clone(), memory, None).await;
     let redis = start_redis(args.redis_url.as_deref()).await;
@@ -459,6 +716,112 @@ async fn main() {
         row("tools/call echo (JSON)", conns, Some(j.rate()), &mut j.latencies, "");
         row("tools/call echo_progress (SSE)", conns, Some(s.rate()), &mut s.latencies, &ratio);
     }
+
+    // Peer: the same echo request to presa and to an rmcp echo server, alternated.
+    let mut ratios = Vec::new();
+    let peer_stop = CancellationToken::new();
+    let rmcp_url = peer::start(peer_stop.clone()).await;
+    let wide = c.max(PEER_WIDE);
+    let peer_widths = if c == wide { vec![c] } else { vec![c, wide] };
+    let presa_pool = Raw::pool(&embedded.url, wide);
+    let rmcp_pool = Raw::pool(&rmcp_url, wide);
+    let (presa_echo, rmcp_echo) = (echo_op(&presa_pool, "echo", false), echo_op(&rmcp_pool, "echo", false));
+    for &conns in &peer_widths {
+        let (mut p, mut r) = alternate(&presa_echo, &rmcp_echo, conns, secs).await;
+        let ratio = p.rate() / r.rate();
+        row("tools/call echo (JSON), presa", conns, Some(p.rate()), &mut p.latencies, "alternated with rmcp");
+        row(
+            "tools/call echo (JSON), rmcp 3.11",
+            conns,
+            Some(r.rate()),
+            &mut r.latencies,
+            &format!("presa/rmcp = {ratio:.2}"),
+        );
+        ratios.push(format!("sync tools/call echo, c={conns}: presa/rmcp = {ratio:.2}"));
+    }
+    // `tasks/get` of a completed task through presa on Redis, against rmcp's sync echo.
+    if let Some(r) = &redis {
+        let client = Client::new(r.url.clone(), tasks_caps());
+        let mut ids = Vec::with_capacity(wide);
+        for _ in 0..wide {
+            let id = create(&client, "noop_task").await;
+            poll_until(&client, &id, "completed").await;
+            ids.push(id);
+        }
+        let get = get_op(&Raw::pool(&r.url, wide), &ids);
+        for &conns in &peer_widths {
+            let (mut g, mut e) = alternate(&get, &rmcp_echo, conns, secs).await;
+            let ratio = g.rate() / e.rate();
+            row("tasks/get completed, presa on Redis", conns, Some(g.rate()), &mut g.latencies, "alternated with rmcp");
+            let notes = format!("presa tasks/get / rmcp echo = {ratio:.2}");
+            row("tools/call echo (JSON), rmcp 3.11", conns, Some(e.rate()), &mut e.latencies, &notes);
+            ratios.push(format!("tasks/get (Redis) vs rmcp sync echo, c={conns}: presa/rmcp = {ratio:.2}"));
+        }
+    }
+    peer_stop.cancel();
+
+    // Tasks on Redis with the default settings (per-scope limits on) and two worker pools.
+    let defaults = match &redis {
+        Some(r) => start_redis_with(r.redis_url.as_ref().map(|u| u.0.as_str()), ServerConfig::default(), 2).await,
+        None => None,
+    };
+    if let Some(d) = &defaults {
+        if let Some(notes) = redis_bytes_per_task(d, args.redis_tasks, c).await {
+            println!("{:<38} {c:>5} {:>8}  {notes}", "Redis bytes per small completed task", "-");
+        }
+        let pool = Raw::pool(&d.url, wide);
+        let (creates, sync) = (create_op(&pool, "noop_task", false), echo_op(&pool, "echo", false));
+        let done0 = COMPLETED.load(Ordering::Relaxed);
+        let (mut cr, mut sy) = alternate(&creates, &sync, c, secs).await;
+        let ratio = cr.rate() / sy.rate();
+        let notes = format!("{} refused (retryable); creates/sync = {ratio:.2}", cr.refused);
+        row("task create, Redis, default limits", c, Some(cr.rate()), &mut cr.latencies, &notes);
+        row("tools/call echo (JSON), same server", c, Some(sy.rate()), &mut sy.latencies, "alternated with creates");
+        ratios.push(format!("task creations/s on Redis vs presa sync tools/call, c={c}: {ratio:.2}"));
+        let created = done0 + cr.latencies.len() as u64 + 2 * c as u64;
+        drain(created, Duration::from_secs(30)).await;
+        // Creators at full speed, alone: do the two worker pools keep up?
+        let (rss0, done0) = (rss_mib(), COMPLETED.load(Ordering::Relaxed));
+        let mut cr = run(&creates, wide, secs).await;
+        let done_in_window = COMPLETED.load(Ordering::Relaxed) - done0;
+        let created = cr.latencies.len() as u64;
+        let waited = drain(done0 + created, Duration::from_secs(60)).await;
+        let rss1 = rss_mib();
+        let per_s = done_in_window as f64 / cr.elapsed.as_secs_f64();
+        let notes = format!(
+            "{} refused; completions {per_s:.0}/s meanwhile ({done_in_window} of {created}), backlog drained {:.1} s later; RSS {rss0:.1} -> {rss1:.1} MiB",
+            cr.refused,
+            waited.as_secs_f64()
+        );
+        row("task create at full speed, Redis", wide, Some(cr.rate()), &mut cr.latencies, &notes);
+        // create -> handler started.
+        let stamped = create_op(&pool, "stamp_task", true);
+        for conns in [1, c] {
+            take(&PICKUPS);
+            let s = run(&stamped, conns, secs).await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let mut picked = take(&PICKUPS);
+            let notes = format!(
+                "{} tasks, {} picked up; create reply p50 {}",
+                s.latencies.len(),
+                picked.len(),
+                ms(pct(&mut s.latencies.clone(), 50.0))
+            );
+            row("create -> pickup, Redis, 2 workers", conns, None, &mut picked, &notes);
+        }
+    }
+    // tasks/update -> parked handler resumed, one at a time.
+    let resume_targets = std::iter::once(("embedded", &embedded)).chain(defaults.as_ref().map(|d| ("Redis", d)));
+    for (name, target) in resume_targets {
+        take(&RESUMES);
+        let s = run(&input_op(&task_clients(&target.url, 1)), 1, secs).await;
+        let mut resumed = take(&RESUMES);
+        let notes = format!("{} input round trips", s.latencies.len());
+        row(&format!("tasks/update -> resume, {name}"), 1, None, &mut resumed, &notes);
+    }
+    // RSS per open listen stream.
+    let notes = rss_per_listen_stream(args.rss_streams).await;
+    println!("{:<38} {:>5} {:>8}  {notes}", "RSS per listen stream, embedded", args.rss_streams, "-");
 
     // 3. Task round trip, embedded, alone (so RSS growth is its own).
     let embedded_clients = task_clients(&embedded.url, c);
@@ -510,6 +873,10 @@ async fn main() {
         let (p50, p99) = (ms(pct(&mut each, 50.0)), ms(pct(&mut each, 99.0)));
         let notes = format!("all L received; each delivery p50 {p50} p99 {p99}; {} rounds", all.len());
         row(&format!("listen fan-out, {name}"), listeners, None, &mut all, &notes);
+    }
+    println!("\nratios (same run, alternated):");
+    for r in &ratios {
+        println!("  {r}");
     }
     println!("\nend: load average {} (1/5/15 min), RSS {:.1} MiB", load_average(), rss_mib());
 }

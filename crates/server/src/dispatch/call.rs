@@ -209,7 +209,7 @@ impl Server {
         let task = store_call("create", self.store().create(new, limits)).await?;
         metrics::task_created();
         tracing::Span::current().record("presa.task.id", tracing::field::display(&task.id));
-        tracing::info!(task_id = %task.id, tool, "task created");
+        tracing::debug!(task_id = %task.id, tool, "task created");
         Ok(Value::Object(wire::create_result(&task)))
     }
 }

@@ -1,0 +1,60 @@
+//! The peer: a minimal rmcp (the Rust SDK) echo server, served in this process.
+//!
+//! Stateless Streamable HTTP (`legacy_session_mode` off, so `2026-07-28`
+//! requests need no `initialize`), JSON replies, TCP_NODELAY on every accepted
+//! connection, one `echo` tool. It answers exactly the request presa's `echo`
+//! rows send (same body, same headers), so both sides are driven by the same
+//! load loops.
+
+use std::sync::Arc;
+
+use axum::serve::ListenerExt;
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler,
+    model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ServerCapabilities, ServerConfig},
+    service::RequestContext,
+    transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::never::NeverSessionManager,
+    },
+};
+use tokio_util::sync::CancellationToken;
+
+/// The rmcp handler: `echo` returns its `text` argument.
+#[derive(Debug, Clone, Copy)]
+struct Echo;
+
+impl ServerHandler for Echo {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let text = request.arguments.as_ref().and_then(|a| a.get("text")?.as_str()).unwrap_or_default();
+        Ok(CallToolResult::success(vec![ContentBlock::text(text.to_string())]).into())
+    }
+}
+
+/// An rmcp echo server on a loopback port; stops when `stop` is cancelled. Returns its URL.
+pub(crate) async fn start(stop: CancellationToken) -> String {
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None)
+        .with_cancellation_token(stop.child_token());
+    let service: StreamableHttpService<Echo, NeverSessionManager> =
+        StreamableHttpService::new(|| Ok(Echo), Arc::new(NeverSessionManager::default()), config);
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("a bound listener"));
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).with_graceful_shutdown(async move { stop.cancelled_owned().await }).await;
+    });
+    url
+}
