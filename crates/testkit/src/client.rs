@@ -14,6 +14,12 @@ pub fn tasks_caps() -> Value {
     json!({ "elicitation": {}, "extensions": { TASKS: {} } })
 }
 
+/// The `taskId` of a `CreateTaskResult` (panics, showing it, when the call did not create a task).
+pub fn task_id(created: &Value) -> String {
+    assert_eq!(created["resultType"], "task", "{created}");
+    created["taskId"].as_str().expect("taskId").to_string()
+}
+
 /// A minimal MCP client for the stateless wire.
 #[derive(Debug, Clone)]
 pub struct Client {

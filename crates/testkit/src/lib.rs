@@ -17,7 +17,7 @@ pub mod principals;
 pub mod redis;
 pub mod reference;
 
-pub use client::{Client, TASKS, next_within, tasks_caps};
+pub use client::{Client, TASKS, next_within, task_id, tasks_caps};
 pub use embedded::{Embedded, HeaderScopes, embedded, embedded_limited, embedded_with};
 pub use pods::{Pod, free_port};
 pub use redis::TestRedis;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use presa_http::{HttpConfig, ServeLimits};
 use presa_server::ServerConfig;
 use presa_testkit::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::TcpStream,
@@ -15,11 +15,6 @@ use tokio::{
 /// The test embedded server's HTTP settings: callers named by `x-test-scope`.
 fn http() -> HttpConfig {
     HttpConfig { authenticator: std::sync::Arc::new(HeaderScopes), ..HttpConfig::default() }
-}
-
-fn task_id(created: &Value) -> String {
-    assert_eq!(created["resultType"], "task", "{created}");
-    created["taskId"].as_str().expect("taskId").to_string()
 }
 
 /// A's 64 tasks parked on input (as many as the worker's default

@@ -8,11 +8,6 @@ use presa_server::ServerConfig;
 use presa_testkit::*;
 use serde_json::{Value, json};
 
-fn task_id(created: &Value) -> String {
-    assert_eq!(created["resultType"], "task", "{created}");
-    created["taskId"].as_str().expect("taskId").to_string()
-}
-
 /// Subscribe, then watch one task go working → input_required → working →
 /// completed, each state pushed as `notifications/tasks` with the full
 /// DetailedTask and the subscription id.

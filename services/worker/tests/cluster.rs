@@ -8,7 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use presa_testkit::{Client, Pod, TestRedis, free_port, redis::unique_prefix, tasks_caps};
+use presa_testkit::{Client, Pod, TestRedis, free_port, redis::unique_prefix, task_id, tasks_caps};
 use serde_json::{Value, json};
 
 struct Cluster {
@@ -74,11 +74,6 @@ impl Cluster {
         env.extend(fault.map(|f| ("PRESA_FAULT", f)));
         Pod::start(name, &worker_bin(), free_port(), &all, &env).await
     }
-}
-
-fn task_id(created: &Value) -> String {
-    assert_eq!(created["resultType"], "task", "{created}");
-    created["taskId"].as_str().unwrap().to_string()
 }
 
 /// Create a `slow_compute` task and wait until a worker runs it; its id.
