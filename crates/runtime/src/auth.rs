@@ -67,9 +67,15 @@ pub struct AuthArgs {
     #[arg(long, env = "PRESA_JWT_LEEWAY_SECONDS", default_value_t = 30)]
     pub jwt_leeway_seconds: u64,
 
-    /// `jwt`: the issuer's JWKS URL (fetched at start, cached, refetched on an unknown `kid`).
+    /// `jwt`: the issuer's JWKS URL, `https://` (or `http://` inside a trusted network); fetched at start,
+    /// cached, refetched on an unknown `kid`.
     #[arg(long, env = "PRESA_JWKS_URL", conflicts_with = "jwks_file")]
     pub jwks_url: Option<String>,
+
+    /// `jwt`: PEM CA certificates trusted for an `https://` JWKS URL besides the built-in Mozilla roots
+    /// (an issuer with a private CA).
+    #[arg(long, env = "PRESA_JWKS_CA_FILE", requires = "jwks_url")]
+    pub jwks_ca_file: Option<PathBuf>,
 
     /// `jwt`: a JWKS file instead of a URL (offline setups).
     #[arg(long, env = "PRESA_JWKS_FILE")]
@@ -157,14 +163,15 @@ impl AuthArgs {
                 })?;
                 let min_refresh = Duration::from_millis(self.jwks_min_refresh_ms);
                 let jwks = match (&self.jwks_url, &self.jwks_file) {
-                    (Some(url), None) if !url.starts_with("http://") => {
-                        return Err(invalid(
-                            "--jwks-url (PRESA_JWKS_URL) must be an http:// URL (this build has no TLS client \
-                             for it): use an in-cluster address, or --jwks-file (PRESA_JWKS_FILE)",
-                        ));
-                    }
                     (Some(url), None) => {
-                        let jwks = Jwks::new(JwksSource::Url(url.clone()), min_refresh);
+                        let lower = url.to_ascii_lowercase();
+                        if !lower.starts_with("https://") && !lower.starts_with("http://") {
+                            return Err(invalid("--jwks-url (PRESA_JWKS_URL) must be an https:// (or http://) URL"));
+                        }
+                        if lower.starts_with("http://") {
+                            tracing::warn!(url = %url, "--jwks-url is plain http: anyone on the path can swap the signing keys; use https:// outside a trusted network");
+                        }
+                        let jwks = Jwks::new(JwksSource::Url(url.clone()), min_refresh, self.jwks_ca_file.as_deref())?;
                         // An issuer that is down at start-up is retried on the first token.
                         if let Err(e) = jwks.load().await {
                             tracing::warn!(error = %e, "JWKS not loaded at start-up; retrying on the first token");
@@ -172,7 +179,7 @@ impl AuthArgs {
                         jwks
                     }
                     (None, Some(path)) => {
-                        let jwks = Jwks::new(JwksSource::File(path.clone()), min_refresh);
+                        let jwks = Jwks::new(JwksSource::File(path.clone()), min_refresh, None)?;
                         jwks.load().await?;
                         jwks
                     }

@@ -1,7 +1,8 @@
 //! Authentication over real HTTP: bearer JWTs checked against a JWKS served
-//! by an in-test HTTP server (keys generated here, RSA and EC), the 401/403
-//! challenges, RFC 9728 metadata, tasks bound to their principal, and the
-//! start-up refusals of `presa-api`.
+//! by an in-test HTTP server (keys generated here, RSA and EC; plain http and
+//! https with a private CA generated here), the 401/403 challenges, RFC 9728
+//! metadata, tasks bound to their principal, and the start-up refusals of
+//! `presa-api`.
 
 use std::{
     sync::{
@@ -39,18 +40,58 @@ struct Fixture {
 
 /// A JWKS endpoint counting its fetches; returns its URL.
 async fn serve_jwks(issuer: Arc<TestIssuer>, fetches: Arc<AtomicUsize>) -> String {
-    let app = Router::new().route(
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/jwks", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, jwks_app(issuer, fetches)).await });
+    url
+}
+
+fn jwks_app(issuer: Arc<TestIssuer>, fetches: Arc<AtomicUsize>) -> Router {
+    Router::new().route(
         "/jwks",
         get(move || {
             fetches.fetch_add(1, Ordering::SeqCst);
             let keys = issuer.jwks();
             async move { Json(keys) }
         }),
-    );
+    )
+}
+
+/// The JWKS endpoint over https, with a certificate for 127.0.0.1 issued by a
+/// CA made here; returns its URL and the CA certificate (PEM).
+async fn serve_jwks_tls(issuer: Arc<TestIssuer>, fetches: Arc<AtomicUsize>) -> (String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let ca = Issuer::new(ca_params, ca_key);
+    let leaf_key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap().signed_by(&leaf_key, &ca).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::try_from(leaf_key.serialize_der()).unwrap();
+    let tls = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![leaf.der().clone()], key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/jwks", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    url
+    let url = format!("https://{}/jwks", listener.local_addr().unwrap());
+    let app = jwks_app(issuer, fetches);
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (acceptor, app) = (acceptor.clone(), app.clone());
+            tokio::spawn(async move {
+                // A client that does not trust the CA aborts the handshake here.
+                let Ok(stream) = acceptor.accept(tcp).await else { return };
+                let service = hyper_util::service::TowerToHyperService::new(app);
+                let io = hyper_util::rt::TokioIo::new(stream);
+                let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+            });
+        }
+    });
+    (url, ca_cert.pem())
 }
 
 /// An embedded presa with `--auth jwt`, `--required-scope mcp` and a JWKS refetched at most every `min_refresh`.
@@ -70,7 +111,7 @@ async fn fixture(min_refresh: Duration) -> Fixture {
         leeway: Duration::from_secs(30),
         min_refresh,
     };
-    let jwks = Arc::new(Jwks::new(JwksSource::Url(jwks_url), min_refresh));
+    let jwks = Arc::new(Jwks::new(JwksSource::Url(jwks_url), min_refresh, None).unwrap());
     let http = HttpConfig {
         authenticator: Arc::new(JwtAuthenticator::new(config, jwks, challenge.clone())),
         challenge,
@@ -154,6 +195,53 @@ async fn valid_tokens_pass_and_every_bad_one_gets_a_401_challenge() {
     let (status, challenge, _) = post(url, Some(&i.token(Key::Rsa, "alice", &["read"])), TOOLS_LIST).await;
     assert_eq!(status, 403);
     assert!(challenge.starts_with(r#"Bearer error="insufficient_scope""#) && challenge.contains(r#"scope="mcp""#));
+}
+
+#[tokio::test]
+async fn an_https_jwks_is_trusted_through_the_given_ca_only() {
+    let issuer = Arc::new(TestIssuer::new(ISSUER, "http://127.0.0.1:1/mcp"));
+    let fetches = Arc::new(AtomicUsize::new(0));
+    let (url, ca_pem) = serve_jwks_tls(issuer.clone(), fetches.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, ca_pem).unwrap();
+
+    // Only the built-in roots: the private CA is unknown, the handshake fails and nothing is fetched.
+    let untrusted = Jwks::new(JwksSource::Url(url.clone()), Duration::ZERO, None).unwrap();
+    let err = untrusted.load().await.unwrap_err().to_string();
+    assert!(err.contains(&url) && err.to_lowercase().contains("certificate"), "{err}");
+    assert_eq!(fetches.load(Ordering::SeqCst), 0);
+
+    // With --jwks-ca-file: fetched over TLS, and its keys verify real tokens.
+    let jwks = Arc::new(Jwks::new(JwksSource::Url(url), Duration::from_secs(60), Some(&ca)).unwrap());
+    assert_eq!(jwks.load().await.unwrap(), issuer.jwks()["keys"].as_array().unwrap().len());
+    assert_eq!(fetches.load(Ordering::SeqCst), 1);
+    let config = JwtConfig {
+        issuer: ISSUER.into(),
+        audience: "http://127.0.0.1:1/mcp".into(),
+        tenant_claim: "iss".into(),
+        leeway: Duration::from_secs(30),
+        min_refresh: Duration::from_secs(60),
+    };
+    let auth = JwtAuthenticator::new(config, jwks, Challenge::new(None, vec![]));
+    for key in [Key::Rsa, Key::Ec] {
+        let request = axum::http::Request::get("/mcp")
+            .header("authorization", format!("Bearer {}", issuer.token(key, "alice", &["mcp"])))
+            .body(())
+            .unwrap();
+        let caller = presa_http::Authenticator::authenticate(&auth, &request.into_parts().0).await;
+        assert_eq!(caller.ok().map(|c| c.subject().to_string()).as_deref(), Some("alice"), "{key:?}");
+    }
+
+    // A CA file that is missing or holds no certificate is a configuration error, at once.
+    let empty = dir.path().join("empty.pem");
+    std::fs::write(&empty, "").unwrap();
+    for bad in [empty, dir.path().join("missing.pem")] {
+        let Err(err) = Jwks::new(JwksSource::Url("https://127.0.0.1:1/jwks".into()), Duration::ZERO, Some(&bad)) else {
+            panic!("{} accepted", bad.display());
+        };
+        assert!(err.to_string().contains(&bad.display().to_string()), "{err}");
+    }
 }
 
 #[tokio::test]
@@ -285,6 +373,45 @@ fn presa_api_refuses_unsafe_configurations() {
     let (code, err) = run(&["--listen", "127.0.0.1:0", "--auth", "jwt"], &[]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--jwt-issuer"), "{err}");
+    let jwt = ["--listen", "127.0.0.1:0", "--auth", "jwt", "--jwt-issuer", ISSUER, "--jwt-audience", "x"];
+    let (code, err) = run(&[&jwt[..], &["--jwks-url", "ftp://issuer.test/jwks"]].concat(), &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--jwks-url") && err.contains("https://"), "{err}");
+    let https = ["--jwks-url", "https://127.0.0.1:1/jwks", "--jwks-ca-file", "/nonexistent/ca.pem"];
+    let (code, err) = run(&[&jwt[..], &https].concat(), &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("/nonexistent/ca.pem"), "{err}");
+}
+
+/// `presa-api --jwks-url https://… --jwks-ca-file`: the binary fetches the keys over TLS and serves their tokens.
+#[tokio::test]
+async fn presa_api_fetches_an_https_jwks() {
+    let port = presa_testkit::free_port();
+    let resource = format!("http://127.0.0.1:{port}/mcp");
+    let issuer = Arc::new(TestIssuer::new(ISSUER, resource.clone()));
+    let fetches = Arc::new(AtomicUsize::new(0));
+    let (jwks_url, ca_pem) = serve_jwks_tls(issuer.clone(), fetches.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, ca_pem).unwrap();
+    let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_presa-api"));
+    let args = [
+        "--auth",
+        "jwt",
+        "--jwt-issuer",
+        ISSUER,
+        "--resource-url",
+        &resource,
+        "--jwks-url",
+        &jwks_url,
+        "--jwks-ca-file",
+        ca.to_str().unwrap(),
+    ];
+    let pod = presa_testkit::Pod::start("api", &bin, port, &args, &[]).await;
+    let (status, _, body) = post(&pod.url, Some(&issuer.token(Key::Ec, "alice", &[])), TOOLS_LIST).await;
+    assert_eq!(status, 200, "{body}\n{}", pod.log());
+    assert_eq!(fetches.load(Ordering::SeqCst), 1, "fetched once at start-up, over TLS");
+    assert_eq!(post(&pod.url, None, TOOLS_LIST).await.0, 401);
 }
 
 /// `--auth tokens`: hashed static tokens map to their principal; SIGHUP reloads the file.

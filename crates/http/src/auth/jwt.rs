@@ -17,7 +17,7 @@
 //! space-separated string) or `scp` (an array).
 
 use std::{
-    path::PathBuf,
+    path::{Path, PathBuf},
     sync::{Arc, RwLock},
     time::{Duration, Instant},
 };
@@ -29,12 +29,12 @@ use jsonwebtoken::{
 };
 use serde_json::{Map, Value};
 
-use super::{AuthError, Authenticator, Caller, Challenge, Refusal};
+use super::{AuthError, Authenticator, Caller, Challenge, Refusal, fetch::JwksClient};
 
 /// Where the signing keys come from.
 #[derive(Debug, Clone)]
 pub enum JwksSource {
-    /// Fetched with HTTP GET.
+    /// Fetched with HTTP GET (`http://` or `https://`, see [`super::fetch`]).
     Url(String),
     /// Read from a file (offline setups, tests).
     File(PathBuf),
@@ -58,22 +58,26 @@ pub struct Jwks {
     /// refreshes wait for one fetch instead of starting their own.
     last_fetch: tokio::sync::Mutex<Option<Instant>>,
     min_refresh: Duration,
-    client: reqwest::Client,
+    client: JwksClient,
     fetches: std::sync::atomic::AtomicU64,
 }
 
 impl Jwks {
-    /// A cache over `source`, with nothing fetched yet.
-    pub fn new(source: JwksSource, min_refresh: Duration) -> Self {
-        let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap_or_default();
-        Jwks {
+    /// A cache over `source`, with nothing fetched yet. An `https://` URL is
+    /// checked against the Mozilla roots and the PEM certificates in
+    /// `extra_ca` (for an issuer with a private CA); a CA file that cannot be
+    /// read is a configuration error.
+    pub fn new(source: JwksSource, min_refresh: Duration, extra_ca: Option<&Path>) -> Result<Self, AuthError> {
+        let client = JwksClient::new(extra_ca)
+            .map_err(|e| AuthError::Jwks { source_name: source.name(), message: e.to_string() })?;
+        Ok(Jwks {
             source,
             keys: RwLock::new(Arc::new(Vec::new())),
             last_fetch: tokio::sync::Mutex::new(None),
             min_refresh,
             client,
             fetches: std::sync::atomic::AtomicU64::new(0),
-        }
+        })
     }
 
     /// Fetch now (at start-up: a file that cannot be read is a configuration error).
@@ -116,11 +120,8 @@ impl Jwks {
         let err = |message: String| AuthError::Jwks { source_name: self.source.name(), message };
         let body: Value = match &self.source {
             JwksSource::Url(url) => {
-                let resp = self.client.get(url).send().await.map_err(|e| err(e.to_string()))?;
-                if !resp.status().is_success() {
-                    return Err(err(format!("HTTP {}", resp.status())));
-                }
-                resp.json().await.map_err(|e| err(e.to_string()))?
+                let body = self.client.get(url).await.map_err(|e| err(e.to_string()))?;
+                serde_json::from_slice(&body).map_err(|e| err(e.to_string()))?
             }
             JwksSource::File(path) => {
                 let text = tokio::fs::read_to_string(path).await.map_err(|e| err(e.to_string()))?;

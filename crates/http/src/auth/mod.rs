@@ -10,6 +10,7 @@
 //! [`metadata`] serves the RFC 9728 Protected Resource Metadata the
 //! challenges point to.
 
+pub mod fetch;
 pub mod jwt;
 pub mod metadata;
 pub mod tokens;
