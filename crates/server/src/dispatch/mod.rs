@@ -135,6 +135,12 @@ impl Server {
         self.inner.core.config()
     }
 
+    /// The codec sealing MRTR `requestState` with the deployment's shared
+    /// key; the transport seals legacy session ids with it too.
+    pub fn state_codec(&self) -> &StateCodec {
+        &self.inner.state
+    }
+
     /// The catalog.
     pub fn catalog(&self) -> &Catalog {
         self.inner.core.catalog()
