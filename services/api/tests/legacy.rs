@@ -1,0 +1,142 @@
+//! The 2025-11-25 era over real HTTP against the embedded server: sessions
+//! (forged, expired, another principal's, ended), server requests on a
+//! call's stream answered by a separate POST, logging, task-required tools,
+//! and `--legacy off`.
+
+use std::{sync::Arc, time::Duration};
+
+use futures::StreamExt;
+use presa_http::{HttpConfig, LegacyConfig};
+use presa_server::ServerConfig;
+use presa_testkit::{HeaderScopes, LegacyClient, embedded, embedded_with, legacy::events};
+use serde_json::{Value, json};
+
+fn caps() -> Value {
+    json!({ "elicitation": {}, "sampling": {} })
+}
+
+fn http(legacy: LegacyConfig) -> HttpConfig {
+    HttpConfig { authenticator: Arc::new(HeaderScopes), legacy, ..HttpConfig::default() }
+}
+
+/// The error of a one-message answer.
+fn error_of(a: &presa_testkit::legacy::Answer) -> &Value {
+    &a.messages[0]["error"]
+}
+
+#[tokio::test]
+async fn a_session_token_forged_expired_or_of_another_principal_is_refused() {
+    let srv = embedded(ServerConfig::default()).await;
+    let alice = LegacyClient::connect(&srv.url, caps(), Some("alice")).await;
+    let ok = alice.request("tools/list", json!({})).await;
+    assert_eq!(ok.status, 200);
+    assert!(ok.messages[0]["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()));
+
+    // Forged: one character of the signed token changed → 404, the client initializes again.
+    let mut forged = alice.session.clone().into_bytes();
+    let last = forged.len() - 1;
+    forged[last] = if forged[last] == b'A' { b'B' } else { b'A' };
+    let forged = alice.with_session(&String::from_utf8(forged).unwrap());
+    let a = forged.request("tools/list", json!({})).await;
+    assert_eq!(a.status, 404, "{:?}", a.messages);
+    assert!(error_of(&a)["message"].as_str().unwrap().contains("initialize"), "{:?}", a.messages);
+    let a = alice.with_session("not-a-token").request("ping", json!({})).await;
+    assert_eq!(a.status, 404);
+
+    // Another principal presenting alice's session → 403; alice keeps it.
+    let a = alice.as_scope("mallory").request("tools/list", json!({})).await;
+    assert_eq!(a.status, 403, "{:?}", a.messages);
+    assert_eq!(alice.as_scope("mallory").delete().await, 403);
+    assert_eq!(alice.request("ping", json!({})).await.status, 200);
+
+    // Ended by DELETE → 404 for everything after, notifications included.
+    assert_eq!(alice.delete().await, 200);
+    assert_eq!(alice.request("ping", json!({})).await.status, 404);
+    let n = alice.raw(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" })).await;
+    assert_eq!(n.status, 404);
+
+    // Expired: a server whose sessions last 1 ms.
+    let short = LegacyConfig { session_ttl: Duration::from_millis(1), ..LegacyConfig::default() };
+    let srv = embedded_with(ServerConfig::default(), http(short), 0).await;
+    let c = LegacyClient::connect(&srv.url, caps(), None).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let a = c.request("tools/list", json!({})).await;
+    assert_eq!(a.status, 404, "{:?}", a.messages);
+}
+
+#[tokio::test]
+async fn elicitation_is_a_request_on_the_stream_answered_by_another_post() {
+    let srv = embedded(ServerConfig::default()).await;
+    let c = LegacyClient::connect(&srv.url, caps(), None).await;
+    let call = json!({ "jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": { "name": "test_elicitation", "arguments": { "message": "Who are you?" } } });
+    let resp = c.start(&call).await;
+    assert_eq!(resp.status().as_u16(), 200);
+    let mut stream = events(resp);
+    let ask = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap().unwrap();
+    assert_eq!(ask["method"], "elicitation/create", "{ask}");
+    assert_eq!(ask["params"]["message"], "Who are you?");
+    let answer = json!({ "jsonrpc": "2.0", "id": ask["id"],
+        "result": { "action": "accept", "content": { "username": "testuser", "email": "t@example.com" } } });
+    assert_eq!(c.raw(&answer).await.status, 202);
+    let done = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap().unwrap();
+    assert_eq!(done["id"], 9, "{done}");
+    let text = done["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("action=accept") && text.contains("testuser"), "{text}");
+    assert!(done["result"].get("resultType").is_none(), "no 2026-07-28 fields: {done}");
+
+    // A client that declined to answer with an error: the call ends with a clear error.
+    let resp = c.start(&call).await;
+    let mut stream = events(resp);
+    let ask = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap().unwrap();
+    let refusal = json!({ "jsonrpc": "2.0", "id": ask["id"], "error": { "code": -1, "message": "user closed" } });
+    assert_eq!(c.raw(&refusal).await.status, 202);
+    let done = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap().unwrap();
+    assert!(done["error"]["message"].as_str().unwrap().contains("user closed"), "{done}");
+}
+
+#[tokio::test]
+async fn logging_follows_the_session_level_and_tasks_name_the_modern_revision() {
+    let srv = embedded(ServerConfig::default()).await;
+    let c = LegacyClient::connect(&srv.url, caps(), None).await;
+    let quiet = c.request("tools/call", json!({ "name": "test_tool_with_logging", "arguments": {} })).await;
+    assert_eq!(quiet.messages.len(), 1, "no level set, no logs: {:?}", quiet.messages);
+    assert_eq!(c.request("logging/setLevel", json!({ "level": "debug" })).await.status, 200);
+    let loud = c.request("tools/call", json!({ "name": "test_tool_with_logging", "arguments": {} })).await;
+    let logs: Vec<&Value> = loud.messages.iter().filter(|m| m["method"] == "notifications/message").collect();
+    assert_eq!(logs.len(), 3, "{:?}", loud.messages);
+    assert_eq!(logs[0]["params"]["data"], "Tool execution started");
+
+    let required = c.request("tools/call", json!({ "name": "failing_job", "arguments": {} })).await;
+    assert_eq!(required.status, 200);
+    let message = error_of(&required)["message"].as_str().unwrap();
+    assert!(message.contains("2026-07-28") && message.contains("failing_job"), "{message}");
+    let optional =
+        c.request("tools/call", json!({ "name": "slow_compute", "arguments": { "seconds": 0, "label": "x" } })).await;
+    assert_eq!(optional.messages[0]["result"]["content"][0]["text"], "Completed x", "{:?}", optional.messages);
+    let tasks = c.request("tasks/get", json!({ "taskId": "x" })).await;
+    assert_eq!(error_of(&tasks)["code"], -32601);
+}
+
+#[tokio::test]
+async fn with_legacy_off_initialize_names_the_supported_versions() {
+    let off = LegacyConfig { enabled: false, ..LegacyConfig::default() };
+    let srv = embedded_with(ServerConfig::default(), http(off), 0).await;
+    let resp = reqwest::Client::new()
+        .post(&srv.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(
+            json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": "t", "version": "1" } } })
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 400);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32022, "{body}");
+    assert_eq!(body["error"]["data"]["supported"], json!(["2026-07-28"]));
+    assert_eq!(body["error"]["data"]["requested"], "2025-11-25");
+}
