@@ -325,7 +325,7 @@ pub(crate) async fn post(app: App, headers: HeaderMap, message: Value, caller: C
     };
     let meta = RequestMeta {
         protocol_version: session.negotiated.v.clone(),
-        client_capabilities: session.negotiated.c.clone(),
+        client_capabilities: without_tasks(&session.negotiated.c),
         client_info: session.negotiated.i.clone(),
         log_level: state.get(FIELD_LOG_LEVEL).and_then(|l| LogLevel::parse(l)),
         progress_token: raw.get(PROGRESS_TOKEN_KEY).filter(|t| t.is_string() || t.is_i64()).cloned(),
@@ -526,6 +526,17 @@ fn legacy_error(admitted: &Admitted, e: ErrorObject) -> ErrorObject {
     }
 }
 
+/// A legacy client's capabilities without the Tasks extension, which
+/// attaches to 2026-07-28 only (a legacy session has no `tasks/get`): its
+/// calls run in the request, or are refused when the tool needs a task.
+fn without_tasks(capabilities: &Map<String, Value>) -> Map<String, Value> {
+    let mut c = capabilities.clone();
+    if let Some(Value::Object(extensions)) = c.get_mut("extensions") {
+        extensions.remove(TASKS_EXTENSION);
+    }
+    c
+}
+
 /// Drop the 2026-07-28 result fields a 2025-11-25 client has no use for.
 fn strip(result: &mut Value) {
     if let Value::Object(m) = result {
@@ -632,6 +643,13 @@ mod tests {
         assert_eq!(session_key("a.b"), session_key("a.b"));
         assert_ne!(session_key("a.b"), session_key("a.c"));
         assert_eq!(session_key("x").len(), 32);
+    }
+
+    #[test]
+    fn legacy_capabilities_never_declare_tasks() {
+        let caps = json!({ "elicitation": {}, "extensions": { TASKS_EXTENSION: {}, "x/other": {} } });
+        let kept = without_tasks(caps.as_object().unwrap());
+        assert_eq!(Value::Object(kept), json!({ "elicitation": {}, "extensions": { "x/other": {} } }));
     }
 
     #[test]

@@ -53,6 +53,14 @@ impl LegacyClient {
     /// `initialize` with `capabilities` (as `scope`, when given), then
     /// `notifications/initialized`. Panics unless both are accepted.
     pub async fn connect(url: &str, capabilities: Value, scope: Option<&str>) -> LegacyClient {
+        let client = Self::initialize(url, capabilities, scope).await;
+        let done = client.raw(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" })).await;
+        assert_eq!(done.status, 202, "initialized: {done:?}");
+        client
+    }
+
+    /// `initialize` alone (no `notifications/initialized`); panics unless it is accepted.
+    pub async fn initialize(url: &str, capabilities: Value, scope: Option<&str>) -> LegacyClient {
         let http = reqwest::Client::new();
         let body = json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": capabilities,
@@ -62,10 +70,7 @@ impl LegacyClient {
         let session = resp.headers().get("mcp-session-id").expect("Mcp-Session-Id").to_str().unwrap().to_string();
         let result: Value = resp.json().await.expect("JSON");
         assert_eq!(result["result"]["protocolVersion"], "2025-11-25", "{result}");
-        let client = LegacyClient { url: url.to_string(), http, session, scope: scope.map(str::to_string) };
-        let done = client.raw(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" })).await;
-        assert_eq!(done.status, 202, "initialized: {done:?}");
-        client
+        LegacyClient { url: url.to_string(), http, session, scope: scope.map(str::to_string) }
     }
 
     /// The same session, talking to `url` (another pod).

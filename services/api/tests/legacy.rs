@@ -55,11 +55,11 @@ async fn a_session_token_forged_expired_or_of_another_principal_is_refused() {
     let n = alice.raw(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" })).await;
     assert_eq!(n.status, 404);
 
-    // Expired: a server whose sessions last 1 ms.
-    let short = LegacyConfig { session_ttl: Duration::from_millis(1), ..LegacyConfig::default() };
+    // Expired: a server whose sessions last 1 s, asked more than 1 s after it issued one.
+    let short = LegacyConfig { session_ttl: Duration::from_secs(1), ..LegacyConfig::default() };
     let srv = embedded_with(ServerConfig::default(), http(short), 0).await;
-    let c = LegacyClient::connect(&srv.url, caps(), None).await;
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    let c = LegacyClient::initialize(&srv.url, caps(), None).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
     let a = c.request("tools/list", json!({})).await;
     assert_eq!(a.status, 404, "{:?}", a.messages);
 }
@@ -114,6 +114,14 @@ async fn logging_follows_the_session_level_and_tasks_name_the_modern_revision() 
     let optional =
         c.request("tools/call", json!({ "name": "slow_compute", "arguments": { "seconds": 0, "label": "x" } })).await;
     assert_eq!(optional.messages[0]["result"]["content"][0]["text"], "Completed x", "{:?}", optional.messages);
+    // Declaring the Tasks extension at initialize changes nothing: tasks are 2026-07-28 only.
+    let declared = json!({ "elicitation": {}, "extensions": { "io.modelcontextprotocol/tasks": {} } });
+    let t = LegacyClient::connect(&srv.url, declared, None).await;
+    let required = t.request("tools/call", json!({ "name": "failing_job", "arguments": {} })).await;
+    assert!(error_of(&required)["message"].as_str().unwrap().contains("2026-07-28"), "{:?}", required.messages);
+    let optional =
+        t.request("tools/call", json!({ "name": "slow_compute", "arguments": { "seconds": 0, "label": "y" } })).await;
+    assert_eq!(optional.messages[0]["result"]["content"][0]["text"], "Completed y", "{:?}", optional.messages);
     let tasks = c.request("tasks/get", json!({ "taskId": "x" })).await;
     assert_eq!(error_of(&tasks)["code"], -32601);
 }
