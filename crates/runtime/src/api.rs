@@ -136,8 +136,8 @@ pub struct ApiArgs {
     #[arg(long, env = "PRESA_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
 
-    /// Key for MRTR requestState HMACs (at least 32 bytes); every API pod must
-    /// share it. When unset, a random per-process key is used.
+    /// Key for MRTR requestState and legacy session-id HMACs (at least 32
+    /// bytes); every API pod must share it. When unset, a random per-process key is used.
     #[arg(long, env = "PRESA_STATE_SECRET", hide_env_values = true)]
     state_secret: Option<String>,
 
