@@ -7,7 +7,7 @@ use std::{sync::Arc, time::Duration};
 
 use futures::StreamExt;
 use presa_http::{HttpConfig, LegacyConfig};
-use presa_server::ServerConfig;
+use presa_server::{ServerConfig, context::RESOURCE_UPDATED_EVENT};
 use presa_testkit::{HeaderScopes, LegacyClient, embedded, embedded_with, legacy::events};
 use serde_json::{Value, json};
 
@@ -147,4 +147,42 @@ async fn with_legacy_off_initialize_names_the_supported_versions() {
     assert_eq!(body["error"]["code"], -32022, "{body}");
     assert_eq!(body["error"]["data"]["supported"], json!(["2026-07-28"]));
     assert_eq!(body["error"]["data"]["requested"], "2025-11-25");
+}
+
+#[tokio::test]
+async fn the_standalone_get_stream_carries_list_changes() {
+    let srv = embedded(ServerConfig::default()).await;
+    let c = LegacyClient::connect(&srv.url, caps(), None).await;
+    let no_session = reqwest::Client::new().get(&srv.url).send().await.unwrap();
+    assert_eq!(no_session.status().as_u16(), 405, "without a session GET stays 405");
+    let resp = reqwest::Client::new()
+        .get(&srv.url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &c.session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let mut stream = events(resp);
+    // The stream is subscribed once its headers are out: a change from now on reaches it.
+    let trigger = c.request("tools/call", json!({ "name": "test_trigger_tool_change", "arguments": {} })).await;
+    assert_eq!(trigger.messages[0]["result"]["content"][0]["text"], "Mutation triggered", "{:?}", trigger.messages);
+    let n = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap().unwrap();
+    assert_eq!(n["method"], "notifications/tools/list_changed", "{n}");
+
+    // Resource updates reach the sessions subscribed to that URI only (as a tool's
+    // `ctx.notify_resource_updated` publishes them).
+    let bus = srv.server.core().bus().clone();
+    let updated = |uri: &str| format!("{RESOURCE_UPDATED_EVENT}{uri}");
+    assert_eq!(c.request("resources/subscribe", json!({ "uri": "test://static-text" })).await.status, 200);
+    bus.publish(&updated("test://static-binary")).await.unwrap();
+    bus.publish(&updated("test://static-text")).await.unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap().unwrap();
+    assert_eq!(n["method"], "notifications/resources/updated", "{n}");
+    assert_eq!(n["params"]["uri"], "test://static-text", "only the subscribed URI: {n}");
+    assert_eq!(c.request("resources/unsubscribe", json!({ "uri": "test://static-text" })).await.status, 200);
+    bus.publish(&updated("test://static-text")).await.unwrap();
+    bus.publish("notifications/prompts/list_changed").await.unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap().unwrap();
+    assert_eq!(n["method"], "notifications/prompts/list_changed", "unsubscribed: no update first: {n}");
 }
