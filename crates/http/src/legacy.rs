@@ -54,6 +54,15 @@ const SESSION_PURPOSE: &str = "mcp-session";
 const ANSWER_EVENT: &str = "legacy/answer ";
 /// Most MRTR rounds one legacy call may go through.
 const MAX_ROUNDS: usize = 16;
+/// The methods only a legacy session has, as metrics label them.
+const LEGACY_METHODS: [&str; 5] =
+    [INITIALIZE, "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"];
+
+/// The metrics label of a legacy-only method (`None`: [`Method`] names it, or nothing does).
+fn legacy_label(method: &str) -> Option<&'static str> {
+    LEGACY_METHODS.into_iter().find(|m| *m == method)
+}
+
 /// Store fields of a session's shared state.
 const FIELD_LOG_LEVEL: &str = "logLevel";
 const FIELD_ENDED: &str = "ended";
@@ -167,6 +176,7 @@ fn server_capabilities() -> Value {
 /// `--legacy off`, an error naming the versions this server speaks.
 pub(crate) fn initialize(app: &App, headers: &HeaderMap, req: Request, caller: &Caller, started: Instant) -> Response {
     let mut observed = Observed::start(app, headers, &req, started);
+    observed.relabel(INITIALIZE);
     let requested = req.params.get("protocolVersion").and_then(Value::as_str).unwrap_or_default().to_string();
     if !app.config.legacy.enabled {
         let e = ErrorObject::with_data(
@@ -243,6 +253,9 @@ pub(crate) async fn post(app: App, headers: HeaderMap, message: Value, caller: C
         Err(resp) => return resp,
     };
     let mut observed = Observed::start(&app, &headers, &req, started);
+    if let Some(label) = legacy_label(&req.method) {
+        observed.relabel(label);
+    }
     observed.record_version(&session.negotiated.v);
     if let Some(v) = headers.get(headers::PROTOCOL_VERSION).and_then(|v| v.to_str().ok())
         && !LEGACY_VERSIONS.contains(&v.trim())

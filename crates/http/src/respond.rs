@@ -374,6 +374,12 @@ impl Observed {
         self.span.record("mcp.protocol.version", version);
     }
 
+    /// Count the request under `method` (a legacy-only method [`Method`] does not name).
+    pub(crate) fn relabel(&mut self, method: &'static str) {
+        self.method = method;
+        self.span.record("otel.name", method);
+    }
+
     fn count(&mut self, outcome: String) {
         if !self.done {
             self.done = true;
