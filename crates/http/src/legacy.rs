@@ -52,6 +52,9 @@ pub(crate) const INITIALIZE: &str = "initialize";
 const SESSION_PURPOSE: &str = "mcp-session";
 /// Prefix of the bus events that carry a client's answer to a server request.
 const ANSWER_EVENT: &str = "legacy/answer ";
+/// Longest session id issued: it travels in a header on every request, and
+/// proxies refuse large headers (nginx: 8 KiB per line by default).
+const MAX_SESSION_ID_LEN: usize = 4096;
 /// Most MRTR rounds one legacy call may go through.
 const MAX_ROUNDS: usize = 16;
 /// The methods only a legacy session has, as metrics label them.
@@ -200,11 +203,26 @@ pub(crate) fn initialize(app: &App, headers: &HeaderMap, req: Request, caller: &
         }
     };
     let version = LEGACY_VERSIONS.iter().find(|v| **v == requested).copied().unwrap_or(LEGACY_PROTOCOL_VERSION);
-    let negotiated = Negotiated { v: version.to_string(), c: capabilities, i: req.params.get("clientInfo").cloned() };
+    // Only the identifying fields of clientInfo travel in the id (icons can be large data URIs).
+    let info = req.params.get("clientInfo").and_then(Value::as_object).map(|i| {
+        let kept = ["name", "version", "title"].into_iter().filter_map(|k| Some((k.to_string(), i.get(k)?.clone())));
+        Value::Object(kept.collect())
+    });
+    let negotiated = Negotiated { v: version.to_string(), c: capabilities, i: info };
     let expires = now_ms().saturating_add(u64::try_from(app.config.legacy.session_ttl.as_millis()).unwrap_or(u64::MAX));
     let mut sealed = serde_json::to_value(&negotiated).unwrap_or_default();
     sealed["e"] = json!(expires);
     let token = app.server.state_codec().seal(&binding(caller), sealed, expires);
+    if token.len() > MAX_SESSION_ID_LEN {
+        let e = ErrorObject::new(
+            codes::INVALID_PARAMS,
+            format!(
+                "Invalid params: capabilities too large to carry in a session id (over {MAX_SESSION_ID_LEN} bytes)"
+            ),
+        );
+        observed.failed(&e);
+        return json(StatusCode::OK, &jsonrpc::failure(Some(&req.id), &e));
+    }
     let config = app.server.config();
     let mut result = json!({
         "protocolVersion": version,

@@ -127,6 +127,31 @@ async fn logging_follows_the_session_level_and_tasks_name_the_modern_revision() 
 }
 
 #[tokio::test]
+async fn capabilities_too_large_for_a_session_id_are_refused_and_icons_are_not_carried() {
+    let srv = embedded(ServerConfig::default()).await;
+    let initialize = |capabilities: Value, info: Value| {
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": info } });
+        reqwest::Client::new()
+            .post(&srv.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string())
+            .send()
+    };
+    let icon = format!("data:image/png;base64,{}", "A".repeat(100_000));
+    let info = json!({ "name": "big", "version": "1", "icons": [{ "src": icon }] });
+    let resp = initialize(json!({}), info).await.unwrap();
+    let session = resp.headers().get("mcp-session-id").expect("a session id").to_str().unwrap().to_string();
+    assert!(session.len() < 1024, "clientInfo icons stay out of the id: {} bytes", session.len());
+    let huge = json!({ "experimental": { "blob": "x".repeat(10_000) } });
+    let resp = initialize(huge, json!({ "name": "t", "version": "1" })).await.unwrap();
+    assert!(resp.headers().get("mcp-session-id").is_none());
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+}
+
+#[tokio::test]
 async fn with_legacy_off_initialize_names_the_supported_versions() {
     let off = LegacyConfig { enabled: false, ..LegacyConfig::default() };
     let srv = embedded_with(ServerConfig::default(), http(off), 0).await;
