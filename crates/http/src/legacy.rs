@@ -55,6 +55,8 @@ const ANSWER_EVENT: &str = "legacy/answer ";
 /// Longest session id issued: it travels in a header on every request, and
 /// proxies refuse large headers (nginx: 8 KiB per line by default).
 const MAX_SESSION_ID_LEN: usize = 4096;
+/// Prefix of the bus events that cancel a legacy call (`notifications/cancelled`).
+const CANCEL_EVENT: &str = "legacy/cancel ";
 /// Most MRTR rounds one legacy call may go through.
 const MAX_ROUNDS: usize = 16;
 /// The methods only a legacy session has, as metrics label them.
@@ -135,7 +137,8 @@ async fn verify(
     let now = now_ms();
     let sealed = match codec.open(token, &binding(caller), now) {
         Ok(v) => v,
-        Err(presa_server::state::StateError::Mismatch) => {
+        // Any other failure (forged, expired, a requestState passed as a session id…) is an unknown session.
+        Err(presa_server::state::StateError::OtherPrincipal) => {
             return Err(session_refused(StatusCode::FORBIDDEN, "Forbidden: the session belongs to another principal"));
         }
         Err(_) => {
@@ -253,9 +256,20 @@ pub(crate) async fn post(app: App, headers: HeaderMap, message: Value, caller: C
     let req = match jsonrpc::classify(message) {
         Ok(Incoming::Request(r)) if r.method == INITIALIZE => return initialize(&app, &headers, r, &caller, started),
         Ok(Incoming::Request(r)) => r,
-        Ok(Incoming::Notification { .. }) => {
-            if let Err(resp) = verify(&app, &headers, &caller).await {
-                return resp;
+        Ok(Incoming::Notification { method, params }) => {
+            let (session, _) = match verify(&app, &headers, &caller).await {
+                Ok(s) => s,
+                Err(resp) => return resp,
+            };
+            if method == "notifications/cancelled"
+                && let Some(id) =
+                    params.as_ref().and_then(|p| p.get("requestId")).filter(|i| i.is_string() || i.is_i64())
+            {
+                // The call may run on another pod: tell them all.
+                let event = json!({ "s": session.key, "id": id });
+                if let Err(e) = app.server.core().bus().publish(&format!("{CANCEL_EVENT}{event}")).await {
+                    tracing::warn!(error = %e, "a legacy cancellation could not be published");
+                }
             }
             metrics::request(NOTIFICATION, "ok", started.elapsed());
             return StatusCode::ACCEPTED.into_response();
@@ -421,7 +435,31 @@ struct Call<'a> {
 }
 
 impl Call<'_> {
-    async fn run(&self, mut admitted: Admitted) -> Reply {
+    /// Run the call; a `notifications/cancelled` for it, posted to any pod, stops its handler.
+    async fn run(&self, admitted: Admitted) -> Reply {
+        let watcher = match admitted.method {
+            Method::ToolsCall | Method::PromptsGet => match self.server.core().bus().subscribe().await {
+                Ok(events) => Some(tokio::spawn(cancel_on_request(
+                    events,
+                    self.session.to_string(),
+                    admitted.id.to_value(),
+                    admitted.cancel.clone(),
+                ))),
+                Err(e) => {
+                    tracing::debug!(error = %e, "no cancellation watch for this legacy call");
+                    None
+                }
+            },
+            _ => None,
+        };
+        let reply = self.rounds(admitted).await;
+        if let Some(w) = watcher {
+            w.abort();
+        }
+        reply
+    }
+
+    async fn rounds(&self, mut admitted: Admitted) -> Reply {
         for _ in 0..MAX_ROUNDS {
             let mut result = match self.server.handle(&admitted).await {
                 Reply::Result(v) => v,
@@ -535,6 +573,19 @@ impl Call<'_> {
             }
         }
         Ok(answers)
+    }
+}
+
+/// Cancel `token` when the bus says the client cancelled request `id` of `session`.
+async fn cancel_on_request(mut events: presa_store::EventStream, session: String, id: Value, token: CancellationToken) {
+    while let Some(event) = events.next().await {
+        let Some(cancel) = event.strip_prefix(CANCEL_EVENT).and_then(|e| serde_json::from_str::<Value>(e).ok()) else {
+            continue;
+        };
+        if cancel["s"] == session.as_str() && cancel["id"] == id {
+            token.cancel();
+            return;
+        }
     }
 }
 

@@ -43,6 +43,13 @@ async fn a_session_token_forged_expired_or_of_another_principal_is_refused() {
     let a = alice.with_session("not-a-token").request("ping", json!({})).await;
     assert_eq!(a.status, 404);
 
+    // A requestState (same key, another purpose) is no session id → 404, whoever sends it.
+    let modern = presa_testkit::Client::new(&srv.url, json!({ "elicitation": {} })).with_scope("alice");
+    let irr = modern.call_tool("test_input_required_result_request_state", json!({})).await;
+    let state = irr["requestState"].as_str().expect("a requestState").to_string();
+    assert_eq!(alice.with_session(&state).request("ping", json!({})).await.status, 404);
+    assert_eq!(alice.with_session(&state).as_scope("mallory").request("ping", json!({})).await.status, 404);
+
     // Another principal presenting alice's session → 403; alice keeps it.
     let a = alice.as_scope("mallory").request("tools/list", json!({})).await;
     assert_eq!(a.status, 403, "{:?}", a.messages);
@@ -210,4 +217,33 @@ async fn the_standalone_get_stream_carries_list_changes() {
     bus.publish("notifications/prompts/list_changed").await.unwrap();
     let n = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap().unwrap();
     assert_eq!(n["method"], "notifications/prompts/list_changed", "unsubscribed: no update first: {n}");
+}
+
+#[tokio::test]
+async fn notifications_cancelled_stops_a_running_call() {
+    let srv = embedded(ServerConfig::default()).await;
+    let c = LegacyClient::connect(&srv.url, caps(), None).await;
+    // Optional task policy, so it runs in the request for a legacy client; 60 s unless cancelled.
+    let call = json!({ "jsonrpc": "2.0", "id": "long-1", "method": "tools/call",
+        "params": { "name": "slow_compute", "arguments": { "seconds": 60, "label": "never" } } });
+    let pending = tokio::spawn({
+        let c = c.clone();
+        async move { c.raw(&call).await }
+    });
+    let watched = async {
+        // Repeated until the call's watch is up (a cancellation before it is not remembered).
+        loop {
+            let cancel = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": { "requestId": "long-1", "reason": "test" } });
+            assert_eq!(c.raw(&cancel).await.status, 202);
+            if pending.is_finished() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), watched).await.expect("the call stopped");
+    let answer = pending.await.unwrap();
+    let last = answer.messages.last().expect("a reply");
+    assert!(last.get("error").is_some(), "cancelled, not completed: {:?}", answer.messages);
 }
