@@ -246,6 +246,18 @@ class LegacyRevisionTest(unittest.TestCase):
         self.assertIn("tasks: 0/0 scenarios", out)
         self.assertTrue(out.rstrip().endswith("33 passed, 0 failed"), out)
 
+    def test_real_requirements_file_if_installed(self) -> None:
+        repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        cdir = os.environ.get("PRESA_CONFORMANCE_DIR", os.path.join(repo, ".conformance"))
+        path = os.path.join(cdir, "node_modules", "@modelcontextprotocol", "conformance", "requirements",
+                            "2025-11-25.yaml")
+        if not os.path.exists(path):
+            self.skipTest("runner not installed")
+        loaded = summarize.load_requirements(path)
+        counts = {g: len(loaded[g]) for g in summarize.GROUPS}
+        self.assertEqual(counts, summarize.EXPECTED_COUNTS_BY_REVISION["2025-11-25"])
+        self.assertEqual(summarize.load_requirements(path, use_yaml=False), loaded)
+
     def test_a_missing_scored_scenario_fails(self) -> None:
         shutil.rmtree(os.path.join(self.results, "server-ping-2026-11-30T10-20-18-163Z"))
         rc, out = self.summary()
