@@ -653,6 +653,14 @@ pub(crate) async fn get_mcp(State(app): State<App>, request: axum::extract::Requ
     if !respond::accepts_sse(headers) {
         return session_refused(StatusCode::NOT_ACCEPTABLE, "Not Acceptable: GET needs Accept: text/event-stream");
     }
+    // The same budget as `subscriptions/listen` streams, per pod and per principal.
+    let permit = match app.server.admit_stream(&caller.scope) {
+        Ok(p) => p,
+        Err(e) => {
+            let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+            return json(status, &jsonrpc::failure(None, &e));
+        }
+    };
     let Ok(events) = app.server.core().bus().subscribe().await else {
         return session_refused(StatusCode::SERVICE_UNAVAILABLE, "Event stream unavailable, retry");
     };
@@ -676,6 +684,11 @@ pub(crate) async fn get_mcp(State(app): State<App>, request: axum::extract::Requ
             )
             .then(|| jsonrpc::notification(&event, json!({})))
         }
+    });
+    // The permit is held while the stream is open.
+    let messages = messages.map(move |m| {
+        let _open = &permit;
+        m
     });
     respond::sse(messages, app.config.keep_alive)
 }

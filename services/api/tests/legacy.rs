@@ -247,3 +247,26 @@ async fn notifications_cancelled_stops_a_running_call() {
     let last = answer.messages.last().expect("a reply");
     assert!(last.get("error").is_some(), "cancelled, not completed: {:?}", answer.messages);
 }
+
+#[tokio::test]
+async fn standalone_get_streams_share_the_listen_stream_budget() {
+    let config = ServerConfig { max_listen_streams_per_scope: 1, ..ServerConfig::default() };
+    let srv = embedded(config).await;
+    let c = LegacyClient::connect(&srv.url, caps(), Some("alice")).await;
+    let get = |scope: &str| {
+        reqwest::Client::new()
+            .get(&srv.url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &c.session)
+            .header("x-test-scope", scope)
+            .send()
+    };
+    let first = get("alice").await.unwrap();
+    assert_eq!(first.status().as_u16(), 200);
+    let second = get("alice").await.unwrap();
+    assert_eq!(second.status().as_u16(), 503, "alice's one stream is open");
+    let body: Value = second.json().await.unwrap();
+    assert_eq!(body["error"]["data"]["limit"], "max_listen_streams_per_scope", "{body}");
+    assert_eq!(srv.server.active_listeners(), 1);
+    drop(first);
+}

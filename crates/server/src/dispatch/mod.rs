@@ -18,6 +18,7 @@ mod call;
 mod catalog;
 mod discover;
 mod listen;
+pub use listen::StreamPermit;
 mod tasks;
 #[cfg(test)]
 mod tests;
