@@ -4,8 +4,10 @@
 #
 # Usage:
 #   deploy/local-cluster.sh                 start it and wait (Ctrl-C stops everything)
-#   deploy/local-cluster.sh --conformance   start it, run the official conformance suite
-#                                            through nginx, stop, exit with the suite's verdict
+#   deploy/local-cluster.sh --conformance [REV]  start it, run the official conformance suite
+#                                            (requirements REV: 2026-07-28, the default, or
+#                                            2025-11-25 for legacy `initialize` clients) through
+#                                            nginx, stop, exit with the suite's verdict
 #   deploy/local-cluster.sh -- CMD ARGS...  start it, run CMD with PRESA_URL set, stop
 #   deploy/local-cluster.sh --auth-jwt ...  (before any of the above) the API pods run
 #                                            `--auth jwt` against a throw-away issuer (fresh keys,
@@ -29,9 +31,9 @@ CMD=()
 AUTH=none
 if [ "${1:-}" = --auth-jwt ]; then AUTH=jwt; shift; fi
 case "${1:-}" in
-  --conformance) MODE=conformance ;;
+  --conformance) MODE=conformance; REQUIREMENTS=${2:-2026-07-28} ;;
   --) shift; MODE=cmd; CMD=("$@") ;;
-  -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
   "") ;;
   *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
 esac
@@ -131,7 +133,7 @@ spread() {
 }
 
 case $MODE in
-  conformance) "$REPO/tests/conformance/run.sh" --url "$PRESA_URL"; spread ;;
+  conformance) "$REPO/tests/conformance/run.sh" --url "$PRESA_URL" --requirements "$REQUIREMENTS"; spread ;;
   cmd) "${CMD[@]}" ;;
   wait) echo "Ctrl-C to stop."; wait ;;
 esac

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Run the official MCP conformance suite (@modelcontextprotocol/conformance, requirement set
-# 2026-07-28: 37 scored + 3 pending + 10 tasks-* scenarios) against presa-api and gate on the result.
+# Run the official MCP conformance suite (@modelcontextprotocol/conformance) against presa-api
+# and gate on the result, for one requirement set: 2026-07-28 (the default: 37 scored + 3 pending
+# + 10 tasks-* scenarios, stateless wire) or 2025-11-25 (30 scored + 3 not scored, the
+# `initialize` / Mcp-Session-Id wire of legacy clients).
 #
 # Usage:
-#   tests/conformance/run.sh [-o DIR] [-- EXTRA_RUNNER_ARGS...]
+#   tests/conformance/run.sh [--requirements REV] [-o DIR] [-- EXTRA_RUNNER_ARGS...]
 #       Mode A (default): build presa-api (debug, `cargo build -p presa-api`, honours CARGO_TARGET_DIR),
 #       start it on a free loopback port (`--listen 127.0.0.1:PORT`), wait for GET /healthz == 200
 #       (60 s), run the suite against http://127.0.0.1:PORT/mcp, stop the server.
@@ -15,6 +17,7 @@
 #   -o, --output DIR   results directory (must be new or empty);
 #                      default $REPO/results/conformance-<UTC timestamp>
 #   --url URL          Mode B, see above
+#   --requirements REV 2026-07-28 (default) or 2025-11-25
 #   -h, --help         this text
 #   -- ARGS            passed on to the runner (e.g. -- --timeout 60000)
 #
@@ -32,8 +35,9 @@
 # and finally `N passed, N failed` (all SUCCESS / FAILURE check rows). Parsing and the verdict are in
 # summarize.py next to this script.
 #
-# Exit status: 0 only if the runner ran cleanly, no scenario of any group has a FAILURE row, and all
-# 37 scored, 3 pending and 10 tasks scenarios produced results. WARNING/INFO/SKIPPED rows never fail.
+# Exit status: 0 only if the runner ran cleanly, no scenario of any group has a FAILURE row, and
+# every expected scenario produced results (2026-07-28: 37 scored, 3 pending, 10 tasks; 2025-11-25:
+# 30 scored, 3 not scored). WARNING/INFO/SKIPPED rows never fail.
 set -euo pipefail
 
 RUNNER_PKG="@modelcontextprotocol/conformance"
@@ -57,12 +61,19 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --url) [[ $# -ge 2 ]] || die "--url needs a value"; URL="$2"; shift 2 ;;
     --url=*) URL="${1#--url=}"; shift ;;
+    --requirements) [[ $# -ge 2 ]] || die "--requirements needs a value"; REQUIREMENTS="$2"; shift 2 ;;
+    --requirements=*) REQUIREMENTS="${1#--requirements=}"; shift ;;
     -o|--output|--output-dir) [[ $# -ge 2 ]] || die "$1 needs a value"; OUT="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     --) shift; EXTRA_ARGS=("$@"); break ;;
     *) usage >&2; die "unknown argument: $1" ;;
   esac
 done
+
+case "$REQUIREMENTS" in
+  2026-07-28|2025-11-25) ;;
+  *) die "--requirements must be 2026-07-28 or 2025-11-25 (got '$REQUIREMENTS')" ;;
+esac
 
 # ---------------------------------------------------------------- results dir
 if [[ -z "$OUT" ]]; then

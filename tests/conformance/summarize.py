@@ -11,11 +11,14 @@ scenario, named `server-<scenario>-<YYYY-MM-DDTHH-MM-SS-mmmZ>`, each holding a
 `checks.json` array of `{id, status, errorMessage?, ...}` rows.
 
 Scenarios are grouped as
-  * scored  - the `server:` list of the requirements file (37 at 2026-07-28);
-  * pending - `not_scored` server entries with `reason: pending` (3);
-  * tasks   - the `tasks-*` extension scenarios (10).
-Without a requirements file the grouping falls back to names: the three pending
-scenarios below, `tasks-*`, and everything else is scored.
+  * scored  - the `server:` list of the requirements file (37 at 2026-07-28, 30 at 2025-11-25);
+  * pending - the other `not_scored` server entries (`reason: pending`, or `added-after-release`
+              at 2025-11-25): 3 at either revision;
+  * tasks   - the `tasks-*` extension scenarios (10 at 2026-07-28, none at 2025-11-25).
+The expected counts follow the revision the requirements file is named after
+(`2026-07-28.yaml`, `2025-11-25.yaml`); another file sets them from its own lists.
+Without a requirements file the grouping falls back to names (the pending scenarios
+below, `tasks-*`, and everything else is scored) and the 2026-07-28 counts.
 
 The runner's own exit code only reflects scored scenarios, so this script is the gate:
 it exits 1 if the runner exit code (when given) is non-zero, any scenario of any
@@ -42,6 +45,10 @@ PENDING_FALLBACK = (
     "http-custom-header-server-validation",
 )
 EXPECTED_COUNTS = {"scored": 37, "pending": 3, "tasks": 10}
+EXPECTED_COUNTS_BY_REVISION = {
+    "2026-07-28": EXPECTED_COUNTS,
+    "2025-11-25": {"scored": 30, "pending": 3, "tasks": 0},
+}
 GROUPS = ("scored", "pending", "tasks")
 
 DIR_RE = re.compile(r"^server-(?P<name>.+)-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z$")
@@ -132,6 +139,18 @@ def load_requirements(path: str, use_yaml: bool = True) -> dict[str, list[str]]:
         else:  # another not-scored server scenario: treat it as pending-like
             pending.append(name)
     return {"scored": scored, "pending": pending, "tasks": tasks}
+
+
+def expected_counts(requirements: str | None, expected: dict[str, list[str]] | None) -> dict[str, int]:
+    """Scenarios expected per group: by the revision the requirements file is named after,
+    else as many as the file lists, else the 2026-07-28 counts."""
+    if requirements:
+        revision = os.path.basename(requirements).removesuffix(".yaml")
+        if revision in EXPECTED_COUNTS_BY_REVISION:
+            return EXPECTED_COUNTS_BY_REVISION[revision]
+        if expected:
+            return {g: len(expected[g]) for g in GROUPS}
+    return EXPECTED_COUNTS
 
 
 def classify(name: str, expected: dict[str, list[str]] | None) -> str:
@@ -232,6 +251,7 @@ def summarize(results_dir: str, requirements: str | None = None, runner_exit: in
     else:
         scenarios, more = collect(results_dir, expected)
         problems.extend(more)
+    counts = expected_counts(requirements, expected)
 
     def p(line: str = "") -> None:
         print(line, file=out)
@@ -259,8 +279,8 @@ def summarize(results_dir: str, requirements: str | None = None, runner_exit: in
         unexpected = [s.name for s in group if expected and s.name not in exp_names]
         if unexpected:
             problems.append(f"unexpected {g} scenarios: {', '.join(unexpected)}")
-        if len(group) != EXPECTED_COUNTS[g]:
-            problems.append(f"{g}: saw {len(group)} scenarios, expected {EXPECTED_COUNTS[g]}")
+        if len(group) != counts[g]:
+            problems.append(f"{g}: saw {len(group)} scenarios, expected {counts[g]}")
         bad = [s.name for s in group if s.failed]
         if bad:
             problems.append(f"{g} scenarios with FAILURE rows: {', '.join(bad)}")
@@ -270,14 +290,14 @@ def summarize(results_dir: str, requirements: str | None = None, runner_exit: in
         total_pass += g_pass
         total_fail += g_fail
         g_ok = sum(1 for s in group if s.ok)
-        p(f"-- {g}: {g_ok}/{EXPECTED_COUNTS[g]} scenarios ok, {len(group)} seen, "
+        p(f"-- {g}: {g_ok}/{counts[g]} scenarios ok, {len(group)} seen, "
           f"{g_pass} passed, {g_fail} failed, {g_warn} warnings")
         p()
 
     p("== totals ==")
     for g in GROUPS:
         group = [s for s in scenarios.values() if s.group == g]
-        p(f"{g}: {sum(1 for s in group if s.ok)}/{EXPECTED_COUNTS[g]} scenarios, "
+        p(f"{g}: {sum(1 for s in group if s.ok)}/{counts[g]} scenarios, "
           f"{sum(s.passed for s in group)} passed, {sum(s.failed for s in group)} failed, "
           f"{sum(s.warnings for s in group)} warnings")
     if runner_exit is not None and runner_exit != 0:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import sys
 import tempfile
 import unittest
@@ -202,6 +203,66 @@ class SummarizeTest(unittest.TestCase):
         self.assertEqual(sorted(loaded["pending"]), sorted(PENDING))
         self.assertEqual(sorted(loaded["tasks"]), sorted(TASKS))
         self.assertEqual(summarize.load_requirements(path, use_yaml=False), loaded)
+
+
+LEGACY_SCORED = ["server-initialize", "ping", "tools-call-elicitation"] + [f"legacy-{i}" for i in range(27)]
+LEGACY_NOT_SCORED = [("server-session-lifecycle", "added-after-release"), ("json-schema-2020-12", "pending"),
+                     ("server-sse-polling", "pending")]
+LEGACY_YAML = (
+    "# fabricated, same shape as requirements/2025-11-25.yaml\n"
+    "server:\n" + "".join(f"  - {n}\n" for n in LEGACY_SCORED)
+    + "\nnot_scored:\n  - scenario: auth/dpop\n    leg: client\n    reason: extension\n"
+    + "".join(f"  - scenario: {n}\n    leg: server\n    reason: {r}\n" for n, r in LEGACY_NOT_SCORED)
+)
+
+
+class LegacyRevisionTest(unittest.TestCase):
+    """--requirements 2025-11-25: 30 scored, 3 not scored, no tasks scenarios."""
+
+    def setUp(self) -> None:
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        self.results = os.path.join(self.tmp.name, "results")
+        os.mkdir(self.results)
+        self.req = os.path.join(self.tmp.name, "2025-11-25.yaml")
+        with open(self.req, "w", encoding="utf-8") as fh:
+            fh.write(LEGACY_YAML)
+        for n in LEGACY_SCORED + [n for n, _ in LEGACY_NOT_SCORED]:
+            d = os.path.join(self.results, f"server-{n}-2026-11-30T10-20-18-163Z")
+            os.mkdir(d)
+            with open(os.path.join(d, "checks.json"), "w", encoding="utf-8") as fh:
+                json.dump([row(n, "SUCCESS")], fh)
+
+    def summary(self) -> tuple[int, str]:
+        buf = io.StringIO()
+        rc = summarize.summarize(self.results, self.req, 0, out=buf)
+        return rc, buf.getvalue()
+
+    def test_all_pass(self) -> None:
+        rc, out = self.summary()
+        self.assertEqual(rc, 0, out)
+        self.assertIn("scored: 30/30 scenarios, 30 passed, 0 failed", out)
+        self.assertIn("pending: 3/3 scenarios", out)
+        self.assertIn("tasks: 0/0 scenarios", out)
+        self.assertTrue(out.rstrip().endswith("33 passed, 0 failed"), out)
+
+    def test_real_requirements_file_if_installed(self) -> None:
+        repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        cdir = os.environ.get("PRESA_CONFORMANCE_DIR", os.path.join(repo, ".conformance"))
+        path = os.path.join(cdir, "node_modules", "@modelcontextprotocol", "conformance", "requirements",
+                            "2025-11-25.yaml")
+        if not os.path.exists(path):
+            self.skipTest("runner not installed")
+        loaded = summarize.load_requirements(path)
+        counts = {g: len(loaded[g]) for g in summarize.GROUPS}
+        self.assertEqual(counts, summarize.EXPECTED_COUNTS_BY_REVISION["2025-11-25"])
+        self.assertEqual(summarize.load_requirements(path, use_yaml=False), loaded)
+
+    def test_a_missing_scored_scenario_fails(self) -> None:
+        shutil.rmtree(os.path.join(self.results, "server-ping-2026-11-30T10-20-18-163Z"))
+        rc, out = self.summary()
+        self.assertEqual(rc, 1, out)
+        self.assertIn("scored scenario ping is missing", out)
 
 
 if __name__ == "__main__":

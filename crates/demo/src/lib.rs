@@ -9,9 +9,11 @@
 //! - [`mrtr`]: multi round-trip (SEP-2322) tools and prompt.
 //! - [`tasks`]: Tasks extension (SEP-2663) tools and the `deploy_release` long-running example.
 //! - [`content`]: resources, templates, prompts and completion.
+//! - [`legacy`]: the 2025-11-25 suite's logging, sampling and elicitation tools.
 
 pub mod content;
 pub mod core;
+pub mod legacy;
 pub mod mrtr;
 pub mod tasks;
 
@@ -30,6 +32,7 @@ pub fn catalog() -> Result<Catalog, CatalogError> {
     let b = mrtr::register(b);
     let b = tasks::register(b);
     let b: CatalogBuilder = content::register(b);
+    let b = legacy::register(b);
     b.build()
 }
 

@@ -23,6 +23,7 @@
 
 pub mod admission;
 pub mod auth;
+mod legacy;
 mod respond;
 pub mod serve;
 
@@ -89,6 +90,8 @@ pub struct HttpConfig {
     /// Whether `/metrics` reads the work queue gauges from the store (off on
     /// API pods whose workers report them, so the cluster reports them once).
     pub queue_metrics: bool,
+    /// The 2025-11-25 era (`initialize` clients, stateless sessions).
+    pub legacy: LegacyConfig,
 }
 
 impl std::fmt::Debug for HttpConfig {
@@ -100,6 +103,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("keep_alive", &self.keep_alive)
             .field("metrics", &self.metrics.is_some())
             .field("queue_metrics", &self.queue_metrics)
+            .field("legacy", &self.legacy)
             .field("challenge", &self.challenge)
             .field("resource_metadata", &self.resource_metadata)
             .finish_non_exhaustive()
@@ -121,6 +125,29 @@ impl Default for HttpConfig {
             live: None,
             metrics: None,
             queue_metrics: true,
+            legacy: LegacyConfig::default(),
+        }
+    }
+}
+
+/// The 2025-11-25 (`initialize`) era on the same endpoint; see the `legacy` module.
+#[derive(Debug, Clone)]
+pub struct LegacyConfig {
+    /// Serve `initialize` clients (`--legacy on`). Off: `initialize` is
+    /// refused with an error naming the versions this server speaks.
+    pub enabled: bool,
+    /// How long a session id is valid (the client then initializes again).
+    pub session_ttl: Duration,
+    /// How long a call waits for the client's answer to a server request.
+    pub answer_timeout: Duration,
+}
+
+impl Default for LegacyConfig {
+    fn default() -> Self {
+        LegacyConfig {
+            enabled: true,
+            session_ttl: Duration::from_secs(24 * 3600),
+            answer_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -145,7 +172,7 @@ pub fn router(server: Server, config: HttpConfig) -> Router {
     let metadata = config.resource_metadata.as_ref().map(ResourceMetadata::router);
     let app = App { server, config: Arc::new(config) };
     let router = Router::new()
-        .route("/mcp", post(respond::post_mcp).get(method_not_allowed).delete(method_not_allowed))
+        .route("/mcp", post(respond::post_mcp).get(legacy::get_mcp).delete(legacy::delete_mcp))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .layer(DefaultBodyLimit::max(limit))
@@ -186,7 +213,7 @@ pub fn metrics_router(refresh: RefreshGauges, render: RenderMetrics) -> Router {
     )
 }
 
-async fn method_not_allowed() -> Response {
+pub(crate) async fn method_not_allowed() -> Response {
     (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")]).into_response()
 }
 

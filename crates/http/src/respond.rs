@@ -31,10 +31,10 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, Span, field::Empty};
 
-use crate::{App, Refusal, admission};
+use crate::{App, Refusal, admission, legacy};
 
 /// A JSON body (always compact, one line).
-fn json(status: StatusCode, body: &Value) -> Response {
+pub(crate) fn json(status: StatusCode, body: &Value) -> Response {
     (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body.to_string()).into_response()
 }
 
@@ -45,7 +45,7 @@ fn error(id: Option<&RequestId>, e: &ErrorObject) -> Response {
 
 /// A refusal of the authenticator (or of a scope check): its status, its
 /// `WWW-Authenticate` challenge, and a JSON-RPC error body.
-fn refused(id: Option<&RequestId>, refusal: &Refusal) -> Response {
+pub(crate) fn refused(id: Option<&RequestId>, refusal: &Refusal) -> Response {
     let e = ErrorObject::new(codes::INVALID_REQUEST, refusal.message.clone());
     let mut body = jsonrpc::failure(id, &e);
     // Refused on the head alone, the body unread: the id is unknown, `null` (JSON-RPC 2.0 §5).
@@ -75,14 +75,14 @@ fn dispatch_error(app: &App, id: &RequestId, e: &ErrorObject) -> Response {
     }
 }
 
-fn accepts_sse(headers: &HeaderMap) -> bool {
+pub(crate) fn accepts_sse(headers: &HeaderMap) -> bool {
     match headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) {
         None => true,
         Some(a) => a.contains("text/event-stream") || a.contains("*/*"),
     }
 }
 
-fn sse(stream: impl Stream<Item = Value> + Send + 'static, keep_alive: std::time::Duration) -> Response {
+pub(crate) fn sse(stream: impl Stream<Item = Value> + Send + 'static, keep_alive: std::time::Duration) -> Response {
     let events = stream.map(|m| Ok::<_, Infallible>(Event::default().data(m.to_string())));
     let mut resp = Sse::new(events).keep_alive(KeepAlive::new().interval(keep_alive)).into_response();
     resp.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
@@ -125,7 +125,21 @@ pub(crate) async fn post_mcp(State(app): State<App>, request: axum::extract::Req
         Ok(body) => body,
         Err(rejection) => return rejection.into_response(),
     };
-    let req = match jsonrpc::parse_message(&body) {
+    // A session id means the 2025-11-25 era, unless the body carries modern `_meta`.
+    let parsed = if app.config.legacy.enabled && headers.contains_key(presa_protocol::headers::SESSION_ID) {
+        match serde_json::from_slice::<Value>(&body) {
+            Ok(v) if !legacy::is_modern(&v) => return legacy::post(app, headers, v, caller, started).await,
+            Ok(v) => jsonrpc::classify(v),
+            Err(_) => jsonrpc::parse_message(&body),
+        }
+    } else {
+        jsonrpc::parse_message(&body)
+    };
+    let req = match parsed {
+        // `initialize` with modern `_meta` is a 2026-07-28 request for a removed method (404).
+        Ok(Incoming::Request(r)) if r.method == legacy::INITIALIZE && !legacy::has_modern_meta(&r.params) => {
+            return legacy::initialize(&app, &headers, r, &caller, started);
+        }
         Ok(Incoming::Request(r)) => r,
         Ok(Incoming::Notification { .. }) => {
             metrics::request(NOTIFICATION, "ok", started.elapsed());
@@ -169,15 +183,42 @@ async fn admit_and_dispatch(
         return json(StatusCode::NOT_ACCEPTABLE, &jsonrpc::failure(Some(&req.id), &e));
     }
 
-    let (tx, mut notes) = mpsc::unbounded_channel();
-    let outbox = if streaming { Outbox::new(tx) } else { Outbox::none() };
-    let cancel = CancellationToken::new();
-    let guard = cancel.clone().drop_guard();
     let server = app.server.clone();
     let id = req.id.clone();
-    let admitted = Admitted { id: req.id, method, params: req.params, meta, caller, outbox, cancel };
+    respond(app, id, streaming, observed, Era::Modern, move |tx, cancel| {
+        let outbox = tx.map_or_else(Outbox::none, Outbox::new);
+        let admitted = Admitted { id: req.id, method, params: req.params, meta, caller, outbox, cancel };
+        Box::pin(async move { server.handle(&admitted).await })
+    })
+    .await
+}
+
+/// Which revision's conventions a reply follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Era {
+    /// 2026-07-28: a JSON-RPC error carries its HTTP status (`ErrorObject::http_status`).
+    Modern,
+    /// 2025-11-25: a JSON-RPC error to an accepted request is sent with 200.
+    Legacy,
+}
+
+/// Run `make`'s work and answer: one JSON body when the reply comes before
+/// any message on the stream, else an SSE stream of the messages and then
+/// the reply; the work stops when the client goes away.
+pub(crate) async fn respond(
+    app: App,
+    id: RequestId,
+    streaming: bool,
+    mut observed: Observed,
+    era: Era,
+    make: impl FnOnce(Option<mpsc::UnboundedSender<Value>>, CancellationToken) -> futures::future::BoxFuture<'static, Reply>,
+) -> Response {
+    let (tx, mut notes) = mpsc::unbounded_channel();
+    let tx = streaming.then_some(tx);
+    let cancel = CancellationToken::new();
+    let guard = cancel.clone().drop_guard();
     // The dispatch runs in the request span wherever it is polled (here, or in the SSE pump).
-    let mut work = Box::pin(async move { server.handle(&admitted).await }.instrument(observed.span.clone()));
+    let mut work = make(tx, cancel).instrument(observed.span.clone());
 
     // JSON unless a notification comes before the reply.
     let first = tokio::select! {
@@ -192,7 +233,12 @@ async fn admit_and_dispatch(
                     }
                     Reply::Error(e) => {
                         observed.failed(&e);
-                        dispatch_error(&app, &id, &e)
+                        match era {
+                            Era::Legacy if e.message != INSUFFICIENT_SCOPE => {
+                                json(StatusCode::OK, &jsonrpc::failure(Some(&id), &e))
+                            }
+                            _ => dispatch_error(&app, &id, &e),
+                        }
                     }
                     Reply::Stream(s) => {
                         // A listen stream: counted when it opens; its span lasts while it streams.
@@ -238,9 +284,9 @@ async fn admit_and_dispatch(
 }
 
 /// The `method` label of requests that were not parsed, or name no known method.
-const UNKNOWN_METHOD: &str = "unknown";
+pub(crate) const UNKNOWN_METHOD: &str = "unknown";
 /// The `method` label of notifications (answered 202, never dispatched).
-const NOTIFICATION: &str = "notification";
+pub(crate) const NOTIFICATION: &str = "notification";
 /// Longest client-chosen string copied into a span attribute.
 const MAX_ATTRIBUTE_LEN: usize = 128;
 
@@ -263,7 +309,7 @@ fn bounded(s: &str) -> &str {
 /// Its parent is `params._meta.traceparent` when present, else the HTTP
 /// `traceparent` header (see [`propagation::adopt_request_parent`]).
 /// Dropped without an outcome (the client went away): counted as `cancelled`.
-struct Observed {
+pub(crate) struct Observed {
     span: Span,
     method: &'static str,
     started: Instant,
@@ -271,7 +317,7 @@ struct Observed {
 }
 
 impl Observed {
-    fn start(app: &App, headers: &HeaderMap, req: &Request, started: Instant) -> Self {
+    pub(crate) fn start(app: &App, headers: &HeaderMap, req: &Request, started: Instant) -> Self {
         let known = req.method.parse::<Method>().ok();
         let method = known.map_or(UNKNOWN_METHOD, Method::as_str);
         let name_param = req.params.get("name").and_then(Value::as_str);
@@ -323,6 +369,17 @@ impl Observed {
         Observed { span, method, started, done: false }
     }
 
+    /// Record the request's protocol version on its span.
+    pub(crate) fn record_version(&self, version: &str) {
+        self.span.record("mcp.protocol.version", version);
+    }
+
+    /// Count the request under `method` (a legacy-only method [`Method`] does not name).
+    pub(crate) fn relabel(&mut self, method: &'static str) {
+        self.method = method;
+        self.span.record("otel.name", method);
+    }
+
     fn count(&mut self, outcome: String) {
         if !self.done {
             self.done = true;
@@ -331,7 +388,7 @@ impl Observed {
     }
 
     /// A result: `ok`; a tool result with `isError: true` marks the span `tool_error`.
-    fn succeeded(&mut self, result: &Value) {
+    pub(crate) fn succeeded(&mut self, result: &Value) {
         if result.get("isError") == Some(&Value::Bool(true)) {
             self.span.record("error.type", "tool_error");
             self.span.record("otel.status_code", "error");
@@ -340,7 +397,7 @@ impl Observed {
     }
 
     /// A JSON-RPC error: its code is the outcome and the span's `error.type`.
-    fn failed(&mut self, e: &ErrorObject) {
+    pub(crate) fn failed(&mut self, e: &ErrorObject) {
         let code = e.code.to_string();
         self.span.record("error.type", code.as_str());
         self.span.record("rpc.response.status_code", code.as_str());

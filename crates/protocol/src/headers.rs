@@ -10,6 +10,8 @@ pub const PROTOCOL_VERSION: &str = "mcp-protocol-version";
 pub const METHOD: &str = "mcp-method";
 /// `Mcp-Name`.
 pub const NAME: &str = "mcp-name";
+/// `Mcp-Session-Id` (2025-11-25 era only).
+pub const SESSION_ID: &str = "mcp-session-id";
 /// Prefix of tool-parameter headers: `Mcp-Param-{Name}`.
 pub const PARAM_PREFIX: &str = "mcp-param-";
 

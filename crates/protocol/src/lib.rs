@@ -27,6 +27,12 @@ pub const PROTOCOL_VERSION: &str = "2026-07-28";
 /// Every revision accepted in `MCP-Protocol-Version` / `_meta`.
 pub const SUPPORTED_VERSIONS: &[&str] = &[PROTOCOL_VERSION];
 
+/// The newest revision of the `initialize` era, served to legacy clients.
+pub const LEGACY_PROTOCOL_VERSION: &str = "2025-11-25";
+
+/// Every `initialize`-era revision a legacy session may negotiate, newest first.
+pub const LEGACY_VERSIONS: &[&str] = &[LEGACY_PROTOCOL_VERSION, "2025-06-18", "2025-03-26"];
+
 /// Identifier of the Tasks extension in capabilities objects.
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 

@@ -9,7 +9,7 @@
 use std::{net::SocketAddr, time::Duration};
 
 use clap::Parser;
-use presa_http::{HttpConfig, ServeLimits};
+use presa_http::{HttpConfig, LegacyConfig, ServeLimits};
 use presa_server::{Core, Server, ServerConfig, StateCodec, Worker, WorkerConfig};
 use presa_telemetry::LogFormat;
 use tokio_util::sync::CancellationToken;
@@ -136,10 +136,30 @@ pub struct ApiArgs {
     #[arg(long, env = "PRESA_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
 
-    /// Key for MRTR requestState HMACs (at least 32 bytes); every API pod must
-    /// share it. When unset, a random per-process key is used.
+    /// Key for MRTR requestState and legacy session-id HMACs (at least 32
+    /// bytes); every API pod must share it. When unset, a random per-process key is used.
     #[arg(long, env = "PRESA_STATE_SECRET", hide_env_values = true)]
     state_secret: Option<String>,
+
+    /// Serve 2025-11-25 clients (`initialize`, `Mcp-Session-Id`) on the same
+    /// endpoint, statelessly: `on` or `off` (then `initialize` gets an error
+    /// naming the supported versions).
+    #[arg(long, env = "PRESA_LEGACY", value_enum, default_value_t = Switch::On)]
+    legacy: Switch,
+
+    /// How long a 2025-11-25 session id stays valid, in seconds (the client
+    /// then gets 404 and initializes again).
+    #[arg(long, env = "PRESA_LEGACY_SESSION_TTL_SECS", default_value_t = 86_400)]
+    legacy_session_ttl_secs: u64,
+}
+
+/// A feature switch: `on` or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Switch {
+    /// Enabled.
+    On,
+    /// Disabled.
+    Off,
 }
 
 /// A task lifetime: milliseconds, or `none` for tasks that never expire.
@@ -225,6 +245,11 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
         authenticator: auth.authenticator,
         challenge: auth.challenge,
         resource_metadata: auth.resource_metadata,
+        legacy: LegacyConfig {
+            enabled: args.legacy == Switch::On,
+            session_ttl: Duration::from_secs(args.legacy_session_ttl_secs.max(1)),
+            ..LegacyConfig::default()
+        },
         ..HttpConfig::default()
     };
     let router = presa_http::router(server.clone(), http);

@@ -22,6 +22,10 @@ use crate::{
     tool::ToolError,
 };
 
+/// Prefix of the bus event that says a resource changed (its URI follows):
+/// 2025-11-25 sessions subscribed to it get `notifications/resources/updated`.
+pub const RESOURCE_UPDATED_EVENT: &str = "resources/updated ";
+
 /// Where request-scoped notifications go: the response stream of the request.
 #[derive(Debug, Clone)]
 pub struct Outbox {
@@ -290,5 +294,12 @@ impl ToolContext {
     /// list changed: `tools`, `prompts` or `resources`.
     pub async fn notify_list_changed(&self, list: &str) -> Result<(), ToolError> {
         self.inner.bus.publish(&format!("notifications/{list}/list_changed")).await.map_err(ToolError::internal)
+    }
+
+    /// Tell every 2025-11-25 session subscribed to `uri` (on every API
+    /// process) that the resource changed (`notifications/resources/updated`
+    /// on its standalone `GET` stream).
+    pub async fn notify_resource_updated(&self, uri: &str) -> Result<(), ToolError> {
+        self.inner.bus.publish(&format!("{RESOURCE_UPDATED_EVENT}{uri}")).await.map_err(ToolError::internal)
     }
 }

@@ -87,7 +87,7 @@ pub use catalog::{Catalog, CatalogBuilder};
 pub use config::ServerConfig;
 pub use context::{Outbox, ToolContext};
 pub use core::Core;
-pub use dispatch::{Admitted, Reply, Server};
+pub use dispatch::{Admitted, Reply, Server, StreamPermit};
 pub use error::{INSUFFICIENT_SCOPE, REQUIRED_SCOPES, ServerError};
 pub use input::{Elicited, InputRequest};
 pub use output::{IntoToolOutput, Json};

@@ -35,9 +35,12 @@ pub enum StateError {
     /// Past its expiry.
     #[error("requestState has expired")]
     Expired,
-    /// Sealed for another principal, method or params.
+    /// Sealed for another method or params.
     #[error("requestState does not belong to this request")]
     Mismatch,
+    /// Sealed for this method and params, but for another principal.
+    #[error("requestState does not belong to this request")]
+    OtherPrincipal,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -105,8 +108,11 @@ impl StateCodec {
         self.tag(body.as_bytes()).verify_slice(&tag).map_err(|_| StateError::Tampered)?;
         let bytes = B64.decode(body).map_err(|_| StateError::Tampered)?;
         let payload: Payload = serde_json::from_slice(&bytes).map_err(|_| StateError::Tampered)?;
-        if payload.p != binding.principal || payload.m != binding.method || payload.d != binding.digest {
+        if payload.m != binding.method || payload.d != binding.digest {
             return Err(StateError::Mismatch);
+        }
+        if payload.p != binding.principal {
+            return Err(StateError::OtherPrincipal);
         }
         if now_ms >= payload.e {
             return Err(StateError::Expired);
@@ -179,7 +185,8 @@ mod tests {
         assert_eq!(c.open(&t, &binding(), 2_000), Err(StateError::Expired));
         let mut other = binding();
         other.principal = "acme/eve".into();
-        assert_eq!(c.open(&t, &other, 1_000), Err(StateError::Mismatch));
+        assert_eq!(c.open(&t, &other, 1_000), Err(StateError::OtherPrincipal));
+        assert_eq!(StateError::OtherPrincipal.to_string(), StateError::Mismatch.to_string(), "one message on the wire");
         let mut other = binding();
         other.digest = digest(&json!({"a": 2}));
         assert_eq!(c.open(&t, &other, 1_000), Err(StateError::Mismatch));

@@ -110,6 +110,13 @@ impl Keys {
         format!("{}:epoch", self.prefix)
     }
 
+    /// `{prefix}:session:<hex id>` — hash: a legacy (2025-11-25) session's
+    /// shared state (log level, subscriptions, ended), expiring with it. The
+    /// id is hex-encoded, so any session id is a safe key part.
+    pub fn session(&self, session: &str) -> String {
+        format!("{}:session:{}", self.prefix, hex(session.as_bytes()))
+    }
+
     /// `{prefix}:bus` — pub/sub channel: server-wide events ([`presa_store::EventBus`]).
     pub fn bus(&self) -> String {
         format!("{}:bus", self.prefix)

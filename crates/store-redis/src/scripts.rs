@@ -73,4 +73,5 @@ script!(READ, "read.lua", Debug, "Read up to N new entries over the partitions (
 script!(RECOVER, "recover.lua", Debug, "XAUTOCLAIM up to N lapsed entries over the partitions (standalone only).");
 script!(ADMIT, "admit.lua", "Add a task to its scope's active set unless the set is at the limit.");
 script!(QUOTA, "quota.lua", "Reserve a new task's bytes under its scope's byte quota unless it would be exceeded.");
+script!(SESSION, "session.lua", "Set or remove a legacy session's field and renew the hash's expiry.");
 script!(STATS, "stats.lua", Debug, "Count a partition's queued and pending work, and the oldest pending age.");

@@ -320,6 +320,28 @@ impl TaskStore for RedisStore {
         Ok(self.partition_stats().await?)
     }
 
+    async fn set_session_field(
+        &self,
+        session: &str,
+        field: &str,
+        value: Option<&str>,
+        ttl: std::time::Duration,
+    ) -> Result<(), StoreError> {
+        let mut inv = scripts::SESSION.prepare_invoke();
+        inv.key(self.inner.keys.session(session))
+            .arg(field)
+            .arg(if value.is_some() { "1" } else { "0" })
+            .arg(value.unwrap_or_default())
+            .arg(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1));
+        let _: i64 = self.invoke(&inv).await?;
+        Ok(())
+    }
+
+    async fn session_state(&self, session: &str) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        let key = self.inner.keys.session(session);
+        Ok(self.query(Verbosity::Info, redis::cmd("HGETALL").arg(&key)).await?)
+    }
+
     async fn watch(&self, ids: &[TaskId]) -> Result<TaskStream, StoreError> {
         let channels: Vec<String> = ids.iter().filter_map(|id| self.inner.keys.events(id)).collect();
         if channels.is_empty() {

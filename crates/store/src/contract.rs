@@ -61,6 +61,7 @@ macro_rules! store_contract_tests {
             input_round_trip,
             work_stats_count_queued_and_pending_work,
             failed_is_terminal_and_keeps_its_error,
+            session_state_is_shared_per_session_and_expires,
         );
         $crate::store_contract_tests!(@cases $make, bus;
             bus_events_reach_every_subscriber,
@@ -649,6 +650,27 @@ pub async fn failed_is_terminal_and_keeps_its_error(store: Arc<dyn TaskStore>) {
     // Its lapsed work is dropped, never handed to another worker.
     tokio::time::sleep(PAST_SHORT_LEASE).await;
     assert_nothing_to_claim(&store, "w2").await;
+}
+
+/// Legacy session state: fields set and removed per session, other sessions
+/// untouched, everything gone once the TTL of the last write passes.
+pub async fn session_state_is_shared_per_session_and_expires(store: Arc<dyn TaskStore>) {
+    let long = Duration::from_secs(60);
+    assert!(store.session_state("s1").await.expect("read").is_empty());
+    store.set_session_field("s1", "logLevel", Some("debug"), long).await.expect("set");
+    store.set_session_field("s1", "sub:test://a", Some("1"), long).await.expect("set");
+    store.set_session_field("s2", "ended", Some("1"), long).await.expect("set");
+    let s1 = store.session_state("s1").await.expect("read");
+    assert_eq!(s1.get("logLevel").map(String::as_str), Some("debug"));
+    assert_eq!(s1.get("sub:test://a").map(String::as_str), Some("1"));
+    assert!(!s1.contains_key("ended"), "another session's field: {s1:?}");
+    store.set_session_field("s1", "sub:test://a", None, long).await.expect("remove");
+    let s1 = store.session_state("s1").await.expect("read");
+    assert_eq!(s1.len(), 1, "{s1:?}");
+    store.set_session_field("s3", "logLevel", Some("info"), Duration::from_millis(50)).await.expect("set");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(store.session_state("s3").await.expect("read").is_empty(), "expired");
+    assert_eq!(store.session_state("s2").await.expect("read").len(), 1);
 }
 
 async fn next_event(events: &mut crate::EventStream) -> Option<String> {

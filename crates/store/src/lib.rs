@@ -20,7 +20,7 @@
 //! - every claim (first or recovered) bumps the task's `attempt`;
 //! - pub/sub is a wake-up only: readers re-read the record.
 
-use std::{pin::Pin, sync::Arc, time::Duration};
+use std::{collections::HashMap, pin::Pin, sync::Arc, time::Duration};
 
 use futures::Stream;
 pub use presa_tasks::{Caller, NewTask, Scope, Status, Task, TaskId};
@@ -191,6 +191,22 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
     async fn work_stats(&self) -> Result<Vec<PartitionStats>, StoreError> {
         Ok(Vec::new())
     }
+
+    /// Set (`Some`) or remove (`None`) one field of a legacy (2025-11-25)
+    /// session's shared state (log level, resource subscriptions, ended),
+    /// and let the whole session's state expire `ttl` from now. Any process
+    /// serving the session reads it back with [`TaskStore::session_state`].
+    async fn set_session_field(
+        &self,
+        session: &str,
+        field: &str,
+        value: Option<&str>,
+        ttl: Duration,
+    ) -> Result<(), StoreError>;
+
+    /// Every field of a legacy session's shared state (empty when none was
+    /// set or it expired).
+    async fn session_state(&self, session: &str) -> Result<HashMap<String, String>, StoreError>;
 }
 
 /// Server-wide broadcast between API processes.

@@ -63,6 +63,8 @@ struct State {
     queue: VecDeque<TaskId>,
     next_receipt: u64,
     last_purge_ms: u64,
+    /// Legacy session state: its expiry (ms) and fields.
+    sessions: HashMap<String, (u64, HashMap<String, String>)>,
 }
 
 #[derive(Default)]
@@ -137,6 +139,7 @@ impl State {
 
     fn purge(&mut self, now: u64) {
         self.last_purge_ms = now;
+        self.sessions.retain(|_, (expires, _)| *expires > now);
         self.tasks.retain(|_, t| !t.is_expired(now));
         let tasks = &self.tasks;
         self.sizes.retain(|id, _| tasks.contains_key(id));
@@ -458,6 +461,38 @@ impl TaskStore for MemoryStore {
         }
         self.work_ready.notify_waiters();
         Ok(())
+    }
+
+    async fn set_session_field(
+        &self,
+        session: &str,
+        field: &str,
+        value: Option<&str>,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let mut s = self.state();
+        let now = now_ms();
+        s.maybe_purge(now);
+        let entry = s.sessions.entry(session.to_string()).or_default();
+        if entry.0 <= now {
+            entry.1.clear();
+        }
+        entry.0 = now.saturating_add(ttl.as_millis().try_into().unwrap_or(u64::MAX));
+        match value {
+            Some(v) => {
+                entry.1.insert(field.to_string(), v.to_string());
+            }
+            None => {
+                entry.1.remove(field);
+            }
+        }
+        Ok(())
+    }
+
+    async fn session_state(&self, session: &str) -> Result<HashMap<String, String>, StoreError> {
+        let now = now_ms();
+        let s = self.state();
+        Ok(s.sessions.get(session).filter(|(expires, _)| *expires > now).map(|(_, f)| f.clone()).unwrap_or_default())
     }
 
     async fn work_stats(&self) -> Result<Vec<PartitionStats>, StoreError> {

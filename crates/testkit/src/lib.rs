@@ -3,6 +3,7 @@
 //! - [`redis`]: a real Redis for a test: testcontainers when a Docker engine
 //!   answers, else a spawned `redis-server`, else a failure saying how to get one.
 //! - [`client`]: an MCP client for the stateless wire (JSON and SSE, listen streams).
+//! - [`legacy`]: a 2025-11-25 client (`initialize`, `Mcp-Session-Id`, server requests on SSE).
 //! - [`embedded`]: an in-process embedded server on a loopback port.
 //! - [`jwt`]: a throw-away token issuer (fresh RSA and EC keys, JWKS, good and forged tokens).
 //! - [`principals`]: the cross-principal scenario (a task belongs to its creator alone).
@@ -12,6 +13,7 @@
 pub mod client;
 pub mod embedded;
 pub mod jwt;
+pub mod legacy;
 pub mod pods;
 pub mod principals;
 pub mod redis;
@@ -19,5 +21,6 @@ pub mod reference;
 
 pub use client::{Client, TASKS, next_within, task_id, tasks_caps};
 pub use embedded::{Embedded, HeaderScopes, embedded, embedded_limited, embedded_with};
+pub use legacy::LegacyClient;
 pub use pods::{Pod, free_port};
 pub use redis::TestRedis;

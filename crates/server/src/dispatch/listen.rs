@@ -144,6 +144,31 @@ impl Server {
 /// Counts an open listen stream (for the process and its scope) while alive.
 struct ListenerGuard(Arc<Inner>, Scope);
 
+/// A long-lived stream's place in the listen-stream budget of this process
+/// (`max_listen_streams`) and of its caller's scope
+/// (`max_listen_streams_per_scope`), held while the stream is open. The
+/// transport takes one for streams it serves itself (a 2025-11-25 session's
+/// standalone `GET` stream), so every long-lived stream shares one budget.
+pub struct StreamPermit {
+    _guard: ListenerGuard,
+}
+
+impl std::fmt::Debug for StreamPermit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamPermit").field("scope", &self._guard.1).finish()
+    }
+}
+
+impl Server {
+    /// A place for one more long-lived stream of `scope`, or the retryable
+    /// capacity error a `subscriptions/listen` past the same limits gets.
+    pub fn admit_stream(&self, scope: &Scope) -> Result<StreamPermit, jsonrpc::ErrorObject> {
+        ListenerGuard::admit(self.inner.clone(), scope)
+            .map(|guard| StreamPermit { _guard: guard })
+            .map_err(|e| e.to_error_object())
+    }
+}
+
 impl ListenerGuard {
     /// Count one more stream for `scope`, unless the process
     /// (`max_listen_streams`) or the scope (`max_listen_streams_per_scope`) is full.

@@ -18,6 +18,7 @@ mod call;
 mod catalog;
 mod discover;
 mod listen;
+pub use listen::StreamPermit;
 mod tasks;
 #[cfg(test)]
 mod tests;
@@ -133,6 +134,12 @@ impl Server {
     /// The settings.
     pub fn config(&self) -> &ServerConfig {
         self.inner.core.config()
+    }
+
+    /// The codec sealing MRTR `requestState` with the deployment's shared
+    /// key; the transport seals legacy session ids with it too.
+    pub fn state_codec(&self) -> &StateCodec {
+        &self.inner.state
     }
 
     /// The catalog.

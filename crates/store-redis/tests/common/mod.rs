@@ -77,6 +77,18 @@ impl TaskStore for Guarded {
     async fn work_stats(&self) -> Result<Vec<PartitionStats>, StoreError> {
         self.store.work_stats().await
     }
+    async fn set_session_field(
+        &self,
+        session: &str,
+        field: &str,
+        value: Option<&str>,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        self.store.set_session_field(session, field, value, ttl).await
+    }
+    async fn session_state(&self, session: &str) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        self.store.session_state(session).await
+    }
 }
 
 #[async_trait::async_trait]

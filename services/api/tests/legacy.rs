@@ -1,0 +1,272 @@
+//! The 2025-11-25 era over real HTTP against the embedded server: sessions
+//! (forged, expired, another principal's, ended), server requests on a
+//! call's stream answered by a separate POST, logging, task-required tools,
+//! and `--legacy off`.
+
+use std::{sync::Arc, time::Duration};
+
+use futures::StreamExt;
+use presa_http::{HttpConfig, LegacyConfig};
+use presa_server::{ServerConfig, context::RESOURCE_UPDATED_EVENT};
+use presa_testkit::{HeaderScopes, LegacyClient, embedded, embedded_with, legacy::events};
+use serde_json::{Value, json};
+
+fn caps() -> Value {
+    json!({ "elicitation": {}, "sampling": {} })
+}
+
+fn http(legacy: LegacyConfig) -> HttpConfig {
+    HttpConfig { authenticator: Arc::new(HeaderScopes), legacy, ..HttpConfig::default() }
+}
+
+/// The error of a one-message answer.
+fn error_of(a: &presa_testkit::legacy::Answer) -> &Value {
+    &a.messages[0]["error"]
+}
+
+#[tokio::test]
+async fn a_session_token_forged_expired_or_of_another_principal_is_refused() {
+    let srv = embedded(ServerConfig::default()).await;
+    let alice = LegacyClient::connect(&srv.url, caps(), Some("alice")).await;
+    let ok = alice.request("tools/list", json!({})).await;
+    assert_eq!(ok.status, 200);
+    assert!(ok.messages[0]["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()));
+
+    // Forged: one character of the signed token changed → 404, the client initializes again.
+    let mut forged = alice.session.clone().into_bytes();
+    let last = forged.len() - 1;
+    forged[last] = if forged[last] == b'A' { b'B' } else { b'A' };
+    let forged = alice.with_session(&String::from_utf8(forged).unwrap());
+    let a = forged.request("tools/list", json!({})).await;
+    assert_eq!(a.status, 404, "{:?}", a.messages);
+    assert!(error_of(&a)["message"].as_str().unwrap().contains("initialize"), "{:?}", a.messages);
+    let a = alice.with_session("not-a-token").request("ping", json!({})).await;
+    assert_eq!(a.status, 404);
+
+    // A requestState (same key, another purpose) is no session id → 404, whoever sends it.
+    let modern = presa_testkit::Client::new(&srv.url, json!({ "elicitation": {} })).with_scope("alice");
+    let irr = modern.call_tool("test_input_required_result_request_state", json!({})).await;
+    let state = irr["requestState"].as_str().expect("a requestState").to_string();
+    assert_eq!(alice.with_session(&state).request("ping", json!({})).await.status, 404);
+    assert_eq!(alice.with_session(&state).as_scope("mallory").request("ping", json!({})).await.status, 404);
+
+    // Another principal presenting alice's session → 403; alice keeps it.
+    let a = alice.as_scope("mallory").request("tools/list", json!({})).await;
+    assert_eq!(a.status, 403, "{:?}", a.messages);
+    assert_eq!(alice.as_scope("mallory").delete().await, 403);
+    assert_eq!(alice.request("ping", json!({})).await.status, 200);
+
+    // Ended by DELETE → 404 for everything after, notifications included.
+    assert_eq!(alice.delete().await, 200);
+    assert_eq!(alice.request("ping", json!({})).await.status, 404);
+    let n = alice.raw(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" })).await;
+    assert_eq!(n.status, 404);
+
+    // Expired: a server whose sessions last 1 s, asked more than 1 s after it issued one.
+    let short = LegacyConfig { session_ttl: Duration::from_secs(1), ..LegacyConfig::default() };
+    let srv = embedded_with(ServerConfig::default(), http(short), 0).await;
+    let c = LegacyClient::initialize(&srv.url, caps(), None).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let a = c.request("tools/list", json!({})).await;
+    assert_eq!(a.status, 404, "{:?}", a.messages);
+}
+
+#[tokio::test]
+async fn elicitation_is_a_request_on_the_stream_answered_by_another_post() {
+    let srv = embedded(ServerConfig::default()).await;
+    let c = LegacyClient::connect(&srv.url, caps(), None).await;
+    let call = json!({ "jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": { "name": "test_elicitation", "arguments": { "message": "Who are you?" } } });
+    let resp = c.start(&call).await;
+    assert_eq!(resp.status().as_u16(), 200);
+    let mut stream = events(resp);
+    let ask = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap().unwrap();
+    assert_eq!(ask["method"], "elicitation/create", "{ask}");
+    assert_eq!(ask["params"]["message"], "Who are you?");
+    let answer = json!({ "jsonrpc": "2.0", "id": ask["id"],
+        "result": { "action": "accept", "content": { "username": "testuser", "email": "t@example.com" } } });
+    assert_eq!(c.raw(&answer).await.status, 202);
+    let done = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap().unwrap();
+    assert_eq!(done["id"], 9, "{done}");
+    let text = done["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("action=accept") && text.contains("testuser"), "{text}");
+    assert!(done["result"].get("resultType").is_none(), "no 2026-07-28 fields: {done}");
+
+    // A client that declined to answer with an error: the call ends with a clear error.
+    let resp = c.start(&call).await;
+    let mut stream = events(resp);
+    let ask = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap().unwrap();
+    let refusal = json!({ "jsonrpc": "2.0", "id": ask["id"], "error": { "code": -1, "message": "user closed" } });
+    assert_eq!(c.raw(&refusal).await.status, 202);
+    let done = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap().unwrap();
+    assert!(done["error"]["message"].as_str().unwrap().contains("user closed"), "{done}");
+}
+
+#[tokio::test]
+async fn logging_follows_the_session_level_and_tasks_name_the_modern_revision() {
+    let srv = embedded(ServerConfig::default()).await;
+    let c = LegacyClient::connect(&srv.url, caps(), None).await;
+    let quiet = c.request("tools/call", json!({ "name": "test_tool_with_logging", "arguments": {} })).await;
+    assert_eq!(quiet.messages.len(), 1, "no level set, no logs: {:?}", quiet.messages);
+    assert_eq!(c.request("logging/setLevel", json!({ "level": "debug" })).await.status, 200);
+    let loud = c.request("tools/call", json!({ "name": "test_tool_with_logging", "arguments": {} })).await;
+    let logs: Vec<&Value> = loud.messages.iter().filter(|m| m["method"] == "notifications/message").collect();
+    assert_eq!(logs.len(), 3, "{:?}", loud.messages);
+    assert_eq!(logs[0]["params"]["data"], "Tool execution started");
+
+    let required = c.request("tools/call", json!({ "name": "failing_job", "arguments": {} })).await;
+    assert_eq!(required.status, 200);
+    let message = error_of(&required)["message"].as_str().unwrap();
+    assert!(message.contains("2026-07-28") && message.contains("failing_job"), "{message}");
+    let optional =
+        c.request("tools/call", json!({ "name": "slow_compute", "arguments": { "seconds": 0, "label": "x" } })).await;
+    assert_eq!(optional.messages[0]["result"]["content"][0]["text"], "Completed x", "{:?}", optional.messages);
+    // Declaring the Tasks extension at initialize changes nothing: tasks are 2026-07-28 only.
+    let declared = json!({ "elicitation": {}, "extensions": { "io.modelcontextprotocol/tasks": {} } });
+    let t = LegacyClient::connect(&srv.url, declared, None).await;
+    let required = t.request("tools/call", json!({ "name": "failing_job", "arguments": {} })).await;
+    assert!(error_of(&required)["message"].as_str().unwrap().contains("2026-07-28"), "{:?}", required.messages);
+    let optional =
+        t.request("tools/call", json!({ "name": "slow_compute", "arguments": { "seconds": 0, "label": "y" } })).await;
+    assert_eq!(optional.messages[0]["result"]["content"][0]["text"], "Completed y", "{:?}", optional.messages);
+    let tasks = c.request("tasks/get", json!({ "taskId": "x" })).await;
+    assert_eq!(error_of(&tasks)["code"], -32601);
+}
+
+#[tokio::test]
+async fn capabilities_too_large_for_a_session_id_are_refused_and_icons_are_not_carried() {
+    let srv = embedded(ServerConfig::default()).await;
+    let initialize = |capabilities: Value, info: Value| {
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": info } });
+        reqwest::Client::new()
+            .post(&srv.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string())
+            .send()
+    };
+    let icon = format!("data:image/png;base64,{}", "A".repeat(100_000));
+    let info = json!({ "name": "big", "version": "1", "icons": [{ "src": icon }] });
+    let resp = initialize(json!({}), info).await.unwrap();
+    let session = resp.headers().get("mcp-session-id").expect("a session id").to_str().unwrap().to_string();
+    assert!(session.len() < 1024, "clientInfo icons stay out of the id: {} bytes", session.len());
+    let huge = json!({ "experimental": { "blob": "x".repeat(10_000) } });
+    let resp = initialize(huge, json!({ "name": "t", "version": "1" })).await.unwrap();
+    assert!(resp.headers().get("mcp-session-id").is_none());
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+}
+
+#[tokio::test]
+async fn with_legacy_off_initialize_names_the_supported_versions() {
+    let off = LegacyConfig { enabled: false, ..LegacyConfig::default() };
+    let srv = embedded_with(ServerConfig::default(), http(off), 0).await;
+    let resp = reqwest::Client::new()
+        .post(&srv.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(
+            json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": "t", "version": "1" } } })
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 400);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32022, "{body}");
+    assert_eq!(body["error"]["data"]["supported"], json!(["2026-07-28"]));
+    assert_eq!(body["error"]["data"]["requested"], "2025-11-25");
+}
+
+#[tokio::test]
+async fn the_standalone_get_stream_carries_list_changes() {
+    let srv = embedded(ServerConfig::default()).await;
+    let c = LegacyClient::connect(&srv.url, caps(), None).await;
+    let no_session = reqwest::Client::new().get(&srv.url).send().await.unwrap();
+    assert_eq!(no_session.status().as_u16(), 405, "without a session GET stays 405");
+    let resp = reqwest::Client::new()
+        .get(&srv.url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &c.session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let mut stream = events(resp);
+    // The stream is subscribed once its headers are out: a change from now on reaches it.
+    let trigger = c.request("tools/call", json!({ "name": "test_trigger_tool_change", "arguments": {} })).await;
+    assert_eq!(trigger.messages[0]["result"]["content"][0]["text"], "Mutation triggered", "{:?}", trigger.messages);
+    let n = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap().unwrap();
+    assert_eq!(n["method"], "notifications/tools/list_changed", "{n}");
+
+    // Resource updates reach the sessions subscribed to that URI only (as a tool's
+    // `ctx.notify_resource_updated` publishes them).
+    let bus = srv.server.core().bus().clone();
+    let updated = |uri: &str| format!("{RESOURCE_UPDATED_EVENT}{uri}");
+    assert_eq!(c.request("resources/subscribe", json!({ "uri": "test://static-text" })).await.status, 200);
+    bus.publish(&updated("test://static-binary")).await.unwrap();
+    bus.publish(&updated("test://static-text")).await.unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap().unwrap();
+    assert_eq!(n["method"], "notifications/resources/updated", "{n}");
+    assert_eq!(n["params"]["uri"], "test://static-text", "only the subscribed URI: {n}");
+    assert_eq!(c.request("resources/unsubscribe", json!({ "uri": "test://static-text" })).await.status, 200);
+    bus.publish(&updated("test://static-text")).await.unwrap();
+    bus.publish("notifications/prompts/list_changed").await.unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap().unwrap();
+    assert_eq!(n["method"], "notifications/prompts/list_changed", "unsubscribed: no update first: {n}");
+}
+
+#[tokio::test]
+async fn notifications_cancelled_stops_a_running_call() {
+    let srv = embedded(ServerConfig::default()).await;
+    let c = LegacyClient::connect(&srv.url, caps(), None).await;
+    // Optional task policy, so it runs in the request for a legacy client; 60 s unless cancelled.
+    let call = json!({ "jsonrpc": "2.0", "id": "long-1", "method": "tools/call",
+        "params": { "name": "slow_compute", "arguments": { "seconds": 60, "label": "never" } } });
+    let pending = tokio::spawn({
+        let c = c.clone();
+        async move { c.raw(&call).await }
+    });
+    let watched = async {
+        // Repeated until the call's watch is up (a cancellation before it is not remembered).
+        loop {
+            let cancel = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": { "requestId": "long-1", "reason": "test" } });
+            assert_eq!(c.raw(&cancel).await.status, 202);
+            if pending.is_finished() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), watched).await.expect("the call stopped");
+    let answer = pending.await.unwrap();
+    let last = answer.messages.last().expect("a reply");
+    assert!(last.get("error").is_some(), "cancelled, not completed: {:?}", answer.messages);
+}
+
+#[tokio::test]
+async fn standalone_get_streams_share_the_listen_stream_budget() {
+    let config = ServerConfig { max_listen_streams_per_scope: 1, ..ServerConfig::default() };
+    let srv = embedded(config).await;
+    let c = LegacyClient::connect(&srv.url, caps(), Some("alice")).await;
+    let get = |scope: &str| {
+        reqwest::Client::new()
+            .get(&srv.url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &c.session)
+            .header("x-test-scope", scope)
+            .send()
+    };
+    let first = get("alice").await.unwrap();
+    assert_eq!(first.status().as_u16(), 200);
+    let second = get("alice").await.unwrap();
+    assert_eq!(second.status().as_u16(), 503, "alice's one stream is open");
+    let body: Value = second.json().await.unwrap();
+    assert_eq!(body["error"]["data"]["limit"], "max_listen_streams_per_scope", "{body}");
+    assert_eq!(srv.server.active_listeners(), 1);
+    drop(first);
+}
