@@ -1,0 +1,231 @@
+//! The 2025-11-25 era on the same `/mcp` endpoint, for clients that still
+//! open with `initialize` (the versioning page's dual-era server).
+//!
+//! Sessions are stateless for the pods: the `Mcp-Session-Id` this module
+//! issues is a token sealed with the shared `requestState` key
+//! ([`presa_server::StateCodec`]), bound to the caller's principal and
+//! expiring, that carries what the session negotiated (protocol version,
+//! client capabilities, client info). Any pod verifies it. The little state
+//! legacy semantics share (log level, resource subscriptions, ended) lives in
+//! the store under the session's key, with the session's TTL.
+//!
+//! Requests run through the same dispatcher as modern ones, with a `_meta`
+//! built from the session. Where the dispatcher answers an MRTR
+//! `InputRequiredResult`, this module asks the client as 2025-11-25 does: a
+//! JSON-RPC request on the call's SSE stream. The client's answer is a
+//! separate POST that may reach another pod; it is published on the event
+//! bus and the waiting call (wherever it runs) retries with the answers as
+//! `inputResponses`, so a handler's `ToolContext::input` works in both eras.
+//! Tasks attach to 2026-07-28 only: a task-required tool is refused with an
+//! error naming that revision, optional ones run in the request.
+//!
+//! [`session`] issues and verifies the session ids, [`call`] runs a call
+//! (asking the client on its stream, cancelling from any pod), [`stream`]
+//! serves the standalone `GET` stream and `DELETE`.
+
+mod call;
+mod session;
+mod stream;
+
+use std::time::Instant;
+
+use axum::{
+    http::{HeaderMap, StatusCode},
+    response::{IntoResponse, Response},
+};
+use presa_protocol::{
+    LEGACY_VERSIONS, Method, codes, headers,
+    jsonrpc::{self, ErrorObject, Incoming},
+    meta::{LogLevel, PROGRESS_TOKEN_KEY, PROTOCOL_VERSION_KEY, RequestMeta},
+};
+use presa_server::{Admitted, Caller, Outbox};
+use presa_telemetry::metrics;
+use serde_json::{Map, Value, json};
+
+use crate::{
+    App,
+    respond::{self, Era, NOTIFICATION, Observed, UNKNOWN_METHOD, json},
+};
+
+pub(crate) use session::initialize;
+use session::{FIELD_LOG_LEVEL, FIELD_SUBSCRIPTION, remaining, verify};
+pub(crate) use stream::{delete_mcp, get_mcp};
+
+/// The one method that opens a legacy session.
+pub(crate) const INITIALIZE: &str = "initialize";
+/// The methods only a legacy session has, as metrics label them.
+const LEGACY_METHODS: [&str; 5] =
+    [INITIALIZE, "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"];
+
+/// The metrics label of a legacy-only method (`None`: [`Method`] names it, or nothing does).
+fn legacy_label(method: &str) -> Option<&'static str> {
+    LEGACY_METHODS.into_iter().find(|m| *m == method)
+}
+
+/// Whether a message is of the 2026-07-28 era: its params carry `_meta` with a protocol version.
+pub(crate) fn is_modern(message: &Value) -> bool {
+    message["params"]["_meta"].get(PROTOCOL_VERSION_KEY).is_some()
+}
+
+/// [`is_modern`] on parsed params.
+pub(crate) fn has_modern_meta(params: &Map<String, Value>) -> bool {
+    params.get("_meta").and_then(|m| m.get(PROTOCOL_VERSION_KEY)).is_some()
+}
+
+/// Any POST in a legacy session: a client's answer to a server request, a
+/// notification, or a request.
+pub(crate) async fn post(app: App, headers: HeaderMap, message: Value, caller: Caller, started: Instant) -> Response {
+    if message.get("method").is_none() && (message.get("result").is_some() || message.get("error").is_some()) {
+        let (session, _) = match verify(&app, &headers, &caller).await {
+            Ok(s) => s,
+            Err(resp) => return resp,
+        };
+        return call::answer(&app, &session, &message).await;
+    }
+    let req = match jsonrpc::classify(message) {
+        Ok(Incoming::Request(r)) if r.method == INITIALIZE => return initialize(&app, &headers, r, &caller, started),
+        Ok(Incoming::Request(r)) => r,
+        Ok(Incoming::Notification { method, params }) => {
+            let (session, _) = match verify(&app, &headers, &caller).await {
+                Ok(s) => s,
+                Err(resp) => return resp,
+            };
+            if method == "notifications/cancelled"
+                && let Some(id) =
+                    params.as_ref().and_then(|p| p.get("requestId")).filter(|i| i.is_string() || i.is_i64())
+            {
+                call::publish_cancel(&app, &session, id).await;
+            }
+            metrics::request(NOTIFICATION, "ok", started.elapsed());
+            return StatusCode::ACCEPTED.into_response();
+        }
+        Err(e) => {
+            let err = e.to_error();
+            metrics::request(UNKNOWN_METHOD, err.code.to_string(), started.elapsed());
+            return json(StatusCode::BAD_REQUEST, &jsonrpc::failure(e.id(), &err));
+        }
+    };
+    let (session, state) = match verify(&app, &headers, &caller).await {
+        Ok(s) => s,
+        Err(resp) => return resp,
+    };
+    let mut observed = Observed::start(&app, &headers, &req, started);
+    if let Some(label) = legacy_label(&req.method) {
+        observed.relabel(label);
+    }
+    observed.record_version(&session.negotiated.v);
+    if let Some(v) = headers.get(headers::PROTOCOL_VERSION).and_then(|v| v.to_str().ok())
+        && !LEGACY_VERSIONS.contains(&v.trim())
+    {
+        let e = ErrorObject::with_data(
+            codes::INVALID_REQUEST,
+            format!("Bad Request: unsupported MCP-Protocol-Version '{}' in a 2025-11-25 session", v.trim()),
+            json!({ "supported": LEGACY_VERSIONS }),
+        );
+        observed.failed(&e);
+        return json(StatusCode::BAD_REQUEST, &jsonrpc::failure(Some(&req.id), &e));
+    }
+    let store = app.server.core().store().clone();
+    let ttl = remaining(&session);
+    let done = |observed: &mut Observed, r: Result<(), ErrorObject>| match r {
+        Ok(()) => {
+            let result = json!({});
+            observed.succeeded(&result);
+            json(StatusCode::OK, &jsonrpc::success(&req.id, result))
+        }
+        Err(e) => {
+            observed.failed(&e);
+            json(StatusCode::OK, &jsonrpc::failure(Some(&req.id), &e))
+        }
+    };
+    let unavailable = |e: presa_store::StoreError| {
+        let mut err = ErrorObject::new(codes::INTERNAL_ERROR, "Session state not saved, retry");
+        if e.is_retryable() {
+            err.data = Some(json!({ "retryable": true }));
+        }
+        err
+    };
+    match req.method.as_str() {
+        "ping" => return done(&mut observed, Ok(())),
+        "logging/setLevel" => {
+            let r = match req.params.get("level").and_then(Value::as_str).and_then(LogLevel::parse) {
+                None => Err(ErrorObject::new(codes::INVALID_PARAMS, "Invalid params: level must be a log level")),
+                Some(level) => store
+                    .set_session_field(&session.key, FIELD_LOG_LEVEL, Some(level.as_str()), ttl)
+                    .await
+                    .map_err(unavailable),
+            };
+            return done(&mut observed, r);
+        }
+        "resources/subscribe" | "resources/unsubscribe" => {
+            let r = match req.params.get("uri").and_then(Value::as_str) {
+                None => Err(ErrorObject::new(codes::INVALID_PARAMS, "Invalid params: uri must be a string")),
+                Some(uri) => {
+                    let value = (req.method == "resources/subscribe").then_some("1");
+                    let field = format!("{FIELD_SUBSCRIPTION}{uri}");
+                    store.set_session_field(&session.key, &field, value, ttl).await.map_err(unavailable)
+                }
+            };
+            return done(&mut observed, r);
+        }
+        _ => {}
+    }
+    let Ok(
+        method @ (Method::ToolsList
+        | Method::ToolsCall
+        | Method::ResourcesList
+        | Method::ResourcesRead
+        | Method::ResourceTemplatesList
+        | Method::PromptsList
+        | Method::PromptsGet
+        | Method::Complete),
+    ) = req.method.parse::<Method>()
+    else {
+        // Tasks attach to 2026-07-28 only, and so does everything else dispatch knows.
+        let e = ErrorObject::new(
+            codes::METHOD_NOT_FOUND,
+            format!("Method not found: {} (in a 2025-11-25 session)", req.method),
+        );
+        observed.failed(&e);
+        return json(StatusCode::OK, &jsonrpc::failure(Some(&req.id), &e));
+    };
+    let raw = match req.params.get("_meta") {
+        Some(Value::Object(m)) => m.clone(),
+        _ => Map::new(),
+    };
+    let meta = RequestMeta {
+        protocol_version: session.negotiated.v.clone(),
+        client_capabilities: call::without_tasks(&session.negotiated.c),
+        client_info: session.negotiated.i.clone(),
+        log_level: state.get(FIELD_LOG_LEVEL).and_then(|l| LogLevel::parse(l)),
+        progress_token: raw.get(PROGRESS_TOKEN_KEY).filter(|t| t.is_string() || t.is_i64()).cloned(),
+        raw,
+    };
+    let streaming = respond::accepts_sse(&headers);
+    let server = app.server.clone();
+    let id = req.id.clone();
+    let key = session.key.clone();
+    let limit = app.config.legacy.answer_timeout;
+    respond::respond(app, id, streaming, observed, Era::Legacy, move |tx, cancel| {
+        let outbox = tx.clone().map_or_else(Outbox::none, Outbox::new);
+        let admitted = Admitted { id: req.id, method, params: req.params, meta, caller, outbox, cancel };
+        Box::pin(async move {
+            let call = call::Call { server: &server, session: &key, stream: tx.as_ref(), limit };
+            call.run(admitted).await
+        })
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modern_messages_are_told_apart() {
+        assert!(is_modern(&json!({"params": {"_meta": {PROTOCOL_VERSION_KEY: "2026-07-28"}}})));
+        assert!(!is_modern(&json!({"params": {"_meta": {"progressToken": 1}}})));
+        assert!(!is_modern(&json!({"method": "tools/list"})));
+        assert!(!is_modern(&json!({"result": {}, "id": 1})));
+    }
+}

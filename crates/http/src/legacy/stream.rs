@@ -1,0 +1,115 @@
+//! The standalone `GET /mcp` stream of a legacy session and `DELETE /mcp`,
+//! which ends the session on every pod.
+
+use axum::{
+    extract::State,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+};
+use futures::StreamExt;
+use presa_protocol::{
+    headers,
+    jsonrpc::{self},
+};
+use presa_server::context::RESOURCE_UPDATED_EVENT;
+use serde_json::json;
+
+use crate::{
+    App, admission,
+    respond::{self, json, refused},
+};
+
+use super::session::{FIELD_ENDED, FIELD_SUBSCRIPTION, remaining, session_refused, verify};
+
+/// `GET /mcp` in a legacy session: the standalone stream of list-changed
+/// notifications (from every pod, through the bus) and of updates to the
+/// resources the session subscribed to. Without a session: 405, as before.
+pub(crate) async fn get_mcp(State(app): State<App>, request: axum::extract::Request) -> Response {
+    let (parts, _) = request.into_parts();
+    let headers = &parts.headers;
+    if !app.config.legacy.enabled || !headers.contains_key(headers::SESSION_ID) {
+        return crate::method_not_allowed().await;
+    }
+    if let Err((status, e)) =
+        admission::check_transport(headers, &app.config.allowed_origins, &app.config.allowed_hosts)
+    {
+        return json(status, &jsonrpc::failure(None, &e));
+    }
+    let caller = match app.config.authenticator.authenticate(&parts).await {
+        Ok(c) => c,
+        Err(refusal) => return refused(None, &refusal),
+    };
+    let (session, _) = match verify(&app, headers, &caller).await {
+        Ok(s) => s,
+        Err(resp) => return resp,
+    };
+    if !respond::accepts_sse(headers) {
+        return session_refused(StatusCode::NOT_ACCEPTABLE, "Not Acceptable: GET needs Accept: text/event-stream");
+    }
+    // The same budget as `subscriptions/listen` streams, per pod and per principal.
+    let permit = match app.server.admit_stream(&caller.scope) {
+        Ok(p) => p,
+        Err(e) => {
+            let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+            return json(status, &jsonrpc::failure(None, &e));
+        }
+    };
+    let Ok(events) = app.server.core().bus().subscribe().await else {
+        return session_refused(StatusCode::SERVICE_UNAVAILABLE, "Event stream unavailable, retry");
+    };
+    let store = app.server.core().store().clone();
+    let key = session.key;
+    let messages = events.filter_map(move |event| {
+        let (store, key) = (store.clone(), key.clone());
+        async move {
+            if let Some(uri) = event.strip_prefix(RESOURCE_UPDATED_EVENT) {
+                let state = store.session_state(&key).await.ok()?;
+                let field = format!("{FIELD_SUBSCRIPTION}{uri}");
+                return state
+                    .contains_key(&field)
+                    .then(|| jsonrpc::notification("notifications/resources/updated", json!({ "uri": uri })));
+            }
+            matches!(
+                event.as_str(),
+                "notifications/tools/list_changed"
+                    | "notifications/prompts/list_changed"
+                    | "notifications/resources/list_changed"
+            )
+            .then(|| jsonrpc::notification(&event, json!({})))
+        }
+    });
+    // The permit is held while the stream is open.
+    let messages = messages.map(move |m| {
+        let _open = &permit;
+        m
+    });
+    respond::sse(messages, app.config.keep_alive)
+}
+
+/// `DELETE /mcp` in a legacy session: the session ends on every pod (its
+/// id answers 404 from now on). Without a session: 405, as before.
+pub(crate) async fn delete_mcp(State(app): State<App>, request: axum::extract::Request) -> Response {
+    let (parts, _) = request.into_parts();
+    let headers = &parts.headers;
+    if !app.config.legacy.enabled || !headers.contains_key(headers::SESSION_ID) {
+        return crate::method_not_allowed().await;
+    }
+    if let Err((status, e)) =
+        admission::check_transport(headers, &app.config.allowed_origins, &app.config.allowed_hosts)
+    {
+        return json(status, &jsonrpc::failure(None, &e));
+    }
+    let caller = match app.config.authenticator.authenticate(&parts).await {
+        Ok(c) => c,
+        Err(refusal) => return refused(None, &refusal),
+    };
+    let (session, _) = match verify(&app, headers, &caller).await {
+        Ok(s) => s,
+        Err(resp) => return resp,
+    };
+    let store = app.server.core().store();
+    match store.set_session_field(&session.key, FIELD_ENDED, Some("1"), remaining(&session)).await {
+        Ok(()) => StatusCode::OK.into_response(),
+        Err(_) => session_refused(StatusCode::SERVICE_UNAVAILABLE, "Session not ended, retry"),
+    }
+}
