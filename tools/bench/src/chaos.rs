@@ -31,8 +31,9 @@
 //! - handler executions per task (how many ran twice or more: the
 //!   at-least-once cost);
 //! - recovery after each kill, p50 / p99 / max per kind: **to next ack** (kill →
-//!   the first create acknowledged after it: what clients see), **to next
-//!   completion** (kill → the first task seen terminal after it), and for
+//!   the first acknowledged create sent after it: how long clients see
+//!   failures), **to next completion** (kill → the first task seen terminal
+//!   by a `tasks/get` sent after it), and for
 //!   worker kills **in-flight done** (kill → the last of the tasks the killed
 //!   worker held, its pending stream entries at the kill, seen terminal: lease
 //!   plus a re-run). Completions are seen by polling, so times carry up to
@@ -159,6 +160,10 @@ struct Seen {
     id: String,
     label: String,
     acked_at: Instant,
+    /// When the create that was acknowledged was sent.
+    create_sent: Instant,
+    /// When the `tasks/get` that first saw it terminal was sent.
+    done_sent: Option<Instant>,
     /// First time it was seen terminal.
     done_at: Option<Instant>,
     /// Last status seen (`unknown` for "Unknown or inaccessible taskId").
@@ -456,11 +461,12 @@ async fn client_loop(s: Arc<Shared>) {
         let ms = s.args.min_ms + spread(n, s.args.max_ms - s.args.min_ms + 1);
         let label = format!("c{n}");
         let args = json!({ "name": "slow_compute", "arguments": { "seconds": ms as f64 / 1000.0, "label": label } });
-        let id = loop {
+        let (id, create_sent) = loop {
             s.counters.creates_sent.fetch_add(1, Ordering::Relaxed);
+            let sent = Instant::now();
             match s.lb.try_send("tools/call", args.clone()).await {
                 Ok((200, v)) if v["result"]["taskId"].is_string() => {
-                    break v["result"]["taskId"].as_str().unwrap_or_default().to_string();
+                    break (v["result"]["taskId"].as_str().unwrap_or_default().to_string(), sent);
                 }
                 Ok((status, v)) => Counters::failed(&s.counters.creates_failed, reason(status, &v)),
                 Err(e) => Counters::failed(&s.counters.creates_failed, shorten(&e)),
@@ -470,7 +476,8 @@ async fn client_loop(s: Arc<Shared>) {
         let acked_at = Instant::now();
         let index = {
             let mut seen = s.seen.lock().expect("seen");
-            seen.push(Seen { id: id.clone(), label, acked_at, done_at: None, status: "working".into() });
+            let status = "working".into();
+            seen.push(Seen { id: id.clone(), label, acked_at, create_sent, done_at: None, done_sent: None, status });
             seen.len() - 1
         };
         s.acked.fetch_add(1, Ordering::Relaxed);
@@ -478,6 +485,7 @@ async fn client_loop(s: Arc<Shared>) {
         let mut unknown_since = None;
         loop {
             tokio::time::sleep(poll).await;
+            let sent = Instant::now();
             let status = get_status(&s, &id).await;
             let now = Instant::now();
             if let Some(st) = &status {
@@ -485,7 +493,8 @@ async fn client_loop(s: Arc<Shared>) {
             }
             match status.as_deref() {
                 Some("completed" | "failed" | "cancelled") => {
-                    s.seen.lock().expect("seen")[index].done_at = Some(now);
+                    let mut seen = s.seen.lock().expect("seen");
+                    (seen[index].done_at, seen[index].done_sent) = (Some(now), Some(sent));
                     break;
                 }
                 // Unknown for 5 s in a row: lost (the final pass reads it once more).
@@ -722,9 +731,9 @@ fn report(s: &Shared, seen: &[Seen], kills: &[Kill], attempts: &[u64], load_time
     println!("creates failed (retried as new creates): {}", failures(&c.creates_failed));
     println!("tasks/get sent {}, failed (retried): {}", c.gets_sent.load(Ordering::Relaxed), failures(&c.gets_failed));
 
-    // Recovery after each kill.
-    let first_after = |at: Instant, f: &dyn Fn(&Seen) -> Option<Instant>| {
-        seen.iter().filter_map(f).filter(|&t| t >= at).min().map(|t| t - at)
+    // Recovery after each kill: the first answer to a request sent after it.
+    let first_after = |at: Instant, f: &dyn Fn(&Seen) -> Option<(Instant, Instant)>| {
+        seen.iter().filter_map(f).filter(|&(sent, _)| sent >= at).map(|(_, t)| t).min().map(|t| t - at)
     };
     let index: HashMap<&str, &Seen> = seen.iter().map(|t| (t.id.as_str(), t)).collect();
     println!("\nrecovery after each kill, s            kills     p50     p99     max");
@@ -733,8 +742,10 @@ fn report(s: &Shared, seen: &[Seen], kills: &[Kill], attempts: &[u64], load_time
         if of.is_empty() {
             continue;
         }
-        let mut acks: Vec<Duration> = of.iter().filter_map(|k| first_after(k.at, &|t| Some(t.acked_at))).collect();
-        let mut dones: Vec<Duration> = of.iter().filter_map(|k| first_after(k.at, &|t| t.done_at)).collect();
+        let mut acks: Vec<Duration> =
+            of.iter().filter_map(|k| first_after(k.at, &|t| Some((t.create_sent, t.acked_at)))).collect();
+        let mut dones: Vec<Duration> =
+            of.iter().filter_map(|k| first_after(k.at, &|t| t.done_sent.zip(t.done_at))).collect();
         let mut back: Vec<Duration> = of.iter().map(|k| k.back_at - k.at).collect();
         let name = kind.name();
         println!("{:<38} {:>5} {}", format!("{name}: kill -> next create acked"), acks.len(), spread_of(&mut acks));
