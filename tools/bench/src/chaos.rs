@@ -554,6 +554,12 @@ fn schedule(args: &ChaosArgs) -> Vec<(usize, Kind)> {
     plan
 }
 
+/// Whether a create acknowledged at `acked` falls in the last [`AOF_WINDOW`]
+/// before one of the Redis kills: `appendfsync everysec` may lose it.
+fn in_aof_window(acked: Instant, redis_kills: &[Instant]) -> bool {
+    redis_kills.iter().any(|&k| acked <= k && k - acked < AOF_WINDOW)
+}
+
 /// Do every planned kill, one at a time, each when enough tasks were acknowledged.
 async fn kill_all(s: &Shared, rig: &mut Rig) -> Vec<Kill> {
     let mut kills = Vec::new();
@@ -673,7 +679,7 @@ fn report(s: &Shared, seen: &[Seen], kills: &[Kill], attempts: &[u64], load_time
     let count = |st: &str| seen.iter().filter(|t| t.status == st).count();
     let (completed, failed, cancelled) = (count("completed"), count("failed"), count("cancelled"));
     let redis_kills: Vec<Instant> = kills.iter().filter(|k| k.kind == Kind::Redis).map(|k| k.at).collect();
-    let in_window = |t: &Seen| redis_kills.iter().any(|&k| t.acked_at <= k && k - t.acked_at < AOF_WINDOW);
+    let in_window = |t: &Seen| in_aof_window(t.acked_at, &redis_kills);
     let lost: Vec<&Seen> = seen.iter().filter(|t| t.status == "unknown").collect();
     let lost_allowed = lost.iter().filter(|t| in_window(t)).count();
     let lost_other = lost.len() - lost_allowed;
@@ -787,4 +793,57 @@ fn report(s: &Shared, seen: &[Seen], kills: &[Kill], attempts: &[u64], load_time
         if clean { "PASS (0 lost, 0 stuck, 0 failed)" } else { "FAIL (lost, stuck or failed tasks above)" }
     );
     clean
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        chaos: ChaosArgs,
+    }
+
+    fn args(flags: &[&str]) -> ChaosArgs {
+        Cli::parse_from(std::iter::once("chaos").chain(flags.iter().copied())).chaos
+    }
+
+    #[test]
+    fn kills_of_each_kind_are_spread_over_the_first_ninety_percent_in_order() {
+        let plan = schedule(&args(&["--tasks", "10000", "--worker-kills", "10", "--api-kills", "3"]));
+        assert_eq!(plan.len(), 14, "{plan:?}");
+        assert!(plan.windows(2).all(|w| w[0].0 <= w[1].0), "in acknowledgement order: {plan:?}");
+        assert!(plan.iter().all(|&(at, _)| at > 0 && at < 9000), "{plan:?}");
+        let at = |kind| plan.iter().filter(|p| p.1 == kind).map(|p| p.0).collect::<Vec<_>>();
+        assert_eq!(at(Kind::Worker), (0..10).map(|j| 450 + 900 * j).collect::<Vec<_>>());
+        assert_eq!(at(Kind::Api), vec![1500, 4500, 7500]);
+        assert_eq!(at(Kind::Redis), vec![4500], "one Redis restart by default, mid-run");
+    }
+
+    #[test]
+    fn no_kills_asked_none_planned() {
+        let plan = schedule(&args(&["--worker-kills", "0", "--api-kills", "0", "--redis-restarts", "0"]));
+        assert!(plan.is_empty());
+    }
+
+    #[test]
+    fn only_creates_acknowledged_in_the_second_before_a_redis_kill_may_be_lost() {
+        let kill = Instant::now() + Duration::from_secs(10);
+        let kills = [kill];
+        assert!(in_aof_window(kill - Duration::from_millis(999), &kills));
+        assert!(in_aof_window(kill, &kills));
+        assert!(!in_aof_window(kill - Duration::from_secs(1), &kills));
+        assert!(!in_aof_window(kill + Duration::from_millis(1), &kills), "acknowledged after the restart");
+        assert!(!in_aof_window(kill - Duration::from_millis(10), &[]), "no Redis kill, no excuse");
+    }
+
+    #[test]
+    fn task_durations_stay_in_range_and_vary() {
+        let ms: Vec<u64> = (0..1000).map(|i| spread(i, 451)).collect();
+        assert!(ms.iter().all(|&m| m < 451));
+        assert!(ms.iter().any(|&m| m < 50) && ms.iter().any(|&m| m > 400), "spread over the range");
+    }
 }
