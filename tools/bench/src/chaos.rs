@@ -199,7 +199,7 @@ struct Shared {
     start: Instant,
 }
 
-/// Child processes killed when dropped (nginx gets a SIGTERM so its workers go too).
+/// The nginx in front of the API pods, stopped when dropped (SIGTERM, so its worker process goes too).
 struct Nginx {
     child: Child,
     _dir: tempfile::TempDir,
@@ -251,7 +251,10 @@ async fn chaos(args: ChaosArgs) -> Result<bool, String> {
     if args.apis == 0 || args.workers == 0 || args.concurrency == 0 || args.min_ms > args.max_ms {
         return Err("need --apis, --workers and --concurrency of at least 1 and --min-ms <= --max-ms".into());
     }
-    let profile = if bin.ends_with("release") { "release" } else { "debug (or --bin-dir)" };
+    let profile = match bin.file_name().and_then(|n| n.to_str()) {
+        Some(p @ ("release" | "debug")) => format!("{p} build"),
+        _ => bin.display().to_string(),
+    };
     let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
     println!("presa-bench chaos: {cores} cores, load average {} (1/5/15 min), pods {profile}", crate::load_average());
     println!(
@@ -304,10 +307,17 @@ async fn chaos(args: ChaosArgs) -> Result<bool, String> {
             (rig, kills)
         })
     };
+    let mut failed = None;
     while let Some(r) = loops.join_next().await {
-        r.map_err(|e| format!("a client loop failed: {e}"))?;
+        failed = failed.or(r.err());
     }
     shared.done.store(true, Ordering::Relaxed);
+    if let Some(e) = failed {
+        // Dropping the killer's future drops the rig: no pod outlives the program.
+        killer.abort();
+        let _ = killer.await;
+        return Err(format!("a client loop failed: {e}"));
+    }
     let load_time = load_start.elapsed();
     let (rig, kills) = killer.await.map_err(|e| format!("the killer failed: {e}"))?;
 
