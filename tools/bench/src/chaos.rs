@@ -40,9 +40,9 @@
 //!   `--poll-ms` of polling delay;
 //! - requests that failed and were retried.
 //!
-//! Exit status: 1 on any lost task (outside the AOF window), stuck task or
-//! failed task (`slow_compute` never fails by itself), or when the setup
-//! fails; 0 otherwise.
+//! Exit status: 1 on any lost task (outside the AOF window), stuck task,
+//! failed task (`slow_compute` never fails by itself) or completed task whose
+//! result is not its own (`Completed c<n>`), or when the setup fails; 0 otherwise.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -64,6 +64,8 @@ use serde_json::{Value, json};
 const NGINX_TEMPLATE: &str = include_str!("../../../deploy/nginx/presa.conf.template");
 /// The pods' work partitions (presa's default).
 const PARTITIONS: u16 = 16;
+/// The final status of a completed task whose result is not its own.
+const WRONG: &str = "wrong result";
 /// How long the AOF `everysec` promise may lose acknowledged writes for.
 const AOF_WINDOW: Duration = Duration::from_secs(1);
 
@@ -522,10 +524,16 @@ async fn client_loop(s: Arc<Shared>) {
 /// A task's status through nginx: `unknown` for "Unknown or inaccessible
 /// taskId", `None` when the request failed (counted).
 async fn get_status(s: &Shared, id: &str) -> Option<String> {
+    get_task(s, id).await.and_then(|t| t["status"].as_str().map(str::to_string))
+}
+
+/// A task through nginx (`{"status": "unknown"}` for "Unknown or inaccessible
+/// taskId"), `None` when the request failed (counted).
+async fn get_task(s: &Shared, id: &str) -> Option<Value> {
     s.counters.gets_sent.fetch_add(1, Ordering::Relaxed);
     match s.lb.try_send("tasks/get", json!({ "taskId": id })).await {
-        Ok((200, v)) if v["result"]["status"].is_string() => v["result"]["status"].as_str().map(str::to_string),
-        Ok((_, v)) if v["error"]["code"] == -32602 => Some("unknown".into()),
+        Ok((200, v)) if v["result"]["status"].is_string() => Some(v["result"].clone()),
+        Ok((_, v)) if v["error"]["code"] == -32602 => Some(json!({ "status": "unknown" })),
         Ok((status, v)) => {
             Counters::failed(&s.counters.gets_failed, reason(status, &v));
             None
@@ -634,14 +642,19 @@ async fn kill_all(s: &Shared, rig: &mut Rig) -> Vec<Kill> {
     kills
 }
 
-/// Read every acknowledged task once more (its final state through nginx).
+/// Read every acknowledged task once more (its final state through nginx);
+/// a completed task whose result is not its own (`Completed <label>`) is a
+/// `wrong result`.
 async fn final_pass(s: &Shared, seen: &mut [Seen]) {
     use futures::StreamExt;
     let finals: Vec<(usize, String)> = futures::stream::iter(seen.iter().enumerate())
         .map(|(i, t)| async move {
             for _ in 0..50 {
-                if let Some(status) = get_status(s, &t.id).await {
-                    return (i, status);
+                if let Some(task) = get_task(s, &t.id).await {
+                    let status = task["status"].as_str().unwrap_or_default();
+                    let own = task["result"]["content"][0]["text"] == format!("Completed {}", t.label);
+                    let status = if status == "completed" && !own { WRONG } else { status };
+                    return (i, status.to_string());
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
@@ -694,8 +707,11 @@ fn report(s: &Shared, seen: &[Seen], kills: &[Kill], attempts: &[u64], load_time
     let lost_allowed = lost.iter().filter(|t| in_window(t)).count();
     let lost_other = lost.len() - lost_allowed;
     let terminal = |t: &Seen| ["completed", "failed", "cancelled"].contains(&t.status.as_str());
-    let stuck: Vec<&Seen> =
-        seen.iter().filter(|t| t.status != "unknown" && (!terminal(t) || t.done_at.is_none())).collect();
+    let wrong = count(WRONG);
+    let stuck: Vec<&Seen> = seen
+        .iter()
+        .filter(|t| ![WRONG, "unknown"].contains(&t.status.as_str()) && (!terminal(t) || t.done_at.is_none()))
+        .collect();
 
     println!("\n== presa-bench chaos: results");
     let by_kind = |k: Kind| kills.iter().filter(|x| x.kind == k).count();
@@ -713,7 +729,7 @@ fn report(s: &Shared, seen: &[Seen], kills: &[Kill], attempts: &[u64], load_time
         by_kind(Kind::Redis)
     );
     println!(
-        "tasks: {completed} completed, {failed} failed, {cancelled} cancelled, {} lost, {} stuck",
+        "tasks: {completed} completed, {failed} failed, {cancelled} cancelled, {} lost, {} stuck, {wrong} with a wrong result",
         lost_other,
         stuck.len()
     );
@@ -794,13 +810,20 @@ fn report(s: &Shared, seen: &[Seen], kills: &[Kill], attempts: &[u64], load_time
     for t in lost.iter().filter(|t| !in_window(t)).take(10) {
         println!("LOST: {} ({}), acknowledged t+{:.2} s", t.id, t.label, (t.acked_at - s.start).as_secs_f64());
     }
+    for t in seen.iter().filter(|t| t.status == WRONG).take(10) {
+        println!("WRONG RESULT: {} ({}): completed with another task's result", t.id, t.label);
+    }
     for t in stuck.iter().take(10) {
         println!("STUCK: {} ({}), last seen {}", t.id, t.label, t.status);
     }
-    let clean = lost_other == 0 && stuck.is_empty() && failed == 0 && cancelled == 0;
+    let clean = lost_other == 0 && stuck.is_empty() && failed == 0 && cancelled == 0 && wrong == 0;
     println!(
         "\nverdict: {}",
-        if clean { "PASS (0 lost, 0 stuck, 0 failed)" } else { "FAIL (lost, stuck or failed tasks above)" }
+        if clean {
+            "PASS (0 lost, 0 stuck, 0 failed, 0 wrong results)"
+        } else {
+            "FAIL (lost, stuck, failed or wrong tasks above)"
+        }
     );
     clean
 }
