@@ -13,27 +13,41 @@
 #                                            `--auth jwt` against a throw-away issuer (fresh keys,
 #                                            a JWKS file); nginx adds `Authorization: Bearer <its
 #                                            token>` to every request (PRESA_TOKEN holds it too)
+#   deploy/local-cluster.sh --redis-cluster ...  (before the mode; with or after --auth-jwt) the
+#                                            pods run in Redis Cluster mode (PRESA_REDIS_CLUSTER=true)
+#                                            on a private local 3-master Redis Cluster (three
+#                                            redis-server --cluster-enabled yes, joined with
+#                                            redis-cli --cluster create)
 #
 # Environment:
-#   PRESA_REDIS_URL   use this Redis instead of starting a private redis-server
+#   PRESA_REDIS_URL   use this Redis instead of starting a private redis-server (with
+#                     --redis-cluster: the cluster's seed URLs, comma-separated)
 #   PRESA_LB_PORT     nginx port (default: a free port)
 #   PRESA_APIS        API pods (default 2); PRESA_WORKERS worker pods (default 2)
 #   PRESA_SERVER      PACKAGE:BINARY of your own server built on presa_runtime::App
 #                     (e.g. presa-example-indexer:indexer): its API pods run `BINARY`,
 #                     its workers `BINARY worker` (default: presa-api and presa-worker)
 #   CARGO_TARGET_DIR  honoured when building and locating the binaries
-# Needs redis-server (unless PRESA_REDIS_URL) and nginx (`apt-get install nginx-light`).
+# Needs redis-server (unless PRESA_REDIS_URL; redis-cli too for --redis-cluster) and nginx
+# (`apt-get install nginx-light`).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MODE=wait
 CMD=()
 AUTH=none
-if [ "${1:-}" = --auth-jwt ]; then AUTH=jwt; shift; fi
+REDIS_CLUSTER=no
+while :; do
+  case "${1:-}" in
+    --auth-jwt) AUTH=jwt; shift ;;
+    --redis-cluster) REDIS_CLUSTER=yes; shift ;;
+    *) break ;;
+  esac
+done
 case "${1:-}" in
   --conformance) MODE=conformance; REQUIREMENTS=${2:-2026-07-28} ;;
   --) shift; MODE=cmd; CMD=("$@") ;;
-  -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
   "") ;;
   *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
 esac
@@ -74,13 +88,35 @@ else
   WORKER_CMD=("$BIN/presa-worker")
 fi
 
-if [ -z "${PRESA_REDIS_URL:-}" ]; then
+if [ -z "${PRESA_REDIS_URL:-}" ] && [ $REDIS_CLUSTER = yes ]; then
+  SEEDS=()
+  for n in 1 2 3; do
+    RPORT=$(free_port)
+    mkdir -p "$WORK/redis$n"
+    redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK/redis$n" \
+      --cluster-enabled yes --cluster-config-file nodes.conf >"$WORK/redis$n.log" 2>&1 &
+    PIDS+=($!)
+    for _ in $(seq 50); do redis-cli -p "$RPORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+    SEEDS+=("127.0.0.1:$RPORT")
+  done
+  redis-cli --cluster create "${SEEDS[@]}" --cluster-replicas 0 --cluster-yes >"$WORK/redis-cluster-create.log" 2>&1
+  for seed in "${SEEDS[@]}"; do
+    for _ in $(seq 100); do
+      redis-cli -p "${seed##*:}" cluster info 2>/dev/null | grep -q cluster_state:ok && break
+      sleep 0.2
+    done
+    redis-cli -p "${seed##*:}" cluster info | grep -q cluster_state:ok || { echo "Redis Cluster not ok" >&2; exit 1; }
+  done
+  PRESA_REDIS_URL=$(printf 'redis://%s,' "${SEEDS[@]}")
+  export PRESA_REDIS_URL=${PRESA_REDIS_URL%,}
+elif [ -z "${PRESA_REDIS_URL:-}" ]; then
   RPORT=$(free_port)
   redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK" >"$WORK/redis.log" 2>&1 &
   PIDS+=($!)
   export PRESA_REDIS_URL="redis://127.0.0.1:$RPORT"
   for _ in $(seq 50); do redis-cli -p "$RPORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
 fi
+if [ $REDIS_CLUSTER = yes ]; then export PRESA_REDIS_CLUSTER=true; fi
 export PRESA_STATE_SECRET=${PRESA_STATE_SECRET:-local-cluster-state-secret-$(date +%s%N)}
 export PRESA_REDIS_PREFIX=${PRESA_REDIS_PREFIX:-presa-$(date +%s%N)}
 
@@ -125,7 +161,8 @@ for _ in $(seq 100); do
   sleep 0.2
 done
 curl -fsS "http://127.0.0.1:$LB/readyz" >/dev/null || { echo "the cluster did not become ready" >&2; exit 1; }
-echo "presa cluster up: $PRESA_URL  (redis $PRESA_REDIS_URL, $APIS api, $WORKERS workers, auth $AUTH; logs in $WORK)"
+REDIS_MODE=single; [ $REDIS_CLUSTER = yes ] && REDIS_MODE="Redis Cluster mode"
+echo "presa cluster up: $PRESA_URL  (redis $PRESA_REDIS_URL, $REDIS_MODE, $APIS api, $WORKERS workers, auth $AUTH; logs in $WORK)"
 
 spread() {
   echo "requests per API pod (nginx access log):"

@@ -87,20 +87,29 @@ impl Client {
     /// Send a request; returns (HTTP status, the JSON-RPC response).
     /// SSE replies are read to their final response.
     pub async fn send(&self, method: &str, params: Value) -> (u16, Value) {
-        let resp = self.request(1, method, params).send().await.expect("request sent");
+        self.try_send(method, params).await.unwrap_or_else(|e| panic!("{method}: {e}"))
+    }
+
+    /// Like [`send`](Self::send), but a transport failure, a body that is not
+    /// JSON (a proxy's 502 page) or an SSE stream without a response is an
+    /// `Err` describing it instead of a panic: for load under faults.
+    pub async fn try_send(&self, method: &str, params: Value) -> Result<(u16, Value), String> {
+        let resp = self.request(1, method, params).send().await.map_err(|e| format!("request not answered: {e}"))?;
         let status = resp.status().as_u16();
         let sse = resp.headers().get("content-type").is_some_and(|c| c.to_str().unwrap_or("").contains("event-stream"));
         if !sse {
-            return (status, resp.json().await.expect("JSON body"));
+            let body = resp.bytes().await.map_err(|e| format!("HTTP {status}, body cut: {e}"))?;
+            return serde_json::from_slice(&body).map(|v| (status, v)).map_err(|_| format!("HTTP {status}, not JSON"));
         }
         let mut events = resp.bytes_stream().eventsource();
         while let Some(ev) = events.next().await {
-            let v: Value = serde_json::from_str(&ev.expect("SSE event").data).expect("JSON event");
+            let ev = ev.map_err(|e| format!("HTTP {status}, SSE stream cut: {e}"))?;
+            let v: Value = serde_json::from_str(&ev.data).map_err(|_| format!("HTTP {status}, SSE event not JSON"))?;
             if v.get("id").is_some() {
-                return (status, v);
+                return Ok((status, v));
             }
         }
-        panic!("SSE stream ended without a response");
+        Err(format!("HTTP {status}, SSE stream ended without a response"))
     }
 
     /// The `result` of a successful call (panics on an error).

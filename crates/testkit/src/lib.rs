@@ -2,6 +2,7 @@
 //!
 //! - [`redis`]: a real Redis for a test: testcontainers when a Docker engine
 //!   answers, else a spawned `redis-server`, else a failure saying how to get one.
+//! - [`redis_cluster`]: a local 3-master Redis Cluster shared by a test binary.
 //! - [`client`]: an MCP client for the stateless wire (JSON and SSE, listen streams).
 //! - [`legacy`]: a 2025-11-25 client (`initialize`, `Mcp-Session-Id`, server requests on SSE).
 //! - [`embedded`]: an in-process embedded server on a loopback port.
@@ -17,6 +18,7 @@ pub mod legacy;
 pub mod pods;
 pub mod principals;
 pub mod redis;
+pub mod redis_cluster;
 pub mod reference;
 
 pub use client::{Client, TASKS, next_within, task_id, tasks_caps};

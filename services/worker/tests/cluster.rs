@@ -1,20 +1,27 @@
 //! Crash recovery, fencing and graceful shutdown with real processes:
 //! `presa-api` and `presa-worker` binaries over a real Redis.
 //!
-//! Each test gets its own key prefix, so tests share one Redis safely.
+//! Each test gets its own key prefix, so tests share one Redis safely. The
+//! crash tests (worker SIGKILL, API pod SIGKILL, input replay after a worker
+//! death) run twice: on a single Redis and with the pods in Redis Cluster mode
+//! on a local 3-master cluster (`presa_testkit::redis_cluster`).
 
 use std::{
     path::PathBuf,
     time::{Duration, Instant},
 };
 
-use presa_testkit::{Client, Pod, TestRedis, free_port, redis::unique_prefix, task_id, tasks_caps};
+use presa_testkit::{
+    Client, Pod, TestRedis, free_port, redis::unique_prefix, redis_cluster::cluster_urls, task_id, tasks_caps,
+};
 use serde_json::{Value, json};
 
 struct Cluster {
-    redis: TestRedis,
+    /// The single Redis; `None`: the pods run in Redis Cluster mode on the local cluster.
+    redis: Option<TestRedis>,
     prefix: String,
-    /// The URL pods use (the server's, or with a user's credentials).
+    /// The URL pods use (the server's, or with a user's credentials; the
+    /// cluster's seed URLs, comma-separated).
     url: String,
 }
 
@@ -29,13 +36,25 @@ fn api_bin() -> PathBuf {
 impl Cluster {
     async fn new() -> Cluster {
         let redis = TestRedis::start().await;
-        Cluster { url: redis.url().to_string(), redis, prefix: unique_prefix() }
+        Cluster { url: redis.url().to_string(), redis: Some(redis), prefix: unique_prefix() }
+    }
+
+    /// Pods in Redis Cluster mode (`PRESA_REDIS_CLUSTER`) on the local 3-master
+    /// cluster this test binary shares, under the test's own prefix.
+    fn on_redis_cluster() -> Cluster {
+        let url = tokio::task::block_in_place(cluster_urls);
+        Cluster { url, redis: None, prefix: unique_prefix() }
     }
 
     /// A cluster on a private `redis-server` the test may stop or restart.
     fn with_private_redis() -> Cluster {
         let redis = TestRedis::spawn();
-        Cluster { url: redis.url().to_string(), redis, prefix: unique_prefix() }
+        Cluster { url: redis.url().to_string(), redis: Some(redis), prefix: unique_prefix() }
+    }
+
+    /// The single Redis (tests that stop, restart or reconfigure it).
+    fn redis(&mut self) -> &mut TestRedis {
+        self.redis.as_mut().expect("a single Redis, not the cluster")
     }
 
     /// A private server whose pods log in as the ACL user `presa`.
@@ -44,7 +63,7 @@ impl Cluster {
         redis.cli(&["ACL", "SETUSER", "presa", "on", ">presa-secret", "~*", "&*", "+@all"]);
         Cluster {
             url: format!("redis://presa:presa-secret@127.0.0.1:{}", redis.port()),
-            redis,
+            redis: Some(redis),
             prefix: unique_prefix(),
         }
     }
@@ -54,6 +73,7 @@ impl Cluster {
             ("PRESA_REDIS_URL", self.url.as_str()),
             ("PRESA_REDIS_PREFIX", self.prefix.as_str()),
             ("PRESA_STATE_SECRET", "cluster-test-secret-at-least-32-bytes-long"),
+            ("PRESA_REDIS_CLUSTER", if self.redis.is_none() { "true" } else { "false" }),
         ]
     }
 
@@ -91,7 +111,16 @@ fn is_terminal(t: &Value) -> bool {
 /// the lease plus the run time plus a few seconds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_run_completes_on_another_worker() {
-    let cluster = Cluster::new().await;
+    sigkill_mid_run_completes_on_another_worker_on(Cluster::new().await).await;
+}
+
+/// The same in Redis Cluster mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_run_completes_on_another_worker_on_redis_cluster() {
+    sigkill_mid_run_completes_on_another_worker_on(Cluster::on_redis_cluster()).await;
+}
+
+async fn sigkill_mid_run_completes_on_another_worker_on(cluster: Cluster) {
     let api = cluster.api("api", &[]).await;
     let w1 = cluster.worker("w1", 2000, &[]).await;
     let c = Client::new(&api.url, tasks_caps());
@@ -192,7 +221,16 @@ async fn reader_stalled_past_a_lease_loses_the_entry() {
 /// instead of asking again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parked_task_survives_its_worker_and_is_not_asked_twice() {
-    let cluster = Cluster::new().await;
+    parked_task_survives_its_worker_and_is_not_asked_twice_on(Cluster::new().await).await;
+}
+
+/// The same in Redis Cluster mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_task_survives_its_worker_and_is_not_asked_twice_on_redis_cluster() {
+    parked_task_survives_its_worker_and_is_not_asked_twice_on(Cluster::on_redis_cluster()).await;
+}
+
+async fn parked_task_survives_its_worker_and_is_not_asked_twice_on(cluster: Cluster) {
     let api = cluster.api("api", &[]).await;
     let w1 = cluster.worker("w1", 1500, &[]).await;
     let c = Client::new(&api.url, tasks_caps());
@@ -222,7 +260,16 @@ async fn parked_task_survives_its_worker_and_is_not_asked_twice() {
 /// completes and is readable through the other pod.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_an_api_pod_loses_no_task() {
-    let cluster = Cluster::new().await;
+    killing_an_api_pod_loses_no_task_on(Cluster::new().await).await;
+}
+
+/// The same in Redis Cluster mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_an_api_pod_loses_no_task_on_redis_cluster() {
+    killing_an_api_pod_loses_no_task_on(Cluster::on_redis_cluster()).await;
+}
+
+async fn killing_an_api_pod_loses_no_task_on(cluster: Cluster) {
     let api1 = cluster.api("api1", &[]).await;
     let api2 = cluster.api("api2", &[]).await;
     let _w = cluster.worker("w1", 5000, &[]).await;
@@ -316,7 +363,7 @@ async fn redis_outage_is_retryable_and_pods_recover() {
     let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": 0, "label": "before" })).await);
     c.wait_status(&id, "completed").await;
 
-    cluster.redis.signal("STOP");
+    cluster.redis().signal("STOP");
     for (method, params) in [
         ("tools/call", json!({ "name": "slow_compute", "arguments": { "seconds": 0 } })),
         ("tasks/get", json!({ "taskId": id })),
@@ -331,13 +378,13 @@ async fn redis_outage_is_retryable_and_pods_recover() {
     let r = reqwest::get(&readyz).await.unwrap();
     assert_eq!(r.status().as_u16(), 503);
 
-    cluster.redis.signal("CONT");
+    cluster.redis().signal("CONT");
     let id = recover(&c, "after-stop").await;
     assert!(!id.is_empty());
     assert_eq!(reqwest::get(&readyz).await.unwrap().status().as_u16(), 200);
 
     // A restart that lost every key (no persistence): new work flows again.
-    cluster.redis.restart();
+    cluster.redis().restart();
     recover(&c, "after-restart").await;
 }
 
@@ -346,19 +393,19 @@ async fn redis_outage_is_retryable_and_pods_recover() {
 /// without a restart, as do the API pod's requests.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_redis_user_then_restored_pods_recover() {
-    let cluster = Cluster::with_acl_user();
+    let mut cluster = Cluster::with_acl_user();
     let api = cluster.api("api", &["--redis-timeout-ms", "500"]).await;
     let w = cluster.worker("w1", 2000, &["--redis-timeout-ms", "500"]).await;
     let c = Client::new(&api.url, tasks_caps());
     recover(&c, "before").await;
 
-    cluster.redis.cli(&["ACL", "DELUSER", "presa"]);
+    cluster.redis().cli(&["ACL", "DELUSER", "presa"]);
     let (status, e) = c.send("tools/call", json!({ "name": "slow_compute", "arguments": { "seconds": 0 } })).await;
     assert_eq!(status, 503, "{e}");
     assert_eq!(e["error"]["data"]["retryable"], true, "{e}");
     // Long enough for every connection to have been refused a few times.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    cluster.redis.cli(&["ACL", "SETUSER", "presa", "on", ">presa-secret", "~*", "&*", "+@all"]);
+    cluster.redis().cli(&["ACL", "SETUSER", "presa", "on", ">presa-secret", "~*", "&*", "+@all"]);
     recover(&c, "after-acl").await;
     assert_eq!(reqwest::get(format!("{}/readyz", w.base())).await.unwrap().status().as_u16(), 200);
 }
@@ -368,7 +415,7 @@ async fn refused_redis_user_then_restored_pods_recover() {
 /// before that, and again once Redis answers, `/healthz` is 200.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthz_fails_after_store_liveness_and_recovers() {
-    let cluster = Cluster::with_private_redis();
+    let mut cluster = Cluster::with_private_redis();
     let args = ["--redis-timeout-ms", "300", "--store-liveness-ms", "1500"];
     let api = cluster.api("api", &args).await;
     let w = cluster.worker("w1", 2000, &args).await;
@@ -376,7 +423,7 @@ async fn healthz_fails_after_store_liveness_and_recovers() {
     for p in &probes {
         assert_eq!(reqwest::get(p).await.unwrap().status().as_u16(), 200, "{p}");
     }
-    cluster.redis.signal("STOP");
+    cluster.redis().signal("STOP");
     for p in &probes {
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
@@ -389,7 +436,7 @@ async fn healthz_fails_after_store_liveness_and_recovers() {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
-    cluster.redis.signal("CONT");
+    cluster.redis().signal("CONT");
     for p in &probes {
         let deadline = Instant::now() + Duration::from_secs(15);
         while reqwest::get(p).await.unwrap().status().as_u16() != 200 {
@@ -407,7 +454,7 @@ async fn healthz_fails_after_store_liveness_and_recovers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_start_unready_with_redis_down_and_serve_once_it_answers() {
     let mut cluster = Cluster::with_private_redis();
-    cluster.redis.kill();
+    cluster.redis().kill();
     let args = ["--redis-timeout-ms", "300"];
     let api = Pod::start_unready("api", &api_bin(), free_port(), &args, &cluster.env()).await;
     let mut wargs = vec!["--worker-id", "w1", "--lease-ms", "2000"];
@@ -423,7 +470,7 @@ async fn pods_start_unready_with_redis_down_and_serve_once_it_answers() {
     assert_eq!(e["code"], -32603);
     assert_eq!(e["data"]["retryable"], true);
 
-    cluster.redis.restart();
+    cluster.redis().restart();
     recover(&c, "after-start").await;
     for pod in [&api, &w] {
         let r = reqwest::get(format!("{}/readyz", pod.base())).await.unwrap();
@@ -447,13 +494,13 @@ async fn redis_data_loss_is_detected_and_reported() {
         assert_eq!(reqwest::get(format!("{}/readyz", pod.base())).await.unwrap().text().await.unwrap(), "ready");
     }
 
-    cluster.redis.cli(&["FLUSHALL"]);
+    cluster.redis().cli(&["FLUSHALL"]);
     wait_for_loss_count(&[&api, &w], 1).await;
     let (status, e) = c.err("tasks/get", json!({ "taskId": lost })).await;
     assert_eq!((status, e["code"].as_i64()), (400, Some(-32602)), "a lost task stays unknown: {e}");
     recover(&c, "after-flush").await;
 
-    cluster.redis.restart();
+    cluster.redis().restart();
     wait_for_loss_count(&[&api, &w], 2).await;
     recover(&c, "after-restart").await;
     for pod in [&api, &w] {
@@ -491,11 +538,11 @@ async fn wait_for_loss_count(pods: &[&Pod], count: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aof_everysec_keeps_tasks_acknowledged_a_second_before_redis_is_killed() {
     let mut cluster = Cluster {
-        redis: TestRedis::spawn_with(&["--appendonly", "yes", "--appendfsync", "everysec"]),
+        redis: Some(TestRedis::spawn_with(&["--appendonly", "yes", "--appendfsync", "everysec"])),
         prefix: unique_prefix(),
         url: String::new(),
     };
-    cluster.url = cluster.redis.url().to_string();
+    cluster.url = cluster.redis().url().to_string();
     let args = ["--redis-timeout-ms", "500"];
     let api = cluster.api("api", &args).await;
     let _w = cluster.worker("w1", 2000, &args).await;
@@ -523,7 +570,7 @@ async fn aof_everysec_keeps_tasks_acknowledged_a_second_before_redis_is_killed()
     };
     tokio::time::sleep(Duration::from_secs(3)).await;
     let killed = Instant::now();
-    cluster.redis.restart();
+    cluster.redis().restart();
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let acked = creator.await.unwrap();

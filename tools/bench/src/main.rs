@@ -2,6 +2,9 @@
 //!
 //! Run: `cargo run --release -p presa-bench -- [--seconds N] [--connections C] [--listeners L] [--redis-url URL]`
 //!
+//! `presa-bench chaos [...]` is a different program: pods and Redis killed
+//! under load through nginx, and what it cost (see `chaos.rs`).
+//!
 //! The process holds the server (`presa_http::router` + `presa_http::serve` on
 //! 127.0.0.1:0), its in-process worker (`presa_server::Worker`) and the load
 //! generator: C loops, each with its own keep-alive connection, sending one
@@ -57,6 +60,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+mod chaos;
 mod peer;
 
 /// The allocator presa's binaries ship with (presa-runtime's `mimalloc` feature), so the bench measures what ships.
@@ -78,8 +82,14 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Parser)]
-#[command(about = "Throughput and latency of presa on loopback (module docs say how to read them).")]
+#[command(
+    about = "Throughput and latency of presa on loopback (module docs say how to read them).",
+    args_conflicts_with_subcommands = true
+)]
 struct Args {
+    /// `chaos`: tasks through nginx while pods and Redis are killed (see `chaos.rs`); none: the throughput rows.
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Seconds of measurement per row (each side of an alternated pair gets this much).
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
@@ -104,6 +114,15 @@ struct Args {
     /// Small tasks created for the Redis-bytes-per-task row.
     #[arg(long, default_value_t = 2000)]
     redis_tasks: usize,
+}
+
+/// The subcommands.
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Tasks created through nginx in front of API pods while workers, API pods and Redis
+    /// are SIGKILLed and restarted; prints lost / stuck / re-run tasks and recovery times;
+    /// exits non-zero on any loss.
+    Chaos(chaos::ChaosArgs),
 }
 
 /// `--telemetry`.
@@ -683,6 +702,9 @@ fn load_average() -> String {
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
+    if let Some(Command::Chaos(chaos)) = args.command {
+        std::process::exit(chaos::run(chaos).await);
+    }
     let _telemetry = (args.telemetry != Telemetry::None).then(|| {
         let otel = args.telemetry == Telemetry::Otel;
         presa_telemetry::init_with("presa-bench", LogFormat::Text, otel).expect("telemetry set up")

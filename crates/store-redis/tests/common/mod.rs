@@ -5,8 +5,6 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-pub mod cluster;
-
 use std::{sync::Arc, time::Duration};
 
 use presa_store::{
@@ -14,6 +12,8 @@ use presa_store::{
     TaskStore, TaskStream, Writer,
 };
 use presa_store_redis::{RedisConfig, RedisStore};
+// Not every test binary uses every helper.
+#[allow(unused_imports)]
 pub use presa_testkit::redis::{TestRedis, free_port, redis_server_binary, unique_prefix};
 
 /// No creation limits.
@@ -110,7 +110,7 @@ pub async fn make_store() -> Backend {
 
 /// A fresh, isolated backend on the shared test cluster (cluster mode).
 pub async fn make_cluster_store() -> Backend {
-    let cfg = RedisConfig::new(cluster::cluster_urls())
+    let cfg = RedisConfig::new(presa_testkit::redis_cluster::cluster_urls())
         .with_cluster(true)
         .with_prefix(unique_prefix())
         .with_partitions(8)

@@ -1,5 +1,6 @@
-//! A local 3-master Redis Cluster for the cluster-mode tests, shared by every
-//! test of a binary (each under its own key prefix).
+//! A local 3-master Redis Cluster for the cluster-mode tests (the store
+//! contract on a cluster, crash tests with pods in cluster mode), shared by
+//! every test of a binary (each under its own key prefix).
 //!
 //! `PRESA_TEST_REDIS_CLUSTER_URLS` set (comma-separated seed URLs): use that
 //! cluster. Otherwise start three `redis-server --cluster-enabled yes` in
@@ -13,20 +14,21 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::{free_port, redis_server_binary};
+use crate::redis::{free_port, redis_server_binary};
 
 /// The seed URLs of the test cluster, comma-separated.
 pub fn cluster_urls() -> String {
-    static URLS: OnceLock<String> = OnceLock::new();
-    URLS.get_or_init(|| {
+    static URLS: OnceLock<(String, &'static str)> = OnceLock::new();
+    let (urls, source) = URLS.get_or_init(|| {
         if let Ok(urls) = std::env::var("PRESA_TEST_REDIS_CLUSTER_URLS")
             && !urls.is_empty()
         {
-            return urls;
+            return (urls, "env cluster URLs");
         }
-        start_cluster()
-    })
-    .clone()
+        (start_cluster(), "spawned Redis Cluster, 3 masters")
+    });
+    eprintln!("[testkit] redis source: {source} ({urls})");
+    urls.clone()
 }
 
 /// The node watchdogs, kept (never waited on: they end with the test process).

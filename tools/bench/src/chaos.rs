@@ -1,0 +1,882 @@
+//! `presa-bench chaos`: tasks through nginx while pods and Redis are SIGKILLed,
+//! and what it cost.
+//!
+//! Run: `cargo build --release -p presa-api -p presa-worker -p presa-bench &&
+//! target/release/presa-bench chaos [--tasks 10000 --worker-kills 10 --api-kills 3 --redis-restarts 1]`
+//!
+//! The program starts, all on loopback: a `redis-server` with AOF
+//! (`appendonly yes`, `appendfsync everysec`) in a temporary directory,
+//! `--apis` `presa-api` pods behind nginx (round robin, the template of
+//! `deploy/nginx/presa.conf.template`) and `--workers` `presa-worker` pods (the
+//! binaries next to this one, or `--bin-dir`). `--concurrency` client loops
+//! each create a `slow_compute` task through nginx (work of `--min-ms` to
+//! `--max-ms`, spread evenly), poll it every `--poll-ms` until it is terminal,
+//! then create the next. Meanwhile the kills are spread over the run (by tasks
+//! acknowledged) and done one at a time: a worker (round robin) is SIGKILLed
+//! and, `--restart-ms` later, replaced by a fresh one (a new consumer name, as
+//! a Deployment's new pod); an API pod is SIGKILLed and restarted on its port
+//! `--restart-ms` later; Redis is SIGKILLed and restarted from its AOF
+//! `--redis-down-ms` later. A failed create (no answer, a proxy's 502, a
+//! retryable 503) is not acknowledged and is retried as a new create.
+//!
+//! When every task is terminal, every acknowledged task is read once more
+//! through nginx (its final state) and its Redis task hash gives the handler
+//! executions: the claim `attempt` counter, bumped by every claim (a handler
+//! runs right after its claim; a worker killed between the two would count
+//! once too many, an upper bound). Figures printed:
+//! - tasks acknowledged; kills by kind; tasks completed / failed / lost (the
+//!   final read says "unknown taskId") / stuck (not terminal `--task-deadline-s`
+//!   after the ack); losses of tasks acknowledged less than 1 s before a Redis
+//!   kill are counted apart: the AOF `everysec` promise allows them;
+//! - handler executions per task (how many ran twice or more: the
+//!   at-least-once cost);
+//! - recovery after each kill, p50 / p99 / max per kind: **to next ack** (kill →
+//!   the first acknowledged create sent after it: how long clients see
+//!   failures), **to next completion** (kill → the first task seen terminal
+//!   by a `tasks/get` sent after it), and for
+//!   worker kills **in-flight done** (kill → the last of the tasks the killed
+//!   worker held, its pending stream entries at the kill, seen terminal: lease
+//!   plus a re-run). Completions are seen by polling, so times carry up to
+//!   `--poll-ms` of polling delay;
+//! - requests that failed and were retried.
+//!
+//! Exit status: 1 on any lost task (outside the AOF window), stuck task,
+//! failed task (`slow_compute` never fails by itself) or completed task whose
+//! result is not its own (`Completed c<n>`), or when the setup fails; 0 otherwise.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use presa_store::TaskId;
+use presa_store_redis::keys::{GROUP, Keys};
+use presa_testkit::{Client, Pod, TestRedis, free_port, redis::unique_prefix, tasks_caps};
+use serde_json::{Value, json};
+
+/// The nginx configuration `deploy/local-cluster.sh` uses, filled in here.
+const NGINX_TEMPLATE: &str = include_str!("../../../deploy/nginx/presa.conf.template");
+/// The pods' work partitions (presa's default).
+const PARTITIONS: u16 = 16;
+/// The final status of a completed task whose result is not its own.
+const WRONG: &str = "wrong result";
+/// How long the AOF `everysec` promise may lose acknowledged writes for.
+const AOF_WINDOW: Duration = Duration::from_secs(1);
+
+/// `presa-bench chaos` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct ChaosArgs {
+    /// API pods behind nginx.
+    #[arg(long, default_value_t = 2)]
+    apis: usize,
+    /// Worker pods.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// Tasks to create (acknowledged creates).
+    #[arg(long, default_value_t = 1000)]
+    tasks: usize,
+    /// Worker SIGKILLs (each replaced by a fresh worker).
+    #[arg(long, default_value_t = 5)]
+    worker_kills: usize,
+    /// API pod SIGKILLs (each restarted on its port).
+    #[arg(long, default_value_t = 1)]
+    api_kills: usize,
+    /// Redis SIGKILLs (each restarted from its AOF).
+    #[arg(long, default_value_t = 1)]
+    redis_restarts: usize,
+    /// Client loops creating and polling tasks at once.
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// Shortest work of a task, ms.
+    #[arg(long, default_value_t = 50)]
+    min_ms: u64,
+    /// Longest work of a task, ms.
+    #[arg(long, default_value_t = 500)]
+    max_ms: u64,
+    /// Interval between two `tasks/get` of a task, ms.
+    #[arg(long, default_value_t = 100)]
+    poll_ms: u64,
+    /// The workers' `--lease-ms`: a killed worker's tasks are recovered after it.
+    #[arg(long, default_value_t = 2000)]
+    lease_ms: u64,
+    /// Handlers each worker runs at once (its `--concurrency`).
+    #[arg(long, default_value_t = 64)]
+    worker_concurrency: usize,
+    /// A killed pod is replaced this long after its kill, ms.
+    #[arg(long, default_value_t = 500)]
+    restart_ms: u64,
+    /// Redis stays down this long after its kill, ms.
+    #[arg(long, default_value_t = 1000)]
+    redis_down_ms: u64,
+    /// A task not terminal this long after its create was acknowledged is stuck, s.
+    #[arg(long, default_value_t = 120)]
+    task_deadline_s: u64,
+    /// Where `presa-api` and `presa-worker` are (default: next to this program).
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+    /// The nginx binary (default: `nginx` on PATH, else /usr/sbin/nginx).
+    #[arg(long)]
+    nginx: Option<PathBuf>,
+}
+
+/// What the kill was aimed at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Worker,
+    Api,
+    Redis,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Worker => "worker",
+            Kind::Api => "api",
+            Kind::Redis => "redis",
+        }
+    }
+}
+
+/// One kill done.
+#[derive(Debug)]
+struct Kill {
+    kind: Kind,
+    at: Instant,
+    /// Which pod (or `redis`).
+    target: String,
+    /// Worker kills: the ids of the tasks it held (pending entries at the kill).
+    in_flight: Vec<String>,
+    /// When its replacement answered (`/readyz` 200, Redis PING).
+    back_at: Instant,
+}
+
+/// One acknowledged task, as the client saw it.
+#[derive(Debug, Clone)]
+struct Seen {
+    id: String,
+    label: String,
+    acked_at: Instant,
+    /// When the create that was acknowledged was sent.
+    create_sent: Instant,
+    /// When the `tasks/get` that first saw it terminal was sent.
+    done_sent: Option<Instant>,
+    /// First time it was seen terminal.
+    done_at: Option<Instant>,
+    /// Last status seen (`unknown` for "Unknown or inaccessible taskId").
+    status: String,
+}
+
+/// Counters shared by the client loops.
+#[derive(Debug, Default)]
+struct Counters {
+    creates_failed: Mutex<BTreeMap<String, u64>>,
+    gets_failed: Mutex<BTreeMap<String, u64>>,
+    creates_sent: AtomicU64,
+    gets_sent: AtomicU64,
+}
+
+impl Counters {
+    fn failed(map: &Mutex<BTreeMap<String, u64>>, why: String) {
+        *map.lock().expect("counters").entry(why).or_default() += 1;
+    }
+}
+
+/// State shared by the client loops and the killer.
+struct Shared {
+    args: ChaosArgs,
+    lb: Client,
+    next: AtomicUsize,
+    acked: AtomicUsize,
+    seen: Mutex<Vec<Seen>>,
+    counters: Counters,
+    /// Set once the client loops are done (the killer stops waiting for acks).
+    done: AtomicBool,
+    /// When the load started.
+    start: Instant,
+}
+
+/// The nginx in front of the API pods, stopped when dropped (SIGTERM, so its worker process goes too).
+struct Nginx {
+    child: Child,
+    _dir: tempfile::TempDir,
+    url: String,
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        presa_testkit::redis::signal(self.child.id(), "TERM");
+        let _ = self.child.wait();
+    }
+}
+
+/// The pods and Redis under test.
+struct Rig {
+    redis: TestRedis,
+    apis: Vec<(u16, Pod)>,
+    workers: Vec<(String, Pod)>,
+    env: Vec<(String, String)>,
+    bin: PathBuf,
+    prefix: String,
+    generation: usize,
+}
+
+/// Run the chaos program; the process exit code.
+pub(crate) async fn run(args: ChaosArgs) -> i32 {
+    match chaos(args).await {
+        Ok(clean) => i32::from(!clean),
+        Err(e) => {
+            eprintln!("chaos: {e}");
+            1
+        }
+    }
+}
+
+async fn chaos(args: ChaosArgs) -> Result<bool, String> {
+    let bin = match &args.bin_dir {
+        Some(d) => d.clone(),
+        None => std::env::current_exe().map_err(|e| e.to_string())?.parent().map(Path::to_path_buf).unwrap_or_default(),
+    };
+    for b in ["presa-api", "presa-worker"] {
+        if !bin.join(b).is_file() {
+            return Err(format!(
+                "{} is not built: cargo build [--release] -p presa-api -p presa-worker (or --bin-dir)",
+                bin.join(b).display()
+            ));
+        }
+    }
+    if args.apis == 0 || args.workers == 0 || args.concurrency == 0 || args.min_ms > args.max_ms {
+        return Err("need --apis, --workers and --concurrency of at least 1 and --min-ms <= --max-ms".into());
+    }
+    let profile = match bin.file_name().and_then(|n| n.to_str()) {
+        Some(p @ ("release" | "debug")) => format!("{p} build"),
+        _ => bin.display().to_string(),
+    };
+    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    println!("presa-bench chaos: {cores} cores, load average {} (1/5/15 min), pods {profile}", crate::load_average());
+    println!(
+        "{} tasks (slow_compute {}-{} ms), {} client loops polling every {} ms; {} API pods behind nginx, {} workers \
+         (lease {} ms, {} handlers each); kills: {} worker, {} API, {} Redis (AOF everysec); replacements after {} ms, \
+         Redis down {} ms",
+        args.tasks,
+        args.min_ms,
+        args.max_ms,
+        args.concurrency,
+        args.poll_ms,
+        args.apis,
+        args.workers,
+        args.lease_ms,
+        args.worker_concurrency,
+        args.worker_kills,
+        args.api_kills,
+        args.redis_restarts,
+        args.restart_ms,
+        args.redis_down_ms,
+    );
+
+    let nginx_bin = nginx_binary(&args)?;
+    let started = Instant::now();
+    let mut rig = Rig::start(&args, bin).await;
+    let nginx = start_nginx(&nginx_bin, &rig).await?;
+    println!("up in {:.1} s: nginx {}, redis {}", started.elapsed().as_secs_f64(), nginx.url, rig.redis.url());
+
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().map_err(|e| e.to_string())?;
+    let lb = Client { http, ..Client::new(nginx.url.clone(), tasks_caps()) };
+    let shared = Arc::new(Shared {
+        args: args.clone(),
+        lb,
+        next: AtomicUsize::new(0),
+        acked: AtomicUsize::new(0),
+        seen: Mutex::new(Vec::with_capacity(args.tasks)),
+        counters: Counters::default(),
+        done: AtomicBool::new(false),
+        start: Instant::now(),
+    });
+    let load_start = shared.start;
+    let mut loops = tokio::task::JoinSet::new();
+    for _ in 0..args.concurrency {
+        loops.spawn(client_loop(shared.clone()));
+    }
+    let killer = {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let kills = kill_all(&shared, &mut rig).await;
+            (rig, kills)
+        })
+    };
+    let mut failed = None;
+    while let Some(r) = loops.join_next().await {
+        failed = failed.or(r.err());
+    }
+    shared.done.store(true, Ordering::Relaxed);
+    if let Some(e) = failed {
+        // Dropping the killer's future drops the rig: no pod outlives the program.
+        killer.abort();
+        let _ = killer.await;
+        return Err(format!("a client loop failed: {e}"));
+    }
+    let load_time = load_start.elapsed();
+    let (rig, kills) = killer.await.map_err(|e| format!("the killer failed: {e}"))?;
+
+    // The final state of every acknowledged task, and its handler executions.
+    let mut seen = shared.seen.lock().expect("seen").clone();
+    final_pass(&shared, &mut seen).await;
+    let attempts = attempts(&rig, &seen).await?;
+    let clean = report(&shared, &seen, &kills, &attempts, load_time);
+    println!(
+        "\nend: load average {} (1/5/15 min), {:.1} s in all",
+        crate::load_average(),
+        started.elapsed().as_secs_f64()
+    );
+    drop(nginx);
+    drop(rig);
+    Ok(clean)
+}
+
+impl Rig {
+    async fn start(args: &ChaosArgs, bin: PathBuf) -> Rig {
+        let redis = tokio::task::block_in_place(|| {
+            TestRedis::spawn_with(&["--appendonly", "yes", "--appendfsync", "everysec"])
+        });
+        let prefix = unique_prefix();
+        let env = vec![
+            ("PRESA_REDIS_URL".to_string(), redis.url().to_string()),
+            ("PRESA_REDIS_PREFIX".to_string(), prefix.clone()),
+            ("PRESA_STATE_SECRET".to_string(), format!("chaos-state-secret-{prefix}-0123456789abcdef")),
+        ];
+        let mut rig = Rig { redis, apis: Vec::new(), workers: Vec::new(), env, bin, prefix, generation: 0 };
+        for i in 0..args.apis {
+            let port = free_port();
+            let pod = rig.api(i, port).await;
+            rig.apis.push((port, pod));
+        }
+        for i in 0..args.workers {
+            let id = format!("worker{i}");
+            let pod = rig.worker(&id, args).await;
+            rig.workers.push((id, pod));
+        }
+        rig
+    }
+
+    fn env(&self) -> Vec<(&str, &str)> {
+        self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+    }
+
+    async fn api(&self, i: usize, port: u16) -> Pod {
+        Pod::start(&format!("api{i}"), &self.bin.join("presa-api"), port, &[], &self.env()).await
+    }
+
+    async fn worker(&self, id: &str, args: &ChaosArgs) -> Pod {
+        let (lease, conc) = (args.lease_ms.to_string(), args.worker_concurrency.to_string());
+        let flags = ["--worker-id", id, "--lease-ms", &lease, "--concurrency", &conc];
+        Pod::start(id, &self.bin.join("presa-worker"), free_port(), &flags, &self.env()).await
+    }
+
+    /// The ids of the tasks whose work entries are pending for `consumer`.
+    async fn pending_tasks(&self, consumer: &str) -> Result<Vec<String>, redis::RedisError> {
+        let client = redis::Client::open(self.redis.url())?;
+        let mut con = client.get_multiplexed_async_connection().await?;
+        let keys = Keys::new(self.prefix.clone(), PARTITIONS);
+        let mut ids = Vec::new();
+        for stream in keys.all_work() {
+            let pending: Vec<(String, String, u64, u64)> = redis::cmd("XPENDING")
+                .arg(&stream)
+                .arg(GROUP)
+                .arg("-")
+                .arg("+")
+                .arg(100_000)
+                .arg(consumer)
+                .query_async(&mut con)
+                .await?;
+            for (entry, ..) in pending {
+                let fields: Vec<(String, HashMap<String, String>)> =
+                    redis::cmd("XRANGE").arg(&stream).arg(&entry).arg(&entry).query_async(&mut con).await?;
+                ids.extend(fields.into_iter().filter_map(|(_, f)| f.get("task").cloned()));
+            }
+        }
+        Ok(ids)
+    }
+}
+
+/// The nginx binary to run, or why there is none.
+fn nginx_binary(args: &ChaosArgs) -> Result<PathBuf, String> {
+    let nginx = args.nginx.clone().unwrap_or_else(|| {
+        std::env::var_os("PATH")
+            .and_then(|p| std::env::split_paths(&p).map(|d| d.join("nginx")).find(|p| p.is_file()))
+            .unwrap_or_else(|| PathBuf::from("/usr/sbin/nginx"))
+    });
+    if nginx.is_file() {
+        Ok(nginx)
+    } else {
+        Err(format!("{} not found: apt-get install nginx-light (or --nginx)", nginx.display()))
+    }
+}
+
+async fn start_nginx(nginx: &Path, rig: &Rig) -> Result<Nginx, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let port = free_port();
+    let upstreams: String = rig.apis.iter().map(|(p, _)| format!("server 127.0.0.1:{p}; ")).collect();
+    let conf = NGINX_TEMPLATE
+        .replace("@PREFIX@", &dir.path().to_string_lossy())
+        .replace("@LISTEN@", &format!("127.0.0.1:{port}"))
+        .replace("@UPSTREAMS@", &upstreams)
+        .replace("@AUTH_HEADER@", "");
+    let conf_path = dir.path().join("nginx.conf");
+    std::fs::write(&conf_path, conf).map_err(|e| e.to_string())?;
+    let child = Command::new(nginx)
+        .arg("-c")
+        .arg(&conf_path)
+        .arg("-p")
+        .arg(dir.path())
+        .arg("-e")
+        .arg(dir.path().join("error.log"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("starting {}: {e}", nginx.display()))?;
+    let nginx = Nginx { child, _dir: dir, url: format!("http://127.0.0.1:{port}/mcp") };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(r) = reqwest::get(format!("http://127.0.0.1:{port}/readyz")).await
+            && r.status().is_success()
+        {
+            return Ok(nginx);
+        }
+        if Instant::now() > deadline {
+            return Err("nginx did not answer /readyz within 10 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A number in `0..n` spread evenly over task numbers (splitmix64).
+fn spread(i: usize, n: u64) -> u64 {
+    let mut z = (i as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)) % n.max(1)
+}
+
+/// Create tasks one after another, each polled to its end.
+async fn client_loop(s: Arc<Shared>) {
+    let poll = Duration::from_millis(s.args.poll_ms.max(1));
+    loop {
+        let n = s.next.fetch_add(1, Ordering::Relaxed);
+        if n >= s.args.tasks {
+            return;
+        }
+        let ms = s.args.min_ms + spread(n, s.args.max_ms - s.args.min_ms + 1);
+        let label = format!("c{n}");
+        let args = json!({ "name": "slow_compute", "arguments": { "seconds": ms as f64 / 1000.0, "label": label } });
+        let (id, create_sent) = loop {
+            s.counters.creates_sent.fetch_add(1, Ordering::Relaxed);
+            let sent = Instant::now();
+            match s.lb.try_send("tools/call", args.clone()).await {
+                Ok((200, v)) if v["result"]["taskId"].is_string() => {
+                    break (v["result"]["taskId"].as_str().unwrap_or_default().to_string(), sent);
+                }
+                Ok((status, v)) => Counters::failed(&s.counters.creates_failed, reason(status, &v)),
+                Err(e) => Counters::failed(&s.counters.creates_failed, shorten(&e)),
+            }
+            tokio::time::sleep(poll).await;
+        };
+        let acked_at = Instant::now();
+        let index = {
+            let mut seen = s.seen.lock().expect("seen");
+            let status = "working".into();
+            seen.push(Seen { id: id.clone(), label, acked_at, create_sent, done_at: None, done_sent: None, status });
+            seen.len() - 1
+        };
+        s.acked.fetch_add(1, Ordering::Relaxed);
+        let deadline = acked_at + Duration::from_secs(s.args.task_deadline_s);
+        let mut unknown_since = None;
+        loop {
+            tokio::time::sleep(poll).await;
+            let sent = Instant::now();
+            let status = get_status(&s, &id).await;
+            let now = Instant::now();
+            if let Some(st) = &status {
+                s.seen.lock().expect("seen")[index].status.clone_from(st);
+            }
+            match status.as_deref() {
+                Some("completed" | "failed" | "cancelled") => {
+                    let mut seen = s.seen.lock().expect("seen");
+                    (seen[index].done_at, seen[index].done_sent) = (Some(now), Some(sent));
+                    break;
+                }
+                // Unknown for 5 s in a row: lost (the final pass reads it once more).
+                Some("unknown") if now - *unknown_since.get_or_insert(now) > Duration::from_secs(5) => break,
+                Some("unknown") => {}
+                _ => unknown_since = None,
+            }
+            if now > deadline {
+                break;
+            }
+        }
+    }
+}
+
+/// A task's status through nginx: `unknown` for "Unknown or inaccessible
+/// taskId", `None` when the request failed (counted).
+async fn get_status(s: &Shared, id: &str) -> Option<String> {
+    get_task(s, id).await.and_then(|t| t["status"].as_str().map(str::to_string))
+}
+
+/// A task through nginx (`{"status": "unknown"}` for "Unknown or inaccessible
+/// taskId"), `None` when the request failed (counted).
+async fn get_task(s: &Shared, id: &str) -> Option<Value> {
+    s.counters.gets_sent.fetch_add(1, Ordering::Relaxed);
+    match s.lb.try_send("tasks/get", json!({ "taskId": id })).await {
+        Ok((200, v)) if v["result"]["status"].is_string() => Some(v["result"].clone()),
+        Ok((_, v)) if v["error"]["code"] == -32602 => Some(json!({ "status": "unknown" })),
+        Ok((status, v)) => {
+            Counters::failed(&s.counters.gets_failed, reason(status, &v));
+            None
+        }
+        Err(e) => {
+            Counters::failed(&s.counters.gets_failed, shorten(&e));
+            None
+        }
+    }
+}
+
+fn reason(status: u16, v: &Value) -> String {
+    let retryable = if v["error"]["data"]["retryable"] == true { ", retryable" } else { "" };
+    format!("HTTP {status} {}{retryable}", v["error"]["code"])
+}
+
+/// An error message without its per-request details (ports, ids).
+fn shorten(e: &str) -> String {
+    let e = e.split(" for url").next().unwrap_or(e);
+    e.chars().take(80).collect()
+}
+
+/// The kills, in the order they happen: each kind spread evenly over the run.
+fn schedule(args: &ChaosArgs) -> Vec<(usize, Kind)> {
+    let mut plan = Vec::new();
+    for (kind, count) in
+        [(Kind::Worker, args.worker_kills), (Kind::Api, args.api_kills), (Kind::Redis, args.redis_restarts)]
+    {
+        for j in 0..count {
+            // At (j + 1/2) / count of the tasks, kept inside the first 90 %.
+            let at = (args.tasks as f64 * 0.9 * (j as f64 + 0.5) / count as f64) as usize;
+            plan.push((at, kind));
+        }
+    }
+    plan.sort();
+    plan
+}
+
+/// Whether a create acknowledged at `acked` falls in the last [`AOF_WINDOW`]
+/// before one of the Redis kills: `appendfsync everysec` may lose it.
+fn in_aof_window(acked: Instant, redis_kills: &[Instant]) -> bool {
+    redis_kills.iter().any(|&k| acked <= k && k - acked < AOF_WINDOW)
+}
+
+/// Do every planned kill, one at a time, each when enough tasks were acknowledged.
+async fn kill_all(s: &Shared, rig: &mut Rig) -> Vec<Kill> {
+    let mut kills = Vec::new();
+    let (mut next_worker, mut next_api) = (0, 0);
+    for (at, kind) in schedule(&s.args) {
+        while s.acked.load(Ordering::Relaxed) < at && !s.done.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let restart = Duration::from_millis(s.args.restart_ms);
+        let kill = match kind {
+            Kind::Worker => {
+                let k = next_worker % rig.workers.len();
+                next_worker += 1;
+                let (id, pod) = &mut rig.workers[k];
+                pod.signal("KILL");
+                let at = Instant::now();
+                pod.wait_exit(Duration::from_secs(10)).await;
+                let target = id.clone();
+                let in_flight = rig.pending_tasks(&target).await.unwrap_or_else(|e| {
+                    eprintln!("chaos: reading {target}'s pending work: {e}");
+                    Vec::new()
+                });
+                tokio::time::sleep(restart.saturating_sub(at.elapsed())).await;
+                rig.generation += 1;
+                let id = format!("worker{k}-{}", rig.generation);
+                let pod = rig.worker(&id, &s.args).await;
+                rig.workers[k] = (id, pod);
+                Kill { kind, at, target, in_flight, back_at: Instant::now() }
+            }
+            Kind::Api => {
+                let k = next_api % rig.apis.len();
+                next_api += 1;
+                let (port, pod) = &mut rig.apis[k];
+                let port = *port;
+                let target = pod.name.clone();
+                pod.signal("KILL");
+                let at = Instant::now();
+                pod.wait_exit(Duration::from_secs(10)).await;
+                tokio::time::sleep(restart.saturating_sub(at.elapsed())).await;
+                rig.apis[k].1 = rig.api(k, port).await;
+                Kill { kind, at, target, in_flight: Vec::new(), back_at: Instant::now() }
+            }
+            Kind::Redis => {
+                let down = Duration::from_millis(s.args.redis_down_ms);
+                let at = Instant::now();
+                tokio::task::block_in_place(|| rig.redis.kill());
+                tokio::time::sleep(down.saturating_sub(at.elapsed())).await;
+                tokio::task::block_in_place(|| rig.redis.restart());
+                Kill { kind, at, target: "redis".into(), in_flight: Vec::new(), back_at: Instant::now() }
+            }
+        };
+        println!(
+            "t+{:>6.1} s  {} killed at {} acked; back after {:.2} s{}",
+            (kill.at - s.start).as_secs_f64(),
+            kill.target,
+            s.acked.load(Ordering::Relaxed),
+            (kill.back_at - kill.at).as_secs_f64(),
+            if kind == Kind::Worker { format!("; it held {} tasks", kill.in_flight.len()) } else { String::new() },
+        );
+        kills.push(kill);
+    }
+    kills
+}
+
+/// Read every acknowledged task once more (its final state through nginx);
+/// a completed task whose result is not its own (`Completed <label>`) is a
+/// `wrong result`.
+async fn final_pass(s: &Shared, seen: &mut [Seen]) {
+    use futures::StreamExt;
+    let finals: Vec<(usize, String)> = futures::stream::iter(seen.iter().enumerate())
+        .map(|(i, t)| async move {
+            for _ in 0..50 {
+                if let Some(task) = get_task(s, &t.id).await {
+                    let status = task["status"].as_str().unwrap_or_default();
+                    let own = task["result"]["content"][0]["text"] == format!("Completed {}", t.label);
+                    let status = if status == "completed" && !own { WRONG } else { status };
+                    return (i, status.to_string());
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            (i, "unreadable".to_string())
+        })
+        .buffer_unordered(s.args.concurrency)
+        .collect()
+        .await;
+    for (i, status) in finals {
+        seen[i].status = status;
+    }
+}
+
+/// Each task's claim `attempt` counter (its handler executions), from Redis; 0 when the hash is gone.
+async fn attempts(rig: &Rig, seen: &[Seen]) -> Result<Vec<u64>, String> {
+    let client = redis::Client::open(rig.redis.url()).map_err(|e| e.to_string())?;
+    let mut con = client.get_multiplexed_async_connection().await.map_err(|e| format!("Redis: {e}"))?;
+    let keys = Keys::new(rig.prefix.clone(), PARTITIONS);
+    let mut out = Vec::with_capacity(seen.len());
+    for chunk in seen.chunks(500) {
+        let mut pipe = redis::pipe();
+        for t in chunk {
+            let key = keys.task(&TaskId::from_wire(t.id.clone())).unwrap_or_default();
+            pipe.hget(key, "attempt");
+        }
+        let got: Vec<Option<u64>> = pipe.query_async(&mut con).await.map_err(|e| format!("Redis: {e}"))?;
+        out.extend(got.into_iter().map(Option::unwrap_or_default));
+    }
+    Ok(out)
+}
+
+/// p50 / p99 / max of `d`, in seconds.
+fn spread_of(d: &mut [Duration]) -> String {
+    if d.is_empty() {
+        return format!("{:>7} {:>7} {:>7}", "-", "-", "-");
+    }
+    let max = d.iter().max().copied().unwrap_or_default();
+    let (p50, p99) = (crate::pct(d, 50.0), crate::pct(d, 99.0));
+    format!("{:>7.2} {:>7.2} {:>7.2}", p50.as_secs_f64(), p99.as_secs_f64(), max.as_secs_f64())
+}
+
+/// Print the figures; whether the run was clean (nothing lost, stuck or failed).
+fn report(s: &Shared, seen: &[Seen], kills: &[Kill], attempts: &[u64], load_time: Duration) -> bool {
+    let c = &s.counters;
+    let count = |st: &str| seen.iter().filter(|t| t.status == st).count();
+    let (completed, failed, cancelled) = (count("completed"), count("failed"), count("cancelled"));
+    let redis_kills: Vec<Instant> = kills.iter().filter(|k| k.kind == Kind::Redis).map(|k| k.at).collect();
+    let in_window = |t: &Seen| in_aof_window(t.acked_at, &redis_kills);
+    let lost: Vec<&Seen> = seen.iter().filter(|t| t.status == "unknown").collect();
+    let lost_allowed = lost.iter().filter(|t| in_window(t)).count();
+    let lost_other = lost.len() - lost_allowed;
+    let terminal = |t: &Seen| ["completed", "failed", "cancelled"].contains(&t.status.as_str());
+    let wrong = count(WRONG);
+    let stuck: Vec<&Seen> = seen
+        .iter()
+        .filter(|t| ![WRONG, "unknown"].contains(&t.status.as_str()) && (!terminal(t) || t.done_at.is_none()))
+        .collect();
+
+    println!("\n== presa-bench chaos: results");
+    let by_kind = |k: Kind| kills.iter().filter(|x| x.kind == k).count();
+    println!(
+        "tasks acknowledged: {} in {:.1} s ({:.0}/s), creates sent {}",
+        seen.len(),
+        load_time.as_secs_f64(),
+        seen.len() as f64 / load_time.as_secs_f64().max(1e-9),
+        c.creates_sent.load(Ordering::Relaxed)
+    );
+    println!(
+        "kills: {} worker (SIGKILL, replaced), {} API pod (SIGKILL, restarted), {} Redis (SIGKILL, restarted from AOF)",
+        by_kind(Kind::Worker),
+        by_kind(Kind::Api),
+        by_kind(Kind::Redis)
+    );
+    println!(
+        "tasks: {completed} completed, {failed} failed, {cancelled} cancelled, {} lost, {} stuck, {wrong} with a wrong result",
+        lost_other,
+        stuck.len()
+    );
+    println!(
+        "       {lost_allowed} lost of those acknowledged < 1 s before a Redis kill (allowed by AOF everysec; {} such tasks)",
+        seen.iter().filter(|t| in_window(t)).count()
+    );
+
+    // Handler executions: the claim attempt counter.
+    let mut runs: BTreeMap<u64, usize> = BTreeMap::new();
+    for &a in attempts {
+        *runs.entry(a).or_default() += 1;
+    }
+    let total: u64 = attempts.iter().sum();
+    let twice: usize = runs.range(2..).map(|(_, n)| n).sum();
+    let dist: Vec<String> = runs.iter().map(|(a, n)| format!("{a}x: {n}")).collect();
+    println!(
+        "handler executions (claim attempts): {total} for {} tasks = {:.4} per task; ran more than once: {twice} ({:.2} %); \
+         distribution {}",
+        seen.len(),
+        total as f64 / seen.len().max(1) as f64,
+        100.0 * twice as f64 / seen.len().max(1) as f64,
+        dist.join(", ")
+    );
+    let failures = |m: &Mutex<BTreeMap<String, u64>>| {
+        let m = m.lock().expect("counters");
+        let n: u64 = m.values().sum();
+        let list: Vec<String> = m.iter().map(|(k, v)| format!("{v} × {k}")).collect();
+        if list.is_empty() { "0".to_string() } else { format!("{n} ({})", list.join("; ")) }
+    };
+    println!("creates failed (retried as new creates): {}", failures(&c.creates_failed));
+    println!("tasks/get sent {}, failed (retried): {}", c.gets_sent.load(Ordering::Relaxed), failures(&c.gets_failed));
+
+    // Recovery after each kill: the first answer to a request sent after it.
+    let first_after = |at: Instant, f: &dyn Fn(&Seen) -> Option<(Instant, Instant)>| {
+        seen.iter().filter_map(f).filter(|&(sent, _)| sent >= at).map(|(_, t)| t).min().map(|t| t - at)
+    };
+    let index: HashMap<&str, &Seen> = seen.iter().map(|t| (t.id.as_str(), t)).collect();
+    println!("\nrecovery after each kill, s            kills     p50     p99     max");
+    for kind in [Kind::Worker, Kind::Api, Kind::Redis] {
+        let of: Vec<&Kill> = kills.iter().filter(|k| k.kind == kind).collect();
+        if of.is_empty() {
+            continue;
+        }
+        let mut acks: Vec<Duration> =
+            of.iter().filter_map(|k| first_after(k.at, &|t| Some((t.create_sent, t.acked_at)))).collect();
+        let mut dones: Vec<Duration> =
+            of.iter().filter_map(|k| first_after(k.at, &|t| t.done_sent.zip(t.done_at))).collect();
+        let mut back: Vec<Duration> = of.iter().map(|k| k.back_at - k.at).collect();
+        let name = kind.name();
+        println!("{:<38} {:>5} {}", format!("{name}: kill -> next create acked"), acks.len(), spread_of(&mut acks));
+        println!("{:<38} {:>5} {}", format!("{name}: kill -> next task completed"), dones.len(), spread_of(&mut dones));
+        if kind == Kind::Worker {
+            let held: usize = of.iter().map(|k| k.in_flight.len()).sum();
+            let mut done: Vec<Duration> = of
+                .iter()
+                .filter(|k| !k.in_flight.is_empty())
+                .filter_map(|k| {
+                    // Held tasks never acknowledged (their create's answer was lost) are not followed.
+                    let known = k.in_flight.iter().filter_map(|id| index.get(id.as_str()));
+                    let done = known.map(|t| t.done_at).collect::<Option<Vec<_>>>()?;
+                    done.into_iter().max().map(|t| t.saturating_duration_since(k.at))
+                })
+                .collect();
+            let label = format!("worker: kill -> its {held} held tasks done");
+            println!("{label:<38} {:>5} {}", done.len(), spread_of(&mut done));
+        }
+        let what = match kind {
+            Kind::Redis => "redis: kill -> restarted (AOF loaded)",
+            _ => &format!("{name}: kill -> replacement ready"),
+        };
+        println!("{what:<38} {:>5} {}", back.len(), spread_of(&mut back));
+    }
+    println!(
+        "(lease {} ms; completions are seen by polling every {} ms; a worker's held tasks are its pending work entries at the kill)",
+        s.args.lease_ms, s.args.poll_ms
+    );
+    for t in lost.iter().filter(|t| !in_window(t)).take(10) {
+        println!("LOST: {} ({}), acknowledged t+{:.2} s", t.id, t.label, (t.acked_at - s.start).as_secs_f64());
+    }
+    for t in seen.iter().filter(|t| t.status == WRONG).take(10) {
+        println!("WRONG RESULT: {} ({}): completed with another task's result", t.id, t.label);
+    }
+    for t in stuck.iter().take(10) {
+        println!("STUCK: {} ({}), last seen {}", t.id, t.label, t.status);
+    }
+    let clean = lost_other == 0 && stuck.is_empty() && failed == 0 && cancelled == 0 && wrong == 0;
+    println!(
+        "\nverdict: {}",
+        if clean {
+            "PASS (0 lost, 0 stuck, 0 failed, 0 wrong results)"
+        } else {
+            "FAIL (lost, stuck, failed or wrong tasks above)"
+        }
+    );
+    clean
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        chaos: ChaosArgs,
+    }
+
+    fn args(flags: &[&str]) -> ChaosArgs {
+        Cli::parse_from(std::iter::once("chaos").chain(flags.iter().copied())).chaos
+    }
+
+    #[test]
+    fn kills_of_each_kind_are_spread_over_the_first_ninety_percent_in_order() {
+        let plan = schedule(&args(&["--tasks", "10000", "--worker-kills", "10", "--api-kills", "3"]));
+        assert_eq!(plan.len(), 14, "{plan:?}");
+        assert!(plan.windows(2).all(|w| w[0].0 <= w[1].0), "in acknowledgement order: {plan:?}");
+        assert!(plan.iter().all(|&(at, _)| at > 0 && at < 9000), "{plan:?}");
+        let at = |kind| plan.iter().filter(|p| p.1 == kind).map(|p| p.0).collect::<Vec<_>>();
+        assert_eq!(at(Kind::Worker), (0..10).map(|j| 450 + 900 * j).collect::<Vec<_>>());
+        assert_eq!(at(Kind::Api), vec![1500, 4500, 7500]);
+        assert_eq!(at(Kind::Redis), vec![4500], "one Redis restart by default, mid-run");
+    }
+
+    #[test]
+    fn no_kills_asked_none_planned() {
+        let plan = schedule(&args(&["--worker-kills", "0", "--api-kills", "0", "--redis-restarts", "0"]));
+        assert!(plan.is_empty());
+    }
+
+    #[test]
+    fn only_creates_acknowledged_in_the_second_before_a_redis_kill_may_be_lost() {
+        let kill = Instant::now() + Duration::from_secs(10);
+        let kills = [kill];
+        assert!(in_aof_window(kill - Duration::from_millis(999), &kills));
+        assert!(in_aof_window(kill, &kills));
+        assert!(!in_aof_window(kill - Duration::from_secs(1), &kills));
+        assert!(!in_aof_window(kill + Duration::from_millis(1), &kills), "acknowledged after the restart");
+        assert!(!in_aof_window(kill - Duration::from_millis(10), &[]), "no Redis kill, no excuse");
+    }
+
+    #[test]
+    fn task_durations_stay_in_range_and_vary() {
+        let ms: Vec<u64> = (0..1000).map(|i| spread(i, 451)).collect();
+        assert!(ms.iter().all(|&m| m < 451));
+        assert!(ms.iter().any(|&m| m < 50) && ms.iter().any(|&m| m > 400), "spread over the range");
+    }
+}
