@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     slots::Slot,
-    store_io::{UpdateError, Updated, store_call, update_task_within},
+    store_io::{UpdateError, Updated, store_call, update_task_patiently},
     tool::ToolError,
 };
 
@@ -79,6 +79,10 @@ pub(crate) struct TaskRun {
     pub(crate) tick: Duration,
     /// Largest the stored task may grow (status message, input requests).
     pub(crate) max_bytes: usize,
+    /// How long a write waits out an unavailable store (the lease): past it
+    /// the claim has likely lapsed, so the handler stops and another worker
+    /// runs the task again.
+    pub(crate) patience: Duration,
 }
 
 #[derive(Debug)]
@@ -98,9 +102,16 @@ struct Inner {
 impl TaskRun {
     /// Apply a handler's `event` to the task (fenced, bounded in bytes).
     async fn update(&self, event: &Event) -> Result<(), ToolError> {
-        match update_task_within(self.store.as_ref(), &self.id, self.writer, event, self.max_bytes).await {
+        let store = self.store.as_ref();
+        match update_task_patiently(store, &self.id, self.writer, event, self.max_bytes, self.patience).await {
             Ok(Updated::Applied(_) | Updated::Unchanged(_)) => Ok(()),
             Ok(Updated::Gone | Updated::Fenced) => Err(ToolError::Cancelled),
+            // A store that stayed unavailable for a whole lease: not the task's
+            // failure. Stop; the work is re-delivered once the lease lapses.
+            Err(UpdateError::Store(e)) if e.is_retryable() => {
+                tracing::warn!(error = %e, "store unavailable for a whole lease; stopping, the task will run again");
+                Err(ToolError::Cancelled)
+            }
             Err(e @ UpdateError::TooLarge { .. }) => {
                 Err(ToolError::Rpc(ErrorObject::new(codes::INTERNAL_ERROR, format!("Task not updated: {e}"))))
             }

@@ -7,8 +7,11 @@
 //!   decides; the store only persists with a CAS. Conflicts (a concurrent
 //!   `tasks/update`, a cancel) are retried on the fresh record; a worker whose
 //!   claim was superseded stops (`Fenced`).
+//! - [`update_task_patiently`]: a worker's write, which also waits out a
+//!   store that is briefly unavailable (a Redis restart, a failover) for up
+//!   to a lease instead of failing the task or dropping its outcome.
 
-use std::future::Future;
+use std::{future::Future, time::Duration};
 
 use presa_store::{Cas, StoreError, TaskId, TaskStore, Writer, util::now_ms};
 use presa_tasks::{Event, Task, apply};
@@ -99,6 +102,37 @@ pub(crate) async fn update_task_within(
         }
     }
     Err(UpdateError::Contended(id.clone(), MAX_ATTEMPTS))
+}
+
+/// [`update_task_within`] for a worker holding a claim: a retryable store
+/// failure (unavailable, out of memory) is retried with backoff (50 ms
+/// doubling to 1 s) for up to `patience`, normally the lease. Retrying is
+/// safe: the write is a fenced compare-and-set of a reduced event, so one
+/// that landed before its reply was lost is `Unchanged` (or re-applied
+/// identically) the second time, and a claim that lapsed meanwhile is `Fenced`.
+pub(crate) async fn update_task_patiently(
+    store: &dyn TaskStore,
+    id: &TaskId,
+    writer: Writer,
+    event: &Event,
+    max_bytes: usize,
+    patience: Duration,
+) -> Result<Updated, UpdateError> {
+    let deadline = tokio::time::Instant::now() + patience;
+    const FIRST_PAUSE: Duration = Duration::from_millis(50);
+    let mut pause = FIRST_PAUSE;
+    loop {
+        match update_task_within(store, id, writer, event, max_bytes).await {
+            Err(UpdateError::Store(e)) if e.is_retryable() && tokio::time::Instant::now() + pause < deadline => {
+                if pause == FIRST_PAUSE {
+                    tracing::info!(error = %e, "store unavailable; retrying the task write for up to a lease");
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// How loudly a store call is traced (the same two levels as the Redis

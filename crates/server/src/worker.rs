@@ -34,7 +34,7 @@ use crate::{
     context::{Invocation, TaskRun, ToolContext},
     core::{Core, Outcome, internal_error},
     slots::{Slot, Slots},
-    store_io::{UpdateError, Updated, Verbosity, store_call, store_call_at, update_task, update_task_within},
+    store_io::{UpdateError, Updated, Verbosity, store_call, store_call_at, update_task, update_task_patiently},
     tool::run_handler,
 };
 
@@ -203,6 +203,7 @@ impl Worker {
             slot,
             tick: self.core.config().input_tick,
             max_bytes: self.core.config().max_task_bytes,
+            patience: self.config.lease,
         };
         let ctx = ToolContext::for_task(invocation, run, cancel.clone(), self.core.bus().clone());
         let keeper = tokio::spawn(
@@ -277,7 +278,9 @@ impl Worker {
     async fn conclude(&self, claim: &Claim, event: Event) {
         let store = self.core.store();
         let limit = self.core.config().max_task_bytes;
-        let mut written = update_task_within(store.as_ref(), &claim.task.id, claim.writer(), &event, limit).await;
+        // A Redis restart while the handler ran must not cost a re-run: wait it out (up to a lease).
+        let (id, writer, patience) = (&claim.task.id, claim.writer(), self.config.lease);
+        let mut written = update_task_patiently(store.as_ref(), id, writer, &event, limit, patience).await;
         if let Err(e @ UpdateError::TooLarge { .. }) = &written {
             tracing::warn!(error = %e, "task outcome too large: the task fails");
             let error = ErrorObject::new(codes::INTERNAL_ERROR, format!("Task outcome not stored: {e}"));

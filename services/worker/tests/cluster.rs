@@ -597,6 +597,29 @@ async fn aof_everysec_keeps_tasks_acknowledged_a_second_before_redis_is_killed()
     assert!(!api.log().contains("Redis lost its data"), "an AOF restart is not a data loss:\n{}", api.log());
 }
 
+/// Redis frozen (SIGSTOP) while a handler finishes: its writes time out, and
+/// the worker waits the outage out (up to a lease) instead of dropping the
+/// outcome, so the task completes once, without a re-run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outcome_written_while_redis_is_frozen_is_kept_not_rerun() {
+    let mut cluster = Cluster::with_private_redis();
+    let api = cluster.api("api", &[]).await;
+    // Short command timeouts, so the frozen Redis fails the writes instead of delaying them.
+    let worker = cluster.worker("w1", 6000, &["--redis-timeout-ms", "300"]).await;
+    let c = Client::new(&api.url, tasks_caps());
+    let id = running(&c, 1, "frozen").await;
+    // The handler sleeps 1 s from here, then writes its outcome into the frozen Redis.
+    cluster.redis().signal("STOP");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    cluster.redis().signal("CONT");
+    let t = c.wait_task_for(&id, "completed", Duration::from_secs(20), is_terminal).await;
+    assert_eq!(t["status"], "completed", "{t}");
+    let log = worker.log();
+    assert!(log.contains("retrying the task write"), "no write met the frozen Redis:\n{log}");
+    assert!(!log.contains("could not record the outcome"), "the outcome was dropped:\n{log}");
+    assert_eq!(log.matches("task finished").count(), 1, "the handler ran again:\n{log}");
+}
+
 /// Retry creating a task until the pods are back (20 s at most), then wait for it to complete.
 async fn recover(c: &Client, label: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);
