@@ -50,7 +50,7 @@ async fn waiting_task(server: &Server) -> Task {
     };
     let new = NewTask { scope: scope(), work, ttl_ms: Some(60_000), poll_interval_ms: None, status_message: None };
     let task = store
-        .create(new, CreateLimits { max_active_per_scope: None, max_bytes_per_scope: None })
+        .create(new, CreateLimits { max_active_per_scope: None, max_bytes_per_scope: None, max_queued_per_partition: None })
         .await
         .expect("create");
     let asked = ASKED.iter().map(|k| (k.to_string(), json!({ "method": "elicitation/create", "params": {} })));

@@ -38,9 +38,17 @@ pub(crate) fn json(status: StatusCode, body: &Value) -> Response {
     (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body.to_string()).into_response()
 }
 
+/// A JSON-RPC error with its HTTP status; a 429 also says `Retry-After`
+/// (whole seconds, rounded up from `data.retryAfterMs`).
 fn error(id: Option<&RequestId>, e: &ErrorObject) -> Response {
     let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    json(status, &jsonrpc::failure(id, e))
+    let mut resp = json(status, &jsonrpc::failure(id, e));
+    if status == StatusCode::TOO_MANY_REQUESTS
+        && let Some(ms) = e.data.as_ref().and_then(|d| d.get("retryAfterMs")).and_then(Value::as_u64)
+    {
+        resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(ms.div_ceil(1000)));
+    }
+    resp
 }
 
 /// A refusal of the authenticator (or of a scope check): its status, its

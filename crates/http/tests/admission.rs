@@ -13,7 +13,7 @@ use axum::{
 use http_body_util::BodyExt;
 use presa_http::HttpConfig;
 use presa_server::{Core, Server, ServerConfig, StateCodec};
-use presa_store::{Backend, memory::MemoryStore};
+use presa_store::{Backend, TaskStore, memory::MemoryStore};
 use serde_json::{Map, Value, json};
 use tower::ServiceExt;
 
@@ -871,6 +871,29 @@ async fn task_required_tool_with_tasks_creates_a_task() {
         .await;
     let result = r.result();
     assert_eq!(result["resultType"], "task", "{result}");
+}
+
+/// `--max-queued`: past the bound a create is refused with -32023, HTTP 429,
+/// `Retry-After` and `data.retryAfterMs`, retryable, and stores nothing.
+#[tokio::test]
+async fn a_full_work_queue_is_429_with_retry_after_and_stores_nothing() {
+    let store = Arc::new(MemoryStore::with_partitions(1));
+    let backend = Backend::new(store.clone());
+    let config = ServerConfig { max_queued_per_partition: Some(1), ..ServerConfig::default() };
+    let server = Server::new(Core::new(config, presa_demo::catalog().unwrap(), backend), StateCodec::new(b"test"));
+    let app = presa_http::router(server, HttpConfig::default());
+    let create = || Call::with_caps("tools/call", json!({ "name": "failing_job", "arguments": {} }), tasks_caps());
+    let first = create().send(app.clone()).await;
+    assert_eq!(first.result()["resultType"], "task");
+    let r = create().id(json!(429)).send(app.clone()).await;
+    assert_error(&r, StatusCode::TOO_MANY_REQUESTS, -32023, Some(json!(429)));
+    let data = &r.body()["error"]["data"];
+    assert_eq!(data["retryAfterMs"], presa_server::QUEUE_FULL_RETRY_AFTER_MS, "{data}");
+    assert_eq!(data["retryable"], true, "{data}");
+    assert_eq!(data["limit"], "max_queued", "{data}");
+    assert_eq!(r.headers.get(header::RETRY_AFTER).and_then(|v| v.to_str().ok()), Some("1"));
+    let stats = store.work_stats().await.unwrap();
+    assert_eq!(stats.iter().map(|p| p.queued + p.pending).sum::<u64>(), 1, "only the first task's work: {stats:?}");
 }
 
 #[tokio::test]

@@ -17,6 +17,11 @@ pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 /// The requested protocol version is not supported.
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
+/// Too many requests: the server is at a capacity it frees on its own (a
+/// full work queue); `data.retryAfterMs` says when to try again. Sent with
+/// HTTP 429 (the draft rate-limit SEP).
+pub const RATE_LIMITED: i64 = -32023;
+
 /// The HTTP status a JSON-RPC error with `code` is sent with.
 ///
 /// `retryable` marks transient server trouble (a store that is unreachable,
@@ -30,6 +35,7 @@ pub fn http_status(code: i64, retryable: bool) -> u16 {
         | HEADER_MISMATCH
         | MISSING_REQUIRED_CLIENT_CAPABILITY
         | UNSUPPORTED_PROTOCOL_VERSION => 400,
+        RATE_LIMITED => 429,
         INTERNAL_ERROR if retryable => 503,
         _ => 500,
     }
@@ -48,5 +54,6 @@ mod tests {
         assert_eq!(http_status(UNSUPPORTED_PROTOCOL_VERSION, false), 400);
         assert_eq!(http_status(INTERNAL_ERROR, false), 500);
         assert_eq!(http_status(INTERNAL_ERROR, true), 503);
+        assert_eq!(http_status(RATE_LIMITED, true), 429);
     }
 }

@@ -99,6 +99,12 @@ pub struct ApiArgs {
     #[arg(long, env = "PRESA_MAX_ACTIVE_TASKS_PER_SCOPE", default_value_t = 1000)]
     max_active_tasks_per_scope: u64,
 
+    /// Most work items (queued or running) one work partition may hold (0: no
+    /// limit); past it new tasks get -32023 with data.retryAfterMs (HTTP 429),
+    /// so the queue stays bounded when creators outpace the workers.
+    #[arg(long, env = "PRESA_MAX_QUEUED", default_value_t = presa_server::DEFAULT_MAX_QUEUED_PER_PARTITION)]
+    max_queued: u64,
+
     /// Embedded mode: most tasks held in memory, finished ones included until
     /// their TTL (a few KiB each); past it new tasks get a retryable error.
     #[arg(long, env = "PRESA_MAX_TASKS", default_value_t = 100_000, value_parser = clap::value_parser!(usize))]
@@ -204,6 +210,7 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
         max_bytes_per_scope: (args.max_bytes_per_scope > 0).then_some(args.max_bytes_per_scope),
         max_result_bytes: args.max_result_bytes,
         max_active_tasks_per_scope: (args.max_active_tasks_per_scope > 0).then_some(args.max_active_tasks_per_scope),
+        max_queued_per_partition: (args.max_queued > 0).then_some(args.max_queued),
         max_listen_streams: args.max_listen_streams,
         max_listen_streams_per_scope: args.max_listen_streams_per_scope,
         ..app.server_config()

@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+/// The default of [`ServerConfig::max_queued_per_partition`].
+pub const DEFAULT_MAX_QUEUED_PER_PARTITION: u64 = 10_000;
+
 /// Settings of a [`crate::Server`]. `Default` gives sane values for a first run.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -27,6 +30,11 @@ pub struct ServerConfig {
     pub max_bytes_per_scope: Option<u64>,
     /// Most non-terminal tasks one scope may hold. Default 1000.
     pub max_active_tasks_per_scope: Option<u64>,
+    /// Most work items (queued or running) one work partition may hold;
+    /// creates beyond it are refused with `-32023` (HTTP 429) and
+    /// `retryAfterMs`, so the queue stays bounded when creators outpace
+    /// workers. Default 10,000.
+    pub max_queued_per_partition: Option<u64>,
     /// How long an MRTR `requestState` stays valid. Default 10 min.
     pub request_state_ttl: Duration,
     /// `ttlMs` on list results and `server/discover`. Default 5 min.
@@ -55,6 +63,7 @@ impl Default for ServerConfig {
             max_result_bytes: 1024 * 1024,
             max_bytes_per_scope: Some(256 * 1024 * 1024),
             max_active_tasks_per_scope: Some(1000),
+            max_queued_per_partition: Some(DEFAULT_MAX_QUEUED_PER_PARTITION),
             request_state_ttl: Duration::from_secs(600),
             list_ttl_ms: 300_000,
             read_ttl_ms: 300_000,

@@ -12,6 +12,10 @@ pub const INSUFFICIENT_SCOPE: &str = "Insufficient scope";
 /// The `data` field listing every scope an insufficient-scope call needs.
 pub const REQUIRED_SCOPES: &str = "requiredScopes";
 
+/// The `retryAfterMs` of a refusal for a full work queue: about the time
+/// workers need to drain a burst.
+pub const QUEUE_FULL_RETRY_AFTER_MS: u64 = 1000;
+
 /// Why a request failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -36,6 +40,15 @@ pub enum ServerError {
     /// A capacity limit was hit; nothing was stored (`-32603`, retryable).
     #[error("Capacity exhausted: {0}")]
     Capacity(&'static str),
+    /// A limit that frees itself was hit (a full work queue); nothing was
+    /// stored (`-32023`, HTTP 429, retryable after `retry_after_ms`).
+    #[error("Too many requests: {limit}")]
+    RateLimited {
+        /// Which limit (`max_queued`).
+        limit: &'static str,
+        /// When to try again, in ms (`data.retryAfterMs`).
+        retry_after_ms: u64,
+    },
     /// The store is unreachable (`-32603`, retryable).
     #[error("store unavailable: {0}")]
     Unavailable(String),
@@ -77,6 +90,11 @@ impl ServerError {
                 "Capacity exhausted",
                 json!({ "retryable": true, "limit": limit }),
             ),
+            ServerError::RateLimited { limit, retry_after_ms } => ErrorObject::with_data(
+                codes::RATE_LIMITED,
+                "Too many requests",
+                json!({ "retryable": true, "retryAfterMs": retry_after_ms, "limit": limit }),
+            ),
             ServerError::Unavailable(cause) => {
                 tracing::warn!(%cause, "store unavailable");
                 ErrorObject::with_data(
@@ -101,6 +119,9 @@ impl From<StoreError> for ServerError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Capacity { limit } => ServerError::Capacity(limit),
+            StoreError::QueueFull => {
+                ServerError::RateLimited { limit: "max_queued", retry_after_ms: QUEUE_FULL_RETRY_AFTER_MS }
+            }
             StoreError::Unavailable(m) => ServerError::Unavailable(m),
             StoreError::Corrupt(m) => ServerError::Internal(format!("corrupt record: {m}")),
         }

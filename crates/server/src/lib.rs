@@ -84,11 +84,11 @@ pub mod typed;
 pub mod worker;
 
 pub use catalog::{Catalog, CatalogBuilder};
-pub use config::ServerConfig;
+pub use config::{DEFAULT_MAX_QUEUED_PER_PARTITION, ServerConfig};
 pub use context::{Outbox, ToolContext};
 pub use core::Core;
 pub use dispatch::{Admitted, Reply, Server, StreamPermit};
-pub use error::{INSUFFICIENT_SCOPE, REQUIRED_SCOPES, ServerError};
+pub use error::{INSUFFICIENT_SCOPE, QUEUE_FULL_RETRY_AFTER_MS, REQUIRED_SCOPES, ServerError};
 pub use input::{Elicited, InputRequest};
 pub use output::{IntoToolOutput, Json};
 pub use presa_store::Caller;

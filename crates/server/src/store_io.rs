@@ -194,6 +194,7 @@ fn store_error_type(e: &StoreError) -> &'static str {
     match e {
         StoreError::Unavailable(_) => "unavailable",
         StoreError::Capacity { .. } => "capacity",
+        StoreError::QueueFull => "queue_full",
         StoreError::Corrupt(_) => "corrupt",
     }
 }

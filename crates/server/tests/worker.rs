@@ -42,7 +42,13 @@ async fn create(store: &MemoryStore, tool: &str) -> Task {
         poll_interval_ms: None,
         status_message: None,
     };
-    store.create(new, CreateLimits { max_active_per_scope: None, max_bytes_per_scope: None }).await.unwrap()
+    store
+        .create(
+            new,
+            CreateLimits { max_active_per_scope: None, max_bytes_per_scope: None, max_queued_per_partition: None },
+        )
+        .await
+        .unwrap()
 }
 
 async fn wait_terminal(store: &MemoryStore, id: &TaskId) -> Task {

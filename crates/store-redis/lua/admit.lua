@@ -1,28 +1,37 @@
--- admit.lua: admit a new task under its scope's active-task limit.
+-- admit.lua: admit a new task under its scope's active-task limit, in O(1)
+-- (amortised): expired members are dropped by score, then the set is counted.
 -- The scope set lives in its own slot (not the task's), so admission and
--- creation are two steps: see `limits.rs` for the races and their repair.
+-- creation are two steps: see `limits.rs` for the races.
 --
 -- KEYS[1]: scope set  {prefix}:{s.<tenant>.<subject>}:active
+--          (sorted set: member = task id, score = the task's expiry, Unix ms,
+--          or +inf when it never expires)
 -- ARGV[1]: limit
 -- ARGV[2]: task id
--- ARGV[3]: admission time, Unix ms (the member's score)
+-- ARGV[3]: now, Unix ms
 -- ARGV[4]: the task's expiry, Unix ms, or "" when it never expires
--- Returns: 1 admitted (member added); 0 at the limit (nothing changed).
+-- Returns: 1 admitted (member added); 0 at the limit (nothing added; expired
+--          members are dropped either way).
 --
+-- A task is expired once now >= its expiry, so members scored <= now go.
 -- The set expires with the last of its members' tasks: a new set takes the
 -- task's expiry, a live one is only ever extended (GT; a set without expiry
 -- counts as never expiring), and a task that never expires makes it persist.
 
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])
 local before = redis.call('ZCARD', KEYS[1])
 if before >= tonumber(ARGV[1]) then
   return 0
 end
-redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
 if ARGV[4] == '' then
+  redis.call('ZADD', KEYS[1], '+inf', ARGV[2])
   redis.call('PERSIST', KEYS[1])
-elseif before == 0 then
-  redis.call('PEXPIREAT', KEYS[1], ARGV[4])
 else
-  redis.call('PEXPIREAT', KEYS[1], ARGV[4], 'GT')
+  redis.call('ZADD', KEYS[1], ARGV[4], ARGV[2])
+  if before == 0 then
+    redis.call('PEXPIREAT', KEYS[1], ARGV[4])
+  else
+    redis.call('PEXPIREAT', KEYS[1], ARGV[4], 'GT')
+  end
 end
 return 1

@@ -13,10 +13,16 @@
 -- ARGV[7]: expiry, Unix ms (PEXPIREAT), or "" when the task never expires
 -- ARGV[8]: "SPUBLISH" to wake waiting claimers (cluster mode), or "" (standalone
 --          claimers block on the stream itself)
--- Returns: the work entry id, or nil when KEYS[1] already exists (nothing written).
+-- ARGV[9]: the most entries the work stream may hold (queued or claimed), or
+--          "" for no bound
+-- Returns: the work entry id; nil when KEYS[1] already exists; 0 when the work
+--          stream is full. Nothing is written unless an entry id is returned.
 
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return false
+end
+if ARGV[9] ~= '' and redis.call('XLEN', KEYS[2]) >= tonumber(ARGV[9]) then
+  return 0
 end
 -- The stream entry first: if anything after it failed, a worker would find
 -- no task and drop the entry; the reverse would strand a task.

@@ -77,7 +77,7 @@ impl Keys {
 
     /// `{prefix}:{s.<hex tenant>.<hex subject>}:active` — sorted set: the
     /// scope's admitted, not yet terminal tasks (member = task id, score =
-    /// admission time, Unix ms). Only maintained when creates carry
+    /// the task's expiry, Unix ms, or `+inf`). Only maintained when creates carry
     /// `max_active_per_scope`.
     pub fn scope_active(&self, scope: &Scope) -> String {
         format!("{}:{{s.{}.{}}}:active", self.prefix, hex(scope.tenant.as_bytes()), hex(scope.subject.as_bytes()))

@@ -14,7 +14,7 @@
 //! | `{prefix}:{pNN}:work` | stream | one entry (`task` = id) per task with work; consumer group `workers` |
 //! | `{prefix}:{pNN}:events:<id>` | channel | committed snapshots of the task (JSON) |
 //! | `{prefix}:{pNN}:wake` | channel | cluster mode: a ping when work is enqueued or released |
-//! | `{prefix}:{s.<tenant hex>.<subject hex>}:active` | sorted set | a scope's active tasks, for `max_active_per_scope` |
+//! | `{prefix}:{s.<tenant hex>.<subject hex>}:active` | sorted set | a scope's active tasks scored by their expiry, for `max_active_per_scope` |
 //! | `{prefix}:bus` | channel | server-wide events |
 //!
 //! The hash fields `rev`, `attempt` and `status` mirror the doc so the scripts

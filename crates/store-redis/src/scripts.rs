@@ -1,8 +1,8 @@
 //! The Lua scripts (in `lua/`), embedded at compile time and run through
 //! [`redis::Script`] (EVALSHA, loading the script on NOSCRIPT). Each file opens
 //! with its contract: KEYS, ARGV and the reply. Every key a script touches is
-//! passed in KEYS and shares one hash slot, except `read.lua` and
-//! `recover.lua` (standalone only).
+//! passed in KEYS and shares one hash slot, except `read.lua`,
+//! `recover.lua` and `claim_batch.lua` over several partitions (standalone only).
 
 use std::{
     ops::{Deref, DerefMut},
@@ -65,6 +65,7 @@ macro_rules! script {
 script!(CREATE, "create.lua", "Create a task hash and XADD its work entry, unless the hash exists.");
 script!(TRANSITION, "transition.lua", "Compare-and-set a task (rev, fence, not terminal) and publish it.");
 script!(CLAIM, "claim.lua", "Bump a delivered task's attempt (CAS on rev), or drop its entry.");
+script!(CLAIM_BATCH, "claim_batch.lua", "claim.lua for a batch of entries (standalone: any partitions; cluster: one).");
 script!(RENEW, "renew.lua", "Reset a held entry's idle time if the attempt still matches.");
 script!(RELEASE, "release.lua", "Make a held entry recoverable at once if the attempt still matches.");
 script!(REMOVE_WORK, "remove_work.lua", "XACK and XDEL finished work, unless a newer attempt holds it.");

@@ -157,7 +157,7 @@ impl RedisStore {
         decode_live(doc.as_deref())
     }
 
-    async fn create_once(&self, task: &Task) -> Result<bool, RedisStoreError> {
+    async fn create_once(&self, task: &Task, max_queued: Option<u64>) -> Result<Created, RedisStoreError> {
         let keys = &self.inner.keys;
         let key = keys.task(&task.id).expect("fresh ids are in range");
         let partition = keys.partition_of(&task.id).expect("fresh ids are in range");
@@ -173,10 +173,25 @@ impl RedisStore {
             .arg(task.status.as_str())
             .arg(task.scope.key())
             .arg(expire_at)
-            .arg(self.wake_cmd());
-        let entry: Option<String> = self.invoke(&inv).await?;
-        Ok(entry.is_some())
+            .arg(self.wake_cmd())
+            .arg(max_queued.map(|n| n.to_string()).unwrap_or_default());
+        match self.invoke::<Value>(&inv).await? {
+            Value::Nil => Ok(Created::Collided),
+            Value::Int(0) => Ok(Created::QueueFull),
+            Value::BulkString(_) | Value::SimpleString(_) => Ok(Created::Yes),
+            other => Err(RedisStoreError::Corrupt(format!("unexpected create.lua reply: {other:?}"))),
+        }
     }
+}
+
+/// What `create.lua` did.
+enum Created {
+    /// The task and its work entry were written.
+    Yes,
+    /// The id was taken; nothing was written.
+    Collided,
+    /// The partition's work stream is full; nothing was written.
+    QueueFull,
 }
 
 /// The whole task as the JSON stored in `doc` and published on its channel.
@@ -216,14 +231,24 @@ impl TaskStore for RedisStore {
                 }
                 return Err(e);
             }
-            if self.create_once(&task).await? {
+            let created = self.create_once(&task, limits.max_queued_per_partition).await;
+            if matches!(created, Ok(Created::Yes)) {
                 return Ok(task);
             }
-            if limits.max_active_per_scope.is_some() {
-                self.forget_active(&task.scope, &task.id).await;
+            // Definitely not created (a collision or a full queue): take the
+            // admission and the reservation back. (An error leaves them to
+            // lapse with the task's expiry: the create may have happened.)
+            if created.is_ok() {
+                if limits.max_active_per_scope.is_some() {
+                    self.forget_active(&task.scope, &task.id).await;
+                }
+                if limits.max_bytes_per_scope.is_some() {
+                    self.unreserve_bytes(&task).await;
+                }
             }
-            if limits.max_bytes_per_scope.is_some() {
-                self.unreserve_bytes(&task).await;
+            match created? {
+                Created::Yes | Created::Collided => {}
+                Created::QueueFull => return Err(StoreError::QueueFull),
             }
         }
         Err(StoreError::Corrupt("task id collided three times".into()))

@@ -11,10 +11,13 @@
 //!   (`recover.lua`: `XAUTOCLAIM`); when there is neither, wait for new
 //!   entries with a blocking `XREAD` (which delivers nothing) on a dedicated
 //!   connection, from the cursors `read.lua` returned, in slices so lapsed
-//!   leases are noticed during a long wait. Every delivered entry goes
-//!   through `claim.lua`, which bumps the task's fencing `attempt` (and
-//!   `rev`), sets the lease and publishes the snapshot, or drops the entry
-//!   when the task is terminal or gone. `deliveries` is the bumped attempt:
+//!   leases are noticed during a long wait. The delivered entries' docs
+//!   are read together, then one `claim_batch.lua` (per partition on a
+//!   cluster) claims them all: for each entry it bumps the task's fencing
+//!   `attempt` (and `rev`), sets the lease and publishes the snapshot, or
+//!   drops the entry when the task is terminal or gone, exactly as
+//!   `claim.lua` does for one; an entry whose task moved in between is
+//!   retried alone with `claim.lua`. `deliveries` is the bumped attempt:
 //!   every claim of the task's one work entry counts.
 //! - **recovery bound**: an entry is never pending at idle ≈ 0. `read.lua`
 //!   and `recover.lua` set the idle time of what they deliver to H − lease in
@@ -80,6 +83,38 @@ struct Entry {
     partition: u16,
     id: String,
     task: Option<String>,
+}
+
+/// A delivered entry about to be claimed: its task as read and as claimed.
+struct Pending {
+    entry: Entry,
+    id: TaskId,
+    key: String,
+    /// The stored rev the claim expects.
+    expected: u64,
+    next: presa_store::Task,
+}
+
+/// One reply of `claim.lua` (or one entry's of `claim_batch.lua`).
+enum Claimed {
+    /// Claimed: the new doc is stored.
+    Yes,
+    /// Dropped (task over, or the entry is no longer pending for us).
+    Dropped,
+    /// The rev moved: the current doc (`None`: the task vanished).
+    Moved(Option<String>),
+}
+
+fn claimed(reply: &[Value]) -> Result<Claimed, RedisStoreError> {
+    match reply {
+        [Value::Int(1)] => Ok(Claimed::Yes),
+        [Value::Int(-1)] => Ok(Claimed::Dropped),
+        [Value::Int(0)] => Ok(Claimed::Moved(None)),
+        [Value::Int(0), current] => redis::from_redis_value_ref(current)
+            .map(Claimed::Moved)
+            .map_err(|err| RedisStoreError::Corrupt(err.to_string())),
+        other => Err(RedisStoreError::Corrupt(format!("unexpected claim reply: {other:?}"))),
+    }
 }
 
 impl RedisStore {
@@ -308,6 +343,13 @@ impl RedisStore {
 
     /// Claim delivered entries until `out` holds `max`; hand back the rest
     /// (and, after an error, everything not claimed, so nothing waits for H).
+    ///
+    /// The docs of every entry to claim are read together (concurrent
+    /// `HGET`s, pipelined on the shared connection), then one
+    /// `claim_batch.lua` claims them all (standalone) or each partition's
+    /// (cluster, concurrently). Only an entry whose task moved between the
+    /// read and the script goes through the one-by-one `claim.lua` loop, from
+    /// the doc the script returned.
     async fn take(
         &self,
         worker: &str,
@@ -316,17 +358,73 @@ impl RedisStore {
         lease: Duration,
         out: &mut Vec<Claim>,
     ) -> Result<(), RedisStoreError> {
-        let mut failure = None;
+        let room = max.saturating_sub(out.len());
+        let mut entries = entries;
+        let over = entries.split_off(room.min(entries.len()));
+        for e in &over {
+            // Over-delivered: give it back untouched.
+            if let Err(err) = self.requeue(worker, e).await {
+                tracing::warn!(error = %err, entry = %e.id, "could not hand back an entry; it is recovered after max_lease");
+            }
+        }
+        let failure = match self.claim_entries(worker, entries, lease, out).await {
+            Ok(()) => return Ok(()),
+            Err(err) => err,
+        };
+        if out.is_empty() {
+            return Err(failure);
+        }
+        // What was claimed stays claimed and is returned.
+        tracing::warn!(error = %failure, "claim interrupted");
+        Ok(())
+    }
+
+    /// Claim `entries` into `out` (see [`take`](Self::take)); on an error,
+    /// every entry not claimed or dropped is handed back first.
+    async fn claim_entries(
+        &self,
+        worker: &str,
+        entries: Vec<Entry>,
+        lease: Duration,
+        out: &mut Vec<Claim>,
+    ) -> Result<(), RedisStoreError> {
+        let keys = &self.inner.keys;
+        // Entries naming no task of their partition are dropped.
+        let mut located = Vec::with_capacity(entries.len());
         for e in entries {
-            if out.len() >= max || failure.is_some() {
-                // Over-delivered (or not reached): give it back untouched.
-                if let Err(err) = self.requeue(worker, &e).await {
-                    tracing::warn!(error = %err, entry = %e.id, "could not hand back an entry; it is recovered after max_lease");
+            let id = e.task.as_deref().map(TaskId::from_wire);
+            let key = id
+                .as_ref()
+                .and_then(|id| (keys.partition_of(id) == Some(e.partition)).then(|| keys.task(id)).flatten());
+            match (id, key) {
+                (Some(id), Some(key)) => located.push((e, id, key)),
+                _ => {
+                    tracing::warn!(entry = %e.id, "work entry names no task of its partition; dropped");
+                    self.ack(e.partition, &e.id).await?;
                 }
+            }
+        }
+        let reads = located.iter().map(|(_, _, key)| async move {
+            let cmd = redis::cmd("HGET").arg(key).arg("doc").to_owned();
+            self.query::<Option<String>>(Verbosity::Info, &cmd).await
+        });
+        let docs = match join_all(reads).await.into_iter().collect::<Result<Vec<_>, _>>() {
+            Ok(docs) => docs,
+            Err(err) => {
+                self.requeue_all(worker, located.iter().map(|(e, _, _)| e)).await;
+                return Err(err);
+            }
+        };
+        // The reducer records each claim (the fence moves, `updated_at` too).
+        let mut batch = Vec::with_capacity(located.len());
+        let mut failure = None;
+        for ((e, id, key), doc) in located.into_iter().zip(docs) {
+            if failure.is_some() {
+                let _ = self.requeue(worker, &e).await;
                 continue;
             }
-            match self.claim_entry(worker, &e, lease).await {
-                Ok(Some(c)) => out.push(c),
+            match self.next_claimed(&e, &id, doc.as_deref()).await {
+                Ok(Some((task, next))) => batch.push(Pending { entry: e, id, key, expected: task.revision, next }),
                 Ok(None) => {}
                 Err(err) => {
                     let _ = self.requeue(worker, &e).await;
@@ -334,50 +432,146 @@ impl RedisStore {
                 }
             }
         }
-        match failure {
-            // What was claimed stays claimed and is returned.
-            Some(err) if !out.is_empty() => {
-                tracing::warn!(error = %err, "claim interrupted");
-                Ok(())
+        if let Some(err) = failure {
+            self.requeue_all(worker, batch.iter().map(|p| &p.entry)).await;
+            return Err(err);
+        }
+        let mut groups: Vec<Vec<Pending>> = Vec::new();
+        if self.inner.cfg.cluster {
+            // One script per partition: keys of different slots cannot share one.
+            for p in batch {
+                match groups.iter_mut().find(|g| g[0].entry.partition == p.entry.partition) {
+                    Some(g) => g.push(p),
+                    None => groups.push(vec![p]),
+                }
             }
-            Some(err) => Err(err),
-            None => Ok(()),
+        } else if !batch.is_empty() {
+            groups.push(batch);
+        }
+        let replies = join_all(groups.iter().map(|g| self.claim_batch(worker, g, lease))).await;
+        let mut retry = Vec::new();
+        for (group, reply) in groups.into_iter().zip(replies) {
+            let reply = match reply {
+                Ok(r) => r,
+                Err(err) => {
+                    self.requeue_all(worker, group.iter().map(|p| &p.entry)).await;
+                    failure = Some(err);
+                    continue;
+                }
+            };
+            for (p, r) in group.into_iter().zip(reply) {
+                match r {
+                    Claimed::Yes => out.push(Claim {
+                        deliveries: p.next.attempt,
+                        receipt: format!("{}/{}", p.entry.partition, p.entry.id),
+                        task: p.next,
+                    }),
+                    Claimed::Dropped => {}
+                    Claimed::Moved(doc) => retry.push((p, doc)),
+                }
+            }
+        }
+        for (p, doc) in retry {
+            if failure.is_some() {
+                let _ = self.requeue(worker, &p.entry).await;
+                continue;
+            }
+            match self.claim_entry(worker, &p.entry, &p.id, &p.key, doc, lease).await {
+                Ok(Some(c)) => out.push(c),
+                Ok(None) => {}
+                Err(err) => {
+                    let _ = self.requeue(worker, &p.entry).await;
+                    failure = Some(err);
+                }
+            }
+        }
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// Hand entries back (best effort: one that fails is recovered after H).
+    async fn requeue_all<'e>(&self, worker: &str, entries: impl Iterator<Item = &'e Entry>) {
+        for e in entries {
+            let _ = self.requeue(worker, e).await;
         }
     }
 
-    async fn claim_entry(&self, worker: &str, e: &Entry, lease: Duration) -> Result<Option<Claim>, RedisStoreError> {
-        let keys = &self.inner.keys;
-        let id = e.task.as_deref().map(TaskId::from_wire);
-        let key =
-            id.as_ref().and_then(|id| (keys.partition_of(id) == Some(e.partition)).then(|| keys.task(id)).flatten());
-        let (Some(id), Some(key)) = (id, key) else {
-            tracing::warn!(entry = %e.id, "work entry names no task of its partition; dropped");
-            self.ack(e.partition, &e.id).await?;
-            return Ok(None);
-        };
-        let stream = keys.work(e.partition);
-        let channel = keys.events(&id).expect("same partition as the task key");
-        let mut doc: Option<String> = self.query(Verbosity::Info, redis::cmd("HGET").arg(&key).arg("doc")).await?;
-        for _ in 0..CLAIM_RACES {
-            let task = match doc.as_deref().map(|d| decode(d.as_bytes())) {
-                Some(Ok(t)) if !t.status.is_terminal() && !t.is_expired(now_ms()) => t,
-                Some(Err(err)) => {
-                    tracing::error!(task = %id, error = %err, "corrupt task record; its work is dropped");
-                    self.ack(e.partition, &e.id).await?;
-                    return Ok(None);
-                }
-                _ => {
-                    self.ack(e.partition, &e.id).await?;
-                    return Ok(None);
-                }
-            };
-            // The reducer records the claim (the fence moves, `updated_at` too).
-            let Ok(Some(next)) = apply(&task, &Event::Claimed, now_ms()) else {
+    /// The task as read and as claimed, or `None` after dropping the entry
+    /// (task gone, expired, terminal or corrupt).
+    async fn next_claimed(
+        &self,
+        e: &Entry,
+        id: &TaskId,
+        doc: Option<&str>,
+    ) -> Result<Option<(presa_store::Task, presa_store::Task)>, RedisStoreError> {
+        let task = match doc.map(|d| decode(d.as_bytes())) {
+            Some(Ok(t)) if !t.status.is_terminal() && !t.is_expired(now_ms()) => t,
+            Some(Err(err)) => {
+                tracing::error!(task = %id, error = %err, "corrupt task record; its work is dropped");
                 self.ack(e.partition, &e.id).await?;
+                return Ok(None);
+            }
+            _ => {
+                self.ack(e.partition, &e.id).await?;
+                return Ok(None);
+            }
+        };
+        match apply(&task, &Event::Claimed, now_ms()) {
+            Ok(Some(next)) => Ok(Some((task, next))),
+            _ => {
+                self.ack(e.partition, &e.id).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Run `claim_batch.lua` over `group`: one reply per entry, in order.
+    async fn claim_batch(
+        &self,
+        worker: &str,
+        group: &[Pending],
+        lease: Duration,
+    ) -> Result<Vec<Claimed>, RedisStoreError> {
+        let keys = &self.inner.keys;
+        let mut inv = scripts::CLAIM_BATCH.prepare_invoke();
+        for p in group {
+            let channel = keys.events(&p.id).expect("same partition as the task key");
+            inv.key(&p.key).key(keys.work(p.entry.partition)).key(channel);
+        }
+        inv.arg(GROUP).arg(worker).arg(self.lease_idle(lease)).arg(self.publish_cmd());
+        for p in group {
+            inv.arg(&p.entry.id).arg(p.expected).arg(encode(&p.next)?).arg(p.next.revision).arg(p.next.attempt);
+        }
+        let replies: Vec<Vec<Value>> = self.invoke(&inv).await?;
+        if replies.len() != group.len() {
+            return Err(RedisStoreError::Corrupt(format!(
+                "claim_batch.lua answered {} of {} entries",
+                replies.len(),
+                group.len()
+            )));
+        }
+        replies.iter().map(|r| claimed(r)).collect()
+    }
+
+    /// Claim one delivered entry with `claim.lua`, starting from `doc` (the
+    /// task as last read), re-reading on each lost CAS race.
+    async fn claim_entry(
+        &self,
+        worker: &str,
+        e: &Entry,
+        id: &TaskId,
+        key: &str,
+        mut doc: Option<String>,
+        lease: Duration,
+    ) -> Result<Option<Claim>, RedisStoreError> {
+        let keys = &self.inner.keys;
+        let stream = keys.work(e.partition);
+        let channel = keys.events(id).expect("same partition as the task key");
+        for _ in 0..CLAIM_RACES {
+            let Some((task, next)) = self.next_claimed(e, id, doc.as_deref()).await? else {
                 return Ok(None);
             };
             let mut inv = scripts::CLAIM.prepare_invoke();
-            inv.key(&key)
+            inv.key(key)
                 .key(&stream)
                 .key(&channel)
                 .arg(GROUP)
@@ -390,22 +584,16 @@ impl RedisStore {
                 .arg(self.lease_idle(lease))
                 .arg(self.publish_cmd());
             let reply: Vec<Value> = self.invoke(&inv).await?;
-            match reply.as_slice() {
-                [Value::Int(1)] => {
+            match claimed(&reply)? {
+                Claimed::Yes => {
                     return Ok(Some(Claim {
                         deliveries: next.attempt,
                         receipt: format!("{}/{}", e.partition, e.id),
                         task: next,
                     }));
                 }
-                [Value::Int(-1)] => return Ok(None),
-                [Value::Int(0), current] => {
-                    doc = redis::from_redis_value_ref(current)
-                        .map_err(|err| RedisStoreError::Corrupt(err.to_string()))?;
-                }
-                other => {
-                    return Err(RedisStoreError::Corrupt(format!("unexpected claim.lua reply: {other:?}")));
-                }
+                Claimed::Dropped => return Ok(None),
+                Claimed::Moved(current) => doc = current,
             }
         }
         tracing::warn!(task = %id, "claim kept losing its CAS race; requeued");
@@ -606,5 +794,112 @@ async fn fault_point(at: Fault, delivered: &[Entry]) {
             tracing::error!(?at, entries = delivered.len(), "PRESA_FAULT: exiting before the claim");
             std::process::exit(86);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use presa_store::{Cas, CreateLimits, NewTask, Scope, TaskStore, Writer};
+    use presa_testkit::redis::{TestRedis, unique_prefix};
+
+    use super::*;
+    use crate::RedisConfig;
+
+    const LEASE: Duration = Duration::from_secs(30);
+
+    fn new_task() -> NewTask {
+        NewTask {
+            scope: Scope::anonymous(),
+            work: Default::default(),
+            ttl_ms: None,
+            poll_interval_ms: None,
+            status_message: None,
+        }
+    }
+
+    /// Everything `take` knows before the script: the entry, its task as read, as claimed.
+    async fn pending(store: &RedisStore, e: Entry) -> Pending {
+        let id = TaskId::from_wire(e.task.as_deref().unwrap());
+        let key = store.inner.keys.task(&id).unwrap();
+        let doc: Option<String> = store.query(Verbosity::Info, redis::cmd("HGET").arg(&key).arg("doc")).await.unwrap();
+        let (task, next) = store.next_claimed(&e, &id, doc.as_deref()).await.unwrap().unwrap();
+        Pending { entry: e, id, key, expected: task.revision, next }
+    }
+
+    /// A batch with a stale member: one entry taken over by another worker
+    /// (as a recovery would), one whose task moved after it was read. The
+    /// batch claims the good one, drops the taken one and reports the moved
+    /// one, exactly as single `claim.lua` runs answer for the same entries.
+    #[tokio::test]
+    async fn a_stale_entry_in_a_batch_is_refused_as_a_single_claim_is() {
+        let redis = TestRedis::start().await;
+        let cfg = RedisConfig::new(redis.url()).with_prefix(unique_prefix()).with_partitions(1);
+        let store = RedisStore::connect(cfg).await.unwrap();
+        let limits = CreateLimits::NONE;
+        for _ in 0..3 {
+            store.create(new_task(), limits).await.unwrap();
+        }
+        let (entries, _) = store.read_new("w1", 3, LEASE).await.unwrap();
+        assert_eq!(entries.len(), 3);
+        let mut group = Vec::new();
+        for e in entries {
+            group.push(pending(&store, e).await);
+        }
+        // The second entry is taken over by w2; the third task moves on.
+        let stream = store.inner.keys.work(0);
+        let taken: Value = store
+            .query(
+                Verbosity::Info,
+                redis::cmd("XCLAIM").arg(&stream).arg(GROUP).arg("w2").arg(0).arg(&group[1].entry.id),
+            )
+            .await
+            .unwrap();
+        assert!(matches!(taken, Value::Array(ref a) if a.len() == 1), "{taken:?}");
+        let current = store.load(&group[2].id).await.unwrap().unwrap();
+        let moved = apply(&current, &Event::SetMessage("moved".into()), now_ms()).unwrap().unwrap();
+        assert!(matches!(store.transition(&moved, Writer::Client).await.unwrap(), Cas::Applied(_)));
+
+        let replies = store.claim_batch("w1", &group, LEASE).await.unwrap();
+        assert!(matches!(replies[0], Claimed::Yes));
+        assert!(matches!(replies[1], Claimed::Dropped), "a taken-over entry is not claimed");
+        let Claimed::Moved(Some(doc)) = &replies[2] else { panic!("the moved task is reported") };
+        assert_eq!(decode(doc.as_bytes()).unwrap(), moved, "with its current doc");
+
+        // The fence moved for the claimed task only.
+        let stored = |i: usize| store.load(&group[i].id);
+        assert_eq!(stored(0).await.unwrap().unwrap().attempt, 1);
+        assert_eq!(stored(1).await.unwrap().unwrap().attempt, 0, "the taken-over task is untouched");
+        assert_eq!(stored(2).await.unwrap().unwrap(), moved, "the moved task is untouched");
+
+        // Single claims of the same two stale entries answer the same.
+        for (i, want_dropped) in [(1, true), (2, false)] {
+            let p = &group[i];
+            let mut inv = scripts::CLAIM.prepare_invoke();
+            inv.key(&p.key)
+                .key(&stream)
+                .key(store.inner.keys.events(&p.id).unwrap())
+                .arg(GROUP)
+                .arg(&p.entry.id)
+                .arg("w1")
+                .arg(p.expected)
+                .arg(encode(&p.next).unwrap())
+                .arg(p.next.revision)
+                .arg(p.next.attempt)
+                .arg(store.lease_idle(LEASE))
+                .arg(store.publish_cmd());
+            let single: Vec<Value> = store.invoke(&inv).await.unwrap();
+            match claimed(&single).unwrap() {
+                Claimed::Dropped => assert!(want_dropped, "entry {i}"),
+                Claimed::Moved(Some(d)) => assert!(!want_dropped && d == *doc, "entry {i}"),
+                _ => panic!("entry {i}: a single claim answered differently"),
+            }
+        }
+        // The moved one is then claimed from its current doc (the retry path).
+        let p = &group[2];
+        let claim = store.claim_entry("w1", &p.entry, &p.id, &p.key, Some(doc.clone()), LEASE).await.unwrap().unwrap();
+        assert_eq!(claim.task.attempt, 1);
+        assert_eq!(claim.task.status_message.as_deref(), Some("moved"));
     }
 }

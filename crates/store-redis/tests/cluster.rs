@@ -24,7 +24,8 @@ mod spread {
             poll_interval_ms: None,
             status_message: None,
         };
-        let limits = CreateLimits { max_active_per_scope: Some(100), max_bytes_per_scope: None };
+        let limits =
+            CreateLimits { max_active_per_scope: Some(100), max_bytes_per_scope: None, max_queued_per_partition: None };
         let mut tasks = Vec::new();
         for _ in 0..40 {
             tasks.push(store.create(new(), limits).await.unwrap());

@@ -20,7 +20,8 @@ use presa_tasks::{Event, Work, apply};
 use redis::AsyncCommands;
 use serde_json::json;
 
-const NO_LIMITS: CreateLimits = CreateLimits { max_active_per_scope: None, max_bytes_per_scope: None };
+const NO_LIMITS: CreateLimits =
+    CreateLimits { max_active_per_scope: None, max_bytes_per_scope: None, max_queued_per_partition: None };
 const LONG: Duration = Duration::from_secs(30);
 const PATIENCE: Duration = Duration::from_secs(5);
 
@@ -370,34 +371,42 @@ async fn watches_resubscribe_after_the_connection_drops() {
     }
 }
 
+/// The scope set is scored by expiry: an expired member is dropped on the
+/// next admission without reading its task, and a member left behind by a
+/// crash (terminal task, no removal) counts until its task's expiry: the
+/// refusal itself reads no task.
 #[tokio::test]
-async fn the_scope_limit_repairs_members_that_no_longer_count() {
+async fn the_scope_limit_drops_members_by_expiry_only() {
     let redis = TestRedis::start().await;
     let store = store_on(&redis).await;
-    let limits = CreateLimits { max_active_per_scope: Some(2), max_bytes_per_scope: None };
+    let limits =
+        CreateLimits { max_active_per_scope: Some(2), max_bytes_per_scope: None, max_queued_per_partition: None };
     let a = store.create(new_task(Some(60_000)), limits).await.unwrap();
     let b = store.create(new_task(Some(60_000)), limits).await.unwrap();
     assert!(matches!(store.create(new_task(None), limits).await, Err(StoreError::Capacity { .. })));
     let set = store.keys().scope_active(&owner());
     let mut c = raw(&redis).await;
-    // `a` vanishes behind the set's back (as if expired), and `b` turns terminal
-    // without its removal (as if the process died right after the CAS).
-    let _: () = c.del(store.keys().task(&a.id).unwrap()).await.unwrap();
-    let _: () = c.zadd(&set, a.id.as_str(), 1).await.unwrap(); // admitted long ago
-    let _: () = c.hset(store.keys().task(&b.id).unwrap(), "status", "cancelled").await.unwrap();
+    let score: f64 = c.zscore(&set, b.id.as_str()).await.unwrap();
+    assert_eq!(score as u64, b.expires_at_ms().unwrap(), "members are scored by their task's expiry");
+    // `b` turns terminal without its removal (as if the process died right
+    // after the CAS): it keeps counting until it expires.
     let mut cancelled = b.clone();
     cancelled.status = Status::Cancelled;
+    let _: () = c.hset(store.keys().task(&b.id).unwrap(), "status", "cancelled").await.unwrap();
     let _: () =
         c.hset(store.keys().task(&b.id).unwrap(), "doc", serde_json::to_string(&cancelled).unwrap()).await.unwrap();
-    // A fresh ghost (a create that may still be in flight) keeps counting.
-    let _: () = c.zadd(&set, "p00.ghostghostghostghostgh", now_ms()).await.unwrap();
-    store.create(new_task(None), limits).await.expect("a and b were repaired away");
+    assert!(matches!(store.create(new_task(None), limits).await, Err(StoreError::Capacity { .. })));
+    // `a`'s expiry passes: dropped by score on the next admission.
+    let _: () = c.zadd(&set, a.id.as_str(), 1).await.unwrap();
+    let d = store.create(new_task(None), limits).await.expect("a expired");
     assert!(matches!(store.create(new_task(None), limits).await, Err(StoreError::Capacity { .. })));
     let members: Vec<String> = c.zrange(&set, 0, -1).await.unwrap();
-    assert_eq!(members.len(), 2, "{members:?}");
-    assert!(!members.contains(&a.id.to_string()) && !members.contains(&b.id.to_string()));
+    assert_eq!(members, vec![b.id.to_string(), d.id.to_string()], "a never-expiring task sorts last");
+    let ttl: i64 = c.pttl(&set).await.unwrap();
+    assert_eq!(ttl, -1, "a task that never expires makes the set persist");
     // Zero means none at all.
-    let zero = CreateLimits { max_active_per_scope: Some(0), max_bytes_per_scope: None };
+    let zero =
+        CreateLimits { max_active_per_scope: Some(0), max_bytes_per_scope: None, max_queued_per_partition: None };
     assert!(matches!(store.create(new_task(None), zero).await, Err(StoreError::Capacity { .. })));
 }
 
@@ -410,7 +419,8 @@ async fn expired_tasks_leave_no_key_behind() {
     let redis = TestRedis::start().await;
     let store = store_on(&redis).await;
     store.check_epoch().await.unwrap();
-    let limits = CreateLimits { max_active_per_scope: Some(100), max_bytes_per_scope: None };
+    let limits =
+        CreateLimits { max_active_per_scope: Some(100), max_bytes_per_scope: None, max_queued_per_partition: None };
     let ttl = 1500;
     let mut tasks = Vec::new();
     for _ in 0..8 {

@@ -21,7 +21,8 @@ use presa_store::{Cas, CreateLimits, NewTask, Scope, TaskStore, util::now_ms};
 use presa_store_redis::{RedisConfig, RedisStore, RedisStoreError};
 use presa_tasks::{Event, Work, apply};
 
-const NO_LIMITS: CreateLimits = CreateLimits { max_active_per_scope: None, max_bytes_per_scope: None };
+const NO_LIMITS: CreateLimits =
+    CreateLimits { max_active_per_scope: None, max_bytes_per_scope: None, max_queued_per_partition: None };
 
 /// A spawned `redis-server` listening on a plain port (for readiness) and a TLS port.
 struct TlsRedis {

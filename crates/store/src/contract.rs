@@ -57,6 +57,8 @@ macro_rules! store_contract_tests {
             remove_work_removes_the_work,
             watch_delivers_committed_snapshots_of_watched_ids,
             capacity_limit_per_scope,
+            admission_counts_are_exact,
+            max_queued_refuses_retryably_and_stores_nothing,
             byte_quota_per_scope,
             input_round_trip,
             work_stats_count_queued_and_pending_work,
@@ -80,7 +82,8 @@ macro_rules! store_contract_tests {
 }
 
 /// No limits on create.
-const NO_LIMITS: CreateLimits = CreateLimits { max_active_per_scope: None, max_bytes_per_scope: None };
+const NO_LIMITS: CreateLimits =
+    CreateLimits { max_active_per_scope: None, max_bytes_per_scope: None, max_queued_per_partition: None };
 /// A lease that never lapses during a test.
 const LONG_LEASE: Duration = Duration::from_secs(30);
 /// A lease that lapses quickly; tests sleep [`PAST_SHORT_LEASE`] after it.
@@ -475,7 +478,11 @@ pub async fn byte_quota_per_scope(store: Arc<dyn TaskStore>) {
     let (owner, neighbour) = (scope("carol"), scope("dave"));
     let probe = store.create(new_task(&scope("sizer"), Some(60_000)), NO_LIMITS).await.expect("create");
     let one = serde_json::to_vec(&probe).expect("json").len() as u64;
-    let limits = CreateLimits { max_active_per_scope: None, max_bytes_per_scope: Some(2 * one + one / 2) };
+    let limits = CreateLimits {
+        max_active_per_scope: None,
+        max_bytes_per_scope: Some(2 * one + one / 2),
+        max_queued_per_partition: None,
+    };
     let make = |s: &Scope, ttl: u64| store.create(new_task(s, Some(ttl)), limits);
     make(&owner, 300).await.expect("first create");
     make(&owner, 60_000).await.expect("second create");
@@ -493,7 +500,8 @@ pub async fn byte_quota_per_scope(store: Arc<dyn TaskStore>) {
 /// At most `max_active_per_scope` live tasks per scope; a refused create
 /// stores nothing; a terminal task frees its slot.
 pub async fn capacity_limit_per_scope(store: Arc<dyn TaskStore>) {
-    let limits = CreateLimits { max_active_per_scope: Some(2), max_bytes_per_scope: None };
+    let limits =
+        CreateLimits { max_active_per_scope: Some(2), max_bytes_per_scope: None, max_queued_per_partition: None };
     let owner = scope("alice");
     let neighbour = scope("bob");
     let make = |s: &Scope| store.create(new_task(s, Some(60_000)), limits);
@@ -521,6 +529,121 @@ pub async fn capacity_limit_per_scope(store: Arc<dyn TaskStore>) {
         }
     }
     let expected: HashSet<TaskId> = [second.id, bobs.id, third.id].into();
+    assert_eq!(claimed, expected);
+}
+
+/// Run `n` creates in `scope` at once under `limits`; returns the admitted
+/// tasks. Every refusal must be the per-scope limit.
+async fn create_at_once(
+    store: &Arc<dyn TaskStore>,
+    scope: &Scope,
+    ttl_ms: u64,
+    limits: CreateLimits,
+    n: usize,
+) -> Vec<Task> {
+    let creates = (0..n).map(|_| {
+        let store = store.clone();
+        let new = new_task(scope, Some(ttl_ms));
+        tokio::spawn(async move { store.create(new, limits).await })
+    });
+    let mut admitted = Vec::new();
+    for outcome in futures::future::join_all(creates).await {
+        match outcome.expect("create task") {
+            Ok(task) => admitted.push(task),
+            Err(StoreError::Capacity { limit: "max_active_tasks_per_scope" }) => {}
+            Err(e) => panic!("unexpected refusal: {e:?}"),
+        }
+    }
+    admitted
+}
+
+/// The per-scope limit admits exactly up to the limit: under concurrent
+/// creates, again exactly as many as ended after tasks turn terminal, and
+/// again exactly as many as expired after tasks expire.
+pub async fn admission_counts_are_exact(store: Arc<dyn TaskStore>) {
+    let limits =
+        CreateLimits { max_active_per_scope: Some(5), max_bytes_per_scope: None, max_queued_per_partition: None };
+    let owner = scope("alice");
+    let admitted = create_at_once(&store, &owner, 60_000, limits, 20).await;
+    assert_eq!(admitted.len(), 5, "exactly the limit is admitted under concurrent creates");
+    assert!(create_at_once(&store, &owner, 60_000, limits, 4).await.is_empty(), "the scope is full");
+
+    // Two end (cancelled and completed): exactly two more get in.
+    commit(&store, &admitted[0], Event::Cancel, Writer::Client).await;
+    let mut claimed = None;
+    while claimed.is_none() {
+        let claims = claim(&store, "w1", LONG_LEASE, PATIENCE).await;
+        assert!(!claims.is_empty(), "the scope's work is claimable");
+        claimed = claims.into_iter().find(|c| c.task.id == admitted[1].id);
+    }
+    let claimed = claimed.expect("claimed");
+    commit(&store, &claimed.task, Event::Complete(result()), claimed.writer()).await;
+    let more = create_at_once(&store, &owner, 60_000, limits, 10).await;
+    assert_eq!(more.len(), 2, "exactly the ended tasks' slots are reused");
+    // An ended task ending again (a refused CAS) frees nothing more.
+    let late = next(&admitted[0], Event::Cancel);
+    assert!(matches!(store.transition(&late, Writer::Client).await.expect("transition"), Cas::Conflict(_)));
+    assert!(create_at_once(&store, &owner, 60_000, limits, 4).await.is_empty(), "still full");
+
+    // Expiry: three short-lived tasks fill a neighbour's limit of three, and
+    // once they expire exactly three more get in.
+    let three =
+        CreateLimits { max_active_per_scope: Some(3), max_bytes_per_scope: None, max_queued_per_partition: None };
+    let neighbour = scope("bob");
+    assert_eq!(create_at_once(&store, &neighbour, 300, three, 8).await.len(), 3);
+    assert!(create_at_once(&store, &neighbour, 60_000, three, 2).await.is_empty(), "full before the expiry");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(create_at_once(&store, &neighbour, 60_000, three, 8).await.len(), 3, "expired tasks free their slots");
+    assert!(create_at_once(&store, &owner, 60_000, limits, 2).await.is_empty(), "the owner's scope is untouched");
+}
+
+/// `max_queued_per_partition`: a create into a partition whose work queue
+/// is full is refused (retryable), and leaves nothing behind: no task, no
+/// work, no admission under the scope's limit.
+pub async fn max_queued_refuses_retryably_and_stores_nothing(store: Arc<dyn TaskStore>) {
+    let owner = scope("alice");
+    let one_each = CreateLimits {
+        max_active_per_scope: Some(100_000),
+        max_bytes_per_scope: Some(1 << 40),
+        max_queued_per_partition: Some(1),
+    };
+    // Ids pick their partition at random: with one item per partition, a
+    // refusal comes at the latest once every partition holds one.
+    let mut admitted = Vec::new();
+    let mut refusals = 0;
+    while refusals < 3 {
+        assert!(admitted.len() <= usize::from(u16::MAX), "no refusal after {} creates", admitted.len());
+        match store.create(new_task(&owner, Some(60_000)), one_each).await {
+            Ok(task) => admitted.push(task),
+            Err(e) => {
+                assert!(matches!(e, StoreError::QueueFull), "{e:?}");
+                assert!(e.is_retryable());
+                refusals += 1;
+            }
+        }
+    }
+    let partitions: HashSet<Option<u16>> = admitted.iter().map(|t| t.id.partition()).collect();
+    assert_eq!(partitions.len(), admitted.len(), "at most one work item per partition");
+
+    // The refused creates hold no admission: exactly one more fits.
+    let n = admitted.len() as u64;
+    let exact = CreateLimits { max_active_per_scope: Some(n + 1), ..CreateLimits::NONE };
+    let last = store.create(new_task(&owner, Some(60_000)), exact).await.expect("one slot left");
+    let refused = store.create(new_task(&owner, Some(60_000)), exact).await;
+    assert!(matches!(refused, Err(StoreError::Capacity { limit: "max_active_tasks_per_scope" })), "{refused:?}");
+
+    // And no work: exactly the admitted tasks' work is there.
+    let mut claimed = HashSet::new();
+    loop {
+        let claims = claim(&store, "w1", LONG_LEASE, EMPTY_WAIT).await;
+        if claims.is_empty() {
+            break;
+        }
+        for c in claims {
+            assert!(claimed.insert(c.task.id.clone()), "claimed twice: {c:?}");
+        }
+    }
+    let expected: HashSet<TaskId> = admitted.iter().map(|t| t.id.clone()).chain([last.id]).collect();
     assert_eq!(claimed, expected);
 }
 

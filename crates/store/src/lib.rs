@@ -42,6 +42,11 @@ pub enum StoreError {
         /// Which limit (`max_active_tasks_per_scope`, `max_tasks`).
         limit: &'static str,
     },
+    /// The new task's partition already holds
+    /// [`CreateLimits::max_queued_per_partition`] work items (queued or
+    /// running); nothing was stored. Retryable once workers catch up.
+    #[error("work queue full")]
+    QueueFull,
     /// A stored record could not be decoded.
     #[error("corrupt task record: {0}")]
     Corrupt(String),
@@ -50,7 +55,7 @@ pub enum StoreError {
 impl StoreError {
     /// Whether retrying later can succeed.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, StoreError::Unavailable(_) | StoreError::Capacity { .. })
+        matches!(self, StoreError::Unavailable(_) | StoreError::Capacity { .. } | StoreError::QueueFull)
     }
 }
 
@@ -62,6 +67,17 @@ pub struct CreateLimits {
     /// At most this many bytes of task records per scope (serialised; each
     /// task counts from its creation until it expires).
     pub max_bytes_per_scope: Option<u64>,
+    /// At most this many work items (queued or claimed, not yet removed) in
+    /// the new task's partition; beyond it creates get
+    /// [`StoreError::QueueFull`], so the queue stays bounded when creators
+    /// outpace workers.
+    pub max_queued_per_partition: Option<u64>,
+}
+
+impl CreateLimits {
+    /// No limit at all.
+    pub const NONE: CreateLimits =
+        CreateLimits { max_active_per_scope: None, max_bytes_per_scope: None, max_queued_per_partition: None };
 }
 
 /// The outcome of a compare-and-set.

@@ -8,7 +8,7 @@
 //! Expired tasks are invisible at once and purged lazily on `create`.
 
 use std::{
-    collections::{HashMap, HashSet, VecDeque},
+    collections::{BTreeSet, HashMap, HashSet, VecDeque},
     fmt,
     sync::{Mutex, MutexGuard, PoisonError},
     time::{Duration, Instant},
@@ -54,17 +54,28 @@ struct State {
     sizes: HashMap<TaskId, (Scope, usize)>,
     bytes: usize,
     scope_bytes: HashMap<Scope, usize>,
-    /// Task ids per scope that were not terminal when last seen; counted
-    /// (and pruned) lazily when a scope's limit is checked.
-    active: HashMap<Scope, HashSet<TaskId>>,
+    /// Each scope's non-terminal tasks, ordered by expiry (`u64::MAX`: never):
+    /// a task leaves when it turns terminal, and expired ones are dropped
+    /// from the front when the scope's limit is checked, so counting never
+    /// looks at the live ones.
+    active: HashMap<Scope, BTreeSet<(u64, TaskId)>>,
     /// Work items by task id.
     work: HashMap<TaskId, WorkItem>,
+    /// How many work items (queued or claimed) each partition holds, for
+    /// `max_queued_per_partition`.
+    work_per_partition: HashMap<u16, usize>,
     /// Unleased work, oldest first (released work goes to the front).
     queue: VecDeque<TaskId>,
     next_receipt: u64,
     last_purge_ms: u64,
     /// Legacy session state: its expiry (ms) and fields.
     sessions: HashMap<String, (u64, HashMap<String, String>)>,
+}
+
+/// A task's entry in its scope's active set: expiry first, so the expired
+/// ones come first.
+fn active_key(task: &Task) -> (u64, TaskId) {
+    (task.expires_at_ms().unwrap_or(u64::MAX), task.id.clone())
 }
 
 #[derive(Default)]
@@ -87,7 +98,7 @@ impl State {
     fn live(&mut self, id: &TaskId, now: u64) -> Option<&mut Task> {
         if self.tasks.get(id)?.is_expired(now) {
             self.tasks.remove(id);
-            self.work.remove(id);
+            self.remove_work(id);
             self.resize(id, None);
             return None;
         }
@@ -115,18 +126,38 @@ impl State {
         }
     }
 
-    /// Non-terminal, non-expired tasks of `scope`.
+    /// Drop task `id`'s work item, if any.
+    fn remove_work(&mut self, id: &TaskId) {
+        if self.work.remove(id).is_some()
+            && let Some(n) = self.work_per_partition.get_mut(&id.partition().unwrap_or(0))
+        {
+            *n = n.saturating_sub(1);
+        }
+    }
+
+    /// Non-terminal, non-expired tasks of `scope` (amortised O(log n)).
     fn count_active(&mut self, scope: &Scope, now: u64) -> u64 {
         let Some(ids) = self.active.get_mut(scope) else {
             return 0;
         };
-        let tasks = &self.tasks;
-        ids.retain(|id| tasks.get(id).is_some_and(|t| !t.status.is_terminal() && !t.is_expired(now)));
+        while ids.first().is_some_and(|(expires, _)| *expires <= now) {
+            ids.pop_first();
+        }
         let n = ids.len() as u64;
         if n == 0 {
             self.active.remove(scope);
         }
         n
+    }
+
+    /// The task no longer counts against its scope's limit.
+    fn forget_active(&mut self, task: &Task) {
+        if let Some(ids) = self.active.get_mut(&task.scope) {
+            ids.remove(&active_key(task));
+            if ids.is_empty() {
+                self.active.remove(&task.scope);
+            }
+        }
     }
 
     /// Sweep expired tasks with their work, at most once per `PURGE_EVERY_MS`.
@@ -149,10 +180,14 @@ impl State {
             *self.scope_bytes.entry(scope.clone()).or_default() += n;
         }
         self.work.retain(|id, _| tasks.contains_key(id));
+        self.work_per_partition.clear();
+        for id in self.work.keys() {
+            *self.work_per_partition.entry(id.partition().unwrap_or(0)).or_default() += 1;
+        }
         let work = &self.work;
         self.queue.retain(|id| work.contains_key(id));
         self.active.retain(|_, ids| {
-            ids.retain(|id| tasks.get(id).is_some_and(|t| !t.status.is_terminal()));
+            ids.retain(|(_, id)| tasks.get(id).is_some_and(|t| !t.status.is_terminal()));
             !ids.is_empty()
         });
     }
@@ -214,12 +249,12 @@ impl State {
         changes: &broadcast::Sender<Task>,
     ) -> Option<Claim> {
         let Some(task) = self.live(id, now) else {
-            self.work.remove(id);
+            self.remove_work(id);
             return None;
         };
         // `None`: the task is terminal, its work is over.
         let Ok(Some(claimed)) = apply(task, &Event::Claimed, now) else {
-            self.work.remove(id);
+            self.remove_work(id);
             return None;
         };
         *task = claimed.clone();
@@ -360,6 +395,12 @@ impl TaskStore for MemoryStore {
             while s.tasks.contains_key(&id) {
                 id = new_task_id(self.partitions);
             }
+            let partition = id.partition().unwrap_or(0);
+            if let Some(max) = limits.max_queued_per_partition
+                && s.work_per_partition.get(&partition).copied().unwrap_or(0) as u64 >= max
+            {
+                return Err(StoreError::QueueFull);
+            }
             let task = Task::new(id.clone(), new, now);
             if let Some(quota) = limits.max_bytes_per_scope {
                 let size = record_size(&task);
@@ -371,10 +412,11 @@ impl TaskStore for MemoryStore {
                     }
                 }
             }
-            s.active.entry(task.scope.clone()).or_default().insert(id.clone());
+            s.active.entry(task.scope.clone()).or_default().insert(active_key(&task));
             s.tasks.insert(id.clone(), task.clone());
             s.resize(&id, Some(&task));
             s.work.insert(id.clone(), WorkItem::default());
+            *s.work_per_partition.entry(partition).or_default() += 1;
             s.queue.push_back(id);
             task
         };
@@ -404,6 +446,9 @@ impl TaskStore for MemoryStore {
             return Ok(Cas::Conflict(Some(stored.clone())));
         }
         *stored = next.clone();
+        if next.status.is_terminal() {
+            s.forget_active(next);
+        }
         s.resize(&next.id, Some(next));
         let _ = self.changes.send(next.clone());
         Ok(Cas::Applied(next.clone()))
@@ -442,7 +487,7 @@ impl TaskStore for MemoryStore {
         let over = s.live(id, now_ms()).is_none_or(|t| t.status.is_terminal());
         // A stale holder must not drop work another worker now runs.
         if over || s.holds(claim, now_ms()) {
-            s.work.remove(id);
+            s.remove_work(id);
         }
         Ok(())
     }
@@ -598,7 +643,8 @@ mod tests {
         assert_eq!(store.bytes(), held);
     }
 
-    const NO_LIMITS: CreateLimits = CreateLimits { max_active_per_scope: None, max_bytes_per_scope: None };
+    const NO_LIMITS: CreateLimits =
+        CreateLimits { max_active_per_scope: None, max_bytes_per_scope: None, max_queued_per_partition: None };
 
     #[tokio::test]
     async fn events_reach_every_subscriber() {

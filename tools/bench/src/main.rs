@@ -37,8 +37,9 @@
 //! 8. On Redis with the default settings (per-scope limits on) and two worker
 //!    pools: Redis bytes per small completed task (`INFO memory` delta and
 //!    `MEMORY USAGE` of one task hash), task creates against sync calls on the
-//!    same server (refusals counted), creators at full speed (completions
-//!    meanwhile, RSS), create → handler started (c=1 and C), `tasks/update` →
+//!    same server (refusals counted), creators at full speed on 100
+//!    connections (completions meanwhile and their ratio to creations, RSS
+//!    after the backlog drained), create → handler started (c=1 and C), `tasks/update` →
 //!    parked handler resumed (c=1, also embedded); RSS per open listen stream.
 //!
 //! How to read it: server, worker, generator (and Redis) share the machine's
@@ -139,6 +140,8 @@ const ROUND: Duration = Duration::from_millis(250);
 const POLL: Duration = Duration::from_millis(5);
 /// The wider connection count of the peer comparison.
 const PEER_WIDE: usize = 50;
+/// Creators of the full-speed row (issue 12: p99 create latency at c=100).
+const CREATE_WIDE: usize = 100;
 /// Rounds of the fan-out scenario.
 const FAN_OUT_ROUNDS: usize = 30;
 
@@ -803,19 +806,23 @@ async fn main() {
         let created = done0 + cr.latencies.len() as u64 + 2 * c as u64;
         drain(created, Duration::from_secs(30)).await;
         // Creators at full speed, alone: do the two worker pools keep up?
+        let create_pool = Raw::pool(&d.url, CREATE_WIDE);
+        let creates_wide = create_op(&create_pool, "noop_task", false);
         let (rss0, done0) = (rss_mib(), COMPLETED.load(Ordering::Relaxed));
-        let mut cr = run(&creates, wide, secs).await;
+        let mut cr = run(&creates_wide, CREATE_WIDE, secs).await;
         let done_in_window = COMPLETED.load(Ordering::Relaxed) - done0;
         let created = cr.latencies.len() as u64;
         let waited = drain(done0 + created, Duration::from_secs(60)).await;
         let rss1 = rss_mib();
         let per_s = done_in_window as f64 / cr.elapsed.as_secs_f64();
+        let keep_up = per_s / cr.rate();
         let notes = format!(
-            "{} refused; completions {per_s:.0}/s meanwhile ({done_in_window} of {created}), backlog drained {:.1} s later; RSS {rss0:.1} -> {rss1:.1} MiB",
+            "{} refused; completions {per_s:.0}/s meanwhile ({done_in_window} of {created}), completions/creations = {keep_up:.2}, backlog drained {:.1} s later; RSS {rss0:.1} -> {rss1:.1} MiB after the drain",
             cr.refused,
             waited.as_secs_f64()
         );
-        row("task create at full speed, Redis", wide, Some(cr.rate()), &mut cr.latencies, &notes);
+        row("task create at full speed, Redis", CREATE_WIDE, Some(cr.rate()), &mut cr.latencies, &notes);
+        ratios.push(format!("completions/creations with creators at full speed (c={CREATE_WIDE}): {keep_up:.2}"));
         // create -> handler started.
         let stamped = create_op(&pool, "stamp_task", true);
         for conns in [1, c] {

@@ -205,6 +205,7 @@ impl Server {
         let limits = CreateLimits {
             max_active_per_scope: cfg.max_active_tasks_per_scope,
             max_bytes_per_scope: cfg.max_bytes_per_scope,
+            max_queued_per_partition: cfg.max_queued_per_partition,
         };
         let task = store_call("create", self.store().create(new, limits)).await?;
         metrics::task_created();

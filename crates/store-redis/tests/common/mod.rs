@@ -17,7 +17,8 @@ use presa_store_redis::{RedisConfig, RedisStore};
 pub use presa_testkit::redis::{TestRedis, free_port, redis_server_binary, unique_prefix};
 
 /// No creation limits.
-pub const NO_LIMITS: CreateLimits = CreateLimits { max_active_per_scope: None, max_bytes_per_scope: None };
+pub const NO_LIMITS: CreateLimits =
+    CreateLimits { max_active_per_scope: None, max_bytes_per_scope: None, max_queued_per_partition: None };
 
 /// A task with no TTL and empty work.
 pub fn new_task() -> NewTask {

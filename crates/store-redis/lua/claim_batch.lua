@@ -1,0 +1,47 @@
+-- claim_batch.lua: claim.lua for a batch of delivered work entries in one
+-- round trip: each entry is claimed, dropped or reported exactly as
+-- claim.lua would (same checks, same writes, same fence), one after another.
+-- With entries of several partitions it spans slots: standalone Redis only;
+-- cluster mode runs it once per partition.
+--
+-- KEYS[3i-2]: entry i's task hash       {prefix}:{pNN}:task:<id>
+-- KEYS[3i-1]: entry i's work stream     {prefix}:{pNN}:work
+-- KEYS[3i]:   entry i's events channel  {prefix}:{pNN}:events:<id>
+-- ARGV[1]: consumer group
+-- ARGV[2]: consumer (the claiming worker)
+-- ARGV[3]: idle time to set, ms (H - lease)
+-- ARGV[4]: publish command: "PUBLISH" (standalone) or "SPUBLISH" (cluster)
+-- ARGV[5i], ARGV[5i+1], ARGV[5i+2], ARGV[5i+3], ARGV[5i+4]: entry i's work
+--          entry id, expected stored rev, new doc (attempt + 1, rev + 1),
+--          new rev, new attempt
+-- Returns: one reply per entry, in order, as claim.lua's: {1} claimed; {-1}
+--          dropped (task terminal or gone: entry acked and deleted; or the
+--          entry is no longer pending for this consumer); {0, doc} when rev
+--          moved (nothing written for it: re-read and retry that one).
+
+local out = {}
+for i = 1, #KEYS / 3 do
+  local task, stream, channel = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
+  local entry, rev, doc, new_rev, attempt =
+    ARGV[5 * i], ARGV[5 * i + 1], ARGV[5 * i + 2], ARGV[5 * i + 3], ARGV[5 * i + 4]
+  local cur = redis.call('HMGET', task, 'rev', 'status', 'doc')
+  local status = cur[2]
+  if not cur[1] or status == 'completed' or status == 'failed' or status == 'cancelled' then
+    redis.call('XACK', stream, ARGV[1], entry)
+    redis.call('XDEL', stream, entry)
+    out[i] = {-1}
+  elseif cur[1] ~= rev then
+    out[i] = {0, cur[3]}
+  else
+    local pending = redis.call('XPENDING', stream, ARGV[1], entry, entry, 1)
+    if #pending == 0 or pending[1][2] ~= ARGV[2] then
+      out[i] = {-1}
+    else
+      redis.call('XCLAIM', stream, ARGV[1], ARGV[2], 0, entry, 'IDLE', ARGV[3], 'JUSTID')
+      redis.call('HSET', task, 'doc', doc, 'rev', new_rev, 'attempt', attempt)
+      redis.call(ARGV[4], channel, doc)
+      out[i] = {1}
+    end
+  end
+end
+return out
