@@ -2,7 +2,8 @@
 //! implementation for the embedded mode and a contract suite every
 //! implementation must pass.
 //!
-//! - [`TaskStore`]: create + enqueue atomically, scoped reads, compare-and-set
+//! - [`TaskStore`]: create + enqueue atomically, scoped reads (whole tasks, or
+//!   just the `tasks/get` view, [`TaskStore::get_view`]), compare-and-set
 //!   transitions (fenced for workers), work claims under a lease, watches.
 //! - [`EventBus`]: server-wide broadcast (list-changed notifications) that
 //!   reaches every API process.
