@@ -35,7 +35,15 @@ use crate::{App, Refusal, admission, legacy};
 
 /// A JSON body (always compact, one line).
 pub(crate) fn json(status: StatusCode, body: &Value) -> Response {
-    (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body.to_string()).into_response()
+    // `serde_json::to_vec` into a sized buffer: `to_string` goes through
+    // `fmt::Display`, many small writes into a growing string.
+    let mut out = Vec::with_capacity(256);
+    let bytes = match serde_json::to_writer(&mut out, body) {
+        Ok(()) => out,
+        // Unreachable for a `Value` (string keys only); never a panic.
+        Err(_) => body.to_string().into_bytes(),
+    };
+    (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], Bytes::from(bytes)).into_response()
 }
 
 /// A JSON-RPC error with its HTTP status; a 429 also says `Retry-After`

@@ -170,7 +170,12 @@ pub fn classify(value: Value) -> Result<Incoming, EnvelopeError> {
 
 /// A success response.
 pub fn success(id: &RequestId, result: Value) -> Value {
-    serde_json::json!({ "jsonrpc": "2.0", "id": id, "result": result })
+    // Built by hand: `json!` would serialise a deep copy of `result`.
+    let mut m = Map::new();
+    m.insert("jsonrpc".into(), Value::from("2.0"));
+    m.insert("id".into(), id.to_value());
+    m.insert("result".into(), result);
+    Value::Object(m)
 }
 
 /// An error response. `id` is `None` only when the request id is unknown.
@@ -184,7 +189,12 @@ pub fn failure(id: Option<&RequestId>, error: &ErrorObject) -> Value {
 
 /// A notification.
 pub fn notification(method: &str, params: Value) -> Value {
-    serde_json::json!({ "jsonrpc": "2.0", "method": method, "params": params })
+    // Built by hand: `json!` would serialise a deep copy of `params`.
+    let mut m = Map::new();
+    m.insert("jsonrpc".into(), Value::from("2.0"));
+    m.insert("method".into(), Value::from(method));
+    m.insert("params".into(), params);
+    Value::Object(m)
 }
 
 #[cfg(test)]

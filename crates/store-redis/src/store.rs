@@ -6,7 +6,7 @@ use std::sync::{Arc, atomic::AtomicUsize};
 
 use futures::StreamExt;
 use presa_store::{
-    Cas, Claim, CreateLimits, EventBus, EventStream, NewTask, PartitionStats, Scope, StoreError, Task, TaskId,
+    Cas, Claim, CreateLimits, EventBus, EventStream, GetView, NewTask, PartitionStats, Scope, StoreError, Task, TaskId,
     TaskStore, TaskStream, Writer,
     util::{new_task_id, now_ms},
 };
@@ -157,6 +157,20 @@ impl RedisStore {
         decode_live(doc.as_deref())
     }
 
+    /// What `tasks/get` needs of the stored task (any scope): only the
+    /// fields of the view are decoded. `None` when gone or expired.
+    pub(crate) async fn read_view(&self, id: &TaskId) -> Result<Option<GetView>, RedisStoreError> {
+        let Some(key) = self.inner.keys.task(id) else {
+            return Ok(None);
+        };
+        let doc: Option<Vec<u8>> = self.query(Verbosity::Info, redis::cmd("HGET").arg(&key).arg("doc")).await?;
+        let Some(doc) = doc else {
+            return Ok(None);
+        };
+        let view = GetView::from_doc(&doc).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
+        Ok((!view.is_expired(now_ms())).then_some(view))
+    }
+
     async fn create_once(&self, task: &Task, max_queued: Option<u64>) -> Result<Created, RedisStoreError> {
         let keys = &self.inner.keys;
         let key = keys.task(&task.id).expect("fresh ids are in range");
@@ -256,6 +270,10 @@ impl TaskStore for RedisStore {
 
     async fn get(&self, scope: &Scope, id: &TaskId) -> Result<Option<Task>, StoreError> {
         Ok(self.read(id).await?.filter(|t| &t.scope == scope))
+    }
+
+    async fn get_view(&self, scope: &Scope, id: &TaskId) -> Result<Option<GetView>, StoreError> {
+        Ok(self.read_view(id).await?.filter(|v| &v.scope == scope))
     }
 
     async fn load(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {

@@ -25,7 +25,7 @@ use std::{
 };
 
 use futures::StreamExt;
-use presa_tasks::{Caller, Event, NewTask, Scope, Status, Task, TaskId, Work, apply};
+use presa_tasks::{Caller, Event, NewTask, Scope, Status, Task, TaskId, Work, apply, wire::GetView};
 use serde_json::{Value, json};
 
 use crate::{
@@ -43,6 +43,7 @@ macro_rules! store_contract_tests {
         $crate::store_contract_tests!(@cases $make, store;
             create_then_get_resolves_immediately,
             get_is_scoped_and_load_is_not,
+            get_view_is_the_reducers_view_after_every_transition,
             unknown_id_is_none,
             ttl_expiry_hides_the_task,
             no_ttl_never_expires,
@@ -200,6 +201,66 @@ pub async fn get_is_scoped_and_load_is_not(store: Arc<dyn TaskStore>) {
     assert_eq!(load(&store, &task.id).await, task);
 }
 
+/// `get_view` of the stored task is exactly [`GetView::of`] the task the
+/// reducer produced (and `get` returns), whatever the last write was.
+async fn assert_view_is(store: &Arc<dyn TaskStore>, owner: &Scope, expected: &Task) {
+    let view = store.get_view(owner, &expected.id).await.expect("get_view");
+    assert_eq!(
+        view,
+        Some(GetView::of(expected)),
+        "after reaching {:?} at revision {}",
+        expected.status,
+        expected.revision
+    );
+    let full = store.get(owner, &expected.id).await.expect("get");
+    assert_eq!(full.as_ref(), Some(expected));
+}
+
+/// `get_view` answers what a full decode would after creation, a claim, a
+/// message, an input request and its answer, and each terminal status; it
+/// is scoped like `get` and misses unknown ids.
+pub async fn get_view_is_the_reducers_view_after_every_transition(store: Arc<dyn TaskStore>) {
+    let owner = scope("alice");
+    let created = create(&store, &owner).await;
+    assert_view_is(&store, &owner, &created).await;
+    let claimed = claim_one(&store, "w1", LONG_LEASE).await;
+    assert_eq!(claimed.task.id, created.id);
+    assert_view_is(&store, &owner, &claimed.task).await;
+    let worker = claimed.writer();
+    let said = commit(&store, &claimed.task, Event::SetMessage("halfway \"there\" \u{e9}".into()), worker).await;
+    assert_view_is(&store, &owner, &said).await;
+    let request = json!({"method": "elicitation/create", "params": {"message": "Proceed?"}});
+    let asked =
+        commit(&store, &said, Event::RequestInput(BTreeMap::from([("confirm".to_string(), request)])), worker).await;
+    assert_eq!(asked.status, Status::InputRequired);
+    assert_view_is(&store, &owner, &asked).await;
+    let answer = BTreeMap::from([("confirm".to_string(), json!({"action": "accept", "content": {}}))]);
+    let answered = commit(&store, &asked, Event::ProvideInput(answer), Writer::Client).await;
+    assert_view_is(&store, &owner, &answered).await;
+    // A result whose `_meta` carries the v1 related-task key, which the projection drops.
+    let related = json!({"content": [], "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "x"}, "k": 1}});
+    let done = commit(&store, &answered, Event::Complete(related), worker).await;
+    assert_eq!(done.status, Status::Completed);
+    assert_view_is(&store, &owner, &done).await;
+
+    let failing = store.create(new_task(&owner, None), NO_LIMITS).await.expect("create");
+    assert_view_is(&store, &owner, &failing).await;
+    let failed =
+        commit(&store, &failing, Event::Fail(json!({"code": -32000, "message": "nope"})), Writer::Client).await;
+    assert_view_is(&store, &owner, &failed).await;
+    let cancelling = create(&store, &owner).await;
+    let cancelled = commit(&store, &cancelling, Event::Cancel, Writer::Client).await;
+    assert_eq!(cancelled.status, Status::Cancelled);
+    assert_view_is(&store, &owner, &cancelled).await;
+
+    for id in [&done.id, &failed.id, &cancelled.id] {
+        assert_eq!(store.get_view(&scope("mallory"), id).await.expect("get_view"), None, "scoped like get");
+    }
+    let unknown = TaskId::from_random(0, [0x5a; 16]);
+    assert_eq!(store.get_view(&owner, &unknown).await.expect("get_view"), None);
+    assert_eq!(store.get_view(&owner, &TaskId::from_wire("not-a-task-id")).await.expect("get_view"), None);
+}
+
 /// Unknown ids read as `None`, and a transition on one is refused with no current task.
 pub async fn unknown_id_is_none(store: Arc<dyn TaskStore>) {
     let owner = scope("alice");
@@ -232,10 +293,14 @@ pub async fn ttl_expiry_hides_the_task(store: Arc<dyn TaskStore>) {
     loop {
         let got = store.get(&owner, &task.id).await.expect("get");
         let loaded = store.load(&task.id).await.expect("load");
-        if got.is_none() && loaded.is_none() {
+        let view = store.get_view(&owner, &task.id).await.expect("get_view");
+        if got.is_none() && loaded.is_none() && view.is_none() {
             break;
         }
-        assert!(Instant::now() < deadline, "task still visible long after its ttl: get={got:?} load={loaded:?}");
+        assert!(
+            Instant::now() < deadline,
+            "task still visible long after its ttl: get={got:?} load={loaded:?} view={view:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let late = next(&task, Event::Complete(result()));

@@ -2,7 +2,8 @@
 //! implementation for the embedded mode and a contract suite every
 //! implementation must pass.
 //!
-//! - [`TaskStore`]: create + enqueue atomically, scoped reads, compare-and-set
+//! - [`TaskStore`]: create + enqueue atomically, scoped reads (whole tasks, or
+//!   just the `tasks/get` view, [`TaskStore::get_view`]), compare-and-set
 //!   transitions (fenced for workers), work claims under a lease, watches.
 //! - [`EventBus`]: server-wide broadcast (list-changed notifications) that
 //!   reaches every API process.
@@ -23,7 +24,7 @@
 use std::{collections::HashMap, pin::Pin, sync::Arc, time::Duration};
 
 use futures::Stream;
-pub use presa_tasks::{Caller, NewTask, Scope, Status, Task, TaskId};
+pub use presa_tasks::{Caller, NewTask, Scope, Status, Task, TaskId, wire::GetView};
 
 #[cfg(any(test, feature = "contract"))]
 pub mod contract;
@@ -169,6 +170,13 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
     /// The task if it exists, has not expired and belongs to `scope`.
     /// Another scope's task is `None`, exactly like an unknown id.
     async fn get(&self, scope: &Scope, id: &TaskId) -> Result<Option<Task>, StoreError>;
+
+    /// What `tasks/get` answers: exactly [`GetView::of`] what [`get`](Self::get)
+    /// returns (`None` alike), without the rest of the task where a backend
+    /// can skip it (Redis reads only the fields the view needs).
+    async fn get_view(&self, scope: &Scope, id: &TaskId) -> Result<Option<GetView>, StoreError> {
+        Ok(self.get(scope, id).await?.map(|t| GetView::of(&t)))
+    }
 
     /// The task for a worker (no scope check). `None` if gone or expired.
     async fn load(&self, id: &TaskId) -> Result<Option<Task>, StoreError>;

@@ -15,7 +15,7 @@ use std::{
 };
 
 use futures::StreamExt;
-use presa_tasks::{Event, NewTask, Scope, Task, TaskId, apply};
+use presa_tasks::{Event, NewTask, Scope, Task, TaskId, apply, wire::GetView};
 use tokio::sync::{Notify, broadcast};
 use tokio_stream::wrappers::BroadcastStream;
 
@@ -427,6 +427,12 @@ impl TaskStore for MemoryStore {
     async fn get(&self, scope: &Scope, id: &TaskId) -> Result<Option<Task>, StoreError> {
         let mut s = self.state();
         Ok(s.live(id, now_ms()).filter(|t| &t.scope == scope).map(|t| t.clone()))
+    }
+
+    async fn get_view(&self, scope: &Scope, id: &TaskId) -> Result<Option<GetView>, StoreError> {
+        // The view straight from the stored task, without cloning all of it.
+        let mut s = self.state();
+        Ok(s.live(id, now_ms()).filter(|t| &t.scope == scope).map(|t| GetView::of(t)))
     }
 
     async fn load(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {

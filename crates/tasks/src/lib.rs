@@ -5,7 +5,8 @@
 //! - [`reducer`]: [`apply`], the only way a task changes. Stores persist what
 //!   it returns with a compare-and-set on [`Task::revision`].
 //! - [`wire`]: the three wire projections (CreateTaskResult, DetailedTask,
-//!   `notifications/tasks` params).
+//!   `notifications/tasks` params), and the `tasks/get` view ([`wire::GetView`]),
+//!   which can be read from a stored document without building the whole task.
 //! - [`id`]: task ids that name their partition.
 //!
 //! Invariants upheld here and tested exhaustively:

@@ -228,13 +228,18 @@ impl Task {
 
     /// When the task stops existing (Unix ms), if ever.
     pub fn expires_at_ms(&self) -> Option<u64> {
-        self.ttl_ms.map(|t| self.created_at_ms.saturating_add(t))
+        expires_at_ms(self.created_at_ms, self.ttl_ms)
     }
 
     /// Whether the task's lifetime has passed at `now_ms`.
     pub fn is_expired(&self, now_ms: u64) -> bool {
         self.expires_at_ms().is_some_and(|e| now_ms >= e)
     }
+}
+
+/// When a task created at `created_at_ms` with lifetime `ttl_ms` stops existing, if ever.
+pub(crate) fn expires_at_ms(created_at_ms: u64, ttl_ms: Option<u64>) -> Option<u64> {
+    ttl_ms.map(|t| created_at_ms.saturating_add(t))
 }
 
 #[cfg(test)]

@@ -5,66 +5,122 @@
 //! - [`detailed`]: the `DetailedTask` fields, with exactly the one payload
 //!   the status allows: `inputRequests`, `result` or `error`.
 //! - [`get_result`]: `tasks/get`'s result (`resultType: "complete"`).
+//! - [`GetView`]: what `tasks/get` needs of a task (owner, tool, expiry and
+//!   [`get_result`]), also read straight from the stored JSON document
+//!   ([`GetView::from_doc`]) without building the whole [`Task`].
 //! - [`notification_params`]: `notifications/tasks` params for one subscription.
 //!
 //! `requestState`, `ttl`, `pollInterval` and the v1 `related-task` meta never appear.
 
-use std::time::{Duration, UNIX_EPOCH};
+use std::{
+    borrow::Cow,
+    time::{Duration, UNIX_EPOCH},
+};
 
 use presa_protocol::meta::{RELATED_TASK_KEY, SUBSCRIPTION_ID_KEY};
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::{Status, Task};
+use crate::{Scope, Status, Task};
 
 /// An ISO 8601 UTC timestamp with milliseconds, e.g. `2026-11-30T12:00:00.123Z`.
 pub fn iso8601(ms: u64) -> String {
     humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
 }
 
-fn base(task: &Task) -> Map<String, Value> {
+/// The fields every projection starts from, borrowed from a [`Task`] or
+/// from a stored document ([`GetView::from_doc`]).
+struct Header<'a> {
+    id: &'a str,
+    status: Status,
+    status_message: Option<&'a str>,
+    created_at_ms: u64,
+    updated_at_ms: u64,
+    ttl_ms: Option<u64>,
+    poll_interval_ms: Option<u64>,
+}
+
+impl<'a> From<&'a Task> for Header<'a> {
+    fn from(task: &'a Task) -> Self {
+        Header {
+            id: task.id.as_str(),
+            status: task.status,
+            status_message: task.status_message.as_deref(),
+            created_at_ms: task.created_at_ms,
+            updated_at_ms: task.updated_at_ms,
+            ttl_ms: task.ttl_ms,
+            poll_interval_ms: task.poll_interval_ms,
+        }
+    }
+}
+
+fn base(h: &Header<'_>) -> Map<String, Value> {
     let mut m = Map::new();
-    m.insert("taskId".into(), json!(task.id.as_str()));
-    m.insert("status".into(), json!(task.status.as_str()));
-    if let Some(msg) = &task.status_message {
+    m.insert("taskId".into(), json!(h.id));
+    m.insert("status".into(), json!(h.status.as_str()));
+    if let Some(msg) = h.status_message {
         m.insert("statusMessage".into(), json!(msg));
     }
-    m.insert("createdAt".into(), json!(iso8601(task.created_at_ms)));
-    m.insert("lastUpdatedAt".into(), json!(iso8601(task.updated_at_ms)));
-    m.insert("ttlMs".into(), task.ttl_ms.map_or(Value::Null, Value::from));
-    if let Some(p) = task.poll_interval_ms {
+    m.insert("createdAt".into(), json!(iso8601(h.created_at_ms)));
+    m.insert("lastUpdatedAt".into(), json!(iso8601(h.updated_at_ms)));
+    m.insert("ttlMs".into(), h.ttl_ms.map_or(Value::Null, Value::from));
+    if let Some(p) = h.poll_interval_ms {
         m.insert("pollIntervalMs".into(), json!(p));
     }
     m
 }
 
+/// The one payload a status carries; each is taken (and so cloned, for a
+/// [`Task`]) only when the status needs it.
+struct Payload<I, R, E> {
+    input_requests: I,
+    result: R,
+    error: E,
+}
+
+impl<I, R, E> Payload<I, R, E>
+where
+    I: FnOnce() -> Map<String, Value>,
+    R: FnOnce() -> Option<Value>,
+    E: FnOnce() -> Option<Value>,
+{
+    fn insert_into(self, m: &mut Map<String, Value>, status: Status) {
+        match status {
+            Status::InputRequired => {
+                m.insert("inputRequests".into(), Value::Object((self.input_requests)()));
+            }
+            Status::Completed => {
+                let mut result = (self.result)().unwrap_or_else(|| json!({"content": []}));
+                if let Some(meta) = result.get_mut("_meta").and_then(Value::as_object_mut) {
+                    meta.remove(RELATED_TASK_KEY);
+                }
+                m.insert("result".into(), result);
+            }
+            Status::Failed => {
+                let error = (self.error)().unwrap_or_else(|| json!({"code": -32603, "message": "Internal error"}));
+                m.insert("error".into(), error);
+            }
+            Status::Working | Status::Cancelled => {}
+        }
+    }
+}
+
 /// The `CreateTaskResult` for a freshly created task.
 pub fn create_result(task: &Task) -> Map<String, Value> {
-    let mut m = base(task);
+    let mut m = base(&task.into());
     m.insert("resultType".into(), json!("task"));
     m
 }
 
 /// The `DetailedTask` fields for the task's current status.
 pub fn detailed(task: &Task) -> Map<String, Value> {
-    let mut m = base(task);
-    match task.status {
-        Status::InputRequired => {
-            let reqs: Map<String, Value> = task.input_requests.clone().into_iter().collect();
-            m.insert("inputRequests".into(), Value::Object(reqs));
-        }
-        Status::Completed => {
-            let mut result = task.result.clone().unwrap_or_else(|| json!({"content": []}));
-            if let Some(meta) = result.get_mut("_meta").and_then(Value::as_object_mut) {
-                meta.remove(RELATED_TASK_KEY);
-            }
-            m.insert("result".into(), result);
-        }
-        Status::Failed => {
-            let error = task.error.clone().unwrap_or_else(|| json!({"code": -32603, "message": "Internal error"}));
-            m.insert("error".into(), error);
-        }
-        Status::Working | Status::Cancelled => {}
-    }
+    let mut m = base(&task.into());
+    let payload = Payload {
+        input_requests: || task.input_requests.clone().into_iter().collect(),
+        result: || task.result.clone(),
+        error: || task.error.clone(),
+    };
+    payload.insert_into(&mut m, task.status);
     m
 }
 
@@ -80,6 +136,95 @@ pub fn notification_params(task: &Task, subscription_id: &Value) -> Map<String, 
     let mut m = detailed(task);
     m.insert("_meta".into(), json!({ SUBSCRIPTION_ID_KEY: subscription_id }));
     m
+}
+
+/// What `tasks/get` needs of a task: who owns it, which tool it runs (the
+/// caller's scopes are checked against it), when it expires, and the result
+/// to answer with. [`GetView::of`] a task and [`GetView::from_doc`] of its
+/// stored JSON are equal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GetView {
+    /// The owner.
+    pub scope: Scope,
+    /// The tool the task runs.
+    pub tool: String,
+    /// When the task stops existing (Unix ms), if ever.
+    pub expires_at_ms: Option<u64>,
+    /// [`get_result`] of the task.
+    pub result: Map<String, Value>,
+}
+
+/// The part of a stored [`Task`] document a [`GetView`] reads: everything
+/// else (arguments, capabilities, issued inputs, responses…) is skipped
+/// without being built. Field names and defaults follow [`Task`]'s.
+#[derive(Deserialize)]
+struct Lean<'a> {
+    #[serde(borrow)]
+    id: Cow<'a, str>,
+    scope: Scope,
+    status: Status,
+    #[serde(default, borrow)]
+    status_message: Option<Cow<'a, str>>,
+    created_at_ms: u64,
+    updated_at_ms: u64,
+    ttl_ms: Option<u64>,
+    #[serde(default)]
+    poll_interval_ms: Option<u64>,
+    work: LeanWork,
+    #[serde(default)]
+    input_requests: Map<String, Value>,
+    #[serde(default)]
+    result: Option<Value>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+/// The part of [`crate::Work`] a [`GetView`] reads.
+#[derive(Deserialize)]
+struct LeanWork {
+    tool: String,
+}
+
+impl GetView {
+    /// The view of `task`.
+    pub fn of(task: &Task) -> Self {
+        GetView {
+            scope: task.scope.clone(),
+            tool: task.work.tool.clone(),
+            expires_at_ms: task.expires_at_ms(),
+            result: get_result(task),
+        }
+    }
+
+    /// The view of a task stored as JSON (a serialised [`Task`]), reading
+    /// only the fields it needs.
+    pub fn from_doc(doc: &[u8]) -> serde_json::Result<Self> {
+        let lean: Lean<'_> = serde_json::from_slice(doc)?;
+        let header = Header {
+            id: &lean.id,
+            status: lean.status,
+            status_message: lean.status_message.as_deref(),
+            created_at_ms: lean.created_at_ms,
+            updated_at_ms: lean.updated_at_ms,
+            ttl_ms: lean.ttl_ms,
+            poll_interval_ms: lean.poll_interval_ms,
+        };
+        let mut result = base(&header);
+        let payload = Payload { input_requests: || lean.input_requests, result: || lean.result, error: || lean.error };
+        payload.insert_into(&mut result, lean.status);
+        result.insert("resultType".into(), json!("complete"));
+        Ok(GetView {
+            scope: lean.scope,
+            tool: lean.work.tool,
+            expires_at_ms: crate::model::expires_at_ms(lean.created_at_ms, lean.ttl_ms),
+            result,
+        })
+    }
+
+    /// Whether the task's lifetime has passed at `now_ms`.
+    pub fn is_expired(&self, now_ms: u64) -> bool {
+        self.expires_at_ms.is_some_and(|e| now_ms >= e)
+    }
 }
 
 #[cfg(test)]
@@ -117,6 +262,23 @@ mod tests {
     }
 
     #[test]
+    fn get_view_reads_a_document_with_escapes_and_no_optional_fields() {
+        let mut t = task();
+        t.ttl_ms = None;
+        t.poll_interval_ms = None;
+        t.status_message = Some("quote \" and \\ and \u{e9}".into());
+        t.work.tool = "tool \"x\"".into();
+        t.scope.subject = "sub\\ject".into();
+        let doc = serde_json::to_vec(&t).unwrap();
+        let view = GetView::from_doc(&doc).unwrap();
+        assert_eq!(view, GetView::of(&t));
+        assert_eq!(view.expires_at_ms, None);
+        assert!(!view.is_expired(u64::MAX));
+        assert!(GetView::from_doc(b"{\"id\": 1}").is_err());
+        assert!(GetView::from_doc(b"not json").is_err());
+    }
+
+    #[test]
     fn null_ttl_is_present_as_null() {
         let mut t = task();
         t.ttl_ms = None;
@@ -147,6 +309,9 @@ mod tests {
             if t.status == Status::Completed {
                 assert!(g["result"]["_meta"].get(RELATED_TASK_KEY).is_none());
             }
+            let doc = serde_json::to_vec(&t).unwrap();
+            assert_eq!(GetView::from_doc(&doc).unwrap(), GetView::of(&t), "{:?}", t.status);
+            assert_eq!(GetView::of(&t).result, g);
             let n = notification_params(&t, &json!(42));
             assert_eq!(n["_meta"][SUBSCRIPTION_ID_KEY], 42);
             assert!(!n.contains_key("resultType"));

@@ -115,6 +115,10 @@ struct Args {
     /// Small tasks created for the Redis-bytes-per-task row.
     #[arg(long, default_value_t = 2000)]
     redis_tasks: usize,
+    /// Only the peer comparison (sync echo and `tasks/get` through Redis against rmcp), for
+    /// quick before/after runs of one lever.
+    #[arg(long)]
+    peer_only: bool,
 }
 
 /// The subcommands.
@@ -735,7 +739,7 @@ async fn main() {
     // 1–2. JSON against SSE replies, alternated, at 1 and C connections.
     let raw = Raw::pool(&embedded.url, c);
     let (json_op, sse_op) = (echo_op(&raw, "echo", false), echo_op(&raw, "echo_progress", true));
-    for conns in [1, c] {
+    for conns in if args.peer_only { vec![] } else { vec![1, c] } {
         let (mut j, mut s) = alternate(&json_op, &sse_op, conns, secs).await;
         let ratio = format!("SSE/JSON = {:.2}", s.rate() / j.rate());
         row("tools/call echo (JSON)", conns, Some(j.rate()), &mut j.latencies, "");
@@ -784,6 +788,10 @@ async fn main() {
         }
     }
     peer_stop.cancel();
+    if args.peer_only {
+        print_ratios(&ratios);
+        return;
+    }
 
     // Tasks on Redis with the default settings (per-scope limits on) and two worker pools.
     let defaults = match &redis {
@@ -903,8 +911,13 @@ async fn main() {
         let notes = format!("all L received; each delivery p50 {p50} p99 {p99}; {} rounds", all.len());
         row(&format!("listen fan-out, {name}"), listeners, None, &mut all, &notes);
     }
+    print_ratios(&ratios);
+}
+
+/// The closing lines: the ratios, then the machine's load.
+fn print_ratios(ratios: &[String]) {
     println!("\nratios (same run, alternated):");
-    for r in &ratios {
+    for r in ratios {
         println!("  {r}");
     }
     println!("\nend: load average {} (1/5/15 min), RSS {:.1} MiB", load_average(), rss_mib());

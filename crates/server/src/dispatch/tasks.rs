@@ -7,7 +7,7 @@
 
 use presa_protocol::Method;
 use presa_store::{TaskId, Writer};
-use presa_tasks::{Event, id::MAX_TASK_ID_LEN, wire};
+use presa_tasks::{Event, id::MAX_TASK_ID_LEN};
 use serde_json::{Value, json};
 
 use super::{Admitted, Server, call::encoded_len, input_responses, invalid};
@@ -42,13 +42,19 @@ impl Server {
             None
         };
         let unknown = || invalid("Unknown or inaccessible taskId");
-        let task = store_call("get", self.store().get(&req.caller.scope, &id)).await?.ok_or_else(unknown)?;
-        self.authorize_tool(&req.caller, &task.work.tool)?;
         let event = match (req.method, update) {
             (Method::TasksUpdate, Some(event)) => event,
             (Method::TasksCancel, _) => Event::Cancel,
-            _ => return Ok(Value::Object(wire::get_result(&task))),
+            _ => {
+                // tasks/get: only the view, never the whole task.
+                let view =
+                    store_call("get", self.store().get_view(&req.caller.scope, &id)).await?.ok_or_else(unknown)?;
+                self.authorize_tool(&req.caller, &view.tool)?;
+                return Ok(Value::Object(view.result));
+            }
         };
+        let task = store_call("get", self.store().get(&req.caller.scope, &id)).await?.ok_or_else(unknown)?;
+        self.authorize_tool(&req.caller, &task.work.tool)?;
         let max = self.config().max_task_bytes;
         match update_task_within(self.store().as_ref(), &id, Writer::Client, &event, max).await {
             Ok(Updated::Gone) => Err(unknown()),

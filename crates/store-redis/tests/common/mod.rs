@@ -8,8 +8,8 @@
 use std::{sync::Arc, time::Duration};
 
 use presa_store::{
-    Backend, Cas, Claim, CreateLimits, EventBus, EventStream, NewTask, PartitionStats, Scope, StoreError, Task, TaskId,
-    TaskStore, TaskStream, Writer,
+    Backend, Cas, Claim, CreateLimits, EventBus, EventStream, GetView, NewTask, PartitionStats, Scope, StoreError,
+    Task, TaskId, TaskStore, TaskStream, Writer,
 };
 use presa_store_redis::{RedisConfig, RedisStore};
 // Not every test binary uses every helper.
@@ -53,6 +53,9 @@ impl TaskStore for Guarded {
     }
     async fn get(&self, scope: &Scope, id: &TaskId) -> Result<Option<Task>, StoreError> {
         self.store.get(scope, id).await
+    }
+    async fn get_view(&self, scope: &Scope, id: &TaskId) -> Result<Option<GetView>, StoreError> {
+        self.store.get_view(scope, id).await
     }
     async fn load(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
         self.store.load(id).await
