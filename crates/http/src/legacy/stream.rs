@@ -3,7 +3,7 @@
 
 use axum::{
     extract::State,
-    http::StatusCode,
+    http::{StatusCode, request::Parts},
     response::{IntoResponse, Response},
 };
 use futures::StreamExt;
@@ -19,7 +19,27 @@ use crate::{
     respond::{self, json, refused},
 };
 
-use super::session::{FIELD_ENDED, FIELD_SUBSCRIPTION, remaining, session_refused, verify};
+use presa_server::Caller;
+
+use super::session::{FIELD_ENDED, FIELD_SUBSCRIPTION, Session, remaining, session_refused, verify};
+
+/// What a `GET` or `DELETE` of a legacy session passes before it acts: 405
+/// without a session (or with `--legacy off`), the transport checks, the
+/// caller's authentication, and the session's verification.
+async fn admit(app: &App, parts: &Parts) -> Result<(Caller, Session), Response> {
+    let headers = &parts.headers;
+    if !app.config.legacy.enabled || !headers.contains_key(headers::SESSION_ID) {
+        return Err(crate::method_not_allowed().await);
+    }
+    if let Err((status, e)) =
+        admission::check_transport(headers, &app.config.allowed_origins, &app.config.allowed_hosts)
+    {
+        return Err(json(status, &jsonrpc::failure(None, &e)));
+    }
+    let caller = app.config.authenticator.authenticate(parts).await.map_err(|refusal| refused(None, &refusal))?;
+    let (session, _) = verify(app, headers, &caller).await?;
+    Ok((caller, session))
+}
 
 /// `GET /mcp` in a legacy session: the standalone stream of list-changed
 /// notifications (from every pod, through the bus) and of updates to the
@@ -27,20 +47,8 @@ use super::session::{FIELD_ENDED, FIELD_SUBSCRIPTION, remaining, session_refused
 pub(crate) async fn get_mcp(State(app): State<App>, request: axum::extract::Request) -> Response {
     let (parts, _) = request.into_parts();
     let headers = &parts.headers;
-    if !app.config.legacy.enabled || !headers.contains_key(headers::SESSION_ID) {
-        return crate::method_not_allowed().await;
-    }
-    if let Err((status, e)) =
-        admission::check_transport(headers, &app.config.allowed_origins, &app.config.allowed_hosts)
-    {
-        return json(status, &jsonrpc::failure(None, &e));
-    }
-    let caller = match app.config.authenticator.authenticate(&parts).await {
-        Ok(c) => c,
-        Err(refusal) => return refused(None, &refusal),
-    };
-    let (session, _) = match verify(&app, headers, &caller).await {
-        Ok(s) => s,
+    let (caller, session) = match admit(&app, &parts).await {
+        Ok(admitted) => admitted,
         Err(resp) => return resp,
     };
     if !respond::accepts_sse(headers) {
@@ -90,21 +98,8 @@ pub(crate) async fn get_mcp(State(app): State<App>, request: axum::extract::Requ
 /// id answers 404 from now on). Without a session: 405, as before.
 pub(crate) async fn delete_mcp(State(app): State<App>, request: axum::extract::Request) -> Response {
     let (parts, _) = request.into_parts();
-    let headers = &parts.headers;
-    if !app.config.legacy.enabled || !headers.contains_key(headers::SESSION_ID) {
-        return crate::method_not_allowed().await;
-    }
-    if let Err((status, e)) =
-        admission::check_transport(headers, &app.config.allowed_origins, &app.config.allowed_hosts)
-    {
-        return json(status, &jsonrpc::failure(None, &e));
-    }
-    let caller = match app.config.authenticator.authenticate(&parts).await {
-        Ok(c) => c,
-        Err(refusal) => return refused(None, &refusal),
-    };
-    let (session, _) = match verify(&app, headers, &caller).await {
-        Ok(s) => s,
+    let (_, session) = match admit(&app, &parts).await {
+        Ok(admitted) => admitted,
         Err(resp) => return resp,
     };
     let store = app.server.core().store();
