@@ -217,6 +217,11 @@ async fn the_standalone_get_stream_carries_list_changes() {
     bus.publish("notifications/prompts/list_changed").await.unwrap();
     let n = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap().unwrap();
     assert_eq!(n["method"], "notifications/prompts/list_changed", "unsubscribed: no update first: {n}");
+
+    // DELETE ends the session, and with it the open stream.
+    assert_eq!(c.delete().await, 200);
+    let end = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.expect("the stream stays open");
+    assert!(end.is_none(), "a message after the session ended: {end:?}");
 }
 
 #[tokio::test]

@@ -23,6 +23,10 @@ use presa_server::Caller;
 
 use super::session::{FIELD_ENDED, FIELD_SUBSCRIPTION, Session, remaining, session_refused, verify};
 
+/// Prefix of the bus event that tells every pod a session ended: its open
+/// `GET` streams close.
+const ENDED_EVENT: &str = "legacy/ended ";
+
 /// What a `GET` or `DELETE` of a legacy session passes before it acts: 405
 /// without a session (or with `--legacy off`), the transport checks, the
 /// caller's authentication, and the session's verification.
@@ -67,6 +71,9 @@ pub(crate) async fn get_mcp(State(app): State<App>, request: axum::extract::Requ
     };
     let store = app.server.core().store().clone();
     let key = session.key;
+    let ended = format!("{ENDED_EVENT}{key}");
+    // The stream ends when the session does (a DELETE on any pod).
+    let events = events.take_while(move |event| futures::future::ready(*event != ended));
     let messages = events.filter_map(move |event| {
         let (store, key) = (store.clone(), key.clone());
         async move {
@@ -95,7 +102,7 @@ pub(crate) async fn get_mcp(State(app): State<App>, request: axum::extract::Requ
 }
 
 /// `DELETE /mcp` in a legacy session: the session ends on every pod (its
-/// id answers 404 from now on). Without a session: 405, as before.
+/// id answers 404 from now on, and its open `GET` streams close). Without a session: 405, as before.
 pub(crate) async fn delete_mcp(State(app): State<App>, request: axum::extract::Request) -> Response {
     let (parts, _) = request.into_parts();
     let (_, session) = match admit(&app, &parts).await {
@@ -104,7 +111,13 @@ pub(crate) async fn delete_mcp(State(app): State<App>, request: axum::extract::R
     };
     let store = app.server.core().store();
     match store.set_session_field(&session.key, FIELD_ENDED, Some("1"), remaining(&session)).await {
-        Ok(()) => StatusCode::OK.into_response(),
+        Ok(()) => {
+            // Best effort: a stream that misses it ends at its next request's 404.
+            if let Err(e) = app.server.core().bus().publish(&format!("{ENDED_EVENT}{}", session.key)).await {
+                tracing::warn!(error = %e, "the end of a legacy session could not be published");
+            }
+            StatusCode::OK.into_response()
+        }
         Err(_) => session_refused(StatusCode::SERVICE_UNAVAILABLE, "Session not ended, retry"),
     }
 }
