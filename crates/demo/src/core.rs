@@ -8,11 +8,7 @@ use presa_protocol::{codes, jsonrpc::ErrorObject, meta::LogLevel};
 use presa_server::{CatalogBuilder, Tool, ToolError, ToolOutput};
 use serde_json::{Value, json};
 
-use crate::{PNG, WAV};
-
-fn empty() -> Value {
-    json!({ "type": "object", "properties": {} })
-}
+use crate::{PNG, WAV, empty};
 
 /// Register the core tools.
 pub fn register(b: CatalogBuilder) -> CatalogBuilder {

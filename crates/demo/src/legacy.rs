@@ -9,11 +9,7 @@ use presa_protocol::meta::LogLevel;
 use presa_server::{CatalogBuilder, InputRequest, Tool, ToolContext, ToolOutput};
 use serde_json::{Value, json};
 
-use crate::mrtr::form;
-
-fn empty() -> Value {
-    json!({ "type": "object", "properties": {} })
-}
+use crate::{empty, mrtr::form};
 
 /// One required string argument `name`, described.
 fn one_string(name: &str, description: &str) -> Value {
@@ -117,25 +113,27 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
             Ok(ToolOutput::text(elicited("User response", &answer)))
         },
     ))
-    .tool(Tool::new(
+    .tool(form_tool(
         "test_elicitation_sep1034_defaults",
         "Asks the user for a form whose fields all have defaults (SEP-1034).",
-        empty(),
-        |ctx: ToolContext, _args| async move {
-            let request =
-                InputRequest::elicitation("Please review and update the form fields with defaults", defaults_form());
-            let answer = ctx.input("defaults", request).await?;
-            Ok(ToolOutput::text(elicited("Elicitation completed", &answer)))
-        },
+        ("defaults", "Please review and update the form fields with defaults", defaults_form),
     ))
-    .tool(Tool::new(
+    .tool(form_tool(
         "test_elicitation_sep1330_enums",
         "Asks the user for a form with the five enum shapes (SEP-1330).",
-        empty(),
-        |ctx: ToolContext, _args| async move {
-            let request = InputRequest::elicitation("Please select options from the enum fields", enums_form());
-            let answer = ctx.input("enums", request).await?;
-            Ok(ToolOutput::text(elicited("Elicitation completed", &answer)))
-        },
+        ("enums", "Please select options from the enum fields", enums_form),
     ))
+}
+
+/// A tool without arguments that asks the user for one form (`(key,
+/// message, schema)`) and reports the answer.
+fn form_tool(
+    name: &str,
+    description: &str,
+    (key, message, schema): (&'static str, &'static str, fn() -> Value),
+) -> Tool {
+    Tool::new(name, description, empty(), move |ctx: ToolContext, _args| async move {
+        let answer = ctx.input(key, InputRequest::elicitation(message, schema())).await?;
+        Ok(ToolOutput::text(elicited("Elicitation completed", &answer)))
+    })
 }

@@ -25,6 +25,11 @@ pub const PNG: &str =
 /// A tiny WAV, base64.
 pub const WAV: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=";
 
+/// The input schema of a tool that takes no arguments.
+fn empty() -> serde_json::Value {
+    serde_json::json!({ "type": "object", "properties": {} })
+}
+
 /// The whole demo catalog, in listing order (`test_simple_text` first).
 pub fn catalog() -> Result<Catalog, CatalogError> {
     let b = Catalog::builder();

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use presa_server::{CatalogBuilder, InputRequest, PromptOutput, Tool, ToolContext, ToolError, ToolOutput};
 use serde_json::{Value, json};
 
+use crate::empty;
+
 /// An elicitation asking for one string property `name`.
 pub fn ask_name(message: &str) -> InputRequest {
     InputRequest::elicitation(message, form(json!({ "name": { "type": "string" } }), &["name"]))
@@ -45,10 +47,6 @@ fn ask_confirmation() -> Result<ToolOutput, ToolError> {
 
 fn answer<'a>(ctx: &'a ToolContext, key: &str) -> Option<&'a Value> {
     ctx.input_responses().and_then(|r| r.get(key))
-}
-
-fn empty() -> Value {
-    json!({ "type": "object", "properties": {} })
 }
 
 /// Register the MRTR tools and prompt.

@@ -153,6 +153,21 @@ async fn claim(store: &Arc<dyn TaskStore>, worker: &str, lease: Duration, wait: 
     store.claim(worker, 10, lease, wait).await.expect("claim")
 }
 
+/// Claim every work item there is (as `w1`, without waiting); the tasks'
+/// ids. A task claimed twice fails the test.
+async fn claim_all(store: &Arc<dyn TaskStore>) -> HashSet<TaskId> {
+    let mut claimed = HashSet::new();
+    loop {
+        let claims = claim(store, "w1", LONG_LEASE, EMPTY_WAIT).await;
+        if claims.is_empty() {
+            return claimed;
+        }
+        for c in claims {
+            assert!(claimed.insert(c.task.id.clone()), "claimed twice: {c:?}");
+        }
+    }
+}
+
 /// Exactly one claim, waiting up to [`PATIENCE`].
 async fn claim_one(store: &Arc<dyn TaskStore>, worker: &str, lease: Duration) -> Claim {
     let mut claims = store.claim(worker, 1, lease, PATIENCE).await.expect("claim");
@@ -583,16 +598,7 @@ pub async fn capacity_limit_per_scope(store: Arc<dyn TaskStore>) {
     let third = make(&owner).await.expect("a terminal task frees its slot");
 
     // The refused create enqueued nothing: exactly the live tasks' work is there.
-    let mut claimed = HashSet::new();
-    loop {
-        let claims = claim(&store, "w1", LONG_LEASE, EMPTY_WAIT).await;
-        if claims.is_empty() {
-            break;
-        }
-        for c in claims {
-            assert!(claimed.insert(c.task.id.clone()), "claimed twice: {c:?}");
-        }
-    }
+    let claimed = claim_all(&store).await;
     let expected: HashSet<TaskId> = [second.id, bobs.id, third.id].into();
     assert_eq!(claimed, expected);
 }
@@ -698,16 +704,7 @@ pub async fn max_queued_refuses_retryably_and_stores_nothing(store: Arc<dyn Task
     assert!(matches!(refused, Err(StoreError::Capacity { limit: "max_active_tasks_per_scope" })), "{refused:?}");
 
     // And no work: exactly the admitted tasks' work is there.
-    let mut claimed = HashSet::new();
-    loop {
-        let claims = claim(&store, "w1", LONG_LEASE, EMPTY_WAIT).await;
-        if claims.is_empty() {
-            break;
-        }
-        for c in claims {
-            assert!(claimed.insert(c.task.id.clone()), "claimed twice: {c:?}");
-        }
-    }
+    let claimed = claim_all(&store).await;
     let expected: HashSet<TaskId> = admitted.iter().map(|t| t.id.clone()).chain([last.id]).collect();
     assert_eq!(claimed, expected);
 }
