@@ -9,11 +9,10 @@
 -- ARGV[3]: rev
 -- ARGV[4]: attempt
 -- ARGV[5]: status
--- ARGV[6]: scope key
--- ARGV[7]: expiry, Unix ms (PEXPIREAT), or "" when the task never expires
--- ARGV[8]: "SPUBLISH" to wake waiting claimers (cluster mode), or "" (standalone
+-- ARGV[6]: expiry, Unix ms (PEXPIREAT), or "" when the task never expires
+-- ARGV[7]: "SPUBLISH" to wake waiting claimers (cluster mode), or "" (standalone
 --          claimers block on the stream itself)
--- ARGV[9]: the most entries the work stream may hold (queued or claimed), or
+-- ARGV[8]: the most entries the work stream may hold (queued or claimed), or
 --          "" for no bound
 -- Returns: the work entry id; nil when KEYS[1] already exists; 0 when the work
 --          stream is full. Nothing is written unless an entry id is returned.
@@ -21,19 +20,20 @@
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return false
 end
-if ARGV[9] ~= '' and redis.call('XLEN', KEYS[2]) >= tonumber(ARGV[9]) then
+if ARGV[8] ~= '' and redis.call('XLEN', KEYS[2]) >= tonumber(ARGV[8]) then
   return 0
 end
 -- The stream entry first: if anything after it failed, a worker would find
 -- no task and drop the entry; the reverse would strand a task.
 local entry = redis.call('XADD', KEYS[2], '*', 'task', ARGV[1])
+-- The owner is inside the doc; no field of its own (every field of a hash
+-- this size costs ~70 bytes).
 redis.call('HSET', KEYS[1],
-  'doc', ARGV[2], 'rev', ARGV[3], 'attempt', ARGV[4],
-  'status', ARGV[5], 'scope', ARGV[6])
-if ARGV[7] ~= '' then
-  redis.call('PEXPIREAT', KEYS[1], ARGV[7])
+  'doc', ARGV[2], 'rev', ARGV[3], 'attempt', ARGV[4], 'status', ARGV[5])
+if ARGV[6] ~= '' then
+  redis.call('PEXPIREAT', KEYS[1], ARGV[6])
 end
-if ARGV[8] ~= '' then
-  redis.call(ARGV[8], KEYS[3], '1')
+if ARGV[7] ~= '' then
+  redis.call(ARGV[7], KEYS[3], '1')
 end
 return entry

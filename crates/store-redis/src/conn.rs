@@ -337,19 +337,17 @@ pub(crate) fn command_name(cmd: &Cmd) -> String {
 
 /// One round trip, bounded by `limit`, in a client span named
 /// `redis <operation>` (`redis HGET`, or `redis EVALSHA <script>` when
-/// `script` is given), recording a failure's `error.type`.
+/// `script` is given), recording a failure's `error.type`. `operation` is
+/// only called when the span is recorded: with no subscriber interested
+/// (no telemetry, or the level filtered out), a round trip formats nothing.
 pub(crate) async fn traced<T>(
     target: &Target,
     verbosity: Verbosity,
-    operation: &str,
+    operation: impl FnOnce() -> String,
     script: Option<&str>,
     limit: Duration,
     fut: impl Future<Output = redis::RedisResult<T>>,
 ) -> Result<T, RedisStoreError> {
-    let name = match script {
-        Some(s) => format!("redis {operation} {s}"),
-        None => format!("redis {operation}"),
-    };
     let (address, port) = match &target.server {
         Some((a, p)) => (Some(a.as_str()), Some(*p)),
         None => (None, None),
@@ -358,10 +356,10 @@ pub(crate) async fn traced<T>(
         ($make:ident) => {
             tracing::$make!(
                 "redis",
-                otel.name = name.as_str(),
+                otel.name = Empty,
                 otel.kind = "client",
                 db.system.name = "redis",
-                db.operation.name = operation,
+                db.operation.name = Empty,
                 db.stored_procedure.name = script,
                 db.namespace = target.namespace.as_str(),
                 server.address = address,
@@ -375,6 +373,16 @@ pub(crate) async fn traced<T>(
         Verbosity::Info => redis_span!(info_span),
         Verbosity::Debug => redis_span!(debug_span),
     };
+    if span.is_disabled() {
+        return bounded(limit, fut).await;
+    }
+    let operation = operation();
+    let name = match script {
+        Some(s) => format!("redis {operation} {s}"),
+        None => format!("redis {operation}"),
+    };
+    span.record("otel.name", name.as_str());
+    span.record("db.operation.name", operation.as_str());
     let result = bounded(limit, fut).instrument(span.clone()).await;
     if let Err(e) = &result
         && let Some(kind) = error_type(e)

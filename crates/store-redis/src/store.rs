@@ -132,8 +132,15 @@ impl RedisStore {
     pub(crate) async fn invoke<T: FromRedisValue>(&self, inv: &Invocation<'_>) -> Result<T, RedisStoreError> {
         let mut c = self.inner.conn.get().await?;
         let (lua, limit) = (inv.lua, self.op_timeout());
-        let r =
-            traced(&self.inner.target, lua.verbosity, "EVALSHA", Some(lua.name), limit, inv.invoke_async(&mut c)).await;
+        let r = traced(
+            &self.inner.target,
+            lua.verbosity,
+            || "EVALSHA".into(),
+            Some(lua.name),
+            limit,
+            inv.invoke_async(&mut c),
+        )
+        .await;
         self.inner.conn.record(&r);
         r
     }
@@ -142,8 +149,8 @@ impl RedisStore {
     /// `redis <COMMAND>` span.
     pub(crate) async fn query<T: FromRedisValue>(&self, verbosity: Verbosity, cmd: &Cmd) -> Result<T, RedisStoreError> {
         let mut c = self.inner.conn.get().await?;
-        let name = command_name(cmd);
-        let r = traced(&self.inner.target, verbosity, &name, None, self.op_timeout(), cmd.query_async(&mut c)).await;
+        let name = || command_name(cmd);
+        let r = traced(&self.inner.target, verbosity, name, None, self.op_timeout(), cmd.query_async(&mut c)).await;
         self.inner.conn.record(&r);
         r
     }
@@ -185,7 +192,6 @@ impl RedisStore {
             .arg(task.revision)
             .arg(task.attempt)
             .arg(task.status.as_str())
-            .arg(task.scope.key())
             .arg(expire_at)
             .arg(self.wake_cmd())
             .arg(max_queued.map(|n| n.to_string()).unwrap_or_default());

@@ -301,7 +301,7 @@ impl RedisStore {
         }
         let limit = slice + self.op_timeout();
         let reply = cmd.query_async::<Value>(&mut *conn);
-        match traced(&self.inner.target, Verbosity::Debug, "XREAD", None, limit, reply).await {
+        match traced(&self.inner.target, Verbosity::Debug, || "XREAD".into(), None, limit, reply).await {
             Ok(_) => Ok(()),
             Err(e) => {
                 // The reply may still be on its way: never reuse this connection.

@@ -83,7 +83,7 @@ pub struct Caller {
     pub scope: Scope,
     /// The granted OAuth scopes; `None` when no authentication is configured
     /// (then no scope check applies).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scopes: Option<Vec<String>>,
 }
 
@@ -127,7 +127,7 @@ pub struct Work {
     /// The validated tool arguments.
     pub arguments: Value,
     /// The creating request's client capabilities (`_meta` clientCapabilities).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub client_capabilities: Map<String, Value>,
     /// The `inputResponses` the creating `tools/call` carried: MRTR answers
     /// gathered before the task existed, used before any `tasks/update` answer.
@@ -172,13 +172,13 @@ pub struct Task {
     /// What the task runs.
     pub work: Work,
     /// Outstanding input requests, by key.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub input_requests: BTreeMap<String, Value>,
     /// Every input request ever issued, by key (keys are unique per lifetime).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub issued_inputs: BTreeMap<String, Value>,
     /// Accepted input responses, by key: replayed when the work re-runs.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub input_responses: BTreeMap<String, Value>,
     /// The result, when `completed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -262,6 +262,37 @@ mod tests {
         let new = Work { caller: Some(caller.clone()), ..old };
         let back: Work = serde_json::from_value(serde_json::to_value(&new).unwrap()).unwrap();
         assert_eq!(back.caller, Some(caller));
+    }
+
+    #[test]
+    fn stored_docs_leave_out_what_is_empty_and_read_back_whole() {
+        let work = Work {
+            tool: "t".into(),
+            arguments: serde_json::json!({}),
+            caller: Some(Caller::anonymous()),
+            ..Work::default()
+        };
+        let new = NewTask {
+            scope: Scope::anonymous(),
+            work,
+            ttl_ms: Some(60_000),
+            poll_interval_ms: None,
+            status_message: None,
+        };
+        let task = Task::new(TaskId::from_random(0, [7; 16]), new, 1);
+        let doc = serde_json::to_string(&task).unwrap();
+        for absent in ["input_requests", "issued_inputs", "input_responses", "client_capabilities", "scopes", "null"] {
+            assert!(!doc.contains(absent), "{absent} in {doc}");
+        }
+        assert_eq!(serde_json::from_str::<Task>(&doc).unwrap(), task);
+        // Records written before the trim, with every field spelled out, still read.
+        let mut old = serde_json::to_value(&task).unwrap();
+        for map in ["input_requests", "issued_inputs", "input_responses"] {
+            old[map] = serde_json::json!({});
+        }
+        old["work"]["client_capabilities"] = serde_json::json!({});
+        old["work"]["caller"]["scopes"] = serde_json::Value::Null;
+        assert_eq!(serde_json::from_value::<Task>(old).unwrap(), task);
     }
 
     #[test]
