@@ -62,7 +62,7 @@ use std::{
 };
 
 mod chaos;
-mod peer;
+mod procs;
 
 /// The allocator presa's binaries ship with (presa-runtime's `mimalloc` feature), so the bench measures what ships.
 #[cfg(feature = "mimalloc")]
@@ -128,6 +128,45 @@ enum Command {
     /// are SIGKILLed and restarted; prints lost / stuck / re-run tasks and recovery times;
     /// exits non-zero on any loss.
     Chaos(chaos::ChaosArgs),
+    /// (Run by presa-bench itself.) Serve the bench catalog on a loopback port in this
+    /// process, print the URL, stop when stdin closes.
+    #[command(hide = true)]
+    Serve(ServeArgs),
+}
+
+/// `serve`: the presa side of the process-separated rows.
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// Redis to run on (a fresh key prefix, one worker pool); none: embedded.
+    #[arg(long)]
+    redis_url: Option<String>,
+    /// `max_listen_streams` (0: the default), with no per-scope bound.
+    #[arg(long, default_value_t = 0)]
+    max_listen_streams: usize,
+}
+
+/// The `serve` subcommand: see [`Command::Serve`].
+async fn serve(args: ServeArgs) {
+    let mut config = bench_config();
+    if args.max_listen_streams > 0 {
+        config =
+            ServerConfig { max_listen_streams: args.max_listen_streams, max_listen_streams_per_scope: 0, ..config };
+    }
+    let running = match &args.redis_url {
+        None => {
+            let memory = Arc::new(MemoryStore::new());
+            start_with(memory.clone(), memory, None, config, 1).await
+        }
+        Some(url) => {
+            let redis = RedisConfig::new(url.clone()).with_prefix(format!("presa-bench-{}", unique_prefix()));
+            let store =
+                Arc::new(RedisStore::connect(redis).await.unwrap_or_else(|e| panic!("connecting to {url}: {e}")));
+            start_with(store.clone(), store, None, config, 1).await
+        }
+    };
+    println!("{}", running.url);
+    let mut sink = Vec::new();
+    let _ = tokio::io::AsyncReadExt::read_to_end(&mut tokio::io::stdin(), &mut sink).await;
 }
 
 /// `--telemetry`.
@@ -573,17 +612,18 @@ async fn redis_bytes_per_task(server: &Running, n: usize, c: usize) -> Option<St
     ))
 }
 
-/// RSS of this process (server and client sides of each stream) with `n` listen streams open, then closed.
+/// RSS of an embedded presa server in a process of its own (`serve`) with `n`
+/// listen streams open (this process holds the client ends), then closed.
 async fn rss_per_listen_stream(n: usize) -> String {
-    let memory = Arc::new(MemoryStore::new());
-    let config = ServerConfig { max_listen_streams: n + 10, max_listen_streams_per_scope: 0, ..bench_config() };
-    let server = start_with(memory.clone(), memory, None, config, 1).await;
+    let exe = std::env::current_exe().expect("this binary's path");
+    let args = ["serve".to_string(), "--max-listen-streams".into(), (n + 10).to_string()];
+    let server = procs::Proc::spawn(&exe, &args, true).await;
     let http = reqwest::Client::builder().tcp_nodelay(true).build().expect("an HTTP client");
     let client = Client { url: server.url.clone(), http, caps: json!({}), scope: None, bearer: None };
     // One stream opened and closed first, so the per-stream figure leaves out one-time set-up.
     drop(client.listen(json!({ "toolsListChanged": true })).await);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let before = rss_mib();
+    let before = server.rss_mib();
     let mut streams = Vec::with_capacity(n);
     for _ in 0..n {
         let (status, mut stream) = client.listen(json!({ "toolsListChanged": true })).await;
@@ -591,12 +631,14 @@ async fn rss_per_listen_stream(n: usize) -> String {
         assert!(status == 200 && ack["method"] == "notifications/subscriptions/acknowledged", "listen: {ack}");
         streams.push(stream);
     }
-    let open = rss_mib();
+    let open = server.rss_mib();
     drop(streams);
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let closed = rss_mib();
+    let closed = server.rss_mib();
     let per = (open - before) * 1024.0 / n as f64;
-    format!("RSS {before:.1} -> {open:.1} MiB with {n} open = {per:.1} KiB/stream; {closed:.1} MiB 1 s after closing")
+    format!(
+        "server process RSS {before:.1} -> {open:.1} MiB with {n} open = {per:.1} KiB/stream; {closed:.1} MiB 1 s after closing"
+    )
 }
 
 /// One MCP client (its own connection) per load loop, declaring the Tasks extension.
@@ -696,7 +738,12 @@ async fn fan_out(server: &Running, listeners: usize, budget: Duration) -> (Vec<D
 
 /// VmRSS of this process, MiB.
 fn rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    rss_of("/proc/self/status")
+}
+
+/// VmRSS from a `/proc/<pid>/status` file, MiB.
+fn rss_of(status: &str) -> f64 {
+    let status = std::fs::read_to_string(status).unwrap_or_default();
     let kib = status.lines().find_map(|l| l.strip_prefix("VmRSS:")?.trim().strip_suffix("kB")?.trim().parse().ok());
     kib.map_or(f64::NAN, |k: f64| k / 1024.0)
 }
@@ -709,8 +756,10 @@ fn load_average() -> String {
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
-    if let Some(Command::Chaos(chaos)) = args.command {
-        std::process::exit(chaos::run(chaos).await);
+    match args.command {
+        Some(Command::Chaos(chaos)) => std::process::exit(chaos::run(chaos).await),
+        Some(Command::Serve(serve_args)) => return serve(serve_args).await,
+        None => {}
     }
     let _telemetry = (args.telemetry != Telemetry::None).then(|| {
         let otel = args.telemetry == Telemetry::Otel;
@@ -734,6 +783,8 @@ async fn main() {
     if redis.is_none() {
         println!("Redis: none (no --redis-url, no redis-server on PATH): Redis rows skipped");
     }
+    let redis_url = redis.as_ref().and_then(|r| r.redis_url.as_ref()).map(|u| u.0.clone());
+    println!("idle RSS (own processes): {}", idle_rss(redis_url.as_deref()).await);
     println!("\n{:<38} {:>5} {:>8} {:>9} {:>9} {:>9}  notes", "scenario", "conns", "ops/s", "p50", "p90", "p99");
 
     // 1–2. JSON against SSE replies, alternated, at 1 and C connections.
@@ -746,14 +797,14 @@ async fn main() {
         row("tools/call echo_progress (SSE)", conns, Some(s.rate()), &mut s.latencies, &ratio);
     }
 
-    // Peer: the same echo request to presa and to an rmcp echo server, alternated.
+    // Peer: the same echo request to presa and to an rmcp echo server, each in a
+    // process of its own (`procs.rs`), alternated.
     let mut ratios = Vec::new();
-    let peer_stop = CancellationToken::new();
-    let rmcp_url = peer::start(peer_stop.clone()).await;
+    let (presa_proc, rmcp_proc) = peers(redis.as_ref()).await;
     let wide = c.max(PEER_WIDE);
     let peer_widths = if c == wide { vec![c] } else { vec![c, wide] };
-    let presa_pool = Raw::pool(&embedded.url, wide);
-    let rmcp_pool = Raw::pool(&rmcp_url, wide);
+    let presa_pool = Raw::pool(&presa_proc.url, wide);
+    let rmcp_pool = Raw::pool(&rmcp_proc.url, wide);
     let (presa_echo, rmcp_echo) = (echo_op(&presa_pool, "echo", false), echo_op(&rmcp_pool, "echo", false));
     for &conns in &peer_widths {
         let (mut p, mut r) = alternate(&presa_echo, &rmcp_echo, conns, secs).await;
@@ -769,15 +820,15 @@ async fn main() {
         ratios.push(format!("sync tools/call echo, c={conns}: presa/rmcp = {ratio:.2}"));
     }
     // `tasks/get` of a completed task through presa on Redis, against rmcp's sync echo.
-    if let Some(r) = &redis {
-        let client = Client::new(r.url.clone(), tasks_caps());
+    if redis.is_some() {
+        let client = Client::new(presa_proc.url.clone(), tasks_caps());
         let mut ids = Vec::with_capacity(wide);
         for _ in 0..wide {
             let id = create(&client, "noop_task").await;
             poll_until(&client, &id, "completed").await;
             ids.push(id);
         }
-        let get = get_op(&Raw::pool(&r.url, wide), &ids);
+        let get = get_op(&Raw::pool(&presa_proc.url, wide), &ids);
         for &conns in &peer_widths {
             let (mut g, mut e) = alternate(&get, &rmcp_echo, conns, secs).await;
             let ratio = g.rate() / e.rate();
@@ -787,7 +838,7 @@ async fn main() {
             ratios.push(format!("tasks/get (Redis) vs rmcp sync echo, c={conns}: presa/rmcp = {ratio:.2}"));
         }
     }
-    peer_stop.cancel();
+    drop((presa_proc, rmcp_proc));
     if args.peer_only {
         print_ratios(&ratios);
         return;
@@ -912,6 +963,55 @@ async fn main() {
         row(&format!("listen fan-out, {name}"), listeners, None, &mut all, &notes);
     }
     print_ratios(&ratios);
+}
+
+/// The two sides of the peer rows, each in a process of its own: presa (`serve`, on
+/// the bench's Redis when there is one, with this binary's allocator) and rmcp.
+async fn peers(redis: Option<&Running>) -> (procs::Proc, procs::Proc) {
+    let exe = std::env::current_exe().expect("this binary's path");
+    let mut args = vec!["serve".to_string()];
+    if let Some((url, _)) = redis.and_then(|r| r.redis_url.as_ref()) {
+        args.extend(["--redis-url".to_string(), url.clone()]);
+    }
+    let presa = procs::Proc::spawn(&exe, &args, true).await;
+    let peer = procs::sibling("rmcp-peer").expect("rmcp-peer beside presa-bench: cargo build --release -p presa-bench");
+    (presa, procs::Proc::spawn(&peer, &[], true).await)
+}
+
+/// Idle RSS of the shipped `presa-api` (embedded) and `presa-worker` (on `redis_url`)
+/// built beside this binary, and of the rmcp peer: each started, asked once for
+/// `/healthz` (the peer: one `tools/call`), then read 1 s later.
+async fn idle_rss(redis_url: Option<&str>) -> String {
+    let http = reqwest::Client::new();
+    let mut figures = Vec::new();
+    for name in ["presa-api", "presa-worker"] {
+        let Some(path) = procs::sibling(name) else {
+            figures.push(format!("{name} not built (cargo build --release -p {name})"));
+            continue;
+        };
+        let port = procs::free_port();
+        let mut args = vec!["--listen".to_string(), format!("127.0.0.1:{port}")];
+        if name == "presa-worker" {
+            let Some(url) = redis_url else { continue };
+            let prefix = format!("presa-bench-{}", unique_prefix());
+            args.extend(["--redis-url".into(), url.into(), "--redis-prefix".into(), prefix]);
+        }
+        let p = procs::Proc::spawn(&path, &args, false).await;
+        let health = format!("http://127.0.0.1:{port}/healthz");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !http.get(&health).send().await.is_ok_and(|r| r.status().is_success()) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        figures.push(format!("{name} {:.1} MiB", p.rss_mib()));
+    }
+    if let Some(peer) = procs::sibling("rmcp-peer") {
+        let p = procs::Proc::spawn(&peer, &[], true).await;
+        echo_op(&Raw::pool(&p.url, 1), "echo", false)(0).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        figures.push(format!("rmcp-peer {:.1} MiB", p.rss_mib()));
+    }
+    figures.join(", ")
 }
 
 /// The closing lines: the ratios, then the machine's load.

@@ -1,4 +1,7 @@
-//! The peer: a minimal rmcp (the Rust SDK) echo server, served in this process.
+//! `rmcp-peer`: the peer of presa-bench's comparison rows, a minimal rmcp (the
+//! Rust SDK) echo server in a process of its own, as an rmcp user would ship it
+//! (the system allocator, no telemetry). presa-bench starts it, reads the URL
+//! it prints on its first line, and stops it by closing its stdin.
 //!
 //! Stateless Streamable HTTP (`legacy_session_mode` off, so `2026-07-28`
 //! requests need no `initialize`), JSON replies, TCP_NODELAY on every accepted
@@ -17,7 +20,7 @@ use rmcp::{
         StreamableHttpServerConfig, StreamableHttpService, session::never::NeverSessionManager,
     },
 };
-use tokio_util::sync::CancellationToken;
+use tokio::io::AsyncReadExt;
 
 /// The rmcp handler: `echo` returns its `text` argument.
 #[derive(Debug, Clone, Copy)]
@@ -38,13 +41,13 @@ impl ServerHandler for Echo {
     }
 }
 
-/// An rmcp echo server on a loopback port; stops when `stop` is cancelled. Returns its URL.
-pub(crate) async fn start(stop: CancellationToken) -> String {
+/// Serve on a loopback port, print the URL, stop when stdin closes.
+#[tokio::main]
+async fn main() {
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
-        .with_sse_keep_alive(None)
-        .with_cancellation_token(stop.child_token());
+        .with_sse_keep_alive(None);
     let service: StreamableHttpService<Echo, NeverSessionManager> =
         StreamableHttpService::new(|| Ok(Echo), Arc::new(NeverSessionManager::default()), config);
     let router = axum::Router::new().nest_service("/mcp", service);
@@ -53,8 +56,10 @@ pub(crate) async fn start(stop: CancellationToken) -> String {
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router).with_graceful_shutdown(async move { stop.cancelled_owned().await }).await;
-    });
-    url
+    println!("{url}");
+    let stdin_closed = async {
+        let mut sink = Vec::new();
+        let _ = tokio::io::stdin().read_to_end(&mut sink).await;
+    };
+    let _ = axum::serve(listener, router).with_graceful_shutdown(stdin_closed).await;
 }
