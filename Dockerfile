@@ -31,6 +31,8 @@ RUN set -eu; \
 FROM ${RUST_IMAGE} AS builder
 WORKDIR /src
 ENV CARGO_TERM_COLOR=never CARGO_INCREMENTAL=0
+# make: jemalloc (the binaries' allocator, tikv-jemalloc-sys) is built from C sources.
+RUN apt-get update && apt-get install -y --no-install-recommends make && rm -rf /var/lib/apt/lists/*
 # 1. Every dependency, against stub sources (cached until a manifest changes).
 COPY --from=skeleton /skeleton/ ./
 RUN cargo build --release --locked -p presa-api -p presa-worker

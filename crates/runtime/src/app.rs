@@ -93,11 +93,13 @@ impl App {
 
     async fn api_with(self, args: Vec<OsString>) -> ExitCode {
         let parsed: ApiArgs = parse(&args);
+        crate::return_freed_memory();
         report(async { crate::api::run(self.checked()?, parsed).await }.await)
     }
 
     async fn worker_with(self, args: Vec<OsString>) -> ExitCode {
         let parsed: WorkerArgs = parse(&args);
+        crate::return_freed_memory();
         report(async { crate::worker::run(self.checked()?, parsed).await }.await)
     }
 

@@ -30,17 +30,22 @@
 //!    `list_changed` is published on the event bus per round; the row gives the
 //!    time until all L streams received it, over the rounds.
 //!
-//! 7. Peer comparison: the same `echo` request to presa and to an rmcp 3.11 echo
-//!    server (`peer.rs`: stateless Streamable HTTP, JSON replies, TCP_NODELAY),
-//!    alternated at C and 50 connections; then `tasks/get` of a completed task
-//!    through presa on Redis against rmcp's echo. Ratios are printed at the end.
+//! 7. Peer comparison: the same `echo` request to presa (this binary's `serve`
+//!    in a child process, on Redis when there is one) and to an rmcp 3.11 echo
+//!    server (the `rmcp-peer` binary: stateless Streamable HTTP, JSON replies,
+//!    TCP_NODELAY), alternated at C and 50 connections; then `tasks/get` of a
+//!    completed task through presa on Redis against rmcp's echo. Ratios are
+//!    printed at the end. Before the table: idle RSS of the shipped `presa-api`
+//!    and `presa-worker` (when built beside this binary) and of the peer.
 //! 8. On Redis with the default settings (per-scope limits on) and two worker
 //!    pools: Redis bytes per small completed task (`INFO memory` delta and
 //!    `MEMORY USAGE` of one task hash), task creates against sync calls on the
 //!    same server (refusals counted), creators at full speed on 100
 //!    connections (completions meanwhile and their ratio to creations, RSS
 //!    after the backlog drained), create → handler started (c=1 and C), `tasks/update` →
-//!    parked handler resumed (c=1, also embedded); RSS per open listen stream.
+//!    parked handler resumed (c=1, also embedded); RSS per open listen stream
+//!    (the server's own process), and how much of it is back 1 s and 11 s
+//!    after they close (jemalloc returns freed pages after a 10 s decay).
 //!
 //! How to read it: server, worker, generator (and Redis) share the machine's
 //! cores, so absolute figures only describe the machine and its load at the
@@ -48,9 +53,12 @@
 //! measured in the same run, in alternating rounds (ABBA…) with the same
 //! generator, which cancels most drift. No tracing subscriber or metrics
 //! recorder is installed unless `--telemetry logs|otel` asks for the binaries'
-//! subscriber; the allocator is glibc's, as in the binaries (`--features
-//! mimalloc` to measure mimalloc instead). Nothing is asserted:
-//! speed goals live here, never in timed tests.
+//! subscriber; the allocator is jemalloc, as in the binaries
+//! (`--no-default-features` measures the system allocator instead). The
+//! peer rows and the listen-stream row run their servers in processes of
+//! their own (`procs.rs`): presa with this allocator, rmcp with the system's,
+//! as each ships. Nothing is asserted: speed goals live here, never in timed
+//! tests.
 
 use std::{
     future::Future,
@@ -64,10 +72,18 @@ use std::{
 mod chaos;
 mod procs;
 
-/// The allocator presa's binaries ship with (presa-runtime's `mimalloc` feature), so the bench measures what ships.
-#[cfg(feature = "mimalloc")]
+/// The allocator presa's binaries ship with (presa-runtime's `jemalloc` feature), so the bench measures what ships.
+#[cfg(feature = "jemalloc")]
 #[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// As presa's binaries do (`presa_runtime`): jemalloc returns freed memory by itself.
+fn return_freed_memory() {
+    #[cfg(feature = "jemalloc")]
+    if let Err(e) = tikv_jemalloc_ctl::background_thread::write(true) {
+        eprintln!("jemalloc background threads not enabled: {e}");
+    }
+}
 
 use clap::Parser;
 use futures::{FutureExt, StreamExt, future::BoxFuture};
@@ -635,9 +651,11 @@ async fn rss_per_listen_stream(n: usize) -> String {
     drop(streams);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let closed = server.rss_mib();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let later = server.rss_mib();
     let per = (open - before) * 1024.0 / n as f64;
     format!(
-        "server process RSS {before:.1} -> {open:.1} MiB with {n} open = {per:.1} KiB/stream; {closed:.1} MiB 1 s after closing"
+        "server process RSS {before:.1} -> {open:.1} MiB with {n} open = {per:.1} KiB/stream; after closing: {closed:.1} MiB at 1 s, {later:.1} MiB at 11 s"
     )
 }
 
@@ -756,6 +774,7 @@ fn load_average() -> String {
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
+    return_freed_memory();
     match args.command {
         Some(Command::Chaos(chaos)) => std::process::exit(chaos::run(chaos).await),
         Some(Command::Serve(serve_args)) => return serve(serve_args).await,
@@ -775,7 +794,7 @@ async fn main() {
     }
     let (s, rss) = (secs.as_secs_f64(), rss_mib());
     println!("{s:.1} s per row, C = {c} connections, L = {listeners} listen streams, RSS {rss:.1} MiB");
-    let alloc = if cfg!(feature = "mimalloc") { "mimalloc" } else { "system (glibc)" };
+    let alloc = if cfg!(feature = "jemalloc") { "jemalloc" } else { "system (glibc)" };
     println!("allocator {alloc}, telemetry {:?}", args.telemetry);
     let memory = Arc::new(MemoryStore::new());
     let embedded = start(memory.clone(), memory, None).await;
