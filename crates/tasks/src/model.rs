@@ -124,7 +124,8 @@ impl Caller {
 pub struct Work {
     /// The tool name.
     pub tool: String,
-    /// The validated tool arguments.
+    /// The validated tool arguments (none once the task has finished).
+    #[serde(default, skip_serializing_if = "Value::is_null")]
     pub arguments: Value,
     /// The creating request's client capabilities (`_meta` clientCapabilities).
     #[serde(default, skip_serializing_if = "Map::is_empty")]
@@ -291,7 +292,7 @@ mod tests {
             old[map] = serde_json::json!({});
         }
         old["work"]["client_capabilities"] = serde_json::json!({});
-        old["work"]["caller"]["scopes"] = serde_json::Value::Null;
+        old["work"]["caller"]["scopes"] = Value::Null;
         assert_eq!(serde_json::from_value::<Task>(old).unwrap(), task);
     }
 

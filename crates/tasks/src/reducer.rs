@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::{Status, Task};
+use crate::{Status, Task, Work};
 
 /// Something that happens to a task.
 #[derive(Debug, Clone, PartialEq)]
@@ -128,15 +128,23 @@ pub fn apply(task: &Task, event: &Event, now_ms: u64) -> Result<Option<Task>, Re
     Ok(Some(next))
 }
 
+/// End `task` as `status`. A finished task never runs again, so what only a
+/// run needs goes (the arguments, client capabilities, MRTR answers, trace
+/// context, caller, and the inputs issued and answered): a finished record
+/// holds only what `tasks/get` answers with (plus the tool's name) for the rest
+/// of its TTL, which is most of the memory a store spends on it.
 fn finish(task: &mut Task, status: Status) {
     task.status = status;
     task.input_requests.clear();
+    task.issued_inputs.clear();
+    task.input_responses.clear();
+    task.work = Work { tool: std::mem::take(&mut task.work.tool), ..Work::default() };
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{NewTask, Scope, TaskId, Work};
+    use crate::{NewTask, Scope, TaskId};
     use proptest::prelude::*;
     use serde_json::json;
 
@@ -159,6 +167,32 @@ mod tests {
             t.issued_inputs.insert("a".into(), req);
         }
         t
+    }
+
+    /// A finished task keeps what `tasks/get` answers with and its tool's name;
+    /// what only a run needs is dropped, whichever way it ends.
+    #[test]
+    fn finishing_drops_what_only_a_run_needs() {
+        let done = [Event::Complete(json!({ "content": [] })), Event::Fail(json!({ "code": -1 })), Event::Cancel];
+        for event in done {
+            let mut before = task_in(Status::InputRequired);
+            before.work = Work {
+                tool: "deploy".into(),
+                arguments: json!({ "version": "1.4.0" }),
+                client_capabilities: json!({ "elicitation": {} }).as_object().cloned().unwrap(),
+                input_responses: Some(serde_json::Map::new()),
+                trace: BTreeMap::from([("traceparent".to_string(), "00-ab-cd-01".to_string())]),
+                caller: Some(crate::Caller::anonymous()),
+            };
+            before.input_responses.insert("b".into(), json!({ "action": "accept" }));
+            let after = apply(&before, &event, 2_000).unwrap().unwrap();
+            assert!(after.status.is_terminal());
+            assert_eq!(after.work, Work { tool: "deploy".into(), ..Work::default() }, "{event:?}");
+            assert!(after.input_requests.is_empty() && after.issued_inputs.is_empty());
+            assert!(after.input_responses.is_empty());
+            assert_eq!(after.result.is_some(), matches!(event, Event::Complete(_)));
+            assert_eq!(after.error.is_some(), matches!(event, Event::Fail(_)));
+        }
     }
 
     /// Every status × event pair, with the expected next status (`None`: no-op).
