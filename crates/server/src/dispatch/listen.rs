@@ -74,13 +74,16 @@ impl Server {
         let task_changes = tasks.map(move |task| {
             jsonrpc::notification("notifications/tasks", Value::Object(wire::notification_params(&task, &id)))
         });
-        let closing = jsonrpc::success(
-            &req.id,
-            self.core().envelope(json!({ "resultType": "complete", "_meta": { SUBSCRIPTION_ID_KEY: sub_id } })),
-        );
+        // Built when the stream ends, not held for its whole life (an open
+        // stream's memory is what a pod with thousands of them pays for).
+        let (core, req_id) = (self.core().clone(), req.id.clone());
+        let closing = stream::once(async move {
+            let result = json!({ "resultType": "complete", "_meta": { SUBSCRIPTION_ID_KEY: sub_id } });
+            jsonrpc::success(&req_id, core.envelope(result))
+        });
         let body = stream::select(list_changes, task_changes)
             .take_until(self.inner.shutdown.clone().cancelled_owned())
-            .chain(stream::once(ready(closing)));
+            .chain(closing);
         let with_guard = stream::once(ready(ack)).chain(body).map(move |m| {
             let _keep = &guard;
             m
