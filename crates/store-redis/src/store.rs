@@ -2,7 +2,10 @@
 //! read, compare-and-set, watch) plus the [`EventBus`]. Work claims live in
 //! `work.rs`, the per-scope limit in `limits.rs`.
 
-use std::sync::{Arc, atomic::AtomicUsize};
+use std::sync::{
+    Arc,
+    atomic::{AtomicU64, AtomicUsize},
+};
 
 use futures::StreamExt;
 use presa_store::{
@@ -42,6 +45,11 @@ pub(crate) struct Inner {
     pub(crate) epoch: crate::epoch::EpochState,
     /// Cluster mode: woken by the partitions' wake channels.
     pub(crate) wakeups: tokio::sync::OnceCell<Arc<tokio::sync::Notify>>,
+    /// When this store last looked for lapsed leases (`recover.lua`), ms
+    /// after `born` (0: never); see `RedisStore::recovery_due`.
+    pub(crate) last_recovery_ms: AtomicU64,
+    /// When this store was opened.
+    pub(crate) born: std::time::Instant,
 }
 
 impl RedisStore {
@@ -78,6 +86,8 @@ impl RedisStore {
                 rotate: AtomicUsize::new(0),
                 wakeups: tokio::sync::OnceCell::new(),
                 epoch: Default::default(),
+                last_recovery_ms: AtomicU64::new(0),
+                born: std::time::Instant::now(),
                 cfg,
             }),
         };

@@ -148,7 +148,7 @@ impl RedisStore {
             };
             fault_point(Fault::AfterRead, &fresh).await;
             self.take(worker, fresh, max, lease, &mut out).await?;
-            if out.len() < max {
+            if out.len() < max && self.recovery_due(lease) {
                 let lapsed = match self.recover(worker, max - out.len(), lease).await {
                     Err(e) if is_nogroup(&e) => {
                         self.ensure_groups().await?;
@@ -186,6 +186,23 @@ impl RedisStore {
                 self.wait_new(&cursors, slice).await?;
             }
         }
+    }
+
+    /// Whether a claim should look for lapsed leases now: at most once per
+    /// `lease / 8` (and at least once a second) per store, whichever claim
+    /// gets there first. An entry lapses a whole lease after it was claimed
+    /// or renewed, so looking more often recovers nothing sooner than that
+    /// bound, while each look runs `XAUTOCLAIM` on every partition: done on
+    /// every claim, it cost 48 stream commands a task at low load.
+    fn recovery_due(&self, lease: Duration) -> bool {
+        let every = (lease / 8).min(Duration::from_secs(1)).as_millis() as u64;
+        let inner = &self.inner;
+        let now = (inner.born.elapsed().as_millis() as u64).max(1);
+        let last = inner.last_recovery_ms.load(Ordering::Relaxed);
+        if last != 0 && now.saturating_sub(last) < every {
+            return false;
+        }
+        inner.last_recovery_ms.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
     }
 
     /// Cluster mode: a notifier pinged whenever work is enqueued or released
