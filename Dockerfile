@@ -35,14 +35,14 @@ ENV CARGO_TERM_COLOR=never CARGO_INCREMENTAL=0
 RUN apt-get update && apt-get install -y --no-install-recommends make && rm -rf /var/lib/apt/lists/*
 # 1. Every dependency, against stub sources (cached until a manifest changes).
 COPY --from=skeleton /skeleton/ ./
-RUN cargo build --release --locked -p presa-api -p presa-worker
+RUN cargo build --profile dist --locked -p presa-api -p presa-worker
 # 2. presa itself. COPY keeps the files' own mtimes, which can be older than
 #    the stub build: touch them so cargo rebuilds the workspace crates.
 COPY . .
 RUN find crates services -type f -exec touch {} + \
- && cargo build --release --locked -p presa-api -p presa-worker \
+ && cargo build --profile dist --locked -p presa-api -p presa-worker \
  && mkdir -p /out \
- && cp target/release/presa-api target/release/presa-worker /out/
+ && cp target/dist/presa-api target/dist/presa-worker /out/
 
 # Runtime: glibc + libgcc only, no shell, uid/gid 65532 ("nonroot").
 FROM ${RUNTIME_IMAGE} AS runtime

@@ -1,6 +1,7 @@
 //! `presa-bench`: requests/s and latency of presa on loopback, everything in one process.
 //!
-//! Run: `cargo run --release -p presa-bench -- [--seconds N] [--connections C] [--listeners L] [--redis-url URL]`
+//! Run: `cargo run --profile dist -p presa-bench -- [--seconds N] [--connections C] [--listeners L] [--redis-url URL]`
+//! (`dist`: the shipped binaries' profile; `--release` builds faster and runs slower.)
 //!
 //! `presa-bench chaos [...]` is a different program: pods and Redis killed
 //! under load through nginx, and what it cost (see `chaos.rs`).
@@ -787,10 +788,13 @@ async fn main() {
     let secs = Duration::from_secs_f64(args.seconds.max(0.1));
     let (c, listeners) = (args.connections.max(1), args.listeners.max(1));
     let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
-    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
+    // The profile's directory (`debug`, `release`, `dist`): this binary's and its siblings'.
+    let exe = std::env::current_exe().ok();
+    let dir = exe.as_deref().and_then(|e| e.parent()?.file_name()?.to_str().map(str::to_string));
+    let profile = dir.unwrap_or_else(|| if cfg!(debug_assertions) { "debug" } else { "release" }.into());
     println!("presa-bench: {cores} cores, {profile} build, load average {} (1/5/15 min)", load_average());
     if cfg!(debug_assertions) {
-        println!("WARNING: debug build, figures are meaningless: cargo run --release -p presa-bench");
+        println!("WARNING: debug build, figures are meaningless: cargo run --profile dist -p presa-bench");
     }
     let (s, rss) = (secs.as_secs_f64(), rss_mib());
     println!("{s:.1} s per row, C = {c} connections, L = {listeners} listen streams, RSS {rss:.1} MiB");
@@ -993,7 +997,8 @@ async fn peers(redis: Option<&Running>) -> (procs::Proc, procs::Proc) {
         args.extend(["--redis-url".to_string(), url.clone()]);
     }
     let presa = procs::Proc::spawn(&exe, &args, true).await;
-    let peer = procs::sibling("rmcp-peer").expect("rmcp-peer beside presa-bench: cargo build --release -p presa-bench");
+    let peer =
+        procs::sibling("rmcp-peer").expect("rmcp-peer beside presa-bench: cargo build --profile dist -p presa-bench");
     (presa, procs::Proc::spawn(&peer, &[], true).await)
 }
 
@@ -1005,7 +1010,9 @@ async fn idle_rss(redis_url: Option<&str>) -> String {
     let mut figures = Vec::new();
     for name in ["presa-api", "presa-worker"] {
         let Some(path) = procs::sibling(name) else {
-            figures.push(format!("{name} not built (cargo build --release -p {name})"));
+            figures.push(format!(
+                "{name} not built (cargo build --profile dist -p {name}, or the profile this bench was built with)"
+            ));
             continue;
         };
         let port = procs::free_port();
