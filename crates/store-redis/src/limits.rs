@@ -16,6 +16,10 @@
 //! them). Admission and refusal cost the same few commands whatever the
 //! set's size: no task is ever read or decoded for them.
 //!
+//! On standalone Redis both steps (and the byte reservation, `quota.rs`) run
+//! as one script, `create_scoped.lua`, so the first race below cannot happen
+//! there.
+//!
 //! The races, all erring on the side of *refusing*, and each bounded by the
 //! task's own lifetime (its TTL, `task_ttl_ms` by default):
 //! - a crash (or an ambiguous timeout) between admission and creation leaves a
@@ -27,18 +31,11 @@
 //! read up to 1,000 tasks per refusal, exactly when the scope was busiest.)
 
 use crate::{RedisStore, RedisStoreError, conn::Verbosity, scripts};
-use presa_store::{Scope, StoreError, Task, TaskId, util::now_ms};
+use presa_store::{Scope, Task, TaskId, util::now_ms};
 
 impl RedisStore {
-    /// Admit `task` under its scope's limit.
-    pub(crate) async fn admit(&self, task: &Task, limit: u64) -> Result<(), StoreError> {
-        if self.try_admit(task, limit).await? {
-            return Ok(());
-        }
-        Err(StoreError::Capacity { limit: "max_active_tasks_per_scope" })
-    }
-
-    async fn try_admit(&self, task: &Task, limit: u64) -> Result<bool, RedisStoreError> {
+    /// Admit `task` under its scope's limit: `false` when the scope is full.
+    pub(crate) async fn try_admit(&self, task: &Task, limit: u64) -> Result<bool, RedisStoreError> {
         let mut inv = scripts::ADMIT.prepare_invoke();
         let expire_at = task.expires_at_ms().map(|ms| ms.to_string()).unwrap_or_default();
         inv.key(self.inner.keys.scope_active(&task.scope))

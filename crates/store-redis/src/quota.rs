@@ -10,20 +10,27 @@
 //! between them), then `create.lua` writes the task. When the create
 //! definitely did not happen (id collision) the reservation is taken back; a
 //! crash in between leaves a reservation that lasts until the would-be task's
-//! expiry, erring on the side of refusing.
+//! expiry, erring on the side of refusing. That is how a cluster creates;
+//! standalone Redis runs all three steps as one script (`create_scoped.lua`,
+//! `RedisStore::create_scoped`), which has no such window.
 
-use presa_store::{StoreError, Task, util::now_ms};
+use presa_store::{Task, util::now_ms};
 
-use crate::{RedisStore, conn::Verbosity, scripts, store::encode};
+use crate::{RedisStore, RedisStoreError, conn::Verbosity, scripts, store::encode};
 
 /// The expiry of a task that never expires, as a score (2^52 ms: year 144 683).
 const NEVER: u64 = 1 << 52;
 
+/// A reservation's score: its task's expiry, Unix ms ([`NEVER`] when it never expires).
+pub(crate) fn reservation_expiry(task: &Task) -> u64 {
+    task.ttl_ms.map_or(NEVER, |ttl| task.created_at_ms.saturating_add(ttl))
+}
+
 impl RedisStore {
-    /// Reserve `task`'s bytes under its scope's `quota`.
-    pub(crate) async fn reserve_bytes(&self, task: &Task, quota: u64) -> Result<(), StoreError> {
+    /// Reserve `task`'s bytes under its scope's `quota`: `false` when that
+    /// would exceed it.
+    pub(crate) async fn reserve_bytes(&self, task: &Task, quota: u64) -> Result<bool, RedisStoreError> {
         let bytes = encode(task)?.len();
-        let expiry = task.ttl_ms.map_or(NEVER, |ttl| task.created_at_ms.saturating_add(ttl));
         let keys = &self.inner.keys;
         let mut inv = scripts::QUOTA.prepare_invoke();
         inv.key(keys.scope_bytes(&task.scope))
@@ -31,10 +38,10 @@ impl RedisStore {
             .arg(quota)
             .arg(task.id.as_str())
             .arg(bytes)
-            .arg(expiry)
+            .arg(reservation_expiry(task))
             .arg(now_ms());
         let reserved: i64 = self.invoke(&inv).await?;
-        if reserved == 1 { Ok(()) } else { Err(StoreError::Capacity { limit: "max_bytes_per_scope" }) }
+        Ok(reserved == 1)
     }
 
     /// Best effort: take back `task`'s reservation (its create did not happen).

@@ -2,7 +2,8 @@
 //! [`redis::Script`] (EVALSHA, loading the script on NOSCRIPT). Each file opens
 //! with its contract: KEYS, ARGV and the reply. Every key a script touches is
 //! passed in KEYS and shares one hash slot, except `read.lua`,
-//! `recover.lua` and `claim_batch.lua` over several partitions (standalone only).
+//! `recover.lua` and `claim_batch.lua` over several partitions, and
+//! `create_scoped.lua` over a task's and its scope's keys (standalone only).
 
 use std::{
     ops::{Deref, DerefMut},
@@ -74,5 +75,18 @@ script!(READ, "read.lua", Debug, "Read up to N new entries over the partitions (
 script!(RECOVER, "recover.lua", Debug, "XAUTOCLAIM up to N lapsed entries over the partitions (standalone only).");
 script!(ADMIT, "admit.lua", "Add a task to its scope's active set unless the set is at the limit.");
 script!(QUOTA, "quota.lua", "Reserve a new task's bytes under its scope's byte quota unless it would be exceeded.");
+/// `create_scoped.lua` behind the bodies of `admit.lua`, `quota.lua` and
+/// `create.lua`, each as a local function of its own KEYS and ARGV.
+pub(crate) static CREATE_SCOPED: LazyLock<Lua> = LazyLock::new(|| {
+    let function = |name: &str, body: &str| format!("local function {name}(KEYS, ARGV)\n{body}\nend\n");
+    let source = [
+        function("admit", include_str!("../lua/admit.lua")),
+        function("quota", include_str!("../lua/quota.lua")),
+        function("create", include_str!("../lua/create.lua")),
+        include_str!("../lua/create_scoped.lua").to_owned(),
+    ]
+    .concat();
+    Lua { name: "create_scoped", verbosity: Verbosity::Info, script: Script::new(&source) }
+});
 script!(SESSION, "session.lua", "Set or remove a legacy session's field and renew the hash's expiry.");
 script!(STATS, "stats.lua", Debug, "Count a partition's queued and pending work, and the oldest pending age.");

@@ -20,6 +20,7 @@ use crate::{
     conn::{Endpoint, Healing, Target, Verbosity, command_name, traced},
     hub::Hub,
     keys::Keys,
+    quota::reservation_expiry,
     scripts::{self, Invocation},
 };
 
@@ -188,33 +189,100 @@ impl RedisStore {
         Ok((!view.is_expired(now_ms())).then_some(view))
     }
 
-    async fn create_once(&self, task: &Task, max_queued: Option<u64>) -> Result<Created, RedisStoreError> {
+    /// Admission, byte reservation and creation as one `create_scoped.lua`
+    /// (standalone Redis: the scope's keys and the task's may share a script).
+    async fn create_scoped(&self, task: &Task, limits: CreateLimits) -> Result<Created, RedisStoreError> {
+        let doc = encode(task)?;
         let keys = &self.inner.keys;
-        let key = keys.task(&task.id).expect("fresh ids are in range");
-        let partition = keys.partition_of(&task.id).expect("fresh ids are in range");
-        let expire_at = task.expires_at_ms().map(|ms| ms.to_string()).unwrap_or_default();
+        let mut inv = scripts::CREATE_SCOPED.prepare_invoke();
+        self.create_args(&mut inv, task, &doc, limits.max_queued_per_partition);
+        inv.key(keys.scope_active(&task.scope))
+            .key(keys.scope_bytes(&task.scope))
+            .key(keys.scope_bytes_total(&task.scope))
+            .arg(optional(limits.max_active_per_scope))
+            .arg(optional(limits.max_bytes_per_scope))
+            .arg(doc.len())
+            .arg(reservation_expiry(task))
+            .arg(now_ms());
+        created(self.invoke::<Value>(&inv).await?)
+    }
+
+    /// Admission, byte reservation and creation as three scripts, one after
+    /// another (a cluster: the scope's keys live in another slot than the
+    /// task's). Whatever was taken before a refusal is given back; after an
+    /// error it lapses with the task's expiry (the create may have happened).
+    async fn create_in_steps(&self, task: &Task, limits: CreateLimits) -> Result<Created, RedisStoreError> {
+        let admit = limits.max_active_per_scope.is_some();
+        if let Some(limit) = limits.max_active_per_scope
+            && !self.try_admit(task, limit).await?
+        {
+            return Ok(Created::Refused(ACTIVE_LIMIT));
+        }
+        let reserved = match limits.max_bytes_per_scope {
+            Some(quota) => self.reserve_bytes(task, quota).await,
+            None => Ok(true),
+        };
+        if !matches!(reserved, Ok(true)) {
+            if admit {
+                self.forget_active(&task.scope, &task.id).await;
+            }
+            return reserved.map(|_| Created::Refused(BYTE_QUOTA));
+        }
+        let doc = encode(task)?;
         let mut inv = scripts::CREATE.prepare_invoke();
-        inv.key(&key)
+        self.create_args(&mut inv, task, &doc, limits.max_queued_per_partition);
+        let created = created(self.invoke::<Value>(&inv).await?)?;
+        if !matches!(created, Created::Yes) {
+            if admit {
+                self.forget_active(&task.scope, &task.id).await;
+            }
+            if limits.max_bytes_per_scope.is_some() {
+                self.unreserve_bytes(task).await;
+            }
+        }
+        Ok(created)
+    }
+
+    /// `create.lua`'s keys and arguments (the first ones of `create_scoped.lua`).
+    fn create_args(&self, inv: &mut Invocation<'_>, task: &Task, doc: &str, max_queued: Option<u64>) {
+        let keys = &self.inner.keys;
+        let partition = keys.partition_of(&task.id).expect("fresh ids are in range");
+        inv.key(keys.task(&task.id).expect("fresh ids are in range"))
             .key(keys.work(partition))
             .key(keys.wake(partition))
             .arg(task.id.as_str())
-            .arg(encode(task)?)
+            .arg(doc)
             .arg(task.revision)
             .arg(task.attempt)
             .arg(task.status.as_str())
-            .arg(expire_at)
+            .arg(optional(task.expires_at_ms()))
             .arg(self.wake_cmd())
-            .arg(max_queued.map(|n| n.to_string()).unwrap_or_default());
-        match self.invoke::<Value>(&inv).await? {
-            Value::Nil => Ok(Created::Collided),
-            Value::Int(0) => Ok(Created::QueueFull),
-            Value::BulkString(_) | Value::SimpleString(_) => Ok(Created::Yes),
-            other => Err(RedisStoreError::Corrupt(format!("unexpected create.lua reply: {other:?}"))),
-        }
+            .arg(optional(max_queued));
     }
 }
 
-/// What `create.lua` did.
+/// A script argument that may be absent: the number, or "".
+fn optional(n: Option<u64>) -> String {
+    n.map(|n| n.to_string()).unwrap_or_default()
+}
+
+/// What `create.lua` (or `create_scoped.lua`) replied.
+fn created(reply: Value) -> Result<Created, RedisStoreError> {
+    match reply {
+        Value::Nil => Ok(Created::Collided),
+        Value::Int(0) => Ok(Created::QueueFull),
+        Value::Int(-1) => Ok(Created::Refused(ACTIVE_LIMIT)),
+        Value::Int(-2) => Ok(Created::Refused(BYTE_QUOTA)),
+        Value::BulkString(_) | Value::SimpleString(_) => Ok(Created::Yes),
+        other => Err(RedisStoreError::Corrupt(format!("unexpected create reply: {other:?}"))),
+    }
+}
+
+/// The limits a refused create names (`StoreError::Capacity`).
+const ACTIVE_LIMIT: &str = "max_active_tasks_per_scope";
+const BYTE_QUOTA: &str = "max_bytes_per_scope";
+
+/// What a create did.
 enum Created {
     /// The task and its work entry were written.
     Yes,
@@ -222,6 +290,8 @@ enum Created {
     Collided,
     /// The partition's work stream is full; nothing was written.
     QueueFull,
+    /// The scope is at this limit; nothing was written.
+    Refused(&'static str),
 }
 
 /// The whole task as the JSON stored in `doc` and published on its channel.
@@ -250,35 +320,16 @@ impl TaskStore for RedisStore {
         // A 128-bit id collides practically never; retry a couple of times anyway.
         for _ in 0..3 {
             let task = Task::new(new_task_id(self.inner.cfg.partitions), new.clone(), now);
-            if let Some(limit) = limits.max_active_per_scope {
-                self.admit(&task, limit).await?;
-            }
-            if let Some(quota) = limits.max_bytes_per_scope
-                && let Err(e) = self.reserve_bytes(&task, quota).await
-            {
-                if limits.max_active_per_scope.is_some() {
-                    self.forget_active(&task.scope, &task.id).await;
-                }
-                return Err(e);
-            }
-            let created = self.create_once(&task, limits.max_queued_per_partition).await;
-            if matches!(created, Ok(Created::Yes)) {
-                return Ok(task);
-            }
-            // Definitely not created (a collision or a full queue): take the
-            // admission and the reservation back. (An error leaves them to
-            // lapse with the task's expiry: the create may have happened.)
-            if created.is_ok() {
-                if limits.max_active_per_scope.is_some() {
-                    self.forget_active(&task.scope, &task.id).await;
-                }
-                if limits.max_bytes_per_scope.is_some() {
-                    self.unreserve_bytes(&task).await;
-                }
-            }
-            match created? {
-                Created::Yes | Created::Collided => {}
+            let created = if self.inner.cfg.cluster {
+                self.create_in_steps(&task, limits).await?
+            } else {
+                self.create_scoped(&task, limits).await?
+            };
+            match created {
+                Created::Yes => return Ok(task),
+                Created::Collided => {}
                 Created::QueueFull => return Err(StoreError::QueueFull),
+                Created::Refused(limit) => return Err(StoreError::Capacity { limit }),
             }
         }
         Err(StoreError::Corrupt("task id collided three times".into()))

@@ -101,14 +101,15 @@ async fn every_round_trip_has_a_client_span() {
     store.work_stats().await.unwrap();
     store.claim("w", 1, Duration::from_secs(30), Duration::ZERO).await.unwrap();
 
-    let create = capture.named(&prefix, "redis EVALSHA create");
+    // Standalone Redis creates with one script (admission, quota, create).
+    let create = capture.named(&prefix, "redis EVALSHA create_scoped");
     assert_eq!(create.len(), 1);
     let f = &create[0].fields;
     assert_eq!(create[0].level, Level::INFO);
     assert_eq!(f["otel.kind"], "client");
     assert_eq!(f["db.system.name"], "redis");
     assert_eq!(f["db.operation.name"], "EVALSHA");
-    assert_eq!(f["db.stored_procedure.name"], "create");
+    assert_eq!(f["db.stored_procedure.name"], "create_scoped");
     assert_eq!(f["db.namespace"], prefix);
     assert_eq!(f["server.address"], redis.url().split("://").nth(1).unwrap().rsplit_once(':').unwrap().0);
     assert_eq!(f["server.port"], redis.url().rsplit_once(':').unwrap().1);
@@ -130,7 +131,7 @@ async fn every_round_trip_has_a_client_span() {
     let work = store.keys().work(0);
     let _: () = redis::cmd("SET").arg(&work).arg("not a stream").query_async(&mut c).await.unwrap();
     store.create(new_task(), NO_LIMITS).await.expect_err("XADD on a string");
-    let failed = capture.named(&prefix, "redis EVALSHA create");
+    let failed = capture.named(&prefix, "redis EVALSHA create_scoped");
     let f = &failed.last().unwrap().fields;
     assert_eq!(f.get("error.type").map(String::as_str), Some("WRONGTYPE"), "{f:?}");
     assert_eq!(f.get("otel.status_code").map(String::as_str), Some("error"), "{f:?}");

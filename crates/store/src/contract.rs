@@ -61,6 +61,7 @@ macro_rules! store_contract_tests {
             admission_counts_are_exact,
             max_queued_refuses_retryably_and_stores_nothing,
             byte_quota_per_scope,
+            a_refused_create_keeps_nothing_of_other_limits,
             input_round_trip,
             work_stats_count_queued_and_pending_work,
             failed_is_terminal_and_keeps_its_error,
@@ -577,6 +578,38 @@ pub async fn byte_quota_per_scope(store: Arc<dyn TaskStore>) {
     make(&owner, 60_000).await.expect("an expired task frees its bytes");
 }
 
+/// A create refused by one limit keeps nothing it took under another: a
+/// byte-quota refusal gives its admission back (one round trip or three,
+/// whichever way the backend creates).
+pub async fn a_refused_create_keeps_nothing_of_other_limits(store: Arc<dyn TaskStore>) {
+    // Sized in another scope of the same length (a scope's own tasks may
+    // count against its quota whatever limits they were created under).
+    let owner = scope("frank");
+    let probe = store.create(new_task(&scope("sizer"), Some(60_000)), NO_LIMITS).await.expect("create");
+    let one = serde_json::to_vec(&probe).expect("json").len() as u64;
+    let both = CreateLimits {
+        max_active_per_scope: Some(3),
+        max_bytes_per_scope: Some(one + one / 2),
+        max_queued_per_partition: None,
+    };
+    store.create(new_task(&owner, Some(60_000)), both).await.expect("one task's bytes fit");
+    for _ in 0..3 {
+        let refused = store.create(new_task(&owner, Some(60_000)), both).await;
+        assert!(
+            matches!(refused, Err(StoreError::Capacity { limit: "max_bytes_per_scope" })),
+            "a second task's bytes do not fit: {refused:?}"
+        );
+    }
+    // Admitted under the active limit: only the task created under `both`. The three
+    // refusals gave theirs back, so two more fit under a limit of three.
+    let active_only = CreateLimits { max_active_per_scope: Some(3), ..CreateLimits::NONE };
+    for _ in 0..2 {
+        store.create(new_task(&owner, Some(60_000)), active_only).await.expect("the refusals hold no admission");
+    }
+    let full = store.create(new_task(&owner, Some(60_000)), active_only).await;
+    assert!(matches!(full, Err(StoreError::Capacity { limit: "max_active_tasks_per_scope" })), "{full:?}");
+}
+
 /// At most `max_active_per_scope` live tasks per scope; a refused create
 /// stores nothing; a terminal task frees its slot.
 pub async fn capacity_limit_per_scope(store: Arc<dyn TaskStore>) {
@@ -696,10 +729,16 @@ pub async fn max_queued_refuses_retryably_and_stores_nothing(store: Arc<dyn Task
     let partitions: HashSet<Option<u16>> = admitted.iter().map(|t| t.id.partition()).collect();
     assert_eq!(partitions.len(), admitted.len(), "at most one work item per partition");
 
-    // The refused creates hold no admission: exactly one more fits.
+    // The refused creates hold no admission and no bytes: exactly one more
+    // fits under both limits (every task of this shape has the same size).
     let n = admitted.len() as u64;
-    let exact = CreateLimits { max_active_per_scope: Some(n + 1), ..CreateLimits::NONE };
-    let last = store.create(new_task(&owner, Some(60_000)), exact).await.expect("one slot left");
+    let one = serde_json::to_vec(&admitted[0]).expect("json").len() as u64;
+    let exact = CreateLimits {
+        max_active_per_scope: Some(n + 1),
+        max_bytes_per_scope: Some((n + 1) * one + one / 2),
+        max_queued_per_partition: None,
+    };
+    let last = store.create(new_task(&owner, Some(60_000)), exact).await.expect("one slot and its bytes left");
     let refused = store.create(new_task(&owner, Some(60_000)), exact).await;
     assert!(matches!(refused, Err(StoreError::Capacity { limit: "max_active_tasks_per_scope" })), "{refused:?}");
 

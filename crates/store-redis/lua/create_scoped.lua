@@ -1,0 +1,57 @@
+-- create_scoped.lua: admit.lua, quota.lua and create.lua as one step, for
+-- standalone Redis. A scope's keys and a task's keys live in different hash
+-- slots, so on a cluster the three run one after another (see `limits.rs`
+-- and `quota.rs`); a standalone server takes them in one script: one round
+-- trip instead of three, and no moment at which a crash leaves an admission
+-- or a reservation without its task.
+--
+-- `scripts.rs` puts the three scripts' bodies in front of this one as the
+-- local functions `admit`, `quota` and `create`, each called with its own
+-- KEYS and ARGV, so their logic is written once.
+--
+-- KEYS[1..3]: as create.lua (task hash, work stream, wake channel)
+-- KEYS[4]: as admit.lua's KEYS[1] (the scope's active set)
+-- KEYS[5..6]: as quota.lua's KEYS[1..2] (the scope's reservations, its total)
+-- ARGV[1..8]: as create.lua
+-- ARGV[9]: the active-task limit, or "" for none (KEYS[4] is not touched)
+-- ARGV[10]: the byte quota, or "" for none (KEYS[5..6] are not touched)
+-- ARGV[11]: the task's bytes (quota.lua's ARGV[3])
+-- ARGV[12]: the task's expiry as a reservation score (quota.lua's ARGV[4])
+-- ARGV[13]: now, Unix ms
+-- Returns: as create.lua; or -1 when the active-task limit refuses, -2 when
+--          the byte quota does. Nothing stays written unless an entry id is
+--          returned: an admission or reservation made before a refusal is
+--          taken back here, as `forget_active`/`unreserve_bytes` do on a
+--          cluster.
+
+local id = ARGV[1]
+local admitted, reserved = false, false
+local function undo()
+  if admitted then
+    redis.call('ZREM', KEYS[4], id)
+  end
+  if reserved then
+    redis.call('ZREM', KEYS[5], id .. ':' .. ARGV[11])
+    redis.call('DECRBY', KEYS[6], ARGV[11])
+  end
+end
+
+if ARGV[9] ~= '' then
+  if admit({ KEYS[4] }, { ARGV[9], id, ARGV[13], ARGV[6] }) == 0 then
+    return -1
+  end
+  admitted = true
+end
+if ARGV[10] ~= '' then
+  if quota({ KEYS[5], KEYS[6] }, { ARGV[10], id, ARGV[11], ARGV[12], ARGV[13] }) == 0 then
+    undo()
+    return -2
+  end
+  reserved = true
+end
+local entry = create({ KEYS[1], KEYS[2], KEYS[3] },
+  { ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8] })
+if type(entry) ~= 'string' then
+  undo()
+end
+return entry
