@@ -17,18 +17,31 @@
 -- Shares its loop with recover.lua on purpose: Redis runs each script
 -- alone (no includes), so the flat-array packing is written in both.
 --
+-- With ARGV[5..4+n] (standalone only) it also returns each delivered
+-- entry's task doc, saving the claimer a round trip: those are the one
+-- place a script reads keys it was not given in KEYS (the task hashes,
+-- named by their entries), which standalone Redis allows and a cluster
+-- does not promise; cluster mode passes no prefixes and reads the docs
+-- itself.
+--
 -- KEYS[1..n]: work streams {prefix}:{pNN}:work, in the order to serve them
 -- ARGV[1]: consumer group
 -- ARGV[2]: consumer (the claiming worker)
 -- ARGV[3]: N, the most entries to read
 -- ARGV[4]: idle time to set on delivered entries, ms (H - lease)
--- Returns: {entries, cursors}: entries a flat array {key index, entry id,
---          task id, ...} (task id "" when the entry has no `task` field);
---          cursors the last entry id of each stream ("0-0" when empty), or
---          an empty array when N entries were delivered.
+-- ARGV[4+i] (optional, for each KEYS[i]): the task key prefix of that
+--          stream's partition, {prefix}:{pNN}:task: (the task id follows)
+-- Returns: {entries, cursors, docs}: entries a flat array {key index, entry
+--          id, task id, ...} (task id "" when the entry has no `task`
+--          field); cursors the last entry id of each stream ("0-0" when
+--          empty), or an empty array when N entries were delivered; docs,
+--          when prefixes were given, the `doc` field of each delivered
+--          entry's task hash in order (nil when there is none), else empty.
 
 local left = tonumber(ARGV[3])
+local with_docs = #ARGV >= 4 + #KEYS
 local out = {}
+local docs = {}
 for i = 1, #KEYS do
   if left <= 0 then
     break
@@ -47,6 +60,9 @@ for i = 1, #KEYS do
       out[#out + 1] = i
       out[#out + 1] = entry[1]
       out[#out + 1] = task
+      if with_docs then
+        docs[#docs + 1] = task ~= '' and redis.call('HGET', ARGV[4 + i] .. task, 'doc')
+      end
       left = left - 1
       redis.call('XCLAIM', KEYS[i], ARGV[1], ARGV[2], 0, entry[1],
         'IDLE', ARGV[4], 'JUSTID')
@@ -60,4 +76,4 @@ if left > 0 then
     cursors[i] = last[1] and last[1][1] or '0-0'
   end
 end
-return {out, cursors}
+return {out, cursors, docs}

@@ -47,7 +47,13 @@ impl Keys {
     /// `status`, `scope`), expiring at `createdAt + ttlMs`.
     pub fn task(&self, id: &TaskId) -> Option<String> {
         let p = self.partition_of(id)?;
-        Some(format!("{}:{}:task:{}", self.prefix, Self::tag(p), id))
+        Some(format!("{}{}", self.task_prefix(p), id))
+    }
+
+    /// `{prefix}:{pNN}:task:` — what precedes the id in the key of a task of
+    /// `partition` (`read.lua` reads delivered entries' docs with it).
+    pub fn task_prefix(&self, partition: u16) -> String {
+        format!("{}:{}:task:", self.prefix, Self::tag(partition))
     }
 
     /// `{prefix}:{pNN}:events:<id>` — pub/sub channel: the task's committed

@@ -12,8 +12,9 @@
 //!   entries with a blocking `XREAD` (which delivers nothing) on a dedicated
 //!   connection, from the cursors `read.lua` returned, in slices so lapsed
 //!   leases are noticed during a long wait. The delivered entries' docs
-//!   are read together, then one `claim_batch.lua` (per partition on a
-//!   cluster) claims them all: for each entry it bumps the task's fencing
+//!   come with the read (standalone `read.lua`) or are read together
+//!   (recovered entries, cluster mode), then one `claim_batch.lua` (per
+//!   partition on a cluster) claims them all: for each entry it bumps the task's fencing
 //!   `attempt` (and `rev`), sets the lease and publishes the snapshot, or
 //!   drops the entry when the task is terminal or gone, exactly as
 //!   `claim.lua` does for one; an entry whose task moved in between is
@@ -83,6 +84,9 @@ struct Entry {
     partition: u16,
     id: String,
     task: Option<String>,
+    /// The task's doc when the read fetched it with the entry (standalone
+    /// `read.lua`): `Some(None)` when the task is gone. `None`: not fetched.
+    doc: Option<Option<String>>,
 }
 
 /// A delivered entry about to be claimed: its task as read and as claimed.
@@ -254,7 +258,7 @@ impl RedisStore {
             // One script per partition: keys of different slots cannot share
             // one. Over-delivered entries are handed back by `take`.
             let reads = parts.iter().map(|p| async move {
-                let (flat, _) = self.read_script(&[*p], worker, count, idle).await?;
+                let (flat, _, _) = self.read_script(&[*p], worker, count, idle, false).await?;
                 flat_entries(&[*p], flat)
             });
             let (mut entries, mut failure) = (Vec::new(), None);
@@ -266,8 +270,18 @@ impl RedisStore {
             }
             return delivered(entries, failure).map(|e| (e, Vec::new()));
         }
-        let (flat, cursors) = self.read_script(&parts, worker, count, idle).await?;
-        let entries = flat_entries(&parts, flat)?;
+        let (flat, cursors, docs) = self.read_script(&parts, worker, count, idle, true).await?;
+        let mut entries = flat_entries(&parts, flat)?;
+        if docs.len() != entries.len() {
+            return Err(RedisStoreError::Corrupt(format!(
+                "read.lua returned {} docs for {} entries",
+                docs.len(),
+                entries.len()
+            )));
+        }
+        for (entry, doc) in entries.iter_mut().zip(docs) {
+            entry.doc = Some(doc);
+        }
         if cursors.len() != parts.len() {
             return Ok((entries, Vec::new()));
         }
@@ -280,12 +294,19 @@ impl RedisStore {
         worker: &str,
         count: usize,
         idle: u64,
-    ) -> Result<(Vec<Value>, Vec<String>), RedisStoreError> {
+        with_docs: bool,
+    ) -> Result<(Vec<Value>, Vec<String>, Vec<Option<String>>), RedisStoreError> {
+        let keys = &self.inner.keys;
         let mut inv = scripts::READ.prepare_invoke();
         for p in parts {
-            inv.key(self.inner.keys.work(*p));
+            inv.key(keys.work(*p));
         }
         inv.arg(GROUP).arg(worker).arg(count).arg(idle);
+        if with_docs {
+            for p in parts {
+                inv.arg(keys.task_prefix(*p));
+            }
+        }
         self.invoke(&inv).await
     }
 
@@ -361,8 +382,9 @@ impl RedisStore {
     /// Claim delivered entries until `out` holds `max`; hand back the rest
     /// (and, after an error, everything not claimed, so nothing waits for H).
     ///
-    /// The docs of every entry to claim are read together (concurrent
-    /// `HGET`s, pipelined on the shared connection), then one
+    /// The docs of every entry to claim that the read did not bring along
+    /// are read together (concurrent `HGET`s, pipelined on the shared
+    /// connection), then one
     /// `claim_batch.lua` claims them all (standalone) or each partition's
     /// (cluster, concurrently). Only an entry whose task moved between the
     /// read and the script goes through the one-by-one `claim.lua` loop, from
@@ -421,7 +443,12 @@ impl RedisStore {
                 }
             }
         }
-        let reads = located.iter().map(|(_, _, key)| async move {
+        // Docs the read did not bring along are read now.
+        let fetched: Vec<_> = located.iter_mut().map(|(e, _, _)| e.doc.take()).collect();
+        let reads = located.iter().zip(fetched).map(|((_, _, key), fetched)| async move {
+            if let Some(doc) = fetched {
+                return Ok(doc);
+            }
             let cmd = redis::cmd("HGET").arg(key).arg("doc").to_owned();
             self.query::<Option<String>>(Verbosity::Info, &cmd).await
         });
@@ -761,7 +788,7 @@ fn flat_entries(parts: &[u16], flat: Vec<Value>) -> Result<Vec<Entry>, RedisStor
             let id: String = redis::from_redis_value_ref(&t[1]).map_err(|_| bad("entry id"))?;
             let task: String = redis::from_redis_value_ref(&t[2]).map_err(|_| bad("task"))?;
             let partition = *index.checked_sub(1).and_then(|i| parts.get(i)).ok_or_else(|| bad("index"))?;
-            Ok(Entry { partition, id, task: (!task.is_empty()).then_some(task) })
+            Ok(Entry { partition, id, task: (!task.is_empty()).then_some(task), doc: None })
         })
         .collect()
 }
