@@ -12,13 +12,14 @@
 //!    collision, quota refusal) the member is removed again.
 //!
 //! Members leave the set when their task turns terminal (`transition`
-//! removes them after its CAS) or when it expires (the next admission drops
+//! removes them after its CAS; on standalone Redis `transition.lua` does,
+//! in the same step) or when it expires (the next admission drops
 //! them). Admission and refusal cost the same few commands whatever the
 //! set's size: no task is ever read or decoded for them.
 //!
 //! On standalone Redis both steps (and the byte reservation, `quota.rs`) run
-//! as one script, `create_scoped.lua`, so the first race below cannot happen
-//! there.
+//! as one script, `create_scoped.lua`, and the removal is part of the
+//! terminal write, so neither race below can happen there.
 //!
 //! The races, all erring on the side of *refusing*, and each bounded by the
 //! task's own lifetime (its TTL, `task_ttl_ms` by default):

@@ -368,10 +368,15 @@ impl TaskStore for RedisStore {
             .arg(next.revision)
             .arg(next.status.as_str())
             .arg(self.publish_cmd());
+        // Standalone: the script also takes an ending task out of its scope's active set.
+        let cluster = self.inner.cfg.cluster;
+        if !cluster {
+            inv.key(keys.scope_active(&next.scope)).arg(next.id.as_str());
+        }
         let reply: Vec<Value> = self.invoke(&inv).await?;
         match reply.as_slice() {
             [Value::Int(1)] => {
-                if next.status.is_terminal() {
+                if cluster && next.status.is_terminal() {
                     self.forget_active(&next.scope, &next.id).await;
                 }
                 Ok(Cas::Applied(next.clone()))
