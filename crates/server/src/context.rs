@@ -103,7 +103,7 @@ impl TaskRun {
     /// Apply a handler's `event` to the task (fenced, bounded in bytes).
     async fn update(&self, event: &Event) -> Result<(), ToolError> {
         let store = self.store.as_ref();
-        match update_task_patiently(store, &self.id, self.writer, event, self.max_bytes, self.patience).await {
+        match update_task_patiently(store, &self.id, self.writer, event, self.max_bytes, self.patience, None).await {
             Ok(Updated::Applied(_) | Updated::Unchanged(_)) => Ok(()),
             Ok(Updated::Gone | Updated::Fenced) => Err(ToolError::Cancelled),
             // A store that stayed unavailable for a whole lease: not the task's

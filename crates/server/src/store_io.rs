@@ -3,7 +3,8 @@
 //!
 //! - `store_call` / `store_call_at`: one store operation in a client span
 //!   (`store.<op>`), its failures counted, whatever the backend.
-//! - [`update_task`]: load, reduce, compare-and-set, retry. The reducer
+//! - [`update_task`]: load (or start from a guess), reduce, compare-and-set,
+//!   retry from the task the refusal returned. The reducer
 //!   decides; the store only persists with a CAS. Conflicts (a concurrent
 //!   `tasks/update`, a cancel) are retried on the fresh record; a worker whose
 //!   claim was superseded stops (`Fenced`).
@@ -62,35 +63,58 @@ pub(crate) async fn update_task(
     writer: Writer,
     event: &Event,
 ) -> Result<Updated, UpdateError> {
-    update_task_within(store, id, writer, event, usize::MAX).await
+    update_task_within(store, id, writer, event, usize::MAX, None).await
 }
 
 /// [`update_task`], refusing an event that would grow the stored task past
 /// `max_bytes` (serialised; a task already past it may still shrink or finish).
+///
+/// `guess`: the task as the writer last saw it (a worker's claim), tried
+/// first instead of loading it: when nothing changed it since, the write
+/// costs one round trip. Only a successful compare-and-set is taken from a
+/// guess (it proves the guess was current); any other decision is made
+/// again on the stored task. A refused write answers with the stored task,
+/// which the next attempt starts from.
 pub(crate) async fn update_task_within(
     store: &dyn TaskStore,
     id: &TaskId,
     writer: Writer,
     event: &Event,
     max_bytes: usize,
+    guess: Option<Task>,
 ) -> Result<Updated, UpdateError> {
     let size = |t: &Task| serde_json::to_vec(t).map_or(0, |v| v.len());
+    let (mut known, mut guessed) = (guess, true);
     for _ in 0..MAX_ATTEMPTS {
-        let Some(task) = store_call("load", store.load(id)).await? else {
-            return Ok(Updated::Gone);
-        };
-        if !writer.fence_holds(&task) {
-            return Ok(Updated::Fenced);
-        }
-        let Some(next) = apply(&task, event, now_ms())? else {
-            return Ok(Updated::Unchanged(task));
-        };
-        if max_bytes < usize::MAX {
-            let bytes = size(&next);
-            if bytes > max_bytes && bytes > size(&task) {
-                return Err(UpdateError::TooLarge { bytes, limit: max_bytes });
+        let task = match known.take() {
+            Some(task) => task,
+            None => {
+                guessed = false;
+                match store_call("load", store.load(id)).await? {
+                    Some(task) => task,
+                    None => return Ok(Updated::Gone),
+                }
             }
-        }
+        };
+        let too_large = |next: &Task| {
+            max_bytes < usize::MAX && {
+                let bytes = size(next);
+                bytes > max_bytes && bytes > size(&task)
+            }
+        };
+        let applied = if writer.fence_holds(&task) { apply(&task, event, now_ms()) } else { Ok(None) };
+        let next = match applied {
+            Ok(Some(next)) if !too_large(&next) => next,
+            // Decided on a guess: decide again on the stored task.
+            _ if guessed => {
+                guessed = false;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+            Ok(_) if !writer.fence_holds(&task) => return Ok(Updated::Fenced),
+            Ok(None) => return Ok(Updated::Unchanged(task)),
+            Ok(Some(next)) => return Err(UpdateError::TooLarge { bytes: size(&next), limit: max_bytes }),
+        };
         match store_call("transition", store.transition(&next, writer)).await? {
             Cas::Applied(stored) => {
                 if stored.status != task.status {
@@ -98,7 +122,12 @@ pub(crate) async fn update_task_within(
                 }
                 return Ok(Updated::Applied(stored));
             }
-            Cas::Conflict(_) => tokio::task::yield_now().await,
+            Cas::Conflict(current) => {
+                // The stored task as the refusal found it (`None`: gone or
+                // unreadable there; loaded again to tell).
+                (known, guessed) = (current, false);
+                tokio::task::yield_now().await;
+            }
         }
     }
     Err(UpdateError::Contended(id.clone(), MAX_ATTEMPTS))
@@ -117,12 +146,13 @@ pub(crate) async fn update_task_patiently(
     event: &Event,
     max_bytes: usize,
     patience: Duration,
+    guess: Option<&Task>,
 ) -> Result<Updated, UpdateError> {
     let deadline = tokio::time::Instant::now() + patience;
     const FIRST_PAUSE: Duration = Duration::from_millis(50);
     let mut pause = FIRST_PAUSE;
     loop {
-        match update_task_within(store, id, writer, event, max_bytes).await {
+        match update_task_within(store, id, writer, event, max_bytes, guess.cloned()).await {
             Err(UpdateError::Store(e)) if e.is_retryable() && tokio::time::Instant::now() + pause < deadline => {
                 if pause == FIRST_PAUSE {
                     tracing::info!(error = %e, "store unavailable; retrying the task write for up to a lease");
@@ -196,5 +226,99 @@ fn store_error_type(e: &StoreError) -> &'static str {
         StoreError::Capacity { .. } => "capacity",
         StoreError::QueueFull => "queue_full",
         StoreError::Corrupt(_) => "corrupt",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use presa_store::{Claim, CreateLimits, NewTask, Scope, memory::MemoryStore};
+    use presa_tasks::Work;
+    use serde_json::json;
+
+    use super::*;
+
+    /// A store holding one claimed task.
+    async fn claimed() -> (MemoryStore, Claim) {
+        let store = MemoryStore::new();
+        let new = NewTask {
+            scope: Scope::anonymous(),
+            work: Work { tool: "echo".into(), ..Work::default() },
+            ttl_ms: Some(60_000),
+            poll_interval_ms: None,
+            status_message: None,
+        };
+        store.create(new, CreateLimits::NONE).await.expect("create");
+        let mut claims = store.claim("w1", 1, Duration::from_secs(30), Duration::from_secs(5)).await.expect("claim");
+        (store, claims.pop().expect("one claim"))
+    }
+
+    fn done() -> Event {
+        Event::Complete(json!({"content": [], "isError": false}))
+    }
+
+    #[tokio::test]
+    async fn a_current_guess_is_written_as_is() {
+        let (store, claim) = claimed().await;
+        let (id, writer) = (&claim.task.id, claim.writer());
+        let out = update_task_within(&store, id, writer, &done(), usize::MAX, Some(claim.task.clone())).await;
+        let Ok(Updated::Applied(t)) = out else { panic!("{out:?}") };
+        assert_eq!((t.status, t.revision), (presa_tasks::Status::Completed, claim.task.revision + 1));
+        assert_eq!(store.load(id).await.unwrap(), Some(t));
+    }
+
+    #[tokio::test]
+    async fn a_stale_guess_is_written_over_what_is_stored() {
+        let (store, claim) = claimed().await;
+        let (id, writer) = (&claim.task.id, claim.writer());
+        // The handler changed the task after the claim: the guess is stale.
+        let said = Event::SetMessage("half way".into());
+        update_task(&store, id, writer, &said).await.expect("message");
+        let out = update_task_within(&store, id, writer, &done(), usize::MAX, Some(claim.task.clone())).await;
+        let Ok(Updated::Applied(t)) = out else { panic!("{out:?}") };
+        assert_eq!(t.status, presa_tasks::Status::Completed);
+        assert_eq!(t.revision, claim.task.revision + 2, "applied on the stored task, not the guess");
+        assert_eq!(t.status_message.as_deref(), Some("half way"));
+    }
+
+    #[tokio::test]
+    async fn a_guess_never_decides_anything_but_a_write() {
+        // Cancelled by the client meanwhile: unchanged, as stored.
+        let (store, claim) = claimed().await;
+        let (id, writer) = (&claim.task.id, claim.writer());
+        update_task(&store, id, Writer::Client, &Event::Cancel).await.expect("cancel");
+        let out = update_task_within(&store, id, writer, &done(), usize::MAX, Some(claim.task.clone())).await;
+        let Ok(Updated::Unchanged(t)) = out else { panic!("{out:?}") };
+        assert_eq!(t.status, presa_tasks::Status::Cancelled);
+
+        // A guess the event does not change (already finished in the guess),
+        // while the stored task is still running: the stored task decides.
+        let (store, claim) = claimed().await;
+        let (id, writer) = (&claim.task.id, claim.writer());
+        let finished = apply(&claim.task, &done(), now_ms()).unwrap().expect("finishes");
+        let out =
+            update_task_within(&store, id, writer, &Event::Fail(json!({"code": -1})), usize::MAX, Some(finished)).await;
+        let Ok(Updated::Applied(t)) = out else { panic!("{out:?}") };
+        assert_eq!(t.status, presa_tasks::Status::Failed);
+
+        // A guess over the byte limit, while the stored task is small enough.
+        let (store, claim) = claimed().await;
+        let (id, writer) = (&claim.task.id, claim.writer());
+        let mut bloated = claim.task.clone();
+        bloated.status_message = Some("x".repeat(10_000));
+        let limit = serde_json::to_vec(&claim.task).unwrap().len() + 200;
+        let out = update_task_within(&store, id, writer, &done(), limit, Some(bloated)).await;
+        assert!(matches!(out, Ok(Updated::Applied(_))), "{out:?}");
+
+        // Taken over by another worker: fenced; and gone: gone.
+        let (store, claim) = claimed().await;
+        let id = &claim.task.id;
+        let stale = Writer::Worker { attempt: claim.task.attempt - 1 };
+        let out = update_task_within(&store, id, stale, &done(), usize::MAX, Some(claim.task.clone())).await;
+        assert!(matches!(out, Ok(Updated::Fenced)), "{out:?}");
+        let gone = MemoryStore::new();
+        let out = update_task_within(&gone, id, claim.writer(), &done(), usize::MAX, Some(claim.task.clone())).await;
+        assert!(matches!(out, Ok(Updated::Gone)), "{out:?}");
     }
 }

@@ -280,7 +280,10 @@ impl Worker {
         let limit = self.core.config().max_task_bytes;
         // A Redis restart while the handler ran must not cost a re-run: wait it out (up to a lease).
         let (id, writer, patience) = (&claim.task.id, claim.writer(), self.config.lease);
-        let mut written = update_task_patiently(store.as_ref(), id, writer, &event, limit, patience).await;
+        // Starting from the task as claimed: unless the handler or a client
+        // changed it since, the write needs no read first.
+        let guess = Some(&claim.task);
+        let mut written = update_task_patiently(store.as_ref(), id, writer, &event, limit, patience, guess).await;
         if let Err(e @ UpdateError::TooLarge { .. }) = &written {
             tracing::warn!(error = %e, "task outcome too large: the task fails");
             let error = ErrorObject::new(codes::INTERNAL_ERROR, format!("Task outcome not stored: {e}"));
