@@ -51,6 +51,10 @@ pub(crate) struct Inner {
     pub(crate) last_recovery_ms: AtomicU64,
     /// When this store was opened.
     pub(crate) born: std::time::Instant,
+    /// Standalone: the stream cursors of a read that delivered work and
+    /// drained every stream, for the next claim to wait from (see
+    /// `RedisStore::claim_work`).
+    pub(crate) drained_at: std::sync::Mutex<Option<Vec<(u16, String)>>>,
 }
 
 impl RedisStore {
@@ -89,6 +93,7 @@ impl RedisStore {
                 epoch: Default::default(),
                 last_recovery_ms: AtomicU64::new(0),
                 born: std::time::Instant::now(),
+                drained_at: Default::default(),
                 cfg,
             }),
         };

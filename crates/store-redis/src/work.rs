@@ -33,6 +33,10 @@
 //!   read one script each, and a waiting claim sleeps until a partition's
 //!   sharded wake channel pings (`create.lua` and `release.lua` publish it),
 //!   re-reading at least every second.
+//! - **drained reads**: a standalone read that delivered work and drained
+//!   every stream keeps its cursors, and the next claim waits from them
+//!   before reading (an entry added since wakes it at once), so an idle
+//!   worker runs `read.lua` once per task instead of twice.
 //! - **renew**: `renew.lua` sets the idle time to H − lease again, if the stored
 //!   attempt is still the holder's and the entry is pending.
 //! - **remove**: `remove_work.lua` (XACK + XDEL) unless a newer attempt holds the
@@ -136,6 +140,17 @@ impl RedisStore {
         }
         let deadline = Instant::now() + wait;
         let wake = if self.inner.cfg.cluster { self.wakeups().await } else { None };
+        // An earlier claim's read delivered work and drained the streams: wait
+        // from its cursors instead of reading again first (anything added
+        // since wakes the wait at once). An idle worker then reads once per
+        // task, not twice.
+        let drained_at = self.inner.drained_at.lock().ok().and_then(|mut c| c.take());
+        // (Lapsed leases are looked for after the wait, as after any wait.)
+        if let Some(cursors) = drained_at
+            && !wait.is_zero()
+        {
+            self.wait_new(&cursors, wait.min(MAX_SLICE)).await?;
+        }
         loop {
             // Registered before looking, so a wake-up while we look is kept.
             let mut woken = std::pin::pin!(wake.as_deref().map(Notify::notified));
@@ -151,6 +166,12 @@ impl RedisStore {
                 other => other?,
             };
             fault_point(Fault::AfterRead, &fresh).await;
+            if !fresh.is_empty()
+                && !cursors.is_empty()
+                && let Ok(mut kept) = self.inner.drained_at.lock()
+            {
+                *kept = Some(cursors.clone());
+            }
             self.take(worker, fresh, max, lease, &mut out).await?;
             if out.len() < max && self.recovery_due(lease) {
                 let lapsed = match self.recover(worker, max - out.len(), lease).await {

@@ -303,6 +303,29 @@ async fn a_waiting_claim_wakes_on_new_work_and_does_not_block_other_commands() {
 }
 
 #[tokio::test]
+async fn a_claim_after_a_drained_read_gets_what_was_created_in_between() {
+    let redis = TestRedis::start().await;
+    let store = store_on(&redis).await;
+    let first = store.create(new_task(None), NO_LIMITS).await.unwrap();
+    // Delivers one of up to four: every stream is drained, the cursors kept.
+    let claims = store.claim("w", 4, LONG, Duration::from_secs(20)).await.unwrap();
+    assert_eq!(claims.iter().map(|c| &c.task.id).collect::<Vec<_>>(), [&first.id]);
+    let later: HashSet<TaskId> = [
+        store.create(new_task(None), NO_LIMITS).await.unwrap().id,
+        store.create(new_task(None), NO_LIMITS).await.unwrap().id,
+    ]
+    .into();
+    // The next claim waits from those cursors: the two entries after them wake it.
+    let started = Instant::now();
+    let claims = store.claim("w", 4, LONG, Duration::from_secs(20)).await.unwrap();
+    let got: HashSet<TaskId> = claims.into_iter().map(|c| c.task.id).collect();
+    assert_eq!(got, later);
+    assert!(started.elapsed() < Duration::from_secs(10), "woke late: {:?}", started.elapsed());
+    // And with nothing new, a claim that may not wait returns empty.
+    assert!(store.claim("w", 4, LONG, Duration::ZERO).await.unwrap().is_empty());
+}
+
+#[tokio::test]
 async fn lost_consumer_groups_and_script_cache_heal_themselves() {
     let redis = TestRedis::spawn(); // disturbs the whole server
     let store = store_on(&redis).await;
