@@ -11,7 +11,7 @@
 -- worker recovered the entry (its reader stalled past one lease between
 -- delivery and this script), the late reader loses and drops it.
 --
--- KEYS[1]: task hash       {prefix}:{pNN}:task:<id>
+-- KEYS[1]: task key        {prefix}:{pNN}:task:<id> (see task.lua)
 -- KEYS[2]: work stream     {prefix}:{pNN}:work
 -- KEYS[3]: events channel  {prefix}:{pNN}:events:<id>
 -- ARGV[1]: consumer group
@@ -28,21 +28,20 @@
 --          {0, doc} when rev
 --          moved (re-read and retry).
 
-local cur = redis.call('HMGET', KEYS[1], 'rev', 'status', 'doc')
-local status = cur[2]
-if not cur[1] or status == 'completed' or status == 'failed' or status == 'cancelled' then
+local rev, _, status, doc = task_load(KEYS[1])
+if not rev or task_over(status) then
   redis.call('XACK', KEYS[2], ARGV[1], ARGV[2])
   redis.call('XDEL', KEYS[2], ARGV[2])
   return {-1}
 end
-if cur[1] ~= ARGV[4] then
-  return {0, cur[3]}
+if rev ~= ARGV[4] then
+  return {0, doc}
 end
 local pending = redis.call('XPENDING', KEYS[2], ARGV[1], ARGV[2], ARGV[2], 1)
 if #pending == 0 or pending[1][2] ~= ARGV[3] then
   return {-1}
 end
 redis.call('XCLAIM', KEYS[2], ARGV[1], ARGV[3], 0, ARGV[2], 'IDLE', ARGV[8], 'JUSTID')
-redis.call('HSET', KEYS[1], 'doc', ARGV[5], 'rev', ARGV[6], 'attempt', ARGV[7])
+task_store(KEYS[1], ARGV[6], ARGV[7], status, ARGV[5])
 redis.call(ARGV[9], KEYS[3], ARGV[5])
 return {1}

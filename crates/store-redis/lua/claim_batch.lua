@@ -4,7 +4,7 @@
 -- With entries of several partitions it spans slots: standalone Redis only;
 -- cluster mode runs it once per partition.
 --
--- KEYS[3i-2]: entry i's task hash       {prefix}:{pNN}:task:<id>
+-- KEYS[3i-2]: entry i's task key        {prefix}:{pNN}:task:<id> (task.lua)
 -- KEYS[3i-1]: entry i's work stream     {prefix}:{pNN}:work
 -- KEYS[3i]:   entry i's events channel  {prefix}:{pNN}:events:<id>
 -- ARGV[1]: consumer group
@@ -24,21 +24,20 @@ for i = 1, #KEYS / 3 do
   local task, stream, channel = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
   local entry, rev, doc, new_rev, attempt =
     ARGV[5 * i], ARGV[5 * i + 1], ARGV[5 * i + 2], ARGV[5 * i + 3], ARGV[5 * i + 4]
-  local cur = redis.call('HMGET', task, 'rev', 'status', 'doc')
-  local status = cur[2]
-  if not cur[1] or status == 'completed' or status == 'failed' or status == 'cancelled' then
+  local cur_rev, _, status, cur_doc = task_load(task)
+  if not cur_rev or task_over(status) then
     redis.call('XACK', stream, ARGV[1], entry)
     redis.call('XDEL', stream, entry)
     out[i] = {-1}
-  elseif cur[1] ~= rev then
-    out[i] = {0, cur[3]}
+  elseif cur_rev ~= rev then
+    out[i] = {0, cur_doc}
   else
     local pending = redis.call('XPENDING', stream, ARGV[1], entry, entry, 1)
     if #pending == 0 or pending[1][2] ~= ARGV[2] then
       out[i] = {-1}
     else
       redis.call('XCLAIM', stream, ARGV[1], ARGV[2], 0, entry, 'IDLE', ARGV[3], 'JUSTID')
-      redis.call('HSET', task, 'doc', doc, 'rev', new_rev, 'attempt', attempt)
+      task_store(task, new_rev, attempt, status, doc)
       redis.call(ARGV[4], channel, doc)
       out[i] = {1}
     end

@@ -1,7 +1,7 @@
 -- create.lua: create a task and enqueue its work in one step, so a crash
 -- never leaves a task without work or work without a task.
 --
--- KEYS[1]: task hash    {prefix}:{pNN}:task:<id>
+-- KEYS[1]: task key     {prefix}:{pNN}:task:<id> (laid out as task.lua says)
 -- KEYS[2]: work stream  {prefix}:{pNN}:work
 -- KEYS[3]: wake channel {prefix}:{pNN}:wake
 -- ARGV[1]: task id (the work entry's `task` field)
@@ -26,10 +26,7 @@ end
 -- The stream entry first: if anything after it failed, a worker would find
 -- no task and drop the entry; the reverse would strand a task.
 local entry = redis.call('XADD', KEYS[2], '*', 'task', ARGV[1])
--- The owner is inside the doc; no field of its own (every field of a hash
--- this size costs ~70 bytes).
-redis.call('HSET', KEYS[1],
-  'doc', ARGV[2], 'rev', ARGV[3], 'attempt', ARGV[4], 'status', ARGV[5])
+task_store(KEYS[1], ARGV[3], ARGV[4], ARGV[5], ARGV[2])
 if ARGV[6] ~= '' then
   redis.call('PEXPIREAT', KEYS[1], ARGV[6])
 end

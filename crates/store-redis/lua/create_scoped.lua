@@ -9,7 +9,7 @@
 -- local functions `admit`, `quota` and `create`, each called with its own
 -- KEYS and ARGV, so their logic is written once.
 --
--- KEYS[1..3]: as create.lua (task hash, work stream, wake channel)
+-- KEYS[1..3]: as create.lua (task key, work stream, wake channel)
 -- KEYS[4]: as admit.lua's KEYS[1] (the scope's active set)
 -- KEYS[5..6]: as quota.lua's KEYS[1..2] (the scope's reservations, its total)
 -- ARGV[1..8]: as create.lua

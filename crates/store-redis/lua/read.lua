@@ -19,8 +19,8 @@
 --
 -- With ARGV[5..4+n] (standalone only) it also returns each delivered
 -- entry's task doc, saving the claimer a round trip: those are the one
--- place a script reads keys it was not given in KEYS (the task hashes,
--- named by their entries), which standalone Redis allows and a cluster
+-- place a script reads keys it was not given in KEYS (the task keys,
+-- named by their entries, see task.lua), which standalone Redis allows and a cluster
 -- does not promise; cluster mode passes no prefixes and reads the docs
 -- itself.
 --
@@ -35,8 +35,8 @@
 --          id, task id, ...} (task id "" when the entry has no `task`
 --          field); cursors the last entry id of each stream ("0-0" when
 --          empty), or an empty array when N entries were delivered; docs,
---          when prefixes were given, the `doc` field of each delivered
---          entry's task hash in order (nil when there is none), else empty.
+--          when prefixes were given, the doc of each delivered entry's
+--          task in order (false when there is none), else empty.
 
 local left = tonumber(ARGV[3])
 local with_docs = #ARGV >= 4 + #KEYS
@@ -61,7 +61,7 @@ for i = 1, #KEYS do
       out[#out + 1] = entry[1]
       out[#out + 1] = task
       if with_docs then
-        docs[#docs + 1] = task ~= '' and redis.call('HGET', ARGV[4 + i] .. task, 'doc')
+        docs[#docs + 1] = task ~= '' and select(4, task_load(ARGV[4 + i] .. task)) or false
       end
       left = left - 1
       redis.call('XCLAIM', KEYS[i], ARGV[1], ARGV[2], 0, entry[1],

@@ -7,7 +7,7 @@
 -- Its holder check (attempt, then pending entry) is renew.lua's too, on
 -- purpose: each script must stand alone and check atomically what it changes.
 --
--- KEYS[1]: task hash    {prefix}:{pNN}:task:<id>
+-- KEYS[1]: task key     {prefix}:{pNN}:task:<id> (see task.lua)
 -- KEYS[2]: work stream  {prefix}:{pNN}:work
 -- KEYS[3]: wake channel {prefix}:{pNN}:wake
 -- ARGV[1]: consumer group
@@ -16,7 +16,7 @@
 -- ARGV[4]: "SPUBLISH" to wake waiting claimers (cluster mode), or ""
 -- Returns: 1 released; 0 not held (nothing changed).
 
-if redis.call('HGET', KEYS[1], 'attempt') ~= ARGV[3] then
+if select(2, task_load(KEYS[1])) ~= ARGV[3] then
   return 0
 end
 local pending = redis.call('XPENDING', KEYS[2], ARGV[1], ARGV[2], ARGV[2], 1)

@@ -6,7 +6,7 @@
 -- Its holder check (attempt, then pending entry) is release.lua's too, on
 -- purpose: each script must stand alone and check atomically what it changes.
 --
--- KEYS[1]: task hash    {prefix}:{pNN}:task:<id>
+-- KEYS[1]: task key     {prefix}:{pNN}:task:<id> (see task.lua)
 -- KEYS[2]: work stream  {prefix}:{pNN}:work
 -- ARGV[1]: consumer group
 -- ARGV[2]: work entry id
@@ -14,7 +14,7 @@
 -- ARGV[4]: idle time to set, ms (H - lease)
 -- Returns: 1 renewed; 0 lost (task gone, attempt moved on, or entry no longer pending).
 
-if redis.call('HGET', KEYS[1], 'attempt') ~= ARGV[3] then
+if select(2, task_load(KEYS[1])) ~= ARGV[3] then
   return 0
 end
 local pending = redis.call('XPENDING', KEYS[2], ARGV[1], ARGV[2], ARGV[2], 1)

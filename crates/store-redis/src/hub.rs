@@ -9,7 +9,7 @@
 //! periodic PING fails) it reconnects with backoff and re-subscribes every
 //! channel still watched (logged, and counted in
 //! [`RECONNECTS_METRIC`](crate::RECONNECTS_METRIC)). Messages published while
-//! it is away are lost: pub/sub is only a wake-up, the task hash is the truth.
+//! it is away are lost: pub/sub is only a wake-up, the task record is the truth.
 //!
 //! A subscription is confirmed by Redis before [`Hub::subscribe`] returns, so
 //! whatever is published after that reaches the watcher.

@@ -1,7 +1,7 @@
 //! Every Redis key and channel name presa uses, built in one place.
 //!
 //! All keys of one task share its partition's hash tag (`{pNN}`), so every
-//! Lua script touches exactly one Redis Cluster slot: the task hash, its
+//! Lua script touches exactly one Redis Cluster slot: the task record, its
 //! events channel and the partition's work stream live together.
 
 use presa_tasks::{Scope, TaskId};
@@ -43,8 +43,8 @@ impl Keys {
         format!("{{p{partition:02}}}")
     }
 
-    /// `{prefix}:{pNN}:task:<id>` — hash: the task (`doc`, `rev`, `attempt`,
-    /// `status`, `scope`), expiring at `createdAt + ttlMs`.
+    /// `{prefix}:{pNN}:task:<id>` — string: the task record (see
+    /// [`crate::record`]), expiring at `createdAt + ttlMs`.
     pub fn task(&self, id: &TaskId) -> Option<String> {
         let p = self.partition_of(id)?;
         Some(format!("{}{}", self.task_prefix(p), id))

@@ -10,21 +10,23 @@
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `{prefix}:{pNN}:task:<id>` | hash | `doc` (the whole [`presa_store::Task`] as JSON), `rev`, `attempt`, `status`, `scope`; `PEXPIREAT createdAt+ttlMs` |
+//! | `{prefix}:{pNN}:task:<id>` | string | `"<rev> <attempt> <status>\n<doc>"`, doc the whole [`presa_store::Task`] as JSON ([`record`], `lua/task.lua`); `PEXPIREAT createdAt+ttlMs` |
 //! | `{prefix}:{pNN}:work` | stream | one entry (`task` = id) per task with work; consumer group `workers` |
 //! | `{prefix}:{pNN}:events:<id>` | channel | committed snapshots of the task (JSON) |
 //! | `{prefix}:{pNN}:wake` | channel | cluster mode: a ping when work is enqueued or released |
 //! | `{prefix}:{s.<tenant hex>.<subject hex>}:active` | sorted set | a scope's active tasks scored by their expiry, for `max_active_per_scope` |
 //! | `{prefix}:bus` | channel | server-wide events |
 //!
-//! The hash fields `rev`, `attempt` and `status` mirror the doc so the scripts
+//! The header's `rev`, `attempt` and `status` mirror the doc so the scripts
 //! compare-and-set without parsing JSON; every new doc is computed in Rust (by
 //! the reducer, or by the claim bumping `attempt`), so the two never disagree.
 //!
 //! # Modules
 //!
 //! - [`keys`]: key and channel names, one doc line each.
-//! - `scripts` + `lua/*.lua`: create (hash + work entry together), transition
+//! - [`record`] + `lua/task.lua`: how a task is stored (and records of the
+//!   older hash layout read).
+//! - `scripts` + `lua/*.lua`: create (task + work entry together), transition
 //!   (CAS on rev, fence on attempt, refuse terminal, publish), claim (bump the
 //!   attempt, or drop work of finished tasks), renew, release, ack, admit,
 //!   stats (a partition's queue, for `work_stats`).
@@ -45,7 +47,7 @@
 //!   after it did, so any process's `get` resolves the task.
 //! - Terminal tasks never change; a worker's write carries its fencing attempt
 //!   and every claim bumps the attempt, so a zombie's late write is refused.
-//! - Pub/sub is a wake-up only; the hash is the truth.
+//! - Pub/sub is a wake-up only; the task record is the truth.
 //!
 //! # Observability
 //!
@@ -66,6 +68,7 @@ mod error;
 mod hub;
 mod limits;
 mod quota;
+pub mod record;
 mod scripts;
 mod store;
 mod work;

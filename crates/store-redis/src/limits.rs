@@ -77,9 +77,9 @@ mod tests {
             1,
         );
         let doc = serde_json::to_string(&t).unwrap();
-        assert_eq!(decode_live(Some(&doc)).unwrap(), None);
+        assert_eq!(decode_live(Some(doc.as_bytes())).unwrap(), None);
         t.ttl_ms = None;
         let doc = serde_json::to_string(&t).unwrap();
-        assert_eq!(decode_live(Some(&doc)).unwrap(), Some(t));
+        assert_eq!(decode_live(Some(doc.as_bytes())).unwrap(), Some(t));
     }
 }

@@ -4,6 +4,8 @@
 //! passed in KEYS and shares one hash slot, except `read.lua`,
 //! `recover.lua` and `claim_batch.lua` over several partitions, and
 //! `create_scoped.lua` over a task's and its scope's keys (standalone only).
+//! Scripts that read or write a task have `task.lua` (the record layout's
+//! functions) in front of them.
 
 use std::{
     ops::{Deref, DerefMut},
@@ -49,37 +51,61 @@ impl DerefMut for Invocation<'_> {
     }
 }
 
+/// `task.lua`: the functions that load and store a task record, put in
+/// front of every script that touches one.
+const TASK: &str = include_str!("../lua/task.lua");
+
+/// `script!(NAME, "file.lua", [Debug,] "doc")`: the script in `lua/file.lua`.
 macro_rules! script {
-    ($name:ident, $file:literal, $doc:literal) => {
-        script!($name, $file, Info, $doc);
-    };
-    ($name:ident, $file:literal, $verbosity:ident, $doc:literal) => {
+    (@ $prelude:expr, $name:ident, $file:literal, $verbosity:ident, $doc:literal) => {
         #[doc = $doc]
         pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| Lua {
             name: $file.trim_end_matches(".lua"),
             verbosity: Verbosity::$verbosity,
-            script: Script::new(include_str!(concat!("../lua/", $file))),
+            script: Script::new(&[$prelude, include_str!(concat!("../lua/", $file))].concat()),
         });
+    };
+    ($name:ident, $file:literal, $doc:literal) => {
+        script!(@ "", $name, $file, Info, $doc);
+    };
+    ($name:ident, $file:literal, $verbosity:ident, $doc:literal) => {
+        script!(@ "", $name, $file, $verbosity, $doc);
     };
 }
 
-script!(CREATE, "create.lua", "Create a task hash and XADD its work entry, unless the hash exists.");
-script!(TRANSITION, "transition.lua", "Compare-and-set a task (rev, fence, not terminal) and publish it.");
-script!(CLAIM, "claim.lua", "Bump a delivered task's attempt (CAS on rev), or drop its entry.");
-script!(CLAIM_BATCH, "claim_batch.lua", "claim.lua for a batch of entries (standalone: any partitions; cluster: one).");
-script!(RENEW, "renew.lua", "Reset a held entry's idle time if the attempt still matches.");
-script!(RELEASE, "release.lua", "Make a held entry recoverable at once if the attempt still matches.");
-script!(REMOVE_WORK, "remove_work.lua", "XACK and XDEL finished work, unless a newer attempt holds it.");
+/// As `script!`, for a script that reads or writes tasks: [`TASK`] in front of it.
+macro_rules! task_script {
+    ($name:ident, $file:literal, $doc:literal) => {
+        script!(@ TASK, $name, $file, Info, $doc);
+    };
+    ($name:ident, $file:literal, $verbosity:ident, $doc:literal) => {
+        script!(@ TASK, $name, $file, $verbosity, $doc);
+    };
+}
+
+task_script!(CREATE, "create.lua", "Create a task and XADD its work entry, unless the task exists.");
+task_script!(TRANSITION, "transition.lua", "Compare-and-set a task (rev, fence, not terminal) and publish it.");
+task_script!(CLAIM, "claim.lua", "Bump a delivered task's attempt (CAS on rev), or drop its entry.");
+task_script!(
+    CLAIM_BATCH,
+    "claim_batch.lua",
+    "claim.lua for a batch of entries (standalone: any partitions; cluster: one)."
+);
+task_script!(RENEW, "renew.lua", "Reset a held entry's idle time if the attempt still matches.");
+task_script!(RELEASE, "release.lua", "Make a held entry recoverable at once if the attempt still matches.");
+task_script!(REMOVE_WORK, "remove_work.lua", "XACK and XDEL finished work, unless a newer attempt holds it.");
 script!(ACK, "ack.lua", "XACK and XDEL a work entry together.");
-script!(READ, "read.lua", Debug, "Read up to N new entries over the partitions (standalone only).");
+task_script!(READ, "read.lua", Debug, "Read up to N new entries over the partitions (standalone only).");
 script!(RECOVER, "recover.lua", Debug, "XAUTOCLAIM up to N lapsed entries over the partitions (standalone only).");
 script!(ADMIT, "admit.lua", "Add a task to its scope's active set unless the set is at the limit.");
 script!(QUOTA, "quota.lua", "Reserve a new task's bytes under its scope's byte quota unless it would be exceeded.");
-/// `create_scoped.lua` behind the bodies of `admit.lua`, `quota.lua` and
-/// `create.lua`, each as a local function of its own KEYS and ARGV.
+/// `create_scoped.lua` behind [`TASK`] and the bodies of `admit.lua`,
+/// `quota.lua` and `create.lua`, each as a local function of its own KEYS
+/// and ARGV.
 pub(crate) static CREATE_SCOPED: LazyLock<Lua> = LazyLock::new(|| {
     let function = |name: &str, body: &str| format!("local function {name}(KEYS, ARGV)\n{body}\nend\n");
     let source = [
+        TASK.to_owned(),
         function("admit", include_str!("../lua/admit.lua")),
         function("quota", include_str!("../lua/quota.lua")),
         function("create", include_str!("../lua/create.lua")),

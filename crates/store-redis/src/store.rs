@@ -176,8 +176,7 @@ impl RedisStore {
         let Some(key) = self.inner.keys.task(id) else {
             return Ok(None);
         };
-        let doc: Option<String> = self.query(Verbosity::Info, redis::cmd("HGET").arg(&key).arg("doc")).await?;
-        decode_live(doc.as_deref())
+        decode_live(self.read_doc(&key).await?.as_deref())
     }
 
     /// What `tasks/get` needs of the stored task (any scope): only the
@@ -186,8 +185,7 @@ impl RedisStore {
         let Some(key) = self.inner.keys.task(id) else {
             return Ok(None);
         };
-        let doc: Option<Vec<u8>> = self.query(Verbosity::Info, redis::cmd("HGET").arg(&key).arg("doc")).await?;
-        let Some(doc) = doc else {
+        let Some(doc) = self.read_doc(&key).await? else {
             return Ok(None);
         };
         let view = GetView::from_doc(&doc).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
@@ -310,11 +308,11 @@ pub(crate) fn decode(doc: &[u8]) -> Result<Task, RedisStoreError> {
 
 /// Decode a stored doc, treating an expired task as gone (Redis reaps it at
 /// `createdAt + ttlMs`; this covers the moments before it does).
-pub(crate) fn decode_live(doc: Option<&str>) -> Result<Option<Task>, RedisStoreError> {
+pub(crate) fn decode_live(doc: Option<&[u8]>) -> Result<Option<Task>, RedisStoreError> {
     let Some(doc) = doc else {
         return Ok(None);
     };
-    let task = decode(doc.as_bytes())?;
+    let task = decode(doc)?;
     Ok((!task.is_expired(now_ms())).then_some(task))
 }
 
@@ -390,7 +388,7 @@ impl TaskStore for RedisStore {
             [Value::Int(0), doc] => {
                 let doc: String =
                     redis::from_redis_value_ref(doc).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
-                Ok(Cas::Conflict(decode_live(Some(&doc))?))
+                Ok(Cas::Conflict(decode_live(Some(doc.as_bytes()))?))
             }
             other => Err(RedisStoreError::Corrupt(format!("unexpected transition.lua reply: {other:?}")).into()),
         }

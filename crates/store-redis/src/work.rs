@@ -404,7 +404,7 @@ impl RedisStore {
     /// (and, after an error, everything not claimed, so nothing waits for H).
     ///
     /// The docs of every entry to claim that the read did not bring along
-    /// are read together (concurrent `HGET`s, pipelined on the shared
+    /// are read together (concurrent `GET`s, pipelined on the shared
     /// connection), then one
     /// `claim_batch.lua` claims them all (standalone) or each partition's
     /// (cluster, concurrently). Only an entry whose task moved between the
@@ -470,8 +470,7 @@ impl RedisStore {
             if let Some(doc) = fetched {
                 return Ok(doc);
             }
-            let cmd = redis::cmd("HGET").arg(key).arg("doc").to_owned();
-            self.query::<Option<String>>(Verbosity::Info, &cmd).await
+            self.read_doc_text(key).await
         });
         let docs = match join_all(reads).await.into_iter().collect::<Result<Vec<_>, _>>() {
             Ok(docs) => docs,
@@ -742,7 +741,7 @@ impl RedisStore {
 
     /// Every partition's work queue (`stats.lua`, one round trip each, all
     /// partitions at once). Unlike the memory store, the work of a task that
-    /// expired still counts until a claim drops it (nothing reads the hash).
+    /// expired still counts until a claim drops it (nothing reads the task).
     pub(crate) async fn partition_stats(&self) -> Result<Vec<PartitionStats>, RedisStoreError> {
         let handed_back_idle = self.inner.cfg.max_lease.saturating_add(HANDED_BACK_IDLE).as_millis() as u64;
         let reads = (0..self.inner.keys.partitions()).map(|partition| async move {
@@ -888,7 +887,7 @@ mod tests {
     async fn pending(store: &RedisStore, e: Entry) -> Pending {
         let id = TaskId::from_wire(e.task.as_deref().unwrap());
         let key = store.inner.keys.task(&id).unwrap();
-        let doc: Option<String> = store.query(Verbosity::Info, redis::cmd("HGET").arg(&key).arg("doc")).await.unwrap();
+        let doc = store.read_doc_text(&key).await.unwrap();
         let (task, next) = store.next_claimed(&e, &id, doc.as_deref()).await.unwrap().unwrap();
         Pending { entry: e, id, key, expected: task.revision, next }
     }

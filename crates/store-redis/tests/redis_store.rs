@@ -15,7 +15,7 @@ use futures::StreamExt;
 use presa_store::{
     Cas, CreateLimits, EventBus, NewTask, Scope, Status, StoreError, Task, TaskId, TaskStore, Writer, util::now_ms,
 };
-use presa_store_redis::{RedisConfig, RedisStore, RedisStoreError, keys::GROUP};
+use presa_store_redis::{RedisConfig, RedisStore, RedisStoreError, keys::GROUP, record::Record};
 use presa_tasks::{Event, Work, apply};
 use redis::AsyncCommands;
 use serde_json::json;
@@ -55,9 +55,12 @@ async fn store_on(redis: &TestRedis) -> RedisStore {
     RedisStore::connect(config(redis)).await.expect("connect")
 }
 
-async fn hash(redis: &TestRedis, store: &RedisStore, id: &TaskId) -> HashMap<String, String> {
+/// A task's stored record: rev, attempt, status and the doc.
+async fn stored(redis: &TestRedis, store: &RedisStore, id: &TaskId) -> (u64, u64, String, Task) {
     let key = store.keys().task(id).unwrap();
-    raw(redis).await.hgetall(key).await.unwrap()
+    let value: Vec<u8> = raw(redis).await.get(key).await.unwrap();
+    let r = Record::parse(&value).expect("a task record");
+    (r.rev, r.attempt, r.status.to_owned(), serde_json::from_slice(r.doc).unwrap())
 }
 
 #[tokio::test]
@@ -65,13 +68,8 @@ async fn create_stores_fields_expiry_and_one_work_entry() {
     let redis = TestRedis::start().await;
     let store = store_on(&redis).await;
     let task = store.create(new_task(Some(60_000)), NO_LIMITS).await.unwrap();
-    let fields = hash(&redis, &store, &task.id).await;
-    assert_eq!(fields["rev"], "1");
-    assert_eq!(fields["attempt"], "0");
-    assert_eq!(fields["status"], "working");
-    // Four fields: the owner lives in the doc only (each field of a hash this size costs ~70 bytes).
-    assert_eq!(fields.len(), 4, "{fields:?}");
-    let doc: Task = serde_json::from_str(&fields["doc"]).unwrap();
+    let (rev, attempt, status, doc) = stored(&redis, &store, &task.id).await;
+    assert_eq!((rev, attempt, status.as_str()), (1, 0, "working"));
     assert_eq!(doc, task);
     assert_eq!(doc.work.arguments["big"], json!(9007199254740993u64));
 
@@ -165,9 +163,8 @@ async fn claim_keeps_hash_fields_and_doc_consistent_and_fences() {
     assert_eq!((claim.task.attempt, claim.task.revision), (1, 2));
     let p = task.id.partition().unwrap();
     assert!(claim.receipt.starts_with(&format!("{p}/")), "{}", claim.receipt);
-    let fields = hash(&redis, &store, &task.id).await;
-    assert_eq!((fields["attempt"].as_str(), fields["rev"].as_str()), ("1", "2"));
-    let doc: Task = serde_json::from_str(&fields["doc"]).unwrap();
+    let (rev, attempt, _, doc) = stored(&redis, &store, &task.id).await;
+    assert_eq!((attempt, rev), (1, 2));
     assert_eq!(doc, claim.task);
 
     // A worker write with another attempt is refused even at the right revision.
@@ -176,7 +173,66 @@ async fn claim_keeps_hash_fields_and_doc_consistent_and_fences() {
     assert_eq!(cas, Cas::Conflict(Some(claim.task.clone())));
     let cas = store.transition(&write, claim.writer()).await.unwrap();
     assert_eq!(cas, Cas::Applied(write.clone()));
-    assert_eq!(hash(&redis, &store, &task.id).await["rev"], "3");
+    assert_eq!(stored(&redis, &store, &task.id).await.0, 3);
+}
+
+/// Records of the older layout (a hash of `doc`, `rev`, `attempt`,
+/// `status`) are read, claimed and written like new ones; the first write
+/// turns one into a string record and keeps its expiry.
+#[tokio::test]
+async fn a_task_stored_as_a_hash_still_reads_claims_and_finishes() {
+    let redis = TestRedis::start().await;
+    let store = store_on(&redis).await;
+    let task = store.create(new_task(Some(600_000)), NO_LIMITS).await.unwrap();
+    let key = store.keys().task(&task.id).unwrap();
+    let mut c = raw(&redis).await;
+    let ttl: i64 = c.pttl(&key).await.unwrap();
+    let _: () = c.del(&key).await.unwrap();
+    let _: () = c
+        .hset_multiple(
+            &key,
+            &[
+                ("doc", serde_json::to_string(&task).unwrap()),
+                ("rev", "1".into()),
+                ("attempt", "0".into()),
+                ("status", "working".into()),
+            ],
+        )
+        .await
+        .unwrap();
+    let _: () = c.pexpire(&key, ttl).await.unwrap();
+    assert_eq!(store.get(&owner(), &task.id).await.unwrap(), Some(task.clone()));
+
+    let claim = store.claim("w1", 1, LONG, PATIENCE).await.unwrap().remove(0);
+    assert_eq!((claim.task.id.clone(), claim.task.attempt), (task.id.clone(), 1));
+    let kind: String = redis::cmd("TYPE").arg(&key).query_async(&mut c).await.unwrap();
+    assert_eq!(kind, "string", "the claim rewrote the record");
+    let left: i64 = c.pttl(&key).await.unwrap();
+    assert!(left > 0 && left <= ttl, "expiry kept: {left} of {ttl} ms");
+    let (rev, attempt, _, doc) = stored(&redis, &store, &task.id).await;
+    assert_eq!((rev, attempt, doc), (2, 1, claim.task.clone()));
+
+    let done = next(&claim.task, Event::Complete(json!({"ok": true})));
+    assert_eq!(store.transition(&done, claim.writer()).await.unwrap(), Cas::Applied(done.clone()));
+    assert_eq!(stored(&redis, &store, &task.id).await.2, "completed");
+}
+
+/// A value at a task's key that is not a task record is reported as corrupt
+/// by reads, and scripts treat it as no task (nothing is overwritten).
+#[tokio::test]
+async fn a_key_holding_no_task_record_reads_as_corrupt() {
+    let redis = TestRedis::start().await;
+    let store = store_on(&redis).await;
+    let task = store.create(new_task(None), NO_LIMITS).await.unwrap();
+    let key = store.keys().task(&task.id).unwrap();
+    let mut c = raw(&redis).await;
+    let _: () = c.set(&key, "not a record").await.unwrap();
+    let err = store.get(&owner(), &task.id).await.unwrap_err();
+    assert!(err.to_string().contains("corrupt"), "{err}");
+    let write = next(&task, Event::SetMessage("x".into()));
+    assert_eq!(store.transition(&write, Writer::Client).await.unwrap(), Cas::Conflict(None));
+    let value: String = c.get(&key).await.unwrap();
+    assert_eq!(value, "not a record");
 }
 
 #[tokio::test]
@@ -416,9 +472,14 @@ async fn the_scope_limit_drops_members_by_expiry_only() {
     // after the CAS): it keeps counting until it expires.
     let mut cancelled = b.clone();
     cancelled.status = Status::Cancelled;
-    let _: () = c.hset(store.keys().task(&b.id).unwrap(), "status", "cancelled").await.unwrap();
-    let _: () =
-        c.hset(store.keys().task(&b.id).unwrap(), "doc", serde_json::to_string(&cancelled).unwrap()).await.unwrap();
+    let record = format!("{} {} cancelled\n{}", b.revision, b.attempt, serde_json::to_string(&cancelled).unwrap());
+    let _: () = redis::cmd("SET")
+        .arg(store.keys().task(&b.id).unwrap())
+        .arg(record)
+        .arg("KEEPTTL")
+        .query_async(&mut c)
+        .await
+        .unwrap();
     assert!(matches!(store.create(new_task(None), limits).await, Err(StoreError::Capacity { .. })));
     // `a`'s expiry passes: dropped by score on the next admission.
     let _: () = c.zadd(&set, a.id.as_str(), 1).await.unwrap();

@@ -56,7 +56,10 @@ use std::{
 };
 
 use presa_store::TaskId;
-use presa_store_redis::keys::{GROUP, Keys};
+use presa_store_redis::{
+    keys::{GROUP, Keys},
+    record::Record,
+};
 use presa_testkit::{Client, Pod, TestRedis, free_port, redis::unique_prefix, tasks_caps};
 use serde_json::{Value, json};
 
@@ -668,7 +671,7 @@ async fn final_pass(s: &Shared, seen: &mut [Seen]) {
     }
 }
 
-/// Each task's claim `attempt` counter (its handler executions), from Redis; 0 when the hash is gone.
+/// Each task's claim `attempt` counter (its handler executions), from Redis; 0 when the task is gone.
 async fn attempts(rig: &Rig, seen: &[Seen]) -> Result<Vec<u64>, String> {
     let client = redis::Client::open(rig.redis.url()).map_err(|e| e.to_string())?;
     let mut con = client.get_multiplexed_async_connection().await.map_err(|e| format!("Redis: {e}"))?;
@@ -678,10 +681,10 @@ async fn attempts(rig: &Rig, seen: &[Seen]) -> Result<Vec<u64>, String> {
         let mut pipe = redis::pipe();
         for t in chunk {
             let key = keys.task(&TaskId::from_wire(t.id.clone())).unwrap_or_default();
-            pipe.hget(key, "attempt");
+            pipe.get(key);
         }
-        let got: Vec<Option<u64>> = pipe.query_async(&mut con).await.map_err(|e| format!("Redis: {e}"))?;
-        out.extend(got.into_iter().map(Option::unwrap_or_default));
+        let got: Vec<Option<Vec<u8>>> = pipe.query_async(&mut con).await.map_err(|e| format!("Redis: {e}"))?;
+        out.extend(got.iter().map(|v| v.as_deref().and_then(Record::parse).map_or(0, |r| r.attempt)));
     }
     Ok(out)
 }
