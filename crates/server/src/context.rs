@@ -284,8 +284,8 @@ impl ToolContext {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         run.update(&Event::RequestInput(missing)).await?;
+        let mut task = load().await?.ok_or(ToolError::Cancelled)?;
         loop {
-            let task = load().await?.ok_or(ToolError::Cancelled)?;
             if !writer.may_continue(&task) {
                 return Err(ToolError::Cancelled);
             }
@@ -294,8 +294,18 @@ impl ToolContext {
             }
             debug_assert!(task.status == Status::InputRequired || task.status == Status::Working);
             tokio::select! {
-                _ = changes.next() => {}
-                _ = tokio::time::sleep(tick) => {}
+                // A published snapshot was committed, so a newer one decides
+                // like a load, without the round trip. One no newer than what
+                // was last seen (published before the load, e.g. by the claim
+                // itself, yet delivered after) is skipped: taken, a snapshot
+                // of an earlier attempt would fence this run out. A watch
+                // that ended falls back to the lease tick.
+                Some(next) = changes.next() => {
+                    if next.revision > task.revision {
+                        task = next;
+                    }
+                }
+                _ = tokio::time::sleep(tick) => task = load().await?.ok_or(ToolError::Cancelled)?,
                 _ = self.inner.cancel.cancelled() => return Err(ToolError::Cancelled),
             }
         }

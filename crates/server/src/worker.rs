@@ -321,10 +321,14 @@ async fn keep_lease(store: Arc<dyn TaskStore>, claim: Claim, lease: Duration, ca
     let tick = lease / 3;
     let writer = claim.writer();
     let stop = |t: &presa_tasks::Task| !writer.may_continue(t);
+    // Only a snapshot newer than the claim can end the run: one from before
+    // it (a late delivery on a subscription this pod already had) names an
+    // earlier attempt and would fence the run out.
+    let claimed = claim.task.revision;
     loop {
         tokio::select! {
             change = changes.next() => match change {
-                Some(t) if stop(&t) => break,
+                Some(t) if t.revision > claimed && stop(&t) => break,
                 Some(_) => continue,
                 None => changes = futures::stream::pending().boxed(),
             },
