@@ -40,7 +40,8 @@
 //!    and `presa-worker` (when built beside this binary) and of the peer.
 //! 8. On Redis with the default settings (per-scope limits on) and two worker
 //!    pools: Redis bytes per small completed task (`INFO memory` delta and
-//!    `MEMORY USAGE` of one task hash), task creates against sync calls on the
+//!    `MEMORY USAGE` of one task record) and the CPU a task costs from create to
+//!    completed against a sync call's (this process and Redis), task creates against sync calls on the
 //!    same server (refusals counted), creators at full speed on 100
 //!    connections (completions meanwhile and their ratio to creations, RSS
 //!    after the backlog drained), create → handler started (c=1 and C), `tasks/update` →
@@ -586,8 +587,50 @@ async fn redis_used_memory(con: &mut redis::aio::MultiplexedConnection) -> i64 {
     info.lines().find_map(|l| l.strip_prefix("used_memory:")?.trim().parse().ok()).expect("used_memory in INFO")
 }
 
+/// CPU seconds Redis has used (`INFO cpu`: user + system, main thread and children).
+async fn redis_cpu_secs(con: &mut redis::aio::MultiplexedConnection) -> f64 {
+    let info: String = redis::cmd("INFO").arg("cpu").query_async(con).await.expect("INFO cpu");
+    let field = |name: &str| -> f64 {
+        info.lines().find_map(|l| l.strip_prefix(name)?.trim().parse().ok()).unwrap_or(f64::NAN)
+    };
+    field("used_cpu_user:") + field("used_cpu_sys:")
+}
+
+/// CPU seconds this process has used, all threads (`/proc/self/stat` utime +
+/// stime, in the kernel's USER_HZ of 100 ticks a second).
+fn own_cpu_secs() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name (which may hold spaces) in parentheses.
+    let fields: Vec<&str> = stat.rsplit_once(')').map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(f64::NAN);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Run `op` `n` times over `c` loops, retrying refusals (the per-scope limit
+/// while workers catch up).
+async fn run_n(op: &Op, c: usize, n: usize) {
+    let started = Arc::new(AtomicU64::new(0));
+    let loops: Vec<_> = (0..c)
+        .map(|i| {
+            let (op, started) = (op.clone(), started.clone());
+            tokio::spawn(async move {
+                while started.fetch_add(1, Ordering::Relaxed) < n as u64 {
+                    while op(i).await.refused {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                }
+            })
+        })
+        .collect();
+    for l in loops {
+        l.await.expect("a load loop panicked");
+    }
+}
+
 /// Redis bytes per small completed task: `INFO memory` delta over `n` `noop_task`s, and
-/// `MEMORY USAGE` of one task's hash.
+/// `MEMORY USAGE` of one task's record. Also the CPU a task costs from create to
+/// completed (this process: server, worker pools and generator; and Redis) against
+/// a sync `echo` call's, which bounds the creations/sync ratio where the cores are the limit.
 async fn redis_bytes_per_task(server: &Running, n: usize, c: usize) -> Option<String> {
     let (url, prefix) = server.redis_url.clone()?;
     let client = redis::Client::open(url.as_str()).expect("a Redis URL");
@@ -596,26 +639,18 @@ async fn redis_bytes_per_task(server: &Running, n: usize, c: usize) -> Option<St
     let one = create_op(&pool, "noop_task", false);
     let done0 = COMPLETED.load(Ordering::Relaxed);
     let before = redis_used_memory(&mut con).await;
-    let created = Arc::new(AtomicU64::new(0));
-    let loops: Vec<_> = (0..c)
-        .map(|i| {
-            let (one, created) = (one.clone(), created.clone());
-            tokio::spawn(async move {
-                while created.fetch_add(1, Ordering::Relaxed) < n as u64 {
-                    // A refusal (the per-scope limit while workers catch up) is retried.
-                    while one(i).await.refused {
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                    }
-                }
-            })
-        })
-        .collect();
-    for l in loops {
-        l.await.expect("a create loop panicked");
-    }
+    let cpu0 = (own_cpu_secs(), redis_cpu_secs(&mut con).await);
+    run_n(&one, c, n).await;
     drain(done0 + n as u64, Duration::from_secs(30)).await;
+    let cpu1 = (own_cpu_secs(), redis_cpu_secs(&mut con).await);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let after = redis_used_memory(&mut con).await;
+    let cpu2 = (own_cpu_secs(), redis_cpu_secs(&mut con).await);
+    run_n(&echo_op(&pool, "echo", false), c, n).await;
+    let cpu3 = (own_cpu_secs(), redis_cpu_secs(&mut con).await);
+    let us = |a: f64, b: f64| (b - a) * 1e6 / n as f64;
+    let (task_own, task_redis) = (us(cpu0.0, cpu1.0), us(cpu0.1, cpu1.1));
+    let (echo_own, echo_redis) = (us(cpu2.0, cpu3.0), us(cpu2.1, cpu3.1));
     let id = create(&Client::new(server.url.clone(), tasks_caps()), "noop_task").await;
     drain(done0 + n as u64 + 1, Duration::from_secs(5)).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -624,8 +659,11 @@ async fn redis_bytes_per_task(server: &Running, n: usize, c: usize) -> Option<St
         redis::cmd("MEMORY").arg("USAGE").arg(&key).arg("SAMPLES").arg(0).query_async(&mut con).await.ok();
     let per = (after - before) as f64 / n as f64;
     let usage = usage.map_or("-".into(), |u| u.to_string());
+    let bound = (echo_own + echo_redis) / (task_own + task_redis);
     Some(format!(
-        "INFO used_memory {before} -> {after} over {n} tasks = {per:.0} B/task; MEMORY USAGE of one task hash {usage} B"
+        "INFO used_memory {before} -> {after} over {n} tasks = {per:.0} B/task; MEMORY USAGE of one task record {usage} B; \
+         CPU per task {task_own:.0} µs here + {task_redis:.0} µs Redis, per sync echo {echo_own:.0} + {echo_redis:.0} µs \
+         (cores the limit: creations/sync ≤ {bound:.2})"
     ))
 }
 
