@@ -3,8 +3,10 @@
 //!
 //! - `store_call` / `store_call_at`: one store operation in a client span
 //!   (`store.<op>`), its failures counted, whatever the backend.
-//! - [`update_task`]: load (or start from a guess), reduce, compare-and-set,
-//!   retry from the task the refusal returned. The reducer
+//! - [`update_task_within`]: load (or start from a guess), reduce,
+//!   compare-and-set (a worker's last write as `TaskStore::conclude`, which
+//!   removes the work of a write that ends the task), retry from the task the
+//!   refusal returned. The reducer
 //!   decides; the store only persists with a CAS. Conflicts (a concurrent
 //!   `tasks/update`, a cancel) are retried on the fresh record; a worker whose
 //!   claim was superseded stops (`Fenced`).
@@ -14,12 +16,12 @@
 
 use std::{future::Future, time::Duration};
 
-use presa_store::{Cas, StoreError, TaskId, TaskStore, Writer, util::now_ms};
+use presa_store::{Cas, Claim, StoreError, TaskId, TaskStore, Writer, util::now_ms};
 use presa_tasks::{Event, Task, apply};
 use presa_telemetry::metrics;
 use tracing::{Instrument, field::Empty};
 
-/// The outcome of [`update_task`].
+/// The outcome of [`update_task_within`].
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Updated {
     /// The event changed the task; this is the stored result.
@@ -57,17 +59,19 @@ pub(crate) enum UpdateError {
 const MAX_ATTEMPTS: usize = 32;
 
 /// Apply `event` to task `id` as `writer`, retrying on CAS conflicts.
+#[cfg(test)]
 pub(crate) async fn update_task(
     store: &dyn TaskStore,
     id: &TaskId,
     writer: Writer,
     event: &Event,
 ) -> Result<Updated, UpdateError> {
-    update_task_within(store, id, writer, event, usize::MAX, None).await
+    update_task_within(store, id, writer, event, usize::MAX, None, None).await
 }
 
-/// [`update_task`], refusing an event that would grow the stored task past
-/// `max_bytes` (serialised; a task already past it may still shrink or finish).
+/// Apply `event` to task `id` as `writer`, retrying on CAS conflicts, and
+/// refusing an event that would grow the stored task past `max_bytes`
+/// (serialised; a task already past it may still shrink or finish).
 ///
 /// `guess`: the task as the writer last saw it (a worker's claim), tried
 /// first instead of loading it: when nothing changed it since, the write
@@ -75,6 +79,10 @@ pub(crate) async fn update_task(
 /// guess (it proves the guess was current); any other decision is made
 /// again on the stored task. A refused write answers with the stored task,
 /// which the next attempt starts from.
+///
+/// `concluding`: the writer's claim, for a worker's last write: it is made
+/// with [`TaskStore::conclude`], so an `Applied` write that ends the task has
+/// removed the claim's work too.
 pub(crate) async fn update_task_within(
     store: &dyn TaskStore,
     id: &TaskId,
@@ -82,6 +90,7 @@ pub(crate) async fn update_task_within(
     event: &Event,
     max_bytes: usize,
     guess: Option<Task>,
+    concluding: Option<&Claim>,
 ) -> Result<Updated, UpdateError> {
     let size = |t: &Task| serde_json::to_vec(t).map_or(0, |v| v.len());
     let (mut known, mut guessed) = (guess, true);
@@ -115,7 +124,11 @@ pub(crate) async fn update_task_within(
             Ok(None) => return Ok(Updated::Unchanged(task)),
             Ok(Some(next)) => return Err(UpdateError::TooLarge { bytes: size(&next), limit: max_bytes }),
         };
-        match store_call("transition", store.transition(&next, writer)).await? {
+        let write = match concluding {
+            Some(claim) => store_call("conclude", store.conclude(&next, claim)),
+            None => store_call("transition", store.transition(&next, writer)),
+        };
+        match write.await? {
             Cas::Applied(stored) => {
                 if stored.status != task.status {
                     metrics::task_transition(stored.status.as_str());
@@ -139,6 +152,9 @@ pub(crate) async fn update_task_within(
 /// safe: the write is a fenced compare-and-set of a reduced event, so one
 /// that landed before its reply was lost is `Unchanged` (or re-applied
 /// identically) the second time, and a claim that lapsed meanwhile is `Fenced`.
+///
+/// `claim`: for a worker's last write, its claim: the write starts from the
+/// task as claimed (the `guess`) and is `concluding` (see there).
 pub(crate) async fn update_task_patiently(
     store: &dyn TaskStore,
     id: &TaskId,
@@ -146,13 +162,14 @@ pub(crate) async fn update_task_patiently(
     event: &Event,
     max_bytes: usize,
     patience: Duration,
-    guess: Option<&Task>,
+    claim: Option<&Claim>,
 ) -> Result<Updated, UpdateError> {
     let deadline = tokio::time::Instant::now() + patience;
     const FIRST_PAUSE: Duration = Duration::from_millis(50);
     let mut pause = FIRST_PAUSE;
     loop {
-        match update_task_within(store, id, writer, event, max_bytes, guess.cloned()).await {
+        let guess = claim.map(|c| c.task.clone());
+        match update_task_within(store, id, writer, event, max_bytes, guess, claim).await {
             Err(UpdateError::Store(e)) if e.is_retryable() && tokio::time::Instant::now() + pause < deadline => {
                 if pause == FIRST_PAUSE {
                     tracing::info!(error = %e, "store unavailable; retrying the task write for up to a lease");
@@ -233,7 +250,7 @@ fn store_error_type(e: &StoreError) -> &'static str {
 mod tests {
     use std::time::Duration;
 
-    use presa_store::{Claim, CreateLimits, NewTask, Scope, memory::MemoryStore};
+    use presa_store::{CreateLimits, NewTask, Scope, memory::MemoryStore};
     use presa_tasks::Work;
     use serde_json::json;
 
@@ -262,7 +279,7 @@ mod tests {
     async fn a_current_guess_is_written_as_is() {
         let (store, claim) = claimed().await;
         let (id, writer) = (&claim.task.id, claim.writer());
-        let out = update_task_within(&store, id, writer, &done(), usize::MAX, Some(claim.task.clone())).await;
+        let out = update_task_within(&store, id, writer, &done(), usize::MAX, Some(claim.task.clone()), None).await;
         let Ok(Updated::Applied(t)) = out else { panic!("{out:?}") };
         assert_eq!((t.status, t.revision), (presa_tasks::Status::Completed, claim.task.revision + 1));
         assert_eq!(store.load(id).await.unwrap(), Some(t));
@@ -275,7 +292,7 @@ mod tests {
         // The handler changed the task after the claim: the guess is stale.
         let said = Event::SetMessage("half way".into());
         update_task(&store, id, writer, &said).await.expect("message");
-        let out = update_task_within(&store, id, writer, &done(), usize::MAX, Some(claim.task.clone())).await;
+        let out = update_task_within(&store, id, writer, &done(), usize::MAX, Some(claim.task.clone()), None).await;
         let Ok(Updated::Applied(t)) = out else { panic!("{out:?}") };
         assert_eq!(t.status, presa_tasks::Status::Completed);
         assert_eq!(t.revision, claim.task.revision + 2, "applied on the stored task, not the guess");
@@ -288,7 +305,7 @@ mod tests {
         let (store, claim) = claimed().await;
         let (id, writer) = (&claim.task.id, claim.writer());
         update_task(&store, id, Writer::Client, &Event::Cancel).await.expect("cancel");
-        let out = update_task_within(&store, id, writer, &done(), usize::MAX, Some(claim.task.clone())).await;
+        let out = update_task_within(&store, id, writer, &done(), usize::MAX, Some(claim.task.clone()), None).await;
         let Ok(Updated::Unchanged(t)) = out else { panic!("{out:?}") };
         assert_eq!(t.status, presa_tasks::Status::Cancelled);
 
@@ -298,7 +315,8 @@ mod tests {
         let (id, writer) = (&claim.task.id, claim.writer());
         let finished = apply(&claim.task, &done(), now_ms()).unwrap().expect("finishes");
         let out =
-            update_task_within(&store, id, writer, &Event::Fail(json!({"code": -1})), usize::MAX, Some(finished)).await;
+            update_task_within(&store, id, writer, &Event::Fail(json!({"code": -1})), usize::MAX, Some(finished), None)
+                .await;
         let Ok(Updated::Applied(t)) = out else { panic!("{out:?}") };
         assert_eq!(t.status, presa_tasks::Status::Failed);
 
@@ -308,17 +326,18 @@ mod tests {
         let mut bloated = claim.task.clone();
         bloated.status_message = Some("x".repeat(10_000));
         let limit = serde_json::to_vec(&claim.task).unwrap().len() + 200;
-        let out = update_task_within(&store, id, writer, &done(), limit, Some(bloated)).await;
+        let out = update_task_within(&store, id, writer, &done(), limit, Some(bloated), None).await;
         assert!(matches!(out, Ok(Updated::Applied(_))), "{out:?}");
 
         // Taken over by another worker: fenced; and gone: gone.
         let (store, claim) = claimed().await;
         let id = &claim.task.id;
         let stale = Writer::Worker { attempt: claim.task.attempt - 1 };
-        let out = update_task_within(&store, id, stale, &done(), usize::MAX, Some(claim.task.clone())).await;
+        let out = update_task_within(&store, id, stale, &done(), usize::MAX, Some(claim.task.clone()), None).await;
         assert!(matches!(out, Ok(Updated::Fenced)), "{out:?}");
         let gone = MemoryStore::new();
-        let out = update_task_within(&gone, id, claim.writer(), &done(), usize::MAX, Some(claim.task.clone())).await;
+        let out =
+            update_task_within(&gone, id, claim.writer(), &done(), usize::MAX, Some(claim.task.clone()), None).await;
         assert!(matches!(out, Ok(Updated::Gone)), "{out:?}");
     }
 }

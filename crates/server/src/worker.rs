@@ -34,7 +34,7 @@ use crate::{
     context::{Invocation, TaskRun, ToolContext},
     core::{Core, Outcome, internal_error},
     slots::{Slot, Slots},
-    store_io::{UpdateError, Updated, Verbosity, store_call, store_call_at, update_task, update_task_patiently},
+    store_io::{UpdateError, Updated, Verbosity, store_call, store_call_at, update_task_patiently, update_task_within},
     tool::run_handler,
 };
 
@@ -280,20 +280,21 @@ impl Worker {
         let limit = self.core.config().max_task_bytes;
         // A Redis restart while the handler ran must not cost a re-run: wait it out (up to a lease).
         let (id, writer, patience) = (&claim.task.id, claim.writer(), self.config.lease);
-        // Starting from the task as claimed: unless the handler or a client
-        // changed it since, the write needs no read first.
-        let guess = Some(&claim.task);
-        let mut written = update_task_patiently(store.as_ref(), id, writer, &event, limit, patience, guess).await;
+        // Starting from the task as claimed (unless the handler or a client
+        // changed it since, the write needs no read first), and concluding:
+        // the write that ends the task removes its work too.
+        let claimed = Some(claim);
+        let mut written = update_task_patiently(store.as_ref(), id, writer, &event, limit, patience, claimed).await;
         if let Err(e @ UpdateError::TooLarge { .. }) = &written {
             tracing::warn!(error = %e, "task outcome too large: the task fails");
             let error = ErrorObject::new(codes::INTERNAL_ERROR, format!("Task outcome not stored: {e}"));
-            written = update_task(store.as_ref(), &claim.task.id, claim.writer(), &failure(error)).await;
+            written = update_task_within(store.as_ref(), id, writer, &failure(error), usize::MAX, None, claimed).await;
         }
         match written {
+            // Its work went with the write.
             Ok(Updated::Applied(t)) => {
                 tracing::Span::current().record("presa.task.status", t.status.as_str());
                 tracing::info!(status = t.status.as_str(), "task finished");
-                self.remove_work(claim).await;
             }
             Ok(Updated::Unchanged(_) | Updated::Gone) => self.remove_work(claim).await,
             Ok(Updated::Fenced) => tracing::warn!("claim was taken over; dropping this outcome"),

@@ -2,13 +2,18 @@
 --
 -- KEYS[1]: task key        {prefix}:{pNN}:task:<id> (see task.lua)
 -- KEYS[2]: events channel  {prefix}:{pNN}:events:<id>
+-- KEYS[3]: work stream     {prefix}:{pNN}:work
 -- ARGV[1]: expected stored rev (next.revision - 1)
 -- ARGV[2]: the worker's fencing attempt, or "" for a client write
 -- ARGV[3]: new doc (task JSON)
 -- ARGV[4]: new rev
 -- ARGV[5]: new status
 -- ARGV[6]: publish command: "PUBLISH" (standalone) or "SPUBLISH" (cluster)
--- KEYS[3], ARGV[7] (standalone only, where the scope's keys may share a
+-- ARGV[7]: consumer group
+-- ARGV[8]: a worker's work entry id, or "": when this write ends the task,
+--          the entry is acked and deleted with it (remove_work.lua's job,
+--          without its round trip; the fence check above is its check)
+-- KEYS[4], ARGV[9] (standalone only, where the scope's keys may share a
 --          script with the task's): the scope's active set (see admit.lua)
 --          and the task id, removed from it when this write ends the task.
 --          A cluster removes it in a step of its own (`forget_active`).
@@ -24,7 +29,13 @@ if task_over(status) or rev ~= ARGV[1] or (ARGV[2] ~= '' and attempt ~= ARGV[2])
 end
 task_store(KEYS[1], ARGV[4], attempt, ARGV[5], ARGV[3])
 redis.call(ARGV[6], KEYS[2], ARGV[3])
-if KEYS[3] and task_over(ARGV[5]) then
-  redis.call('ZREM', KEYS[3], ARGV[7])
+if task_over(ARGV[5]) then
+  if ARGV[8] ~= '' then
+    redis.call('XACK', KEYS[3], ARGV[7], ARGV[8])
+    redis.call('XDEL', KEYS[3], ARGV[8])
+  end
+  if KEYS[4] then
+    redis.call('ZREM', KEYS[4], ARGV[9])
+  end
 end
 return {1}

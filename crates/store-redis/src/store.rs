@@ -19,7 +19,7 @@ use crate::{
     RedisConfig, RedisStoreError,
     conn::{Endpoint, Healing, Target, Verbosity, command_name, traced},
     hub::Hub,
-    keys::Keys,
+    keys::{GROUP, Keys},
     quota::reservation_expiry,
     scripts::{self, Invocation},
 };
@@ -192,6 +192,57 @@ impl RedisStore {
         Ok((!view.is_expired(now_ms())).then_some(view))
     }
 
+    /// `transition.lua`: compare-and-set `next` as `writer`; with a worker's
+    /// work `entry`, a write that ends the task removes that entry too.
+    async fn write(&self, next: &Task, writer: Writer, entry: Option<&str>) -> Result<Cas, RedisStoreError> {
+        let keys = &self.inner.keys;
+        let (Some(key), Some(channel), Some(partition)) =
+            (keys.task(&next.id), keys.events(&next.id), keys.partition_of(&next.id))
+        else {
+            return Ok(Cas::Conflict(None));
+        };
+        let Some(expected) = next.revision.checked_sub(1) else {
+            return Ok(Cas::Conflict(self.read(&next.id).await?));
+        };
+        let fence = match writer {
+            Writer::Client => String::new(),
+            Writer::Worker { attempt } => attempt.to_string(),
+        };
+        let mut inv = scripts::TRANSITION.prepare_invoke();
+        inv.key(&key)
+            .key(&channel)
+            .key(keys.work(partition))
+            .arg(expected)
+            .arg(fence)
+            .arg(encode(next)?)
+            .arg(next.revision)
+            .arg(next.status.as_str())
+            .arg(self.publish_cmd())
+            .arg(GROUP)
+            .arg(entry.unwrap_or_default());
+        // Standalone: the script also takes an ending task out of its scope's active set.
+        let cluster = self.inner.cfg.cluster;
+        if !cluster {
+            inv.key(keys.scope_active(&next.scope)).arg(next.id.as_str());
+        }
+        let reply: Vec<Value> = self.invoke(&inv).await?;
+        match reply.as_slice() {
+            [Value::Int(1)] => {
+                if cluster && next.status.is_terminal() {
+                    self.forget_active(&next.scope, &next.id).await;
+                }
+                Ok(Cas::Applied(next.clone()))
+            }
+            [Value::Int(0)] | [Value::Int(0), Value::Nil] => Ok(Cas::Conflict(None)),
+            [Value::Int(0), doc] => {
+                let doc: String =
+                    redis::from_redis_value_ref(doc).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
+                Ok(Cas::Conflict(decode_live(Some(doc.as_bytes()))?))
+            }
+            other => Err(RedisStoreError::Corrupt(format!("unexpected transition.lua reply: {other:?}"))),
+        }
+    }
+
     /// Admission, byte reservation and creation as one `create_scoped.lua`
     /// (standalone Redis: the scope's keys and the task's may share a script).
     async fn create_scoped(&self, task: &Task, limits: CreateLimits) -> Result<Created, RedisStoreError> {
@@ -351,47 +402,14 @@ impl TaskStore for RedisStore {
     }
 
     async fn transition(&self, next: &Task, writer: Writer) -> Result<Cas, StoreError> {
-        let keys = &self.inner.keys;
-        let (Some(key), Some(channel)) = (keys.task(&next.id), keys.events(&next.id)) else {
-            return Ok(Cas::Conflict(None));
-        };
-        let Some(expected) = next.revision.checked_sub(1) else {
-            return Ok(Cas::Conflict(self.read(&next.id).await?));
-        };
-        let fence = match writer {
-            Writer::Client => String::new(),
-            Writer::Worker { attempt } => attempt.to_string(),
-        };
-        let mut inv = scripts::TRANSITION.prepare_invoke();
-        inv.key(&key)
-            .key(&channel)
-            .arg(expected)
-            .arg(fence)
-            .arg(encode(next)?)
-            .arg(next.revision)
-            .arg(next.status.as_str())
-            .arg(self.publish_cmd());
-        // Standalone: the script also takes an ending task out of its scope's active set.
-        let cluster = self.inner.cfg.cluster;
-        if !cluster {
-            inv.key(keys.scope_active(&next.scope)).arg(next.id.as_str());
-        }
-        let reply: Vec<Value> = self.invoke(&inv).await?;
-        match reply.as_slice() {
-            [Value::Int(1)] => {
-                if cluster && next.status.is_terminal() {
-                    self.forget_active(&next.scope, &next.id).await;
-                }
-                Ok(Cas::Applied(next.clone()))
-            }
-            [Value::Int(0)] | [Value::Int(0), Value::Nil] => Ok(Cas::Conflict(None)),
-            [Value::Int(0), doc] => {
-                let doc: String =
-                    redis::from_redis_value_ref(doc).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
-                Ok(Cas::Conflict(decode_live(Some(doc.as_bytes()))?))
-            }
-            other => Err(RedisStoreError::Corrupt(format!("unexpected transition.lua reply: {other:?}")).into()),
-        }
+        Ok(self.write(next, writer, None).await?)
+    }
+
+    async fn conclude(&self, next: &Task, claim: &Claim) -> Result<Cas, StoreError> {
+        // A receipt that is not this store's (never, from its own claims)
+        // leaves the work to the claims that find the task ended.
+        let entry = self.locate(claim).ok().map(|(_, _, entry)| entry);
+        Ok(self.write(next, claim.writer(), entry.as_deref()).await?)
     }
 
     async fn claim(

@@ -82,6 +82,10 @@ const CLAIM_RACES: usize = 8;
 /// `max_lease` plus however long its worker has been gone.
 const HANDED_BACK_IDLE: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
+/// What a blocking wait saw: the partitions it woke on, and the cursors
+/// (each partition's last entry id) it waited from.
+type Woke = (Vec<u16>, Vec<(u16, String)>);
+
 /// One delivered stream entry.
 #[derive(Debug)]
 struct Entry {
@@ -282,7 +286,7 @@ impl RedisStore {
         worker: &str,
         count: usize,
         lease: Duration,
-        woke: Option<(Vec<u16>, Vec<(u16, String)>)>,
+        woke: Option<Woke>,
     ) -> Result<(Vec<Entry>, Vec<(u16, String)>), RedisStoreError> {
         let idle = self.lease_idle(lease);
         if let Some((parts, mut cursors)) = woke.filter(|_| !self.inner.cfg.cluster) {
@@ -755,7 +759,7 @@ impl RedisStore {
     }
 
     /// The task key, stream key and entry id a claim refers to.
-    fn locate(&self, claim: &Claim) -> Result<(String, u16, String), RedisStoreError> {
+    pub(crate) fn locate(&self, claim: &Claim) -> Result<(String, u16, String), RedisStoreError> {
         let bad = || RedisStoreError::Corrupt(format!("not a Redis work receipt: {:?}", claim.receipt));
         let (p, entry) = claim.receipt.split_once('/').ok_or_else(bad)?;
         let p: u16 = p.parse().map_err(|_| bad())?;

@@ -56,6 +56,7 @@ macro_rules! store_contract_tests {
             release_makes_work_claimable_at_once,
             claim_drops_work_of_cancelled_tasks,
             remove_work_removes_the_work,
+            conclude_removes_the_work_of_the_write_that_ends_the_task,
             watch_delivers_committed_snapshots_of_watched_ids,
             capacity_limit_per_scope,
             admission_counts_are_exact,
@@ -526,6 +527,40 @@ pub async fn remove_work_removes_the_work(store: Arc<dyn TaskStore>) {
     tokio::time::sleep(PAST_SHORT_LEASE).await;
     assert_nothing_to_claim(&store, "w2").await;
     assert_eq!(load(&store, &task.id).await.status, Status::Working);
+}
+
+/// `conclude`: a worker's write that ends its task also removes the work; a
+/// write that does not end it leaves the work held, and a stale holder's
+/// write is refused and removes nothing.
+pub async fn conclude_removes_the_work_of_the_write_that_ends_the_task(store: Arc<dyn TaskStore>) {
+    let totals = |stats: Vec<PartitionStats>| {
+        (stats.iter().map(|p| p.queued).sum::<u64>(), stats.iter().map(|p| p.pending).sum::<u64>())
+    };
+    let owner = scope("alice");
+    create(&store, &owner).await;
+    let held = claim_one(&store, "w1", SHORT_LEASE).await;
+    let said = next(&held.task, Event::SetMessage("half way".into()));
+    assert_eq!(store.conclude(&said, &held).await.expect("conclude"), Cas::Applied(said.clone()));
+    assert_eq!(totals(store.work_stats().await.expect("work_stats")), (0, 1), "not ended: still held");
+    let done = next(&said, Event::Complete(result()));
+    assert_eq!(store.conclude(&done, &held).await.expect("conclude"), Cas::Applied(done.clone()));
+    assert_eq!(load(&store, &done.id).await, done);
+    assert_eq!(totals(store.work_stats().await.expect("work_stats")), (0, 0), "ended: the work is gone");
+    tokio::time::sleep(PAST_SHORT_LEASE).await;
+    assert_nothing_to_claim(&store, "w2").await;
+
+    // A holder whose lease lapsed and was taken over.
+    let task = create(&store, &owner).await;
+    let stale = claim_one(&store, "w1", SHORT_LEASE).await;
+    tokio::time::sleep(PAST_SHORT_LEASE).await;
+    let current = claim_one(&store, "w2", LONG_LEASE).await;
+    assert_eq!((current.task.id.clone(), current.task.attempt), (task.id.clone(), stale.task.attempt + 1));
+    let late = next(&stale.task, Event::Complete(result()));
+    assert!(matches!(store.conclude(&late, &stale).await.expect("conclude"), Cas::Conflict(_)));
+    assert_eq!(totals(store.work_stats().await.expect("work_stats")), (0, 1), "the new holder keeps its work");
+    let done = next(&current.task, Event::Complete(result()));
+    assert_eq!(store.conclude(&done, &current).await.expect("conclude"), Cas::Applied(done.clone()));
+    assert_eq!(totals(store.work_stats().await.expect("work_stats")), (0, 0));
 }
 
 /// A watch delivers committed snapshots of the watched ids, and only those.

@@ -203,6 +203,18 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
     /// until its TTL). A stale holder (an older attempt) removes nothing.
     async fn remove_work(&self, claim: &Claim) -> Result<(), StoreError>;
 
+    /// A worker's write under `claim`: [`transition`](Self::transition) as
+    /// the claim's writer and, when it is applied and `next` ends the task,
+    /// [`remove_work`](Self::remove_work) of the claim, in one step where the
+    /// backend can (Redis: one script). A refused write removes nothing.
+    async fn conclude(&self, next: &Task, claim: &Claim) -> Result<Cas, StoreError> {
+        let cas = self.transition(next, claim.writer()).await?;
+        if matches!(cas, Cas::Applied(_)) && next.status.is_terminal() {
+            self.remove_work(claim).await?;
+        }
+        Ok(cas)
+    }
+
     /// Give unfinished work back so another worker claims it at once.
     async fn release(&self, claim: &Claim) -> Result<(), StoreError>;
 

@@ -56,7 +56,7 @@ impl Server {
         let task = store_call("get", self.store().get(&req.caller.scope, &id)).await?.ok_or_else(unknown)?;
         self.authorize_tool(&req.caller, &task.work.tool)?;
         let max = self.config().max_task_bytes;
-        match update_task_within(self.store().as_ref(), &id, Writer::Client, &event, max, None).await {
+        match update_task_within(self.store().as_ref(), &id, Writer::Client, &event, max, None, None).await {
             Ok(Updated::Gone) => Err(unknown()),
             Ok(_) => Ok(json!({ "resultType": "complete" })),
             Err(UpdateError::Store(e)) => Err(e.into()),
