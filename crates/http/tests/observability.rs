@@ -194,8 +194,8 @@ async fn one_task_yields_one_trace() {
     assert_eq!(attribute(execute, "presa.task.status").as_deref(), Some("completed"));
     let in_execution: Vec<_> = spans.iter().filter(|s| s.parent_span_id == execute.span_context.span_id()).collect();
     assert!(
-        in_execution.iter().any(|s| s.name == "store.transition" && s.span_kind == SpanKind::Client),
-        "the completing transition is a child of the execution span: {:?}",
+        in_execution.iter().any(|s| s.name == "store.conclude" && s.span_kind == SpanKind::Client),
+        "the completing write is a child of the execution span: {:?}",
         in_execution.iter().map(|s| &s.name).collect::<Vec<_>>()
     );
     assert!(in_execution.iter().all(|s| trace_id(s) == trace_id(request)));
