@@ -2,16 +2,12 @@
 //! handlers, and a parked handler that must not be fenced out by a stale
 //! snapshot.
 
-use std::{
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
-use futures::StreamExt;
 use presa_server::{Catalog, Core, ServerConfig, TaskPolicy, Tool, ToolContext, ToolOutput, Worker, WorkerConfig};
 use presa_store::{
-    Backend, Cas, Claim, CreateLimits, GetView, NewTask, PartitionStats, Scope, Status, StoreError, Task, TaskId,
-    TaskStore, TaskStream, Writer, memory::MemoryStore,
+    Backend, Cas, CreateLimits, NewTask, Scope, Status, Task, TaskId, TaskStore, Writer, memory::MemoryStore,
+    wrapped::Wrapped,
 };
 use presa_tasks::{Event, Work, apply};
 use serde_json::{Value, json};
@@ -132,66 +128,6 @@ async fn panicking_handler_fails_the_task_and_the_worker_survives() {
     stop.cancel();
 }
 
-/// The memory store, except that every watch first delivers `stale` (a
-/// snapshot committed before the watcher's claim, as a slow pub/sub
-/// connection may hand one to a new watcher of a busy channel).
-#[derive(Debug)]
-struct StaleFirst {
-    inner: Arc<MemoryStore>,
-    stale: Mutex<Option<Task>>,
-}
-
-#[async_trait::async_trait]
-impl TaskStore for StaleFirst {
-    async fn create(&self, new: NewTask, limits: CreateLimits) -> Result<Task, StoreError> {
-        self.inner.create(new, limits).await
-    }
-    async fn get(&self, scope: &Scope, id: &TaskId) -> Result<Option<Task>, StoreError> {
-        self.inner.get(scope, id).await
-    }
-    async fn get_view(&self, scope: &Scope, id: &TaskId) -> Result<Option<GetView>, StoreError> {
-        self.inner.get_view(scope, id).await
-    }
-    async fn load(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
-        self.inner.load(id).await
-    }
-    async fn transition(&self, next: &Task, writer: Writer) -> Result<Cas, StoreError> {
-        self.inner.transition(next, writer).await
-    }
-    async fn claim(&self, worker: &str, max: usize, lease: Duration, wait: Duration) -> Result<Vec<Claim>, StoreError> {
-        self.inner.claim(worker, max, lease, wait).await
-    }
-    async fn renew(&self, claim: &Claim, lease: Duration) -> Result<bool, StoreError> {
-        self.inner.renew(claim, lease).await
-    }
-    async fn remove_work(&self, claim: &Claim) -> Result<(), StoreError> {
-        self.inner.remove_work(claim).await
-    }
-    async fn release(&self, claim: &Claim) -> Result<(), StoreError> {
-        self.inner.release(claim).await
-    }
-    async fn watch(&self, ids: &[TaskId]) -> Result<TaskStream, StoreError> {
-        let live = self.inner.watch(ids).await?;
-        let stale = self.stale.lock().unwrap().clone();
-        Ok(Box::pin(futures::stream::iter(stale).chain(live)))
-    }
-    async fn work_stats(&self) -> Result<Vec<PartitionStats>, StoreError> {
-        self.inner.work_stats().await
-    }
-    async fn set_session_field(
-        &self,
-        session: &str,
-        field: &str,
-        value: Option<&str>,
-        ttl: Duration,
-    ) -> Result<(), StoreError> {
-        self.inner.set_session_field(session, field, value, ttl).await
-    }
-    async fn session_state(&self, session: &str) -> Result<std::collections::HashMap<String, String>, StoreError> {
-        self.inner.session_state(session).await
-    }
-}
-
 /// A parked handler decides on published snapshots without reloading, but
 /// skips one no newer than what it has seen: the task as created (attempt 0,
 /// from before the claim) would otherwise fence the run out, and the task
@@ -200,7 +136,9 @@ impl TaskStore for StaleFirst {
 async fn a_parked_handler_skips_a_stale_snapshot_and_resumes_on_the_answer() {
     let memory = Arc::new(MemoryStore::new());
     let task = create(&memory, "ask").await;
-    let store = Arc::new(StaleFirst { inner: memory.clone(), stale: Mutex::new(Some(task.clone())) });
+    // Every watch first delivers the task as created (attempt 0, from before
+    // the claim), as a slow shared subscription may hand it to a new watcher.
+    let store = Arc::new(Wrapped::new(memory.clone()).first_on_watch(vec![task.clone()]));
     let stop = run_worker(core_on(Backend { store, bus: memory.clone() }), 5);
     let mut parked = None;
     for _ in 0..200 {

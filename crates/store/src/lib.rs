@@ -30,6 +30,8 @@ pub use presa_tasks::{Caller, NewTask, Scope, Status, Task, TaskId, wire::GetVie
 pub mod contract;
 pub mod memory;
 pub mod util;
+#[cfg(any(test, feature = "contract"))]
+pub mod wrapped;
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]

@@ -7,10 +7,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use presa_store::{
-    Backend, Cas, Claim, CreateLimits, EventBus, EventStream, GetView, NewTask, PartitionStats, Scope, StoreError,
-    Task, TaskId, TaskStore, TaskStream, Writer,
-};
+use presa_store::{Backend, CreateLimits, NewTask, Scope, wrapped::Wrapped};
 use presa_store_redis::{RedisConfig, RedisStore};
 // Not every test binary uses every helper.
 #[allow(unused_imports)]
@@ -39,77 +36,12 @@ pub fn config(redis: &TestRedis) -> RedisConfig {
         .with_op_timeout(Duration::from_secs(1))
 }
 
-/// A store that owns its Redis server, so a `dyn TaskStore` keeps it alive.
-#[derive(Debug)]
-pub struct Guarded {
-    pub store: RedisStore,
-    pub redis: Arc<TestRedis>,
-}
-
-#[async_trait::async_trait]
-impl TaskStore for Guarded {
-    async fn create(&self, new: NewTask, limits: CreateLimits) -> Result<Task, StoreError> {
-        self.store.create(new, limits).await
-    }
-    async fn get(&self, scope: &Scope, id: &TaskId) -> Result<Option<Task>, StoreError> {
-        self.store.get(scope, id).await
-    }
-    async fn get_view(&self, scope: &Scope, id: &TaskId) -> Result<Option<GetView>, StoreError> {
-        self.store.get_view(scope, id).await
-    }
-    async fn load(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
-        self.store.load(id).await
-    }
-    async fn transition(&self, next: &Task, writer: Writer) -> Result<Cas, StoreError> {
-        self.store.transition(next, writer).await
-    }
-    async fn claim(&self, worker: &str, max: usize, lease: Duration, wait: Duration) -> Result<Vec<Claim>, StoreError> {
-        self.store.claim(worker, max, lease, wait).await
-    }
-    async fn renew(&self, claim: &Claim, lease: Duration) -> Result<bool, StoreError> {
-        self.store.renew(claim, lease).await
-    }
-    async fn remove_work(&self, claim: &Claim) -> Result<(), StoreError> {
-        self.store.remove_work(claim).await
-    }
-    async fn release(&self, claim: &Claim) -> Result<(), StoreError> {
-        self.store.release(claim).await
-    }
-    async fn watch(&self, ids: &[TaskId]) -> Result<TaskStream, StoreError> {
-        self.store.watch(ids).await
-    }
-    async fn work_stats(&self) -> Result<Vec<PartitionStats>, StoreError> {
-        self.store.work_stats().await
-    }
-    async fn set_session_field(
-        &self,
-        session: &str,
-        field: &str,
-        value: Option<&str>,
-        ttl: Duration,
-    ) -> Result<(), StoreError> {
-        self.store.set_session_field(session, field, value, ttl).await
-    }
-    async fn session_state(&self, session: &str) -> Result<std::collections::HashMap<String, String>, StoreError> {
-        self.store.session_state(session).await
-    }
-}
-
-#[async_trait::async_trait]
-impl EventBus for Guarded {
-    async fn publish(&self, event: &str) -> Result<(), StoreError> {
-        self.store.publish(event).await
-    }
-    async fn subscribe(&self) -> Result<EventStream, StoreError> {
-        self.store.subscribe().await
-    }
-}
-
 /// A fresh, isolated backend on a fresh (or the shared) Redis.
 pub async fn make_store() -> Backend {
     let redis = Arc::new(TestRedis::start().await);
     let store = RedisStore::connect(config(&redis)).await.expect("connect to the test Redis");
-    Backend::new(Arc::new(Guarded { store, redis }))
+    // The store keeps its Redis server alive, as a `dyn TaskStore` must.
+    Backend::new(Arc::new(Wrapped::new(Arc::new(store)).keeping(redis)))
 }
 
 /// A fresh, isolated backend on the shared test cluster (cluster mode).

@@ -1,0 +1,114 @@
+//! [`Wrapped`]: a store that answers exactly as another one does, for tests
+//! that need a store to keep something alive beside it (the Redis server it
+//! runs on) or to hand every watcher snapshots of their own first (a late
+//! delivery, as a shared subscription may make). Written once so that tests
+//! do not each spell out the whole trait.
+
+use std::{any::Any, collections::HashMap, fmt, sync::Arc, time::Duration};
+
+use futures::StreamExt;
+
+use crate::{
+    Cas, Claim, CreateLimits, EventBus, EventStream, GetView, NewTask, PartitionStats, Scope, StoreError, Task, TaskId,
+    TaskStore, TaskStream, Writer,
+};
+
+/// `inner`, plus what a test needs around it.
+pub struct Wrapped<S> {
+    inner: Arc<S>,
+    /// Snapshots every `watch` delivers before the inner store's.
+    first_on_watch: Vec<Task>,
+    /// Kept alive as long as the store is.
+    _keep: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl<S> fmt::Debug for Wrapped<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Wrapped").finish_non_exhaustive()
+    }
+}
+
+impl<S> Wrapped<S> {
+    /// A store answering as `inner`.
+    pub fn new(inner: Arc<S>) -> Self {
+        Wrapped { inner, first_on_watch: Vec::new(), _keep: None }
+    }
+
+    /// Keep `value` alive with the store.
+    pub fn keeping(mut self, value: Arc<dyn Any + Send + Sync>) -> Self {
+        self._keep = Some(value);
+        self
+    }
+
+    /// Have every `watch` deliver `snapshots` first, whatever ids it watches.
+    pub fn first_on_watch(mut self, snapshots: Vec<Task>) -> Self {
+        self.first_on_watch = snapshots;
+        self
+    }
+}
+
+#[async_trait::async_trait]
+impl<S: TaskStore> TaskStore for Wrapped<S> {
+    async fn create(&self, new: NewTask, limits: CreateLimits) -> Result<Task, StoreError> {
+        self.inner.create(new, limits).await
+    }
+    async fn get(&self, scope: &Scope, id: &TaskId) -> Result<Option<Task>, StoreError> {
+        self.inner.get(scope, id).await
+    }
+    async fn get_view(&self, scope: &Scope, id: &TaskId) -> Result<Option<GetView>, StoreError> {
+        self.inner.get_view(scope, id).await
+    }
+    async fn load(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
+        self.inner.load(id).await
+    }
+    async fn transition(&self, next: &Task, writer: Writer) -> Result<Cas, StoreError> {
+        self.inner.transition(next, writer).await
+    }
+    async fn claim(&self, worker: &str, max: usize, lease: Duration, wait: Duration) -> Result<Vec<Claim>, StoreError> {
+        self.inner.claim(worker, max, lease, wait).await
+    }
+    async fn renew(&self, claim: &Claim, lease: Duration) -> Result<bool, StoreError> {
+        self.inner.renew(claim, lease).await
+    }
+    async fn remove_work(&self, claim: &Claim) -> Result<(), StoreError> {
+        self.inner.remove_work(claim).await
+    }
+    async fn conclude(&self, next: &Task, claim: &Claim) -> Result<Cas, StoreError> {
+        self.inner.conclude(next, claim).await
+    }
+    async fn release(&self, claim: &Claim) -> Result<(), StoreError> {
+        self.inner.release(claim).await
+    }
+    async fn watch(&self, ids: &[TaskId]) -> Result<TaskStream, StoreError> {
+        let live = self.inner.watch(ids).await?;
+        if self.first_on_watch.is_empty() {
+            return Ok(live);
+        }
+        Ok(Box::pin(futures::stream::iter(self.first_on_watch.clone()).chain(live)))
+    }
+    async fn work_stats(&self) -> Result<Vec<PartitionStats>, StoreError> {
+        self.inner.work_stats().await
+    }
+    async fn set_session_field(
+        &self,
+        session: &str,
+        field: &str,
+        value: Option<&str>,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        self.inner.set_session_field(session, field, value, ttl).await
+    }
+    async fn session_state(&self, session: &str) -> Result<HashMap<String, String>, StoreError> {
+        self.inner.session_state(session).await
+    }
+}
+
+#[async_trait::async_trait]
+impl<S: EventBus> EventBus for Wrapped<S> {
+    async fn publish(&self, event: &str) -> Result<(), StoreError> {
+        self.inner.publish(event).await
+    }
+    async fn subscribe(&self) -> Result<EventStream, StoreError> {
+        self.inner.subscribe().await
+    }
+}
