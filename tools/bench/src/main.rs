@@ -37,7 +37,8 @@
 //!    TCP_NODELAY), alternated at C and 50 connections; then `tasks/get` of a
 //!    completed task through presa on Redis against rmcp's echo. Ratios are
 //!    printed at the end. Before the table: idle RSS of the shipped `presa-api`
-//!    and `presa-worker` (when built beside this binary) and of the peer.
+//!    (embedded, after one sync call) and `presa-worker` (on Redis), when built
+//!    beside this binary, and of the peer (after one echo).
 //! 8. On Redis with the default settings (per-scope limits on) and two worker
 //!    pools: Redis bytes per small completed task (`INFO memory` delta and
 //!    `MEMORY USAGE` of one task record) and the CPU a task costs from create to
@@ -1065,6 +1066,10 @@ async fn idle_rss(redis_url: Option<&str>) -> String {
         let deadline = Instant::now() + Duration::from_secs(10);
         while !http.get(&health).send().await.is_ok_and(|r| r.status().is_success()) && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if name == "presa-api" {
+            // One sync call first, as the peer below answers one echo.
+            echo_op(&Raw::pool(&format!("http://127.0.0.1:{port}/mcp"), 1), "greet", false)(0).await;
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
         figures.push(format!("{name} {:.1} MiB", p.rss_mib()));
