@@ -13,7 +13,7 @@
 //! Extraction yields `None` unless the carrier held a valid `traceparent` or
 //! some baggage, so callers can tell "no incoming context" from "a context".
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, sync::LazyLock};
 
 use opentelemetry::{
     Context,
@@ -48,6 +48,10 @@ pub fn for_continuation(meta: &Map<String, Value>) -> BTreeMap<String, String> {
 pub fn propagator() -> TextMapCompositePropagator {
     TextMapCompositePropagator::new(vec![Box::new(TraceContextPropagator::new()), Box::new(BaggagePropagator::new())])
 }
+
+/// [`propagator`], built once: every request extracts with it, and building
+/// one allocates (a box per propagator, their field lists).
+static PROPAGATOR: LazyLock<TextMapCompositePropagator> = LazyLock::new(propagator);
 
 /// A context worth adopting: a valid remote span context, or baggage.
 fn meaningful(cx: Context) -> Option<Context> {
@@ -100,18 +104,18 @@ impl Injector for StringsOut<'_> {
 
 /// The context in `traceparent`, `tracestate` and `baggage` request headers.
 pub fn from_headers(headers: &http::HeaderMap) -> Option<Context> {
-    meaningful(propagator().extract(&Headers(headers)))
+    meaningful(PROPAGATOR.extract(&Headers(headers)))
 }
 
 /// The context in an MCP `_meta` object (string values of `traceparent`,
 /// `tracestate`, `baggage`; anything else is ignored).
 pub fn from_meta(meta: &Map<String, Value>) -> Option<Context> {
-    meaningful(propagator().extract(&Meta(meta)))
+    meaningful(PROPAGATOR.extract(&Meta(meta)))
 }
 
 /// The context in a string map (the `trace` of a work item).
 pub fn from_map(map: &BTreeMap<String, String>) -> Option<Context> {
-    meaningful(propagator().extract(&Strings(map)))
+    meaningful(PROPAGATOR.extract(&Strings(map)))
 }
 
 /// The W3C context of `span` (and the baggage it carries) as a string map;
@@ -120,7 +124,7 @@ pub fn inject(span: &tracing::Span) -> BTreeMap<String, String> {
     let cx = span.context();
     let mut map = BTreeMap::new();
     if meaningful(cx.clone()).is_some() {
-        propagator().inject_context(&cx, &mut StringsOut(&mut map));
+        PROPAGATOR.inject_context(&cx, &mut StringsOut(&mut map));
     }
     map
 }
