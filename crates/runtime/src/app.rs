@@ -92,15 +92,24 @@ impl App {
     }
 
     async fn api_with(self, args: Vec<OsString>) -> ExitCode {
-        let parsed: ApiArgs = parse(&args);
-        crate::return_freed_memory();
-        report(async { crate::api::run(self.checked()?, parsed).await }.await)
+        self.api_from(parse(&args)).await
     }
 
     async fn worker_with(self, args: Vec<OsString>) -> ExitCode {
-        let parsed: WorkerArgs = parse(&args);
+        self.worker_from(parse(&args)).await
+    }
+
+    /// The API process with flags parsed by the caller: a server with flags of
+    /// its own flattens [`ApiArgs`] into its parser (see [`parse_args`]).
+    pub async fn api_from(self, args: ApiArgs) -> ExitCode {
         crate::return_freed_memory();
-        report(async { crate::worker::run(self.checked()?, parsed).await }.await)
+        report(async { crate::api::run(self.checked()?, args).await }.await)
+    }
+
+    /// The worker process with flags parsed by the caller (see [`App::api_from`]).
+    pub async fn worker_from(self, args: WorkerArgs) -> ExitCode {
+        crate::return_freed_memory();
+        report(async { crate::worker::run(self.checked()?, args).await }.await)
     }
 
     /// The app with its catalog known to be valid.
@@ -131,7 +140,15 @@ impl Checked {
     }
 }
 
-/// Parse `T` from `args` (named after the binary) and the environment; see [`config::load_from`].
+/// Parse `T` from `args` (named after the binary) and the environment,
+/// with `--print-config` and errors that name flag and variable; see
+/// [`config::load_from`]. A server with flags of its own parses a struct that
+/// flattens [`ApiArgs`] or [`WorkerArgs`] beside them, then calls
+/// [`App::api_from`] or [`App::worker_from`].
+pub fn parse_args<T: clap::Parser>(args: &[OsString]) -> T {
+    parse(args)
+}
+
 fn parse<T: clap::Parser>(args: &[OsString]) -> T {
     let bin = args
         .first()

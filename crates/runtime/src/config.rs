@@ -13,7 +13,7 @@ use clap::{
 };
 
 /// Settings whose values are never printed.
-const SECRETS: &[&str] = &["state_secret"];
+const SECRETS: &[&str] = &["state_secret", "upstream_header", "upstream_env"];
 /// Settings that are URLs whose password is never printed.
 const URLS_WITH_CREDENTIALS: &[&str] = &["redis_url"];
 

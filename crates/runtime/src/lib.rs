@@ -34,7 +34,7 @@ pub mod config;
 mod worker;
 
 pub use api::ApiArgs;
-pub use app::{App, RuntimeError};
+pub use app::{App, RuntimeError, parse_args};
 pub use worker::WorkerArgs;
 
 use std::{sync::Arc, time::Duration};

@@ -175,6 +175,17 @@ impl ToolContext {
         }
     }
 
+    /// Which run of the task this is: 1 for the first claim, more when a
+    /// worker took the task over after another was lost mid-run (the claim's
+    /// fencing attempt); `None` in a sync call. A handler whose work is not
+    /// safe to repeat can refuse a re-run with it.
+    pub fn attempt(&self) -> Option<u64> {
+        match &self.inner.mode {
+            Mode::Task(TaskRun { writer: Writer::Worker { attempt }, .. }) => Some(*attempt),
+            _ => None,
+        }
+    }
+
     /// Fires when the work must stop (task cancelled, claim lost, request gone, shutdown).
     pub fn cancellation(&self) -> CancellationToken {
         self.inner.cancel.clone()

@@ -1,0 +1,284 @@
+//! presa's catalog from the upstreams' own: every upstream tool (name with
+//! its prefix, description, `inputSchema`, `outputSchema`, annotations) as a
+//! presa tool run by a [`ProxyTool`], with its task policy and crash policy
+//! from the first matching `[[tool]]` rule, else the upstream's
+//! `execution.taskSupport` hint, else `optional`; every upstream prompt as a
+//! proxied prompt; resources, resource templates and completion proxied too.
+
+use std::{collections::HashMap, sync::Arc};
+
+use presa_server::{
+    Catalog, CatalogBuilder, TaskPolicy, Tool, ToolContext, ToolError, catalog::ResourceError, prompt::PromptOutput,
+};
+use serde_json::{Value, json};
+
+use crate::{
+    config::{GatewayConfig, PolicyRule, Rerun, UpstreamConfig},
+    pool::Pool,
+    proxy::ProxyTool,
+    upstream::UpstreamError,
+};
+
+/// Why the gateway cannot serve its upstreams.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CatalogError {
+    /// An upstream could not be started or initialised.
+    #[error("upstream {name:?}: {source}")]
+    Upstream {
+        /// The upstream.
+        name: String,
+        /// Why.
+        source: UpstreamError,
+    },
+    /// Listing an upstream's catalog failed.
+    #[error("upstream {name:?}: listing its {what}: {message}")]
+    List {
+        /// The upstream.
+        name: String,
+        /// tools, prompts, resources…
+        what: &'static str,
+        /// Why.
+        message: String,
+    },
+    /// Two upstreams list the same name (give one a `prefix`), or a schema is invalid.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// What one upstream lists.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Listing {
+    /// Tool descriptors.
+    pub tools: Vec<Value>,
+    /// Prompt descriptors.
+    pub prompts: Vec<Value>,
+    /// Resource descriptors.
+    pub resources: Vec<Value>,
+    /// Resource template descriptors.
+    pub templates: Vec<Value>,
+    /// Whether it completes arguments.
+    pub completions: bool,
+}
+
+/// List what `pool`'s upstream offers (starting its first connection).
+pub async fn list(pool: &Arc<Pool>) -> Result<Listing, CatalogError> {
+    let name = pool.name().to_string();
+    let lease = pool.get().await.map_err(|source| CatalogError::Upstream { name: name.clone(), source })?;
+    let peer = lease.conn().peer();
+    let caps = peer.peer_info().map(|i| serde_json::to_value(&i.capabilities).unwrap_or_default()).unwrap_or_default();
+    let err = |what: &'static str| {
+        let name = name.clone();
+        move |e: rmcp::service::ServiceError| CatalogError::List { name, what, message: e.to_string() }
+    };
+    let mut listing = Listing::default();
+    if !caps["tools"].is_null() {
+        listing.tools = values(peer.list_all_tools().await.map_err(err("tools"))?);
+    }
+    if !caps["prompts"].is_null() {
+        listing.prompts = values(peer.list_all_prompts().await.map_err(err("prompts"))?);
+    }
+    if !caps["resources"].is_null() {
+        listing.resources = values(peer.list_all_resources().await.map_err(err("resources"))?);
+        listing.templates = values(peer.list_all_resource_templates().await.map_err(err("resource templates"))?);
+    }
+    listing.completions = !caps["completions"].is_null();
+    Ok(listing)
+}
+
+fn values<T: serde::Serialize>(items: Vec<T>) -> Vec<Value> {
+    items.iter().map(|t| serde_json::to_value(t).unwrap_or_default()).collect()
+}
+
+/// The task policy of a listed tool.
+pub fn policy_of(rule: Option<PolicyRule>, descriptor: &Value) -> TaskPolicy {
+    match rule {
+        Some(PolicyRule::Sync) => TaskPolicy::Sync,
+        Some(PolicyRule::Optional) => TaskPolicy::Optional,
+        Some(PolicyRule::Required) => TaskPolicy::Required,
+        None => match descriptor["execution"]["taskSupport"].as_str() {
+            Some("forbidden") => TaskPolicy::Sync,
+            Some("required") => TaskPolicy::Required,
+            _ => TaskPolicy::Optional,
+        },
+    }
+}
+
+fn support(policy: &TaskPolicy) -> &'static str {
+    match policy {
+        TaskPolicy::Sync => "forbidden",
+        TaskPolicy::Required => "required",
+        _ => "optional",
+    }
+}
+
+/// Build presa's catalog from each upstream's listing (`listings[i]` is
+/// `config.upstreams[i]`'s, served by `pools[i]`).
+pub fn build(config: &GatewayConfig, pools: &[Arc<Pool>], listings: &[Listing]) -> Result<Catalog, CatalogError> {
+    let mut builder = Catalog::builder();
+    let mut seen: HashMap<String, String> = HashMap::new();
+    let mut claim = |kind: &str, name: &str, upstream: &str| -> Result<(), CatalogError> {
+        match seen.insert(format!("{kind} {name}"), upstream.to_string()) {
+            Some(other) => Err(CatalogError::Invalid(format!(
+                "upstreams {other:?} and {upstream:?} both list the {kind} {name:?}: give one of them a prefix"
+            ))),
+            None => Ok(()),
+        }
+    };
+    let mut completers = Vec::new();
+    for ((up, pool), listing) in config.upstreams.iter().zip(pools).zip(listings) {
+        for descriptor in &listing.tools {
+            let upstream_name = descriptor["name"].as_str().unwrap_or_default().to_string();
+            let name = format!("{}{upstream_name}", up.prefix);
+            claim("tool", &name, &up.name)?;
+            builder = builder.tool(tool(config, up, pool, descriptor, upstream_name, name));
+        }
+        for descriptor in &listing.prompts {
+            let upstream_name = descriptor["name"].as_str().unwrap_or_default().to_string();
+            let name = format!("{}{upstream_name}", up.prefix);
+            claim("prompt", &name, &up.name)?;
+            let mut d = descriptor.clone();
+            d["name"] = json!(name);
+            builder = builder.prompt(d, ProxyPrompt { pool: pool.clone(), upstream_name });
+        }
+        for descriptor in &listing.resources {
+            claim("resource", descriptor["uri"].as_str().unwrap_or_default(), &up.name)?;
+            builder = builder.resource(descriptor.clone(), reader(pool.clone()));
+        }
+        for descriptor in &listing.templates {
+            builder = builder.template(descriptor.clone(), reader(pool.clone()));
+        }
+        if listing.completions {
+            completers.push((up.prefix.clone(), pool.clone()));
+        }
+    }
+    if !completers.is_empty() {
+        builder = completion(builder, completers);
+    }
+    builder.build().map_err(|e| CatalogError::Invalid(e.to_string()))
+}
+
+fn tool(
+    config: &GatewayConfig,
+    up: &UpstreamConfig,
+    pool: &Arc<Pool>,
+    descriptor: &Value,
+    upstream_name: String,
+    name: String,
+) -> Tool {
+    let rule = config.rule(&name);
+    let policy = policy_of(rule.and_then(|r| r.policy), descriptor);
+    let rerun = rule.and_then(|r| r.rerun).unwrap_or(Rerun::Auto);
+    let rerun_allowed = ProxyTool::may_rerun(rerun, &descriptor["annotations"]);
+    let handler = ProxyTool { pool: pool.clone(), upstream_name, rerun_allowed, timings: config.timings.clone() };
+    let mut d = descriptor.clone();
+    d["name"] = json!(name);
+    d["execution"] = json!({ "taskSupport": support(&policy) });
+    let _ = up;
+    Tool {
+        descriptor: d,
+        policy,
+        handler: Arc::new(handler),
+        scopes: rule.map(|r| r.scopes.clone()).unwrap_or_default(),
+    }
+}
+
+/// Run `f` (an upstream request) from a synchronous catalog callback.
+/// Resources and completion are synchronous in presa's catalog, so they
+/// block this worker thread for the upstream's answer (a multi-threaded
+/// runtime, as every presa process runs, is required).
+fn block_on<T>(f: impl Future<Output = T>) -> Option<T> {
+    let handle = tokio::runtime::Handle::try_current().ok()?;
+    if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+        return None;
+    }
+    Some(tokio::task::block_in_place(|| handle.block_on(f)))
+}
+
+fn reader(
+    pool: Arc<Pool>,
+) -> impl Fn(&str, &HashMap<String, String>) -> Result<Value, ResourceError> + Send + Sync + 'static {
+    move |uri, _vars| {
+        let read = async {
+            let lease = pool.get().await.map_err(|e| ResourceError::Failed(e.to_string()))?;
+            let params =
+                serde_json::from_value(json!({ "uri": uri })).map_err(|e| ResourceError::Failed(e.to_string()))?;
+            let result = lease.conn().peer().read_resource(params).await.map_err(|e| match e {
+                rmcp::service::ServiceError::McpError(e) if e.code.0 == -32002 || e.code.0 == -32602 => {
+                    ResourceError::NotFound
+                }
+                other => ResourceError::Failed(other.to_string()),
+            })?;
+            Ok(serde_json::to_value(result).unwrap_or_default()["contents"].clone())
+        };
+        block_on(read).unwrap_or_else(|| Err(ResourceError::Failed("needs a multi-threaded runtime".into())))
+    }
+}
+
+fn completion(builder: CatalogBuilder, completers: Vec<(String, Arc<Pool>)>) -> CatalogBuilder {
+    builder.completion(move |reference, argument| {
+        // A prompt reference names a prefixed prompt: complete it at the upstream that has it.
+        let name = reference["name"].as_str().unwrap_or_default();
+        let found = completers
+            .iter()
+            .find(|(prefix, _)| reference["type"] != "ref/prompt" || name.starts_with(prefix.as_str()));
+        let empty = json!({ "values": [], "hasMore": false });
+        let Some((prefix, pool)) = found else { return empty };
+        let mut reference = reference.clone();
+        if reference["type"] == "ref/prompt" {
+            reference["name"] = json!(&name[prefix.len()..]);
+        }
+        let complete = async {
+            let lease = pool.get().await.ok()?;
+            let params = serde_json::from_value(json!({ "ref": reference, "argument": argument })).ok()?;
+            let result = lease.conn().peer().complete(params).await.ok()?;
+            Some(serde_json::to_value(result).ok()?["completion"].clone())
+        };
+        block_on(complete).flatten().unwrap_or(empty)
+    })
+}
+
+/// A proxied prompt.
+#[derive(Debug)]
+struct ProxyPrompt {
+    pool: Arc<Pool>,
+    upstream_name: String,
+}
+
+#[async_trait::async_trait]
+impl presa_server::prompt::PromptHandler for ProxyPrompt {
+    async fn get(&self, _ctx: ToolContext, arguments: Value) -> Result<PromptOutput, ToolError> {
+        let lease = self.pool.get().await.map_err(ToolError::internal)?;
+        let mut params = json!({ "name": self.upstream_name });
+        if arguments.as_object().is_some_and(|a| !a.is_empty()) {
+            params["arguments"] = arguments;
+        }
+        let params = serde_json::from_value(params).map_err(|e| ToolError::invalid_params(e.to_string()))?;
+        let result = lease.conn().peer().get_prompt(params).await.map_err(|e| match e {
+            rmcp::service::ServiceError::McpError(e) => {
+                ToolError::Rpc(presa_protocol::jsonrpc::ErrorObject::new(i64::from(e.code.0), e.message.to_string()))
+            }
+            other => ToolError::internal(other),
+        })?;
+        let v = serde_json::to_value(result).unwrap_or_default();
+        Ok(PromptOutput::Messages {
+            description: v["description"].as_str().map(str::to_string),
+            messages: v["messages"].as_array().cloned().unwrap_or_default(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_comes_from_the_rule_then_the_upstream_hint_then_optional() {
+        let hinted = json!({ "execution": { "taskSupport": "required" } });
+        let forbidden = json!({ "execution": { "taskSupport": "forbidden" } });
+        assert!(matches!(policy_of(Some(PolicyRule::Sync), &hinted), TaskPolicy::Sync));
+        assert!(matches!(policy_of(None, &hinted), TaskPolicy::Required));
+        assert!(matches!(policy_of(None, &forbidden), TaskPolicy::Sync));
+        assert!(matches!(policy_of(None, &json!({})), TaskPolicy::Optional));
+    }
+}

@@ -1,0 +1,75 @@
+//! `presa-gateway`: presa in front of an existing MCP server. Every flag of
+//! `presa-api` (or, after `worker`, of `presa-worker`) plus the upstream's
+//! (`--upstream-command`, `--upstream-url`, `--gateway-config`, …).
+
+use std::{ffi::OsString, process::ExitCode};
+
+use clap::Parser;
+use presa_gateway::{Gateway, config::GatewayArgs};
+use presa_runtime::{ApiArgs, App, WorkerArgs, parse_args};
+
+/// The API process (embedded without `--redis-url`).
+#[derive(Debug, Parser)]
+#[command(name = "presa-gateway", version, about = "Durable MCP tasks for the tools of an existing MCP server.")]
+struct ApiCli {
+    #[command(flatten)]
+    gateway: GatewayArgs,
+    #[command(flatten)]
+    api: ApiArgs,
+}
+
+/// `presa-gateway worker …`: a worker pod.
+#[derive(Debug, Parser)]
+#[command(name = "presa-gateway worker", version, about = "Runs the upstream calls of tasks queued in Redis.")]
+struct WorkerCli {
+    #[command(flatten)]
+    gateway: GatewayArgs,
+    #[command(flatten)]
+    worker: WorkerArgs,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    // HTTPS upstreams: rustls with ring, the provider the rest of presa uses.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut args: Vec<OsString> = std::env::args_os().collect();
+    let worker = args.get(1).is_some_and(|a| a == "worker");
+    if worker {
+        args.remove(1);
+        let cli: WorkerCli = parse_args(&args);
+        let Some(gateway) = start(&cli.gateway).await else { return ExitCode::from(2) };
+        let pools = gateway.pools().to_vec();
+        let code = app(gateway).worker_from(cli.worker).await;
+        Gateway::drain(&pools).await;
+        code
+    } else {
+        let cli: ApiCli = parse_args(&args);
+        let Some(gateway) = start(&cli.gateway).await else { return ExitCode::from(2) };
+        let pools = gateway.pools().to_vec();
+        let code = app(gateway).api_from(cli.api).await;
+        Gateway::drain(&pools).await;
+        code
+    }
+}
+
+fn app(gateway: Gateway) -> App {
+    App::new("presa-gateway", env!("CARGO_PKG_VERSION"), Ok(gateway.catalog))
+}
+
+/// Reach every upstream; on failure say why and give up.
+async fn start(args: &GatewayArgs) -> Option<Gateway> {
+    let config = match args.resolve() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return None;
+        }
+    };
+    match Gateway::start(&config).await {
+        Ok(g) => Some(g),
+        Err(e) => {
+            eprintln!("error: {e}");
+            None
+        }
+    }
+}

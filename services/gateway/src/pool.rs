@@ -1,0 +1,150 @@
+//! A bounded pool of [`Connection`]s to one upstream: at most `size` at once
+//! (each runs one call), started lazily, kept while healthy, replaced when
+//! the upstream went away, with a growing pause between failed starts so a
+//! crashing child is not restarted in a tight loop.
+
+use std::{
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::{
+    config::{Endpoint, UpstreamConfig},
+    upstream::{Connection, UpstreamError},
+};
+
+/// The most a failing upstream's restarts are spaced.
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// Connections to one upstream.
+#[derive(Debug)]
+pub struct Pool {
+    name: String,
+    endpoint: Endpoint,
+    connect_timeout: Duration,
+    idle: Mutex<Vec<Connection>>,
+    permits: Arc<Semaphore>,
+    /// Consecutive failed starts and when the last one failed.
+    failures: Mutex<(u32, Option<Instant>)>,
+}
+
+/// A connection taken from the pool; it goes back when dropped, unless the
+/// upstream went away or [`Lease::discard`] took it.
+#[derive(Debug)]
+pub struct Lease {
+    conn: Option<Connection>,
+    pool: Arc<Pool>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Pool {
+    /// A pool of at most `config.pool` connections, none started yet.
+    pub fn new(config: &UpstreamConfig, connect_timeout: Duration) -> Arc<Pool> {
+        metrics::gauge!("presa_gateway_upstream_pool_size", "upstream" => config.name.clone()).set(config.pool as f64);
+        Arc::new(Pool {
+            name: config.name.clone(),
+            endpoint: config.endpoint.clone(),
+            connect_timeout,
+            idle: Mutex::new(Vec::new()),
+            permits: Arc::new(Semaphore::new(config.pool)),
+            failures: Mutex::new((0, None)),
+        })
+    }
+
+    /// The upstream's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Calls the pool can run now without waiting.
+    pub fn available(&self) -> usize {
+        self.permits.available_permits()
+    }
+
+    /// A connection: an idle one, else a new one once a place is free.
+    pub async fn get(self: &Arc<Self>) -> Result<Lease, UpstreamError> {
+        let permit = self.permits.clone().acquire_owned().await.expect("the pool's semaphore is never closed");
+        loop {
+            let idle = self.idle.lock().expect("pool lock").pop();
+            match idle {
+                Some(conn) if conn.is_closed() => {
+                    tracing::warn!(upstream = %self.name, "the upstream connection went away; replacing it");
+                    metrics::counter!("presa_gateway_upstream_restarts_total", "upstream" => self.name.clone())
+                        .increment(1);
+                    self.opened(-1.0);
+                }
+                Some(conn) => return Ok(Lease { conn: Some(conn), pool: self.clone(), _permit: permit }),
+                None => break,
+            }
+        }
+        self.wait_out_backoff().await;
+        match Connection::open(&self.endpoint, self.connect_timeout).await {
+            Ok(conn) => {
+                *self.failures.lock().expect("pool lock") = (0, None);
+                self.opened(1.0);
+                Ok(Lease { conn: Some(conn), pool: self.clone(), _permit: permit })
+            }
+            Err(e) => {
+                let mut f = self.failures.lock().expect("pool lock");
+                *f = (f.0.saturating_add(1), Some(Instant::now()));
+                metrics::counter!("presa_gateway_upstream_start_failures_total", "upstream" => self.name.clone())
+                    .increment(1);
+                Err(e)
+            }
+        }
+    }
+
+    async fn wait_out_backoff(&self) {
+        let (n, last) = *self.failures.lock().expect("pool lock");
+        if let Some(last) = last {
+            let pause = Duration::from_millis(100).saturating_mul(1 << n.min(7)).min(MAX_BACKOFF);
+            let since = last.elapsed();
+            if since < pause {
+                tokio::time::sleep(pause - since).await;
+            }
+        }
+    }
+
+    fn opened(&self, delta: f64) {
+        metrics::gauge!("presa_gateway_upstream_connections", "upstream" => self.name.clone()).increment(delta);
+    }
+
+    /// Close every idle connection (on shutdown).
+    pub async fn drain(&self) {
+        let idle = std::mem::take(&mut *self.idle.lock().expect("pool lock"));
+        for conn in idle {
+            self.opened(-1.0);
+            conn.close().await;
+        }
+    }
+}
+
+impl Lease {
+    /// The connection.
+    pub fn conn(&self) -> &Connection {
+        self.conn.as_ref().expect("a lease holds its connection until dropped")
+    }
+
+    /// Take the connection out of the pool (to close it: a call on it was
+    /// abandoned and may still run); its place frees up for a new one.
+    pub fn discard(mut self) -> Connection {
+        self.pool.opened(-1.0);
+        self.conn.take().expect("a lease holds its connection until dropped")
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            if conn.is_closed() {
+                self.pool.opened(-1.0);
+                metrics::counter!("presa_gateway_upstream_restarts_total", "upstream" => self.pool.name.clone())
+                    .increment(1);
+            } else {
+                self.pool.idle.lock().expect("pool lock").push(conn);
+            }
+        }
+    }
+}

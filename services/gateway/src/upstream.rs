@@ -1,0 +1,305 @@
+//! One connection to an upstream MCP server ([`Connection`]): a stdio child
+//! process or a Streamable HTTP session, spoken to with rmcp's client in
+//! whatever revision the upstream speaks (2026-07-28 `server/discover` first,
+//! else the 2025-11-25 `initialize` handshake).
+//!
+//! A connection runs one call at a time, so what the upstream sends while a
+//! call runs belongs to that call: its `notifications/progress` and
+//! `notifications/message`, and its requests to the client
+//! (`elicitation/create`, `sampling/createMessage`, `roots/list`). The
+//! connection's [`Relay`] hands them to the call's [`Events`] channel; a request
+//! waits there for the call's answer. What arrives outside any call gets a
+//! fixed answer (no roots, a declined elicitation, no sampling), never one
+//! from a client who did not see the question.
+
+// Sampling, roots and logging are deprecated in 2026-07-28 (SEP-2577), and
+// the 2025-11-25 servers the gateway fronts still use them.
+#![allow(deprecated)]
+
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use rmcp::{
+    ClientHandler, RoleClient,
+    model::{
+        ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
+        ElicitResult, ErrorCode, Implementation, ListRootsResult, LoggingMessageNotificationParam,
+        ProgressNotificationParam, ProtocolVersion,
+    },
+    service::{ClientLifecycleMode, NotificationContext, RequestContext, RunningService, serve_client_with_lifecycle},
+};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::config::Endpoint;
+
+/// Why an upstream could not be reached or answered badly.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum UpstreamError {
+    /// Starting the child process failed (no such program, not executable…).
+    #[error("starting {program:?}: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The handshake failed (the upstream exited, or answered with an error).
+    #[error("initialising the upstream: {0}")]
+    Initialize(String),
+    /// The handshake did not finish in time.
+    #[error("the upstream did not finish its handshake within {0:?}")]
+    ConnectTimeout(Duration),
+    /// A request failed after the handshake.
+    #[error("{0}")]
+    Request(String),
+}
+
+/// What the upstream sent during a call, for the call.
+#[derive(Debug)]
+pub enum Event {
+    /// `notifications/progress` for the call's progress token.
+    Progress {
+        /// Progress so far.
+        progress: f64,
+        /// The total, if known.
+        total: Option<f64>,
+        /// A message.
+        message: Option<String>,
+    },
+    /// `notifications/message`.
+    Log {
+        /// The level (`info`, `warning`…).
+        level: String,
+        /// The data.
+        data: Value,
+    },
+    /// A request to the client; the call answers on `reply`.
+    Question {
+        /// `elicitation/create`, `sampling/createMessage` or `roots/list`.
+        method: &'static str,
+        /// Its params.
+        params: Value,
+        /// The client's result, or an error for the upstream.
+        reply: oneshot::Sender<Result<Value, String>>,
+    },
+}
+
+/// The receiving end of a call's [`Event`]s.
+pub type Events = mpsc::UnboundedReceiver<Event>;
+
+#[derive(Debug, Default)]
+struct Current {
+    events: Option<mpsc::UnboundedSender<Event>>,
+}
+
+/// The rmcp client handler of one connection: routes what the upstream sends
+/// to the call running on it, if any.
+#[derive(Debug, Clone, Default)]
+pub struct Relay {
+    current: Arc<Mutex<Current>>,
+    /// Set when the upstream says its tool list changed.
+    pub tools_changed: Arc<tokio::sync::Notify>,
+}
+
+impl Relay {
+    fn sender(&self) -> Option<mpsc::UnboundedSender<Event>> {
+        self.current.lock().ok()?.events.clone()
+    }
+
+    async fn ask(&self, method: &'static str, params: Value) -> Option<Result<Value, rmcp::ErrorData>> {
+        let events = self.sender()?;
+        let (reply, answer) = oneshot::channel();
+        events.send(Event::Question { method, params, reply }).ok()?;
+        Some(match answer.await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(message)) => Err(rmcp::ErrorData::new(ErrorCode::INTERNAL_ERROR, message, None)),
+            Err(_) => Err(rmcp::ErrorData::new(ErrorCode::INTERNAL_ERROR, "the call ended before an answer", None)),
+        })
+    }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(v: Value, what: &str) -> Result<T, rmcp::ErrorData> {
+    serde_json::from_value(v).map_err(|e| {
+        rmcp::ErrorData::new(ErrorCode::INVALID_PARAMS, format!("the client's {what} answer is malformed: {e}"), None)
+    })
+}
+
+fn encode(v: &impl serde::Serialize) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+impl ClientHandler for Relay {
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        match self.ask("elicitation/create", encode(&request)).await {
+            Some(answer) => decode(answer?, "elicitation"),
+            None => decode(serde_json::json!({ "action": "decline" }), "elicitation"),
+        }
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, rmcp::ErrorData> {
+        match self.ask("sampling/createMessage", encode(&params)).await {
+            Some(answer) => decode(answer?, "sampling"),
+            None => Err(rmcp::ErrorData::new(
+                ErrorCode::INVALID_REQUEST,
+                "sampling is only answered during a tool call",
+                None,
+            )),
+        }
+    }
+
+    async fn list_roots(&self, _context: RequestContext<RoleClient>) -> Result<ListRootsResult, rmcp::ErrorData> {
+        match self.ask("roots/list", serde_json::json!({})).await {
+            Some(answer) => decode(answer?, "roots"),
+            None => Ok(ListRootsResult::default()),
+        }
+    }
+
+    async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
+        // One call at a time per connection: any progress is the current call's.
+        if let Some(events) = self.sender() {
+            let _ = events.send(Event::Progress {
+                progress: params.progress,
+                total: params.total,
+                message: params.message,
+            });
+        }
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Some(events) = self.sender() {
+            let level = encode(&params.level).as_str().unwrap_or("info").to_string();
+            let _ = events.send(Event::Log { level, data: params.data });
+        }
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools_changed.notify_waiters();
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        // Every question is passed on to presa's caller, who answers it (or
+        // not); an upstream that speaks Tasks may answer with a task, which the
+        // gateway follows.
+        let capabilities: ClientCapabilities = serde_json::from_value(serde_json::json!({
+            "elicitation": {}, "sampling": {}, "roots": {},
+            "extensions": { "io.modelcontextprotocol/tasks": {} },
+        }))
+        .unwrap_or_default();
+        let mut info = ClientConfig::default();
+        info.capabilities = capabilities;
+        info.client_info = Implementation::new("presa-gateway", env!("CARGO_PKG_VERSION"));
+        info
+    }
+}
+
+/// A live connection to one upstream.
+#[derive(Debug)]
+pub struct Connection {
+    service: RunningService<RoleClient, Relay>,
+    relay: Relay,
+}
+
+/// Clears the connection's current call when dropped.
+#[derive(Debug)]
+pub struct CallScope<'a> {
+    relay: &'a Relay,
+}
+
+impl Drop for CallScope<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut c) = self.relay.current.lock() {
+            *c = Current::default();
+        }
+    }
+}
+
+impl Connection {
+    /// Start (stdio) or open (HTTP) a connection and finish the handshake.
+    pub async fn open(endpoint: &Endpoint, timeout: Duration) -> Result<Connection, UpstreamError> {
+        let relay = Relay::default();
+        let lifecycle = ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::V_2025_11_25),
+        };
+        let start = async {
+            match endpoint {
+                Endpoint::Stdio { argv, env, cwd } => {
+                    let mut cmd = tokio::process::Command::new(&argv[0]);
+                    cmd.args(&argv[1..]).envs(env);
+                    if let Some(dir) = cwd {
+                        cmd.current_dir(dir);
+                    }
+                    let transport = rmcp::transport::TokioChildProcess::new(cmd)
+                        .map_err(|source| UpstreamError::Spawn { program: argv[0].clone(), source })?;
+                    serve_client_with_lifecycle(relay.clone(), transport, lifecycle).await
+                }
+                Endpoint::Http { url, headers } => {
+                    use rmcp::transport::{
+                        StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
+                    };
+                    let custom = headers
+                        .iter()
+                        .filter_map(|(k, v)| Some((k.parse().ok()?, v.parse().ok()?)))
+                        .collect::<std::collections::HashMap<_, _>>();
+                    let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+                    let transport = StreamableHttpClientTransport::from_config(config);
+                    serve_client_with_lifecycle(relay.clone(), transport, lifecycle).await
+                }
+            }
+            .map_err(|e| UpstreamError::Initialize(e.to_string()))
+        };
+        let service =
+            tokio::time::timeout(timeout, start).await.map_err(|_| UpstreamError::ConnectTimeout(timeout))??;
+        Ok(Connection { service, relay })
+    }
+
+    /// The rmcp peer, to send requests.
+    pub fn peer(&self) -> &rmcp::Peer<RoleClient> {
+        self.service.peer()
+    }
+
+    /// Whether the upstream went away (a child exited, a session closed).
+    pub fn is_closed(&self) -> bool {
+        self.service.is_closed() || self.service.peer().is_transport_closed()
+    }
+
+    /// The revision the upstream speaks.
+    pub fn protocol_version(&self) -> Option<ProtocolVersion> {
+        self.service.peer().peer_info().map(|i| i.protocol_version.clone())
+    }
+
+    /// Fires when the upstream says its tool list changed.
+    pub fn tools_changed(&self) -> Arc<tokio::sync::Notify> {
+        self.relay.tools_changed.clone()
+    }
+
+    /// Route what the upstream sends to a new call until the scope is dropped.
+    pub fn begin_call(&self) -> (CallScope<'_>, Events) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        if let Ok(mut c) = self.relay.current.lock() {
+            *c = Current { events: Some(tx) };
+        }
+        (CallScope { relay: &self.relay }, rx)
+    }
+
+    /// Close the connection (a stdio child is asked to exit, then killed).
+    pub async fn close(mut self) {
+        let _ = self.service.close_with_timeout(Duration::from_secs(2)).await;
+    }
+}
