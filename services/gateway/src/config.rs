@@ -98,6 +98,14 @@ pub struct GatewayArgs {
     #[arg(long, env = "PRESA_UPSTREAM_CONNECT_TIMEOUT_MS", default_value_t = 30_000)]
     pub upstream_connect_timeout_ms: u64,
 
+    /// After its handshake, how long a new upstream connection is left alone
+    /// before its first call, in ms: requests an upstream makes on its own
+    /// right after starting (server-everything asks for roots ~350 ms after
+    /// `initialize`) then get the gateway's fixed answer (no roots) instead of
+    /// being taken for a question of the first call.
+    #[arg(long, env = "PRESA_UPSTREAM_SETTLE_MS", default_value_t = 1_000)]
+    pub upstream_settle_ms: u64,
+
     /// After `notifications/cancelled`, how long an upstream gets to stop
     /// before its connection is closed (a stdio child is then killed), in ms.
     #[arg(long, env = "PRESA_UPSTREAM_CANCEL_GRACE_MS", default_value_t = 5_000)]
@@ -199,6 +207,8 @@ pub struct Timings {
     pub call_timeout: Duration,
     /// Longest a connection's start and handshake.
     pub connect_timeout: Duration,
+    /// Quiet time after a handshake before the first call.
+    pub settle: Duration,
     /// Grace after a cancellation.
     pub cancel_grace: Duration,
     /// Fewest time between two status messages.
@@ -311,6 +321,7 @@ impl GatewayArgs {
         let timings = Timings {
             call_timeout: ms(self.upstream_call_timeout_ms),
             connect_timeout: ms(self.upstream_connect_timeout_ms),
+            settle: ms(self.upstream_settle_ms),
             cancel_grace: ms(self.upstream_cancel_grace_ms),
             status_interval: ms(self.upstream_status_interval_ms),
             refresh: (self.upstream_refresh_ms > 0).then(|| ms(self.upstream_refresh_ms)),

@@ -43,8 +43,11 @@ impl Gateway {
     /// build the catalog; any upstream that cannot be reached, initialised
     /// or listed, and any name two upstreams share, is an error.
     pub async fn start(config: &GatewayConfig) -> Result<Gateway, CatalogError> {
-        let pools: Vec<Arc<Pool>> =
-            config.upstreams.iter().map(|u| Pool::new(u, config.timings.connect_timeout)).collect();
+        let pools: Vec<Arc<Pool>> = config
+            .upstreams
+            .iter()
+            .map(|u| Pool::new(u, config.timings.connect_timeout, config.timings.settle))
+            .collect();
         let listings = futures::future::try_join_all(pools.iter().map(catalog::list)).await?;
         for (up, l) in config.upstreams.iter().zip(&listings) {
             tracing::info!(upstream = %up.name, tools = l.tools.len(), prompts = l.prompts.len(),

@@ -30,7 +30,8 @@ struct WorkerCli {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // HTTPS upstreams: rustls with ring, the provider the rest of presa uses.
+    // HTTPS upstreams (feature `tls`): rustls with ring, the provider the rest of presa uses.
+    #[cfg(feature = "tls")]
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut args: Vec<OsString> = std::env::args_os().collect();
     let worker = args.get(1).is_some_and(|a| a == "worker");

@@ -24,6 +24,7 @@ pub struct Pool {
     name: String,
     endpoint: Endpoint,
     connect_timeout: Duration,
+    settle: Duration,
     idle: Mutex<Vec<Connection>>,
     permits: Arc<Semaphore>,
     /// Consecutive failed starts and when the last one failed.
@@ -41,12 +42,13 @@ pub struct Lease {
 
 impl Pool {
     /// A pool of at most `config.pool` connections, none started yet.
-    pub fn new(config: &UpstreamConfig, connect_timeout: Duration) -> Arc<Pool> {
+    pub fn new(config: &UpstreamConfig, connect_timeout: Duration, settle: Duration) -> Arc<Pool> {
         metrics::gauge!("presa_gateway_upstream_pool_size", "upstream" => config.name.clone()).set(config.pool as f64);
         Arc::new(Pool {
             name: config.name.clone(),
             endpoint: config.endpoint.clone(),
             connect_timeout,
+            settle,
             idle: Mutex::new(Vec::new()),
             permits: Arc::new(Semaphore::new(config.pool)),
             failures: Mutex::new((0, None)),
@@ -82,6 +84,9 @@ impl Pool {
         self.wait_out_backoff().await;
         match Connection::open(&self.endpoint, self.connect_timeout).await {
             Ok(conn) => {
+                // No call is routed to it yet: what the upstream asks on its
+                // own right after starting gets the fixed answers.
+                tokio::time::sleep(self.settle).await;
                 *self.failures.lock().expect("pool lock") = (0, None);
                 self.opened(1.0);
                 Ok(Lease { conn: Some(conn), pool: self.clone(), _permit: permit })

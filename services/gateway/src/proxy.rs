@@ -28,6 +28,7 @@ use rmcp::{
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::{
     config::{Rerun, Timings},
@@ -192,7 +193,7 @@ impl ToolHandler for ProxyTool {
         };
         let started = Instant::now();
         let upstream = self.pool.name().to_string();
-        let out = Call { tool: self, ctx: &ctx, asked: 0 }.run(lease, arguments).await;
+        let out = Call { tool: self, ctx: &ctx, asked: 0, told_roots: false }.run(lease, arguments).await;
         let outcome = match &out {
             Ok(ToolOutput::Complete(v)) if v["isError"] == true => "tool_error",
             Ok(_) => "ok",
@@ -214,30 +215,44 @@ struct Call<'a> {
     ctx: &'a ToolContext,
     /// Questions asked so far (the position part of their keys).
     asked: usize,
+    /// Whether the caller's roots were given to the upstream, which may
+    /// keep them for the session: then the connection serves no other call.
+    told_roots: bool,
 }
 
 impl Call<'_> {
     async fn run(&mut self, lease: Lease, arguments: Value) -> Result<ToolOutput, ToolError> {
-        let mut params = json!({ "name": self.tool.upstream_name, "arguments": arguments });
-        for _round in 0..MAX_ROUNDS {
-            let span = tracing::info_span!("upstream.call", upstream = %self.tool.pool.name(), tool = %self.tool.upstream_name);
-            let result = {
-                let _e = span.enter();
-                self.once(&lease, &params).await
-            };
-            let result = match result {
-                Ok(r) => r,
-                Err(Abandon(e)) => {
-                    self.abandon(lease);
-                    return Err(e);
+        match self.rounds(&lease, arguments).await {
+            // A call given up while it may still run upstream: its connection goes.
+            Err(Abandon(e)) => {
+                self.abandon(lease, self.tool.timings.cancel_grace);
+                Err(e)
+            }
+            Ok(Round::Task(task)) => self.follow_task(lease, task).await,
+            Ok(Round::Done(out)) => {
+                if self.told_roots {
+                    self.abandon(lease, Duration::ZERO);
                 }
-            };
-            match result {
-                ServerResult::CallToolResult(r) => return Ok(into_output(&r)),
+                out
+            }
+        }
+    }
+
+    /// Call, answering a 2026-07-28 upstream's MRTR rounds, until a result or an upstream task.
+    async fn rounds(&mut self, lease: &Lease, arguments: Value) -> Result<Round, Abandon> {
+        let mut params = json!({ "name": self.tool.upstream_name, "arguments": arguments });
+        let name = self.tool.pool.name().to_string();
+        for _round in 0..MAX_ROUNDS {
+            let span = tracing::info_span!("upstream.call", upstream = %name, tool = %self.tool.upstream_name);
+            match self.once(lease, &params).instrument(span).await? {
+                ServerResult::CallToolResult(r) => return Ok(Round::Done(Ok(into_output(&r)))),
                 ServerResult::InputRequiredResult(r) => {
-                    // A 2026-07-28 upstream asks by MRTR: answer and retry.
+                    // The upstream call is over; what the caller answers goes into a retry.
                     let requests = serde_json::to_value(&r.input_requests).unwrap_or_default();
-                    let answers = self.ask_all(requests).await?;
+                    let answers = match self.ask_all(requests).await {
+                        Ok(a) => a,
+                        Err(e) => return Ok(Round::Done(Err(e))),
+                    };
                     params["inputResponses"] = Value::Object(answers);
                     match r.request_state {
                         Some(s) => params["requestState"] = json!(s),
@@ -247,18 +262,15 @@ impl Call<'_> {
                     }
                 }
                 ServerResult::CreateTaskResult(t) => {
-                    let task = serde_json::to_value(&t).unwrap_or_default();
-                    return self.follow_task(lease, task).await;
+                    return Ok(Round::Task(serde_json::to_value(&t).unwrap_or_default()));
                 }
                 _ => {
-                    return Err(rpc(
-                        format!("upstream {:?} answered tools/call with something else", self.tool.pool.name()),
-                        false,
-                    ));
+                    let e = rpc(format!("upstream {name:?} answered tools/call with something else"), false);
+                    return Ok(Round::Done(Err(e)));
                 }
             }
         }
-        Err(rpc(format!("upstream {:?} asked for input more than {MAX_ROUNDS} times", self.tool.pool.name()), false))
+        Ok(Round::Done(Err(rpc(format!("upstream {name:?} asked for input more than {MAX_ROUNDS} times"), false))))
     }
 
     /// Send one `tools/call` and serve the upstream's events until it answers.
@@ -283,6 +295,12 @@ impl Call<'_> {
             let flush_at = status.deadline();
             tokio::select! {
                 r = &mut response => {
+                    // Progress sent just before the answer is still queued: take it.
+                    while let Ok(event) = events.try_recv() {
+                        if !matches!(event, Event::Question { .. }) {
+                            let _ = self.on_event(event, &mut status).await;
+                        }
+                    }
                     if let Some(last) = status.flush() {
                         let _ = self.ctx.set_status(last).await;
                     }
@@ -326,6 +344,7 @@ impl Call<'_> {
                 self.asked += 1;
                 let key = question_key(self.asked, method, &params);
                 let answer = self.ctx.input(&key, json!({ "method": method, "params": params })).await?;
+                self.told_roots |= method == "roots/list";
                 let _ = reply.send(Ok(answer));
             }
         }
@@ -342,6 +361,7 @@ impl Call<'_> {
             self.asked += 1;
             let method = request["method"].as_str().unwrap_or_default().to_string();
             let key = question_key(self.asked, &method, &request["params"]);
+            self.told_roots |= method == "roots/list";
             theirs.push((their_key, key.clone()));
             ours.insert(key, request);
         }
@@ -421,11 +441,10 @@ impl Call<'_> {
         }
     }
 
-    /// Stop using a connection whose call was abandoned: it may still be
-    /// running there. Give the upstream the grace period, then close it.
-    fn abandon(&self, lease: Lease) {
+    /// Stop using a connection: a call abandoned on it may still be running
+    /// there (give the upstream `grace`, then close it), or it holds a caller's roots.
+    fn abandon(&self, lease: Lease, grace: Duration) {
         let conn = lease.discard();
-        let grace = self.tool.timings.cancel_grace;
         tokio::spawn(async move {
             tokio::time::sleep(grace).await;
             conn.close().await;
@@ -435,6 +454,14 @@ impl Call<'_> {
 
 /// An error after which the connection's call may still be running.
 struct Abandon(ToolError);
+
+/// How a call's rounds ended.
+enum Round {
+    /// With a result or an error; the connection is free.
+    Done(Result<ToolOutput, ToolError>),
+    /// The upstream made a task of the call (its `CreateTaskResult`).
+    Task(Value),
+}
 
 impl From<ToolError> for Abandon {
     fn from(e: ToolError) -> Self {
@@ -471,9 +498,9 @@ mod tests {
         assert!(!ProxyTool::may_rerun(Rerun::Never, &idem));
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn status_messages_are_rate_limited_and_the_last_is_kept() {
-        let mut s = Status { interval: Duration::from_millis(100), last: None, pending: None };
+        let mut s = Status { interval: Duration::from_millis(20), last: None, pending: None };
         assert_eq!(s.offer("1".into()).as_deref(), Some("1"));
         assert_eq!(s.offer("2".into()), None);
         assert_eq!(s.offer("3".into()), None);

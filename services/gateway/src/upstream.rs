@@ -9,8 +9,8 @@
 //! (`elicitation/create`, `sampling/createMessage`, `roots/list`). The
 //! connection's [`Relay`] hands them to the call's [`Events`] channel; a request
 //! waits there for the call's answer. What arrives outside any call gets a
-//! fixed answer (no roots, a declined elicitation, no sampling), never one
-//! from a client who did not see the question.
+//! fixed answer (a declined elicitation, an error for sampling and roots),
+//! never one from a client who did not see the question.
 
 // Sampling, roots and logging are deprecated in 2026-07-28 (SEP-2577), and
 // the 2025-11-25 servers the gateway fronts still use them.
@@ -162,7 +162,14 @@ impl ClientHandler for Relay {
     async fn list_roots(&self, _context: RequestContext<RoleClient>) -> Result<ListRootsResult, rmcp::ErrorData> {
         match self.ask("roots/list", serde_json::json!({})).await {
             Some(answer) => decode(answer?, "roots"),
-            None => Ok(ListRootsResult::default()),
+            // Roots are a caller's; outside a call there is none. An error
+            // (not an empty list) keeps an upstream that caches roots from
+            // caching "none" and makes it ask again during the call that needs them.
+            None => Err(rmcp::ErrorData::new(
+                ErrorCode::INVALID_REQUEST,
+                "roots are only answered during a tool call (they are the caller's)",
+                None,
+            )),
         }
     }
 

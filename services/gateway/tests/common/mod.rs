@@ -1,0 +1,76 @@
+//! What the gateway's integration tests share: the third-party upstreams
+//! (installed once per machine by `tests/gateway/setup.sh` from npm and
+//! PyPI) and a gateway process in front of one.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::{path::PathBuf, process::Command, sync::OnceLock};
+
+use presa_testkit::{Pod, free_port};
+
+/// The upstreams' command lines, from `tests/gateway/setup.sh`.
+#[derive(Debug, Clone)]
+pub struct Fixtures {
+    /// `@modelcontextprotocol/server-everything` over stdio.
+    pub everything_stdio: String,
+    /// The same in its Streamable HTTP mode (`PORT` sets its port; path `/mcp`).
+    pub everything_http: String,
+    /// The venv's python with the official `mcp` SDK.
+    pub python: String,
+}
+
+/// The repository's root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Install (once per machine; idempotent) and locate the upstreams. A failed
+/// install fails the test, saying why: these tests never pass without them.
+pub fn fixtures() -> Fixtures {
+    static F: OnceLock<Fixtures> = OnceLock::new();
+    F.get_or_init(|| {
+        let out = Command::new("bash")
+            .arg(repo().join("tests/gateway/setup.sh"))
+            .output()
+            .expect("running tests/gateway/setup.sh");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "tests/gateway/setup.sh failed (it installs server-everything from npm and the mcp SDK from PyPI):\n{}\n{}",
+            stdout,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let get = |key: &str| {
+            stdout
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{key}=")))
+                .unwrap_or_else(|| panic!("setup.sh printed no {key}=: {stdout}"))
+                .to_string()
+        };
+        Fixtures {
+            everything_stdio: get("EVERYTHING_STDIO"),
+            everything_http: get("EVERYTHING_HTTP"),
+            python: get("PYTHON"),
+        }
+    })
+    .clone()
+}
+
+/// The Python upstream of these tests (`tests/gateway/upstream.py`) as a command line.
+pub fn python_upstream() -> String {
+    format!("{} {}", fixtures().python, repo().join("tests/gateway/upstream.py").display())
+}
+
+/// The built `presa-gateway`.
+pub fn gateway_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_presa-gateway"))
+}
+
+/// An embedded gateway (no Redis) in front of `upstream` (a stdio command line), with `args` more.
+pub async fn embedded(name: &str, upstream: &str, args: &[&str], env: &[(&str, &str)]) -> (Pod, String) {
+    let mut all = vec!["--upstream-command", upstream];
+    all.extend_from_slice(args);
+    let pod = Pod::start(name, &gateway_bin(), free_port(), &all, env).await;
+    let url = format!("{}/mcp", pod.base());
+    (pod, url)
+}

@@ -1,0 +1,85 @@
+"""A small upstream MCP server (stdio) for presa-gateway's integration tests.
+
+Written with the official `mcp` Python SDK (2.x, where FastMCP is called
+MCPServer). Run it with the venv python that setup.sh prints:
+
+    $PYTHON tests/gateway/upstream.py
+
+Tools:
+  slow_idempotent(steps=5, step_ms=200)  idempotentHint=true, readOnlyHint=false
+  slow_unsafe(steps=5, step_ms=200)      idempotentHint=false, destructiveHint=true, readOnlyHint=false
+  ask_name()                             elicits {name: string (required)}
+  add(a, b)                              returns the sum as text
+
+If PRESA_TEST_RUNS_FILE is set, slow_idempotent / slow_unsafe append their own
+name as one line to that file when they start, so a test can count how many
+times the upstream really ran a call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from pydantic import BaseModel, Field
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ToolAnnotations
+
+server = MCPServer(name="presa-test-upstream", version="1.0.0")
+
+
+def _record_run(tool: str) -> None:
+    path = os.environ.get("PRESA_TEST_RUNS_FILE")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(tool + "\n")
+            f.flush()
+
+
+async def _slow(ctx: Context, steps: int, step_ms: int) -> str:
+    for i in range(1, steps + 1):
+        await asyncio.sleep(step_ms / 1000.0)
+        await ctx.report_progress(i, steps, message=f"step {i}/{steps}")
+    return f"done {steps}"
+
+
+@server.tool(
+    description="Sleeps step_ms between steps, reporting progress each step. Safe to retry.",
+    annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=True),
+    structured_output=False,
+)
+async def slow_idempotent(ctx: Context, steps: int = 5, step_ms: int = 200) -> str:
+    _record_run("slow_idempotent")
+    return await _slow(ctx, steps, step_ms)
+
+
+@server.tool(
+    description="Same as slow_idempotent but must not be retried (destructive, not idempotent).",
+    annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False),
+    structured_output=False,
+)
+async def slow_unsafe(ctx: Context, steps: int = 5, step_ms: int = 200) -> str:
+    _record_run("slow_unsafe")
+    return await _slow(ctx, steps, step_ms)
+
+
+class NameForm(BaseModel):
+    name: str = Field(description="Your name")
+
+
+@server.tool(description="Asks the user for their name via elicitation.", structured_output=False)
+async def ask_name(ctx: Context) -> str:
+    result = await ctx.elicit(message="What is your name?", schema=NameForm)
+    if result.action == "accept" and result.data is not None:
+        return f"hello {result.data.name}"
+    return "declined"
+
+
+@server.tool(description="Adds two integers.", structured_output=False)
+def add(a: int, b: int) -> str:
+    return str(a + b)
+
+
+if __name__ == "__main__":
+    server.run("stdio")
