@@ -326,6 +326,10 @@ async fn keep_lease(store: Arc<dyn TaskStore>, claim: Claim, lease: Duration, ca
     // it (a late delivery on a subscription this pod already had) names an
     // earlier attempt and would fence the run out.
     let claimed = claim.task.revision;
+    // A fixed deadline, not a sleep started anew each turn: a handler that
+    // changes its task more often than `tick` (a status message per upstream
+    // progress line) would otherwise keep the renewal from ever running.
+    let mut renew_at = tokio::time::Instant::now() + tick;
     loop {
         tokio::select! {
             change = changes.next() => match change {
@@ -333,7 +337,8 @@ async fn keep_lease(store: Arc<dyn TaskStore>, claim: Claim, lease: Duration, ca
                 Some(_) => continue,
                 None => changes = futures::stream::pending().boxed(),
             },
-            _ = tokio::time::sleep(tick) => {
+            _ = tokio::time::sleep_until(renew_at) => {
+                renew_at = tokio::time::Instant::now() + tick;
                 match store_call_at(Verbosity::Debug, "renew", store.renew(&claim, lease)).await {
                     Ok(true) => {}
                     Ok(false) => break,

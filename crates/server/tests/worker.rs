@@ -38,6 +38,16 @@ fn core_on(backend: Backend) -> Core {
             .policy(TaskPolicy::Required),
         )
         .tool(
+            Tool::new("chatty", "Updates its status every 50 ms for 2 s.", json!({ "type": "object" }), |ctx: ToolContext, _args: Value| async move {
+                for i in 0..40 {
+                    ctx.set_status(format!("step {i}")).await?;
+                    ctx.sleep(Duration::from_millis(50)).await?;
+                }
+                Ok(ToolOutput::text("done"))
+            })
+            .policy(TaskPolicy::Required),
+        )
+        .tool(
             Tool::new("ask", "Asks once.", json!({ "type": "object" }), |ctx: ToolContext, _args: Value| async move {
                 let answer = ctx.input("go", json!({ "method": "elicitation/create" })).await?;
                 Ok(ToolOutput::text(answer.to_string()))
@@ -110,6 +120,22 @@ async fn poison_task_fails_after_max_deliveries() {
     // Nothing left to claim: the work item is gone.
     let left = store.claim("check", 1, Duration::from_secs(1), Duration::from_millis(100)).await.unwrap();
     assert!(left.is_empty());
+}
+
+/// A handler that changes its task more often than the lease is renewed
+/// (a status per upstream progress line) keeps its claim: the renewal runs on
+/// its own clock, not only when the task is quiet. (It used to restart its
+/// wait on every change, never renewed, and the task was re-run each lease
+/// until it failed as a poison task.)
+#[tokio::test]
+async fn a_chatty_handler_keeps_its_lease() {
+    let store = Arc::new(MemoryStore::new());
+    let stop = run_worker(core(store.clone()), 5);
+    let task = create(&store, "chatty").await;
+    let t = wait_terminal(&store, &task.id).await;
+    stop.cancel();
+    assert_eq!(t.status, Status::Completed, "{t:?}");
+    assert_eq!(t.attempt, 1, "claimed once: {t:?}");
 }
 
 /// A panicking handler fails its task with a generic -32603 at once (no
