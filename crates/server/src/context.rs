@@ -62,6 +62,8 @@ pub(crate) struct Invocation {
     pub(crate) request_state: Option<Value>,
     /// Who called (on a worker: who created the task).
     pub(crate) caller: Caller,
+    /// The checkpoint an earlier run of the task saved.
+    pub(crate) checkpoint: Option<Value>,
 }
 
 /// What a handler running as a task works with.
@@ -231,6 +233,24 @@ impl ToolContext {
             return Ok(());
         };
         run.update(&Event::SetMessage(message.into())).await
+    }
+
+    /// The checkpoint an earlier run of this task saved with
+    /// [`ToolContext::save_checkpoint`] before its worker was lost (`None` on
+    /// a first run and in a sync call).
+    pub fn checkpoint(&self) -> Option<&Value> {
+        self.inner.call.checkpoint.as_ref()
+    }
+
+    /// Record how far the work got (an upstream's task id, the last file
+    /// copied…), stored with the task: a worker that re-runs the task after
+    /// this one was lost finds it in [`ToolContext::checkpoint`] and can
+    /// resume instead of starting over. A no-op in a sync call.
+    pub async fn save_checkpoint(&self, value: Value) -> Result<(), ToolError> {
+        let Mode::Task(run) = &self.inner.mode else {
+            return Ok(());
+        };
+        run.update(&Event::Checkpoint(value)).await
     }
 
     /// Ask the client for one input; see [`ToolContext::inputs`].

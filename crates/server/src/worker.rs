@@ -195,6 +195,7 @@ impl Worker {
             input_responses: task.work.input_responses.clone(),
             request_state: None,
             caller: task.work.caller.clone().unwrap_or(Caller { scope: task.scope.clone(), scopes: Some(Vec::new()) }),
+            checkpoint: task.checkpoint.clone(),
         };
         let run = TaskRun {
             store: store.clone(),

@@ -43,7 +43,7 @@ fn core_on(backend: Backend) -> Core {
                     ctx.set_status(format!("step {i}")).await?;
                     ctx.sleep(Duration::from_millis(50)).await?;
                 }
-                Ok(ToolOutput::text("done"))
+                Ok(ToolOutput::text(format!("attempt {}", ctx.attempt().unwrap_or(0))))
             })
             .policy(TaskPolicy::Required),
         )
@@ -136,6 +136,7 @@ async fn a_chatty_handler_keeps_its_lease() {
     stop.cancel();
     assert_eq!(t.status, Status::Completed, "{t:?}");
     assert_eq!(t.attempt, 1, "claimed once: {t:?}");
+    assert_eq!(t.result.unwrap()["content"][0]["text"], "attempt 1");
 }
 
 /// A panicking handler fails its task with a generic -32603 at once (no

@@ -52,6 +52,7 @@ macro_rules! store_contract_tests {
             cancel_racing_completion_has_one_winner,
             claim_returns_created_work_then_waits,
             lapsed_lease_is_recovered_and_fenced,
+            a_checkpoint_reaches_the_next_claim,
             renew_on_a_lost_claim_is_false,
             release_makes_work_claimable_at_once,
             claim_drops_work_of_cancelled_tasks,
@@ -470,6 +471,30 @@ pub async fn lapsed_lease_is_recovered_and_fenced(store: Arc<dyn TaskStore>) {
     assert_eq!(cas, Cas::Conflict(Some(current.clone())), "the old attempt is fenced off");
     let cas = store.transition(&write, second.writer()).await.expect("transition");
     assert_eq!(cas, Cas::Applied(write));
+}
+
+/// A worker's checkpoint is stored with the task and comes back with the
+/// claim of the worker that takes the task over; a fenced-off worker's does not land.
+pub async fn a_checkpoint_reaches_the_next_claim(store: Arc<dyn TaskStore>) {
+    let owner = scope("alice");
+    let task = create(&store, &owner).await;
+    let first = claim_one(&store, "w1", SHORT_LEASE).await;
+    assert_eq!(first.task.checkpoint, None);
+    let saved = json!({ "upstreamTask": "t-42", "done": ["a", "b"] });
+    commit(&store, &first.task, Event::Checkpoint(saved.clone()), first.writer()).await;
+    tokio::time::sleep(PAST_SHORT_LEASE).await;
+    let second = claim_one(&store, "w2", LONG_LEASE).await;
+    assert_eq!(second.task.id, task.id);
+    assert_eq!(second.task.checkpoint.as_ref(), Some(&saved));
+    let current = load(&store, &task.id).await;
+    let late = next(&current, Event::Checkpoint(json!({ "upstreamTask": "t-stale" })));
+    let cas = store.transition(&late, first.writer()).await.expect("transition");
+    assert!(matches!(cas, Cas::Conflict(_)), "the lost worker's checkpoint is refused: {cas:?}");
+    assert_eq!(load(&store, &task.id).await.checkpoint.as_ref(), Some(&saved));
+    // What the client sees never carries it.
+    let view = store.get(&owner, &task.id).await.expect("get").expect("visible");
+    let wire = Value::Object(presa_tasks::wire::get_result(&view)).to_string();
+    assert!(!wire.contains("t-42") && !wire.contains("checkpoint"), "{wire}");
 }
 
 /// `renew` holds a live claim and reports a lost one.

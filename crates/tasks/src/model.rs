@@ -181,6 +181,11 @@ pub struct Task {
     /// Accepted input responses, by key: replayed when the work re-runs.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub input_responses: BTreeMap<String, Value>,
+    /// The handler's last checkpoint (`ToolContext::save_checkpoint`): handed
+    /// back to the handler when the work re-runs after a lost worker, so it
+    /// resumes instead of starting over. Never sent to clients.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<Value>,
     /// The result, when `completed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Value>,
@@ -222,6 +227,7 @@ impl Task {
             input_requests: BTreeMap::new(),
             issued_inputs: BTreeMap::new(),
             input_responses: BTreeMap::new(),
+            checkpoint: None,
             result: None,
             error: None,
         }

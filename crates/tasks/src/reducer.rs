@@ -25,6 +25,8 @@ pub enum Event {
     ProvideInput(BTreeMap<String, Value>),
     /// The worker updates the status message.
     SetMessage(String),
+    /// The worker records how far it got, for a re-run to resume from.
+    Checkpoint(Value),
     /// The work finished with a result (tool errors included).
     Complete(Value),
     /// The work failed with a JSON-RPC error object.
@@ -42,6 +44,7 @@ impl Event {
             Event::RequestInput(one("a")),
             Event::ProvideInput(BTreeMap::from([("a".to_string(), serde_json::json!({"action": "accept"}))])),
             Event::SetMessage("step 2".into()),
+            Event::Checkpoint(serde_json::json!({"upstreamTask": "t-1"})),
             Event::Complete(serde_json::json!({"content": [], "isError": false})),
             Event::Fail(serde_json::json!({"code": -32603, "message": "Internal error"})),
             Event::Cancel,
@@ -109,6 +112,12 @@ pub fn apply(task: &Task, event: &Event, now_ms: u64) -> Result<Option<Task>, Re
             }
             next.status_message = Some(message.clone());
         }
+        Event::Checkpoint(value) => {
+            if task.checkpoint.as_ref() == Some(value) {
+                return Ok(None);
+            }
+            next.checkpoint = Some(value.clone());
+        }
         Event::Complete(result) => {
             finish(&mut next, Status::Completed);
             next.result = Some(result.clone());
@@ -138,6 +147,7 @@ fn finish(task: &mut Task, status: Status) {
     task.input_requests.clear();
     task.issued_inputs.clear();
     task.input_responses.clear();
+    task.checkpoint = None;
     task.work = Work { tool: std::mem::take(&mut task.work.tool), ..Work::default() };
 }
 
@@ -209,7 +219,7 @@ mod tests {
                 (InputRequired, Event::RequestInput(_)) => None, // same key, same request: idempotent
                 (Working, Event::ProvideInput(_)) => None,       // nothing outstanding
                 (InputRequired, Event::ProvideInput(_)) => Some(Working),
-                (s, Event::SetMessage(_)) => Some(s),
+                (s, Event::SetMessage(_) | Event::Checkpoint(_)) => Some(s),
                 (_, Event::Complete(_)) => Some(Completed),
                 (_, Event::Fail(_)) => Some(Failed),
                 (_, Event::Cancel) => Some(Cancelled),
@@ -298,6 +308,7 @@ mod tests {
             )),
             keys.prop_map(|ks| Event::ProvideInput(ks.into_iter().map(|k| (k, json!({"action": "accept"}))).collect())),
             "[a-z]{0,3}".prop_map(Event::SetMessage),
+            "[a-z]{0,2}".prop_map(|c| Event::Checkpoint(json!({ "at": c }))),
             Just(Event::Complete(json!({"content": []}))),
             Just(Event::Fail(json!({"code": -32603, "message": "x"}))),
             Just(Event::Cancel),

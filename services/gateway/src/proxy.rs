@@ -36,6 +36,9 @@ use crate::{
     upstream::Event,
 };
 
+/// The checkpoint key of the upstream task a call became.
+const UPSTREAM_TASK: &str = "upstreamTask";
+
 /// Most MRTR rounds one call may take with a 2026-07-28 upstream.
 const MAX_ROUNDS: usize = 32;
 
@@ -178,7 +181,10 @@ fn into_output(result: &impl serde::Serialize) -> ToolOutput {
 #[async_trait::async_trait]
 impl ToolHandler for ProxyTool {
     async fn call(&self, ctx: ToolContext, arguments: Value) -> Result<ToolOutput, ToolError> {
-        if ctx.attempt().is_some_and(|a| a > 1) && !self.rerun_allowed {
+        // A run that already handed the call to an upstream task resumes
+        // following that task, whatever the tool: nothing is called again.
+        let resume = ctx.checkpoint().and_then(|c| c[UPSTREAM_TASK].as_str()).map(str::to_string);
+        if resume.is_none() && ctx.attempt().is_some_and(|a| a > 1) && !self.rerun_allowed {
             metrics::counter!("presa_gateway_reruns_refused_total", "upstream" => self.pool.name().to_string())
                 .increment(1);
             return Err(lost_worker_error(&self.upstream_name));
@@ -193,7 +199,14 @@ impl ToolHandler for ProxyTool {
         };
         let started = Instant::now();
         let upstream = self.pool.name().to_string();
-        let out = Call { tool: self, ctx: &ctx, asked: 0, told_roots: false }.run(lease, arguments).await;
+        let mut call = Call { tool: self, ctx: &ctx, asked: 0, told_roots: false };
+        let out = match resume {
+            Some(task_id) => {
+                tracing::info!(upstream = %upstream, upstream_task = %task_id, "resuming the upstream's task");
+                call.follow_task(lease, json!({ "taskId": task_id })).await
+            }
+            None => call.run(lease, arguments).await,
+        };
         let outcome = match &out {
             Ok(ToolOutput::Complete(v)) if v["isError"] == true => "tool_error",
             Ok(_) => "ok",
@@ -375,6 +388,11 @@ impl Call<'_> {
             return Err(rpc(format!("upstream {:?} made a task without an id", self.tool.pool.name()), false));
         };
         tracing::info!(upstream = %self.tool.pool.name(), upstream_task = %task_id, "following the upstream's task");
+        // Recorded first, so a worker that takes over follows this task
+        // instead of calling the tool again.
+        if self.ctx.checkpoint().and_then(|c| c[UPSTREAM_TASK].as_str()) != Some(task_id.as_str()) {
+            self.ctx.save_checkpoint(json!({ UPSTREAM_TASK: task_id })).await?;
+        }
         let peer = lease.conn().peer().clone();
         let pool = self.tool.pool.clone();
         let cancel = self.ctx.cancellation();

@@ -111,6 +111,7 @@ impl Server {
             input_responses,
             request_state,
             caller: req.caller.clone(),
+            checkpoint: None,
         };
         Ok(Prepared { arguments, invocation, binding })
     }

@@ -1,0 +1,175 @@
+//! presa-gateway as a cluster on Redis (an API pod and worker pods, each with
+//! its own upstream pool) while workers are SIGKILLed mid-call:
+//!
+//! - a Python server written with the official `mcp` SDK: the idempotent
+//!   tool completes on another worker, the other fails with the clear error,
+//!   and the upstream really ran each call as often as the policy says;
+//! - presa-api itself as a Tasks-speaking upstream: the worker that takes
+//!   over follows the same upstream task (the upstream ran the tool once).
+
+mod common;
+
+use std::{
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use common::{gateway_bin, python_upstream};
+use presa_testkit::{Client, Pod, TestRedis, free_port, redis::unique_prefix, task_id, tasks_caps};
+use serde_json::{Value, json};
+
+struct Cluster {
+    _redis: TestRedis,
+    env: Vec<(String, String)>,
+}
+
+impl Cluster {
+    async fn new(extra_env: &[(&str, &str)]) -> Cluster {
+        let redis = TestRedis::start().await;
+        let mut env = vec![
+            ("PRESA_REDIS_URL".to_string(), redis.url().to_string()),
+            ("PRESA_REDIS_PREFIX".to_string(), unique_prefix()),
+            ("PRESA_STATE_SECRET".to_string(), "gateway-crash-test-secret-at-least-32-bytes".to_string()),
+        ];
+        env.extend(extra_env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        Cluster { _redis: redis, env }
+    }
+
+    fn env(&self) -> Vec<(&str, &str)> {
+        self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+    }
+
+    async fn api(&self, upstream: &[&str]) -> (Pod, String) {
+        let pod = Pod::start("api", &gateway_bin(), free_port(), upstream, &self.env()).await;
+        let url = format!("{}/mcp", pod.base());
+        (pod, url)
+    }
+
+    async fn worker(&self, name: &str, upstream: &[&str]) -> Pod {
+        let mut args = vec!["worker", "--worker-id", name, "--lease-ms", "2000"];
+        args.extend_from_slice(upstream);
+        Pod::start(name, &gateway_bin(), free_port(), &args, &self.env()).await
+    }
+}
+
+fn is_terminal(t: &Value) -> bool {
+    ["completed", "failed", "cancelled"].contains(&t["status"].as_str().unwrap_or_default())
+}
+
+fn runs(file: &std::path::Path, tool: &str) -> usize {
+    std::fs::read_to_string(file).unwrap_or_default().lines().filter(|l| *l == tool).count()
+}
+
+/// Start `tool` as a task on the only worker, wait until the upstream
+/// reports progress, start a second worker and SIGKILL the first.
+async fn kill_mid_call(cluster: &Cluster, c: &Client, upstream: &[&str], tool: &str) -> (String, Pod) {
+    let w1 = cluster.worker("w1", upstream).await;
+    let id = task_id(&c.call_tool(tool, json!({ "steps": 15, "step_ms": 200 })).await);
+    c.wait_task_for(&id, "running upstream", Duration::from_secs(20), |t| {
+        t["statusMessage"].as_str().is_some_and(|m| m.starts_with("step "))
+    })
+    .await;
+    let w2 = cluster.worker("w2", upstream).await;
+    w1.signal("KILL");
+    (id, w2)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_worker_s_idempotent_call_runs_again_and_a_non_idempotent_one_fails_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs_file = dir.path().join("runs");
+    let runs_path = runs_file.to_str().unwrap().to_string();
+    let cluster = Cluster::new(&[("PRESA_TEST_RUNS_FILE", &runs_path)]).await;
+    let cmd = python_upstream();
+    let upstream = ["--upstream-command", cmd.as_str()];
+    let (_api, url) = cluster.api(&upstream).await;
+    let c = Client::new(&url, tasks_caps());
+
+    let (id, w2) = kill_mid_call(&cluster, &c, &upstream, "slow_idempotent").await;
+    let done = c.wait_task_for(&id, "terminal", Duration::from_secs(30), is_terminal).await;
+    assert_eq!(done["status"], "completed", "{done}\nw2:\n{}", w2.log());
+    assert_eq!(done["result"]["content"][0]["text"], "done 15", "{done}");
+    assert_eq!(runs(&runs_file, "slow_idempotent"), 2, "called again on the second worker");
+    drop(w2);
+
+    let (id, w2) = kill_mid_call(&cluster, &c, &upstream, "slow_unsafe").await;
+    let done = c.wait_task_for(&id, "terminal", Duration::from_secs(30), is_terminal).await;
+    assert_eq!(done["status"], "failed", "{done}\nw2:\n{}", w2.log());
+    let message = done["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("was lost") && message.contains("not called again"), "{done}");
+    assert_eq!(done["error"]["data"]["retryable"], true, "{done}");
+    // Give a wrong second run the time it would need to show up.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(runs(&runs_file, "slow_unsafe"), 1, "never called a second time");
+
+    // Nothing is stuck: the surviving worker goes on serving.
+    let id = task_id(&c.call_tool("slow_idempotent", json!({ "steps": 1, "step_ms": 10 })).await);
+    let done = c.wait_task_for(&id, "terminal", Duration::from_secs(20), is_terminal).await;
+    assert_eq!(done["status"], "completed", "{done}\nw2:\n{}", w2.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_server_s_question_parks_the_task_on_redis_and_any_pod_answers_it() {
+    let cluster = Cluster::new(&[]).await;
+    let cmd = python_upstream();
+    let upstream = ["--upstream-command", cmd.as_str()];
+    let (_api, url) = cluster.api(&upstream).await;
+    let _w1 = cluster.worker("w1", &upstream).await;
+    let c = Client::new(&url, tasks_caps());
+    let id = task_id(&c.call_tool("ask_name", json!({})).await);
+    let parked = c.wait_status(&id, "input_required").await;
+    let (key, request) = parked["inputRequests"].as_object().unwrap().iter().next().map(|(k, v)| (k.clone(), v.clone())).unwrap();
+    assert_eq!(request["params"]["message"], "What is your name?", "{request}");
+    // A second API pod answers: nothing of the task lives in the first.
+    let (_api2, url2) = cluster.api(&upstream).await;
+    let c2 = Client::new(&url2, tasks_caps());
+    c2.ok("tasks/update", json!({ "taskId": id, "inputResponses": { key: { "action": "accept", "content": { "name": "Ada" } } } }))
+        .await;
+    let done = c.wait_status(&id, "completed").await;
+    assert_eq!(done["result"]["content"][0]["text"], "hello Ada", "{done}");
+    // A plain call through the cluster's API pod.
+    let plain = Client::new(&url2, json!({})).call_tool("add", json!({ "a": 40, "b": 2 })).await;
+    assert_eq!(plain["content"][0]["text"], "42", "{plain}");
+}
+
+fn presa_api_bin() -> PathBuf {
+    gateway_bin().with_file_name("presa-api")
+}
+
+/// `presa_tasks_created_total` of a presa process.
+async fn tasks_created(pod: &Pod) -> u64 {
+    let text = reqwest::get(format!("{}/metrics", pod.base())).await.unwrap().text().await.unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("presa_tasks_created_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_takes_over_follows_the_upstream_s_own_task() {
+    // presa-api (embedded, the demo catalog) is the upstream: it speaks
+    // 2026-07-28 with Tasks, so the gateway's call becomes its task.
+    let upstream_pod = Pod::start("upstream", &presa_api_bin(), free_port(), &[], &[]).await;
+    let upstream_url = format!("{}/mcp", upstream_pod.base());
+    let cluster = Cluster::new(&[]).await;
+    let upstream = ["--upstream-url", upstream_url.as_str()];
+    let (_api, url) = cluster.api(&upstream).await;
+    let w1 = cluster.worker("w1", &upstream).await;
+    let c = Client::new(&url, tasks_caps());
+    let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": 4, "label": "resumed" })).await);
+    // The upstream task's status message reaches presa's task.
+    c.wait_task_for(&id, "running upstream", Duration::from_secs(20), |t| {
+        t["statusMessage"].as_str().is_some_and(|m| m.starts_with("Computing resumed"))
+    })
+    .await;
+    assert_eq!(tasks_created(&upstream_pod).await, 1);
+    let w2 = cluster.worker("w2", &upstream).await;
+    w1.signal("KILL");
+    let killed = Instant::now();
+    let done = c.wait_task_for(&id, "terminal", Duration::from_secs(30), is_terminal).await;
+    assert_eq!(done["status"], "completed", "{done}\nw2:\n{}", w2.log());
+    assert_eq!(done["result"]["content"][0]["text"], "Completed resumed", "{done}");
+    assert!(w2.log().contains("resuming the upstream's task"), "{}", w2.log());
+    assert_eq!(tasks_created(&upstream_pod).await, 1, "the upstream ran the tool once");
+    assert!(killed.elapsed() < Duration::from_secs(20));
+}
