@@ -38,13 +38,18 @@ fn core_on(backend: Backend) -> Core {
             .policy(TaskPolicy::Required),
         )
         .tool(
-            Tool::new("chatty", "Updates its status every 50 ms for 2 s.", json!({ "type": "object" }), |ctx: ToolContext, _args: Value| async move {
-                for i in 0..40 {
-                    ctx.set_status(format!("step {i}")).await?;
-                    ctx.sleep(Duration::from_millis(50)).await?;
-                }
-                Ok(ToolOutput::text(format!("attempt {}", ctx.attempt().unwrap_or(0))))
-            })
+            Tool::new(
+                "chatty",
+                "Updates its status every 50 ms for 2 s.",
+                json!({ "type": "object" }),
+                |ctx: ToolContext, _args: Value| async move {
+                    for i in 0..40 {
+                        ctx.set_status(format!("step {i}")).await?;
+                        ctx.sleep(Duration::from_millis(50)).await?;
+                    }
+                    Ok(ToolOutput::text(format!("attempt {}", ctx.attempt().unwrap_or(0))))
+                },
+            )
             .policy(TaskPolicy::Required),
         )
         .tool(

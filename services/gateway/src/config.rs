@@ -79,6 +79,14 @@ pub struct GatewayArgs {
     #[arg(long = "upstream-header", value_name = "NAME: VALUE")]
     pub upstream_header: Vec<String>,
 
+    /// The revision spoken to the upstream: `auto` tries 2025-11-25's
+    /// `initialize` first over stdio (a child serves one worker, so its
+    /// sessions and server-to-client requests are what it can offer) and
+    /// 2026-07-28's `server/discover` first over HTTP (its tasks outlive a
+    /// worker), each falling back to the other.
+    #[arg(long, env = "PRESA_UPSTREAM_PROTOCOL", value_enum, default_value_t = Protocol::Auto)]
+    pub upstream_protocol: Protocol,
+
     /// A TOML file with several upstreams and per-tool rules (see the README);
     /// the `--upstream-*` flags then add nothing.
     #[arg(long, env = "PRESA_GATEWAY_CONFIG")]
@@ -122,6 +130,24 @@ pub struct GatewayArgs {
     pub upstream_refresh_ms: u64,
 }
 
+/// The MCP revision spoken to an upstream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+pub enum Protocol {
+    /// By transport, with a fallback (see `--upstream-protocol`).
+    #[default]
+    #[serde(rename = "auto")]
+    #[value(name = "auto")]
+    Auto,
+    /// The `initialize` handshake and a session.
+    #[serde(rename = "2025-11-25")]
+    #[value(name = "2025-11-25")]
+    Legacy,
+    /// Stateless, `server/discover`.
+    #[serde(rename = "2026-07-28")]
+    #[value(name = "2026-07-28")]
+    Stateless,
+}
+
 /// How to reach one upstream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Endpoint {
@@ -154,6 +180,8 @@ pub struct UpstreamConfig {
     pub prefix: String,
     /// Connections at most.
     pub pool: usize,
+    /// The revision to speak.
+    pub protocol: Protocol,
 }
 
 /// Whether a call becomes a task (see `presa_server::TaskPolicy`).
@@ -258,6 +286,7 @@ struct FileUpstream {
     #[serde(default)]
     prefix: String,
     pool: Option<usize>,
+    protocol: Option<Protocol>,
 }
 
 impl GatewayArgs {
@@ -285,7 +314,11 @@ impl GatewayArgs {
                 ));
             }
             Some(file) => {
-                let ups = file.upstream.into_iter().map(|u| u.resolve(pool)).collect::<Result<Vec<_>, _>>()?;
+                let ups = file.upstream.into_iter().map(|u| u.resolve(pool, self.upstream_protocol)).collect::<Result<
+                    Vec<_>,
+                    _,
+                >>(
+                )?;
                 (ups, file.tool)
             }
             None => {
@@ -300,7 +333,8 @@ impl GatewayArgs {
                         ));
                     }
                 };
-                let up = UpstreamConfig { name: "upstream".into(), endpoint, prefix: String::new(), pool };
+                let protocol = self.upstream_protocol;
+                let up = UpstreamConfig { name: "upstream".into(), endpoint, prefix: String::new(), pool, protocol };
                 (vec![up], Vec::new())
             }
         };
@@ -331,7 +365,7 @@ impl GatewayArgs {
 }
 
 impl FileUpstream {
-    fn resolve(self, default_pool: usize) -> Result<UpstreamConfig, ConfigError> {
+    fn resolve(self, default_pool: usize, default_protocol: Protocol) -> Result<UpstreamConfig, ConfigError> {
         let name = self.name;
         let endpoint = match (self.command, self.url) {
             (Some(cmd), None) => stdio(&cmd, self.env, self.cwd)?,
@@ -344,7 +378,8 @@ impl FileUpstream {
         if pool == 0 {
             return Err(ConfigError::Invalid(format!("upstream {name:?}: pool must be at least 1")));
         }
-        Ok(UpstreamConfig { name, endpoint, prefix: self.prefix, pool })
+        let protocol = self.protocol.unwrap_or(default_protocol);
+        Ok(UpstreamConfig { name, endpoint, prefix: self.prefix, pool, protocol })
     }
 }
 
@@ -501,6 +536,7 @@ mod tests {
             command = "python3 server.py"
             prefix = "ml_"
             pool = 2
+            protocol = "2025-11-25"
             [[upstream]]
             name = "web"
             url = "http://127.0.0.1:3001/mcp"
@@ -518,6 +554,7 @@ mod tests {
         assert_eq!(c.upstreams.len(), 2);
         assert_eq!((c.upstreams[0].prefix.as_str(), c.upstreams[0].pool), ("ml_", 2));
         assert_eq!(c.upstreams[1].pool, 4);
+        assert_eq!((c.upstreams[0].protocol, c.upstreams[1].protocol), (Protocol::Legacy, Protocol::Auto));
         let train = c.rule("ml_train_model").unwrap();
         assert_eq!((train.policy, train.rerun), (Some(PolicyRule::Required), Some(Rerun::Never)));
         assert_eq!(c.rule("ml_add").unwrap().policy, Some(PolicyRule::Sync));

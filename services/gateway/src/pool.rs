@@ -11,7 +11,7 @@ use std::{
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::{
-    config::{Endpoint, UpstreamConfig},
+    config::{Endpoint, Protocol, UpstreamConfig},
     upstream::{Connection, UpstreamError},
 };
 
@@ -23,6 +23,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 pub struct Pool {
     name: String,
     endpoint: Endpoint,
+    protocol: Protocol,
     connect_timeout: Duration,
     settle: Duration,
     idle: Mutex<Vec<Connection>>,
@@ -47,6 +48,7 @@ impl Pool {
         Arc::new(Pool {
             name: config.name.clone(),
             endpoint: config.endpoint.clone(),
+            protocol: config.protocol,
             connect_timeout,
             settle,
             idle: Mutex::new(Vec::new()),
@@ -82,7 +84,7 @@ impl Pool {
             }
         }
         self.wait_out_backoff().await;
-        match Connection::open(&self.endpoint, self.connect_timeout).await {
+        match Connection::open(&self.endpoint, self.protocol, self.connect_timeout).await {
             Ok(conn) => {
                 // No call is routed to it yet: what the upstream asks on its
                 // own right after starting gets the fixed answers.

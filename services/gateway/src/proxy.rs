@@ -308,7 +308,10 @@ impl Call<'_> {
             let flush_at = status.deadline();
             tokio::select! {
                 r = &mut response => {
-                    // Progress sent just before the answer is still queued: take it.
+                    // Progress sent just before the answer may still be on its
+                    // way (rmcp hands each notification to a task of its own):
+                    // let those tasks run, then take what they queued.
+                    tokio::task::yield_now().await;
                     while let Ok(event) = events.try_recv() {
                         if !matches!(event, Event::Question { .. }) {
                             let _ = self.on_event(event, &mut status).await;

@@ -33,7 +33,7 @@ use rmcp::{
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::config::Endpoint;
+use crate::config::{Endpoint, Protocol};
 
 /// Why an upstream could not be reached or answered badly.
 #[derive(Debug, thiserror::Error)]
@@ -237,13 +237,37 @@ impl Drop for CallScope<'_> {
 }
 
 impl Connection {
-    /// Start (stdio) or open (HTTP) a connection and finish the handshake.
-    pub async fn open(endpoint: &Endpoint, timeout: Duration) -> Result<Connection, UpstreamError> {
+    /// Start (stdio) or open (HTTP) a connection and finish the handshake in
+    /// the revision `protocol` asks for (see [`Protocol`]).
+    pub async fn open(endpoint: &Endpoint, protocol: Protocol, timeout: Duration) -> Result<Connection, UpstreamError> {
+        let legacy = || ClientLifecycleMode::Initialize;
+        let stateless = || ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+        match (protocol, endpoint) {
+            (Protocol::Legacy, _) => Self::open_with(endpoint, legacy(), timeout).await,
+            (Protocol::Stateless, _) => Self::open_with(endpoint, stateless(), timeout).await,
+            (Protocol::Auto, Endpoint::Stdio { .. }) => match Self::open_with(endpoint, legacy(), timeout).await {
+                Err(UpstreamError::Initialize(why)) => {
+                    tracing::info!(error = %why, "the upstream refused initialize; trying server/discover");
+                    Self::open_with(endpoint, stateless(), timeout).await
+                }
+                other => other,
+            },
+            (Protocol::Auto, Endpoint::Http { .. }) => {
+                let auto = ClientLifecycleMode::Auto {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                    legacy_version: Some(ProtocolVersion::V_2025_11_25),
+                };
+                Self::open_with(endpoint, auto, timeout).await
+            }
+        }
+    }
+
+    async fn open_with(
+        endpoint: &Endpoint,
+        lifecycle: ClientLifecycleMode,
+        timeout: Duration,
+    ) -> Result<Connection, UpstreamError> {
         let relay = Relay::default();
-        let lifecycle = ClientLifecycleMode::Auto {
-            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            legacy_version: Some(ProtocolVersion::V_2025_11_25),
-        };
         let start = async {
             match endpoint {
                 Endpoint::Stdio { argv, env, cwd } => {

@@ -118,13 +118,17 @@ async fn a_python_server_s_question_parks_the_task_on_redis_and_any_pod_answers_
     let c = Client::new(&url, tasks_caps());
     let id = task_id(&c.call_tool("ask_name", json!({})).await);
     let parked = c.wait_status(&id, "input_required").await;
-    let (key, request) = parked["inputRequests"].as_object().unwrap().iter().next().map(|(k, v)| (k.clone(), v.clone())).unwrap();
+    let (key, request) =
+        parked["inputRequests"].as_object().unwrap().iter().next().map(|(k, v)| (k.clone(), v.clone())).unwrap();
     assert_eq!(request["params"]["message"], "What is your name?", "{request}");
     // A second API pod answers: nothing of the task lives in the first.
     let (_api2, url2) = cluster.api(&upstream).await;
     let c2 = Client::new(&url2, tasks_caps());
-    c2.ok("tasks/update", json!({ "taskId": id, "inputResponses": { key: { "action": "accept", "content": { "name": "Ada" } } } }))
-        .await;
+    c2.ok(
+        "tasks/update",
+        json!({ "taskId": id, "inputResponses": { key: { "action": "accept", "content": { "name": "Ada" } } } }),
+    )
+    .await;
     let done = c.wait_status(&id, "completed").await;
     assert_eq!(done["result"]["content"][0]["text"], "hello Ada", "{done}");
     // A plain call through the cluster's API pod.

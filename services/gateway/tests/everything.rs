@@ -44,6 +44,7 @@ async fn tools_list_is_the_upstream_s_own() {
         endpoint: Endpoint::Stdio { argv, env: Default::default(), cwd: None },
         prefix: String::new(),
         pool: 1,
+        protocol: Default::default(),
     };
     let pool = Pool::new(&up, Duration::from_secs(30), Duration::ZERO);
     let theirs = catalog::list(&pool).await.unwrap().tools;
@@ -89,7 +90,9 @@ async fn a_long_running_operation_is_a_task_whose_status_shows_its_progress() {
         messages.iter().any(|m| m == "1/4" || m == "2/4" || m == "3/4"),
         "the status followed the upstream's progress: {messages:?}"
     );
-    assert_eq!(messages.last().map(String::as_str), Some("4/4"), "{messages:?}");
+    // The last progress usually lands before the result; rmcp hands each
+    // notification to a task of its own, so it may arrive just after it.
+    assert!(matches!(messages.last().map(String::as_str), Some("4/4" | "3/4")), "{messages:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
