@@ -10,6 +10,8 @@ Tools:
   slow_unsafe(steps=5, step_ms=200)      idempotentHint=false, destructiveHint=true, readOnlyHint=false
   ask_name()                             elicits {name: string (required)}
   add(a, b)                              returns the sum as text
+  register_extra(name)                   adds a tool `name` (it returns "extra <name>")
+                                         and sends notifications/tools/list_changed
 
 If PRESA_TEST_RUNS_FILE is set, slow_idempotent / slow_unsafe append their own
 name as one line to that file when they start, so a test can count how many
@@ -79,6 +81,16 @@ async def ask_name(ctx: Context) -> str:
 @server.tool(description="Adds two integers.", structured_output=False)
 def add(a: int, b: int) -> str:
     return str(a + b)
+
+
+@server.tool(description="Adds a tool called `name` and says the tool list changed.", structured_output=False)
+async def register_extra(ctx: Context, name: str) -> str:
+    def extra() -> str:
+        return f"extra {name}"
+
+    server.add_tool(extra, name=name, description=f"Added at run time: {name}.", structured_output=False)
+    await ctx.session.send_tool_list_changed()
+    return f"registered {name}"
 
 
 if __name__ == "__main__":

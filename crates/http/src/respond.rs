@@ -188,7 +188,7 @@ async fn admit_and_dispatch(
         }
     };
     observed.span.record("mcp.protocol.version", meta.protocol_version.as_str());
-    if let Err(e) = admission::check_param_headers(&headers, method, &req.params, app.server.catalog()) {
+    if let Err(e) = admission::check_param_headers(&headers, method, &req.params, &app.server.catalog()) {
         observed.failed(&e);
         return error(Some(&req.id), &e);
     }

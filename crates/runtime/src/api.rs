@@ -221,10 +221,11 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
     } else {
         tracing::warn!("embedded mode: tasks live in this process's memory and are lost when it stops");
     }
-    let tool_scopes: Vec<String> = app.catalog.tools().flat_map(|t| t.scopes().to_vec()).collect();
+    let tool_scopes: Vec<String> = app.catalog.load().tools().flat_map(|t| t.scopes().to_vec()).collect();
     let auth = args.auth.build(&tool_scopes).await.map_err(|e| RuntimeError::Config(e.to_string()))?;
     tracing::info!(auth = ?args.auth.auth, metadata = ?auth.resource_metadata, "authentication");
     let core = Core::new(config, app.catalog, storage.backend.clone());
+    crate::announce_catalog_changes(&core);
     let server = Server::new(core.clone(), state);
 
     let grace = Duration::from_millis(args.grace_ms);

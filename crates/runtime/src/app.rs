@@ -20,7 +20,7 @@
 
 use std::{ffi::OsString, net::SocketAddr, process::ExitCode};
 
-use presa_server::{Catalog, ServerConfig, catalog::CatalogError};
+use presa_server::{Catalog, CatalogCell, ServerConfig, catalog::CatalogError};
 
 use crate::{StorageError, api::ApiArgs, config, worker::WorkerArgs};
 
@@ -54,14 +54,22 @@ pub struct App {
     pub(crate) name: String,
     pub(crate) version: String,
     pub(crate) instructions: Option<String>,
-    pub(crate) catalog: Result<Catalog, CatalogError>,
+    pub(crate) catalog: Result<CatalogCell, CatalogError>,
 }
 
 impl App {
     /// A server called `name` (its `serverInfo.name`, the prefix of its
     /// telemetry service names) at `version`, serving `catalog`.
     pub fn new(name: impl Into<String>, version: impl Into<String>, catalog: Result<Catalog, CatalogError>) -> Self {
-        App { name: name.into(), version: version.into(), instructions: None, catalog }
+        App { name: name.into(), version: version.into(), instructions: None, catalog: catalog.map(Into::into) }
+    }
+
+    /// A server whose catalog may be replaced while it runs (presa-gateway
+    /// follows its upstream's): every replacement is served from the next
+    /// request on, and announced as `notifications/{tools,prompts,resources}/list_changed`
+    /// to every `subscriptions/listen` stream of the cluster.
+    pub fn with_cell(name: impl Into<String>, version: impl Into<String>, catalog: CatalogCell) -> Self {
+        App { name: name.into(), version: version.into(), instructions: None, catalog: Ok(catalog) }
     }
 
     /// `server/discover` instructions for clients.
@@ -125,7 +133,7 @@ pub(crate) struct Checked {
     pub(crate) name: String,
     pub(crate) version: String,
     pub(crate) instructions: Option<String>,
-    pub(crate) catalog: Catalog,
+    pub(crate) catalog: CatalogCell,
 }
 
 impl Checked {

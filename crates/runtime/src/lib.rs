@@ -72,6 +72,22 @@ pub fn telemetry(
     Ok(Telemetry { _guard: guard, metrics: Arc::new(move || handle.render()) })
 }
 
+/// Announce every replacement of `core`'s catalog on the bus, so that every
+/// API process tells its `subscriptions/listen` streams the lists changed.
+pub(crate) fn announce_catalog_changes(core: &presa_server::Core) {
+    let mut changes = core.catalog_cell().changes();
+    let bus = core.bus().clone();
+    tokio::spawn(async move {
+        while changes.changed().await.is_ok() {
+            for list in ["tools", "prompts", "resources"] {
+                if let Err(e) = bus.publish(&format!("notifications/{list}/list_changed")).await {
+                    tracing::warn!(error = %e, "announcing a catalog change failed");
+                }
+            }
+        }
+    });
+}
+
 /// Resolves on SIGINT or SIGTERM.
 pub async fn shutdown_signal() {
     let ctrl_c = async {

@@ -84,6 +84,7 @@ pub(crate) async fn run(app: Checked, args: WorkerArgs) -> Result<(), RuntimeErr
         ..app.server_config()
     };
     let core = Core::new(server_config, app.catalog, storage.backend.clone());
+    crate::announce_catalog_changes(&core);
     let id = args.worker_id.clone().unwrap_or_else(|| {
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "worker".into());
         format!("{host}-{}", std::process::id())

@@ -11,7 +11,7 @@ use presa_store::{Backend, EventBus, TaskStore};
 use serde_json::{Map, Value, json};
 
 use crate::{
-    catalog::Catalog,
+    catalog::{Catalog, CatalogCell},
     config::ServerConfig,
     store_io::{Verbosity, store_call_at},
     tool::{ToolError, ToolOutput},
@@ -20,7 +20,7 @@ use presa_telemetry::metrics;
 
 struct Inner {
     config: ServerConfig,
-    catalog: Catalog,
+    catalog: CatalogCell,
     backend: Backend,
 }
 
@@ -42,9 +42,10 @@ impl fmt::Debug for Core {
 }
 
 impl Core {
-    /// Bundle what a server and its workers run.
-    pub fn new(config: ServerConfig, catalog: Catalog, backend: Backend) -> Self {
-        Core { inner: Arc::new(Inner { config, catalog, backend }) }
+    /// Bundle what a server and its workers run: a [`Catalog`], or a
+    /// [`CatalogCell`] whose catalog may be replaced while it is served.
+    pub fn new(config: ServerConfig, catalog: impl Into<CatalogCell>, backend: Backend) -> Self {
+        Core { inner: Arc::new(Inner { config, catalog: catalog.into(), backend }) }
     }
 
     /// The settings.
@@ -52,8 +53,13 @@ impl Core {
         &self.inner.config
     }
 
-    /// The catalog.
-    pub fn catalog(&self) -> &Catalog {
+    /// The catalog now (it may be replaced between two requests).
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.inner.catalog.load()
+    }
+
+    /// The cell the catalog lives in.
+    pub fn catalog_cell(&self) -> &CatalogCell {
         &self.inner.catalog
     }
 

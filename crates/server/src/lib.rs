@@ -83,7 +83,7 @@ pub mod tool;
 pub mod typed;
 pub mod worker;
 
-pub use catalog::{Catalog, CatalogBuilder};
+pub use catalog::{Catalog, CatalogBuilder, CatalogCell};
 pub use config::{DEFAULT_MAX_QUEUED_PER_PARTITION, ServerConfig};
 pub use context::{Outbox, ToolContext};
 pub use core::Core;

@@ -184,7 +184,8 @@ impl Worker {
             self.conclude(&claim, failure(error)).await;
             return;
         }
-        let Some(tool) = self.core.catalog().tool(&task.work.tool) else {
+        let catalog = self.core.catalog();
+        let Some(tool) = catalog.tool(&task.work.tool) else {
             tracing::error!("task names a tool this worker does not have");
             self.conclude(&claim, failure(internal_error())).await;
             return;

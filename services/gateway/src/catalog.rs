@@ -64,8 +64,7 @@ pub struct Listing {
 /// List what `pool`'s upstream offers (starting its first connection).
 pub async fn list(pool: &Arc<Pool>) -> Result<Listing, CatalogError> {
     let name = pool.name().to_string();
-    let lease = pool.get().await.map_err(|source| CatalogError::Upstream { name: name.clone(), source })?;
-    let peer = lease.conn().peer();
+    let (peer, _lease) = pool.peer().await.map_err(|source| CatalogError::Upstream { name: name.clone(), source })?;
     let caps = peer.peer_info().map(|i| serde_json::to_value(&i.capabilities).unwrap_or_default()).unwrap_or_default();
     let err = |what: &'static str| {
         let name = name.clone();
@@ -200,10 +199,10 @@ fn reader(
 ) -> impl Fn(&str, &HashMap<String, String>) -> Result<Value, ResourceError> + Send + Sync + 'static {
     move |uri, _vars| {
         let read = async {
-            let lease = pool.get().await.map_err(|e| ResourceError::Failed(e.to_string()))?;
+            let (peer, _lease) = pool.peer().await.map_err(|e| ResourceError::Failed(e.to_string()))?;
             let params =
                 serde_json::from_value(json!({ "uri": uri })).map_err(|e| ResourceError::Failed(e.to_string()))?;
-            let result = lease.conn().peer().read_resource(params).await.map_err(|e| match e {
+            let result = peer.read_resource(params).await.map_err(|e| match e {
                 rmcp::service::ServiceError::McpError(e) if e.code.0 == -32002 || e.code.0 == -32602 => {
                     ResourceError::NotFound
                 }
@@ -229,9 +228,9 @@ fn completion(builder: CatalogBuilder, completers: Vec<(String, Arc<Pool>)>) -> 
             reference["name"] = json!(&name[prefix.len()..]);
         }
         let complete = async {
-            let lease = pool.get().await.ok()?;
+            let (peer, _lease) = pool.peer().await.ok()?;
             let params = serde_json::from_value(json!({ "ref": reference, "argument": argument })).ok()?;
-            let result = lease.conn().peer().complete(params).await.ok()?;
+            let result = peer.complete(params).await.ok()?;
             Some(serde_json::to_value(result).ok()?["completion"].clone())
         };
         block_on(complete).flatten().unwrap_or(empty)
@@ -248,13 +247,13 @@ struct ProxyPrompt {
 #[async_trait::async_trait]
 impl presa_server::prompt::PromptHandler for ProxyPrompt {
     async fn get(&self, _ctx: ToolContext, arguments: Value) -> Result<PromptOutput, ToolError> {
-        let lease = self.pool.get().await.map_err(ToolError::internal)?;
+        let (peer, _lease) = self.pool.peer().await.map_err(ToolError::internal)?;
         let mut params = json!({ "name": self.upstream_name });
         if arguments.as_object().is_some_and(|a| !a.is_empty()) {
             params["arguments"] = arguments;
         }
         let params = serde_json::from_value(params).map_err(|e| ToolError::invalid_params(e.to_string()))?;
-        let result = lease.conn().peer().get_prompt(params).await.map_err(|e| match e {
+        let result = peer.get_prompt(params).await.map_err(|e| match e {
             rmcp::service::ServiceError::McpError(e) => {
                 ToolError::Rpc(presa_protocol::jsonrpc::ErrorObject::new(i64::from(e.code.0), e.message.to_string()))
             }

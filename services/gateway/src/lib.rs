@@ -24,18 +24,24 @@ pub mod pool;
 pub mod proxy;
 pub mod upstream;
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
-use presa_server::Catalog;
+use presa_server::CatalogCell;
 
-use crate::{catalog::CatalogError, config::GatewayConfig, pool::Pool};
+use crate::{
+    catalog::{CatalogError, Listing},
+    config::GatewayConfig,
+    pool::Pool,
+};
 
 /// The gateway's pools and the catalog that uses them.
 #[derive(Debug)]
 pub struct Gateway {
-    /// The catalog to serve.
-    pub catalog: Catalog,
+    /// The catalog to serve; replaced when an upstream's lists change.
+    pub catalog: CatalogCell,
+    config: GatewayConfig,
     pools: Vec<Arc<Pool>>,
+    listings: Vec<Listing>,
 }
 
 impl Gateway {
@@ -43,23 +49,64 @@ impl Gateway {
     /// build the catalog; any upstream that cannot be reached, initialised
     /// or listed, and any name two upstreams share, is an error.
     pub async fn start(config: &GatewayConfig) -> Result<Gateway, CatalogError> {
-        let pools: Vec<Arc<Pool>> = config
-            .upstreams
-            .iter()
-            .map(|u| Pool::new(u, config.timings.connect_timeout, config.timings.settle))
-            .collect();
-        let listings = futures::future::try_join_all(pools.iter().map(catalog::list)).await?;
+        let timings = &config.timings;
+        let pools: Vec<Arc<Pool>> =
+            config.upstreams.iter().map(|u| Pool::new(u, timings.connect_timeout, timings.settle)).collect();
+        let listings = list_all(&pools).await?;
         for (up, l) in config.upstreams.iter().zip(&listings) {
             tracing::info!(upstream = %up.name, tools = l.tools.len(), prompts = l.prompts.len(),
                 resources = l.resources.len(), "upstream listed");
         }
-        let catalog = catalog::build(config, &pools, &listings)?;
-        Ok(Gateway { catalog, pools })
+        let catalog = catalog::build(config, &pools, &listings)?.into();
+        Ok(Gateway { catalog, config: config.clone(), pools, listings })
     }
 
     /// The pools, one per upstream.
     pub fn pools(&self) -> &[Arc<Pool>] {
         &self.pools
+    }
+
+    /// Follow the upstreams' lists: list again when one says a list changed
+    /// (`notifications/tools/list_changed` and the like) and every
+    /// `--upstream-refresh-ms`; a listing that differs replaces the catalog
+    /// (which every pod then announces to its listen streams). A failed
+    /// listing keeps the catalog as it is and is tried again later.
+    pub fn follow(self) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let Gateway { catalog, config, pools, mut listings } = self;
+            let refresh = config.timings.refresh.unwrap_or(Duration::from_secs(365 * 24 * 3600));
+            loop {
+                let changed = futures::future::select_all(pools.iter().map(|p| {
+                    let n = p.lists_changed();
+                    Box::pin(async move { n.notified().await })
+                }));
+                tokio::select! {
+                    _ = changed => tracing::info!("an upstream says its lists changed; listing again"),
+                    _ = tokio::time::sleep(refresh) => {}
+                }
+                let fresh = match list_all(&pools).await {
+                    Ok(l) => l,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "listing the upstreams again failed; keeping the catalog");
+                        continue;
+                    }
+                };
+                if fresh == listings {
+                    continue;
+                }
+                match catalog::build(&config, &pools, &fresh) {
+                    Ok(next) => {
+                        tracing::info!("the upstreams' lists changed; serving the new catalog");
+                        metrics::counter!("presa_gateway_catalog_changes_total").increment(1);
+                        catalog.replace(next);
+                        listings = fresh;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the upstreams' new lists do not make a catalog; keeping the old one")
+                    }
+                }
+            }
+        })
     }
 
     /// Close every idle connection (stdio children exit).
@@ -68,4 +115,8 @@ impl Gateway {
             p.drain().await;
         }
     }
+}
+
+async fn list_all(pools: &[Arc<Pool>]) -> Result<Vec<Listing>, CatalogError> {
+    futures::future::try_join_all(pools.iter().map(catalog::list)).await
 }

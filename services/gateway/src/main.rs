@@ -53,8 +53,11 @@ async fn main() -> ExitCode {
     }
 }
 
+/// The app serving the gateway's catalog, which follows the upstreams' lists from now on.
 fn app(gateway: Gateway) -> App {
-    App::new("presa-gateway", env!("CARGO_PKG_VERSION"), Ok(gateway.catalog))
+    let app = App::with_cell("presa-gateway", env!("CARGO_PKG_VERSION"), gateway.catalog.clone());
+    gateway.follow();
+    app
 }
 
 /// Reach every upstream; on failure say why and give up.

@@ -8,7 +8,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use rmcp::{Peer, RoleClient};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::{
     config::{Endpoint, Protocol, UpstreamConfig},
@@ -30,6 +31,11 @@ pub struct Pool {
     permits: Arc<Semaphore>,
     /// Consecutive failed starts and when the last one failed.
     failures: Mutex<(u32, Option<Instant>)>,
+    /// Handles of the connections opened (pruned of closed ones), for
+    /// requests that need no call of their own (lists, reads).
+    peers: Mutex<Vec<Peer<RoleClient>>>,
+    /// Notified when the upstream says a list changed.
+    lists_changed: Arc<Notify>,
 }
 
 /// A connection taken from the pool; it goes back when dropped, unless the
@@ -54,6 +60,8 @@ impl Pool {
             idle: Mutex::new(Vec::new()),
             permits: Arc::new(Semaphore::new(config.pool)),
             failures: Mutex::new((0, None)),
+            peers: Mutex::new(Vec::new()),
+            lists_changed: Arc::new(Notify::new()),
         })
     }
 
@@ -84,8 +92,9 @@ impl Pool {
             }
         }
         self.wait_out_backoff().await;
-        match Connection::open(&self.endpoint, self.protocol, self.connect_timeout).await {
+        match Connection::open(&self.endpoint, self.protocol, self.connect_timeout, self.lists_changed.clone()).await {
             Ok(conn) => {
+                self.peers.lock().expect("pool lock").push(conn.peer().clone());
                 // No call is routed to it yet: what the upstream asks on its
                 // own right after starting gets the fixed answers.
                 tokio::time::sleep(self.settle).await;
@@ -101,6 +110,30 @@ impl Pool {
                 Err(e)
             }
         }
+    }
+
+    /// A handle for a request that needs no call of its own (`tools/list`,
+    /// `resources/read`…): any live connection, even one running a call
+    /// (requests interleave on it), else a new one, held until the handle's
+    /// [`Lease`] (if any) is dropped.
+    pub async fn peer(self: &Arc<Self>) -> Result<(Peer<RoleClient>, Option<Lease>), UpstreamError> {
+        let live = {
+            let mut peers = self.peers.lock().expect("pool lock");
+            peers.retain(|p| !p.is_transport_closed());
+            peers.first().cloned()
+        };
+        match live {
+            Some(p) => Ok((p, None)),
+            None => {
+                let lease = self.get().await?;
+                Ok((lease.conn().peer().clone(), Some(lease)))
+            }
+        }
+    }
+
+    /// Fires when the upstream says one of its lists changed.
+    pub fn lists_changed(&self) -> Arc<Notify> {
+        self.lists_changed.clone()
     }
 
     async fn wait_out_backoff(&self) {

@@ -98,11 +98,11 @@ struct Current {
 
 /// The rmcp client handler of one connection: routes what the upstream sends
 /// to the call running on it, if any.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Relay {
     current: Arc<Mutex<Current>>,
-    /// Set when the upstream says its tool list changed.
-    pub tools_changed: Arc<tokio::sync::Notify>,
+    /// Notified when the upstream says a list (tools, prompts, resources) changed.
+    lists_changed: Arc<tokio::sync::Notify>,
 }
 
 impl Relay {
@@ -196,7 +196,15 @@ impl ClientHandler for Relay {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.tools_changed.notify_waiters();
+        self.lists_changed.notify_one();
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.lists_changed.notify_one();
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.lists_changed.notify_one();
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -239,25 +247,33 @@ impl Drop for CallScope<'_> {
 impl Connection {
     /// Start (stdio) or open (HTTP) a connection and finish the handshake in
     /// the revision `protocol` asks for (see [`Protocol`]).
-    pub async fn open(endpoint: &Endpoint, protocol: Protocol, timeout: Duration) -> Result<Connection, UpstreamError> {
+    /// `lists_changed` is notified when the upstream says a list changed.
+    pub async fn open(
+        endpoint: &Endpoint,
+        protocol: Protocol,
+        timeout: Duration,
+        lists_changed: Arc<tokio::sync::Notify>,
+    ) -> Result<Connection, UpstreamError> {
         let legacy = || ClientLifecycleMode::Initialize;
         let stateless = || ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
         match (protocol, endpoint) {
-            (Protocol::Legacy, _) => Self::open_with(endpoint, legacy(), timeout).await,
-            (Protocol::Stateless, _) => Self::open_with(endpoint, stateless(), timeout).await,
-            (Protocol::Auto, Endpoint::Stdio { .. }) => match Self::open_with(endpoint, legacy(), timeout).await {
-                Err(UpstreamError::Initialize(why)) => {
-                    tracing::info!(error = %why, "the upstream refused initialize; trying server/discover");
-                    Self::open_with(endpoint, stateless(), timeout).await
+            (Protocol::Legacy, _) => Self::open_with(endpoint, legacy(), timeout, lists_changed).await,
+            (Protocol::Stateless, _) => Self::open_with(endpoint, stateless(), timeout, lists_changed).await,
+            (Protocol::Auto, Endpoint::Stdio { .. }) => {
+                match Self::open_with(endpoint, legacy(), timeout, lists_changed.clone()).await {
+                    Err(UpstreamError::Initialize(why)) => {
+                        tracing::info!(error = %why, "the upstream refused initialize; trying server/discover");
+                        Self::open_with(endpoint, stateless(), timeout, lists_changed).await
+                    }
+                    other => other,
                 }
-                other => other,
-            },
+            }
             (Protocol::Auto, Endpoint::Http { .. }) => {
                 let auto = ClientLifecycleMode::Auto {
                     preferred_versions: vec![ProtocolVersion::V_2026_07_28],
                     legacy_version: Some(ProtocolVersion::V_2025_11_25),
                 };
-                Self::open_with(endpoint, auto, timeout).await
+                Self::open_with(endpoint, auto, timeout, lists_changed).await
             }
         }
     }
@@ -266,8 +282,9 @@ impl Connection {
         endpoint: &Endpoint,
         lifecycle: ClientLifecycleMode,
         timeout: Duration,
+        lists_changed: Arc<tokio::sync::Notify>,
     ) -> Result<Connection, UpstreamError> {
-        let relay = Relay::default();
+        let relay = Relay { current: Arc::default(), lists_changed };
         let start = async {
             match endpoint {
                 Endpoint::Stdio { argv, env, cwd } => {
@@ -313,11 +330,6 @@ impl Connection {
     /// The revision the upstream speaks.
     pub fn protocol_version(&self) -> Option<ProtocolVersion> {
         self.service.peer().peer_info().map(|i| i.protocol_version.clone())
-    }
-
-    /// Fires when the upstream says its tool list changed.
-    pub fn tools_changed(&self) -> Arc<tokio::sync::Notify> {
-        self.relay.tools_changed.clone()
     }
 
     /// Route what the upstream sends to a new call until the scope is dropped.

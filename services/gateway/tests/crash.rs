@@ -177,3 +177,33 @@ async fn a_worker_that_takes_over_follows_the_upstream_s_own_task() {
     assert_eq!(tasks_created(&upstream_pod).await, 1, "the upstream ran the tool once");
     assert!(killed.elapsed() < Duration::from_secs(20));
 }
+
+/// The catalog follows the upstream: a tool the upstream adds at run time
+/// is listed once it says `notifications/tools/list_changed`, and every
+/// listen stream of the cluster hears about it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_catalog_follows_the_upstream_s_list_changed() {
+    let cluster = Cluster::new(&[]).await;
+    let cmd = python_upstream();
+    // One child per process, so the call and the listing meet the same upstream.
+    let upstream = ["--upstream-command", cmd.as_str(), "--upstream-pool", "1"];
+    let (_api, url) = cluster.api(&upstream).await;
+    let c = Client::new(&url, json!({}));
+    let (status, mut stream) = c.listen(json!({ "toolsListChanged": true })).await;
+    assert_eq!(status, 200);
+    let ack = presa_testkit::next_within(&mut stream, 5).await;
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+    let names = |tools: &Value| -> Vec<String> {
+        tools["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str().map(str::to_string)).collect()
+    };
+    assert!(!names(&c.ok("tools/list", json!({})).await).contains(&"late_tool".to_string()));
+    // A plain call runs in the API pod, on its own child.
+    let r = c.call_tool("register_extra", json!({ "name": "late_tool" })).await;
+    assert_eq!(r["content"][0]["text"], "registered late_tool", "{r}");
+    let n = presa_testkit::next_within(&mut stream, 10).await;
+    assert_eq!(n["method"], "notifications/tools/list_changed", "{n}");
+    let listed = names(&c.ok("tools/list", json!({})).await);
+    assert!(listed.contains(&"late_tool".to_string()), "{listed:?}");
+    let r = c.call_tool("late_tool", json!({})).await;
+    assert_eq!(r["content"][0]["text"], "extra late_tool", "{r}");
+}

@@ -47,7 +47,8 @@ impl Server {
             Some(v @ Value::Object(_)) => v.clone(),
             Some(_) => return Err(invalid("arguments must be an object")),
         };
-        let tool = self.catalog().tool(name).ok_or_else(|| invalid(&format!("Unknown tool: {name}")))?;
+        let catalog = self.catalog();
+        let tool = catalog.tool(name).ok_or_else(|| invalid(&format!("Unknown tool: {name}")))?;
         self.authorize_tool(&req.caller, name)?;
         let call = self.prepare(req, name, arguments)?;
         if let Err(problems) = tool.validate(&call.arguments) {
@@ -69,7 +70,8 @@ impl Server {
     pub(super) async fn get_prompt(&self, req: &Admitted) -> Result<Value, ServerError> {
         let p = &req.params;
         let name = required_str(p, "name")?;
-        let prompt = self.catalog().prompt(name).ok_or_else(|| invalid(&format!("Unknown prompt: {name}")))?;
+        let catalog = self.catalog();
+        let prompt = catalog.prompt(name).ok_or_else(|| invalid(&format!("Unknown prompt: {name}")))?;
         let arguments = match p.get("arguments") {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(a)) if a.values().all(Value::is_string) => a.clone(),

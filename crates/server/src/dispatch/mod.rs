@@ -143,7 +143,7 @@ impl Server {
     }
 
     /// The catalog.
-    pub fn catalog(&self) -> &Catalog {
+    pub fn catalog(&self) -> Arc<Catalog> {
         self.inner.core.catalog()
     }
 
@@ -225,7 +225,8 @@ impl Server {
     /// Refuse `caller` unless it holds every scope tool `name` needs (a tool
     /// the catalog does not know needs none: its own error comes later).
     pub(super) fn authorize_tool(&self, caller: &Caller, name: &str) -> Result<(), ServerError> {
-        let Some(tool) = self.catalog().tool(name) else {
+        let catalog = self.catalog();
+        let Some(tool) = catalog.tool(name) else {
             return Ok(());
         };
         if caller.missing(tool.scopes()).is_empty() {
