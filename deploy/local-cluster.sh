@@ -18,6 +18,15 @@
 #                                            on a private local 3-master Redis Cluster (three
 #                                            redis-server --cluster-enabled yes, joined with
 #                                            redis-cli --cluster create)
+#   deploy/local-cluster.sh --gateway 'UPSTREAM COMMAND LINE' ...  (before the mode; combinable
+#                                            with the two above) presa in front of an existing MCP
+#                                            server: builds presa-gateway and runs it as the API pods
+#                                            (`presa-gateway`) and the workers (`presa-gateway worker`)
+#                                            with PRESA_UPSTREAM_COMMAND set to that stdio command
+#                                            line (every pod starts its own children of it), and
+#                                            waits for each pod's /readyz (served once the upstream
+#                                            is listed) before starting nginx, e.g.
+#                                            --gateway "npx -y @modelcontextprotocol/server-everything stdio"
 #
 # Environment:
 #   PRESA_REDIS_URL   use this Redis instead of starting a private redis-server (with
@@ -26,7 +35,8 @@
 #   PRESA_APIS        API pods (default 2); PRESA_WORKERS worker pods (default 2)
 #   PRESA_SERVER      PACKAGE:BINARY of your own server built on presa_runtime::App
 #                     (e.g. presa-example-indexer:indexer): its API pods run `BINARY`,
-#                     its workers `BINARY worker` (default: presa-api and presa-worker)
+#                     its workers `BINARY worker` (default: presa-api and presa-worker;
+#                     --gateway sets presa-gateway:presa-gateway)
 #   CARGO_TARGET_DIR  honoured when building and locating the binaries
 # Needs redis-server (unless PRESA_REDIS_URL; redis-cli too for --redis-cluster) and nginx
 # (`apt-get install nginx-light`).
@@ -37,17 +47,24 @@ MODE=wait
 CMD=()
 AUTH=none
 REDIS_CLUSTER=no
+GATEWAY=""
 while :; do
   case "${1:-}" in
     --auth-jwt) AUTH=jwt; shift ;;
     --redis-cluster) REDIS_CLUSTER=yes; shift ;;
+    --gateway)
+      [ $# -ge 2 ] && [ -n "$2" ] || { echo "--gateway needs the upstream's command line (see --help)" >&2; exit 2; }
+      GATEWAY=$2; shift 2 ;;
+    --gateway=*)
+      GATEWAY=${1#--gateway=}; shift
+      [ -n "$GATEWAY" ] || { echo "--gateway needs the upstream's command line (see --help)" >&2; exit 2; } ;;
     *) break ;;
   esac
 done
 case "${1:-}" in
   --conformance) MODE=conformance; REQUIREMENTS=${2:-2026-07-28} ;;
   --) shift; MODE=cmd; CMD=("$@") ;;
-  -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
   "") ;;
   *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
 esac
@@ -76,6 +93,15 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 BIN=${CARGO_TARGET_DIR:-$REPO/target}/debug
+if [ -n "$GATEWAY" ]; then
+  # presa-gateway is a server built on presa_runtime::App: the PRESA_SERVER path, with the
+  # upstream handed to every pod (API and worker) in its environment.
+  if [ -n "${PRESA_SERVER:-}" ] && [ "$PRESA_SERVER" != presa-gateway:presa-gateway ]; then
+    echo "--gateway runs presa-gateway: unset PRESA_SERVER ($PRESA_SERVER)" >&2; exit 2
+  fi
+  PRESA_SERVER=presa-gateway:presa-gateway
+  export PRESA_UPSTREAM_COMMAND=$GATEWAY
+fi
 if [ -n "${PRESA_SERVER:-}" ]; then
   echo "building ${PRESA_SERVER%%:*}..."
   (cd "$REPO" && cargo build -q -p "${PRESA_SERVER%%:*}")
@@ -135,16 +161,34 @@ if [ "$AUTH" = jwt ]; then
 fi
 
 UPSTREAMS=""
+PODS=()  # name:port:pid of every pod, for --gateway's readiness wait
 for i in $(seq "$APIS"); do
   p=$(free_port)
   "${API_CMD[@]}" --listen "127.0.0.1:$p" "${API_ARGS[@]}" >"$WORK/api$i.log" 2>&1 &
   PIDS+=($!)
+  PODS+=("api$i:$p:$!")
   UPSTREAMS+="server 127.0.0.1:$p; "
 done
 for i in $(seq "$WORKERS"); do
-  "${WORKER_CMD[@]}" --listen "127.0.0.1:$(free_port)" --worker-id "worker$i" >"$WORK/worker$i.log" 2>&1 &
+  p=$(free_port)
+  "${WORKER_CMD[@]}" --listen "127.0.0.1:$p" --worker-id "worker$i" >"$WORK/worker$i.log" 2>&1 &
   PIDS+=($!)
+  PODS+=("worker$i:$p:$!")
 done
+if [ -n "$GATEWAY" ]; then
+  # A gateway pod serves nothing until its upstream is started and listed (node: ~1 s each,
+  # more on a busy machine); wait for every pod itself, so nginx never sees a refusing one.
+  echo "waiting for the presa-gateway pods (upstream: $GATEWAY)..."
+  for pod in "${PODS[@]}"; do
+    IFS=: read -r name port pid <<<"$pod"
+    for _ in $(seq 300); do
+      curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
+      kill -0 "$pid" 2>/dev/null || { echo "presa-gateway pod $name exited (see $name.log below)" >&2; exit 1; }
+      sleep 0.2
+    done
+    curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 || { echo "presa-gateway pod $name not ready after 60 s" >&2; exit 1; }
+  done
+fi
 
 mkdir -p "$WORK/nginx"
 sed -e "s|@PREFIX@|$WORK/nginx|g" -e "s|@LISTEN@|127.0.0.1:$LB|g" -e "s|@UPSTREAMS@|$UPSTREAMS|g" \
@@ -162,7 +206,7 @@ for _ in $(seq 100); do
 done
 curl -fsS "http://127.0.0.1:$LB/readyz" >/dev/null || { echo "the cluster did not become ready" >&2; exit 1; }
 REDIS_MODE=single; [ $REDIS_CLUSTER = yes ] && REDIS_MODE="Redis Cluster mode"
-echo "presa cluster up: $PRESA_URL  (redis $PRESA_REDIS_URL, $REDIS_MODE, $APIS api, $WORKERS workers, auth $AUTH; logs in $WORK)"
+echo "presa cluster up: $PRESA_URL  (redis $PRESA_REDIS_URL, $REDIS_MODE, $APIS api, $WORKERS workers, auth $AUTH${GATEWAY:+, presa-gateway in front of: $GATEWAY}; logs in $WORK)"
 
 spread() {
   echo "requests per API pod (nginx access log):"

@@ -102,7 +102,7 @@ impl Gateway {
                         listings = fresh;
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, "the upstreams' new lists do not make a catalog; keeping the old one")
+                        tracing::warn!(error = %e, "the upstreams' new lists do not make a catalog; keeping the old one");
                     }
                 }
             }
