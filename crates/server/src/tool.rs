@@ -25,6 +25,12 @@ pub enum TaskPolicy {
     Optional,
     /// A task; clients without the extension get `-32021`.
     Required,
+    /// Adaptive: for a client that declared Tasks, a task from the start,
+    /// answered with its result as a plain call if it ends within this
+    /// long, else with the task handle (also at once when it asks for input);
+    /// other clients get the plain result, as with `Optional`. Fast calls
+    /// stay plain, slow ones never time the client out.
+    After(std::time::Duration),
     /// Decided per call from the call itself (arguments, `inputResponses`…).
     Dynamic(Arc<dyn Fn(&PolicyInput<'_>) -> TaskPolicy + Send + Sync>),
 }
@@ -35,6 +41,7 @@ impl fmt::Debug for TaskPolicy {
             TaskPolicy::Sync => f.write_str("Sync"),
             TaskPolicy::Optional => f.write_str("Optional"),
             TaskPolicy::Required => f.write_str("Required"),
+            TaskPolicy::After(d) => write!(f, "After({d:?})"),
             TaskPolicy::Dynamic(_) => f.write_str("Dynamic(..)"),
         }
     }

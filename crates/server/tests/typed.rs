@@ -62,11 +62,26 @@ async fn guarded(ctx: ToolContext, args: Path) -> Result<String, ToolError> {
     })
 }
 
+#[derive(Debug, Deserialize, JsonSchema)]
+struct Nap {
+    ms: u64,
+}
+
+async fn nap(ctx: ToolContext, args: Nap) -> Result<String, ToolError> {
+    ctx.sleep(Duration::from_millis(args.ms)).await?;
+    Ok(format!("slept {} ms", args.ms))
+}
+
 fn catalog() -> Catalog {
     Catalog::builder()
         .tool(Tool::typed("pack", "Packs files.", pack).output::<Packed>())
         .tool(Tool::typed("read", "Reads a file.", read))
         .tool(Tool::typed("guarded_delete", "Deletes after asking.", guarded).policy(TaskPolicy::Optional))
+        .tool(Tool::typed("nap", "Sleeps `ms`.", nap).policy(TaskPolicy::After(Duration::from_millis(500))))
+        .tool(
+            Tool::typed("guarded_nap", "Asks, then answers.", guarded)
+                .policy(TaskPolicy::After(Duration::from_millis(500))),
+        )
         .build()
         .expect("typed schemas compile")
 }
@@ -229,4 +244,59 @@ where
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     panic!("the task never reached the expected state");
+}
+
+/// `TaskPolicy::After`: a task from the start for a client that declared
+/// Tasks, answered as a plain call when it ends in time, else (or when it
+/// asks for input) with its handle; a plain call for other clients.
+#[tokio::test]
+async fn the_adaptive_policy_answers_fast_calls_plainly_and_slow_ones_with_a_task() {
+    let (core, server) = setup();
+    let stop = CancellationToken::new();
+    let config = WorkerConfig {
+        claim_wait: Duration::from_millis(50),
+        grace: Duration::from_millis(100),
+        ..WorkerConfig::default()
+    };
+    let worker = tokio::spawn(Worker::new(core.clone(), config).run(stop.clone()));
+    let tasks = json!({ "elicitation": {}, "extensions": { "io.modelcontextprotocol/tasks": {} } });
+
+    let fast = result(
+        call(&server, Method::ToolsCall, json!({ "name": "nap", "arguments": { "ms": 10 } }), tasks.clone()).await,
+    );
+    assert_eq!(fast["resultType"], "complete", "{fast}");
+    assert_eq!(fast["content"][0]["text"], "slept 10 ms", "{fast}");
+
+    let slow = result(
+        call(&server, Method::ToolsCall, json!({ "name": "nap", "arguments": { "ms": 1500 } }), tasks.clone()).await,
+    );
+    assert_eq!(slow["resultType"], "task", "{slow}");
+    let id = slow["taskId"].as_str().unwrap().to_string();
+    let mut done = Value::Null;
+    for _ in 0..100 {
+        done = result(call(&server, Method::TasksGet, json!({ "taskId": id }), tasks.clone()).await);
+        if done["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(done["result"]["content"][0]["text"], "slept 1500 ms", "{done}");
+
+    let asks = result(
+        call(
+            &server,
+            Method::ToolsCall,
+            json!({ "name": "guarded_nap", "arguments": { "path": "/x" } }),
+            tasks.clone(),
+        )
+        .await,
+    );
+    assert_eq!(asks["resultType"], "task", "a question needs the handle: {asks}");
+
+    // Without the Tasks extension: a plain call, however long.
+    let plain =
+        result(call(&server, Method::ToolsCall, json!({ "name": "nap", "arguments": { "ms": 700 } }), json!({})).await);
+    assert_eq!(plain["content"][0]["text"], "slept 700 ms", "{plain}");
+    stop.cancel();
+    let _ = worker.await;
 }

@@ -2,10 +2,11 @@
 //! its prefix, description, `inputSchema`, `outputSchema`, annotations) as a
 //! presa tool run by a [`ProxyTool`], with its task policy and crash policy
 //! from the first matching `[[tool]]` rule, else the upstream's
-//! `execution.taskSupport` hint, else `optional`; every upstream prompt as a
+//! `execution.taskSupport: "required"`, else `--task-after-ms`'s adaptive
+//! policy, else `optional`; every upstream prompt as a
 //! proxied prompt; resources, resource templates and completion proxied too.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use presa_server::{
     Catalog, CatalogBuilder, TaskPolicy, Tool, ToolContext, ToolError, catalog::ResourceError, prompt::PromptOutput,
@@ -13,7 +14,7 @@ use presa_server::{
 use serde_json::{Value, json};
 
 use crate::{
-    config::{GatewayConfig, PolicyRule, Rerun, UpstreamConfig},
+    config::{GatewayConfig, PolicyRule, Rerun, ToolRule, UpstreamConfig},
     pool::Pool,
     proxy::ProxyTool,
     upstream::UpstreamError,
@@ -89,15 +90,24 @@ fn values<T: serde::Serialize>(items: Vec<T>) -> Vec<Value> {
     items.iter().map(|t| serde_json::to_value(t).unwrap_or_default()).collect()
 }
 
-/// The task policy of a listed tool.
-pub fn policy_of(rule: Option<PolicyRule>, descriptor: &Value) -> TaskPolicy {
-    match rule {
+/// The task policy of a listed tool: its rule's, else the upstream's
+/// `execution.taskSupport: "required"` hint, else the adaptive policy with
+/// `--task-after-ms` when given, else optional.
+pub fn policy_of(rule: Option<&ToolRule>, default_after: Option<Duration>, descriptor: &Value) -> TaskPolicy {
+    let after = |ms: Option<u64>| {
+        TaskPolicy::After(ms.map(Duration::from_millis).or(default_after).unwrap_or(Duration::from_secs(1)))
+    };
+    match rule.and_then(|r| r.policy) {
         Some(PolicyRule::Sync) => TaskPolicy::Sync,
         Some(PolicyRule::Optional) => TaskPolicy::Optional,
         Some(PolicyRule::Required) => TaskPolicy::Required,
+        Some(PolicyRule::After) => after(rule.and_then(|r| r.after_ms)),
+        // `forbidden` says the upstream cannot run the tool as a task of its
+        // own, which is why the gateway runs it as presa's: only `required`
+        // (the upstream wants it never run in a request) is taken over.
         None => match descriptor["execution"]["taskSupport"].as_str() {
-            Some("forbidden") => TaskPolicy::Sync,
             Some("required") => TaskPolicy::Required,
+            _ if default_after.is_some() => after(None),
             _ => TaskPolicy::Optional,
         },
     }
@@ -166,7 +176,7 @@ fn tool(
     name: String,
 ) -> Tool {
     let rule = config.rule(&name);
-    let policy = policy_of(rule.and_then(|r| r.policy), descriptor);
+    let policy = policy_of(rule, config.task_after, descriptor);
     let rerun = rule.and_then(|r| r.rerun).unwrap_or(Rerun::Auto);
     let rerun_allowed = ProxyTool::may_rerun(rerun, &descriptor["annotations"]);
     let handler = ProxyTool { pool: pool.clone(), upstream_name, rerun_allowed, timings: config.timings.clone() };
@@ -275,9 +285,26 @@ mod tests {
     fn policy_comes_from_the_rule_then_the_upstream_hint_then_optional() {
         let hinted = json!({ "execution": { "taskSupport": "required" } });
         let forbidden = json!({ "execution": { "taskSupport": "forbidden" } });
-        assert!(matches!(policy_of(Some(PolicyRule::Sync), &hinted), TaskPolicy::Sync));
-        assert!(matches!(policy_of(None, &hinted), TaskPolicy::Required));
-        assert!(matches!(policy_of(None, &forbidden), TaskPolicy::Sync));
-        assert!(matches!(policy_of(None, &json!({})), TaskPolicy::Optional));
+        let rule = |policy, after_ms| ToolRule {
+            pattern: "*".into(),
+            policy: Some(policy),
+            after_ms,
+            rerun: None,
+            scopes: Vec::new(),
+        };
+        let two_s = Some(Duration::from_secs(2));
+        assert!(matches!(policy_of(Some(&rule(PolicyRule::Sync, None)), None, &hinted), TaskPolicy::Sync));
+        assert!(matches!(policy_of(None, None, &hinted), TaskPolicy::Required));
+        assert!(matches!(policy_of(None, None, &forbidden), TaskPolicy::Optional));
+        assert!(matches!(policy_of(None, None, &json!({})), TaskPolicy::Optional));
+        assert!(matches!(policy_of(None, two_s, &json!({})), TaskPolicy::After(d) if d == Duration::from_secs(2)));
+        let after = rule(PolicyRule::After, Some(300));
+        assert!(
+            matches!(policy_of(Some(&after), two_s, &json!({})), TaskPolicy::After(d) if d == Duration::from_millis(300))
+        );
+        let after = rule(PolicyRule::After, None);
+        assert!(
+            matches!(policy_of(Some(&after), None, &json!({})), TaskPolicy::After(d) if d == Duration::from_secs(1))
+        );
     }
 }

@@ -92,6 +92,14 @@ pub struct GatewayArgs {
     #[arg(long, env = "PRESA_GATEWAY_CONFIG")]
     pub gateway_config: Option<PathBuf>,
 
+    /// Run the upstream's tools with presa's adaptive policy: as a task from
+    /// the start for clients that declared Tasks, answered plainly if the call
+    /// ends within this many ms, else with the task handle. Applies to tools
+    /// neither a rule nor the upstream's `execution.taskSupport` pins down.
+    /// Unset: such tools are `optional` (a task whenever the client can take one).
+    #[arg(long, env = "PRESA_TASK_AFTER_MS")]
+    pub task_after_ms: Option<u64>,
+
     /// Connections to each upstream at most in this process: stdio child
     /// processes or HTTP sessions, each running one call at a time. Calls
     /// past it wait for one to free up.
@@ -194,6 +202,8 @@ pub enum PolicyRule {
     Optional,
     /// Always a task.
     Required,
+    /// A task answered plainly when it ends within `after_ms` (see `--task-after-ms`).
+    After,
 }
 
 /// What a worker that takes a task over after another was lost does.
@@ -217,9 +227,13 @@ pub struct ToolRule {
     /// A glob over the tool's name as presa lists it (prefix included).
     #[serde(rename = "match")]
     pub pattern: String,
-    /// Its task policy (else the upstream's `execution.taskSupport`, else optional).
+    /// Its task policy (else `required` when the upstream's
+    /// `execution.taskSupport` says so, else `--task-after-ms`'s adaptive policy, else optional).
     #[serde(default)]
     pub policy: Option<PolicyRule>,
+    /// With `policy = "after"`: the ms (else `--task-after-ms`, else 1000).
+    #[serde(default)]
+    pub after_ms: Option<u64>,
     /// Its crash policy.
     #[serde(default)]
     pub rerun: Option<Rerun>,
@@ -252,6 +266,8 @@ pub struct GatewayConfig {
     pub upstreams: Vec<UpstreamConfig>,
     /// The per-tool rules, first match wins.
     pub rules: Vec<ToolRule>,
+    /// The adaptive policy's wait for tools no rule or hint pins down.
+    pub task_after: Option<Duration>,
     /// Timings.
     pub timings: Timings,
 }
@@ -360,7 +376,8 @@ impl GatewayArgs {
             status_interval: ms(self.upstream_status_interval_ms),
             refresh: (self.upstream_refresh_ms > 0).then(|| ms(self.upstream_refresh_ms)),
         };
-        Ok(GatewayConfig { upstreams, rules, timings })
+        let task_after = self.task_after_ms.map(ms);
+        Ok(GatewayConfig { upstreams, rules, timings, task_after })
     }
 }
 
@@ -547,6 +564,10 @@ mod tests {
             [[tool]]
             match = "ml_*"
             policy = "sync"
+            [[tool]]
+            match = "web_*"
+            policy = "after"
+            after_ms = 2500
             "#,
         )
         .unwrap();
@@ -559,6 +580,8 @@ mod tests {
         assert_eq!((train.policy, train.rerun), (Some(PolicyRule::Required), Some(Rerun::Never)));
         assert_eq!(c.rule("ml_add").unwrap().policy, Some(PolicyRule::Sync));
         assert!(c.rule("other").is_none());
+        let web = c.rule("web_search").unwrap();
+        assert_eq!((web.policy, web.after_ms), (Some(PolicyRule::After), Some(2500)));
         assert!(parse_file("[[upstream]]\nname = 1").unwrap_err().contains("line"));
         assert!(parse_file("[[tool]]\nmatch = \"x\"\npolicy = \"sometimes\"").is_err());
         let twice = parse_file("[[upstream]]\nname='a'\ncommand='x'\n[[upstream]]\nname='a'\ncommand='y'").unwrap();

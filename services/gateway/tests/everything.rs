@@ -158,6 +158,19 @@ async fn get_sum_stays_a_plain_fast_call() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_task_after_ms_fast_calls_stay_plain_and_slow_ones_become_tasks() {
+    let (_gw, url) = embedded("gw", &fixtures().everything_stdio, &["--task-after-ms", "1500"], &[]).await;
+    let c = client(&url);
+    let fast = c.call_tool("get-sum", json!({ "a": 1, "b": 2 })).await;
+    assert_eq!(fast["resultType"], "complete", "{fast}");
+    assert_eq!(fast["content"][0]["text"], "The sum of 1 and 2 is 3.", "{fast}");
+    let slow = c.call_tool("trigger-long-running-operation", json!({ "duration": 4, "steps": 2 })).await;
+    let id = task_id(&slow);
+    let done = c.wait_task_for(&id, "completed", Duration::from_secs(20), |t| t["status"] == "completed").await;
+    assert!(done["result"].to_string().contains("Long running operation completed"), "{done}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plain_call_asks_its_question_by_mrtr_and_the_retry_finishes_it() {
     let (_gw, url) = embedded("gw", &fixtures().everything_stdio, &[], &[]).await;
     // No Tasks extension: the call runs in the request.

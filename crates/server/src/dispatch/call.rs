@@ -10,9 +10,10 @@
 
 use std::collections::BTreeMap;
 
+use futures::StreamExt;
 use presa_protocol::meta::RequestMeta;
 use presa_store::{CreateLimits, NewTask, util::now_ms};
-use presa_tasks::{Work, wire};
+use presa_tasks::{Status, Work, wire};
 use presa_telemetry::{metrics, propagation};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -56,15 +57,15 @@ impl Server {
         }
         let decision =
             PolicyInput { arguments: &call.arguments, input_responses: call.invocation.input_responses.as_ref() };
-        let as_task = match (tool.policy().resolve(&decision), req.meta.declares_tasks()) {
-            (TaskPolicy::Required, false) => return Err(ServerError::tasks_required()),
-            (TaskPolicy::Required | TaskPolicy::Optional, true) => true,
-            _ => false,
-        };
-        if as_task {
-            return self.create_task(req, name, call).await;
+        match (tool.policy().resolve(&decision), req.meta.declares_tasks()) {
+            (TaskPolicy::Required, false) => Err(ServerError::tasks_required()),
+            (TaskPolicy::Required | TaskPolicy::Optional, true) => self.create_task(req, name, call).await,
+            (TaskPolicy::After(wait), true) => {
+                let created = self.create_task(req, name, call).await?;
+                self.result_within(created, wait).await
+            }
+            _ => self.run_in_request(tool.handler(), call, req).await,
         }
-        self.run_in_request(tool.handler(), call, req).await
     }
 
     pub(super) async fn get_prompt(&self, req: &Admitted) -> Result<Value, ServerError> {
@@ -174,6 +175,54 @@ impl Server {
             return Err(ServerError::Internal("an InputRequiredResult needs inputRequests or requestState".into()));
         }
         Ok(r)
+    }
+
+    /// [`TaskPolicy::After`]: the task's outcome as a plain call's if it
+    /// ends within `wait`, else (or as soon as it asks for input) `created`,
+    /// its `CreateTaskResult`.
+    async fn result_within(&self, created: Value, wait: std::time::Duration) -> Result<Value, ServerError> {
+        let Some(id) = created["taskId"].as_str().map(presa_tasks::TaskId::from_wire) else {
+            return Ok(created);
+        };
+        let deadline = tokio::time::Instant::now() + wait;
+        let ids = std::slice::from_ref(&id);
+        // Watch first, then read: an outcome committed in between is not missed.
+        let Ok(mut changes) = store_call("watch", self.store().watch(ids)).await else {
+            return Ok(created);
+        };
+        let mut task = store_call("load", self.store().load(&id)).await?;
+        loop {
+            match &task {
+                Some(t) if t.status == Status::Completed => {
+                    let mut detailed = wire::detailed(t);
+                    return Ok(detailed.remove("result").unwrap_or_else(|| json!({ "content": [] })));
+                }
+                Some(t) if t.status == Status::Failed => {
+                    let error = t.error.clone().and_then(|e| serde_json::from_value(e).ok());
+                    return Err(error.map_or_else(|| ServerError::Internal("task failed".into()), ServerError::Rpc));
+                }
+                // Waiting for input (only its handle can answer it), cancelled, or gone.
+                Some(t) if t.status != Status::Working => return Ok(created),
+                None => return Ok(created),
+                Some(_) => {}
+            }
+            tokio::select! {
+                next = changes.next() => match next {
+                    Some(t) => task = Some(t),
+                    None => return Ok(created),
+                },
+                _ = tokio::time::sleep_until(deadline) => {
+                    // One last read: the watch is best effort.
+                    let last = store_call("load", self.store().load(&id)).await?;
+                    return match last {
+                        Some(t) if t.status.is_terminal() && t.status != Status::Cancelled => {
+                            Box::pin(self.result_within(created, std::time::Duration::ZERO)).await
+                        }
+                        _ => Ok(created),
+                    };
+                }
+            }
+        }
     }
 
     /// Store a task and its work item for the workers; answer with its `CreateTaskResult`.
