@@ -10,6 +10,8 @@ Tools:
   slow_unsafe(steps=5, step_ms=200)      idempotentHint=false, destructiveHint=true, readOnlyHint=false
   ask_name()                             elicits {name: string (required)}
   add(a, b)                              returns the sum as text
+  whoami()                               the caller presa forwarded in _meta["dev.presa/caller"]
+                                         (--upstream-forward-identity), else "nobody"
   register_extra(name)                   adds a tool `name` (it returns "extra <name>")
                                          and sends notifications/tools/list_changed
 
@@ -81,6 +83,14 @@ async def ask_name(ctx: Context) -> str:
 @server.tool(description="Adds two integers.", structured_output=False)
 def add(a: int, b: int) -> str:
     return str(a + b)
+
+
+@server.tool(description="Says who presa said the caller is.", structured_output=False)
+async def whoami(ctx: Context) -> str:
+    meta = ctx.request_context.meta
+    extra = meta.model_dump() if hasattr(meta, "model_dump") else dict(meta or {})
+    caller = extra.get("dev.presa/caller")
+    return f"{caller['tenant']}/{caller['subject']}" if caller else "nobody"
 
 
 @server.tool(description="Adds a tool called `name` and says the tool list changed.", structured_output=False)

@@ -215,7 +215,9 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
         max_listen_streams_per_scope: args.max_listen_streams_per_scope,
         ..app.server_config()
     };
-    let storage = Storage::from_args(&args.redis, args.max_tasks, args.max_memory_bytes).await?;
+    let storage = Storage::from_args(&args.redis, args.max_tasks, args.max_memory_bytes)
+        .await?
+        .also_ready(app.ready.clone().map(|r| r.0));
     if storage.durable {
         tracing::info!("Redis mode: this pod serves requests; worker pods run the tools");
     } else {

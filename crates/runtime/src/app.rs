@@ -48,6 +48,16 @@ pub enum RuntimeError {
     Serve(std::io::Error),
 }
 
+/// A server's own readiness check ([`App::ready_when`]).
+#[derive(Clone)]
+pub(crate) struct ExtraReady(pub(crate) presa_http::ReadyCheck);
+
+impl std::fmt::Debug for ExtraReady {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReadyCheck")
+    }
+}
+
 /// A deployable server: its catalog and identity (`serverInfo`).
 #[derive(Debug)]
 pub struct App {
@@ -55,13 +65,20 @@ pub struct App {
     pub(crate) version: String,
     pub(crate) instructions: Option<String>,
     pub(crate) catalog: Result<CatalogCell, CatalogError>,
+    pub(crate) ready: Option<ExtraReady>,
 }
 
 impl App {
     /// A server called `name` (its `serverInfo.name`, the prefix of its
     /// telemetry service names) at `version`, serving `catalog`.
     pub fn new(name: impl Into<String>, version: impl Into<String>, catalog: Result<Catalog, CatalogError>) -> Self {
-        App { name: name.into(), version: version.into(), instructions: None, catalog: catalog.map(Into::into) }
+        App {
+            name: name.into(),
+            version: version.into(),
+            instructions: None,
+            catalog: catalog.map(Into::into),
+            ready: None,
+        }
     }
 
     /// A server whose catalog may be replaced while it runs (presa-gateway
@@ -69,7 +86,15 @@ impl App {
     /// request on, and announced as `notifications/{tools,prompts,resources}/list_changed`
     /// to every `subscriptions/listen` stream of the cluster.
     pub fn with_cell(name: impl Into<String>, version: impl Into<String>, catalog: CatalogCell) -> Self {
-        App { name: name.into(), version: version.into(), instructions: None, catalog: Ok(catalog) }
+        App { name: name.into(), version: version.into(), instructions: None, catalog: Ok(catalog), ready: None }
+    }
+
+    /// Also report ready (`/readyz`, both processes) only while `check`
+    /// answers `true`: a dependency of the tools themselves, such as
+    /// presa-gateway's upstream servers.
+    pub fn ready_when(mut self, check: presa_http::ReadyCheck) -> Self {
+        self.ready = Some(ExtraReady(check));
+        self
     }
 
     /// `server/discover` instructions for clients.
@@ -123,7 +148,13 @@ impl App {
     /// The app with its catalog known to be valid.
     fn checked(self) -> Result<Checked, RuntimeError> {
         let catalog = self.catalog?;
-        Ok(Checked { name: self.name, version: self.version, instructions: self.instructions, catalog })
+        Ok(Checked {
+            name: self.name,
+            version: self.version,
+            instructions: self.instructions,
+            catalog,
+            ready: self.ready,
+        })
     }
 }
 
@@ -134,6 +165,7 @@ pub(crate) struct Checked {
     pub(crate) version: String,
     pub(crate) instructions: Option<String>,
     pub(crate) catalog: CatalogCell,
+    pub(crate) ready: Option<ExtraReady>,
 }
 
 impl Checked {

@@ -179,6 +179,19 @@ pub enum StorageError {
 }
 
 impl Storage {
+    /// The same storage, ready only while `extra` (a server's own readiness,
+    /// e.g. presa-gateway's upstreams) is ready too.
+    pub fn also_ready(mut self, extra: Option<ReadyCheck>) -> Self {
+        if let Some(extra) = extra {
+            let store = self.ready;
+            self.ready = Arc::new(move || {
+                let (store, extra) = (store(), extra());
+                async move { store.await && extra.await }.boxed()
+            });
+        }
+        self
+    }
+
     /// The in-memory backend (not durable), holding at most `max_tasks` tasks
     /// and `max_bytes` bytes of task records (finished ones included, until their TTL).
     pub fn memory(max_tasks: usize, max_bytes: usize) -> Self {

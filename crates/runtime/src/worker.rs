@@ -77,7 +77,7 @@ pub(crate) async fn run(app: Checked, args: WorkerArgs) -> Result<(), RuntimeErr
         return Err(RuntimeError::Config("--lease-ms (PRESA_LEASE_MS) must be at least 300".into()));
     }
     let telemetry = crate::telemetry(&format!("{}-worker", app.name), args.log_format)?;
-    let storage = Storage::redis(url, &args.redis).await?;
+    let storage = Storage::redis(url, &args.redis).await?.also_ready(app.ready.clone().map(|r| r.0));
     let server_config = ServerConfig {
         max_task_bytes: args.max_task_bytes,
         max_result_bytes: args.max_result_bytes,

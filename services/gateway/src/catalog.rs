@@ -179,7 +179,13 @@ fn tool(
     let policy = policy_of(rule, config.task_after, descriptor);
     let rerun = rule.and_then(|r| r.rerun).unwrap_or(Rerun::Auto);
     let rerun_allowed = ProxyTool::may_rerun(rerun, &descriptor["annotations"]);
-    let handler = ProxyTool { pool: pool.clone(), upstream_name, rerun_allowed, timings: config.timings.clone() };
+    let handler = ProxyTool {
+        pool: pool.clone(),
+        upstream_name,
+        rerun_allowed,
+        timings: config.timings.clone(),
+        forward_identity: config.forward_identity,
+    };
     let mut d = descriptor.clone();
     d["name"] = json!(name);
     d["execution"] = json!({ "taskSupport": support(&policy) });

@@ -100,6 +100,14 @@ pub struct GatewayArgs {
     #[arg(long, env = "PRESA_TASK_AFTER_MS")]
     pub task_after_ms: Option<u64>,
 
+    /// Tell the upstream who called: every `tools/call` carries
+    /// `_meta["dev.presa/caller"] = {"tenant", "subject"}` of the presa caller.
+    /// The upstream never gets the caller's token (MCP forbids passing it
+    /// through): it authenticates presa with its own `--upstream-header`, and
+    /// with this set it may trust presa's word for who the caller is.
+    #[arg(long, env = "PRESA_UPSTREAM_FORWARD_IDENTITY", default_value_t = false)]
+    pub upstream_forward_identity: bool,
+
     /// Connections to each upstream at most in this process: stdio child
     /// processes or HTTP sessions, each running one call at a time. Calls
     /// past it wait for one to free up.
@@ -268,6 +276,8 @@ pub struct GatewayConfig {
     pub rules: Vec<ToolRule>,
     /// The adaptive policy's wait for tools no rule or hint pins down.
     pub task_after: Option<Duration>,
+    /// Whether calls carry the caller's identity in `_meta`.
+    pub forward_identity: bool,
     /// Timings.
     pub timings: Timings,
 }
@@ -377,7 +387,7 @@ impl GatewayArgs {
             refresh: (self.upstream_refresh_ms > 0).then(|| ms(self.upstream_refresh_ms)),
         };
         let task_after = self.task_after_ms.map(ms);
-        Ok(GatewayConfig { upstreams, rules, timings, task_after })
+        Ok(GatewayConfig { upstreams, rules, timings, task_after, forward_identity: self.upstream_forward_identity })
     }
 }
 

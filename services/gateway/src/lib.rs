@@ -61,6 +61,23 @@ impl Gateway {
         Ok(Gateway { catalog, config: config.clone(), pools, listings })
     }
 
+    /// `/readyz` for the gateway's processes: every upstream can be served
+    /// (an upstream whose process keeps failing to start makes the pod unready).
+    pub fn ready_check(&self) -> presa_http::ReadyCheck {
+        let pools = self.pools.clone();
+        Arc::new(move || {
+            let pools = pools.clone();
+            Box::pin(
+                async move { futures::future::join_all(pools.iter().map(Pool::ready)).await.into_iter().all(|r| r) },
+            )
+        })
+    }
+
+    /// Connections at most over all upstreams: a worker's default concurrency.
+    pub fn capacity(&self) -> usize {
+        self.config.upstreams.iter().map(|u| u.pool).sum()
+    }
+
     /// The pools, one per upstream.
     pub fn pools(&self) -> &[Arc<Pool>] {
         &self.pools

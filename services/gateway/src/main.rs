@@ -39,6 +39,9 @@ async fn main() -> ExitCode {
         args.remove(1);
         let cli: WorkerCli = parse_args(&args);
         let Some(gateway) = start(&cli.gateway).await else { return ExitCode::from(2) };
+        // A worker takes no more tasks than its upstream connections can run,
+        // unless told otherwise.
+        let cli: WorkerCli = parse_args(&with_default_concurrency(args, gateway.capacity()));
         let pools = gateway.pools().to_vec();
         let code = app(gateway).worker_from(cli.worker).await;
         Gateway::drain(&pools).await;
@@ -46,6 +49,7 @@ async fn main() -> ExitCode {
     } else {
         let cli: ApiCli = parse_args(&args);
         let Some(gateway) = start(&cli.gateway).await else { return ExitCode::from(2) };
+        let cli: ApiCli = parse_args(&with_default_concurrency(args, gateway.capacity()));
         let pools = gateway.pools().to_vec();
         let code = app(gateway).api_from(cli.api).await;
         Gateway::drain(&pools).await;
@@ -55,9 +59,21 @@ async fn main() -> ExitCode {
 
 /// The app serving the gateway's catalog, which follows the upstreams' lists from now on.
 fn app(gateway: Gateway) -> App {
-    let app = App::with_cell("presa-gateway", env!("CARGO_PKG_VERSION"), gateway.catalog.clone());
+    let app = App::with_cell("presa-gateway", env!("CARGO_PKG_VERSION"), gateway.catalog.clone())
+        .ready_when(gateway.ready_check());
     gateway.follow();
     app
+}
+
+/// `args` with `--concurrency <capacity>` added when neither the flag nor
+/// `PRESA_CONCURRENCY` sets it.
+fn with_default_concurrency(mut args: Vec<OsString>, capacity: usize) -> Vec<OsString> {
+    let given = std::env::var_os("PRESA_CONCURRENCY").is_some()
+        || args.iter().any(|a| a.to_str().is_some_and(|a| a == "--concurrency" || a.starts_with("--concurrency=")));
+    if !given {
+        args.push(format!("--concurrency={capacity}").into());
+    }
+    args
 }
 
 /// Reach every upstream; on failure say why and give up.

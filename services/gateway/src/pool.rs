@@ -131,6 +131,13 @@ impl Pool {
         }
     }
 
+    /// Whether the upstream can be served: a connection is live, or a new
+    /// one starts now (so a probe also brings back an upstream that died
+    /// while idle, at the pace of the restart backoff).
+    pub async fn ready(self: &Arc<Self>) -> bool {
+        self.peer().await.is_ok()
+    }
+
     /// Fires when the upstream says one of its lists changed.
     pub fn lists_changed(&self) -> Arc<Notify> {
         self.lists_changed.clone()

@@ -36,6 +36,9 @@ use crate::{
     upstream::Event,
 };
 
+/// The `_meta` key of the caller's identity (`--upstream-forward-identity`).
+pub const CALLER_META: &str = "dev.presa/caller";
+
 /// The checkpoint key of the upstream task a call became.
 const UPSTREAM_TASK: &str = "upstreamTask";
 
@@ -53,6 +56,8 @@ pub struct ProxyTool {
     pub rerun_allowed: bool,
     /// Timings.
     pub timings: Timings,
+    /// Whether calls carry the caller's tenant and subject in `_meta`.
+    pub forward_identity: bool,
 }
 
 impl ProxyTool {
@@ -289,7 +294,19 @@ impl Call<'_> {
     /// Send one `tools/call` and serve the upstream's events until it answers.
     async fn once(&mut self, lease: &Lease, params: &Value) -> Result<ServerResult, Abandon> {
         let conn = lease.conn();
-        let params = serde_json::from_value(params.clone())
+        let mut params = params.clone();
+        // The trace goes on upstream (SEP-414 `traceparent` in `_meta`), and
+        // the caller's identity when the operator asked for it.
+        let mut meta: Map<String, Value> =
+            presa_telemetry::propagation::inject_current().into_iter().map(|(k, v)| (k, Value::String(v))).collect();
+        if self.tool.forward_identity {
+            let caller = self.ctx.caller();
+            meta.insert(CALLER_META.into(), json!({ "tenant": caller.tenant(), "subject": caller.subject() }));
+        }
+        if !meta.is_empty() {
+            params["_meta"] = Value::Object(meta);
+        }
+        let params = serde_json::from_value(params)
             .map_err(|e| Abandon(ToolError::invalid_params(format!("arguments: {e}"))))?;
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let (_scope, mut events) = conn.begin_call();

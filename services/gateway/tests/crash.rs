@@ -207,3 +207,62 @@ async fn the_catalog_follows_the_upstream_s_list_changed() {
     let r = c.call_tool("late_tool", json!({})).await;
     assert_eq!(r["content"][0]["text"], "extra late_tool", "{r}");
 }
+
+/// The upstream never sees the caller's token; with
+/// `--upstream-forward-identity` it is told who the caller is in `_meta`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_caller_s_identity_reaches_the_upstream_only_when_asked() {
+    let cmd = python_upstream();
+    let (_plain, url) = common::embedded("gw", &cmd, &[], &[]).await;
+    let r = Client::new(&url, json!({})).call_tool("whoami", json!({})).await;
+    assert_eq!(r["content"][0]["text"], "nobody", "{r}");
+    let (_told, url) = common::embedded("gw", &cmd, &["--upstream-forward-identity"], &[]).await;
+    let r = Client::new(&url, json!({})).call_tool("whoami", json!({})).await;
+    assert_eq!(r["content"][0]["text"], "local/anonymous", "{r}");
+}
+
+/// `/readyz` follows the upstream: an upstream that dies and cannot be
+/// started again makes the pod unready; once it starts again, ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_follows_the_upstream() {
+    let dir = tempfile::tempdir().unwrap();
+    let flag = dir.path().join("may-start");
+    std::fs::write(&flag, "").unwrap();
+    let marker = dir.path().display().to_string();
+    // Starts only while the flag file exists; the marker names its process.
+    let cmd = format!("sh -c 'test -f {} && exec {} --marker {marker}'", flag.display(), python_upstream());
+    let (gw, url) = common::embedded("gw", &cmd, &["--upstream-settle-ms", "0"], &[]).await;
+    let ready = || async { reqwest::get(format!("{}/readyz", gw.base())).await.unwrap().status().as_u16() };
+    assert_eq!(ready().await, 200);
+    std::fs::remove_file(&flag).unwrap();
+    // The child's command line starts with python (the gateway's own names the marker too).
+    let pattern = format!(r"^\S*python\S* \S*upstream.py --marker {marker}");
+    let killed = std::process::Command::new("pkill").args(["-KILL", "-f", &pattern]).status().unwrap();
+    assert!(killed.success(), "the upstream process was found and killed");
+    // The next call finds the upstream gone and cannot start another.
+    let (_, failed) = Client::new(&url, json!({}))
+        .send("tools/call", json!({ "name": "add", "arguments": { "a": 1, "b": 1 } }))
+        .await;
+    assert!(failed.to_string().contains("upstream"), "{failed}");
+    let mut status = 0;
+    for _ in 0..50 {
+        status = ready().await;
+        if status == 503 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, 503, "{}", gw.log());
+    std::fs::write(&flag, "").unwrap();
+    let mut status = 0;
+    for _ in 0..100 {
+        status = ready().await;
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(status, 200, "{}", gw.log());
+    let r = Client::new(&url, json!({})).call_tool("add", json!({ "a": 2, "b": 2 })).await;
+    assert_eq!(r["content"][0]["text"], "4", "{r}");
+}
