@@ -50,6 +50,10 @@
 //!    (the server's own process), and how much of it is back 1 s and 11 s
 //!    after they close (jemalloc returns freed pages after a 10 s decay).
 //!
+//! 9. presa-gateway in front of the rmcp peer (`gateway.rs`; `--gateway-only`
+//!    runs just these): what a proxied plain call adds over a direct one, and
+//!    gateway tasks/s end to end against presa's own.
+//!
 //! How to read it: server, worker, generator (and Redis) share the machine's
 //! cores, so absolute figures only describe the machine and its load at the
 //! time (printed in the header and footer). Compare the ratios: both sides are
@@ -73,6 +77,7 @@ use std::{
 };
 
 mod chaos;
+mod gateway;
 mod procs;
 
 /// The allocator presa's binaries ship with (presa-runtime's `jemalloc` feature), so the bench measures what ships.
@@ -138,6 +143,9 @@ struct Args {
     /// quick before/after runs of one lever.
     #[arg(long)]
     peer_only: bool,
+    /// Only the gateway rows (presa-gateway in front of the rmcp peer: added latency, tasks/s).
+    #[arg(long)]
+    gateway_only: bool,
 }
 
 /// The subcommands.
@@ -707,9 +715,9 @@ fn task_clients(url: &str, n: usize) -> Arc<Vec<Client>> {
     Arc::new((0..n).map(|_| Client::new(url, tasks_caps())).collect())
 }
 
-/// Call `tool` and return the id of the task it became.
+/// Call `tool` (arguments `{"text": "hello"}`, which every bench tool takes) and return the id of the task it became.
 async fn create(c: &Client, tool: &str) -> String {
-    let r = c.call_tool(tool, json!({})).await;
+    let r = c.call_tool(tool, json!({ "text": "hello" })).await;
     r["taskId"].as_str().unwrap_or_else(|| panic!("{tool} did not become a task: {r}")).to_string()
 }
 
@@ -727,13 +735,13 @@ async fn poll_until(c: &Client, id: &str, status: &str) -> u64 {
     }
 }
 
-fn task_op(clients: &Arc<Vec<Client>>) -> Op {
+fn task_op(clients: &Arc<Vec<Client>>, tool: &'static str) -> Op {
     let clients = clients.clone();
     op(move |i| {
         let clients = clients.clone();
         async move {
             let (c, t) = (&clients[i], Instant::now());
-            let id = create(c, "noop_task").await;
+            let id = create(c, tool).await;
             let polls = poll_until(c, &id, "completed").await;
             Sample { latency: t.elapsed(), polls, ..Sample::default() }
         }
@@ -842,6 +850,12 @@ async fn main() {
     println!("{s:.1} s per row, C = {c} connections, L = {listeners} listen streams, RSS {rss:.1} MiB");
     let alloc = if cfg!(feature = "jemalloc") { "jemalloc" } else { "system (glibc)" };
     println!("allocator {alloc}, telemetry {:?}", args.telemetry);
+    if args.gateway_only {
+        println!("\n{:<38} {:>5} {:>8} {:>9} {:>9} {:>9}  notes", "scenario", "conns", "ops/s", "p50", "p90", "p99");
+        gateway::rows(c, secs).await;
+        println!("load average {} (1/5/15 min)", load_average());
+        return;
+    }
     let memory = Arc::new(MemoryStore::new());
     let embedded = start(memory.clone(), memory, None).await;
     let redis = start_redis(args.redis_url.as_deref()).await;
@@ -978,7 +992,7 @@ async fn main() {
 
     // 3. Task round trip, embedded, alone (so RSS growth is its own).
     let embedded_clients = task_clients(&embedded.url, c);
-    let embedded_task = task_op(&embedded_clients);
+    let embedded_task = task_op(&embedded_clients, "noop_task");
     run(&embedded_task, c, ROUND / 2).await;
     let rss0 = rss_mib();
     let mut s = run(&embedded_task, c, secs).await;
@@ -994,7 +1008,7 @@ async fn main() {
     // 4. Task round trip, Redis against embedded, alternated.
     let redis_clients = redis.as_ref().map(|r| task_clients(&r.url, c));
     if let Some(rc) = &redis_clients {
-        let (mut e, mut r) = alternate(&embedded_task, &task_op(rc), c, secs).await;
+        let (mut e, mut r) = alternate(&embedded_task, &task_op(rc, "noop_task"), c, secs).await;
         let ratio = format!("{:.1} gets/task; Redis/embedded = {:.2}", r.polls_per_op(), r.rate() / e.rate());
         let e_notes = format!("{:.1} gets/task (alternated with Redis)", e.polls_per_op());
         row("task round trip, embedded", c, Some(e.rate()), &mut e.latencies, &e_notes);
@@ -1027,6 +1041,8 @@ async fn main() {
         let notes = format!("all L received; each delivery p50 {p50} p99 {p99}; {} rounds", all.len());
         row(&format!("listen fan-out, {name}"), listeners, None, &mut all, &notes);
     }
+    // 9. The gateway (`gateway.rs`).
+    gateway::rows(c, secs).await;
     print_ratios(&ratios);
 }
 
