@@ -193,6 +193,16 @@ impl ToolContext {
         self.inner.cancel.clone()
     }
 
+    /// Whether the client cancelled this task (`tasks/cancel`), as opposed
+    /// to [`ToolContext::cancellation`] firing because this worker lost its
+    /// claim (another will run the task) or is shutting down. `false` in a sync call.
+    pub async fn cancelled_by_client(&self) -> bool {
+        let Mode::Task(run) = &self.inner.mode else {
+            return false;
+        };
+        matches!(store_call("load", run.store.load(&run.id)).await, Ok(Some(t)) if t.status == Status::Cancelled)
+    }
+
     /// Sleep, unless cancelled first.
     pub async fn sleep(&self, d: Duration) -> Result<(), ToolError> {
         tokio::select! {

@@ -56,6 +56,9 @@ pub struct WorkerConfig {
     pub claim_wait: Duration,
     /// How long running handlers may finish after shutdown starts.
     pub grace: Duration,
+    /// How long a handler may go on after its task was cancelled (or its
+    /// claim lost), to stop what it started; then it is dropped.
+    pub cancel_grace: Duration,
 }
 
 impl Default for WorkerConfig {
@@ -68,6 +71,7 @@ impl Default for WorkerConfig {
             max_deliveries: 5,
             claim_wait: Duration::from_secs(1),
             grace: Duration::from_secs(20),
+            cancel_grace: Duration::from_secs(2),
         }
     }
 }
@@ -211,9 +215,16 @@ impl Worker {
         let keeper = tokio::spawn(
             keep_lease(store.clone(), claim.clone(), self.config.lease, cancel.clone()).instrument(span.clone()),
         );
+        let handler = run_handler(tool.handler(), ctx, task.work.arguments.clone());
+        tokio::pin!(handler);
         let outcome = tokio::select! {
-            out = run_handler(tool.handler(), ctx, task.work.arguments.clone()) => Outcome::from(out),
-            _ = cancel.cancelled() => Outcome::Cancelled,
+            out = &mut handler => Outcome::from(out),
+            _ = cancel.cancelled() => {
+                // A handler watching `ctx.cancellation()` gets a moment to stop
+                // what it started (an upstream call, a child process).
+                let _ = tokio::time::timeout(self.config.cancel_grace, &mut handler).await;
+                Outcome::Cancelled
+            }
             _ = release_now.cancelled() => {
                 keeper.abort();
                 tracing::info!("handing unfinished work back");

@@ -70,9 +70,17 @@ pub fn render_table(options: &[HelpOption]) -> String {
 /// Check (or, with `PRESA_UPDATE_README=1`, rewrite) the README section
 /// `name` against `binary --help`. Panics with a diff hint when they differ.
 pub fn check_readme_section(readme: &Path, binary: &Path, name: &str) {
+    check_readme_section_of(readme, binary, name, |_| true);
+}
+
+/// [`check_readme_section`] for the options `keep` selects (a binary whose
+/// other options another section lists already).
+pub fn check_readme_section_of(readme: &Path, binary: &Path, name: &str, keep: impl Fn(&HelpOption) -> bool) {
     let help = Command::new(binary).arg("--help").output().expect("running --help");
     assert!(help.status.success(), "{} --help failed", binary.display());
-    let table = render_table(&parse_help(&String::from_utf8_lossy(&help.stdout)));
+    let options: Vec<HelpOption> =
+        parse_help(&String::from_utf8_lossy(&help.stdout)).into_iter().filter(keep).collect();
+    let table = render_table(&options);
     let text = std::fs::read_to_string(readme).expect("README.md");
     let (begin, end) = (format!("<!-- config:{name} -->\n"), format!("<!-- /config:{name} -->"));
     let start = text.find(&begin).unwrap_or_else(|| panic!("README.md has no `{}` marker", begin.trim())) + begin.len();

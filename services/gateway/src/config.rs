@@ -61,8 +61,9 @@ pub struct GatewayArgs {
     #[arg(long, env = "PRESA_UPSTREAM_COMMAND", conflicts_with = "upstream_url")]
     pub upstream_command: Option<String>,
 
-    /// An environment variable for the upstream command, `KEY=VALUE`; repeatable.
-    #[arg(long = "upstream-env", value_name = "KEY=VALUE")]
+    /// An environment variable for the upstream command, `KEY=VALUE`;
+    /// repeatable (in the environment variable: one per line).
+    #[arg(long = "upstream-env", env = "PRESA_UPSTREAM_ENV", value_name = "KEY=VALUE", value_delimiter = '\n')]
     pub upstream_env: Vec<String>,
 
     /// The working directory of the upstream command.
@@ -75,8 +76,9 @@ pub struct GatewayArgs {
 
     /// A header sent to the HTTP upstream, `Name: value`; repeatable. Keep
     /// secrets out of the command line: `${env:VAR}` in the value is replaced by
-    /// that variable, `${file:/path}` by the file's contents (trimmed).
-    #[arg(long = "upstream-header", value_name = "NAME: VALUE")]
+    /// that variable, `${file:/path}` by the file's contents (trimmed). In the
+    /// environment variable: one header per line.
+    #[arg(long = "upstream-header", env = "PRESA_UPSTREAM_HEADER", value_name = "NAME: VALUE", value_delimiter = '\n')]
     pub upstream_header: Vec<String>,
 
     /// The revision spoken to the upstream: `auto` tries 2025-11-25's

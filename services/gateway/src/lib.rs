@@ -50,8 +50,11 @@ impl Gateway {
     /// or listed, and any name two upstreams share, is an error.
     pub async fn start(config: &GatewayConfig) -> Result<Gateway, CatalogError> {
         let timings = &config.timings;
-        let pools: Vec<Arc<Pool>> =
-            config.upstreams.iter().map(|u| Pool::new(u, timings.connect_timeout, timings.settle)).collect();
+        let pools: Vec<Arc<Pool>> = config
+            .upstreams
+            .iter()
+            .map(|u| Pool::new(u, timings.connect_timeout, timings.settle, timings.cancel_grace))
+            .collect();
         let listings = list_all(&pools).await?;
         for (up, l) in config.upstreams.iter().zip(&listings) {
             tracing::info!(upstream = %up.name, tools = l.tools.len(), prompts = l.prompts.len(),

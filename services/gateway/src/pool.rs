@@ -8,7 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use rmcp::{Peer, RoleClient};
+use rmcp::{Peer, RoleClient, model::RequestId};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::{
@@ -27,6 +27,7 @@ pub struct Pool {
     protocol: Protocol,
     connect_timeout: Duration,
     settle: Duration,
+    cancel_grace: Duration,
     idle: Mutex<Vec<Connection>>,
     permits: Arc<Semaphore>,
     /// Consecutive failed starts and when the last one failed.
@@ -39,17 +40,26 @@ pub struct Pool {
 }
 
 /// A connection taken from the pool; it goes back when dropped, unless the
-/// upstream went away or [`Lease::discard`] took it.
+/// upstream went away, [`Lease::discard`] took it, or it was dropped with
+/// work still running upstream ([`Lease::running`]): then the upstream is told
+/// to stop and the connection is closed after the cancel grace period. (A
+/// handler is dropped mid-call when its task is cancelled or its claim lost.)
 #[derive(Debug)]
 pub struct Lease {
     conn: Option<Connection>,
     pool: Arc<Pool>,
     _permit: OwnedSemaphorePermit,
+    running: Mutex<Option<RequestId>>,
 }
 
 impl Pool {
     /// A pool of at most `config.pool` connections, none started yet.
-    pub fn new(config: &UpstreamConfig, connect_timeout: Duration, settle: Duration) -> Arc<Pool> {
+    pub fn new(
+        config: &UpstreamConfig,
+        connect_timeout: Duration,
+        settle: Duration,
+        cancel_grace: Duration,
+    ) -> Arc<Pool> {
         metrics::gauge!("presa_gateway_upstream_pool_size", "upstream" => config.name.clone()).set(config.pool as f64);
         Arc::new(Pool {
             name: config.name.clone(),
@@ -57,6 +67,7 @@ impl Pool {
             protocol: config.protocol,
             connect_timeout,
             settle,
+            cancel_grace,
             idle: Mutex::new(Vec::new()),
             permits: Arc::new(Semaphore::new(config.pool)),
             failures: Mutex::new((0, None)),
@@ -87,7 +98,7 @@ impl Pool {
                         .increment(1);
                     self.opened(-1.0);
                 }
-                Some(conn) => return Ok(Lease { conn: Some(conn), pool: self.clone(), _permit: permit }),
+                Some(conn) => return Ok(self.lease(conn, permit)),
                 None => break,
             }
         }
@@ -100,7 +111,7 @@ impl Pool {
                 tokio::time::sleep(self.settle).await;
                 *self.failures.lock().expect("pool lock") = (0, None);
                 self.opened(1.0);
-                Ok(Lease { conn: Some(conn), pool: self.clone(), _permit: permit })
+                Ok(self.lease(conn, permit))
             }
             Err(e) => {
                 let mut f = self.failures.lock().expect("pool lock");
@@ -110,6 +121,10 @@ impl Pool {
                 Err(e)
             }
         }
+    }
+
+    fn lease(self: &Arc<Self>, conn: Connection, permit: OwnedSemaphorePermit) -> Lease {
+        Lease { conn: Some(conn), pool: self.clone(), _permit: permit, running: Mutex::new(None) }
     }
 
     /// A handle for a request that needs no call of its own (`tools/list`,
@@ -174,6 +189,11 @@ impl Lease {
         self.conn.as_ref().expect("a lease holds its connection until dropped")
     }
 
+    /// Say which request runs upstream now (`None`: none), for [`Drop`] to stop.
+    pub fn running(&self, what: Option<RequestId>) {
+        *self.running.lock().expect("lease lock") = what;
+    }
+
     /// Take the connection out of the pool (to close it: a call on it was
     /// abandoned and may still run); its place frees up for a new one.
     pub fn discard(mut self) -> Connection {
@@ -184,6 +204,24 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
+        let running = self.running.get_mut().map(Option::take).unwrap_or_default();
+        if let (Some(id), Some(conn)) = (running, self.conn.take()) {
+            // Dropped mid-call: tell the upstream to stop, and close the
+            // connection after the grace period (what it still sends belongs
+            // to no call).
+            self.pool.opened(-1.0);
+            let grace = self.pool.cancel_grace;
+            tracing::info!(upstream = %self.pool.name, request = %id, "call given up; telling the upstream to stop");
+            tokio::spawn(async move {
+                let p = serde_json::json!({ "requestId": id, "reason": "cancelled" });
+                if let Ok(p) = serde_json::from_value(p) {
+                    let _ = tokio::time::timeout(grace, conn.peer().notify_cancelled(p)).await;
+                }
+                tokio::time::sleep(grace).await;
+                conn.close().await;
+            });
+            return;
+        }
         if let Some(conn) = self.conn.take() {
             if conn.is_closed() {
                 self.pool.opened(-1.0);

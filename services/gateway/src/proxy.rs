@@ -317,6 +317,7 @@ impl Call<'_> {
             .await
             .map_err(|e| Abandon(service_error(&self.tool.pool, e)))?;
         let id = handle.id.clone();
+        lease.running(Some(id.clone()));
         let response = handle.await_response();
         tokio::pin!(response);
         let mut status = Status { interval: self.tool.timings.status_interval, last: None, pending: None };
@@ -334,6 +335,7 @@ impl Call<'_> {
                             let _ = self.on_event(event, &mut status).await;
                         }
                     }
+                    lease.running(None);
                     if let Some(last) = status.flush() {
                         let _ = self.ctx.set_status(last).await;
                     }
@@ -421,7 +423,12 @@ impl Call<'_> {
             let got = tokio::select! {
                 got = peer.get_task(serde_json::from_value(json!({ "taskId": task_id })).map_err(|e| rpc(e.to_string(), false))?) => got,
                 _ = cancel.cancelled() => {
-                    let _ = peer.cancel_task(serde_json::from_value(json!({ "taskId": task_id })).map_err(|e| rpc(e.to_string(), false))?).await;
+                    // Cancelled by the client: the upstream task goes too. A lost
+                    // claim leaves it running for the worker that takes over.
+                    if self.ctx.cancelled_by_client().await {
+                        let id = serde_json::from_value(json!({ "taskId": task_id })).map_err(|e| rpc(e.to_string(), false))?;
+                        let _ = peer.cancel_task(id).await;
+                    }
                     return Err(ToolError::Cancelled);
                 }
             };

@@ -46,7 +46,7 @@ async fn tools_list_is_the_upstream_s_own() {
         pool: 1,
         protocol: Default::default(),
     };
-    let pool = Pool::new(&up, Duration::from_secs(30), Duration::ZERO);
+    let pool = Pool::new(&up, Duration::from_secs(30), Duration::ZERO, Duration::ZERO);
     let theirs = catalog::list(&pool).await.unwrap().tools;
     pool.drain().await;
 
@@ -205,8 +205,23 @@ async fn cancelling_a_long_operation_ends_it_cancelled_and_the_gateway_goes_on()
     c.ok("tasks/cancel", json!({ "taskId": id })).await;
     let t = c.wait_status(&id, "cancelled").await;
     assert_eq!(t["status"], "cancelled");
-    // The abandoned connection is closed after the grace period; calls go on on a new one.
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // server-everything ignores notifications/cancelled and goes on sending
+    // progress: its connection must serve no other call (it is closed after
+    // the grace period), so a new operation shows only its own progress.
+    let id = task_id(&c.call_tool("trigger-long-running-operation", json!({ "duration": 2, "steps": 2 })).await);
+    let mut seen = Vec::new();
+    loop {
+        let t = c.get_task(&id).await;
+        if let Some(m) = t["statusMessage"].as_str() {
+            seen.push(m.to_string());
+        }
+        if t["status"] != "working" {
+            assert_eq!(t["status"], "completed", "{t}");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!seen.iter().any(|m| m.contains("/60")), "the cancelled call's progress leaked: {seen:?}");
     let r = Client::new(&url, json!({})).call_tool("get-sum", json!({ "a": 1, "b": 1 })).await;
     assert_eq!(r["content"][0]["text"], "The sum of 1 and 1 is 2.", "{r}\n{}", gw.log());
 }

@@ -5,7 +5,7 @@
 //!
 //! Stateless Streamable HTTP (`legacy_session_mode` off, so `2026-07-28`
 //! requests need no `initialize`), JSON replies, TCP_NODELAY on every accepted
-//! connection, one `echo` tool. It answers exactly the request presa's `echo`
+//! connection, one `echo` tool (listed, so presa-gateway can front it). It answers exactly the request presa's `echo`
 //! rows send (same body, same headers), so both sides are driven by the same
 //! load loops.
 
@@ -14,7 +14,10 @@ use std::sync::Arc;
 use axum::serve::ListenerExt;
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
-    model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ServerCapabilities, ServerConfig},
+    model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult, PaginatedRequestParams,
+        ServerCapabilities, ServerConfig, Tool,
+    },
     service::RequestContext,
     transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService, session::never::NeverSessionManager,
@@ -29,6 +32,16 @@ struct Echo;
 impl ServerHandler for Echo {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let schema = serde_json::json!({ "type": "object", "properties": { "text": { "type": "string" } } });
+        let schema = schema.as_object().cloned().unwrap_or_default();
+        Ok(ListToolsResult::with_all_items(vec![Tool::new("echo", "Echoes `text`.", Arc::new(schema))]))
     }
 
     async fn call_tool(
