@@ -3,6 +3,7 @@
 //! - [`redis`]: a real Redis for a test: testcontainers when a Docker engine
 //!   answers, else a spawned `redis-server`, else a failure saying how to get one.
 //! - [`redis_cluster`]: a local 3-master Redis Cluster shared by a test binary.
+//! - [`cli`]: running the `presa` command-line client as a shell would.
 //! - [`client`]: an MCP client for the stateless wire (JSON and SSE, listen streams).
 //! - [`legacy`]: a 2025-11-25 client (`initialize`, `Mcp-Session-Id`, server requests on SSE).
 //! - [`embedded`]: an in-process embedded server on a loopback port.
@@ -11,6 +12,7 @@
 //! - [`pods`]: `presa-api` / `presa-worker` processes for cluster and crash tests.
 //! - [`reference`](mod@reference): the README configuration reference, checked against `--help`.
 
+pub mod cli;
 pub mod client;
 pub mod embedded;
 pub mod jwt;

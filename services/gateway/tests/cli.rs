@@ -7,11 +7,7 @@
 
 mod common;
 
-use std::{
-    path::PathBuf,
-    process::{Command, Stdio},
-    time::Duration,
-};
+use std::{path::PathBuf, process::Command, time::Duration};
 
 use common::{embedded, fixtures, gateway_bin};
 use rexpect::{
@@ -33,43 +29,12 @@ fn presa_bin() -> PathBuf {
 
 /// A `presa --url URL ARGS…` command with no `PRESA_*` variables from the outside.
 fn presa_command(url: &str, args: &[&str]) -> Command {
-    let mut c = Command::new(presa_bin());
-    for (k, _) in std::env::vars() {
-        if k.starts_with("PRESA_") {
-            c.env_remove(k);
-        }
-    }
-    c.arg("--url").arg(url).args(args);
-    c
-}
-
-/// What a `presa` run printed and returned.
-#[derive(Debug)]
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl std::fmt::Display for Out {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "exit {}\n--- stdout\n{}--- stderr\n{}", self.code, self.stdout, self.stderr)
-    }
+    presa_testkit::cli::command(&presa_bin(), url, args)
 }
 
 /// Run `presa --url URL ARGS…` without a terminal (stdin closed) to its end, 60 s at most.
-async fn presa(url: &str, args: &[&str]) -> Out {
-    let mut c = tokio::process::Command::from(presa_command(url, args));
-    c.stdin(Stdio::null()).kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(60), c.output())
-        .await
-        .unwrap_or_else(|_| panic!("presa {args:?} did not finish within 60 s"))
-        .expect("presa runs");
-    Out {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+async fn presa(url: &str, args: &[&str]) -> presa_testkit::cli::Out {
+    presa_testkit::cli::run(&presa_bin(), url, args).await
 }
 
 /// The gateway's key for an elicitation (`q1-elicit-` and 10 hex digits) in `text`.

@@ -7,7 +7,6 @@ use std::{
     path::PathBuf,
     process::Stdio,
     sync::{Arc, Mutex},
-    time::Duration,
 };
 
 use presa_testkit::{Pod, free_port};
@@ -37,43 +36,18 @@ pub async fn embedded() -> Pod {
     Pod::start("api", &api_bin(), free_port(), &[], &[]).await
 }
 
-/// What a `presa` run printed and returned.
-#[derive(Debug)]
-pub struct Out {
-    pub code: i32,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-impl std::fmt::Display for Out {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "exit {}\n--- stdout\n{}--- stderr\n{}", self.code, self.stdout, self.stderr)
-    }
-}
+pub use presa_testkit::cli::Out;
 
 /// A `presa` command for `url` with no `PRESA_*` variables from the outside.
 pub fn command(url: &str, args: &[&str]) -> tokio::process::Command {
-    let mut c = tokio::process::Command::new(presa_bin());
-    for (k, _) in std::env::vars() {
-        if k.starts_with("PRESA_") {
-            c.env_remove(k);
-        }
-    }
-    c.arg("--url").arg(url).args(args).stdin(Stdio::null()).kill_on_drop(true);
+    let mut c = tokio::process::Command::from(presa_testkit::cli::command(&presa_bin(), url, args));
+    c.stdin(Stdio::null()).kill_on_drop(true);
     c
 }
 
 /// Run `presa --url URL ARGS…` to its end (60 s at most).
 pub async fn presa(url: &str, args: &[&str]) -> Out {
-    let out = tokio::time::timeout(Duration::from_secs(60), command(url, args).output())
-        .await
-        .unwrap_or_else(|_| panic!("presa {args:?} did not finish within 60 s"))
-        .expect("presa runs");
-    Out {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    presa_testkit::cli::run(&presa_bin(), url, args).await
 }
 
 /// Create a task with `presa call … --detach`; its id.
