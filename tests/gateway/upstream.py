@@ -12,6 +12,7 @@ Tools:
   add(a, b)                              returns the sum as text
   whoami()                               the caller presa forwarded in _meta["dev.presa/caller"]
                                          (--upstream-forward-identity), else "nobody"
+  pid()                                  this process's id (tests tell connections apart)
   register_extra(name)                   adds a tool `name` (it returns "extra <name>")
                                          and sends notifications/tools/list_changed
 
@@ -83,6 +84,11 @@ async def ask_name(ctx: Context) -> str:
 @server.tool(description="Adds two integers.", structured_output=False)
 def add(a: int, b: int) -> str:
     return str(a + b)
+
+
+@server.tool(description="This server process's id.", structured_output=False)
+def pid() -> str:
+    return str(os.getpid())
 
 
 @server.tool(description="Says who presa said the caller is.", structured_output=False)

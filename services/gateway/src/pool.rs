@@ -205,7 +205,9 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         let running = self.running.get_mut().map(Option::take).unwrap_or_default();
-        if let (Some(id), Some(conn)) = (running, self.conn.take()) {
+        if let Some(id) = running
+            && let Some(conn) = self.conn.take()
+        {
             // Dropped mid-call: tell the upstream to stop, and close the
             // connection after the grace period (what it still sends belongs
             // to no call).

@@ -266,3 +266,17 @@ async fn readiness_follows_the_upstream() {
     let r = Client::new(&url, json!({})).call_tool("add", json!({ "a": 2, "b": 2 })).await;
     assert_eq!(r["content"][0]["text"], "4", "{r}");
 }
+
+/// A connection serves one call after another: the same upstream process
+/// answers sequential calls (none is started per call).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_are_reused_call_after_call() {
+    let (_gw, url) = common::embedded("gw", &python_upstream(), &["--upstream-pool", "1"], &[]).await;
+    let c = Client::new(&url, json!({}));
+    let mut pids = std::collections::BTreeSet::new();
+    for _ in 0..5 {
+        let r = c.call_tool("pid", json!({})).await;
+        pids.insert(r["content"][0]["text"].as_str().unwrap_or_default().to_string());
+    }
+    assert_eq!(pids.len(), 1, "one upstream process for five calls: {pids:?}");
+}
