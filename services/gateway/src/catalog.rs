@@ -287,6 +287,48 @@ impl presa_server::prompt::PromptHandler for ProxyPrompt {
 mod tests {
     use super::*;
 
+    fn config(upstreams: &[(&str, &str)]) -> GatewayConfig {
+        let args = crate::config::GatewayArgs {
+            upstream_command: Some("unused".into()),
+            upstream_pool: 1,
+            ..Default::default()
+        };
+        let mut c = args.resolve().unwrap();
+        let template = c.upstreams[0].clone();
+        c.upstreams = upstreams
+            .iter()
+            .map(|(name, prefix)| UpstreamConfig {
+                name: name.to_string(),
+                prefix: prefix.to_string(),
+                ..template.clone()
+            })
+            .collect();
+        c
+    }
+
+    #[test]
+    fn two_upstreams_may_not_list_the_same_name_unless_prefixed() {
+        let listing = Listing {
+            tools: vec![json!({ "name": "search", "inputSchema": { "type": "object" } })],
+            ..Listing::default()
+        };
+        let twice = [listing.clone(), listing];
+        let clash = config(&[("a", ""), ("b", "")]);
+        let pools: Vec<_> =
+            clash.upstreams.iter().map(|u| Pool::new(u, Duration::ZERO, Duration::ZERO, Duration::ZERO)).collect();
+        let err = build(&clash, &pools, &twice).unwrap_err().to_string();
+        assert!(err.contains("\"a\" and \"b\" both list the tool \"search\"") && err.contains("prefix"), "{err}");
+        let prefixed = config(&[("a", "a_"), ("b", "b_")]);
+        let catalog = build(&prefixed, &pools, &twice).unwrap();
+        let names: Vec<&str> = catalog.tools().map(presa_server::catalog::RegisteredTool::name).collect();
+        assert_eq!(names, ["a_search", "b_search"]);
+        let bad = [Listing {
+            tools: vec![json!({ "name": "x", "inputSchema": { "type": "string" } })],
+            ..Listing::default()
+        }];
+        assert!(build(&config(&[("a", "")]), &pools[..1], &bad).unwrap_err().to_string().contains("inputSchema"));
+    }
+
     #[test]
     fn policy_comes_from_the_rule_then_the_upstream_hint_then_optional() {
         let hinted = json!({ "execution": { "taskSupport": "required" } });

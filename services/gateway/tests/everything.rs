@@ -65,6 +65,25 @@ async fn tools_list_is_the_upstream_s_own() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_and_resources_are_proxied() {
+    let (_gw, url) = embedded("gw", &fixtures().everything_stdio, &[], &[]).await;
+    let c = Client::new(&url, json!({}));
+    let prompts = c.ok("prompts/list", json!({})).await;
+    assert!(prompts.to_string().contains("args-prompt"), "{prompts}");
+    let got = c.ok("prompts/get", json!({ "name": "args-prompt", "arguments": { "city": "Lisbon" } })).await;
+    assert!(got["messages"].to_string().contains("Lisbon"), "{got}");
+    let (_, missing) = c.send("prompts/get", json!({ "name": "args-prompt", "arguments": {} })).await;
+    assert!(missing["error"].to_string().contains("city"), "a missing required argument is refused: {missing}");
+
+    let resources = c.ok("resources/list", json!({})).await;
+    let uri = resources["resources"][0]["uri"].as_str().expect("a resource").to_string();
+    let read = c.ok("resources/read", json!({ "uri": uri })).await;
+    assert_eq!(read["contents"][0]["uri"], uri.as_str(), "{read}");
+    let templates = c.ok("resources/templates/list", json!({})).await;
+    assert!(templates["resourceTemplates"].as_array().is_some_and(|t| !t.is_empty()), "{templates}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_running_operation_is_a_task_whose_status_shows_its_progress() {
     let (_gw, url) = embedded("gw", &fixtures().everything_stdio, &[], &[]).await;
     let c = client(&url);
