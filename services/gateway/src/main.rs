@@ -37,24 +37,22 @@ async fn main() -> ExitCode {
     let worker = args.get(1).is_some_and(|a| a == "worker");
     if worker {
         args.remove(1);
-        let cli: WorkerCli = parse_args(&args);
-        let Some(gateway) = start(&cli.gateway).await else { return ExitCode::from(2) };
-        // A worker takes no more tasks than its upstream connections can run,
-        // unless told otherwise.
-        let cli: WorkerCli = parse_args(&with_default_concurrency(args, gateway.capacity()));
-        let pools = gateway.pools().to_vec();
-        let code = app(gateway).worker_from(cli.worker).await;
-        Gateway::drain(&pools).await;
-        code
-    } else {
-        let cli: ApiCli = parse_args(&args);
-        let Some(gateway) = start(&cli.gateway).await else { return ExitCode::from(2) };
-        let cli: ApiCli = parse_args(&with_default_concurrency(args, gateway.capacity()));
-        let pools = gateway.pools().to_vec();
-        let code = app(gateway).api_from(cli.api).await;
-        Gateway::drain(&pools).await;
-        code
     }
+    // The gateway's own flags first: the upstreams decide the catalog and
+    // the default concurrency of the process's own flags, parsed after.
+    let own = if worker { parse_args::<WorkerCli>(&args).gateway } else { parse_args::<ApiCli>(&args).gateway };
+    let Some(gateway) = start(&own).await else { return ExitCode::from(2) };
+    // A process takes no more tasks than its upstream connections can run, unless told otherwise.
+    let args = with_default_concurrency(args, gateway.capacity());
+    let pools = gateway.pools().to_vec();
+    let app = app(gateway);
+    let code = if worker {
+        app.worker_from(parse_args::<WorkerCli>(&args).worker).await
+    } else {
+        app.api_from(parse_args::<ApiCli>(&args).api).await
+    };
+    Gateway::drain(&pools).await;
+    code
 }
 
 /// The app serving the gateway's catalog, which follows the upstreams' lists from now on.
