@@ -76,11 +76,6 @@ impl Gateway {
         })
     }
 
-    /// Connections at most over all upstreams: a worker's default concurrency.
-    pub fn capacity(&self) -> usize {
-        self.config.upstreams.iter().map(|u| u.pool).sum()
-    }
-
     /// The pools, one per upstream.
     pub fn pools(&self) -> &[Arc<Pool>] {
         &self.pools

@@ -38,21 +38,41 @@ async fn main() -> ExitCode {
     if worker {
         args.remove(1);
     }
-    // The gateway's own flags first: the upstreams decide the catalog and
-    // the default concurrency of the process's own flags, parsed after.
-    let own = if worker { parse_args::<WorkerCli>(&args).gateway } else { parse_args::<ApiCli>(&args).gateway };
+    // A process takes no more tasks than its upstream connections can run,
+    // unless told otherwise: the default goes in before the flags are parsed,
+    // so `--print-config` shows it too.
+    let args = with_default_concurrency(args);
+    let (own, run): (GatewayArgs, Run) = if worker {
+        let cli: WorkerCli = parse_args(&args);
+        (cli.gateway, Run::Worker(cli.worker))
+    } else {
+        let cli: ApiCli = parse_args(&args);
+        (cli.gateway, Run::Api(Box::new(cli.api)))
+    };
     let Some(gateway) = start(&own).await else { return ExitCode::from(2) };
-    // A process takes no more tasks than its upstream connections can run, unless told otherwise.
-    let args = with_default_concurrency(args, gateway.capacity());
     let pools = gateway.pools().to_vec();
     let app = app(gateway);
-    let code = if worker {
-        app.worker_from(parse_args::<WorkerCli>(&args).worker).await
-    } else {
-        app.api_from(parse_args::<ApiCli>(&args).api).await
+    let code = match run {
+        Run::Worker(args) => app.worker_from(args).await,
+        Run::Api(args) => app.api_from(*args).await,
     };
     Gateway::drain(&pools).await;
     code
+}
+
+/// Which process this is, with its flags (parsed once, at start).
+#[derive(Debug)]
+enum Run {
+    Api(Box<ApiArgs>),
+    Worker(WorkerArgs),
+}
+
+/// Only the gateway's own flags, read leniently (the rest are parsed after).
+#[derive(Debug, Parser)]
+#[command(ignore_errors = true, disable_help_flag = true, disable_version_flag = true)]
+struct Own {
+    #[command(flatten)]
+    gateway: GatewayArgs,
 }
 
 /// The app serving the gateway's catalog, which follows the upstreams' lists from now on.
@@ -63,12 +83,17 @@ fn app(gateway: Gateway) -> App {
     app
 }
 
-/// `args` with `--concurrency <capacity>` added when neither the flag nor
-/// `PRESA_CONCURRENCY` sets it.
-fn with_default_concurrency(mut args: Vec<OsString>, capacity: usize) -> Vec<OsString> {
+/// `args` with `--concurrency <upstream connections>` added when neither the
+/// flag nor `PRESA_CONCURRENCY` sets it (and the upstreams are configured right;
+/// if not, starting says why).
+fn with_default_concurrency(mut args: Vec<OsString>) -> Vec<OsString> {
     let given = std::env::var_os("PRESA_CONCURRENCY").is_some()
         || args.iter().any(|a| a.to_str().is_some_and(|a| a == "--concurrency" || a.starts_with("--concurrency=")));
-    if !given {
+    let capacity = Own::try_parse_from(&args)
+        .ok()
+        .and_then(|own| own.gateway.resolve().ok())
+        .map(|config| config.upstreams.iter().map(|u| u.pool).sum::<usize>());
+    if let (false, Some(capacity)) = (given, capacity) {
         args.push(format!("--concurrency={capacity}").into());
     }
     args
