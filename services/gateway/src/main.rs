@@ -44,7 +44,7 @@ async fn main() -> ExitCode {
     let args = with_default_concurrency(args);
     let (own, run): (GatewayArgs, Run) = if worker {
         let cli: WorkerCli = parse_args(&args);
-        (cli.gateway, Run::Worker(cli.worker))
+        (cli.gateway, Run::Worker(Box::new(cli.worker)))
     } else {
         let cli: ApiCli = parse_args(&args);
         (cli.gateway, Run::Api(Box::new(cli.api)))
@@ -53,7 +53,7 @@ async fn main() -> ExitCode {
     let pools = gateway.pools().to_vec();
     let app = app(gateway);
     let code = match run {
-        Run::Worker(args) => app.worker_from(args).await,
+        Run::Worker(args) => app.worker_from(*args).await,
         Run::Api(args) => app.api_from(*args).await,
     };
     Gateway::drain(&pools).await;
@@ -64,7 +64,7 @@ async fn main() -> ExitCode {
 #[derive(Debug)]
 enum Run {
     Api(Box<ApiArgs>),
-    Worker(WorkerArgs),
+    Worker(Box<WorkerArgs>),
 }
 
 /// Only the gateway's own flags, read leniently (the rest are parsed after).
