@@ -345,9 +345,22 @@ def check_same(a: str, b: str) -> None:
     print(f"{a} and {b}: {len(ia)} objects, {'same' if not ERRORS else 'DIFFERENT'}")
 
 
+def compose_defaults(v):
+    """Compose's `${VAR:-default}` / `${VAR-default}` / `${VAR}` as run with nothing set."""
+    if isinstance(v, dict):
+        return {k: compose_defaults(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [compose_defaults(x) for x in v]
+    if isinstance(v, str):
+        return re.sub(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::?-([^}]*))?\}", lambda m: m.group(1) or "", v)
+    return v
+
+
 def check_compose(path: str) -> None:
     base = os.path.dirname(os.path.abspath(path))
     (doc,) = load(path)
+    # Images, ports and settings may come from the environment: check their defaults.
+    doc = compose_defaults(doc)
     services = doc.get("services") or {}
     want = {"redis", "api1", "api2", "worker1", "worker2", "nginx", "otel-collector", "jaeger"}
     if set(services) != want:
@@ -365,12 +378,14 @@ def check_compose(path: str) -> None:
             else {"PRESA_WORKER_LISTEN", "PRESA_WORKER_ID"}
         if need - set(env):
             err(f"{path}: {name} lacks {sorted(need - set(env))}")
-        if env.get("OTEL_EXPORTER_OTLP_ENDPOINT") != "http://otel-collector:4317":
-            err(f"{path}: {name} must export to http://otel-collector:4317")
+        # Traces are opt-in (the `tracing` profile): no endpoint, or the collector's.
+        if env.get("OTEL_EXPORTER_OTLP_ENDPOINT") not in ("", "http://otel-collector:4317"):
+            err(f"{path}: {name} must export to http://otel-collector:4317 (or nowhere by default)")
         build = s.get("build") or {}
         if not os.path.isfile(os.path.join(base, build.get("context", "."), build.get("dockerfile", "Dockerfile"))):
             err(f"{path}: {name}: no Dockerfile at its build context")
-        if name.startswith("worker") and s.get("entrypoint") != ["/usr/local/bin/presa-worker"]:
+        # The image's CMD is presa-api (no ENTRYPOINT): a worker replaces either.
+        if name.startswith("worker") and (s.get("entrypoint") or s.get("command")) != ["/usr/local/bin/presa-worker"]:
             err(f"{path}: {name} must run /usr/local/bin/presa-worker")
         grace = str(s.get("stop_grace_period", "10s"))
         if not grace.endswith("s") or int(grace[:-1]) * 1000 <= int(env.get("PRESA_GRACE_MS", "20000")):
