@@ -4,7 +4,8 @@
 #      exists, else k8s/render.py; with both, the two renders must agree);
 #   2. validates every built-in object with kubernetes-validate --strict against
 #      each version in KUBE_VERSIONS (unknown fields, types, required fields);
-#      the optional k8s/base/worker-hpa-alternative.yaml too;
+#      the optional k8s/base/worker-hpa-alternative.yaml and the podman-only
+#      k8s/podman/redis.yaml too;
 #   3. checks the KEDA custom resources (no schema in kubernetes-validate) and
 #      the cross-references between objects with k8s/check.py;
 #   4. validates deploy/compose.yaml against the Compose specification's JSON
@@ -53,7 +54,7 @@ done
 
 echo "== kubernetes-validate --strict (${KUBE_VERSIONS})"
 for v in $KUBE_VERSIONS; do
-  for f in "$OUT/base.builtin.yaml" "$OUT/dev.builtin.yaml" k8s/base/worker-hpa-alternative.yaml; do
+  for f in "$OUT/base.builtin.yaml" "$OUT/dev.builtin.yaml" k8s/base/worker-hpa-alternative.yaml k8s/podman/redis.yaml; do
     if ! log=$("$PY" -m kubernetes_validate --strict -k "$v" "$f" 2>&1); then
       echo "$log"; problem "kubernetes-validate $v $f"; continue
     fi
