@@ -12,31 +12,48 @@
 -- ARGV[1]: consumer group
 -- ARGV[2]: idle time (ms) from which a pending entry counts as handed back
 -- Returns: {queued, pending, age in ms of the oldest pending entry (from its
---          id's timestamp, by the server's clock) or -1 when none is pending}
+--          id's timestamp, by the server's clock) or -1 when none is pending,
+--          age in ms of the oldest queued entry (the first never delivered, or
+--          the first handed back, whichever is older) or -1 when none is queued}
 
 local stream, group, handed_idle = KEYS[1], ARGV[1], tonumber(ARGV[2])
 if redis.call('EXISTS', stream) == 0 then
-  return {0, 0, -1}
+  return {0, 0, -1, -1}
+end
+local now = false
+-- Milliseconds since the entry `id` was added (its id's timestamp).
+local function age_of(id)
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return math.max(0, now - tonumber(string.match(id, '^(%d+)')))
 end
 local len = redis.call('XLEN', stream)
-local found, lag = false, false
+local found, lag, delivered = false, false, '0-0'
 for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
-  local name, glag = nil, false
+  local name, glag, last = nil, false, '0-0'
   for i = 1, #g, 2 do
     if g[i] == 'name' then
       name = g[i + 1]
     elseif g[i] == 'lag' then
       glag = g[i + 1]
+    elseif g[i] == 'last-delivered-id' then
+      last = g[i + 1]
     end
   end
   if name == group then
-    found, lag = true, glag
+    found, lag, delivered = true, glag, last
   end
 end
 if not found then
   -- The group was lost; claims re-create it from the start: all queued.
-  return {len, 0, -1}
+  local first = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)
+  return {len, 0, -1, first[1] and age_of(first[1][1]) or -1}
 end
+-- The oldest entry never delivered to the group: the first after the last delivered one.
+local fresh = redis.call('XRANGE', stream, '(' .. delivered, '+', 'COUNT', 1)
+local oldest_queued = fresh[1] and fresh[1][1] or false
 
 local summary = redis.call('XPENDING', stream, group)
 local pending = summary[1]
@@ -51,8 +68,14 @@ end
 local oldest = summary[2]
 local handed = 0
 if pending > 0 then
-  handed = #redis.call('XPENDING', stream, group, 'IDLE', handed_idle, '-', '+', pending)
+  local handed_back = redis.call('XPENDING', stream, group, 'IDLE', handed_idle, '-', '+', pending)
+  handed = #handed_back
   if handed > 0 then
+    -- Handed back entries wait like new ones; the first, by id, is the oldest.
+    local first = handed_back[1][1]
+    if not oldest_queued or age_of(first) > age_of(oldest_queued) then
+      oldest_queued = first
+    end
     -- The oldest entry still held: the first one, by id, not handed back.
     oldest = false
     local start = '-'
@@ -74,9 +97,10 @@ end
 
 local age = -1
 if oldest then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local at = tonumber(string.match(oldest, '^(%d+)'))
-  age = math.max(0, now - at)
+  age = age_of(oldest)
 end
-return {queued + handed, pending - handed, age}
+local queued_age = -1
+if oldest_queued then
+  queued_age = age_of(oldest_queued)
+end
+return {queued + handed, pending - handed, age, queued_age}

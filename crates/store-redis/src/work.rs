@@ -812,12 +812,13 @@ impl RedisStore {
         let reads = (0..self.inner.keys.partitions()).map(|partition| async move {
             let mut inv = scripts::STATS.prepare_invoke();
             inv.key(self.inner.keys.work(partition)).arg(GROUP).arg(handed_back_idle);
-            let (queued, pending, age): (i64, i64, i64) = self.invoke(&inv).await?;
+            let (queued, pending, age, queued_age): (i64, i64, i64, i64) = self.invoke(&inv).await?;
             Ok(PartitionStats {
                 partition,
                 queued: queued.max(0) as u64,
                 pending: pending.max(0) as u64,
                 oldest_pending_age_ms: u64::try_from(age).ok(),
+                oldest_queued_age_ms: u64::try_from(queued_age).ok(),
             })
         });
         join_all(reads).await.into_iter().collect()

@@ -788,6 +788,41 @@ async fn work_stats_keep_lapsed_leases_pending_and_age_them_by_enqueue_time() {
     assert!(newer_age < age, "{newer_age} < {age}");
 }
 
+#[tokio::test]
+async fn work_stats_age_the_oldest_queued_item_new_or_handed_back() {
+    let redis = TestRedis::start().await;
+    let store = RedisStore::connect(config(&redis).with_partitions(1)).await.unwrap();
+    let first = store.create(new_task(None), NO_LIMITS).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    store.create(new_task(None), NO_LIMITS).await.unwrap();
+    let stats = store.work_stats().await.unwrap();
+    assert_eq!((stats[0].queued, stats[0].pending), (2, 0), "{stats:?}");
+    let age = stats[0].oldest_queued_age_ms.unwrap();
+    assert!((300..60_000).contains(&age), "the first create's age: {age} ms");
+    // The first is claimed: the second, newer, is the oldest waiting.
+    let held = store.claim("w", 1, LONG, Duration::ZERO).await.unwrap();
+    assert_eq!(held[0].task.id, first.id);
+    let stats = store.work_stats().await.unwrap();
+    assert_eq!((stats[0].queued, stats[0].pending), (1, 1), "{stats:?}");
+    assert!(stats[0].oldest_queued_age_ms.unwrap() < age, "{stats:?}");
+    // Handed back, the first waits again, and is the oldest again.
+    store.release(&held[0]).await.unwrap();
+    let stats = store.work_stats().await.unwrap();
+    assert_eq!((stats[0].queued, stats[0].pending), (2, 0), "{stats:?}");
+    assert!(stats[0].oldest_queued_age_ms.unwrap() >= age, "{stats:?}");
+    // Both claimed: nothing waits.
+    let mut held = Vec::new();
+    for _ in 0..50 {
+        held.extend(store.claim("w", 2 - held.len(), LONG, Duration::from_millis(100)).await.unwrap());
+        if held.len() == 2 {
+            break;
+        }
+    }
+    assert_eq!(held.len(), 2);
+    let stats = store.work_stats().await.unwrap();
+    assert_eq!((stats[0].queued, stats[0].pending, stats[0].oldest_queued_age_ms), (0, 2, None), "{stats:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn work_stats_take_one_round_trip_per_partition() {
     let redis = TestRedis::start().await;

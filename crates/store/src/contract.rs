@@ -847,10 +847,15 @@ pub async fn input_round_trip(store: Arc<dyn TaskStore>) {
 }
 
 /// `work_stats` lists every partition once: created work is queued, claimed
-/// work pending (with the age of the oldest), released work queued again,
-/// finished work gone.
+/// work pending (each with the age of its oldest item), released work queued
+/// again, finished work gone.
 pub async fn work_stats_count_queued_and_pending_work(store: Arc<dyn TaskStore>) {
     let totals = |stats: &[PartitionStats]| {
+        // A partition has an oldest queued item exactly when it has queued items.
+        for p in stats {
+            assert_eq!(p.oldest_queued_age_ms.is_some(), p.queued > 0, "{stats:?}");
+            assert!(p.oldest_queued_age_ms.is_none_or(|age| age < 60_000), "age since enqueue, in ms: {stats:?}");
+        }
         (stats.iter().map(|p| p.queued).sum::<u64>(), stats.iter().map(|p| p.pending).sum::<u64>())
     };
     let stats = store.work_stats().await.expect("work_stats");

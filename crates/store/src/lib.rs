@@ -154,6 +154,9 @@ pub struct PartitionStats {
     /// Milliseconds since the oldest pending item was enqueued; `None` when
     /// nothing is pending.
     pub oldest_pending_age_ms: Option<u64>,
+    /// Milliseconds since the oldest queued item (waiting for a worker) was
+    /// enqueued; `None` when nothing is queued.
+    pub oldest_queued_age_ms: Option<u64>,
 }
 
 /// A stream of task snapshots (each one a change that was committed).

@@ -563,6 +563,8 @@ impl TaskStore for MemoryStore {
                 entry.oldest_pending_age_ms = Some(entry.oldest_pending_age_ms.map_or(age, |a| a.max(age)));
             } else {
                 entry.queued += 1;
+                let age = now.saturating_sub(task.created_at_ms);
+                entry.oldest_queued_age_ms = Some(entry.oldest_queued_age_ms.map_or(age, |a| a.max(age)));
             }
         }
         Ok(stats)
