@@ -10,8 +10,9 @@
 -- ARGV[2]: task id
 -- ARGV[3]: now, Unix ms
 -- ARGV[4]: the task's expiry, Unix ms, or "" when it never expires
--- Returns: 1 admitted (member added); 0 at the limit (nothing added; expired
---          members are dropped either way).
+-- Returns: the scope's active tasks with this one (>= 1) when admitted
+--          (member added); 0 at the limit (nothing added; expired members are
+--          dropped either way).
 --
 -- A task is expired once now >= its expiry, so members scored <= now go.
 -- The set expires with the last of its members' tasks: a new set takes the
@@ -34,4 +35,4 @@ else
     redis.call('PEXPIREAT', KEYS[1], ARGV[4], 'GT')
   end
 end
-return 1
+return before + 1

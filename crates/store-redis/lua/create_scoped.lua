@@ -18,14 +18,18 @@
 -- ARGV[11]: the task's bytes (quota.lua's ARGV[3])
 -- ARGV[12]: the task's expiry as a reservation score (quota.lua's ARGV[4])
 -- ARGV[13]: now, Unix ms
--- Returns: as create.lua; or -1 when the active-task limit refuses, -2 when
---          the byte quota does. Nothing stays written unless an entry id is
---          returned: an admission or reservation made before a refusal is
---          taken back here, as `forget_active`/`unreserve_bytes` do on a
---          cluster.
+-- Returns: as create.lua, except that an entry id comes as {entry id, the
+--          scope's active tasks with this one (admit.lua's reply, -1 without
+--          a limit), its reserved bytes with this task's (quota.lua's reply,
+--          -1 without a quota)}, for the quota-use metric; or -1 when the
+--          active-task limit refuses, -2 when the byte quota does. Nothing
+--          stays written unless an entry id is returned: an admission or
+--          reservation made before a refusal is taken back here, as
+--          `forget_active`/`unreserve_bytes` do on a cluster.
 
 local id = ARGV[1]
 local admitted, reserved = false, false
+local active, bytes = -1, -1
 local function undo()
   if admitted then
     redis.call('ZREM', KEYS[4], id)
@@ -37,13 +41,15 @@ local function undo()
 end
 
 if ARGV[9] ~= '' then
-  if admit({ KEYS[4] }, { ARGV[9], id, ARGV[13], ARGV[6] }) == 0 then
+  active = admit({ KEYS[4] }, { ARGV[9], id, ARGV[13], ARGV[6] })
+  if active == 0 then
     return -1
   end
   admitted = true
 end
 if ARGV[10] ~= '' then
-  if quota({ KEYS[5], KEYS[6] }, { ARGV[10], id, ARGV[11], ARGV[12], ARGV[13] }) == 0 then
+  bytes = quota({ KEYS[5], KEYS[6] }, { ARGV[10], id, ARGV[11], ARGV[12], ARGV[13] })
+  if bytes == 0 then
     undo()
     return -2
   end
@@ -53,5 +59,6 @@ local entry = create({ KEYS[1], KEYS[2], KEYS[3] },
   { ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8] })
 if type(entry) ~= 'string' then
   undo()
+  return entry
 end
-return entry
+return { entry, active, bytes }

@@ -13,7 +13,8 @@
 -- ARGV[3]: the task's bytes
 -- ARGV[4]: the task's expiry, Unix ms (far in the future when it never expires)
 -- ARGV[5]: now, Unix ms
--- Returns: 1 reserved; 0 over the quota (nothing reserved; expired
+-- Returns: the scope's reserved bytes with this task's (>= 1: a task is never
+--          0 bytes) when reserved; 0 over the quota (nothing reserved; expired
 --          reservations, at most 1000 per call, are dropped either way).
 
 local total = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -32,5 +33,4 @@ if total + tonumber(ARGV[3]) > tonumber(ARGV[1]) then
   return 0
 end
 redis.call('ZADD', KEYS[1], ARGV[4], ARGV[2] .. ':' .. ARGV[3])
-redis.call('INCRBY', KEYS[2], ARGV[3])
-return 1
+return redis.call('INCRBY', KEYS[2], ARGV[3])

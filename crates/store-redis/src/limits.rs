@@ -35,8 +35,9 @@ use crate::{RedisStore, RedisStoreError, conn::Verbosity, scripts};
 use presa_store::{Scope, Task, TaskId, util::now_ms};
 
 impl RedisStore {
-    /// Admit `task` under its scope's limit: `false` when the scope is full.
-    pub(crate) async fn try_admit(&self, task: &Task, limit: u64) -> Result<bool, RedisStoreError> {
+    /// Admit `task` under its scope's limit: the scope's active tasks with
+    /// it, or `None` when the scope is full.
+    pub(crate) async fn try_admit(&self, task: &Task, limit: u64) -> Result<Option<u64>, RedisStoreError> {
         let mut inv = scripts::ADMIT.prepare_invoke();
         let expire_at = task.expires_at_ms().map(|ms| ms.to_string()).unwrap_or_default();
         inv.key(self.inner.keys.scope_active(&task.scope))
@@ -45,7 +46,7 @@ impl RedisStore {
             .arg(now_ms())
             .arg(expire_at);
         let admitted: i64 = self.invoke(&inv).await?;
-        Ok(admitted == 1)
+        Ok(u64::try_from(admitted).ok().filter(|n| *n > 0))
     }
 
     /// Best effort: the task no longer counts against its scope (a failure

@@ -27,9 +27,9 @@ pub(crate) fn reservation_expiry(task: &Task) -> u64 {
 }
 
 impl RedisStore {
-    /// Reserve `task`'s bytes under its scope's `quota`: `false` when that
-    /// would exceed it.
-    pub(crate) async fn reserve_bytes(&self, task: &Task, quota: u64) -> Result<bool, RedisStoreError> {
+    /// Reserve `task`'s bytes under its scope's `quota`: the scope's reserved
+    /// bytes with them, or `None` when that would exceed the quota.
+    pub(crate) async fn reserve_bytes(&self, task: &Task, quota: u64) -> Result<Option<u64>, RedisStoreError> {
         let bytes = encode(task)?.len();
         let keys = &self.inner.keys;
         let mut inv = scripts::QUOTA.prepare_invoke();
@@ -41,7 +41,7 @@ impl RedisStore {
             .arg(reservation_expiry(task))
             .arg(now_ms());
         let reserved: i64 = self.invoke(&inv).await?;
-        Ok(reserved == 1)
+        Ok(u64::try_from(reserved).ok().filter(|n| *n > 0))
     }
 
     /// Best effort: take back `task`'s reservation (its create did not happen).

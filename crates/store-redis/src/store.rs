@@ -267,26 +267,34 @@ impl RedisStore {
     /// error it lapses with the task's expiry (the create may have happened).
     async fn create_in_steps(&self, task: &Task, limits: CreateLimits) -> Result<Created, RedisStoreError> {
         let admit = limits.max_active_per_scope.is_some();
-        if let Some(limit) = limits.max_active_per_scope
-            && !self.try_admit(task, limit).await?
-        {
-            return Ok(Created::Refused(ACTIVE_LIMIT));
+        let mut usage = Usage::default();
+        if let Some(limit) = limits.max_active_per_scope {
+            match self.try_admit(task, limit).await? {
+                Some(active) => usage.active = Some(active),
+                None => return Ok(Created::Refused(ACTIVE_LIMIT)),
+            }
         }
         let reserved = match limits.max_bytes_per_scope {
-            Some(quota) => self.reserve_bytes(task, quota).await,
-            None => Ok(true),
+            Some(quota) => self.reserve_bytes(task, quota).await.map(|r| r.map(Some)),
+            None => Ok(Some(None)),
         };
-        if !matches!(reserved, Ok(true)) {
-            if admit {
-                self.forget_active(&task.scope, &task.id).await;
+        match reserved {
+            Ok(Some(bytes)) => usage.bytes = bytes,
+            refused => {
+                if admit {
+                    self.forget_active(&task.scope, &task.id).await;
+                }
+                return refused.map(|_| Created::Refused(BYTE_QUOTA));
             }
-            return reserved.map(|_| Created::Refused(BYTE_QUOTA));
         }
         let doc = encode(task)?;
         let mut inv = scripts::CREATE.prepare_invoke();
         self.create_args(&mut inv, task, &doc, limits.max_queued_per_partition);
-        let created = created(self.invoke::<Value>(&inv).await?)?;
-        if !matches!(created, Created::Yes) {
+        let created = match created(self.invoke::<Value>(&inv).await?)? {
+            Created::Yes(_) => Created::Yes(usage),
+            other => other,
+        };
+        if !matches!(created, Created::Yes(_)) {
             if admit {
                 self.forget_active(&task.scope, &task.id).await;
             }
@@ -322,12 +330,21 @@ fn optional(n: Option<u64>) -> String {
 
 /// What `create.lua` (or `create_scoped.lua`) replied.
 fn created(reply: Value) -> Result<Created, RedisStoreError> {
+    let count = |v: &Value| match v {
+        Value::Int(n) => u64::try_from(*n).ok(),
+        _ => None,
+    };
     match reply {
         Value::Nil => Ok(Created::Collided),
         Value::Int(0) => Ok(Created::QueueFull),
         Value::Int(-1) => Ok(Created::Refused(ACTIVE_LIMIT)),
         Value::Int(-2) => Ok(Created::Refused(BYTE_QUOTA)),
-        Value::BulkString(_) | Value::SimpleString(_) => Ok(Created::Yes),
+        Value::BulkString(_) | Value::SimpleString(_) => Ok(Created::Yes(Usage::default())),
+        Value::Array(parts)
+            if parts.len() == 3 && matches!(parts[0], Value::BulkString(_) | Value::SimpleString(_)) =>
+        {
+            Ok(Created::Yes(Usage { active: count(&parts[1]), bytes: count(&parts[2]) }))
+        }
         other => Err(RedisStoreError::Corrupt(format!("unexpected create reply: {other:?}"))),
     }
 }
@@ -336,10 +353,19 @@ fn created(reply: Value) -> Result<Created, RedisStoreError> {
 const ACTIVE_LIMIT: &str = "max_active_tasks_per_scope";
 const BYTE_QUOTA: &str = "max_bytes_per_scope";
 
+/// A scope's use of its quotas right after a create (what the scripts counted).
+#[derive(Debug, Default, Clone, Copy)]
+struct Usage {
+    /// Its active tasks, this one included (`None`: no limit).
+    active: Option<u64>,
+    /// Its reserved bytes, this task's included (`None`: no quota).
+    bytes: Option<u64>,
+}
+
 /// What a create did.
 enum Created {
-    /// The task and its work entry were written.
-    Yes,
+    /// The task and its work entry were written; the scope's quota use after it.
+    Yes(Usage),
     /// The id was taken; nothing was written.
     Collided,
     /// The partition's work stream is full; nothing was written.
@@ -380,7 +406,16 @@ impl TaskStore for RedisStore {
                 self.create_scoped(&task, limits).await?
             };
             match created {
-                Created::Yes => return Ok(task),
+                Created::Yes(usage) => {
+                    use presa_store::metrics::{ACTIVE_TASKS_QUOTA, BYTES_QUOTA, quota_usage};
+                    if let Some(active) = usage.active {
+                        quota_usage(ACTIVE_TASKS_QUOTA, active, limits.max_active_per_scope);
+                    }
+                    if let Some(bytes) = usage.bytes {
+                        quota_usage(BYTES_QUOTA, bytes, limits.max_bytes_per_scope);
+                    }
+                    return Ok(task);
+                }
                 Created::Collided => {}
                 Created::QueueFull => return Err(StoreError::QueueFull),
                 Created::Refused(limit) => return Err(StoreError::Capacity { limit }),

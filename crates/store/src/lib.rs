@@ -9,6 +9,7 @@
 //!   reaches every API process.
 //! - [`Backend`]: the pair a server runs on (both traits, usually one object).
 //! - [`memory`]: the embedded backend (not durable, and says so).
+//! - [`metrics`]: what every store reports of a create (a principal's quota use).
 //! - [`contract`] (feature `contract`): the behavioural suite, written once
 //!   against the trait; `store_contract_tests!` instantiates it per backend.
 //!
@@ -29,6 +30,7 @@ pub use presa_tasks::{Caller, NewTask, Scope, Status, Task, TaskId, wire::GetVie
 #[cfg(any(test, feature = "contract"))]
 pub mod contract;
 pub mod memory;
+pub mod metrics;
 pub mod util;
 #[cfg(any(test, feature = "contract"))]
 pub mod wrapped;

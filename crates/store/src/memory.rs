@@ -304,6 +304,7 @@ impl MemoryStore {
     /// An empty store naming `n` partitions in its task ids (as the Redis
     /// store would), so ids look the same in both modes.
     pub fn with_partitions(n: u16) -> Self {
+        crate::metrics::register_quota_usage();
         MemoryStore {
             partitions: n.max(1),
             max_tasks: None,
@@ -366,7 +367,7 @@ impl fmt::Debug for MemoryStore {
 #[async_trait::async_trait]
 impl TaskStore for MemoryStore {
     async fn create(&self, new: NewTask, limits: CreateLimits) -> Result<Task, StoreError> {
-        let task = {
+        let (task, active, bytes) = {
             let mut s = self.state();
             let now = now_ms();
             s.maybe_purge(now);
@@ -418,9 +419,13 @@ impl TaskStore for MemoryStore {
             s.work.insert(id.clone(), WorkItem::default());
             *s.work_per_partition.entry(partition).or_default() += 1;
             s.queue.push_back(id);
-            task
+            let active = s.active.get(&task.scope).map_or(0, |a| a.len() as u64);
+            let bytes = s.scope_bytes.get(&task.scope).copied().unwrap_or(0) as u64;
+            (task, active, bytes)
         };
         self.work_ready.notify_waiters();
+        crate::metrics::quota_usage(crate::metrics::ACTIVE_TASKS_QUOTA, active, limits.max_active_per_scope);
+        crate::metrics::quota_usage(crate::metrics::BYTES_QUOTA, bytes, limits.max_bytes_per_scope);
         Ok(task)
     }
 
