@@ -49,11 +49,14 @@ impl std::fmt::Display for Epoch {
 impl RedisStore {
     /// Read (or first write) the epoch key and compare it with the one this
     /// process saw before. Returns the loss it detected now, if any; a loss
-    /// is also logged, counted and kept for [`lost`](Self::lost).
+    /// is also logged, counted and kept for [`lost`](Self::lost). Whether
+    /// Redis answered sets [`UP_METRIC`](crate::metrics::UP_METRIC).
     pub async fn check_epoch(&self) -> Result<Option<Epoch>, RedisStoreError> {
         let mine = new_task_id(0).to_string();
         let cmd = redis::cmd("SET").arg(self.inner.keys.epoch()).arg(&mine).arg("NX").arg("GET").to_owned();
-        let found: Option<String> = match self.query::<Value>(Verbosity::Debug, &cmd).await? {
+        let reply = self.query::<Value>(Verbosity::Debug, &cmd).await;
+        crate::metrics::up(reply.is_ok());
+        let found: Option<String> = match reply? {
             Value::Nil => None,
             v => Some(redis::from_redis_value(v).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?),
         };

@@ -57,7 +57,9 @@
 //! and, on failure, `error.type`: at info level, except the polls idle workers
 //! run all the time (work reads, lease recovery, queue statistics, PING),
 //! which are at debug level. Pub/sub reconnects are logged (warn) and counted
-//! in [`RECONNECTS_METRIC`].
+//! in [`RECONNECTS_METRIC`]. Every round trip on the command connection is
+//! timed and its failures counted by kind, and the epoch check sets whether
+//! Redis answers: see [`metrics`].
 
 mod epoch;
 pub mod keys;
@@ -67,6 +69,7 @@ mod conn;
 mod error;
 mod hub;
 mod limits;
+pub mod metrics;
 mod quota;
 pub mod record;
 mod scripts;

@@ -2,9 +2,12 @@
 //! read, compare-and-set, watch) plus the [`EventBus`]. Work claims live in
 //! `work.rs`, the per-scope limit in `limits.rs`.
 
-use std::sync::{
-    Arc,
-    atomic::{AtomicU64, AtomicUsize},
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU64, AtomicUsize},
+    },
+    time::Instant,
 };
 
 use futures::StreamExt;
@@ -50,7 +53,7 @@ pub(crate) struct Inner {
     /// after `born` (0: never); see `RedisStore::recovery_due`.
     pub(crate) last_recovery_ms: AtomicU64,
     /// When this store was opened.
-    pub(crate) born: std::time::Instant,
+    pub(crate) born: Instant,
     /// Standalone: the stream cursors of a read that delivered work and
     /// drained every stream, for the next claim to wait from (see
     /// `RedisStore::claim_work`).
@@ -81,6 +84,7 @@ impl RedisStore {
         let endpoint = Endpoint::resolve(&cfg)?;
         let conn = Healing::new(&cfg, &endpoint);
         let blocking = if cfg.cluster { None } else { Some(crate::conn::blocking_pool(&cfg, &endpoint)?) };
+        crate::metrics::register();
         let store = RedisStore {
             inner: Arc::new(Inner {
                 keys: Keys::new(cfg.prefix.clone(), cfg.partitions),
@@ -92,7 +96,7 @@ impl RedisStore {
                 wakeups: tokio::sync::OnceCell::new(),
                 epoch: Default::default(),
                 last_recovery_ms: AtomicU64::new(0),
-                born: std::time::Instant::now(),
+                born: Instant::now(),
                 drained_at: Default::default(),
                 cfg,
             }),
@@ -146,8 +150,9 @@ impl RedisStore {
     /// Run a script invocation bounded by `op_timeout`, in a
     /// `redis EVALSHA <script>` span.
     pub(crate) async fn invoke<T: FromRedisValue>(&self, inv: &Invocation<'_>) -> Result<T, RedisStoreError> {
-        let mut c = self.inner.conn.get().await?;
+        let mut c = self.inner.conn.get().await.inspect_err(crate::metrics::failed)?;
         let (lua, limit) = (inv.lua, self.op_timeout());
+        let started = Instant::now();
         let r = traced(
             &self.inner.target,
             lua.verbosity,
@@ -158,16 +163,23 @@ impl RedisStore {
         )
         .await;
         self.inner.conn.record(&r);
+        crate::metrics::round_trip(lua.name, started.elapsed(), &r);
         r
     }
 
     /// Run a command on the shared connection bounded by `op_timeout`, in a
     /// `redis <COMMAND>` span.
     pub(crate) async fn query<T: FromRedisValue>(&self, verbosity: Verbosity, cmd: &Cmd) -> Result<T, RedisStoreError> {
-        let mut c = self.inner.conn.get().await?;
+        let mut c = self.inner.conn.get().await.inspect_err(crate::metrics::failed)?;
         let name = || command_name(cmd);
+        let started = Instant::now();
         let r = traced(&self.inner.target, verbosity, name, None, self.op_timeout(), cmd.query_async(&mut c)).await;
         self.inner.conn.record(&r);
+        let operation = match cmd.args_iter().next() {
+            Some(redis::Arg::Simple(name)) => crate::metrics::command_operation(name),
+            _ => "other",
+        };
+        crate::metrics::round_trip(operation, started.elapsed(), &r);
         r
     }
 

@@ -1,6 +1,7 @@
 //! What the store tells operators: a client span per Redis round trip
 //! (`redis EVALSHA <script>`, `redis <COMMAND>`, with the database
-//! attributes and `error.type`), and the pub/sub reconnect counter.
+//! attributes and `error.type`), the pub/sub reconnect counter, and the
+//! metrics of round trips, Redis's availability and principals' quota use.
 //! This binary installs its own `metrics` recorder and tracing subscriber
 //! (both process-wide), so it stays separate.
 
@@ -137,34 +138,126 @@ async fn every_round_trip_has_a_client_span() {
     assert_eq!(f.get("otel.status_code").map(String::as_str), Some("error"), "{f:?}");
 }
 
-/// Counts counters by name; everything else is a no-op.
+/// One histogram's observations.
 #[derive(Debug, Default)]
-struct Counters(Mutex<HashMap<String, Arc<AtomicU64>>>);
+struct Samples(Mutex<Vec<f64>>);
 
-impl metrics::Recorder for Counters {
+impl metrics::HistogramFn for Samples {
+    fn record(&self, value: f64) {
+        self.0.lock().unwrap().push(value);
+    }
+}
+
+/// Counters by name (labels summed), gauges and histograms by `name{k=v,...}`.
+#[derive(Debug, Default)]
+struct Recorded {
+    counters: Mutex<HashMap<String, Arc<AtomicU64>>>,
+    gauges: Mutex<HashMap<String, Arc<AtomicU64>>>,
+    histograms: Mutex<HashMap<String, Arc<Samples>>>,
+}
+
+/// `name{k=v,...}`, labels in the key's order.
+fn series(key: &metrics::Key) -> String {
+    let labels: Vec<String> = key.labels().map(|l| format!("{}={}", l.key(), l.value())).collect();
+    format!("{}{{{}}}", key.name(), labels.join(","))
+}
+
+impl metrics::Recorder for Recorded {
     fn describe_counter(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
     fn describe_gauge(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
     fn describe_histogram(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
     fn register_counter(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
-        let mut all = self.0.lock().unwrap();
+        let mut all = self.counters.lock().unwrap();
         metrics::Counter::from_arc(all.entry(key.name().to_string()).or_default().clone())
     }
-    fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
-        metrics::Gauge::noop()
+    fn register_gauge(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        metrics::Gauge::from_arc(self.gauges.lock().unwrap().entry(series(key)).or_default().clone())
     }
-    fn register_histogram(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Histogram {
-        metrics::Histogram::noop()
+    fn register_histogram(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Histogram {
+        metrics::Histogram::from_arc(self.histograms.lock().unwrap().entry(series(key)).or_default().clone())
     }
 }
 
-fn counter(name: &str) -> u64 {
-    static RECORDER: OnceLock<&'static Counters> = OnceLock::new();
-    let recorder = RECORDER.get_or_init(|| {
-        let recorder: &'static Counters = Box::leak(Box::default());
+fn recorded() -> &'static Recorded {
+    static RECORDER: OnceLock<&'static Recorded> = OnceLock::new();
+    RECORDER.get_or_init(|| {
+        let recorder: &'static Recorded = Box::leak(Box::default());
         metrics::set_global_recorder(recorder).expect("the only recorder of this test binary");
         recorder
-    });
-    recorder.0.lock().unwrap().get(name).map_or(0, |c| c.load(Ordering::Relaxed))
+    })
+}
+
+fn counter(name: &str) -> u64 {
+    recorded().counters.lock().unwrap().get(name).map_or(0, |c| c.load(Ordering::Relaxed))
+}
+
+fn gauge(series: &str) -> Option<f64> {
+    recorded().gauges.lock().unwrap().get(series).map(|g| f64::from_bits(g.load(Ordering::Relaxed)))
+}
+
+fn observations(series: &str) -> Vec<f64> {
+    recorded().histograms.lock().unwrap().get(series).map_or_else(Vec::new, |h| h.0.lock().unwrap().clone())
+}
+
+#[tokio::test]
+async fn round_trips_are_timed_and_their_failures_counted() {
+    recorded();
+    let redis = TestRedis::start().await;
+    let store = RedisStore::connect(config(&redis).with_partitions(1)).await.unwrap();
+    let creates = "presa_redis_command_duration_seconds{operation=create_scoped}";
+    let before = observations(creates).len();
+    let task = store.create(new_task(), NO_LIMITS).await.unwrap();
+    store.load(&task.id).await.unwrap();
+    let timed = observations(creates);
+    assert!(timed.len() > before, "the create is timed");
+    assert!(timed.iter().all(|s| (0.0..2.0).contains(s)), "seconds: {timed:?}");
+    assert!(!observations("presa_redis_command_duration_seconds{operation=get}").is_empty());
+
+    // A failing round trip is counted (by kind: a server error here).
+    let errors = counter(presa_store_redis::metrics::ERRORS_METRIC);
+    let mut c = raw(&redis).await;
+    let work = store.keys().work(0);
+    let _: () = redis::cmd("SET").arg(&work).arg("not a stream").query_async(&mut c).await.unwrap();
+    store.create(new_task(), NO_LIMITS).await.expect_err("XADD on a string");
+    assert!(counter(presa_store_redis::metrics::ERRORS_METRIC) > errors);
+}
+
+/// (The only test of this binary that checks the epoch: `presa_redis_up` is process-wide.)
+#[tokio::test]
+async fn whether_redis_answers_is_set_by_the_epoch_check() {
+    recorded();
+    let redis = TestRedis::spawn();
+    let store = RedisStore::connect(config(&redis).with_op_timeout(Duration::from_millis(300))).await.unwrap();
+    store.check_epoch().await.unwrap();
+    assert_eq!(gauge("presa_redis_up{}"), Some(1.0));
+    drop(redis); // the server stops
+    store.check_epoch().await.expect_err("Redis is gone");
+    assert_eq!(gauge("presa_redis_up{}"), Some(0.0));
+}
+
+#[tokio::test]
+async fn every_create_reports_its_principals_quota_use() {
+    recorded();
+    let redis = TestRedis::start().await;
+    let store = RedisStore::connect(config(&redis)).await.unwrap();
+    let active = "presa_quota_usage_ratio{quota=max_active_tasks_per_scope}";
+    let bytes = "presa_quota_usage_ratio{quota=max_bytes_per_scope}";
+    let limits = presa_store::CreateLimits {
+        max_active_per_scope: Some(4),
+        max_bytes_per_scope: Some(1 << 20),
+        max_queued_per_partition: None,
+    };
+    let (before_active, before_bytes) = (observations(active).len(), observations(bytes).len());
+    for _ in 0..4 {
+        store.create(new_task(), limits).await.unwrap();
+    }
+    store.create(new_task(), limits).await.expect_err("the fifth is over the limit");
+    let ratios = observations(active)[before_active..].to_vec();
+    for quarter in [0.25, 0.5, 0.75, 1.0] {
+        assert!(ratios.contains(&quarter), "the scope's 1st to 4th task of 4: {ratios:?}");
+    }
+    let used = observations(bytes)[before_bytes..].to_vec();
+    assert!(used.len() >= 4 && used.iter().all(|r| *r > 0.0 && *r < 0.01), "a few hundred bytes of 1 MiB: {used:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
