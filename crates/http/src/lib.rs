@@ -161,6 +161,9 @@ pub(crate) struct App {
 /// The axum router for `server`.
 pub fn router(server: Server, config: HttpConfig) -> Router {
     let limit = config.max_body_bytes;
+    if config.metrics.is_some() {
+        presa_telemetry::metrics::register_requests(presa_protocol::Method::ALL.map(presa_protocol::Method::as_str));
+    }
     let metrics = config.metrics.clone().map(|render| {
         let (server, queue) = (server.clone(), config.queue_metrics);
         let refresh: RefreshGauges = Arc::new(move || {

@@ -344,11 +344,21 @@ async fn metrics_move_when_a_task_runs() {
     let pending = "presa_work_pending{partition=\"0\"}";
     assert_eq!(value(&parked, pending), 1.0, "{parked}");
     assert!(value(&parked, "presa_work_oldest_pending_age_seconds{partition=\"0\"}") >= 0.0, "{parked}");
+    // The worker holds it parked on input, in a parked slot (other tests may hold more).
+    assert!(value(&parked, "presa_worker_tasks{state=\"input_required\"}") >= 1.0, "{parked}");
+    assert!(value(&parked, "presa_worker_slots_in_use{pool=\"parked\"}") >= 1.0, "{parked}");
+    assert!(value(&parked, "presa_worker_slots{pool=\"run\"}") >= 1.0, "{parked}");
     let answer = json!({ "confirm-delete": { "action": "accept", "content": { "confirm": true } } });
     app.call("tasks/update", json!({ "taskId": id, "inputResponses": answer }), json!({}), &[]).await;
     status("completed").await;
     let drained = app.scrape().await;
     assert_eq!(value(&drained, pending), 0.0, "{drained}");
+    // A refusal for a limit is counted by its name.
+    let big = json!({ "name": "slow_compute", "arguments": { "label": "x".repeat(300 * 1024) } });
+    let refused = app.call("tools/call", big, json!({}), &[]).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let refusals = "presa_refusals_total{limit=\"max_task_input_bytes\"}";
+    assert!(value(&app.scrape().await, refusals) >= value(&drained, refusals) + 1.0);
     app.stop().await;
 
     let delta = |series: &str| value(&after, series) - value(&before, series);
@@ -359,11 +369,19 @@ async fn metrics_move_when_a_task_runs() {
     assert!(delta("presa_requests_total{method=\"tasks/get\",outcome=\"ok\"}") >= 1.0, "{after}");
     assert!(delta("presa_request_duration_seconds_count{method=\"tools/call\"}") >= 1.0, "{after}");
     // Queue gauges of the one partition are reported, and this store's queue is empty again.
-    for gauge in ["presa_work_queued", "presa_work_pending", "presa_work_oldest_pending_age_seconds"] {
+    for gauge in [
+        "presa_work_queued",
+        "presa_work_pending",
+        "presa_work_oldest_pending_age_seconds",
+        "presa_work_oldest_queued_age_seconds",
+    ] {
         let series = format!("{gauge}{{partition=\"0\"}}");
         assert!(after.lines().any(|l| l.starts_with(&series)), "{series} missing:\n{after}");
     }
     assert!(after.lines().any(|l| l.starts_with("presa_listen_streams ")), "{after}");
+    // Registered at zero: a method's first server error is seen by rate().
+    let unused = "presa_requests_total{method=\"prompts/get\",outcome=\"-32603\"}";
+    assert!(before.lines().any(|l| l.starts_with(unused)), "{before}");
     assert!(after.contains("# TYPE presa_request_duration_seconds histogram"), "{after}");
 }
 

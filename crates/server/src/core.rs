@@ -79,8 +79,9 @@ impl Core {
         match store_call_at(Verbosity::Debug, "work_stats", self.store().work_stats()).await {
             Ok(stats) => {
                 for p in stats {
-                    let age = p.oldest_pending_age_ms.map(std::time::Duration::from_millis);
-                    metrics::work_queue(p.partition, p.queued, p.pending, age);
+                    let age = |ms: Option<u64>| ms.map(std::time::Duration::from_millis);
+                    let (pending_age, queued_age) = (age(p.oldest_pending_age_ms), age(p.oldest_queued_age_ms));
+                    metrics::work_queue(p.partition, p.queued, p.pending, pending_age, queued_age);
                 }
             }
             Err(e) => tracing::warn!(error = %e, "reading work queue statistics failed"),

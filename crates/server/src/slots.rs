@@ -12,20 +12,24 @@
 
 use std::sync::{Arc, Mutex};
 
+use presa_telemetry::metrics::{self, WorkerGauges};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-/// The two pools of one worker.
+/// The two pools of one worker, and the gauges that report them.
 #[derive(Debug, Clone)]
 pub(crate) struct Slots {
     run: Arc<Semaphore>,
     parked: Arc<Semaphore>,
+    gauges: WorkerGauges,
 }
 
 impl Slots {
     /// `run` handlers at once, plus up to `parked` waiting for input without a run slot.
     pub(crate) fn new(run: usize, parked: usize) -> Self {
-        Slots { run: Arc::new(Semaphore::new(run.max(1))), parked: Arc::new(Semaphore::new(parked)) }
+        let run = run.max(1);
+        let gauges = metrics::worker_capacity(run, parked);
+        Slots { run: Arc::new(Semaphore::new(run)), parked: Arc::new(Semaphore::new(parked)), gauges }
     }
 
     /// Wait for a free run slot.
@@ -47,33 +51,54 @@ enum Held {
     Nothing,
 }
 
+/// A handler's slot and whether it waits for input (with either slot).
+#[derive(Debug)]
+struct State {
+    held: Held,
+    waiting: bool,
+}
+
 /// The slot one handler holds: a run slot, or a parked slot while it waits for input.
+///
+/// Every change moves the worker's gauges (`presa_worker_slots_in_use`,
+/// `presa_worker_tasks`) by what it changed, and dropping the slot takes
+/// back whatever it still counts.
 #[derive(Debug)]
 pub(crate) struct Slot {
     slots: Slots,
-    held: Mutex<Held>,
+    state: Mutex<State>,
 }
 
 impl Slot {
     /// A handler starting with `permit`, a run slot of `slots`.
     pub(crate) fn running(slots: Slots, permit: OwnedSemaphorePermit) -> Self {
-        Slot { slots, held: Mutex::new(Held::Running(permit)) }
+        slots.gauges.run_slots_in_use.increment(1.0);
+        slots.gauges.running.increment(1.0);
+        Slot { slots, state: Mutex::new(State { held: Held::Running(permit), waiting: false }) }
     }
 
-    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
-        self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// About to wait for input: give the run slot back if a parked slot is free.
     /// Returns whether it did.
     pub(crate) fn park(&self) -> bool {
-        let mut held = self.held();
-        if !matches!(*held, Held::Running(_)) {
+        let mut state = self.state();
+        if !matches!(state.held, Held::Running(_)) {
             return false;
+        }
+        let g = &self.slots.gauges;
+        if !state.waiting {
+            state.waiting = true;
+            g.running.decrement(1.0);
+            g.input_required.increment(1.0);
         }
         match self.slots.parked.clone().try_acquire_owned() {
             Ok(parked) => {
-                *held = Held::Parked(parked);
+                state.held = Held::Parked(parked);
+                g.run_slots_in_use.decrement(1.0);
+                g.parked_slots_in_use.increment(1.0);
                 true
             }
             Err(_) => false,
@@ -83,20 +108,51 @@ impl Slot {
     /// The answers arrived: wait for a run slot (unless `cancel` fires first,
     /// then `false`), then give the parked slot back.
     pub(crate) async fn resume(&self, cancel: &CancellationToken) -> bool {
-        if !matches!(*self.held(), Held::Parked(_)) {
+        if !matches!(self.state().held, Held::Parked(_)) {
+            self.stop_waiting(&mut self.state());
             return true;
         }
         let permit = tokio::select! {
             p = self.slots.acquire() => p,
             _ = cancel.cancelled() => return false,
         };
-        *self.held() = Held::Running(permit);
+        let mut state = self.state();
+        self.stop_waiting(&mut state);
+        if matches!(state.held, Held::Parked(_)) {
+            self.slots.gauges.parked_slots_in_use.decrement(1.0);
+            self.slots.gauges.run_slots_in_use.increment(1.0);
+            state.held = Held::Running(permit);
+        }
         true
+    }
+
+    /// No longer waiting for input: count the handler as running again.
+    fn stop_waiting(&self, state: &mut State) {
+        if state.waiting && !matches!(state.held, Held::Nothing) {
+            state.waiting = false;
+            self.slots.gauges.input_required.decrement(1.0);
+            self.slots.gauges.running.increment(1.0);
+        }
     }
 
     /// The handler ended: free whatever it holds (also done on drop).
     pub(crate) fn release(&self) {
-        *self.held() = Held::Nothing;
+        let mut state = self.state();
+        let g = &self.slots.gauges;
+        match state.held {
+            Held::Running(_) => g.run_slots_in_use.decrement(1.0),
+            Held::Parked(_) => g.parked_slots_in_use.decrement(1.0),
+            Held::Nothing => return,
+        }
+        let task = if state.waiting { &g.input_required } else { &g.running };
+        task.decrement(1.0);
+        *state = State { held: Held::Nothing, waiting: false };
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 

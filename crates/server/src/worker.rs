@@ -120,9 +120,7 @@ impl Worker {
             };
             let mut permit = Some(first);
             for claim in claims {
-                if claim.deliveries > 1 {
-                    metrics::work_reclaimed();
-                }
+                metrics::work_claimed(claim.deliveries > 1);
                 let permit = match permit.take() {
                     Some(p) => p,
                     None => slots.acquire().await,

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use futures::StreamExt;
 use presa_protocol::meta::RequestMeta;
-use presa_store::{CreateLimits, NewTask, util::now_ms};
+use presa_store::{CreateLimits, NewTask, StoreError, util::now_ms};
 use presa_tasks::{Status, Work, wire};
 use presa_telemetry::{metrics, propagation};
 use serde::Serialize;
@@ -231,6 +231,7 @@ impl Server {
         let Invocation { client_capabilities, input_responses, .. } = call.invocation;
         let size = encoded_len(&call.arguments) + input_responses.as_ref().map_or(0, encoded_len);
         if size > cfg.max_task_input_bytes {
+            metrics::refusal("max_task_input_bytes");
             return Err(invalid(&format!("Task input is larger than {} bytes", cfg.max_task_input_bytes)));
         }
         let work = Work {
@@ -245,6 +246,7 @@ impl Server {
         // Arguments, client capabilities and answers: what the record starts with.
         let size = encoded_len(&work);
         if size > cfg.max_task_bytes {
+            metrics::refusal("max_task_bytes");
             return Err(invalid(&format!("Task is larger than {} bytes (max_task_bytes)", cfg.max_task_bytes)));
         }
         let new = NewTask {
@@ -259,7 +261,11 @@ impl Server {
             max_bytes_per_scope: cfg.max_bytes_per_scope,
             max_queued_per_partition: cfg.max_queued_per_partition,
         };
-        let task = store_call("create", self.store().create(new, limits)).await?;
+        let task = store_call("create", self.store().create(new, limits)).await.inspect_err(|e| match e {
+            StoreError::Capacity { limit } => metrics::refusal(limit),
+            StoreError::QueueFull => metrics::refusal("max_queued"),
+            _ => {}
+        })?;
         metrics::task_created();
         tracing::Span::current().record("presa.task.id", tracing::field::display(&task.id));
         tracing::debug!(task_id = %task.id, tool, "task created");

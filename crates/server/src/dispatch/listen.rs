@@ -18,6 +18,7 @@ use futures::{StreamExt, future::ready, stream};
 use presa_protocol::{jsonrpc, meta::SUBSCRIPTION_ID_KEY};
 use presa_store::{Scope, TaskId, TaskStream};
 use presa_tasks::{id::MAX_TASK_ID_LEN, wire};
+use presa_telemetry::metrics;
 use serde_json::{Map, Value, json};
 
 use super::{Admitted, Inner, MessageStream, Server, invalid};
@@ -179,10 +180,12 @@ impl ListenerGuard {
         let config = inner.core.config();
         let mut per_scope = inner.listeners_per_scope.lock().unwrap_or_else(PoisonError::into_inner);
         if inner.listeners.load(Ordering::Relaxed) >= config.max_listen_streams {
+            metrics::refusal("max_listen_streams");
             return Err(ServerError::Capacity("max_listen_streams"));
         }
         let open = per_scope.get(scope).copied().unwrap_or(0);
         if config.max_listen_streams_per_scope > 0 && open >= config.max_listen_streams_per_scope {
+            metrics::refusal("max_listen_streams_per_scope");
             return Err(ServerError::Capacity("max_listen_streams_per_scope"));
         }
         *per_scope.entry(scope.clone()).or_default() += 1;

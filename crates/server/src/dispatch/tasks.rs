@@ -8,6 +8,7 @@
 use presa_protocol::Method;
 use presa_store::{TaskId, Writer};
 use presa_tasks::{Event, id::MAX_TASK_ID_LEN};
+use presa_telemetry::metrics;
 use serde_json::{Value, json};
 
 use super::{Admitted, Server, call::encoded_len, input_responses, invalid};
@@ -35,6 +36,7 @@ impl Server {
             let responses = input_responses(v)?;
             let max = self.config().max_task_input_bytes;
             if encoded_len(v) > max {
+                metrics::refusal("max_task_input_bytes");
                 return Err(invalid(&format!("inputResponses is larger than {max} bytes")));
             }
             Some(Event::ProvideInput(responses.into_iter().collect()))
@@ -60,7 +62,10 @@ impl Server {
             Ok(Updated::Gone) => Err(unknown()),
             Ok(_) => Ok(json!({ "resultType": "complete" })),
             Err(UpdateError::Store(e)) => Err(e.into()),
-            Err(e @ UpdateError::TooLarge { .. }) => Err(invalid(&format!("inputResponses not stored: {e}"))),
+            Err(e @ UpdateError::TooLarge { .. }) => {
+                metrics::refusal("max_task_bytes");
+                Err(invalid(&format!("inputResponses not stored: {e}")))
+            }
             Err(e) => Err(ServerError::Internal(e.to_string())),
         }
     }
