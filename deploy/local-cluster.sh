@@ -190,6 +190,14 @@ if [ -n "$GATEWAY" ]; then
   done
 fi
 
+# Every pod's metrics address (NAME=HOST:PORT, comma-separated), for a CMD that scrapes them.
+TARGETS=()
+for pod in "${PODS[@]}"; do
+  IFS=: read -r name port _ <<<"$pod"
+  TARGETS+=("$name=127.0.0.1:$port")
+done
+export PRESA_METRICS_TARGETS=$(IFS=,; echo "${TARGETS[*]}")
+
 mkdir -p "$WORK/nginx"
 sed -e "s|@PREFIX@|$WORK/nginx|g" -e "s|@LISTEN@|127.0.0.1:$LB|g" -e "s|@UPSTREAMS@|$UPSTREAMS|g" \
   -e "s|@AUTH_HEADER@|$AUTH_HEADER|g" \
