@@ -75,6 +75,25 @@ NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 [ -x "$NGINX" ] || { echo "nginx not found: apt-get install nginx-light" >&2; exit 1; }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# A Redis Cluster node's port: its bus listens on the port + 10,000, so the port must be at most
+# 55535 ("Redis port number too high"), and both must be free. Ephemeral ports (free_port's) are
+# often above that.
+free_cluster_port() {
+  python3 - <<'PY'
+import random, socket
+for _ in range(1000):
+    port = random.randint(20000, 55535)
+    try:
+        a = socket.socket(); a.bind(("127.0.0.1", port))
+        b = socket.socket(); b.bind(("127.0.0.1", port + 10000))
+    except OSError:
+        continue
+    print(port)
+    break
+else:
+    raise SystemExit("no free port pair (p, p + 10000) below 55536 for a Redis Cluster node")
+PY
+}
 
 WORK=$(mktemp -d -t presa-cluster.XXXXXX)
 PIDS=()
@@ -117,12 +136,17 @@ fi
 if [ -z "${PRESA_REDIS_URL:-}" ] && [ $REDIS_CLUSTER = yes ]; then
   SEEDS=()
   for n in 1 2 3; do
-    RPORT=$(free_port)
+    RPORT=$(free_cluster_port)
     mkdir -p "$WORK/redis$n"
     redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK/redis$n" \
       --cluster-enabled yes --cluster-config-file nodes.conf >"$WORK/redis$n.log" 2>&1 &
     PIDS+=($!)
     for _ in $(seq 50); do redis-cli -p "$RPORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+    redis-cli -p "$RPORT" ping >/dev/null 2>&1 || {
+      echo "Redis Cluster node $n (port $RPORT) did not start; it said:" >&2
+      grep -E '#|FATAL|Error|error' "$WORK/redis$n.log" | tail -n 5 >&2
+      exit 1
+    }
     SEEDS+=("127.0.0.1:$RPORT")
   done
   redis-cli --cluster create "${SEEDS[@]}" --cluster-replicas 0 --cluster-yes >"$WORK/redis-cluster-create.log" 2>&1

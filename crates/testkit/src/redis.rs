@@ -264,6 +264,31 @@ pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
 }
 
+/// The highest port a Redis Cluster node can listen on: its cluster bus listens on
+/// the port + 10,000, and above this Redis refuses to start ("Redis port number too high").
+pub const MAX_CLUSTER_PORT: u16 = 65_535 - 10_000;
+
+/// A free loopback port for a Redis Cluster node: at most [`MAX_CLUSTER_PORT`], with
+/// its bus port (the port + 10,000) free too. Ephemeral ports (the OS's pick, as
+/// [`free_port`] takes) are often above the limit, so pick from below it.
+pub fn free_cluster_port() -> u16 {
+    use std::sync::atomic::AtomicU32;
+    // Spread callers (threads and processes) over the range; skip taken pairs.
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const LOW: u32 = 20_000;
+    let span = u32::from(MAX_CLUSTER_PORT) - LOW;
+    let seed = std::process::id().wrapping_mul(7_919) % span;
+    for _ in 0..span {
+        let offset = (seed + NEXT.fetch_add(1, Ordering::Relaxed) % span) % span;
+        let port = u16::try_from(LOW + offset).expect("below MAX_CLUSTER_PORT");
+        let pair = (TcpListener::bind(("127.0.0.1", port)), TcpListener::bind(("127.0.0.1", port + 10_000)));
+        if let (Ok(_), Ok(_)) = pair {
+            return port;
+        }
+    }
+    panic!("no free port pair (p, p + 10000) below {MAX_CLUSTER_PORT} for a Redis Cluster node")
+}
+
 /// A key prefix no other test (or earlier run against a shared server) uses.
 pub fn unique_prefix() -> String {
     static N: AtomicU64 = AtomicU64::new(0);

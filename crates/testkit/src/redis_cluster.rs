@@ -14,7 +14,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::redis::{free_port, redis_server_binary};
+use crate::redis::{free_cluster_port, redis_server_binary};
 
 /// The seed URLs of the test cluster, comma-separated.
 pub fn cluster_urls() -> String {
@@ -37,7 +37,7 @@ static NODES: Mutex<Vec<Child>> = Mutex::new(Vec::new());
 fn start_cluster() -> String {
     let server = redis_server_binary();
     let base = tempfile::tempdir().expect("temp dir").keep();
-    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let ports: Vec<u16> = (0..3).map(|_| free_cluster_port()).collect();
     for port in &ports {
         let dir = base.join(port.to_string());
         std::fs::create_dir_all(&dir).unwrap();
@@ -45,7 +45,9 @@ fn start_cluster() -> String {
         let script = r#"
             "$SERVER" "$@" & child=$!
             while kill -0 "$WATCH_PID" 2>/dev/null && kill -0 "$child" 2>/dev/null; do sleep 0.5; done
-            kill "$child" 2>/dev/null; wait "$child"; rm -rf "$NODE_DIR"; rmdir "$BASE_DIR" 2>/dev/null
+            kill "$child" 2>/dev/null; wait "$child"
+            # A node that died on its own keeps its folder (node.log) for the test's message.
+            kill -0 "$WATCH_PID" 2>/dev/null || { rm -rf "$NODE_DIR"; rmdir "$BASE_DIR" 2>/dev/null; }
         "#;
         let node = Command::new("sh")
             .arg("-c")
@@ -60,15 +62,23 @@ fn start_cluster() -> String {
             .env("NODE_DIR", &dir)
             .env("BASE_DIR", &base)
             .current_dir(&dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stdout(log_file(&dir))
+            .stderr(log_file(&dir))
             .spawn()
             .expect("spawn a cluster node");
         NODES.lock().unwrap().push(node);
     }
     for port in &ports {
-        wait_for(Duration::from_secs(10), || cli(*port, &["PING"]).is_some_and(|o| o.contains("PONG")))
-            .unwrap_or_else(|| panic!("cluster node {port} did not start"));
+        wait_for(Duration::from_secs(10), || cli(*port, &["PING"]).is_some_and(|o| o.contains("PONG"))).unwrap_or_else(
+            || {
+                let log = std::fs::read_to_string(base.join(port.to_string()).join("node.log")).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(5).collect();
+                panic!(
+                    "cluster node {port} did not start; it said: {}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+                )
+            },
+        );
     }
     let nodes: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
     let out = Command::new("redis-cli")
@@ -86,6 +96,13 @@ fn start_cluster() -> String {
         .unwrap_or_else(|| panic!("cluster node {port} never reached cluster_state:ok"));
     }
     ports.iter().map(|p| format!("redis://127.0.0.1:{p}")).collect::<Vec<_>>().join(",")
+}
+
+/// The node's output (its log, and a refused configuration) in its own folder, for the
+/// message when it does not start.
+fn log_file(dir: &std::path::Path) -> Stdio {
+    let file = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("node.log"));
+    file.map_or_else(|_| Stdio::null(), Stdio::from)
 }
 
 fn cli(port: u16, args: &[&str]) -> Option<String> {
