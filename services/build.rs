@@ -10,13 +10,14 @@
 //!
 //! `link-order.txt` beside each manifest lists those functions (mangled names,
 //! first run first), recorded with callgrind by `tools/link-order.sh` from a
-//! `cargo build --profile dist -p presa-api -p presa-worker`, as the
-//! Dockerfile builds. A name the build no longer has is skipped, so a stale
-//! list costs memory, never correctness. Names survive edits of presa's
-//! sources (checked: 0 of 2,144 lost after one), not a dependency update nor
-//! a build that selects other packages too (`--workspace`, `-p presa-bench`:
-//! cargo unifies their dependencies' features, which renames the symbols of
-//! generic code): run the script again after a `Cargo.lock` change.
+//! `cargo build --profile dist -p presa-api -p presa-worker -p presa-gateway
+//! -p presa-cli`, as the Dockerfile builds. A name the build no longer has is
+//! skipped, so a stale list costs memory, never correctness. Names survive
+//! edits of presa's sources (checked: 0 of 2,144 lost after one), not a
+//! dependency update nor a build that selects other packages (`--workspace`,
+//! `-p presa-bench`, or api and worker alone: cargo unifies the selected
+//! packages' dependencies' features, which renames the symbols of generic
+//! code): run the script again after a `Cargo.lock` change.
 //!
 //! Only for release-based profiles (`release`, `dist`) on
 //! x86_64-unknown-linux-gnu, where rustc links with its bundled LLD (the

@@ -3,7 +3,8 @@
 # functions presa-api and presa-worker run from start-up through their first
 # requests, which services/build.rs asks the linker to lay out first (why: that
 # file's docs). Run it after a dependency update or a large change, on x86_64
-# Linux, then rebuild (`cargo build --profile dist -p presa-api -p presa-worker`)
+# Linux, then rebuild (`cargo build --profile dist -p presa-api -p presa-worker -p presa-gateway -p presa-cli`,
+# the selection the Dockerfile builds)
 # and compare presa-bench's idle RSS row.
 #
 # Needs valgrind (callgrind records every function a process runs, by its
@@ -17,7 +18,9 @@ OUT="$(mktemp -d)"
 BIN=target/dist
 trap 'pkill -TERM -f "callgrind-out-file=$OUT" 2>/dev/null || true; redis-cli -u "$REDIS_URL" --scan --pattern "$PREFIX*" | xargs -r redis-cli -u "$REDIS_URL" del >/dev/null; rm -rf "$OUT"' EXIT
 
-cargo build --profile dist -p presa-api -p presa-worker
+# The Dockerfile's selection: the four binaries in one invocation (their dependencies'
+# features unify, which names the symbols of generic code).
+cargo build --profile dist -p presa-api -p presa-worker -p presa-gateway -p presa-cli
 
 # run NAME PORT ARGS...: start BIN/NAME under callgrind on 127.0.0.1:PORT; wait for /healthz.
 run() {
