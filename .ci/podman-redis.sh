@@ -5,8 +5,9 @@
 # or a registry (see ../shared/CONTAINERS.md): installs podman + runc (Debian),
 # writes /etc/containers/containers.conf (runc, cgroupfs, ulimits the sandbox
 # allows), builds a `FROM scratch` image holding Debian's redis-server and the
-# libraries ldd lists for it, tags it docker.io/library/redis:7.2 (what the
-# tests ask testcontainers for, so nothing is pulled), starts
+# libraries ldd lists for it (deploy/local-images.sh redis), tagged
+# docker.io/library/redis:7.2 (what the tests ask testcontainers for, so
+# nothing is pulled), starts
 # `podman system service` on DIR/podman.sock and exports DOCKER_HOST and
 # PODMAN_SERVICE_PID. Sourced (it exports); any failure exits non-zero, loudly.
 # The caller stops the service: kill "$PODMAN_SERVICE_PID".
@@ -31,26 +32,8 @@ cgroup_manager = "cgroupfs"
 CONF
 
 if ! podman image exists docker.io/library/redis:7.2; then
-  ctx="$PODMAN_DIR/redis-image"
-  rm -rf "$ctx"
-  mkdir -p "$ctx/rootfs/usr/bin" "$ctx/rootfs/etc" "$ctx/rootfs/data" "$ctx/rootfs/tmp"
-  server="$(command -v redis-server)"
-  cp -L "$server" "$ctx/rootfs/usr/bin/redis-server"
-  # Every shared library and the loader, at the paths ldd names.
-  for lib in $(ldd "$server" | grep -oE '/[^ ]+'); do
-    mkdir -p "$ctx/rootfs$(dirname "$lib")"
-    cp -L "$lib" "$ctx/rootfs$lib"
-  done
-  echo 'root:x:0:0:root:/root:/bin/sh' >"$ctx/rootfs/etc/passwd"
-  cat >"$ctx/Containerfile" <<'IMG'
-FROM scratch
-COPY rootfs/ /
-WORKDIR /data
-EXPOSE 6379
-CMD ["/usr/bin/redis-server", "--protected-mode", "no", "--save", "", "--appendonly", "no"]
-IMG
-  podman build -q -t localhost/redis-local:7 "$ctx"
-  podman tag localhost/redis-local:7 docker.io/library/redis:7.2
+  # FROM scratch: Debian's redis-server and redis-cli with their libraries, tagged redis:7.2.
+  "$(dirname "${BASH_SOURCE[0]}")/../deploy/local-images.sh" redis
 fi
 
 # The image must start and accept connections before any test relies on it.
