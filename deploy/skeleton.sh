@@ -23,11 +23,11 @@ DEST=${2:?usage: deploy/skeleton.sh SRC DEST}
 cd "$SRC"
 mkdir -p "$DEST"
 
-stub() { # stub FILE: an empty library root or a `main` for anything else
+stub() { # stub FILE: a library root with only its doc (lints want one) or a `main` for anything else
   mkdir -p "$DEST/$(dirname "$1")"
   case "$1" in
-    */src/lib.rs | src/lib.rs) : >"$DEST/$1" ;;
-    *) echo 'fn main() {}' >"$DEST/$1" ;;
+    */src/lib.rs | src/lib.rs) echo '//! A dependency-cache stub (deploy/skeleton.sh).' >"$DEST/$1" ;;
+    *) printf '//! A dependency-cache stub (deploy/skeleton.sh).\nfn main() {}\n' >"$DEST/$1" ;;
   esac
 }
 

@@ -117,6 +117,8 @@ log "stack up in $((SECONDS - start)) s: $containers"
 if [ $CONFORMANCE = yes ]; then
   "$REPO/tests/conformance/run.sh" --url "$URL" --requirements 2026-07-28
   "$REPO/tests/conformance/run.sh" --url "$URL" --requirements 2025-11-25
+  log "requests per API pod (nginx's log): $(podman logs "${COMPOSE_PROJECT}_nginx_1" 2>&1 |
+    grep -o 'upstream=[0-9.:]*' | sort | uniq -c | awk '{printf "%s %s; ", $2, $1}')"
 fi
 
 # --- a task survives podman kill of its worker --------------------------------------------

@@ -50,7 +50,7 @@ echo '#[test] fn named() { assert_eq!(extra_plugin::answer(), 42); }' >plugins/e
 sed -i 's|^members = \[\(.*\)\]|members = [\1, "plugins/*"]|' Cargo.toml
 grep -q '"plugins/\*"' Cargo.toml || { echo "could not add plugins/* to the workspace" >&2; exit 1; }
 # The lockfile learns the two path members (nothing else changes: --offline).
-cargo metadata --offline --format-version 1 >/dev/null
+cargo update --workspace --offline --quiet
 
 sh deploy/skeleton.sh . "$WORK/skeleton"
 for f in tools/extra-tool/Cargo.toml tools/extra-tool/src/main.rs plugins/extra-plugin/Cargo.toml \
