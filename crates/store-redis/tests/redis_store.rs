@@ -764,13 +764,20 @@ async fn work_stats_count_without_lag_and_without_a_group() {
     assert_eq!((stats[0].queued, stats[0].pending, stats[0].oldest_pending_age_ms), (3, 0, None), "{stats:?}");
 }
 
-#[tokio::test]
-async fn work_stats_keep_lapsed_leases_pending_and_age_them_by_enqueue_time() {
-    let redis = TestRedis::start().await;
-    let store = RedisStore::connect(config(&redis).with_partitions(1)).await.unwrap();
+/// A one-partition store holding two queued tasks created 300 ms apart, and the older one
+/// (the work-stats tests age entries against it).
+async fn two_queued_300ms_apart(redis: &TestRedis) -> (RedisStore, Task) {
+    let store = RedisStore::connect(config(redis).with_partitions(1)).await.unwrap();
     let first = store.create(new_task(None), NO_LIMITS).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     store.create(new_task(None), NO_LIMITS).await.unwrap();
+    (store, first)
+}
+
+#[tokio::test]
+async fn work_stats_keep_lapsed_leases_pending_and_age_them_by_enqueue_time() {
+    let redis = TestRedis::start().await;
+    let (store, first) = two_queued_300ms_apart(&redis).await;
     let held = store.claim("w", 2, Duration::from_millis(100), Duration::ZERO).await.unwrap();
     assert_eq!(held.len(), 2);
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -791,10 +798,7 @@ async fn work_stats_keep_lapsed_leases_pending_and_age_them_by_enqueue_time() {
 #[tokio::test]
 async fn work_stats_age_the_oldest_queued_item_new_or_handed_back() {
     let redis = TestRedis::start().await;
-    let store = RedisStore::connect(config(&redis).with_partitions(1)).await.unwrap();
-    let first = store.create(new_task(None), NO_LIMITS).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    store.create(new_task(None), NO_LIMITS).await.unwrap();
+    let (store, first) = two_queued_300ms_apart(&redis).await;
     let stats = store.work_stats().await.unwrap();
     assert_eq!((stats[0].queued, stats[0].pending), (2, 0), "{stats:?}");
     let age = stats[0].oldest_queued_age_ms.unwrap();
