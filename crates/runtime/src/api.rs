@@ -134,6 +134,9 @@ pub struct ApiArgs {
     #[arg(long, env = "PRESA_MAX_PARKED", default_value_t = 1024)]
     max_parked: usize,
 
+    #[command(flatten)]
+    shares: crate::ShareArgs,
+
     /// Grace period on SIGTERM/SIGINT for in-flight requests and running tasks, in ms.
     #[arg(long, env = "PRESA_GRACE_MS", default_value_t = 20_000)]
     grace_ms: u64,
@@ -236,6 +239,8 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
         let config = WorkerConfig {
             concurrency: args.concurrency,
             max_parked: args.max_parked,
+            max_running_per_scope: args.shares.max_running_per_scope,
+            max_parked_per_scope: args.shares.max_parked_per_scope,
             grace,
             ..WorkerConfig::default()
         };

@@ -38,6 +38,9 @@ pub struct WorkerArgs {
     #[arg(long, env = "PRESA_MAX_PARKED", default_value_t = 1024)]
     max_parked: usize,
 
+    #[command(flatten)]
+    shares: crate::ShareArgs,
+
     /// Lease on claimed work, in ms: a worker silent for this long loses its
     /// work to another. Renewed every third of it.
     #[arg(long, env = "PRESA_LEASE_MS", default_value_t = 30_000)]
@@ -94,6 +97,8 @@ pub(crate) async fn run(app: Checked, args: WorkerArgs) -> Result<(), RuntimeErr
         id,
         concurrency: args.concurrency,
         max_parked: args.max_parked,
+        max_running_per_scope: args.shares.max_running_per_scope,
+        max_parked_per_scope: args.shares.max_parked_per_scope,
         lease: Duration::from_millis(args.lease_ms),
         max_deliveries: args.max_deliveries,
         grace,

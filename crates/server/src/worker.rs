@@ -48,6 +48,14 @@ pub struct WorkerConfig {
     /// Handlers that may wait for input without holding one of the
     /// `concurrency` slots; past it a parked handler keeps its slot.
     pub max_parked: usize,
+    /// The most run slots one scope (principal) holds; its further work stays
+    /// queued while others' runs. `None`: a quarter of `concurrency` (at
+    /// least 1); `Some(0)`: no cap. See [`WorkerConfig::run_share`].
+    pub max_running_per_scope: Option<usize>,
+    /// The most parked slots one scope holds; past it its parking handlers
+    /// keep their run slot (and so count against its run share). `None`: a
+    /// quarter of `max_parked` (at least 1); `Some(0)`: no cap.
+    pub max_parked_per_scope: Option<usize>,
     /// Lease on claimed work; renewed every third of it.
     pub lease: Duration,
     /// Deliveries after which a task ends `failed`.
@@ -67,12 +75,37 @@ impl Default for WorkerConfig {
             id: format!("worker-{}", std::process::id()),
             concurrency: 64,
             max_parked: 1024,
+            max_running_per_scope: None,
+            max_parked_per_scope: None,
             lease: Duration::from_secs(30),
             max_deliveries: 5,
             claim_wait: Duration::from_secs(1),
             grace: Duration::from_secs(20),
             cancel_grace: Duration::from_secs(2),
         }
+    }
+}
+
+impl WorkerConfig {
+    /// The run slots one scope may hold: by default a quarter of
+    /// `concurrency`, so three principals at their share still leave a
+    /// quarter of every worker to everyone else.
+    pub fn run_share(&self) -> Option<usize> {
+        share(self.max_running_per_scope, self.concurrency)
+    }
+
+    /// The parked slots one scope may hold: by default a quarter of `max_parked`.
+    pub fn parked_share(&self) -> Option<usize> {
+        share(self.max_parked_per_scope, self.max_parked)
+    }
+}
+
+/// A per-scope cap: `Some(0)` none, `Some(n)` n, `None` a quarter of `pool` (at least 1).
+fn share(set: Option<usize>, pool: usize) -> Option<usize> {
+    match set {
+        Some(0) => None,
+        Some(n) => Some(n),
+        None => Some(pool.div_ceil(4).max(1)),
     }
 }
 
@@ -91,7 +124,12 @@ impl Worker {
 
     /// Claim and run work until `shutdown` fires, then drain (see module docs).
     pub async fn run(self, shutdown: CancellationToken) {
-        let slots = Slots::new(self.config.concurrency, self.config.max_parked);
+        let slots = Slots::new(
+            self.config.concurrency,
+            self.config.max_parked,
+            self.config.run_share(),
+            self.config.parked_share(),
+        );
         // Fired when the grace period ends: running handlers release their work.
         let release_now = CancellationToken::new();
         let mut running = JoinSet::new();
@@ -104,7 +142,8 @@ impl Worker {
             };
             let free = slots.free() + 1;
             let store = self.core.store().clone();
-            let claim = store.claim(&self.config.id, free, self.config.lease, self.config.claim_wait);
+            let shares = slots.shares();
+            let claim = store.claim_fair(&self.config.id, free, self.config.lease, self.config.claim_wait, &shares);
             let claimed = tokio::select! {
                 c = store_call_at(Verbosity::Debug, "claim", claim) => c,
                 _ = shutdown.cancelled() => break,
@@ -125,7 +164,7 @@ impl Worker {
                     Some(p) => p,
                     None => slots.acquire().await,
                 };
-                let slot = Arc::new(Slot::running(slots.clone(), permit));
+                let slot = Arc::new(Slot::running(slots.clone(), permit, claim.task.scope.clone()));
                 let worker = self.clone();
                 let release_now = release_now.clone();
                 running.spawn(async move {

@@ -6,7 +6,8 @@
 -- Pending entries that were handed back (`release.lua`, or over-delivered
 -- entries a claimer returned: last delivery set to the Unix epoch, so their
 -- idle time is decades) wait for a worker like new ones, so they count as
--- queued, not pending, exactly as in the memory store.
+-- queued, not pending, exactly as in the memory store; so are held entries
+-- (owned by a `held:` consumer, see unhold.lua).
 --
 -- KEYS[1]: work stream  {prefix}:{pNN}:work
 -- ARGV[1]: consumer group
@@ -95,6 +96,30 @@ if pending > 0 then
   end
 end
 
+-- Held entries (pending for a `held:` consumer: work a claimer had no room
+-- for, see unhold.lua) wait for a worker like new ones: queued too. (The
+-- oldest pending age may still name one of them.)
+local held = 0
+if pending > handed then
+  for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', stream, group)) do
+    local name, count = nil, 0
+    for i = 1, #c, 2 do
+      if c[i] == 'name' then
+        name = c[i + 1]
+      elseif c[i] == 'pending' then
+        count = c[i + 1]
+      end
+    end
+    if name and count > 0 and string.sub(name, 1, 5) == 'held:' then
+      held = held + count
+      local first = redis.call('XPENDING', stream, group, '-', '+', 1, name)[1]
+      if first and (not oldest_queued or age_of(first[1]) > age_of(oldest_queued)) then
+        oldest_queued = first[1]
+      end
+    end
+  end
+end
+
 local age = -1
 if oldest then
   age = age_of(oldest)
@@ -103,4 +128,4 @@ local queued_age = -1
 if oldest_queued then
   queued_age = age_of(oldest_queued)
 end
-return {queued + handed, pending - handed, age, queued_age}
+return {queued + handed + held, pending - handed - held, age, queued_age}

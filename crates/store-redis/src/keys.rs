@@ -9,6 +9,20 @@ use presa_tasks::{Scope, TaskId};
 /// The consumer group every worker reads the partition streams with.
 pub const GROUP: &str = "workers";
 
+/// The consumer (of [`GROUP`], in every partition stream) that owns the work
+/// of `scope` that a claimer had no room for (see `unhold.lua`):
+/// `held:<16 hex digits>`, a stable 64-bit FNV-1a hash of the scope, the same
+/// in every process. Two scopes sharing a hash share a waiting room (their
+/// work stays queued all the same), so no stronger hash is needed.
+pub fn held_consumer(scope: &Scope) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in scope.tenant.bytes().chain([0]).chain(scope.subject.bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("held:{hash:016x}")
+}
+
 /// Builds key names under one prefix for a fixed number of partitions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Keys {
@@ -144,6 +158,17 @@ fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn held_consumers_are_stable_and_tell_scopes_apart() {
+        let scope = |t: &str, s: &str| Scope { tenant: t.into(), subject: s.into() };
+        let a = held_consumer(&scope("t", "alice"));
+        assert_eq!(a, held_consumer(&scope("t", "alice")));
+        assert_eq!(a.len(), "held:".len() + 16);
+        assert_ne!(a, held_consumer(&scope("t", "bob")));
+        // The separator keeps ("ab", "c") and ("a", "bc") apart.
+        assert_ne!(held_consumer(&scope("ab", "c")), held_consumer(&scope("a", "bc")));
+    }
 
     #[test]
     fn keys_of_a_task_share_its_partition_tag() {

@@ -97,6 +97,7 @@ task_script!(REMOVE_WORK, "remove_work.lua", "XACK and XDEL finished work, unles
 script!(ACK, "ack.lua", "XACK and XDEL a work entry together.");
 task_script!(READ, "read.lua", Debug, "Read up to N new entries over the partitions (standalone only).");
 script!(RECOVER, "recover.lua", Debug, "XAUTOCLAIM up to N lapsed entries over the partitions (standalone only).");
+script!(UNHOLD, "unhold.lua", Debug, "Hand held entries of scopes with room to a worker (standalone: any partitions).");
 script!(ADMIT, "admit.lua", "Add a task to its scope's active set unless the set is at the limit.");
 script!(QUOTA, "quota.lua", "Reserve a new task's bytes under its scope's byte quota unless it would be exceeded.");
 /// `create_scoped.lua` behind [`TASK`] and the bodies of `admit.lua`,

@@ -52,6 +52,9 @@ pub(crate) struct Inner {
     /// When this store last looked for lapsed leases (`recover.lua`), ms
     /// after `born` (0: never); see `RedisStore::recovery_due`.
     pub(crate) last_recovery_ms: AtomicU64,
+    /// When a claim last looked for held work (`unhold.lua`), in ms after
+    /// `born` (0: never).
+    pub(crate) last_unhold_ms: AtomicU64,
     /// When this store was opened.
     pub(crate) born: Instant,
     /// Standalone: the stream cursors of a read that delivered work and
@@ -96,6 +99,7 @@ impl RedisStore {
                 wakeups: tokio::sync::OnceCell::new(),
                 epoch: Default::default(),
                 last_recovery_ms: AtomicU64::new(0),
+                last_unhold_ms: AtomicU64::new(0),
                 born: Instant::now(),
                 drained_at: Default::default(),
                 cfg,
@@ -459,12 +463,13 @@ impl TaskStore for RedisStore {
         Ok(self.write(next, claim.writer(), entry.as_deref()).await?)
     }
 
-    async fn claim(
+    async fn claim_fair(
         &self,
         worker: &str,
         max: usize,
         lease: std::time::Duration,
         wait: std::time::Duration,
+        shares: &presa_store::Shares,
     ) -> Result<Vec<Claim>, StoreError> {
         // Run in its own task so that a caller dropping this future (say, a
         // worker shutting down mid-wait) strands nothing: entries delivered
@@ -474,8 +479,9 @@ impl TaskStore for RedisStore {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let store = self.clone();
         let worker = worker.to_owned();
+        let shares = shares.clone();
         tokio::spawn(async move {
-            let result = store.claim_work(&worker, max, lease, wait, &|| tx.is_closed()).await;
+            let result = store.claim_work(&worker, max, lease, wait, &shares, &|| tx.is_closed()).await;
             if let Err(Ok(claims)) = tx.send(result) {
                 for claim in claims {
                     if let Err(e) = store.release_work(&claim).await {

@@ -54,7 +54,7 @@ use std::{
 };
 
 use futures::{StreamExt, future::join_all};
-use presa_store::{Claim, PartitionStats, TaskId, util::now_ms};
+use presa_store::{Claim, PartitionStats, Shares, TaskId, util::now_ms};
 use presa_tasks::{Event, apply};
 use redis::Value;
 use tokio::sync::Notify;
@@ -62,7 +62,7 @@ use tokio::sync::Notify;
 use crate::{
     RedisStore, RedisStoreError,
     conn::{Verbosity, traced},
-    keys::GROUP,
+    keys::{GROUP, held_consumer},
     scripts,
     store::{decode, encode},
 };
@@ -76,6 +76,9 @@ const CLUSTER_POLL: Duration = Duration::from_millis(100);
 /// Give up bumping an attempt after this many lost CAS races (a client
 /// writing in a tight loop); the entry is released for a later claim.
 const CLAIM_RACES: usize = 8;
+/// How often claims with room look for held work (`unhold.lua`): the most a
+/// scope's held work waits for a worker with room, beyond its next claim.
+const UNHOLD_EVERY: Duration = Duration::from_millis(200);
 /// A pending entry idle for longer than `max_lease` plus this was handed
 /// back (`release`, or returned unclaimed: last delivery at the Unix epoch,
 /// decades ago), so statistics count it as queued; a lapsed lease is idle for
@@ -136,9 +139,11 @@ impl RedisStore {
         max: usize,
         lease: Duration,
         wait: Duration,
+        shares: &Shares,
         caller_gone: &(dyn Fn() -> bool + Send + Sync),
     ) -> Result<Vec<Claim>, RedisStoreError> {
         let mut out = Vec::new();
+        let mut shares = shares.clone();
         if max == 0 {
             return Ok(out);
         }
@@ -179,7 +184,18 @@ impl RedisStore {
             {
                 *kept = Some(cursors.clone());
             }
-            self.take(worker, fresh, max, lease, &mut out).await?;
+            self.take(worker, fresh, max, lease, &mut shares, &mut out).await?;
+            if out.len() < max && due(&self.inner.last_unhold_ms, &self.inner.born, UNHOLD_EVERY) {
+                let held = match self.unhold(worker, max - out.len(), lease, &shares).await {
+                    Err(e) if is_nogroup(&e) => Vec::new(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "taking held work failed; it is taken later");
+                        Vec::new()
+                    }
+                    Ok(held) => held,
+                };
+                self.take(worker, held, max, lease, &mut shares, &mut out).await?;
+            }
             if out.len() < max && self.recovery_due(lease) {
                 let lapsed = match self.recover(worker, max - out.len(), lease).await {
                     Err(e) if is_nogroup(&e) => {
@@ -194,7 +210,7 @@ impl RedisStore {
                     other => other?,
                 };
                 fault_point(Fault::AfterRecover, &lapsed).await;
-                self.take(worker, lapsed, max, lease, &mut out).await?;
+                self.take(worker, lapsed, max, lease, &mut shares, &mut out).await?;
             }
             let now = Instant::now();
             if !out.is_empty() || now >= deadline || caller_gone() {
@@ -227,14 +243,8 @@ impl RedisStore {
     /// bound, while each look runs `XAUTOCLAIM` on every partition: done on
     /// every claim, it cost 48 stream commands a task at low load.
     fn recovery_due(&self, lease: Duration) -> bool {
-        let every = (lease / 8).min(Duration::from_secs(1)).as_millis() as u64;
-        let inner = &self.inner;
-        let now = (inner.born.elapsed().as_millis() as u64).max(1);
-        let last = inner.last_recovery_ms.load(Ordering::Relaxed);
-        if last != 0 && now.saturating_sub(last) < every {
-            return false;
-        }
-        inner.last_recovery_ms.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+        let every = (lease / 8).min(Duration::from_secs(1));
+        due(&self.inner.last_recovery_ms, &self.inner.born, every)
     }
 
     /// Cluster mode: a notifier pinged whenever work is enqueued or released
@@ -441,20 +451,58 @@ impl RedisStore {
     async fn recover(&self, worker: &str, count: usize, lease: Duration) -> Result<Vec<Entry>, RedisStoreError> {
         let min_idle = self.inner.cfg.max_lease.as_millis() as u64;
         let idle = self.lease_idle(lease);
-        let run = |parts: Vec<u16>| async move {
-            let mut inv = scripts::RECOVER.prepare_invoke();
+        self.over_partitions(&scripts::RECOVER, |inv| {
+            inv.arg(GROUP).arg(worker).arg(min_idle).arg(count).arg(idle);
+        })
+        .await
+    }
+
+    /// Up to `count` held entries (`unhold.lua`) of scopes `shares` has room
+    /// for (the held consumers of full scopes are skipped in Redis).
+    async fn unhold(
+        &self,
+        worker: &str,
+        count: usize,
+        lease: Duration,
+        shares: &Shares,
+    ) -> Result<Vec<Entry>, RedisStoreError> {
+        let idle = self.lease_idle(lease);
+        let per = shares.cap().unwrap_or(count).min(count);
+        let rotation = self.inner.rotate.load(Ordering::Relaxed);
+        let skip: Vec<String> = shares.full().map(held_consumer).collect();
+        self.over_partitions(&scripts::UNHOLD, |inv| {
+            inv.arg(GROUP).arg(worker).arg(count).arg(idle).arg(per).arg(rotation);
+            for name in &skip {
+                inv.arg(name);
+            }
+        })
+        .await
+    }
+
+    /// Run a script that returns delivered entries (`recover.lua`,
+    /// `unhold.lua`) over every partition: one call over all of them on a
+    /// standalone server, one per partition on a cluster (keys of different
+    /// slots cannot share one), with the same `args` each time.
+    async fn over_partitions(
+        &self,
+        script: &scripts::Lua,
+        args: impl Fn(&mut scripts::Invocation<'_>),
+    ) -> Result<Vec<Entry>, RedisStoreError> {
+        let run = |parts: Vec<u16>| {
+            let mut inv = script.prepare_invoke();
             for p in &parts {
                 inv.key(self.inner.keys.work(*p));
             }
-            inv.arg(GROUP).arg(worker).arg(min_idle).arg(count).arg(idle);
-            let flat: Vec<Value> = self.invoke(&inv).await?;
-            flat_entries(&parts, flat)
+            args(&mut inv);
+            async move {
+                let flat: Vec<Value> = self.invoke(&inv).await?;
+                flat_entries(&parts, flat)
+            }
         };
         let parts = self.rotated_partitions();
         if !self.inner.cfg.cluster {
             return run(parts).await;
         }
-        // One script per partition: keys of different slots cannot share one.
         let (mut entries, mut failure) = (Vec::new(), None);
         for r in join_all(parts.into_iter().map(|p| run(vec![p]))).await {
             match r {
@@ -481,6 +529,7 @@ impl RedisStore {
         entries: Vec<Entry>,
         max: usize,
         lease: Duration,
+        shares: &mut Shares,
         out: &mut Vec<Claim>,
     ) -> Result<(), RedisStoreError> {
         let room = max.saturating_sub(out.len());
@@ -492,7 +541,7 @@ impl RedisStore {
                 tracing::warn!(error = %err, entry = %e.id, "could not hand back an entry; it is recovered after max_lease");
             }
         }
-        let failure = match self.claim_entries(worker, entries, lease, out).await {
+        let failure = match self.claim_entries(worker, entries, lease, shares, out).await {
             Ok(()) => return Ok(()),
             Err(err) => err,
         };
@@ -504,13 +553,15 @@ impl RedisStore {
         Ok(())
     }
 
-    /// Claim `entries` into `out` (see [`take`](Self::take)); on an error,
-    /// every entry not claimed or dropped is handed back first.
+    /// Claim `entries` into `out` (see [`take`](Self::take)), holding those
+    /// of scopes without room in `shares` instead (see [`hold`](Self::hold));
+    /// on an error, every entry not claimed, held or dropped is handed back first.
     async fn claim_entries(
         &self,
         worker: &str,
         entries: Vec<Entry>,
         lease: Duration,
+        shares: &mut Shares,
         out: &mut Vec<Claim>,
     ) -> Result<(), RedisStoreError> {
         let keys = &self.inner.keys;
@@ -546,6 +597,7 @@ impl RedisStore {
         };
         // The reducer records each claim (the fence moves, `updated_at` too).
         let mut batch = Vec::with_capacity(located.len());
+        let mut held = Vec::new();
         let mut failure = None;
         for ((e, id, key), doc) in located.into_iter().zip(docs) {
             if failure.is_some() {
@@ -553,6 +605,7 @@ impl RedisStore {
                 continue;
             }
             match self.next_claimed(&e, &id, doc.as_deref()).await {
+                Ok(Some((task, _))) if !shares.take(&task.scope) => held.push((e, held_consumer(&task.scope))),
                 Ok(Some((task, next))) => batch.push(Pending { entry: e, id, key, expected: task.revision, next }),
                 Ok(None) => {}
                 Err(err) => {
@@ -561,6 +614,7 @@ impl RedisStore {
                 }
             }
         }
+        self.hold(held).await;
         if let Some(err) = failure {
             self.requeue_all(worker, batch.iter().map(|p| &p.entry)).await;
             return Err(err);
@@ -730,6 +784,34 @@ impl RedisStore {
         Ok(None)
     }
 
+    /// Hold delivered entries this claim has no room for: each goes to its
+    /// scope's held consumer (`XCLAIM … JUSTID`, one command per partition
+    /// and scope), unclaimed, keeping its id; `unhold.lua` hands it to a
+    /// worker with room. Best effort: an entry that fails to move stays with
+    /// this worker and is recovered one lease later.
+    async fn hold(&self, entries: Vec<(Entry, String)>) {
+        let mut groups: Vec<(u16, String, Vec<String>)> = Vec::new();
+        for (e, consumer) in entries {
+            match groups.iter_mut().find(|(p, c, _)| *p == e.partition && *c == consumer) {
+                Some((_, _, ids)) => ids.push(e.id),
+                None => groups.push((e.partition, consumer, vec![e.id])),
+            }
+        }
+        for (partition, consumer, ids) in groups {
+            let cmd = redis::cmd("XCLAIM")
+                .arg(self.inner.keys.work(partition))
+                .arg(GROUP)
+                .arg(&consumer)
+                .arg(0)
+                .arg(&ids)
+                .arg("JUSTID")
+                .to_owned();
+            if let Err(e) = self.query::<Value>(Verbosity::Debug, &cmd).await {
+                tracing::warn!(error = %e, held = ids.len(), "could not hold work; it is recovered after a lease");
+            }
+        }
+    }
+
     /// The idle time (ms) that makes an entry recoverable after `lease`.
     fn lease_idle(&self, lease: Duration) -> u64 {
         let horizon = self.inner.cfg.max_lease;
@@ -850,6 +932,19 @@ impl RedisStore {
 /// What per-partition reads delivered: entries some partitions handed to this
 /// consumer must be claimed (or handed back), even if another partition
 /// failed; the failure counts only when nothing was delivered.
+/// Whether something done at most once per `every` per store (looking for
+/// lapsed leases, or for held work) is due now; `last` is when it last ran
+/// (ms since `born`, 0: never). Whichever claim gets there first runs it.
+fn due(last: &std::sync::atomic::AtomicU64, born: &Instant, every: Duration) -> bool {
+    let every = every.as_millis() as u64;
+    let now = (born.elapsed().as_millis() as u64).max(1);
+    let seen = last.load(Ordering::Relaxed);
+    if seen != 0 && now.saturating_sub(seen) < every {
+        return false;
+    }
+    last.compare_exchange(seen, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+}
+
 fn delivered(entries: Vec<Entry>, failure: Option<RedisStoreError>) -> Result<Vec<Entry>, RedisStoreError> {
     match failure {
         Some(e) if entries.is_empty() => Err(e),

@@ -29,7 +29,8 @@ use presa_tasks::{Caller, Event, NewTask, Scope, Status, Task, TaskId, Work, app
 use serde_json::{Value, json};
 
 use crate::{
-    Cas, Claim, CreateLimits, EventBus, PartitionStats, StoreError, TaskStore, TaskStream, Writer, util::now_ms,
+    Cas, Claim, CreateLimits, EventBus, PartitionStats, Shares, StoreError, TaskStore, TaskStream, Writer,
+    util::now_ms,
 };
 
 /// Expands to one `#[tokio::test]` per contract case.
@@ -55,6 +56,7 @@ macro_rules! store_contract_tests {
             a_checkpoint_reaches_the_next_claim,
             renew_on_a_lost_claim_is_false,
             release_makes_work_claimable_at_once,
+            a_scope_without_room_is_skipped_not_waited_behind,
             claim_drops_work_of_cancelled_tasks,
             remove_work_removes_the_work,
             conclude_removes_the_work_of_the_write_that_ends_the_task,
@@ -520,6 +522,43 @@ pub async fn release_makes_work_claimable_at_once(store: Arc<dyn TaskStore>) {
     assert_eq!(second.task.id, task.id);
     assert_eq!(second.task.attempt, 2, "every claim bumps the attempt");
     assert!(!store.renew(&first, LONG_LEASE).await.expect("renew"));
+}
+
+/// Fair shares: the work of a scope without room stays queued (unclaimed,
+/// its attempt untouched) while the work queued behind it is claimed, and a
+/// claim with room for the scope takes it later, as a first delivery.
+pub async fn a_scope_without_room_is_skipped_not_waited_behind(store: Arc<dyn TaskStore>) {
+    let (alice, bob) = (scope("alice"), scope("bob"));
+    for _ in 0..5 {
+        create(&store, &alice).await;
+    }
+    let bobs = create(&store, &bob).await;
+    let first = store.claim_fair("w1", 10, LONG_LEASE, PATIENCE, &Shares::capped(2)).await.expect("claim");
+    let of = |claims: &[Claim], who: &Scope| claims.iter().filter(|c| &c.task.scope == who).count();
+    assert_eq!(of(&first, &alice), 2, "alice gets her share: {first:?}");
+    assert_eq!(of(&first, &bob), 1, "bob's task behind alice's backlog is claimed at once");
+    assert!(first.iter().any(|c| c.task.id == bobs.id));
+    let stats = store.work_stats().await.expect("stats");
+    if !stats.is_empty() {
+        let sum = |f: fn(&PartitionStats) -> u64| stats.iter().map(f).sum::<u64>();
+        assert_eq!((sum(|p| p.queued), sum(|p| p.pending)), (3, 3), "skipped work counts as queued: {stats:?}");
+    }
+    // While alice is at her share, nothing of hers is claimed.
+    let full = Shares::capped(2).with_held(alice.clone(), 2);
+    let none = store.claim_fair("w2", 10, LONG_LEASE, EMPTY_WAIT, &full).await.expect("claim");
+    assert!(none.is_empty(), "alice has no room: {none:?}");
+    // With room (another worker), the rest is claimed, each a first delivery.
+    let mut rest = HashSet::new();
+    let until = Instant::now() + PATIENCE;
+    while rest.len() < 3 && Instant::now() < until {
+        for c in store.claim_fair("w2", 10, LONG_LEASE, EMPTY_WAIT, &Shares::capped(2)).await.expect("claim") {
+            assert_eq!(c.task.scope, alice);
+            assert_eq!((c.task.attempt, c.deliveries), (1, 1), "skipped work was never claimed: {c:?}");
+            assert!(rest.insert(c.task.id.clone()), "claimed twice: {c:?}");
+        }
+    }
+    assert_eq!(rest.len(), 3, "alice's remaining work was claimed");
+    assert_nothing_to_claim(&store, "w3").await;
 }
 
 /// Work of a cancelled task is dropped, whether queued or recovered from a lapsed lease.

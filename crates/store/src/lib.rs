@@ -10,6 +10,7 @@
 //! - [`Backend`]: the pair a server runs on (both traits, usually one object).
 //! - [`memory`]: the embedded backend (not durable, and says so).
 //! - [`metrics`]: what every store reports of a create (a principal's quota use).
+//! - [`shares`]: fair shares at claim time (a scope without room is skipped, not waited behind).
 //! - [`contract`] (feature `contract`): the behavioural suite, written once
 //!   against the trait; `store_contract_tests!` instantiates it per backend.
 //!
@@ -26,11 +27,13 @@ use std::{collections::HashMap, pin::Pin, sync::Arc, time::Duration};
 
 use futures::Stream;
 pub use presa_tasks::{Caller, NewTask, Scope, Status, Task, TaskId, wire::GetView};
+pub use shares::Shares;
 
 #[cfg(any(test, feature = "contract"))]
 pub mod contract;
 pub mod memory;
 pub mod metrics;
+pub mod shares;
 pub mod util;
 #[cfg(any(test, feature = "contract"))]
 pub mod wrapped;
@@ -198,8 +201,24 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
     /// Claim up to `max` work items for `worker`: new work first, then items
     /// whose lease lapsed. Waits up to `wait` when there is none. Each claim
     /// bumps the task's attempt. Work of tasks that are terminal or gone is
-    /// dropped, never returned.
-    async fn claim(&self, worker: &str, max: usize, lease: Duration, wait: Duration) -> Result<Vec<Claim>, StoreError>;
+    /// dropped, never returned. Admits every scope: [`claim_fair`](Self::claim_fair)
+    /// with no cap.
+    async fn claim(&self, worker: &str, max: usize, lease: Duration, wait: Duration) -> Result<Vec<Claim>, StoreError> {
+        self.claim_fair(worker, max, lease, wait, &Shares::default()).await
+    }
+
+    /// [`claim`](Self::claim) within fair `shares`: work of a scope without
+    /// room is not claimed (nor its attempt bumped) but stays queued, in
+    /// order, while the work behind it is claimed; it is claimed once a
+    /// claim with room for its scope comes (this worker's or another's).
+    async fn claim_fair(
+        &self,
+        worker: &str,
+        max: usize,
+        lease: Duration,
+        wait: Duration,
+        shares: &Shares,
+    ) -> Result<Vec<Claim>, StoreError>;
 
     /// Extend the lease. `false` when the claim was lost (another worker
     /// took it, or the task is gone): the holder must stop.

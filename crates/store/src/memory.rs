@@ -20,7 +20,7 @@ use tokio::sync::{Notify, broadcast};
 use tokio_stream::wrappers::BroadcastStream;
 
 use crate::{
-    Cas, Claim, CreateLimits, EventBus, EventStream, PartitionStats, StoreError, TaskStore, TaskStream, Writer,
+    Cas, Claim, CreateLimits, EventBus, EventStream, PartitionStats, Shares, StoreError, TaskStore, TaskStream, Writer,
     util::{new_task_id, now_ms},
 };
 
@@ -192,27 +192,40 @@ impl State {
         });
     }
 
-    /// Claim up to `max` items: queued first, then lapsed leases (oldest
-    /// deadline first). Also returns the earliest deadline still running.
+    /// Claim up to `max` items within `shares`: queued first (in order,
+    /// skipping the work of scopes without room, which keeps its place),
+    /// then lapsed leases (oldest deadline first). Also returns the earliest
+    /// deadline still running.
     fn take(
         &mut self,
         worker: &str,
         max: usize,
         lease: Duration,
+        shares: &mut Shares,
         changes: &broadcast::Sender<Task>,
     ) -> (Vec<Claim>, Option<Instant>) {
         let now = now_ms();
         let instant = Instant::now();
         let mut claims = Vec::new();
+        let mut skipped = VecDeque::new();
         while claims.len() < max {
             let Some(id) = self.queue.pop_front() else {
                 break;
             };
-            if self.work.get(&id).is_some_and(|w| w.lease.is_none())
-                && let Some(claim) = self.claim_item(&id, worker, lease, now, instant, changes)
-            {
+            if !self.work.get(&id).is_some_and(|w| w.lease.is_none()) {
+                continue;
+            }
+            if !self.admits(&id, shares, now) {
+                skipped.push_back(id);
+                continue;
+            }
+            if let Some(claim) = self.claim_item(&id, worker, lease, now, instant, changes) {
                 claims.push(claim);
             }
+        }
+        // What was skipped goes back to the front, in its order.
+        while let Some(id) = skipped.pop_back() {
+            self.queue.push_front(id);
         }
         if claims.len() < max {
             let mut lapsed: Vec<(Instant, TaskId)> = self
@@ -228,13 +241,30 @@ impl State {
                 if claims.len() >= max {
                     break;
                 }
-                if let Some(claim) = self.claim_item(&id, worker, lease, now, instant, changes) {
+                if self.admits(&id, shares, now)
+                    && let Some(claim) = self.claim_item(&id, worker, lease, now, instant, changes)
+                {
                     claims.push(claim);
                 }
             }
         }
         let next_deadline = self.work.values().filter_map(|w| w.lease.as_ref().map(|l| l.deadline)).min();
         (claims, next_deadline)
+    }
+
+    /// Whether `shares` admit the work of task `id` (counting it). Work of a
+    /// task that is gone is admitted, so that claiming it drops it.
+    fn admits(&mut self, id: &TaskId, shares: &mut Shares, now: u64) -> bool {
+        if !shares.is_capped() {
+            return true;
+        }
+        match self.live(id, now) {
+            Some(task) => {
+                let scope = task.scope.clone();
+                shares.take(&scope)
+            }
+            None => true,
+        }
     }
 
     /// Lease one work item to `worker`, recording the claim on the task
@@ -465,14 +495,21 @@ impl TaskStore for MemoryStore {
         Ok(Cas::Applied(next.clone()))
     }
 
-    async fn claim(&self, worker: &str, max: usize, lease: Duration, wait: Duration) -> Result<Vec<Claim>, StoreError> {
+    async fn claim_fair(
+        &self,
+        worker: &str,
+        max: usize,
+        lease: Duration,
+        wait: Duration,
+        shares: &Shares,
+    ) -> Result<Vec<Claim>, StoreError> {
         let until = deadline_after(Instant::now(), wait);
         loop {
             // Registered before looking, so a create in between still wakes us.
             let notified = self.work_ready.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let (claims, next_lapse) = self.state().take(worker, max, lease, &self.changes);
+            let (claims, next_lapse) = self.state().take(worker, max, lease, &mut shares.clone(), &self.changes);
             if !claims.is_empty() || max == 0 || Instant::now() >= until {
                 return Ok(claims);
             }

@@ -9,8 +9,8 @@ use std::{any::Any, collections::HashMap, fmt, sync::Arc, time::Duration};
 use futures::StreamExt;
 
 use crate::{
-    Cas, Claim, CreateLimits, EventBus, EventStream, GetView, NewTask, PartitionStats, Scope, StoreError, Task, TaskId,
-    TaskStore, TaskStream, Writer,
+    Cas, Claim, CreateLimits, EventBus, EventStream, GetView, NewTask, PartitionStats, Scope, Shares, StoreError, Task,
+    TaskId, TaskStore, TaskStream, Writer,
 };
 
 /// `inner`, plus what a test needs around it.
@@ -64,8 +64,15 @@ impl<S: TaskStore> TaskStore for Wrapped<S> {
     async fn transition(&self, next: &Task, writer: Writer) -> Result<Cas, StoreError> {
         self.inner.transition(next, writer).await
     }
-    async fn claim(&self, worker: &str, max: usize, lease: Duration, wait: Duration) -> Result<Vec<Claim>, StoreError> {
-        self.inner.claim(worker, max, lease, wait).await
+    async fn claim_fair(
+        &self,
+        worker: &str,
+        max: usize,
+        lease: Duration,
+        wait: Duration,
+        shares: &Shares,
+    ) -> Result<Vec<Claim>, StoreError> {
+        self.inner.claim_fair(worker, max, lease, wait, shares).await
     }
     async fn renew(&self, claim: &Claim, lease: Duration) -> Result<bool, StoreError> {
         self.inner.renew(claim, lease).await
