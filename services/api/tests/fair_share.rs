@@ -239,3 +239,24 @@ async fn malformed_task_ids_answer_like_unknown_ones() {
         }
     }
 }
+
+/// A holds her whole active-task quota in 600-second tasks, more than the
+/// worker's 64 slots: she gets her share of them (a quarter), the rest of
+/// hers stays queued, and B's 0-second task, created after all of A's, runs
+/// while every one of A's is still active.
+#[tokio::test]
+async fn a_principal_holding_its_whole_quota_does_not_starve_another() {
+    let srv = embedded(ServerConfig { max_active_tasks_per_scope: Some(100), ..ServerConfig::default() }).await;
+    let a = Client::new(&srv.url, tasks_caps()).with_scope("a");
+    let mut held = Vec::new();
+    for i in 0..100 {
+        held.push(task_id(&a.call_tool("slow_compute", json!({ "seconds": 600, "label": format!("a{i}") })).await));
+    }
+    let b = Client::new(&srv.url, tasks_caps()).with_scope("b");
+    let id = task_id(&b.call_tool("slow_compute", json!({ "seconds": 0, "label": "b" })).await);
+    let done = b.wait_task_for(&id, "completed", Duration::from_secs(10), |t| t["status"] == "completed").await;
+    assert_eq!(done["result"]["content"][0]["text"], "Completed b");
+    for id in [&held[0], &held[99]] {
+        assert_eq!(a.get_task(id).await["status"], "working", "A still holds her whole quota");
+    }
+}

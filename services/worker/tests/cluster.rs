@@ -697,13 +697,10 @@ async fn parked_tasks_do_not_hold_the_workers_slots() {
     assert_eq!(resumed["result"]["content"][0]["text"], "Delete confirmed: true");
 }
 
-/// On Redis with worker pods and `--auth jwt`: another principal's task
-/// answers exactly like an unknown one, and the worker's handler sees its
-/// creator (`ctx.caller()`, tenant from `--jwt-tenant-claim`).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tasks_are_private_to_their_principal_on_redis() {
+/// An API pod with `--auth jwt` (tenant from the `org` claim) on `cluster`,
+/// and a client maker: a client with a token for `sub` in org `acme`.
+async fn jwt_api(cluster: &Cluster) -> (Pod, impl Fn(&str) -> Client, tempfile::TempDir) {
     use presa_testkit::jwt::{Key, TestIssuer};
-    let cluster = Cluster::new().await;
     let port = free_port();
     let resource = format!("http://127.0.0.1:{port}/mcp");
     let issuer = TestIssuer::new("https://issuer.test", resource.clone());
@@ -723,15 +720,49 @@ async fn tasks_are_private_to_their_principal_on_redis() {
         jwks.to_str().unwrap(),
     ];
     let api = Pod::start("api", &api_bin(), port, &args, &cluster.env()).await;
-    let _worker = cluster.worker("w1", 2000, &[]).await;
-    let as_user = |sub: &str| {
+    let url = api.url.clone();
+    let as_user = move |sub: &str| {
         let mut claims = issuer.claims(sub, &["deploy"]);
         claims["org"] = json!("acme");
-        Client::new(&api.url, tasks_caps()).with_bearer(&issuer.sign(Key::Ec, &claims))
+        Client::new(&url, tasks_caps()).with_bearer(&issuer.sign(Key::Ec, &claims))
     };
+    (api, as_user, dir)
+}
+
+/// On Redis with worker pods and `--auth jwt`: another principal's task
+/// answers exactly like an unknown one, and the worker's handler sees its
+/// creator (`ctx.caller()`, tenant from `--jwt-tenant-claim`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_are_private_to_their_principal_on_redis() {
+    let cluster = Cluster::new().await;
+    let (api, as_user, _dir) = jwt_api(&cluster).await;
+    let _worker = cluster.worker("w1", 2000, &[]).await;
     let (alice, bob) = (as_user("alice"), as_user("bob"));
     presa_testkit::principals::tasks_stay_with_their_principal(&alice, &bob, "acme", "alice").await;
     // Without a token: 401 before anything else.
     let (status, _) = Client::new(&api.url, tasks_caps()).send("tools/list", json!({})).await;
     assert_eq!(status, 401);
+}
+
+/// On Redis with two worker pods and `--auth jwt`: Alice's 40 long tasks,
+/// created first, are ten times both workers' slots; she gets her share of
+/// each worker (one of four), the rest of hers stays queued (held, not
+/// claimed), and Bob's 0-second task created after them runs at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principal_with_a_long_backlog_does_not_starve_another_on_redis() {
+    let cluster = Cluster::new().await;
+    let (_api, as_user, _dir) = jwt_api(&cluster).await;
+    let _w1 = cluster.worker("w1", 2000, &["--concurrency", "4"]).await;
+    let _w2 = cluster.worker("w2", 2000, &["--concurrency", "4"]).await;
+    let (alice, bob) = (as_user("alice"), as_user("bob"));
+    let mut backlog = Vec::new();
+    for i in 0..40 {
+        backlog.push(task_id(&alice.call_tool("slow_compute", json!({ "seconds": 600, "label": format!("a{i}") })).await));
+    }
+    let id = task_id(&bob.call_tool("slow_compute", json!({ "seconds": 0, "label": "bob" })).await);
+    let done = bob.wait_task_for(&id, "completed", Duration::from_secs(10), |t| t["status"] == "completed").await;
+    assert_eq!(done["result"]["content"][0]["text"], "Completed bob");
+    for id in [&backlog[0], &backlog[39]] {
+        assert_eq!(alice.get_task(id).await["status"], "working", "Alice still holds her backlog");
+    }
 }
