@@ -2,7 +2,7 @@
 # Usage: source .ci/podman-redis.sh DIR
 #
 # A Docker-API-compatible engine for testcontainers on a machine without Docker
-# or a registry (see ../shared/CONTAINERS.md): installs podman + runc (Debian),
+# or a registry (see docs/testing.md, "Containers without Docker"): installs podman + runc (Debian),
 # writes /etc/containers/containers.conf (runc, cgroupfs, ulimits the sandbox
 # allows), builds a `FROM scratch` image holding Debian's redis-server and the
 # libraries ldd lists for it (deploy/local-images.sh redis), tagged

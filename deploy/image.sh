@@ -24,11 +24,11 @@
 # were linked against. PRESA_IMAGE_WORK (default /var/tmp/presa-image) keeps the
 # debootstrap root between runs; `--rebuild-bases` starts over.
 #
-# Profiles: `dist` (the default; fat LTO, what the figures in the README were
-# measured with) or `release` (several minutes quicker to build; CI uses it).
+# Profiles: `dist` (the default; fat LTO, what the figures in docs/performance.md
+# were measured with) or `release` (several minutes quicker to build; CI uses it).
 #
 # Needs: podman (apt-get install podman runc; on a sandbox that cannot raise rlimits
-# or use crun see ../shared/CONTAINERS.md or .ci/podman-setup.sh), and for local bases
+# or use crun see docs/testing.md, "Containers without Docker", and .ci/podman-redis.sh), and for local bases
 # debootstrap and a reachable Debian mirror (PRESA_DEBIAN_MIRROR).
 set -euo pipefail
 

@@ -4,7 +4,8 @@
 # The third-party images deploy/compose.yaml runs beside presa's, built on a
 # machine that reaches no container registry: `FROM scratch` images holding
 # this machine's own Debian binaries and the shared libraries `ldd` lists for
-# them (as ../shared/CONTAINERS.md does for Redis). Prints each image's name.
+# them (as docs/testing.md, "Containers without Docker", describes for Redis).
+# Prints each image's name.
 #
 #   redis  localhost/redis-local:7    redis-server and redis-cli (apt-get install redis-server),
 #                                     also tagged docker.io/library/redis:7.2, the name

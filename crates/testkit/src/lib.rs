@@ -10,7 +10,7 @@
 //! - [`jwt`]: a throw-away token issuer (fresh RSA and EC keys, JWKS, good and forged tokens).
 //! - [`principals`]: the cross-principal scenario (a task belongs to its creator alone).
 //! - [`pods`]: `presa-api` / `presa-worker` processes for cluster and crash tests.
-//! - [`reference`](mod@reference): the README configuration reference, checked against `--help`.
+//! - [`reference`](mod@reference): the configuration reference (`docs/configuration.md`), checked against `--help`.
 
 pub mod cli;
 pub mod client;

@@ -1,12 +1,28 @@
-//! The README's configuration reference, generated from a binary's `--help`.
+//! The configuration reference (`docs/configuration.md`), generated from a
+//! binary's `--help`.
 //!
-//! [`check_readme_section`] renders the options of `binary --help` as a
-//! Markdown table and compares it with the README section between
+//! [`check_config_section`] renders the options of `binary --help` as a
+//! Markdown table and compares it with the section of the reference between
 //! `<!-- config:NAME -->` and `<!-- /config:NAME -->`. With
-//! `PRESA_UPDATE_README=1` it rewrites the section instead, so the reference
-//! cannot drift from the code.
+//! `PRESA_UPDATE_DOCS=1` (or the older name `PRESA_UPDATE_README=1`) it
+//! rewrites the section instead, so the reference cannot drift from the code.
 
-use std::{path::Path, process::Command};
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+/// The environment variables that make the check rewrite the reference instead
+/// of failing: the current name first, then the one it had when the reference
+/// lived in the README.
+pub const UPDATE_VARS: [&str; 2] = ["PRESA_UPDATE_DOCS", "PRESA_UPDATE_README"];
+
+/// `docs/configuration.md` of this workspace, the file the reference lives in.
+pub fn configuration_md() -> PathBuf {
+    let workspace =
+        Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).expect("crates/testkit is two levels down");
+    workspace.join("docs/configuration.md")
+}
 
 /// One option of a `--help` text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,34 +83,37 @@ pub fn render_table(options: &[HelpOption]) -> String {
     s
 }
 
-/// Check (or, with `PRESA_UPDATE_README=1`, rewrite) the README section
-/// `name` against `binary --help`. Panics with a diff hint when they differ.
-pub fn check_readme_section(readme: &Path, binary: &Path, name: &str) {
-    check_readme_section_of(readme, binary, name, |_| true);
+/// Check (or, with `PRESA_UPDATE_DOCS=1`, rewrite) the section `name` of the
+/// reference file `doc` (usually [`configuration_md`]) against `binary --help`.
+/// Panics with the expected table when they differ.
+pub fn check_config_section(doc: &Path, binary: &Path, name: &str) {
+    check_config_section_of(doc, binary, name, |_| true);
 }
 
-/// [`check_readme_section`] for the options `keep` selects (a binary whose
+/// [`check_config_section`] for the options `keep` selects (a binary whose
 /// other options another section lists already).
-pub fn check_readme_section_of(readme: &Path, binary: &Path, name: &str, keep: impl Fn(&HelpOption) -> bool) {
+pub fn check_config_section_of(doc: &Path, binary: &Path, name: &str, keep: impl Fn(&HelpOption) -> bool) {
     let help = Command::new(binary).arg("--help").output().expect("running --help");
     assert!(help.status.success(), "{} --help failed", binary.display());
     let options: Vec<HelpOption> =
         parse_help(&String::from_utf8_lossy(&help.stdout)).into_iter().filter(keep).collect();
     let table = render_table(&options);
-    let text = std::fs::read_to_string(readme).expect("README.md");
+    let file = doc.display();
+    let text = std::fs::read_to_string(doc).unwrap_or_else(|e| panic!("reading {file}: {e}"));
     let (begin, end) = (format!("<!-- config:{name} -->\n"), format!("<!-- /config:{name} -->"));
-    let start = text.find(&begin).unwrap_or_else(|| panic!("README.md has no `{}` marker", begin.trim())) + begin.len();
-    let stop = text[start..].find(&end).unwrap_or_else(|| panic!("README.md has no `{end}` marker")) + start;
+    let start = text.find(&begin).unwrap_or_else(|| panic!("{file} has no `{}` marker", begin.trim())) + begin.len();
+    let stop = text[start..].find(&end).unwrap_or_else(|| panic!("{file} has no `{end}` marker")) + start;
     if text[start..stop] == table {
         return;
     }
-    if std::env::var_os("PRESA_UPDATE_README").is_some() {
-        std::fs::write(readme, format!("{}{}{}", &text[..start], table, &text[stop..])).expect("writing README.md");
+    if UPDATE_VARS.iter().any(|v| std::env::var_os(v).is_some()) {
+        std::fs::write(doc, format!("{}{}{}", &text[..start], table, &text[stop..]))
+            .unwrap_or_else(|e| panic!("writing {file}: {e}"));
         return;
     }
     panic!(
-        "README.md's configuration reference for {name} is out of date with `{} --help`; \
-         regenerate it with PRESA_UPDATE_README=1 cargo test.\nExpected:\n{table}",
+        "{file}: the configuration reference for {name} is out of date with `{} --help`; \
+         regenerate it with PRESA_UPDATE_DOCS=1 cargo test --test config_reference.\nExpected:\n{table}",
         binary.display()
     );
 }

@@ -1,11 +1,8 @@
-//! The README's configuration reference for presa-worker matches `presa-worker --help`.
+//! The configuration reference (`docs/configuration.md`) for presa-worker matches `presa-worker --help`.
+
+use presa_testkit::reference::{check_config_section, configuration_md};
 
 #[test]
-fn readme_lists_every_setting_of_presa_worker() {
-    let readme = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
-    presa_testkit::reference::check_readme_section(
-        &readme,
-        env!("CARGO_BIN_EXE_presa-worker").as_ref(),
-        "presa-worker",
-    );
+fn the_reference_lists_every_setting_of_presa_worker() {
+    check_config_section(&configuration_md(), env!("CARGO_BIN_EXE_presa-worker").as_ref(), "presa-worker");
 }
