@@ -236,14 +236,11 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
     let grace = Duration::from_millis(args.grace_ms);
     let stop_worker = CancellationToken::new();
     let worker = (!storage.durable).then(|| {
-        // Without authentication every caller is the one anonymous principal:
-        // a share between principals would only cap it.
-        let single = (args.auth.auth == crate::auth::AuthMode::None).then_some(0);
         let config = WorkerConfig {
             concurrency: args.concurrency,
             max_parked: args.max_parked,
-            max_running_per_scope: args.shares.max_running_per_scope.or(single),
-            max_parked_per_scope: args.shares.max_parked_per_scope.or(single),
+            max_running_per_scope: args.shares.max_running_per_scope,
+            max_parked_per_scope: args.shares.max_parked_per_scope,
             grace,
             ..WorkerConfig::default()
         };

@@ -115,8 +115,7 @@ pub struct ShareArgs {
     /// a worker; its further tasks stay queued while others' run. Default: a
     /// quarter of `--concurrency` (at least 1), so three principals at their
     /// share leave a quarter of every worker to everyone else; 0: no cap.
-    /// presa-api's embedded worker with `--auth none` (one anonymous
-    /// principal) defaults to no cap.
+    /// The anonymous principal (`--auth none`) has no cap.
     #[arg(long, env = "PRESA_MAX_RUNNING_PER_SCOPE")]
     pub max_running_per_scope: Option<usize>,
 

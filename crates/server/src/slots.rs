@@ -18,6 +18,7 @@
 //! share keeps its run slot instead of parking; and a resuming handler waits
 //! until its scope is under its run share again. So however much work one
 //! principal queues or parks, the rest of the pool stays free for others.
+//! The anonymous scope (no authentication: one principal) has no share.
 
 use std::{
     collections::HashMap,
@@ -186,7 +187,7 @@ impl Slot {
         }
         let scopes = &self.slots.scopes;
         let parked_here = scopes.held().get(&self.scope).map_or(0, |u| u.parked);
-        if scopes.parked_cap.is_some_and(|cap| parked_here >= cap) {
+        if !self.scope.is_anonymous() && scopes.parked_cap.is_some_and(|cap| parked_here >= cap) {
             return false;
         }
         match self.slots.parked.clone().try_acquire_owned() {
@@ -245,7 +246,7 @@ impl Slot {
             {
                 let mut held = scopes.held();
                 let u = held.entry(self.scope.clone()).or_default();
-                if scopes.run_cap.is_none_or(|cap| u.running < cap) {
+                if self.scope.is_anonymous() || scopes.run_cap.is_none_or(|cap| u.running < cap) {
                     u.running += 1;
                     return Some(RunShare { scopes, scope: &self.scope, armed: true });
                 }

@@ -10,6 +10,10 @@
 //! between another principal and a free slot: the head of a shared FIFO
 //! queue is not allowed to block it.
 //!
+//! The anonymous scope ([`Scope::anonymous`], every caller of a server
+//! without authentication) is one principal by definition: no cap applies to
+//! it, so a single-tenant deployment runs as many tasks at once as before.
+//!
 //! Pure bookkeeping, no IO: [`Shares::take`] is the one admission rule every
 //! backend applies.
 
@@ -40,7 +44,7 @@ impl Shares {
 
     /// Whether work of `scope` may be claimed now.
     pub fn admits(&self, scope: &Scope) -> bool {
-        self.cap.is_none_or(|cap| self.held.get(scope).copied().unwrap_or(0) < cap)
+        scope.is_anonymous() || self.cap.is_none_or(|cap| self.held.get(scope).copied().unwrap_or(0) < cap)
     }
 
     /// Admit one work item of `scope` (counting it), or refuse it when the
@@ -49,7 +53,7 @@ impl Shares {
         if !self.admits(scope) {
             return false;
         }
-        if self.cap.is_some() {
+        if self.cap.is_some() && !scope.is_anonymous() {
             *self.held.entry(scope.clone()).or_default() += 1;
         }
         true
@@ -100,6 +104,13 @@ mod tests {
         full.sort();
         assert_eq!(full, ["a", "b"]);
         assert!(s.admits(&scope("c")));
+    }
+
+    #[test]
+    fn the_anonymous_scope_has_no_cap() {
+        let mut s = Shares::capped(1).with_held(Scope::anonymous(), 5);
+        assert!((0..100).all(|_| s.take(&Scope::anonymous())));
+        assert!(!s.take(&scope("a")) || !s.take(&scope("a")));
     }
 
     #[test]

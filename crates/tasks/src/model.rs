@@ -66,6 +66,11 @@ impl Scope {
         Scope { tenant: "local".into(), subject: "anonymous".into() }
     }
 
+    /// Whether this is [`Scope::anonymous`].
+    pub fn is_anonymous(&self) -> bool {
+        self.tenant == "local" && self.subject == "anonymous"
+    }
+
     /// A stable single-string form, for keys and HMAC payloads: the JSON
     /// array `[tenant, subject]`, so two different scopes never share a key
     /// (`"a/b"`+`"c"` and `"a"`+`"b/c"` differ).

@@ -77,6 +77,7 @@ use std::{
 };
 
 mod chaos;
+mod fairness;
 mod gateway;
 mod procs;
 
@@ -396,6 +397,18 @@ fn catalog() -> Catalog {
         )
         .tool(
             Tool::new(
+                "sleep_task",
+                "A task that holds its worker slot for `ms`, then completes.",
+                json!({ "type": "object", "properties": { "ms": { "type": "integer" } } }),
+                |_ctx, args: Value| async move {
+                    tokio::time::sleep(Duration::from_millis(args["ms"].as_u64().unwrap_or(0))).await;
+                    Ok(ToolOutput::text("done"))
+                },
+            )
+            .policy(TaskPolicy::Required),
+        )
+        .tool(
+            Tool::new(
                 "park",
                 "A task that asks for one input, then completes.",
                 json!({ "type": "object" }),
@@ -448,6 +461,19 @@ async fn start_with(
     config: ServerConfig,
     workers: usize,
 ) -> Running {
+    start_http(store, bus, redis, config, workers, HttpConfig::default()).await
+}
+
+/// [`start_with`] with `http` settings (the fairness rows name their callers
+/// with `x-test-scope`: presa_testkit's `HeaderScopes`).
+async fn start_http(
+    store: Arc<dyn TaskStore>,
+    bus: Arc<dyn EventBus>,
+    redis: Option<TestRedis>,
+    config: ServerConfig,
+    workers: usize,
+    http: HttpConfig,
+) -> Running {
     let core = Core::new(config, catalog(), Backend { store, bus });
     let server = Server::new(core.clone(), StateCodec::new(b"presa-bench"));
     let stop = CancellationToken::new();
@@ -456,7 +482,7 @@ async fn start_with(
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
     let url = format!("http://{}/mcp", listener.local_addr().expect("a bound listener"));
-    let router = presa_http::router(server.clone(), HttpConfig::default());
+    let router = presa_http::router(server.clone(), http);
     let shutdown = stop.clone();
     tokio::spawn(presa_http::serve(listener, router, async move { shutdown.cancelled().await }));
     Running { url, server, stop, _redis: redis, redis_url: None }
@@ -464,10 +490,10 @@ async fn start_with(
 
 /// A Redis-backed server (unique key prefix), when a Redis is given or `redis-server` is on PATH.
 async fn start_redis(url: Option<&str>) -> Option<Running> {
-    start_redis_with(url, bench_config(), 1).await
+    start_redis_with(url, bench_config(), 1, HttpConfig::default()).await
 }
 
-async fn start_redis_with(url: Option<&str>, config: ServerConfig, workers: usize) -> Option<Running> {
+async fn start_redis_with(url: Option<&str>, config: ServerConfig, workers: usize, http: HttpConfig) -> Option<Running> {
     let on_path =
         std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("redis-server").is_file()));
     let spawned = match url {
@@ -481,7 +507,7 @@ async fn start_redis_with(url: Option<&str>, config: ServerConfig, workers: usiz
     let store = Arc::new(RedisStore::connect(config).await.unwrap_or_else(|e| panic!("connecting to {url}: {e}")));
     let how = if spawned.is_some() { "spawned redis-server" } else { "given" };
     println!("Redis: {url} ({how}), key prefix {prefix}, {workers} worker pool(s)");
-    let mut running = start_with(store.clone(), store, spawned, server_config, workers).await;
+    let mut running = start_http(store.clone(), store, spawned, server_config, workers, http).await;
     running.redis_url = Some((url, prefix));
     Some(running)
 }
@@ -925,7 +951,8 @@ async fn main() {
 
     // Tasks on Redis with the default settings (per-scope limits on) and two worker pools.
     let defaults = match &redis {
-        Some(r) => start_redis_with(r.redis_url.as_ref().map(|u| u.0.as_str()), ServerConfig::default(), 2).await,
+        Some(r) => start_redis_with(r.redis_url.as_ref().map(|u| u.0.as_str()), ServerConfig::default(), 2, HttpConfig::default())
+                .await,
         None => None,
     };
     if let Some(d) = &defaults {
@@ -985,6 +1012,22 @@ async fn main() {
         let mut resumed = take(&RESUMES);
         let notes = format!("{} input round trips", s.latencies.len());
         row(&format!("tasks/update -> resume, {name}"), 1, None, &mut resumed, &notes);
+    }
+    // Fairness: one principal flooding, another at a low rate (default quotas and shares).
+    let scoped = || HttpConfig { authenticator: Arc::new(presa_testkit::HeaderScopes), ..HttpConfig::default() };
+    let memory = Arc::new(MemoryStore::new());
+    let fair = start_http(memory.clone(), memory, None, ServerConfig::default(), 1, scoped()).await;
+    fairness::rows(&fair, "embedded", secs).await;
+    drop(fair);
+    let fair_redis = match redis.as_ref() {
+        Some(r) => {
+            let url = r.redis_url.as_ref().map(|u| u.0.as_str());
+            start_redis_with(url, ServerConfig::default(), 1, scoped()).await
+        }
+        None => None,
+    };
+    if let Some(fair) = fair_redis {
+        fairness::rows(&fair, "Redis", secs).await;
     }
     // RSS per open listen stream.
     let notes = rss_per_listen_stream(args.rss_streams).await;
