@@ -147,6 +147,9 @@ struct Args {
     /// Only the gateway rows (presa-gateway in front of the rmcp peer: added latency, tasks/s).
     #[arg(long)]
     gateway_only: bool,
+    /// Only the fairness rows (one principal flooding, another at a low rate).
+    #[arg(long)]
+    fairness_only: bool,
 }
 
 /// The subcommands.
@@ -424,6 +427,21 @@ fn catalog() -> Catalog {
         )
         .build()
         .expect("the bench catalog is valid")
+}
+
+/// The fairness rows on fresh servers with default quotas and shares (see `fairness.rs`).
+async fn fairness_rows(redis: Option<&Running>, secs: Duration) {
+    let scoped = || HttpConfig { authenticator: Arc::new(presa_testkit::HeaderScopes), ..HttpConfig::default() };
+    let memory = Arc::new(MemoryStore::new());
+    let fair = start_http(memory.clone(), memory, None, ServerConfig::default(), 1, scoped()).await;
+    fairness::rows(&fair, "embedded", secs).await;
+    drop(fair);
+    let url = redis.and_then(|r| r.redis_url.as_ref()).map(|u| u.0.as_str());
+    if url.is_some()
+        && let Some(fair) = start_redis_with(url, ServerConfig::default(), 1, scoped()).await
+    {
+        fairness::rows(&fair, "Redis", secs).await;
+    }
 }
 
 /// A server with its worker on a loopback port; stopped when dropped.
@@ -888,6 +906,11 @@ async fn main() {
     if redis.is_none() {
         println!("Redis: none (no --redis-url, no redis-server on PATH): Redis rows skipped");
     }
+    if args.fairness_only {
+        println!("\n{:<38} {:>5} {:>8} {:>9} {:>9} {:>9}  notes", "scenario", "conns", "ops/s", "p50", "p90", "p99");
+        fairness_rows(redis.as_ref(), secs).await;
+        return;
+    }
     let redis_url = redis.as_ref().and_then(|r| r.redis_url.as_ref()).map(|u| u.0.clone());
     println!("idle RSS (own processes): {}", idle_rss(redis_url.as_deref()).await);
     println!("\n{:<38} {:>5} {:>8} {:>9} {:>9} {:>9}  notes", "scenario", "conns", "ops/s", "p50", "p90", "p99");
@@ -1013,22 +1036,7 @@ async fn main() {
         let notes = format!("{} input round trips", s.latencies.len());
         row(&format!("tasks/update -> resume, {name}"), 1, None, &mut resumed, &notes);
     }
-    // Fairness: one principal flooding, another at a low rate (default quotas and shares).
-    let scoped = || HttpConfig { authenticator: Arc::new(presa_testkit::HeaderScopes), ..HttpConfig::default() };
-    let memory = Arc::new(MemoryStore::new());
-    let fair = start_http(memory.clone(), memory, None, ServerConfig::default(), 1, scoped()).await;
-    fairness::rows(&fair, "embedded", secs).await;
-    drop(fair);
-    let fair_redis = match redis.as_ref() {
-        Some(r) => {
-            let url = r.redis_url.as_ref().map(|u| u.0.as_str());
-            start_redis_with(url, ServerConfig::default(), 1, scoped()).await
-        }
-        None => None,
-    };
-    if let Some(fair) = fair_redis {
-        fairness::rows(&fair, "Redis", secs).await;
-    }
+    fairness_rows(redis.as_ref(), secs).await;
     // RSS per open listen stream.
     let notes = rss_per_listen_stream(args.rss_streams).await;
     println!("{:<38} {:>5} {:>8}  {notes}", "RSS per listen stream, embedded", args.rss_streams, "-");
