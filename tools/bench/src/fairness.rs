@@ -34,8 +34,8 @@ async fn round(server: &Running, dur: Duration, flood: bool) -> (Vec<Duration>, 
                 let (mut ids, mut refused) = (Vec::new(), 0u64);
                 while Instant::now() < until {
                     let args = json!({ "ms": ALICE_TASK.as_millis() as u64 });
-                    let r = c.call_tool("sleep_task", args).await;
-                    match r["taskId"].as_str() {
+                    let r = c.try_send("tools/call", json!({ "name": "sleep_task", "arguments": args })).await;
+                    match r.as_ref().ok().and_then(|(_, v)| v["result"]["taskId"].as_str()) {
                         Some(id) => ids.push(id.to_string()),
                         None => {
                             refused += 1;
