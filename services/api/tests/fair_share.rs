@@ -101,6 +101,108 @@ async fn slow_connections_do_not_starve_others() {
     }
 }
 
+/// An embedded server with `--auth tokens` (one token, `good-token`) and `limits`.
+async fn with_a_token(limits: ServeLimits) -> (Embedded, tempfile::TempDir) {
+    use presa_http::auth::tokens::{StaticTokens, token_digest};
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens");
+    std::fs::write(&file, format!("{} acme alice\n", token_digest("good-token"))).unwrap();
+    let tokens = StaticTokens::load(&file, presa_http::Challenge::default()).unwrap();
+    let http = HttpConfig { authenticator: std::sync::Arc::new(tokens), ..HttpConfig::default() };
+    (embedded_limited(ServerConfig::default(), http, 0, limits).await, dir)
+}
+
+/// A POST /mcp without a token on `conn`; returns the answer's head.
+async fn post_without_token(conn: &mut TcpStream) -> String {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    let mut buf = vec![0u8; 2048];
+    let n = tokio::time::timeout(Duration::from_secs(5), conn.read(&mut buf)).await.expect("no answer").unwrap();
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// With `--max-connections 100`: 100 tokenless connections (each refused
+/// with 401, then kept open by the client) and then 100 silent ones do not
+/// delay an authenticated request or `/healthz`: a 401 closes its
+/// connection, and a new connection at the limit closes an idle one.
+#[tokio::test]
+async fn tokenless_connections_do_not_delay_others() {
+    let (srv, _dir) = with_a_token(ServeLimits { max_connections: 100, ..ServeLimits::default() }).await;
+    let addr = addr_of(&srv.url);
+    let mut refused = Vec::new();
+    for _ in 0..100 {
+        let mut conn = TcpStream::connect(&addr).await.unwrap();
+        let head = post_without_token(&mut conn).await.to_ascii_lowercase();
+        assert!(head.starts_with("http/1.1 401"), "{head}");
+        assert!(head.contains("connection: close"), "a 401 closes its connection: {head}");
+        refused.push(conn);
+    }
+    for conn in refused.iter_mut().take(10) {
+        assert!(closed_within(conn, 2).await, "a refused connection stayed open");
+    }
+    let mut silent = Vec::new();
+    for _ in 0..100 {
+        silent.push(TcpStream::connect(&addr).await.unwrap());
+    }
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
+    let started = Instant::now();
+    let health = http.get(srv.url.replace("/mcp", "/healthz")).send().await.expect("/healthz answered");
+    assert_eq!(health.status(), 200);
+    let authenticated = Client { http, ..Client::new(&srv.url, json!({})) }.with_bearer("good-token");
+    let (status, listed) = authenticated.send("tools/list", json!({})).await;
+    assert_eq!(status, 200, "{listed}");
+    assert!(started.elapsed() < Duration::from_secs(2), "waited {:?} behind tokenless connections", started.elapsed());
+    // The silent connections made room: the oldest ones were closed.
+    assert!(closed_within(&mut silent[0], 2).await, "the oldest silent connection is still open");
+}
+
+/// Every connection busy with a request in flight (listen streams): the
+/// probes still answer on the connections reserved for them, and any other
+/// request on those gets a quick 503 with `Retry-After` instead of hanging.
+#[tokio::test]
+async fn probes_answer_while_every_connection_is_busy() {
+    let limits = ServeLimits { max_connections: 4, probe_connections: 2, ..ServeLimits::default() };
+    let srv = embedded_limited(ServerConfig::default(), http(), 0, limits).await;
+    let mut streams = Vec::new();
+    for i in 0..4 {
+        // One HTTP client each: every stream on a connection of its own.
+        let c = Client::new(&srv.url, json!({})).with_scope(&format!("s{i}"));
+        let (status, mut s) = c.listen(json!({ "toolsListChanged": true })).await;
+        assert_eq!(status, 200);
+        assert_eq!(next_within(&mut s, 5).await["method"], "notifications/subscriptions/acknowledged");
+        streams.push(s);
+    }
+    let base = srv.url.trim_end_matches("/mcp").to_string();
+    for _ in 0..3 {
+        for probe in ["/healthz", "/readyz"] {
+            let http = reqwest::Client::builder().timeout(Duration::from_secs(3)).build().unwrap();
+            let r = http.get(format!("{base}{probe}")).send().await.unwrap_or_else(|e| panic!("{probe}: {e}"));
+            assert_eq!(r.status(), 200, "{probe}");
+            assert_eq!(r.headers()["connection"], "close", "{probe}");
+        }
+    }
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(3)).build().unwrap();
+    let other = Client { http, ..Client::new(&srv.url, json!({})) };
+    let resp = other.http.post(&srv.url).body("{}").send().await.expect("a quick answer, not a wait");
+    assert_eq!(resp.status(), 503);
+    assert_eq!(resp.headers()["retry-after"], "1");
+    // A stream ending frees its connection for everything again.
+    drop(streams.pop());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        // Until then, the 503 (not JSON) of a probe connection.
+        if let Ok((200, _)) = other.try_send("tools/list", json!({})).await {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the freed connection was never served");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// `Content-Length: 10000000000`: 413 at once, without sending (or reading) a body.
 #[tokio::test]
 async fn declared_oversize_body_gets_413_at_once() {
