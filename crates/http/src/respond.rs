@@ -46,12 +46,12 @@ pub(crate) fn json(status: StatusCode, body: &Value) -> Response {
     (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], Bytes::from(bytes)).into_response()
 }
 
-/// A JSON-RPC error with its HTTP status; a 429 also says `Retry-After`
-/// (whole seconds, rounded up from `data.retryAfterMs`).
-fn error(id: Option<&RequestId>, e: &ErrorObject) -> Response {
+/// A JSON-RPC error with its HTTP status; a 429 or 503 whose error says
+/// `data.retryAfterMs` also says `Retry-After` (whole seconds, rounded up).
+pub(crate) fn error(id: Option<&RequestId>, e: &ErrorObject) -> Response {
     let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut resp = json(status, &jsonrpc::failure(id, e));
-    if status == StatusCode::TOO_MANY_REQUESTS
+    if matches!(status, StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE)
         && let Some(ms) = e.data.as_ref().and_then(|d| d.get("retryAfterMs")).and_then(Value::as_u64)
     {
         resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(ms.div_ceil(1000)));

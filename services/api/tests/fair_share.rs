@@ -255,7 +255,38 @@ async fn oversized_tasks_and_answers_are_refused() {
     c.wait_status(&id, "completed").await;
 }
 
-/// A at its active-task quota: A is refused (retryable), B still creates.
+/// `tools/call` of `tool` as `c`'s scope, expected to be refused: (HTTP
+/// status, its `Retry-After`, the JSON-RPC error).
+async fn refused_with_retry_after(
+    c: &Client,
+    tool: &str,
+    arguments: serde_json::Value,
+) -> (u16, Option<String>, serde_json::Value) {
+    let body = json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "name": tool, "arguments": arguments,
+        "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                   "io.modelcontextprotocol/clientCapabilities": c.caps } } });
+    let resp = c
+        .http
+        .post(&c.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool)
+        .header("x-test-scope", c.scope.as_deref().unwrap_or("anonymous"))
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let retry_after = resp.headers().get("retry-after").map(|v| v.to_str().unwrap().to_string());
+    let v: serde_json::Value = resp.json().await.unwrap();
+    (status, retry_after, v["error"].clone())
+}
+
+/// A at its active-task quota: A is refused with 429 and `Retry-After`
+/// (the JSON-RPC error keeps `data.retryAfterMs`), B still creates.
 #[tokio::test]
 async fn a_principal_at_its_quota_does_not_stop_another() {
     let srv = embedded(ServerConfig { max_active_tasks_per_scope: Some(3), ..ServerConfig::default() }).await;
@@ -263,16 +294,18 @@ async fn a_principal_at_its_quota_does_not_stop_another() {
     for i in 0..3 {
         task_id(&a.call_tool("slow_compute", json!({ "seconds": 30, "label": format!("a{i}") })).await);
     }
-    let (status, e) = a.err("tools/call", json!({ "name": "slow_compute", "arguments": { "seconds": 30 } })).await;
-    assert_eq!(status, 503);
-    assert_eq!(e["data"]["retryable"], true);
+    let args = json!({ "seconds": 30 });
+    let (status, retry_after, e) = refused_with_retry_after(&a, "slow_compute", args).await;
+    assert_eq!((status, retry_after.as_deref()), (429, Some("1")), "{e}");
+    assert_eq!(e["code"], -32023);
+    assert_eq!(e["data"], json!({ "retryable": true, "retryAfterMs": 1000, "limit": "max_active_tasks_per_scope" }));
     let b = Client::new(&srv.url, tasks_caps()).with_scope("b");
     let id = task_id(&b.call_tool("slow_compute", json!({ "seconds": 0, "label": "b" })).await);
     b.wait_status(&id, "completed").await;
 }
 
 /// Listen streams are bounded per principal: A at its limit gets a
-/// retryable -32603 (HTTP 503), B still listens.
+/// retryable -32023 (HTTP 429), B still listens.
 #[tokio::test]
 async fn listen_streams_are_bounded_per_principal() {
     let config = ServerConfig { max_listen_streams_per_scope: 2, ..ServerConfig::default() };
@@ -286,8 +319,8 @@ async fn listen_streams_are_bounded_per_principal() {
         open.push(s);
     }
     let (status, e) = a.err("subscriptions/listen", json!({ "notifications": { "toolsListChanged": true } })).await;
-    assert_eq!(status, 503);
-    assert_eq!(e["data"], json!({ "retryable": true, "limit": "max_listen_streams_per_scope" }));
+    assert_eq!(status, 429);
+    assert_eq!(e["data"], json!({ "retryable": true, "retryAfterMs": 1000, "limit": "max_listen_streams_per_scope" }));
     let b = Client::new(&srv.url, json!({})).with_scope("b");
     let (status, mut s) = b.listen(json!({ "toolsListChanged": true })).await;
     assert_eq!(status, 200);

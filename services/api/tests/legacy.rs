@@ -269,7 +269,8 @@ async fn standalone_get_streams_share_the_listen_stream_budget() {
     let first = get("alice").await.unwrap();
     assert_eq!(first.status().as_u16(), 200);
     let second = get("alice").await.unwrap();
-    assert_eq!(second.status().as_u16(), 503, "alice's one stream is open");
+    assert_eq!(second.status().as_u16(), 429, "alice's one stream is open");
+    assert_eq!(second.headers()["retry-after"], "1");
     let body: Value = second.json().await.unwrap();
     assert_eq!(body["error"]["data"]["limit"], "max_listen_streams_per_scope", "{body}");
     assert_eq!(srv.server.active_listeners(), 1);

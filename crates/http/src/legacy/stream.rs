@@ -61,10 +61,7 @@ pub(crate) async fn get_mcp(State(app): State<App>, request: axum::extract::Requ
     // The same budget as `subscriptions/listen` streams, per pod and per principal.
     let permit = match app.server.admit_stream(&caller.scope) {
         Ok(p) => p,
-        Err(e) => {
-            let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-            return json(status, &jsonrpc::failure(None, &e));
-        }
+        Err(e) => return respond::error(None, &e),
     };
     let Ok(events) = app.server.core().bus().subscribe().await else {
         return session_refused(StatusCode::SERVICE_UNAVAILABLE, "Event stream unavailable, retry");
