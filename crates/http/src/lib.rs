@@ -239,6 +239,10 @@ async fn readyz(State(app): State<App>) -> Response {
     if app.server.shutdown_token().is_cancelled() {
         return (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response();
     }
+    if !app.config.authenticator.ready() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "authentication not ready: the signing keys have not loaded yet")
+            .into_response();
+    }
     readiness(app.config.ready.as_ref(), app.config.ready_detail.as_ref()).await
 }
 

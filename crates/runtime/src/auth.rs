@@ -171,17 +171,25 @@ impl AuthArgs {
                         if lower.starts_with("http://") {
                             tracing::warn!(url = %url, "--jwks-url is plain http: anyone on the path can swap the signing keys; use https:// outside a trusted network");
                         }
-                        let jwks = Jwks::new(JwksSource::Url(url.clone()), min_refresh, self.jwks_ca_file.as_deref())?;
-                        // An issuer that is down at start-up is retried on the first token.
+                        let jwks = Arc::new(Jwks::new(
+                            JwksSource::Url(url.clone()),
+                            min_refresh,
+                            self.jwks_ca_file.as_deref(),
+                        )?);
+                        // An issuer that is down at start-up: retried in the background; unready until then.
                         if let Err(e) = jwks.load().await {
-                            tracing::warn!(error = %e, "JWKS not loaded at start-up; retrying on the first token");
+                            tracing::warn!(
+                                error = %e,
+                                "JWKS not loaded at start-up: retrying until it loads; not ready (/readyz 503) until then"
+                            );
+                            jwks.retry_until_loaded();
                         }
                         jwks
                     }
                     (None, Some(path)) => {
                         let jwks = Jwks::new(JwksSource::File(path.clone()), min_refresh, None)?;
                         jwks.load().await?;
-                        jwks
+                        Arc::new(jwks)
                     }
                     _ => {
                         return Err(invalid(
@@ -196,7 +204,7 @@ impl AuthArgs {
                     leeway: Duration::from_secs(self.jwt_leeway_seconds),
                     min_refresh,
                 };
-                Arc::new(JwtAuthenticator::new(config, Arc::new(jwks), challenge.clone()))
+                Arc::new(JwtAuthenticator::new(config, jwks, challenge.clone()))
             }
         };
         Ok(Auth { authenticator, challenge, resource_metadata })

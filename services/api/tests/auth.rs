@@ -7,7 +7,7 @@
 use std::{
     sync::{
         Arc,
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
     },
     time::Duration,
 };
@@ -35,24 +35,36 @@ struct Fixture {
     srv: Embedded,
     issuer: Arc<TestIssuer>,
     fetches: Arc<AtomicUsize>,
+    knobs: Arc<Knobs>,
     metadata: String,
 }
 
+/// How the test JWKS endpoint misbehaves: slow answers, or 503s.
+#[derive(Debug, Default)]
+struct Knobs {
+    delay_ms: AtomicU64,
+    down: AtomicBool,
+}
+
 /// A JWKS endpoint counting its fetches; returns its URL.
-async fn serve_jwks(issuer: Arc<TestIssuer>, fetches: Arc<AtomicUsize>) -> String {
+async fn serve_jwks(issuer: Arc<TestIssuer>, fetches: Arc<AtomicUsize>, knobs: Arc<Knobs>) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/jwks", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, jwks_app(issuer, fetches)).await });
+    tokio::spawn(async move { axum::serve(listener, jwks_app(issuer, fetches, knobs)).await });
     url
 }
 
-fn jwks_app(issuer: Arc<TestIssuer>, fetches: Arc<AtomicUsize>) -> Router {
+fn jwks_app(issuer: Arc<TestIssuer>, fetches: Arc<AtomicUsize>, knobs: Arc<Knobs>) -> Router {
     Router::new().route(
         "/jwks",
         get(move || {
             fetches.fetch_add(1, Ordering::SeqCst);
             let keys = issuer.jwks();
-            async move { Json(keys) }
+            let (delay, down) = (knobs.delay_ms.load(Ordering::SeqCst), knobs.down.load(Ordering::SeqCst));
+            async move {
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+                if down { Err(axum::http::StatusCode::SERVICE_UNAVAILABLE) } else { Ok(Json(keys)) }
+            }
         }),
     )
 }
@@ -78,7 +90,7 @@ async fn serve_jwks_tls(issuer: Arc<TestIssuer>, fetches: Arc<AtomicUsize>) -> (
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("https://{}/jwks", listener.local_addr().unwrap());
-    let app = jwks_app(issuer, fetches);
+    let app = jwks_app(issuer, fetches, Arc::default());
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
             let (acceptor, app) = (acceptor.clone(), app.clone());
@@ -101,7 +113,8 @@ async fn fixture(min_refresh: Duration) -> Fixture {
     let resource = format!("http://127.0.0.1:{port}/mcp");
     let issuer = Arc::new(TestIssuer::new(ISSUER, resource.clone()));
     let fetches = Arc::new(AtomicUsize::new(0));
-    let jwks_url = serve_jwks(issuer.clone(), fetches.clone()).await;
+    let knobs = Arc::new(Knobs::default());
+    let jwks_url = serve_jwks(issuer.clone(), fetches.clone(), knobs.clone()).await;
     let metadata = metadata_url(&resource);
     let challenge = Challenge::new(Some(metadata.clone()), vec!["mcp".into()]);
     let config = JwtConfig {
@@ -112,6 +125,8 @@ async fn fixture(min_refresh: Duration) -> Fixture {
         min_refresh,
     };
     let jwks = Arc::new(Jwks::new(JwksSource::Url(jwks_url), min_refresh, None).unwrap());
+    // As presa-api does at start (until it has, /readyz says 503).
+    jwks.load().await.unwrap();
     let http = HttpConfig {
         authenticator: Arc::new(JwtAuthenticator::new(config, jwks, challenge.clone())),
         challenge,
@@ -123,7 +138,7 @@ async fn fixture(min_refresh: Duration) -> Fixture {
         ..HttpConfig::default()
     };
     let srv = embedded_with(ServerConfig::default(), http, port).await;
-    Fixture { srv, issuer, fetches, metadata }
+    Fixture { srv, issuer, fetches, knobs, metadata }
 }
 
 /// POST `tools/list` with `token`; (status, WWW-Authenticate, body).
@@ -271,6 +286,43 @@ async fn unknown_kids_refetch_the_jwks_at_most_once_per_interval() {
     assert_eq!(post(url, Some(&good), TOOLS_LIST).await.0, 200);
 }
 
+/// A JWKS fetch slower than the refetch interval: a burst of unknown kids
+/// costs one fetch that they all wait for together (not one after another),
+/// and a token whose key is cached is served meanwhile without waiting.
+#[tokio::test]
+async fn a_slow_jwks_fetch_is_shared_and_never_delays_known_keys() {
+    let f = fixture(Duration::from_millis(100)).await;
+    let url = &f.srv.url;
+    let good = f.issuer.token(Key::Rsa, "alice", &["mcp"]);
+    assert_eq!(post(url, Some(&good), TOOLS_LIST).await.0, 200);
+    assert_eq!(f.fetches.load(Ordering::SeqCst), 1);
+    f.knobs.delay_ms.store(1500, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let claims = f.issuer.claims("alice", &["mcp"]);
+    let started = std::time::Instant::now();
+    let burst = (0..10).map(|n| {
+        let token = f.issuer.sign_with_kid(Key::Rsa, &format!("rotated-{n}"), &claims);
+        let url = url.clone();
+        async move { post(&url, Some(&token), TOOLS_LIST).await.0 }
+    });
+    let known = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let asked = std::time::Instant::now();
+        let status = post(url, Some(&good), TOOLS_LIST).await.0;
+        (status, asked.elapsed())
+    };
+    let (statuses, (known_status, known_took)) = tokio::join!(futures::future::join_all(burst), known);
+    assert!(statuses.iter().all(|s| *s == 401), "{statuses:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "the burst was served one fetch after another: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(f.fetches.load(Ordering::SeqCst), 2, "one refetch for the whole burst");
+    assert_eq!(known_status, 200);
+    assert!(known_took < Duration::from_millis(500), "a cached key waited {known_took:?} for the fetch");
+}
+
 #[tokio::test]
 async fn tools_and_their_tasks_need_their_scopes() {
     let f = fixture(Duration::from_secs(60)).await;
@@ -412,6 +464,35 @@ async fn presa_api_fetches_an_https_jwks() {
     assert_eq!(status, 200, "{body}\n{}", pod.log());
     assert_eq!(fetches.load(Ordering::SeqCst), 1, "fetched once at start-up, over TLS");
     assert_eq!(post(&pod.url, None, TOOLS_LIST).await.0, 401);
+}
+
+/// `presa-api` with its JWKS down at start: not ready and valid tokens
+/// refused; once the JWKS answers it loads within seconds (a retry with a
+/// short backoff, not the refetch interval), ready and serving those tokens.
+#[tokio::test]
+async fn presa_api_retries_a_jwks_that_is_down_at_start() {
+    let port = presa_testkit::free_port();
+    let resource = format!("http://127.0.0.1:{port}/mcp");
+    let issuer = Arc::new(TestIssuer::new(ISSUER, resource.clone()));
+    let fetches = Arc::new(AtomicUsize::new(0));
+    let knobs = Arc::new(Knobs::default());
+    knobs.down.store(true, Ordering::SeqCst);
+    let jwks_url = serve_jwks(issuer.clone(), fetches.clone(), knobs.clone()).await;
+    let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_presa-api"));
+    let args = ["--auth", "jwt", "--jwt-issuer", ISSUER, "--resource-url", &resource, "--jwks-url", &jwks_url];
+    let pod = presa_testkit::Pod::start_unready("api", &bin, port, &args, &[]).await;
+    let token = issuer.token(Key::Ec, "alice", &[]);
+    let readyz = || async { reqwest::get(format!("{}/readyz", pod.base())).await.unwrap().status().as_u16() };
+    assert_eq!(readyz().await, 503, "ready without keys:\n{}", pod.log());
+    assert_eq!(post(&pod.url, Some(&token), TOOLS_LIST).await.0, 401);
+    knobs.down.store(false, Ordering::SeqCst);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
+    while readyz().await != 200 {
+        assert!(tokio::time::Instant::now() < deadline, "never loaded the JWKS:\n{}", pod.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, _, body) = post(&pod.url, Some(&token), TOOLS_LIST).await;
+    assert_eq!(status, 200, "{body}\n{}", pod.log());
 }
 
 /// `--auth tokens`: hashed static tokens map to their principal; SIGHUP reloads the file.

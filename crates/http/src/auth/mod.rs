@@ -23,6 +23,12 @@ pub use presa_store::Caller;
 pub trait Authenticator: Send + Sync + 'static {
     /// The caller, or why not (sent as is: status, challenge, message).
     async fn authenticate(&self, parts: &Parts) -> Result<Caller, Refusal>;
+
+    /// Whether valid credentials can be recognised yet (`false`, e.g., while
+    /// a JWKS has never loaded): `/readyz` answers 503 until then.
+    fn ready(&self) -> bool {
+        true
+    }
 }
 
 /// Every caller shares one anonymous scope, with no scope checks.
