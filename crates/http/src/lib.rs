@@ -10,7 +10,8 @@
 //! - [`auth`]: who is calling ([`Authenticator`]); anonymous by default, or
 //!   bearer JWTs, or static tokens; run on the request head before the body
 //!   is read. With [`HttpConfig::resource_metadata`] set, the RFC 9728
-//!   metadata is served at `/.well-known/oauth-protected-resource[/mcp]`.
+//!   metadata is served at `/.well-known/oauth-protected-resource`, with
+//!   `/mcp` and with the resource URL's own path appended ([`auth::metadata`]).
 //!
 //! A reply is one JSON body unless the handler streams notifications first
 //! (progress, logs) or the method is `subscriptions/listen`: then SSE with

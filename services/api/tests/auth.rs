@@ -495,6 +495,31 @@ async fn presa_api_retries_a_jwks_that_is_down_at_start() {
     assert_eq!(status, 200, "{body}\n{}", pod.log());
 }
 
+/// A `--resource-url` whose path is not `/mcp` (a proxy's `/api/mcp`): the
+/// metadata URL a 401 advertises answers with the document (RFC 9728 §3.1).
+#[tokio::test]
+async fn the_advertised_metadata_url_answers_for_any_resource_path() {
+    let port = presa_testkit::free_port();
+    let resource = format!("http://127.0.0.1:{port}/api/mcp");
+    let issuer = TestIssuer::new(ISSUER, resource.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(&jwks, issuer.jwks().to_string()).unwrap();
+    let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_presa-api"));
+    let args =
+        ["--auth", "jwt", "--jwt-issuer", ISSUER, "--resource-url", &resource, "--jwks-file", jwks.to_str().unwrap()];
+    let pod = presa_testkit::Pod::start("api", &bin, port, &args, &[]).await;
+    let (status, challenge, _) = post(&pod.url, None, TOOLS_LIST).await;
+    assert_eq!(status, 401);
+    let advertised = challenge.split("resource_metadata=\"").nth(1).and_then(|r| r.split('"').next()).unwrap();
+    assert_eq!(advertised, format!("http://127.0.0.1:{port}/.well-known/oauth-protected-resource/api/mcp"));
+    let resp = reqwest::get(advertised).await.unwrap();
+    assert_eq!(resp.status(), 200, "{}", pod.log());
+    let doc: Value = resp.json().await.unwrap();
+    assert_eq!(doc["resource"], resource.as_str());
+    assert_eq!(doc["authorization_servers"], json!([ISSUER]));
+}
+
 /// `--auth tokens`: hashed static tokens map to their principal; SIGHUP reloads the file.
 #[tokio::test]
 async fn static_tokens_authenticate_and_reload_on_sighup() {
