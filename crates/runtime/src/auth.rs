@@ -71,7 +71,7 @@ pub struct AuthArgs {
 
     /// `jwt`: the issuer's JWKS URL, `https://` (or `http://` inside a trusted network); fetched at start,
     /// cached, refetched on an unknown `kid`.
-    #[arg(long, env = "PRESA_JWKS_URL", conflicts_with = "jwks_file")]
+    #[arg(long, env = "PRESA_JWKS_URL", conflicts_with = "jwks_file", hide_env_values = true)]
     pub jwks_url: Option<String>,
 
     /// `jwt`: PEM CA certificates trusted for an `https://` JWKS URL besides the built-in Mozilla roots
@@ -184,7 +184,7 @@ impl AuthArgs {
                             return Err(invalid("--jwks-url (PRESA_JWKS_URL) must be an https:// (or http://) URL"));
                         }
                         if lower.starts_with("http://") {
-                            tracing::warn!(url = %url, "--jwks-url is plain http: anyone on the path can swap the signing keys; use https:// outside a trusted network");
+                            tracing::warn!(url = %presa_telemetry::redact_url(url), "--jwks-url is plain http: anyone on the path can swap the signing keys; use https:// outside a trusted network");
                         }
                         let jwks = Arc::new(Jwks::new(
                             JwksSource::Url(url.clone()),

@@ -50,9 +50,10 @@ pub enum JwksSource {
 }
 
 impl JwksSource {
+    /// For logs and errors: a URL's password redacted.
     fn name(&self) -> String {
         match self {
-            JwksSource::Url(u) => u.clone(),
+            JwksSource::Url(u) => presa_telemetry::redact_url(u),
             JwksSource::File(p) => p.display().to_string(),
         }
     }
@@ -379,5 +380,20 @@ impl Authenticator for JwtAuthenticator {
             tracing::debug!(%why, "bearer token refused");
             self.challenge.invalid_token(&why)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A password in the JWKS URL never reaches an error (logged at start) or a log line.
+    #[tokio::test]
+    async fn a_jwks_url_password_is_never_shown() {
+        let jwks =
+            Jwks::new(JwksSource::Url("http://svc:hunter2@127.0.0.1:1/jwks".into()), Duration::ZERO, None).unwrap();
+        let err = jwks.load().await.unwrap_err().to_string();
+        assert!(err.contains("http://svc:***@127.0.0.1:1/jwks"), "{err}");
+        assert!(!err.contains("hunter2"), "{err}");
     }
 }
