@@ -58,6 +58,10 @@ pub type RenderMetrics = Arc<dyn Fn() -> String + Send + Sync>;
 /// read from somewhere (open listen streams, the work queue), not counted.
 pub type RefreshGauges = Arc<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>;
 
+/// The default [`HttpConfig::max_token_bytes`]: 8 KiB, several times the
+/// largest real access tokens (JWTs with many claims are 1–4 KiB).
+pub const DEFAULT_MAX_TOKEN_BYTES: usize = 8 * 1024;
+
 /// Transport settings.
 #[derive(Clone)]
 pub struct HttpConfig {
@@ -68,6 +72,9 @@ pub struct HttpConfig {
     /// Allowed `Host` values (`host` on any port, or `host:port`), against
     /// DNS rebinding. Empty (the default): every host.
     pub allowed_hosts: Vec<String>,
+    /// Largest `Authorization` header value, bytes: a longer one is refused
+    /// (401 `invalid_token`) before the authenticator sees it. Default 8 KiB.
+    pub max_token_bytes: usize,
     /// Largest request body, bytes (413 beyond). Default 4 MiB.
     pub max_body_bytes: usize,
     /// SSE keep-alive comment interval. Default 15 s.
@@ -100,6 +107,7 @@ impl std::fmt::Debug for HttpConfig {
         f.debug_struct("HttpConfig")
             .field("allowed_origins", &self.allowed_origins)
             .field("allowed_hosts", &self.allowed_hosts)
+            .field("max_token_bytes", &self.max_token_bytes)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("keep_alive", &self.keep_alive)
             .field("metrics", &self.metrics.is_some())
@@ -116,6 +124,7 @@ impl Default for HttpConfig {
         HttpConfig {
             allowed_origins: vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()],
             allowed_hosts: Vec::new(),
+            max_token_bytes: DEFAULT_MAX_TOKEN_BYTES,
             max_body_bytes: 4 * 1024 * 1024,
             keep_alive: Duration::from_secs(15),
             authenticator: Arc::new(Anonymous),

@@ -31,7 +31,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, Span, field::Empty};
 
-use crate::{App, Refusal, admission, legacy};
+use crate::{App, Refusal, admission, auth, legacy};
 
 /// A JSON body (always compact, one line).
 pub(crate) fn json(status: StatusCode, body: &Value) -> Response {
@@ -122,13 +122,14 @@ pub(crate) async fn post_mcp(State(app): State<App>, request: axum::extract::Req
     if let Err((status, e)) = admission::check_transport(headers, &config.allowed_origins, &config.allowed_hosts) {
         return refuse(status, e);
     }
-    let caller = match app.config.authenticator.authenticate(&parts).await {
-        Ok(caller) => caller,
-        Err(refusal) => {
-            metrics::request(UNKNOWN_METHOD, refusal.status.as_u16().to_string(), started.elapsed());
-            return refused(None, &refusal);
-        }
-    };
+    let caller =
+        match auth::authenticate(&*config.authenticator, &config.challenge, config.max_token_bytes, &parts).await {
+            Ok(caller) => caller,
+            Err(refusal) => {
+                metrics::request(UNKNOWN_METHOD, refusal.status.as_u16().to_string(), started.elapsed());
+                return refused(None, &refusal);
+            }
+        };
     let required = &app.config.challenge.required_scopes;
     if !caller.missing(required).is_empty() {
         let refusal = app.config.challenge.insufficient_scope(&[]);

@@ -45,6 +45,11 @@ pub struct ApiArgs {
     #[arg(long, env = "PRESA_ALLOWED_HOSTS", value_delimiter = ',')]
     allowed_hosts: Vec<String>,
 
+    /// Largest `Authorization` header in bytes: a longer bearer token is
+    /// refused (HTTP 401 `invalid_token`) before it is parsed.
+    #[arg(long, env = "PRESA_MAX_TOKEN_BYTES", default_value_t = presa_http::DEFAULT_MAX_TOKEN_BYTES)]
+    max_token_bytes: usize,
+
     /// Largest request body in bytes (HTTP 413 beyond).
     #[arg(long, env = "PRESA_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
     max_body_bytes: usize,
@@ -71,7 +76,8 @@ pub struct ApiArgs {
 
     /// Connections accepted past `--max-connections`, while every other one
     /// has a request in flight, for `/healthz`, `/readyz` and `/metrics`
-    /// alone (other requests on them get 503), so probes never wait behind the limit.
+    /// alone (another request on one waits up to about a second for a regular
+    /// connection, then gets 503), so probes never wait behind the limit.
     #[arg(long, env = "PRESA_PROBE_CONNECTIONS", default_value_t = 16)]
     probe_connections: usize,
 
@@ -253,6 +259,7 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
     let http = HttpConfig {
         allowed_origins: args.allowed_origins.clone(),
         allowed_hosts: args.allowed_hosts.clone(),
+        max_token_bytes: args.max_token_bytes,
         max_body_bytes: args.max_body_bytes,
         ready: Some(storage.ready.clone()),
         ready_detail: Some(storage.ready_detail.clone()),

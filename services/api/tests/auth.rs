@@ -323,6 +323,29 @@ async fn a_slow_jwks_fetch_is_shared_and_never_delays_known_keys() {
     assert!(known_took < Duration::from_millis(500), "a cached key waited {known_took:?} for the fetch");
 }
 
+/// A token longer than `max_token_bytes` (8 KiB by default) is refused with
+/// 401 `invalid_token` before it is parsed, even a validly signed one; a
+/// shorter one with the same claims passes.
+#[tokio::test]
+async fn oversized_tokens_are_refused_before_parsing() {
+    let f = fixture(Duration::from_secs(60)).await;
+    let url = &f.srv.url;
+    let signed = |pad: usize| {
+        let mut claims = f.issuer.claims("alice", &["mcp"]);
+        claims["pad"] = json!("p".repeat(pad));
+        f.issuer.sign(Key::Ec, &claims)
+    };
+    let fits = signed(5000);
+    assert!(fits.len() + "Bearer ".len() < presa_http::DEFAULT_MAX_TOKEN_BYTES, "{}", fits.len());
+    assert_eq!(post(url, Some(&fits), TOOLS_LIST).await.0, 200);
+    for token in [signed(7000), "x".repeat(300 * 1024)] {
+        let (status, challenge, body) = post(url, Some(&token), TOOLS_LIST).await;
+        assert_eq!(status, 401, "{body}");
+        assert!(challenge.starts_with(r#"Bearer error="invalid_token""#), "{challenge}");
+        assert!(challenge.contains("longer than 8192 bytes"), "{challenge}");
+    }
+}
+
 #[tokio::test]
 async fn tools_and_their_tasks_need_their_scopes() {
     let f = fixture(Duration::from_secs(60)).await;

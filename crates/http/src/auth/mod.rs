@@ -137,6 +137,22 @@ fn quoted(s: &str) -> String {
         .collect()
 }
 
+/// Run `authenticator` on a request head, unless its `Authorization` value
+/// is longer than `max_token_bytes`: then 401 `invalid_token` at once, the
+/// value never parsed (what every request handler calls).
+pub(crate) async fn authenticate(
+    authenticator: &dyn Authenticator,
+    challenge: &Challenge,
+    max_token_bytes: usize,
+    parts: &Parts,
+) -> Result<Caller, Refusal> {
+    let longest = parts.headers.get_all(header::AUTHORIZATION).iter().map(|v| v.len()).max().unwrap_or(0);
+    if longest > max_token_bytes {
+        return Err(challenge.invalid_token(&format!("token longer than {max_token_bytes} bytes")));
+    }
+    authenticator.authenticate(parts).await
+}
+
 /// The bearer token of `parts`: `Ok(None)` without an `Authorization`
 /// header; `Err` for a repeated header, another scheme or an empty token.
 pub fn bearer_token(parts: &Parts) -> Result<Option<&str>, &'static str> {

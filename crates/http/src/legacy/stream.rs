@@ -40,7 +40,10 @@ async fn admit(app: &App, parts: &Parts) -> Result<(Caller, Session), Response> 
     {
         return Err(json(status, &jsonrpc::failure(None, &e)));
     }
-    let caller = app.config.authenticator.authenticate(parts).await.map_err(|refusal| refused(None, &refusal))?;
+    let config = &app.config;
+    let caller = crate::auth::authenticate(&*config.authenticator, &config.challenge, config.max_token_bytes, parts)
+        .await
+        .map_err(|refusal| refused(None, &refusal))?;
     let (session, _) = verify(app, headers, &caller).await?;
     Ok((caller, session))
 }
