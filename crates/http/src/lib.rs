@@ -16,6 +16,9 @@
 //! A reply is one JSON body unless the handler streams notifications first
 //! (progress, logs) or the method is `subscriptions/listen`: then SSE with
 //! `X-Accel-Buffering: no`. Closing an SSE stream cancels the request's work.
+//! A listen stream (and a legacy `GET` stream) ends when the credential that
+//! opened it expires ([`Authenticated::expires_at`]): a listen stream with a
+//! JSON-RPC error on its request id, a legacy stream by closing.
 //!
 //! Every parsed request runs in one server span (`<method> <tool>`, the MCP
 //! semantic conventions; parent from `_meta.traceparent`, else the HTTP
@@ -40,7 +43,7 @@ use axum::{
 use futures::future::BoxFuture;
 use presa_server::{Core, Server};
 
-pub use auth::{Anonymous, Authenticator, Caller, Challenge, Refusal, metadata::ResourceMetadata};
+pub use auth::{Anonymous, Authenticated, Authenticator, Caller, Challenge, Refusal, metadata::ResourceMetadata};
 pub use serve::{ServeLimits, serve, serve_with};
 
 /// Readiness probe: `true` when the process can serve (its store answers).

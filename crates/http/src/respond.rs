@@ -4,9 +4,10 @@
 
 use std::{
     convert::Infallible,
+    future::Future,
     pin::Pin,
     task::{Context, Poll},
-    time::Instant,
+    time::{Instant, SystemTime},
 };
 
 use axum::{
@@ -122,9 +123,9 @@ pub(crate) async fn post_mcp(State(app): State<App>, request: axum::extract::Req
     if let Err((status, e)) = admission::check_transport(headers, &config.allowed_origins, &config.allowed_hosts) {
         return refuse(status, e);
     }
-    let caller =
+    let (caller, expires_at) =
         match auth::authenticate(&*config.authenticator, &config.challenge, config.max_token_bytes, &parts).await {
-            Ok(caller) => caller,
+            Ok(a) => (a.caller, a.expires_at),
             Err(refusal) => {
                 metrics::request(UNKNOWN_METHOD, refusal.status.as_u16().to_string(), started.elapsed());
                 return refused(None, &refusal);
@@ -170,7 +171,7 @@ pub(crate) async fn post_mcp(State(app): State<App>, request: axum::extract::Req
     };
     let observed = Observed::start(&app, &headers, &req, started);
     let span = observed.span.clone();
-    admit_and_dispatch(app, headers, req, caller, observed).instrument(span).await
+    admit_and_dispatch(app, headers, req, caller, expires_at, observed).instrument(span).await
 }
 
 /// Admission and dispatch of one parsed request, inside its span.
@@ -179,6 +180,7 @@ async fn admit_and_dispatch(
     headers: HeaderMap,
     req: Request,
     caller: Caller,
+    expires_at: Option<SystemTime>,
     mut observed: Observed,
 ) -> Response {
     let (method, meta) = match admission::check_request(&headers, &req) {
@@ -202,7 +204,7 @@ async fn admit_and_dispatch(
 
     let server = app.server.clone();
     let id = req.id.clone();
-    respond(app, id, streaming, observed, Era::Modern, move |tx, cancel| {
+    respond(app, id, streaming, observed, Era::Modern, expires_at, move |tx, cancel| {
         let outbox = tx.map_or_else(Outbox::none, Outbox::new);
         let admitted = Admitted { id: req.id, method, params: req.params, meta, caller, outbox, cancel };
         Box::pin(async move { server.handle(&admitted).await })
@@ -221,13 +223,15 @@ pub(crate) enum Era {
 
 /// Run `make`'s work and answer: one JSON body when the reply comes before
 /// any message on the stream, else an SSE stream of the messages and then
-/// the reply; the work stops when the client goes away.
+/// the reply; the work stops when the client goes away. A listen stream
+/// ends at `expires_at` (the caller's credential's end, [`until_expiry`]).
 pub(crate) async fn respond(
     app: App,
     id: RequestId,
     streaming: bool,
     mut observed: Observed,
     era: Era,
+    expires_at: Option<SystemTime>,
     make: impl FnOnce(Option<mpsc::UnboundedSender<Value>>, CancellationToken) -> futures::future::BoxFuture<'static, Reply>,
 ) -> Response {
     let (tx, mut notes) = mpsc::unbounded_channel();
@@ -260,7 +264,9 @@ pub(crate) async fn respond(
                     Reply::Stream(s) => {
                         // A listen stream: counted when it opens; its span lasts while it streams.
                         observed.opened();
-                        sse(InSpan { inner: s, span: observed.span.clone() }, app.config.keep_alive)
+                        let last = jsonrpc::failure(Some(&id), &ErrorObject::new(codes::INVALID_REQUEST, TOKEN_EXPIRED));
+                        let inner = until_expiry(s, expires_at, Some(last));
+                        sse(InSpan { inner, span: observed.span.clone() }, app.config.keep_alive)
                     }
                 };
             }
@@ -298,6 +304,56 @@ pub(crate) async fn respond(
         .instrument(span),
     );
     sse(ReceiverStream::new(rx), app.config.keep_alive)
+}
+
+/// The error that ends a listen stream when the token that opened it expires.
+pub(crate) const TOKEN_EXPIRED: &str = "Unauthorized: the token that opened this stream has expired";
+
+/// `stream` until `expires_at`, then `last` (when given) and its end; the
+/// stream (and what it holds: a listener's place) is dropped at that moment,
+/// however busy it is. `None`: `stream` as is.
+pub(crate) fn until_expiry(
+    stream: impl Stream<Item = Value> + Send + 'static,
+    expires_at: Option<SystemTime>,
+    last: Option<Value>,
+) -> MessageStream {
+    let Some(at) = expires_at else {
+        return stream.boxed();
+    };
+    let left = at.duration_since(SystemTime::now()).unwrap_or_default();
+    let timer = Box::pin(tokio::time::sleep(left));
+    Box::pin(UntilExpiry { inner: Some(stream.boxed()), timer, last })
+}
+
+struct UntilExpiry {
+    inner: Option<MessageStream>,
+    timer: Pin<Box<tokio::time::Sleep>>,
+    last: Option<Value>,
+}
+
+impl Stream for UntilExpiry {
+    type Item = Value;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Value>> {
+        let this = &mut *self;
+        let Some(inner) = this.inner.as_mut() else {
+            return Poll::Ready(this.last.take());
+        };
+        if this.timer.as_mut().poll(cx).is_ready() {
+            tracing::debug!("the credential that opened this stream expired: ending it");
+            this.inner = None;
+            return Poll::Ready(this.last.take());
+        }
+        match inner.as_mut().poll_next(cx) {
+            Poll::Ready(None) => {
+                // Ended on its own (shutdown closes with its own last message).
+                this.inner = None;
+                this.last = None;
+                Poll::Ready(None)
+            }
+            other => other,
+        }
+    }
 }
 
 /// The `method` label of requests that were not parsed, or name no known method.

@@ -24,6 +24,7 @@ use presa_server::ServerConfig;
 use presa_testkit::{
     Client, Embedded, embedded_with,
     jwt::{Key, TestIssuer, now_secs},
+    next_within,
     principals::tasks_stay_with_their_principal,
     tasks_caps,
 };
@@ -108,6 +109,11 @@ async fn serve_jwks_tls(issuer: Arc<TestIssuer>, fetches: Arc<AtomicUsize>) -> (
 
 /// An embedded presa with `--auth jwt`, `--required-scope mcp` and a JWKS refetched at most every `min_refresh`.
 async fn fixture(min_refresh: Duration) -> Fixture {
+    fixture_with(min_refresh, Duration::from_secs(30)).await
+}
+
+/// [`fixture`] with the `exp`/`nbf` leeway given.
+async fn fixture_with(min_refresh: Duration, leeway: Duration) -> Fixture {
     // The resource URL is only known once the port is: reserve one first.
     let port = presa_testkit::free_port();
     let resource = format!("http://127.0.0.1:{port}/mcp");
@@ -121,7 +127,7 @@ async fn fixture(min_refresh: Duration) -> Fixture {
         issuer: ISSUER.into(),
         audience: resource.clone(),
         tenant_claim: "iss".into(),
-        leeway: Duration::from_secs(30),
+        leeway,
         min_refresh,
     };
     let jwks = Arc::new(Jwks::new(JwksSource::Url(jwks_url), min_refresh, None).unwrap());
@@ -344,6 +350,34 @@ async fn oversized_tokens_are_refused_before_parsing() {
         assert!(challenge.starts_with(r#"Bearer error="invalid_token""#), "{challenge}");
         assert!(challenge.contains("longer than 8192 bytes"), "{challenge}");
     }
+}
+
+/// A listen stream ends when the token that opened it expires: a JSON-RPC
+/// error on its id, then the end of the stream (its place freed); one opened
+/// with a longer-lived token stays open.
+#[tokio::test]
+async fn listen_streams_end_when_their_token_expires() {
+    let f = fixture_with(Duration::from_secs(60), Duration::ZERO).await;
+    let mut short = f.issuer.claims("alice", &["mcp"]);
+    short["exp"] = json!(now_secs() + 2);
+    let short = Client::new(&f.srv.url, json!({})).with_bearer(&f.issuer.sign(Key::Rsa, &short));
+    let long = Client::new(&f.srv.url, json!({})).with_bearer(&f.issuer.token(Key::Ec, "alice", &["mcp"]));
+    let (status, mut ending) = short.listen(json!({ "toolsListChanged": true })).await;
+    assert_eq!(status, 200);
+    let (_, mut lasting) = long.listen(json!({ "toolsListChanged": true })).await;
+    for s in [&mut ending, &mut lasting] {
+        assert_eq!(next_within(s, 5).await["method"], "notifications/subscriptions/acknowledged");
+    }
+    assert_eq!(f.srv.server.active_listeners(), 2);
+    let last = next_within(&mut ending, 5).await;
+    assert_eq!(last["id"], 77, "{last}");
+    assert_eq!(last["error"]["code"], -32600, "{last}");
+    assert!(last["error"]["message"].as_str().unwrap().contains("expired"), "{last}");
+    let end = tokio::time::timeout(Duration::from_secs(2), futures::StreamExt::next(&mut ending)).await;
+    assert!(matches!(end, Ok(None)), "the stream goes on after its token expired: {end:?}");
+    assert_eq!(f.srv.server.active_listeners(), 1, "the expired stream's place is freed");
+    let quiet = tokio::time::timeout(Duration::from_millis(500), futures::StreamExt::next(&mut lasting)).await;
+    assert!(quiet.is_err(), "the long-lived token's stream ended: {quiet:?}");
 }
 
 #[tokio::test]

@@ -17,6 +17,11 @@
 //!   background ([`Jwks::retry_until_loaded`]); until it has loaded every
 //!   token is refused and the authenticator is not [ready](Authenticator::ready).
 //!
+//! - A stream a token opens (`subscriptions/listen`, a legacy `GET`) ends
+//!   when the token expires (`exp` plus the leeway, see [`Authenticated`]).
+//!   A token revoked before its `exp` is not noticed: presa does no
+//!   introspection.
+//!
 //! The caller: subject = `sub`; tenant = the claim named by
 //! [`JwtConfig::tenant_claim`] (default `iss`); scopes from `scope` (a
 //! space-separated string) or `scp` (an array).
@@ -27,7 +32,7 @@ use std::{
         Arc, Mutex, PoisonError, RwLock,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
-    time::{Duration, Instant},
+    time::{Duration, Instant, UNIX_EPOCH},
 };
 
 use axum::http::request::Parts;
@@ -38,7 +43,7 @@ use jsonwebtoken::{
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 
-use super::{AuthError, Authenticator, Caller, Challenge, Refusal, fetch::JwksClient};
+use super::{AuthError, Authenticated, Authenticator, Caller, Challenge, Refusal, fetch::JwksClient};
 
 /// Where the signing keys come from.
 #[derive(Debug, Clone)]
@@ -315,6 +320,12 @@ impl JwtAuthenticator {
 
     /// The caller a token names, or why it is refused (sent in `error_description`).
     pub async fn verify(&self, token: &str) -> Result<Caller, String> {
+        self.verify_until(token).await.map(|a| a.caller)
+    }
+
+    /// [`JwtAuthenticator::verify`], and until when the token is accepted:
+    /// its `exp` plus the leeway.
+    pub async fn verify_until(&self, token: &str) -> Result<Authenticated, String> {
         let header = decode_header(token).map_err(|_| "malformed token or unsupported algorithm".to_string())?;
         let kid = header.kid.as_deref();
         let key = match select(&self.jwks.current(), kid, header.alg) {
@@ -333,7 +344,11 @@ impl JwtAuthenticator {
         validation.set_audience(&[&self.config.audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         let data = decode::<Map<String, Value>>(token, &key, &validation).map_err(|e| describe(&e))?;
-        self.caller(&data.claims)
+        let caller = self.caller(&data.claims)?;
+        // Validated above: present and a number of seconds.
+        let exp = data.claims.get("exp").and_then(Value::as_f64).unwrap_or_default().max(0.0);
+        let expires_at = UNIX_EPOCH.checked_add(Duration::from_secs_f64(exp.min(1e12)) + self.config.leeway);
+        Ok(Authenticated { caller, expires_at })
     }
 
     fn caller(&self, claims: &Map<String, Value>) -> Result<Caller, String> {
@@ -375,8 +390,12 @@ impl Authenticator for JwtAuthenticator {
     }
 
     async fn authenticate(&self, parts: &Parts) -> Result<Caller, Refusal> {
+        self.authenticate_until(parts).await.map(|a| a.caller)
+    }
+
+    async fn authenticate_until(&self, parts: &Parts) -> Result<Authenticated, Refusal> {
         let token = self.challenge.bearer(parts)?;
-        self.verify(token).await.map_err(|why| {
+        self.verify_until(token).await.map_err(|why| {
             tracing::debug!(%why, "bearer token refused");
             self.challenge.invalid_token(&why)
         })

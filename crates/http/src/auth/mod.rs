@@ -1,7 +1,7 @@
 //! Who is calling: an [`Authenticator`] maps a request's head (method, URI,
 //! headers; never the body, which is not read yet) to the [`Caller`] that
-//! owns its tasks, or to a [`Refusal`] with its status and
-//! `WWW-Authenticate` challenge.
+//! owns its tasks (with, when known, the credential's end: [`Authenticated`]),
+//! or to a [`Refusal`] with its status and `WWW-Authenticate` challenge.
 //!
 //! presa ships [`Anonymous`] (one shared, unrestricted scope, for local use),
 //! [`jwt::JwtAuthenticator`] (OAuth 2.1 bearer JWTs verified against a JWKS)
@@ -24,11 +24,29 @@ pub trait Authenticator: Send + Sync + 'static {
     /// The caller, or why not (sent as is: status, challenge, message).
     async fn authenticate(&self, parts: &Parts) -> Result<Caller, Refusal>;
 
+    /// [`Authenticator::authenticate`], and until when the credential holds
+    /// (a JWT's `exp`): the streams a request opens end then. The default
+    /// knows no end.
+    async fn authenticate_until(&self, parts: &Parts) -> Result<Authenticated, Refusal> {
+        Ok(Authenticated { caller: self.authenticate(parts).await?, expires_at: None })
+    }
+
     /// Whether valid credentials can be recognised yet (`false`, e.g., while
     /// a JWKS has never loaded): `/readyz` answers 503 until then.
     fn ready(&self) -> bool {
         true
     }
+}
+
+/// An authenticated request head: its caller, and until when its credential holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Authenticated {
+    /// Who is calling.
+    pub caller: Caller,
+    /// When the credential stops being accepted (`None`: not known to end).
+    /// A stream the request opens (`subscriptions/listen`, a legacy `GET`)
+    /// ends then; a revocation before it is not seen.
+    pub expires_at: Option<std::time::SystemTime>,
 }
 
 /// Every caller shares one anonymous scope, with no scope checks.
@@ -145,12 +163,12 @@ pub(crate) async fn authenticate(
     challenge: &Challenge,
     max_token_bytes: usize,
     parts: &Parts,
-) -> Result<Caller, Refusal> {
+) -> Result<Authenticated, Refusal> {
     let longest = parts.headers.get_all(header::AUTHORIZATION).iter().map(|v| v.len()).max().unwrap_or(0);
     if longest > max_token_bytes {
         return Err(challenge.invalid_token(&format!("token longer than {max_token_bytes} bytes")));
     }
-    authenticator.authenticate(parts).await
+    authenticator.authenticate_until(parts).await
 }
 
 /// The bearer token of `parts`: `Ok(None)` without an `Authorization`

@@ -19,7 +19,7 @@ use crate::{
     respond::{self, json, refused},
 };
 
-use presa_server::Caller;
+use crate::auth::Authenticated;
 
 use super::session::{FIELD_ENDED, FIELD_SUBSCRIPTION, Session, remaining, session_refused, verify};
 
@@ -30,7 +30,7 @@ const ENDED_EVENT: &str = "legacy/ended ";
 /// What a `GET` or `DELETE` of a legacy session passes before it acts: 405
 /// without a session (or with `--legacy off`), the transport checks, the
 /// caller's authentication, and the session's verification.
-async fn admit(app: &App, parts: &Parts) -> Result<(Caller, Session), Response> {
+async fn admit(app: &App, parts: &Parts) -> Result<(Authenticated, Session), Response> {
     let headers = &parts.headers;
     if !app.config.legacy.enabled || !headers.contains_key(headers::SESSION_ID) {
         return Err(crate::method_not_allowed().await);
@@ -41,20 +41,22 @@ async fn admit(app: &App, parts: &Parts) -> Result<(Caller, Session), Response> 
         return Err(json(status, &jsonrpc::failure(None, &e)));
     }
     let config = &app.config;
-    let caller = crate::auth::authenticate(&*config.authenticator, &config.challenge, config.max_token_bytes, parts)
-        .await
-        .map_err(|refusal| refused(None, &refusal))?;
-    let (session, _) = verify(app, headers, &caller).await?;
-    Ok((caller, session))
+    let authenticated =
+        crate::auth::authenticate(&*config.authenticator, &config.challenge, config.max_token_bytes, parts)
+            .await
+            .map_err(|refusal| refused(None, &refusal))?;
+    let (session, _) = verify(app, headers, &authenticated.caller).await?;
+    Ok((authenticated, session))
 }
 
 /// `GET /mcp` in a legacy session: the standalone stream of list-changed
 /// notifications (from every pod, through the bus) and of updates to the
-/// resources the session subscribed to. Without a session: 405, as before.
+/// resources the session subscribed to. It closes when the session ends or
+/// the caller's credential expires. Without a session: 405, as before.
 pub(crate) async fn get_mcp(State(app): State<App>, request: axum::extract::Request) -> Response {
     let (parts, _) = request.into_parts();
     let headers = &parts.headers;
-    let (caller, session) = match admit(&app, &parts).await {
+    let (Authenticated { caller, expires_at }, session) = match admit(&app, &parts).await {
         Ok(admitted) => admitted,
         Err(resp) => return resp,
     };
@@ -93,12 +95,12 @@ pub(crate) async fn get_mcp(State(app): State<App>, request: axum::extract::Requ
             .then(|| jsonrpc::notification(&event, json!({})))
         }
     });
-    // The permit is held while the stream is open.
+    // The permit is held while the stream is open; the stream closes when the credential expires.
     let messages = messages.map(move |m| {
         let _open = &permit;
         m
     });
-    respond::sse(messages, app.config.keep_alive)
+    respond::sse(respond::until_expiry(messages, expires_at, None), app.config.keep_alive)
 }
 
 /// `DELETE /mcp` in a legacy session: the session ends on every pod (its
