@@ -164,7 +164,7 @@ pub(crate) async fn authenticate(
     max_token_bytes: usize,
     parts: &Parts,
 ) -> Result<Authenticated, Refusal> {
-    let longest = parts.headers.get_all(header::AUTHORIZATION).iter().map(|v| v.len()).max().unwrap_or(0);
+    let longest = parts.headers.get_all(header::AUTHORIZATION).iter().map(http::HeaderValue::len).max().unwrap_or(0);
     if longest > max_token_bytes {
         return Err(challenge.invalid_token(&format!("token longer than {max_token_bytes} bytes")));
     }
