@@ -4,10 +4,9 @@
 
 use std::{
     convert::Infallible,
-    future::Future,
     pin::Pin,
     task::{Context, Poll},
-    time::{Instant, SystemTime},
+    time::Instant,
 };
 
 use axum::{
@@ -19,7 +18,7 @@ use axum::{
         sse::{Event, KeepAlive, Sse},
     },
 };
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, future::BoxFuture};
 use presa_protocol::{
     Method, codes,
     jsonrpc::{self, ErrorObject, Incoming, Request, RequestId},
@@ -123,9 +122,12 @@ pub(crate) async fn post_mcp(State(app): State<App>, request: axum::extract::Req
     if let Err((status, e)) = admission::check_transport(headers, &config.allowed_origins, &config.allowed_hosts) {
         return refuse(status, e);
     }
-    let (caller, expires_at) =
+    let (caller, ended) =
         match auth::authenticate(&*config.authenticator, &config.challenge, config.max_token_bytes, &parts).await {
-            Ok(a) => (a.caller, a.expires_at),
+            Ok(a) => {
+                let ended = a.ended();
+                (a.caller, ended)
+            }
             Err(refusal) => {
                 metrics::request(UNKNOWN_METHOD, refusal.status.as_u16().to_string(), started.elapsed());
                 return refused(None, &refusal);
@@ -171,7 +173,7 @@ pub(crate) async fn post_mcp(State(app): State<App>, request: axum::extract::Req
     };
     let observed = Observed::start(&app, &headers, &req, started);
     let span = observed.span.clone();
-    admit_and_dispatch(app, headers, req, caller, expires_at, observed).instrument(span).await
+    admit_and_dispatch(app, headers, req, caller, ended, observed).instrument(span).await
 }
 
 /// Admission and dispatch of one parsed request, inside its span.
@@ -180,7 +182,7 @@ async fn admit_and_dispatch(
     headers: HeaderMap,
     req: Request,
     caller: Caller,
-    expires_at: Option<SystemTime>,
+    ended: Option<BoxFuture<'static, ()>>,
     mut observed: Observed,
 ) -> Response {
     let (method, meta) = match admission::check_request(&headers, &req) {
@@ -204,7 +206,7 @@ async fn admit_and_dispatch(
 
     let server = app.server.clone();
     let id = req.id.clone();
-    respond(app, id, streaming, observed, Era::Modern, expires_at, move |tx, cancel| {
+    respond(app, id, streaming, observed, Era::Modern, ended, move |tx, cancel| {
         let outbox = tx.map_or_else(Outbox::none, Outbox::new);
         let admitted = Admitted { id: req.id, method, params: req.params, meta, caller, outbox, cancel };
         Box::pin(async move { server.handle(&admitted).await })
@@ -224,15 +226,15 @@ pub(crate) enum Era {
 /// Run `make`'s work and answer: one JSON body when the reply comes before
 /// any message on the stream, else an SSE stream of the messages and then
 /// the reply; the work stops when the client goes away. A listen stream
-/// ends at `expires_at` (the caller's credential's end, [`until_expiry`]).
+/// ends when `ended` resolves (the caller's credential's end, [`until_ended`]).
 pub(crate) async fn respond(
     app: App,
     id: RequestId,
     streaming: bool,
     mut observed: Observed,
     era: Era,
-    expires_at: Option<SystemTime>,
-    make: impl FnOnce(Option<mpsc::UnboundedSender<Value>>, CancellationToken) -> futures::future::BoxFuture<'static, Reply>,
+    ended: Option<BoxFuture<'static, ()>>,
+    make: impl FnOnce(Option<mpsc::UnboundedSender<Value>>, CancellationToken) -> BoxFuture<'static, Reply>,
 ) -> Response {
     let (tx, mut notes) = mpsc::unbounded_channel();
     let tx = streaming.then_some(tx);
@@ -264,8 +266,8 @@ pub(crate) async fn respond(
                     Reply::Stream(s) => {
                         // A listen stream: counted when it opens; its span lasts while it streams.
                         observed.opened();
-                        let last = jsonrpc::failure(Some(&id), &ErrorObject::new(codes::INVALID_REQUEST, TOKEN_EXPIRED));
-                        let inner = until_expiry(s, expires_at, Some(last));
+                        let last = jsonrpc::failure(Some(&id), &ErrorObject::new(codes::INVALID_REQUEST, TOKEN_ENDED));
+                        let inner = until_ended(s, ended, Some(last));
                         sse(InSpan { inner, span: observed.span.clone() }, app.config.keep_alive)
                     }
                 };
@@ -306,32 +308,31 @@ pub(crate) async fn respond(
     sse(ReceiverStream::new(rx), app.config.keep_alive)
 }
 
-/// The error that ends a listen stream when the token that opened it expires.
-pub(crate) const TOKEN_EXPIRED: &str = "Unauthorized: the token that opened this stream has expired";
+/// The error that ends a listen stream when the token that opened it expires or is revoked.
+pub(crate) const TOKEN_ENDED: &str =
+    "Unauthorized: the token that opened this stream is no longer valid (expired or revoked)";
 
-/// `stream` until `expires_at`, then `last` (when given) and its end; the
-/// stream (and what it holds: a listener's place) is dropped at that moment,
-/// however busy it is. `None`: `stream` as is.
-pub(crate) fn until_expiry(
+/// `stream` until `ended` resolves, then `last` (when given) and its end;
+/// the stream (and what it holds: a listener's place) is dropped at that
+/// moment, however busy it is. `None`: `stream` as is.
+pub(crate) fn until_ended(
     stream: impl Stream<Item = Value> + Send + 'static,
-    expires_at: Option<SystemTime>,
+    ended: Option<BoxFuture<'static, ()>>,
     last: Option<Value>,
 ) -> MessageStream {
-    let Some(at) = expires_at else {
-        return stream.boxed();
-    };
-    let left = at.duration_since(SystemTime::now()).unwrap_or_default();
-    let timer = Box::pin(tokio::time::sleep(left));
-    Box::pin(UntilExpiry { inner: Some(stream.boxed()), timer, last })
+    match ended {
+        None => stream.boxed(),
+        Some(ended) => Box::pin(UntilEnded { inner: Some(stream.boxed()), ended, last }),
+    }
 }
 
-struct UntilExpiry {
+struct UntilEnded {
     inner: Option<MessageStream>,
-    timer: Pin<Box<tokio::time::Sleep>>,
+    ended: BoxFuture<'static, ()>,
     last: Option<Value>,
 }
 
-impl Stream for UntilExpiry {
+impl Stream for UntilEnded {
     type Item = Value;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Value>> {
@@ -339,8 +340,8 @@ impl Stream for UntilExpiry {
         let Some(inner) = this.inner.as_mut() else {
             return Poll::Ready(this.last.take());
         };
-        if this.timer.as_mut().poll(cx).is_ready() {
-            tracing::debug!("the credential that opened this stream expired: ending it");
+        if this.ended.as_mut().poll(cx).is_ready() {
+            tracing::debug!("the credential that opened this stream ended: ending it");
             this.inner = None;
             return Poll::Ready(this.last.take());
         }

@@ -23,7 +23,7 @@ impl Authenticator for HeaderScopes {
     async fn authenticate_until(&self, parts: &axum::http::request::Parts) -> Result<Authenticated, Refusal> {
         let expires_in = parts.headers.get("x-test-expires-in-ms").and_then(|v| v.to_str().ok()?.parse().ok());
         let expires_at = expires_in.map(|ms| std::time::SystemTime::now() + Duration::from_millis(ms));
-        Ok(Authenticated { caller: self.authenticate(parts).await?, expires_at })
+        Ok(Authenticated { expires_at, ..Authenticated::new(self.authenticate(parts).await?) })
     }
 }
 

@@ -372,7 +372,7 @@ async fn listen_streams_end_when_their_token_expires() {
     let last = next_within(&mut ending, 5).await;
     assert_eq!(last["id"], 77, "{last}");
     assert_eq!(last["error"]["code"], -32600, "{last}");
-    assert!(last["error"]["message"].as_str().unwrap().contains("expired"), "{last}");
+    assert!(last["error"]["message"].as_str().unwrap().contains("no longer valid"), "{last}");
     let end = tokio::time::timeout(Duration::from_secs(2), futures::StreamExt::next(&mut ending)).await;
     assert!(matches!(end, Ok(None)), "the stream goes on after its token expired: {end:?}");
     assert_eq!(f.srv.server.active_listeners(), 1, "the expired stream's place is freed");
@@ -602,4 +602,34 @@ async fn static_tokens_authenticate_and_reload_on_sighup() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(post(&pod.url, Some("first-token"), TOOLS_LIST).await.0, 401);
+}
+
+/// `--auth tokens`: a token dropped from the file (SIGHUP) is revoked: the
+/// listen stream it opened ends with an error, while a kept token's stays open.
+#[tokio::test]
+async fn a_revoked_static_token_ends_its_streams() {
+    use presa_http::auth::tokens::token_digest;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens");
+    let line = |t: &str, who: &str| format!("{} acme {who}\n", token_digest(t));
+    std::fs::write(&file, line("doomed", "a") + &line("kept", "b")).unwrap();
+    let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_presa-api"));
+    let args = ["--auth", "tokens", "--tokens-file", file.to_str().unwrap()];
+    let pod = presa_testkit::Pod::start("api", &bin, presa_testkit::free_port(), &args, &[]).await;
+    let (_, mut doomed) =
+        Client::new(&pod.url, json!({})).with_bearer("doomed").listen(json!({ "toolsListChanged": true })).await;
+    let (_, mut kept) =
+        Client::new(&pod.url, json!({})).with_bearer("kept").listen(json!({ "toolsListChanged": true })).await;
+    for s in [&mut doomed, &mut kept] {
+        assert_eq!(next_within(s, 5).await["method"], "notifications/subscriptions/acknowledged");
+    }
+    std::fs::write(&file, line("kept", "b")).unwrap();
+    pod.signal("HUP");
+    let last = next_within(&mut doomed, 5).await;
+    assert!(last["error"]["message"].as_str().unwrap_or_default().contains("no longer valid"), "{last}\n{}", pod.log());
+    let end = tokio::time::timeout(Duration::from_secs(2), futures::StreamExt::next(&mut doomed)).await;
+    assert!(matches!(end, Ok(None)), "{end:?}");
+    let quiet = tokio::time::timeout(Duration::from_millis(500), futures::StreamExt::next(&mut kept)).await;
+    assert!(quiet.is_err(), "the kept token's stream ended: {quiet:?}");
+    assert_eq!(post(&pod.url, Some("doomed"), TOOLS_LIST).await.0, 401);
 }

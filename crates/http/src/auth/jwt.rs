@@ -348,7 +348,7 @@ impl JwtAuthenticator {
         // Validated above: present and a number of seconds.
         let exp = data.claims.get("exp").and_then(Value::as_f64).unwrap_or_default().max(0.0);
         let expires_at = UNIX_EPOCH.checked_add(Duration::from_secs_f64(exp.min(1e12)) + self.config.leeway);
-        Ok(Authenticated { caller, expires_at })
+        Ok(Authenticated { expires_at, ..Authenticated::new(caller) })
     }
 
     fn caller(&self, claims: &Map<String, Value>) -> Result<Caller, String> {

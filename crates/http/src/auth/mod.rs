@@ -16,7 +16,9 @@ pub mod metadata;
 pub mod tokens;
 
 use axum::http::{StatusCode, header, request::Parts};
+use futures::future::BoxFuture;
 pub use presa_store::Caller;
+use tokio_util::sync::CancellationToken;
 
 /// Maps a request head to its caller, or refuses it.
 #[async_trait::async_trait]
@@ -28,7 +30,7 @@ pub trait Authenticator: Send + Sync + 'static {
     /// (a JWT's `exp`): the streams a request opens end then. The default
     /// knows no end.
     async fn authenticate_until(&self, parts: &Parts) -> Result<Authenticated, Refusal> {
-        Ok(Authenticated { caller: self.authenticate(parts).await?, expires_at: None })
+        Ok(Authenticated::new(self.authenticate(parts).await?))
     }
 
     /// Whether valid credentials can be recognised yet (`false`, e.g., while
@@ -39,14 +41,53 @@ pub trait Authenticator: Send + Sync + 'static {
 }
 
 /// An authenticated request head: its caller, and until when its credential holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Authenticated {
     /// Who is calling.
     pub caller: Caller,
     /// When the credential stops being accepted (`None`: not known to end).
     /// A stream the request opens (`subscriptions/listen`, a legacy `GET`)
-    /// ends then; a revocation before it is not seen.
+    /// ends then.
     pub expires_at: Option<std::time::SystemTime>,
+    /// Cancelled when the credential is revoked (a static token removed
+    /// from its file); its streams end then too. A JWT revoked at its issuer
+    /// before `exp` is not seen: presa does no introspection.
+    pub revoked: Option<CancellationToken>,
+}
+
+impl Authenticated {
+    /// `caller`, with a credential not known to end.
+    pub fn new(caller: Caller) -> Self {
+        Authenticated { caller, expires_at: None, revoked: None }
+    }
+
+    /// Resolves when the credential stops being valid (expiry or
+    /// revocation); `None` when neither can happen.
+    pub(crate) fn ended(&self) -> Option<BoxFuture<'static, ()>> {
+        if self.expires_at.is_none() && self.revoked.is_none() {
+            return None;
+        }
+        let left = self.expires_at.map(|at| at.duration_since(std::time::SystemTime::now()).unwrap_or_default());
+        let revoked = self.revoked.clone();
+        Some(Box::pin(async move {
+            let expiry = async {
+                match left {
+                    Some(left) => tokio::time::sleep(left).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let revocation = async {
+                match revoked {
+                    Some(token) => token.cancelled_owned().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = expiry => {}
+                () = revocation => {}
+            }
+        }))
+    }
 }
 
 /// Every caller shares one anonymous scope, with no scope checks.

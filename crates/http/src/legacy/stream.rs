@@ -52,11 +52,11 @@ async fn admit(app: &App, parts: &Parts) -> Result<(Authenticated, Session), Res
 /// `GET /mcp` in a legacy session: the standalone stream of list-changed
 /// notifications (from every pod, through the bus) and of updates to the
 /// resources the session subscribed to. It closes when the session ends or
-/// the caller's credential expires. Without a session: 405, as before.
+/// the caller's credential expires or is revoked. Without a session: 405, as before.
 pub(crate) async fn get_mcp(State(app): State<App>, request: axum::extract::Request) -> Response {
     let (parts, _) = request.into_parts();
     let headers = &parts.headers;
-    let (Authenticated { caller, expires_at }, session) = match admit(&app, &parts).await {
+    let (authenticated, session) = match admit(&app, &parts).await {
         Ok(admitted) => admitted,
         Err(resp) => return resp,
     };
@@ -64,7 +64,7 @@ pub(crate) async fn get_mcp(State(app): State<App>, request: axum::extract::Requ
         return session_refused(StatusCode::NOT_ACCEPTABLE, "Not Acceptable: GET needs Accept: text/event-stream");
     }
     // The same budget as `subscriptions/listen` streams, per pod and per principal.
-    let permit = match app.server.admit_stream(&caller.scope) {
+    let permit = match app.server.admit_stream(&authenticated.caller.scope) {
         Ok(p) => p,
         Err(e) => return respond::error(None, &e),
     };
@@ -100,7 +100,7 @@ pub(crate) async fn get_mcp(State(app): State<App>, request: axum::extract::Requ
         let _open = &permit;
         m
     });
-    respond::sse(respond::until_expiry(messages, expires_at, None), app.config.keep_alive)
+    respond::sse(respond::until_ended(messages, authenticated.ended(), None), app.config.keep_alive)
 }
 
 /// `DELETE /mcp` in a legacy session: the session ends on every pod (its
