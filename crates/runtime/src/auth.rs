@@ -69,8 +69,8 @@ pub struct AuthArgs {
     #[arg(long, env = "PRESA_JWT_LEEWAY_SECONDS", default_value_t = 30)]
     pub jwt_leeway_seconds: u64,
 
-    /// `jwt`: the issuer's JWKS URL, `https://` (or `http://` inside a trusted network); fetched at start,
-    /// cached, refetched on an unknown `kid`.
+    /// `jwt`: the issuer's JWKS URL, `https://` (or `http://` inside a trusted network); fetched at start
+    /// (retried until it loads, `/readyz` 503 until then), cached, refetched on an unknown `kid`.
     #[arg(long, env = "PRESA_JWKS_URL", conflicts_with = "jwks_file", hide_env_values = true)]
     pub jwks_url: Option<String>,
 
@@ -83,11 +83,13 @@ pub struct AuthArgs {
     #[arg(long, env = "PRESA_JWKS_FILE")]
     pub jwks_file: Option<PathBuf>,
 
-    /// `jwt`: least time between two JWKS fetches caused by unknown kids, in ms.
+    /// `jwt`: least time between the end of a JWKS fetch and the next one an unknown kid causes, in ms
+    /// (one fetch at a time, shared by every request waiting for it).
     #[arg(long, env = "PRESA_JWKS_MIN_REFRESH_MS", default_value_t = 30_000)]
     pub jwks_min_refresh_ms: u64,
 
-    /// `tokens`: the tokens file (`<sha256 hex> <tenant> <subject> [scope ...]` per line; reloaded on SIGHUP).
+    /// `tokens`: the tokens file (`<sha256 hex> <tenant> <subject> [scope ...]` per line; reloaded on SIGHUP,
+    /// which ends the streams of the tokens it dropped).
     #[arg(long, env = "PRESA_TOKENS_FILE")]
     pub tokens_file: Option<PathBuf>,
 }
