@@ -132,7 +132,37 @@ async fn post_without_token(conn: &mut TcpStream) -> String {
 #[tokio::test]
 async fn tokenless_connections_do_not_delay_others() {
     let (srv, _dir) = with_a_token(ServeLimits { max_connections: 100, ..ServeLimits::default() }).await;
-    let addr = addr_of(&srv.url);
+    tokenless_connections_do_not_delay(&srv.url, "good-token").await;
+}
+
+/// The same on an API pod over Redis (`presa-api --redis-url`, `--auth tokens`).
+#[tokio::test]
+async fn tokenless_connections_do_not_delay_others_on_redis() {
+    let redis = TestRedis::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens");
+    std::fs::write(&file, format!("{} acme alice\n", presa_http::auth::tokens::token_digest("good-token"))).unwrap();
+    let prefix = format!("edge{}", std::process::id());
+    let args = [
+        "--redis-url",
+        redis.url(),
+        "--redis-prefix",
+        &prefix,
+        "--auth",
+        "tokens",
+        "--tokens-file",
+        file.to_str().unwrap(),
+        "--max-connections",
+        "100",
+    ];
+    let pod = Pod::start("api", std::path::Path::new(env!("CARGO_BIN_EXE_presa-api")), free_port(), &args, &[]).await;
+    tokenless_connections_do_not_delay(&pod.url, "good-token").await;
+}
+
+/// The scenario of the two tests above, against the MCP endpoint `url` (at
+/// most 100 connections) where `token` is valid.
+async fn tokenless_connections_do_not_delay(url: &str, token: &str) {
+    let addr = addr_of(url);
     let mut refused = Vec::new();
     for _ in 0..100 {
         let mut conn = TcpStream::connect(&addr).await.unwrap();
@@ -150,9 +180,9 @@ async fn tokenless_connections_do_not_delay_others() {
     }
     let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
     let started = Instant::now();
-    let health = http.get(srv.url.replace("/mcp", "/healthz")).send().await.expect("/healthz answered");
+    let health = http.get(url.replace("/mcp", "/healthz")).send().await.expect("/healthz answered");
     assert_eq!(health.status(), 200);
-    let authenticated = Client { http, ..Client::new(&srv.url, json!({})) }.with_bearer("good-token");
+    let authenticated = Client { http, ..Client::new(url, json!({})) }.with_bearer(token);
     let (status, listed) = authenticated.send("tools/list", json!({})).await;
     assert_eq!(status, 200, "{listed}");
     assert!(started.elapsed() < Duration::from_secs(2), "waited {:?} behind tokenless connections", started.elapsed());
@@ -302,6 +332,21 @@ async fn a_principal_at_its_quota_does_not_stop_another() {
     let b = Client::new(&srv.url, tasks_caps()).with_scope("b");
     let id = task_id(&b.call_tool("slow_compute", json!({ "seconds": 0, "label": "b" })).await);
     b.wait_status(&id, "completed").await;
+}
+
+/// On an API pod over Redis too, a principal at its active-task quota gets
+/// 429 with `Retry-After` (no worker runs: its one task stays active).
+#[tokio::test]
+async fn a_principal_at_its_quota_gets_429_on_redis() {
+    let redis = TestRedis::start().await;
+    let prefix = format!("quota{}", std::process::id());
+    let args = ["--redis-url", redis.url(), "--redis-prefix", &prefix, "--max-active-tasks-per-scope", "1"];
+    let pod = Pod::start("api", std::path::Path::new(env!("CARGO_BIN_EXE_presa-api")), free_port(), &args, &[]).await;
+    let c = Client::new(&pod.url, tasks_caps());
+    task_id(&c.call_tool("slow_compute", json!({ "seconds": 30, "label": "one" })).await);
+    let (status, retry_after, e) = refused_with_retry_after(&c, "slow_compute", json!({ "seconds": 30 })).await;
+    assert_eq!((status, retry_after.as_deref()), (429, Some("1")), "{e}\n{}", pod.log());
+    assert_eq!(e["data"], json!({ "retryable": true, "retryAfterMs": 1000, "limit": "max_active_tasks_per_scope" }));
 }
 
 /// Listen streams are bounded per principal: A at its limit gets a
