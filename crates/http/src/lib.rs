@@ -10,11 +10,15 @@
 //! - [`auth`]: who is calling ([`Authenticator`]); anonymous by default, or
 //!   bearer JWTs, or static tokens; run on the request head before the body
 //!   is read. With [`HttpConfig::resource_metadata`] set, the RFC 9728
-//!   metadata is served at `/.well-known/oauth-protected-resource[/mcp]`.
+//!   metadata is served at `/.well-known/oauth-protected-resource`, with
+//!   `/mcp` and with the resource URL's own path appended ([`auth::metadata`]).
 //!
 //! A reply is one JSON body unless the handler streams notifications first
 //! (progress, logs) or the method is `subscriptions/listen`: then SSE with
 //! `X-Accel-Buffering: no`. Closing an SSE stream cancels the request's work.
+//! A listen stream (and a legacy `GET` stream) ends when the credential that
+//! opened it expires ([`Authenticated::expires_at`]): a listen stream with a
+//! JSON-RPC error on its request id, a legacy stream by closing.
 //!
 //! Every parsed request runs in one server span (`<method> <tool>`, the MCP
 //! semantic conventions; parent from `_meta.traceparent`, else the HTTP
@@ -39,7 +43,7 @@ use axum::{
 use futures::future::BoxFuture;
 use presa_server::{Core, Server};
 
-pub use auth::{Anonymous, Authenticator, Caller, Challenge, Refusal, metadata::ResourceMetadata};
+pub use auth::{Anonymous, Authenticated, Authenticator, Caller, Challenge, Refusal, metadata::ResourceMetadata};
 pub use serve::{ServeLimits, serve, serve_with};
 
 /// Readiness probe: `true` when the process can serve (its store answers).
@@ -57,6 +61,10 @@ pub type RenderMetrics = Arc<dyn Fn() -> String + Send + Sync>;
 /// read from somewhere (open listen streams, the work queue), not counted.
 pub type RefreshGauges = Arc<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>;
 
+/// The default [`HttpConfig::max_token_bytes`]: 8 KiB, several times the
+/// largest real access tokens (JWTs with many claims are 1–4 KiB).
+pub const DEFAULT_MAX_TOKEN_BYTES: usize = 8 * 1024;
+
 /// Transport settings.
 #[derive(Clone)]
 pub struct HttpConfig {
@@ -67,6 +75,9 @@ pub struct HttpConfig {
     /// Allowed `Host` values (`host` on any port, or `host:port`), against
     /// DNS rebinding. Empty (the default): every host.
     pub allowed_hosts: Vec<String>,
+    /// Largest `Authorization` header value, bytes: a longer one is refused
+    /// (401 `invalid_token`) before the authenticator sees it. Default 8 KiB.
+    pub max_token_bytes: usize,
     /// Largest request body, bytes (413 beyond). Default 4 MiB.
     pub max_body_bytes: usize,
     /// SSE keep-alive comment interval. Default 15 s.
@@ -99,6 +110,7 @@ impl std::fmt::Debug for HttpConfig {
         f.debug_struct("HttpConfig")
             .field("allowed_origins", &self.allowed_origins)
             .field("allowed_hosts", &self.allowed_hosts)
+            .field("max_token_bytes", &self.max_token_bytes)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("keep_alive", &self.keep_alive)
             .field("metrics", &self.metrics.is_some())
@@ -115,6 +127,7 @@ impl Default for HttpConfig {
         HttpConfig {
             allowed_origins: vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()],
             allowed_hosts: Vec::new(),
+            max_token_bytes: DEFAULT_MAX_TOKEN_BYTES,
             max_body_bytes: 4 * 1024 * 1024,
             keep_alive: Duration::from_secs(15),
             authenticator: Arc::new(Anonymous),
@@ -238,6 +251,10 @@ pub async fn liveness(check: Option<&ReadyCheck>) -> Response {
 async fn readyz(State(app): State<App>) -> Response {
     if app.server.shutdown_token().is_cancelled() {
         return (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response();
+    }
+    if !app.config.authenticator.ready() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "authentication not ready: the signing keys have not loaded yet")
+            .into_response();
     }
     readiness(app.config.ready.as_ref(), app.config.ready_detail.as_ref()).await
 }

@@ -18,7 +18,7 @@ use axum::{
         sse::{Event, KeepAlive, Sse},
     },
 };
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, future::BoxFuture};
 use presa_protocol::{
     Method, codes,
     jsonrpc::{self, ErrorObject, Incoming, Request, RequestId},
@@ -31,7 +31,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, Span, field::Empty};
 
-use crate::{App, Refusal, admission, legacy};
+use crate::{App, Refusal, admission, auth, legacy};
 
 /// A JSON body (always compact, one line).
 pub(crate) fn json(status: StatusCode, body: &Value) -> Response {
@@ -46,12 +46,12 @@ pub(crate) fn json(status: StatusCode, body: &Value) -> Response {
     (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], Bytes::from(bytes)).into_response()
 }
 
-/// A JSON-RPC error with its HTTP status; a 429 also says `Retry-After`
-/// (whole seconds, rounded up from `data.retryAfterMs`).
-fn error(id: Option<&RequestId>, e: &ErrorObject) -> Response {
+/// A JSON-RPC error with its HTTP status; a 429 or 503 whose error says
+/// `data.retryAfterMs` also says `Retry-After` (whole seconds, rounded up).
+pub(crate) fn error(id: Option<&RequestId>, e: &ErrorObject) -> Response {
     let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut resp = json(status, &jsonrpc::failure(id, e));
-    if status == StatusCode::TOO_MANY_REQUESTS
+    if matches!(status, StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE)
         && let Some(ms) = e.data.as_ref().and_then(|d| d.get("retryAfterMs")).and_then(Value::as_u64)
     {
         resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(ms.div_ceil(1000)));
@@ -122,13 +122,17 @@ pub(crate) async fn post_mcp(State(app): State<App>, request: axum::extract::Req
     if let Err((status, e)) = admission::check_transport(headers, &config.allowed_origins, &config.allowed_hosts) {
         return refuse(status, e);
     }
-    let caller = match app.config.authenticator.authenticate(&parts).await {
-        Ok(caller) => caller,
-        Err(refusal) => {
-            metrics::request(UNKNOWN_METHOD, refusal.status.as_u16().to_string(), started.elapsed());
-            return refused(None, &refusal);
-        }
-    };
+    let (caller, ended) =
+        match auth::authenticate(&*config.authenticator, &config.challenge, config.max_token_bytes, &parts).await {
+            Ok(a) => {
+                let ended = a.ended();
+                (a.caller, ended)
+            }
+            Err(refusal) => {
+                metrics::request(UNKNOWN_METHOD, refusal.status.as_u16().to_string(), started.elapsed());
+                return refused(None, &refusal);
+            }
+        };
     let required = &app.config.challenge.required_scopes;
     if !caller.missing(required).is_empty() {
         let refusal = app.config.challenge.insufficient_scope(&[]);
@@ -169,7 +173,7 @@ pub(crate) async fn post_mcp(State(app): State<App>, request: axum::extract::Req
     };
     let observed = Observed::start(&app, &headers, &req, started);
     let span = observed.span.clone();
-    admit_and_dispatch(app, headers, req, caller, observed).instrument(span).await
+    admit_and_dispatch(app, headers, req, caller, ended, observed).instrument(span).await
 }
 
 /// Admission and dispatch of one parsed request, inside its span.
@@ -178,6 +182,7 @@ async fn admit_and_dispatch(
     headers: HeaderMap,
     req: Request,
     caller: Caller,
+    ended: Option<BoxFuture<'static, ()>>,
     mut observed: Observed,
 ) -> Response {
     let (method, meta) = match admission::check_request(&headers, &req) {
@@ -201,7 +206,7 @@ async fn admit_and_dispatch(
 
     let server = app.server.clone();
     let id = req.id.clone();
-    respond(app, id, streaming, observed, Era::Modern, move |tx, cancel| {
+    respond(app, id, streaming, observed, Era::Modern, ended, move |tx, cancel| {
         let outbox = tx.map_or_else(Outbox::none, Outbox::new);
         let admitted = Admitted { id: req.id, method, params: req.params, meta, caller, outbox, cancel };
         Box::pin(async move { server.handle(&admitted).await })
@@ -220,14 +225,16 @@ pub(crate) enum Era {
 
 /// Run `make`'s work and answer: one JSON body when the reply comes before
 /// any message on the stream, else an SSE stream of the messages and then
-/// the reply; the work stops when the client goes away.
+/// the reply; the work stops when the client goes away. A listen stream
+/// ends when `ended` resolves (the caller's credential's end, [`until_ended`]).
 pub(crate) async fn respond(
     app: App,
     id: RequestId,
     streaming: bool,
     mut observed: Observed,
     era: Era,
-    make: impl FnOnce(Option<mpsc::UnboundedSender<Value>>, CancellationToken) -> futures::future::BoxFuture<'static, Reply>,
+    ended: Option<BoxFuture<'static, ()>>,
+    make: impl FnOnce(Option<mpsc::UnboundedSender<Value>>, CancellationToken) -> BoxFuture<'static, Reply>,
 ) -> Response {
     let (tx, mut notes) = mpsc::unbounded_channel();
     let tx = streaming.then_some(tx);
@@ -259,7 +266,9 @@ pub(crate) async fn respond(
                     Reply::Stream(s) => {
                         // A listen stream: counted when it opens; its span lasts while it streams.
                         observed.opened();
-                        sse(InSpan { inner: s, span: observed.span.clone() }, app.config.keep_alive)
+                        let last = jsonrpc::failure(Some(&id), &ErrorObject::new(codes::INVALID_REQUEST, TOKEN_ENDED));
+                        let inner = until_ended(s, ended, Some(last));
+                        sse(InSpan { inner, span: observed.span.clone() }, app.config.keep_alive)
                     }
                 };
             }
@@ -297,6 +306,55 @@ pub(crate) async fn respond(
         .instrument(span),
     );
     sse(ReceiverStream::new(rx), app.config.keep_alive)
+}
+
+/// The error that ends a listen stream when the token that opened it expires or is revoked.
+pub(crate) const TOKEN_ENDED: &str =
+    "Unauthorized: the token that opened this stream is no longer valid (expired or revoked)";
+
+/// `stream` until `ended` resolves, then `last` (when given) and its end;
+/// the stream (and what it holds: a listener's place) is dropped at that
+/// moment, however busy it is. `None`: `stream` as is.
+pub(crate) fn until_ended(
+    stream: impl Stream<Item = Value> + Send + 'static,
+    ended: Option<BoxFuture<'static, ()>>,
+    last: Option<Value>,
+) -> MessageStream {
+    match ended {
+        None => stream.boxed(),
+        Some(ended) => Box::pin(UntilEnded { inner: Some(stream.boxed()), ended, last }),
+    }
+}
+
+struct UntilEnded {
+    inner: Option<MessageStream>,
+    ended: BoxFuture<'static, ()>,
+    last: Option<Value>,
+}
+
+impl Stream for UntilEnded {
+    type Item = Value;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Value>> {
+        let this = &mut *self;
+        let Some(inner) = this.inner.as_mut() else {
+            return Poll::Ready(this.last.take());
+        };
+        if this.ended.as_mut().poll(cx).is_ready() {
+            tracing::debug!("the credential that opened this stream ended: ending it");
+            this.inner = None;
+            return Poll::Ready(this.last.take());
+        }
+        match inner.as_mut().poll_next(cx) {
+            Poll::Ready(None) => {
+                // Ended on its own (shutdown closes with its own last message).
+                this.inner = None;
+                this.last = None;
+                Poll::Ready(None)
+            }
+            other => other,
+        }
+    }
 }
 
 /// The `method` label of requests that were not parsed, or name no known method.

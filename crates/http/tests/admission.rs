@@ -896,6 +896,22 @@ async fn a_full_work_queue_is_429_with_retry_after_and_stores_nothing() {
     assert_eq!(stats.iter().map(|p| p.queued + p.pending).sum::<u64>(), 1, "only the first task's work: {stats:?}");
 }
 
+/// A full pod (`--max-tasks`) is not the caller's fault: 503, retryable,
+/// with `Retry-After` from `data.retryAfterMs`.
+#[tokio::test]
+async fn a_full_pod_is_503_with_retry_after() {
+    let backend = Backend::new(Arc::new(MemoryStore::new().with_max_tasks(1)));
+    let server =
+        Server::new(Core::new(ServerConfig::default(), presa_demo::catalog().unwrap(), backend), StateCodec::new(b"t"));
+    let app = presa_http::router(server, HttpConfig::default());
+    let create = || Call::with_caps("tools/call", json!({ "name": "failing_job", "arguments": {} }), tasks_caps());
+    assert_eq!(create().send(app.clone()).await.result()["resultType"], "task");
+    let r = create().id(json!(503)).send(app).await;
+    assert_error(&r, StatusCode::SERVICE_UNAVAILABLE, -32603, Some(json!(503)));
+    assert_eq!(r.body()["error"]["data"]["limit"], "max_tasks");
+    assert_eq!(r.headers.get(header::RETRY_AFTER).and_then(|v| v.to_str().ok()), Some("1"));
+}
+
 #[tokio::test]
 async fn unknown_resource_is_invalid_params_with_the_uri() {
     let r = Call::new("resources/read", json!({ "uri": "test://nope" })).id(json!(61)).send(app()).await;

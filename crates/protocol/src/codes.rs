@@ -18,8 +18,9 @@ pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
 /// Too many requests: the server is at a capacity it frees on its own (a
-/// full work queue); `data.retryAfterMs` says when to try again. Sent with
-/// HTTP 429 (the draft rate-limit SEP).
+/// full work queue), or the caller at its own quota (active tasks, bytes,
+/// listen streams); `data.retryAfterMs` says when to try again. Sent with
+/// HTTP 429 and `Retry-After` (the draft rate-limit SEP).
 pub const RATE_LIMITED: i64 = -32023;
 
 /// The HTTP status a JSON-RPC error with `code` is sent with.

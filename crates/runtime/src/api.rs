@@ -45,6 +45,11 @@ pub struct ApiArgs {
     #[arg(long, env = "PRESA_ALLOWED_HOSTS", value_delimiter = ',')]
     allowed_hosts: Vec<String>,
 
+    /// Largest `Authorization` header in bytes: a longer bearer token is
+    /// refused (HTTP 401 `invalid_token`) before it is parsed.
+    #[arg(long, env = "PRESA_MAX_TOKEN_BYTES", default_value_t = presa_http::DEFAULT_MAX_TOKEN_BYTES)]
+    max_token_bytes: usize,
+
     /// Largest request body in bytes (HTTP 413 beyond).
     #[arg(long, env = "PRESA_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
     max_body_bytes: usize,
@@ -63,9 +68,18 @@ pub struct ApiArgs {
     #[arg(long, env = "PRESA_IDLE_TIMEOUT_MS", default_value_t = 75_000)]
     idle_timeout_ms: u64,
 
-    /// Most HTTP connections served at once; more wait in the listen backlog.
+    /// Most HTTP connections served at once. At the limit a new connection
+    /// closes an idle one (first one that has not sent a request yet); when
+    /// every one has a request in flight, new ones wait in the listen backlog.
     #[arg(long, env = "PRESA_MAX_CONNECTIONS", default_value_t = 10_000)]
     max_connections: usize,
+
+    /// Connections accepted past `--max-connections`, while every other one
+    /// has a request in flight, for `/healthz`, `/readyz` and `/metrics`
+    /// alone (another request on one waits up to about a second for a regular
+    /// connection, then gets 503), so probes never wait behind the limit.
+    #[arg(long, env = "PRESA_PROBE_CONNECTIONS", default_value_t = 16)]
+    probe_connections: usize,
 
     /// Task lifetime from creation in ms, or `none` for tasks that never expire.
     #[arg(long, env = "PRESA_TASK_TTL_MS", default_value = "3600000", value_parser = parse_ttl)]
@@ -250,6 +264,7 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
     let http = HttpConfig {
         allowed_origins: args.allowed_origins.clone(),
         allowed_hosts: args.allowed_hosts.clone(),
+        max_token_bytes: args.max_token_bytes,
         max_body_bytes: args.max_body_bytes,
         ready: Some(storage.ready.clone()),
         ready_detail: Some(storage.ready_detail.clone()),
@@ -284,6 +299,7 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
         body_read_timeout: Duration::from_millis(args.body_read_timeout_ms),
         idle_timeout: Duration::from_millis(args.idle_timeout_ms),
         max_connections: args.max_connections,
+        probe_connections: args.probe_connections,
     };
     let serve = presa_http::serve_with(listener, router, limits, shutdown.clone().cancelled_owned());
     let grace_elapsed = async {

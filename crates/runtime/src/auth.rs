@@ -38,12 +38,14 @@ pub struct AuthArgs {
     pub allow_anonymous: bool,
 
     /// The canonical URL of this MCP endpoint (e.g. `https://mcp.example.com/mcp`):
-    /// the RFC 9728 `resource`, and the default JWT audience.
+    /// the RFC 9728 `resource`, and the default JWT audience. Its metadata is
+    /// served at `/.well-known/oauth-protected-resource<its path>`.
     #[arg(long, env = "PRESA_RESOURCE_URL")]
     pub resource_url: Option<String>,
 
     /// Authorization server issuer URLs listed in the resource metadata
-    /// (repeat or comma-separate; default: `--jwt-issuer`).
+    /// (repeat or comma-separate; default: `--jwt-issuer`). With none, no
+    /// metadata is published (`--auth tokens` or `none` without this flag).
     #[arg(long = "authorization-server", env = "PRESA_AUTHORIZATION_SERVERS", value_delimiter = ',')]
     pub authorization_servers: Vec<String>,
 
@@ -67,9 +69,9 @@ pub struct AuthArgs {
     #[arg(long, env = "PRESA_JWT_LEEWAY_SECONDS", default_value_t = 30)]
     pub jwt_leeway_seconds: u64,
 
-    /// `jwt`: the issuer's JWKS URL, `https://` (or `http://` inside a trusted network); fetched at start,
-    /// cached, refetched on an unknown `kid`.
-    #[arg(long, env = "PRESA_JWKS_URL", conflicts_with = "jwks_file")]
+    /// `jwt`: the issuer's JWKS URL, `https://` (or `http://` inside a trusted network); fetched at start
+    /// (retried until it loads, `/readyz` 503 until then), cached, refetched on an unknown `kid`.
+    #[arg(long, env = "PRESA_JWKS_URL", conflicts_with = "jwks_file", hide_env_values = true)]
     pub jwks_url: Option<String>,
 
     /// `jwt`: PEM CA certificates trusted for an `https://` JWKS URL besides the built-in Mozilla roots
@@ -81,11 +83,13 @@ pub struct AuthArgs {
     #[arg(long, env = "PRESA_JWKS_FILE")]
     pub jwks_file: Option<PathBuf>,
 
-    /// `jwt`: least time between two JWKS fetches caused by unknown kids, in ms.
+    /// `jwt`: least time between the end of a JWKS fetch and the next one an unknown kid causes, in ms
+    /// (one fetch at a time, shared by every request waiting for it).
     #[arg(long, env = "PRESA_JWKS_MIN_REFRESH_MS", default_value_t = 30_000)]
     pub jwks_min_refresh_ms: u64,
 
-    /// `tokens`: the tokens file (`<sha256 hex> <tenant> <subject> [scope ...]` per line; reloaded on SIGHUP).
+    /// `tokens`: the tokens file (`<sha256 hex> <tenant> <subject> [scope ...]` per line; reloaded on SIGHUP,
+    /// which ends the streams of the tokens it dropped).
     #[arg(long, env = "PRESA_TOKENS_FILE")]
     pub tokens_file: Option<PathBuf>,
 }
@@ -126,20 +130,33 @@ impl AuthArgs {
     /// catalog needs (listed in `scopes_supported`).
     pub async fn build(&self, tool_scopes: &[String]) -> Result<Auth, AuthConfigError> {
         let invalid = |m: &str| AuthConfigError::Invalid(m.to_string());
-        let metadata_at = self.resource_url.as_deref().map(metadata_url);
-        let challenge = Challenge::new(metadata_at, self.required_scopes.clone());
+        if let Some(url) = &self.resource_url {
+            check_resource_url(url).map_err(AuthConfigError::Invalid)?;
+        }
         let mut scopes = self.required_scopes.clone();
         for s in tool_scopes {
             if !scopes.contains(s) {
                 scopes.push(s.clone());
             }
         }
-        let mut servers = self.authorization_servers.clone();
+        let mut servers: Vec<String> = self.authorization_servers.iter().filter(|s| !s.is_empty()).cloned().collect();
         if servers.is_empty() {
             servers.extend(self.jwt_issuer.clone());
         }
-        let resource_metadata =
-            self.resource_url.as_ref().map(|url| ResourceMetadata::new(url.clone(), servers, scopes));
+        // MCP requires at least one authorization server in the document: none known, no document.
+        let resource_metadata = match &self.resource_url {
+            Some(_) if servers.is_empty() => {
+                tracing::warn!(
+                    "--resource-url without an authorization server (--authorization-server, or --jwt-issuer): \
+                     no Protected Resource Metadata is published"
+                );
+                None
+            }
+            Some(url) => Some(ResourceMetadata::new(url.clone(), servers, scopes)),
+            None => None,
+        };
+        let metadata_at = resource_metadata.as_ref().map(|m| metadata_url(&m.resource));
+        let challenge = Challenge::new(metadata_at, self.required_scopes.clone());
         let authenticator: Arc<dyn Authenticator> = match self.auth {
             AuthMode::None => Arc::new(Anonymous),
             AuthMode::Tokens => {
@@ -169,19 +186,27 @@ impl AuthArgs {
                             return Err(invalid("--jwks-url (PRESA_JWKS_URL) must be an https:// (or http://) URL"));
                         }
                         if lower.starts_with("http://") {
-                            tracing::warn!(url = %url, "--jwks-url is plain http: anyone on the path can swap the signing keys; use https:// outside a trusted network");
+                            tracing::warn!(url = %presa_telemetry::redact_url(url), "--jwks-url is plain http: anyone on the path can swap the signing keys; use https:// outside a trusted network");
                         }
-                        let jwks = Jwks::new(JwksSource::Url(url.clone()), min_refresh, self.jwks_ca_file.as_deref())?;
-                        // An issuer that is down at start-up is retried on the first token.
+                        let jwks = Arc::new(Jwks::new(
+                            JwksSource::Url(url.clone()),
+                            min_refresh,
+                            self.jwks_ca_file.as_deref(),
+                        )?);
+                        // An issuer that is down at start-up: retried in the background; unready until then.
                         if let Err(e) = jwks.load().await {
-                            tracing::warn!(error = %e, "JWKS not loaded at start-up; retrying on the first token");
+                            tracing::warn!(
+                                error = %e,
+                                "JWKS not loaded at start-up: retrying until it loads; not ready (/readyz 503) until then"
+                            );
+                            jwks.retry_until_loaded();
                         }
                         jwks
                     }
                     (None, Some(path)) => {
                         let jwks = Jwks::new(JwksSource::File(path.clone()), min_refresh, None)?;
                         jwks.load().await?;
-                        jwks
+                        Arc::new(jwks)
                     }
                     _ => {
                         return Err(invalid(
@@ -196,11 +221,30 @@ impl AuthArgs {
                     leeway: Duration::from_secs(self.jwt_leeway_seconds),
                     min_refresh,
                 };
-                Arc::new(JwtAuthenticator::new(config, Arc::new(jwks), challenge.clone()))
+                Arc::new(JwtAuthenticator::new(config, jwks, challenge.clone()))
             }
         };
         Ok(Auth { authenticator, challenge, resource_metadata })
     }
+}
+
+/// `--resource-url` must be an absolute `http(s)://` URL without query or
+/// fragment whose path can be served (its metadata lives at that path, RFC 9728 §3.1).
+pub fn check_resource_url(url: &str) -> Result<(), String> {
+    let lower = url.to_ascii_lowercase();
+    let rest = lower.strip_prefix("https://").or_else(|| lower.strip_prefix("http://"));
+    let authority = rest.map(|r| r.split('/').next().unwrap_or_default()).unwrap_or_default();
+    let path = presa_http::auth::metadata::resource_path(url);
+    if authority.is_empty()
+        || url.contains(['?', '#'])
+        || !(path.is_empty() || presa_http::auth::metadata::routable(path))
+    {
+        return Err(format!(
+            "--resource-url (PRESA_RESOURCE_URL) must be an http(s):// URL without query or fragment, \
+             its path made of plain URL characters: {url}"
+        ));
+    }
+    Ok(())
 }
 
 /// `--auth none` serves everyone as one anonymous principal: only on a
@@ -257,6 +301,43 @@ mod tests {
         assert!(check_listen(&allowed, "0.0.0.0:8080".parse().unwrap()).is_ok());
         let jwt = Demo::parse_from(["demo", "--auth", "jwt"]).auth;
         assert!(check_listen(&jwt, "0.0.0.0:8080".parse().unwrap()).is_ok());
+    }
+
+    async fn built(args: &[&str]) -> Auth {
+        Demo::parse_from([&["demo"], args].concat()).auth.build(&["deploy".to_string()]).await.unwrap()
+    }
+
+    /// Static tokens have no authorization server: without one named, no
+    /// metadata (never `authorization_servers: []`) and no `resource_metadata`
+    /// in challenges; with one, both, at the resource path's metadata URL.
+    #[tokio::test]
+    async fn the_resource_metadata_needs_an_authorization_server() {
+        let file = std::env::temp_dir().join(format!("presa-tokens-{}", std::process::id()));
+        std::fs::write(&file, "").unwrap();
+        let tokens = ["--auth", "tokens", "--tokens-file", file.to_str().unwrap()];
+        let url = ["--resource-url", "https://h.example/api/mcp"];
+        let none = built(&[&tokens[..], &url].concat()).await;
+        assert!(none.resource_metadata.is_none());
+        assert_eq!(none.challenge.resource_metadata, None);
+        let named = built(&[&tokens[..], &url, &["--authorization-server", "https://as.example"]].concat()).await;
+        assert_eq!(named.resource_metadata.unwrap().authorization_servers, ["https://as.example"]);
+        assert_eq!(
+            named.challenge.resource_metadata.as_deref(),
+            Some("https://h.example/.well-known/oauth-protected-resource/api/mcp")
+        );
+        std::fs::remove_file(&file).unwrap();
+    }
+
+    #[test]
+    fn resource_urls_must_be_servable() {
+        for ok in ["https://h.example/mcp", "http://127.0.0.1:8080/api/v1/mcp", "https://h.example"] {
+            assert!(check_resource_url(ok).is_ok(), "{ok}");
+        }
+        for bad in
+            ["h.example/mcp", "ftp://h/mcp", "https:///mcp", "https://h/{id}", "https://h/mcp?x=1", "https://h/mcp#f"]
+        {
+            assert!(check_resource_url(bad).unwrap_err().contains("PRESA_RESOURCE_URL"), "{bad}");
+        }
     }
 
     #[test]

@@ -12,10 +12,9 @@ use clap::{
     parser::ValueSource,
 };
 
-/// Settings whose values are never printed.
+/// Settings whose values are never printed. Every other value is printed
+/// with the password of any URL in it redacted ([`redact_url`]).
 const SECRETS: &[&str] = &["state_secret", "upstream_header", "upstream_env"];
-/// Settings that are URLs whose password is never printed.
-const URLS_WITH_CREDENTIALS: &[&str] = &["redis_url"];
 
 /// Parse `T` from the command line and the environment (see the module docs).
 pub fn load<T: Parser>() -> T {
@@ -81,10 +80,8 @@ pub fn render(cmd: &Command, matches: &ArgMatches) -> String {
             "<unset>".to_string()
         } else if SECRETS.contains(&id) {
             "<redacted>".to_string()
-        } else if URLS_WITH_CREDENTIALS.contains(&id) {
-            raw.iter().map(|v| redact_url(v)).collect::<Vec<_>>().join(",")
         } else {
-            raw.join(",")
+            raw.iter().map(|v| redact_url(v)).collect::<Vec<_>>().join(",")
         };
         let source = match matches.value_source(id) {
             Some(ValueSource::CommandLine) => "flag",
@@ -99,21 +96,8 @@ pub fn render(cmd: &Command, matches: &ArgMatches) -> String {
     out
 }
 
-/// `scheme://user:secret@host` → `scheme://user:***@host`.
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
-    match rest.split_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
-            if userinfo.contains(':') {
-                format!("{scheme}://{user}:***@{host}")
-            } else {
-                format!("{scheme}://***@{host}")
-            }
-        }
-        None => url.to_string(),
-    }
-}
+/// A URL with its password redacted (the one implementation, in presa-telemetry).
+pub use presa_telemetry::redact_url;
 
 #[cfg(test)]
 mod tests {
@@ -128,6 +112,8 @@ mod tests {
         state_secret: Option<String>,
         #[arg(long, env = "DEMO_URL")]
         redis_url: Option<String>,
+        #[arg(long, env = "DEMO_JWKS_URL")]
+        jwks_url: Option<String>,
     }
 
     #[test]
@@ -135,20 +121,21 @@ mod tests {
         let cmd = Demo::command();
         let m = cmd
             .clone()
-            .try_get_matches_from(["demo", "--state-secret", "hunter2", "--redis-url", "redis://u:pw@h:6379/0"])
+            .try_get_matches_from([
+                "demo",
+                "--state-secret",
+                "hunter2",
+                "--redis-url",
+                "redis://u:pw@h:6379/0",
+                "--jwks-url",
+                "https://svc:jwkspass@idp.example/jwks",
+            ])
             .unwrap();
         let text = render(&cmd, &m);
         assert!(text.contains("listen = 127.0.0.1:1  (--listen, DEMO_LISTEN; default)"), "{text}");
         assert!(text.contains("state_secret = <redacted>  (--state-secret, DEMO_SECRET; flag)"), "{text}");
         assert!(text.contains("redis_url = redis://u:***@h:6379/0"), "{text}");
-        assert!(!text.contains("hunter2") && !text.contains("pw@"), "{text}");
-    }
-
-    #[test]
-    fn urls_lose_only_their_secrets() {
-        assert_eq!(redact_url("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
-        assert_eq!(redact_url("rediss://default:s3cr3t@cache:6380/1"), "rediss://default:***@cache:6380/1");
-        assert_eq!(redact_url("redis://:onlypass@cache"), "redis://:***@cache");
-        assert_eq!(redact_url("redis://token@cache"), "redis://***@cache");
+        assert!(text.contains("jwks_url = https://svc:***@idp.example/jwks"), "{text}");
+        assert!(!text.contains("hunter2") && !text.contains("pw@") && !text.contains("jwkspass"), "{text}");
     }
 }

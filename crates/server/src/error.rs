@@ -16,6 +16,16 @@ pub const REQUIRED_SCOPES: &str = "requiredScopes";
 /// workers need to drain a burst.
 pub const QUEUE_FULL_RETRY_AFTER_MS: u64 = 1000;
 
+/// The `retryAfterMs` of a refusal for one principal's quota (a
+/// `…_per_scope` limit: its active tasks, bytes, listen streams): the quota
+/// frees as the principal's own tasks end or streams close, which presa
+/// cannot foresee; a second is a polite first retry.
+pub const QUOTA_RETRY_AFTER_MS: u64 = 1000;
+
+/// The `retryAfterMs` of a retryable 503: a pod-wide capacity limit or a
+/// store that does not answer.
+pub const UNAVAILABLE_RETRY_AFTER_MS: u64 = 1000;
+
 /// Why a request failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -37,11 +47,15 @@ pub enum ServerError {
     /// The client must declare these capabilities (`-32021`).
     #[error("Missing required client capability")]
     MissingCapability(Value),
-    /// A capacity limit was hit; nothing was stored (`-32603`, retryable).
+    /// A pod-wide capacity limit was hit; nothing was stored (`-32603`,
+    /// HTTP 503, retryable after `data.retryAfterMs`). Build it with
+    /// [`ServerError::capacity`], which turns a principal's quota into
+    /// [`ServerError::RateLimited`].
     #[error("Capacity exhausted: {0}")]
     Capacity(&'static str),
-    /// A limit that frees itself was hit (a full work queue); nothing was
-    /// stored (`-32023`, HTTP 429, retryable after `retry_after_ms`).
+    /// A limit that frees itself was hit: a full work queue, or the caller's
+    /// own quota (a `…_per_scope` limit); nothing was stored (`-32023`, HTTP
+    /// 429 with `Retry-After`, retryable after `retry_after_ms`).
     #[error("Too many requests: {limit}")]
     RateLimited {
         /// Which limit (`max_queued`).
@@ -65,6 +79,18 @@ pub enum ServerError {
 }
 
 impl ServerError {
+    /// A capacity limit named `limit` was hit: a principal's quota (a
+    /// `…_per_scope` limit) is [`ServerError::RateLimited`] (HTTP 429, the
+    /// caller is asking for more than its share); any other limit is
+    /// pod-wide, [`ServerError::Capacity`] (HTTP 503, the server is full).
+    pub fn capacity(limit: &'static str) -> Self {
+        if limit.ends_with("_per_scope") {
+            ServerError::RateLimited { limit, retry_after_ms: QUOTA_RETRY_AFTER_MS }
+        } else {
+            ServerError::Capacity(limit)
+        }
+    }
+
     /// `-32021` asking for the Tasks extension.
     pub fn tasks_required() -> Self {
         ServerError::MissingCapability(json!({ "extensions": { TASKS_EXTENSION: {} } }))
@@ -88,7 +114,7 @@ impl ServerError {
             ServerError::Capacity(limit) => ErrorObject::with_data(
                 codes::INTERNAL_ERROR,
                 "Capacity exhausted",
-                json!({ "retryable": true, "limit": limit }),
+                json!({ "retryable": true, "retryAfterMs": UNAVAILABLE_RETRY_AFTER_MS, "limit": limit }),
             ),
             ServerError::RateLimited { limit, retry_after_ms } => ErrorObject::with_data(
                 codes::RATE_LIMITED,
@@ -100,7 +126,7 @@ impl ServerError {
                 ErrorObject::with_data(
                     codes::INTERNAL_ERROR,
                     "Service temporarily unavailable",
-                    json!({ "retryable": true }),
+                    json!({ "retryable": true, "retryAfterMs": UNAVAILABLE_RETRY_AFTER_MS }),
                 )
             }
             ServerError::Internal(cause) => {
@@ -118,12 +144,37 @@ impl ServerError {
 impl From<StoreError> for ServerError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::Capacity { limit } => ServerError::Capacity(limit),
+            StoreError::Capacity { limit } => ServerError::capacity(limit),
             StoreError::QueueFull => {
                 ServerError::RateLimited { limit: "max_queued", retry_after_ms: QUEUE_FULL_RETRY_AFTER_MS }
             }
             StoreError::Unavailable(m) => ServerError::Unavailable(m),
             StoreError::Corrupt(m) => ServerError::Internal(format!("corrupt record: {m}")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_principals_quota_is_429_and_a_full_pod_503_both_with_retry_after() {
+        for limit in ["max_active_tasks_per_scope", "max_bytes_per_scope", "max_listen_streams_per_scope"] {
+            let e = ServerError::from(StoreError::Capacity { limit }).to_error_object();
+            assert_eq!((e.code, e.http_status()), (codes::RATE_LIMITED, 429), "{limit}");
+            assert_eq!(
+                e.data,
+                Some(json!({ "retryable": true, "retryAfterMs": QUOTA_RETRY_AFTER_MS, "limit": limit }))
+            );
+        }
+        for limit in ["max_tasks", "max_memory_bytes", "max_listen_streams"] {
+            let e = ServerError::capacity(limit).to_error_object();
+            assert_eq!((e.code, e.http_status()), (codes::INTERNAL_ERROR, 503), "{limit}");
+            assert_eq!(e.data.unwrap()["retryAfterMs"], UNAVAILABLE_RETRY_AFTER_MS, "{limit}");
+        }
+        let e = ServerError::from(StoreError::Unavailable("down".into())).to_error_object();
+        assert_eq!(e.http_status(), 503);
+        assert_eq!(e.data.unwrap()["retryAfterMs"], UNAVAILABLE_RETRY_AFTER_MS);
     }
 }

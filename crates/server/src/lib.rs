@@ -88,7 +88,10 @@ pub use config::{DEFAULT_MAX_QUEUED_PER_PARTITION, ServerConfig};
 pub use context::{Outbox, ToolContext};
 pub use core::Core;
 pub use dispatch::{Admitted, Reply, Server, StreamPermit};
-pub use error::{INSUFFICIENT_SCOPE, QUEUE_FULL_RETRY_AFTER_MS, REQUIRED_SCOPES, ServerError};
+pub use error::{
+    INSUFFICIENT_SCOPE, QUEUE_FULL_RETRY_AFTER_MS, QUOTA_RETRY_AFTER_MS, REQUIRED_SCOPES, ServerError,
+    UNAVAILABLE_RETRY_AFTER_MS,
+};
 pub use input::{Elicited, InputRequest};
 pub use output::{IntoToolOutput, Json};
 pub use presa_store::Caller;

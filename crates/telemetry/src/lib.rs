@@ -9,6 +9,7 @@
 //! - [`propagation`]: W3C Trace Context and Baggage in and out of HTTP headers,
 //!   an MCP `_meta` object (SEP-414) and the `BTreeMap` a work item carries.
 //! - [`metrics`]: the Prometheus recorder and every `presa_*` series, named in one place.
+//! - [`redact`]: secrets kept out of logs ([`redact_url`]: a URL's password).
 //! - `testing` (feature `testing`): an in-memory span exporter for tests.
 //!
 //! Libraries depend on this crate with no features: recording spans and
@@ -26,6 +27,7 @@
 mod logfmt;
 pub mod metrics;
 pub mod propagation;
+pub mod redact;
 #[cfg(feature = "exporters")]
 mod setup;
 #[cfg(feature = "testing")]
@@ -33,6 +35,8 @@ pub mod testing;
 
 #[cfg(feature = "exporters")]
 pub use setup::{LogFormat, TRACE_FILTER_VAR, TelemetryError, TelemetryGuard, init, init_with, otlp_configured};
+
+pub use redact::redact_url;
 
 /// The instrumentation scope of presa's spans.
 pub const TRACER_NAME: &str = "presa";

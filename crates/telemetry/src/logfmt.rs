@@ -1,7 +1,8 @@
-//! Log formatting details: trace ids in JSON lines, quieter span fields in text.
+//! Log formatting details: trace ids in JSON lines; in text, quieter span
+//! fields and control characters escaped (JSON escapes them by itself).
 
 use std::{
-    fmt,
+    fmt::{self, Write as _},
     sync::{Arc, OnceLock},
 };
 
@@ -112,11 +113,33 @@ impl Visit for TextVisitor<'_> {
         }
         let sep = if self.empty { "" } else { " " };
         self.empty = false;
-        self.result = if name == "message" {
-            write!(self.writer, "{sep}{value:?}")
-        } else {
-            write!(self.writer, "{sep}{name}={value:?}")
-        };
+        let mut out = Escaped(&mut self.writer);
+        self.result =
+            if name == "message" { write!(out, "{sep}{value:?}") } else { write!(out, "{sep}{name}={value:?}") };
+    }
+}
+
+/// Writes through, with control characters escaped: a value from a client
+/// (a `%` Display field, a message) can neither start a forged log line
+/// (`\n`, `\r`) nor drive the terminal (`\x1b`…). Debug-formatted strings are
+/// escaped already and pass unchanged.
+struct Escaped<'a, 'w>(&'a mut Writer<'w>);
+
+impl fmt::Write for Escaped<'_, '_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let mut rest = s;
+        while let Some(at) = rest.find(char::is_control) {
+            self.0.write_str(&rest[..at])?;
+            let c = rest[at..].chars().next().unwrap_or_default();
+            match c {
+                '\n' => self.0.write_str("\\n")?,
+                '\r' => self.0.write_str("\\r")?,
+                '\t' => self.0.write_str("\\t")?,
+                c => write!(self.0, "\\u{{{:x}}}", u32::from(c))?,
+            }
+            rest = &rest[at + c.len_utf8()..];
+        }
+        self.0.write_str(rest)
     }
 }
 
@@ -185,6 +208,27 @@ mod tests {
         assert!(lines[1].starts_with("{\"trace_id\":\"4bf92f3577b34da6a3ce929d0e0e4736\",\"span_id\":\""), "{inside}");
         assert_ne!(inside["span_id"], "00f067aa0ba902b7", "the span's own id, not its parent's");
         assert_eq!(inside["fields"]["answer"], 42);
+    }
+
+    /// Client-supplied text cannot forge a log line or send terminal escapes.
+    #[test]
+    fn text_lines_escape_control_characters() {
+        let out = Buffer::default();
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_subscriber::fmt::layer().with_ansi(false).with_writer(out.clone()).fmt_fields(TextFields));
+        let client = "evil\nINFO forged line\r\x1b[31mred\tx";
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!("request", tool = %client);
+            span.in_scope(|| tracing::warn!(reason = %client, quoted = client, "refused {client}"));
+        });
+        let lines = out.lines();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        let line = &lines[0];
+        assert!(!line.contains('\x1b') && !line.contains('\r'), "{line:?}");
+        let escaped = r"evil\nINFO forged line\r\u{1b}[31mred\tx";
+        assert!(line.contains(&format!("request{{tool={escaped}}}")), "{line}");
+        assert!(line.contains(&format!("refused {escaped} reason={escaped}")), "{line}");
+        assert!(line.contains(r#"quoted="evil\nINFO forged line\r\u{1b}[31mred\tx""#), "{line}");
     }
 
     #[test]

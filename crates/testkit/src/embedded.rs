@@ -2,13 +2,14 @@
 
 use std::{sync::Arc, time::Duration};
 
-use presa_http::{Authenticator, Caller, HttpConfig, Refusal, ServeLimits};
+use presa_http::{Authenticated, Authenticator, Caller, HttpConfig, Refusal, ServeLimits};
 use presa_server::{Core, Server, ServerConfig, StateCodec, Worker, WorkerConfig};
 use presa_store::{Backend, Scope, memory::MemoryStore};
 use tokio_util::sync::CancellationToken;
 
-/// An authenticator that takes the scope from the `x-test-scope` header (tests only: never trust
-/// a header for identity in production).
+/// An authenticator that takes the scope from the `x-test-scope` header, and
+/// the credential's end from `x-test-expires-in-ms` (milliseconds from now;
+/// none without it). Tests only: never trust a header for identity in production.
 #[derive(Debug, Clone, Copy)]
 pub struct HeaderScopes;
 
@@ -17,6 +18,12 @@ impl Authenticator for HeaderScopes {
     async fn authenticate(&self, parts: &axum::http::request::Parts) -> Result<Caller, Refusal> {
         let subject = parts.headers.get("x-test-scope").and_then(|v| v.to_str().ok()).unwrap_or("anonymous");
         Ok(Caller { scope: Scope { tenant: "test".into(), subject: subject.into() }, scopes: None })
+    }
+
+    async fn authenticate_until(&self, parts: &axum::http::request::Parts) -> Result<Authenticated, Refusal> {
+        let expires_in = parts.headers.get("x-test-expires-in-ms").and_then(|v| v.to_str().ok()?.parse().ok());
+        let expires_at = expires_in.map(|ms| std::time::SystemTime::now() + Duration::from_millis(ms));
+        Ok(Authenticated { expires_at, ..Authenticated::new(self.authenticate(parts).await?) })
     }
 }
 

@@ -7,7 +7,7 @@
 use std::{
     sync::{
         Arc,
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
     },
     time::Duration,
 };
@@ -24,6 +24,7 @@ use presa_server::ServerConfig;
 use presa_testkit::{
     Client, Embedded, embedded_with,
     jwt::{Key, TestIssuer, now_secs},
+    next_within,
     principals::tasks_stay_with_their_principal,
     tasks_caps,
 };
@@ -35,24 +36,36 @@ struct Fixture {
     srv: Embedded,
     issuer: Arc<TestIssuer>,
     fetches: Arc<AtomicUsize>,
+    knobs: Arc<Knobs>,
     metadata: String,
 }
 
+/// How the test JWKS endpoint misbehaves: slow answers, or 503s.
+#[derive(Debug, Default)]
+struct Knobs {
+    delay_ms: AtomicU64,
+    down: AtomicBool,
+}
+
 /// A JWKS endpoint counting its fetches; returns its URL.
-async fn serve_jwks(issuer: Arc<TestIssuer>, fetches: Arc<AtomicUsize>) -> String {
+async fn serve_jwks(issuer: Arc<TestIssuer>, fetches: Arc<AtomicUsize>, knobs: Arc<Knobs>) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/jwks", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, jwks_app(issuer, fetches)).await });
+    tokio::spawn(async move { axum::serve(listener, jwks_app(issuer, fetches, knobs)).await });
     url
 }
 
-fn jwks_app(issuer: Arc<TestIssuer>, fetches: Arc<AtomicUsize>) -> Router {
+fn jwks_app(issuer: Arc<TestIssuer>, fetches: Arc<AtomicUsize>, knobs: Arc<Knobs>) -> Router {
     Router::new().route(
         "/jwks",
         get(move || {
             fetches.fetch_add(1, Ordering::SeqCst);
             let keys = issuer.jwks();
-            async move { Json(keys) }
+            let (delay, down) = (knobs.delay_ms.load(Ordering::SeqCst), knobs.down.load(Ordering::SeqCst));
+            async move {
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+                if down { Err(axum::http::StatusCode::SERVICE_UNAVAILABLE) } else { Ok(Json(keys)) }
+            }
         }),
     )
 }
@@ -78,7 +91,7 @@ async fn serve_jwks_tls(issuer: Arc<TestIssuer>, fetches: Arc<AtomicUsize>) -> (
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("https://{}/jwks", listener.local_addr().unwrap());
-    let app = jwks_app(issuer, fetches);
+    let app = jwks_app(issuer, fetches, Arc::default());
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
             let (acceptor, app) = (acceptor.clone(), app.clone());
@@ -96,22 +109,30 @@ async fn serve_jwks_tls(issuer: Arc<TestIssuer>, fetches: Arc<AtomicUsize>) -> (
 
 /// An embedded presa with `--auth jwt`, `--required-scope mcp` and a JWKS refetched at most every `min_refresh`.
 async fn fixture(min_refresh: Duration) -> Fixture {
+    fixture_with(min_refresh, Duration::from_secs(30)).await
+}
+
+/// [`fixture`] with the `exp`/`nbf` leeway given.
+async fn fixture_with(min_refresh: Duration, leeway: Duration) -> Fixture {
     // The resource URL is only known once the port is: reserve one first.
     let port = presa_testkit::free_port();
     let resource = format!("http://127.0.0.1:{port}/mcp");
     let issuer = Arc::new(TestIssuer::new(ISSUER, resource.clone()));
     let fetches = Arc::new(AtomicUsize::new(0));
-    let jwks_url = serve_jwks(issuer.clone(), fetches.clone()).await;
+    let knobs = Arc::new(Knobs::default());
+    let jwks_url = serve_jwks(issuer.clone(), fetches.clone(), knobs.clone()).await;
     let metadata = metadata_url(&resource);
     let challenge = Challenge::new(Some(metadata.clone()), vec!["mcp".into()]);
     let config = JwtConfig {
         issuer: ISSUER.into(),
         audience: resource.clone(),
         tenant_claim: "iss".into(),
-        leeway: Duration::from_secs(30),
+        leeway,
         min_refresh,
     };
     let jwks = Arc::new(Jwks::new(JwksSource::Url(jwks_url), min_refresh, None).unwrap());
+    // As presa-api does at start (until it has, /readyz says 503).
+    jwks.load().await.unwrap();
     let http = HttpConfig {
         authenticator: Arc::new(JwtAuthenticator::new(config, jwks, challenge.clone())),
         challenge,
@@ -123,7 +144,7 @@ async fn fixture(min_refresh: Duration) -> Fixture {
         ..HttpConfig::default()
     };
     let srv = embedded_with(ServerConfig::default(), http, port).await;
-    Fixture { srv, issuer, fetches, metadata }
+    Fixture { srv, issuer, fetches, knobs, metadata }
 }
 
 /// POST `tools/list` with `token`; (status, WWW-Authenticate, body).
@@ -271,6 +292,94 @@ async fn unknown_kids_refetch_the_jwks_at_most_once_per_interval() {
     assert_eq!(post(url, Some(&good), TOOLS_LIST).await.0, 200);
 }
 
+/// A JWKS fetch slower than the refetch interval: a burst of unknown kids
+/// costs one fetch that they all wait for together (not one after another),
+/// and a token whose key is cached is served meanwhile without waiting.
+#[tokio::test]
+async fn a_slow_jwks_fetch_is_shared_and_never_delays_known_keys() {
+    let f = fixture(Duration::from_millis(100)).await;
+    let url = &f.srv.url;
+    let good = f.issuer.token(Key::Rsa, "alice", &["mcp"]);
+    assert_eq!(post(url, Some(&good), TOOLS_LIST).await.0, 200);
+    assert_eq!(f.fetches.load(Ordering::SeqCst), 1);
+    f.knobs.delay_ms.store(1500, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let claims = f.issuer.claims("alice", &["mcp"]);
+    let started = std::time::Instant::now();
+    let burst = (0..10).map(|n| {
+        let token = f.issuer.sign_with_kid(Key::Rsa, &format!("rotated-{n}"), &claims);
+        let url = url.clone();
+        async move { post(&url, Some(&token), TOOLS_LIST).await.0 }
+    });
+    let known = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let asked = std::time::Instant::now();
+        let status = post(url, Some(&good), TOOLS_LIST).await.0;
+        (status, asked.elapsed())
+    };
+    let (statuses, (known_status, known_took)) = tokio::join!(futures::future::join_all(burst), known);
+    assert!(statuses.iter().all(|s| *s == 401), "{statuses:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "the burst was served one fetch after another: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(f.fetches.load(Ordering::SeqCst), 2, "one refetch for the whole burst");
+    assert_eq!(known_status, 200);
+    assert!(known_took < Duration::from_millis(500), "a cached key waited {known_took:?} for the fetch");
+}
+
+/// A token longer than `max_token_bytes` (8 KiB by default) is refused with
+/// 401 `invalid_token` before it is parsed, even a validly signed one; a
+/// shorter one with the same claims passes.
+#[tokio::test]
+async fn oversized_tokens_are_refused_before_parsing() {
+    let f = fixture(Duration::from_secs(60)).await;
+    let url = &f.srv.url;
+    let signed = |pad: usize| {
+        let mut claims = f.issuer.claims("alice", &["mcp"]);
+        claims["pad"] = json!("p".repeat(pad));
+        f.issuer.sign(Key::Ec, &claims)
+    };
+    let fits = signed(5000);
+    assert!(fits.len() + "Bearer ".len() < presa_http::DEFAULT_MAX_TOKEN_BYTES, "{}", fits.len());
+    assert_eq!(post(url, Some(&fits), TOOLS_LIST).await.0, 200);
+    for token in [signed(7000), "x".repeat(300 * 1024)] {
+        let (status, challenge, body) = post(url, Some(&token), TOOLS_LIST).await;
+        assert_eq!(status, 401, "{body}");
+        assert!(challenge.starts_with(r#"Bearer error="invalid_token""#), "{challenge}");
+        assert!(challenge.contains("longer than 8192 bytes"), "{challenge}");
+    }
+}
+
+/// A listen stream ends when the token that opened it expires: a JSON-RPC
+/// error on its id, then the end of the stream (its place freed); one opened
+/// with a longer-lived token stays open.
+#[tokio::test]
+async fn listen_streams_end_when_their_token_expires() {
+    let f = fixture_with(Duration::from_secs(60), Duration::ZERO).await;
+    let mut short = f.issuer.claims("alice", &["mcp"]);
+    short["exp"] = json!(now_secs() + 2);
+    let short = Client::new(&f.srv.url, json!({})).with_bearer(&f.issuer.sign(Key::Rsa, &short));
+    let long = Client::new(&f.srv.url, json!({})).with_bearer(&f.issuer.token(Key::Ec, "alice", &["mcp"]));
+    let (status, mut ending) = short.listen(json!({ "toolsListChanged": true })).await;
+    assert_eq!(status, 200);
+    let (_, mut lasting) = long.listen(json!({ "toolsListChanged": true })).await;
+    for s in [&mut ending, &mut lasting] {
+        assert_eq!(next_within(s, 5).await["method"], "notifications/subscriptions/acknowledged");
+    }
+    assert_eq!(f.srv.server.active_listeners(), 2);
+    let last = next_within(&mut ending, 5).await;
+    assert_eq!(last["id"], 77, "{last}");
+    assert_eq!(last["error"]["code"], -32600, "{last}");
+    assert!(last["error"]["message"].as_str().unwrap().contains("no longer valid"), "{last}");
+    let end = tokio::time::timeout(Duration::from_secs(2), futures::StreamExt::next(&mut ending)).await;
+    assert!(matches!(end, Ok(None)), "the stream goes on after its token expired: {end:?}");
+    assert_eq!(f.srv.server.active_listeners(), 1, "the expired stream's place is freed");
+    let quiet = tokio::time::timeout(Duration::from_millis(500), futures::StreamExt::next(&mut lasting)).await;
+    assert!(quiet.is_err(), "the long-lived token's stream ended: {quiet:?}");
+}
+
 #[tokio::test]
 async fn tools_and_their_tasks_need_their_scopes() {
     let f = fixture(Duration::from_secs(60)).await;
@@ -414,6 +523,60 @@ async fn presa_api_fetches_an_https_jwks() {
     assert_eq!(post(&pod.url, None, TOOLS_LIST).await.0, 401);
 }
 
+/// `presa-api` with its JWKS down at start: not ready and valid tokens
+/// refused; once the JWKS answers it loads within seconds (a retry with a
+/// short backoff, not the refetch interval), ready and serving those tokens.
+#[tokio::test]
+async fn presa_api_retries_a_jwks_that_is_down_at_start() {
+    let port = presa_testkit::free_port();
+    let resource = format!("http://127.0.0.1:{port}/mcp");
+    let issuer = Arc::new(TestIssuer::new(ISSUER, resource.clone()));
+    let fetches = Arc::new(AtomicUsize::new(0));
+    let knobs = Arc::new(Knobs::default());
+    knobs.down.store(true, Ordering::SeqCst);
+    let jwks_url = serve_jwks(issuer.clone(), fetches.clone(), knobs.clone()).await;
+    let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_presa-api"));
+    let args = ["--auth", "jwt", "--jwt-issuer", ISSUER, "--resource-url", &resource, "--jwks-url", &jwks_url];
+    let pod = presa_testkit::Pod::start_unready("api", &bin, port, &args, &[]).await;
+    let token = issuer.token(Key::Ec, "alice", &[]);
+    let readyz = || async { reqwest::get(format!("{}/readyz", pod.base())).await.unwrap().status().as_u16() };
+    assert_eq!(readyz().await, 503, "ready without keys:\n{}", pod.log());
+    assert_eq!(post(&pod.url, Some(&token), TOOLS_LIST).await.0, 401);
+    knobs.down.store(false, Ordering::SeqCst);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
+    while readyz().await != 200 {
+        assert!(tokio::time::Instant::now() < deadline, "never loaded the JWKS:\n{}", pod.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, _, body) = post(&pod.url, Some(&token), TOOLS_LIST).await;
+    assert_eq!(status, 200, "{body}\n{}", pod.log());
+}
+
+/// A `--resource-url` whose path is not `/mcp` (a proxy's `/api/mcp`): the
+/// metadata URL a 401 advertises answers with the document (RFC 9728 §3.1).
+#[tokio::test]
+async fn the_advertised_metadata_url_answers_for_any_resource_path() {
+    let port = presa_testkit::free_port();
+    let resource = format!("http://127.0.0.1:{port}/api/mcp");
+    let issuer = TestIssuer::new(ISSUER, resource.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(&jwks, issuer.jwks().to_string()).unwrap();
+    let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_presa-api"));
+    let args =
+        ["--auth", "jwt", "--jwt-issuer", ISSUER, "--resource-url", &resource, "--jwks-file", jwks.to_str().unwrap()];
+    let pod = presa_testkit::Pod::start("api", &bin, port, &args, &[]).await;
+    let (status, challenge, _) = post(&pod.url, None, TOOLS_LIST).await;
+    assert_eq!(status, 401);
+    let advertised = challenge.split("resource_metadata=\"").nth(1).and_then(|r| r.split('"').next()).unwrap();
+    assert_eq!(advertised, format!("http://127.0.0.1:{port}/.well-known/oauth-protected-resource/api/mcp"));
+    let resp = reqwest::get(advertised).await.unwrap();
+    assert_eq!(resp.status(), 200, "{}", pod.log());
+    let doc: Value = resp.json().await.unwrap();
+    assert_eq!(doc["resource"], resource.as_str());
+    assert_eq!(doc["authorization_servers"], json!([ISSUER]));
+}
+
 /// `--auth tokens`: hashed static tokens map to their principal; SIGHUP reloads the file.
 #[tokio::test]
 async fn static_tokens_authenticate_and_reload_on_sighup() {
@@ -439,4 +602,34 @@ async fn static_tokens_authenticate_and_reload_on_sighup() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(post(&pod.url, Some("first-token"), TOOLS_LIST).await.0, 401);
+}
+
+/// `--auth tokens`: a token dropped from the file (SIGHUP) is revoked: the
+/// listen stream it opened ends with an error, while a kept token's stays open.
+#[tokio::test]
+async fn a_revoked_static_token_ends_its_streams() {
+    use presa_http::auth::tokens::token_digest;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens");
+    let line = |t: &str, who: &str| format!("{} acme {who}\n", token_digest(t));
+    std::fs::write(&file, line("doomed", "a") + &line("kept", "b")).unwrap();
+    let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_presa-api"));
+    let args = ["--auth", "tokens", "--tokens-file", file.to_str().unwrap()];
+    let pod = presa_testkit::Pod::start("api", &bin, presa_testkit::free_port(), &args, &[]).await;
+    let (_, mut doomed) =
+        Client::new(&pod.url, json!({})).with_bearer("doomed").listen(json!({ "toolsListChanged": true })).await;
+    let (_, mut kept) =
+        Client::new(&pod.url, json!({})).with_bearer("kept").listen(json!({ "toolsListChanged": true })).await;
+    for s in [&mut doomed, &mut kept] {
+        assert_eq!(next_within(s, 5).await["method"], "notifications/subscriptions/acknowledged");
+    }
+    std::fs::write(&file, line("kept", "b")).unwrap();
+    pod.signal("HUP");
+    let last = next_within(&mut doomed, 5).await;
+    assert!(last["error"]["message"].as_str().unwrap_or_default().contains("no longer valid"), "{last}\n{}", pod.log());
+    let end = tokio::time::timeout(Duration::from_secs(2), futures::StreamExt::next(&mut doomed)).await;
+    assert!(matches!(end, Ok(None)), "{end:?}");
+    let quiet = tokio::time::timeout(Duration::from_millis(500), futures::StreamExt::next(&mut kept)).await;
+    assert!(quiet.is_err(), "the kept token's stream ended: {quiet:?}");
+    assert_eq!(post(&pod.url, Some("doomed"), TOOLS_LIST).await.0, 401);
 }

@@ -101,6 +101,138 @@ async fn slow_connections_do_not_starve_others() {
     }
 }
 
+/// An embedded server with `--auth tokens` (one token, `good-token`) and `limits`.
+async fn with_a_token(limits: ServeLimits) -> (Embedded, tempfile::TempDir) {
+    use presa_http::auth::tokens::{StaticTokens, token_digest};
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens");
+    std::fs::write(&file, format!("{} acme alice\n", token_digest("good-token"))).unwrap();
+    let tokens = StaticTokens::load(&file, presa_http::Challenge::default()).unwrap();
+    let http = HttpConfig { authenticator: std::sync::Arc::new(tokens), ..HttpConfig::default() };
+    (embedded_limited(ServerConfig::default(), http, 0, limits).await, dir)
+}
+
+/// A POST /mcp without a token on `conn`; returns the answer's head.
+async fn post_without_token(conn: &mut TcpStream) -> String {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    let mut buf = vec![0u8; 2048];
+    let n = tokio::time::timeout(Duration::from_secs(5), conn.read(&mut buf)).await.expect("no answer").unwrap();
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// With `--max-connections 100`: 100 tokenless connections (each refused
+/// with 401, then kept open by the client) and then 100 silent ones do not
+/// delay an authenticated request or `/healthz`: a 401 closes its
+/// connection, and a new connection at the limit closes an idle one.
+#[tokio::test]
+async fn tokenless_connections_do_not_delay_others() {
+    let (srv, _dir) = with_a_token(ServeLimits { max_connections: 100, ..ServeLimits::default() }).await;
+    tokenless_connections_do_not_delay(&srv.url, "good-token").await;
+}
+
+/// The same on an API pod over Redis (`presa-api --redis-url`, `--auth tokens`).
+#[tokio::test]
+async fn tokenless_connections_do_not_delay_others_on_redis() {
+    let redis = TestRedis::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens");
+    std::fs::write(&file, format!("{} acme alice\n", presa_http::auth::tokens::token_digest("good-token"))).unwrap();
+    let prefix = format!("edge{}", std::process::id());
+    let args = [
+        "--redis-url",
+        redis.url(),
+        "--redis-prefix",
+        &prefix,
+        "--auth",
+        "tokens",
+        "--tokens-file",
+        file.to_str().unwrap(),
+        "--max-connections",
+        "100",
+    ];
+    let pod = Pod::start("api", std::path::Path::new(env!("CARGO_BIN_EXE_presa-api")), free_port(), &args, &[]).await;
+    tokenless_connections_do_not_delay(&pod.url, "good-token").await;
+}
+
+/// The scenario of the two tests above, against the MCP endpoint `url` (at
+/// most 100 connections) where `token` is valid.
+async fn tokenless_connections_do_not_delay(url: &str, token: &str) {
+    let addr = addr_of(url);
+    let mut refused = Vec::new();
+    for _ in 0..100 {
+        let mut conn = TcpStream::connect(&addr).await.unwrap();
+        let head = post_without_token(&mut conn).await.to_ascii_lowercase();
+        assert!(head.starts_with("http/1.1 401"), "{head}");
+        assert!(head.contains("connection: close"), "a 401 closes its connection: {head}");
+        refused.push(conn);
+    }
+    for conn in refused.iter_mut().take(10) {
+        assert!(closed_within(conn, 2).await, "a refused connection stayed open");
+    }
+    let mut silent = Vec::new();
+    for _ in 0..100 {
+        silent.push(TcpStream::connect(&addr).await.unwrap());
+    }
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
+    let started = Instant::now();
+    let health = http.get(url.replace("/mcp", "/healthz")).send().await.expect("/healthz answered");
+    assert_eq!(health.status(), 200);
+    let authenticated = Client { http, ..Client::new(url, json!({})) }.with_bearer(token);
+    let (status, listed) = authenticated.send("tools/list", json!({})).await;
+    assert_eq!(status, 200, "{listed}");
+    assert!(started.elapsed() < Duration::from_secs(2), "waited {:?} behind tokenless connections", started.elapsed());
+    // The silent connections made room: the oldest ones were closed.
+    assert!(closed_within(&mut silent[0], 2).await, "the oldest silent connection is still open");
+}
+
+/// Every connection busy with a request in flight (listen streams): the
+/// probes still answer on the connections reserved for them, and any other
+/// request on those gets a quick 503 with `Retry-After` instead of hanging.
+#[tokio::test]
+async fn probes_answer_while_every_connection_is_busy() {
+    let limits = ServeLimits { max_connections: 4, probe_connections: 2, ..ServeLimits::default() };
+    let srv = embedded_limited(ServerConfig::default(), http(), 0, limits).await;
+    let mut streams = Vec::new();
+    for i in 0..4 {
+        // One HTTP client each: every stream on a connection of its own.
+        let c = Client::new(&srv.url, json!({})).with_scope(&format!("s{i}"));
+        let (status, mut s) = c.listen(json!({ "toolsListChanged": true })).await;
+        assert_eq!(status, 200);
+        assert_eq!(next_within(&mut s, 5).await["method"], "notifications/subscriptions/acknowledged");
+        streams.push(s);
+    }
+    let base = srv.url.trim_end_matches("/mcp").to_string();
+    for _ in 0..3 {
+        for probe in ["/healthz", "/readyz"] {
+            let http = reqwest::Client::builder().timeout(Duration::from_secs(3)).build().unwrap();
+            let r = http.get(format!("{base}{probe}")).send().await.unwrap_or_else(|e| panic!("{probe}: {e}"));
+            assert_eq!(r.status(), 200, "{probe}");
+            assert_eq!(r.headers()["connection"], "close", "{probe}");
+        }
+    }
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(3)).build().unwrap();
+    let other = Client { http, ..Client::new(&srv.url, json!({})) };
+    let resp = other.http.post(&srv.url).body("{}").send().await.expect("a quick answer, not a wait");
+    assert_eq!(resp.status(), 503);
+    assert_eq!(resp.headers()["retry-after"], "1");
+    // A stream ending frees its connection for everything again.
+    drop(streams.pop());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        // Until then, the 503 (not JSON) of a probe connection.
+        if let Ok((200, _)) = other.try_send("tools/list", json!({})).await {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the freed connection was never served");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// `Content-Length: 10000000000`: 413 at once, without sending (or reading) a body.
 #[tokio::test]
 async fn declared_oversize_body_gets_413_at_once() {
@@ -153,7 +285,38 @@ async fn oversized_tasks_and_answers_are_refused() {
     c.wait_status(&id, "completed").await;
 }
 
-/// A at its active-task quota: A is refused (retryable), B still creates.
+/// `tools/call` of `tool` as `c`'s scope, expected to be refused: (HTTP
+/// status, its `Retry-After`, the JSON-RPC error).
+async fn refused_with_retry_after(
+    c: &Client,
+    tool: &str,
+    arguments: serde_json::Value,
+) -> (u16, Option<String>, serde_json::Value) {
+    let body = json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "name": tool, "arguments": arguments,
+        "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                   "io.modelcontextprotocol/clientCapabilities": c.caps } } });
+    let resp = c
+        .http
+        .post(&c.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool)
+        .header("x-test-scope", c.scope.as_deref().unwrap_or("anonymous"))
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let retry_after = resp.headers().get("retry-after").map(|v| v.to_str().unwrap().to_string());
+    let v: serde_json::Value = resp.json().await.unwrap();
+    (status, retry_after, v["error"].clone())
+}
+
+/// A at its active-task quota: A is refused with 429 and `Retry-After`
+/// (the JSON-RPC error keeps `data.retryAfterMs`), B still creates.
 #[tokio::test]
 async fn a_principal_at_its_quota_does_not_stop_another() {
     let srv = embedded(ServerConfig { max_active_tasks_per_scope: Some(3), ..ServerConfig::default() }).await;
@@ -161,16 +324,33 @@ async fn a_principal_at_its_quota_does_not_stop_another() {
     for i in 0..3 {
         task_id(&a.call_tool("slow_compute", json!({ "seconds": 30, "label": format!("a{i}") })).await);
     }
-    let (status, e) = a.err("tools/call", json!({ "name": "slow_compute", "arguments": { "seconds": 30 } })).await;
-    assert_eq!(status, 503);
-    assert_eq!(e["data"]["retryable"], true);
+    let args = json!({ "seconds": 30 });
+    let (status, retry_after, e) = refused_with_retry_after(&a, "slow_compute", args).await;
+    assert_eq!((status, retry_after.as_deref()), (429, Some("1")), "{e}");
+    assert_eq!(e["code"], -32023);
+    assert_eq!(e["data"], json!({ "retryable": true, "retryAfterMs": 1000, "limit": "max_active_tasks_per_scope" }));
     let b = Client::new(&srv.url, tasks_caps()).with_scope("b");
     let id = task_id(&b.call_tool("slow_compute", json!({ "seconds": 0, "label": "b" })).await);
     b.wait_status(&id, "completed").await;
 }
 
+/// On an API pod over Redis too, a principal at its active-task quota gets
+/// 429 with `Retry-After` (no worker runs: its one task stays active).
+#[tokio::test]
+async fn a_principal_at_its_quota_gets_429_on_redis() {
+    let redis = TestRedis::start().await;
+    let prefix = format!("quota{}", std::process::id());
+    let args = ["--redis-url", redis.url(), "--redis-prefix", &prefix, "--max-active-tasks-per-scope", "1"];
+    let pod = Pod::start("api", std::path::Path::new(env!("CARGO_BIN_EXE_presa-api")), free_port(), &args, &[]).await;
+    let c = Client::new(&pod.url, tasks_caps());
+    task_id(&c.call_tool("slow_compute", json!({ "seconds": 30, "label": "one" })).await);
+    let (status, retry_after, e) = refused_with_retry_after(&c, "slow_compute", json!({ "seconds": 30 })).await;
+    assert_eq!((status, retry_after.as_deref()), (429, Some("1")), "{e}\n{}", pod.log());
+    assert_eq!(e["data"], json!({ "retryable": true, "retryAfterMs": 1000, "limit": "max_active_tasks_per_scope" }));
+}
+
 /// Listen streams are bounded per principal: A at its limit gets a
-/// retryable -32603 (HTTP 503), B still listens.
+/// retryable -32023 (HTTP 429), B still listens.
 #[tokio::test]
 async fn listen_streams_are_bounded_per_principal() {
     let config = ServerConfig { max_listen_streams_per_scope: 2, ..ServerConfig::default() };
@@ -184,8 +364,8 @@ async fn listen_streams_are_bounded_per_principal() {
         open.push(s);
     }
     let (status, e) = a.err("subscriptions/listen", json!({ "notifications": { "toolsListChanged": true } })).await;
-    assert_eq!(status, 503);
-    assert_eq!(e["data"], json!({ "retryable": true, "limit": "max_listen_streams_per_scope" }));
+    assert_eq!(status, 429);
+    assert_eq!(e["data"], json!({ "retryable": true, "retryAfterMs": 1000, "limit": "max_listen_streams_per_scope" }));
     let b = Client::new(&srv.url, json!({})).with_scope("b");
     let (status, mut s) = b.listen(json!({ "toolsListChanged": true })).await;
     assert_eq!(status, 200);

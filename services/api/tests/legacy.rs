@@ -269,9 +269,34 @@ async fn standalone_get_streams_share_the_listen_stream_budget() {
     let first = get("alice").await.unwrap();
     assert_eq!(first.status().as_u16(), 200);
     let second = get("alice").await.unwrap();
-    assert_eq!(second.status().as_u16(), 503, "alice's one stream is open");
+    assert_eq!(second.status().as_u16(), 429, "alice's one stream is open");
+    assert_eq!(second.headers()["retry-after"], "1");
     let body: Value = second.json().await.unwrap();
     assert_eq!(body["error"]["data"]["limit"], "max_listen_streams_per_scope", "{body}");
     assert_eq!(srv.server.active_listeners(), 1);
     drop(first);
+}
+
+/// A legacy `GET` stream closes when the credential that opened it expires
+/// (its place freed); the client's reconnect then meets the authenticator.
+#[tokio::test]
+async fn legacy_get_streams_close_when_their_credential_expires() {
+    let srv = embedded(ServerConfig::default()).await;
+    let c = LegacyClient::connect(&srv.url, caps(), Some("alice")).await;
+    let stream = reqwest::Client::new()
+        .get(&srv.url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &c.session)
+        .header("x-test-scope", "alice")
+        .header("x-test-expires-in-ms", "800")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status().as_u16(), 200);
+    assert_eq!(srv.server.active_listeners(), 1);
+    let started = std::time::Instant::now();
+    let body = tokio::time::timeout(Duration::from_secs(5), stream.bytes()).await;
+    assert!(body.is_ok_and(|b| b.is_ok()), "the stream did not end when its credential expired");
+    assert!(started.elapsed() >= Duration::from_millis(500), "ended early: {:?}", started.elapsed());
+    assert_eq!(srv.server.active_listeners(), 0);
 }

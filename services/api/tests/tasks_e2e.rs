@@ -187,8 +187,8 @@ async fn other_scopes_cannot_see_or_touch_a_task() {
     alice.ok("tasks/cancel", json!({ "taskId": id })).await;
 }
 
-/// Past the per-scope limit: -32603 with `retryable` and the limit, HTTP
-/// 503, and nothing stored; other scopes are unaffected.
+/// Past the per-scope limit: -32023 with `retryable`, `retryAfterMs` and
+/// the limit, HTTP 429, and nothing stored; other scopes are unaffected.
 #[tokio::test]
 async fn capacity_limit_is_retryable_and_stores_nothing() {
     let srv = embedded(ServerConfig { max_active_tasks_per_scope: Some(2), ..ServerConfig::default() }).await;
@@ -196,9 +196,9 @@ async fn capacity_limit_is_retryable_and_stores_nothing() {
     let a = task_id(&c.call_tool("slow_compute", json!({ "seconds": 30, "label": "1" })).await);
     task_id(&c.call_tool("slow_compute", json!({ "seconds": 30, "label": "2" })).await);
     let (status, e) = c.err("tools/call", json!({ "name": "slow_compute", "arguments": { "seconds": 30 } })).await;
-    assert_eq!(status, 503);
-    assert_eq!(e["code"], -32603);
-    assert_eq!(e["data"], json!({ "retryable": true, "limit": "max_active_tasks_per_scope" }));
+    assert_eq!(status, 429);
+    assert_eq!(e["code"], -32023);
+    assert_eq!(e["data"], json!({ "retryable": true, "retryAfterMs": 1000, "limit": "max_active_tasks_per_scope" }));
     let other = Client::new(&srv.url, tasks_caps()).with_scope("idle");
     task_id(&other.call_tool("slow_compute", json!({ "seconds": 0, "label": "ok" })).await);
     c.ok("tasks/cancel", json!({ "taskId": a })).await;
@@ -286,7 +286,7 @@ async fn shutdown_closes_listen_streams_gracefully() {
 }
 
 /// Listen streams are bounded per process: past the limit a retryable
-/// -32603 (HTTP 503); closing a stream frees its place.
+/// -32603 (HTTP 503, the pod is full, not the caller); closing a stream frees its place.
 #[tokio::test]
 async fn listen_streams_are_bounded() {
     let srv = embedded(ServerConfig { max_listen_streams: 1, ..ServerConfig::default() }).await;
@@ -296,7 +296,7 @@ async fn listen_streams_are_bounded() {
     assert_eq!(next_within(&mut first, 5).await["method"], "notifications/subscriptions/acknowledged");
     let (status, e) = c.err("subscriptions/listen", json!({ "notifications": { "toolsListChanged": true } })).await;
     assert_eq!(status, 503);
-    assert_eq!(e["data"], json!({ "retryable": true, "limit": "max_listen_streams" }));
+    assert_eq!(e["data"], json!({ "retryable": true, "retryAfterMs": 1000, "limit": "max_listen_streams" }));
     drop(first);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     loop {

@@ -9,8 +9,18 @@
 //!   used, so `alg: none` and HMAC signed with a public key are refused.
 //! - `iss` must equal the configured issuer exactly; the configured
 //!   audience must be in `aud`; `exp` and `nbf` are checked with a small leeway.
-//! - An unknown `kid` refetches the JWKS at most once per
-//!   [`JwtConfig::min_refresh`] (a burst of made-up kids costs one fetch).
+//! - An unknown `kid` refetches the JWKS: one fetch at a time, that every
+//!   request needing it waits for, and the next at least
+//!   [`JwtConfig::min_refresh`] after it ended (a burst of made-up kids costs
+//!   one fetch, a slow issuer no queue). Tokens whose key is cached never wait.
+//! - A JWKS URL that does not answer at start is fetched again in the
+//!   background ([`Jwks::retry_until_loaded`]); until it has loaded every
+//!   token is refused and the authenticator is not [ready](Authenticator::ready).
+//!
+//! - A stream a token opens (`subscriptions/listen`, a legacy `GET`) ends
+//!   when the token expires (`exp` plus the leeway, see [`Authenticated`]).
+//!   A token revoked before its `exp` is not noticed: presa does no
+//!   introspection.
 //!
 //! The caller: subject = `sub`; tenant = the claim named by
 //! [`JwtConfig::tenant_claim`] (default `iss`); scopes from `scope` (a
@@ -18,8 +28,11 @@
 
 use std::{
     path::{Path, PathBuf},
-    sync::{Arc, RwLock},
-    time::{Duration, Instant},
+    sync::{
+        Arc, Mutex, PoisonError, RwLock,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::{Duration, Instant, UNIX_EPOCH},
 };
 
 use axum::http::request::Parts;
@@ -28,8 +41,9 @@ use jsonwebtoken::{
     jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm},
 };
 use serde_json::{Map, Value};
+use tokio::sync::watch;
 
-use super::{AuthError, Authenticator, Caller, Challenge, Refusal, fetch::JwksClient};
+use super::{AuthError, Authenticated, Authenticator, Caller, Challenge, Refusal, fetch::JwksClient};
 
 /// Where the signing keys come from.
 #[derive(Debug, Clone)]
@@ -41,25 +55,44 @@ pub enum JwksSource {
 }
 
 impl JwksSource {
+    /// For logs and errors: a URL's password redacted.
     fn name(&self) -> String {
         match self {
-            JwksSource::Url(u) => u.clone(),
+            JwksSource::Url(u) => presa_telemetry::redact_url(u),
             JwksSource::File(p) => p.display().to_string(),
         }
     }
 }
 
-/// A cached JWKS, refetched on an unknown `kid` at most once per interval.
+/// The first delay between two attempts of [`Jwks::retry_until_loaded`],
+/// doubled after each failure up to [`LOAD_RETRY_MAX`].
+pub const LOAD_RETRY_FIRST: Duration = Duration::from_millis(250);
+/// The longest delay between two attempts of [`Jwks::retry_until_loaded`].
+pub const LOAD_RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// A cached JWKS, refetched on an unknown `kid`: one fetch at a time
+/// (single flight: every request that needs it waits for that one), and a
+/// new one no sooner than [`JwtConfig::min_refresh`] after the last ended. Requests
+/// whose key is cached never wait for a fetch.
 #[derive(Debug)]
 pub struct Jwks {
     source: JwksSource,
     keys: RwLock<Arc<Vec<Jwk>>>,
-    /// When the last fetch started; held across the fetch, so concurrent
-    /// refreshes wait for one fetch instead of starting their own.
-    last_fetch: tokio::sync::Mutex<Option<Instant>>,
+    /// Whether a fetch has ever succeeded (`/readyz` waits for it).
+    loaded: AtomicBool,
+    refresh: Mutex<Refresh>,
     min_refresh: Duration,
     client: JwksClient,
-    fetches: std::sync::atomic::AtomicU64,
+    fetches: AtomicU64,
+}
+
+/// The refetch state of a [`Jwks`].
+#[derive(Debug, Default)]
+struct Refresh {
+    /// When the last refetch ended, either way.
+    last_ended: Option<Instant>,
+    /// The refetch running now: turns `Some(fetched)` when it ends.
+    running: Option<watch::Receiver<Option<bool>>>,
 }
 
 impl Jwks {
@@ -73,50 +106,100 @@ impl Jwks {
         Ok(Jwks {
             source,
             keys: RwLock::new(Arc::new(Vec::new())),
-            last_fetch: tokio::sync::Mutex::new(None),
+            loaded: AtomicBool::new(false),
+            refresh: Mutex::new(Refresh::default()),
             min_refresh,
             client,
-            fetches: std::sync::atomic::AtomicU64::new(0),
+            fetches: AtomicU64::new(0),
         })
     }
 
     /// Fetch now (at start-up: a file that cannot be read is a configuration error).
     pub async fn load(&self) -> Result<usize, AuthError> {
-        let mut last = self.last_fetch.lock().await;
-        *last = Some(Instant::now());
         self.fetch().await
+    }
+
+    /// Whether keys were ever fetched: until then every token is refused,
+    /// and the process is not ready.
+    pub fn loaded(&self) -> bool {
+        self.loaded.load(Ordering::Acquire)
+    }
+
+    /// After a failed [`Jwks::load`] (the issuer down at start): fetch again
+    /// in the background, after [`LOAD_RETRY_FIRST`] and then twice as long
+    /// each time up to [`LOAD_RETRY_MAX`], until a fetch succeeds.
+    pub fn retry_until_loaded(self: &Arc<Self>) {
+        let this = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut pause = LOAD_RETRY_FIRST;
+            loop {
+                tokio::time::sleep(pause).await;
+                let Some(jwks) = this.upgrade() else { return };
+                if jwks.loaded() || jwks.refetch(false).await {
+                    return;
+                }
+                pause = (pause * 2).min(LOAD_RETRY_MAX);
+            }
+        });
     }
 
     /// How many fetches were made (for tests and logs).
     pub fn fetches(&self) -> u64 {
-        self.fetches.load(std::sync::atomic::Ordering::Relaxed)
+        self.fetches.load(Ordering::Relaxed)
     }
 
     fn current(&self) -> Arc<Vec<Jwk>> {
-        self.keys.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        self.keys.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
-    /// Refetch unless a fetch started less than the interval ago; `true` when keys were fetched.
-    async fn refresh(&self) -> bool {
-        let mut last = self.last_fetch.lock().await;
-        if last.is_some_and(|t| t.elapsed() < self.min_refresh) {
-            return false;
-        }
-        *last = Some(Instant::now());
-        match self.fetch().await {
-            Ok(n) => {
-                tracing::info!(keys = n, source = %self.source.name(), "JWKS refreshed");
-                true
+    /// For an unknown `kid`: refetch, unless one ended less than the interval
+    /// ago; `true` when keys were fetched.
+    async fn refresh(self: &Arc<Self>) -> bool {
+        self.refetch(true).await
+    }
+
+    /// Wait for the refetch running, or start one (when `rate_limited`, only
+    /// if the last ended at least the interval ago); `true` when it fetched keys.
+    async fn refetch(self: &Arc<Self>, rate_limited: bool) -> bool {
+        let mut outcome = {
+            let mut state = self.refresh.lock().unwrap_or_else(PoisonError::into_inner);
+            match &state.running {
+                // Its sender still alive: it is still running (or has just told).
+                Some(running) if running.has_changed().is_ok() => running.clone(),
+                _ => {
+                    if rate_limited && state.last_ended.is_some_and(|t| t.elapsed() < self.min_refresh) {
+                        return false;
+                    }
+                    let (tell, running) = watch::channel(None);
+                    state.running = Some(running.clone());
+                    // Its own task: a request that gives up does not abandon the fetch others wait for.
+                    let this = self.clone();
+                    tokio::spawn(async move {
+                        let fetched = match this.fetch().await {
+                            Ok(n) => {
+                                tracing::info!(keys = n, source = %this.source.name(), "JWKS fetched");
+                                true
+                            }
+                            Err(e) => {
+                                tracing::warn!(error = %e, "JWKS fetch failed; keeping the cached keys");
+                                false
+                            }
+                        };
+                        let mut state = this.refresh.lock().unwrap_or_else(PoisonError::into_inner);
+                        state.running = None;
+                        state.last_ended = Some(Instant::now());
+                        drop(state);
+                        let _ = tell.send(Some(fetched));
+                    });
+                    running
+                }
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "JWKS refresh failed; keeping the cached keys");
-                false
-            }
-        }
+        };
+        outcome.wait_for(Option::is_some).await.is_ok_and(|fetched| *fetched == Some(true))
     }
 
     async fn fetch(&self) -> Result<usize, AuthError> {
-        self.fetches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.fetches.fetch_add(1, Ordering::Relaxed);
         let err = |message: String| AuthError::Jwks { source_name: self.source.name(), message };
         let body: Value = match &self.source {
             JwksSource::Url(url) => {
@@ -136,7 +219,8 @@ impl Jwks {
             .filter(|k| !matches!(k.algorithm, AlgorithmParameters::OctetKey(_) | AlgorithmParameters::Other(_)))
             .collect();
         let n = keys.len();
-        *self.keys.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(keys);
+        *self.keys.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(keys);
+        self.loaded.store(true, Ordering::Release);
         Ok(n)
     }
 }
@@ -236,6 +320,12 @@ impl JwtAuthenticator {
 
     /// The caller a token names, or why it is refused (sent in `error_description`).
     pub async fn verify(&self, token: &str) -> Result<Caller, String> {
+        self.verify_until(token).await.map(|a| a.caller)
+    }
+
+    /// [`JwtAuthenticator::verify`], and until when the token is accepted:
+    /// its `exp` plus the leeway.
+    pub async fn verify_until(&self, token: &str) -> Result<Authenticated, String> {
         let header = decode_header(token).map_err(|_| "malformed token or unsupported algorithm".to_string())?;
         let kid = header.kid.as_deref();
         let key = match select(&self.jwks.current(), kid, header.alg) {
@@ -254,7 +344,11 @@ impl JwtAuthenticator {
         validation.set_audience(&[&self.config.audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         let data = decode::<Map<String, Value>>(token, &key, &validation).map_err(|e| describe(&e))?;
-        self.caller(&data.claims)
+        let caller = self.caller(&data.claims)?;
+        // Validated above: present and a number of seconds.
+        let exp = data.claims.get("exp").and_then(Value::as_f64).unwrap_or_default().max(0.0);
+        let expires_at = UNIX_EPOCH.checked_add(Duration::from_secs_f64(exp.min(1e12)) + self.config.leeway);
+        Ok(Authenticated { expires_at, ..Authenticated::new(caller) })
     }
 
     fn caller(&self, claims: &Map<String, Value>) -> Result<Caller, String> {
@@ -290,11 +384,35 @@ fn describe(e: &jsonwebtoken::errors::Error) -> String {
 
 #[async_trait::async_trait]
 impl Authenticator for JwtAuthenticator {
+    /// Not before the JWKS has loaded once.
+    fn ready(&self) -> bool {
+        self.jwks.loaded()
+    }
+
     async fn authenticate(&self, parts: &Parts) -> Result<Caller, Refusal> {
+        self.authenticate_until(parts).await.map(|a| a.caller)
+    }
+
+    async fn authenticate_until(&self, parts: &Parts) -> Result<Authenticated, Refusal> {
         let token = self.challenge.bearer(parts)?;
-        self.verify(token).await.map_err(|why| {
+        self.verify_until(token).await.map_err(|why| {
             tracing::debug!(%why, "bearer token refused");
             self.challenge.invalid_token(&why)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A password in the JWKS URL never reaches an error (logged at start) or a log line.
+    #[tokio::test]
+    async fn a_jwks_url_password_is_never_shown() {
+        let jwks =
+            Jwks::new(JwksSource::Url("http://svc:hunter2@127.0.0.1:1/jwks".into()), Duration::ZERO, None).unwrap();
+        let err = jwks.load().await.unwrap_err().to_string();
+        assert!(err.contains("http://svc:***@127.0.0.1:1/jwks"), "{err}");
+        assert!(!err.contains("hunter2"), "{err}");
     }
 }

@@ -1,7 +1,7 @@
 //! Who is calling: an [`Authenticator`] maps a request's head (method, URI,
 //! headers; never the body, which is not read yet) to the [`Caller`] that
-//! owns its tasks, or to a [`Refusal`] with its status and
-//! `WWW-Authenticate` challenge.
+//! owns its tasks (with, when known, the credential's end: [`Authenticated`]),
+//! or to a [`Refusal`] with its status and `WWW-Authenticate` challenge.
 //!
 //! presa ships [`Anonymous`] (one shared, unrestricted scope, for local use),
 //! [`jwt::JwtAuthenticator`] (OAuth 2.1 bearer JWTs verified against a JWKS)
@@ -16,13 +16,78 @@ pub mod metadata;
 pub mod tokens;
 
 use axum::http::{StatusCode, header, request::Parts};
+use futures::future::BoxFuture;
 pub use presa_store::Caller;
+use tokio_util::sync::CancellationToken;
 
 /// Maps a request head to its caller, or refuses it.
 #[async_trait::async_trait]
 pub trait Authenticator: Send + Sync + 'static {
     /// The caller, or why not (sent as is: status, challenge, message).
     async fn authenticate(&self, parts: &Parts) -> Result<Caller, Refusal>;
+
+    /// [`Authenticator::authenticate`], and until when the credential holds
+    /// (a JWT's `exp`): the streams a request opens end then. The default
+    /// knows no end.
+    async fn authenticate_until(&self, parts: &Parts) -> Result<Authenticated, Refusal> {
+        Ok(Authenticated::new(self.authenticate(parts).await?))
+    }
+
+    /// Whether valid credentials can be recognised yet (`false`, e.g., while
+    /// a JWKS has never loaded): `/readyz` answers 503 until then.
+    fn ready(&self) -> bool {
+        true
+    }
+}
+
+/// An authenticated request head: its caller, and until when its credential holds.
+#[derive(Debug, Clone)]
+pub struct Authenticated {
+    /// Who is calling.
+    pub caller: Caller,
+    /// When the credential stops being accepted (`None`: not known to end).
+    /// A stream the request opens (`subscriptions/listen`, a legacy `GET`)
+    /// ends then.
+    pub expires_at: Option<std::time::SystemTime>,
+    /// Cancelled when the credential is revoked (a static token removed
+    /// from its file); its streams end then too. A JWT revoked at its issuer
+    /// before `exp` is not seen: presa does no introspection.
+    pub revoked: Option<CancellationToken>,
+}
+
+impl Authenticated {
+    /// `caller`, with a credential not known to end.
+    pub fn new(caller: Caller) -> Self {
+        Authenticated { caller, expires_at: None, revoked: None }
+    }
+
+    /// Resolves when the credential stops being valid (expiry or
+    /// revocation); `None` when neither can happen.
+    pub(crate) fn ended(&self) -> Option<BoxFuture<'static, ()>> {
+        if self.expires_at.is_none() && self.revoked.is_none() {
+            return None;
+        }
+        let left = self.expires_at.map(|at| at.duration_since(std::time::SystemTime::now()).unwrap_or_default());
+        let revoked = self.revoked.clone();
+        Some(Box::pin(async move {
+            let expiry = async {
+                match left {
+                    Some(left) => tokio::time::sleep(left).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let revocation = async {
+                match revoked {
+                    Some(token) => token.cancelled_owned().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = expiry => {}
+                () = revocation => {}
+            }
+        }))
+    }
 }
 
 /// Every caller shares one anonymous scope, with no scope checks.
@@ -129,6 +194,22 @@ fn quoted(s: &str) -> String {
             _ => vec![c],
         })
         .collect()
+}
+
+/// Run `authenticator` on a request head, unless its `Authorization` value
+/// is longer than `max_token_bytes`: then 401 `invalid_token` at once, the
+/// value never parsed (what every request handler calls).
+pub(crate) async fn authenticate(
+    authenticator: &dyn Authenticator,
+    challenge: &Challenge,
+    max_token_bytes: usize,
+    parts: &Parts,
+) -> Result<Authenticated, Refusal> {
+    let longest = parts.headers.get_all(header::AUTHORIZATION).iter().map(http::HeaderValue::len).max().unwrap_or(0);
+    if longest > max_token_bytes {
+        return Err(challenge.invalid_token(&format!("token longer than {max_token_bytes} bytes")));
+    }
+    authenticator.authenticate_until(parts).await
 }
 
 /// The bearer token of `parts`: `Ok(None)` without an `Authorization`

@@ -6,7 +6,8 @@
 //! digests are stored; a presented token's digest is compared with every
 //! entry in constant time. [`StaticTokens::reload`] re-reads the file
 //! (the binaries call it on SIGHUP); a file that fails to parse keeps the
-//! previous table.
+//! previous table. A token a reload drops is revoked: the streams it opened
+//! (`subscriptions/listen`, legacy `GET`) end at once.
 
 use std::{
     path::{Path, PathBuf},
@@ -17,12 +18,16 @@ use axum::http::request::Parts;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::{AuthError, Authenticator, Caller, Challenge, Refusal};
+use tokio_util::sync::CancellationToken;
+
+use super::{AuthError, Authenticated, Authenticator, Caller, Challenge, Refusal};
 
 #[derive(Debug)]
 struct Entry {
     digest: [u8; 32],
     caller: Caller,
+    /// Cancelled when a reload drops this token (or changes whom it names).
+    revoked: CancellationToken,
 }
 
 /// The `tokens` authenticator.
@@ -41,11 +46,24 @@ impl StaticTokens {
         Ok(StaticTokens { path, entries: RwLock::new(Arc::new(entries)), challenge })
     }
 
-    /// Re-read the file; on error the previous table stays. Returns the number of tokens.
+    /// Re-read the file; on error the previous table stays. Returns the
+    /// number of tokens. A token no longer in the file (or naming another
+    /// principal) is revoked: the streams it opened end.
     pub fn reload(&self) -> Result<usize, AuthError> {
-        let entries = read(&self.path)?;
+        let mut entries = read(&self.path)?;
         let n = entries.len();
-        *self.entries.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(entries);
+        let mut table = self.entries.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for entry in &mut entries {
+            if let Some(kept) = table.iter().find(|old| old.digest == entry.digest && old.caller == entry.caller) {
+                entry.revoked = kept.revoked.clone();
+            }
+        }
+        for old in table.iter() {
+            if !entries.iter().any(|e| e.digest == old.digest && e.caller == old.caller) {
+                old.revoked.cancel();
+            }
+        }
+        *table = Arc::new(entries);
         Ok(n)
     }
 
@@ -70,14 +88,17 @@ impl StaticTokens {
         }
     }
 
-    fn find(&self, token: &str) -> Option<Caller> {
+    fn find(&self, token: &str) -> Option<Authenticated> {
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let entries = self.entries.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
         // Every entry is compared (no early exit), each in constant time.
         let mut found = None;
         for entry in entries.iter() {
             if bool::from(entry.digest.ct_eq(&digest)) {
-                found = Some(entry.caller.clone());
+                found = Some(Authenticated {
+                    revoked: Some(entry.revoked.clone()),
+                    ..Authenticated::new(entry.caller.clone())
+                });
             }
         }
         found
@@ -87,6 +108,10 @@ impl StaticTokens {
 #[async_trait::async_trait]
 impl Authenticator for StaticTokens {
     async fn authenticate(&self, parts: &Parts) -> Result<Caller, Refusal> {
+        self.authenticate_until(parts).await.map(|a| a.caller)
+    }
+
+    async fn authenticate_until(&self, parts: &Parts) -> Result<Authenticated, Refusal> {
         let token = self.challenge.bearer(parts)?;
         self.find(token).ok_or_else(|| self.challenge.invalid_token("unknown token"))
     }
@@ -112,7 +137,8 @@ fn parse(text: &str, name: &str) -> Result<Vec<Entry>, AuthError> {
             return Err(bad("expected: <sha256 hex> <tenant> <subject> [scope ...]"));
         };
         let digest = decode_digest(hex).ok_or_else(|| bad("the first field must be 64 hex digits (SHA-256)"))?;
-        entries.push(Entry { digest, caller: Caller::new(tenant, subject, fields.map(str::to_string).collect()) });
+        let caller = Caller::new(tenant, subject, fields.map(str::to_string).collect());
+        entries.push(Entry { digest, caller, revoked: CancellationToken::new() });
     }
     Ok(entries)
 }
@@ -154,6 +180,7 @@ mod tests {
         let tokens = StaticTokens::load(&path, Challenge::default()).unwrap();
         let caller = tokens.authenticate(&parts(Some("s3cret"))).await.unwrap();
         assert_eq!(caller, Caller::new("acme", "deployer", vec!["deploy".into(), "read".into()]));
+        let kept_first = tokens.authenticate_until(&parts(Some("s3cret"))).await.unwrap();
         let refused = tokens.authenticate(&parts(Some("other"))).await.unwrap_err();
         assert!(refused.challenge.unwrap().contains("invalid_token"));
         let missing = tokens.authenticate(&parts(None)).await.unwrap_err();
@@ -163,6 +190,12 @@ mod tests {
         assert_eq!(tokens.reload().unwrap(), 1);
         assert!(tokens.authenticate(&parts(Some("s3cret"))).await.is_err());
         assert_eq!(tokens.authenticate(&parts(Some("other"))).await.unwrap().subject(), "other");
+        // "s3cret" was dropped: what it authenticated is revoked; "other" is not.
+        assert!(kept_first.revoked.as_ref().unwrap().is_cancelled(), "a dropped token is revoked");
+        let other = tokens.authenticate_until(&parts(Some("other"))).await.unwrap();
+        std::fs::write(&path, format!("{} acme other\n", token_digest("other"))).unwrap();
+        tokens.reload().unwrap();
+        assert!(!other.revoked.as_ref().unwrap().is_cancelled(), "a kept token is not revoked by a reload");
         // A broken file keeps the previous table.
         std::fs::write(&path, "nothex acme x\n").unwrap();
         assert!(tokens.reload().is_err());

@@ -206,7 +206,7 @@ pub(crate) async fn post(app: App, headers: HeaderMap, message: Value, caller: C
     let id = req.id.clone();
     let key = session.key.clone();
     let limit = app.config.legacy.answer_timeout;
-    respond::respond(app, id, streaming, observed, Era::Legacy, move |tx, cancel| {
+    respond::respond(app, id, streaming, observed, Era::Legacy, None, move |tx, cancel| {
         let outbox = tx.clone().map_or_else(Outbox::none, Outbox::new);
         let admitted = Admitted { id: req.id, method, params: req.params, meta, caller, outbox, cancel };
         Box::pin(async move {

@@ -19,7 +19,7 @@ use crate::{
     respond::{self, json, refused},
 };
 
-use presa_server::Caller;
+use crate::auth::Authenticated;
 
 use super::session::{FIELD_ENDED, FIELD_SUBSCRIPTION, Session, remaining, session_refused, verify};
 
@@ -30,7 +30,7 @@ const ENDED_EVENT: &str = "legacy/ended ";
 /// What a `GET` or `DELETE` of a legacy session passes before it acts: 405
 /// without a session (or with `--legacy off`), the transport checks, the
 /// caller's authentication, and the session's verification.
-async fn admit(app: &App, parts: &Parts) -> Result<(Caller, Session), Response> {
+async fn admit(app: &App, parts: &Parts) -> Result<(Authenticated, Session), Response> {
     let headers = &parts.headers;
     if !app.config.legacy.enabled || !headers.contains_key(headers::SESSION_ID) {
         return Err(crate::method_not_allowed().await);
@@ -40,18 +40,23 @@ async fn admit(app: &App, parts: &Parts) -> Result<(Caller, Session), Response> 
     {
         return Err(json(status, &jsonrpc::failure(None, &e)));
     }
-    let caller = app.config.authenticator.authenticate(parts).await.map_err(|refusal| refused(None, &refusal))?;
-    let (session, _) = verify(app, headers, &caller).await?;
-    Ok((caller, session))
+    let config = &app.config;
+    let authenticated =
+        crate::auth::authenticate(&*config.authenticator, &config.challenge, config.max_token_bytes, parts)
+            .await
+            .map_err(|refusal| refused(None, &refusal))?;
+    let (session, _) = verify(app, headers, &authenticated.caller).await?;
+    Ok((authenticated, session))
 }
 
 /// `GET /mcp` in a legacy session: the standalone stream of list-changed
 /// notifications (from every pod, through the bus) and of updates to the
-/// resources the session subscribed to. Without a session: 405, as before.
+/// resources the session subscribed to. It closes when the session ends or
+/// the caller's credential expires or is revoked. Without a session: 405, as before.
 pub(crate) async fn get_mcp(State(app): State<App>, request: axum::extract::Request) -> Response {
     let (parts, _) = request.into_parts();
     let headers = &parts.headers;
-    let (caller, session) = match admit(&app, &parts).await {
+    let (authenticated, session) = match admit(&app, &parts).await {
         Ok(admitted) => admitted,
         Err(resp) => return resp,
     };
@@ -59,12 +64,9 @@ pub(crate) async fn get_mcp(State(app): State<App>, request: axum::extract::Requ
         return session_refused(StatusCode::NOT_ACCEPTABLE, "Not Acceptable: GET needs Accept: text/event-stream");
     }
     // The same budget as `subscriptions/listen` streams, per pod and per principal.
-    let permit = match app.server.admit_stream(&caller.scope) {
+    let permit = match app.server.admit_stream(&authenticated.caller.scope) {
         Ok(p) => p,
-        Err(e) => {
-            let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-            return json(status, &jsonrpc::failure(None, &e));
-        }
+        Err(e) => return respond::error(None, &e),
     };
     let Ok(events) = app.server.core().bus().subscribe().await else {
         return session_refused(StatusCode::SERVICE_UNAVAILABLE, "Event stream unavailable, retry");
@@ -93,12 +95,12 @@ pub(crate) async fn get_mcp(State(app): State<App>, request: axum::extract::Requ
             .then(|| jsonrpc::notification(&event, json!({})))
         }
     });
-    // The permit is held while the stream is open.
+    // The permit is held while the stream is open; the stream closes when the credential expires.
     let messages = messages.map(move |m| {
         let _open = &permit;
         m
     });
-    respond::sse(messages, app.config.keep_alive)
+    respond::sse(respond::until_ended(messages, authenticated.ended(), None), app.config.keep_alive)
 }
 
 /// `DELETE /mcp` in a legacy session: the session ends on every pod (its

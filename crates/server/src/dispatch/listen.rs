@@ -181,12 +181,12 @@ impl ListenerGuard {
         let mut per_scope = inner.listeners_per_scope.lock().unwrap_or_else(PoisonError::into_inner);
         if inner.listeners.load(Ordering::Relaxed) >= config.max_listen_streams {
             metrics::refusal("max_listen_streams");
-            return Err(ServerError::Capacity("max_listen_streams"));
+            return Err(ServerError::capacity("max_listen_streams"));
         }
         let open = per_scope.get(scope).copied().unwrap_or(0);
         if config.max_listen_streams_per_scope > 0 && open >= config.max_listen_streams_per_scope {
             metrics::refusal("max_listen_streams_per_scope");
-            return Err(ServerError::Capacity("max_listen_streams_per_scope"));
+            return Err(ServerError::capacity("max_listen_streams_per_scope"));
         }
         *per_scope.entry(scope.clone()).or_default() += 1;
         inner.listeners.fetch_add(1, Ordering::Relaxed);
