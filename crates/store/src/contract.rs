@@ -29,8 +29,7 @@ use presa_tasks::{Caller, Event, NewTask, Scope, Status, Task, TaskId, Work, app
 use serde_json::{Value, json};
 
 use crate::{
-    Cas, Claim, CreateLimits, EventBus, PartitionStats, Shares, StoreError, TaskStore, TaskStream, Writer,
-    util::now_ms,
+    Cas, Claim, CreateLimits, EventBus, PartitionStats, Shares, StoreError, TaskStore, TaskStream, Writer, util::now_ms,
 };
 
 /// Expands to one `#[tokio::test]` per contract case.

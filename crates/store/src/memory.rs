@@ -212,7 +212,7 @@ impl State {
             let Some(id) = self.queue.pop_front() else {
                 break;
             };
-            if !self.work.get(&id).is_some_and(|w| w.lease.is_none()) {
+            if self.work.get(&id).is_none_or(|w| w.lease.is_some()) {
                 continue;
             }
             if !self.admits(&id, shares, now) {

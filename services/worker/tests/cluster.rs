@@ -757,7 +757,8 @@ async fn a_principal_with_a_long_backlog_does_not_starve_another_on_redis() {
     let (alice, bob) = (as_user("alice"), as_user("bob"));
     let mut backlog = Vec::new();
     for i in 0..40 {
-        backlog.push(task_id(&alice.call_tool("slow_compute", json!({ "seconds": 600, "label": format!("a{i}") })).await));
+        backlog
+            .push(task_id(&alice.call_tool("slow_compute", json!({ "seconds": 600, "label": format!("a{i}") })).await));
     }
     let id = task_id(&bob.call_tool("slow_compute", json!({ "seconds": 0, "label": "bob" })).await);
     let done = bob.wait_task_for(&id, "completed", Duration::from_secs(10), |t| t["status"] == "completed").await;

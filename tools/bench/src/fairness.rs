@@ -78,9 +78,8 @@ pub(crate) async fn rows(server: &Running, name: &str, secs: Duration) {
         flooded.extend(p);
         (accepted, refused) = (accepted + ok, refused + r);
     }
-    let ratio = |p: f64, a: &mut [Duration], f: &mut [Duration]| {
-        pct(f, p).as_secs_f64() / pct(a, p).as_secs_f64().max(1e-6)
-    };
+    let ratio =
+        |p: f64, a: &mut [Duration], f: &mut [Duration]| pct(f, p).as_secs_f64() / pct(a, p).as_secs_f64().max(1e-6);
     let (r50, r99) = (ratio(50.0, &mut alone, &mut flooded), ratio(99.0, &mut alone, &mut flooded));
     let notes = format!("{} pickups, p50 {} (goal: within 2x of alone)", alone.len(), ms(pct(&mut alone, 50.0)));
     row(&format!("fairness: bob alone, {name}"), 1, None, &mut alone, &notes);

@@ -511,7 +511,12 @@ async fn start_redis(url: Option<&str>) -> Option<Running> {
     start_redis_with(url, bench_config(), 1, HttpConfig::default()).await
 }
 
-async fn start_redis_with(url: Option<&str>, config: ServerConfig, workers: usize, http: HttpConfig) -> Option<Running> {
+async fn start_redis_with(
+    url: Option<&str>,
+    config: ServerConfig,
+    workers: usize,
+    http: HttpConfig,
+) -> Option<Running> {
     let on_path =
         std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("redis-server").is_file()));
     let spawned = match url {
@@ -974,8 +979,15 @@ async fn main() {
 
     // Tasks on Redis with the default settings (per-scope limits on) and two worker pools.
     let defaults = match &redis {
-        Some(r) => start_redis_with(r.redis_url.as_ref().map(|u| u.0.as_str()), ServerConfig::default(), 2, HttpConfig::default())
-                .await,
+        Some(r) => {
+            start_redis_with(
+                r.redis_url.as_ref().map(|u| u.0.as_str()),
+                ServerConfig::default(),
+                2,
+                HttpConfig::default(),
+            )
+            .await
+        }
         None => None,
     };
     if let Some(d) = &defaults {
