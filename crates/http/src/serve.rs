@@ -22,15 +22,19 @@
 //! one that has not sent a complete request head yet (silent, dribbling),
 //! oldest first, once it is more than a moment old (`NEW_CONNECTION_GRACE`,
 //! 250 ms: time to send a first request), else the kept-alive connection
-//! idle the longest (it is let finish writing, then closed). Connections with
-//! a request in flight are never closed for room. When every one has a request in flight, up to
-//! [`ServeLimits::probe_connections`] more are accepted for the health
-//! probes alone ([`PROBE_PATHS`], each connection closed after its answer;
-//! any other request on one waits up to about a second for a regular slot,
-//! then gets 503 with `Retry-After`), so `/healthz`,
-//! `/readyz` and `/metrics` never wait behind the cap; past those, new
-//! connections wait in the listen backlog until one closes. Shutdown stops
-//! accepting, lets in-flight requests finish and closes idle connections at once.
+//! idle the longest (it is let finish writing, then closed). Connections
+//! with a request in flight are never closed for room.
+//!
+//! When none can be closed (every one has a request in flight, or has just
+//! arrived), up to [`ServeLimits::probe_connections`] more are accepted for
+//! the health probes ([`PROBE_PATHS`]), each closed after its answer: so
+//! `/healthz`, `/readyz` and `/metrics` never wait behind the limit. Any
+//! other request on one of those waits up to about a second for a regular
+//! slot, then gets 503 with `Retry-After`. Past those, new connections wait
+//! in the listen backlog until one closes.
+//!
+//! Shutdown stops accepting, lets in-flight requests finish and closes idle
+//! connections at once.
 
 use std::{
     collections::HashMap,
