@@ -16,6 +16,10 @@ pub const REQUIRED_SCOPES: &str = "requiredScopes";
 /// workers need to drain a burst.
 pub const QUEUE_FULL_RETRY_AFTER_MS: u64 = 1000;
 
+/// The `retryAfterMs` of a refusal for a full in-request call pool: most
+/// in-request calls answer within a second (long ones belong in tasks).
+pub const INFLIGHT_RETRY_AFTER_MS: u64 = 1000;
+
 /// Why a request failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -62,6 +66,9 @@ pub enum ServerError {
     /// A JSON-RPC error chosen by a tool handler, sent as is.
     #[error("{}", .0.message)]
     Rpc(ErrorObject),
+    /// A handler ran in its request past `call_timeout` and was cancelled (`-32603`).
+    #[error("Call timed out after {} ms", .0.as_millis())]
+    CallTimeout(std::time::Duration),
 }
 
 impl ServerError {
@@ -111,6 +118,17 @@ impl ServerError {
                 ErrorObject::with_data(codes::INVALID_REQUEST, INSUFFICIENT_SCOPE, json!({ REQUIRED_SCOPES: needed }))
             }
             ServerError::Rpc(e) => e.clone(),
+            ServerError::CallTimeout(limit) => {
+                let ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX);
+                ErrorObject::with_data(
+                    codes::INTERNAL_ERROR,
+                    format!(
+                        "Call timed out: its handler ran longer than {ms} ms (call_timeout) and was cancelled; \
+                         a call that long should run as a task"
+                    ),
+                    json!({ "limit": "call_timeout", "timeoutMs": ms }),
+                )
+            }
         }
     }
 }

@@ -9,20 +9,16 @@
 //! Subscriptions are opened before anything is read, so no change falls
 //! between the read and the subscription.
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, PoisonError, atomic::Ordering},
-};
+use std::collections::HashMap;
 
 use futures::{StreamExt, future::ready, stream};
 use presa_protocol::{jsonrpc, meta::SUBSCRIPTION_ID_KEY};
 use presa_store::{Scope, TaskId, TaskStream};
 use presa_tasks::{id::MAX_TASK_ID_LEN, wire};
-use presa_telemetry::metrics;
 use serde_json::{Map, Value, json};
 
-use super::{Admitted, Inner, MessageStream, Server, invalid};
-use crate::{error::ServerError, store_io::store_call};
+use super::{Admitted, MessageStream, Server, invalid};
+use crate::{error::ServerError, pools::Permit, store_io::store_call};
 
 /// The most task ids one `subscriptions/listen` may watch.
 pub(crate) const MAX_LISTEN_TASK_IDS: usize = 100;
@@ -38,7 +34,7 @@ impl Server {
     pub(super) async fn listen(&self, req: &Admitted) -> Result<MessageStream, ServerError> {
         // Taken first (and released if anything below fails): the per-pod
         // and per-scope counts are checked and bumped together.
-        let guard = ListenerGuard::admit(self.inner.clone(), &req.caller.scope)?;
+        let guard = self.admit_listener(&req.caller.scope)?;
         let Some(Value::Object(filter)) = req.params.get("notifications") else {
             return Err(invalid("notifications must be an object"));
         };
@@ -145,21 +141,18 @@ impl Server {
     }
 }
 
-/// Counts an open listen stream (for the process and its scope) while alive.
-struct ListenerGuard(Arc<Inner>, Scope);
-
 /// A long-lived stream's place in the listen-stream budget of this process
 /// (`max_listen_streams`) and of its caller's scope
 /// (`max_listen_streams_per_scope`), held while the stream is open. The
 /// transport takes one for streams it serves itself (a 2025-11-25 session's
 /// standalone `GET` stream), so every long-lived stream shares one budget.
 pub struct StreamPermit {
-    _guard: ListenerGuard,
+    _permit: Permit,
 }
 
 impl std::fmt::Debug for StreamPermit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StreamPermit").field("scope", &self._guard.1).finish()
+        f.debug_struct("StreamPermit").field("scope", self._permit.scope()).finish()
     }
 }
 
@@ -167,43 +160,12 @@ impl Server {
     /// A place for one more long-lived stream of `scope`, or the retryable
     /// capacity error a `subscriptions/listen` past the same limits gets.
     pub fn admit_stream(&self, scope: &Scope) -> Result<StreamPermit, jsonrpc::ErrorObject> {
-        ListenerGuard::admit(self.inner.clone(), scope)
-            .map(|guard| StreamPermit { _guard: guard })
-            .map_err(|e| e.to_error_object())
+        self.admit_listener(scope).map(|permit| StreamPermit { _permit: permit }).map_err(|e| e.to_error_object())
     }
-}
 
-impl ListenerGuard {
     /// Count one more stream for `scope`, unless the process
     /// (`max_listen_streams`) or the scope (`max_listen_streams_per_scope`) is full.
-    fn admit(inner: Arc<Inner>, scope: &Scope) -> Result<Self, ServerError> {
-        let config = inner.core.config();
-        let mut per_scope = inner.listeners_per_scope.lock().unwrap_or_else(PoisonError::into_inner);
-        if inner.listeners.load(Ordering::Relaxed) >= config.max_listen_streams {
-            metrics::refusal("max_listen_streams");
-            return Err(ServerError::Capacity("max_listen_streams"));
-        }
-        let open = per_scope.get(scope).copied().unwrap_or(0);
-        if config.max_listen_streams_per_scope > 0 && open >= config.max_listen_streams_per_scope {
-            metrics::refusal("max_listen_streams_per_scope");
-            return Err(ServerError::Capacity("max_listen_streams_per_scope"));
-        }
-        *per_scope.entry(scope.clone()).or_default() += 1;
-        inner.listeners.fetch_add(1, Ordering::Relaxed);
-        drop(per_scope);
-        Ok(ListenerGuard(inner, scope.clone()))
-    }
-}
-
-impl Drop for ListenerGuard {
-    fn drop(&mut self) {
-        let mut per_scope = self.0.listeners_per_scope.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(n) = per_scope.get_mut(&self.1) {
-            *n -= 1;
-            if *n == 0 {
-                per_scope.remove(&self.1);
-            }
-        }
-        self.0.listeners.fetch_sub(1, Ordering::Relaxed);
+    fn admit_listener(&self, scope: &Scope) -> Result<Permit, ServerError> {
+        self.inner.listeners.admit(scope).map_err(ServerError::Capacity)
     }
 }
