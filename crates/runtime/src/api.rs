@@ -187,6 +187,37 @@ pub struct ApiArgs {
     /// then gets 404 and initializes again).
     #[arg(long, env = "PRESA_LEGACY_SESSION_TTL_SECS", default_value_t = 86_400)]
     legacy_session_ttl_secs: u64,
+
+    /// Longest URI a 2025-11-25 `resources/subscribe` accepts, in bytes (0: no
+    /// limit); the URI must also name a listed resource or match a template.
+    #[arg(long, env = "PRESA_MAX_SUBSCRIPTION_URI_BYTES", default_value_t = 1024)]
+    max_subscription_uri_bytes: usize,
+
+    /// Most resource subscriptions one 2025-11-25 session holds (0: no limit).
+    #[arg(long, env = "PRESA_MAX_SUBSCRIPTIONS_PER_SESSION", default_value_t = 32)]
+    max_subscriptions_per_session: u64,
+
+    /// Most bytes of state one 2025-11-25 session stores (subscribed URIs,
+    /// its log level; 0: no limit).
+    #[arg(long, env = "PRESA_MAX_LEGACY_SESSION_BYTES", default_value_t = 64 * 1024)]
+    max_legacy_session_bytes: u64,
+
+    /// Most 2025-11-25 sessions holding state (a log level, a subscription,
+    /// or the end mark DELETE leaves) one caller scope may have until they
+    /// expire (0: no limit).
+    #[arg(
+        long,
+        env = "PRESA_MAX_LEGACY_SESSIONS_PER_SCOPE",
+        default_value_t = presa_http::DEFAULT_MAX_LEGACY_SESSIONS_PER_SCOPE
+    )]
+    max_legacy_sessions_per_scope: u64,
+
+    /// Most 2025-11-25 sessions holding state in the store (this pod's
+    /// memory, or the shared Redis; 0: no limit). The default is 100 times
+    /// `--max-legacy-sessions-per-scope`: it takes 100 principals at their
+    /// share to fill it, so fewer never lock out another.
+    #[arg(long, env = "PRESA_MAX_LEGACY_SESSIONS", default_value_t = presa_http::DEFAULT_MAX_LEGACY_SESSIONS)]
+    max_legacy_sessions: u64,
 }
 
 /// A feature switch: `on` or `off`.
@@ -291,6 +322,11 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
         legacy: LegacyConfig {
             enabled: args.legacy == Switch::On,
             session_ttl: Duration::from_secs(args.legacy_session_ttl_secs.max(1)),
+            max_subscription_uri_bytes: args.max_subscription_uri_bytes,
+            max_subscriptions_per_session: args.max_subscriptions_per_session,
+            max_session_bytes: args.max_legacy_session_bytes,
+            max_sessions_per_scope: args.max_legacy_sessions_per_scope,
+            max_sessions: args.max_legacy_sessions,
             ..LegacyConfig::default()
         },
         ..HttpConfig::default()

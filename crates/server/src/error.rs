@@ -69,6 +69,10 @@ pub enum ServerError {
     /// A handler ran in its request past `call_timeout` and was cancelled (`-32603`).
     #[error("Call timed out after {} ms", .0.as_millis())]
     CallTimeout(std::time::Duration),
+    /// A stream's client read too slowly: it fell behind its event queue and
+    /// the stream ends (`-32603`, retryable: listen again).
+    #[error("Stream lagged")]
+    Lagged,
 }
 
 impl ServerError {
@@ -129,6 +133,11 @@ impl ServerError {
                     json!({ "limit": "call_timeout", "timeoutMs": ms }),
                 )
             }
+            ServerError::Lagged => ErrorObject::with_data(
+                codes::INTERNAL_ERROR,
+                "Stream lagged: the client read too slowly, events were dropped and the stream ends; open it again",
+                json!({ "retryable": true, "lagged": true }),
+            ),
         }
     }
 }
@@ -142,6 +151,8 @@ impl From<StoreError> for ServerError {
             }
             StoreError::Unavailable(m) => ServerError::Unavailable(m),
             StoreError::Corrupt(m) => ServerError::Internal(format!("corrupt record: {m}")),
+            StoreError::Lagged => ServerError::Lagged,
+            e @ StoreError::TooLarge { .. } => ServerError::InvalidParams(e.to_string()),
         }
     }
 }

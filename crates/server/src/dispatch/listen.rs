@@ -5,7 +5,10 @@
 //!
 //! Order on the stream: the acknowledgement; each watched task's current
 //! state; then every change as it commits (snapshots at or below a revision
-//! already sent are dropped); on shutdown, the graceful-closure result.
+//! already sent are dropped); on shutdown, the graceful-closure result. A
+//! stream whose client reads too slowly falls behind its bus queue
+//! ([`presa_store::BUS_QUEUE`]): it ends with an error response saying it
+//! lagged (the client listens again), never buffering without bound.
 //! Subscriptions are opened before anything is read, so no change falls
 //! between the read and the subscription.
 
@@ -63,24 +66,46 @@ impl Server {
             json!({ "_meta": { SUBSCRIPTION_ID_KEY: sub_id }, "notifications": honoured }),
         );
         let id = sub_id.clone();
-        let list_changes = events.filter_map(move |method| {
-            let wanted = methods.contains(&method.as_str());
-            ready(wanted.then(|| jsonrpc::notification(&method, json!({ "_meta": { SUBSCRIPTION_ID_KEY: id } }))))
+        let list_changes = events.filter_map(move |event| {
+            ready(match event {
+                Ok(method) => methods.contains(&method.as_str()).then(|| {
+                    Out::Message(jsonrpc::notification(&method, json!({ "_meta": { SUBSCRIPTION_ID_KEY: id } })))
+                }),
+                Err(_) => Some(Out::Lagged),
+            })
         });
         let id = sub_id.clone();
         let task_changes = tasks.map(move |task| {
-            jsonrpc::notification("notifications/tasks", Value::Object(wire::notification_params(&task, &id)))
+            Out::Message(jsonrpc::notification(
+                "notifications/tasks",
+                Value::Object(wire::notification_params(&task, &id)),
+            ))
         });
-        // Built when the stream ends, not held for its whole life (an open
-        // stream's memory is what a pod with thousands of them pays for).
+        // The last message: the graceful-closure result (built when the
+        // stream ends), or the error of a stream that lagged.
         let (core, req_id) = (self.core().clone(), req.id.clone());
-        let closing = stream::once(async move {
-            let result = json!({ "resultType": "complete", "_meta": { SUBSCRIPTION_ID_KEY: sub_id } });
-            jsonrpc::success(&req_id, core.envelope(result))
-        });
         let body = stream::select(list_changes, task_changes)
             .take_until(self.inner.shutdown.clone().cancelled_owned())
-            .chain(closing);
+            .map(Some)
+            .chain(stream::once(ready(None)))
+            .scan(false, move |ended, item| {
+                if *ended {
+                    return ready(None);
+                }
+                let message = match item {
+                    Some(Out::Message(m)) => m,
+                    Some(Out::Lagged) => {
+                        *ended = true;
+                        jsonrpc::failure(Some(&req_id), &ServerError::Lagged.to_error_object())
+                    }
+                    None => {
+                        *ended = true;
+                        let result = json!({ "resultType": "complete", "_meta": { SUBSCRIPTION_ID_KEY: sub_id } });
+                        jsonrpc::success(&req_id, core.envelope(result))
+                    }
+                };
+                ready(Some(message))
+            });
         let with_guard = stream::once(ready(ack)).chain(body).map(move |m| {
             let _keep = &guard;
             m
@@ -139,6 +164,13 @@ impl Server {
             })
             .boxed())
     }
+}
+
+/// What a listen stream carries before it becomes a message.
+enum Out {
+    Message(Value),
+    /// The bus ended the subscription: the client read too slowly.
+    Lagged,
 }
 
 /// A long-lived stream's place in the listen-stream budget of this process

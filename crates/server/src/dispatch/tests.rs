@@ -367,3 +367,36 @@ async fn an_in_request_call_past_its_deadline_is_cancelled() {
     let cancelled = CANCELLED.load(std::sync::atomic::Ordering::SeqCst);
     assert!(cancelled >= before, "{cancelled}");
 }
+
+/// A listen stream whose client stops reading is ended once it falls
+/// behind its bus queue: the last message is an error saying it lagged,
+/// and what it held is bounded by the queue, not by what was published.
+#[tokio::test]
+async fn a_listen_stream_that_lags_ends_with_an_error() {
+    use futures::StreamExt;
+    let s = server();
+    let listen = json!({ "notifications": { "toolsListChanged": true }, "_meta": plain() });
+    let Reply::Stream(mut stream) = call(&s, Method::Listen, listen).await.0 else { panic!("a stream") };
+    let ack = stream.next().await.expect("the acknowledgement");
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    let published = presa_store::BUS_QUEUE.max_items * 2;
+    for _ in 0..published {
+        s.core().bus().publish("notifications/tools/list_changed").await.unwrap();
+    }
+    let mut notifications = 0;
+    let last = loop {
+        let next = tokio::time::timeout(Duration::from_secs(5), stream.next()).await.expect("no hang");
+        match next {
+            Some(m) if m["method"] == "notifications/tools/list_changed" => notifications += 1,
+            Some(m) => break m,
+            None => panic!("ended without a last message"),
+        }
+    };
+    assert!(notifications < published, "{notifications} of {published} delivered: it lagged");
+    assert_eq!(last["id"], 7, "{last}");
+    assert_eq!(last["error"]["data"]["lagged"], true, "{last}");
+    assert!(last["error"]["message"].as_str().unwrap().contains("lagged"), "{last}");
+    assert!(stream.next().await.is_none(), "the stream ends after it");
+    drop(stream);
+    assert_eq!(s.active_listeners(), 0, "its place is given back with the ended stream");
+}
