@@ -59,11 +59,14 @@ pub struct MemoryStore {
 /// (topics are prefixed, so no topic is named so).
 const BROADCAST: &str = "";
 
+/// One subscriber's queue of shared messages, with its id.
+type Subscriber = (u64, QueueSender<std::sync::Arc<str>>);
+
 /// Every subscriber's queue, by topic ([`BROADCAST`] for the bus).
 #[derive(Default)]
 struct Subscribers {
     next_id: u64,
-    topics: HashMap<String, Vec<(u64, QueueSender<std::sync::Arc<str>>)>>,
+    topics: HashMap<String, Vec<Subscriber>>,
 }
 
 impl Subscribers {

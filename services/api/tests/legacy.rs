@@ -59,16 +59,9 @@ async fn a_session_token_forged_expired_or_of_another_principal_is_refused() {
     assert_eq!(foreign.status, 404, "{:?}", foreign.messages);
     assert_eq!((foreign.status, &foreign.messages), (unknown.status, &unknown.messages), "answered alike");
     assert_eq!(alice.as_scope("mallory").delete().await, 404);
-    let get = |session: &str| {
-        reqwest::Client::new()
-            .get(&srv.url)
-            .header("accept", "text/event-stream")
-            .header("mcp-session-id", session)
-            .header("x-test-scope", "mallory")
-            .send()
-    };
-    assert_eq!(get(&alice.session).await.unwrap().status().as_u16(), 404);
-    assert_eq!(get("not-a-token").await.unwrap().status().as_u16(), 404);
+    let mallory = alice.as_scope("mallory");
+    assert_eq!(mallory.open_stream().await.status().as_u16(), 404);
+    assert_eq!(mallory.with_session("not-a-token").open_stream().await.status().as_u16(), 404);
     assert_eq!(alice.request("ping", json!({})).await.status, 200);
 
     // Ended by DELETE → 404 for everything after, notifications included.
@@ -202,13 +195,7 @@ async fn the_standalone_get_stream_carries_list_changes() {
     let c = LegacyClient::connect(&srv.url, caps(), None).await;
     let no_session = reqwest::Client::new().get(&srv.url).send().await.unwrap();
     assert_eq!(no_session.status().as_u16(), 405, "without a session GET stays 405");
-    let resp = reqwest::Client::new()
-        .get(&srv.url)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &c.session)
-        .send()
-        .await
-        .unwrap();
+    let resp = c.open_stream().await;
     assert_eq!(resp.status().as_u16(), 200);
     let mut stream = events(resp);
     // The stream is subscribed once its headers are out: a change from now on reaches it.
@@ -273,17 +260,9 @@ async fn standalone_get_streams_share_the_listen_stream_budget() {
     let config = ServerConfig { max_listen_streams_per_scope: 1, ..ServerConfig::default() };
     let srv = embedded(config).await;
     let c = LegacyClient::connect(&srv.url, caps(), Some("alice")).await;
-    let get = |scope: &str| {
-        reqwest::Client::new()
-            .get(&srv.url)
-            .header("accept", "text/event-stream")
-            .header("mcp-session-id", &c.session)
-            .header("x-test-scope", scope)
-            .send()
-    };
-    let first = get("alice").await.unwrap();
+    let first = c.open_stream().await;
     assert_eq!(first.status().as_u16(), 200);
-    let second = get("alice").await.unwrap();
+    let second = c.open_stream().await;
     assert_eq!(second.status().as_u16(), 503, "alice's one stream is open");
     let body: Value = second.json().await.unwrap();
     assert_eq!(body["error"]["data"]["limit"], "max_listen_streams_per_scope", "{body}");
@@ -413,13 +392,7 @@ async fn large_answers_reach_only_their_session_and_a_stalled_listener_holds_not
 async fn a_stalled_get_stream_holds_a_bounded_queue_and_ends_saying_it_lagged() {
     let srv = embedded(ServerConfig::default()).await;
     let c = LegacyClient::connect(&srv.url, caps(), None).await;
-    let resp = reqwest::Client::new()
-        .get(&srv.url)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &c.session)
-        .send()
-        .await
-        .unwrap();
+    let resp = c.open_stream().await;
     assert_eq!(resp.status().as_u16(), 200);
     let mut stream = events(resp);
     let bus = srv.server.core().bus().clone();

@@ -13,6 +13,15 @@ use presa_testkit::{
 };
 use serde_json::json;
 
+/// The environment of an API pod on `redis` under `prefix`, with the shared state secret.
+fn pod_env<'a>(redis: &'a TestRedis, prefix: &'a str) -> [(&'static str, &'a str); 3] {
+    [
+        ("PRESA_REDIS_URL", redis.url()),
+        ("PRESA_REDIS_PREFIX", prefix),
+        ("PRESA_STATE_SECRET", "legacy-pods-test-secret-at-least-32-bytes"),
+    ]
+}
+
 fn api_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_presa-worker")).with_file_name("presa-api")
 }
@@ -21,11 +30,7 @@ fn api_bin() -> PathBuf {
 async fn an_elicitation_answer_posted_to_pod_b_completes_the_call_on_pod_a() {
     let redis = TestRedis::start().await;
     let prefix = unique_prefix();
-    let env = [
-        ("PRESA_REDIS_URL", redis.url()),
-        ("PRESA_REDIS_PREFIX", prefix.as_str()),
-        ("PRESA_STATE_SECRET", "legacy-pods-test-secret-at-least-32-bytes"),
-    ];
+    let env = pod_env(&redis, &prefix);
     let a = Pod::start("api-a", &api_bin(), free_port(), &[], &env).await;
     let b = Pod::start("api-b", &api_bin(), free_port(), &[], &env).await;
     let (url_a, url_b) = (format!("{}/mcp", a.base()), format!("{}/mcp", b.base()));
@@ -80,11 +85,7 @@ fn redis_used(redis: &TestRedis) -> u64 {
 async fn a_stalled_listener_and_large_payloads_cost_a_bounded_amount_on_redis() {
     let redis = TestRedis::spawn();
     let prefix = unique_prefix();
-    let env = [
-        ("PRESA_REDIS_URL", redis.url()),
-        ("PRESA_REDIS_PREFIX", prefix.as_str()),
-        ("PRESA_STATE_SECRET", "legacy-pods-test-secret-at-least-32-bytes"),
-    ];
+    let env = pod_env(&redis, &prefix);
     let pod = Pod::start("api", &api_bin(), free_port(), &[], &env).await;
     let url = format!("{}/mcp", pod.base());
     let (status, mut stalled) = Client::new(&url, json!({})).listen(json!({ "toolsListChanged": true })).await;
