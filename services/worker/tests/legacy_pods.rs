@@ -76,11 +76,30 @@ fn redis_used(redis: &TestRedis) -> u64 {
     info.lines().find_map(|l| l.strip_prefix("used_memory:")).and_then(|v| v.trim().parse().ok()).expect("used_memory")
 }
 
-/// On Redis, as the hostile review tried it: a stalled listen stream and
-/// 150 answers of 1 MiB posted in a legacy session move the API pod's
-/// memory by a bounded amount (they go to the session's own topic, which
-/// nobody waits on, never to the broadcast the stalled stream reads); and
-/// 40 subscriptions to 4 MiB URIs store nothing in Redis.
+/// PUBLISH `n` list changes on `channel`, through one `redis-cli` pipe.
+fn publish_many(redis: &TestRedis, channel: &str, n: usize) {
+    use std::io::Write;
+    let cli = presa_testkit::redis::redis_server_binary().replace("redis-server", "redis-cli");
+    let mut child = std::process::Command::new(cli)
+        .args(["-h", "127.0.0.1", "-p", &redis.port().to_string()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("redis-cli");
+    let mut stdin = child.stdin.take().expect("its stdin");
+    for _ in 0..n {
+        writeln!(stdin, "PUBLISH {channel} notifications/tools/list_changed").expect("a command");
+    }
+    drop(stdin);
+    assert!(child.wait().expect("redis-cli ran").success());
+}
+
+/// On Redis, as the hostile review tried it: a listen stream stalled with
+/// notifications it does not read, then 150 answers of 1 MiB posted in a
+/// legacy session, move the API pod's memory by a bounded amount (they go
+/// to the session's own topic, which nobody waits on, never to the
+/// broadcast the stalled stream reads); and 40 subscriptions to 4 MiB URIs
+/// store nothing in Redis (before: +166 MB).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_listener_and_large_payloads_cost_a_bounded_amount_on_redis() {
     let redis = TestRedis::spawn();
@@ -91,6 +110,7 @@ async fn a_stalled_listener_and_large_payloads_cost_a_bounded_amount_on_redis() 
     let (status, mut stalled) = Client::new(&url, json!({})).listen(json!({ "toolsListChanged": true })).await;
     assert_eq!(status, 200);
     assert_eq!(next_within(&mut stalled, 10).await["method"], "notifications/subscriptions/acknowledged");
+    publish_many(&redis, &format!("{prefix}:bus"), 60_000);
     let c = LegacyClient::connect(&url, json!({ "elicitation": {} }), None).await;
     let blob = "a".repeat(1024 * 1024);
     let answer = |i: usize| json!({ "jsonrpc": "2.0", "id": format!("presa-x-{i}"), "result": { "blob": blob } });
