@@ -31,7 +31,8 @@ local function counted(f)
   return string.sub(f, 1, #prefix) == prefix
 end
 
-if redis.call('EXISTS', hash) == 0 then
+local exists = redis.call('EXISTS', hash) == 1
+if not exists then
   if op == 'del' then
     return 'ok'
   end
@@ -43,18 +44,19 @@ if redis.call('EXISTS', hash) == 0 then
   if not admitted then
     return 'admit'
   end
-  redis.call('ZADD', reg, now + ttl, member)
-  if redis.call('PTTL', reg) < ttl then
-    redis.call('PEXPIRE', reg, ttl)
-  end
-  redis.call('HSET', hash, '#bytes', 0, '#n', 0)
 end
 
-local bytes = tonumber(redis.call('HGET', hash, '#bytes') or '0')
-local n = tonumber(redis.call('HGET', hash, '#n') or '0')
+-- Every check first: a refused write changes nothing (a new session is not registered).
+local bytes, n = 0, 0
+if exists then
+  bytes = tonumber(redis.call('HGET', hash, '#bytes') or '0')
+  n = tonumber(redis.call('HGET', hash, '#n') or '0')
+end
+local old = false
+local new = bytes
 if op == 'set' then
-  local old = redis.call('HGET', hash, field)
-  local new = bytes + #field + #value
+  old = exists and redis.call('HGET', hash, field)
+  new = bytes + #field + #value
   if old then
     new = new - #field - #old
   elseif counted(field) then
@@ -66,9 +68,18 @@ if op == 'set' then
   if new > bytes and max_bytes > 0 and new > max_bytes then
     return 'max_legacy_session_bytes'
   end
+end
+
+if not exists then
+  redis.call('ZADD', reg, now + ttl, member)
+  if redis.call('PTTL', reg) < ttl then
+    redis.call('PEXPIRE', reg, ttl)
+  end
+end
+if op == 'set' then
   redis.call('HSET', hash, field, value, '#bytes', new, '#n', n)
 elseif op == 'del' then
-  local old = redis.call('HGET', hash, field)
+  old = redis.call('HGET', hash, field)
   if old then
     if counted(field) then
       n = n - 1

@@ -1028,7 +1028,10 @@ pub async fn sessions_holding_state_are_capped_per_scope_and_in_all(store: Arc<d
         let (store, owner, session) = (store.clone(), owner.clone(), session.to_string());
         async move { store.set_session_field(&owner, &session, "logLevel", Some("info"), ttl, limits).await }
     };
-    write(&alice, "a1", long).await.expect("alice's first");
+    let capped = SessionLimits { max_bytes: Some(4), ..limits };
+    let big = store.set_session_field(&alice, "a0", "logLevel", Some("debug"), long, capped).await;
+    assert!(matches!(big, Err(StoreError::Capacity { limit: crate::SESSION_BYTES_LIMIT })), "{big:?}");
+    write(&alice, "a1", long).await.expect("alice's first (the refused write took no place)");
     write(&alice, "a2", Duration::from_millis(100)).await.expect("alice's second");
     let full = write(&alice, "a3", long).await.expect_err("alice's third");
     assert!(matches!(full, StoreError::Capacity { limit: crate::SESSIONS_PER_SCOPE_LIMIT }), "{full:?}");

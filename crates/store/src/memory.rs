@@ -334,12 +334,11 @@ impl State {
                 (_, true) => return Err(StoreError::Capacity { limit: SESSIONS_LIMIT }),
                 _ => {}
             }
-            if self.sessions.insert(key.clone(), SessionState { expires, fields: HashMap::new(), bytes: 0 }).is_none() {
-                *self.sessions_per_scope.entry(owner.clone()).or_default() += 1;
-            }
         }
-        let Some(st) = self.sessions.get_mut(&key) else {
-            return Ok(());
+        // Written on a copy, so a refused write leaves everything (a new session's place too) as it was.
+        let mut st = match self.sessions.get(&key).filter(|_| live) {
+            Some(st) => SessionState { expires, fields: st.fields.clone(), bytes: st.bytes },
+            None => SessionState { expires, fields: HashMap::new(), bytes: 0 },
         };
         match write {
             SessionWrite::Set(field, value) => {
@@ -369,7 +368,11 @@ impl State {
                 st.bytes = field.len() + 1;
             }
         }
-        st.expires = expires;
+        // A session that starts holding state counts for its scope (an
+        // expired entry under the same key already did).
+        if self.sessions.insert(key, st).is_none() {
+            *self.sessions_per_scope.entry(owner.clone()).or_default() += 1;
+        }
         Ok(())
     }
 
