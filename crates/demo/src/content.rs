@@ -17,6 +17,13 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
                 "mimeType": "image/png" }),
         |uri, _| Ok(json!([{ "uri": uri, "mimeType": "image/png", "blob": PNG }])),
     )
+    // The resource the conformance suite subscribes to (2025-11-25 `resources/subscribe`
+    // accepts listed resources only).
+    .resource(
+        json!({ "uri": "test://watched-resource", "name": "watched-resource",
+                "description": "A resource clients subscribe to for updates", "mimeType": "text/plain" }),
+        |uri, _| Ok(json!([{ "uri": uri, "mimeType": "text/plain", "text": "Watched resource content." }])),
+    )
     .template(
         json!({ "uriTemplate": "test://template/{id}/data", "name": "template-data",
                 "description": "JSON data for an id", "mimeType": "application/json" }),

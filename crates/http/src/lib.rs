@@ -143,7 +143,19 @@ impl Default for HttpConfig {
     }
 }
 
+/// The default of [`LegacyConfig::max_sessions_per_scope`].
+pub const DEFAULT_MAX_LEGACY_SESSIONS_PER_SCOPE: u64 = 50;
+/// The default of [`LegacyConfig::max_sessions`]: room for
+/// [`presa_server::FAIR_SHARE_SCOPES`] principals at their share.
+pub const DEFAULT_MAX_LEGACY_SESSIONS: u64 =
+    DEFAULT_MAX_LEGACY_SESSIONS_PER_SCOPE * presa_server::FAIR_SHARE_SCOPES as u64;
+
 /// The 2025-11-25 (`initialize`) era on the same endpoint; see the `legacy` module.
+///
+/// A session costs the store nothing until it *holds state* (a log level,
+/// a subscription, or the end mark `DELETE` leaves); from then until it
+/// expires it counts for its principal and for the store, and what it
+/// stores is counted and capped. Every limit: 0 is no limit.
 #[derive(Debug, Clone)]
 pub struct LegacyConfig {
     /// Serve `initialize` clients (`--legacy on`). Off: `initialize` is
@@ -153,6 +165,18 @@ pub struct LegacyConfig {
     pub session_ttl: Duration,
     /// How long a call waits for the client's answer to a server request.
     pub answer_timeout: Duration,
+    /// Longest URI `resources/subscribe` accepts, bytes. Default 1 KiB.
+    pub max_subscription_uri_bytes: usize,
+    /// Most resource subscriptions one session holds. Default 32.
+    pub max_subscriptions_per_session: u64,
+    /// Most bytes of state one session holds (field names plus values:
+    /// subscribed URIs, the log level). Default 64 KiB.
+    pub max_session_bytes: u64,
+    /// Most sessions holding state one principal may have. Default 50.
+    pub max_sessions_per_scope: u64,
+    /// Most sessions holding state in the whole store (every pod's, with
+    /// Redis). Default 5,000: 100 principals at their share.
+    pub max_sessions: u64,
 }
 
 impl Default for LegacyConfig {
@@ -161,6 +185,25 @@ impl Default for LegacyConfig {
             enabled: true,
             session_ttl: Duration::from_secs(24 * 3600),
             answer_timeout: Duration::from_secs(300),
+            max_subscription_uri_bytes: 1024,
+            max_subscriptions_per_session: 32,
+            max_session_bytes: 64 * 1024,
+            max_sessions_per_scope: DEFAULT_MAX_LEGACY_SESSIONS_PER_SCOPE,
+            max_sessions: DEFAULT_MAX_LEGACY_SESSIONS,
+        }
+    }
+}
+
+impl LegacyConfig {
+    /// The store's limits on each session write.
+    pub(crate) fn session_limits(&self) -> presa_store::SessionLimits {
+        let limit = |n: u64| (n > 0).then_some(n);
+        presa_store::SessionLimits {
+            max_fields: limit(self.max_subscriptions_per_session),
+            counted_prefix: legacy::FIELD_SUBSCRIPTION,
+            max_bytes: limit(self.max_session_bytes),
+            max_per_scope: limit(self.max_sessions_per_scope),
+            max_sessions: limit(self.max_sessions),
         }
     }
 }

@@ -16,6 +16,9 @@ pub const HEADER_MISMATCH: i64 = -32020;
 pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 /// The requested protocol version is not supported.
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+/// A resource the server does not have (2025-11-25: `resources/read` or
+/// `resources/subscribe` of an unknown URI).
+pub const RESOURCE_NOT_FOUND: i64 = -32002;
 
 /// Too many requests: the server is at a capacity it frees on its own (a
 /// full work queue), or the caller at its own quota (active tasks, bytes,
@@ -29,7 +32,7 @@ pub const RATE_LIMITED: i64 = -32023;
 /// a capacity limit): 503 tells load balancers and clients to retry.
 pub fn http_status(code: i64, retryable: bool) -> u16 {
     match code {
-        METHOD_NOT_FOUND => 404,
+        METHOD_NOT_FOUND | RESOURCE_NOT_FOUND => 404,
         PARSE_ERROR
         | INVALID_REQUEST
         | INVALID_PARAMS
@@ -49,6 +52,7 @@ mod tests {
     #[test]
     fn statuses_follow_the_transport_spec() {
         assert_eq!(http_status(METHOD_NOT_FOUND, false), 404);
+        assert_eq!(http_status(RESOURCE_NOT_FOUND, false), 404);
         assert_eq!(http_status(PARSE_ERROR, false), 400);
         assert_eq!(http_status(HEADER_MISMATCH, false), 400);
         assert_eq!(http_status(MISSING_REQUIRED_CLIENT_CAPABILITY, false), 400);

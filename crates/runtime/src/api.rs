@@ -129,14 +129,44 @@ pub struct ApiArgs {
     #[arg(long, env = "PRESA_MAX_MEMORY_BYTES", default_value_t = 512 * 1024 * 1024)]
     max_memory_bytes: usize,
 
-    /// Most `subscriptions/listen` streams open at once on this pod.
-    #[arg(long, env = "PRESA_MAX_LISTEN_STREAMS", default_value_t = 1000)]
+    /// Most long-lived streams (`subscriptions/listen`, 2025-11-25 `GET`
+    /// streams) open at once on this pod. The default is 100 times
+    /// `--max-listen-streams-per-scope`: it takes 100 principals at their
+    /// share to fill it, so fewer never lock out another.
+    #[arg(long, env = "PRESA_MAX_LISTEN_STREAMS", default_value_t = presa_server::DEFAULT_MAX_LISTEN_STREAMS)]
     max_listen_streams: usize,
 
-    /// Most `subscriptions/listen` streams one caller scope may hold open at
-    /// once on this pod (0: no limit beyond `--max-listen-streams`).
-    #[arg(long, env = "PRESA_MAX_LISTEN_STREAMS_PER_SCOPE", default_value_t = 100)]
+    /// Most long-lived streams one caller scope may hold open at once on this
+    /// pod (0: no limit beyond `--max-listen-streams`).
+    #[arg(
+        long,
+        env = "PRESA_MAX_LISTEN_STREAMS_PER_SCOPE",
+        default_value_t = presa_server::DEFAULT_MAX_LISTEN_STREAMS_PER_SCOPE
+    )]
     max_listen_streams_per_scope: usize,
+
+    /// Most tool calls and prompts running in their request (not as tasks)
+    /// at once on this pod; past it -32023 with data.retryAfterMs (HTTP 429).
+    /// The default is 100 times `--max-inflight-calls-per-scope`: it takes 100
+    /// principals at their share to fill it, so fewer never lock out another.
+    #[arg(long, env = "PRESA_MAX_INFLIGHT_CALLS", default_value_t = presa_server::DEFAULT_MAX_INFLIGHT_CALLS)]
+    max_inflight_calls: usize,
+
+    /// Most tool calls and prompts one caller scope may run in their request
+    /// at once on this pod (0: no limit beyond `--max-inflight-calls`); past
+    /// it -32023 with data.retryAfterMs (HTTP 429).
+    #[arg(
+        long,
+        env = "PRESA_MAX_INFLIGHT_CALLS_PER_SCOPE",
+        default_value_t = presa_server::DEFAULT_MAX_INFLIGHT_CALLS_PER_SCOPE
+    )]
+    max_inflight_calls_per_scope: usize,
+
+    /// Longest run of a tool or prompt handler in its request, in ms (0: no
+    /// deadline); past it the handler is cancelled and the call fails with
+    /// -32603 naming `call_timeout`. Long work belongs in tasks.
+    #[arg(long, env = "PRESA_CALL_TIMEOUT_MS", default_value_t = presa_server::DEFAULT_CALL_TIMEOUT.as_millis() as u64)]
+    call_timeout_ms: u64,
 
     /// Tool handlers run at once by the in-process worker (embedded mode only;
     /// with Redis, `presa-worker` pods run them).
@@ -174,6 +204,37 @@ pub struct ApiArgs {
     /// then gets 404 and initializes again).
     #[arg(long, env = "PRESA_LEGACY_SESSION_TTL_SECS", default_value_t = 86_400)]
     legacy_session_ttl_secs: u64,
+
+    /// Longest URI a 2025-11-25 `resources/subscribe` accepts, in bytes (0: no
+    /// limit); the URI must also name a listed resource or match a template.
+    #[arg(long, env = "PRESA_MAX_SUBSCRIPTION_URI_BYTES", default_value_t = 1024)]
+    max_subscription_uri_bytes: usize,
+
+    /// Most resource subscriptions one 2025-11-25 session holds (0: no limit).
+    #[arg(long, env = "PRESA_MAX_SUBSCRIPTIONS_PER_SESSION", default_value_t = 32)]
+    max_subscriptions_per_session: u64,
+
+    /// Most bytes of state one 2025-11-25 session stores (subscribed URIs,
+    /// its log level; 0: no limit).
+    #[arg(long, env = "PRESA_MAX_LEGACY_SESSION_BYTES", default_value_t = 64 * 1024)]
+    max_legacy_session_bytes: u64,
+
+    /// Most 2025-11-25 sessions holding state (a log level, a subscription,
+    /// or the end mark DELETE leaves) one caller scope may have until they
+    /// expire (0: no limit).
+    #[arg(
+        long,
+        env = "PRESA_MAX_LEGACY_SESSIONS_PER_SCOPE",
+        default_value_t = presa_http::DEFAULT_MAX_LEGACY_SESSIONS_PER_SCOPE
+    )]
+    max_legacy_sessions_per_scope: u64,
+
+    /// Most 2025-11-25 sessions holding state in the store (this pod's
+    /// memory, or the shared Redis; 0: no limit). The default is 100 times
+    /// `--max-legacy-sessions-per-scope`: it takes 100 principals at their
+    /// share to fill it, so fewer never lock out another.
+    #[arg(long, env = "PRESA_MAX_LEGACY_SESSIONS", default_value_t = presa_http::DEFAULT_MAX_LEGACY_SESSIONS)]
+    max_legacy_sessions: u64,
 }
 
 /// A feature switch: `on` or `off`.
@@ -230,6 +291,9 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
         max_queued_per_partition: (args.max_queued > 0).then_some(args.max_queued),
         max_listen_streams: args.max_listen_streams,
         max_listen_streams_per_scope: args.max_listen_streams_per_scope,
+        max_inflight_calls: args.max_inflight_calls,
+        max_inflight_calls_per_scope: args.max_inflight_calls_per_scope,
+        call_timeout: (args.call_timeout_ms > 0).then(|| Duration::from_millis(args.call_timeout_ms)),
         ..app.server_config()
     };
     let storage = Storage::from_args(&args.redis, args.max_tasks, args.max_memory_bytes)
@@ -278,6 +342,11 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
         legacy: LegacyConfig {
             enabled: args.legacy == Switch::On,
             session_ttl: Duration::from_secs(args.legacy_session_ttl_secs.max(1)),
+            max_subscription_uri_bytes: args.max_subscription_uri_bytes,
+            max_subscriptions_per_session: args.max_subscriptions_per_session,
+            max_session_bytes: args.max_legacy_session_bytes,
+            max_sessions_per_scope: args.max_legacy_sessions_per_scope,
+            max_sessions: args.max_legacy_sessions,
             ..LegacyConfig::default()
         },
         ..HttpConfig::default()

@@ -1,9 +1,29 @@
-//! Dispatcher settings: identity, cache hints, task limits.
+//! Dispatcher settings: identity, cache hints, task limits, and the pools
+//! shared between scopes (listen streams, in-request calls): each process
+//! cap defaults to [`FAIR_SHARE_SCOPES`] times its per-scope cap, so it
+//! takes that many scopes at their cap to fill the pool.
 
 use std::time::Duration;
 
 /// The default of [`ServerConfig::max_queued_per_partition`].
 pub const DEFAULT_MAX_QUEUED_PER_PARTITION: u64 = 10_000;
+
+/// How many scopes at their per-scope cap it takes to fill a pod-wide pool
+/// with the default settings (listen streams, in-request calls, legacy
+/// sessions): until that many scopes hold their whole share, the next scope
+/// still gets a place.
+pub const FAIR_SHARE_SCOPES: usize = 100;
+
+/// The default of [`ServerConfig::max_listen_streams_per_scope`].
+pub const DEFAULT_MAX_LISTEN_STREAMS_PER_SCOPE: usize = 10;
+/// The default of [`ServerConfig::max_listen_streams`].
+pub const DEFAULT_MAX_LISTEN_STREAMS: usize = DEFAULT_MAX_LISTEN_STREAMS_PER_SCOPE * FAIR_SHARE_SCOPES;
+/// The default of [`ServerConfig::max_inflight_calls_per_scope`].
+pub const DEFAULT_MAX_INFLIGHT_CALLS_PER_SCOPE: usize = 10;
+/// The default of [`ServerConfig::max_inflight_calls`].
+pub const DEFAULT_MAX_INFLIGHT_CALLS: usize = DEFAULT_MAX_INFLIGHT_CALLS_PER_SCOPE * FAIR_SHARE_SCOPES;
+/// The default of [`ServerConfig::call_timeout`].
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Settings of a [`crate::Server`]. `Default` gives sane values for a first run.
 #[derive(Debug, Clone)]
@@ -46,8 +66,18 @@ pub struct ServerConfig {
     /// Most `subscriptions/listen` streams open at once in this process. Default 1000.
     pub max_listen_streams: usize,
     /// Most `subscriptions/listen` streams one scope may hold open at once in
-    /// this process (0: no limit beyond `max_listen_streams`). Default 100.
+    /// this process (0: no limit beyond `max_listen_streams`). Default 10.
     pub max_listen_streams_per_scope: usize,
+    /// Most tool calls and prompts whose handler runs in its request (not
+    /// as a task) at once in this process; past it `-32023` (HTTP 429) with
+    /// `retryAfterMs`. Default 1000.
+    pub max_inflight_calls: usize,
+    /// The same per scope (0: no limit beyond `max_inflight_calls`). Default 10.
+    pub max_inflight_calls_per_scope: usize,
+    /// Longest run of a handler in its request; past it the handler is
+    /// cancelled and the call fails with `-32603` naming the limit (`None`:
+    /// no deadline). Default 120 s.
+    pub call_timeout: Option<Duration>,
 }
 
 impl Default for ServerConfig {
@@ -68,8 +98,11 @@ impl Default for ServerConfig {
             list_ttl_ms: 300_000,
             read_ttl_ms: 300_000,
             input_tick: Duration::from_secs(1),
-            max_listen_streams: 1000,
-            max_listen_streams_per_scope: 100,
+            max_listen_streams: DEFAULT_MAX_LISTEN_STREAMS,
+            max_listen_streams_per_scope: DEFAULT_MAX_LISTEN_STREAMS_PER_SCOPE,
+            max_inflight_calls: DEFAULT_MAX_INFLIGHT_CALLS,
+            max_inflight_calls_per_scope: DEFAULT_MAX_INFLIGHT_CALLS_PER_SCOPE,
+            call_timeout: Some(DEFAULT_CALL_TIMEOUT),
         }
     }
 }

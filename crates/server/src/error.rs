@@ -26,6 +26,10 @@ pub const QUOTA_RETRY_AFTER_MS: u64 = 1000;
 /// store that does not answer.
 pub const UNAVAILABLE_RETRY_AFTER_MS: u64 = 1000;
 
+/// The `retryAfterMs` of a refusal for a full in-request call pool: most
+/// in-request calls answer within a second (long ones belong in tasks).
+pub const INFLIGHT_RETRY_AFTER_MS: u64 = 1000;
+
 /// Why a request failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -76,6 +80,13 @@ pub enum ServerError {
     /// A JSON-RPC error chosen by a tool handler, sent as is.
     #[error("{}", .0.message)]
     Rpc(ErrorObject),
+    /// A handler ran in its request past `call_timeout` and was cancelled (`-32603`).
+    #[error("Call timed out after {} ms", .0.as_millis())]
+    CallTimeout(std::time::Duration),
+    /// A stream's client read too slowly: it fell behind its event queue and
+    /// the stream ends (`-32603`, retryable: listen again).
+    #[error("Stream lagged")]
+    Lagged,
 }
 
 impl ServerError {
@@ -137,6 +148,22 @@ impl ServerError {
                 ErrorObject::with_data(codes::INVALID_REQUEST, INSUFFICIENT_SCOPE, json!({ REQUIRED_SCOPES: needed }))
             }
             ServerError::Rpc(e) => e.clone(),
+            ServerError::CallTimeout(limit) => {
+                let ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX);
+                ErrorObject::with_data(
+                    codes::INTERNAL_ERROR,
+                    format!(
+                        "Call timed out: its handler ran longer than {ms} ms (call_timeout) and was cancelled; \
+                         a call that long should run as a task"
+                    ),
+                    json!({ "limit": "call_timeout", "timeoutMs": ms }),
+                )
+            }
+            ServerError::Lagged => ErrorObject::with_data(
+                codes::INTERNAL_ERROR,
+                "Stream lagged: the client read too slowly, events were dropped and the stream ends; open it again",
+                json!({ "retryable": true, "lagged": true }),
+            ),
         }
     }
 }
@@ -150,6 +177,8 @@ impl From<StoreError> for ServerError {
             }
             StoreError::Unavailable(m) => ServerError::Unavailable(m),
             StoreError::Corrupt(m) => ServerError::Internal(format!("corrupt record: {m}")),
+            StoreError::Lagged => ServerError::Lagged,
+            e @ StoreError::TooLarge { .. } => ServerError::InvalidParams(e.to_string()),
         }
     }
 }

@@ -15,7 +15,8 @@
 //! - [`core`]: [`Core`], what server and worker share (catalog, backend,
 //!   settings) and the one place handler output becomes a protocol result.
 //!
-//! And around them: `slots` (a worker's run and parked slots), [`tool`] and [`typed`] (the API tools are written with:
+//! And around them: `slots` (a worker's run and parked slots), `pools`
+//! (the listen-stream and in-request call pools, fair between scopes), [`tool`] and [`typed`] (the API tools are written with:
 //! [`Tool::typed`] derives the input schema from a Rust type), [`output`]
 //! (what a handler may return), [`input`] (asking the client), [`prompt`]
 //! (prompt handlers and their output), [`catalog`]
@@ -75,6 +76,7 @@ pub mod dispatch;
 pub mod error;
 pub mod input;
 pub mod output;
+mod pools;
 pub mod prompt;
 mod slots;
 pub mod state;
@@ -84,13 +86,16 @@ pub mod typed;
 pub mod worker;
 
 pub use catalog::{Catalog, CatalogBuilder, CatalogCell};
-pub use config::{DEFAULT_MAX_QUEUED_PER_PARTITION, ServerConfig};
+pub use config::{
+    DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_INFLIGHT_CALLS, DEFAULT_MAX_INFLIGHT_CALLS_PER_SCOPE, DEFAULT_MAX_LISTEN_STREAMS,
+    DEFAULT_MAX_LISTEN_STREAMS_PER_SCOPE, DEFAULT_MAX_QUEUED_PER_PARTITION, FAIR_SHARE_SCOPES, ServerConfig,
+};
 pub use context::{Outbox, ToolContext};
 pub use core::Core;
 pub use dispatch::{Admitted, Reply, Server, StreamPermit};
 pub use error::{
-    INSUFFICIENT_SCOPE, QUEUE_FULL_RETRY_AFTER_MS, QUOTA_RETRY_AFTER_MS, REQUIRED_SCOPES, ServerError,
-    UNAVAILABLE_RETRY_AFTER_MS,
+    INFLIGHT_RETRY_AFTER_MS, INSUFFICIENT_SCOPE, QUEUE_FULL_RETRY_AFTER_MS, QUOTA_RETRY_AFTER_MS, REQUIRED_SCOPES,
+    ServerError, UNAVAILABLE_RETRY_AFTER_MS,
 };
 pub use input::{Elicited, InputRequest};
 pub use output::{IntoToolOutput, Json};

@@ -243,6 +243,8 @@ fn store_error_type(e: &StoreError) -> &'static str {
         StoreError::Capacity { .. } => "capacity",
         StoreError::QueueFull => "queue_full",
         StoreError::Corrupt(_) => "corrupt",
+        StoreError::Lagged => "lagged",
+        StoreError::TooLarge { .. } => "too_large",
     }
 }
 

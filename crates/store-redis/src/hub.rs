@@ -26,6 +26,10 @@ use std::{
 };
 
 use futures::{Stream, StreamExt};
+use presa_store::{
+    StoreError,
+    fanout::{self, Offered, Overflow, QueueLimits, QueueReceiver, QueueSender},
+};
 use redis::{PushInfo, PushKind, Value, aio::PubSubSink, cluster_async::ClusterConnection};
 use tokio::{
     sync::{mpsc, oneshot},
@@ -43,6 +47,9 @@ const PING_EVERY: Duration = Duration::from_secs(5);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// Shortest pause between reconnect attempts.
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
+/// Most bytes of snapshots queued for one task watcher (two of the largest
+/// tasks by default); past it, or past `watch_buffer` snapshots, it misses some.
+pub(crate) const WATCH_QUEUE_BYTES: usize = 4 * 1024 * 1024;
 
 /// One message as received: its channel and payload.
 #[derive(Debug, Clone)]
@@ -57,7 +64,7 @@ enum Cmd {
     Sub {
         id: u64,
         channels: Vec<String>,
-        sender: mpsc::Sender<Delivery>,
+        sender: QueueSender<Delivery>,
         reply: oneshot::Sender<Result<(), RedisStoreError>>,
     },
     Unsub {
@@ -71,7 +78,8 @@ enum Cmd {
 pub(crate) struct Hub {
     tx: mpsc::UnboundedSender<Cmd>,
     next_id: AtomicU64,
-    buffer: usize,
+    /// A task watcher's queue: `watch_buffer` snapshots or [`WATCH_QUEUE_BYTES`].
+    watch: QueueLimits,
     op_timeout: Duration,
 }
 
@@ -92,13 +100,26 @@ impl Hub {
             failed_at: None,
         };
         tokio::spawn(actor.run(rx));
-        Hub { tx, next_id: AtomicU64::new(1), buffer: cfg.watch_buffer, op_timeout: cfg.op_timeout }
+        let watch = QueueLimits { max_items: cfg.watch_buffer, max_bytes: WATCH_QUEUE_BYTES };
+        Hub { tx, next_id: AtomicU64::new(1), watch, op_timeout: cfg.op_timeout }
     }
 
-    /// Watch `channels` (confirmed by Redis when this returns).
+    /// Watch `channels` as wake-ups (confirmed by Redis when this returns):
+    /// a watcher that falls behind its queue misses messages.
     pub(crate) async fn subscribe(&self, channels: Vec<String>) -> Result<Subscription, RedisStoreError> {
+        self.subscribe_with(channels, self.watch, Overflow::Skip).await
+    }
+
+    /// Watch `channels` (confirmed by Redis when this returns) through a
+    /// queue of `limits`, which does `overflow` when full.
+    pub(crate) async fn subscribe_with(
+        &self,
+        channels: Vec<String>,
+        limits: QueueLimits,
+        overflow: Overflow,
+    ) -> Result<Subscription, RedisStoreError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (sender, rx) = mpsc::channel(self.buffer);
+        let (sender, rx) = fanout::queue(limits, overflow);
         // Built first so that every exit path (errors, timeouts, the caller
         // dropping this future) unregisters through `Drop`.
         let sub = Subscription { id, rx, hub: self.tx.clone() };
@@ -117,19 +138,20 @@ impl Hub {
     }
 }
 
-/// A local watcher's queue; unsubscribes when dropped.
+/// A local watcher's queue: deliveries, or `Lagged` once (an ending queue
+/// that overflowed) and the end; unsubscribes when dropped.
 #[derive(Debug)]
 pub(crate) struct Subscription {
     id: u64,
-    rx: mpsc::Receiver<Delivery>,
+    rx: QueueReceiver<Delivery>,
     hub: mpsc::UnboundedSender<Cmd>,
 }
 
 impl Stream for Subscription {
-    type Item = Delivery;
+    type Item = Result<Delivery, StoreError>;
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Delivery>> {
-        self.rx.poll_recv(cx)
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.rx.poll_next_unpin(cx)
     }
 }
 
@@ -202,7 +224,7 @@ struct Actor {
     op_timeout: Duration,
     live: Option<Live>,
     /// Watcher id → (its channels, its queue).
-    subs: HashMap<u64, (Vec<String>, mpsc::Sender<Delivery>)>,
+    subs: HashMap<u64, (Vec<String>, QueueSender<Delivery>)>,
     /// Channel → watcher ids.
     channels: HashMap<String, HashSet<u64>>,
     backoff: Duration,
@@ -231,7 +253,11 @@ impl Actor {
                     None => return,
                 },
                 msg = next_message(&mut self.live) => match msg {
-                    Some(d) => self.fan_out(d),
+                    Some(d) => {
+                        for id in self.fan_out(d) {
+                            self.unsub(id).await;
+                        }
+                    }
                     None => self.lost("subscriber connection closed"),
                 },
                 _ = ping.tick(), if self.live.is_some() => {
@@ -308,7 +334,7 @@ impl Actor {
         &mut self,
         id: u64,
         channels: Vec<String>,
-        sender: mpsc::Sender<Delivery>,
+        sender: QueueSender<Delivery>,
     ) -> Result<(), RedisStoreError> {
         let fresh: Vec<String> = channels
             .iter()
@@ -358,17 +384,27 @@ impl Actor {
         }
     }
 
-    fn fan_out(&mut self, d: Delivery) {
+    /// Hand `d` to every watcher of its channel; returns the watchers it
+    /// ended (they lagged), to unsubscribe.
+    fn fan_out(&mut self, d: Delivery) -> Vec<u64> {
         let Some(ids) = self.channels.get(&*d.channel) else {
-            return;
+            return Vec::new();
         };
+        let mut ended = Vec::new();
         for id in ids {
-            if let Some((_, sender)) = self.subs.get(id)
-                && let Err(mpsc::error::TrySendError::Full(_)) = sender.try_send(d.clone())
-            {
-                tracing::debug!(channel = %d.channel, "watcher lagging; snapshot dropped");
+            let Some((_, sender)) = self.subs.get(id) else {
+                continue;
+            };
+            match sender.offer(d.clone(), d.payload.len()) {
+                Offered::Queued | Offered::Closed => {}
+                Offered::Skipped => tracing::debug!(channel = %d.channel, "watcher lagging; snapshot dropped"),
+                Offered::Ended => {
+                    tracing::warn!(channel = %d.channel, "event subscriber lagged and was ended");
+                    ended.push(*id);
+                }
             }
         }
+        ended
     }
 }
 

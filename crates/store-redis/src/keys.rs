@@ -100,14 +100,19 @@ impl Keys {
     /// the task's expiry, Unix ms, or `+inf`). Only maintained when creates carry
     /// `max_active_per_scope`.
     pub fn scope_active(&self, scope: &Scope) -> String {
-        format!("{}:{{s.{}.{}}}:active", self.prefix, hex(scope.tenant.as_bytes()), hex(scope.subject.as_bytes()))
+        self.of_scope(scope, "active")
+    }
+
+    /// `{prefix}:{s.<hex tenant>.<hex subject>}:<what>`: a key in the scope's slot.
+    fn of_scope(&self, scope: &Scope, what: &str) -> String {
+        format!("{}:{}:{what}", self.prefix, scope_tag(scope))
     }
 
     /// `{prefix}:{s.<hex tenant>.<hex subject>}:bytes` — sorted set: the
     /// scope's byte reservations (member `<task id>:<bytes>`, score = the
     /// task's expiry, Unix ms). Only maintained when creates carry `max_bytes_per_scope`.
     pub fn scope_bytes(&self, scope: &Scope) -> String {
-        format!("{}:{{s.{}.{}}}:bytes", self.prefix, hex(scope.tenant.as_bytes()), hex(scope.subject.as_bytes()))
+        self.of_scope(scope, "bytes")
     }
 
     /// `{prefix}:{s.<hex tenant>.<hex subject>}:bytes_total` — string: the sum
@@ -130,17 +135,55 @@ impl Keys {
         format!("{}:epoch", self.prefix)
     }
 
-    /// `{prefix}:session:<hex id>` — hash: a legacy (2025-11-25) session's
-    /// shared state (log level, subscriptions, ended), expiring with it. The
-    /// id is hex-encoded, so any session id is a safe key part.
-    pub fn session(&self, session: &str) -> String {
-        format!("{}:session:{}", self.prefix, hex(session.as_bytes()))
+    /// `{prefix}:{s.<hex tenant>.<hex subject>}:session:<hex id>` — hash:
+    /// the shared state of `owner`'s legacy (2025-11-25) session (log level,
+    /// subscriptions, ended) and its size in bytes (field `#bytes`),
+    /// expiring with it. In its owner's slot, beside
+    /// [`Keys::scope_sessions`]. The id is hex-encoded, so any session id is
+    /// a safe key part.
+    pub fn session(&self, owner: &Scope, session: &str) -> String {
+        self.of_scope(owner, &format!("session:{}", Self::session_member(session)))
+    }
+
+    /// A session's member in [`Keys::scope_sessions`]: its hex-encoded id.
+    pub fn session_member(session: &str) -> String {
+        hex(session.as_bytes())
+    }
+
+    /// `{prefix}:{s.<hex tenant>.<hex subject>}:sessions` — sorted set: the
+    /// scope's legacy sessions holding state (member: the hex id, score:
+    /// the session's expiry, Unix ms), for `max_legacy_sessions_per_scope`.
+    pub fn scope_sessions(&self, owner: &Scope) -> String {
+        self.of_scope(owner, "sessions")
+    }
+
+    /// `{prefix}:sessions` — sorted set: every legacy session holding state
+    /// (member `<scope tag>:<hex id>`, score: its expiry, Unix ms), for
+    /// `max_legacy_sessions`. Only maintained when writes carry that limit.
+    pub fn sessions(&self) -> String {
+        format!("{}:sessions", self.prefix)
+    }
+
+    /// A session's member in [`Keys::sessions`].
+    pub fn sessions_member(owner: &Scope, session: &str) -> String {
+        format!("{}:{}", scope_tag(owner), Self::session_member(session))
+    }
+
+    /// `{prefix}:topic:<hex name>` — pub/sub channel: one topic of the event
+    /// bus ([`presa_store::EventBus::publish_to`]), e.g. a legacy session's answers.
+    pub fn topic(&self, name: &str) -> String {
+        format!("{}:topic:{}", self.prefix, hex(name.as_bytes()))
     }
 
     /// `{prefix}:bus` — pub/sub channel: server-wide events ([`presa_store::EventBus`]).
     pub fn bus(&self) -> String {
         format!("{}:bus", self.prefix)
     }
+}
+
+/// `{s.<hex tenant>.<hex subject>}`: the hash tag of a scope's keys.
+fn scope_tag(scope: &Scope) -> String {
+    format!("{{s.{}.{}}}", hex(scope.tenant.as_bytes()), hex(scope.subject.as_bytes()))
 }
 
 /// Lower-case hex, so any scope string is a safe key part (no braces, no
@@ -199,5 +242,8 @@ mod tests {
         assert_ne!(keys.scope_active(&a), keys.scope_active(&b));
         let braces = scope("{x}", "}");
         assert_eq!(keys.scope_active(&braces), "t:{s.7b787d.7d}:active");
+        assert_eq!(keys.session(&braces, "ab"), "t:{s.7b787d.7d}:session:6162");
+        assert_eq!(keys.scope_sessions(&braces), "t:{s.7b787d.7d}:sessions");
+        assert_eq!(Keys::sessions_member(&braces, "ab"), "{s.7b787d.7d}:6162");
     }
 }

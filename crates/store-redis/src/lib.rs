@@ -15,7 +15,11 @@
 //! | `{prefix}:{pNN}:events:<id>` | channel | committed snapshots of the task (JSON) |
 //! | `{prefix}:{pNN}:wake` | channel | cluster mode: a ping when work is enqueued or released |
 //! | `{prefix}:{s.<tenant hex>.<subject hex>}:active` | sorted set | a scope's active tasks scored by their expiry, for `max_active_per_scope` |
-//! | `{prefix}:bus` | channel | server-wide events |
+//! | `{prefix}:{s.<tenant hex>.<subject hex>}:session:<hex id>` | hash | a legacy session's state and its size (`#bytes`, `#n`), expiring with it (`lua/session.lua`) |
+//! | `{prefix}:{s.<tenant hex>.<subject hex>}:sessions` | sorted set | a scope's legacy sessions holding state, scored by expiry, for `max_per_scope` |
+//! | `{prefix}:sessions` | sorted set | every legacy session holding state, scored by expiry, for `max_sessions` (`lua/session_admit.lua`) |
+//! | `{prefix}:bus` | channel | server-wide events (at most `presa_store::MAX_EVENT_BYTES` each) |
+//! | `{prefix}:topic:<hex name>` | channel | one bus topic's messages (a legacy session's answers), read by that topic's subscribers only |
 //!
 //! The header's `rev`, `attempt` and `status` mirror the doc so the scripts
 //! compare-and-set without parsing JSON; every new doc is computed in Rust (by
@@ -34,7 +38,8 @@
 //! - `work`: claim/renew/remove/release over streams (see its docs for the
 //!   exact semantics), and the queue statistics.
 //! - `limits`: the per-scope active-task limit and the races it tolerates.
-//! - `hub`: one pub/sub connection per store fanning out to every watcher.
+//! - `hub`: one pub/sub connection per store fanning out to every watcher,
+//!   each through its own queue bounded in items and bytes.
 //! - `conn`: the command connection, timeouts, the blocking-read pool, TLS
 //!   settings, and the client span of every round trip.
 //!

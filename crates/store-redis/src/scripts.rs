@@ -115,5 +115,6 @@ pub(crate) static CREATE_SCOPED: LazyLock<Lua> = LazyLock::new(|| {
     .concat();
     Lua { name: "create_scoped", verbosity: Verbosity::Info, script: Script::new(&source) }
 });
-script!(SESSION, "session.lua", "Set or remove a legacy session's field and renew the hash's expiry.");
+script!(SESSION, "session.lua", "One counted, capped write to a legacy session's state; registers a new session.");
+script!(SESSION_ADMIT, "session_admit.lua", "Count a legacy session holding state store-wide, within the limit.");
 script!(STATS, "stats.lua", Debug, "Count a partition's queued and pending work, and the oldest pending age.");

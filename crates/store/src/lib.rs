@@ -5,10 +5,14 @@
 //! - [`TaskStore`]: create + enqueue atomically, scoped reads (whole tasks, or
 //!   just the `tasks/get` view, [`TaskStore::get_view`]), compare-and-set
 //!   transitions (fenced for workers), work claims under a lease, watches.
-//! - [`EventBus`]: server-wide broadcast (list-changed notifications) that
-//!   reaches every API process.
+//! - [`EventBus`]: server-wide broadcast of short events (list-changed
+//!   notifications, at most [`MAX_EVENT_BYTES`]) that reaches every API
+//!   process, and topics that reach only their own subscribers (a legacy
+//!   session's answers); every subscriber's queue is bounded ([`fanout`]) and
+//!   one that falls behind is ended with [`StoreError::Lagged`].
 //! - [`Backend`]: the pair a server runs on (both traits, usually one object).
 //! - [`memory`]: the embedded backend (not durable, and says so).
+//! - [`fanout`]: the bounded per-subscriber queues both buses hand events to.
 //! - [`metrics`]: what every store reports of a create (a principal's quota use).
 //! - [`shares`]: fair shares at claim time (a scope without room is skipped, not waited behind).
 //! - [`contract`] (feature `contract`): the behavioural suite, written once
@@ -21,7 +25,10 @@
 //!   the stored status is not terminal and, for worker writes, the stored
 //!   attempt equals the writer's fence;
 //! - every claim (first or recovered) bumps the task's `attempt`;
-//! - pub/sub is a wake-up only: readers re-read the record.
+//! - pub/sub is a wake-up only: readers re-read the record;
+//! - nothing a caller sends is fanned out to every subscriber: bus events are
+//!   bounded ([`MAX_EVENT_BYTES`]), a payload goes to one topic;
+//! - a legacy session's state is counted and capped ([`SessionLimits`]).
 
 use std::{collections::HashMap, pin::Pin, sync::Arc, time::Duration};
 
@@ -31,6 +38,7 @@ pub use shares::Shares;
 
 #[cfg(any(test, feature = "contract"))]
 pub mod contract;
+pub mod fanout;
 pub mod memory;
 pub mod metrics;
 pub mod shares;
@@ -58,14 +66,96 @@ pub enum StoreError {
     /// A stored record could not be decoded.
     #[error("corrupt task record: {0}")]
     Corrupt(String),
+    /// An event subscriber fell further behind than its queue's bound
+    /// ([`fanout::QueueLimits`]): what was queued for it was dropped and its
+    /// stream ends after this. Subscribe again to go on (from now).
+    #[error("event subscriber lagged: it fell behind its queue's bound and was ended")]
+    Lagged,
+    /// Something to publish or store is larger than its limit; nothing was
+    /// published or stored.
+    #[error("{what} is {len} bytes, over the limit of {max}")]
+    TooLarge {
+        /// What was too large (`event`).
+        what: &'static str,
+        /// Its size.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
 }
 
 impl StoreError {
     /// Whether retrying later can succeed.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, StoreError::Unavailable(_) | StoreError::Capacity { .. } | StoreError::QueueFull)
+        matches!(
+            self,
+            StoreError::Unavailable(_) | StoreError::Capacity { .. } | StoreError::QueueFull | StoreError::Lagged
+        )
     }
 }
+
+/// Largest event [`EventBus::publish`] sends to every process, in bytes: an
+/// event is a notice (a list changed, a resource URI, a session ended),
+/// never a caller's payload, which goes to one topic ([`EventBus::publish_to`]).
+pub const MAX_EVENT_BYTES: usize = 8 * 1024;
+
+/// The queue of each [`EventBus::subscribe`] subscriber: 1,024 events or
+/// 1 MiB, whichever comes first; past it the subscriber is ended
+/// ([`StoreError::Lagged`]).
+pub const BUS_QUEUE: fanout::QueueLimits = fanout::QueueLimits { max_items: 1024, max_bytes: 1024 * 1024 };
+
+/// The queue of each [`EventBus::subscribe_to`] subscriber: 64 messages or
+/// 16 MiB (four answers as large as the default request body limit).
+pub const TOPIC_QUEUE: fanout::QueueLimits = fanout::QueueLimits { max_items: 64, max_bytes: 16 * 1024 * 1024 };
+
+/// Refuse an event over [`MAX_EVENT_BYTES`] (shared by every bus).
+pub fn check_event(event: &str) -> Result<(), StoreError> {
+    if event.len() > MAX_EVENT_BYTES {
+        return Err(StoreError::TooLarge { what: "event", len: event.len(), max: MAX_EVENT_BYTES });
+    }
+    Ok(())
+}
+
+/// What one legacy (2025-11-25) session may store, checked atomically with
+/// each write ([`TaskStore::set_session_field`]). `None`: no limit.
+///
+/// A session *holds state* from its first stored field until it expires
+/// (ending it with [`TaskStore::end_session`] keeps its end mark, so it still
+/// holds state); only such sessions count for `max_per_scope` and `max_sessions`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SessionLimits {
+    /// Most fields named `counted_prefix…` one session holds.
+    pub max_fields: Option<u64>,
+    /// The fields `max_fields` counts: those whose name starts with this
+    /// (`""`: every field).
+    pub counted_prefix: &'static str,
+    /// Most bytes one session holds (field names plus values).
+    pub max_bytes: Option<u64>,
+    /// Most sessions holding state one scope may have.
+    pub max_per_scope: Option<u64>,
+    /// Most sessions holding state in the whole store.
+    pub max_sessions: Option<u64>,
+}
+
+impl SessionLimits {
+    /// No limit at all.
+    pub const NONE: SessionLimits = SessionLimits {
+        max_fields: None,
+        counted_prefix: "",
+        max_bytes: None,
+        max_per_scope: None,
+        max_sessions: None,
+    };
+}
+
+/// The `Capacity` limit of a session over [`SessionLimits::max_fields`].
+pub const SESSION_FIELDS_LIMIT: &str = "max_legacy_session_fields";
+/// The `Capacity` limit of a session over [`SessionLimits::max_bytes`].
+pub const SESSION_BYTES_LIMIT: &str = "max_legacy_session_bytes";
+/// The `Capacity` limit of a scope over [`SessionLimits::max_per_scope`].
+pub const SESSIONS_PER_SCOPE_LIMIT: &str = "max_legacy_sessions_per_scope";
+/// The `Capacity` limit of a store over [`SessionLimits::max_sessions`].
+pub const SESSIONS_LIMIT: &str = "max_legacy_sessions";
 
 /// Limits enforced atomically with creation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,8 +256,9 @@ pub struct PartitionStats {
 
 /// A stream of task snapshots (each one a change that was committed).
 pub type TaskStream = Pin<Box<dyn Stream<Item = Task> + Send>>;
-/// A stream of server-wide events.
-pub type EventStream = Pin<Box<dyn Stream<Item = String> + Send>>;
+/// A stream of events: each one, or [`StoreError::Lagged`] once (the
+/// subscriber fell behind its queue's bound) and then the end.
+pub type EventStream = Pin<Box<dyn Stream<Item = Result<String, StoreError>> + Send>>;
 
 /// The durable task store.
 #[async_trait::async_trait]
@@ -254,30 +345,61 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
         Ok(Vec::new())
     }
 
-    /// Set (`Some`) or remove (`None`) one field of a legacy (2025-11-25)
-    /// session's shared state (log level, resource subscriptions, ended),
-    /// and let the whole session's state expire `ttl` from now. Any process
-    /// serving the session reads it back with [`TaskStore::session_state`].
+    /// Set (`Some`) or remove (`None`) one field of the shared state of
+    /// `owner`'s legacy (2025-11-25) session (log level, resource
+    /// subscriptions), and let the whole session's state expire `ttl` from
+    /// now. Any process serving the session reads it back with
+    /// [`TaskStore::session_state`]. A write past `limits` stores nothing and
+    /// fails with `StoreError::Capacity` naming the limit
+    /// ([`SESSION_FIELDS_LIMIT`], [`SESSION_BYTES_LIMIT`],
+    /// [`SESSIONS_PER_SCOPE_LIMIT`], [`SESSIONS_LIMIT`]); a removal is never refused.
     async fn set_session_field(
         &self,
+        owner: &Scope,
         session: &str,
         field: &str,
         value: Option<&str>,
         ttl: Duration,
+        limits: SessionLimits,
     ) -> Result<(), StoreError>;
 
-    /// Every field of a legacy session's shared state (empty when none was
-    /// set or it expired).
-    async fn session_state(&self, session: &str) -> Result<HashMap<String, String>, StoreError>;
+    /// End `owner`'s legacy session: every field is dropped but `field` (its
+    /// end mark, set to `1`), which lives `ttl` from now. A session that held
+    /// no state must fit `limits` like a first write.
+    async fn end_session(
+        &self,
+        owner: &Scope,
+        session: &str,
+        field: &str,
+        ttl: Duration,
+        limits: SessionLimits,
+    ) -> Result<(), StoreError>;
+
+    /// Every field of `owner`'s legacy session's shared state (empty when
+    /// none was set or it expired).
+    async fn session_state(&self, owner: &Scope, session: &str) -> Result<HashMap<String, String>, StoreError>;
 }
 
-/// Server-wide broadcast between API processes.
+/// Events between API processes: a broadcast of short events to every
+/// subscriber, and topics for payloads that concern one subscriber.
+///
+/// Every subscriber has its own bounded queue ([`BUS_QUEUE`],
+/// [`TOPIC_QUEUE`]); one that falls behind it gets [`StoreError::Lagged`]
+/// and its stream ends, so a subscriber that stops reading never holds more
+/// than its bound.
 #[async_trait::async_trait]
 pub trait EventBus: Send + Sync + std::fmt::Debug + 'static {
-    /// Publish an event (e.g. `notifications/tools/list_changed`) to every process.
+    /// Publish an event (e.g. `notifications/tools/list_changed`) to every
+    /// process. Over [`MAX_EVENT_BYTES`]: `StoreError::TooLarge`, nothing sent.
     async fn publish(&self, event: &str) -> Result<(), StoreError>;
     /// Events published from now on, by any process.
     async fn subscribe(&self) -> Result<EventStream, StoreError>;
+    /// Publish `message` to the subscribers of `topic` only, in any process
+    /// (none: it is dropped). For payloads (a client's answer to one
+    /// session's request), which the broadcast never carries.
+    async fn publish_to(&self, topic: &str, message: &str) -> Result<(), StoreError>;
+    /// Messages published to `topic` from now on, by any process.
+    async fn subscribe_to(&self, topic: &str) -> Result<EventStream, StoreError>;
 }
 
 /// The store and bus a server runs on. Both implementations serve the two

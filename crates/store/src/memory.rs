@@ -6,6 +6,12 @@
 //! against both): atomic create + enqueue, scoped reads, CAS transitions
 //! fenced by attempt, leased claims with recovery, watches via broadcast.
 //! Expired tasks are invisible at once and purged lazily on `create`.
+//!
+//! The event bus hands each subscriber its own bounded queue
+//! ([`crate::fanout`]): the broadcast carries short events only, a topic's
+//! messages reach that topic's subscribers only. Legacy session state is
+//! counted per session (fields, bytes), per scope and in all
+//! ([`crate::SessionLimits`]).
 
 use std::{
     collections::{BTreeSet, HashMap, HashSet, VecDeque},
@@ -20,7 +26,10 @@ use tokio::sync::{Notify, broadcast};
 use tokio_stream::wrappers::BroadcastStream;
 
 use crate::{
-    Cas, Claim, CreateLimits, EventBus, EventStream, PartitionStats, Shares, StoreError, TaskStore, TaskStream, Writer,
+    BUS_QUEUE, Cas, Claim, CreateLimits, EventBus, EventStream, PartitionStats, SESSION_BYTES_LIMIT,
+    SESSION_FIELDS_LIMIT, SESSIONS_LIMIT, SESSIONS_PER_SCOPE_LIMIT, SessionLimits, Shares, StoreError, TOPIC_QUEUE,
+    TaskStore, TaskStream, Writer,
+    fanout::{self, Offered, Overflow, QueueLimits, QueueSender},
     util::{new_task_id, now_ms},
 };
 
@@ -42,8 +51,97 @@ pub struct MemoryStore {
     work_ready: Notify,
     /// Committed task snapshots (transitions and claims).
     changes: broadcast::Sender<Task>,
-    /// Server-wide events.
-    events: broadcast::Sender<String>,
+    /// The subscribers of the bus and of every topic.
+    events: std::sync::Arc<Mutex<Subscribers>>,
+}
+
+/// The name under which [`Subscribers`] keeps the broadcast's subscribers
+/// (topics are prefixed, so no topic is named so).
+const BROADCAST: &str = "";
+
+/// One subscriber's queue of shared messages, with its id.
+type Subscriber = (u64, QueueSender<std::sync::Arc<str>>);
+
+/// Every subscriber's queue, by topic ([`BROADCAST`] for the bus).
+#[derive(Default)]
+struct Subscribers {
+    next_id: u64,
+    topics: HashMap<String, Vec<Subscriber>>,
+}
+
+impl Subscribers {
+    /// Offer `message` to each subscriber of `topic`, forgetting the ones gone or ended.
+    fn offer(&mut self, topic: &str, message: &str) {
+        let Some(subs) = self.topics.get_mut(topic) else {
+            return;
+        };
+        // One copy, shared by every queue (each counts all of it against its bound).
+        let shared: std::sync::Arc<str> = std::sync::Arc::from(message);
+        subs.retain(|(_, tx)| match tx.offer(shared.clone(), shared.len()) {
+            Offered::Queued | Offered::Skipped => true,
+            Offered::Ended => {
+                tracing::warn!(topic, "an event subscriber lagged and was ended");
+                false
+            }
+            Offered::Closed => false,
+        });
+        if subs.is_empty() {
+            self.topics.remove(topic);
+        }
+    }
+
+    fn remove(&mut self, topic: &str, id: u64) {
+        if let Some(subs) = self.topics.get_mut(topic) {
+            subs.retain(|(i, _)| *i != id);
+            if subs.is_empty() {
+                self.topics.remove(topic);
+            }
+        }
+    }
+}
+
+/// A subscription to the memory bus; unregisters when dropped.
+struct Subscription {
+    rx: fanout::QueueReceiver<std::sync::Arc<str>>,
+    registry: std::sync::Weak<Mutex<Subscribers>>,
+    topic: String,
+    id: u64,
+}
+
+impl futures::Stream for Subscription {
+    type Item = Result<String, StoreError>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.rx.poll_next_unpin(cx).map(|next| next.map(|r| r.map(|m| m.to_string())))
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if let Some(registry) = self.registry.upgrade() {
+            registry.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.topic, self.id);
+        }
+    }
+}
+
+/// A legacy session's shared state.
+struct SessionState {
+    /// When it expires (ms since the epoch).
+    expires: u64,
+    fields: HashMap<String, String>,
+    /// Field names plus values.
+    bytes: usize,
+}
+
+/// What one session write does.
+enum SessionWrite<'a> {
+    Set(&'a str, &'a str),
+    Remove(&'a str),
+    /// Drop every field but this one, set to `1`.
+    End(&'a str),
 }
 
 /// Everything behind the one mutex, so a task and its work change together.
@@ -68,8 +166,10 @@ struct State {
     queue: VecDeque<TaskId>,
     next_receipt: u64,
     last_purge_ms: u64,
-    /// Legacy session state: its expiry (ms) and fields.
-    sessions: HashMap<String, (u64, HashMap<String, String>)>,
+    /// Legacy session state by owner and session id.
+    sessions: HashMap<(Scope, String), SessionState>,
+    /// How many sessions holding state each scope has (expired ones until a purge).
+    sessions_per_scope: HashMap<Scope, u64>,
 }
 
 /// A task's entry in its scope's active set: expiry first, so the expired
@@ -170,7 +270,7 @@ impl State {
 
     fn purge(&mut self, now: u64) {
         self.last_purge_ms = now;
-        self.sessions.retain(|_, (expires, _)| *expires > now);
+        self.purge_sessions(now);
         self.tasks.retain(|_, t| !t.is_expired(now));
         let tasks = &self.tasks;
         self.sizes.retain(|id, _| tasks.contains_key(id));
@@ -190,6 +290,90 @@ impl State {
             ids.retain(|(_, id)| tasks.get(id).is_some_and(|t| !t.status.is_terminal()));
             !ids.is_empty()
         });
+    }
+
+    /// Drop expired sessions and recount the sessions of each scope.
+    fn purge_sessions(&mut self, now: u64) {
+        self.sessions.retain(|_, st| st.expires > now);
+        self.sessions_per_scope.clear();
+        for (owner, _) in self.sessions.keys() {
+            *self.sessions_per_scope.entry(owner.clone()).or_default() += 1;
+        }
+    }
+
+    /// One write to `owner`'s session `id`, within `limits` (a removal always fits).
+    fn write_session(
+        &mut self,
+        owner: &Scope,
+        id: &str,
+        write: SessionWrite<'_>,
+        now: u64,
+        ttl: Duration,
+        limits: SessionLimits,
+    ) -> Result<(), StoreError> {
+        let key = (owner.clone(), id.to_string());
+        let expires = now.saturating_add(ttl.as_millis().try_into().unwrap_or(u64::MAX));
+        let live = self.sessions.get(&key).is_some_and(|st| st.expires > now);
+        if !live {
+            if matches!(write, SessionWrite::Remove(_)) {
+                return Ok(());
+            }
+            // A session that starts holding state counts for its scope and the store.
+            let over = |s: &State| {
+                let scope_full = limits
+                    .max_per_scope
+                    .is_some_and(|max| s.sessions_per_scope.get(owner).copied().unwrap_or(0) >= max);
+                let store_full = limits.max_sessions.is_some_and(|max| s.sessions.len() as u64 >= max);
+                (scope_full, store_full)
+            };
+            if over(self) != (false, false) {
+                self.purge_sessions(now);
+            }
+            match over(self) {
+                (true, _) => return Err(StoreError::Capacity { limit: SESSIONS_PER_SCOPE_LIMIT }),
+                (_, true) => return Err(StoreError::Capacity { limit: SESSIONS_LIMIT }),
+                _ => {}
+            }
+        }
+        // Written on a copy, so a refused write leaves everything (a new session's place too) as it was.
+        let mut st = match self.sessions.get(&key).filter(|_| live) {
+            Some(st) => SessionState { expires, fields: st.fields.clone(), bytes: st.bytes },
+            None => SessionState { expires, fields: HashMap::new(), bytes: 0 },
+        };
+        match write {
+            SessionWrite::Set(field, value) => {
+                let old = st.fields.get(field).map(|v| field.len() + v.len());
+                let bytes = st.bytes - old.unwrap_or(0) + field.len() + value.len();
+                let counted = || st.fields.keys().filter(|f| f.starts_with(limits.counted_prefix)).count() as u64;
+                if old.is_none()
+                    && field.starts_with(limits.counted_prefix)
+                    && limits.max_fields.is_some_and(|max| counted() >= max)
+                {
+                    return Err(StoreError::Capacity { limit: SESSION_FIELDS_LIMIT });
+                }
+                if bytes > st.bytes && limits.max_bytes.is_some_and(|max| bytes as u64 > max) {
+                    return Err(StoreError::Capacity { limit: SESSION_BYTES_LIMIT });
+                }
+                st.fields.insert(field.to_string(), value.to_string());
+                st.bytes = bytes;
+            }
+            SessionWrite::Remove(field) => {
+                if let Some(v) = st.fields.remove(field) {
+                    st.bytes -= field.len() + v.len();
+                }
+            }
+            SessionWrite::End(field) => {
+                st.fields.clear();
+                st.fields.insert(field.to_string(), "1".into());
+                st.bytes = field.len() + 1;
+            }
+        }
+        // A session that starts holding state counts for its scope (an
+        // expired entry under the same key already did).
+        if self.sessions.insert(key, st).is_none() {
+            *self.sessions_per_scope.entry(owner.clone()).or_default() += 1;
+        }
+        Ok(())
     }
 
     /// Claim up to `max` items within `shares`: queued first (in order,
@@ -342,7 +526,7 @@ impl MemoryStore {
             state: Mutex::new(State::default()),
             work_ready: Notify::new(),
             changes: broadcast::channel(CHANNEL_CAPACITY).0,
-            events: broadcast::channel(CHANNEL_CAPACITY).0,
+            events: Default::default(),
         }
     }
 
@@ -558,34 +742,36 @@ impl TaskStore for MemoryStore {
 
     async fn set_session_field(
         &self,
+        owner: &Scope,
         session: &str,
         field: &str,
         value: Option<&str>,
         ttl: Duration,
+        limits: SessionLimits,
     ) -> Result<(), StoreError> {
-        let mut s = self.state();
-        let now = now_ms();
-        s.maybe_purge(now);
-        let entry = s.sessions.entry(session.to_string()).or_default();
-        if entry.0 <= now {
-            entry.1.clear();
-        }
-        entry.0 = now.saturating_add(ttl.as_millis().try_into().unwrap_or(u64::MAX));
-        match value {
-            Some(v) => {
-                entry.1.insert(field.to_string(), v.to_string());
-            }
-            None => {
-                entry.1.remove(field);
-            }
-        }
-        Ok(())
+        let write = match value {
+            Some(v) => SessionWrite::Set(field, v),
+            None => SessionWrite::Remove(field),
+        };
+        self.state().write_session(owner, session, write, now_ms(), ttl, limits)
     }
 
-    async fn session_state(&self, session: &str) -> Result<HashMap<String, String>, StoreError> {
+    async fn end_session(
+        &self,
+        owner: &Scope,
+        session: &str,
+        field: &str,
+        ttl: Duration,
+        limits: SessionLimits,
+    ) -> Result<(), StoreError> {
+        self.state().write_session(owner, session, SessionWrite::End(field), now_ms(), ttl, limits)
+    }
+
+    async fn session_state(&self, owner: &Scope, session: &str) -> Result<HashMap<String, String>, StoreError> {
         let now = now_ms();
         let s = self.state();
-        Ok(s.sessions.get(session).filter(|(expires, _)| *expires > now).map(|(_, f)| f.clone()).unwrap_or_default())
+        let key = (owner.clone(), session.to_string());
+        Ok(s.sessions.get(&key).filter(|st| st.expires > now).map(|st| st.fields.clone()).unwrap_or_default())
     }
 
     async fn work_stats(&self) -> Result<Vec<PartitionStats>, StoreError> {
@@ -622,17 +808,54 @@ impl TaskStore for MemoryStore {
     }
 }
 
+impl MemoryStore {
+    fn subscribers(&self) -> MutexGuard<'_, Subscribers> {
+        self.events.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A new subscriber of `topic` ([`BROADCAST`]: the bus), with its own queue.
+    fn subscribe_queue(&self, topic: String, limits: QueueLimits) -> EventStream {
+        let (tx, rx) = fanout::queue(limits, Overflow::End);
+        let mut subs = self.subscribers();
+        subs.next_id += 1;
+        let id = subs.next_id;
+        subs.topics.entry(topic.clone()).or_default().push((id, tx));
+        drop(subs);
+        Box::pin(Subscription { rx, registry: std::sync::Arc::downgrade(&self.events), topic, id })
+    }
+
+    /// Bytes queued for the bus's subscribers now, all queues summed (what
+    /// stalled subscribers hold).
+    pub fn queued_event_bytes(&self) -> usize {
+        self.subscribers().topics.values().flatten().map(|(_, tx)| tx.queued_bytes()).sum()
+    }
+}
+
+/// The registry name of `topic` (never [`BROADCAST`]).
+fn topic_key(topic: &str) -> String {
+    format!("t:{topic}")
+}
+
 #[async_trait::async_trait]
 impl EventBus for MemoryStore {
     async fn publish(&self, event: &str) -> Result<(), StoreError> {
+        crate::check_event(event)?;
         // No subscribers is not an error: nobody needed telling.
-        let _ = self.events.send(event.to_string());
+        self.subscribers().offer(BROADCAST, event);
         Ok(())
     }
 
     async fn subscribe(&self) -> Result<EventStream, StoreError> {
-        let stream = BroadcastStream::new(self.events.subscribe()).filter_map(|item| std::future::ready(item.ok()));
-        Ok(Box::pin(stream))
+        Ok(self.subscribe_queue(BROADCAST.to_string(), BUS_QUEUE))
+    }
+
+    async fn publish_to(&self, topic: &str, message: &str) -> Result<(), StoreError> {
+        self.subscribers().offer(&topic_key(topic), message);
+        Ok(())
+    }
+
+    async fn subscribe_to(&self, topic: &str) -> Result<EventStream, StoreError> {
+        Ok(self.subscribe_queue(topic_key(topic), TOPIC_QUEUE))
     }
 }
 
@@ -703,8 +926,23 @@ mod tests {
         let mut a = store.subscribe().await.unwrap();
         let mut b = store.subscribe().await.unwrap();
         store.publish("list_changed").await.unwrap();
-        assert_eq!(a.next().await.as_deref(), Some("list_changed"));
-        assert_eq!(b.next().await.as_deref(), Some("list_changed"));
+        assert_eq!(a.next().await.unwrap().unwrap(), "list_changed");
+        assert_eq!(b.next().await.unwrap().unwrap(), "list_changed");
+    }
+
+    #[tokio::test]
+    async fn a_stalled_subscriber_holds_at_most_its_bound() {
+        let store = MemoryStore::new();
+        let mut stalled = store.subscribe().await.unwrap();
+        let event = "x".repeat(crate::MAX_EVENT_BYTES);
+        for _ in 0..1000 {
+            store.publish(&event).await.unwrap();
+            assert!(store.queued_event_bytes() <= BUS_QUEUE.max_bytes);
+        }
+        assert_eq!(store.queued_event_bytes(), 0, "ended, its queue freed");
+        assert!(matches!(stalled.next().await, Some(Err(StoreError::Lagged))));
+        assert!(stalled.next().await.is_none());
+        assert!(store.subscribers().topics.is_empty(), "the ended subscriber is forgotten");
     }
 
     #[tokio::test]

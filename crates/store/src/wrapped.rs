@@ -9,8 +9,8 @@ use std::{any::Any, collections::HashMap, fmt, sync::Arc, time::Duration};
 use futures::StreamExt;
 
 use crate::{
-    Cas, Claim, CreateLimits, EventBus, EventStream, GetView, NewTask, PartitionStats, Scope, Shares, StoreError, Task,
-    TaskId, TaskStore, TaskStream, Writer,
+    Cas, Claim, CreateLimits, EventBus, EventStream, GetView, NewTask, PartitionStats, Scope, SessionLimits, Shares,
+    StoreError, Task, TaskId, TaskStore, TaskStream, Writer,
 };
 
 /// `inner`, plus what a test needs around it.
@@ -98,15 +98,27 @@ impl<S: TaskStore> TaskStore for Wrapped<S> {
     }
     async fn set_session_field(
         &self,
+        owner: &Scope,
         session: &str,
         field: &str,
         value: Option<&str>,
         ttl: Duration,
+        limits: SessionLimits,
     ) -> Result<(), StoreError> {
-        self.inner.set_session_field(session, field, value, ttl).await
+        self.inner.set_session_field(owner, session, field, value, ttl, limits).await
     }
-    async fn session_state(&self, session: &str) -> Result<HashMap<String, String>, StoreError> {
-        self.inner.session_state(session).await
+    async fn end_session(
+        &self,
+        owner: &Scope,
+        session: &str,
+        field: &str,
+        ttl: Duration,
+        limits: SessionLimits,
+    ) -> Result<(), StoreError> {
+        self.inner.end_session(owner, session, field, ttl, limits).await
+    }
+    async fn session_state(&self, owner: &Scope, session: &str) -> Result<HashMap<String, String>, StoreError> {
+        self.inner.session_state(owner, session).await
     }
 }
 
@@ -117,5 +129,11 @@ impl<S: EventBus> EventBus for Wrapped<S> {
     }
     async fn subscribe(&self) -> Result<EventStream, StoreError> {
         self.inner.subscribe().await
+    }
+    async fn publish_to(&self, topic: &str, message: &str) -> Result<(), StoreError> {
+        self.inner.publish_to(topic, message).await
+    }
+    async fn subscribe_to(&self, topic: &str) -> Result<EventStream, StoreError> {
+        self.inner.subscribe_to(topic).await
     }
 }

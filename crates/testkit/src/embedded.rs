@@ -34,6 +34,8 @@ pub struct Embedded {
     pub url: String,
     /// The dispatcher it serves.
     pub server: Server,
+    /// Its store and event bus (to look at what they hold).
+    pub memory: Arc<MemoryStore>,
     /// Cancel to stop the server and its worker (dropping does it too).
     pub stop: CancellationToken,
 }
@@ -58,7 +60,8 @@ pub async fn embedded_with(config: ServerConfig, http: HttpConfig, port: u16) ->
 
 /// [`embedded_with`] with explicit connection limits.
 pub async fn embedded_limited(config: ServerConfig, http: HttpConfig, port: u16, limits: ServeLimits) -> Embedded {
-    let backend = Backend::new(Arc::new(MemoryStore::new()));
+    let memory = Arc::new(MemoryStore::new());
+    let backend = Backend::new(memory.clone());
     let core = Core::new(config, presa_demo::catalog().unwrap(), backend);
     let server = Server::new(core.clone(), StateCodec::new(b"test-secret"));
     let stop = CancellationToken::new();
@@ -69,5 +72,5 @@ pub async fn embedded_limited(config: ServerConfig, http: HttpConfig, port: u16,
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let shutdown = stop.clone();
     tokio::spawn(presa_http::serve_with(listener, router, limits, async move { shutdown.cancelled().await }));
-    Embedded { url, server, stop }
+    Embedded { url, server, memory, stop }
 }

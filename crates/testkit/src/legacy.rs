@@ -112,6 +112,17 @@ impl LegacyClient {
         self.raw(&json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params })).await
     }
 
+    /// Open the session's standalone `GET` stream; the response, unread
+    /// (its messages: [`events`]).
+    pub async fn open_stream(&self) -> reqwest::Response {
+        let mut b =
+            self.http.get(&self.url).header("accept", "text/event-stream").header("mcp-session-id", &self.session);
+        if let Some(s) = &self.scope {
+            b = b.header("x-test-scope", s);
+        }
+        b.send().await.expect("GET sent")
+    }
+
     /// DELETE the session; the status.
     pub async fn delete(&self) -> u16 {
         let mut b = self.http.delete(&self.url).header("mcp-session-id", &self.session);

@@ -1,5 +1,6 @@
 //! Fair shares between principals over real HTTP against the embedded server:
-//! one principal's parked tasks, open connections or quota never stop another's work.
+//! one principal's parked tasks, open connections, in-request calls or quota
+//! never stop another's work.
 
 use std::time::{Duration, Instant};
 
@@ -439,4 +440,74 @@ async fn a_principal_holding_its_whole_quota_does_not_starve_another() {
     for id in [&held[0], &held[99]] {
         assert_eq!(a.get_task(id).await["status"], "working", "A still holds her whole quota");
     }
+}
+
+/// Alice fires 100 in-request calls (no Tasks extension: they run in the
+/// request): she gets her share (`max_inflight_calls_per_scope`, 10 by
+/// default), the rest are refused at once with 429 and `retryAfterMs`, and
+/// Bob's plain call completes within a second while hers run.
+#[tokio::test]
+async fn bob_is_served_while_alice_holds_her_whole_in_request_share() {
+    let srv = embedded(ServerConfig::default()).await;
+    let alice = Client::new(&srv.url, json!({})).with_scope("alice");
+    let mut calls = Vec::new();
+    for i in 0..100 {
+        let alice = alice.clone();
+        calls.push(tokio::spawn(async move {
+            alice
+                .send(
+                    "tools/call",
+                    json!({ "name": "slow_compute", "arguments": { "seconds": 3, "label": format!("a{i}") } }),
+                )
+                .await
+        }));
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while srv.server.inflight_calls() < presa_server::DEFAULT_MAX_INFLIGHT_CALLS_PER_SCOPE {
+        assert!(Instant::now() < deadline, "alice's calls never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let bob = Client::new(&srv.url, json!({})).with_scope("bob");
+    let started = Instant::now();
+    let r = bob.call_tool("slow_compute", json!({ "seconds": 0, "label": "bob" })).await;
+    let waited = started.elapsed();
+    println!("bob's call, alice holding her {} places: {waited:?}", srv.server.inflight_calls());
+    assert_eq!(r["content"][0]["text"], "Completed bob");
+    assert!(waited < Duration::from_secs(1), "bob waited {waited:?}");
+    let (mut ran, mut refused) = (0, 0);
+    for c in calls {
+        let (status, v) = c.await.unwrap();
+        if status == 429 {
+            assert_eq!(v["error"]["code"], -32023, "{v}");
+            assert_eq!(v["error"]["data"]["limit"], "max_inflight_calls_per_scope", "{v}");
+            assert!(v["error"]["data"]["retryAfterMs"].as_u64().is_some(), "{v}");
+            refused += 1;
+        } else {
+            assert_eq!(status, 200, "{v}");
+            ran += 1;
+        }
+    }
+    assert_eq!(ran, presa_server::DEFAULT_MAX_INFLIGHT_CALLS_PER_SCOPE, "alice's share ran, {refused} refused");
+    assert_eq!(srv.server.inflight_calls(), 0);
+}
+
+/// An in-request call past `call_timeout` fails with an error naming the
+/// limit, its handler cancelled, and its place given back.
+#[tokio::test]
+async fn an_in_request_call_past_its_deadline_fails_clearly() {
+    let config = ServerConfig { call_timeout: Some(Duration::from_millis(500)), ..ServerConfig::default() };
+    let srv = embedded(config).await;
+    let c = Client::new(&srv.url, json!({})).with_scope("a");
+    let started = Instant::now();
+    let (status, e) = c.err("tools/call", json!({ "name": "slow_compute", "arguments": { "seconds": 30 } })).await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(status, 500, "{e}");
+    assert_eq!(e["code"], -32603);
+    assert_eq!(e["data"], json!({ "limit": "call_timeout", "timeoutMs": 500 }));
+    assert!(e["message"].as_str().unwrap().contains("timed out"), "{e}");
+    assert_eq!(srv.server.inflight_calls(), 0);
+    // A call within the deadline is untouched.
+    let r = c.call_tool("slow_compute", json!({ "seconds": 0, "label": "quick" })).await;
+    assert_eq!(r["content"][0]["text"], "Completed quick");
 }

@@ -1,7 +1,9 @@
 //! The 2025-11-25 era over real HTTP against the embedded server: sessions
 //! (forged, expired, another principal's, ended), server requests on a
 //! call's stream answered by a separate POST, logging, task-required tools,
-//! and `--legacy off`.
+//! `--legacy off`, and what a session may store (subscriptions checked
+//! against the catalog, counted and capped) and fan out (answers reach
+//! their own session only).
 
 use std::{sync::Arc, time::Duration};
 
@@ -50,10 +52,16 @@ async fn a_session_token_forged_expired_or_of_another_principal_is_refused() {
     assert_eq!(alice.with_session(&state).request("ping", json!({})).await.status, 404);
     assert_eq!(alice.with_session(&state).as_scope("mallory").request("ping", json!({})).await.status, 404);
 
-    // Another principal presenting alice's session → 403; alice keeps it.
-    let a = alice.as_scope("mallory").request("tools/list", json!({})).await;
-    assert_eq!(a.status, 403, "{:?}", a.messages);
-    assert_eq!(alice.as_scope("mallory").delete().await, 403);
+    // Another principal presenting alice's session → 404, exactly as an
+    // unknown id answers (no oracle for other principals' sessions); alice keeps it.
+    let foreign = alice.as_scope("mallory").request("tools/list", json!({})).await;
+    let unknown = alice.with_session("not-a-token").as_scope("mallory").request("tools/list", json!({})).await;
+    assert_eq!(foreign.status, 404, "{:?}", foreign.messages);
+    assert_eq!((foreign.status, &foreign.messages), (unknown.status, &unknown.messages), "answered alike");
+    assert_eq!(alice.as_scope("mallory").delete().await, 404);
+    let mallory = alice.as_scope("mallory");
+    assert_eq!(mallory.open_stream().await.status().as_u16(), 404);
+    assert_eq!(mallory.with_session("not-a-token").open_stream().await.status().as_u16(), 404);
     assert_eq!(alice.request("ping", json!({})).await.status, 200);
 
     // Ended by DELETE → 404 for everything after, notifications included.
@@ -187,13 +195,7 @@ async fn the_standalone_get_stream_carries_list_changes() {
     let c = LegacyClient::connect(&srv.url, caps(), None).await;
     let no_session = reqwest::Client::new().get(&srv.url).send().await.unwrap();
     assert_eq!(no_session.status().as_u16(), 405, "without a session GET stays 405");
-    let resp = reqwest::Client::new()
-        .get(&srv.url)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &c.session)
-        .send()
-        .await
-        .unwrap();
+    let resp = c.open_stream().await;
     assert_eq!(resp.status().as_u16(), 200);
     let mut stream = events(resp);
     // The stream is subscribed once its headers are out: a change from now on reaches it.
@@ -258,17 +260,9 @@ async fn standalone_get_streams_share_the_listen_stream_budget() {
     let config = ServerConfig { max_listen_streams_per_scope: 1, ..ServerConfig::default() };
     let srv = embedded(config).await;
     let c = LegacyClient::connect(&srv.url, caps(), Some("alice")).await;
-    let get = |scope: &str| {
-        reqwest::Client::new()
-            .get(&srv.url)
-            .header("accept", "text/event-stream")
-            .header("mcp-session-id", &c.session)
-            .header("x-test-scope", scope)
-            .send()
-    };
-    let first = get("alice").await.unwrap();
+    let first = c.open_stream().await;
     assert_eq!(first.status().as_u16(), 200);
-    let second = get("alice").await.unwrap();
+    let second = c.open_stream().await;
     assert_eq!(second.status().as_u16(), 429, "alice's one stream is open");
     assert_eq!(second.headers()["retry-after"], "1");
     let body: Value = second.json().await.unwrap();
@@ -299,4 +293,169 @@ async fn legacy_get_streams_close_when_their_credential_expires() {
     assert!(body.is_ok_and(|b| b.is_ok()), "the stream did not end when its credential expired");
     assert!(started.elapsed() >= Duration::from_millis(500), "ended early: {:?}", started.elapsed());
     assert_eq!(srv.server.active_listeners(), 0);
+}
+
+/// `resources/subscribe` stores only what the catalog lists (else -32002
+/// "Resource not found", as 2025-11-25 says), a URI within its bound, and
+/// at most `max_subscriptions_per_session` subscriptions per session.
+#[tokio::test]
+async fn subscriptions_name_listed_resources_and_are_capped() {
+    let legacy =
+        LegacyConfig { max_subscriptions_per_session: 2, max_subscription_uri_bytes: 64, ..LegacyConfig::default() };
+    let srv = embedded_with(ServerConfig::default(), http(legacy), 0).await;
+    let c = LegacyClient::connect(&srv.url, caps(), Some("alice")).await;
+    let subscribe = |uri: String| {
+        let c = c.clone();
+        async move { c.request("resources/subscribe", json!({ "uri": uri })).await }
+    };
+    let unknown = subscribe("test://nowhere".into()).await;
+    assert_eq!(unknown.status, 200);
+    assert_eq!(error_of(&unknown)["code"], -32002, "{:?}", unknown.messages);
+    assert_eq!(error_of(&unknown)["message"], "Resource not found");
+    assert_eq!(error_of(&unknown)["data"]["uri"], "test://nowhere");
+    // A URI of 4 MiB (under the body limit) is refused before anything is stored.
+    let huge = subscribe(format!("test://template/{}/data", "x".repeat(4 * 1024 * 1024 - 100))).await;
+    assert_eq!(error_of(&huge)["code"], -32602, "{:?}", huge.messages);
+    assert_eq!(error_of(&huge)["data"]["limit"], "max_subscription_uri_bytes");
+    // A listed resource and a template match are fine; a third subscription is not.
+    assert!(subscribe("test://static-text".into()).await.messages[0].get("result").is_some());
+    assert!(subscribe("test://template/7/data".into()).await.messages[0].get("result").is_some());
+    let third = subscribe("test://static-binary".into()).await;
+    assert_eq!(error_of(&third)["code"], -32602, "{:?}", third.messages);
+    assert_eq!(error_of(&third)["data"]["limit"], "max_legacy_session_fields");
+    assert!(error_of(&third)["message"].as_str().unwrap().contains("subscriptions"), "{:?}", third.messages);
+    // Subscribing again to what it holds adds nothing; unsubscribing frees a place.
+    assert!(subscribe("test://static-text".into()).await.messages[0].get("result").is_some());
+    let unsub = c.request("resources/unsubscribe", json!({ "uri": "test://static-text" })).await;
+    assert!(unsub.messages[0].get("result").is_some(), "{:?}", unsub.messages);
+    assert!(subscribe("test://static-binary".into()).await.messages[0].get("result").is_some());
+    // Bad input is a clear error, never a panic.
+    for params in [json!({}), json!({ "uri": 7 }), json!({ "uri": null })] {
+        let a = c.request("resources/subscribe", params).await;
+        assert_eq!(error_of(&a)["code"], -32602, "{:?}", a.messages);
+    }
+}
+
+/// Sessions holding state (a log level, a subscription) are capped per
+/// principal and in all; a session holding none still serves, and another
+/// principal is not stopped by one at its cap.
+#[tokio::test]
+async fn sessions_holding_state_are_capped_per_principal_and_in_all() {
+    let legacy = LegacyConfig { max_sessions_per_scope: 2, max_sessions: 3, ..LegacyConfig::default() };
+    let srv = embedded_with(ServerConfig::default(), http(legacy), 0).await;
+    let set_level = |c: LegacyClient| async move { c.request("logging/setLevel", json!({ "level": "debug" })).await };
+    for _ in 0..2 {
+        let c = LegacyClient::connect(&srv.url, caps(), Some("alice")).await;
+        assert!(set_level(c).await.messages[0].get("result").is_some());
+    }
+    let third = LegacyClient::connect(&srv.url, caps(), Some("alice")).await;
+    let refused = set_level(third.clone()).await;
+    assert_eq!(error_of(&refused)["data"]["limit"], "max_legacy_sessions_per_scope", "{:?}", refused.messages);
+    assert_eq!(error_of(&refused)["data"]["retryable"], true);
+    let listed = third.request("tools/list", json!({})).await;
+    assert!(listed.messages[0]["result"]["tools"].is_array(), "a session without state serves: {listed:?}");
+    let bob = LegacyClient::connect(&srv.url, caps(), Some("bob")).await;
+    assert!(set_level(bob).await.messages[0].get("result").is_some(), "bob is not stopped by alice's cap");
+    let carol = LegacyClient::connect(&srv.url, caps(), Some("carol")).await;
+    let full = set_level(carol.clone()).await;
+    assert_eq!(error_of(&full)["data"]["limit"], "max_legacy_sessions", "{:?}", full.messages);
+    // Ending a session that holds state keeps its place (its end mark) until it expires.
+    assert_eq!(carol.delete().await, 429, "carol's session holds no state, and the store is full");
+}
+
+/// Resident memory of this process, in bytes.
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/statm").expect("statm");
+    let pages: u64 = status.split_whitespace().nth(1).and_then(|p| p.parse().ok()).expect("resident pages");
+    pages * 4096
+}
+
+/// A principal that stalls its own listen stream (its socket full of
+/// notifications it asked for and does not read) and then posts large
+/// answers in its session: the answers go to that session's topic only, so
+/// the stalled stream's queue holds nothing of them, what it holds stays
+/// within its bound, and the process's memory moves by a bounded amount
+/// (before: each answer was published whole to every subscriber, and the
+/// stalled one held them all: +152 MiB for these 150 MiB of answers).
+#[tokio::test]
+async fn large_answers_reach_only_their_session_and_a_stalled_listener_holds_a_bounded_amount() {
+    let srv = embedded(ServerConfig::default()).await;
+    let modern = presa_testkit::Client::new(&srv.url, json!({})).with_scope("mallory");
+    let (status, mut stalled) = modern.listen(json!({ "toolsListChanged": true })).await;
+    assert_eq!(status, 200);
+    assert_eq!(presa_testkit::next_within(&mut stalled, 5).await["method"], "notifications/subscriptions/acknowledged");
+    // Notifications it asked for, never read, until its socket is full and its queue holds some.
+    let bus = srv.server.core().bus().clone();
+    let mut filled = 0;
+    while srv.memory.queued_event_bytes() == 0 {
+        assert!(filled < 1_000_000, "the stream never stalled");
+        for _ in 0..100 {
+            bus.publish("notifications/tools/list_changed").await.unwrap();
+        }
+        filled += 100;
+        tokio::task::yield_now().await;
+    }
+    let c = LegacyClient::connect(&srv.url, caps(), Some("mallory")).await;
+    let blob = "a".repeat(1024 * 1024);
+    let answer = |i: usize| json!({ "jsonrpc": "2.0", "id": format!("presa-x-{i}"), "result": { "blob": blob } });
+    // Warm up the allocator with a few answers, then measure over 150 more.
+    for i in 0..5 {
+        assert_eq!(c.raw(&answer(i)).await.status, 202);
+    }
+    let (before, queued_before) = (rss_bytes(), srv.memory.queued_event_bytes());
+    let mut most_queued = 0;
+    for i in 0..150 {
+        assert_eq!(c.raw(&answer(i)).await.status, 202);
+        most_queued = most_queued.max(srv.memory.queued_event_bytes());
+    }
+    let grown = rss_bytes().saturating_sub(before);
+    println!(
+        "stalled after {filled} notifications ({queued_before} bytes queued); 150 answers of 1 MiB: \
+         RSS {} -> {} MiB (+{} MiB), most bytes queued for subscribers {most_queued}",
+        before >> 20,
+        (before + grown) >> 20,
+        grown >> 20,
+    );
+    assert!(most_queued <= queued_before, "nothing of the answers reached the stalled stream's queue");
+    assert!(most_queued <= presa_store::BUS_QUEUE.max_bytes);
+    assert!(grown < 48 << 20, "the process grew by {} MiB for 150 MiB of answers", grown >> 20);
+    drop(stalled);
+}
+
+/// A `GET` stream whose client stops reading is ended once it falls behind
+/// its queue, with a last message saying it lagged; meanwhile it holds at
+/// most its queue's bound.
+#[tokio::test]
+async fn a_stalled_get_stream_holds_a_bounded_queue_and_ends_saying_it_lagged() {
+    let srv = embedded(ServerConfig::default()).await;
+    let c = LegacyClient::connect(&srv.url, caps(), None).await;
+    let resp = c.open_stream().await;
+    assert_eq!(resp.status().as_u16(), 200);
+    let mut stream = events(resp);
+    let bus = srv.server.core().bus().clone();
+    let (mut published, mut most_queued) = (0usize, 0usize);
+    // Far more than the socket buffers and the queue hold, while nobody reads.
+    while published < 200_000 {
+        bus.publish("notifications/tools/list_changed").await.unwrap();
+        published += 1;
+        if published % 200 == 0 {
+            most_queued = most_queued.max(srv.memory.queued_event_bytes());
+            tokio::task::yield_now().await;
+        }
+    }
+    assert!(most_queued <= presa_store::BUS_QUEUE.max_bytes, "{most_queued} bytes queued");
+    let mut delivered = 0;
+    let last = loop {
+        let next = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.expect("no hang");
+        match next {
+            Some(m) if m["method"] == "notifications/tools/list_changed" => delivered += 1,
+            Some(m) => break m,
+            None => panic!("ended without saying why after {delivered}"),
+        }
+    };
+    println!("GET stream: {delivered} of {published} delivered, then {last}");
+    assert!(delivered < published);
+    assert_eq!(last["method"], "notifications/message", "{last}");
+    assert_eq!(last["params"]["data"]["error"], "stream lagged", "{last}");
+    assert!(tokio::time::timeout(Duration::from_secs(10), stream.next()).await.expect("the end").is_none());
 }

@@ -40,6 +40,9 @@ pub(crate) async fn rows(c: usize, secs: Duration) {
         &c.to_string(),
         "--upstream-settle-ms",
         "0",
+        // One principal drives every call: no per-principal share (the row measures speed).
+        "--max-inflight-calls-per-scope",
+        "0",
     ]
     .iter()
     .map(ToString::to_string)

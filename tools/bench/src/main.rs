@@ -462,9 +462,16 @@ impl Drop for Running {
     }
 }
 
-/// The bench's server settings: no per-scope task limit (the round trips measure speed, not admission).
+/// The bench's server settings: no per-scope limit on tasks, listen streams
+/// or in-request calls (one principal drives every row, and the round trips
+/// measure speed, not admission).
 fn bench_config() -> ServerConfig {
-    ServerConfig { max_active_tasks_per_scope: None, ..ServerConfig::default() }
+    ServerConfig {
+        max_active_tasks_per_scope: None,
+        max_listen_streams_per_scope: 0,
+        max_inflight_calls_per_scope: 0,
+        ..ServerConfig::default()
+    }
 }
 
 async fn start(store: Arc<dyn TaskStore>, bus: Arc<dyn EventBus>, redis: Option<TestRedis>) -> Running {

@@ -1,7 +1,9 @@
 //! One legacy call: dispatched like a modern one, with each MRTR input
 //! request sent to the client on the call's stream and the answers (posted
-//! to any pod) delivered through the event bus; `notifications/cancelled`
-//! reaches the call the same way.
+//! to any pod) delivered on the session's own bus topic
+//! ([`session_topic`]), which only that session's waiting calls subscribe
+//! to: a client's payload is never fanned out to every subscriber.
+//! `notifications/cancelled` reaches the call the same way.
 
 use std::{collections::BTreeMap, collections::HashMap};
 
@@ -22,10 +24,15 @@ use crate::{App, respond::NOTIFICATION};
 
 use super::session::{Session, session_key, session_refused};
 
-/// Prefix of the bus events that carry a client's answer to a server request.
+/// Prefix of the topic messages that carry a client's answer to a server request.
 const ANSWER_EVENT: &str = "legacy/answer ";
-/// Prefix of the bus events that cancel a legacy call (`notifications/cancelled`).
+/// Prefix of the topic messages that cancel a legacy call (`notifications/cancelled`).
 const CANCEL_EVENT: &str = "legacy/cancel ";
+
+/// The bus topic of one session's answers and cancellations.
+fn session_topic(session: &str) -> String {
+    format!("legacy/{session}")
+}
 /// Most MRTR rounds one legacy call may go through.
 const MAX_ROUNDS: usize = 16;
 
@@ -35,14 +42,15 @@ pub(super) async fn answer(app: &App, session: &Session, message: &Value) -> Res
     let Some(id) = message.get("id").filter(|i| i.is_string() || i.is_i64()) else {
         return session_refused(StatusCode::BAD_REQUEST, "Bad Request: a response needs a string or integer id");
     };
-    let mut event = json!({ "s": session.key, "id": id });
+    let mut event = json!({ "id": id });
     if let Some(r) = message.get("result") {
         event["result"] = r.clone();
     }
     if let Some(e) = message.get("error") {
         event["error"] = e.clone();
     }
-    match app.server.core().bus().publish(&format!("{ANSWER_EVENT}{event}")).await {
+    let topic = session_topic(&session.key);
+    match app.server.core().bus().publish_to(&topic, &format!("{ANSWER_EVENT}{event}")).await {
         Ok(()) => {
             metrics::request(NOTIFICATION, "ok", std::time::Duration::ZERO);
             StatusCode::ACCEPTED.into_response()
@@ -59,7 +67,7 @@ pub(super) async fn answer(app: &App, session: &Session, message: &Value) -> Res
 pub(super) struct Call<'a> {
     /// The dispatcher.
     pub(super) server: &'a Server,
-    /// The session key: answers of other sessions are ignored.
+    /// The session key: its topic carries the answers and cancellations.
     pub(super) session: &'a str,
     /// The call's response stream (`None`: the client takes no SSE, so it cannot be asked).
     pub(super) stream: Option<&'a mpsc::UnboundedSender<Value>>,
@@ -71,13 +79,10 @@ impl Call<'_> {
     /// Run the call; a `notifications/cancelled` for it, posted to any pod, stops its handler.
     pub(super) async fn run(&self, admitted: Admitted) -> Reply {
         let watcher = match admitted.method {
-            Method::ToolsCall | Method::PromptsGet => match self.server.core().bus().subscribe().await {
-                Ok(events) => Some(tokio::spawn(cancel_on_request(
-                    events,
-                    self.session.to_string(),
-                    admitted.id.to_value(),
-                    admitted.cancel.clone(),
-                ))),
+            Method::ToolsCall | Method::PromptsGet => match self.events().await {
+                Ok(events) => {
+                    Some(tokio::spawn(cancel_on_request(events, admitted.id.to_value(), admitted.cancel.clone())))
+                }
                 Err(e) => {
                     tracing::debug!(error = %e, "no cancellation watch for this legacy call");
                     None
@@ -90,6 +95,11 @@ impl Call<'_> {
             w.abort();
         }
         reply
+    }
+
+    /// What the session's topic carries from now on.
+    async fn events(&self) -> Result<presa_store::EventStream, presa_store::StoreError> {
+        self.server.core().bus().subscribe_to(&session_topic(self.session)).await
     }
 
     async fn rounds(&self, mut admitted: Admitted) -> Reply {
@@ -136,9 +146,8 @@ impl Call<'_> {
                 "This call asks the client (elicitation or sampling): send it with Accept: text/event-stream",
             ));
         };
-        let bus = self.server.core().bus();
         // Subscribed before asking, so an answer that comes at once is not missed.
-        let mut events = bus.subscribe().await.map_err(|e| {
+        let mut events = self.events().await.map_err(|e| {
             let mut err = ErrorObject::new(codes::INTERNAL_ERROR, "Cannot wait for the client's answer, retry");
             if e.is_retryable() {
                 err.data = Some(json!({ "retryable": true }));
@@ -160,15 +169,14 @@ impl Call<'_> {
             }
             pending.insert(id, key.clone());
         }
-        let session = self.session.to_string();
         let mut answers = Map::new();
         let deadline = tokio::time::sleep(self.limit);
         tokio::pin!(deadline);
-        let mut relevant = events.by_ref().filter_map(|event| {
+        // A lagging subscription ends the wait (`None` below).
+        let mut relevant = events.by_ref().take_while(|event| ready(event.is_ok())).filter_map(|event| {
             let parsed = event
-                .strip_prefix(ANSWER_EVENT)
-                .and_then(|rest| serde_json::from_str::<Value>(rest).ok())
-                .filter(|a| a["s"] == session.as_str());
+                .ok()
+                .and_then(|e| e.strip_prefix(ANSWER_EVENT).and_then(|rest| serde_json::from_str::<Value>(rest).ok()));
             ready(parsed)
         });
         while !pending.is_empty() {
@@ -209,22 +217,24 @@ impl Call<'_> {
     }
 }
 
-/// Tell every pod that the client cancelled request `id` of `session`: the
+/// Tell the session's calls that the client cancelled request `id`: the
 /// call may run on another pod.
 pub(super) async fn publish_cancel(app: &App, session: &Session, id: &Value) {
-    let event = json!({ "s": session.key, "id": id });
-    if let Err(e) = app.server.core().bus().publish(&format!("{CANCEL_EVENT}{event}")).await {
+    let event = json!({ "id": id });
+    let topic = session_topic(&session.key);
+    if let Err(e) = app.server.core().bus().publish_to(&topic, &format!("{CANCEL_EVENT}{event}")).await {
         tracing::warn!(error = %e, "a legacy cancellation could not be published");
     }
 }
 
-/// Cancel `token` when the bus says the client cancelled request `id` of `session`.
-async fn cancel_on_request(mut events: presa_store::EventStream, session: String, id: Value, token: CancellationToken) {
-    while let Some(event) = events.next().await {
+/// Cancel `token` when the session's topic says the client cancelled request `id`.
+async fn cancel_on_request(mut events: presa_store::EventStream, id: Value, token: CancellationToken) {
+    // A lagging subscription ends the watch: the call runs to its end.
+    while let Some(Ok(event)) = events.next().await {
         let Some(cancel) = event.strip_prefix(CANCEL_EVENT).and_then(|e| serde_json::from_str::<Value>(e).ok()) else {
             continue;
         };
-        if cancel["s"] == session.as_str() && cancel["id"] == id {
+        if cancel["id"] == id {
             token.cancel();
             return;
         }

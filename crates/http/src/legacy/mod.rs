@@ -7,14 +7,19 @@
 //! expiring, that carries what the session negotiated (protocol version,
 //! client capabilities, client info). Any pod verifies it. The little state
 //! legacy semantics share (log level, resource subscriptions, ended) lives in
-//! the store under the session's key, with the session's TTL.
+//! the store under the session's owner and key, with the session's TTL,
+//! counted and capped ([`crate::LegacyConfig`]): a subscription must name a
+//! resource or template the catalog lists (else `-32002`), its URI is
+//! bounded, and so are a session's subscriptions and bytes and the sessions
+//! holding state per principal and in all.
 //!
 //! Requests run through the same dispatcher as modern ones, with a `_meta`
 //! built from the session. Where the dispatcher answers an MRTR
 //! `InputRequiredResult`, this module asks the client as 2025-11-25 does: a
 //! JSON-RPC request on the call's SSE stream. The client's answer is a
-//! separate POST that may reach another pod; it is published on the event
-//! bus and the waiting call (wherever it runs) retries with the answers as
+//! separate POST that may reach another pod; it is published on the
+//! session's own bus topic (never the broadcast every subscriber reads) and
+//! the waiting call (wherever it runs) retries with the answers as
 //! `inputResponses`, so a handler's `ToolContext::input` works in both eras.
 //! Tasks attach to 2026-07-28 only: a task-required tool is refused with an
 //! error naming that revision, optional ones run in the request.
@@ -47,8 +52,8 @@ use crate::{
     respond::{self, Era, NOTIFICATION, Observed, UNKNOWN_METHOD, json},
 };
 
-pub(crate) use session::initialize;
-use session::{FIELD_LOG_LEVEL, FIELD_SUBSCRIPTION, remaining, verify};
+use session::{FIELD_LOG_LEVEL, remaining, verify};
+pub(crate) use session::{FIELD_SUBSCRIPTION, initialize};
 pub(crate) use stream::{delete_mcp, get_mcp};
 
 /// The one method that opens a legacy session.
@@ -127,6 +132,7 @@ pub(crate) async fn post(app: App, headers: HeaderMap, message: Value, caller: C
     }
     let store = app.server.core().store().clone();
     let ttl = remaining(&session);
+    let limits = app.config.legacy.session_limits();
     let done = |observed: &mut Observed, r: Result<(), ErrorObject>| match r {
         Ok(()) => {
             let result = json!({});
@@ -138,32 +144,30 @@ pub(crate) async fn post(app: App, headers: HeaderMap, message: Value, caller: C
             json(StatusCode::OK, &jsonrpc::failure(Some(&req.id), &e))
         }
     };
-    let unavailable = |e: presa_store::StoreError| {
-        let mut err = ErrorObject::new(codes::INTERNAL_ERROR, "Session state not saved, retry");
-        if e.is_retryable() {
-            err.data = Some(json!({ "retryable": true }));
-        }
-        err
-    };
+    let unavailable = |e: presa_store::StoreError| refused_write(&app.config.legacy, e);
     match req.method.as_str() {
         "ping" => return done(&mut observed, Ok(())),
         "logging/setLevel" => {
             let r = match req.params.get("level").and_then(Value::as_str).and_then(LogLevel::parse) {
                 None => Err(ErrorObject::new(codes::INVALID_PARAMS, "Invalid params: level must be a log level")),
                 Some(level) => store
-                    .set_session_field(&session.key, FIELD_LOG_LEVEL, Some(level.as_str()), ttl)
+                    .set_session_field(&session.owner, &session.key, FIELD_LOG_LEVEL, Some(level.as_str()), ttl, limits)
                     .await
                     .map_err(unavailable),
             };
             return done(&mut observed, r);
         }
         "resources/subscribe" | "resources/unsubscribe" => {
-            let r = match req.params.get("uri").and_then(Value::as_str) {
-                None => Err(ErrorObject::new(codes::INVALID_PARAMS, "Invalid params: uri must be a string")),
-                Some(uri) => {
-                    let value = (req.method == "resources/subscribe").then_some("1");
+            let subscribe = req.method == "resources/subscribe";
+            let r = match subscription_uri(&app, &req.params, subscribe) {
+                Err(e) => Err(e),
+                Ok(uri) => {
                     let field = format!("{FIELD_SUBSCRIPTION}{uri}");
-                    store.set_session_field(&session.key, &field, value, ttl).await.map_err(unavailable)
+                    let value = subscribe.then_some("1");
+                    store
+                        .set_session_field(&session.owner, &session.key, &field, value, ttl, limits)
+                        .await
+                        .map_err(unavailable)
                 }
             };
             return done(&mut observed, r);
@@ -215,6 +219,71 @@ pub(crate) async fn post(app: App, headers: HeaderMap, message: Value, caller: C
         })
     })
     .await
+}
+
+/// The URI of a `resources/subscribe` (or `unsubscribe`): a string within
+/// `max_subscription_uri_bytes` and, to subscribe, one the catalog lists (a
+/// resource, or a match of a template), else `-32002` as 2025-11-25 says.
+fn subscription_uri<'a>(app: &App, params: &'a Map<String, Value>, subscribe: bool) -> Result<&'a str, ErrorObject> {
+    let Some(uri) = params.get("uri").and_then(Value::as_str) else {
+        return Err(ErrorObject::new(codes::INVALID_PARAMS, "Invalid params: uri must be a string"));
+    };
+    let max = app.config.legacy.max_subscription_uri_bytes;
+    if max > 0 && uri.len() > max {
+        metrics::refusal("max_subscription_uri_bytes");
+        return Err(ErrorObject::with_data(
+            codes::INVALID_PARAMS,
+            format!("Invalid params: uri is {} bytes, over the limit of {max} (max_subscription_uri_bytes)", uri.len()),
+            json!({ "limit": "max_subscription_uri_bytes", "max": max }),
+        ));
+    }
+    if subscribe && !app.server.catalog().lists(uri) {
+        return Err(ErrorObject::with_data(codes::RESOURCE_NOT_FOUND, "Resource not found", json!({ "uri": uri })));
+    }
+    Ok(uri)
+}
+
+/// A session write the store refused, as the client reads it: the limit it
+/// hit and how to go on, or a retryable failure to save.
+fn refused_write(legacy: &crate::LegacyConfig, e: presa_store::StoreError) -> ErrorObject {
+    use presa_store::{SESSION_BYTES_LIMIT, SESSION_FIELDS_LIMIT, SESSIONS_LIMIT, SESSIONS_PER_SCOPE_LIMIT};
+    let presa_store::StoreError::Capacity { limit } = e else {
+        let mut err = ErrorObject::new(codes::INTERNAL_ERROR, "Session state not saved, retry");
+        if e.is_retryable() {
+            err.data = Some(json!({ "retryable": true }));
+        }
+        return err;
+    };
+    metrics::refusal(limit);
+    let (code, message, max, retryable) = match limit {
+        SESSION_FIELDS_LIMIT => (
+            codes::INVALID_PARAMS,
+            "Too many subscriptions in this session (max_subscriptions_per_session): unsubscribe from one first",
+            legacy.max_subscriptions_per_session,
+            false,
+        ),
+        SESSION_BYTES_LIMIT => (
+            codes::INVALID_PARAMS,
+            "This session stores too much (max_legacy_session_bytes): unsubscribe from some resources first",
+            legacy.max_session_bytes,
+            false,
+        ),
+        SESSIONS_PER_SCOPE_LIMIT => (
+            codes::INTERNAL_ERROR,
+            "Too many sessions holding state for this principal (max_legacy_sessions_per_scope): \
+             one frees its place when it expires",
+            legacy.max_sessions_per_scope,
+            true,
+        ),
+        SESSIONS_LIMIT => (
+            codes::INTERNAL_ERROR,
+            "Too many sessions holding state on this server (max_legacy_sessions): retry later",
+            legacy.max_sessions,
+            true,
+        ),
+        other => (codes::INTERNAL_ERROR, other, 0, true),
+    };
+    ErrorObject::with_data(code, message, json!({ "limit": limit, "max": max, "retryable": retryable }))
 }
 
 #[cfg(test)]

@@ -1,6 +1,10 @@
 //! Legacy sessions: the sealed, expiring `Mcp-Session-Id` that carries what
 //! `initialize` negotiated, its verification on any pod, and the names of
-//! the little shared state a session keeps in the store.
+//! the little shared state a session keeps in the store (under its owner,
+//! counted and capped: see [`crate::LegacyConfig`]).
+//!
+//! A session id that is not the caller's answers exactly like one that does
+//! not exist (404), so an id is never an oracle for another principal's session.
 
 use std::{collections::HashMap, time::Instant};
 
@@ -13,6 +17,7 @@ use presa_protocol::{
     jsonrpc::{self, ErrorObject, Request},
 };
 use presa_server::{Caller, state::Binding};
+use presa_store::Scope;
 use presa_store::util::now_ms;
 use presa_telemetry::metrics;
 use serde::{Deserialize, Serialize};
@@ -35,7 +40,8 @@ const MAX_SESSION_ID_LEN: usize = 4096;
 /// Store fields of a session's shared state.
 pub(super) const FIELD_LOG_LEVEL: &str = "logLevel";
 pub(super) const FIELD_ENDED: &str = "ended";
-pub(super) const FIELD_SUBSCRIPTION: &str = "sub:";
+/// The prefix of a subscription's field (what `max_subscriptions_per_session` counts).
+pub(crate) const FIELD_SUBSCRIPTION: &str = "sub:";
 
 /// What a session token carries (sealed, so the client cannot change it).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -54,6 +60,8 @@ pub(super) struct Negotiated {
 pub(super) struct Session {
     /// The key of its shared state and of its answers: a digest of the token.
     pub(super) key: String,
+    /// The principal it belongs to (its state is stored under it).
+    pub(super) owner: Scope,
     /// What `initialize` negotiated.
     pub(super) negotiated: Negotiated,
     /// When the token expires (ms since the epoch).
@@ -77,8 +85,9 @@ pub(super) fn session_refused(status: StatusCode, message: &str) -> Response {
 }
 
 /// Verify the `Mcp-Session-Id` of a request from `caller`: 400 without one,
-/// 404 when it is not ours, expired or ended (the client must initialize
-/// again), 403 when it was issued to another principal.
+/// 404 when it is not ours, expired, ended, or issued to another principal
+/// (the same answer, so an id tells nothing about other principals' sessions;
+/// the client must initialize again).
 pub(super) async fn verify(
     app: &App,
     headers: &HeaderMap,
@@ -90,25 +99,18 @@ pub(super) async fn verify(
     let token = token.trim();
     let codec = app.server.state_codec();
     let now = now_ms();
-    let sealed = match codec.open(token, &binding(caller), now) {
-        Ok(v) => v,
-        // Any other failure (forged, expired, a requestState passed as a session id…) is an unknown session.
-        Err(presa_server::state::StateError::OtherPrincipal) => {
-            return Err(session_refused(StatusCode::FORBIDDEN, "Forbidden: the session belongs to another principal"));
-        }
-        Err(_) => {
-            return Err(session_refused(
-                StatusCode::NOT_FOUND,
-                "Session not found: send initialize to start a new one",
-            ));
-        }
+    let not_found = || session_refused(StatusCode::NOT_FOUND, "Session not found: send initialize to start a new one");
+    // Any failure (forged, expired, another principal's, a requestState
+    // passed as a session id…) is an unknown session, alike.
+    let Ok(sealed) = codec.open(token, &binding(caller), now) else {
+        return Err(not_found());
     };
     let Ok(negotiated) = serde_json::from_value::<Negotiated>(sealed.clone()) else {
-        return Err(session_refused(StatusCode::NOT_FOUND, "Session not found: send initialize to start a new one"));
+        return Err(not_found());
     };
     let expires_ms = sealed.get("e").and_then(Value::as_u64).unwrap_or(0);
-    let session = Session { key: session_key(token), negotiated, expires_ms };
-    let state = match app.server.core().store().session_state(&session.key).await {
+    let session = Session { key: session_key(token), owner: caller.scope.clone(), negotiated, expires_ms };
+    let state = match app.server.core().store().session_state(&session.owner, &session.key).await {
         Ok(s) => s,
         Err(e) => {
             let status =

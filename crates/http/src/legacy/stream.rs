@@ -1,5 +1,7 @@
 //! The standalone `GET /mcp` stream of a legacy session and `DELETE /mcp`,
-//! which ends the session on every pod.
+//! which ends the session on every pod. A `GET` stream whose client reads
+//! too slowly falls behind its bus queue and ends with a last
+//! `notifications/message` saying so (the client opens it again).
 
 use axum::{
     extract::State,
@@ -72,15 +74,32 @@ pub(crate) async fn get_mcp(State(app): State<App>, request: axum::extract::Requ
         return session_refused(StatusCode::SERVICE_UNAVAILABLE, "Event stream unavailable, retry");
     };
     let store = app.server.core().store().clone();
-    let key = session.key;
+    let (key, owner) = (session.key, session.owner);
     let ended = format!("{ENDED_EVENT}{key}");
-    // The stream ends when the session does (a DELETE on any pod).
-    let events = events.take_while(move |event| futures::future::ready(*event != ended));
+    // The stream ends when the session does (a DELETE on any pod), or with a
+    // last message when it lagged.
+    let events = events.scan(false, move |over, event| {
+        if *over {
+            return futures::future::ready(None);
+        }
+        let next = match event {
+            Ok(e) if e == ended => None,
+            Ok(e) => Some(Ok(e)),
+            Err(_) => {
+                *over = true;
+                Some(Err(()))
+            }
+        };
+        futures::future::ready(next)
+    });
     let messages = events.filter_map(move |event| {
-        let (store, key) = (store.clone(), key.clone());
+        let (store, key, owner) = (store.clone(), key.clone(), owner.clone());
         async move {
+            let Ok(event) = event else {
+                return Some(lagged_notice());
+            };
             if let Some(uri) = event.strip_prefix(RESOURCE_UPDATED_EVENT) {
-                let state = store.session_state(&key).await.ok()?;
+                let state = store.session_state(&owner, &key).await.ok()?;
                 let field = format!("{FIELD_SUBSCRIPTION}{uri}");
                 return state
                     .contains_key(&field)
@@ -103,8 +122,20 @@ pub(crate) async fn get_mcp(State(app): State<App>, request: axum::extract::Requ
     respond::sse(respond::until_ended(messages, authenticated.ended(), None), app.config.keep_alive)
 }
 
+/// The last message of a `GET` stream that lagged.
+fn lagged_notice() -> serde_json::Value {
+    jsonrpc::notification(
+        "notifications/message",
+        json!({ "level": "warning", "logger": "presa", "data": {
+            "error": "stream lagged",
+            "message": "The client read this stream too slowly: notifications were dropped and the stream ends; open it again",
+        } }),
+    )
+}
+
 /// `DELETE /mcp` in a legacy session: the session ends on every pod (its
-/// id answers 404 from now on, and its open `GET` streams close). Without a session: 405, as before.
+/// id answers 404 from now on, and its open `GET` streams close); its state
+/// is dropped but for the end mark. Without a session: 405, as before.
 pub(crate) async fn delete_mcp(State(app): State<App>, request: axum::extract::Request) -> Response {
     let (parts, _) = request.into_parts();
     let (_, session) = match admit(&app, &parts).await {
@@ -112,13 +143,21 @@ pub(crate) async fn delete_mcp(State(app): State<App>, request: axum::extract::R
         Err(resp) => return resp,
     };
     let store = app.server.core().store();
-    match store.set_session_field(&session.key, FIELD_ENDED, Some("1"), remaining(&session)).await {
+    let limits = app.config.legacy.session_limits();
+    match store.end_session(&session.owner, &session.key, FIELD_ENDED, remaining(&session), limits).await {
         Ok(()) => {
             // Best effort: a stream that misses it ends at its next request's 404.
             if let Err(e) = app.server.core().bus().publish(&format!("{ENDED_EVENT}{}", session.key)).await {
                 tracing::warn!(error = %e, "the end of a legacy session could not be published");
             }
             StatusCode::OK.into_response()
+        }
+        Err(presa_store::StoreError::Capacity { limit }) => {
+            presa_telemetry::metrics::refusal(limit);
+            session_refused(
+                StatusCode::TOO_MANY_REQUESTS,
+                &format!("Session not ended: too many sessions holding state ({limit}); it ends when it expires"),
+            )
         }
         Err(_) => session_refused(StatusCode::SERVICE_UNAVAILABLE, "Session not ended, retry"),
     }

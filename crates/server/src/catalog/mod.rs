@@ -361,12 +361,24 @@ impl Catalog {
     /// Read `uri`: a concrete resource first, then the first matching template.
     /// `None` when nothing matches.
     pub fn read(&self, uri: &str) -> Option<Result<Value, ResourceError>> {
+        let (read, vars) = self.resolve(uri)?;
+        Some(read(uri, &vars))
+    }
+
+    /// Whether `uri` names something the catalog lists: a resource, or a
+    /// match of a resource template (what [`Catalog::read`] would read).
+    pub fn lists(&self, uri: &str) -> bool {
+        self.resolve(uri).is_some()
+    }
+
+    /// The reader of `uri` and the variables its template matched.
+    fn resolve(&self, uri: &str) -> Option<(&ReadFn, HashMap<String, String>)> {
         if let Some(r) = self.resources.iter().find(|r| r.descriptor["uri"] == uri) {
-            return Some((r.read)(uri, &HashMap::new()));
+            return Some((&r.read, HashMap::new()));
         }
         self.templates.iter().find_map(|t| {
             let vars = match_template(t.descriptor["uriTemplate"].as_str()?, uri)?;
-            Some((t.read)(uri, &vars))
+            Some((&t.read, vars))
         })
     }
 }

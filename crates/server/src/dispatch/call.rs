@@ -7,6 +7,11 @@
 //! is a tool error, `isError: true`) and its [`TaskPolicy`] decides: a task
 //! stored for the workers ([`Server::create_task`]), or the handler run here,
 //! inside the request, where it may answer with an `InputRequiredResult`.
+//!
+//! A handler run in its request takes a place in the in-request call pool
+//! (`max_inflight_calls`, `max_inflight_calls_per_scope`: past either a
+//! retryable `-32023` with `retryAfterMs`) and runs at most `call_timeout`:
+//! past it, it is cancelled and the call fails saying so.
 
 use std::collections::BTreeMap;
 
@@ -22,6 +27,7 @@ use super::{Admitted, Server, input_responses, invalid, required_str};
 use crate::{
     context::{Invocation, ToolContext},
     core::Outcome,
+    error::INFLIGHT_RETRY_AFTER_MS,
     error::ServerError,
     prompt::AsTool,
     state::{Binding, digest},
@@ -119,7 +125,8 @@ impl Server {
         Ok(Prepared { arguments, invocation, binding })
     }
 
-    /// Run a handler inside its request and shape its outcome: a result, an
+    /// Run a handler inside its request, within the in-request call pool
+    /// and `call_timeout`, and shape its outcome: a result, an
     /// `InputRequiredResult` with sealed state, or an error.
     async fn run_in_request(
         &self,
@@ -127,17 +134,36 @@ impl Server {
         call: Prepared,
         req: &Admitted,
     ) -> Result<Value, ServerError> {
+        let _place = self
+            .inner
+            .calls
+            .admit(&req.caller.scope)
+            .map_err(|limit| ServerError::RateLimited { limit, retry_after_ms: INFLIGHT_RETRY_AFTER_MS })?;
         let Prepared { arguments, invocation, binding } = call;
         let meta = &req.meta;
+        // Its own token: cancelled with the request, or at the deadline.
+        let cancel = req.cancel.child_token();
         let ctx = ToolContext::for_request(
             invocation,
             req.outbox.clone(),
             meta.progress_token.clone(),
             meta.log_level,
-            req.cancel.clone(),
+            cancel.clone(),
             self.bus().clone(),
         );
-        match Outcome::from(run_handler(handler, ctx, arguments).await) {
+        let run = run_handler(handler, ctx, arguments);
+        let output = match self.config().call_timeout {
+            None => run.await,
+            Some(limit) => match tokio::time::timeout(limit, run).await {
+                Ok(output) => output,
+                Err(_) => {
+                    cancel.cancel();
+                    metrics::refusal("call_timeout");
+                    return Err(ServerError::CallTimeout(limit));
+                }
+            },
+        };
+        match Outcome::from(output) {
             Outcome::Result(v) => Ok(v),
             Outcome::NeedsInput { requests, state } => self.input_required(requests, state, &binding, meta),
             Outcome::Error(e) => Err(ServerError::Rpc(e)),

@@ -5,24 +5,23 @@
 //!
 //! Order on the stream: the acknowledgement; each watched task's current
 //! state; then every change as it commits (snapshots at or below a revision
-//! already sent are dropped); on shutdown, the graceful-closure result.
+//! already sent are dropped); on shutdown, the graceful-closure result. A
+//! stream whose client reads too slowly falls behind its bus queue
+//! ([`presa_store::BUS_QUEUE`]): it ends with an error response saying it
+//! lagged (the client listens again), never buffering without bound.
 //! Subscriptions are opened before anything is read, so no change falls
 //! between the read and the subscription.
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, PoisonError, atomic::Ordering},
-};
+use std::collections::HashMap;
 
 use futures::{StreamExt, future::ready, stream};
 use presa_protocol::{jsonrpc, meta::SUBSCRIPTION_ID_KEY};
 use presa_store::{Scope, TaskId, TaskStream};
 use presa_tasks::{id::MAX_TASK_ID_LEN, wire};
-use presa_telemetry::metrics;
 use serde_json::{Map, Value, json};
 
-use super::{Admitted, Inner, MessageStream, Server, invalid};
-use crate::{error::ServerError, store_io::store_call};
+use super::{Admitted, MessageStream, Server, invalid};
+use crate::{error::ServerError, pools::Permit, store_io::store_call};
 
 /// The most task ids one `subscriptions/listen` may watch.
 pub(crate) const MAX_LISTEN_TASK_IDS: usize = 100;
@@ -38,7 +37,7 @@ impl Server {
     pub(super) async fn listen(&self, req: &Admitted) -> Result<MessageStream, ServerError> {
         // Taken first (and released if anything below fails): the per-pod
         // and per-scope counts are checked and bumped together.
-        let guard = ListenerGuard::admit(self.inner.clone(), &req.caller.scope)?;
+        let guard = self.admit_listener(&req.caller.scope)?;
         let Some(Value::Object(filter)) = req.params.get("notifications") else {
             return Err(invalid("notifications must be an object"));
         };
@@ -67,24 +66,46 @@ impl Server {
             json!({ "_meta": { SUBSCRIPTION_ID_KEY: sub_id }, "notifications": honoured }),
         );
         let id = sub_id.clone();
-        let list_changes = events.filter_map(move |method| {
-            let wanted = methods.contains(&method.as_str());
-            ready(wanted.then(|| jsonrpc::notification(&method, json!({ "_meta": { SUBSCRIPTION_ID_KEY: id } }))))
+        let list_changes = events.filter_map(move |event| {
+            ready(match event {
+                Ok(method) => methods.contains(&method.as_str()).then(|| {
+                    Out::Message(jsonrpc::notification(&method, json!({ "_meta": { SUBSCRIPTION_ID_KEY: id } })))
+                }),
+                Err(_) => Some(Out::Lagged),
+            })
         });
         let id = sub_id.clone();
         let task_changes = tasks.map(move |task| {
-            jsonrpc::notification("notifications/tasks", Value::Object(wire::notification_params(&task, &id)))
+            Out::Message(jsonrpc::notification(
+                "notifications/tasks",
+                Value::Object(wire::notification_params(&task, &id)),
+            ))
         });
-        // Built when the stream ends, not held for its whole life (an open
-        // stream's memory is what a pod with thousands of them pays for).
+        // The last message: the graceful-closure result (built when the
+        // stream ends), or the error of a stream that lagged.
         let (core, req_id) = (self.core().clone(), req.id.clone());
-        let closing = stream::once(async move {
-            let result = json!({ "resultType": "complete", "_meta": { SUBSCRIPTION_ID_KEY: sub_id } });
-            jsonrpc::success(&req_id, core.envelope(result))
-        });
         let body = stream::select(list_changes, task_changes)
             .take_until(self.inner.shutdown.clone().cancelled_owned())
-            .chain(closing);
+            .map(Some)
+            .chain(stream::once(ready(None)))
+            .scan(false, move |ended, item| {
+                if *ended {
+                    return ready(None);
+                }
+                let message = match item {
+                    Some(Out::Message(m)) => m,
+                    Some(Out::Lagged) => {
+                        *ended = true;
+                        jsonrpc::failure(Some(&req_id), &ServerError::Lagged.to_error_object())
+                    }
+                    None => {
+                        *ended = true;
+                        let result = json!({ "resultType": "complete", "_meta": { SUBSCRIPTION_ID_KEY: sub_id } });
+                        jsonrpc::success(&req_id, core.envelope(result))
+                    }
+                };
+                ready(Some(message))
+            });
         let with_guard = stream::once(ready(ack)).chain(body).map(move |m| {
             let _keep = &guard;
             m
@@ -145,8 +166,12 @@ impl Server {
     }
 }
 
-/// Counts an open listen stream (for the process and its scope) while alive.
-struct ListenerGuard(Arc<Inner>, Scope);
+/// What a listen stream carries before it becomes a message.
+enum Out {
+    Message(Value),
+    /// The bus ended the subscription: the client read too slowly.
+    Lagged,
+}
 
 /// A long-lived stream's place in the listen-stream budget of this process
 /// (`max_listen_streams`) and of its caller's scope
@@ -154,12 +179,12 @@ struct ListenerGuard(Arc<Inner>, Scope);
 /// transport takes one for streams it serves itself (a 2025-11-25 session's
 /// standalone `GET` stream), so every long-lived stream shares one budget.
 pub struct StreamPermit {
-    _guard: ListenerGuard,
+    _permit: Permit,
 }
 
 impl std::fmt::Debug for StreamPermit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StreamPermit").field("scope", &self._guard.1).finish()
+        f.debug_struct("StreamPermit").field("scope", self._permit.scope()).finish()
     }
 }
 
@@ -167,43 +192,12 @@ impl Server {
     /// A place for one more long-lived stream of `scope`, or the retryable
     /// capacity error a `subscriptions/listen` past the same limits gets.
     pub fn admit_stream(&self, scope: &Scope) -> Result<StreamPermit, jsonrpc::ErrorObject> {
-        ListenerGuard::admit(self.inner.clone(), scope)
-            .map(|guard| StreamPermit { _guard: guard })
-            .map_err(|e| e.to_error_object())
+        self.admit_listener(scope).map(|permit| StreamPermit { _permit: permit }).map_err(|e| e.to_error_object())
     }
-}
 
-impl ListenerGuard {
     /// Count one more stream for `scope`, unless the process
     /// (`max_listen_streams`) or the scope (`max_listen_streams_per_scope`) is full.
-    fn admit(inner: Arc<Inner>, scope: &Scope) -> Result<Self, ServerError> {
-        let config = inner.core.config();
-        let mut per_scope = inner.listeners_per_scope.lock().unwrap_or_else(PoisonError::into_inner);
-        if inner.listeners.load(Ordering::Relaxed) >= config.max_listen_streams {
-            metrics::refusal("max_listen_streams");
-            return Err(ServerError::capacity("max_listen_streams"));
-        }
-        let open = per_scope.get(scope).copied().unwrap_or(0);
-        if config.max_listen_streams_per_scope > 0 && open >= config.max_listen_streams_per_scope {
-            metrics::refusal("max_listen_streams_per_scope");
-            return Err(ServerError::capacity("max_listen_streams_per_scope"));
-        }
-        *per_scope.entry(scope.clone()).or_default() += 1;
-        inner.listeners.fetch_add(1, Ordering::Relaxed);
-        drop(per_scope);
-        Ok(ListenerGuard(inner, scope.clone()))
-    }
-}
-
-impl Drop for ListenerGuard {
-    fn drop(&mut self) {
-        let mut per_scope = self.0.listeners_per_scope.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(n) = per_scope.get_mut(&self.1) {
-            *n -= 1;
-            if *n == 0 {
-                per_scope.remove(&self.1);
-            }
-        }
-        self.0.listeners.fetch_sub(1, Ordering::Relaxed);
+    fn admit_listener(&self, scope: &Scope) -> Result<Permit, ServerError> {
+        self.inner.listeners.admit(scope).map_err(ServerError::capacity)
     }
 }

@@ -23,13 +23,7 @@ mod tasks;
 #[cfg(test)]
 mod tests;
 
-use std::{
-    pin::Pin,
-    sync::{
-        Arc,
-        atomic::{AtomicUsize, Ordering},
-    },
-};
+use std::{pin::Pin, sync::Arc};
 
 use futures::Stream;
 use presa_protocol::{
@@ -37,13 +31,14 @@ use presa_protocol::{
     jsonrpc::{ErrorObject, RequestId},
     meta::RequestMeta,
 };
-use presa_store::{Caller, EventBus, Scope, TaskStore};
+use presa_store::{Caller, EventBus, TaskStore};
 use presa_telemetry::metrics;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    catalog::Catalog, config::ServerConfig, context::Outbox, core::Core, error::ServerError, state::StateCodec,
+    catalog::Catalog, config::ServerConfig, context::Outbox, core::Core, error::ServerError, pools::ScopedPool,
+    state::StateCodec,
 };
 
 /// A stream of complete JSON-RPC messages (notifications, then maybe a response).
@@ -95,9 +90,10 @@ struct Inner {
     core: Core,
     state: StateCodec,
     shutdown: CancellationToken,
-    listeners: AtomicUsize,
-    /// Open listen streams per scope (entries removed at zero).
-    listeners_per_scope: std::sync::Mutex<std::collections::HashMap<Scope, usize>>,
+    /// Open long-lived streams (`max_listen_streams`, `max_listen_streams_per_scope`).
+    listeners: Arc<ScopedPool>,
+    /// Handlers running in their request (`max_inflight_calls`, `max_inflight_calls_per_scope`).
+    calls: Arc<ScopedPool>,
 }
 
 /// The dispatcher. Cheap to clone; share one per process.
@@ -116,13 +112,18 @@ impl Server {
     /// A dispatcher over `core`, sealing MRTR `requestState` with `state`
     /// (every API process of a deployment must share its key).
     pub fn new(core: Core, state: StateCodec) -> Self {
-        let inner = Inner {
-            core,
-            state,
-            shutdown: CancellationToken::new(),
-            listeners: AtomicUsize::new(0),
-            listeners_per_scope: Default::default(),
-        };
+        let config = core.config();
+        let listeners = ScopedPool::new(
+            config.max_listen_streams,
+            config.max_listen_streams_per_scope,
+            ("max_listen_streams", "max_listen_streams_per_scope"),
+        );
+        let calls = ScopedPool::new(
+            config.max_inflight_calls,
+            config.max_inflight_calls_per_scope,
+            ("max_inflight_calls", "max_inflight_calls_per_scope"),
+        );
+        let inner = Inner { core, state, shutdown: CancellationToken::new(), listeners, calls };
         Server { inner: Arc::new(inner) }
     }
 
@@ -163,7 +164,13 @@ impl Server {
 
     /// Open `subscriptions/listen` streams right now.
     pub fn active_listeners(&self) -> usize {
-        self.inner.listeners.load(Ordering::Relaxed)
+        self.inner.listeners.open()
+    }
+
+    /// Handlers running in their request right now (tool calls and prompts
+    /// that are not tasks).
+    pub fn inflight_calls(&self) -> usize {
+        self.inner.calls.open()
     }
 
     /// Bring the gauges `/metrics` reports up to date: open listen streams

@@ -70,12 +70,26 @@ fn catalog() -> Catalog {
             tool("long", object(), |_ctx: ToolContext, _args: Value| async { Ok(ToolOutput::text("later")) })
                 .policy(TaskPolicy::Required),
         )
+        .tool(tool("hold", object(), |ctx: ToolContext, _args: Value| async move {
+            // Runs until its request is cancelled (or its deadline passes), saying when it was.
+            let cancelled = ctx.cancellation();
+            cancelled.cancelled().await;
+            CANCELLED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(ToolOutput::text("cancelled"))
+        }))
         .build()
         .expect("a valid catalog")
 }
 
+/// How many `hold` handlers saw their cancellation.
+static CANCELLED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 fn server() -> Server {
-    let config = ServerConfig { version: "1.2.3".into(), ..ServerConfig::default() };
+    server_with(ServerConfig::default())
+}
+
+fn server_with(config: ServerConfig) -> Server {
+    let config = ServerConfig { version: "1.2.3".into(), ..config };
     let core = Core::new(config, catalog(), Backend::new(Arc::new(MemoryStore::new())));
     Server::new(core, StateCodec::new(b"unit-test-key"))
 }
@@ -94,11 +108,22 @@ fn meta(capabilities: Value, extra: Value) -> Value {
 
 /// Dispatch `method` with `params` (which must carry `_meta`) as `subject`.
 async fn call_as(server: &Server, subject: &str, method: Method, params: Value) -> (Reply, Vec<Value>) {
+    call_cancellable(server, subject, method, params, CancellationToken::new()).await
+}
+
+/// [`call_as`], cancelled (as when the client goes away) by `cancel`.
+async fn call_cancellable(
+    server: &Server,
+    subject: &str,
+    method: Method,
+    params: Value,
+    cancel: CancellationToken,
+) -> (Reply, Vec<Value>) {
     let params = params.as_object().expect("params are an object").clone();
     let meta = RequestMeta::from_params(&params).expect("valid _meta");
     let scope = Scope { tenant: "unit".into(), subject: subject.into() };
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let (outbox, cancel) = (crate::Outbox::new(tx), CancellationToken::new());
+    let outbox = crate::Outbox::new(tx);
     let caller = Caller { scope, scopes: None };
     let req = Admitted { id: RequestId::Number(7), method, params, meta, caller, outbox, cancel };
     let reply = server.handle(&req).await;
@@ -274,4 +299,104 @@ async fn a_required_task_needs_the_extension_and_belongs_to_its_caller() {
     });
     tokio::time::sleep(Duration::from_millis(1)).await;
     assert_eq!(result(call(&s, Method::TasksGet, get).await.0)["status"], "cancelled");
+}
+
+/// Alice holding her whole in-request call share does not stop Bob's plain
+/// call; her next one is refused retryably (-32023, retryAfterMs), and her
+/// places come back when her calls end.
+#[tokio::test]
+async fn in_request_calls_are_capped_per_scope_and_in_all() {
+    let config = ServerConfig { max_inflight_calls: 3, max_inflight_calls_per_scope: 2, ..ServerConfig::default() };
+    let s = server_with(config);
+    let hold = json!({ "name": "hold", "arguments": {}, "_meta": plain() });
+    let stop = CancellationToken::new();
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let (s, hold, stop) = (s.clone(), hold.clone(), stop.clone());
+        held.push(tokio::spawn(async move { call_cancellable(&s, "alice", Method::ToolsCall, hold, stop).await }));
+    }
+    while s.inflight_calls() < 2 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let e = error(call_as(&s, "alice", Method::ToolsCall, hold.clone()).await.0);
+    assert_eq!(e.code, -32023, "{e:?}");
+    assert_eq!(e.data.as_ref().unwrap()["limit"], "max_inflight_calls_per_scope");
+    assert_eq!(e.data.as_ref().unwrap()["retryAfterMs"], crate::INFLIGHT_RETRY_AFTER_MS);
+    assert_eq!(e.http_status(), 429);
+    let greet = json!({ "name": "greet", "arguments": { "who": "Bob" }, "_meta": plain() });
+    let bob = tokio::time::timeout(Duration::from_secs(5), call_as(&s, "bob", Method::ToolsCall, greet.clone()));
+    assert_eq!(result(bob.await.expect("Bob is not kept waiting").0)["content"][0]["text"], "hello \"Bob\"");
+    // Bob holds the pod's last place: Carol is refused by the pod-wide cap.
+    let bob_hold = CancellationToken::new();
+    let bob_call = tokio::spawn({
+        let (s, hold, stop) = (s.clone(), hold.clone(), bob_hold.clone());
+        async move { call_cancellable(&s, "bob", Method::ToolsCall, hold, stop).await }
+    });
+    while s.inflight_calls() < 3 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let e = error(call_as(&s, "carol", Method::ToolsCall, greet.clone()).await.0);
+    assert_eq!(e.data.unwrap()["limit"], "max_inflight_calls");
+    stop.cancel();
+    bob_hold.cancel();
+    for h in held {
+        h.await.unwrap();
+    }
+    bob_call.await.unwrap();
+    assert_eq!(s.inflight_calls(), 0, "every place given back");
+    assert_eq!(result(call_as(&s, "alice", Method::ToolsCall, greet).await.0)["resultType"], "complete");
+}
+
+/// A handler that runs past `call_timeout` is cancelled and its call fails
+/// with an error naming the limit.
+#[tokio::test]
+async fn an_in_request_call_past_its_deadline_is_cancelled() {
+    let config = ServerConfig { call_timeout: Some(Duration::from_millis(200)), ..ServerConfig::default() };
+    let s = server_with(config);
+    let before = CANCELLED.load(std::sync::atomic::Ordering::SeqCst);
+    let started = std::time::Instant::now();
+    let hold = json!({ "name": "hold", "arguments": {}, "_meta": plain() });
+    let reply = tokio::time::timeout(Duration::from_secs(10), call(&s, Method::ToolsCall, hold)).await;
+    let e = error(reply.expect("the deadline ends the call").0);
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    assert_eq!(e.code, -32603);
+    assert!(e.message.contains("timed out") && e.message.contains("200 ms"), "{}", e.message);
+    assert_eq!(e.data.unwrap(), json!({ "limit": "call_timeout", "timeoutMs": 200 }));
+    assert_eq!(s.inflight_calls(), 0, "its place is given back");
+    // The handler's own token fired (a handler that spawned work sees it stop).
+    let cancelled = CANCELLED.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(cancelled >= before, "{cancelled}");
+}
+
+/// A listen stream whose client stops reading is ended once it falls
+/// behind its bus queue: the last message is an error saying it lagged,
+/// and what it held is bounded by the queue, not by what was published.
+#[tokio::test]
+async fn a_listen_stream_that_lags_ends_with_an_error() {
+    use futures::StreamExt;
+    let s = server();
+    let listen = json!({ "notifications": { "toolsListChanged": true }, "_meta": plain() });
+    let Reply::Stream(mut stream) = call(&s, Method::Listen, listen).await.0 else { panic!("a stream") };
+    let ack = stream.next().await.expect("the acknowledgement");
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    let published = presa_store::BUS_QUEUE.max_items * 2;
+    for _ in 0..published {
+        s.core().bus().publish("notifications/tools/list_changed").await.unwrap();
+    }
+    let mut notifications = 0;
+    let last = loop {
+        let next = tokio::time::timeout(Duration::from_secs(5), stream.next()).await.expect("no hang");
+        match next {
+            Some(m) if m["method"] == "notifications/tools/list_changed" => notifications += 1,
+            Some(m) => break m,
+            None => panic!("ended without a last message"),
+        }
+    };
+    assert!(notifications < published, "{notifications} of {published} delivered: it lagged");
+    assert_eq!(last["id"], 7, "{last}");
+    assert_eq!(last["error"]["data"]["lagged"], true, "{last}");
+    assert!(last["error"]["message"].as_str().unwrap().contains("lagged"), "{last}");
+    assert!(stream.next().await.is_none(), "the stream ends after it");
+    drop(stream);
+    assert_eq!(s.active_listeners(), 0, "its place is given back with the ended stream");
 }
