@@ -22,30 +22,37 @@
 local left = tonumber(ARGV[4])
 local out = {}
 for i = 1, #KEYS do
-  if left <= 0 then
-    break
-  end
-  local reply = redis.call('XAUTOCLAIM', KEYS[i], ARGV[1], ARGV[2], ARGV[3],
-    '0-0', 'COUNT', left)
-  for _, entry in ipairs(reply[2]) do
-    -- Entries deleted from the stream while pending come back as nil.
-    if entry then
-      local task = ''
-      local fields = entry[2]
-      if fields then
-        for j = 1, #fields, 2 do
-          if fields[j] == 'task' then
-            task = fields[j + 1]
+  -- XAUTOCLAIM looks at no more than COUNT * 10 pending entries per call:
+  -- a long run of live ones at the head (parked tasks, held work) would hide
+  -- lapsed entries behind it, so go on from its cursor, a few calls at most.
+  local cursor, calls = '0-0', 0
+  repeat
+    if left <= 0 then
+      break
+    end
+    local reply = redis.call('XAUTOCLAIM', KEYS[i], ARGV[1], ARGV[2], ARGV[3],
+      cursor, 'COUNT', left)
+    cursor, calls = reply[1], calls + 1
+    for _, entry in ipairs(reply[2]) do
+      -- Entries deleted from the stream while pending come back as nil.
+      if entry then
+        local task = ''
+        local fields = entry[2]
+        if fields then
+          for j = 1, #fields, 2 do
+            if fields[j] == 'task' then
+              task = fields[j + 1]
+            end
           end
         end
+        out[#out + 1] = i
+        out[#out + 1] = entry[1]
+        out[#out + 1] = task
+        left = left - 1
+        redis.call('XCLAIM', KEYS[i], ARGV[1], ARGV[2], 0, entry[1],
+          'IDLE', ARGV[5], 'JUSTID')
       end
-      out[#out + 1] = i
-      out[#out + 1] = entry[1]
-      out[#out + 1] = task
-      left = left - 1
-      redis.call('XCLAIM', KEYS[i], ARGV[1], ARGV[2], 0, entry[1],
-        'IDLE', ARGV[5], 'JUSTID')
     end
-  end
+  until cursor == '0-0' or calls >= 8
 end
 return out

@@ -872,3 +872,24 @@ async fn writes_refused_at_maxmemory_are_retryable_and_fail_the_probe() {
     store.probe_write().await.expect("ready again");
     store.create(new_task(None), NO_LIMITS).await.expect("creates again");
 }
+
+/// A lapsed lease behind a long run of live ones in the pending list is still
+/// recovered: one `XAUTOCLAIM` looks at no more than ten times its COUNT, so
+/// `recover.lua` goes on from the cursor it returns.
+#[tokio::test]
+async fn a_lapsed_lease_behind_many_live_ones_is_recovered() {
+    let redis = TestRedis::start().await;
+    let store = RedisStore::connect(config(&redis).with_partitions(1)).await.expect("connect");
+    for _ in 0..40 {
+        store.create(new_task(None), NO_LIMITS).await.unwrap();
+    }
+    let live = store.claim("w1", 40, LONG, PATIENCE).await.unwrap();
+    assert_eq!(live.len(), 40);
+    let lapsing = store.create(new_task(None), NO_LIMITS).await.unwrap();
+    let short = store.claim("w2", 1, Duration::from_millis(1), PATIENCE).await.unwrap();
+    assert_eq!(short[0].task.id, lapsing.id);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let taken = store.claim("w3", 1, LONG, PATIENCE).await.unwrap();
+    assert_eq!(taken.len(), 1, "the lapsed lease behind 40 live ones was not found");
+    assert_eq!((taken[0].task.id.clone(), taken[0].deliveries), (lapsing.id, 2));
+}
