@@ -14,8 +14,8 @@
 -- it delivers nothing, so a reader dying there loses nothing) from those ids
 -- wakes on exactly the entries added since.
 --
--- Shares its loop with recover.lua on purpose: Redis runs each script
--- alone (no includes), so the flat-array packing is written in both.
+-- stream.lua (in front of this script, after task.lua) parses the
+-- entries' fields.
 --
 -- With ARGV[5..4+n] (standalone only) it also returns each delivered
 -- entry's task doc, saving the claimer a round trip: those are the one
@@ -50,13 +50,7 @@ for i = 1, #KEYS do
     'COUNT', left, 'STREAMS', KEYS[i], '>')
   if reply then
     for _, entry in ipairs(reply[1][2]) do
-      local task = ''
-      local fields = entry[2]
-      for j = 1, #fields, 2 do
-        if fields[j] == 'task' then
-          task = fields[j + 1]
-        end
-      end
+      local task = entry_task(entry[2])
       out[#out + 1] = i
       out[#out + 1] = entry[1]
       out[#out + 1] = task

@@ -7,8 +7,7 @@
 -- same step, so an entry whose recoverer dies before `claim.lua` is
 -- recoverable again one lease later (as in read.lua).
 --
--- Shares its loop with read.lua on purpose: Redis runs each script alone
--- (no includes), so the flat-array packing is written in both.
+-- stream.lua (in front of this script) parses the entries' fields.
 --
 -- KEYS[1..n]: work streams {prefix}:{pNN}:work, in the order to serve them
 -- ARGV[1]: consumer group
@@ -36,15 +35,7 @@ for i = 1, #KEYS do
     for _, entry in ipairs(reply[2]) do
       -- Entries deleted from the stream while pending come back as nil.
       if entry then
-        local task = ''
-        local fields = entry[2]
-        if fields then
-          for j = 1, #fields, 2 do
-            if fields[j] == 'task' then
-              task = fields[j + 1]
-            end
-          end
-        end
+        local task = entry_task(entry[2])
         out[#out + 1] = i
         out[#out + 1] = entry[1]
         out[#out + 1] = task

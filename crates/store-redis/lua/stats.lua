@@ -1,5 +1,6 @@
 -- stats.lua: the work queue of one partition, for metrics, in one round trip
 -- (read only, one key: works on a cluster as on a single server).
+-- stream.lua is in front of it.
 --
 -- Every work entry is either not yet delivered to the group, or pending (in
 -- the group's pending-entries list): every XACK here comes with its XDEL.
@@ -33,18 +34,9 @@ end
 local len = redis.call('XLEN', stream)
 local found, lag, delivered = false, false, '0-0'
 for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
-  local name, glag, last = nil, false, '0-0'
-  for i = 1, #g, 2 do
-    if g[i] == 'name' then
-      name = g[i + 1]
-    elseif g[i] == 'lag' then
-      glag = g[i + 1]
-    elseif g[i] == 'last-delivered-id' then
-      last = g[i + 1]
-    end
-  end
-  if name == group then
-    found, lag, delivered = true, glag, last
+  local info = flat_map(g)
+  if info.name == group then
+    found, lag, delivered = true, info.lag or false, info['last-delivered-id'] or '0-0'
   end
 end
 if not found then
@@ -101,16 +93,9 @@ end
 -- oldest pending age may still name one of them.)
 local held = 0
 if pending > handed then
-  for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', stream, group)) do
-    local name, count = nil, 0
-    for i = 1, #c, 2 do
-      if c[i] == 'name' then
-        name = c[i + 1]
-      elseif c[i] == 'pending' then
-        count = c[i + 1]
-      end
-    end
-    if name and count > 0 and string.sub(name, 1, 5) == 'held:' then
+  for _, c in ipairs(held_consumers(stream, group)) do
+    local name, count = c[1], c[2]
+    if count > 0 then
       held = held + count
       local first = redis.call('XPENDING', stream, group, '-', '+', 1, name)[1]
       if first and (not oldest_queued or age_of(first[1]) > age_of(oldest_queued)) then

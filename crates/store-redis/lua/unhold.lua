@@ -16,7 +16,7 @@
 -- entry, and held again if their scope still has no room.
 --
 -- With several keys it spans slots: standalone Redis only; cluster mode
--- runs it once per partition (one key).
+-- runs it once per partition (one key). stream.lua is in front of it.
 --
 -- KEYS[1..n]: work streams {prefix}:{pNN}:work, in the order to serve them
 -- ARGV[1]: consumer group
@@ -42,21 +42,12 @@ for i = 1, #KEYS do
     break
   end
   local held = {}
-  for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[i], ARGV[1])) do
-    local name, pending = nil, 0
-    for j = 1, #c, 2 do
-      if c[j] == 'name' then
-        name = c[j + 1]
-      elseif c[j] == 'pending' then
-        pending = c[j + 1]
-      end
-    end
-    if name and string.sub(name, 1, 5) == 'held:' then
-      if pending == 0 then
-        redis.call('XGROUP', 'DELCONSUMER', KEYS[i], ARGV[1], name)
-      elseif not skip[name] then
-        held[#held + 1] = name
-      end
+  for _, c in ipairs(held_consumers(KEYS[i], ARGV[1])) do
+    local name, pending = c[1], c[2]
+    if pending == 0 then
+      redis.call('XGROUP', 'DELCONSUMER', KEYS[i], ARGV[1], name)
+    elseif not skip[name] then
+      held[#held + 1] = name
     end
   end
   for k = 0, #held - 1 do
@@ -69,15 +60,7 @@ for i = 1, #KEYS do
       local id = p[1]
       redis.call('XCLAIM', KEYS[i], ARGV[1], ARGV[2], 0, id, 'IDLE', ARGV[4], 'JUSTID')
       local entry = redis.call('XRANGE', KEYS[i], id, id)[1]
-      local task = ''
-      if entry then
-        local fields = entry[2]
-        for j = 1, #fields, 2 do
-          if fields[j] == 'task' then
-            task = fields[j + 1]
-          end
-        end
-      end
+      local task = entry and entry_task(entry[2]) or ''
       out[#out + 1] = i
       out[#out + 1] = id
       out[#out + 1] = task

@@ -54,6 +54,11 @@ impl DerefMut for Invocation<'_> {
 /// `task.lua`: the functions that load and store a task record, put in
 /// front of every script that touches one.
 const TASK: &str = include_str!("../lua/task.lua");
+/// `stream.lua`: the helpers of the scripts that read work streams (entry
+/// fields, XINFO records, held consumers), put in front of each of them.
+const STREAM: &str = include_str!("../lua/stream.lua");
+/// [`TASK`] and [`STREAM`], for a script that reads both tasks and streams.
+const TASK_STREAM: &str = concat!(include_str!("../lua/task.lua"), include_str!("../lua/stream.lua"));
 
 /// `script!(NAME, "file.lua", [Debug,] "doc")`: the script in `lua/file.lua`.
 macro_rules! script {
@@ -95,9 +100,9 @@ task_script!(RENEW, "renew.lua", "Reset a held entry's idle time if the attempt 
 task_script!(RELEASE, "release.lua", "Make a held entry recoverable at once if the attempt still matches.");
 task_script!(REMOVE_WORK, "remove_work.lua", "XACK and XDEL finished work, unless a newer attempt holds it.");
 script!(ACK, "ack.lua", "XACK and XDEL a work entry together.");
-task_script!(READ, "read.lua", Debug, "Read up to N new entries over the partitions (standalone only).");
-script!(RECOVER, "recover.lua", Debug, "XAUTOCLAIM up to N lapsed entries over the partitions (standalone only).");
-script!(UNHOLD, "unhold.lua", Debug, "Hand held entries of scopes with room to a worker (standalone: any partitions).");
+script!(@ TASK_STREAM, READ, "read.lua", Debug, "Read up to N new entries over the partitions (standalone only).");
+script!(@ STREAM, RECOVER, "recover.lua", Debug, "XAUTOCLAIM up to N lapsed entries over the partitions (standalone only).");
+script!(@ STREAM, UNHOLD, "unhold.lua", Debug, "Hand held entries of scopes with room to a worker (standalone: any partitions).");
 script!(ADMIT, "admit.lua", "Add a task to its scope's active set unless the set is at the limit.");
 script!(QUOTA, "quota.lua", "Reserve a new task's bytes under its scope's byte quota unless it would be exceeded.");
 /// `create_scoped.lua` behind [`TASK`] and the bodies of `admit.lua`,
@@ -117,4 +122,4 @@ pub(crate) static CREATE_SCOPED: LazyLock<Lua> = LazyLock::new(|| {
 });
 script!(SESSION, "session.lua", "One counted, capped write to a legacy session's state; registers a new session.");
 script!(SESSION_ADMIT, "session_admit.lua", "Count a legacy session holding state store-wide, within the limit.");
-script!(STATS, "stats.lua", Debug, "Count a partition's queued and pending work, and the oldest pending age.");
+script!(@ STREAM, STATS, "stats.lua", Debug, "Count a partition's queued and pending work, and the oldest pending age.");
