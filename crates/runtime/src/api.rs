@@ -104,8 +104,10 @@ pub struct ApiArgs {
     #[arg(long, env = "PRESA_MAX_RESULT_BYTES", default_value_t = 1024 * 1024)]
     max_result_bytes: usize,
 
-    /// Most bytes of task records one caller scope may hold, each task from its
-    /// creation until its TTL ends (0: no limit); past it a retryable error.
+    /// Most bytes of task records one caller scope may hold, each task at its
+    /// current size (answers, status messages, results) from its creation
+    /// until its TTL ends (0: no limit); a create or answer past it gets a
+    /// retryable error (a worker's result is counted, never refused).
     #[arg(long, env = "PRESA_MAX_BYTES_PER_SCOPE", default_value_t = 256 * 1024 * 1024)]
     max_bytes_per_scope: u64,
 

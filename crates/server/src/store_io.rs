@@ -66,12 +66,34 @@ pub(crate) async fn update_task(
     writer: Writer,
     event: &Event,
 ) -> Result<Updated, UpdateError> {
-    update_task_within(store, id, writer, event, usize::MAX, None, None).await
+    update_task_within(store, id, writer, event, WriteLimits::NONE, None, None).await
+}
+
+/// What a write may grow a task to ([`update_task_within`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WriteLimits {
+    /// The task, serialised, at most (a task already past it may still
+    /// shrink or finish).
+    pub(crate) max_task_bytes: usize,
+    /// Its scope's byte quota, which a client's write may not grow the
+    /// scope's tasks past ([`TaskStore::transition_within`]).
+    pub(crate) max_bytes_per_scope: Option<u64>,
+}
+
+impl WriteLimits {
+    /// No limit.
+    #[cfg(test)]
+    pub(crate) const NONE: WriteLimits = WriteLimits { max_task_bytes: usize::MAX, max_bytes_per_scope: None };
+
+    /// Only the task's own size is bounded (a worker's write: the scope's
+    /// quota counts it but never refuses it).
+    pub(crate) fn task(max_task_bytes: usize) -> WriteLimits {
+        WriteLimits { max_task_bytes, max_bytes_per_scope: None }
+    }
 }
 
 /// Apply `event` to task `id` as `writer`, retrying on CAS conflicts, and
-/// refusing an event that would grow the stored task past `max_bytes`
-/// (serialised; a task already past it may still shrink or finish).
+/// refusing an event that would grow the stored task past `limits`.
 ///
 /// `guess`: the task as the writer last saw it (a worker's claim), tried
 /// first instead of loading it: when nothing changed it since, the write
@@ -88,10 +110,11 @@ pub(crate) async fn update_task_within(
     id: &TaskId,
     writer: Writer,
     event: &Event,
-    max_bytes: usize,
+    limits: WriteLimits,
     guess: Option<Task>,
     concluding: Option<&Claim>,
 ) -> Result<Updated, UpdateError> {
+    let max_bytes = limits.max_task_bytes;
     let size = |t: &Task| serde_json::to_vec(t).map_or(0, |v| v.len());
     let (mut known, mut guessed) = (guess, true);
     for _ in 0..MAX_ATTEMPTS {
@@ -126,7 +149,7 @@ pub(crate) async fn update_task_within(
         };
         let write = match concluding {
             Some(claim) => store_call("conclude", store.conclude(&next, claim)),
-            None => store_call("transition", store.transition(&next, writer)),
+            None => store_call("transition", store.transition_within(&next, writer, limits.max_bytes_per_scope)),
         };
         match write.await? {
             Cas::Applied(stored) => {
@@ -169,7 +192,7 @@ pub(crate) async fn update_task_patiently(
     let mut pause = FIRST_PAUSE;
     loop {
         let guess = claim.map(|c| c.task.clone());
-        match update_task_within(store, id, writer, event, max_bytes, guess, claim).await {
+        match update_task_within(store, id, writer, event, WriteLimits::task(max_bytes), guess, claim).await {
             Err(UpdateError::Store(e)) if e.is_retryable() && tokio::time::Instant::now() + pause < deadline => {
                 if pause == FIRST_PAUSE {
                     tracing::info!(error = %e, "store unavailable; retrying the task write for up to a lease");
@@ -281,7 +304,8 @@ mod tests {
     async fn a_current_guess_is_written_as_is() {
         let (store, claim) = claimed().await;
         let (id, writer) = (&claim.task.id, claim.writer());
-        let out = update_task_within(&store, id, writer, &done(), usize::MAX, Some(claim.task.clone()), None).await;
+        let out =
+            update_task_within(&store, id, writer, &done(), WriteLimits::NONE, Some(claim.task.clone()), None).await;
         let Ok(Updated::Applied(t)) = out else { panic!("{out:?}") };
         assert_eq!((t.status, t.revision), (presa_tasks::Status::Completed, claim.task.revision + 1));
         assert_eq!(store.load(id).await.unwrap(), Some(t));
@@ -294,7 +318,8 @@ mod tests {
         // The handler changed the task after the claim: the guess is stale.
         let said = Event::SetMessage("half way".into());
         update_task(&store, id, writer, &said).await.expect("message");
-        let out = update_task_within(&store, id, writer, &done(), usize::MAX, Some(claim.task.clone()), None).await;
+        let out =
+            update_task_within(&store, id, writer, &done(), WriteLimits::NONE, Some(claim.task.clone()), None).await;
         let Ok(Updated::Applied(t)) = out else { panic!("{out:?}") };
         assert_eq!(t.status, presa_tasks::Status::Completed);
         assert_eq!(t.revision, claim.task.revision + 2, "applied on the stored task, not the guess");
@@ -307,7 +332,8 @@ mod tests {
         let (store, claim) = claimed().await;
         let (id, writer) = (&claim.task.id, claim.writer());
         update_task(&store, id, Writer::Client, &Event::Cancel).await.expect("cancel");
-        let out = update_task_within(&store, id, writer, &done(), usize::MAX, Some(claim.task.clone()), None).await;
+        let out =
+            update_task_within(&store, id, writer, &done(), WriteLimits::NONE, Some(claim.task.clone()), None).await;
         let Ok(Updated::Unchanged(t)) = out else { panic!("{out:?}") };
         assert_eq!(t.status, presa_tasks::Status::Cancelled);
 
@@ -316,9 +342,16 @@ mod tests {
         let (store, claim) = claimed().await;
         let (id, writer) = (&claim.task.id, claim.writer());
         let finished = apply(&claim.task, &done(), now_ms()).unwrap().expect("finishes");
-        let out =
-            update_task_within(&store, id, writer, &Event::Fail(json!({"code": -1})), usize::MAX, Some(finished), None)
-                .await;
+        let out = update_task_within(
+            &store,
+            id,
+            writer,
+            &Event::Fail(json!({"code": -1})),
+            WriteLimits::NONE,
+            Some(finished),
+            None,
+        )
+        .await;
         let Ok(Updated::Applied(t)) = out else { panic!("{out:?}") };
         assert_eq!(t.status, presa_tasks::Status::Failed);
 
@@ -328,18 +361,20 @@ mod tests {
         let mut bloated = claim.task.clone();
         bloated.status_message = Some("x".repeat(10_000));
         let limit = serde_json::to_vec(&claim.task).unwrap().len() + 200;
-        let out = update_task_within(&store, id, writer, &done(), limit, Some(bloated), None).await;
+        let out = update_task_within(&store, id, writer, &done(), WriteLimits::task(limit), Some(bloated), None).await;
         assert!(matches!(out, Ok(Updated::Applied(_))), "{out:?}");
 
         // Taken over by another worker: fenced; and gone: gone.
         let (store, claim) = claimed().await;
         let id = &claim.task.id;
         let stale = Writer::Worker { attempt: claim.task.attempt - 1 };
-        let out = update_task_within(&store, id, stale, &done(), usize::MAX, Some(claim.task.clone()), None).await;
+        let out =
+            update_task_within(&store, id, stale, &done(), WriteLimits::NONE, Some(claim.task.clone()), None).await;
         assert!(matches!(out, Ok(Updated::Fenced)), "{out:?}");
         let gone = MemoryStore::new();
         let out =
-            update_task_within(&gone, id, claim.writer(), &done(), usize::MAX, Some(claim.task.clone()), None).await;
+            update_task_within(&gone, id, claim.writer(), &done(), WriteLimits::NONE, Some(claim.task.clone()), None)
+                .await;
         assert!(matches!(out, Ok(Updated::Gone)), "{out:?}");
     }
 }

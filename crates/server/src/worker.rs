@@ -34,7 +34,10 @@ use crate::{
     context::{Invocation, TaskRun, ToolContext},
     core::{Core, Outcome, internal_error},
     slots::{Slot, Slots},
-    store_io::{UpdateError, Updated, Verbosity, store_call, store_call_at, update_task_patiently, update_task_within},
+    store_io::{
+        UpdateError, Updated, Verbosity, WriteLimits, store_call, store_call_at, update_task_patiently,
+        update_task_within,
+    },
     tool::run_handler,
 };
 
@@ -338,7 +341,16 @@ impl Worker {
         if let Err(e @ UpdateError::TooLarge { .. }) = &written {
             tracing::warn!(error = %e, "task outcome too large: the task fails");
             let error = ErrorObject::new(codes::INTERNAL_ERROR, format!("Task outcome not stored: {e}"));
-            written = update_task_within(store.as_ref(), id, writer, &failure(error), usize::MAX, None, claimed).await;
+            written = update_task_within(
+                store.as_ref(),
+                id,
+                writer,
+                &failure(error),
+                WriteLimits::task(usize::MAX),
+                None,
+                claimed,
+            )
+            .await;
         }
         match written {
             // Its work went with the write.

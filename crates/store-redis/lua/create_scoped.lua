@@ -11,10 +11,10 @@
 --
 -- KEYS[1..3]: as create.lua (task key, work stream, wake channel)
 -- KEYS[4]: as admit.lua's KEYS[1] (the scope's active set)
--- KEYS[5..6]: as quota.lua's KEYS[1..2] (the scope's reservations, its total)
+-- KEYS[5..7]: as quota.lua's KEYS[1..3] (the scope's reservations, sizes, total)
 -- ARGV[1..8]: as create.lua
 -- ARGV[9]: the active-task limit, or "" for none (KEYS[4] is not touched)
--- ARGV[10]: the byte quota, or "" for none (KEYS[5..6] are not touched)
+-- ARGV[10]: the byte quota, or "" for none (KEYS[5..7] are not touched)
 -- ARGV[11]: the task's bytes (quota.lua's ARGV[3])
 -- ARGV[12]: the task's expiry as a reservation score (quota.lua's ARGV[4])
 -- ARGV[13]: now, Unix ms
@@ -35,8 +35,9 @@ local function undo()
     redis.call('ZREM', KEYS[4], id)
   end
   if reserved then
-    redis.call('ZREM', KEYS[5], id .. ':' .. ARGV[11])
-    redis.call('DECRBY', KEYS[6], ARGV[11])
+    redis.call('ZREM', KEYS[5], id)
+    redis.call('HDEL', KEYS[6], id)
+    redis.call('DECRBY', KEYS[7], ARGV[11])
   end
 end
 
@@ -48,7 +49,7 @@ if ARGV[9] ~= '' then
   admitted = true
 end
 if ARGV[10] ~= '' then
-  bytes = quota({ KEYS[5], KEYS[6] }, { ARGV[10], id, ARGV[11], ARGV[12], ARGV[13] })
+  bytes = quota({ KEYS[5], KEYS[6], KEYS[7] }, { ARGV[10], id, ARGV[11], ARGV[12], ARGV[13] })
   if bytes == 0 then
     undo()
     return -2

@@ -17,8 +17,15 @@
 --          script with the task's): the scope's active set (see admit.lua)
 --          and the task id, removed from it when this write ends the task.
 --          A cluster removes it in a step of its own (`forget_active`).
+-- KEYS[5..7], ARGV[10..11] (standalone only): the scope's byte reservations
+--          (as quota.lua; bytes.lua's layout), the byte quota to refuse
+--          this write's growth past it ("" never refuses: a worker's write,
+--          or one that ends the task) and now, Unix ms. A task with a
+--          reservation is counted at its new size; a cluster does that in
+--          a step of its own (resize.lua).
 -- Returns: {1} when written and published; {0, doc} on conflict (rev moved,
---          fence stale, or stored status terminal), {0} when the task is gone.
+--          fence stale, or stored status terminal), {0} when the task is gone;
+--          {2} when the byte quota refuses the growth (nothing written).
 
 local rev, attempt, status, doc = task_load(KEYS[1])
 if not rev then
@@ -26,6 +33,15 @@ if not rev then
 end
 if task_over(status) or rev ~= ARGV[1] or (ARGV[2] ~= '' and attempt ~= ARGV[2]) then
   return {0, doc}
+end
+if KEYS[5] then
+  local quota = nil
+  if ARGV[10] ~= '' then
+    quota = tonumber(ARGV[10])
+  end
+  if bytes_resize({ KEYS[5], KEYS[6], KEYS[7] }, ARGV[9], #ARGV[3], quota, ARGV[11]) == false then
+    return {2}
+  end
 end
 task_store(KEYS[1], ARGV[4], attempt, ARGV[5], ARGV[3])
 redis.call(ARGV[6], KEYS[2], ARGV[3])

@@ -109,16 +109,29 @@ impl Keys {
     }
 
     /// `{prefix}:{s.<hex tenant>.<hex subject>}:bytes` — sorted set: the
-    /// scope's byte reservations (member `<task id>:<bytes>`, score = the
-    /// task's expiry, Unix ms). Only maintained when creates carry `max_bytes_per_scope`.
+    /// scope's byte reservations (member = task id, score = the task's
+    /// expiry, Unix ms). Only maintained when creates carry
+    /// `max_bytes_per_scope`; `lua/bytes.lua` has the layout of the three keys.
     pub fn scope_bytes(&self, scope: &Scope) -> String {
         self.of_scope(scope, "bytes")
     }
 
+    /// `{prefix}:{s.<hex tenant>.<hex subject>}:bytes_sizes` — hash: each
+    /// reserved task's bytes now (same slot as [`Keys::scope_bytes`]).
+    pub fn scope_bytes_sizes(&self, scope: &Scope) -> String {
+        format!("{}_sizes", self.scope_bytes(scope))
+    }
+
     /// `{prefix}:{s.<hex tenant>.<hex subject>}:bytes_total` — string: the sum
-    /// of the scope's reservations in [`Keys::scope_bytes`] (same slot).
+    /// of the scope's reserved sizes (same slot as [`Keys::scope_bytes`]).
     pub fn scope_bytes_total(&self, scope: &Scope) -> String {
         format!("{}_total", self.scope_bytes(scope))
+    }
+
+    /// The scope's three byte-quota keys in the order the scripts take them:
+    /// reservations, sizes, total.
+    pub fn scope_byte_keys(&self, scope: &Scope) -> [String; 3] {
+        [self.scope_bytes(scope), self.scope_bytes_sizes(scope), self.scope_bytes_total(scope)]
     }
 
     /// `{prefix}:ready` — string: written (with a short expiry) by readiness

@@ -3,9 +3,10 @@
 //! with its contract: KEYS, ARGV and the reply. Every key a script touches is
 //! passed in KEYS and shares one hash slot, except `read.lua`,
 //! `recover.lua` and `claim_batch.lua` over several partitions, and
-//! `create_scoped.lua` over a task's and its scope's keys (standalone only).
-//! Scripts that read or write a task have `task.lua` (the record layout's
-//! functions) in front of them.
+//! `create_scoped.lua` and `transition.lua` over a task's and its scope's
+//! keys (standalone only). Scripts that read or write a task have `task.lua`
+//! (the record layout's functions) in front of them, and those that count a
+//! scope's bytes `bytes.lua`.
 
 use std::{
     ops::{Deref, DerefMut},
@@ -59,6 +60,11 @@ const TASK: &str = include_str!("../lua/task.lua");
 const STREAM: &str = include_str!("../lua/stream.lua");
 /// [`TASK`] and [`STREAM`], for a script that reads both tasks and streams.
 const TASK_STREAM: &str = concat!(include_str!("../lua/task.lua"), include_str!("../lua/stream.lua"));
+/// `bytes.lua`: a scope's byte reservations (reserve, resize, sweep, expire),
+/// put in front of every script that counts a task's bytes.
+const BYTES: &str = include_str!("../lua/bytes.lua");
+/// [`TASK`] and [`BYTES`], for a script that writes a task and counts its bytes.
+const TASK_BYTES: &str = concat!(include_str!("../lua/task.lua"), include_str!("../lua/bytes.lua"));
 
 /// `script!(NAME, "file.lua", [Debug,] "doc")`: the script in `lua/file.lua`.
 macro_rules! script {
@@ -89,7 +95,7 @@ macro_rules! task_script {
 }
 
 task_script!(CREATE, "create.lua", "Create a task and XADD its work entry, unless the task exists.");
-task_script!(TRANSITION, "transition.lua", "Compare-and-set a task (rev, fence, not terminal) and publish it.");
+script!(@ TASK_BYTES, TRANSITION, "transition.lua", Info, "Compare-and-set a task (rev, fence, not terminal), publish it, count its bytes.");
 task_script!(CLAIM, "claim.lua", "Bump a delivered task's attempt (CAS on rev), or drop its entry.");
 task_script!(
     CLAIM_BATCH,
@@ -104,14 +110,15 @@ script!(@ TASK_STREAM, READ, "read.lua", Debug, "Read up to N new entries over t
 script!(@ STREAM, RECOVER, "recover.lua", Debug, "XAUTOCLAIM up to N lapsed entries over the partitions (standalone only).");
 script!(@ STREAM, UNHOLD, "unhold.lua", Debug, "Hand held entries of scopes with room to a worker (standalone: any partitions).");
 script!(ADMIT, "admit.lua", "Add a task to its scope's active set unless the set is at the limit.");
-script!(QUOTA, "quota.lua", "Reserve a new task's bytes under its scope's byte quota unless it would be exceeded.");
-/// `create_scoped.lua` behind [`TASK`] and the bodies of `admit.lua`,
+script!(@ BYTES, QUOTA, "quota.lua", Info, "Reserve a new task's bytes under its scope's byte quota unless it would be exceeded.");
+script!(@ BYTES, RESIZE, "resize.lua", Info, "Count a task at its new size under its scope's byte quota (cluster), refusing growth past it.");
+/// `create_scoped.lua` behind [`TASK`], [`BYTES`] and the bodies of `admit.lua`,
 /// `quota.lua` and `create.lua`, each as a local function of its own KEYS
 /// and ARGV.
 pub(crate) static CREATE_SCOPED: LazyLock<Lua> = LazyLock::new(|| {
     let function = |name: &str, body: &str| format!("local function {name}(KEYS, ARGV)\n{body}\nend\n");
     let source = [
-        TASK.to_owned(),
+        TASK_BYTES.to_owned(),
         function("admit", include_str!("../lua/admit.lua")),
         function("quota", include_str!("../lua/quota.lua")),
         function("create", include_str!("../lua/create.lua")),

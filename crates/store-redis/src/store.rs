@@ -23,7 +23,7 @@ use crate::{
     conn::{Endpoint, Healing, Target, Verbosity, command_name, traced},
     hub::Hub,
     keys::{GROUP, Keys},
-    quota::reservation_expiry,
+    quota::{Resized, reservation_expiry},
     scripts::{self, Invocation},
 };
 
@@ -209,8 +209,16 @@ impl RedisStore {
     }
 
     /// `transition.lua`: compare-and-set `next` as `writer`; with a worker's
-    /// work `entry`, a write that ends the task removes that entry too.
-    async fn write(&self, next: &Task, writer: Writer, entry: Option<&str>) -> Result<Cas, RedisStoreError> {
+    /// work `entry`, a write that ends the task removes that entry too. The
+    /// task is counted at its new size under its scope's byte quota, and a
+    /// client write growing a live task past `quota` is refused (see `quota.rs`).
+    async fn write(
+        &self,
+        next: &Task,
+        writer: Writer,
+        entry: Option<&str>,
+        quota: Option<u64>,
+    ) -> Result<Cas, StoreError> {
         let keys = &self.inner.keys;
         let (Some(key), Some(channel), Some(partition)) =
             (keys.task(&next.id), keys.events(&next.id), keys.partition_of(&next.id))
@@ -224,39 +232,63 @@ impl RedisStore {
             Writer::Client => String::new(),
             Writer::Worker { attempt } => attempt.to_string(),
         };
+        let doc = encode(next)?;
+        let quota = presa_store::growth_quota(next, writer, quota);
+        let cluster = self.inner.cfg.cluster;
+        // A cluster counts a refusable write's growth first, in the scope's slot.
+        let counted_from = match quota {
+            Some(quota) if cluster => match self.resize_bytes(&next.scope, &next.id, doc.len(), Some(quota)).await? {
+                Resized::Refused => return Err(StoreError::Capacity { limit: BYTE_QUOTA }),
+                Resized::Was(before) => Some(before),
+                Resized::Unreserved => None,
+            },
+            _ => None,
+        };
         let mut inv = scripts::TRANSITION.prepare_invoke();
         inv.key(&key)
             .key(&channel)
             .key(keys.work(partition))
             .arg(expected)
             .arg(fence)
-            .arg(encode(next)?)
+            .arg(&doc)
             .arg(next.revision)
             .arg(next.status.as_str())
             .arg(self.publish_cmd())
             .arg(GROUP)
             .arg(entry.unwrap_or_default());
-        // Standalone: the script also takes an ending task out of its scope's active set.
-        let cluster = self.inner.cfg.cluster;
+        // Standalone: the script also takes an ending task out of its scope's
+        // active set, and counts (or refuses) its new size.
         if !cluster {
             inv.key(keys.scope_active(&next.scope)).arg(next.id.as_str());
+            for key in keys.scope_byte_keys(&next.scope) {
+                inv.key(key);
+            }
+            inv.arg(optional(quota)).arg(now_ms());
         }
         let reply: Vec<Value> = self.invoke(&inv).await?;
-        match reply.as_slice() {
+        let cas = match reply.as_slice() {
             [Value::Int(1)] => {
                 if cluster && next.status.is_terminal() {
                     self.forget_active(&next.scope, &next.id).await;
+                    self.recount_bytes(&next.scope, &next.id, doc.len()).await;
                 }
-                Ok(Cas::Applied(next.clone()))
+                Cas::Applied(next.clone())
             }
-            [Value::Int(0)] | [Value::Int(0), Value::Nil] => Ok(Cas::Conflict(None)),
-            [Value::Int(0), doc] => {
-                let doc: String =
-                    redis::from_redis_value_ref(doc).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
-                Ok(Cas::Conflict(decode_live(Some(doc.as_bytes()))?))
+            [Value::Int(2)] => return Err(StoreError::Capacity { limit: BYTE_QUOTA }),
+            [Value::Int(0)] | [Value::Int(0), Value::Nil] => Cas::Conflict(None),
+            [Value::Int(0), stored] => {
+                let stored: String =
+                    redis::from_redis_value_ref(stored).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
+                if let Some(before) = counted_from {
+                    // Counted first, lost: count what is stored (what was counted before, if unreadable).
+                    let now = decode(stored.as_bytes()).ok().and_then(|t| encode(&t).ok()).map(|d| d.len());
+                    self.recount_bytes(&next.scope, &next.id, now.unwrap_or(before as usize)).await;
+                }
+                Cas::Conflict(decode_live(Some(stored.as_bytes()))?)
             }
-            other => Err(RedisStoreError::Corrupt(format!("unexpected transition.lua reply: {other:?}"))),
-        }
+            other => return Err(RedisStoreError::Corrupt(format!("unexpected transition.lua reply: {other:?}")).into()),
+        };
+        Ok(cas)
     }
 
     /// Admission, byte reservation and creation as one `create_scoped.lua`
@@ -268,6 +300,7 @@ impl RedisStore {
         self.create_args(&mut inv, task, &doc, limits.max_queued_per_partition);
         inv.key(keys.scope_active(&task.scope))
             .key(keys.scope_bytes(&task.scope))
+            .key(keys.scope_bytes_sizes(&task.scope))
             .key(keys.scope_bytes_total(&task.scope))
             .arg(optional(limits.max_active_per_scope))
             .arg(optional(limits.max_bytes_per_scope))
@@ -367,7 +400,7 @@ fn created(reply: Value) -> Result<Created, RedisStoreError> {
 
 /// The limits a refused create names (`StoreError::Capacity`).
 const ACTIVE_LIMIT: &str = "max_active_tasks_per_scope";
-const BYTE_QUOTA: &str = "max_bytes_per_scope";
+const BYTE_QUOTA: &str = presa_store::BYTES_LIMIT;
 
 /// A scope's use of its quotas right after a create (what the scripts counted).
 #[derive(Debug, Default, Clone, Copy)]
@@ -452,15 +485,15 @@ impl TaskStore for RedisStore {
         Ok(self.read(id).await?)
     }
 
-    async fn transition(&self, next: &Task, writer: Writer) -> Result<Cas, StoreError> {
-        Ok(self.write(next, writer, None).await?)
+    async fn transition_within(&self, next: &Task, writer: Writer, quota: Option<u64>) -> Result<Cas, StoreError> {
+        self.write(next, writer, None, quota).await
     }
 
     async fn conclude(&self, next: &Task, claim: &Claim) -> Result<Cas, StoreError> {
         // A receipt that is not this store's (never, from its own claims)
         // leaves the work to the claims that find the task ended.
         let entry = self.locate(claim).ok().map(|(_, _, entry)| entry);
-        Ok(self.write(next, claim.writer(), entry.as_deref()).await?)
+        self.write(next, claim.writer(), entry.as_deref(), None).await
     }
 
     async fn claim_fair(

@@ -496,16 +496,20 @@ async fn the_scope_limit_drops_members_by_expiry_only() {
 }
 
 /// Bounded growth: tasks in every state (completed, cancelled, running,
-/// never claimed), under a per-scope limit, leave no key behind once their
-/// TTL passed and workers drained the streams: SCAN of the prefix finds only
-/// the (empty) partition streams and the epoch key.
+/// never claimed), under a per-scope limit and byte quota, leave no key
+/// behind once their TTL passed and workers drained the streams: SCAN of the
+/// prefix finds only the (empty) partition streams and the epoch key; the
+/// scope's active set and its three byte-quota keys expire with its tasks.
 #[tokio::test]
 async fn expired_tasks_leave_no_key_behind() {
     let redis = TestRedis::start().await;
     let store = store_on(&redis).await;
     store.check_epoch().await.unwrap();
-    let limits =
-        CreateLimits { max_active_per_scope: Some(100), max_bytes_per_scope: None, max_queued_per_partition: None };
+    let limits = CreateLimits {
+        max_active_per_scope: Some(100),
+        max_bytes_per_scope: Some(1 << 30),
+        max_queued_per_partition: None,
+    };
     let ttl = 1500;
     let mut tasks = Vec::new();
     for _ in 0..8 {
@@ -528,6 +532,11 @@ async fn expired_tasks_leave_no_key_behind() {
     let prefix = format!("{}:*", store.keys().prefix());
     let active = store.keys().scope_active(&owner());
     assert!(c.exists::<_, bool>(&active).await.unwrap(), "the scope's set exists while its tasks live");
+    let byte_keys = store.keys().scope_byte_keys(&owner());
+    for key in &byte_keys {
+        let left: i64 = c.pttl(key).await.unwrap();
+        assert!(left > 0 && left <= ttl as i64, "{key} expires with the scope's last task, in {left} ms");
+    }
 
     tokio::time::sleep(Duration::from_millis(ttl + 500)).await;
     // Workers drain what is left (entries of expired tasks are dropped).
@@ -548,6 +557,9 @@ async fn expired_tasks_leave_no_key_behind() {
         }
     }
     assert!(!c.exists::<_, bool>(&active).await.unwrap(), "the scope's set outlived its tasks");
+    for key in &byte_keys {
+        assert!(!c.exists::<_, bool>(key).await.unwrap(), "{key} outlived the tasks it counts");
+    }
 }
 
 /// A failover seen from the client: the server turns into a read-only

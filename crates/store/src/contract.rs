@@ -65,6 +65,7 @@ macro_rules! store_contract_tests {
             admission_counts_are_exact,
             max_queued_refuses_retryably_and_stores_nothing,
             byte_quota_per_scope,
+            a_tasks_growth_counts_against_its_scopes_byte_quota,
             a_refused_create_keeps_nothing_of_other_limits,
             input_round_trip,
             work_stats_count_queued_and_pending_work,
@@ -680,6 +681,55 @@ pub async fn byte_quota_per_scope(store: Arc<dyn TaskStore>) {
     make(&neighbour, 60_000).await.expect("the quota is per scope");
     tokio::time::sleep(Duration::from_millis(500)).await;
     make(&owner, 60_000).await.expect("an expired task frees its bytes");
+}
+
+/// A task counts at the size its writes leave it, not only its creation's:
+/// a client's answer that would grow it past its scope's byte quota is
+/// refused (retryable, nothing written) while one that fits lands; a
+/// worker's result is never refused but counts, so the next create is; a
+/// cancel lands even over the quota.
+pub async fn a_tasks_growth_counts_against_its_scopes_byte_quota(store: Arc<dyn TaskStore>) {
+    let owner = scope("grace");
+    // Sized by the first task itself (created under a quota it cannot reach).
+    let roomy = CreateLimits { max_bytes_per_scope: Some(1 << 40), ..CreateLimits::NONE };
+    let first = store.create(new_task(&owner, Some(60_000)), roomy).await.expect("create");
+    let quota = 2 * serde_json::to_vec(&first).expect("json").len() as u64 + 1500;
+    let limits = CreateLimits { max_bytes_per_scope: Some(quota), ..CreateLimits::NONE };
+    let claimed = claim_one(&store, "w1", LONG_LEASE).await;
+    let ask = BTreeMap::from([("confirm".to_string(), json!({"method": "elicitation/create"}))]);
+    let parked = commit(&store, &claimed.task, Event::RequestInput(ask), claimed.writer()).await;
+    let answer = |bytes: usize| {
+        let text = "x".repeat(bytes);
+        next(
+            &parked,
+            Event::ProvideInput(BTreeMap::from([(
+                "confirm".to_string(),
+                json!({"action": "accept", "content": {"text": text}}),
+            )])),
+        )
+    };
+    let refused = store.transition_within(&answer(3000), Writer::Client, Some(quota)).await;
+    assert!(
+        matches!(refused, Err(StoreError::Capacity { limit: crate::BYTES_LIMIT })),
+        "a 3,000-byte answer does not fit in the {quota}-byte quota: {refused:?}"
+    );
+    assert!(refused.is_err_and(|e| e.is_retryable()));
+    assert_eq!(load(&store, &parked.id).await, parked, "a refused answer writes nothing");
+    let fits = answer(200);
+    let cas = store.transition_within(&fits, Writer::Client, Some(quota)).await.expect("a 200-byte answer");
+    assert_eq!(cas, Cas::Applied(fits.clone()));
+
+    let other = store.create(new_task(&owner, Some(60_000)), limits).await.expect("a second task still fits");
+    let big = json!({"content": [{"type": "text", "text": "y".repeat(5000)}], "isError": false});
+    commit(&store, &fits, Event::Complete(big), claimed.writer()).await;
+    let full = store.create(new_task(&owner, Some(60_000)), limits).await;
+    assert!(
+        matches!(full, Err(StoreError::Capacity { limit: crate::BYTES_LIMIT })),
+        "the 5,000-byte result counts against the quota: {full:?}"
+    );
+    let cancelled = next(&other, Event::Cancel);
+    let cas = store.transition_within(&cancelled, Writer::Client, Some(quota)).await.expect("cancel");
+    assert_eq!(cas, Cas::Applied(cancelled), "a cancel lands over the quota");
 }
 
 /// A create refused by one limit keeps nothing it took under another: a

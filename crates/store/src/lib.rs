@@ -178,6 +178,16 @@ impl CreateLimits {
         CreateLimits { max_active_per_scope: None, max_bytes_per_scope: None, max_queued_per_partition: None };
 }
 
+/// The byte quota a write's growth is held to: `max_bytes_per_scope` for
+/// a client write that leaves the task live, `None` (counted, never refused)
+/// for a worker's write or one that ends the task.
+pub fn growth_quota(next: &Task, writer: Writer, max_bytes_per_scope: Option<u64>) -> Option<u64> {
+    max_bytes_per_scope.filter(|_| writer == Writer::Client && !next.status.is_terminal())
+}
+
+/// The `Capacity` limit of a create or a write past [`CreateLimits::max_bytes_per_scope`].
+pub const BYTES_LIMIT: &str = "max_bytes_per_scope";
+
 /// The outcome of a compare-and-set.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cas {
@@ -286,8 +296,28 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
     /// stored record at revision `next.revision - 1`. Refused when the
     /// revision moved, the stored task is terminal, or `writer` is a worker
     /// whose attempt is not the stored one. On success, watchers of the task
-    /// are told.
-    async fn transition(&self, next: &Task, writer: Writer) -> Result<Cas, StoreError>;
+    /// are told. Counts `next` at its size under its scope's byte quota
+    /// when the task has a reservation (never refuses: see
+    /// [`transition_within`](Self::transition_within)).
+    async fn transition(&self, next: &Task, writer: Writer) -> Result<Cas, StoreError> {
+        self.transition_within(next, writer, None).await
+    }
+
+    /// [`transition`](Self::transition) within the scope's byte quota
+    /// `max_bytes_per_scope` (what creates were given,
+    /// [`CreateLimits::max_bytes_per_scope`]): a task created under a quota
+    /// is counted at the size each write leaves it, and a client write that
+    /// grows a task that stays live (an answer to `tasks/update`) past the
+    /// quota is refused with [`StoreError::Capacity`]
+    /// (`max_bytes_per_scope`), nothing written. Workers' writes and writes
+    /// that end the task are counted, never refused ([`growth_quota`]): a
+    /// result is not thrown away, and a cancel always lands.
+    async fn transition_within(
+        &self,
+        next: &Task,
+        writer: Writer,
+        max_bytes_per_scope: Option<u64>,
+    ) -> Result<Cas, StoreError>;
 
     /// Claim up to `max` work items for `worker`: new work first, then items
     /// whose lease lapsed. Waits up to `wait` when there is none. Each claim

@@ -226,6 +226,38 @@ impl State {
         }
     }
 
+    /// Refuse a client's write that would grow `next` past its scope's
+    /// byte `quota` or the store's `max_bytes` (after a purge of expired
+    /// tasks); a write that does not grow the task always passes.
+    fn check_growth(
+        &mut self,
+        next: &Task,
+        quota: Option<u64>,
+        max_bytes: Option<usize>,
+        now: u64,
+    ) -> Result<(), StoreError> {
+        let before = self.sizes.get(&next.id).map_or(0, |(_, n)| *n);
+        let growth = record_size(next).saturating_sub(before);
+        if growth == 0 {
+            return Ok(());
+        }
+        let over = |s: &State| {
+            if let Some(q) = quota
+                && (s.scope_bytes.get(&next.scope).copied().unwrap_or(0) + growth) as u64 > q
+            {
+                return Some(crate::BYTES_LIMIT);
+            }
+            max_bytes.filter(|max| s.bytes + growth > *max).map(|_| "max_memory_bytes")
+        };
+        if over(self).is_some() {
+            self.purge(now);
+            if let Some(limit) = over(self) {
+                return Err(StoreError::Capacity { limit });
+            }
+        }
+        Ok(())
+    }
+
     /// Drop task `id`'s work item, if any.
     fn remove_work(&mut self, id: &TaskId) {
         if self.work.remove(id).is_some()
@@ -623,7 +655,7 @@ impl TaskStore for MemoryStore {
                 if over(&s) {
                     s.purge(now);
                     if over(&s) {
-                        return Err(StoreError::Capacity { limit: "max_bytes_per_scope" });
+                        return Err(StoreError::Capacity { limit: crate::BYTES_LIMIT });
                     }
                 }
             }
@@ -658,9 +690,10 @@ impl TaskStore for MemoryStore {
         Ok(self.state().live(id, now_ms()).map(|t| t.clone()))
     }
 
-    async fn transition(&self, next: &Task, writer: Writer) -> Result<Cas, StoreError> {
+    async fn transition_within(&self, next: &Task, writer: Writer, quota: Option<u64>) -> Result<Cas, StoreError> {
         let mut s = self.state();
-        let Some(stored) = s.live(&next.id, now_ms()) else {
+        let now = now_ms();
+        let Some(stored) = s.live(&next.id, now) else {
             return Ok(Cas::Conflict(None));
         };
         let fenced = match writer {
@@ -670,6 +703,13 @@ impl TaskStore for MemoryStore {
         if stored.revision.checked_add(1) != Some(next.revision) || stored.status.is_terminal() || !fenced {
             return Ok(Cas::Conflict(Some(stored.clone())));
         }
+        // What growth_quota holds to the scope's quota, held to the pod's memory too.
+        if writer == Writer::Client && !next.status.is_terminal() {
+            s.check_growth(next, quota, self.max_bytes, now)?;
+        }
+        let Some(stored) = s.tasks.get_mut(&next.id) else {
+            return Ok(Cas::Conflict(None));
+        };
         *stored = next.clone();
         if next.status.is_terminal() {
             s.forget_active(next);

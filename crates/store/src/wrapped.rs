@@ -61,8 +61,8 @@ impl<S: TaskStore> TaskStore for Wrapped<S> {
     async fn load(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
         self.inner.load(id).await
     }
-    async fn transition(&self, next: &Task, writer: Writer) -> Result<Cas, StoreError> {
-        self.inner.transition(next, writer).await
+    async fn transition_within(&self, next: &Task, writer: Writer, quota: Option<u64>) -> Result<Cas, StoreError> {
+        self.inner.transition_within(next, writer, quota).await
     }
     async fn claim_fair(
         &self,

@@ -286,6 +286,27 @@ async fn oversized_tasks_and_answers_are_refused() {
     c.wait_status(&id, "completed").await;
 }
 
+/// Answers count against the principal's byte quota (not only creation): an
+/// answer that would take A's tasks past it is refused with 429 and nothing
+/// stored, a small one lands, and B, at the same quota, is unaffected.
+#[tokio::test]
+async fn answers_count_against_the_byte_quota() {
+    let srv = embedded(ServerConfig { max_bytes_per_scope: Some(16 * 1024), ..ServerConfig::default() }).await;
+    let a = Client::new(&srv.url, tasks_caps()).with_scope("a");
+    let id = task_id(&a.call_tool("confirm_delete", json!({ "filename": "a" })).await);
+    a.wait_status(&id, "input_required").await;
+    let answer = |note: usize| json!({ "confirm-delete": { "action": "accept", "content": { "confirm": true, "note": "n".repeat(note) } } });
+    let (status, e) = a.err("tasks/update", json!({ "taskId": id, "inputResponses": answer(20_000) })).await;
+    assert_eq!((status, e["code"].as_i64()), (429, Some(-32023)), "{e}");
+    assert_eq!(e["data"]["limit"], "max_bytes_per_scope", "{e}");
+    assert_eq!(a.get_task(&id).await["status"], "input_required", "nothing was stored");
+    let b = Client::new(&srv.url, tasks_caps()).with_scope("b");
+    let other = task_id(&b.call_tool("slow_compute", json!({ "seconds": 0, "label": "b" })).await);
+    b.wait_status(&other, "completed").await;
+    a.ok("tasks/update", json!({ "taskId": id, "inputResponses": answer(100) })).await;
+    a.wait_status(&id, "completed").await;
+}
+
 /// `tools/call` of `tool` as `c`'s scope, expected to be refused: (HTTP
 /// status, its `Retry-After`, the JSON-RPC error).
 async fn refused_with_retry_after(

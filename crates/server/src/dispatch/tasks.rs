@@ -3,10 +3,10 @@
 //! Every one needs the extension declared on the request (`-32021`), a
 //! well-formed `taskId`, and a task the caller owns: another scope's task,
 //! an expired one and an unknown one answer alike (`-32602`). Updates and
-//! cancels go through the reducer ([`update_task_within`], bounded in bytes) as the client.
+//! cancels go through the reducer ([`update_task_within`], bounded in bytes: the task's own limit and its scope's byte quota) as the client.
 
 use presa_protocol::Method;
-use presa_store::{TaskId, Writer};
+use presa_store::{StoreError, TaskId, Writer};
 use presa_tasks::{Event, id::MAX_TASK_ID_LEN};
 use presa_telemetry::metrics;
 use serde_json::{Value, json};
@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::{Admitted, Server, call::encoded_len, input_responses, invalid};
 use crate::{
     error::ServerError,
-    store_io::{UpdateError, Updated, store_call, update_task_within},
+    store_io::{UpdateError, Updated, WriteLimits, store_call, update_task_within},
 };
 
 impl Server {
@@ -57,11 +57,20 @@ impl Server {
         };
         let task = store_call("get", self.store().get(&req.caller.scope, &id)).await?.ok_or_else(unknown)?;
         self.authorize_tool(&req.caller, &task.work.tool)?;
-        let max = self.config().max_task_bytes;
-        match update_task_within(self.store().as_ref(), &id, Writer::Client, &event, max, None, None).await {
+        // An answer may grow the task up to its own limit and its scope's byte quota.
+        let limits = WriteLimits {
+            max_task_bytes: self.config().max_task_bytes,
+            max_bytes_per_scope: self.config().max_bytes_per_scope,
+        };
+        match update_task_within(self.store().as_ref(), &id, Writer::Client, &event, limits, None, None).await {
             Ok(Updated::Gone) => Err(unknown()),
             Ok(_) => Ok(json!({ "resultType": "complete" })),
-            Err(UpdateError::Store(e)) => Err(e.into()),
+            Err(UpdateError::Store(e)) => {
+                if let StoreError::Capacity { limit } = e {
+                    metrics::refusal(limit);
+                }
+                Err(e.into())
+            }
             Err(e @ UpdateError::TooLarge { .. }) => {
                 metrics::refusal("max_task_bytes");
                 Err(invalid(&format!("inputResponses not stored: {e}")))

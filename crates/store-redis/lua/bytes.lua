@@ -1,0 +1,104 @@
+-- bytes.lua: a scope's byte reservations (the byte quota, `quota.rs`). Not a
+-- script of its own: `scripts.rs` puts it in front of quota.lua, resize.lua,
+-- transition.lua and create_scoped.lua, so the layout is written once.
+--
+-- Three keys in the scope's slot, passed to every function as `b`, a table
+-- {reservations, sizes, total}:
+--   {prefix}:{s.<tenant>.<subject>}:bytes        sorted set: member = task id,
+--                                                score = the task's expiry, Unix ms
+--   {prefix}:{s.<tenant>.<subject>}:bytes_sizes  hash: task id -> its bytes now
+--   {prefix}:{s.<tenant>.<subject>}:bytes_total  string: the sum of the sizes
+-- A task is counted from its creation until its expiry at the size its
+-- record has now (it grows with answers, status messages and results).
+-- The three keys expire with the last reservation, so a scope whose tasks
+-- have all expired leaves nothing behind.
+--
+-- Reservations written before `bytes_sizes` existed are members
+-- "<task id>:<bytes>" with no size entry: they are counted at that size
+-- until they expire and are never resized.
+
+-- Scores at or past 2^52 ms are tasks that never expire (`quota.rs` NEVER).
+local BYTES_NEVER = 4503599627370496
+
+-- The size of reservation `member` (0 when unknown).
+local function bytes_size_of(b, member)
+  local size = redis.call('HGET', b[2], member)
+  if size then
+    return tonumber(size)
+  end
+  return tonumber(string.match(member, ':(%d+)$')) or 0
+end
+
+-- Drop reservations expired at `now` (at most 1000 a call); returns the
+-- scope's total after.
+local function bytes_sweep(b, now)
+  local total = tonumber(redis.call('GET', b[3]) or '0')
+  local expired = redis.call('ZRANGEBYSCORE', b[1], '-inf', now, 'LIMIT', 0, 1000)
+  if #expired == 0 then
+    return total
+  end
+  for _, member in ipairs(expired) do
+    total = total - bytes_size_of(b, member)
+  end
+  redis.call('ZREM', b[1], unpack(expired))
+  redis.call('HDEL', b[2], unpack(expired))
+  if total < 0 then
+    total = 0
+  end
+  redis.call('SET', b[3], total)
+  return total
+end
+
+-- Make the three keys expire with the last reservation (or never, when a
+-- task never expires); delete them once nothing is reserved.
+local function bytes_expire(b)
+  local last = redis.call('ZRANGE', b[1], -1, -1, 'WITHSCORES')
+  if #last == 0 then
+    redis.call('DEL', b[1], b[2], b[3])
+    return
+  end
+  local at = tonumber(last[2])
+  for _, key in ipairs(b) do
+    if at >= BYTES_NEVER then
+      redis.call('PERSIST', key)
+    elseif redis.call('EXISTS', key) == 1 then
+      redis.call('PEXPIREAT', key, at)
+    end
+  end
+end
+
+-- Reserve `bytes` for new task `id` expiring at `expiry` unless the total
+-- would pass `quota`; returns the total with them, or 0 when refused.
+local function bytes_reserve(b, id, bytes, expiry, quota, now)
+  local total = bytes_sweep(b, now)
+  if total + bytes > quota then
+    return 0
+  end
+  redis.call('ZADD', b[1], expiry, id)
+  redis.call('HSET', b[2], id, bytes)
+  total = redis.call('INCRBY', b[3], bytes)
+  bytes_expire(b)
+  return total
+end
+
+-- Count task `id` at `bytes` from now on. With `quota` (a number, or nil),
+-- growth that would take the total past it is refused. Returns the size
+-- counted before (nil when the task has no reservation: nothing changes),
+-- or false when refused.
+local function bytes_resize(b, id, bytes, quota, now)
+  local before = redis.call('HGET', b[2], id)
+  if not before then
+    return nil
+  end
+  before = tonumber(before)
+  local growth = bytes - before
+  if growth == 0 then
+    return before
+  end
+  if growth > 0 and quota and bytes_sweep(b, now) + growth > quota then
+    return false
+  end
+  redis.call('HSET', b[2], id, bytes)
+  redis.call('INCRBY', b[3], growth)
+  return before
+end

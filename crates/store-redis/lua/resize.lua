@@ -1,0 +1,27 @@
+-- resize.lua: count a task at its new size under its scope's byte quota, on
+-- a cluster, where the scope's keys and the task's live in different slots
+-- (standalone Redis does this inside transition.lua). A client write that
+-- grows a live task runs this first, refusing growth past the quota, and
+-- puts the size back if its compare-and-set then loses; a write that may not
+-- be refused (a worker's, a cancel) runs it after landing. See `quota.rs`.
+--
+-- KEYS[1..3]: as quota.lua (the scope's reservations, sizes and total)
+-- ARGV[1]: task id
+-- ARGV[2]: the task's bytes now
+-- ARGV[3]: the quota, bytes, to refuse growth past it; "" never refuses
+-- ARGV[4]: now, Unix ms
+-- Returns: the size counted before (>= 0); -1 when the task has no
+--          reservation (nothing changed); -2 when the growth is refused
+--          (nothing changed).
+
+local quota = nil
+if ARGV[3] ~= '' then
+  quota = tonumber(ARGV[3])
+end
+local before = bytes_resize(KEYS, ARGV[1], tonumber(ARGV[2]), quota, ARGV[4])
+if before == nil then
+  return -1
+elseif before == false then
+  return -2
+end
+return before
