@@ -179,6 +179,11 @@ impl From<StoreError> for ServerError {
             StoreError::Corrupt(m) => ServerError::Internal(format!("corrupt record: {m}")),
             StoreError::Lagged => ServerError::Lagged,
             e @ StoreError::TooLarge { .. } => ServerError::InvalidParams(e.to_string()),
+            StoreError::KeyReused => ServerError::InvalidParams(
+                "Idempotency-Key was already used for a different request (another tool or other arguments); \
+                 use a new key"
+                    .into(),
+            ),
         }
     }
 }

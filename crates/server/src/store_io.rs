@@ -268,6 +268,7 @@ fn store_error_type(e: &StoreError) -> &'static str {
         StoreError::Corrupt(_) => "corrupt",
         StoreError::Lagged => "lagged",
         StoreError::TooLarge { .. } => "too_large",
+        StoreError::KeyReused => "key_reused",
     }
 }
 

@@ -18,6 +18,9 @@
 -- ARGV[11]: the task's bytes (quota.lua's ARGV[3])
 -- ARGV[12]: the task's expiry as a reservation score (quota.lua's ARGV[4])
 -- ARGV[13]: now, Unix ms
+-- KEYS[8], ARGV[14] (a keyed create only): as create.lua's KEYS[4], ARGV[9],
+--          asked first: a replay is answered before any limit is checked
+--          (the task it names is counted already)
 -- Returns: as create.lua, except that an entry id comes as {entry id, the
 --          scope's active tasks with this one (admit.lua's reply, -1 without
 --          a limit), its reserved bytes with this task's (quota.lua's reply,
@@ -26,6 +29,13 @@
 --          stays written unless an entry id is returned: an admission or
 --          reservation made before a refusal is taken back here, as
 --          `forget_active`/`unreserve_bytes` do on a cluster.
+
+if KEYS[8] then
+  local found = idem_replay(KEYS[8], ARGV[14])
+  if found then
+    return found
+  end
+end
 
 local id = ARGV[1]
 local admitted, reserved = false, false
@@ -56,8 +66,8 @@ if ARGV[10] ~= '' then
   end
   reserved = true
 end
-local entry = create({ KEYS[1], KEYS[2], KEYS[3] },
-  { ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8] })
+local entry = create({ KEYS[1], KEYS[2], KEYS[3], KEYS[8] },
+  { ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[14] })
 if type(entry) ~= 'string' then
   undo()
   return entry

@@ -77,6 +77,12 @@ impl Keys {
         Some(format!("{}:{}:events:{}", self.prefix, Self::tag(p), id))
     }
 
+    /// `{prefix}:{pNN}:idem:<digest>` — string: a keyed create's record
+    /// (`lua/idempotency.lua`), in the slot of the partition the key names.
+    pub fn idempotency(&self, partition: u16, key: &presa_store::Idempotency) -> String {
+        format!("{}:{}:idem:{}", self.prefix, Self::tag(partition), key.id)
+    }
+
     /// `{prefix}:{pNN}:work` — stream: one entry (`task` = id) per task with
     /// work to run, read by the consumer group [`GROUP`].
     pub fn work(&self, partition: u16) -> String {

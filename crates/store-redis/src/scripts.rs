@@ -65,6 +65,9 @@ const TASK_STREAM: &str = concat!(include_str!("../lua/task.lua"), include_str!(
 const BYTES: &str = include_str!("../lua/bytes.lua");
 /// [`TASK`] and [`BYTES`], for a script that writes a task and counts its bytes.
 const TASK_BYTES: &str = concat!(include_str!("../lua/task.lua"), include_str!("../lua/bytes.lua"));
+/// [`TASK`] and `idempotency.lua` (a keyed create's record: look up, write),
+/// for the scripts that create tasks.
+const TASK_IDEMPOTENCY: &str = concat!(include_str!("../lua/task.lua"), include_str!("../lua/idempotency.lua"));
 
 /// `script!(NAME, "file.lua", [Debug,] "doc")`: the script in `lua/file.lua`.
 macro_rules! script {
@@ -94,7 +97,8 @@ macro_rules! task_script {
     };
 }
 
-task_script!(CREATE, "create.lua", "Create a task and XADD its work entry, unless the task exists.");
+script!(@ TASK_IDEMPOTENCY, CREATE, "create.lua", Info, "Create a task and XADD its work entry, unless the task (or its idempotency key) exists.");
+script!(@ TASK_IDEMPOTENCY, REPLAY, "replay.lua", Info, "A keyed create's first step on a cluster: the task its idempotency key made, if any.");
 script!(@ TASK_BYTES, TRANSITION, "transition.lua", Info, "Compare-and-set a task (rev, fence, not terminal), publish it, count its bytes.");
 task_script!(CLAIM, "claim.lua", "Bump a delivered task's attempt (CAS on rev), or drop its entry.");
 task_script!(
@@ -112,13 +116,14 @@ script!(@ STREAM, UNHOLD, "unhold.lua", Debug, "Hand held entries of scopes with
 script!(ADMIT, "admit.lua", "Add a task to its scope's active set unless the set is at the limit.");
 script!(@ BYTES, QUOTA, "quota.lua", Info, "Reserve a new task's bytes under its scope's byte quota unless it would be exceeded.");
 script!(@ BYTES, RESIZE, "resize.lua", Info, "Count a task at its new size under its scope's byte quota (cluster), refusing growth past it.");
-/// `create_scoped.lua` behind [`TASK`], [`BYTES`] and the bodies of `admit.lua`,
+/// `create_scoped.lua` behind [`TASK`], [`BYTES`], `idempotency.lua` and the bodies of `admit.lua`,
 /// `quota.lua` and `create.lua`, each as a local function of its own KEYS
 /// and ARGV.
 pub(crate) static CREATE_SCOPED: LazyLock<Lua> = LazyLock::new(|| {
     let function = |name: &str, body: &str| format!("local function {name}(KEYS, ARGV)\n{body}\nend\n");
     let source = [
         TASK_BYTES.to_owned(),
+        include_str!("../lua/idempotency.lua").to_owned(),
         function("admit", include_str!("../lua/admit.lua")),
         function("quota", include_str!("../lua/quota.lua")),
         function("create", include_str!("../lua/create.lua")),

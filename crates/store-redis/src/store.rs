@@ -12,9 +12,9 @@ use std::{
 
 use futures::StreamExt;
 use presa_store::{
-    Cas, Claim, CreateLimits, EventBus, EventStream, GetView, NewTask, PartitionStats, Scope, SessionLimits,
-    StoreError, Task, TaskId, TaskStore, TaskStream, Writer,
-    util::{new_task_id, now_ms},
+    Cas, Claim, CreateLimits, Created, EventBus, EventStream, GetView, Idempotency, NewTask, PartitionStats, Scope,
+    SessionLimits, StoreError, Task, TaskId, TaskStore, TaskStream, Writer,
+    util::{new_task_id_in, now_ms},
 };
 use redis::{Cmd, FromRedisValue, Value};
 
@@ -293,11 +293,16 @@ impl RedisStore {
 
     /// Admission, byte reservation and creation as one `create_scoped.lua`
     /// (standalone Redis: the scope's keys and the task's may share a script).
-    async fn create_scoped(&self, task: &Task, limits: CreateLimits) -> Result<Created, RedisStoreError> {
+    async fn create_scoped(
+        &self,
+        task: &Task,
+        limits: CreateLimits,
+        idempotency: Option<&Idempotency>,
+    ) -> Result<Outcome, RedisStoreError> {
         let doc = encode(task)?;
         let keys = &self.inner.keys;
         let mut inv = scripts::CREATE_SCOPED.prepare_invoke();
-        self.create_args(&mut inv, task, &doc, limits.max_queued_per_partition);
+        self.create_args(&mut inv, task, &doc, limits.max_queued_per_partition, None);
         inv.key(keys.scope_active(&task.scope))
             .key(keys.scope_bytes(&task.scope))
             .key(keys.scope_bytes_sizes(&task.scope))
@@ -307,20 +312,51 @@ impl RedisStore {
             .arg(doc.len())
             .arg(reservation_expiry(task))
             .arg(now_ms());
+        if let Some(key) = idempotency {
+            inv.key(self.idempotency_key(task, key)).arg(&key.fingerprint);
+        }
         created(self.invoke::<Value>(&inv).await?)
+    }
+
+    /// A keyed create's record: in `task`'s partition (the one the key names).
+    fn idempotency_key(&self, task: &Task, key: &Idempotency) -> String {
+        let partition = self.inner.keys.partition_of(&task.id).expect("fresh ids are in range");
+        self.inner.keys.idempotency(partition, key)
+    }
+
+    /// `replay.lua`: the task `key` made before, if any (a cluster's first
+    /// step of a keyed create).
+    async fn replay(&self, task: &Task, key: &Idempotency) -> Result<Outcome, RedisStoreError> {
+        let mut inv = scripts::REPLAY.prepare_invoke();
+        inv.key(self.idempotency_key(task, key)).arg(&key.fingerprint);
+        match self.invoke::<Value>(&inv).await? {
+            Value::Nil => Ok(Outcome::Fresh),
+            other => created(other),
+        }
     }
 
     /// Admission, byte reservation and creation as three scripts, one after
     /// another (a cluster: the scope's keys live in another slot than the
     /// task's). Whatever was taken before a refusal is given back; after an
     /// error it lapses with the task's expiry (the create may have happened).
-    async fn create_in_steps(&self, task: &Task, limits: CreateLimits) -> Result<Created, RedisStoreError> {
+    async fn create_in_steps(
+        &self,
+        task: &Task,
+        limits: CreateLimits,
+        idempotency: Option<&Idempotency>,
+    ) -> Result<Outcome, RedisStoreError> {
+        if let Some(key) = idempotency {
+            match self.replay(task, key).await? {
+                Outcome::Fresh => {}
+                found => return Ok(found),
+            }
+        }
         let admit = limits.max_active_per_scope.is_some();
         let mut usage = Usage::default();
         if let Some(limit) = limits.max_active_per_scope {
             match self.try_admit(task, limit).await? {
                 Some(active) => usage.active = Some(active),
-                None => return Ok(Created::Refused(ACTIVE_LIMIT)),
+                None => return Ok(Outcome::Refused(ACTIVE_LIMIT)),
             }
         }
         let reserved = match limits.max_bytes_per_scope {
@@ -333,17 +369,18 @@ impl RedisStore {
                 if admit {
                     self.forget_active(&task.scope, &task.id).await;
                 }
-                return refused.map(|_| Created::Refused(BYTE_QUOTA));
+                return refused.map(|_| Outcome::Refused(BYTE_QUOTA));
             }
         }
         let doc = encode(task)?;
         let mut inv = scripts::CREATE.prepare_invoke();
-        self.create_args(&mut inv, task, &doc, limits.max_queued_per_partition);
+        let record = idempotency.map(|key| (self.idempotency_key(task, key), key.fingerprint.as_str()));
+        self.create_args(&mut inv, task, &doc, limits.max_queued_per_partition, record);
         let created = match created(self.invoke::<Value>(&inv).await?)? {
-            Created::Yes(_) => Created::Yes(usage),
+            Outcome::Yes(_) => Outcome::Yes(usage),
             other => other,
         };
-        if !matches!(created, Created::Yes(_)) {
+        if !matches!(created, Outcome::Yes(_)) {
             if admit {
                 self.forget_active(&task.scope, &task.id).await;
             }
@@ -354,8 +391,16 @@ impl RedisStore {
         Ok(created)
     }
 
-    /// `create.lua`'s keys and arguments (the first ones of `create_scoped.lua`).
-    fn create_args(&self, inv: &mut Invocation<'_>, task: &Task, doc: &str, max_queued: Option<u64>) {
+    /// `create.lua`'s keys and arguments (the first ones of `create_scoped.lua`),
+    /// with a keyed create's `record` key and fingerprint (create.lua only).
+    fn create_args(
+        &self,
+        inv: &mut Invocation<'_>,
+        task: &Task,
+        doc: &str,
+        max_queued: Option<u64>,
+        record: Option<(String, &str)>,
+    ) {
         let keys = &self.inner.keys;
         let partition = keys.partition_of(&task.id).expect("fresh ids are in range");
         inv.key(keys.task(&task.id).expect("fresh ids are in range"))
@@ -369,6 +414,9 @@ impl RedisStore {
             .arg(optional(task.expires_at_ms()))
             .arg(self.wake_cmd())
             .arg(optional(max_queued));
+        if let Some((key, fingerprint)) = record {
+            inv.key(key).arg(fingerprint);
+        }
     }
 }
 
@@ -378,21 +426,29 @@ fn optional(n: Option<u64>) -> String {
 }
 
 /// What `create.lua` (or `create_scoped.lua`) replied.
-fn created(reply: Value) -> Result<Created, RedisStoreError> {
+fn created(reply: Value) -> Result<Outcome, RedisStoreError> {
     let count = |v: &Value| match v {
         Value::Int(n) => u64::try_from(*n).ok(),
         _ => None,
     };
     match reply {
-        Value::Nil => Ok(Created::Collided),
-        Value::Int(0) => Ok(Created::QueueFull),
-        Value::Int(-1) => Ok(Created::Refused(ACTIVE_LIMIT)),
-        Value::Int(-2) => Ok(Created::Refused(BYTE_QUOTA)),
-        Value::BulkString(_) | Value::SimpleString(_) => Ok(Created::Yes(Usage::default())),
+        Value::Nil => Ok(Outcome::Collided),
+        Value::Int(0) => Ok(Outcome::QueueFull),
+        Value::Int(-1) => Ok(Outcome::Refused(ACTIVE_LIMIT)),
+        Value::Int(-2) => Ok(Outcome::Refused(BYTE_QUOTA)),
+        Value::Int(-3) => Ok(Outcome::KeyReused),
+        Value::Array(parts)
+            if parts.len() == 2 && matches!(&parts[0], Value::BulkString(tag) if tag.as_slice() == b"replay") =>
+        {
+            let doc: String =
+                redis::from_redis_value_ref(&parts[1]).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
+            Ok(Outcome::Replayed(decode(doc.as_bytes())?))
+        }
+        Value::BulkString(_) | Value::SimpleString(_) => Ok(Outcome::Yes(Usage::default())),
         Value::Array(parts)
             if parts.len() == 3 && matches!(parts[0], Value::BulkString(_) | Value::SimpleString(_)) =>
         {
-            Ok(Created::Yes(Usage { active: count(&parts[1]), bytes: count(&parts[2]) }))
+            Ok(Outcome::Yes(Usage { active: count(&parts[1]), bytes: count(&parts[2]) }))
         }
         other => Err(RedisStoreError::Corrupt(format!("unexpected create reply: {other:?}"))),
     }
@@ -411,8 +467,8 @@ struct Usage {
     bytes: Option<u64>,
 }
 
-/// What a create did.
-enum Created {
+/// What a create script did.
+enum Outcome {
     /// The task and its work entry were written; the scope's quota use after it.
     Yes(Usage),
     /// The id was taken; nothing was written.
@@ -421,6 +477,12 @@ enum Created {
     QueueFull,
     /// The scope is at this limit; nothing was written.
     Refused(&'static str),
+    /// The idempotency key made this task before (same request); nothing was written.
+    Replayed(Task),
+    /// The idempotency key was used for another request; nothing was written.
+    KeyReused,
+    /// `replay.lua`: the idempotency key is new (the create goes on).
+    Fresh,
 }
 
 /// The whole task as the JSON stored in `doc` and published on its channel.
@@ -444,18 +506,25 @@ pub(crate) fn decode_live(doc: Option<&[u8]>) -> Result<Option<Task>, RedisStore
 
 #[async_trait::async_trait]
 impl TaskStore for RedisStore {
-    async fn create(&self, new: NewTask, limits: CreateLimits) -> Result<Task, StoreError> {
+    async fn create_idempotent(
+        &self,
+        new: NewTask,
+        limits: CreateLimits,
+        idempotency: Option<&Idempotency>,
+    ) -> Result<Created, StoreError> {
         let now = now_ms();
+        let partitions = self.inner.cfg.partitions;
+        let partition = idempotency.map(|key| key.partition(partitions));
         // A 128-bit id collides practically never; retry a couple of times anyway.
         for _ in 0..3 {
-            let task = Task::new(new_task_id(self.inner.cfg.partitions), new.clone(), now);
+            let task = Task::new(new_task_id_in(partitions, partition), new.clone(), now);
             let created = if self.inner.cfg.cluster {
-                self.create_in_steps(&task, limits).await?
+                self.create_in_steps(&task, limits, idempotency).await?
             } else {
-                self.create_scoped(&task, limits).await?
+                self.create_scoped(&task, limits, idempotency).await?
             };
             match created {
-                Created::Yes(usage) => {
+                Outcome::Yes(usage) => {
                     use presa_store::metrics::{ACTIVE_TASKS_QUOTA, BYTES_QUOTA, quota_usage};
                     if let Some(active) = usage.active {
                         quota_usage(ACTIVE_TASKS_QUOTA, active, limits.max_active_per_scope);
@@ -463,11 +532,13 @@ impl TaskStore for RedisStore {
                     if let Some(bytes) = usage.bytes {
                         quota_usage(BYTES_QUOTA, bytes, limits.max_bytes_per_scope);
                     }
-                    return Ok(task);
+                    return Ok(Created::New(task));
                 }
-                Created::Collided => {}
-                Created::QueueFull => return Err(StoreError::QueueFull),
-                Created::Refused(limit) => return Err(StoreError::Capacity { limit }),
+                Outcome::Replayed(task) => return Ok(Created::Replayed(task)),
+                Outcome::KeyReused => return Err(StoreError::KeyReused),
+                Outcome::Collided | Outcome::Fresh => {}
+                Outcome::QueueFull => return Err(StoreError::QueueFull),
+                Outcome::Refused(limit) => return Err(StoreError::Capacity { limit }),
             }
         }
         Err(StoreError::Corrupt("task id collided three times".into()))

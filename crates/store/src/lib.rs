@@ -14,6 +14,7 @@
 //! - [`memory`]: the embedded backend (not durable, and says so).
 //! - [`fanout`]: the bounded per-subscriber queues both buses hand events to.
 //! - [`metrics`]: what every store reports of a create (a principal's quota use).
+//! - [`idempotency`]: creates named by a client's idempotency key (a retry returns the first task).
 //! - [`shares`]: fair shares at claim time (a scope without room is skipped, not waited behind).
 //! - [`contract`] (feature `contract`): the behavioural suite, written once
 //!   against the trait; `store_contract_tests!` instantiates it per backend.
@@ -33,12 +34,14 @@
 use std::{collections::HashMap, pin::Pin, sync::Arc, time::Duration};
 
 use futures::Stream;
+pub use idempotency::{Created, Idempotency};
 pub use presa_tasks::{Caller, NewTask, Scope, Status, Task, TaskId, wire::GetView};
 pub use shares::Shares;
 
 #[cfg(any(test, feature = "contract"))]
 pub mod contract;
 pub mod fanout;
+pub mod idempotency;
 pub mod memory;
 pub mod metrics;
 pub mod shares;
@@ -63,6 +66,11 @@ pub enum StoreError {
     /// running); nothing was stored. Retryable once workers catch up.
     #[error("work queue full")]
     QueueFull,
+    /// An idempotency key was used before, by the same principal, for a
+    /// different request (another tool or other arguments); nothing was
+    /// stored. Not retryable: the client must use a new key.
+    #[error("the idempotency key was already used for a different request")]
+    KeyReused,
     /// A stored record could not be decoded.
     #[error("corrupt task record: {0}")]
     Corrupt(String),
@@ -276,7 +284,24 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
     /// Create a `working` task and enqueue its work, atomically. Returns the
     /// stored task only once a `get` anywhere resolves it. Past a limit:
     /// `StoreError::Capacity` and nothing stored.
-    async fn create(&self, new: NewTask, limits: CreateLimits) -> Result<Task, StoreError>;
+    async fn create(&self, new: NewTask, limits: CreateLimits) -> Result<Task, StoreError> {
+        Ok(self.create_idempotent(new, limits, None).await?.into_task())
+    }
+
+    /// [`create`](Self::create), under an idempotency key when one is
+    /// given: atomically with the create, a key the owner used before for
+    /// the same request returns the task it made ([`Created::Replayed`]:
+    /// nothing stored, no second run, and no limit checked: the task is
+    /// already counted), one used for another request is
+    /// [`StoreError::KeyReused`], and a new key is recorded with the new
+    /// task for as long as the task lives. A keyed task goes to the
+    /// partition the key names ([`Idempotency::partition`]).
+    async fn create_idempotent(
+        &self,
+        new: NewTask,
+        limits: CreateLimits,
+        idempotency: Option<&Idempotency>,
+    ) -> Result<Created, StoreError>;
 
     /// The task if it exists, has not expired and belongs to `scope`.
     /// Another scope's task is `None`, exactly like an unknown id.

@@ -26,11 +26,11 @@ use tokio::sync::{Notify, broadcast};
 use tokio_stream::wrappers::BroadcastStream;
 
 use crate::{
-    BUS_QUEUE, Cas, Claim, CreateLimits, EventBus, EventStream, PartitionStats, SESSION_BYTES_LIMIT,
-    SESSION_FIELDS_LIMIT, SESSIONS_LIMIT, SESSIONS_PER_SCOPE_LIMIT, SessionLimits, Shares, StoreError, TOPIC_QUEUE,
-    TaskStore, TaskStream, Writer,
+    BUS_QUEUE, Cas, Claim, CreateLimits, Created, EventBus, EventStream, Idempotency, PartitionStats,
+    SESSION_BYTES_LIMIT, SESSION_FIELDS_LIMIT, SESSIONS_LIMIT, SESSIONS_PER_SCOPE_LIMIT, SessionLimits, Shares,
+    StoreError, TOPIC_QUEUE, TaskStore, TaskStream, Writer,
     fanout::{self, Offered, Overflow, QueueLimits, QueueSender},
-    util::{new_task_id, now_ms},
+    util::{new_task_id_in, now_ms},
 };
 
 /// Snapshots a slow watcher may fall behind by before it skips some.
@@ -166,6 +166,9 @@ struct State {
     queue: VecDeque<TaskId>,
     next_receipt: u64,
     last_purge_ms: u64,
+    /// Idempotency records ([`Idempotency::id`]): the request's fingerprint
+    /// and the task it made; dropped with the task.
+    idempotency: HashMap<String, (String, TaskId)>,
     /// Legacy session state by owner and session id.
     sessions: HashMap<(Scope, String), SessionState>,
     /// How many sessions holding state each scope has (expired ones until a purge).
@@ -312,6 +315,7 @@ impl State {
             *self.scope_bytes.entry(scope.clone()).or_default() += n;
         }
         self.work.retain(|id, _| tasks.contains_key(id));
+        self.idempotency.retain(|_, (_, id)| tasks.contains_key(id));
         self.work_per_partition.clear();
         for id in self.work.keys() {
             *self.work_per_partition.entry(id.partition().unwrap_or(0)).or_default() += 1;
@@ -612,11 +616,27 @@ impl fmt::Debug for MemoryStore {
 
 #[async_trait::async_trait]
 impl TaskStore for MemoryStore {
-    async fn create(&self, new: NewTask, limits: CreateLimits) -> Result<Task, StoreError> {
+    async fn create_idempotent(
+        &self,
+        new: NewTask,
+        limits: CreateLimits,
+        idempotency: Option<&Idempotency>,
+    ) -> Result<Created, StoreError> {
         let (task, active, bytes) = {
             let mut s = self.state();
             let now = now_ms();
             s.maybe_purge(now);
+            if let Some(key) = idempotency
+                && let Some((fingerprint, id)) = s.idempotency.get(&key.id).cloned()
+            {
+                match s.live(&id, now) {
+                    Some(task) if fingerprint == key.fingerprint => return Ok(Created::Replayed(task.clone())),
+                    Some(_) => return Err(StoreError::KeyReused),
+                    None => {
+                        s.idempotency.remove(&key.id);
+                    }
+                }
+            }
             if let Some(max) = self.max_tasks
                 && s.tasks.len() >= max
             {
@@ -638,9 +658,10 @@ impl TaskStore for MemoryStore {
             {
                 return Err(StoreError::Capacity { limit: "max_active_tasks_per_scope" });
             }
-            let mut id = new_task_id(self.partitions);
+            let partition = idempotency.map(|key| key.partition(self.partitions));
+            let mut id = new_task_id_in(self.partitions, partition);
             while s.tasks.contains_key(&id) {
-                id = new_task_id(self.partitions);
+                id = new_task_id_in(self.partitions, partition);
             }
             let partition = id.partition().unwrap_or(0);
             if let Some(max) = limits.max_queued_per_partition
@@ -664,7 +685,10 @@ impl TaskStore for MemoryStore {
             s.resize(&id, Some(&task));
             s.work.insert(id.clone(), WorkItem::default());
             *s.work_per_partition.entry(partition).or_default() += 1;
-            s.queue.push_back(id);
+            s.queue.push_back(id.clone());
+            if let Some(key) = idempotency {
+                s.idempotency.insert(key.id.clone(), (key.fingerprint.clone(), id));
+            }
             let active = s.active.get(&task.scope).map_or(0, |a| a.len() as u64);
             let bytes = s.scope_bytes.get(&task.scope).copied().unwrap_or(0) as u64;
             (task, active, bytes)
@@ -672,7 +696,7 @@ impl TaskStore for MemoryStore {
         self.work_ready.notify_waiters();
         crate::metrics::quota_usage(crate::metrics::ACTIVE_TASKS_QUOTA, active, limits.max_active_per_scope);
         crate::metrics::quota_usage(crate::metrics::BYTES_QUOTA, bytes, limits.max_bytes_per_scope);
-        Ok(task)
+        Ok(Created::New(task))
     }
 
     async fn get(&self, scope: &Scope, id: &TaskId) -> Result<Option<Task>, StoreError> {
@@ -941,7 +965,7 @@ mod tests {
 
     #[tokio::test]
     async fn memory_is_capped_in_bytes() {
-        let one = record_size(&Task::new(new_task_id(1), new_task(Some(60_000)), 0));
+        let one = record_size(&Task::new(crate::util::new_task_id(1), new_task(Some(60_000)), 0));
         let store = MemoryStore::new().with_max_bytes(2 * one + one / 2);
         store.create(new_task(Some(100)), NO_LIMITS).await.unwrap();
         store.create(new_task(Some(60_000)), NO_LIMITS).await.unwrap();

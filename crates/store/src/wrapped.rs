@@ -49,8 +49,13 @@ impl<S> Wrapped<S> {
 
 #[async_trait::async_trait]
 impl<S: TaskStore> TaskStore for Wrapped<S> {
-    async fn create(&self, new: NewTask, limits: CreateLimits) -> Result<Task, StoreError> {
-        self.inner.create(new, limits).await
+    async fn create_idempotent(
+        &self,
+        new: NewTask,
+        limits: CreateLimits,
+        idempotency: Option<&crate::Idempotency>,
+    ) -> Result<crate::Created, StoreError> {
+        self.inner.create_idempotent(new, limits, idempotency).await
     }
     async fn get(&self, scope: &Scope, id: &TaskId) -> Result<Option<Task>, StoreError> {
         self.inner.get(scope, id).await
