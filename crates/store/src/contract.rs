@@ -746,7 +746,7 @@ pub async fn an_idempotency_key_makes_one_task(store: Arc<dyn TaskStore>) {
     let one = CreateLimits { max_active_per_scope: Some(1), ..CreateLimits::NONE };
     let first = match store.create_idempotent(request.clone(), one, Some(&key)).await.expect("create") {
         Created::New(task) => task,
-        replayed => panic!("a new key makes a new task: {replayed:?}"),
+        replayed @ Created::Replayed(_) => panic!("a new key makes a new task: {replayed:?}"),
     };
     let again = store.create_idempotent(request.clone(), one, Some(&key)).await.expect("retry");
     assert_eq!(again, Created::Replayed(first.clone()), "a retry at the scope's limit returns the first task");
