@@ -442,7 +442,7 @@ fn created(reply: Value) -> Result<Outcome, RedisStoreError> {
         {
             let doc: String =
                 redis::from_redis_value_ref(&parts[1]).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
-            Ok(Outcome::Replayed(decode(doc.as_bytes())?))
+            Ok(Outcome::Replayed(Box::new(decode(doc.as_bytes())?)))
         }
         Value::BulkString(_) | Value::SimpleString(_) => Ok(Outcome::Yes(Usage::default())),
         Value::Array(parts)
@@ -478,7 +478,7 @@ enum Outcome {
     /// The scope is at this limit; nothing was written.
     Refused(&'static str),
     /// The idempotency key made this task before (same request); nothing was written.
-    Replayed(Task),
+    Replayed(Box<Task>),
     /// The idempotency key was used for another request; nothing was written.
     KeyReused,
     /// `replay.lua`: the idempotency key is new (the create goes on).
@@ -534,7 +534,7 @@ impl TaskStore for RedisStore {
                     }
                     return Ok(Created::New(task));
                 }
-                Outcome::Replayed(task) => return Ok(Created::Replayed(task)),
+                Outcome::Replayed(task) => return Ok(Created::Replayed(*task)),
                 Outcome::KeyReused => return Err(StoreError::KeyReused),
                 Outcome::Collided | Outcome::Fresh => {}
                 Outcome::QueueFull => return Err(StoreError::QueueFull),
