@@ -17,7 +17,7 @@ use presa_protocol::{
     Method, codes,
     headers::{self, decode_value},
     jsonrpc::{ErrorObject, Request},
-    meta::RequestMeta,
+    meta::{IDEMPOTENCY_KEY_META, RequestMeta},
 };
 use presa_server::catalog::Catalog;
 use serde_json::Value;
@@ -192,6 +192,31 @@ pub fn check_request(headers: &HeaderMap, req: &Request) -> Result<(Method, Requ
     }
     let method = method.map_err(|unknown| ErrorObject::new(codes::METHOD_NOT_FOUND, unknown.to_string()))?;
     Ok((method, meta))
+}
+
+/// A `tools/call`'s `Idempotency-Key` header, copied into its `_meta`
+/// ([`IDEMPOTENCY_KEY_META`]) for the server; a header and a `_meta` key that
+/// disagree are refused (-32602). Other methods' headers are ignored.
+pub fn idempotency_key(headers: &HeaderMap, method: Method, meta: &mut RequestMeta) -> Result<(), ErrorObject> {
+    if method != Method::ToolsCall {
+        return Ok(());
+    }
+    let bad = |msg: String| ErrorObject::new(codes::INVALID_PARAMS, msg);
+    let Some(key) =
+        single_header(headers, headers::IDEMPOTENCY_KEY).map_err(|e| bad(format!("Idempotency-Key: {e}")))?
+    else {
+        return Ok(());
+    };
+    match meta.raw.get(IDEMPOTENCY_KEY_META) {
+        Some(Value::String(k)) if k == key => {}
+        Some(_) => {
+            return Err(bad(format!("Idempotency-Key header does not match _meta[\"{IDEMPOTENCY_KEY_META}\"]")));
+        }
+        None => {
+            meta.raw.insert(IDEMPOTENCY_KEY_META.into(), Value::String(key.into()));
+        }
+    }
+    Ok(())
 }
 
 /// Step 8: every `x-mcp-header` parameter present in the arguments must be

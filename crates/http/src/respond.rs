@@ -185,7 +185,7 @@ async fn admit_and_dispatch(
     ended: Option<BoxFuture<'static, ()>>,
     mut observed: Observed,
 ) -> Response {
-    let (method, meta) = match admission::check_request(&headers, &req) {
+    let (method, mut meta) = match admission::check_request(&headers, &req) {
         Ok(m) => m,
         Err(e) => {
             observed.failed(&e);
@@ -193,6 +193,10 @@ async fn admit_and_dispatch(
         }
     };
     observed.span.record("mcp.protocol.version", meta.protocol_version.as_str());
+    if let Err(e) = admission::idempotency_key(&headers, method, &mut meta) {
+        observed.failed(&e);
+        return error(Some(&req.id), &e);
+    }
     if let Err(e) = admission::check_param_headers(&headers, method, &req.params, &app.server.catalog()) {
         observed.failed(&e);
         return error(Some(&req.id), &e);

@@ -14,6 +14,10 @@ pub const NAME: &str = "mcp-name";
 pub const SESSION_ID: &str = "mcp-session-id";
 /// Prefix of tool-parameter headers: `Mcp-Param-{Name}`.
 pub const PARAM_PREFIX: &str = "mcp-param-";
+/// `Idempotency-Key` (IETF httpapi draft): names a `tools/call` that creates
+/// a task, so a retry returns the first task; carried to the server as
+/// `_meta` [`IDEMPOTENCY_KEY_META`](crate::meta::IDEMPOTENCY_KEY_META).
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
 /// Why a header value could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -21,6 +21,10 @@ pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
 pub const SUBSCRIPTION_ID_KEY: &str = "io.modelcontextprotocol/subscriptionId";
 /// `_meta` key: the progress token of a request.
 pub const PROGRESS_TOKEN_KEY: &str = "progressToken";
+/// `_meta` key (presa's own): the idempotency key of a `tools/call` that
+/// creates a task, for clients that cannot set the `Idempotency-Key` header
+/// (which, when sent, is copied here).
+pub const IDEMPOTENCY_KEY_META: &str = "presa/idempotencyKey";
 /// The v1 related-task key, which must never be emitted.
 pub const RELATED_TASK_KEY: &str = "io.modelcontextprotocol/related-task";
 

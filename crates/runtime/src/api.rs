@@ -93,6 +93,12 @@ pub struct ApiArgs {
     #[arg(long, env = "PRESA_MAX_TASK_INPUT_BYTES", default_value_t = 256 * 1024)]
     max_task_input_bytes: usize,
 
+    /// Longest idempotency key a task-creating tools/call may carry
+    /// (Idempotency-Key header or _meta "presa/idempotencyKey"), in bytes;
+    /// a longer one is refused.
+    #[arg(long, env = "PRESA_MAX_IDEMPOTENCY_KEY_BYTES", default_value_t = 255)]
+    max_idempotency_key_bytes: usize,
+
     /// Largest stored task in bytes: arguments, client capabilities, answers,
     /// status message and result. A bigger task is refused (-32602), a bigger
     /// update is not stored.
@@ -286,6 +292,7 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
         task_ttl_ms: args.task_ttl_ms.0,
         poll_interval_ms: Some(args.poll_interval_ms),
         max_task_input_bytes: args.max_task_input_bytes,
+        max_idempotency_key_bytes: args.max_idempotency_key_bytes,
         max_task_bytes: args.max_task_bytes,
         max_bytes_per_scope: (args.max_bytes_per_scope > 0).then_some(args.max_bytes_per_scope),
         max_result_bytes: args.max_result_bytes,

@@ -45,8 +45,11 @@ pub struct ServerConfig {
     pub max_task_bytes: usize,
     /// Largest task result (a bigger one ends the task `failed`). Default 1 MiB.
     pub max_result_bytes: usize,
-    /// Most bytes of task records one scope may hold (each task from its
-    /// creation until it expires). Default 256 MiB.
+    /// Longest idempotency key a task-creating `tools/call` may carry
+    /// (`Idempotency-Key`, or `_meta["presa/idempotencyKey"]`). Default 255.
+    pub max_idempotency_key_bytes: usize,
+    /// Most bytes of task records one scope may hold (each task at its
+    /// current size, from its creation until it expires). Default 256 MiB.
     pub max_bytes_per_scope: Option<u64>,
     /// Most non-terminal tasks one scope may hold. Default 1000.
     pub max_active_tasks_per_scope: Option<u64>,
@@ -89,6 +92,7 @@ impl Default for ServerConfig {
             task_ttl_ms: Some(3_600_000),
             poll_interval_ms: Some(500),
             max_task_input_bytes: 256 * 1024,
+            max_idempotency_key_bytes: 255,
             max_task_bytes: 2 * 1024 * 1024,
             max_result_bytes: 1024 * 1024,
             max_bytes_per_scope: Some(256 * 1024 * 1024),

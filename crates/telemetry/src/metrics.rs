@@ -106,6 +106,8 @@ pub const REFUSAL_LIMITS: &[&str] = &[
     "max_legacy_sessions",
     "max_queued",
     "max_task_input_bytes",
+    "max_idempotency_key_bytes",
+    "idempotency_key_reused",
     "max_task_bytes",
     "max_tasks",
     "max_memory_bytes",

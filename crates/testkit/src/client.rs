@@ -54,10 +54,11 @@ impl Client {
     }
 
     fn request(&self, id: u64, method: &str, mut params: Value) -> reqwest::RequestBuilder {
-        params["_meta"] = json!({
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": self.caps,
-        });
+        // Keys the caller put in `_meta` stay; the protocol's two are set.
+        let mut meta = params["_meta"].as_object().cloned().unwrap_or_default();
+        meta.insert("io.modelcontextprotocol/protocolVersion".into(), json!("2026-07-28"));
+        meta.insert("io.modelcontextprotocol/clientCapabilities".into(), self.caps.clone());
+        params["_meta"] = Value::Object(meta);
         let name = match method {
             "tools/call" | "prompts/get" => params["name"].as_str().map(str::to_string),
             "resources/read" => params["uri"].as_str().map(str::to_string),
@@ -88,6 +89,17 @@ impl Client {
     /// SSE replies are read to their final response.
     pub async fn send(&self, method: &str, params: Value) -> (u16, Value) {
         self.try_send(method, params).await.unwrap_or_else(|e| panic!("{method}: {e}"))
+    }
+
+    /// [`send`](Self::send) with extra HTTP `headers` (name, value).
+    pub async fn send_with_headers(&self, method: &str, params: Value, headers: &[(&str, &str)]) -> (u16, Value) {
+        let mut b = self.request(1, method, params);
+        for (name, value) in headers {
+            b = b.header(*name, *value);
+        }
+        let resp = b.send().await.unwrap_or_else(|e| panic!("{method}: {e}"));
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or_else(|e| panic!("{method}: HTTP {status}, not JSON: {e}")))
     }
 
     /// Like [`send`](Self::send), but a transport failure, a body that is not

@@ -17,7 +17,10 @@
 //! a Deployment's new pod); an API pod is SIGKILLed and restarted on its port
 //! `--restart-ms` later; Redis is SIGKILLed and restarted from its AOF
 //! `--redis-down-ms` later. A failed create (no answer, a proxy's 502, a
-//! retryable 503) is not acknowledged and is retried as a new create.
+//! retryable 503) is not acknowledged and is retried with the same
+//! idempotency key (`_meta["presa/idempotencyKey"]`), so a create that landed
+//! before its answer was lost is returned, not made twice: the report counts
+//! tasks stored that no client acknowledged ("ambiguous creates"), which must be 0.
 //!
 //! When every task is terminal, every acknowledged task is read once more
 //! through nginx (its final state) and its Redis task hash gives the handler
@@ -41,7 +44,7 @@
 //! - requests that failed and were retried.
 //!
 //! Exit status: 1 on any lost task (outside the AOF window), stuck task,
-//! failed task (`slow_compute` never fails by itself) or completed task whose
+//! failed task (`slow_compute` never fails by itself), ambiguous create or completed task whose
 //! result is not its own (`Completed c<n>`), or when the setup fails; 0 otherwise.
 
 use std::{
@@ -330,7 +333,8 @@ async fn chaos(args: ChaosArgs) -> Result<bool, String> {
     let mut seen = shared.seen.lock().expect("seen").clone();
     final_pass(&shared, &mut seen).await;
     let attempts = attempts(&rig, &seen).await?;
-    let clean = report(&shared, &seen, &kills, &attempts, load_time);
+    let stored = rig.stored_tasks().await.map_err(|e| format!("counting stored tasks: {e}"))?;
+    let clean = report(&shared, &seen, &kills, &attempts, load_time, stored);
     println!(
         "\nend: load average {} (1/5/15 min), {:.1} s in all",
         crate::load_average(),
@@ -378,6 +382,29 @@ impl Rig {
         let (lease, conc) = (args.lease_ms.to_string(), args.worker_concurrency.to_string());
         let flags = ["--worker-id", id, "--lease-ms", &lease, "--concurrency", &conc];
         Pod::start(id, &self.bin.join("presa-worker"), free_port(), &flags, &self.env()).await
+    }
+
+    /// How many tasks Redis holds (every task of the run: none expires within it).
+    async fn stored_tasks(&self) -> Result<u64, redis::RedisError> {
+        let client = redis::Client::open(self.redis.url())?;
+        let mut con = client.get_multiplexed_async_connection().await?;
+        let pattern = format!("{}:*:task:*", self.prefix);
+        let (mut cursor, mut n) = (0u64, 0u64);
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut con)
+                .await?;
+            n += keys.len() as u64;
+            if next == 0 {
+                return Ok(n);
+            }
+            cursor = next;
+        }
     }
 
     /// The ids of the tasks whose work entries are pending for `consumer`.
@@ -475,7 +502,8 @@ async fn client_loop(s: Arc<Shared>) {
         }
         let ms = s.args.min_ms + spread(n, s.args.max_ms - s.args.min_ms + 1);
         let label = format!("c{n}");
-        let args = json!({ "name": "slow_compute", "arguments": { "seconds": ms as f64 / 1000.0, "label": label } });
+        let args = json!({ "name": "slow_compute", "arguments": { "seconds": ms as f64 / 1000.0, "label": label },
+                           "_meta": { "presa/idempotencyKey": format!("chaos-{label}") } });
         let (id, create_sent) = loop {
             s.counters.creates_sent.fetch_add(1, Ordering::Relaxed);
             let sent = Instant::now();
@@ -700,7 +728,10 @@ fn spread_of(d: &mut [Duration]) -> String {
 }
 
 /// Print the figures; whether the run was clean (nothing lost, stuck or failed).
-fn report(s: &Shared, seen: &[Seen], kills: &[Kill], attempts: &[u64], load_time: Duration) -> bool {
+/// `stored`: the tasks Redis holds at the end; those beyond the acknowledged
+/// ones still there were made by creates no client got an answer for
+/// (ambiguous creates: idempotency keys make them 0).
+fn report(s: &Shared, seen: &[Seen], kills: &[Kill], attempts: &[u64], load_time: Duration, stored: u64) -> bool {
     let c = &s.counters;
     let count = |st: &str| seen.iter().filter(|t| t.status == st).count();
     let (completed, failed, cancelled) = (count("completed"), count("failed"), count("cancelled"));
@@ -763,7 +794,9 @@ fn report(s: &Shared, seen: &[Seen], kills: &[Kill], attempts: &[u64], load_time
         let list: Vec<String> = m.iter().map(|(k, v)| format!("{v} × {k}")).collect();
         if list.is_empty() { "0".to_string() } else { format!("{n} ({})", list.join("; ")) }
     };
-    println!("creates failed (retried as new creates): {}", failures(&c.creates_failed));
+    println!("creates failed (retried with the same idempotency key): {}", failures(&c.creates_failed));
+    let ambiguous = stored.saturating_sub((seen.len() - lost.len()) as u64);
+    println!("ambiguous creates (tasks stored that no client acknowledged): {ambiguous} ({stored} tasks stored)");
     println!("tasks/get sent {}, failed (retried): {}", c.gets_sent.load(Ordering::Relaxed), failures(&c.gets_failed));
 
     // Recovery after each kill: the first answer to a request sent after it.
@@ -819,13 +852,13 @@ fn report(s: &Shared, seen: &[Seen], kills: &[Kill], attempts: &[u64], load_time
     for t in stuck.iter().take(10) {
         println!("STUCK: {} ({}), last seen {}", t.id, t.label, t.status);
     }
-    let clean = lost_other == 0 && stuck.is_empty() && failed == 0 && cancelled == 0 && wrong == 0;
+    let clean = lost_other == 0 && stuck.is_empty() && failed == 0 && cancelled == 0 && wrong == 0 && ambiguous == 0;
     println!(
         "\nverdict: {}",
         if clean {
-            "PASS (0 lost, 0 stuck, 0 failed, 0 wrong results)"
+            "PASS (0 lost, 0 stuck, 0 failed, 0 wrong results, 0 ambiguous creates)"
         } else {
-            "FAIL (lost, stuck, failed or wrong tasks above)"
+            "FAIL (lost, stuck, failed, wrong or ambiguous tasks above)"
         }
     );
     clean

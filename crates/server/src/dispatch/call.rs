@@ -16,8 +16,8 @@
 use std::collections::BTreeMap;
 
 use futures::StreamExt;
-use presa_protocol::meta::RequestMeta;
-use presa_store::{CreateLimits, NewTask, StoreError, util::now_ms};
+use presa_protocol::meta::{IDEMPOTENCY_KEY_META, RequestMeta};
+use presa_store::{CreateLimits, Created, Idempotency, NewTask, StoreError, util::now_ms};
 use presa_tasks::{Status, Work, wire};
 use presa_telemetry::{metrics, propagation};
 use serde::Serialize;
@@ -275,6 +275,8 @@ impl Server {
             metrics::refusal("max_task_bytes");
             return Err(invalid(&format!("Task is larger than {} bytes (max_task_bytes)", cfg.max_task_bytes)));
         }
+        let idempotency = idempotency_key(&req.meta.raw, cfg.max_idempotency_key_bytes)?
+            .map(|key| Idempotency::new(&req.caller.scope, key, &work));
         let new = NewTask {
             scope: req.caller.scope.clone(),
             work,
@@ -287,15 +289,44 @@ impl Server {
             max_bytes_per_scope: cfg.max_bytes_per_scope,
             max_queued_per_partition: cfg.max_queued_per_partition,
         };
-        let task = store_call("create", self.store().create(new, limits)).await.inspect_err(|e| match e {
+        let created = self.store().create_idempotent(new, limits, idempotency.as_ref());
+        let created = store_call("create", created).await.inspect_err(|e| match e {
             StoreError::Capacity { limit } => metrics::refusal(limit),
             StoreError::QueueFull => metrics::refusal("max_queued"),
+            StoreError::KeyReused => metrics::refusal("idempotency_key_reused"),
             _ => {}
         })?;
-        metrics::task_created();
+        let task = match created {
+            Created::New(task) => {
+                metrics::task_created();
+                tracing::debug!(task_id = %task.id, tool, "task created");
+                task
+            }
+            Created::Replayed(task) => {
+                tracing::info!(task_id = %task.id, tool, "idempotent retry: the task its key made before");
+                task
+            }
+        };
         tracing::Span::current().record("presa.task.id", tracing::field::display(&task.id));
-        tracing::debug!(task_id = %task.id, tool, "task created");
         Ok(Value::Object(wire::create_result(&task)))
+    }
+}
+
+/// The idempotency key a task-creating call carries in `_meta` (the HTTP
+/// layer copies `Idempotency-Key` there): 1 to `max` bytes of printable
+/// ASCII, else -32602.
+fn idempotency_key(meta: &Map<String, Value>, max: usize) -> Result<Option<&str>, ServerError> {
+    let Some(key) = meta.get(IDEMPOTENCY_KEY_META) else {
+        return Ok(None);
+    };
+    match key.as_str() {
+        Some(k) if !k.is_empty() && k.len() <= max && k.bytes().all(|b| (0x20..=0x7e).contains(&b)) => Ok(Some(k)),
+        _ => {
+            metrics::refusal("max_idempotency_key_bytes");
+            Err(invalid(&format!(
+                "The idempotency key must be a string of 1 to {max} printable ASCII characters (max_idempotency_key_bytes)"
+            )))
+        }
     }
 }
 
