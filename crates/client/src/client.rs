@@ -64,6 +64,16 @@ impl Client {
     }
 
     async fn post(&self, method: &str, params: Value) -> Result<(u64, reqwest::Response), Error> {
+        self.post_keyed(method, params, None).await
+    }
+
+    /// [`post`](Self::post) with an `Idempotency-Key` header when a key is given.
+    async fn post_keyed(
+        &self,
+        method: &str,
+        params: Value,
+        idempotency_key: Option<&str>,
+    ) -> Result<(u64, reqwest::Response), Error> {
         let params = match params {
             Value::Object(m) => m,
             Value::Null => Map::new(),
@@ -85,6 +95,9 @@ impl Client {
         }
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
+        }
+        if let Some(key) = idempotency_key {
+            req = req.header(wire::HEADER_IDEMPOTENCY_KEY, key);
         }
         let resp = req.send().await.map_err(|e| self.unreachable(&e))?;
         Ok((id, resp))
@@ -108,8 +121,13 @@ impl Client {
 
     /// Send `method` with `params`; the `result` of its response.
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, Error> {
+        self.request_keyed(method, params, None).await
+    }
+
+    /// [`request`](Self::request) under an idempotency key, if one is given.
+    async fn request_keyed(&self, method: &str, params: Value, key: Option<&str>) -> Result<Value, Error> {
         let task_id = params.get("taskId").and_then(Value::as_str).map(str::to_string);
-        let (id, resp) = self.post(method, params).await?;
+        let (id, resp) = self.post_keyed(method, params, key).await?;
         let message = if sse::is_event_stream(&resp) {
             let mut messages = sse::messages(resp, &self.url);
             loop {
@@ -157,6 +175,22 @@ impl Client {
         input_responses: Option<&Map<String, Value>>,
         request_state: Option<&Value>,
     ) -> Result<CallOutcome, Error> {
+        self.call_tool_keyed(name, arguments, input_responses, request_state, None).await
+    }
+
+    /// [`call_tool`](Self::call_tool) under an idempotency key
+    /// (`Idempotency-Key`): when the call creates a task, sending it again
+    /// with the same key (after [`Error::reply_lost`]) returns that task
+    /// instead of creating a second one. Use a new key
+    /// ([`wire::new_idempotency_key`]) for each distinct call.
+    pub async fn call_tool_keyed(
+        &self,
+        name: &str,
+        arguments: &Value,
+        input_responses: Option<&Map<String, Value>>,
+        request_state: Option<&Value>,
+        idempotency_key: Option<&str>,
+    ) -> Result<CallOutcome, Error> {
         let mut params = json!({ "name": name, "arguments": arguments });
         if let Some(r) = input_responses {
             params["inputResponses"] = Value::Object(r.clone());
@@ -164,7 +198,7 @@ impl Client {
         if let Some(s) = request_state {
             params["requestState"] = s.clone();
         }
-        CallOutcome::from_result(self.request("tools/call", params).await?)
+        CallOutcome::from_result(self.request_keyed("tools/call", params, idempotency_key).await?)
     }
 
     /// `tasks/get`.

@@ -87,6 +87,15 @@ impl Error {
         )
     }
 
+    /// Whether the request may have reached the server without its answer
+    /// reaching us (no answer, a reset, or a proxy's 502/503/504): the
+    /// server may or may not have acted on it. A task-creating `tools/call`
+    /// sent with an idempotency key can be retried with the same key
+    /// ([`Client::call_tool_keyed`](crate::Client::call_tool_keyed)).
+    pub fn reply_lost(&self) -> bool {
+        matches!(self, Error::Unreachable { .. } | Error::Http { status: 502..=504, .. })
+    }
+
     /// The JSON-RPC error code, for [`Error::Rpc`].
     pub fn rpc_code(&self) -> Option<i64> {
         match self {

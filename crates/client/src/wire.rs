@@ -20,6 +20,15 @@ pub const HEADER_PROTOCOL_VERSION: &str = "mcp-protocol-version";
 pub const HEADER_METHOD: &str = "mcp-method";
 /// `Mcp-Name` header.
 pub const HEADER_NAME: &str = "mcp-name";
+/// `Idempotency-Key`: names a task-creating `tools/call`, so a retry with
+/// the same key returns the task the first try made.
+pub const HEADER_IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// A fresh idempotency key: 128 random bits, as 32 hex digits.
+pub fn new_idempotency_key() -> String {
+    let bits: u128 = rand::random();
+    format!("{bits:032x}")
+}
 
 /// The capabilities this client declares: form elicitation and the Tasks extension.
 pub fn client_capabilities() -> Value {

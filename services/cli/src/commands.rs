@@ -1,6 +1,6 @@
 //! The subcommands.
 
-use std::path::Path;
+use std::{path::Path, time::Duration};
 
 use anyhow::Context;
 use presa_client::{CallOutcome, Client, Task, TaskStatus};
@@ -125,6 +125,14 @@ async fn arguments(client: &Client, args: &crate::CallArgs) -> anyhow::Result<Ma
     Ok(out)
 }
 
+/// How often `presa call` sends a call again after its answer was lost
+/// (0.5, 1, 2, 4 s apart), under the same idempotency key: a call the server
+/// made a task of returns that task, not a second one. (A tool the server runs
+/// inline, without a task, is not covered by the key: it may run again. The
+/// 2026-07-28 Tasks extension lets the server decide, so the CLI cannot tell
+/// beforehand; inline calls are the short ones, whose answers are rarely lost.)
+const CREATE_RETRIES: u32 = 4;
+
 async fn call(cli: &Cli, client: &Client, args: &crate::CallArgs) -> anyhow::Result<u8> {
     let arguments = Value::Object(arguments(client, args).await?);
     let preset = input::parse_answers(&args.input.answers)?;
@@ -134,11 +142,29 @@ async fn call(cli: &Cli, client: &Client, args: &crate::CallArgs) -> anyhow::Res
     let mut responses: Option<Map<String, Value>> = None;
     let mut state: Option<Value> = None;
     loop {
-        let outcome = tokio::select! {
-            o = client.call_tool(&args.tool, &arguments, responses.as_ref(), state.as_ref()) => o?,
-            Some(()) = ctrl_c.recv() => {
-                eprintln!("presa: interrupted before the server answered");
-                return Ok(exit::INTERRUPTED);
+        // Each round is its own call, under its own key; a retry of a round
+        // whose answer was lost reuses it, so a task it made is not made twice.
+        let key = presa_client::wire::new_idempotency_key();
+        let mut retries = 0;
+        let outcome = loop {
+            let sent = tokio::select! {
+                o = client.call_tool_keyed(&args.tool, &arguments, responses.as_ref(), state.as_ref(), Some(&key)) => o,
+                Some(()) = ctrl_c.recv() => {
+                    eprintln!("presa: interrupted before the server answered");
+                    return Ok(exit::INTERRUPTED);
+                }
+            };
+            match sent {
+                Err(e) if e.reply_lost() && retries < CREATE_RETRIES => {
+                    retries += 1;
+                    let pause = Duration::from_millis(500 << (retries - 1));
+                    eprintln!(
+                        "presa: {e}; sending the call again with the same idempotency key in {:.1} s ({retries}/{CREATE_RETRIES})",
+                        pause.as_secs_f64()
+                    );
+                    tokio::time::sleep(pause).await;
+                }
+                other => break other?,
             }
         };
         match outcome {

@@ -298,3 +298,32 @@ async fn sync_tools_print_at_once_and_sigint_without_a_terminal_leaves_the_task_
     let get = presa(&api.url, &["get", id]).await;
     assert!(get.stdout.contains("status   working"), "{get}");
 }
+
+/// `presa call` sends a task-creating call under an idempotency key and,
+/// when its answer is lost (the server made the task, the proxy answered
+/// 502), sends it again with the same key: the server returns the same task,
+/// which the CLI follows to its result. One task, not two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_whose_answer_was_lost_is_retried_under_its_key() {
+    let api = embedded().await;
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (url, forwarded) = common::proxy(&api.url, move |method| match method {
+        Some("tools/call") if calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 => common::Hook::LoseAnswer,
+        _ => common::Hook::Forward,
+    })
+    .await;
+    let out = presa(&url, &["call", "slow_compute", "seconds=0", "label=once"]).await;
+    assert_eq!(out.code, 0, "{out}");
+    assert_eq!(out.stdout, "Completed once\n", "{out}");
+    assert!(out.stderr.contains("sending the call again with the same idempotency key"), "{out}");
+    let created: Vec<Value> = forwarded
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(method, ..)| method == "tools/call")
+        .map(|(_, _, body)| serde_json::from_str(body).unwrap())
+        .collect();
+    assert_eq!(created.len(), 2, "the lost try and the retry: {created:?}");
+    let ids: Vec<&str> = created.iter().map(|v| v["result"]["taskId"].as_str().unwrap_or_default()).collect();
+    assert!(!ids[0].is_empty() && ids[0] == ids[1], "the retry returned the first task: {ids:?}");
+}

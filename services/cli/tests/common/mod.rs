@@ -85,17 +85,33 @@ async fn read_request(s: &mut tokio::net::TcpStream) -> Option<(String, Vec<u8>)
     }
 }
 
-/// An MCP server without `subscriptions/listen`: a proxy to `upstream` (an
-/// MCP URL) that answers `subscriptions/listen` with 404 `-32601` and
-/// forwards every other request. Its URL.
-pub async fn without_listen(upstream: &str) -> String {
+/// What [`proxy`] does with a request, by its `Mcp-Method` (`None` when absent).
+pub enum Hook {
+    /// Forward it and pass the answer on.
+    Forward,
+    /// Answer this (status, JSON body) without forwarding it.
+    Answer(u16, String),
+    /// Forward it (the server acts on it), then answer 502 as a proxy whose
+    /// upstream died before answering would: the answer is lost.
+    LoseAnswer,
+}
+
+/// A forwarded request's method, and the status and body the upstream answered.
+pub type Forwarded = Arc<Mutex<Vec<(String, u16, String)>>>;
+
+/// A proxy to `upstream` (an MCP URL) doing what `hook` says with each
+/// request; its URL, and what it forwarded.
+pub async fn proxy(upstream: &str, hook: impl Fn(Option<&str>) -> Hook + Send + Sync + 'static) -> (String, Forwarded) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let upstream = upstream.to_string();
     let http = reqwest::Client::new();
+    let hook = Arc::new(hook);
+    let forwarded: Forwarded = Arc::default();
+    let log = forwarded.clone();
     tokio::spawn(async move {
         while let Ok((mut s, _)) = listener.accept().await {
-            let (upstream, http) = (upstream.clone(), http.clone());
+            let (upstream, http, hook, log) = (upstream.clone(), http.clone(), hook.clone(), log.clone());
             tokio::spawn(async move {
                 while let Some((head, body)) = read_request(&mut s).await {
                     let headers: Vec<(String, String)> = head
@@ -105,25 +121,36 @@ pub async fn without_listen(upstream: &str) -> String {
                         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
                         .collect();
                     let method = headers.iter().find(|(k, _)| k == "mcp-method").map(|(_, v)| v.clone());
-                    let (status, content_type, reply) = if method.as_deref() == Some("subscriptions/listen") {
-                        let e = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found"}}"#;
-                        (404, "application/json".to_string(), e.as_bytes().to_vec())
-                    } else {
-                        let mut req = http.post(&upstream).body(body);
-                        for (k, v) in &headers {
-                            if k.starts_with("mcp-") || k == "content-type" || k == "accept" || k == "authorization" {
-                                req = req.header(k.as_str(), v.as_str());
+                    let action = hook(method.as_deref());
+                    let (status, content_type, reply) = match action {
+                        Hook::Answer(status, body) => (status, "application/json".to_string(), body.into_bytes()),
+                        Hook::Forward | Hook::LoseAnswer => {
+                            let mut req = http.post(&upstream).body(body);
+                            for (k, v) in &headers {
+                                if k.starts_with("mcp-")
+                                    || ["content-type", "accept", "authorization", "idempotency-key"]
+                                        .contains(&k.as_str())
+                                {
+                                    req = req.header(k.as_str(), v.as_str());
+                                }
+                            }
+                            let resp = req.send().await.unwrap();
+                            let status = resp.status().as_u16();
+                            let ct = resp
+                                .headers()
+                                .get("content-type")
+                                .and_then(|v| v.to_str().ok())
+                                .unwrap_or("application/json")
+                                .to_string();
+                            let reply = resp.bytes().await.unwrap().to_vec();
+                            let text = String::from_utf8_lossy(&reply).into_owned();
+                            log.lock().unwrap().push((method.clone().unwrap_or_default(), status, text));
+                            if matches!(action, Hook::LoseAnswer) {
+                                (502, "text/html".to_string(), b"<html>502 Bad Gateway</html>".to_vec())
+                            } else {
+                                (status, ct, reply)
                             }
                         }
-                        let resp = req.send().await.unwrap();
-                        let status = resp.status().as_u16();
-                        let ct = resp
-                            .headers()
-                            .get("content-type")
-                            .and_then(|v| v.to_str().ok())
-                            .unwrap_or("application/json")
-                            .to_string();
-                        (status, ct, resp.bytes().await.unwrap().to_vec())
                     };
                     let head = format!(
                         "HTTP/1.1 {status} X\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n",
@@ -136,7 +163,20 @@ pub async fn without_listen(upstream: &str) -> String {
             });
         }
     });
-    url
+    (url, forwarded)
+}
+
+/// An MCP server without `subscriptions/listen`: a proxy to `upstream` (an
+/// MCP URL) that answers `subscriptions/listen` with 404 `-32601` and
+/// forwards every other request. Its URL.
+pub async fn without_listen(upstream: &str) -> String {
+    let e = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found"}}"#;
+    proxy(upstream, move |method| match method {
+        Some("subscriptions/listen") => Hook::Answer(404, e.to_string()),
+        _ => Hook::Forward,
+    })
+    .await
+    .0
 }
 
 /// A server answering every request with `status`, `headers` and `body`;
