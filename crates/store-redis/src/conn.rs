@@ -13,12 +13,20 @@
 //! leaves a pod wedged. It also records when Redis last answered, for the
 //! liveness probe.
 //!
+//! With Sentinel, every new connection (this one, a blocking-read one, the
+//! pub/sub hub's) first asks the Sentinels for the primary and checks its
+//! `ROLE` (`sentinel.rs`), so the healing above is also what follows a
+//! failover: the first error on the old primary (refused, dropped,
+//! `READONLY` once it came back as a replica) drops the connection, and the
+//! next one goes to the promoted replica. The blocking-read pool
+//! ([`Blocking`]) follows the primary the last discovery confirmed.
+//!
 //! Also where every round trip gets its client span ([`traced`]), and where
-//! the URLs and TLS settings become clients ([`Endpoint`]).
+//! the URLs, Sentinels and TLS settings become clients ([`Endpoint`]).
 
 use std::{
     sync::{
-        Mutex,
+        Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
     time::{Duration, Instant},
@@ -26,14 +34,14 @@ use std::{
 
 use deadpool_redis::{Pool, PoolConfig, Runtime, Timeouts};
 use redis::{
-    AsyncConnectionConfig, Client, Cmd, ConnectionAddr, Pipeline, RedisFuture, TlsCertificates, Value,
+    AsyncConnectionConfig, Client, Cmd, ConnectionAddr, ConnectionInfo, Pipeline, RedisFuture, TlsCertificates, Value,
     aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig},
     cluster::{ClusterClient, ClusterClientBuilder},
     cluster_async::ClusterConnection,
 };
 use tracing::{Instrument, field::Empty};
 
-use crate::{RedisConfig, RedisStoreError};
+use crate::{RedisConfig, RedisStoreError, sentinel::Sentinels};
 
 /// The shared command connection.
 #[derive(Clone)]
@@ -93,11 +101,14 @@ pub(crate) async fn bounded<T>(
 }
 
 /// How to reach Redis, resolved once from the configuration: the URLs and,
-/// with `tls_ca_file`, the CA certificates `rediss://` connections trust.
+/// with `tls_ca_file`, the CA certificates `rediss://` connections trust; or
+/// the Sentinels that name the primary.
 #[derive(Debug, Clone)]
 pub(crate) struct Endpoint {
     urls: Vec<String>,
     certs: Option<TlsCertificates>,
+    /// With Sentinel: where every new standalone connection finds the primary.
+    sentinels: Option<Arc<Sentinels>>,
 }
 
 impl Endpoint {
@@ -111,16 +122,57 @@ impl Endpoint {
                 Some(TlsCertificates { client_tls: None, root_cert: Some(pem) })
             }
         };
-        Ok(Endpoint { urls: cfg.urls(), certs })
+        let sentinels = match &cfg.sentinel {
+            Some(s) => Some(Arc::new(Sentinels::new(s, certs.clone(), cfg.op_timeout)?)),
+            None => None,
+        };
+        Ok(Endpoint { urls: cfg.urls(), certs, sentinels })
     }
 
-    /// A client of the first URL (standalone: the only one).
+    /// A client of the first URL (standalone: the only one). Not with
+    /// Sentinel: see [`primary`](Self::primary).
     pub(crate) fn client(&self) -> Result<Client, RedisStoreError> {
-        let url = self.urls[0].as_str();
+        let Some(url) = self.urls.first() else {
+            return Err(RedisStoreError::Config("no Redis URL (the primary is found through Sentinel)".into()));
+        };
         Ok(match &self.certs {
-            Some(certs) => Client::build_with_tls(url, certs.clone())?,
-            None => Client::open(url)?,
+            Some(certs) => Client::build_with_tls(url.as_str(), certs.clone())?,
+            None => Client::open(url.as_str())?,
         })
+    }
+
+    /// A client of the standalone server for a new connection: the URL's,
+    /// or the primary the Sentinels name now (confirmed by `ROLE`; at most
+    /// about twice `op_timeout`).
+    pub(crate) async fn primary(&self) -> Result<Client, RedisStoreError> {
+        match &self.sentinels {
+            None => self.client(),
+            Some(s) => Ok(Client::open(s.discover().await?.info)?),
+        }
+    }
+
+    /// The standalone server known now, without asking anything: the URL's,
+    /// or the primary the last discovery confirmed (`None` before the first).
+    /// Its `host:port` names it.
+    pub(crate) fn known_primary(&self) -> Result<Option<(String, ConnectionInfo)>, RedisStoreError> {
+        match &self.sentinels {
+            None => {
+                let info = self.client()?.get_connection_info().clone();
+                Ok(Some((String::new(), info)))
+            }
+            Some(s) => Ok(s.last().map(|p| (p.address, p.info))),
+        }
+    }
+
+    /// With Sentinel: why no primary could be found lately (a failover in
+    /// progress, the Sentinels unreachable), while none was found since.
+    pub(crate) fn trouble(&self) -> Option<String> {
+        self.sentinels.as_ref().and_then(|s| s.trouble())
+    }
+
+    /// Whether the primary is found through Sentinel.
+    pub(crate) fn is_sentinel(&self) -> bool {
+        self.sentinels.is_some()
     }
 
     /// A cluster client over every seed URL.
@@ -150,7 +202,8 @@ pub(crate) async fn connect(cfg: &RedisConfig, endpoint: &Endpoint) -> Result<Co
             .set_response_timeout(Some(cfg.op_timeout))
             .set_number_of_retries(2)
             .set_max_delay(Duration::from_millis(500));
-        let conn = bounded(cfg.op_timeout, ConnectionManager::new_with_config(endpoint.client()?, config)).await?;
+        let client = endpoint.primary().await?;
+        let conn = bounded(cfg.op_timeout, ConnectionManager::new_with_config(client, config)).await?;
         Ok(Conn::Single(conn))
     }
 }
@@ -274,13 +327,61 @@ pub(crate) fn curable(r: &redis::RedisError) -> bool {
         || r.is_unrecoverable_error()
 }
 
-/// The pool of dedicated connections for blocking reads (standalone only).
-pub(crate) fn blocking_pool(cfg: &RedisConfig, endpoint: &Endpoint) -> Result<Pool, RedisStoreError> {
+/// The pool of dedicated connections for blocking reads (standalone only),
+/// without a response timeout. With Sentinel it follows the primary: a pool
+/// is built for the primary the last discovery confirmed (by the command
+/// connection or the pub/sub hub), and replaced when that moves.
+pub(crate) struct Blocking {
+    cfg: RedisConfig,
+    endpoint: Endpoint,
+    /// The pool, and the primary (`host:port`; empty without Sentinel) it connects to.
+    current: Mutex<Option<(String, Pool)>>,
+}
+
+impl std::fmt::Debug for Blocking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let on = self.current.lock().ok().and_then(|c| c.as_ref().map(|(a, _)| a.clone()));
+        f.debug_struct("Blocking").field("primary", &on).finish_non_exhaustive()
+    }
+}
+
+impl Blocking {
+    /// Without Sentinel the pool is built at once (a bad URL fails here).
+    pub(crate) fn new(cfg: &RedisConfig, endpoint: &Endpoint) -> Result<Blocking, RedisStoreError> {
+        let blocking = Blocking { cfg: cfg.clone(), endpoint: endpoint.clone(), current: Mutex::new(None) };
+        if !endpoint.is_sentinel() {
+            blocking.pool()?;
+        }
+        Ok(blocking)
+    }
+
+    /// The pool for the primary known now (`None`: none known yet).
+    pub(crate) fn pool(&self) -> Result<Option<Pool>, RedisStoreError> {
+        let mut current =
+            self.current.lock().map_err(|_| RedisStoreError::Pool("blocking pool lock poisoned".into()))?;
+        if let Some((address, pool)) = current.as_ref()
+            && (!self.endpoint.is_sentinel()
+                || self.endpoint.known_primary()?.is_some_and(|(known, _)| &known == address))
+        {
+            return Ok(Some(pool.clone()));
+        }
+        let Some((address, info)) = self.endpoint.known_primary()? else {
+            return Ok(None);
+        };
+        let pool = blocking_pool(&self.cfg, info)?;
+        if current.is_some() {
+            tracing::info!(primary = %address, "blocking-read connections follow the new Redis primary");
+        }
+        *current = Some((address, pool.clone()));
+        Ok(Some(pool))
+    }
+}
+
+fn blocking_pool(cfg: &RedisConfig, info: ConnectionInfo) -> Result<Pool, RedisStoreError> {
     let conn_config = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(cfg.op_timeout))
         // Blocking reads are bounded by the caller (BLOCK + op_timeout).
         .set_response_timeout(None);
-    let info = endpoint.client()?.get_connection_info().clone();
     let manager = deadpool_redis::Manager::new_with_config(info, conn_config)?;
     let mut pool_config = PoolConfig::new(cfg.blocking_connections);
     pool_config.timeouts =
@@ -313,7 +414,8 @@ pub(crate) struct Target {
 
 impl Target {
     pub(crate) fn new(cfg: &RedisConfig, endpoint: &Endpoint) -> Target {
-        let server = if cfg.cluster {
+        // A cluster routes each command to its slot's node; Sentinel's primary moves.
+        let server = if cfg.cluster || cfg.sentinel.is_some() {
             None
         } else {
             endpoint.client().ok().and_then(|c| match c.get_connection_info().addr() {

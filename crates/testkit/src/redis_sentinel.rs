@@ -1,0 +1,248 @@
+//! A local Redis Sentinel set-up for failover tests: a primary, replicas
+//! (`--replicaof`) and Sentinels (`redis-server sentinel.conf --sentinel`),
+//! all spawned `redis-server` processes on free loopback ports in one
+//! temporary directory, stopped when the [`TestSentinel`] is dropped.
+//!
+//! The Sentinels monitor the primary as [`MASTER`] with a quorum of 2, a
+//! primary counted down after 1 s of silence and a 5 s failover timeout, so
+//! a killed primary is replaced within a few seconds.
+//! [`TestSentinel::spawn`] returns once every Sentinel knows the replicas
+//! and the other Sentinels (without that, no failover can be agreed on).
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    net::TcpStream,
+    path::Path,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use crate::redis::{free_port, ping, redis_server_binary, spawn_server};
+
+/// The name the Sentinels monitor the primary by.
+pub const MASTER: &str = "presa-test";
+
+/// One spawned process and its port.
+#[derive(Debug)]
+struct Node {
+    port: u16,
+    child: Option<Child>,
+}
+
+impl Node {
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A primary, its replicas and the Sentinels watching them.
+#[derive(Debug)]
+pub struct TestSentinel {
+    /// Data nodes: the first is the primary at start.
+    data: Vec<Node>,
+    sentinels: Vec<Node>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestSentinel {
+    /// A primary with `replicas` replicas and `sentinels` Sentinels (at
+    /// least 2, the quorum), ready to fail over.
+    pub fn spawn(replicas: usize, sentinels: usize) -> TestSentinel {
+        assert!(sentinels >= 2, "the quorum is 2");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut data = Vec::new();
+        let primary = free_port();
+        for i in 0..=replicas {
+            let node_dir = dir.path().join(format!("data{i}"));
+            std::fs::create_dir_all(&node_dir).expect("node dir");
+            let port = if i == 0 { primary } else { free_port() };
+            let primary_port = primary.to_string();
+            let extra: Vec<&str> = if i == 0 { vec![] } else { vec!["--replicaof", "127.0.0.1", &primary_port] };
+            let child = spawn_server(&node_dir, port, &extra).unwrap_or_else(|e| panic!("data node {i}: {e}"));
+            data.push(Node { port, child: Some(child) });
+        }
+        let mut nodes = Vec::new();
+        for i in 0..sentinels {
+            let port = free_port();
+            let child = spawn_sentinel(dir.path(), i, port, primary).unwrap_or_else(|e| panic!("sentinel {i}: {e}"));
+            nodes.push(Node { port, child: Some(child) });
+        }
+        let setup = TestSentinel { data, sentinels: nodes, _dir: dir };
+        setup.wait_until_watched(replicas, Duration::from_secs(30));
+        eprintln!(
+            "[testkit] redis source: spawned Sentinel set-up (primary 127.0.0.1:{primary}, {replicas} replica(s), sentinels {})",
+            setup.sentinel_addresses()
+        );
+        setup
+    }
+
+    /// The Sentinels as `host:port,host:port…` (for `--redis-sentinels`).
+    pub fn sentinel_addresses(&self) -> String {
+        self.sentinels.iter().map(|s| format!("127.0.0.1:{}", s.port)).collect::<Vec<_>>().join(",")
+    }
+
+    /// The port of the data node `i` (0: the primary at start).
+    pub fn data_port(&self, i: usize) -> u16 {
+        self.data[i].port
+    }
+
+    /// The primary's port as the first Sentinel that answers names it.
+    pub fn primary_port(&self) -> Option<u16> {
+        self.sentinels.iter().filter(|s| s.child.is_some()).find_map(|s| {
+            let reply = command(s.port, &["SENTINEL", "get-master-addr-by-name", MASTER]).ok()?;
+            reply.get(1)?.parse().ok()
+        })
+    }
+
+    /// SIGKILL the data node on `port` (the primary, to force a failover).
+    pub fn kill_data_node(&mut self, port: u16) {
+        let node = self.data.iter_mut().find(|n| n.port == port).expect("a data node on that port");
+        node.kill();
+    }
+
+    /// Wait until every Sentinel still running names a primary other than
+    /// `old` that answers `ROLE` as master; returns its port.
+    pub fn wait_for_failover(&self, old: u16, timeout: Duration) -> Result<u16, String> {
+        let deadline = Instant::now() + timeout;
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            let named: Vec<Option<u16>> = self
+                .sentinels
+                .iter()
+                .filter(|s| s.child.is_some())
+                .map(|s| {
+                    let reply = command(s.port, &["SENTINEL", "get-master-addr-by-name", MASTER]).ok()?;
+                    reply.get(1)?.parse().ok()
+                })
+                .collect();
+            if let Some(Some(new)) = named.first()
+                && *new != old
+                && named.iter().all(|n| *n == Some(*new))
+                && command(*new, &["ROLE"]).is_ok_and(|r| r.first().is_some_and(|role| role == "master"))
+            {
+                return Ok(*new);
+            }
+            last = format!("{named:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Err(format!("no failover from port {old} within {timeout:?}; the Sentinels name {last}"))
+    }
+
+    fn wait_until_watched(&self, replicas: usize, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let others = self.sentinels.len() - 1;
+        loop {
+            let ready = self.sentinels.iter().all(|s| {
+                let Ok(fields) = command(s.port, &["SENTINEL", "master", MASTER]) else { return false };
+                let field = |name: &str| {
+                    fields.chunks(2).find(|kv| kv[0] == name).and_then(|kv| kv.get(1)).and_then(|v| v.parse().ok())
+                };
+                field("num-slaves") == Some(replicas) && field("num-other-sentinels") == Some(others)
+            }) && self.data[1..].iter().all(|n| {
+                command(n.port, &["INFO", "replication"])
+                    .is_ok_and(|r| r.iter().any(|text| text.contains("master_link_status:up")))
+            });
+            if ready {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the Sentinels did not see every replica and each other within {timeout:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for TestSentinel {
+    fn drop(&mut self) {
+        for n in self.sentinels.iter_mut().chain(self.data.iter_mut()) {
+            n.kill();
+        }
+    }
+}
+
+/// Start Sentinel `i` on `port`, monitoring the primary on `primary`.
+fn spawn_sentinel(dir: &Path, i: usize, port: u16, primary: u16) -> Result<Child, String> {
+    let conf = dir.join(format!("sentinel{i}.conf"));
+    let text = format!(
+        "port {port}\nbind 127.0.0.1\ndir {}\n\
+         sentinel monitor {MASTER} 127.0.0.1 {primary} 2\n\
+         sentinel down-after-milliseconds {MASTER} 1000\n\
+         sentinel failover-timeout {MASTER} 5000\n\
+         sentinel parallel-syncs {MASTER} 1\n",
+        dir.display()
+    );
+    std::fs::write(&conf, text).map_err(|e| format!("write {}: {e}", conf.display()))?;
+    let mut child = Command::new(redis_server_binary())
+        .arg(&conf)
+        .arg("--sentinel")
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("spawn redis-server --sentinel: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("sentinel exited at start: {status}"));
+        }
+        if ping(port) {
+            return Ok(child);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    Err(format!("sentinel on port {port} did not answer PING"))
+}
+
+/// Run one command on `127.0.0.1:port` (inline RESP) and flatten the reply
+/// into strings (an array's elements, nested arrays flattened).
+fn command(port: u16, args: &[&str]) -> Result<Vec<String>, String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_millis(1000))).map_err(|e| e.to_string())?;
+    let mut req = format!("*{}\r\n", args.len());
+    for a in args {
+        req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
+    let mut r = BufReader::new(s);
+    let mut out = Vec::new();
+    read_reply(&mut r, &mut out)?;
+    Ok(out)
+}
+
+fn read_line(r: &mut impl BufRead) -> Result<String, String> {
+    let mut line = String::new();
+    r.read_line(&mut line).map_err(|e| e.to_string())?;
+    Ok(line.trim_end_matches(['\r', '\n']).to_string())
+}
+
+fn read_reply(r: &mut impl BufRead, out: &mut Vec<String>) -> Result<(), String> {
+    let line = read_line(r)?;
+    let (kind, rest) = line.split_at(line.len().min(1));
+    match kind {
+        "+" | ":" => out.push(rest.to_string()),
+        "-" => return Err(rest.to_string()),
+        "$" => {
+            let n: i64 = rest.parse().map_err(|_| format!("bad bulk length {rest}"))?;
+            if n >= 0 {
+                let mut buf = vec![0u8; n as usize + 2];
+                std::io::Read::read_exact(r, &mut buf).map_err(|e| e.to_string())?;
+                out.push(String::from_utf8_lossy(&buf[..n as usize]).into_owned());
+            }
+        }
+        "*" => {
+            let n: i64 = rest.parse().map_err(|_| format!("bad array length {rest}"))?;
+            for _ in 0..n.max(0) {
+                read_reply(r, out)?;
+            }
+        }
+        _ => return Err(format!("unexpected reply {line:?}")),
+    }
+    Ok(())
+}
