@@ -13,7 +13,9 @@
 //! not answer) are skipped; when none is left, discovery fails, and the
 //! caller (a command, the pub/sub hub's reconnect) tries again later: that
 //! is the window of a failover in progress, which [`Sentinels::trouble`]
-//! describes for `/readyz`.
+//! describes for `/readyz`. For 200 ms after a failed discovery, the next
+//! ones fail at once with the same reason (a failover must not turn every
+//! command of every pod into a round of Sentinel connections).
 //!
 //! Hand-written rather than redis-rs' `sentinel` feature: that one asks
 //! `SENTINEL MASTERS` through connections it caches behind `&mut self`, with
@@ -27,7 +29,10 @@
 //! cures), and a fresh answer is what makes every connection follow a
 //! failover.
 
-use std::{sync::Mutex, time::Duration};
+use std::{
+    sync::Mutex,
+    time::{Duration, Instant},
+};
 
 use futures::{StreamExt, stream::FuturesUnordered};
 use redis::{
@@ -50,9 +55,15 @@ pub(crate) struct Sentinels {
     op_timeout: Duration,
     /// The primary the last successful discovery confirmed.
     primary: Mutex<Option<Primary>>,
-    /// Why the last discovery failed, while no later one succeeded.
-    trouble: Mutex<Option<String>>,
+    /// When and why the last discovery failed, while no later one succeeded.
+    trouble: Mutex<Option<(Instant, String)>>,
 }
+
+/// Least time between two discoveries after one failed: the commands (and
+/// reconnects) in between share its outcome instead of each asking every
+/// Sentinel again, so a failover does not turn every pod's traffic into a
+/// storm of Sentinel connections.
+const RETRY_AFTER_FAILURE: Duration = Duration::from_millis(200);
 
 /// A confirmed primary.
 #[derive(Clone)]
@@ -166,6 +177,11 @@ impl Sentinels {
     /// Find and confirm the current primary (see the module docs). Takes at
     /// most about twice `op_timeout`.
     pub(crate) async fn discover(&self) -> Result<Primary, RedisStoreError> {
+        if let Some((at, why)) = self.trouble.lock().ok().and_then(|t| t.clone())
+            && at.elapsed() < RETRY_AFTER_FAILURE
+        {
+            return Err(RedisStoreError::Unreachable(why));
+        }
         let mut answers: FuturesUnordered<_> = self.addresses.iter().map(|(h, p)| self.ask(h, *p)).collect();
         let mut tried: Vec<(String, u16)> = Vec::new();
         let mut errors: Vec<String> = Vec::new();
@@ -190,7 +206,7 @@ impl Sentinels {
         errors.dedup();
         let why = format!("no Redis primary for Sentinel master {:?}: {}", self.master, errors.join("; "));
         if let Ok(mut t) = self.trouble.lock() {
-            *t = Some(why.clone());
+            *t = Some((Instant::now(), why.clone()));
         }
         Err(RedisStoreError::Unreachable(why))
     }
@@ -224,7 +240,7 @@ impl Sentinels {
     /// Why the last discovery found no primary, while none succeeded since:
     /// a failover in progress, or the Sentinels unreachable.
     pub(crate) fn trouble(&self) -> Option<String> {
-        self.trouble.lock().ok().and_then(|t| t.clone())
+        self.trouble.lock().ok().and_then(|t| t.as_ref().map(|(_, why)| why.clone()))
     }
 }
 

@@ -166,3 +166,54 @@ async fn sentinel_misconfiguration_fails_clearly() {
     assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
     assert!(err.contains("no Redis primary") && err.contains(&port.to_string()), "{err}");
 }
+
+/// A stand-in for a Sentinel that missed a failover: it answers every
+/// command with the address `127.0.0.1:port`. Returns its own port.
+async fn stale_sentinel(port: u16) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let own = listener.local_addr().unwrap().port();
+    let reply = format!("*2\r\n$9\r\n127.0.0.1\r\n${}\r\n{port}\r\n", port.to_string().len());
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let reply = reply.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                while matches!(socket.read(&mut buf).await, Ok(n) if n > 0) {
+                    if socket.write_all(reply.as_bytes()).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    own
+}
+
+/// What a Sentinel names is checked with `ROLE`: a Sentinel naming a
+/// replica (it missed a failover) is not believed, and with a good Sentinel
+/// beside it the store lands on the real primary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_naming_a_replica_is_not_believed() {
+    if !redis_server_on_path() {
+        eprintln!("SKIPPED: the Sentinel tests need redis-server on PATH (apt-get install redis-server)");
+        return;
+    }
+    let set = TestSentinel::spawn(1, 2);
+    let stale = stale_sentinel(set.data_port(1)).await;
+    let config = |list: &str| {
+        RedisConfig::sentinel(SentinelConfig::new(list, MASTER))
+            .with_prefix(unique_prefix())
+            .with_partitions(2)
+            .with_op_timeout(Duration::from_secs(1))
+    };
+    let err = RedisStore::connect(config(&format!("127.0.0.1:{stale}"))).await.unwrap_err().to_string();
+    assert!(err.contains("is a slave, not a primary"), "{err}");
+    let store = RedisStore::connect(config(&format!("127.0.0.1:{stale},{}", set.sentinel_addresses())))
+        .await
+        .expect("the good Sentinel's answer is taken");
+    let task = store.create(new_task(), NO_LIMITS).await.unwrap();
+    let key = store.keys().task(&task.id).unwrap();
+    let on_primary: bool = redis::cmd("EXISTS").arg(&key).query_async(&mut raw(set.data_port(0)).await).await.unwrap();
+    assert!(on_primary, "the task went to the primary");
+}
