@@ -18,8 +18,10 @@
 //! `ROLE` (`sentinel.rs`), so the healing above is also what follows a
 //! failover: the first error on the old primary (refused, dropped,
 //! `READONLY` once it came back as a replica) drops the connection, and the
-//! next one goes to the promoted replica. The blocking-read pool
-//! ([`Blocking`]) follows the primary the last discovery confirmed.
+//! next one goes to the promoted replica; when the old primary stays up
+//! (a forced failover), `sentinel::watch` drops the connection once the
+//! Sentinels name another primary ([`Healing::leave`]). The blocking-read
+//! pool ([`Blocking`]) follows the primary the last discovery confirmed.
 //!
 //! Also where every round trip gets its client span ([`traced`]), and where
 //! the URLs, Sentinels and TLS settings become clients ([`Endpoint`]).
@@ -175,6 +177,11 @@ impl Endpoint {
         self.sentinels.is_some()
     }
 
+    /// The Sentinels, when the primary is found through them.
+    pub(crate) fn sentinels(&self) -> Option<&Arc<Sentinels>> {
+        self.sentinels.as_ref()
+    }
+
     /// A cluster client over every seed URL.
     pub(crate) fn cluster(&self) -> ClusterClientBuilder {
         let builder = ClusterClient::builder(self.urls.clone());
@@ -185,8 +192,10 @@ impl Endpoint {
     }
 }
 
-/// Open the command connection (failing within `op_timeout` when Redis is unreachable).
-pub(crate) async fn connect(cfg: &RedisConfig, endpoint: &Endpoint) -> Result<Conn, RedisStoreError> {
+/// Open the command connection (failing within `op_timeout` when Redis is
+/// unreachable; with Sentinel, after a discovery of up to twice that). With
+/// Sentinel, also the `host:port` of the primary it connected to.
+pub(crate) async fn connect(cfg: &RedisConfig, endpoint: &Endpoint) -> Result<(Conn, Option<String>), RedisStoreError> {
     if cfg.cluster {
         let client = endpoint
             .cluster()
@@ -195,7 +204,7 @@ pub(crate) async fn connect(cfg: &RedisConfig, endpoint: &Endpoint) -> Result<Co
             .retries(2)
             .build()?;
         let conn = bounded(cfg.op_timeout, client.get_async_connection()).await?;
-        Ok(Conn::Cluster(conn))
+        Ok((Conn::Cluster(conn), None))
     } else {
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(cfg.op_timeout))
@@ -203,8 +212,17 @@ pub(crate) async fn connect(cfg: &RedisConfig, endpoint: &Endpoint) -> Result<Co
             .set_number_of_retries(2)
             .set_max_delay(Duration::from_millis(500));
         let client = endpoint.primary().await?;
+        let address = endpoint.is_sentinel().then(|| address_of(client.get_connection_info()));
         let conn = bounded(cfg.op_timeout, ConnectionManager::new_with_config(client, config)).await?;
-        Ok(Conn::Single(conn))
+        Ok((Conn::Single(conn), address))
+    }
+}
+
+/// `host:port` of a TCP (or TLS) address, as [`Sentinels`] name primaries.
+pub(crate) fn address_of(info: &ConnectionInfo) -> String {
+    match info.addr() {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => format!("{host}:{port}"),
+        other => other.to_string(),
     }
 }
 
@@ -213,6 +231,8 @@ pub(crate) struct Healing {
     cfg: RedisConfig,
     endpoint: Endpoint,
     current: Mutex<Option<Conn>>,
+    /// With Sentinel: the primary (`host:port`) `current` was opened to.
+    on: Mutex<Option<String>>,
     /// One (re)connect at a time; the others wait for its outcome (the
     /// error of the last failed attempt, and how many attempts ended).
     connecting: tokio::sync::Mutex<(u64, String)>,
@@ -237,6 +257,7 @@ impl Healing {
             cfg: cfg.clone(),
             endpoint: endpoint.clone(),
             current: Mutex::new(None),
+            on: Mutex::new(None),
             connecting: tokio::sync::Mutex::new((0, String::new())),
             attempts: AtomicU64::new(0),
             born: Instant::now(),
@@ -266,9 +287,12 @@ impl Healing {
         let attempt = connect(&self.cfg, &self.endpoint).await;
         last.0 += 1;
         self.attempts.store(last.0, Ordering::Release);
-        let conn = attempt.inspect_err(|e| last.1 = e.to_string())?;
+        let (conn, address) = attempt.inspect_err(|e| last.1 = e.to_string())?;
         if let Ok(mut cur) = self.current.lock() {
             *cur = Some(conn.clone());
+            if let Ok(mut on) = self.on.lock() {
+                *on = address;
+            }
         }
         tracing::info!("redis command connection open");
         Ok(conn)
@@ -290,6 +314,28 @@ impl Healing {
                 }
             }
             Err(_) => {}
+        }
+    }
+
+    /// With Sentinel: the primary the open connection goes to, if one is open.
+    pub(crate) fn on(&self) -> Option<String> {
+        let open = self.current.lock().ok().is_some_and(|c| c.is_some());
+        if open { self.on.lock().ok().and_then(|o| o.clone()) } else { None }
+    }
+
+    /// Drop the open connection if it still goes to `address` (the
+    /// Sentinels promoted another primary): the next command opens one to
+    /// the new primary.
+    pub(crate) fn leave(&self, address: &str, why: &str) {
+        if let Ok(mut cur) = self.current.lock()
+            && self.on.lock().ok().is_some_and(|on| on.as_deref() == Some(address))
+            && cur.take().is_some()
+        {
+            tracing::warn!(
+                primary = address,
+                reason = why,
+                "dropping the redis command connection to a former primary"
+            );
         }
     }
 

@@ -25,7 +25,9 @@
 //!
 //! Nothing is cached but the last primary found (for the blocking-read pool,
 //! which follows it, and for logging a move): each new connection asks
-//! again. Connections are rare (start-up, after an error a new connection
+//! again. Besides, [`watch`] asks one Sentinel once a second (over one kept
+//! connection) whether the primary moved while the command connection's old
+//! one is still up, and drops that connection if so. Connections are rare (start-up, after an error a new connection
 //! cures), and a fresh answer is what makes every connection follow a
 //! failover.
 
@@ -137,17 +139,17 @@ impl Sentinels {
             .set_response_timeout(Some(self.op_timeout))
     }
 
+    fn master_addr_cmd(&self) -> redis::Cmd {
+        redis::cmd("SENTINEL").arg("get-master-addr-by-name").arg(&self.master).to_owned()
+    }
+
     /// One Sentinel's answer: the primary's `host` and `port`.
     async fn ask(&self, host: &str, port: u16) -> Result<(String, u16), String> {
         let client = self.client(host, port, self.sentinel_auth.clone()).map_err(|e| e.to_string())?;
         let config = self.connection_config();
         let query = async {
             let mut conn = client.get_multiplexed_async_connection_with_config(&config).await?;
-            redis::cmd("SENTINEL")
-                .arg("get-master-addr-by-name")
-                .arg(&self.master)
-                .query_async::<Option<(String, u16)>>(&mut conn)
-                .await
+            self.master_addr_cmd().query_async::<Option<(String, u16)>>(&mut conn).await
         };
         match bounded(self.op_timeout, query).await {
             Ok(Some(addr)) => Ok(addr),
@@ -241,6 +243,70 @@ impl Sentinels {
     /// a failover in progress, or the Sentinels unreachable.
     pub(crate) fn trouble(&self) -> Option<String> {
         self.trouble.lock().ok().and_then(|t| t.as_ref().map(|(_, why)| why.clone()))
+    }
+}
+
+/// How often a store with an open command connection asks a Sentinel
+/// whether the primary moved ([`watch`]).
+pub(crate) const WATCH_EVERY: Duration = Duration::from_secs(1);
+
+/// Keep the command connection on the primary the Sentinels name, for a
+/// failover whose old primary stays up a while (`SENTINEL FAILOVER`, or a
+/// partition healing): it accepts writes until Sentinel demotes it, about
+/// ten seconds later, and those writes would be lost. Every [`WATCH_EVERY`]
+/// one Sentinel is asked (over one kept connection, the next Sentinel after
+/// an error) which primary it names; when that differs from the one the
+/// connection goes to, a full discovery (all Sentinels, `ROLE`) decides, and
+/// if it confirms another primary the connection is dropped, so the next
+/// command opens one there. Ends when the store is dropped.
+pub(crate) async fn watch(sentinels: std::sync::Arc<Sentinels>, conn: std::sync::Weak<crate::store::Inner>) {
+    let mut at = 0usize;
+    let mut kept: Option<redis::aio::MultiplexedConnection> = None;
+    loop {
+        tokio::time::sleep(WATCH_EVERY).await;
+        let Some(inner) = conn.upgrade() else { return };
+        let Some(on) = inner.conn.on() else { continue };
+        if kept.is_none() {
+            let (host, port) = &sentinels.addresses[at % sentinels.addresses.len()];
+            let open = async {
+                let client = sentinels.client(host, *port, sentinels.sentinel_auth.clone())?;
+                Ok::<_, RedisStoreError>(
+                    client.get_multiplexed_async_connection_with_config(&sentinels.connection_config()).await?,
+                )
+            };
+            kept = bounded(sentinels.op_timeout, async { open.await.map_err(redis_error) }).await.ok();
+        }
+        let Some(c) = kept.as_mut() else {
+            at += 1;
+            continue;
+        };
+        let named =
+            bounded(sentinels.op_timeout, sentinels.master_addr_cmd().query_async::<Option<(String, u16)>>(c)).await;
+        let named = match named {
+            Ok(Some((host, port))) => format!("{host}:{port}"),
+            Ok(None) => continue,
+            Err(_) => {
+                kept = None;
+                at += 1;
+                continue;
+            }
+        };
+        if named == on {
+            continue;
+        }
+        if let Ok(primary) = sentinels.discover().await
+            && primary.address != on
+        {
+            inner.conn.leave(&on, &format!("the Sentinels promoted {}", primary.address));
+        }
+    }
+}
+
+/// A store error as a redis error, for [`bounded`] (which takes redis results).
+fn redis_error(e: RedisStoreError) -> redis::RedisError {
+    match e {
+        RedisStoreError::Redis(r) => r,
+        other => redis::RedisError::from((redis::ErrorKind::Io, "sentinel connection", other.to_string())),
     }
 }
 

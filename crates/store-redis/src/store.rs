@@ -108,6 +108,9 @@ impl RedisStore {
                 cfg,
             }),
         };
+        if let Some(sentinels) = store.inner.endpoint.sentinels() {
+            tokio::spawn(crate::sentinel::watch(sentinels.clone(), Arc::downgrade(&store.inner)));
+        }
         Ok(store)
     }
 

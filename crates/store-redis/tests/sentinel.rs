@@ -217,3 +217,73 @@ async fn a_sentinel_naming_a_replica_is_not_believed() {
     let on_primary: bool = redis::cmd("EXISTS").arg(&key).query_async(&mut raw(set.data_port(0)).await).await.unwrap();
     assert!(on_primary, "the task went to the primary");
 }
+
+/// A failover while the primary stays up (`SENTINEL FAILOVER`): the store
+/// moves its writes to the promoted replica within a few seconds of the
+/// Sentinels naming it (not only once the old primary is demoted), and
+/// pub/sub follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_follows_a_failover_of_a_live_primary() {
+    if !redis_server_on_path() {
+        eprintln!("SKIPPED: the Sentinel tests need redis-server on PATH (apt-get install redis-server)");
+        return;
+    }
+    let set = TestSentinel::spawn(1, 3);
+    let old = set.data_port(0);
+    let cfg = RedisConfig::sentinel(SentinelConfig::new(&set.sentinel_addresses(), MASTER))
+        .with_prefix(unique_prefix())
+        .with_partitions(2)
+        .with_op_timeout(Duration::from_secs(1));
+    let store = RedisStore::connect(cfg).await.unwrap();
+    let before = store.create(new_task(), NO_LIMITS).await.unwrap();
+    let mut bus = store.subscribe().await.unwrap();
+    let replicas: i64 = redis::cmd("WAIT").arg(1).arg(5000).query_async(&mut raw(old).await).await.unwrap();
+    assert_eq!(replicas, 1);
+
+    set.force_failover();
+    let started = Instant::now();
+    let new = set.wait_for_failover(old, Duration::from_secs(20)).expect("a failover");
+    let named = started.elapsed();
+    // The old primary stays a primary until Sentinel demotes it (seconds
+    // later), accepting writes that the demotion discards: the store must
+    // leave it as soon as the Sentinels name the new one, not at the demotion.
+    let (mut failures, mut on_old) = (0, 0);
+    let after = loop {
+        assert!(started.elapsed() < Duration::from_secs(30), "no write reached the promoted replica");
+        if let Ok(task) = store.create(new_task(), NO_LIMITS).await {
+            let key = store.keys().task(&task.id).unwrap();
+            let on_new: bool = redis::cmd("EXISTS").arg(&key).query_async(&mut raw(new).await).await.unwrap();
+            if on_new {
+                break task;
+            }
+            on_old += 1;
+        } else {
+            failures += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let moved = started.elapsed();
+    let old_role = set.ask_data(old, &["ROLE"]).unwrap()[0].clone();
+    eprintln!(
+        "[sentinel] SENTINEL FAILOVER 127.0.0.1:{old} -> 127.0.0.1:{new}: Sentinels named it after {named:?}; \
+         writes reached it after {moved:?} ({on_old} went to the old primary meanwhile, {failures} refused; \
+         the old one is now a {old_role})"
+    );
+    assert!(moved < named + Duration::from_secs(4), "the store left the old primary within a few seconds");
+    assert!(store.get(&Scope::anonymous(), &after.id).await.unwrap().is_some());
+    assert!(store.get(&Scope::anonymous(), &before.id).await.unwrap().is_some());
+    // Sentinel demotes the old primary (and disconnects its clients).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while set.ask_data(old, &["ROLE"]).unwrap()[0] != "slave" {
+        assert!(Instant::now() < deadline, "the old primary was not demoted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(Instant::now() < deadline, "the subscription got nothing after the failover");
+        store.publish("moved").await.unwrap();
+        if next_event(&mut bus, Duration::from_millis(300)).await.as_deref() == Some("moved") {
+            break;
+        }
+    }
+}

@@ -135,6 +135,14 @@ impl TestSentinel {
         node.kill();
     }
 
+    /// Ask a Sentinel for a failover while the primary is up (`SENTINEL
+    /// FAILOVER`): the primary is turned into a replica of a promoted one.
+    pub fn force_failover(&self) {
+        let s = self.sentinels.iter().find(|s| s.child.is_some()).expect("a running Sentinel");
+        let reply = self.ask_sentinel(s.port, &["SENTINEL", "FAILOVER", MASTER]);
+        assert_eq!(reply, Ok(vec!["OK".to_string()]), "SENTINEL FAILOVER");
+    }
+
     /// Wait until every Sentinel still running names a primary other than
     /// `old` that answers `ROLE` as master; returns its port.
     pub fn wait_for_failover(&self, old: u16, timeout: Duration) -> Result<u16, String> {
