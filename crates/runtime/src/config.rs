@@ -14,7 +14,8 @@ use clap::{
 
 /// Settings whose values are never printed. Every other value is printed
 /// with the password of any URL in it redacted ([`redact_url`]).
-const SECRETS: &[&str] = &["state_secret", "upstream_header", "upstream_env"];
+const SECRETS: &[&str] =
+    &["state_secret", "upstream_header", "upstream_env", "redis_password", "redis_sentinel_password"];
 
 /// Parse `T` from the command line and the environment (see the module docs).
 pub fn load<T: Parser>() -> T {
@@ -114,6 +115,10 @@ mod tests {
         redis_url: Option<String>,
         #[arg(long, env = "DEMO_JWKS_URL")]
         jwks_url: Option<String>,
+        #[arg(long, env = "DEMO_REDIS_PASSWORD")]
+        redis_password: Option<String>,
+        #[arg(long, env = "DEMO_SENTINEL_PASSWORD")]
+        redis_sentinel_password: Option<String>,
     }
 
     #[test]
@@ -129,6 +134,10 @@ mod tests {
                 "redis://u:pw@h:6379/0",
                 "--jwks-url",
                 "https://svc:jwkspass@idp.example/jwks",
+                "--redis-password",
+                "datapass",
+                "--redis-sentinel-password",
+                "sentpass",
             ])
             .unwrap();
         let text = render(&cmd, &m);
@@ -136,6 +145,8 @@ mod tests {
         assert!(text.contains("state_secret = <redacted>  (--state-secret, DEMO_SECRET; flag)"), "{text}");
         assert!(text.contains("redis_url = redis://u:***@h:6379/0"), "{text}");
         assert!(text.contains("jwks_url = https://svc:***@idp.example/jwks"), "{text}");
+        assert!(text.contains("redis_password = <redacted>") && text.contains("redis_sentinel_password = <redacted>"));
         assert!(!text.contains("hunter2") && !text.contains("pw@") && !text.contains("jwkspass"), "{text}");
+        assert!(!text.contains("datapass") && !text.contains("sentpass"), "{text}");
     }
 }

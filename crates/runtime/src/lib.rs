@@ -42,7 +42,7 @@ use std::{sync::Arc, time::Duration};
 use futures::FutureExt;
 use presa_http::{ReadyCheck, ReadyDetail};
 use presa_store::{Backend, memory::MemoryStore};
-use presa_store_redis::{RedisConfig, RedisStore, RedisStoreError};
+use presa_store_redis::{RedisConfig, RedisStore, RedisStoreError, SentinelConfig};
 
 /// A binary's logs, traces and metrics, set up by [`telemetry`]. Keep it
 /// alive until the process ends: dropping it flushes buffered spans.
@@ -135,6 +135,37 @@ pub struct RedisArgs {
     #[arg(long, env = "PRESA_REDIS_URL", hide_env_values = true)]
     pub redis_url: Option<String>,
 
+    /// Redis Sentinels, `HOST:PORT[,HOST:PORT…]`, instead of `--redis-url`:
+    /// every connection asks them for the primary (checked with `ROLE`) and
+    /// asks again after an error a new connection can cure, so pods follow
+    /// a failover. Needs `--redis-sentinel-master`
+    #[arg(long, env = "PRESA_REDIS_SENTINELS")]
+    pub redis_sentinels: Option<String>,
+
+    /// The name the Sentinels monitor the primary by (`sentinel monitor NAME …`)
+    #[arg(long, env = "PRESA_REDIS_SENTINEL_MASTER")]
+    pub redis_sentinel_master: Option<String>,
+
+    /// With `--redis-sentinels`: username for the Sentinels (an ACL user in sentinel.conf)
+    #[arg(long, env = "PRESA_REDIS_SENTINEL_USERNAME")]
+    pub redis_sentinel_username: Option<String>,
+
+    /// With `--redis-sentinels`: password for the Sentinels (`requirepass` in sentinel.conf)
+    #[arg(long, env = "PRESA_REDIS_SENTINEL_PASSWORD", hide_env_values = true)]
+    pub redis_sentinel_password: Option<String>,
+
+    /// With `--redis-sentinels`: username for the primary (with `--redis-url` it goes in the URL)
+    #[arg(long, env = "PRESA_REDIS_USERNAME")]
+    pub redis_username: Option<String>,
+
+    /// With `--redis-sentinels`: password for the primary, `requirepass` (with `--redis-url` it goes in the URL)
+    #[arg(long, env = "PRESA_REDIS_PASSWORD", hide_env_values = true)]
+    pub redis_password: Option<String>,
+
+    /// With `--redis-sentinels`: TLS to the Sentinels and the primary (as `rediss://`; `--redis-tls-ca-file` applies)
+    #[arg(long, env = "PRESA_REDIS_SENTINEL_TLS", default_value_t = false)]
+    pub redis_sentinel_tls: bool,
+
     /// Prefix of every Redis key and channel.
     #[arg(long, env = "PRESA_REDIS_PREFIX", default_value = "presa")]
     pub redis_prefix: String,
@@ -152,7 +183,7 @@ pub struct RedisArgs {
     pub redis_timeout_ms: u64,
 
     /// PEM file of the CA certificate(s) that sign the Redis server's
-    /// certificate, for `rediss://` URLs. Unset: the system's trusted roots.
+    /// certificate, for `rediss://` URLs (and `--redis-sentinel-tls`). Unset: the system's trusted roots.
     #[arg(long, env = "PRESA_REDIS_TLS_CA_FILE")]
     pub redis_tls_ca_file: Option<std::path::PathBuf>,
 
@@ -165,6 +196,76 @@ pub struct RedisArgs {
     /// once Redis has not answered for this long, in ms; 0 never.
     #[arg(long, env = "PRESA_STORE_LIVENESS_MS", default_value_t = 120_000)]
     pub store_liveness_ms: u64,
+}
+
+impl RedisArgs {
+    /// The Redis configuration these settings ask for: `None` for none
+    /// (no `--redis-url`, no `--redis-sentinels`: the embedded mode), or why
+    /// they contradict each other.
+    pub fn config(&self) -> Result<Option<RedisConfig>, StorageError> {
+        let set = |v: &Option<String>| v.as_deref().is_some_and(|v| !v.is_empty());
+        let bad = |m: &str| Err(StorageError::Config(m.to_string()));
+        let sentinel_only = [
+            ("--redis-sentinel-master (PRESA_REDIS_SENTINEL_MASTER)", set(&self.redis_sentinel_master)),
+            ("--redis-sentinel-username (PRESA_REDIS_SENTINEL_USERNAME)", set(&self.redis_sentinel_username)),
+            ("--redis-sentinel-password (PRESA_REDIS_SENTINEL_PASSWORD)", set(&self.redis_sentinel_password)),
+            ("--redis-username (PRESA_REDIS_USERNAME)", set(&self.redis_username)),
+            ("--redis-password (PRESA_REDIS_PASSWORD)", set(&self.redis_password)),
+            ("--redis-sentinel-tls (PRESA_REDIS_SENTINEL_TLS)", self.redis_sentinel_tls),
+        ];
+        let cfg = match (set(&self.redis_url), set(&self.redis_sentinels)) {
+            (true, true) => {
+                return bad(
+                    "--redis-url (PRESA_REDIS_URL) and --redis-sentinels (PRESA_REDIS_SENTINELS) exclude each other: \
+                     give the URL of one server, or the Sentinels that name the primary",
+                );
+            }
+            (false, false) => {
+                if let Some((flag, _)) = sentinel_only.iter().find(|(_, given)| *given) {
+                    return Err(StorageError::Config(format!(
+                        "{flag} needs --redis-sentinels (PRESA_REDIS_SENTINELS)"
+                    )));
+                }
+                return Ok(None);
+            }
+            (true, false) => {
+                if let Some((flag, _)) = sentinel_only.iter().find(|(_, given)| *given) {
+                    return Err(StorageError::Config(format!(
+                        "{flag} is for --redis-sentinels; with --redis-url, credentials go in the URL \
+                         (redis://user:password@host:port) and TLS is rediss://"
+                    )));
+                }
+                RedisConfig::new(self.redis_url.clone().unwrap_or_default()).with_cluster(self.redis_cluster)
+            }
+            (false, true) => {
+                if self.redis_cluster {
+                    return bad(
+                        "--redis-sentinels (PRESA_REDIS_SENTINELS) and --redis-cluster (PRESA_REDIS_CLUSTER) exclude \
+                         each other: Redis Cluster fails over by itself; give its nodes with --redis-url",
+                    );
+                }
+                let Some(master) = self.redis_sentinel_master.clone().filter(|m| !m.is_empty()) else {
+                    return bad("--redis-sentinels (PRESA_REDIS_SENTINELS) needs --redis-sentinel-master \
+                         (PRESA_REDIS_SENTINEL_MASTER): the name the Sentinels monitor the primary by");
+                };
+                let sentinel = SentinelConfig {
+                    sentinel_username: self.redis_sentinel_username.clone(),
+                    sentinel_password: self.redis_sentinel_password.clone(),
+                    username: self.redis_username.clone(),
+                    password: self.redis_password.clone(),
+                    tls: self.redis_sentinel_tls,
+                    ..SentinelConfig::new(self.redis_sentinels.as_deref().unwrap_or_default(), master)
+                };
+                RedisConfig::sentinel(sentinel)
+            }
+        };
+        Ok(Some(
+            cfg.with_prefix(self.redis_prefix.clone())
+                .with_partitions(self.partitions)
+                .with_op_timeout(Duration::from_millis(self.redis_timeout_ms))
+                .with_tls_ca_file(self.redis_tls_ca_file.clone()),
+        ))
+    }
 }
 
 /// The backend both store traits are served by, a readiness probe for it,
@@ -196,6 +297,9 @@ pub enum StorageError {
     /// Redis could not be reached or configured.
     #[error("connecting to Redis: {0}")]
     Redis(#[from] RedisStoreError),
+    /// The Redis settings contradict each other (the message names the flags).
+    #[error("invalid Redis settings: {0}")]
+    Config(String),
 }
 
 impl Storage {
@@ -231,6 +335,12 @@ impl Storage {
             .with_cluster(args.redis_cluster)
             .with_op_timeout(Duration::from_millis(args.redis_timeout_ms))
             .with_tls_ca_file(args.redis_tls_ca_file.clone());
+        Self::redis_with(cfg, args).await
+    }
+
+    /// The Redis backend of `cfg` (a URL, a cluster's seeds, or Sentinels),
+    /// with `args`' epoch check and liveness settings: see [`redis`](Self::redis).
+    pub async fn redis_with(cfg: RedisConfig, args: &RedisArgs) -> Result<Self, StorageError> {
         let redis = Arc::new(RedisStore::open(cfg)?);
         if let Err(e) = redis.ensure_groups().await {
             tracing::warn!(error = %e, "Redis does not answer yet: starting unready, serving once it does");
@@ -256,8 +366,14 @@ impl Storage {
             async move { r.check_epoch().await.is_ok() && r.probe_write().await.is_ok() }.boxed()
         });
         let probe = redis.clone();
-        let ready_detail: ReadyDetail =
-            Arc::new(move || probe.lost().map(|loss| format!("{loss}; tasks created before are gone")));
+        // A detected data loss, else (Sentinel) why no primary is reachable:
+        // a failover in progress, while every write fails.
+        let ready_detail: ReadyDetail = Arc::new(move || {
+            probe
+                .lost()
+                .map(|loss| format!("{loss}; tasks created before are gone"))
+                .or_else(|| probe.failover_trouble().map(|why| format!("{why} (a Sentinel failover in progress?)")))
+        });
         let probe = redis.clone();
         let limit = (args.store_liveness_ms > 0).then(|| Duration::from_millis(args.store_liveness_ms));
         let live: ReadyCheck = Arc::new(move || {
@@ -283,16 +399,80 @@ impl Storage {
         Ok(Storage { backend: Backend::new(redis), ready, ready_detail, live, durable: true })
     }
 
-    /// Redis when `args.redis_url` is set, else memory capped at
-    /// `memory_max_tasks` tasks and `memory_max_bytes` bytes.
+    /// Redis when `args` name one (`--redis-url` or `--redis-sentinels`;
+    /// see [`RedisArgs::config`]), else memory capped at `memory_max_tasks`
+    /// tasks and `memory_max_bytes` bytes.
     pub async fn from_args(
         args: &RedisArgs,
         memory_max_tasks: usize,
         memory_max_bytes: usize,
     ) -> Result<Self, StorageError> {
-        match &args.redis_url {
-            Some(url) if !url.is_empty() => Self::redis(url, args).await,
-            _ => Ok(Self::memory(memory_max_tasks, memory_max_bytes)),
+        match args.config()? {
+            Some(cfg) => Self::redis_with(cfg, args).await,
+            None => Ok(Self::memory(memory_max_tasks, memory_max_bytes)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Flags {
+        #[command(flatten)]
+        redis: RedisArgs,
+    }
+
+    fn config(args: &[&str]) -> Result<Option<RedisConfig>, String> {
+        let flags = Flags::try_parse_from(std::iter::once("presa").chain(args.iter().copied())).unwrap();
+        flags.redis.config().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn sentinel_flags_make_a_sentinel_config() {
+        let cfg = config(&[
+            "--redis-sentinels",
+            "s1:26379,s2:26379",
+            "--redis-sentinel-master",
+            "mymaster",
+            "--redis-password",
+            "pw",
+            "--redis-sentinel-password",
+            "spw",
+            "--redis-sentinel-tls",
+            "--redis-prefix",
+            "px",
+        ])
+        .unwrap()
+        .unwrap();
+        let s = cfg.sentinel.clone().unwrap();
+        assert_eq!(s.sentinels, ["s1:26379", "s2:26379"]);
+        assert_eq!(
+            (s.master.as_str(), s.password.as_deref(), s.sentinel_password.as_deref()),
+            ("mymaster", Some("pw"), Some("spw"))
+        );
+        assert!(s.tls && cfg.url.is_empty() && !cfg.cluster && cfg.prefix == "px");
+        assert!(config(&[]).unwrap().is_none(), "nothing: the embedded mode");
+        assert_eq!(config(&["--redis-url", "redis://h:1"]).unwrap().unwrap().url, "redis://h:1");
+    }
+
+    #[test]
+    fn contradicting_redis_settings_are_refused_by_name() {
+        let refused = |args: &[&str], says: &str| {
+            let err = config(args).unwrap_err();
+            assert!(err.contains(says), "{args:?}: {err}");
+        };
+        refused(
+            &["--redis-url", "redis://h:1", "--redis-sentinels", "s:1", "--redis-sentinel-master", "m"],
+            "exclude each other",
+        );
+        refused(&["--redis-sentinels", "s:1", "--redis-sentinel-master", "m", "--redis-cluster"], "--redis-cluster");
+        refused(&["--redis-sentinels", "s:1"], "--redis-sentinel-master");
+        refused(&["--redis-sentinel-master", "m"], "needs --redis-sentinels");
+        refused(&["--redis-url", "redis://h:1", "--redis-password", "pw"], "credentials go in the URL");
+        refused(&["--redis-url", "redis://h:1", "--redis-sentinel-tls"], "rediss://");
     }
 }

@@ -71,16 +71,18 @@ pub struct WorkerArgs {
 
 /// Run a worker process for `app` with `args` until SIGTERM/SIGINT and its drain.
 pub(crate) async fn run(app: Checked, args: WorkerArgs) -> Result<(), RuntimeError> {
-    let Some(url) = args.redis.redis_url.as_deref().filter(|u| !u.is_empty()) else {
+    let Some(redis) = args.redis.config()? else {
         return Err(RuntimeError::Config(
-            "--redis-url (PRESA_REDIS_URL) is required: a worker runs tasks queued in Redis".into(),
+            "--redis-url (PRESA_REDIS_URL) or --redis-sentinels (PRESA_REDIS_SENTINELS) is required: \
+             a worker runs tasks queued in Redis"
+                .into(),
         ));
     };
     if args.lease_ms < 300 {
         return Err(RuntimeError::Config("--lease-ms (PRESA_LEASE_MS) must be at least 300".into()));
     }
     let telemetry = crate::telemetry(&format!("{}-worker", app.name), args.log_format)?;
-    let storage = Storage::redis(url, &args.redis).await?.also_ready(app.ready.clone().map(|r| r.0));
+    let storage = Storage::redis_with(redis, &args.redis).await?.also_ready(app.ready.clone().map(|r| r.0));
     let server_config = ServerConfig {
         max_task_bytes: args.max_task_bytes,
         max_result_bytes: args.max_result_bytes,

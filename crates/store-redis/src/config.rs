@@ -10,10 +10,15 @@ pub struct RedisConfig {
     /// `redis://[user:pass@]host:port[/db]`, or `rediss://` for TLS (rustls;
     /// the server certificate is checked against the system's roots, or
     /// against [`tls_ca_file`](Self::tls_ca_file) when set). In cluster mode,
-    /// one or more seed node URLs separated by commas.
+    /// one or more seed node URLs separated by commas. Empty with
+    /// [`sentinel`](Self::sentinel).
     pub url: String,
+    /// Find the primary through Redis Sentinel instead of `url` (see
+    /// [`SentinelConfig`]); `url` is then empty and `cluster` false.
+    pub sentinel: Option<SentinelConfig>,
     /// PEM file of the CA certificate(s) that sign the server's certificate,
-    /// trusted instead of the system's roots. Needs `rediss://` URLs.
+    /// trusted instead of the system's roots. Needs `rediss://` URLs (or
+    /// [`SentinelConfig::tls`]).
     pub tls_ca_file: Option<PathBuf>,
     /// Prefix of every key and channel (no `{` or `}`). Default `presa`.
     pub prefix: String,
@@ -42,6 +47,7 @@ impl RedisConfig {
     pub fn new(url: impl Into<String>) -> Self {
         RedisConfig {
             url: url.into(),
+            sentinel: None,
             tls_ca_file: None,
             prefix: "presa".into(),
             partitions: 16,
@@ -51,6 +57,11 @@ impl RedisConfig {
             blocking_connections: 8,
             watch_buffer: 256,
         }
+    }
+
+    /// Defaults, with the primary found through Redis Sentinel.
+    pub fn sentinel(sentinel: SentinelConfig) -> Self {
+        RedisConfig { sentinel: Some(sentinel), ..RedisConfig::new("") }
     }
 
     /// Set the key prefix.
@@ -106,6 +117,18 @@ impl RedisConfig {
         if self.blocking_connections == 0 || self.watch_buffer == 0 {
             return bad("blocking_connections and watch_buffer must be positive");
         }
+        if let Some(sentinel) = &self.sentinel {
+            if !self.url.is_empty() {
+                return bad("a Redis URL and Sentinels exclude each other: give one");
+            }
+            if self.cluster {
+                return bad("Sentinels and cluster mode exclude each other (Redis Cluster fails over by itself)");
+            }
+            if self.tls_ca_file.is_some() && !sentinel.tls {
+                return bad("tls_ca_file needs TLS to the Sentinels and the primary");
+            }
+            return sentinel.validate();
+        }
         if self.tls_ca_file.is_some() && !self.urls().iter().all(|u| u.starts_with("rediss://")) {
             return bad("tls_ca_file needs rediss:// URLs");
         }
@@ -115,5 +138,145 @@ impl RedisConfig {
             _ if self.cluster => Ok(()),
             _ => bad("several URLs need cluster mode"),
         }
+    }
+}
+
+/// Where Redis Sentinel finds the primary: the Sentinels to ask, the name
+/// they monitor it by, and how to authenticate to them and to the primary.
+///
+/// Every new connection (the command connection, a blocking-read
+/// connection, the pub/sub connection) asks the Sentinels for the primary's
+/// address (`SENTINEL get-master-addr-by-name`, all of them at once, the
+/// first answer wins) and checks with `ROLE` that what it names is a
+/// primary; an error a new connection can cure (`READONLY`, a refused or
+/// dropped connection…) sends the connection through that again, so after a
+/// failover every connection ends up on the promoted replica.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SentinelConfig {
+    /// The Sentinels, `host:port` each (Sentinel's port is usually 26379).
+    pub sentinels: Vec<String>,
+    /// The name the Sentinels monitor the primary by (`sentinel monitor <name> …`).
+    pub master: String,
+    /// Username for the Sentinels (an ACL user in `sentinel.conf`); `None`: `default`.
+    pub sentinel_username: Option<String>,
+    /// Password for the Sentinels (`requirepass` in `sentinel.conf`); `None`: no AUTH.
+    pub sentinel_password: Option<String>,
+    /// Username for the primary (and replicas); `None`: `default`.
+    pub username: Option<String>,
+    /// Password for the primary (`requirepass`); `None`: no AUTH.
+    pub password: Option<String>,
+    /// TLS (rustls) to the Sentinels and to the primary, checked against the
+    /// system's roots or [`RedisConfig::tls_ca_file`]. The primary's
+    /// certificate must name the host the Sentinels announce (an IP address
+    /// unless they run with `resolve-hostnames`/`announce-hostnames`).
+    pub tls: bool,
+}
+
+impl std::fmt::Debug for SentinelConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hidden = |p: &Option<String>| p.as_ref().map(|_| "***");
+        f.debug_struct("SentinelConfig")
+            .field("sentinels", &self.sentinels)
+            .field("master", &self.master)
+            .field("sentinel_username", &self.sentinel_username)
+            .field("sentinel_password", &hidden(&self.sentinel_password))
+            .field("username", &self.username)
+            .field("password", &hidden(&self.password))
+            .field("tls", &self.tls)
+            .finish()
+    }
+}
+
+impl SentinelConfig {
+    /// The Sentinels of `list` (`host:port`, comma-separated) watching `master`,
+    /// without authentication or TLS.
+    pub fn new(list: &str, master: impl Into<String>) -> Self {
+        SentinelConfig {
+            sentinels: list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect(),
+            master: master.into(),
+            sentinel_username: None,
+            sentinel_password: None,
+            username: None,
+            password: None,
+            tls: false,
+        }
+    }
+
+    /// The Sentinels as host and port (a validated configuration has only good ones).
+    pub(crate) fn addresses(&self) -> Result<Vec<(String, u16)>, RedisStoreError> {
+        self.sentinels.iter().map(|s| parse_host_port(s)).collect()
+    }
+
+    fn validate(&self) -> Result<(), RedisStoreError> {
+        if self.sentinels.is_empty() {
+            return Err(RedisStoreError::Config("no Sentinel given".into()));
+        }
+        self.addresses()?;
+        if self.master.is_empty() || self.master.len() > 256 || self.master.chars().any(char::is_whitespace) {
+            return Err(RedisStoreError::Config(
+                "the Sentinel master name must be 1 to 256 characters without spaces".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `host:port` (IPv6 in brackets: `[::1]:26379`) as host and port.
+fn parse_host_port(s: &str) -> Result<(String, u16), RedisStoreError> {
+    let bad = || RedisStoreError::Config(format!("a Sentinel must be HOST:PORT, not {s:?}"));
+    if s.contains("://") {
+        return Err(bad());
+    }
+    let (host, port) = s.rsplit_once(':').ok_or_else(bad)?;
+    let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    if host.is_empty() || port == 0 || host.contains(['/', '@', ' ']) {
+        return Err(bad());
+    }
+    Ok((host.to_string(), port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sentinel_addresses_parse_or_fail_clearly() {
+        let cfg = SentinelConfig::new(" s1:26379, 10.0.0.2:26380 ,[::1]:5000,", "m");
+        assert_eq!(
+            cfg.addresses().unwrap(),
+            vec![("s1".into(), 26379), ("10.0.0.2".into(), 26380), ("::1".into(), 5000)]
+        );
+        assert!(RedisConfig::sentinel(cfg).validate().is_ok());
+        for bad in ["s1", "s1:", ":26379", "s1:0", "s1:99999", "redis://s1:26379", "u@s1:1"] {
+            let err = RedisConfig::sentinel(SentinelConfig::new(bad, "m")).validate().unwrap_err();
+            assert!(err.to_string().contains("HOST:PORT"), "{bad}: {err}");
+        }
+        assert!(RedisConfig::sentinel(SentinelConfig::new("", "m")).validate().is_err());
+        assert!(RedisConfig::sentinel(SentinelConfig::new("s:1", "")).validate().is_err());
+        assert!(RedisConfig::sentinel(SentinelConfig::new("s:1", "a b")).validate().is_err());
+    }
+
+    #[test]
+    fn sentinels_exclude_a_url_and_cluster_mode() {
+        let s = SentinelConfig::new("s:1", "m");
+        let with_url = RedisConfig { url: "redis://h:1".into(), ..RedisConfig::sentinel(s.clone()) };
+        assert!(with_url.validate().unwrap_err().to_string().contains("exclude"));
+        assert!(RedisConfig::sentinel(s.clone()).with_cluster(true).validate().is_err());
+        let ca = RedisConfig::sentinel(s.clone()).with_tls_ca_file(Some("/ca.pem".into()));
+        assert!(ca.validate().is_err(), "a CA file needs TLS");
+        let tls = RedisConfig::sentinel(SentinelConfig { tls: true, ..s }).with_tls_ca_file(Some("/ca.pem".into()));
+        assert!(tls.validate().is_ok());
+    }
+
+    #[test]
+    fn debug_hides_passwords() {
+        let s = SentinelConfig {
+            sentinel_password: Some("sentpw".into()),
+            password: Some("datapw".into()),
+            ..SentinelConfig::new("s:1", "m")
+        };
+        let text = format!("{:?}", RedisConfig::sentinel(s));
+        assert!(!text.contains("sentpw") && !text.contains("datapw"), "{text}");
     }
 }

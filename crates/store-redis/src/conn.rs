@@ -13,12 +13,22 @@
 //! leaves a pod wedged. It also records when Redis last answered, for the
 //! liveness probe.
 //!
+//! With Sentinel, every new connection (this one, a blocking-read one, the
+//! pub/sub hub's) first asks the Sentinels for the primary and checks its
+//! `ROLE` (`sentinel.rs`), so the healing above is also what follows a
+//! failover: the first error on the old primary (refused, dropped,
+//! `READONLY` once it came back as a replica) drops the connection, and the
+//! next one goes to the promoted replica; when the old primary stays up
+//! (a forced failover), `sentinel::watch` drops the connection once the
+//! Sentinels name another primary ([`Healing::leave`]). The blocking-read
+//! pool ([`Blocking`]) follows the primary the last discovery confirmed.
+//!
 //! Also where every round trip gets its client span ([`traced`]), and where
-//! the URLs and TLS settings become clients ([`Endpoint`]).
+//! the URLs, Sentinels and TLS settings become clients ([`Endpoint`]).
 
 use std::{
     sync::{
-        Mutex,
+        Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
     time::{Duration, Instant},
@@ -26,14 +36,14 @@ use std::{
 
 use deadpool_redis::{Pool, PoolConfig, Runtime, Timeouts};
 use redis::{
-    AsyncConnectionConfig, Client, Cmd, ConnectionAddr, Pipeline, RedisFuture, TlsCertificates, Value,
+    AsyncConnectionConfig, Client, Cmd, ConnectionAddr, ConnectionInfo, Pipeline, RedisFuture, TlsCertificates, Value,
     aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig},
     cluster::{ClusterClient, ClusterClientBuilder},
     cluster_async::ClusterConnection,
 };
 use tracing::{Instrument, field::Empty};
 
-use crate::{RedisConfig, RedisStoreError};
+use crate::{RedisConfig, RedisStoreError, sentinel::Sentinels};
 
 /// The shared command connection.
 #[derive(Clone)]
@@ -93,11 +103,14 @@ pub(crate) async fn bounded<T>(
 }
 
 /// How to reach Redis, resolved once from the configuration: the URLs and,
-/// with `tls_ca_file`, the CA certificates `rediss://` connections trust.
+/// with `tls_ca_file`, the CA certificates `rediss://` connections trust; or
+/// the Sentinels that name the primary.
 #[derive(Debug, Clone)]
 pub(crate) struct Endpoint {
     urls: Vec<String>,
     certs: Option<TlsCertificates>,
+    /// With Sentinel: where every new standalone connection finds the primary.
+    sentinels: Option<Arc<Sentinels>>,
 }
 
 impl Endpoint {
@@ -111,16 +124,62 @@ impl Endpoint {
                 Some(TlsCertificates { client_tls: None, root_cert: Some(pem) })
             }
         };
-        Ok(Endpoint { urls: cfg.urls(), certs })
+        let sentinels = match &cfg.sentinel {
+            Some(s) => Some(Arc::new(Sentinels::new(s, certs.clone(), cfg.op_timeout)?)),
+            None => None,
+        };
+        Ok(Endpoint { urls: cfg.urls(), certs, sentinels })
     }
 
-    /// A client of the first URL (standalone: the only one).
+    /// A client of the first URL (standalone: the only one). Not with
+    /// Sentinel: see [`primary`](Self::primary).
     pub(crate) fn client(&self) -> Result<Client, RedisStoreError> {
-        let url = self.urls[0].as_str();
+        let Some(url) = self.urls.first() else {
+            return Err(RedisStoreError::Config("no Redis URL (the primary is found through Sentinel)".into()));
+        };
         Ok(match &self.certs {
-            Some(certs) => Client::build_with_tls(url, certs.clone())?,
-            None => Client::open(url)?,
+            Some(certs) => Client::build_with_tls(url.as_str(), certs.clone())?,
+            None => Client::open(url.as_str())?,
         })
+    }
+
+    /// A client of the standalone server for a new connection: the URL's,
+    /// or the primary the Sentinels name now (confirmed by `ROLE`; at most
+    /// about twice `op_timeout`).
+    pub(crate) async fn primary(&self) -> Result<Client, RedisStoreError> {
+        match &self.sentinels {
+            None => self.client(),
+            Some(s) => Ok(Client::open(s.discover().await?.info)?),
+        }
+    }
+
+    /// The standalone server known now, without asking anything: the URL's,
+    /// or the primary the last discovery confirmed (`None` before the first).
+    /// Its `host:port` names it.
+    pub(crate) fn known_primary(&self) -> Result<Option<(String, ConnectionInfo)>, RedisStoreError> {
+        match &self.sentinels {
+            None => {
+                let info = self.client()?.get_connection_info().clone();
+                Ok(Some((String::new(), info)))
+            }
+            Some(s) => Ok(s.last().map(|p| (p.address, p.info))),
+        }
+    }
+
+    /// With Sentinel: why no primary could be found lately (a failover in
+    /// progress, the Sentinels unreachable), while none was found since.
+    pub(crate) fn trouble(&self) -> Option<String> {
+        self.sentinels.as_ref().and_then(|s| s.trouble())
+    }
+
+    /// Whether the primary is found through Sentinel.
+    pub(crate) fn is_sentinel(&self) -> bool {
+        self.sentinels.is_some()
+    }
+
+    /// The Sentinels, when the primary is found through them.
+    pub(crate) fn sentinels(&self) -> Option<&Arc<Sentinels>> {
+        self.sentinels.as_ref()
     }
 
     /// A cluster client over every seed URL.
@@ -133,8 +192,10 @@ impl Endpoint {
     }
 }
 
-/// Open the command connection (failing within `op_timeout` when Redis is unreachable).
-pub(crate) async fn connect(cfg: &RedisConfig, endpoint: &Endpoint) -> Result<Conn, RedisStoreError> {
+/// Open the command connection (failing within `op_timeout` when Redis is
+/// unreachable; with Sentinel, after a discovery of up to twice that). With
+/// Sentinel, also the `host:port` of the primary it connected to.
+pub(crate) async fn connect(cfg: &RedisConfig, endpoint: &Endpoint) -> Result<(Conn, Option<String>), RedisStoreError> {
     if cfg.cluster {
         let client = endpoint
             .cluster()
@@ -143,15 +204,25 @@ pub(crate) async fn connect(cfg: &RedisConfig, endpoint: &Endpoint) -> Result<Co
             .retries(2)
             .build()?;
         let conn = bounded(cfg.op_timeout, client.get_async_connection()).await?;
-        Ok(Conn::Cluster(conn))
+        Ok((Conn::Cluster(conn), None))
     } else {
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(cfg.op_timeout))
             .set_response_timeout(Some(cfg.op_timeout))
             .set_number_of_retries(2)
             .set_max_delay(Duration::from_millis(500));
-        let conn = bounded(cfg.op_timeout, ConnectionManager::new_with_config(endpoint.client()?, config)).await?;
-        Ok(Conn::Single(conn))
+        let client = endpoint.primary().await?;
+        let address = endpoint.is_sentinel().then(|| address_of(client.get_connection_info()));
+        let conn = bounded(cfg.op_timeout, ConnectionManager::new_with_config(client, config)).await?;
+        Ok((Conn::Single(conn), address))
+    }
+}
+
+/// `host:port` of a TCP (or TLS) address, as [`Sentinels`] name primaries.
+pub(crate) fn address_of(info: &ConnectionInfo) -> String {
+    match info.addr() {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => format!("{host}:{port}"),
+        other => other.to_string(),
     }
 }
 
@@ -160,6 +231,8 @@ pub(crate) struct Healing {
     cfg: RedisConfig,
     endpoint: Endpoint,
     current: Mutex<Option<Conn>>,
+    /// With Sentinel: the primary (`host:port`) `current` was opened to.
+    on: Mutex<Option<String>>,
     /// One (re)connect at a time; the others wait for its outcome (the
     /// error of the last failed attempt, and how many attempts ended).
     connecting: tokio::sync::Mutex<(u64, String)>,
@@ -184,6 +257,7 @@ impl Healing {
             cfg: cfg.clone(),
             endpoint: endpoint.clone(),
             current: Mutex::new(None),
+            on: Mutex::new(None),
             connecting: tokio::sync::Mutex::new((0, String::new())),
             attempts: AtomicU64::new(0),
             born: Instant::now(),
@@ -213,9 +287,12 @@ impl Healing {
         let attempt = connect(&self.cfg, &self.endpoint).await;
         last.0 += 1;
         self.attempts.store(last.0, Ordering::Release);
-        let conn = attempt.inspect_err(|e| last.1 = e.to_string())?;
+        let (conn, address) = attempt.inspect_err(|e| last.1 = e.to_string())?;
         if let Ok(mut cur) = self.current.lock() {
             *cur = Some(conn.clone());
+            if let Ok(mut on) = self.on.lock() {
+                *on = address;
+            }
         }
         tracing::info!("redis command connection open");
         Ok(conn)
@@ -237,6 +314,28 @@ impl Healing {
                 }
             }
             Err(_) => {}
+        }
+    }
+
+    /// With Sentinel: the primary the open connection goes to, if one is open.
+    pub(crate) fn on(&self) -> Option<String> {
+        let open = self.current.lock().ok().is_some_and(|c| c.is_some());
+        if open { self.on.lock().ok().and_then(|o| o.clone()) } else { None }
+    }
+
+    /// Drop the open connection if it still goes to `address` (the
+    /// Sentinels promoted another primary): the next command opens one to
+    /// the new primary.
+    pub(crate) fn leave(&self, address: &str, why: &str) {
+        if let Ok(mut cur) = self.current.lock()
+            && self.on.lock().ok().is_some_and(|on| on.as_deref() == Some(address))
+            && cur.take().is_some()
+        {
+            tracing::warn!(
+                primary = address,
+                reason = why,
+                "dropping the redis command connection to a former primary"
+            );
         }
     }
 
@@ -274,13 +373,61 @@ pub(crate) fn curable(r: &redis::RedisError) -> bool {
         || r.is_unrecoverable_error()
 }
 
-/// The pool of dedicated connections for blocking reads (standalone only).
-pub(crate) fn blocking_pool(cfg: &RedisConfig, endpoint: &Endpoint) -> Result<Pool, RedisStoreError> {
+/// The pool of dedicated connections for blocking reads (standalone only),
+/// without a response timeout. With Sentinel it follows the primary: a pool
+/// is built for the primary the last discovery confirmed (by the command
+/// connection or the pub/sub hub), and replaced when that moves.
+pub(crate) struct Blocking {
+    cfg: RedisConfig,
+    endpoint: Endpoint,
+    /// The pool, and the primary (`host:port`; empty without Sentinel) it connects to.
+    current: Mutex<Option<(String, Pool)>>,
+}
+
+impl std::fmt::Debug for Blocking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let on = self.current.lock().ok().and_then(|c| c.as_ref().map(|(a, _)| a.clone()));
+        f.debug_struct("Blocking").field("primary", &on).finish_non_exhaustive()
+    }
+}
+
+impl Blocking {
+    /// Without Sentinel the pool is built at once (a bad URL fails here).
+    pub(crate) fn new(cfg: &RedisConfig, endpoint: &Endpoint) -> Result<Blocking, RedisStoreError> {
+        let blocking = Blocking { cfg: cfg.clone(), endpoint: endpoint.clone(), current: Mutex::new(None) };
+        if !endpoint.is_sentinel() {
+            blocking.pool()?;
+        }
+        Ok(blocking)
+    }
+
+    /// The pool for the primary known now (`None`: none known yet).
+    pub(crate) fn pool(&self) -> Result<Option<Pool>, RedisStoreError> {
+        let mut current =
+            self.current.lock().map_err(|_| RedisStoreError::Pool("blocking pool lock poisoned".into()))?;
+        if let Some((address, pool)) = current.as_ref()
+            && (!self.endpoint.is_sentinel()
+                || self.endpoint.known_primary()?.is_some_and(|(known, _)| &known == address))
+        {
+            return Ok(Some(pool.clone()));
+        }
+        let Some((address, info)) = self.endpoint.known_primary()? else {
+            return Ok(None);
+        };
+        let pool = blocking_pool(&self.cfg, info)?;
+        if current.is_some() {
+            tracing::info!(primary = %address, "blocking-read connections follow the new Redis primary");
+        }
+        *current = Some((address, pool.clone()));
+        Ok(Some(pool))
+    }
+}
+
+fn blocking_pool(cfg: &RedisConfig, info: ConnectionInfo) -> Result<Pool, RedisStoreError> {
     let conn_config = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(cfg.op_timeout))
         // Blocking reads are bounded by the caller (BLOCK + op_timeout).
         .set_response_timeout(None);
-    let info = endpoint.client()?.get_connection_info().clone();
     let manager = deadpool_redis::Manager::new_with_config(info, conn_config)?;
     let mut pool_config = PoolConfig::new(cfg.blocking_connections);
     pool_config.timeouts =
@@ -313,7 +460,8 @@ pub(crate) struct Target {
 
 impl Target {
     pub(crate) fn new(cfg: &RedisConfig, endpoint: &Endpoint) -> Target {
-        let server = if cfg.cluster {
+        // A cluster routes each command to its slot's node; Sentinel's primary moves.
+        let server = if cfg.cluster || cfg.sentinel.is_some() {
             None
         } else {
             endpoint.client().ok().and_then(|c| match c.get_connection_info().addr() {

@@ -8,7 +8,9 @@
 //! out to the local watchers' bounded queues. When the connection drops (or a
 //! periodic PING fails) it reconnects with backoff and re-subscribes every
 //! channel still watched (logged, and counted in
-//! [`RECONNECTS_METRIC`](crate::RECONNECTS_METRIC)). Messages published while
+//! [`RECONNECTS_METRIC`](crate::RECONNECTS_METRIC)). With Sentinel each
+//! reconnect first asks the Sentinels for the primary, so after a failover
+//! the hub re-subscribes on the promoted replica. Messages published while
 //! it is away are lost: pub/sub is only a wake-up, the task record is the truth.
 //!
 //! A subscription is confirmed by Redis before [`Hub::subscribe`] returns, so
@@ -411,7 +413,8 @@ impl Actor {
 /// Open a subscriber connection.
 async fn connect(endpoint: &Endpoint, cluster: bool, op_timeout: Duration) -> Result<Live, RedisStoreError> {
     if !cluster {
-        let client = endpoint.client()?;
+        // With Sentinel: the primary the Sentinels name now (every reconnect asks again).
+        let client = endpoint.primary().await?;
         let pubsub = bounded(op_timeout, client.get_async_pubsub()).await?;
         let (sink, stream) = pubsub.split();
         let messages = stream.map(|msg| Delivery {

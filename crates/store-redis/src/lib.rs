@@ -1,6 +1,6 @@
 //! Redis implementation of the presa task store ([`presa_store::TaskStore`])
 //! and event bus ([`presa_store::EventBus`]), for a cluster of stateless API
-//! pods and worker pods sharing one Redis (standalone or Redis Cluster).
+//! pods and worker pods sharing one Redis (standalone, found through Sentinel, or Redis Cluster).
 //!
 //! # Data model
 //!
@@ -42,6 +42,8 @@
 //!   each through its own queue bounded in items and bytes.
 //! - `conn`: the command connection, timeouts, the blocking-read pool, TLS
 //!   settings, and the client span of every round trip.
+//! - `sentinel`: finding the primary through Redis Sentinel (asked by every
+//!   new connection, confirmed by `ROLE`), so connections follow a failover.
 //!
 //! # Invariants
 //!
@@ -78,6 +80,7 @@ pub mod metrics;
 mod quota;
 pub mod record;
 mod scripts;
+mod sentinel;
 mod store;
 mod work;
 
@@ -93,6 +96,6 @@ pub const DATA_LOSS_METRIC: &str = "presa_store_data_loss_total";
 
 pub use epoch::Epoch;
 
-pub use config::RedisConfig;
+pub use config::{RedisConfig, SentinelConfig};
 pub use error::RedisStoreError;
 pub use store::RedisStore;

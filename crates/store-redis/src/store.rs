@@ -39,7 +39,9 @@ pub(crate) struct Inner {
     pub(crate) keys: Keys,
     pub(crate) conn: Healing,
     /// Dedicated connections for blocking reads (standalone only).
-    pub(crate) blocking: Option<deadpool_redis::Pool>,
+    pub(crate) blocking: Option<crate::conn::Blocking>,
+    /// How connections reach Redis (with Sentinel: where the primary is found).
+    pub(crate) endpoint: Endpoint,
     pub(crate) hub: Hub,
     /// What spans say about where commands go.
     pub(crate) target: Target,
@@ -86,7 +88,7 @@ impl RedisStore {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let endpoint = Endpoint::resolve(&cfg)?;
         let conn = Healing::new(&cfg, &endpoint);
-        let blocking = if cfg.cluster { None } else { Some(crate::conn::blocking_pool(&cfg, &endpoint)?) };
+        let blocking = if cfg.cluster { None } else { Some(crate::conn::Blocking::new(&cfg, &endpoint)?) };
         crate::metrics::register();
         let store = RedisStore {
             inner: Arc::new(Inner {
@@ -95,6 +97,7 @@ impl RedisStore {
                 target: Target::new(&cfg, &endpoint),
                 conn,
                 blocking,
+                endpoint,
                 rotate: AtomicUsize::new(0),
                 wakeups: tokio::sync::OnceCell::new(),
                 epoch: Default::default(),
@@ -105,6 +108,9 @@ impl RedisStore {
                 cfg,
             }),
         };
+        if let Some(sentinels) = store.inner.endpoint.sentinels() {
+            tokio::spawn(crate::sentinel::watch(sentinels.clone(), Arc::downgrade(&store.inner)));
+        }
         Ok(store)
     }
 
@@ -128,6 +134,14 @@ impl RedisStore {
     pub async fn probe_write(&self) -> Result<(), RedisStoreError> {
         let probe = redis::cmd("SET").arg(self.inner.keys.ready_probe()).arg(1).arg("PX").arg(10_000).to_owned();
         self.query::<Value>(Verbosity::Debug, &probe).await.map(|_| ())
+    }
+
+    /// With Sentinel: why no primary was found lately (the Sentinels name
+    /// none, or one that is gone or read-only: a failover in progress; or
+    /// no Sentinel answers), while none was found since. `None` otherwise.
+    /// For `/readyz`, whose writes fail meanwhile.
+    pub fn failover_trouble(&self) -> Option<String> {
+        self.inner.endpoint.trouble()
     }
 
     /// How long since Redis last answered one of this store's commands

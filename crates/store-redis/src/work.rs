@@ -389,7 +389,12 @@ impl RedisStore {
     /// Returns the partitions the wait woke on (those with entries after
     /// their cursor); `None` when it timed out or could not wait.
     async fn wait_new(&self, cursors: &[(u16, String)], slice: Duration) -> Result<Option<Vec<u16>>, RedisStoreError> {
-        let Some(pool) = &self.inner.blocking else {
+        let Some(blocking) = &self.inner.blocking else {
+            return Ok(None);
+        };
+        let Some(pool) = blocking.pool()? else {
+            // Sentinel, and no primary found yet: the claim's reads find one.
+            tokio::time::sleep(slice.min(CLUSTER_POLL)).await;
             return Ok(None);
         };
         let mut conn = match pool.get().await {

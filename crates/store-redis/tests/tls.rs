@@ -196,3 +196,88 @@ async fn a_ca_file_needs_rediss_and_must_be_readable() {
     assert!(matches!(&err, RedisStoreError::Config(m) if m.contains("/nonexistent/ca.pem")), "{err}");
     assert!(!err.is_retryable());
 }
+
+/// A Sentinel with a TLS port, monitoring the TLS server over TLS
+/// (`tls-replication yes`); `None` when this `redis-server` has no TLS.
+struct TlsSentinel {
+    child: Child,
+    tls_port: u16,
+}
+
+impl Drop for TlsSentinel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_tls_sentinel(server: &TlsRedis) -> TlsSentinel {
+    let dir = server.ca.parent().expect("the certificates' folder").to_path_buf();
+    let (port, tls_port) = (free_port(), free_port());
+    let conf = dir.join("sentinel.conf");
+    let text = format!(
+        "port {port}\ntls-port {tls_port}\nbind 127.0.0.1\ndir {}\n\
+         tls-cert-file server.crt\ntls-key-file server.key\ntls-ca-cert-file ca.crt\n\
+         tls-auth-clients no\ntls-replication yes\nlogfile sentinel.log\n\
+         sentinel monitor tls-master 127.0.0.1 {} 1\n",
+        dir.display(),
+        server.tls_port
+    );
+    std::fs::write(&conf, text).unwrap();
+    let mut child = Command::new(redis_server_binary())
+        .arg(&conf)
+        .arg("--sentinel")
+        .current_dir(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn redis-server --sentinel");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !presa_testkit::redis::ping(port) {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "the TLS Sentinel exited ({status}):\n{}",
+                std::fs::read_to_string(dir.join("sentinel.log")).unwrap_or_default()
+            );
+        }
+        assert!(Instant::now() < deadline, "the TLS Sentinel did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    TlsSentinel { child, tls_port }
+}
+
+/// `--redis-sentinel-tls`: the Sentinel and the primary it names are both
+/// reached over TLS, trusting the CA file; every connection kind works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_over_tls_names_a_tls_primary() {
+    let Some(server) = start_tls_redis() else { return };
+    let sentinel = start_tls_sentinel(&server);
+    let cfg = |tls: bool, ca: bool| {
+        let s = presa_store_redis::SentinelConfig {
+            tls,
+            ..presa_store_redis::SentinelConfig::new(&format!("127.0.0.1:{}", sentinel.tls_port), "tls-master")
+        };
+        RedisConfig::sentinel(s)
+            .with_prefix(unique_prefix())
+            .with_partitions(2)
+            .with_op_timeout(Duration::from_secs(2))
+            .with_tls_ca_file(ca.then(|| server.ca.clone()))
+    };
+    let store = RedisStore::connect(cfg(true, true)).await.expect("Sentinel and primary over TLS");
+    let task = store.create(new_task(), NO_LIMITS).await.unwrap();
+    assert_eq!(store.get(&Scope::anonymous(), &task.id).await.unwrap(), Some(task.clone()));
+    let mut watch = store.watch(std::slice::from_ref(&task.id)).await.unwrap();
+    let claims = store.claim("w", 1, Duration::from_secs(30), Duration::from_secs(2)).await.unwrap();
+    assert_eq!(claims.len(), 1);
+    let seen = tokio::time::timeout(Duration::from_secs(5), watch.next()).await.unwrap().unwrap();
+    assert_eq!(seen, claims[0].task, "the claim's snapshot, over the TLS subscriber connection");
+    let started = Instant::now();
+    let none = store.claim("w", 1, Duration::from_secs(30), Duration::from_millis(300)).await.unwrap();
+    assert!(none.is_empty() && started.elapsed() >= Duration::from_millis(150), "a waiting claim on the TLS pool");
+
+    // The certificate is checked (the system roots do not know the test CA),
+    // and a plain-text client gets no answer from a TLS port.
+    let err = RedisStore::connect(cfg(true, false)).await.expect_err("an unknown issuer is refused");
+    assert!(err.to_string().to_lowercase().contains("certificate"), "{err}");
+    assert!(RedisStore::connect(cfg(false, false)).await.is_err(), "plain text to a TLS Sentinel");
+}

@@ -3,6 +3,7 @@
 //! - [`redis`]: a real Redis for a test: testcontainers when a Docker engine
 //!   answers, else a spawned `redis-server`, else a failure saying how to get one.
 //! - [`redis_cluster`]: a local 3-master Redis Cluster shared by a test binary.
+//! - [`redis_sentinel`]: a local primary, replicas and Sentinels, for failover tests.
 //! - [`cli`]: running the `presa` command-line client as a shell would.
 //! - [`client`]: an MCP client for the stateless wire (JSON and SSE, listen streams).
 //! - [`legacy`]: a 2025-11-25 client (`initialize`, `Mcp-Session-Id`, server requests on SSE).
@@ -21,6 +22,7 @@ pub mod pods;
 pub mod principals;
 pub mod redis;
 pub mod redis_cluster;
+pub mod redis_sentinel;
 pub mod reference;
 
 pub use client::{Client, TASKS, next_within, task_id, tasks_caps};
