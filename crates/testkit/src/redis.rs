@@ -221,22 +221,27 @@ pub fn redis_server_binary() -> String {
 
 /// Start `redis-server` on `port` in `dir` (plus `extra` arguments) and wait until it answers PING.
 pub fn spawn_server(dir: &Path, port: u16, extra: &[&str]) -> Result<Child, String> {
-    let mut child = Command::new(redis_server_binary())
+    let mut command = Command::new(redis_server_binary());
+    command
         .current_dir(dir)
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
         .args(["--save", "", "--appendonly", "no"])
         .args(["--dir", &dir.to_string_lossy()])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("spawn redis-server: {e}"))?;
+        .args(extra);
+    spawn_until(command, port, || ping(port))
+}
+
+/// Spawn `command` (a `redis-server`) with its output discarded and wait,
+/// 10 s at most, until `ready` (it answers on `port`); killed when it does not.
+pub(crate) fn spawn_until(mut command: Command, port: u16, ready: impl Fn() -> bool) -> Result<Child, String> {
+    let mut child =
+        command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().map_err(|e| format!("spawn redis-server: {e}"))?;
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!("redis-server exited at start: {status}"));
+            return Err(format!("redis-server {:?} exited at start: {status}", command.get_args().collect::<Vec<_>>()));
         }
-        if ping(port) {
+        if ready() {
             return Ok(child);
         }
         std::thread::sleep(Duration::from_millis(20));

@@ -13,7 +13,7 @@ use std::{
     io::{BufRead, BufReader, Write},
     net::TcpStream,
     path::Path,
-    process::{Child, Command, Stdio},
+    process::{Child, Command},
     time::{Duration, Instant},
 };
 
@@ -248,26 +248,9 @@ fn spawn_sentinel(
 /// Start `redis-server args` in `dir` and wait until it answers PING on
 /// `port` (after AUTH with `password`).
 fn spawn_node(dir: &Path, args: &[String], port: u16, password: Option<&str>) -> Result<Child, String> {
-    let mut child = Command::new(redis_server_binary())
-        .args(args)
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("spawn redis-server: {e}"))?;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!("redis-server {args:?} exited at start: {status}"));
-        }
-        if command(port, password, &["PING"]).is_ok() {
-            return Ok(child);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    Err(format!("redis-server on port {port} did not answer PING"))
+    let mut node = Command::new(redis_server_binary());
+    node.args(args).current_dir(dir);
+    crate::redis::spawn_until(node, port, || command(port, password, &["PING"]).is_ok())
 }
 
 /// Run one command on `127.0.0.1:port` (after `AUTH password`, if given)
