@@ -24,11 +24,9 @@
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return false
 end
-if KEYS[4] then
-  local found = idem_replay(KEYS[4], ARGV[9])
-  if found then
-    return found
-  end
+local found = idem_replay(KEYS[4], ARGV[9])
+if found then
+  return found
 end
 if ARGV[8] ~= '' and redis.call('XLEN', KEYS[2]) >= tonumber(ARGV[8]) then
   return 0

@@ -30,11 +30,9 @@
 --          reservation made before a refusal is taken back here, as
 --          `forget_active`/`unreserve_bytes` do on a cluster.
 
-if KEYS[8] then
-  local found = idem_replay(KEYS[8], ARGV[14])
-  if found then
-    return found
-  end
+local found = idem_replay(KEYS[8], ARGV[14])
+if found then
+  return found
 end
 
 local id = ARGV[1]

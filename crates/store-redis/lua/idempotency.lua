@@ -7,10 +7,13 @@
 -- holding "<fingerprint of the request>\n<task key>" and expiring with the
 -- task (the client's key itself is never stored).
 
--- What a keyed create finds: nothing (a new key, or one whose task is gone:
--- its record is dropped), {'replay', doc} when the key names a live task
--- made by the same request, or -3 when by another request.
+-- What a keyed create finds: nothing (no key given, a new key, or one whose
+-- task is gone: its record is dropped), {'replay', doc} when the key names a
+-- live task made by the same request, or -3 when by another request.
 local function idem_replay(key, fingerprint)
+  if not key then
+    return nil
+  end
   local v = redis.call('GET', key)
   if not v then
     return nil

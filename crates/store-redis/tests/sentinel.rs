@@ -15,9 +15,23 @@ use presa_testkit::redis_sentinel::{MASTER, TestSentinel};
 
 const LEASE: Duration = Duration::from_secs(30);
 
-fn redis_server_on_path() -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|p| p.join("redis-server").is_file()))
+/// Whether these tests can run: `redis-server` on PATH (saying so when not).
+fn sentinels_can_run() -> bool {
+    let found = std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|p| p.join("redis-server").is_file()));
+    if !found {
+        eprintln!("SKIPPED: the Sentinel tests need redis-server on PATH (apt-get install redis-server)");
+    }
+    found
+}
+
+/// A store of a fresh prefix over `partitions`, finding the primary through
+/// the Sentinels `list` (1 s per command).
+fn through(list: &str, partitions: u16) -> RedisConfig {
+    RedisConfig::sentinel(SentinelConfig::new(list, MASTER))
+        .with_prefix(unique_prefix())
+        .with_partitions(partitions)
+        .with_op_timeout(Duration::from_secs(1))
 }
 
 async fn raw(port: u16) -> redis::aio::MultiplexedConnection {
@@ -29,18 +43,27 @@ async fn next_event(stream: &mut presa_store::EventStream, limit: Duration) -> O
     tokio::time::timeout(limit, stream.next()).await.ok().flatten().and_then(Result::ok)
 }
 
+/// Publish `event` until the bus subscription `bus` receives it, `limit` at
+/// most (a subscription made before a failover moves to the new primary).
+async fn reaches_within(store: &RedisStore, bus: &mut presa_store::EventStream, event: &str, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    loop {
+        assert!(Instant::now() < deadline, "the subscription got no {event:?} after the failover");
+        store.publish(event).await.unwrap();
+        if next_event(bus, Duration::from_millis(300)).await.as_deref() == Some(event) {
+            return;
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_follows_a_sentinel_failover_without_a_restart() {
-    if !redis_server_on_path() {
-        eprintln!("SKIPPED: the Sentinel failover test needs redis-server on PATH (apt-get install redis-server)");
+    if !sentinels_can_run() {
         return;
     }
     let mut set = TestSentinel::spawn(1, 3);
     let old = set.data_port(0);
-    let cfg = RedisConfig::sentinel(SentinelConfig::new(&set.sentinel_addresses(), MASTER))
-        .with_prefix(unique_prefix())
-        .with_partitions(4)
-        .with_op_timeout(Duration::from_secs(1));
+    let cfg = through(&set.sentinel_addresses(), 4);
     let store = RedisStore::connect(cfg).await.expect("connect through the Sentinels");
     let scope = Scope::anonymous();
 
@@ -122,14 +145,7 @@ async fn a_store_follows_a_sentinel_failover_without_a_restart() {
 
     // Pub/sub: the subscription made before the failover was re-subscribed
     // on the new primary, and new subscriptions work.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        assert!(Instant::now() < deadline, "the old subscription got nothing after the failover");
-        store.publish("after").await.unwrap();
-        if next_event(&mut bus, Duration::from_millis(300)).await.as_deref() == Some("after") {
-            break;
-        }
-    }
+    reaches_within(&store, &mut bus, "after", Duration::from_secs(20)).await;
     let mut topic = store.subscribe_to("fresh").await.unwrap();
     store.publish_to("fresh", "hi").await.unwrap();
     assert_eq!(next_event(&mut topic, Duration::from_secs(5)).await.as_deref(), Some("hi"));
@@ -195,18 +211,12 @@ async fn stale_sentinel(port: u16) -> u16 {
 /// beside it the store lands on the real primary.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sentinel_naming_a_replica_is_not_believed() {
-    if !redis_server_on_path() {
-        eprintln!("SKIPPED: the Sentinel tests need redis-server on PATH (apt-get install redis-server)");
+    if !sentinels_can_run() {
         return;
     }
     let set = TestSentinel::spawn(1, 2);
     let stale = stale_sentinel(set.data_port(1)).await;
-    let config = |list: &str| {
-        RedisConfig::sentinel(SentinelConfig::new(list, MASTER))
-            .with_prefix(unique_prefix())
-            .with_partitions(2)
-            .with_op_timeout(Duration::from_secs(1))
-    };
+    let config = |list: &str| through(list, 2);
     let err = RedisStore::connect(config(&format!("127.0.0.1:{stale}"))).await.unwrap_err().to_string();
     assert!(err.contains("is a slave, not a primary"), "{err}");
     let store = RedisStore::connect(config(&format!("127.0.0.1:{stale},{}", set.sentinel_addresses())))
@@ -224,16 +234,12 @@ async fn a_sentinel_naming_a_replica_is_not_believed() {
 /// pub/sub follows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_follows_a_failover_of_a_live_primary() {
-    if !redis_server_on_path() {
-        eprintln!("SKIPPED: the Sentinel tests need redis-server on PATH (apt-get install redis-server)");
+    if !sentinels_can_run() {
         return;
     }
     let set = TestSentinel::spawn(1, 3);
     let old = set.data_port(0);
-    let cfg = RedisConfig::sentinel(SentinelConfig::new(&set.sentinel_addresses(), MASTER))
-        .with_prefix(unique_prefix())
-        .with_partitions(2)
-        .with_op_timeout(Duration::from_secs(1));
+    let cfg = through(&set.sentinel_addresses(), 2);
     let store = RedisStore::connect(cfg).await.unwrap();
     let before = store.create(new_task(), NO_LIMITS).await.unwrap();
     let mut bus = store.subscribe().await.unwrap();
@@ -278,12 +284,5 @@ async fn a_store_follows_a_failover_of_a_live_primary() {
         assert!(Instant::now() < deadline, "the old primary was not demoted");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        assert!(Instant::now() < deadline, "the subscription got nothing after the failover");
-        store.publish("moved").await.unwrap();
-        if next_event(&mut bus, Duration::from_millis(300)).await.as_deref() == Some("moved") {
-            break;
-        }
-    }
+    reaches_within(&store, &mut bus, "moved", Duration::from_secs(20)).await;
 }

@@ -135,17 +135,12 @@ fn tls_config(server: &TlsRedis) -> RedisConfig {
         .with_op_timeout(Duration::from_secs(2))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rediss_round_trip_against_a_tls_redis_server() {
-    let Some(server) = start_tls_redis() else { return };
-    let store = RedisStore::connect(tls_config(&server).with_tls_ca_file(Some(server.ca.clone())))
-        .await
-        .expect("connect over TLS, trusting the test CA");
-    store.ping().await.unwrap();
-
+/// Every kind of connection of a store over TLS carries its traffic: the
+/// command connection (create, get, a claim, a write), the pub/sub hub (the
+/// claim's snapshot) and the blocking pool (a waiting claim returns empty).
+async fn every_connection_kind_works(store: &RedisStore) {
     let task = store.create(new_task(), NO_LIMITS).await.unwrap();
     assert_eq!(store.get(&Scope::anonymous(), &task.id).await.unwrap(), Some(task.clone()));
-    // The pub/sub hub over TLS.
     let mut watch = store.watch(std::slice::from_ref(&task.id)).await.unwrap();
     let claims = store.claim("w", 1, Duration::from_secs(30), Duration::from_secs(2)).await.unwrap();
     assert_eq!(claims.len(), 1);
@@ -154,10 +149,19 @@ async fn rediss_round_trip_against_a_tls_redis_server() {
     let done = apply(&claims[0].task, &Event::Cancel, now_ms()).unwrap().unwrap();
     assert!(matches!(store.transition(&done, claims[0].writer()).await.unwrap(), Cas::Applied(_)));
     store.remove_work(&claims[0]).await.unwrap();
-    // A waiting claim blocks on a pooled (TLS) connection and returns empty.
     let started = Instant::now();
     let none = store.claim("w", 1, Duration::from_secs(30), Duration::from_millis(300)).await.unwrap();
-    assert!(none.is_empty() && started.elapsed() >= Duration::from_millis(150), "{none:?}");
+    assert!(none.is_empty() && started.elapsed() >= Duration::from_millis(150), "a waiting claim on the TLS pool");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rediss_round_trip_against_a_tls_redis_server() {
+    let Some(server) = start_tls_redis() else { return };
+    let store = RedisStore::connect(tls_config(&server).with_tls_ca_file(Some(server.ca.clone())))
+        .await
+        .expect("connect over TLS, trusting the test CA");
+    store.ping().await.unwrap();
+    every_connection_kind_works(&store).await;
     let second = store.create(new_task(), NO_LIMITS).await.unwrap();
     let stats = store.work_stats().await.unwrap();
     assert_eq!(stats.iter().map(|p| p.queued).sum::<u64>(), 1, "{stats:?}");
@@ -264,16 +268,7 @@ async fn sentinel_over_tls_names_a_tls_primary() {
             .with_tls_ca_file(ca.then(|| server.ca.clone()))
     };
     let store = RedisStore::connect(cfg(true, true)).await.expect("Sentinel and primary over TLS");
-    let task = store.create(new_task(), NO_LIMITS).await.unwrap();
-    assert_eq!(store.get(&Scope::anonymous(), &task.id).await.unwrap(), Some(task.clone()));
-    let mut watch = store.watch(std::slice::from_ref(&task.id)).await.unwrap();
-    let claims = store.claim("w", 1, Duration::from_secs(30), Duration::from_secs(2)).await.unwrap();
-    assert_eq!(claims.len(), 1);
-    let seen = tokio::time::timeout(Duration::from_secs(5), watch.next()).await.unwrap().unwrap();
-    assert_eq!(seen, claims[0].task, "the claim's snapshot, over the TLS subscriber connection");
-    let started = Instant::now();
-    let none = store.claim("w", 1, Duration::from_secs(30), Duration::from_millis(300)).await.unwrap();
-    assert!(none.is_empty() && started.elapsed() >= Duration::from_millis(150), "a waiting claim on the TLS pool");
+    every_connection_kind_works(&store).await;
 
     // The certificate is checked (the system roots do not know the test CA),
     // and a plain-text client gets no answer from a TLS port.
