@@ -76,12 +76,19 @@ async fn replicated_writes_are_acknowledged_once_a_replica_has_them() {
 
     // A worker's outcome is kept (it is on the primary; a failover that loses
     // it brings the work back); a client's cancel is answered as unconfirmed.
-    let claims = store.claim("w1", 1, LEASE, Duration::from_secs(1)).await.unwrap();
-    let claim = claims.into_iter().next().expect("the first task's work");
+    // Claims rotate over partitions: take both tasks' work, then tell them apart.
+    let mut claims = Vec::new();
+    while claims.len() < 2 {
+        claims.extend(store.claim("w1", 2, LEASE, Duration::from_secs(1)).await.unwrap());
+    }
+    let (claim, second) = match claims.iter().position(|c| c.task.id == first.id) {
+        Some(0) => (claims[0].clone(), claims[1].clone()),
+        Some(_) => (claims[1].clone(), claims[0].clone()),
+        None => panic!("the first task's work was not claimed: {claims:?}"),
+    };
     let result = json!({"content": [], "isError": false});
     let done = apply(&claim.task, &Event::Complete(result), presa_store::util::now_ms()).unwrap().unwrap();
     assert!(matches!(store.conclude(&done, &claim).await, Ok(Cas::Applied(_))), "a worker's outcome is kept");
-    let second = store.claim("w1", 1, LEASE, Duration::from_secs(1)).await.unwrap().pop().expect("the second task");
     let cancelled = apply(&second.task, &Event::Cancel, presa_store::util::now_ms()).unwrap().unwrap();
     let cancel = store.transition(&cancelled, Writer::Client).await;
     assert!(unconfirmed(&cancel), "{cancel:?}");
