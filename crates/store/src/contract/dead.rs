@@ -183,8 +183,8 @@ pub async fn a_dead_letter_replays_once(store: Arc<dyn TaskStore>) {
     let letter = store.dead_letter("acme", &dead.id).await.expect("dead_letter").expect("a letter");
 
     // At its scope's active-task limit, the replay is refused like any create.
-    let held = create(&store, &scope).await;
     let full = CreateLimits { max_active_per_scope: Some(1), ..NO_LIMITS };
+    let held = store.create(new_task(&scope, Some(60_000)), full).await.expect("create");
     let refused = store.replay_dead_letter("acme", &dead.id, full).await;
     assert!(matches!(refused, Err(StoreError::Capacity { .. })), "{refused:?}");
     assert_eq!(store.dead_letter("acme", &dead.id).await.expect("dead_letter"), Some(letter.clone()));
