@@ -9,8 +9,9 @@
 //! letter without `replayed_as`. It expires at its death plus
 //! [`RedisConfig::dead_letter_ttl`](crate::RedisConfig::dead_letter_ttl).
 //! Two sorted sets per partition index it, one per tenant and one per scope,
-//! by cursor (time of death, then id), so a listing reads one index per
-//! partition (`dead_list.lua`, one slot each) and merges the pages.
+//! by cursor (time of death, then id), so a listing reads the next cursors of
+//! one index per partition (`dead_list.lua`, one slot each), merges them, and
+//! reads only the letters of its page.
 //!
 //! - Recording: `bury.lua`, which is `transition.lua` plus the letter and
 //!   its index members, so the letter exists exactly when the write ending
@@ -20,7 +21,7 @@
 //!   `dead_discard.lua`, which checks the tenant again.
 
 use presa_store::{
-    DeadLetter, DeadLetterFilter, DeadLetterPage, StoreError, TaskId,
+    DeadLetter, DeadLetterFilter, DeadLetterPage, Scope, StoreError, TaskId,
     dead::{cursor, page_limit},
     util::now_ms,
 };
@@ -83,8 +84,9 @@ impl RedisStore {
         Ok(inv)
     }
 
-    /// One page of `filter`'s letters after `after`: every partition's page
-    /// (`dead_list.lua`), merged.
+    /// One page of `filter`'s letters after `after`: every partition's next
+    /// cursors (`dead_list.lua`), merged, then the letters of the page's
+    /// cursors only (a letter gone meanwhile is left out of the page).
     pub(crate) async fn list_dead(
         &self,
         filter: &DeadLetterFilter,
@@ -94,28 +96,39 @@ impl RedisStore {
         let limit = page_limit(limit);
         let keys = &self.inner.keys;
         let from = after.map_or_else(|| "-".to_string(), |at| format!("({at}"));
-        let pages = (0..keys.partitions()).map(|p| {
+        let parts = (0..keys.partitions()).map(|p| {
             let index = match &filter.subject {
-                Some(subject) => keys
-                    .dead_by_scope(p, &presa_store::Scope { tenant: filter.tenant.clone(), subject: subject.clone() }),
+                Some(subject) => {
+                    let scope = Scope { tenant: filter.tenant.clone(), subject: subject.clone() };
+                    keys.dead_by_scope(p, &scope)
+                }
                 None => keys.dead_by_tenant(p, &filter.tenant),
             };
             let from = from.clone();
             async move {
                 let mut inv = scripts::DEAD_LIST.prepare_invoke();
                 inv.key(index).arg(from).arg(limit + 1).arg(keys.dead_letter_prefix(p));
-                self.invoke::<Vec<Vec<u8>>>(&inv).await
+                self.invoke::<Vec<String>>(&inv).await
             }
         });
-        let mut letters = Vec::new();
-        for stored in futures::future::try_join_all(pages).await?.into_iter().flatten() {
+        let mut cursors: Vec<String> = futures::future::try_join_all(parts).await?.into_iter().flatten().collect();
+        cursors.sort_unstable();
+        let next = (cursors.len() > limit).then(|| cursors[limit - 1].clone());
+        cursors.truncate(limit);
+        let reads = cursors.iter().filter_map(|at| {
+            let id = TaskId::from_wire(at.split_once('.')?.1);
+            let key = keys.dead_letter(&id)?;
+            Some(async move { self.query::<Option<Vec<u8>>>(Verbosity::Info, redis::cmd("GET").arg(key)).await })
+        });
+        let mut letters = Vec::with_capacity(cursors.len());
+        for stored in futures::future::try_join_all(reads).await?.into_iter().flatten() {
             let letter = decode(&stored)?;
             // The indexes are the tenant's; checked again all the same.
             if filter.admits(&letter.scope) {
                 letters.push(letter);
             }
         }
-        Ok(DeadLetterPage::of(letters, limit))
+        Ok(DeadLetterPage { letters, next })
     }
 
     /// `tenant`'s letter of task `id`, if any.
@@ -169,7 +182,7 @@ impl RedisStore {
 
 #[cfg(test)]
 mod tests {
-    use presa_tasks::{Scope, Work};
+    use presa_tasks::Work;
 
     use super::*;
 

@@ -401,8 +401,11 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
     /// Up to [`dead::page_limit`]`(limit)` dead letters passing `filter`
     /// (one tenant's, optionally one subject's), oldest death first, after
     /// the cursor `after` (a [`DeadLetterPage::next`], or `None` for the
-    /// first page). Pages are stable: a letter recorded later comes after
-    /// every earlier one, one removed meanwhile is skipped.
+    /// first page). Pages are stable: a letter dying later (at a later
+    /// millisecond) comes after every one listed already, one removed
+    /// meanwhile is skipped. A page may hold fewer letters than `limit`
+    /// (some expired or were discarded while it was read) and still have a
+    /// `next`; only `next: None` ends the listing.
     async fn dead_letters(
         &self,
         filter: &DeadLetterFilter,
