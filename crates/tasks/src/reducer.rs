@@ -194,7 +194,7 @@ mod tests {
                 input_responses: Some(serde_json::Map::new()),
                 trace: BTreeMap::from([("traceparent".to_string(), "00-ab-cd-01".to_string())]),
                 caller: Some(crate::Caller::anonymous()),
-                replay_of: Some(crate::TaskId::from_wire("p00.dead")),
+                replay_of: Some(TaskId::from_wire("p00.dead")),
             };
             before.input_responses.insert("b".into(), json!({ "action": "accept" }));
             let after = apply(&before, &event, 2_000).unwrap().unwrap();
