@@ -2,7 +2,7 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use crate::RedisStoreError;
+use crate::{RedisStoreError, durability::Durability};
 
 /// How to reach Redis and lay out presa's keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +43,13 @@ pub struct RedisConfig {
     /// How long a dead letter is kept after its task died (see `dead.rs`).
     /// Default 7 days ([`presa_store::dead::DEFAULT_DEAD_LETTER_TTL`]).
     pub dead_letter_ttl: Duration,
+    /// What a create and a task's last write must reach before they are
+    /// acknowledged. Default [`Durability::Primary`].
+    pub durability: Durability,
+    /// With [`Durability::Replicated`]: most connections held at once by
+    /// writes waiting for their replicas (`WAIT` blocks its connection).
+    /// Default 16.
+    pub durable_connections: usize,
 }
 
 impl RedisConfig {
@@ -60,6 +67,8 @@ impl RedisConfig {
             blocking_connections: 8,
             watch_buffer: 256,
             dead_letter_ttl: presa_store::dead::DEFAULT_DEAD_LETTER_TTL,
+            durability: Durability::Primary,
+            durable_connections: 16,
         }
     }
 
@@ -98,6 +107,12 @@ impl RedisConfig {
         self
     }
 
+    /// Set what writes must reach before they are acknowledged.
+    pub fn with_durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
     /// Trust the CA certificate(s) in this PEM file for `rediss://` (`None`:
     /// the system's roots).
     pub fn with_tls_ca_file(mut self, path: Option<PathBuf>) -> Self {
@@ -127,9 +142,10 @@ impl RedisConfig {
         if self.dead_letter_ttl < Duration::from_millis(1) {
             return bad("dead_letter_ttl must be at least a millisecond");
         }
-        if self.blocking_connections == 0 || self.watch_buffer == 0 {
-            return bad("blocking_connections and watch_buffer must be positive");
+        if self.blocking_connections == 0 || self.watch_buffer == 0 || self.durable_connections == 0 {
+            return bad("blocking_connections, watch_buffer and durable_connections must be positive");
         }
+        self.durability.validate()?;
         if let Some(sentinel) = &self.sentinel {
             if !self.url.is_empty() {
                 return bad("a Redis URL and Sentinels exclude each other: give one");
