@@ -30,7 +30,10 @@
 //! - pub/sub is a wake-up only: readers re-read the record;
 //! - nothing a caller sends is fanned out to every subscriber: bus events are
 //!   bounded ([`MAX_EVENT_BYTES`]), a payload goes to one topic;
-//! - a legacy session's state is counted and capped ([`SessionLimits`]).
+//! - a legacy session's state is counted and capped ([`SessionLimits`]);
+//! - a task has a dead letter exactly when a [`TaskStore::conclude_dead`]
+//!   ending it was applied (recorded in the same atomic step), and every
+//!   dead-letter read names the tenant it may see.
 
 use std::{collections::HashMap, pin::Pin, sync::Arc, time::Duration};
 
