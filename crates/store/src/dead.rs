@@ -175,7 +175,7 @@ pub struct DeadLetterPage {
 }
 
 impl DeadLetterPage {
-    /// The first `limit` of `candidates` (each store's letters after the
+    /// The first `limit` of `candidates` (the letters after the
     /// cursor, in any order, at least `limit + 1` of them when there are more).
     pub fn of(mut candidates: Vec<DeadLetter>, limit: usize) -> Self {
         candidates.sort_by_cached_key(DeadLetter::cursor);
@@ -261,5 +261,37 @@ impl Book {
         self.letters.retain(|_, (_, expires)| *expires > now);
         let letters = &self.letters;
         self.by_id.retain(|_, at| letters.contains_key(at));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn letter(died_at_ms: u64, id: &str) -> DeadLetter {
+        DeadLetter {
+            id: TaskId::from_wire(id),
+            scope: Scope::anonymous(),
+            work: Work::default(),
+            ttl_ms: None,
+            poll_interval_ms: None,
+            reason: String::new(),
+            deliveries: 1,
+            attempts: 1,
+            died_at_ms,
+            replayed_as: None,
+        }
+    }
+
+    #[test]
+    fn pages_are_capped_and_ordered_by_death_then_id() {
+        assert_eq!((page_limit(0), page_limit(7), page_limit(10_000)), (1, 7, MAX_DEAD_LETTER_PAGE));
+        // 9 ms sorts before 10 ms as text too: cursors are zero-padded.
+        let page = DeadLetterPage::of(vec![letter(10, "p00.a"), letter(9, "p01.z"), letter(10, "p00.0")], 2);
+        let order: Vec<&str> = page.letters.iter().map(|l| l.id.as_str()).collect();
+        assert_eq!(order, ["p01.z", "p00.0"]);
+        assert_eq!(page.next, Some(cursor(10, &TaskId::from_wire("p00.0"))));
+        assert!(cursor(9, &TaskId::from_wire("p01.z")) < cursor(10, &TaskId::from_wire("p00.0")));
+        assert_eq!(DeadLetterPage::of(vec![letter(1, "p00.a")], 1).next, None, "no more: the last page");
     }
 }
