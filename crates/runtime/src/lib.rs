@@ -227,6 +227,13 @@ pub struct RedisArgs {
     /// once Redis has not answered for this long, in ms; 0 never.
     #[arg(long, env = "PRESA_STORE_LIVENESS_MS", default_value_t = 120_000)]
     pub store_liveness_ms: u64,
+
+    /// How long the dead letter of a poison task (one whose work was
+    /// delivered more than `--max-deliveries` times) is kept for an operator
+    /// to replay or discard, in ms from its death (also in the embedded
+    /// in-memory mode). Default 7 days.
+    #[arg(long, env = "PRESA_DEAD_LETTER_TTL_MS", default_value_t = 7 * 24 * 3600 * 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub dead_letter_ttl_ms: u64,
 }
 
 impl RedisArgs {
@@ -307,8 +314,14 @@ impl RedisArgs {
                 .with_prefix(self.redis_prefix.clone())
                 .with_partitions(self.partitions)
                 .with_op_timeout(Duration::from_millis(self.redis_timeout_ms))
-                .with_tls_ca_file(self.redis_tls_ca_file.clone()),
+                .with_tls_ca_file(self.redis_tls_ca_file.clone())
+                .with_dead_letter_ttl(self.dead_letter_ttl()),
         ))
+    }
+
+    /// `--dead-letter-ttl-ms`.
+    pub fn dead_letter_ttl(&self) -> Duration {
+        Duration::from_millis(self.dead_letter_ttl_ms)
     }
 }
 
@@ -363,7 +376,17 @@ impl Storage {
     /// The in-memory backend (not durable), holding at most `max_tasks` tasks
     /// and `max_bytes` bytes of task records (finished ones included, until their TTL).
     pub fn memory(max_tasks: usize, max_bytes: usize) -> Self {
-        let mem = Arc::new(MemoryStore::new().with_max_tasks(max_tasks).with_max_bytes(max_bytes));
+        Self::memory_keeping(max_tasks, max_bytes, presa_store::dead::DEFAULT_DEAD_LETTER_TTL)
+    }
+
+    /// [`memory`](Self::memory), keeping dead letters `dead_letter_ttl` after their task died.
+    pub fn memory_keeping(max_tasks: usize, max_bytes: usize, dead_letter_ttl: Duration) -> Self {
+        let mem = Arc::new(
+            MemoryStore::new()
+                .with_max_tasks(max_tasks)
+                .with_max_bytes(max_bytes)
+                .with_dead_letter_ttl(dead_letter_ttl),
+        );
         let always: ReadyCheck = Arc::new(|| async { true }.boxed());
         let ready_detail: ReadyDetail = Arc::new(|| None);
         Storage { backend: Backend::new(mem), ready: always.clone(), ready_detail, live: always, durable: false }
@@ -378,7 +401,8 @@ impl Storage {
             .with_partitions(args.partitions)
             .with_cluster(args.redis_cluster)
             .with_op_timeout(Duration::from_millis(args.redis_timeout_ms))
-            .with_tls_ca_file(args.redis_tls_ca_file.clone());
+            .with_tls_ca_file(args.redis_tls_ca_file.clone())
+            .with_dead_letter_ttl(args.dead_letter_ttl());
         Self::redis_with(cfg, args).await
     }
 
@@ -453,7 +477,7 @@ impl Storage {
     ) -> Result<Self, StorageError> {
         match args.config()? {
             Some(cfg) => Self::redis_with(cfg, args).await,
-            None => Ok(Self::memory(memory_max_tasks, memory_max_bytes)),
+            None => Ok(Self::memory_keeping(memory_max_tasks, memory_max_bytes, args.dead_letter_ttl())),
         }
     }
 }
@@ -501,6 +525,14 @@ mod tests {
         assert!(s.tls && cfg.url.is_empty() && !cfg.cluster && cfg.prefix == "px");
         assert!(config(&[]).unwrap().is_none(), "nothing: the embedded mode");
         assert_eq!(config(&["--redis-url", "redis://h:1"]).unwrap().unwrap().url, "redis://h:1");
+    }
+
+    #[test]
+    fn dead_letters_are_kept_a_week_unless_told() {
+        let week = presa_store::dead::DEFAULT_DEAD_LETTER_TTL;
+        assert_eq!(config(&["--redis-url", "redis://h:1"]).unwrap().unwrap().dead_letter_ttl, week);
+        let day = config(&["--redis-url", "redis://h:1", "--dead-letter-ttl-ms", "86400000"]).unwrap().unwrap();
+        assert_eq!(day.dead_letter_ttl, Duration::from_secs(86_400));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //!   (`store.<op>`), its failures counted, whatever the backend.
 //! - [`update_task_within`]: load (or start from a guess), reduce,
 //!   compare-and-set (a worker's last write as `TaskStore::conclude`, which
-//!   removes the work of a write that ends the task), retry from the task the
+//!   removes the work of a write that ends the task, or for a poison task
+//!   `TaskStore::conclude_dead`, which records its dead letter too), retry from the task the
 //!   refusal returned. The reducer
 //!   decides; the store only persists with a CAS. Conflicts (a concurrent
 //!   `tasks/update`, a cancel) are retried on the fresh record; a worker whose
@@ -58,6 +59,15 @@ pub(crate) enum UpdateError {
 
 const MAX_ATTEMPTS: usize = 32;
 
+/// A worker's last write ([`update_task_within`]'s `concluding`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Concluding<'a> {
+    /// The claim the write ends.
+    pub(crate) claim: &'a Claim,
+    /// For a poison task: why it died, recorded in its dead letter with the write.
+    pub(crate) dead: Option<&'a str>,
+}
+
 /// Apply `event` to task `id` as `writer`, retrying on CAS conflicts.
 #[cfg(test)]
 pub(crate) async fn update_task(
@@ -104,7 +114,8 @@ impl WriteLimits {
 ///
 /// `concluding`: the writer's claim, for a worker's last write: it is made
 /// with [`TaskStore::conclude`], so an `Applied` write that ends the task has
-/// removed the claim's work too.
+/// removed the claim's work too; for a poison task with
+/// [`TaskStore::conclude_dead`], which also records its dead letter.
 pub(crate) async fn update_task_within(
     store: &dyn TaskStore,
     id: &TaskId,
@@ -112,7 +123,7 @@ pub(crate) async fn update_task_within(
     event: &Event,
     limits: WriteLimits,
     guess: Option<Task>,
-    concluding: Option<&Claim>,
+    concluding: Option<Concluding<'_>>,
 ) -> Result<Updated, UpdateError> {
     let max_bytes = limits.max_task_bytes;
     let size = |t: &Task| serde_json::to_vec(t).map_or(0, |v| v.len());
@@ -148,10 +159,13 @@ pub(crate) async fn update_task_within(
             Ok(Some(next)) => return Err(UpdateError::TooLarge { bytes: size(&next), limit: max_bytes }),
         };
         let write = match concluding {
-            Some(claim) => store_call("conclude", store.conclude(&next, claim)),
-            None => store_call("transition", store.transition_within(&next, writer, limits.max_bytes_per_scope)),
+            Some(Concluding { claim, dead: Some(reason) }) => {
+                store_call("conclude_dead", store.conclude_dead(&next, claim, reason)).await
+            }
+            Some(Concluding { claim, dead: None }) => store_call("conclude", store.conclude(&next, claim)).await,
+            None => store_call("transition", store.transition_within(&next, writer, limits.max_bytes_per_scope)).await,
         };
-        match write.await? {
+        match write? {
             Cas::Applied(stored) => {
                 if stored.status != task.status {
                     metrics::task_transition(stored.status.as_str());
@@ -176,8 +190,9 @@ pub(crate) async fn update_task_within(
 /// that landed before its reply was lost is `Unchanged` (or re-applied
 /// identically) the second time, and a claim that lapsed meanwhile is `Fenced`.
 ///
-/// `claim`: for a worker's last write, its claim: the write starts from the
-/// task as claimed (the `guess`) and is `concluding` (see there).
+/// `concluding`: for a worker's last write, its claim (and a poison task's
+/// dead-letter reason): the write starts from the task as claimed (the
+/// `guess`) and is `concluding` (see there).
 pub(crate) async fn update_task_patiently(
     store: &dyn TaskStore,
     id: &TaskId,
@@ -185,14 +200,14 @@ pub(crate) async fn update_task_patiently(
     event: &Event,
     max_bytes: usize,
     patience: Duration,
-    claim: Option<&Claim>,
+    concluding: Option<Concluding<'_>>,
 ) -> Result<Updated, UpdateError> {
     let deadline = tokio::time::Instant::now() + patience;
     const FIRST_PAUSE: Duration = Duration::from_millis(50);
     let mut pause = FIRST_PAUSE;
     loop {
-        let guess = claim.map(|c| c.task.clone());
-        match update_task_within(store, id, writer, event, WriteLimits::task(max_bytes), guess, claim).await {
+        let guess = concluding.map(|c| c.claim.task.clone());
+        match update_task_within(store, id, writer, event, WriteLimits::task(max_bytes), guess, concluding).await {
             Err(UpdateError::Store(e)) if e.is_retryable() && tokio::time::Instant::now() + pause < deadline => {
                 if pause == FIRST_PAUSE {
                     tracing::info!(error = %e, "store unavailable; retrying the task write for up to a lease");

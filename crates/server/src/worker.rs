@@ -6,7 +6,9 @@
 //! terminal (cancel) or the claim is lost, and writes the outcome with the
 //! claim's fencing attempt, so a worker that lost its claim cannot overwrite
 //! the outcome of the one that took over. Work delivered more than
-//! `max_deliveries` times ends `failed` (poison task).
+//! `max_deliveries` times ends `failed` (poison task), and the write that
+//! ends it records the task's dead letter ([`presa_store::dead`]), from which
+//! an operator can run it again.
 //!
 //! A handler waiting for input gives its run slot back while it waits (see
 //! [`crate::slots`]): `concurrency` bounds handlers doing work, `max_parked`
@@ -35,7 +37,7 @@ use crate::{
     core::{Core, Outcome, internal_error},
     slots::{Slot, Slots},
     store_io::{
-        UpdateError, Updated, Verbosity, WriteLimits, store_call, store_call_at, update_task_patiently,
+        Concluding, UpdateError, Updated, Verbosity, WriteLimits, store_call, store_call_at, update_task_patiently,
         update_task_within,
     },
     tool::run_handler,
@@ -225,7 +227,11 @@ impl Worker {
             span.record("error.type", "poison");
             span.record("otel.status_code", "error");
             let error = ErrorObject::new(codes::INTERNAL_ERROR, "Task failed after repeated attempts");
-            self.conclude(&claim, failure(error)).await;
+            let reason = format!(
+                "delivered {} times, more than max_deliveries ({})",
+                claim.deliveries, self.config.max_deliveries
+            );
+            self.conclude_as(&claim, failure(error), Some(&reason)).await;
             return;
         }
         let catalog = self.core.catalog();
@@ -329,6 +335,12 @@ impl Worker {
 
     /// Write the terminal event (fenced), then remove the work item.
     async fn conclude(&self, claim: &Claim, event: Event) {
+        self.conclude_as(claim, event, None).await;
+    }
+
+    /// [`conclude`](Self::conclude); for a poison task (`dead`: why it
+    /// died), the write records its dead letter too.
+    async fn conclude_as(&self, claim: &Claim, event: Event, dead: Option<&str>) {
         let store = self.core.store();
         let limit = self.core.config().max_task_bytes;
         // A Redis restart while the handler ran must not cost a re-run: wait it out (up to a lease).
@@ -336,7 +348,7 @@ impl Worker {
         // Starting from the task as claimed (unless the handler or a client
         // changed it since, the write needs no read first), and concluding:
         // the write that ends the task removes its work too.
-        let claimed = Some(claim);
+        let claimed = Some(Concluding { claim, dead });
         let mut written = update_task_patiently(store.as_ref(), id, writer, &event, limit, patience, claimed).await;
         if let Err(e @ UpdateError::TooLarge { .. }) = &written {
             tracing::warn!(error = %e, "task outcome too large: the task fails");

@@ -6,10 +6,10 @@ use std::{sync::Arc, time::Duration};
 
 use presa_server::{Catalog, Core, ServerConfig, TaskPolicy, Tool, ToolContext, ToolOutput, Worker, WorkerConfig};
 use presa_store::{
-    Backend, Cas, CreateLimits, NewTask, Scope, Status, Task, TaskId, TaskStore, Writer, memory::MemoryStore,
-    wrapped::Wrapped,
+    Backend, Cas, CreateLimits, DeadLetterFilter, NewTask, Scope, Status, Task, TaskId, TaskStore, Writer,
+    memory::MemoryStore, wrapped::Wrapped,
 };
-use presa_tasks::{Event, Work, apply};
+use presa_tasks::{Caller, Event, Work, apply};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -48,6 +48,18 @@ fn core_on(backend: Backend) -> Core {
                         ctx.sleep(Duration::from_millis(50)).await?;
                     }
                     Ok(ToolOutput::text(format!("attempt {}", ctx.attempt().unwrap_or(0))))
+                },
+            )
+            .policy(TaskPolicy::Required),
+        )
+        .tool(
+            Tool::new(
+                "hang",
+                "Runs for an hour (its workers go away first).",
+                json!({ "type": "object" }),
+                |ctx: ToolContext, _args: Value| async move {
+                    ctx.sleep(Duration::from_secs(3600)).await?;
+                    Ok(ToolOutput::text("done"))
                 },
             )
             .policy(TaskPolicy::Required),
@@ -125,6 +137,61 @@ async fn poison_task_fails_after_max_deliveries() {
     // Nothing left to claim: the work item is gone.
     let left = store.claim("check", 1, Duration::from_secs(1), Duration::from_millis(100)).await.unwrap();
     assert!(left.is_empty());
+}
+
+/// A task whose every delivery dies with its worker (each worker here stops
+/// mid-run and hands the work back, as a crash-looping pod's lapsed lease
+/// does) ends, once delivered more than `max_deliveries` times, `failed` with
+/// exactly one dead letter holding what it takes to run it again; replaying
+/// the letter queues a new task for the same owner, tool and arguments.
+#[tokio::test]
+async fn a_task_whose_deliveries_keep_dying_ends_in_one_dead_letter() {
+    let store = Arc::new(MemoryStore::new());
+    let caller = Caller::new("acme", "alice", vec!["deploy".into()]);
+    let new = NewTask {
+        scope: caller.scope.clone(),
+        work: Work {
+            tool: "hang".into(),
+            arguments: json!({ "n": 7 }),
+            caller: Some(caller.clone()),
+            ..Work::default()
+        },
+        ttl_ms: Some(60_000),
+        poll_interval_ms: None,
+        status_message: None,
+    };
+    let task = store.create(new, CreateLimits::NONE).await.unwrap();
+    for delivery in 1..=2 {
+        let stop = run_worker(core(store.clone()), 2);
+        for _ in 0..200 {
+            if store.load(&task.id).await.unwrap().unwrap().attempt == delivery {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // The worker goes away mid-run; its work goes back to the queue.
+        stop.cancel();
+    }
+    let stop = run_worker(core(store.clone()), 2);
+    let t = wait_terminal(&store, &task.id).await;
+    stop.cancel();
+    assert_eq!(t.status, Status::Failed);
+    assert_eq!(t.work.arguments, Value::Null, "the task itself keeps no arguments");
+
+    let page = store.dead_letters(&DeadLetterFilter::tenant("acme"), None, 10).await.unwrap();
+    assert_eq!(page.next, None);
+    let [letter] = page.letters.as_slice() else { panic!("one dead letter: {page:?}") };
+    assert_eq!((&letter.id, &letter.scope, letter.tool()), (&task.id, &caller.scope, "hang"));
+    assert_eq!((letter.deliveries, letter.attempts), (3, 3));
+    assert_eq!(letter.reason, "delivered 3 times, more than max_deliveries (2)");
+    assert_eq!((&letter.work.arguments, letter.work.caller.as_ref()), (&json!({ "n": 7 }), Some(&caller)));
+    assert!(store.dead_letters(&DeadLetterFilter::tenant("local"), None, 10).await.unwrap().letters.is_empty());
+
+    let replayed = store.replay_dead_letter("acme", &task.id, CreateLimits::NONE).await.unwrap().unwrap();
+    assert!(replayed.first);
+    let again = store.get(&caller.scope, &replayed.task).await.unwrap().expect("the replay");
+    assert_eq!((again.status, again.work.replay_of.as_ref()), (Status::Working, Some(&task.id)));
+    assert_eq!((again.work.tool.as_str(), &again.work.arguments), ("hang", &json!({ "n": 7 })));
 }
 
 /// A handler that changes its task more often than the lease is renewed

@@ -40,6 +40,9 @@ pub struct RedisConfig {
     /// Capacity of each local watcher's queue; a watcher that falls further
     /// behind misses snapshots (pub/sub is only a wake-up). Default 256.
     pub watch_buffer: usize,
+    /// How long a dead letter is kept after its task died (see `dead.rs`).
+    /// Default 7 days ([`presa_store::dead::DEFAULT_DEAD_LETTER_TTL`]).
+    pub dead_letter_ttl: Duration,
     /// What a create and a task's last write must reach before they are
     /// acknowledged. Default [`Durability::Primary`].
     pub durability: Durability,
@@ -63,6 +66,7 @@ impl RedisConfig {
             max_lease: Duration::from_secs(600),
             blocking_connections: 8,
             watch_buffer: 256,
+            dead_letter_ttl: presa_store::dead::DEFAULT_DEAD_LETTER_TTL,
             durability: Durability::Primary,
             durable_connections: 16,
         }
@@ -88,6 +92,12 @@ impl RedisConfig {
     /// Set the per-command timeout.
     pub fn with_op_timeout(mut self, op_timeout: Duration) -> Self {
         self.op_timeout = op_timeout;
+        self
+    }
+
+    /// Keep dead letters this long after their task died.
+    pub fn with_dead_letter_ttl(mut self, ttl: Duration) -> Self {
+        self.dead_letter_ttl = ttl;
         self
     }
 
@@ -128,6 +138,9 @@ impl RedisConfig {
         }
         if self.max_lease < Duration::from_secs(1) {
             return bad("max_lease must be at least a second");
+        }
+        if self.dead_letter_ttl < Duration::from_millis(1) {
+            return bad("dead_letter_ttl must be at least a millisecond");
         }
         if self.blocking_connections == 0 || self.watch_buffer == 0 || self.durable_connections == 0 {
             return bad("blocking_connections, watch_buffer and durable_connections must be positive");

@@ -109,6 +109,41 @@ impl Keys {
         (0..self.partitions).map(|p| self.work(p)).collect()
     }
 
+    /// `{prefix}:{pNN}:dead:<id>` — string: the dead letter of a poison task
+    /// (`"<hex tenant> <replayed as, or ->\n<letter JSON>"`, see `lua/bury.lua`),
+    /// in its task's slot, expiring at its death plus the retention.
+    pub fn dead_letter(&self, id: &TaskId) -> Option<String> {
+        let p = self.partition_of(id)?;
+        Some(format!("{}{}", self.dead_letter_prefix(p), id))
+    }
+
+    /// `{prefix}:{pNN}:dead:` — what precedes the id in the key of a dead
+    /// letter of `partition` (`dead_list.lua` reads listed letters with it).
+    pub fn dead_letter_prefix(&self, partition: u16) -> String {
+        format!("{}:{}:dead:", self.prefix, Self::tag(partition))
+    }
+
+    /// `{prefix}:{pNN}:dead_t:<hex tenant>` — sorted set: the tenant's dead
+    /// letters in `partition` (all scored 0, member = the letter's cursor
+    /// `<died at, 20 digits>.<id>`, so they sort by time of death), expiring
+    /// with its last letter.
+    pub fn dead_by_tenant(&self, partition: u16, tenant: &str) -> String {
+        format!("{}:{}:dead_t:{}", self.prefix, Self::tag(partition), hex(tenant.as_bytes()))
+    }
+
+    /// `{prefix}:{pNN}:dead_s:<hex tenant>.<hex subject>` — sorted set: as
+    /// [`Keys::dead_by_tenant`], the letters of one scope.
+    pub fn dead_by_scope(&self, partition: u16, scope: &Scope) -> String {
+        let (tenant, subject) = (hex(scope.tenant.as_bytes()), hex(scope.subject.as_bytes()));
+        format!("{}:{}:dead_s:{tenant}.{subject}", self.prefix, Self::tag(partition))
+    }
+
+    /// A tenant as dead letters name it in their header: hex, so that any
+    /// tenant is one word (`lua/bury.lua`).
+    pub fn tenant_word(tenant: &str) -> String {
+        hex(tenant.as_bytes())
+    }
+
     /// `{prefix}:{s.<hex tenant>.<hex subject>}:active` — sorted set: the
     /// scope's admitted, not yet terminal tasks (member = task id, score =
     /// the task's expiry, Unix ms, or `+inf`). Only maintained when creates carry
@@ -272,5 +307,16 @@ mod tests {
         assert_eq!(keys.session(&braces, "ab"), "t:{s.7b787d.7d}:session:6162");
         assert_eq!(keys.scope_sessions(&braces), "t:{s.7b787d.7d}:sessions");
         assert_eq!(Keys::sessions_member(&braces, "ab"), "{s.7b787d.7d}:6162");
+    }
+
+    #[test]
+    fn dead_letter_keys_share_their_tasks_partition_tag() {
+        let keys = Keys::new("presa", 16);
+        let id = TaskId::from_random(7, [1; 16]);
+        let scope = Scope { tenant: "a.b".into(), subject: "c".into() };
+        assert_eq!(keys.dead_letter(&id).unwrap(), format!("presa:{{p07}}:dead:{id}"));
+        assert_eq!(keys.dead_by_tenant(7, "a.b"), "presa:{p07}:dead_t:612e62");
+        assert_eq!(keys.dead_by_scope(7, &scope), "presa:{p07}:dead_s:612e62.63");
+        assert_eq!(keys.dead_letter(&TaskId::from_random(16, [1; 16])), None);
     }
 }

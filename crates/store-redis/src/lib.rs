@@ -18,6 +18,9 @@
 //! | `{prefix}:{s.<tenant hex>.<subject hex>}:session:<hex id>` | hash | a legacy session's state and its size (`#bytes`, `#n`), expiring with it (`lua/session.lua`) |
 //! | `{prefix}:{s.<tenant hex>.<subject hex>}:sessions` | sorted set | a scope's legacy sessions holding state, scored by expiry, for `max_per_scope` |
 //! | `{prefix}:sessions` | sorted set | every legacy session holding state, scored by expiry, for `max_sessions` (`lua/session_admit.lua`) |
+//! | `{prefix}:{pNN}:dead:<id>` | string | a poison task's dead letter, `"<hex tenant> <replayed as or ->\n<JSON>"`, expiring after the dead-letter retention (`lua/bury.lua`) |
+//! | `{prefix}:{pNN}:dead_t:<tenant hex>` | sorted set | a tenant's dead letters in the partition (member `<died at, 20 digits>.<id>`, lexical order), expiring with the last |
+//! | `{prefix}:{pNN}:dead_s:<tenant hex>.<subject hex>` | sorted set | the same, of one scope |
 //! | `{prefix}:bus` | channel | server-wide events (at most `presa_store::MAX_EVENT_BYTES` each) |
 //! | `{prefix}:topic:<hex name>` | channel | one bus topic's messages (a legacy session's answers), read by that topic's subscribers only |
 //!
@@ -38,6 +41,8 @@
 //! - `work`: claim/renew/remove/release over streams (see its docs for the
 //!   exact semantics), and the queue statistics.
 //! - `limits`: the per-scope active-task limit and the races it tolerates.
+//! - `dead`: dead letters of poison tasks (recorded by `bury.lua` with the
+//!   write that ends the task; listed per partition, marked, discarded).
 //! - `hub`: one pub/sub connection per store fanning out to every watcher,
 //!   each through its own queue bounded in items and bytes.
 //! - `conn`: the command connection, timeouts, the blocking-read pool, TLS
@@ -75,6 +80,7 @@ pub mod keys;
 
 mod config;
 mod conn;
+mod dead;
 mod durability;
 mod error;
 mod hub;

@@ -3,8 +3,8 @@
 //! with its contract: KEYS, ARGV and the reply. Every key a script touches is
 //! passed in KEYS and shares one hash slot, except `read.lua`,
 //! `recover.lua` and `claim_batch.lua` over several partitions, and
-//! `create_scoped.lua` and `transition.lua` over a task's and its scope's
-//! keys (standalone only). Scripts that read or write a task have `task.lua`
+//! `create_scoped.lua`, `transition.lua` and `bury.lua` over a task's and its
+//! scope's keys (standalone only). Scripts that read or write a task have `task.lua`
 //! (the record layout's functions) in front of them, and those that count a
 //! scope's bytes `bytes.lua`.
 
@@ -69,6 +69,12 @@ const TASK_BYTES: &str = concat!(include_str!("../lua/task.lua"), include_str!("
 /// for the scripts that create tasks.
 const TASK_IDEMPOTENCY: &str = concat!(include_str!("../lua/task.lua"), include_str!("../lua/idempotency.lua"));
 
+/// `body` (a script's) as the Lua function `name` of its own KEYS and ARGV,
+/// for a script that runs others' logic as one step.
+fn function(name: &str, body: &str) -> String {
+    format!("local function {name}(KEYS, ARGV)\n{body}\nend\n")
+}
+
 /// `script!(NAME, "file.lua", [Debug,] "doc")`: the script in `lua/file.lua`.
 macro_rules! script {
     (@ $prelude:expr, $name:ident, $file:literal, $verbosity:ident, $doc:literal) => {
@@ -120,7 +126,6 @@ script!(@ BYTES, RESIZE, "resize.lua", Info, "Count a task at its new size under
 /// `quota.lua` and `create.lua`, each as a local function of its own KEYS
 /// and ARGV.
 pub(crate) static CREATE_SCOPED: LazyLock<Lua> = LazyLock::new(|| {
-    let function = |name: &str, body: &str| format!("local function {name}(KEYS, ARGV)\n{body}\nend\n");
     let source = [
         TASK_BYTES.to_owned(),
         include_str!("../lua/idempotency.lua").to_owned(),
@@ -132,6 +137,24 @@ pub(crate) static CREATE_SCOPED: LazyLock<Lua> = LazyLock::new(|| {
     .concat();
     Lua { name: "create_scoped", verbosity: Verbosity::Info, script: Script::new(&source) }
 });
+/// `bury.lua` behind [`TASK`], [`BYTES`] and the body of `transition.lua` as
+/// the local function `transition` of its own KEYS and ARGV.
+pub(crate) static BURY: LazyLock<Lua> = LazyLock::new(|| {
+    let source = [
+        TASK_BYTES.to_owned(),
+        function("transition", include_str!("../lua/transition.lua")),
+        include_str!("../lua/bury.lua").to_owned(),
+    ]
+    .concat();
+    Lua { name: "bury", verbosity: Verbosity::Info, script: Script::new(&source) }
+});
+script!(
+    DEAD_LIST,
+    "dead_list.lua",
+    "One partition's page of a tenant's (or a scope's) dead letters, dropping expired members."
+);
+script!(DEAD_MARK, "dead_mark.lua", "Mark a tenant's dead letter replayed as a task, unless marked before.");
+script!(DEAD_DISCARD, "dead_discard.lua", "Remove a tenant's dead letter and its index members.");
 script!(SESSION, "session.lua", "One counted, capped write to a legacy session's state; registers a new session.");
 script!(SESSION_ADMIT, "session_admit.lua", "Count a legacy session holding state store-wide, within the limit.");
 script!(@ STREAM, STATS, "stats.lua", Debug, "Count a partition's queued and pending work, and the oldest pending age.");

@@ -12,8 +12,9 @@ use std::{
 
 use futures::StreamExt;
 use presa_store::{
-    Cas, Claim, CreateLimits, Created, EventBus, EventStream, GetView, Idempotency, NewTask, PartitionStats, Scope,
-    SessionLimits, StoreError, Task, TaskId, TaskStore, TaskStream, Writer,
+    Cas, Claim, CreateLimits, Created, DeadLetter, DeadLetterFilter, DeadLetterPage, EventBus, EventStream, GetView,
+    Idempotency, NewTask, PartitionStats, Scope, SessionLimits, StoreError, Task, TaskId, TaskStore, TaskStream,
+    Writer,
     util::{new_task_id_in, now_ms},
 };
 use redis::{Cmd, FromRedisValue, Value};
@@ -230,12 +231,14 @@ impl RedisStore {
     /// work `entry`, a write that ends the task removes that entry too. The
     /// task is counted at its new size under its scope's byte quota, and a
     /// client write growing a live task past `quota` is refused (see `quota.rs`).
+    /// With a dead `letter`, `bury.lua` records it with the write (`dead.rs`).
     async fn write(
         &self,
         next: &Task,
         writer: Writer,
         entry: Option<&str>,
         quota: Option<u64>,
+        letter: Option<&DeadLetter>,
     ) -> Result<Cas, StoreError> {
         let keys = &self.inner.keys;
         let (Some(key), Some(channel), Some(partition)) =
@@ -262,7 +265,7 @@ impl RedisStore {
             },
             _ => None,
         };
-        let mut inv = scripts::TRANSITION.prepare_invoke();
+        let mut inv = self.transition_script(letter)?;
         inv.key(&key)
             .key(&channel)
             .key(keys.work(partition))
@@ -613,14 +616,46 @@ impl TaskStore for RedisStore {
     }
 
     async fn transition_within(&self, next: &Task, writer: Writer, quota: Option<u64>) -> Result<Cas, StoreError> {
-        self.write(next, writer, None, quota).await
+        self.write(next, writer, None, quota, None).await
     }
 
     async fn conclude(&self, next: &Task, claim: &Claim) -> Result<Cas, StoreError> {
         // A receipt that is not this store's (never, from its own claims)
         // leaves the work to the claims that find the task ended.
         let entry = self.locate(claim).ok().map(|(_, _, entry)| entry);
-        self.write(next, claim.writer(), entry.as_deref(), None).await
+        self.write(next, claim.writer(), entry.as_deref(), None, None).await
+    }
+
+    async fn conclude_dead(&self, next: &Task, claim: &Claim, reason: &str) -> Result<Cas, StoreError> {
+        let entry = self.locate(claim).ok().map(|(_, _, entry)| entry);
+        let letter = next.status.is_terminal().then(|| DeadLetter::of(claim, reason, next.updated_at_ms));
+        self.write(next, claim.writer(), entry.as_deref(), None, letter.as_ref()).await
+    }
+
+    async fn dead_letters(
+        &self,
+        filter: &DeadLetterFilter,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<DeadLetterPage, StoreError> {
+        self.list_dead(filter, after, limit).await
+    }
+
+    async fn dead_letter(&self, tenant: &str, id: &TaskId) -> Result<Option<DeadLetter>, StoreError> {
+        self.read_dead(tenant, id).await
+    }
+
+    async fn mark_dead_letter_replayed(
+        &self,
+        tenant: &str,
+        id: &TaskId,
+        new: &TaskId,
+    ) -> Result<Option<TaskId>, StoreError> {
+        self.mark_dead(tenant, id, new).await
+    }
+
+    async fn discard_dead_letter(&self, tenant: &str, id: &TaskId) -> Result<bool, StoreError> {
+        self.discard_dead(tenant, id).await
     }
 
     async fn claim_fair(

@@ -5,7 +5,7 @@
 
 mod common;
 
-presa_store::store_contract_tests!(common::make_cluster_store);
+presa_store::store_contract_tests!(common::make_cluster_store, common::make_cluster_store_keeping_dead_letters);
 
 mod spread {
     use std::{collections::HashSet, time::Duration};

@@ -4,4 +4,4 @@
 
 mod common;
 
-presa_store::store_contract_tests!(common::make_store);
+presa_store::store_contract_tests!(common::make_store, common::make_store_keeping_dead_letters);

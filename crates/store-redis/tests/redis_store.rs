@@ -41,6 +41,7 @@ fn new_task(ttl_ms: Option<u64>) -> NewTask {
             input_responses: None,
             trace: BTreeMap::new(),
             caller: None,
+            replay_of: None,
         },
         ttl_ms,
         poll_interval_ms: Some(500),

@@ -12,11 +12,17 @@
 //!     use std::sync::Arc;
 //!     use presa_store::{TaskStore, memory::MemoryStore};
 //!     use presa_store::Backend;
-//!     presa_store::store_contract_tests!(|| async { Backend::new(Arc::new(MemoryStore::new())) });
+//!     presa_store::store_contract_tests!(
+//!         || async { Backend::new(Arc::new(MemoryStore::new())) },
+//!         |ttl| async move { Backend::new(Arc::new(MemoryStore::new().with_dead_letter_ttl(ttl))) }
+//!     );
 //! }
 //! ```
 //!
 //! The calling crate needs `tokio` (with `macros` and `rt-multi-thread`).
+//!
+//! The dead-letter cases live in [`dead`]; one of them needs a store made
+//! with a short dead-letter retention, hence the macro's second factory.
 
 use std::{
     collections::{BTreeMap, HashSet},
@@ -28,6 +34,9 @@ use futures::StreamExt;
 use presa_tasks::{Caller, Event, NewTask, Scope, Status, Task, TaskId, Work, apply, wire::GetView};
 use serde_json::{Value, json};
 
+mod dead;
+pub use dead::*;
+
 use crate::{
     Cas, Claim, CreateLimits, Created, EventBus, Idempotency, PartitionStats, SessionLimits, Shares, StoreError,
     TaskStore, TaskStream, Writer, util::now_ms,
@@ -37,11 +46,22 @@ use crate::{
 ///
 /// `$make` is called once per test, as a zero-argument function returning a
 /// future of [`Backend`](crate::Backend); every call must give an isolated
-/// backend (for Redis: a fresh key prefix). The calling crate needs `tokio`.
+/// backend (for Redis: a fresh key prefix). `$make_with_dead_letter_ttl`
+/// likewise, given a [`Duration`], for a backend that keeps dead letters
+/// that long ([`dead::SHORT_DEAD_LETTER_TTL`]). The calling crate needs `tokio`.
 #[macro_export]
 macro_rules! store_contract_tests {
-    ($make:expr) => {
+    ($make:expr, $make_with_dead_letter_ttl:expr) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn dead_letters_expire_after_their_retention() {
+            let backend: $crate::Backend = ($make_with_dead_letter_ttl)($crate::contract::SHORT_DEAD_LETTER_TTL).await;
+            $crate::contract::dead_letters_expire_after_their_retention(backend.store).await
+        }
         $crate::store_contract_tests!(@cases $make, store;
+            a_poison_conclusion_records_one_dead_letter,
+            dead_letters_are_listed_per_tenant_and_paged_stably,
+            a_dead_letter_replays_once,
+            a_discarded_dead_letter_is_gone,
             create_then_get_resolves_immediately,
             get_is_scoped_and_load_is_not,
             get_view_is_the_reducers_view_after_every_transition,
@@ -126,6 +146,7 @@ fn new_task(scope: &Scope, ttl_ms: Option<u64>) -> NewTask {
                 "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".to_string(),
             )]),
             caller: Some(Caller { scope: scope.clone(), scopes: Some(vec!["deploy".into()]) }),
+            replay_of: None,
         },
         ttl_ms,
         poll_interval_ms: Some(100),

@@ -105,6 +105,7 @@ mod tests {
             input_responses: None,
             trace: Default::default(),
             caller: None,
+            replay_of: None,
         }
     }
 

@@ -16,6 +16,7 @@
 //! - [`metrics`]: what every store reports of a create (a principal's quota use).
 //! - [`idempotency`]: creates named by a client's idempotency key (a retry returns the first task).
 //! - [`shares`]: fair shares at claim time (a scope without room is skipped, not waited behind).
+//! - [`dead`]: dead letters, what is kept of a poison task to list, replay or discard it.
 //! - [`contract`] (feature `contract`): the behavioural suite, written once
 //!   against the trait; `store_contract_tests!` instantiates it per backend.
 //!
@@ -29,10 +30,14 @@
 //! - pub/sub is a wake-up only: readers re-read the record;
 //! - nothing a caller sends is fanned out to every subscriber: bus events are
 //!   bounded ([`MAX_EVENT_BYTES`]), a payload goes to one topic;
-//! - a legacy session's state is counted and capped ([`SessionLimits`]).
+//! - a legacy session's state is counted and capped ([`SessionLimits`]);
+//! - a task has a dead letter exactly when a [`TaskStore::conclude_dead`]
+//!   ending it was applied (recorded in the same atomic step), and every
+//!   dead-letter read names the tenant it may see.
 
 use std::{collections::HashMap, pin::Pin, sync::Arc, time::Duration};
 
+pub use dead::{DeadLetter, DeadLetterFilter, DeadLetterPage, Replayed};
 use futures::Stream;
 pub use idempotency::{Created, Idempotency};
 pub use presa_tasks::{Caller, NewTask, Scope, Status, Task, TaskId, wire::GetView};
@@ -40,6 +45,7 @@ pub use shares::Shares;
 
 #[cfg(any(test, feature = "contract"))]
 pub mod contract;
+pub mod dead;
 pub mod fanout;
 pub mod idempotency;
 pub mod memory;
@@ -404,6 +410,81 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
         }
         Ok(cas)
     }
+
+    /// [`conclude`](Self::conclude) for a poison task (its work was
+    /// delivered too often): when the write is applied and ends the task, its
+    /// [`DeadLetter`] (`DeadLetter::of(claim, reason, next.updated_at_ms)`)
+    /// is recorded in the same atomic step, kept for the store's dead-letter
+    /// retention. A refused write records nothing, so a task has at most one
+    /// letter.
+    async fn conclude_dead(&self, next: &Task, claim: &Claim, reason: &str) -> Result<Cas, StoreError>;
+
+    /// Up to [`dead::page_limit`]`(limit)` dead letters passing `filter`
+    /// (one tenant's, optionally one subject's), oldest death first, after
+    /// the cursor `after` (a [`DeadLetterPage::next`], or `None` for the
+    /// first page). Pages are stable: a letter dying later (at a later
+    /// millisecond) comes after every one listed already, one removed
+    /// meanwhile is skipped. A page may hold fewer letters than `limit`
+    /// (some expired or were discarded while it was read) and still have a
+    /// `next`; only `next: None` ends the listing.
+    async fn dead_letters(
+        &self,
+        filter: &DeadLetterFilter,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<DeadLetterPage, StoreError>;
+
+    /// The dead letter of task `id`, if it has one, not expired, of `tenant`
+    /// (another tenant's is `None`, like none at all).
+    async fn dead_letter(&self, tenant: &str, id: &TaskId) -> Result<Option<DeadLetter>, StoreError>;
+
+    /// Mark `tenant`'s dead letter of task `id` replayed as task `new`,
+    /// unless it was marked before: atomically, the mark now stored (`new`,
+    /// or the earlier one's); `None` when there is no such letter.
+    async fn mark_dead_letter_replayed(
+        &self,
+        tenant: &str,
+        id: &TaskId,
+        new: &TaskId,
+    ) -> Result<Option<TaskId>, StoreError>;
+
+    /// Run `tenant`'s dead letter of task `id` again: a new task for the
+    /// same owner, tool, arguments and caller, created through
+    /// [`create_idempotent`](Self::create_idempotent) under `limits` and the
+    /// letter's [`DeadLetter::replay_key`], then the letter is marked
+    /// ([`mark_dead_letter_replayed`](Self::mark_dead_letter_replayed)).
+    /// A letter replayed before answers the task of its first replay
+    /// (`first: false`), creating nothing; `None` when there is no such letter.
+    ///
+    /// The key makes the two steps safe without one script (the new task's
+    /// partition is not the letter's): replays racing each other, or one
+    /// retried after a crash between create and mark, find the same task.
+    async fn replay_dead_letter(
+        &self,
+        tenant: &str,
+        id: &TaskId,
+        limits: CreateLimits,
+    ) -> Result<Option<Replayed>, StoreError> {
+        let Some(letter) = self.dead_letter(tenant, id).await? else {
+            return Ok(None);
+        };
+        if let Some(task) = letter.replayed_as {
+            return Ok(Some(Replayed { task, first: false }));
+        }
+        let created = self.create_idempotent(letter.replay_task(), limits, Some(&letter.replay_key())).await?;
+        let made = created.task().id.clone();
+        let first = matches!(created, Created::New(_));
+        Ok(Some(match self.mark_dead_letter_replayed(tenant, id, &made).await? {
+            // Marked by another replay with another task: possible only once
+            // the first task (and its key's record) expired.
+            Some(marked) if marked != made => Replayed { task: marked, first: false },
+            // Marked now, or (`None`) discarded or expired meanwhile: the task exists all the same.
+            _ => Replayed { task: made, first },
+        }))
+    }
+
+    /// Remove `tenant`'s dead letter of task `id`; `false` when there was none.
+    async fn discard_dead_letter(&self, tenant: &str, id: &TaskId) -> Result<bool, StoreError>;
 
     /// Give unfinished work back so another worker claims it at once.
     async fn release(&self, claim: &Claim) -> Result<(), StoreError>;

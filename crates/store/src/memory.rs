@@ -11,7 +11,9 @@
 //! ([`crate::fanout`]): the broadcast carries short events only, a topic's
 //! messages reach that topic's subscribers only. Legacy session state is
 //! counted per session (fields, bytes), per scope and in all
-//! ([`crate::SessionLimits`]).
+//! ([`crate::SessionLimits`]). Dead letters ([`crate::dead`]) are kept in
+//! the same state, so the write that ends a poison task records its letter
+//! under the same lock.
 
 use std::{
     collections::{BTreeSet, HashMap, HashSet, VecDeque},
@@ -26,9 +28,9 @@ use tokio::sync::{Notify, broadcast};
 use tokio_stream::wrappers::BroadcastStream;
 
 use crate::{
-    BUS_QUEUE, Cas, Claim, CreateLimits, Created, EventBus, EventStream, Idempotency, PartitionStats,
-    SESSION_BYTES_LIMIT, SESSION_FIELDS_LIMIT, SESSIONS_LIMIT, SESSIONS_PER_SCOPE_LIMIT, SessionLimits, Shares,
-    StoreError, TOPIC_QUEUE, TaskStore, TaskStream, Writer,
+    BUS_QUEUE, Cas, Claim, CreateLimits, Created, DeadLetter, DeadLetterFilter, DeadLetterPage, EventBus, EventStream,
+    Idempotency, PartitionStats, SESSION_BYTES_LIMIT, SESSION_FIELDS_LIMIT, SESSIONS_LIMIT, SESSIONS_PER_SCOPE_LIMIT,
+    SessionLimits, Shares, StoreError, TOPIC_QUEUE, TaskStore, TaskStream, Writer,
     fanout::{self, Offered, Overflow, QueueLimits, QueueSender},
     util::{new_task_id_in, now_ms},
 };
@@ -46,6 +48,8 @@ pub struct MemoryStore {
     /// Most bytes of task records held at once (serialised JSON, the
     /// measure of what a task stores), finished ones included.
     max_bytes: Option<usize>,
+    /// How long a dead letter is kept after its task died.
+    dead_letter_ttl: Duration,
     state: Mutex<State>,
     /// Woken when work becomes claimable (create, release).
     work_ready: Notify,
@@ -171,6 +175,8 @@ struct State {
     idempotency: HashMap<String, (String, TaskId)>,
     /// Legacy session state by owner and session id.
     sessions: HashMap<(Scope, String), SessionState>,
+    /// Dead letters of poison tasks, until their retention ends.
+    dead: crate::dead::Book,
     /// How many sessions holding state each scope has (expired ones until a purge).
     sessions_per_scope: HashMap<Scope, u64>,
 }
@@ -306,6 +312,7 @@ impl State {
     fn purge(&mut self, now: u64) {
         self.last_purge_ms = now;
         self.purge_sessions(now);
+        self.dead.purge(now);
         self.tasks.retain(|_, t| !t.is_expired(now));
         let tasks = &self.tasks;
         self.sizes.retain(|id, _| tasks.contains_key(id));
@@ -410,6 +417,44 @@ impl State {
             *self.sessions_per_scope.entry(owner.clone()).or_default() += 1;
         }
         Ok(())
+    }
+
+    /// Compare-and-set `next` over the stored task (see
+    /// [`TaskStore::transition_within`]); an applied write is sent to the
+    /// watchers while the lock is held, so snapshots stay in order.
+    fn compare_and_set(
+        &mut self,
+        next: &Task,
+        writer: Writer,
+        quota: Option<u64>,
+        max_bytes: Option<usize>,
+        now: u64,
+        changes: &broadcast::Sender<Task>,
+    ) -> Result<Cas, StoreError> {
+        let Some(stored) = self.live(&next.id, now) else {
+            return Ok(Cas::Conflict(None));
+        };
+        let fenced = match writer {
+            Writer::Client => true,
+            Writer::Worker { attempt } => attempt == stored.attempt,
+        };
+        if stored.revision.checked_add(1) != Some(next.revision) || stored.status.is_terminal() || !fenced {
+            return Ok(Cas::Conflict(Some(stored.clone())));
+        }
+        // What growth_quota holds to the scope's quota, held to the pod's memory too.
+        if writer == Writer::Client && !next.status.is_terminal() {
+            self.check_growth(next, quota, max_bytes, now)?;
+        }
+        let Some(stored) = self.tasks.get_mut(&next.id) else {
+            return Ok(Cas::Conflict(None));
+        };
+        *stored = next.clone();
+        if next.status.is_terminal() {
+            self.forget_active(next);
+        }
+        self.resize(&next.id, Some(next));
+        let _ = changes.send(next.clone());
+        Ok(Cas::Applied(next.clone()))
     }
 
     /// Claim up to `max` items within `shares`: queued first (in order,
@@ -559,6 +604,7 @@ impl MemoryStore {
             partitions: n.max(1),
             max_tasks: None,
             max_bytes: None,
+            dead_letter_ttl: crate::dead::DEFAULT_DEAD_LETTER_TTL,
             state: Mutex::new(State::default()),
             work_ready: Notify::new(),
             changes: broadcast::channel(CHANNEL_CAPACITY).0,
@@ -582,6 +628,13 @@ impl MemoryStore {
     /// admitted grow to (each bounded by the server's `max_task_bytes`).
     pub fn with_max_bytes(mut self, max: usize) -> Self {
         self.max_bytes = Some(max);
+        self
+    }
+
+    /// Keep each dead letter for `ttl` after its task died (default
+    /// [`DEFAULT_DEAD_LETTER_TTL`](crate::dead::DEFAULT_DEAD_LETTER_TTL)).
+    pub fn with_dead_letter_ttl(mut self, ttl: Duration) -> Self {
+        self.dead_letter_ttl = ttl;
         self
     }
 
@@ -715,32 +768,48 @@ impl TaskStore for MemoryStore {
     }
 
     async fn transition_within(&self, next: &Task, writer: Writer, quota: Option<u64>) -> Result<Cas, StoreError> {
+        self.state().compare_and_set(next, writer, quota, self.max_bytes, now_ms(), &self.changes)
+    }
+
+    async fn conclude_dead(&self, next: &Task, claim: &Claim, reason: &str) -> Result<Cas, StoreError> {
         let mut s = self.state();
-        let now = now_ms();
-        let Some(stored) = s.live(&next.id, now) else {
-            return Ok(Cas::Conflict(None));
-        };
-        let fenced = match writer {
-            Writer::Client => true,
-            Writer::Worker { attempt } => attempt == stored.attempt,
-        };
-        if stored.revision.checked_add(1) != Some(next.revision) || stored.status.is_terminal() || !fenced {
-            return Ok(Cas::Conflict(Some(stored.clone())));
+        let cas = s.compare_and_set(next, claim.writer(), None, self.max_bytes, now_ms(), &self.changes)?;
+        if matches!(cas, Cas::Applied(_)) && next.status.is_terminal() {
+            s.remove_work(&next.id);
+            let letter = DeadLetter::of(claim, reason, next.updated_at_ms);
+            let expires = letter.expires_at_ms(self.dead_letter_ttl);
+            s.dead.record(letter, expires);
         }
-        // What growth_quota holds to the scope's quota, held to the pod's memory too.
-        if writer == Writer::Client && !next.status.is_terminal() {
-            s.check_growth(next, quota, self.max_bytes, now)?;
-        }
-        let Some(stored) = s.tasks.get_mut(&next.id) else {
-            return Ok(Cas::Conflict(None));
-        };
-        *stored = next.clone();
-        if next.status.is_terminal() {
-            s.forget_active(next);
-        }
-        s.resize(&next.id, Some(next));
-        let _ = self.changes.send(next.clone());
-        Ok(Cas::Applied(next.clone()))
+        Ok(cas)
+    }
+
+    async fn dead_letters(
+        &self,
+        filter: &DeadLetterFilter,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<DeadLetterPage, StoreError> {
+        let limit = crate::dead::page_limit(limit);
+        Ok(DeadLetterPage::of(self.state().dead.after(filter, after, limit, now_ms()), limit))
+    }
+
+    async fn dead_letter(&self, tenant: &str, id: &TaskId) -> Result<Option<DeadLetter>, StoreError> {
+        Ok(self.state().dead.get(tenant, id, now_ms()).map(|letter| letter.clone()))
+    }
+
+    async fn mark_dead_letter_replayed(
+        &self,
+        tenant: &str,
+        id: &TaskId,
+        new: &TaskId,
+    ) -> Result<Option<TaskId>, StoreError> {
+        let mut s = self.state();
+        Ok(s.dead.get(tenant, id, now_ms()).map(|letter| letter.replayed_as.get_or_insert_with(|| new.clone()).clone()))
+    }
+
+    async fn discard_dead_letter(&self, tenant: &str, id: &TaskId) -> Result<bool, StoreError> {
+        let mut s = self.state();
+        Ok(s.dead.get(tenant, id, now_ms()).is_some() && s.dead.remove(id))
     }
 
     async fn claim_fair(
@@ -927,7 +996,10 @@ impl EventBus for MemoryStore {
 mod contract_suite {
     use super::*;
 
-    crate::store_contract_tests!(|| async { crate::Backend::new(std::sync::Arc::new(MemoryStore::new())) });
+    crate::store_contract_tests!(
+        || async { crate::Backend::new(std::sync::Arc::new(MemoryStore::new())) },
+        |ttl| async move { crate::Backend::new(std::sync::Arc::new(MemoryStore::new().with_dead_letter_ttl(ttl))) }
+    );
 }
 
 #[cfg(test)]

@@ -9,8 +9,8 @@ use std::{any::Any, collections::HashMap, fmt, sync::Arc, time::Duration};
 use futures::StreamExt;
 
 use crate::{
-    Cas, Claim, CreateLimits, EventBus, EventStream, GetView, NewTask, PartitionStats, Scope, SessionLimits, Shares,
-    StoreError, Task, TaskId, TaskStore, TaskStream, Writer,
+    Cas, Claim, CreateLimits, DeadLetter, DeadLetterFilter, DeadLetterPage, EventBus, EventStream, GetView, NewTask,
+    PartitionStats, Scope, SessionLimits, Shares, StoreError, Task, TaskId, TaskStore, TaskStream, Writer,
 };
 
 /// `inner`, plus what a test needs around it.
@@ -90,6 +90,31 @@ impl<S: TaskStore> TaskStore for Wrapped<S> {
     }
     async fn release(&self, claim: &Claim) -> Result<(), StoreError> {
         self.inner.release(claim).await
+    }
+    async fn conclude_dead(&self, next: &Task, claim: &Claim, reason: &str) -> Result<Cas, StoreError> {
+        self.inner.conclude_dead(next, claim, reason).await
+    }
+    async fn dead_letters(
+        &self,
+        filter: &DeadLetterFilter,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<DeadLetterPage, StoreError> {
+        self.inner.dead_letters(filter, after, limit).await
+    }
+    async fn dead_letter(&self, tenant: &str, id: &TaskId) -> Result<Option<DeadLetter>, StoreError> {
+        self.inner.dead_letter(tenant, id).await
+    }
+    async fn mark_dead_letter_replayed(
+        &self,
+        tenant: &str,
+        id: &TaskId,
+        new: &TaskId,
+    ) -> Result<Option<TaskId>, StoreError> {
+        self.inner.mark_dead_letter_replayed(tenant, id, new).await
+    }
+    async fn discard_dead_letter(&self, tenant: &str, id: &TaskId) -> Result<bool, StoreError> {
+        self.inner.discard_dead_letter(tenant, id).await
     }
     async fn watch(&self, ids: &[TaskId]) -> Result<TaskStream, StoreError> {
         let live = self.inner.watch(ids).await?;

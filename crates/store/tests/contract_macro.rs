@@ -9,4 +9,8 @@ async fn memory_store() -> Backend {
     Backend::new(Arc::new(MemoryStore::with_partitions(16)))
 }
 
-presa_store::store_contract_tests!(memory_store);
+async fn memory_store_keeping_dead_letters(ttl: std::time::Duration) -> Backend {
+    Backend::new(Arc::new(MemoryStore::with_partitions(16).with_dead_letter_ttl(ttl)))
+}
+
+presa_store::store_contract_tests!(memory_store, memory_store_keeping_dead_letters);

@@ -147,6 +147,10 @@ pub struct Work {
     /// their handler sees the task's scope with no granted scopes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caller: Option<Caller>,
+    /// The task whose dead letter this task replays (an operator ran a
+    /// poison task again); kept when the task finishes, never on the wire.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_of: Option<TaskId>,
 }
 
 /// One task, as stored.

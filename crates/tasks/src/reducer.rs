@@ -148,7 +148,8 @@ fn finish(task: &mut Task, status: Status) {
     task.issued_inputs.clear();
     task.input_responses.clear();
     task.checkpoint = None;
-    task.work = Work { tool: std::mem::take(&mut task.work.tool), ..Work::default() };
+    task.work =
+        Work { tool: std::mem::take(&mut task.work.tool), replay_of: task.work.replay_of.take(), ..Work::default() };
 }
 
 #[cfg(test)]
@@ -193,11 +194,13 @@ mod tests {
                 input_responses: Some(serde_json::Map::new()),
                 trace: BTreeMap::from([("traceparent".to_string(), "00-ab-cd-01".to_string())]),
                 caller: Some(crate::Caller::anonymous()),
+                replay_of: Some(TaskId::from_wire("p00.dead")),
             };
             before.input_responses.insert("b".into(), json!({ "action": "accept" }));
             let after = apply(&before, &event, 2_000).unwrap().unwrap();
             assert!(after.status.is_terminal());
-            assert_eq!(after.work, Work { tool: "deploy".into(), ..Work::default() }, "{event:?}");
+            let kept = Work { tool: "deploy".into(), replay_of: before.work.replay_of.clone(), ..Work::default() };
+            assert_eq!(after.work, kept, "{event:?}");
             assert!(after.input_requests.is_empty() && after.issued_inputs.is_empty());
             assert!(after.input_responses.is_empty());
             assert_eq!(after.result.is_some(), matches!(event, Event::Complete(_)));

@@ -268,6 +268,7 @@ impl Server {
             // The worker's span joins this request's trace.
             trace: propagation::for_continuation(&req.meta.raw),
             caller: Some(req.caller.clone()),
+            replay_of: None,
         };
         // Arguments, client capabilities and answers: what the record starts with.
         let size = encoded_len(&work);

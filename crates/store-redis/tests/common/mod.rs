@@ -38,19 +38,30 @@ pub fn config(redis: &TestRedis) -> RedisConfig {
 
 /// A fresh, isolated backend on a fresh (or the shared) Redis.
 pub async fn make_store() -> Backend {
+    make_store_keeping_dead_letters(presa_store::dead::DEFAULT_DEAD_LETTER_TTL).await
+}
+
+/// [`make_store`], keeping dead letters `ttl` after their task died.
+pub async fn make_store_keeping_dead_letters(ttl: Duration) -> Backend {
     let redis = Arc::new(TestRedis::start().await);
-    let store = RedisStore::connect(config(&redis)).await.expect("connect to the test Redis");
+    let store = RedisStore::connect(config(&redis).with_dead_letter_ttl(ttl)).await.expect("connect to the test Redis");
     // The store keeps its Redis server alive, as a `dyn TaskStore` must.
     Backend::new(Arc::new(Wrapped::new(Arc::new(store)).keeping(redis)))
 }
 
 /// A fresh, isolated backend on the shared test cluster (cluster mode).
 pub async fn make_cluster_store() -> Backend {
+    make_cluster_store_keeping_dead_letters(presa_store::dead::DEFAULT_DEAD_LETTER_TTL).await
+}
+
+/// [`make_cluster_store`], keeping dead letters `ttl` after their task died.
+pub async fn make_cluster_store_keeping_dead_letters(ttl: Duration) -> Backend {
     let cfg = RedisConfig::new(presa_testkit::redis_cluster::cluster_urls())
         .with_cluster(true)
         .with_prefix(unique_prefix())
         .with_partitions(8)
-        .with_op_timeout(Duration::from_secs(2));
+        .with_op_timeout(Duration::from_secs(2))
+        .with_dead_letter_ttl(ttl);
     Backend::new(Arc::new(RedisStore::connect(cfg).await.expect("connect to the test cluster")))
 }
 
