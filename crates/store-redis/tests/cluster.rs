@@ -133,10 +133,8 @@ mod failover {
         let partition = tasks[0].id.partition().unwrap();
         let slot = cluster.slot_of(&tag(partition));
         let old = cluster.primary_of_slot(slot).expect("a primary serves the slot");
-        let on_shard: Vec<_> = tasks
-            .iter()
-            .filter(|t| cluster.primary_of_slot(cluster.slot_of(&tag(t.id.partition().unwrap()))) == Some(old))
-            .collect();
+        let on_shard: Vec<_> =
+            tasks.iter().filter(|t| cluster.primary_of_key(&tag(t.id.partition().unwrap())) == Some(old)).collect();
         // Replication is asynchronous: a write on this connection, then WAIT
         // for the replica to have it (and so everything before it).
         let mut con = raw(old).await;

@@ -125,6 +125,11 @@ impl TestCluster {
         self.live_ports().find_map(|p| view(p)).and_then(|nodes| owner(&nodes, slot))
     }
 
+    /// The primary serving `key`'s slot (see [`primary_of_slot`](Self::primary_of_slot)).
+    pub fn primary_of_key(&self, key: &str) -> Option<u16> {
+        self.primary_of_slot(self.slot_of(key))
+    }
+
     /// The primaries serving slots, as the first running node that answers sees them.
     pub fn primaries(&self) -> Vec<u16> {
         let nodes = self.live_ports().find_map(view).unwrap_or_default();
