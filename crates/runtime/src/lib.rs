@@ -42,7 +42,7 @@ use std::{sync::Arc, time::Duration};
 use futures::FutureExt;
 use presa_http::{ReadyCheck, ReadyDetail};
 use presa_store::{Backend, memory::MemoryStore};
-use presa_store_redis::{RedisConfig, RedisStore, RedisStoreError, SentinelConfig};
+use presa_store_redis::{Durability, RedisConfig, RedisStore, RedisStoreError, SentinelConfig};
 
 /// A binary's logs, traces and metrics, set up by [`telemetry`]. Keep it
 /// alive until the process ends: dropping it flushes buffered spans.
@@ -127,6 +127,15 @@ pub struct ShareArgs {
     pub max_parked_per_scope: Option<usize>,
 }
 
+/// `--durability`: what a write must reach before it is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DurabilityLevel {
+    /// The Redis primary applied it.
+    Primary,
+    /// The primary applied it and `--durability-replicas` replicas confirmed it (`WAIT`).
+    Replicated,
+}
+
 /// Redis connection settings common to both binaries.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RedisArgs {
@@ -192,6 +201,28 @@ pub struct RedisArgs {
     #[arg(long, env = "PRESA_STORE_EPOCH_CHECK_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(100..))]
     pub store_epoch_check_ms: u64,
 
+    /// What a create and a task's last write must reach before presa
+    /// acknowledges them: `primary` (the primary applied it; a failover can
+    /// lose the last writes) or `replicated` (also confirmed by
+    /// `--durability-replicas` replicas with `WAIT`; a timeout is a retryable
+    /// error). Needs Redis; see docs/redis.md "Durability".
+    #[arg(long, env = "PRESA_DURABILITY", value_enum, default_value_t = DurabilityLevel::Primary)]
+    pub durability: DurabilityLevel,
+
+    /// With `--durability replicated`: replicas that must confirm each write (`WAIT`'s numreplicas).
+    #[arg(long, env = "PRESA_DURABILITY_REPLICAS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub durability_replicas: u32,
+
+    /// With `--durability replicated`: how long a write waits for its replicas, in ms (`WAIT`'s timeout);
+    /// past it a create is refused retryably (HTTP 503) and a worker's outcome is kept and counted
+    #[arg(long, env = "PRESA_DURABILITY_TIMEOUT_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub durability_timeout_ms: u64,
+
+    /// With `--durability replicated`: most connections held at once by writes waiting for their replicas
+    /// (`WAIT` blocks the connection it runs on, so these writes do not share the command connection)
+    #[arg(long, env = "PRESA_DURABILITY_CONNECTIONS", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub durability_connections: u32,
+
     /// Liveness: `/healthz` answers 503 (so Kubernetes restarts the pod)
     /// once Redis has not answered for this long, in ms; 0 never.
     #[arg(long, env = "PRESA_STORE_LIVENESS_MS", default_value_t = 120_000)]
@@ -226,6 +257,10 @@ impl RedisArgs {
                         "{flag} needs --redis-sentinels (PRESA_REDIS_SENTINELS)"
                     )));
                 }
+                if self.durability == DurabilityLevel::Replicated {
+                    return bad("--durability replicated (PRESA_DURABILITY) needs Redis with replicas \
+                         (--redis-url or --redis-sentinels): the embedded store has none");
+                }
                 return Ok(None);
             }
             (true, false) => {
@@ -259,8 +294,17 @@ impl RedisArgs {
                 RedisConfig::sentinel(sentinel)
             }
         };
+        let durability = match self.durability {
+            DurabilityLevel::Primary => Durability::Primary,
+            DurabilityLevel::Replicated => Durability::Replicated {
+                replicas: self.durability_replicas,
+                timeout: Duration::from_millis(self.durability_timeout_ms),
+            },
+        };
+        let cfg = RedisConfig { durable_connections: self.durability_connections as usize, ..cfg };
         Ok(Some(
-            cfg.with_prefix(self.redis_prefix.clone())
+            cfg.with_durability(durability)
+                .with_prefix(self.redis_prefix.clone())
                 .with_partitions(self.partitions)
                 .with_op_timeout(Duration::from_millis(self.redis_timeout_ms))
                 .with_tls_ca_file(self.redis_tls_ca_file.clone()),
@@ -457,6 +501,30 @@ mod tests {
         assert!(s.tls && cfg.url.is_empty() && !cfg.cluster && cfg.prefix == "px");
         assert!(config(&[]).unwrap().is_none(), "nothing: the embedded mode");
         assert_eq!(config(&["--redis-url", "redis://h:1"]).unwrap().unwrap().url, "redis://h:1");
+    }
+
+    #[test]
+    fn durability_flags_make_replicated_durability() {
+        let cfg = config(&["--redis-url", "redis://h:1"]).unwrap().unwrap();
+        assert_eq!(cfg.durability, Durability::Primary, "the default");
+        let cfg = config(&[
+            "--redis-url",
+            "redis://h:1",
+            "--durability",
+            "replicated",
+            "--durability-replicas",
+            "2",
+            "--durability-timeout-ms",
+            "250",
+            "--durability-connections",
+            "4",
+        ])
+        .unwrap()
+        .unwrap();
+        let asked = Durability::Replicated { replicas: 2, timeout: Duration::from_millis(250) };
+        assert_eq!((cfg.durability, cfg.durable_connections), (asked, 4));
+        let embedded = config(&["--durability", "replicated"]).unwrap_err();
+        assert!(embedded.contains("needs Redis with replicas"), "{embedded}");
     }
 
     #[test]

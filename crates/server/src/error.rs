@@ -176,6 +176,7 @@ impl From<StoreError> for ServerError {
                 ServerError::RateLimited { limit: "max_queued", retry_after_ms: QUEUE_FULL_RETRY_AFTER_MS }
             }
             StoreError::Unavailable(m) => ServerError::Unavailable(m),
+            e @ StoreError::Unconfirmed { .. } => ServerError::Unavailable(e.to_string()),
             StoreError::Corrupt(m) => ServerError::Internal(format!("corrupt record: {m}")),
             StoreError::Lagged => ServerError::Lagged,
             e @ StoreError::TooLarge { .. } => ServerError::InvalidParams(e.to_string()),

@@ -263,6 +263,7 @@ pub(crate) async fn store_call_at<T>(
 fn store_error_type(e: &StoreError) -> &'static str {
     match e {
         StoreError::Unavailable(_) => "unavailable",
+        StoreError::Unconfirmed { .. } => "unconfirmed",
         StoreError::Capacity { .. } => "capacity",
         StoreError::QueueFull => "queue_full",
         StoreError::Corrupt(_) => "corrupt",

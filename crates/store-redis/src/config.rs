@@ -2,7 +2,7 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use crate::RedisStoreError;
+use crate::{RedisStoreError, durability::Durability};
 
 /// How to reach Redis and lay out presa's keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +40,13 @@ pub struct RedisConfig {
     /// Capacity of each local watcher's queue; a watcher that falls further
     /// behind misses snapshots (pub/sub is only a wake-up). Default 256.
     pub watch_buffer: usize,
+    /// What a create and a task's last write must reach before they are
+    /// acknowledged. Default [`Durability::Primary`].
+    pub durability: Durability,
+    /// With [`Durability::Replicated`]: most connections held at once by
+    /// writes waiting for their replicas (`WAIT` blocks its connection).
+    /// Default 16.
+    pub durable_connections: usize,
 }
 
 impl RedisConfig {
@@ -56,6 +63,8 @@ impl RedisConfig {
             max_lease: Duration::from_secs(600),
             blocking_connections: 8,
             watch_buffer: 256,
+            durability: Durability::Primary,
+            durable_connections: 16,
         }
     }
 
@@ -88,6 +97,12 @@ impl RedisConfig {
         self
     }
 
+    /// Set what writes must reach before they are acknowledged.
+    pub fn with_durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
     /// Trust the CA certificate(s) in this PEM file for `rediss://` (`None`:
     /// the system's roots).
     pub fn with_tls_ca_file(mut self, path: Option<PathBuf>) -> Self {
@@ -114,9 +129,10 @@ impl RedisConfig {
         if self.max_lease < Duration::from_secs(1) {
             return bad("max_lease must be at least a second");
         }
-        if self.blocking_connections == 0 || self.watch_buffer == 0 {
-            return bad("blocking_connections and watch_buffer must be positive");
+        if self.blocking_connections == 0 || self.watch_buffer == 0 || self.durable_connections == 0 {
+            return bad("blocking_connections, watch_buffer and durable_connections must be positive");
         }
+        self.durability.validate()?;
         if let Some(sentinel) = &self.sentinel {
             if !self.url.is_empty() {
                 return bad("a Redis URL and Sentinels exclude each other: give one");

@@ -355,6 +355,7 @@ impl Healing {
             RedisStoreError::Unreachable(_)
             | RedisStoreError::Pool(_)
             | RedisStoreError::Config(_)
+            | RedisStoreError::Unconfirmed { .. }
             | RedisStoreError::Corrupt(_) => false,
         }
     }
@@ -558,5 +559,6 @@ fn error_type(e: &RedisStoreError) -> Option<&str> {
         RedisStoreError::Pool(_) => Some("pool"),
         RedisStoreError::Config(_) => Some("config"),
         RedisStoreError::Corrupt(_) => Some("corrupt"),
+        RedisStoreError::Unconfirmed { .. } => Some("unconfirmed"),
     }
 }

@@ -23,6 +23,15 @@ pub enum RedisStoreError {
     /// No connection could be taken from the blocking-read pool.
     #[error("redis connection pool: {0}")]
     Pool(String),
+    /// A write reached the primary, but fewer replicas than replicated
+    /// durability asks confirmed it in time.
+    #[error("written on the Redis primary but confirmed by {acked} of {wanted} replicas in time")]
+    Unconfirmed {
+        /// Replicas that confirmed.
+        acked: u64,
+        /// Replicas asked for.
+        wanted: u32,
+    },
     /// A stored record or a script reply could not be decoded.
     #[error("corrupt record: {0}")]
     Corrupt(String),
@@ -40,6 +49,7 @@ impl From<RedisStoreError> for StoreError {
     fn from(e: RedisStoreError) -> Self {
         match e {
             RedisStoreError::Corrupt(m) => StoreError::Corrupt(m),
+            RedisStoreError::Unconfirmed { acked, wanted } => StoreError::Unconfirmed { acked, wanted },
             // Connection failures, timeouts, server errors (OOM, READONLY,
             // CLUSTERDOWN, MOVED storms…) and pool exhaustion are all
             // "try again later" for the caller.

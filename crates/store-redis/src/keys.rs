@@ -89,6 +89,14 @@ impl Keys {
         format!("{}:{}:work", self.prefix, Self::tag(partition))
     }
 
+    /// `{prefix}:{pNN}:sync` — string, expiring 10 s after its last write:
+    /// replicated durability's barrier. Written with a `WAIT` behind it to
+    /// confirm that what the partition holds (a replayed create) reached the
+    /// replicas (`durability.rs`).
+    pub fn sync(&self, partition: u16) -> String {
+        format!("{}:{}:sync", self.prefix, Self::tag(partition))
+    }
+
     /// `{prefix}:{pNN}:wake` — sharded pub/sub channel (cluster mode only): a
     /// ping when work is enqueued or released on the partition, so claimers
     /// that cannot block on every stream at once wake up.

@@ -42,6 +42,8 @@
 //!   each through its own queue bounded in items and bytes.
 //! - `conn`: the command connection, timeouts, the blocking-read pool, TLS
 //!   settings, and the client span of every round trip.
+//! - `durability`: `--durability replicated`, writes confirmed by `WAIT` on
+//!   connections of their own.
 //! - `sentinel`: finding the primary through Redis Sentinel (asked by every
 //!   new connection, confirmed by `ROLE`), so connections follow a failover.
 //!
@@ -73,6 +75,7 @@ pub mod keys;
 
 mod config;
 mod conn;
+mod durability;
 mod error;
 mod hub;
 mod limits;
@@ -97,5 +100,6 @@ pub const DATA_LOSS_METRIC: &str = "presa_store_data_loss_total";
 pub use epoch::Epoch;
 
 pub use config::{RedisConfig, SentinelConfig};
+pub use durability::Durability;
 pub use error::RedisStoreError;
 pub use store::RedisStore;

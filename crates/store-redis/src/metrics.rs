@@ -19,6 +19,10 @@ pub const ERRORS_METRIC: &str = "presa_redis_errors_total";
 /// readiness probe), else 0.
 pub const UP_METRIC: &str = "presa_redis_up";
 
+/// Counter of writes replicated durability could not confirm in time
+/// (`WAIT` answered fewer replicas than asked; the write is on the primary).
+pub const UNCONFIRMED_METRIC: &str = "presa_redis_unconfirmed_writes_total";
+
 /// Every `kind` of [`ERRORS_METRIC`].
 pub const ERROR_KINDS: &[&str] = &["timeout", "unreachable", "io", "oom", "readonly", "loading", "server", "other"];
 
@@ -35,6 +39,7 @@ pub(crate) fn register() {
     }
     metrics::counter!(RECONNECTS_METRIC, "connection" => "pubsub").absolute(0);
     metrics::counter!(DATA_LOSS_METRIC).absolute(0);
+    metrics::counter!(UNCONFIRMED_METRIC).absolute(0);
     // Registered (0 until the first check answers), never reset by a second store.
     metrics::gauge!(UP_METRIC).increment(0.0);
     presa_store::metrics::register_quota_usage();
@@ -60,6 +65,11 @@ pub(crate) fn failed(e: &RedisStoreError) {
     }
 }
 
+/// A write was not confirmed by as many replicas as replicated durability asks.
+pub(crate) fn unconfirmed() {
+    metrics::counter!(UNCONFIRMED_METRIC).increment(1);
+}
+
 /// Whether Redis answered the last check.
 pub(crate) fn up(answered: bool) {
     metrics::gauge!(UP_METRIC).set(if answered { 1.0 } else { 0.0 });
@@ -81,6 +91,8 @@ pub(crate) fn error_kind(e: &RedisStoreError) -> Option<&'static str> {
             None => "other",
         },
         RedisStoreError::Pool(_) | RedisStoreError::Config(_) | RedisStoreError::Corrupt(_) => "other",
+        // Counted by `unconfirmed`: the round trip itself succeeded.
+        RedisStoreError::Unconfirmed { .. } => return None,
     })
 }
 

@@ -21,6 +21,7 @@ use redis::{Cmd, FromRedisValue, Value};
 use crate::{
     RedisConfig, RedisStoreError,
     conn::{Endpoint, Healing, Target, Verbosity, command_name, traced},
+    durability::Replication,
     hub::Hub,
     keys::{GROUP, Keys},
     quota::{Resized, reservation_expiry},
@@ -40,6 +41,8 @@ pub(crate) struct Inner {
     pub(crate) conn: Healing,
     /// Dedicated connections for blocking reads (standalone only).
     pub(crate) blocking: Option<crate::conn::Blocking>,
+    /// Connections confirming writes with `WAIT` (replicated durability only).
+    pub(crate) confirming: Option<crate::durability::Confirming>,
     /// How connections reach Redis (with Sentinel: where the primary is found).
     pub(crate) endpoint: Endpoint,
     pub(crate) hub: Hub,
@@ -97,6 +100,7 @@ impl RedisStore {
                 target: Target::new(&cfg, &endpoint),
                 conn,
                 blocking,
+                confirming: crate::durability::Confirming::new(&cfg, &endpoint),
                 endpoint,
                 rotate: AtomicUsize::new(0),
                 wakeups: tokio::sync::OnceCell::new(),
@@ -279,12 +283,28 @@ impl RedisStore {
             }
             inv.arg(optional(quota)).arg(now_ms());
         }
-        let reply: Vec<Value> = self.invoke(&inv).await?;
+        // Replicated durability confirms the write that ends a task.
+        let (reply, replication): (Vec<Value>, _) = if next.status.is_terminal() {
+            self.invoke_confirmed(&inv).await?
+        } else {
+            (self.invoke(&inv).await?, Replication::Confirmed)
+        };
         let cas = match reply.as_slice() {
             [Value::Int(1)] => {
                 if cluster && next.status.is_terminal() {
                     self.forget_active(&next.scope, &next.id).await;
                     self.recount_bytes(&next.scope, &next.id, doc.len()).await;
+                }
+                if let Replication::Short { acked, wanted } = replication {
+                    // A client's cancel is answered as not confirmed (its retry finds
+                    // the task cancelled, or cancels it again after a failover); a
+                    // worker's outcome stays: the work entry it removed comes back
+                    // with a failover that loses the write, and runs again.
+                    tracing::warn!(task_id = %next.id, status = next.status.as_str(), acked, wanted,
+                        "a task's last write was not confirmed by its replicas in time");
+                    if writer == Writer::Client {
+                        return Err(RedisStoreError::Unconfirmed { acked, wanted }.into());
+                    }
                 }
                 Cas::Applied(next.clone())
             }
@@ -329,7 +349,28 @@ impl RedisStore {
         if let Some(key) = idempotency {
             inv.key(self.idempotency_key(task, key)).arg(&key.fingerprint);
         }
-        created(self.invoke::<Value>(&inv).await?)
+        let (reply, replication) = self.invoke_confirmed::<Value>(&inv).await?;
+        self.confirmed(created(reply)?, replication).await
+    }
+
+    /// A create's outcome once replicated durability had its say: a new task
+    /// fewer replicas confirmed than asked is [`RedisStoreError::Unconfirmed`]
+    /// (it is on the primary: a retry under its idempotency key returns it),
+    /// and a replayed one is confirmed again (its first answer may have been
+    /// that error).
+    async fn confirmed(&self, outcome: Outcome, replication: Replication) -> Result<Outcome, RedisStoreError> {
+        let replication = match &outcome {
+            Outcome::Yes(_) => replication,
+            Outcome::Replayed(task) => match self.inner.keys.partition_of(&task.id) {
+                Some(partition) => self.confirm_partition(partition).await?,
+                None => replication,
+            },
+            _ => return Ok(outcome),
+        };
+        match replication {
+            Replication::Confirmed => Ok(outcome),
+            Replication::Short { acked, wanted } => Err(RedisStoreError::Unconfirmed { acked, wanted }),
+        }
     }
 
     /// A keyed create's record: in `task`'s partition (the one the key names).
@@ -362,7 +403,7 @@ impl RedisStore {
         if let Some(key) = idempotency {
             match self.replay(task, key).await? {
                 Outcome::Fresh => {}
-                found => return Ok(found),
+                found => return self.confirmed(found, Replication::Confirmed).await,
             }
         }
         let admit = limits.max_active_per_scope.is_some();
@@ -390,7 +431,8 @@ impl RedisStore {
         let mut inv = scripts::CREATE.prepare_invoke();
         let record = idempotency.map(|key| (self.idempotency_key(task, key), key.fingerprint.as_str()));
         self.create_args(&mut inv, task, &doc, limits.max_queued_per_partition, record);
-        let created = match created(self.invoke::<Value>(&inv).await?)? {
+        let (reply, replication) = self.invoke_confirmed::<Value>(&inv).await?;
+        let created = match self.confirmed(created(reply)?, replication).await? {
             Outcome::Yes(_) => Outcome::Yes(usage),
             other => other,
         };

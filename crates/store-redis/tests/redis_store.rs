@@ -13,7 +13,8 @@ use std::{
 use common::{TestRedis, config, raw};
 use futures::StreamExt;
 use presa_store::{
-    Cas, CreateLimits, EventBus, NewTask, Scope, Status, StoreError, Task, TaskId, TaskStore, Writer, util::now_ms,
+    Cas, CreateLimits, EventBus, Idempotency, NewTask, Scope, Status, StoreError, Task, TaskId, TaskStore, Writer,
+    util::now_ms,
 };
 use presa_store_redis::{RedisConfig, RedisStore, RedisStoreError, keys::GROUP, record::Record};
 use presa_tasks::{Event, Work, apply};
@@ -512,8 +513,11 @@ async fn expired_tasks_leave_no_key_behind() {
     };
     let ttl = 1500;
     let mut tasks = Vec::new();
-    for _ in 0..8 {
-        tasks.push(store.create(new_task(Some(ttl)), limits).await.unwrap());
+    for n in 0..8 {
+        // Half are keyed creates: their idempotency records must go with them.
+        let request = new_task(Some(ttl));
+        let key = (n % 2 == 0).then(|| Idempotency::new(&request.scope, &format!("key-{n}"), &request.work));
+        tasks.push(store.create_idempotent(request, limits, key.as_ref()).await.unwrap().into_task());
     }
     // Two completed, two cancelled, two claimed and abandoned, two never claimed.
     let claims = store.claim("w", 4, Duration::from_secs(1), PATIENCE).await.unwrap();

@@ -71,6 +71,20 @@ pub enum StoreError {
     /// stored. Not retryable: the client must use a new key.
     #[error("the idempotency key was already used for a different request")]
     KeyReused,
+    /// A write reached the Redis primary but fewer replicas than
+    /// `--durability replicated` asks confirmed it in time: a failover now
+    /// could lose it. Retryable: a create retried under the same idempotency
+    /// key returns the task if the primary kept it (and confirms it again).
+    #[error(
+        "written on the Redis primary but confirmed by {acked} of {wanted} replicas in time; \
+         retry (a create with the same idempotency key)"
+    )]
+    Unconfirmed {
+        /// Replicas that confirmed.
+        acked: u64,
+        /// Replicas asked for.
+        wanted: u32,
+    },
     /// A stored record could not be decoded.
     #[error("corrupt task record: {0}")]
     Corrupt(String),
@@ -97,7 +111,11 @@ impl StoreError {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            StoreError::Unavailable(_) | StoreError::Capacity { .. } | StoreError::QueueFull | StoreError::Lagged
+            StoreError::Unavailable(_)
+                | StoreError::Unconfirmed { .. }
+                | StoreError::Capacity { .. }
+                | StoreError::QueueFull
+                | StoreError::Lagged
         )
     }
 }

@@ -71,6 +71,10 @@ pub const REDIS_RECONNECTS: &str = "presa_redis_reconnects_total";
 /// Detected losses of Redis's data (its epoch key vanished or changed).
 /// Recorded by `presa-store-redis` (its `DATA_LOSS_METRIC`).
 pub const STORE_DATA_LOSS: &str = "presa_store_data_loss_total";
+/// Writes `--durability replicated` could not confirm: `WAIT` answered fewer
+/// replicas than asked in time (the write is on the primary only). Recorded
+/// by `presa-store-redis`.
+pub const REDIS_UNCONFIRMED_WRITES: &str = "presa_redis_unconfirmed_writes_total";
 /// Time of one Redis round trip (a command or a script; blocking reads
 /// excluded), by `operation` (the script's name, or the command's in lower case).
 /// Recorded by `presa-store-redis`.
@@ -222,6 +226,10 @@ mod recorder {
             "A principal's use of a per-principal quota after each task it created, as a fraction, by quota."
         );
         describe_counter!(REDIS_RECONNECTS, "Redis reconnects, by connection (pubsub).");
+        describe_counter!(
+            REDIS_UNCONFIRMED_WRITES,
+            "Writes --durability replicated could not confirm in time (on the primary only)."
+        );
         describe_counter!(STORE_DATA_LOSS, "Detected losses of Redis's data (epoch key vanished or changed).");
         describe_histogram!(
             REDIS_COMMAND_DURATION,

@@ -1,0 +1,237 @@
+//! Durability: what Redis must confirm before presa acknowledges a write.
+//!
+//! Redis replicates asynchronously: the primary answers a write before any
+//! replica has it, and a failover to a replica that had not received it yet
+//! discards it. [`Durability`] is the operator's choice between the two:
+//!
+//! - [`Durability::Primary`] (the default): a write is acknowledged once the
+//!   primary applied it. A failover can lose the writes of its last moments
+//!   (`docs/redis.md`, "What a failover can lose").
+//! - [`Durability::Replicated`]: a create, and every write that ends a task,
+//!   is sent in one pipeline with `WAIT <replicas> <timeout>`, and counts as
+//!   done only when that many replicas confirmed they have it. `WAIT` blocks
+//!   the connection it runs on, so these writes go over connections of their
+//!   own ([`Confirming`], a small pool), never the shared command connection
+//!   that every other command of the pod is multiplexed on. A create replayed
+//!   under its idempotency key is confirmed too: a write to the partition's
+//!   `sync` key and a `WAIT` behind it ([`RedisStore::confirm_partition`]), as
+//!   replication keeps order and the replayed task was written before.
+//!
+//! A write the replicas did not confirm in time is still on the primary:
+//! [`Replication::Short`] says so, and the caller decides (a create answers a
+//! retryable error whose retry under the same idempotency key returns the
+//! task if the primary kept it; a worker's outcome is kept and counted).
+
+use std::{
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use redis::{FromRedisValue, Value};
+use tokio::sync::Semaphore;
+
+use crate::{
+    RedisConfig, RedisStore, RedisStoreError,
+    conn::{Conn, Endpoint, Verbosity, bounded, connect, traced},
+    scripts::Invocation,
+};
+
+/// What a write must reach before it is acknowledged (`--durability`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Applied by the primary (asynchronous replication; a failover may lose
+    /// the last writes).
+    #[default]
+    Primary,
+    /// Also confirmed by `replicas` replicas within `timeout` (`WAIT`).
+    Replicated {
+        /// How many replicas must confirm (`WAIT`'s numreplicas).
+        replicas: u32,
+        /// How long to wait for them (`WAIT`'s timeout).
+        timeout: Duration,
+    },
+}
+
+impl Durability {
+    pub(crate) fn validate(&self) -> Result<(), RedisStoreError> {
+        match self {
+            Durability::Replicated { replicas: 0, .. } => {
+                Err(RedisStoreError::Config("replicated durability needs at least one replica".into()))
+            }
+            Durability::Replicated { timeout, .. } if timeout.is_zero() => Err(RedisStoreError::Config(
+                "replicated durability needs a positive timeout (WAIT 0 would wait forever)".into(),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// How many replicas confirmed a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Replication {
+    /// As many as [`Durability`] asks (always, with `Primary`).
+    Confirmed,
+    /// Fewer within the timeout: the write is on the primary only (or on
+    /// fewer replicas than asked).
+    Short {
+        /// Replicas that confirmed.
+        acked: u64,
+        /// Replicas asked for.
+        wanted: u32,
+    },
+}
+
+/// The connections confirming writes (replicated durability): at most
+/// `RedisConfig::durable_connections` at once, each used by one write at a
+/// time, kept while healthy.
+pub(crate) struct Confirming {
+    /// The store's settings, with `op_timeout` stretched by `WAIT`'s timeout
+    /// (the response of a write and its `WAIT` takes up to both).
+    cfg: RedisConfig,
+    endpoint: Endpoint,
+    idle: Mutex<Vec<Conn>>,
+    permits: Semaphore,
+    replicas: u32,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Confirming {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Confirming").field("replicas", &self.replicas).field("timeout", &self.timeout).finish()
+    }
+}
+
+impl Confirming {
+    /// The pool for `cfg`'s durability; `None` with [`Durability::Primary`].
+    pub(crate) fn new(cfg: &RedisConfig, endpoint: &Endpoint) -> Option<Confirming> {
+        let Durability::Replicated { replicas, timeout } = cfg.durability else {
+            return None;
+        };
+        let stretched = RedisConfig { op_timeout: cfg.op_timeout + timeout, ..cfg.clone() };
+        Some(Confirming {
+            cfg: stretched,
+            endpoint: endpoint.clone(),
+            idle: Mutex::new(Vec::new()),
+            permits: Semaphore::new(cfg.durable_connections),
+            replicas,
+            timeout,
+        })
+    }
+
+    /// Run `pipe` (its last command a `WAIT`) on a connection of its own.
+    /// The connection is kept for the next write only when it answered.
+    async fn run(&self, pipe: &redis::Pipeline) -> redis::RedisResult<Vec<Value>> {
+        let _permit = tokio::time::timeout(self.cfg.op_timeout, self.permits.acquire()).await.map_err(|_| {
+            redis::RedisError::from((redis::ErrorKind::Io, "every confirming connection is busy (durable_connections)"))
+        })?;
+        let cached = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let mut conn = match cached {
+            Some(conn) => conn,
+            None => connect(&self.cfg, &self.endpoint).await.map_err(as_redis)?.0,
+        };
+        let reply = pipe.query_async::<Vec<Value>>(&mut conn).await;
+        // A Sentinel-found primary may have moved: a connection that failed is dropped.
+        if reply.is_ok()
+            && let Ok(mut idle) = self.idle.lock()
+        {
+            idle.push(conn);
+        }
+        reply
+    }
+}
+
+fn as_redis(e: RedisStoreError) -> redis::RedisError {
+    match e {
+        RedisStoreError::Redis(e) => e,
+        other => redis::RedisError::from((redis::ErrorKind::Io, "connecting", other.to_string())),
+    }
+}
+
+impl RedisStore {
+    /// Run a script that writes (a create, or a write that ends a task) and,
+    /// with replicated durability, `WAIT` for its replicas in the same
+    /// pipeline on a confirming connection. With `Primary` it is
+    /// [`invoke`](RedisStore::invoke) and always `Confirmed`.
+    pub(crate) async fn invoke_confirmed<T: FromRedisValue>(
+        &self,
+        inv: &Invocation<'_>,
+    ) -> Result<(T, Replication), RedisStoreError> {
+        let Some(confirming) = &self.inner.confirming else {
+            return Ok((self.invoke(inv).await?, Replication::Confirmed));
+        };
+        let mut pipe = redis::pipe();
+        pipe.invoke_script(inv).cmd("WAIT").arg(confirming.replicas).arg(confirming.timeout.as_millis() as u64);
+        let lua = inv.lua;
+        let mut reply = self.confirmed_round_trip(lua.name, &pipe).await;
+        if let Err(RedisStoreError::Redis(e)) = &reply
+            && e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+        {
+            // A fresh server (or a failover to one) has not seen the script:
+            // load it (not run it), then the pipeline again (its WAIT ran on nothing).
+            let mut c = self.inner.conn.get().await?;
+            bounded(self.op_timeout(), inv.load_async(&mut c)).await?;
+            reply = self.confirmed_round_trip(lua.name, &pipe).await;
+        }
+        let mut values = reply?.into_iter();
+        let (Some(value), Some(acked)) = (values.next(), values.next()) else {
+            return Err(RedisStoreError::Corrupt("a write with WAIT answered fewer than two replies".into()));
+        };
+        let value = T::from_redis_value(value).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
+        Ok((value, confirming.judge(acked)?))
+    }
+
+    /// Confirm that what was written to `partition` before now is on the
+    /// replicas: a write to the partition's `sync` key (expiring in 10 s) and
+    /// a `WAIT` behind it. For a create replayed under its idempotency key,
+    /// whose first attempt may not have been confirmed.
+    pub(crate) async fn confirm_partition(&self, partition: u16) -> Result<Replication, RedisStoreError> {
+        let Some(confirming) = &self.inner.confirming else {
+            return Ok(Replication::Confirmed);
+        };
+        let mut pipe = redis::pipe();
+        pipe.cmd("SET")
+            .arg(self.inner.keys.sync(partition))
+            .arg(presa_store::util::now_ms())
+            .arg("PX")
+            .arg(10_000)
+            .ignore()
+            .cmd("WAIT")
+            .arg(confirming.replicas)
+            .arg(confirming.timeout.as_millis() as u64);
+        let reply = self.confirmed_round_trip("sync", &pipe).await?;
+        match reply.into_iter().next() {
+            Some(acked) => confirming.judge(acked),
+            None => Err(RedisStoreError::Corrupt("WAIT answered nothing".into())),
+        }
+    }
+
+    async fn confirmed_round_trip(
+        &self,
+        name: &'static str,
+        pipe: &redis::Pipeline,
+    ) -> Result<Vec<Value>, RedisStoreError> {
+        let Some(confirming) = &self.inner.confirming else {
+            return Err(RedisStoreError::Config("no confirming connections".into()));
+        };
+        let started = Instant::now();
+        let limit = confirming.cfg.op_timeout;
+        let r =
+            traced(&self.inner.target, Verbosity::Info, || "EVALSHA".into(), Some(name), limit, confirming.run(pipe))
+                .await;
+        crate::metrics::round_trip(name, started.elapsed(), &r);
+        r
+    }
+}
+
+impl Confirming {
+    /// `WAIT`'s answer (replicas that confirmed), against what was asked.
+    fn judge(&self, acked: Value) -> Result<Replication, RedisStoreError> {
+        let acked: u64 = redis::from_redis_value(acked).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
+        if acked >= u64::from(self.replicas) {
+            Ok(Replication::Confirmed)
+        } else {
+            crate::metrics::unconfirmed();
+            Ok(Replication::Short { acked, wanted: self.replicas })
+        }
+    }
+}
