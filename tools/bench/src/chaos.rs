@@ -2,10 +2,17 @@
 //! and what it cost.
 //!
 //! Run: `cargo build --release -p presa-api -p presa-worker -p presa-bench &&
-//! target/release/presa-bench chaos [--tasks 10000 --worker-kills 10 --api-kills 3 --redis-restarts 1]`
+//! target/release/presa-bench chaos [--tasks 10000 --worker-kills 10 --api-kills 3 --redis-restarts 1]`,
+//! or on Redis with replicas: `… chaos --topology sentinel|cluster [--primary-kills 1] [--durability replicated]`.
 //!
-//! The program starts, all on loopback: a `redis-server` with AOF
-//! (`appendonly yes`, `appendfsync everysec`) in a temporary directory,
+//! The program starts, all on loopback, Redis as `--topology` says:
+//! `standalone` (the default), a `redis-server` with AOF (`appendonly yes`,
+//! `appendfsync everysec`) in a temporary directory; `sentinel`, a primary, 2
+//! replicas and 3 Sentinels (`presa_testkit::redis_sentinel`: down after 1 s,
+//! failover timeout 5 s), the pods given `--redis-sentinels`; `cluster`, a
+//! Redis Cluster of 3 primaries with a replica each
+//! (`presa_testkit::redis_cluster`: node timeout 1 s), the pods given
+//! `--redis-cluster` and every node as seed. Then
 //! `--apis` `presa-api` pods behind nginx (round robin, the template of
 //! `deploy/nginx/presa.conf.template`) and `--workers` `presa-worker` pods (the
 //! binaries next to this one, or `--bin-dir`). `--concurrency` client loops
@@ -16,7 +23,17 @@
 //! and, `--restart-ms` later, replaced by a fresh one (a new consumer name, as
 //! a Deployment's new pod); an API pod is SIGKILLed and restarted on its port
 //! `--restart-ms` later; Redis is SIGKILLed and restarted from its AOF
-//! `--redis-down-ms` later. A failed create (no answer, a proxy's 502, a
+//! `--redis-down-ms` later (standalone only); a Redis primary is SIGKILLed
+//! (`--primary-kills`, with replicas only: the primary the Sentinels name
+//! now, or in a cluster the primary serving `{p00}`'s slot), its replica is
+//! promoted, and `--restart-ms` after the promotion the killed node is
+//! restarted, empty, as a replica (a Sentinel data node with `--replicaof`
+//! the new primary; a cluster node from its `nodes.conf`, which the cluster
+//! turns into the new primary's replica), so each shard has a replica again
+//! for the next kill and for `--durability replicated`. `--durability
+//! replicated` gives every pod `PRESA_DURABILITY=replicated` with 1 replica
+//! (creates and terminal writes acknowledged after `WAIT 1`); the pods must
+//! know the flag. A failed create (no answer, a proxy's 502, a
 //! retryable 503) is not acknowledged and is retried with the same
 //! idempotency key (`_meta["presa/idempotencyKey"]`), so a create that landed
 //! before its answer was lost is returned, not made twice: the report counts
@@ -30,7 +47,11 @@
 //! - tasks acknowledged; kills by kind; tasks completed / failed / lost (the
 //!   final read says "unknown taskId") / stuck (not terminal `--task-deadline-s`
 //!   after the ack); losses of tasks acknowledged less than 1 s before a Redis
-//!   kill are counted apart: the AOF `everysec` promise allows them;
+//!   kill are counted apart: the AOF `everysec` promise allows them; with
+//!   replicas, losses of tasks acknowledged before a primary kill on the
+//!   partitions it held (lost to the failover) are counted apart too;
+//! - duplicated creates: two stored tasks of one label (one logical create
+//!   made twice, which idempotency keys prevent);
 //! - handler executions per task (how many ran twice or more: the
 //!   at-least-once cost);
 //! - recovery after each kill, p50 / p99 / max per kind: **to next ack** (kill →
@@ -40,12 +61,18 @@
 //!   worker kills **in-flight done** (kill → the last of the tasks the killed
 //!   worker held, its pending stream entries at the kill, seen terminal: lease
 //!   plus a re-run). Completions are seen by polling, so times carry up to
-//!   `--poll-ms` of polling delay;
+//!   `--poll-ms` of polling delay; for each primary kill, also kill → promoted,
+//!   kill → back as a replica, and next ack / next completion counted on the
+//!   tasks of the partitions it held only (a cluster's other shards go on);
 //! - requests that failed and were retried.
 //!
 //! Exit status: 1 on any lost task (outside the AOF window), stuck task,
-//! failed task (`slow_compute` never fails by itself), ambiguous create or completed task whose
-//! result is not its own (`Completed c<n>`), or when the setup fails; 0 otherwise.
+//! failed task (`slow_compute` never fails by itself), ambiguous or
+//! duplicated create or completed task whose result is not its own
+//! (`Completed c<n>`), or when the setup fails; 0 otherwise. With replicas
+//! and `--durability primary`, lost tasks are a measured figure, not a
+//! failure (a failover may lose writes not yet replicated); with
+//! `--durability replicated` any loss fails the run.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -883,6 +910,7 @@ async fn kill_all(s: &Shared, rig: &mut Rig) -> Vec<Kill> {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let restart = Duration::from_millis(s.args.restart_ms);
+        let acked = s.acked.load(Ordering::Relaxed);
         let kill = match kind {
             Kind::Worker => {
                 let k = next_worker % rig.workers.len();
@@ -965,7 +993,7 @@ async fn kill_all(s: &Shared, rig: &mut Rig) -> Vec<Kill> {
             "t+{:>6.1} s  {} killed at {} acked; back after {:.2} s{detail}",
             (kill.at - s.start).as_secs_f64(),
             kill.target,
-            s.acked.load(Ordering::Relaxed),
+            acked,
             (kill.back_at - kill.at).as_secs_f64(),
         );
         kills.push(kill);
