@@ -122,7 +122,7 @@ impl TestCluster {
     /// The primary serving `slot` as the first running node that answers
     /// sees it (a node marked failed serves nothing).
     pub fn primary_of_slot(&self, slot: u16) -> Option<u16> {
-        self.live_ports().find_map(|p| view(p)).and_then(|nodes| owner(&nodes, slot))
+        self.live_ports().find_map(view).and_then(|nodes| owner(&nodes, slot))
     }
 
     /// The primary serving `key`'s slot (see [`primary_of_slot`](Self::primary_of_slot)).

@@ -335,8 +335,8 @@ impl Drop for Nginx {
 
 /// The Redis the pods use (`--topology`).
 enum Redis {
-    /// One server with AOF, restarted from it after a kill.
-    Standalone(TestRedis),
+    /// One server with AOF, restarted from it after a kill (boxed: a container handle makes it large).
+    Standalone(Box<TestRedis>),
     /// A primary, 2 replicas, 3 Sentinels.
     Sentinel(TestSentinel),
     /// 3 primaries with a replica each.
@@ -347,9 +347,12 @@ impl Redis {
     /// Start it (blocking).
     fn start(topology: Topology) -> Redis {
         match topology {
-            Topology::Standalone => {
-                Redis::Standalone(TestRedis::spawn_with(&["--appendonly", "yes", "--appendfsync", "everysec"]))
-            }
+            Topology::Standalone => Redis::Standalone(Box::new(TestRedis::spawn_with(&[
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "everysec",
+            ]))),
             Topology::Sentinel => Redis::Sentinel(TestSentinel::spawn(2, 3)),
             Topology::Cluster => Redis::Cluster(TestCluster::spawn(3, 1)),
         }
@@ -594,8 +597,8 @@ impl Rig {
         let mut by_port: HashMap<u16, redis::aio::MultiplexedConnection> = HashMap::new();
         let mut out = Vec::with_capacity(ports.len());
         for port in ports {
-            if !by_port.contains_key(&port) {
-                by_port.insert(port, node(port).await?);
+            if let std::collections::hash_map::Entry::Vacant(e) = by_port.entry(port) {
+                e.insert(node(port).await?);
             }
             out.push(by_port[&port].clone());
         }
@@ -1098,13 +1101,15 @@ fn report(s: &Shared, seen: &[Seen], kills: &[Kill], attempts: &[u64], load_time
         c.creates_sent.load(Ordering::Relaxed)
     );
     println!("redis: {}, pods' durability {}", name_of(s.args.topology), name_of(s.args.durability));
+    let redis_kills = if failover {
+        format!("{} primary (SIGKILL, replica promoted, restarted as a replica)", by_kind(Kind::Primary))
+    } else {
+        format!("{} Redis (SIGKILL, restarted from AOF)", by_kind(Kind::Redis))
+    };
     println!(
-        "kills: {} worker (SIGKILL, replaced), {} API pod (SIGKILL, restarted), {} Redis (SIGKILL, restarted from AOF), \
-         {} primary (SIGKILL, replica promoted, restarted as a replica)",
+        "kills: {} worker (SIGKILL, replaced), {} API pod (SIGKILL, restarted), {redis_kills}",
         by_kind(Kind::Worker),
         by_kind(Kind::Api),
-        by_kind(Kind::Redis),
-        by_kind(Kind::Primary)
     );
     println!(
         "tasks: {completed} completed, {failed} failed, {cancelled} cancelled, {} lost, {} stuck, {wrong} with a wrong result",
