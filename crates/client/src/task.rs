@@ -86,6 +86,12 @@ impl Task {
         self.0["statusMessage"].as_str()
     }
 
+    /// `ttlMs`: how long after its creation the server keeps the task
+    /// (`None`: absent or null, kept until deleted).
+    pub fn ttl(&self) -> Option<Duration> {
+        self.0["ttlMs"].as_u64().map(Duration::from_millis)
+    }
+
     /// `pollIntervalMs` (1 s when absent), at least 100 ms.
     pub fn poll_interval(&self) -> Duration {
         Duration::from_millis(self.0["pollIntervalMs"].as_u64().unwrap_or(1000).max(100))

@@ -1,6 +1,9 @@
 //! The subcommands.
 
-use std::{path::Path, time::Duration};
+use std::{
+    path::Path,
+    time::{Duration, Instant},
+};
 
 use anyhow::Context;
 use presa_client::{CallOutcome, Client, Task, TaskStatus};
@@ -220,11 +223,33 @@ async fn call(cli: &Cli, client: &Client, args: &crate::CallArgs) -> anyhow::Res
                     poll_only: cli.poll,
                     json_snapshots: false,
                 };
-                let ended = follow_tasks(ui, vec![task.id().to_string()], &mut ctrl_c).await?;
+                let created = Instant::now();
+                let ended = match follow_tasks(ui, vec![task.id().to_string()], &mut ctrl_c).await {
+                    Err(e) if lost(&e, &task, created.elapsed()) => {
+                        eprintln!(
+                            "presa: task {} was lost: the server created it {:.1} s ago and keeps tasks for {}, \
+                             but no longer knows it (a Redis failover with --durability primary can lose the last \
+                             creates it acknowledged); its tool may or may not have run. Run the call again.",
+                            task.id(),
+                            created.elapsed().as_secs_f64(),
+                            task.ttl().map_or("ever".to_string(), |t| format!("{:.0} s", t.as_secs_f64())),
+                        );
+                        return Ok(exit::LOST);
+                    }
+                    other => other?,
+                };
                 return finish(cli, ended, &args.files.output_dir, true);
             }
         }
     }
+}
+
+/// Whether following `task`, made by this call `age` ago, failed because the
+/// server no longer knows it although its `ttlMs` has not run out: the one
+/// case where a client can tell a lost task from an expired one.
+fn lost(e: &anyhow::Error, task: &presa_client::Task, age: Duration) -> bool {
+    matches!(e.downcast_ref::<presa_client::Error>(), Some(presa_client::Error::UnknownTask { id, .. }) if id == task.id())
+        && task.ttl().is_none_or(|ttl| age < ttl)
 }
 
 /// Print how following ended; the exit code (the first task's that is not 0).

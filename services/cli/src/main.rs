@@ -24,6 +24,8 @@ pub(crate) mod exit {
     pub(crate) const CANCELLED: u8 = 4;
     pub(crate) const INPUT_REQUIRED: u8 = 5;
     pub(crate) const CONNECTION: u8 = 6;
+    /// The server lost a task this call made (unknown before its TTL ran out).
+    pub(crate) const LOST: u8 = 7;
     /// Ctrl-C, the task left running.
     pub(crate) const INTERRUPTED: u8 = 130;
 }
@@ -31,7 +33,8 @@ pub(crate) mod exit {
 const AFTER_HELP: &str = "\
 Exit codes: 0 completed, 1 the tool reported an error (isError), 2 usage (bad arguments, unknown task),
 3 the task failed, 4 the task was cancelled, 5 input required (with --no-input, or without a terminal),
-6 connection or authorization error, 130 interrupted with the task left running.";
+6 connection or authorization error, 7 the server lost the task this call made (unknown before its TTL),
+130 interrupted with the task left running.";
 
 /// A command-line client for MCP servers (revision 2026-07-28) with the Tasks extension.
 #[derive(Debug, Parser)]

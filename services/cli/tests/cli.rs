@@ -327,3 +327,28 @@ async fn a_create_whose_answer_was_lost_is_retried_under_its_key() {
     let ids: Vec<&str> = created.iter().map(|v| v["result"]["taskId"].as_str().unwrap_or_default()).collect();
     assert!(!ids[0].is_empty() && ids[0] == ids[1], "the retry returned the first task: {ids:?}");
 }
+
+/// A task the server no longer knows although its TTL has not run out (what
+/// a Redis failover under `--durability primary` can do to a create it
+/// acknowledged): `presa call` says it was lost and exits 7, instead of
+/// calling the id unknown. The proxy plays the server that lost it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_the_server_lost_is_reported_as_lost() {
+    let api = embedded().await;
+    let unknown = r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"Unknown or inaccessible taskId"}}"#;
+    let no_listen = r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32601,"message":"Method not found"}}"#;
+    let (url, _) = common::proxy(&api.url, move |method| match method {
+        Some("tasks/get") => common::Hook::Answer(200, unknown.to_string()),
+        Some("subscriptions/listen") => common::Hook::Answer(404, no_listen.to_string()),
+        _ => common::Hook::Forward,
+    })
+    .await;
+    let out = presa(&url, &["call", "slow_compute", "seconds=5"]).await;
+    assert_eq!(out.code, 7, "{out}");
+    assert!(out.stderr.contains("was lost") && out.stderr.contains("Run the call again"), "{out}");
+
+    // An id the caller names itself is only unknown (exit 2), never "lost".
+    let out = presa(&url, &["watch", "p00.AAAAAAAAAAAAAAAAAAAAAA"]).await;
+    assert_eq!(out.code, 2, "{out}");
+    assert!(!out.stderr.contains("was lost"), "{out}");
+}
