@@ -2,7 +2,7 @@
 //!
 //! - [`redis`]: a real Redis for a test: testcontainers when a Docker engine
 //!   answers, else a spawned `redis-server`, else a failure saying how to get one.
-//! - [`redis_cluster`]: a local 3-master Redis Cluster shared by a test binary.
+//! - [`redis_cluster`]: a local 3-master Redis Cluster shared by a test binary, and private ones with replicas for failover tests.
 //! - [`redis_sentinel`]: a local primary, replicas and Sentinels, for failover tests.
 //! - [`cli`]: running the `presa` command-line client as a shell would.
 //! - [`client`]: an MCP client for the stateless wire (JSON and SSE, listen streams).

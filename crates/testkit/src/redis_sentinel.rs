@@ -12,7 +12,7 @@
 use std::{
     io::{BufRead, BufReader, Write},
     net::TcpStream,
-    path::Path,
+    path::{Path, PathBuf},
     process::{Child, Command},
     time::{Duration, Instant},
 };
@@ -22,11 +22,12 @@ use crate::redis::{free_port, redis_server_binary};
 /// The name the Sentinels monitor the primary by.
 pub const MASTER: &str = "presa-test";
 
-/// One spawned process and its port.
+/// One spawned process, its port and its directory.
 #[derive(Debug)]
 struct Node {
     port: u16,
     child: Option<Child>,
+    dir: PathBuf,
 }
 
 impl Node {
@@ -75,26 +76,16 @@ impl TestSentinel {
             let node_dir = dir.path().join(format!("data{i}"));
             std::fs::create_dir_all(&node_dir).expect("node dir");
             let port = if i == 0 { primary } else { free_port() };
-            let mut args: Vec<String> =
-                ["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-                    .map(str::to_string)
-                    .to_vec();
-            args.extend(["--dir".to_string(), node_dir.to_string_lossy().into_owned()]);
-            if i > 0 {
-                args.extend(["--replicaof".to_string(), "127.0.0.1".to_string(), primary.to_string()]);
-            }
-            if let Some(pw) = data {
-                args.extend(["--requirepass", pw, "--masterauth", pw].map(str::to_string));
-            }
-            let child = spawn_node(&node_dir, &args, port, data).unwrap_or_else(|e| panic!("data node {i}: {e}"));
-            data_nodes.push(Node { port, child: Some(child) });
+            let child = spawn_data_node(&node_dir, port, (i > 0).then_some(primary), data)
+                .unwrap_or_else(|e| panic!("data node {i}: {e}"));
+            data_nodes.push(Node { port, child: Some(child), dir: node_dir });
         }
         let mut nodes = Vec::new();
         for i in 0..sentinels {
             let port = free_port();
             let child = spawn_sentinel(dir.path(), i, port, primary, data, sentinel)
                 .unwrap_or_else(|e| panic!("sentinel {i}: {e}"));
-            nodes.push(Node { port, child: Some(child) });
+            nodes.push(Node { port, child: Some(child), dir: dir.path().to_path_buf() });
         }
         let setup = TestSentinel {
             data: data_nodes,
@@ -133,6 +124,27 @@ impl TestSentinel {
     pub fn kill_data_node(&mut self, port: u16) {
         let node = self.data.iter_mut().find(|n| n.port == port).expect("a data node on that port");
         node.kill();
+    }
+
+    /// Start the killed data node on `port` again, empty (no persistence),
+    /// as a replica of the primary on `primary`; returns once it is in sync.
+    /// The Sentinels find it there and count it among the replicas again.
+    pub fn restart_data_node(&mut self, port: u16, primary: u16) -> Result<(), String> {
+        let data = self.data_password.clone();
+        let node = self.data.iter_mut().find(|n| n.port == port).expect("a data node on that port");
+        assert!(node.child.is_none(), "data node {port} is running");
+        node.child = Some(spawn_data_node(&node.dir, port, Some(primary), data.as_deref())?);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.ask_data(port, &["INFO", "replication"]).is_ok_and(|r| {
+            r.iter()
+                .any(|text| text.contains("master_link_status:up") && text.contains(&format!("master_port:{primary}")))
+        }) {
+            if Instant::now() > deadline {
+                return Err(format!("restarted data node {port} did not sync with {primary} within 30 s"));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
     }
 
     /// Ask a Sentinel for a failover while the primary is up (`SENTINEL
@@ -213,6 +225,23 @@ impl Drop for TestSentinel {
             n.kill();
         }
     }
+}
+
+/// Start a data node on `port` in `dir`: a replica of `replica_of` when
+/// given, else a primary; `password` its `requirepass` and `masterauth`.
+fn spawn_data_node(dir: &Path, port: u16, replica_of: Option<u16>, password: Option<&str>) -> Result<Child, String> {
+    let mut args: Vec<String> =
+        ["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+            .map(str::to_string)
+            .to_vec();
+    args.extend(["--dir".to_string(), dir.to_string_lossy().into_owned()]);
+    if let Some(primary) = replica_of {
+        args.extend(["--replicaof".to_string(), "127.0.0.1".to_string(), primary.to_string()]);
+    }
+    if let Some(pw) = password {
+        args.extend(["--requirepass", pw, "--masterauth", pw].map(str::to_string));
+    }
+    spawn_node(dir, &args, port, password)
 }
 
 /// Start Sentinel `i` on `port`, monitoring the primary on `primary`.

@@ -2,10 +2,17 @@
 //! and what it cost.
 //!
 //! Run: `cargo build --release -p presa-api -p presa-worker -p presa-bench &&
-//! target/release/presa-bench chaos [--tasks 10000 --worker-kills 10 --api-kills 3 --redis-restarts 1]`
+//! target/release/presa-bench chaos [--tasks 10000 --worker-kills 10 --api-kills 3 --redis-restarts 1]`,
+//! or on Redis with replicas: `… chaos --topology sentinel|cluster [--primary-kills 1] [--durability replicated]`.
 //!
-//! The program starts, all on loopback: a `redis-server` with AOF
-//! (`appendonly yes`, `appendfsync everysec`) in a temporary directory,
+//! The program starts, all on loopback, Redis as `--topology` says:
+//! `standalone` (the default), a `redis-server` with AOF (`appendonly yes`,
+//! `appendfsync everysec`) in a temporary directory; `sentinel`, a primary, 2
+//! replicas and 3 Sentinels (`presa_testkit::redis_sentinel`: down after 1 s,
+//! failover timeout 5 s), the pods given `--redis-sentinels`; `cluster`, a
+//! Redis Cluster of 3 primaries with a replica each
+//! (`presa_testkit::redis_cluster`: node timeout 1 s), the pods given
+//! `--redis-cluster` and every node as seed. Then
 //! `--apis` `presa-api` pods behind nginx (round robin, the template of
 //! `deploy/nginx/presa.conf.template`) and `--workers` `presa-worker` pods (the
 //! binaries next to this one, or `--bin-dir`). `--concurrency` client loops
@@ -16,7 +23,17 @@
 //! and, `--restart-ms` later, replaced by a fresh one (a new consumer name, as
 //! a Deployment's new pod); an API pod is SIGKILLed and restarted on its port
 //! `--restart-ms` later; Redis is SIGKILLed and restarted from its AOF
-//! `--redis-down-ms` later. A failed create (no answer, a proxy's 502, a
+//! `--redis-down-ms` later (standalone only); a Redis primary is SIGKILLed
+//! (`--primary-kills`, with replicas only: the primary the Sentinels name
+//! now, or in a cluster the primary serving `{p00}`'s slot), its replica is
+//! promoted, and `--restart-ms` after the promotion the killed node is
+//! restarted, empty, as a replica (a Sentinel data node with `--replicaof`
+//! the new primary; a cluster node from its `nodes.conf`, which the cluster
+//! turns into the new primary's replica), so each shard has a replica again
+//! for the next kill and for `--durability replicated`. `--durability
+//! replicated` gives every pod `PRESA_DURABILITY=replicated` with 1 replica
+//! (creates and terminal writes acknowledged after `WAIT 1`); the pods must
+//! know the flag. A failed create (no answer, a proxy's 502, a
 //! retryable 503) is not acknowledged and is retried with the same
 //! idempotency key (`_meta["presa/idempotencyKey"]`), so a create that landed
 //! before its answer was lost is returned, not made twice: the report counts
@@ -30,7 +47,11 @@
 //! - tasks acknowledged; kills by kind; tasks completed / failed / lost (the
 //!   final read says "unknown taskId") / stuck (not terminal `--task-deadline-s`
 //!   after the ack); losses of tasks acknowledged less than 1 s before a Redis
-//!   kill are counted apart: the AOF `everysec` promise allows them;
+//!   kill are counted apart: the AOF `everysec` promise allows them; with
+//!   replicas, losses of tasks acknowledged before a primary kill on the
+//!   partitions it held (lost to the failover) are counted apart too;
+//! - duplicated creates: two stored tasks of one label (one logical create
+//!   made twice, which idempotency keys prevent);
 //! - handler executions per task (how many ran twice or more: the
 //!   at-least-once cost);
 //! - recovery after each kill, p50 / p99 / max per kind: **to next ack** (kill →
@@ -40,12 +61,18 @@
 //!   worker kills **in-flight done** (kill → the last of the tasks the killed
 //!   worker held, its pending stream entries at the kill, seen terminal: lease
 //!   plus a re-run). Completions are seen by polling, so times carry up to
-//!   `--poll-ms` of polling delay;
+//!   `--poll-ms` of polling delay; for each primary kill, also kill → promoted,
+//!   kill → back as a replica, and next ack / next completion counted on the
+//!   tasks of the partitions it held only (a cluster's other shards go on);
 //! - requests that failed and were retried.
 //!
 //! Exit status: 1 on any lost task (outside the AOF window), stuck task,
-//! failed task (`slow_compute` never fails by itself), ambiguous create or completed task whose
-//! result is not its own (`Completed c<n>`), or when the setup fails; 0 otherwise.
+//! failed task (`slow_compute` never fails by itself), ambiguous or
+//! duplicated create or completed task whose result is not its own
+//! (`Completed c<n>`), or when the setup fails; 0 otherwise. With replicas
+//! and `--durability primary`, lost tasks are a measured figure, not a
+//! failure (a failover may lose writes not yet replicated); with
+//! `--durability replicated` any loss fails the run.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -63,7 +90,13 @@ use presa_store_redis::{
     keys::{GROUP, Keys},
     record::Record,
 };
-use presa_testkit::{Client, Pod, TestRedis, free_port, redis::unique_prefix, tasks_caps};
+use presa_testkit::{
+    Client, Pod, TestRedis, free_port,
+    redis::unique_prefix,
+    redis_cluster::TestCluster,
+    redis_sentinel::{MASTER as SENTINEL_MASTER, TestSentinel},
+    tasks_caps,
+};
 use serde_json::{Value, json};
 
 /// The nginx configuration `deploy/local-cluster.sh` uses, filled in here.
@@ -93,9 +126,23 @@ pub(crate) struct ChaosArgs {
     /// API pod SIGKILLs (each restarted on its port).
     #[arg(long, default_value_t = 1)]
     api_kills: usize,
-    /// Redis SIGKILLs (each restarted from its AOF).
-    #[arg(long, default_value_t = 1)]
-    redis_restarts: usize,
+    /// Redis SIGKILLs, each restarted from its AOF (standalone only; default 1 there).
+    #[arg(long)]
+    redis_restarts: Option<usize>,
+    /// Where Redis runs: one server with AOF (`standalone`), a primary with 2
+    /// replicas and 3 Sentinels (`sentinel`), or 3 primaries with a replica
+    /// each (`cluster`).
+    #[arg(long, value_enum, default_value_t = Topology::Standalone)]
+    topology: Topology,
+    /// SIGKILLs of a Redis primary (sentinel and cluster; default 1 there),
+    /// its replica promoted, the killed node restarted as a replica
+    /// `--restart-ms` after the promotion.
+    #[arg(long)]
+    primary_kills: Option<usize>,
+    /// The pods' `--durability`: `primary` (a write is acknowledged once the
+    /// primary has it) or `replicated` (once a replica confirmed it, `WAIT`).
+    #[arg(long, value_enum, default_value_t = Durability::Primary)]
+    durability: Durability,
     /// Client loops creating and polling tasks at once.
     #[arg(long, default_value_t = 32)]
     concurrency: usize,
@@ -131,12 +178,33 @@ pub(crate) struct ChaosArgs {
     nginx: Option<PathBuf>,
 }
 
+/// Where Redis runs (`--topology`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Topology {
+    /// One `redis-server` with AOF.
+    Standalone,
+    /// A primary, 2 replicas and 3 Sentinels.
+    Sentinel,
+    /// A Redis Cluster: 3 primaries with a replica each.
+    Cluster,
+}
+
+/// When a write is acknowledged (the pods' `--durability`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Durability {
+    /// Once the primary has it.
+    Primary,
+    /// Once a replica confirmed it (`WAIT 1`).
+    Replicated,
+}
+
 /// What the kill was aimed at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {
     Worker,
     Api,
     Redis,
+    Primary,
 }
 
 impl Kind {
@@ -145,6 +213,45 @@ impl Kind {
             Kind::Worker => "worker",
             Kind::Api => "api",
             Kind::Redis => "redis",
+            Kind::Primary => "primary",
+        }
+    }
+}
+
+impl ChaosArgs {
+    /// Redis restarts from AOF (1 by default on a standalone Redis).
+    fn redis_restarts(&self) -> usize {
+        self.redis_restarts.unwrap_or(usize::from(self.topology == Topology::Standalone))
+    }
+
+    /// Primary kills (1 by default with replicas).
+    fn primary_kills(&self) -> usize {
+        self.primary_kills.unwrap_or(usize::from(self.topology != Topology::Standalone))
+    }
+
+    /// Whether losing acknowledged tasks to a failover is allowed: only when
+    /// writes are acknowledged before any replica has them.
+    fn failover_may_lose(&self) -> bool {
+        self.topology != Topology::Standalone && self.durability == Durability::Primary
+    }
+
+    /// Flags that do not go together, or why not.
+    fn check(&self) -> Result<(), String> {
+        if self.apis == 0 || self.workers == 0 || self.concurrency == 0 || self.min_ms > self.max_ms {
+            return Err("need --apis, --workers and --concurrency of at least 1 and --min-ms <= --max-ms".into());
+        }
+        match self.topology {
+            Topology::Standalone if self.primary_kills() > 0 => {
+                Err("--primary-kills needs replicas to promote: --topology sentinel or cluster".into())
+            }
+            Topology::Standalone if self.durability == Durability::Replicated => {
+                Err("--durability replicated needs replicas: --topology sentinel or cluster".into())
+            }
+            Topology::Sentinel | Topology::Cluster if self.redis_restarts() > 0 => {
+                Err("--redis-restarts restarts a standalone Redis from its AOF; with replicas use --primary-kills"
+                    .into())
+            }
+            _ => Ok(()),
         }
     }
 }
@@ -154,12 +261,17 @@ impl Kind {
 struct Kill {
     kind: Kind,
     at: Instant,
-    /// Which pod (or `redis`).
+    /// Which pod (or `redis`, or the primary's address).
     target: String,
     /// Worker kills: the ids of the tasks it held (pending entries at the kill).
     in_flight: Vec<String>,
-    /// When its replacement answered (`/readyz` 200, Redis PING).
+    /// When its replacement answered (`/readyz` 200, Redis PING; for a
+    /// primary kill: when the promoted replica served as the primary).
     back_at: Instant,
+    /// Primary kills: the partitions whose keys the killed primary held.
+    partitions: Vec<u16>,
+    /// Primary kills: when the killed node was back as an in-sync replica.
+    rejoined_at: Option<Instant>,
 }
 
 /// One acknowledged task, as the client saw it.
@@ -221,9 +333,89 @@ impl Drop for Nginx {
     }
 }
 
+/// The Redis the pods use (`--topology`).
+enum Redis {
+    /// One server with AOF, restarted from it after a kill (boxed: a container handle makes it large).
+    Standalone(Box<TestRedis>),
+    /// A primary, 2 replicas, 3 Sentinels.
+    Sentinel(TestSentinel),
+    /// 3 primaries with a replica each.
+    Cluster(TestCluster),
+}
+
+impl Redis {
+    /// Start it (blocking).
+    fn start(topology: Topology) -> Redis {
+        match topology {
+            Topology::Standalone => Redis::Standalone(Box::new(TestRedis::spawn_with(&[
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "everysec",
+            ]))),
+            Topology::Sentinel => Redis::Sentinel(TestSentinel::spawn(2, 3)),
+            Topology::Cluster => Redis::Cluster(TestCluster::spawn(3, 1)),
+        }
+    }
+
+    /// The pods' settings to reach it.
+    fn env(&self) -> Vec<(String, String)> {
+        let var = |k: &str, v: String| (k.to_string(), v);
+        match self {
+            Redis::Standalone(r) => vec![var("PRESA_REDIS_URL", r.url().to_string())],
+            Redis::Sentinel(s) => vec![
+                var("PRESA_REDIS_SENTINELS", s.sentinel_addresses()),
+                var("PRESA_REDIS_SENTINEL_MASTER", SENTINEL_MASTER.to_string()),
+            ],
+            Redis::Cluster(c) => vec![var("PRESA_REDIS_URL", c.urls()), var("PRESA_REDIS_CLUSTER", "true".into())],
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Redis::Standalone(r) => format!("redis {}", r.url()),
+            Redis::Sentinel(s) => format!("Sentinels {} (master {SENTINEL_MASTER})", s.sentinel_addresses()),
+            Redis::Cluster(c) => format!("Redis Cluster {}", c.urls()),
+        }
+    }
+
+    /// The port of the primary holding partition `p`'s keys now (blocking).
+    fn primary_of(&self, p: u16) -> Result<u16, String> {
+        match self {
+            Redis::Standalone(r) => Ok(r.port()),
+            Redis::Sentinel(s) => s.primary_port().ok_or_else(|| "no Sentinel names a primary".to_string()),
+            Redis::Cluster(c) => c.primary_of_key(&tag(p)).ok_or_else(|| format!("no primary serves {}", tag(p))),
+        }
+    }
+
+    /// The ports of the primaries (where the tasks are), blocking.
+    fn primaries(&self) -> Result<Vec<u16>, String> {
+        match self {
+            Redis::Cluster(c) => Ok(c.primaries()),
+            _ => Ok(vec![self.primary_of(0)?]),
+        }
+    }
+}
+
+/// A flag value as it is spelled on the command line.
+fn name_of(v: impl clap::ValueEnum) -> String {
+    v.to_possible_value().map(|p| p.get_name().to_string()).unwrap_or_default()
+}
+
+/// The hash tag of partition `p`'s keys (`{pNN}`).
+fn tag(p: u16) -> String {
+    format!("{{p{p:02}}}")
+}
+
+/// A connection to the Redis node on `port`.
+async fn node(port: u16) -> Result<redis::aio::MultiplexedConnection, String> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).map_err(|e| e.to_string())?;
+    client.get_multiplexed_async_connection().await.map_err(|e| format!("Redis 127.0.0.1:{port}: {e}"))
+}
+
 /// The pods and Redis under test.
 struct Rig {
-    redis: TestRedis,
+    redis: Redis,
     apis: Vec<(u16, Pod)>,
     workers: Vec<(String, Pod)>,
     env: Vec<(String, String)>,
@@ -256,8 +448,13 @@ async fn chaos(args: ChaosArgs) -> Result<bool, String> {
             ));
         }
     }
-    if args.apis == 0 || args.workers == 0 || args.concurrency == 0 || args.min_ms > args.max_ms {
-        return Err("need --apis, --workers and --concurrency of at least 1 and --min-ms <= --max-ms".into());
+    args.check()?;
+    if args.durability == Durability::Replicated {
+        // Pods built before `--durability` existed would ignore PRESA_DURABILITY.
+        let help = Command::new(bin.join("presa-api")).arg("--help").output().map_err(|e| e.to_string())?;
+        if !String::from_utf8_lossy(&help.stdout).contains("--durability") {
+            return Err(format!("{} has no --durability flag: rebuild it", bin.join("presa-api").display()));
+        }
     }
     let profile = match bin.file_name().and_then(|n| n.to_str()) {
         Some(p @ ("release" | "debug")) => format!("{p} build"),
@@ -267,8 +464,8 @@ async fn chaos(args: ChaosArgs) -> Result<bool, String> {
     println!("presa-bench chaos: {cores} cores, load average {} (1/5/15 min), pods {profile}", crate::load_average());
     println!(
         "{} tasks (slow_compute {}-{} ms), {} client loops polling every {} ms; {} API pods behind nginx, {} workers \
-         (lease {} ms, {} handlers each); kills: {} worker, {} API, {} Redis (AOF everysec); replacements after {} ms, \
-         Redis down {} ms",
+         (lease {} ms, {} handlers each); Redis {}, durability {}; kills: {} worker, {} API, {} Redis (AOF \
+         everysec), {} primary; replacements after {} ms, Redis down {} ms",
         args.tasks,
         args.min_ms,
         args.max_ms,
@@ -278,9 +475,12 @@ async fn chaos(args: ChaosArgs) -> Result<bool, String> {
         args.workers,
         args.lease_ms,
         args.worker_concurrency,
+        name_of(args.topology),
+        name_of(args.durability),
         args.worker_kills,
         args.api_kills,
-        args.redis_restarts,
+        args.redis_restarts(),
+        args.primary_kills(),
         args.restart_ms,
         args.redis_down_ms,
     );
@@ -289,7 +489,7 @@ async fn chaos(args: ChaosArgs) -> Result<bool, String> {
     let started = Instant::now();
     let mut rig = Rig::start(&args, bin).await;
     let nginx = start_nginx(&nginx_bin, &rig).await?;
-    println!("up in {:.1} s: nginx {}, redis {}", started.elapsed().as_secs_f64(), nginx.url, rig.redis.url());
+    println!("up in {:.1} s: nginx {}, {}", started.elapsed().as_secs_f64(), nginx.url, rig.redis.describe());
 
     let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().map_err(|e| e.to_string())?;
     let lb = Client { http, ..Client::new(nginx.url.clone(), tasks_caps()) };
@@ -333,8 +533,8 @@ async fn chaos(args: ChaosArgs) -> Result<bool, String> {
     let mut seen = shared.seen.lock().expect("seen").clone();
     final_pass(&shared, &mut seen).await;
     let attempts = attempts(&rig, &seen).await?;
-    let stored = rig.stored_tasks().await.map_err(|e| format!("counting stored tasks: {e}"))?;
-    let clean = report(&shared, &seen, &kills, &attempts, load_time, stored);
+    let stored = rig.stored_labels().await.map_err(|e| format!("counting stored tasks: {e}"))?;
+    let clean = report(&shared, &seen, &kills, &attempts, load_time, &stored);
     println!(
         "\nend: load average {} (1/5/15 min), {:.1} s in all",
         crate::load_average(),
@@ -347,15 +547,19 @@ async fn chaos(args: ChaosArgs) -> Result<bool, String> {
 
 impl Rig {
     async fn start(args: &ChaosArgs, bin: PathBuf) -> Rig {
-        let redis = tokio::task::block_in_place(|| {
-            TestRedis::spawn_with(&["--appendonly", "yes", "--appendfsync", "everysec"])
-        });
+        let redis = tokio::task::block_in_place(|| Redis::start(args.topology));
         let prefix = unique_prefix();
-        let env = vec![
-            ("PRESA_REDIS_URL".to_string(), redis.url().to_string()),
+        let mut env = redis.env();
+        env.extend([
             ("PRESA_REDIS_PREFIX".to_string(), prefix.clone()),
             ("PRESA_STATE_SECRET".to_string(), format!("chaos-state-secret-{prefix}-0123456789abcdef")),
-        ];
+        ]);
+        if args.durability == Durability::Replicated {
+            env.extend([
+                ("PRESA_DURABILITY".to_string(), "replicated".to_string()),
+                ("PRESA_DURABILITY_REPLICAS".to_string(), "1".to_string()),
+            ]);
+        }
         let mut rig = Rig { redis, apis: Vec::new(), workers: Vec::new(), env, bin, prefix, generation: 0 };
         for i in 0..args.apis {
             let port = free_port();
@@ -384,36 +588,66 @@ impl Rig {
         Pod::start(id, &self.bin.join("presa-worker"), free_port(), &flags, &self.env()).await
     }
 
-    /// How many tasks Redis holds (every task of the run: none expires within it).
-    async fn stored_tasks(&self) -> Result<u64, redis::RedisError> {
-        let client = redis::Client::open(self.redis.url())?;
-        let mut con = client.get_multiplexed_async_connection().await?;
-        let pattern = format!("{}:*:task:*", self.prefix);
-        let (mut cursor, mut n) = (0u64, 0u64);
-        loop {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(&mut con)
-                .await?;
-            n += keys.len() as u64;
-            if next == 0 {
-                return Ok(n);
+    /// A connection per partition, to the primary holding its keys (one
+    /// shared connection when one primary holds them all).
+    async fn partition_connections(&self) -> Result<Vec<redis::aio::MultiplexedConnection>, String> {
+        let ports: Vec<u16> = tokio::task::block_in_place(|| {
+            (0..PARTITIONS).map(|p| self.redis.primary_of(p)).collect::<Result<_, _>>()
+        })?;
+        let mut by_port: HashMap<u16, redis::aio::MultiplexedConnection> = HashMap::new();
+        let mut out = Vec::with_capacity(ports.len());
+        for port in ports {
+            if let std::collections::hash_map::Entry::Vacant(e) = by_port.entry(port) {
+                e.insert(node(port).await?);
             }
-            cursor = next;
+            out.push(by_port[&port].clone());
         }
+        Ok(out)
+    }
+
+    /// The label (`c<n>`) of every task Redis holds (every task of the run:
+    /// none expires within it), `?` for a task whose label cannot be read.
+    async fn stored_labels(&self) -> Result<Vec<String>, String> {
+        let pattern = format!("{}:*:task:*", self.prefix);
+        let mut labels = Vec::new();
+        for port in tokio::task::block_in_place(|| self.redis.primaries())? {
+            let mut con = node(port).await?;
+            let mut cursor = 0u64;
+            loop {
+                let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(&pattern)
+                    .arg("COUNT")
+                    .arg(1000)
+                    .query_async(&mut con)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let mut pipe = redis::pipe();
+                for key in &keys {
+                    pipe.get(key);
+                }
+                let values: Vec<Option<Vec<u8>>> = if keys.is_empty() {
+                    Vec::new()
+                } else {
+                    pipe.query_async(&mut con).await.map_err(|e| e.to_string())?
+                };
+                labels.extend(values.iter().map(|v| v.as_deref().and_then(label_of).unwrap_or_else(|| "?".into())));
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+            }
+        }
+        Ok(labels)
     }
 
     /// The ids of the tasks whose work entries are pending for `consumer`.
-    async fn pending_tasks(&self, consumer: &str) -> Result<Vec<String>, redis::RedisError> {
-        let client = redis::Client::open(self.redis.url())?;
-        let mut con = client.get_multiplexed_async_connection().await?;
+    async fn pending_tasks(&self, consumer: &str) -> Result<Vec<String>, String> {
+        let mut cons = self.partition_connections().await?;
         let keys = Keys::new(self.prefix.clone(), PARTITIONS);
         let mut ids = Vec::new();
-        for stream in keys.all_work() {
+        for (stream, con) in keys.all_work().into_iter().zip(&mut cons) {
             let pending: Vec<(String, String, u64, u64)> = redis::cmd("XPENDING")
                 .arg(&stream)
                 .arg(GROUP)
@@ -421,16 +655,74 @@ impl Rig {
                 .arg("+")
                 .arg(100_000)
                 .arg(consumer)
-                .query_async(&mut con)
-                .await?;
+                .query_async(con)
+                .await
+                .map_err(|e| e.to_string())?;
             for (entry, ..) in pending {
-                let fields: Vec<(String, HashMap<String, String>)> =
-                    redis::cmd("XRANGE").arg(&stream).arg(&entry).arg(&entry).query_async(&mut con).await?;
+                let fields: Vec<(String, HashMap<String, String>)> = redis::cmd("XRANGE")
+                    .arg(&stream)
+                    .arg(&entry)
+                    .arg(&entry)
+                    .query_async(con)
+                    .await
+                    .map_err(|e| e.to_string())?;
                 ids.extend(fields.into_iter().filter_map(|(_, f)| f.get("task").cloned()));
             }
         }
         Ok(ids)
     }
+
+    /// SIGKILL the primary (Sentinel: the one the Sentinels name now;
+    /// Cluster: the one serving `{p00}`), wait for its replica's promotion,
+    /// and `restart` after it restart the killed node as a replica.
+    async fn kill_primary(&mut self, restart: Duration) -> Result<Kill, String> {
+        let (at, old, partitions, new) = tokio::task::block_in_place(|| match &mut self.redis {
+            Redis::Sentinel(set) => {
+                let old = set.primary_port().ok_or("no Sentinel names a primary")?;
+                let at = Instant::now();
+                set.kill_data_node(old);
+                let new = set.wait_for_failover(old, Duration::from_secs(60))?;
+                Ok((at, old, (0..PARTITIONS).collect(), new))
+            }
+            Redis::Cluster(cluster) => {
+                let slot = cluster.slot_of(&tag(0));
+                let old = cluster.primary_of_slot(slot).ok_or("no primary serves {p00}")?;
+                let partitions = (0..PARTITIONS).filter(|&p| cluster.primary_of_key(&tag(p)) == Some(old)).collect();
+                let at = Instant::now();
+                cluster.kill_node(old);
+                let new = cluster.wait_for_failover(slot, old, Duration::from_secs(60))?;
+                Ok((at, old, partitions, new))
+            }
+            Redis::Standalone(_) => Err("a standalone Redis has no replica to promote".to_string()),
+        })?;
+        let back_at = Instant::now();
+        tokio::time::sleep(restart).await;
+        tokio::task::block_in_place(|| match &mut self.redis {
+            Redis::Sentinel(set) => set.restart_data_node(old, new),
+            Redis::Cluster(cluster) => cluster.restart_node(old),
+            Redis::Standalone(_) => Ok(()),
+        })?;
+        let target = format!("primary 127.0.0.1:{old} (promoted: {new})");
+        Ok(Kill {
+            kind: Kind::Primary,
+            at,
+            target,
+            in_flight: Vec::new(),
+            back_at,
+            partitions,
+            rejoined_at: Some(Instant::now()),
+        })
+    }
+}
+
+/// The label of a stored task record: its `label` argument, or once it
+/// completed (arguments are dropped then), its result's `Completed <label>`.
+fn label_of(value: &[u8]) -> Option<String> {
+    let doc: Value = serde_json::from_slice(Record::parse(value)?.doc).ok()?;
+    if let Some(label) = doc["work"]["arguments"]["label"].as_str() {
+        return Some(label.to_string());
+    }
+    doc["result"]["content"][0]["text"].as_str()?.strip_prefix("Completed ").map(str::to_string)
 }
 
 /// The nginx binary to run, or why there is none.
@@ -590,9 +882,12 @@ fn shorten(e: &str) -> String {
 /// The kills, in the order they happen: each kind spread evenly over the run.
 fn schedule(args: &ChaosArgs) -> Vec<(usize, Kind)> {
     let mut plan = Vec::new();
-    for (kind, count) in
-        [(Kind::Worker, args.worker_kills), (Kind::Api, args.api_kills), (Kind::Redis, args.redis_restarts)]
-    {
+    for (kind, count) in [
+        (Kind::Worker, args.worker_kills),
+        (Kind::Api, args.api_kills),
+        (Kind::Redis, args.redis_restarts()),
+        (Kind::Primary, args.primary_kills()),
+    ] {
         for j in 0..count {
             // At (j + 1/2) / count of the tasks, kept inside the first 90 %.
             let at = (args.tasks as f64 * 0.9 * (j as f64 + 0.5) / count as f64) as usize;
@@ -618,6 +913,7 @@ async fn kill_all(s: &Shared, rig: &mut Rig) -> Vec<Kill> {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let restart = Duration::from_millis(s.args.restart_ms);
+        let acked = s.acked.load(Ordering::Relaxed);
         let kill = match kind {
             Kind::Worker => {
                 let k = next_worker % rig.workers.len();
@@ -636,7 +932,7 @@ async fn kill_all(s: &Shared, rig: &mut Rig) -> Vec<Kill> {
                 let id = format!("worker{k}-{}", rig.generation);
                 let pod = rig.worker(&id, &s.args).await;
                 rig.workers[k] = (id, pod);
-                Kill { kind, at, target, in_flight, back_at: Instant::now() }
+                Kill { kind, at, target, in_flight, back_at: Instant::now(), partitions: Vec::new(), rejoined_at: None }
             }
             Kind::Api => {
                 let k = next_api % rig.apis.len();
@@ -649,24 +945,59 @@ async fn kill_all(s: &Shared, rig: &mut Rig) -> Vec<Kill> {
                 pod.wait_exit(Duration::from_secs(10)).await;
                 tokio::time::sleep(restart.saturating_sub(at.elapsed())).await;
                 rig.apis[k].1 = rig.api(k, port).await;
-                Kill { kind, at, target, in_flight: Vec::new(), back_at: Instant::now() }
+                Kill {
+                    kind,
+                    at,
+                    target,
+                    in_flight: Vec::new(),
+                    back_at: Instant::now(),
+                    partitions: Vec::new(),
+                    rejoined_at: None,
+                }
             }
             Kind::Redis => {
+                let Redis::Standalone(redis) = &mut rig.redis else {
+                    unreachable!("ChaosArgs::check allows Redis restarts on a standalone Redis only")
+                };
                 let down = Duration::from_millis(s.args.redis_down_ms);
                 let at = Instant::now();
-                tokio::task::block_in_place(|| rig.redis.kill());
+                tokio::task::block_in_place(|| redis.kill());
                 tokio::time::sleep(down.saturating_sub(at.elapsed())).await;
-                tokio::task::block_in_place(|| rig.redis.restart());
-                Kill { kind, at, target: "redis".into(), in_flight: Vec::new(), back_at: Instant::now() }
+                tokio::task::block_in_place(|| redis.restart());
+                let target = "redis".into();
+                Kill {
+                    kind,
+                    at,
+                    target,
+                    in_flight: Vec::new(),
+                    back_at: Instant::now(),
+                    partitions: Vec::new(),
+                    rejoined_at: None,
+                }
             }
+            Kind::Primary => match rig.kill_primary(restart).await {
+                Ok(kill) => kill,
+                Err(e) => {
+                    eprintln!("chaos: killing the primary: {e}");
+                    continue;
+                }
+            },
+        };
+        let detail = match kind {
+            Kind::Worker => format!("; it held {} tasks", kill.in_flight.len()),
+            Kind::Primary => format!(
+                " (promotion); back as a replica after {:.2} s; it held partitions {:?}",
+                kill.rejoined_at.map_or(0.0, |t| (t - kill.at).as_secs_f64()),
+                kill.partitions
+            ),
+            _ => String::new(),
         };
         println!(
-            "t+{:>6.1} s  {} killed at {} acked; back after {:.2} s{}",
+            "t+{:>6.1} s  {} killed at {} acked; back after {:.2} s{detail}",
             (kill.at - s.start).as_secs_f64(),
             kill.target,
-            s.acked.load(Ordering::Relaxed),
+            acked,
             (kill.back_at - kill.at).as_secs_f64(),
-            if kind == Kind::Worker { format!("; it held {} tasks", kill.in_flight.len()) } else { String::new() },
         );
         kills.push(kill);
     }
@@ -701,18 +1032,29 @@ async fn final_pass(s: &Shared, seen: &mut [Seen]) {
 
 /// Each task's claim `attempt` counter (its handler executions), from Redis; 0 when the task is gone.
 async fn attempts(rig: &Rig, seen: &[Seen]) -> Result<Vec<u64>, String> {
-    let client = redis::Client::open(rig.redis.url()).map_err(|e| e.to_string())?;
-    let mut con = client.get_multiplexed_async_connection().await.map_err(|e| format!("Redis: {e}"))?;
+    let mut cons = rig.partition_connections().await?;
     let keys = Keys::new(rig.prefix.clone(), PARTITIONS);
-    let mut out = Vec::with_capacity(seen.len());
-    for chunk in seen.chunks(500) {
-        let mut pipe = redis::pipe();
-        for t in chunk {
-            let key = keys.task(&TaskId::from_wire(t.id.clone())).unwrap_or_default();
-            pipe.get(key);
+    // One pipeline per partition (one slot: one node in a cluster).
+    let mut by_partition: BTreeMap<u16, Vec<(usize, String)>> = BTreeMap::new();
+    for (i, t) in seen.iter().enumerate() {
+        let id = TaskId::from_wire(t.id.clone());
+        if let (Some(p), Some(key)) = (keys.partition_of(&id), keys.task(&id)) {
+            by_partition.entry(p).or_default().push((i, key));
         }
-        let got: Vec<Option<Vec<u8>>> = pipe.query_async(&mut con).await.map_err(|e| format!("Redis: {e}"))?;
-        out.extend(got.iter().map(|v| v.as_deref().and_then(Record::parse).map_or(0, |r| r.attempt)));
+    }
+    let mut out = vec![0; seen.len()];
+    for (p, tasks) in by_partition {
+        for chunk in tasks.chunks(500) {
+            let mut pipe = redis::pipe();
+            for (_, key) in chunk {
+                pipe.get(key);
+            }
+            let got: Vec<Option<Vec<u8>>> =
+                pipe.query_async(&mut cons[usize::from(p)]).await.map_err(|e| format!("Redis: {e}"))?;
+            for ((i, _), v) in chunk.iter().zip(got) {
+                out[*i] = v.as_deref().and_then(Record::parse).map_or(0, |r| r.attempt);
+            }
+        }
     }
     Ok(out)
 }
@@ -728,11 +1070,13 @@ fn spread_of(d: &mut [Duration]) -> String {
 }
 
 /// Print the figures; whether the run was clean (nothing lost, stuck or failed).
-/// `stored`: the tasks Redis holds at the end; those beyond the acknowledged
-/// ones still there were made by creates no client got an answer for
-/// (ambiguous creates: idempotency keys make them 0).
-fn report(s: &Shared, seen: &[Seen], kills: &[Kill], attempts: &[u64], load_time: Duration, stored: u64) -> bool {
+/// `stored`: the labels of the tasks Redis holds at the end; those beyond the
+/// acknowledged ones still there were made by creates no client got an
+/// answer for (ambiguous creates: idempotency keys make them 0), and two
+/// tasks of one label are one logical create made twice (duplicated).
+fn report(s: &Shared, seen: &[Seen], kills: &[Kill], attempts: &[u64], load_time: Duration, stored: &[String]) -> bool {
     let c = &s.counters;
+    let failover = s.args.topology != Topology::Standalone;
     let count = |st: &str| seen.iter().filter(|t| t.status == st).count();
     let (completed, failed, cancelled) = (count("completed"), count("failed"), count("cancelled"));
     let redis_kills: Vec<Instant> = kills.iter().filter(|k| k.kind == Kind::Redis).map(|k| k.at).collect();
@@ -756,21 +1100,45 @@ fn report(s: &Shared, seen: &[Seen], kills: &[Kill], attempts: &[u64], load_time
         seen.len() as f64 / load_time.as_secs_f64().max(1e-9),
         c.creates_sent.load(Ordering::Relaxed)
     );
+    println!("redis: {}, pods' durability {}", name_of(s.args.topology), name_of(s.args.durability));
+    let redis_kills = if failover {
+        format!("{} primary (SIGKILL, replica promoted, restarted as a replica)", by_kind(Kind::Primary))
+    } else {
+        format!("{} Redis (SIGKILL, restarted from AOF)", by_kind(Kind::Redis))
+    };
     println!(
-        "kills: {} worker (SIGKILL, replaced), {} API pod (SIGKILL, restarted), {} Redis (SIGKILL, restarted from AOF)",
+        "kills: {} worker (SIGKILL, replaced), {} API pod (SIGKILL, restarted), {redis_kills}",
         by_kind(Kind::Worker),
         by_kind(Kind::Api),
-        by_kind(Kind::Redis)
     );
     println!(
         "tasks: {completed} completed, {failed} failed, {cancelled} cancelled, {} lost, {} stuck, {wrong} with a wrong result",
         lost_other,
         stuck.len()
     );
-    println!(
-        "       {lost_allowed} lost of those acknowledged < 1 s before a Redis kill (allowed by AOF everysec; {} such tasks)",
-        seen.iter().filter(|t| in_window(t)).count()
-    );
+    if failover {
+        // Acknowledged before a primary kill, on the partitions it held: what
+        // asynchronous replication may lose in a failover.
+        let before_kill = |t: &Seen| {
+            let p = TaskId::from_wire(t.id.clone()).partition();
+            kills
+                .iter()
+                .any(|k| k.kind == Kind::Primary && t.acked_at <= k.at && p.is_some_and(|p| k.partitions.contains(&p)))
+        };
+        let lost_to_failover = lost.iter().filter(|t| before_kill(t)).count();
+        println!(
+            "       lost to failover (acknowledged before a primary kill, on its shard): {lost_to_failover} of {} such \
+             tasks; {} by --durability {}",
+            seen.iter().filter(|t| before_kill(t)).count(),
+            if s.args.failover_may_lose() { "allowed" } else { "NOT allowed" },
+            name_of(s.args.durability)
+        );
+    } else {
+        println!(
+            "       {lost_allowed} lost of those acknowledged < 1 s before a Redis kill (allowed by AOF everysec; {} such tasks)",
+            seen.iter().filter(|t| in_window(t)).count()
+        );
+    }
 
     // Handler executions: the claim attempt counter.
     let mut runs: BTreeMap<u64, usize> = BTreeMap::new();
@@ -795,8 +1163,17 @@ fn report(s: &Shared, seen: &[Seen], kills: &[Kill], attempts: &[u64], load_time
         if list.is_empty() { "0".to_string() } else { format!("{n} ({})", list.join("; ")) }
     };
     println!("creates failed (retried with the same idempotency key): {}", failures(&c.creates_failed));
-    let ambiguous = stored.saturating_sub((seen.len() - lost.len()) as u64);
-    println!("ambiguous creates (tasks stored that no client acknowledged): {ambiguous} ({stored} tasks stored)");
+    let ambiguous = stored.len().saturating_sub(seen.len() - lost.len());
+    let mut per_label: HashMap<&str, usize> = HashMap::new();
+    for label in stored.iter().filter(|l| *l != "?") {
+        *per_label.entry(label.as_str()).or_default() += 1;
+    }
+    let duplicated: usize = per_label.values().map(|n| n - 1).sum();
+    println!(
+        "ambiguous creates (tasks stored that no client acknowledged): {ambiguous} ({} tasks stored); duplicated \
+         (a second task for one logical create): {duplicated}",
+        stored.len()
+    );
     println!("tasks/get sent {}, failed (retried): {}", c.gets_sent.load(Ordering::Relaxed), failures(&c.gets_failed));
 
     // Recovery after each kill: the first answer to a request sent after it.
@@ -805,7 +1182,7 @@ fn report(s: &Shared, seen: &[Seen], kills: &[Kill], attempts: &[u64], load_time
     };
     let index: HashMap<&str, &Seen> = seen.iter().map(|t| (t.id.as_str(), t)).collect();
     println!("\nrecovery after each kill, s            kills     p50     p99     max");
-    for kind in [Kind::Worker, Kind::Api, Kind::Redis] {
+    for kind in [Kind::Worker, Kind::Api, Kind::Redis, Kind::Primary] {
         let of: Vec<&Kill> = kills.iter().filter(|k| k.kind == kind).collect();
         if of.is_empty() {
             continue;
@@ -835,9 +1212,31 @@ fn report(s: &Shared, seen: &[Seen], kills: &[Kill], attempts: &[u64], load_time
         }
         let what = match kind {
             Kind::Redis => "redis: kill -> restarted (AOF loaded)",
+            Kind::Primary => "primary: kill -> replica promoted",
             _ => &format!("{name}: kill -> replacement ready"),
         };
         println!("{what:<38} {:>5} {}", back.len(), spread_of(&mut back));
+    }
+    // Each primary kill, measured on the tasks of the partitions it held (a
+    // cluster's other shards never stopped).
+    for (n, k) in kills.iter().filter(|k| k.kind == Kind::Primary).enumerate() {
+        let on_shard =
+            |t: &Seen| TaskId::from_wire(t.id.clone()).partition().is_some_and(|p| k.partitions.contains(&p));
+        let secs = |d: Option<Duration>| d.map_or("-".to_string(), |d| format!("{:.2} s", d.as_secs_f64()));
+        let ack = first_after(k.at, &|t| on_shard(t).then_some((t.create_sent, t.acked_at)));
+        let done = first_after(k.at, &|t| t.done_sent.zip(t.done_at).filter(|_| on_shard(t)));
+        println!(
+            "primary kill {} ({}, t+{:.1} s, {} partitions): kill -> next create acked on its shard {}, -> next task \
+             completed on its shard {}, -> promoted {}, -> back as a replica {}",
+            n + 1,
+            k.target,
+            (k.at - s.start).as_secs_f64(),
+            k.partitions.len(),
+            secs(ack),
+            secs(done),
+            secs(Some(k.back_at - k.at)),
+            secs(k.rejoined_at.map(|t| t - k.at)),
+        );
     }
     println!(
         "(lease {} ms; completions are seen by polling every {} ms; a worker's held tasks are its pending work entries at the kill)",
@@ -852,13 +1251,25 @@ fn report(s: &Shared, seen: &[Seen], kills: &[Kill], attempts: &[u64], load_time
     for t in stuck.iter().take(10) {
         println!("STUCK: {} ({}), last seen {}", t.id, t.label, t.status);
     }
-    let clean = lost_other == 0 && stuck.is_empty() && failed == 0 && cancelled == 0 && wrong == 0 && ambiguous == 0;
+    // Losses to a failover are a measured figure when writes are acknowledged before replication.
+    let lost_counts = if s.args.failover_may_lose() { 0 } else { lost_other };
+    let clean = lost_counts == 0
+        && stuck.is_empty()
+        && failed == 0
+        && cancelled == 0
+        && wrong == 0
+        && ambiguous == 0
+        && duplicated == 0;
     println!(
         "\nverdict: {}",
-        if clean {
-            "PASS (0 lost, 0 stuck, 0 failed, 0 wrong results, 0 ambiguous creates)"
-        } else {
-            "FAIL (lost, stuck, failed, wrong or ambiguous tasks above)"
+        match (clean, s.args.failover_may_lose()) {
+            (true, false) =>
+                "PASS (0 lost, 0 stuck, 0 failed, 0 wrong results, 0 ambiguous or duplicated creates)".into(),
+            (true, true) => format!(
+                "PASS ({lost_other} lost: allowed by --durability primary; 0 stuck, 0 failed, 0 wrong results, 0 \
+                 ambiguous or duplicated creates)"
+            ),
+            (false, _) => "FAIL (lost, stuck, failed, wrong, ambiguous or duplicated tasks above)".into(),
         }
     );
     clean
@@ -890,6 +1301,43 @@ mod tests {
         assert_eq!(at(Kind::Worker), (0..10).map(|j| 450 + 900 * j).collect::<Vec<_>>());
         assert_eq!(at(Kind::Api), vec![1500, 4500, 7500]);
         assert_eq!(at(Kind::Redis), vec![4500], "one Redis restart by default, mid-run");
+    }
+
+    #[test]
+    fn failover_topologies_kill_the_primary_instead_of_restarting_redis() {
+        let sentinel = args(&["--topology", "sentinel", "--tasks", "1000"]);
+        assert_eq!((sentinel.redis_restarts(), sentinel.primary_kills()), (0, 1), "the defaults with replicas");
+        assert!(sentinel.check().is_ok());
+        let plan = schedule(&sentinel);
+        assert_eq!(plan.iter().filter(|p| p.1 == Kind::Primary).map(|p| p.0).collect::<Vec<_>>(), vec![450]);
+        assert!(plan.iter().all(|p| p.1 != Kind::Redis));
+        assert!(sentinel.failover_may_lose(), "--durability primary acknowledges before replication");
+        let replicated = args(&["--topology", "cluster", "--durability", "replicated", "--primary-kills", "3"]);
+        assert!(replicated.check().is_ok() && !replicated.failover_may_lose());
+        assert_eq!(schedule(&replicated).iter().filter(|p| p.1 == Kind::Primary).count(), 3);
+
+        let standalone = args(&[]);
+        assert_eq!((standalone.redis_restarts(), standalone.primary_kills()), (1, 0));
+        assert!(standalone.check().is_ok() && !standalone.failover_may_lose());
+        for bad in [
+            &["--primary-kills", "1"][..],
+            &["--durability", "replicated"],
+            &["--topology", "sentinel", "--redis-restarts", "1"],
+            &["--topology", "cluster", "--redis-restarts", "1"],
+        ] {
+            assert!(args(bad).check().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_stored_task_is_labelled_by_its_argument_or_its_result() {
+        let working = br#"3 1 working
+{"work":{"tool":"slow_compute","arguments":{"seconds":0.1,"label":"c7"}}}"#;
+        assert_eq!(label_of(working).as_deref(), Some("c7"));
+        let done = br#"5 1 completed
+{"work":{"tool":"slow_compute"},"result":{"content":[{"type":"text","text":"Completed c8"}]}}"#;
+        assert_eq!(label_of(done).as_deref(), Some("c8"));
+        assert_eq!(label_of(b"not a record"), None);
     }
 
     #[test]
