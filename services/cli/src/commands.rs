@@ -247,7 +247,7 @@ async fn call(cli: &Cli, client: &Client, args: &crate::CallArgs) -> anyhow::Res
 /// Whether following `task`, made by this call `age` ago, failed because the
 /// server no longer knows it although its `ttlMs` has not run out: the one
 /// case where a client can tell a lost task from an expired one.
-fn lost(e: &anyhow::Error, task: &presa_client::Task, age: Duration) -> bool {
+fn lost(e: &anyhow::Error, task: &Task, age: Duration) -> bool {
     matches!(e.downcast_ref::<presa_client::Error>(), Some(presa_client::Error::UnknownTask { id, .. }) if id == task.id())
         && task.ttl().is_none_or(|ttl| age < ttl)
 }
