@@ -30,7 +30,11 @@
 //! restarted, empty, as a replica (a Sentinel data node with `--replicaof`
 //! the new primary; a cluster node from its `nodes.conf`, which the cluster
 //! turns into the new primary's replica), so each shard has a replica again
-//! for the next kill and for `--durability replicated`. `--durability
+//! for the next kill and for `--durability replicated`. With
+//! `--replication-gap-ms`, the primary is first cut off from its replicas
+//! for that long (a password they lack, their links dropped), so the
+//! failover certainly loses what it acknowledged meanwhile unless the pods
+//! asked for `--durability replicated`. `--durability
 //! replicated` gives every pod `PRESA_DURABILITY=replicated` with 1 replica
 //! (creates and terminal writes acknowledged after `WAIT 1`); the pods must
 //! know the flag. A failed create (no answer, a proxy's 502, a
@@ -139,6 +143,12 @@ pub(crate) struct ChaosArgs {
     /// `--restart-ms` after the promotion.
     #[arg(long)]
     primary_kills: Option<usize>,
+    /// Before each primary kill, cut the primary off from its replicas for
+    /// this long, ms (0: no gap): what it acknowledges meanwhile is on no
+    /// replica, so a failover loses it under `--durability primary`, and
+    /// `--durability replicated` acknowledges none of it.
+    #[arg(long, default_value_t = 0)]
+    replication_gap_ms: u64,
     /// The pods' `--durability`: `primary` (a write is acknowledged once the
     /// primary has it) or `replicated` (once a replica confirmed it, `WAIT`).
     #[arg(long, value_enum, default_value_t = Durability::Primary)]
@@ -246,6 +256,9 @@ impl ChaosArgs {
             }
             Topology::Standalone if self.durability == Durability::Replicated => {
                 Err("--durability replicated needs replicas: --topology sentinel or cluster".into())
+            }
+            _ if self.replication_gap_ms > 0 && self.primary_kills() == 0 => {
+                Err("--replication-gap-ms cuts a primary off before its kill: it needs --primary-kills".into())
             }
             Topology::Sentinel | Topology::Cluster if self.redis_restarts() > 0 => {
                 Err("--redis-restarts restarts a standalone Redis from its AOF; with replicas use --primary-kills"
@@ -674,24 +687,52 @@ impl Rig {
 
     /// SIGKILL the primary (Sentinel: the one the Sentinels name now;
     /// Cluster: the one serving `{p00}`), wait for its replica's promotion,
-    /// and `restart` after it restart the killed node as a replica.
-    async fn kill_primary(&mut self, restart: Duration) -> Result<Kill, String> {
-        let (at, old, partitions, new) = tokio::task::block_in_place(|| match &mut self.redis {
+    /// and `restart` after it restart the killed node as a replica. With a
+    /// `gap`, the primary is first cut off from its replicas for that long,
+    /// so what it acknowledges meanwhile never reaches the replica that will
+    /// be promoted: the replication lag a failover loses, made certain. (A
+    /// replica whose link is dropped reconnects within milliseconds and
+    /// resynchronises from the backlog, so the primary first takes a
+    /// password its replicas do not have: connections already open keep
+    /// working, new ones, the replicas' included, are refused.)
+    async fn kill_primary(&mut self, restart: Duration, gap: Duration) -> Result<Kill, String> {
+        let old = tokio::task::block_in_place(|| match &self.redis {
+            Redis::Sentinel(set) => set.primary_port().ok_or("no Sentinel names a primary"),
+            Redis::Cluster(cluster) => {
+                cluster.primary_of_slot(cluster.slot_of(&tag(0))).ok_or("no primary serves {p00}")
+            }
+            Redis::Standalone(_) => Err("a standalone Redis has no replica to promote"),
+        })?;
+        if !gap.is_zero() {
+            let mut primary = node(old).await?;
+            let cut: redis::RedisResult<((), i64)> = redis::pipe()
+                .cmd("CONFIG")
+                .arg("SET")
+                .arg("requirepass")
+                .arg(format!("chaos-{}", std::process::id()))
+                .cmd("CLIENT")
+                .arg("KILL")
+                .arg("TYPE")
+                .arg("replica")
+                .query_async(&mut primary)
+                .await;
+            cut.map_err(|e| format!("cutting 127.0.0.1:{old} off its replicas: {e}"))?;
+            tokio::time::sleep(gap).await;
+        }
+        let (at, partitions, new) = tokio::task::block_in_place(|| match &mut self.redis {
             Redis::Sentinel(set) => {
-                let old = set.primary_port().ok_or("no Sentinel names a primary")?;
                 let at = Instant::now();
                 set.kill_data_node(old);
                 let new = set.wait_for_failover(old, Duration::from_secs(60))?;
-                Ok((at, old, (0..PARTITIONS).collect(), new))
+                Ok((at, (0..PARTITIONS).collect(), new))
             }
             Redis::Cluster(cluster) => {
                 let slot = cluster.slot_of(&tag(0));
-                let old = cluster.primary_of_slot(slot).ok_or("no primary serves {p00}")?;
                 let partitions = (0..PARTITIONS).filter(|&p| cluster.primary_of_key(&tag(p)) == Some(old)).collect();
                 let at = Instant::now();
                 cluster.kill_node(old);
                 let new = cluster.wait_for_failover(slot, old, Duration::from_secs(60))?;
-                Ok((at, old, partitions, new))
+                Ok((at, partitions, new))
             }
             Redis::Standalone(_) => Err("a standalone Redis has no replica to promote".to_string()),
         })?;
@@ -975,7 +1016,7 @@ async fn kill_all(s: &Shared, rig: &mut Rig) -> Vec<Kill> {
                     rejoined_at: None,
                 }
             }
-            Kind::Primary => match rig.kill_primary(restart).await {
+            Kind::Primary => match rig.kill_primary(restart, Duration::from_millis(s.args.replication_gap_ms)).await {
                 Ok(kill) => kill,
                 Err(e) => {
                     eprintln!("chaos: killing the primary: {e}");
