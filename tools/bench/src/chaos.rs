@@ -106,7 +106,7 @@ use serde_json::{Value, json};
 /// The nginx configuration `deploy/local-cluster.sh` uses, filled in here.
 const NGINX_TEMPLATE: &str = include_str!("../../../deploy/nginx/presa.conf.template");
 /// The pods' work partitions (presa's default).
-const PARTITIONS: u16 = 16;
+pub(crate) const PARTITIONS: u16 = 16;
 /// The final status of a completed task whose result is not its own.
 const WRONG: &str = "wrong result";
 /// How long the AOF `everysec` promise may lose acknowledged writes for.
@@ -346,8 +346,8 @@ impl Drop for Nginx {
     }
 }
 
-/// The Redis the pods use (`--topology`).
-enum Redis {
+/// The Redis the pods use (`--topology`; `presa-bench soak` uses a standalone one).
+pub(crate) enum Redis {
     /// One server with AOF, restarted from it after a kill (boxed: a container handle makes it large).
     Standalone(Box<TestRedis>),
     /// A primary, 2 replicas, 3 Sentinels.
@@ -426,15 +426,32 @@ async fn node(port: u16) -> Result<redis::aio::MultiplexedConnection, String> {
     client.get_multiplexed_async_connection().await.map_err(|e| format!("Redis 127.0.0.1:{port}: {e}"))
 }
 
-/// The pods and Redis under test.
-struct Rig {
-    redis: Redis,
-    apis: Vec<(u16, Pod)>,
-    workers: Vec<(String, Pod)>,
+/// What [`Rig::start`] starts besides Redis (chaos's from its flags; `presa-bench soak` has its own).
+pub(crate) struct Shape {
+    pub(crate) apis: usize,
+    pub(crate) workers: usize,
+    /// Settings of every pod besides Redis's, the key prefix and the state secret.
+    pub(crate) env: Vec<(String, String)>,
+    /// Extra flags of every API pod.
+    pub(crate) api_flags: Vec<String>,
+    /// Extra flags of every worker (besides its `--worker-id`).
+    pub(crate) worker_flags: Vec<String>,
+}
+
+/// The pods and Redis under test (also `presa-bench soak`'s).
+pub(crate) struct Rig {
+    pub(crate) redis: Redis,
+    /// Each API pod with the port it listens on.
+    pub(crate) apis: Vec<(u16, Pod)>,
+    /// Each worker with its worker id.
+    pub(crate) workers: Vec<(String, Pod)>,
     env: Vec<(String, String)>,
     bin: PathBuf,
-    prefix: String,
+    /// The pods' key prefix (`PRESA_REDIS_PREFIX`).
+    pub(crate) prefix: String,
     generation: usize,
+    api_flags: Vec<String>,
+    worker_flags: Vec<String>,
 }
 
 /// Run the chaos program; the process exit code.
@@ -449,18 +466,7 @@ pub(crate) async fn run(args: ChaosArgs) -> i32 {
 }
 
 async fn chaos(args: ChaosArgs) -> Result<bool, String> {
-    let bin = match &args.bin_dir {
-        Some(d) => d.clone(),
-        None => std::env::current_exe().map_err(|e| e.to_string())?.parent().map(Path::to_path_buf).unwrap_or_default(),
-    };
-    for b in ["presa-api", "presa-worker"] {
-        if !bin.join(b).is_file() {
-            return Err(format!(
-                "{} is not built: cargo build [--release] -p presa-api -p presa-worker (or --bin-dir)",
-                bin.join(b).display()
-            ));
-        }
-    }
+    let (bin, profile) = crate::procs::pod_binaries(args.bin_dir.as_deref())?;
     args.check()?;
     if args.durability == Durability::Replicated {
         // Pods built before `--durability` existed would ignore PRESA_DURABILITY.
@@ -469,10 +475,6 @@ async fn chaos(args: ChaosArgs) -> Result<bool, String> {
             return Err(format!("{} has no --durability flag: rebuild it", bin.join("presa-api").display()));
         }
     }
-    let profile = match bin.file_name().and_then(|n| n.to_str()) {
-        Some(p @ ("release" | "debug")) => format!("{p} build"),
-        _ => bin.display().to_string(),
-    };
     let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
     println!("presa-bench chaos: {cores} cores, load average {} (1/5/15 min), pods {profile}", crate::load_average());
     println!(
@@ -500,7 +502,8 @@ async fn chaos(args: ChaosArgs) -> Result<bool, String> {
 
     let nginx_bin = nginx_binary(&args)?;
     let started = Instant::now();
-    let mut rig = Rig::start(&args, bin).await;
+    let redis = tokio::task::block_in_place(|| Redis::start(args.topology));
+    let mut rig = Rig::start(redis, &args.shape(), bin).await;
     let nginx = start_nginx(&nginx_bin, &rig).await?;
     println!("up in {:.1} s: nginx {}, {}", started.elapsed().as_secs_f64(), nginx.url, rig.redis.describe());
 
@@ -558,30 +561,48 @@ async fn chaos(args: ChaosArgs) -> Result<bool, String> {
     Ok(clean)
 }
 
+impl ChaosArgs {
+    /// The pods to start.
+    fn shape(&self) -> Shape {
+        let mut env = Vec::new();
+        if self.durability == Durability::Replicated {
+            env.extend([
+                ("PRESA_DURABILITY".to_string(), "replicated".to_string()),
+                ("PRESA_DURABILITY_REPLICAS".to_string(), "1".to_string()),
+            ]);
+        }
+        let (lease, conc) = (self.lease_ms.to_string(), self.worker_concurrency.to_string());
+        Shape {
+            apis: self.apis,
+            workers: self.workers,
+            env,
+            api_flags: Vec::new(),
+            worker_flags: ["--lease-ms", &lease, "--concurrency", &conc].map(String::from).into(),
+        }
+    }
+}
+
 impl Rig {
-    async fn start(args: &ChaosArgs, bin: PathBuf) -> Rig {
-        let redis = tokio::task::block_in_place(|| Redis::start(args.topology));
+    /// Start the API pods, then the workers, on `redis`, each ready.
+    pub(crate) async fn start(redis: Redis, shape: &Shape, bin: PathBuf) -> Rig {
         let prefix = unique_prefix();
         let mut env = redis.env();
         env.extend([
             ("PRESA_REDIS_PREFIX".to_string(), prefix.clone()),
             ("PRESA_STATE_SECRET".to_string(), format!("chaos-state-secret-{prefix}-0123456789abcdef")),
         ]);
-        if args.durability == Durability::Replicated {
-            env.extend([
-                ("PRESA_DURABILITY".to_string(), "replicated".to_string()),
-                ("PRESA_DURABILITY_REPLICAS".to_string(), "1".to_string()),
-            ]);
-        }
-        let mut rig = Rig { redis, apis: Vec::new(), workers: Vec::new(), env, bin, prefix, generation: 0 };
-        for i in 0..args.apis {
+        env.extend(shape.env.iter().cloned());
+        let (api_flags, worker_flags) = (shape.api_flags.clone(), shape.worker_flags.clone());
+        let (apis, workers) = (Vec::new(), Vec::new());
+        let mut rig = Rig { redis, apis, workers, env, bin, prefix, generation: 0, api_flags, worker_flags };
+        for i in 0..shape.apis {
             let port = free_port();
             let pod = rig.api(i, port).await;
             rig.apis.push((port, pod));
         }
-        for i in 0..args.workers {
+        for i in 0..shape.workers {
             let id = format!("worker{i}");
-            let pod = rig.worker(&id, args).await;
+            let pod = rig.worker(&id).await;
             rig.workers.push((id, pod));
         }
         rig
@@ -592,12 +613,13 @@ impl Rig {
     }
 
     async fn api(&self, i: usize, port: u16) -> Pod {
-        Pod::start(&format!("api{i}"), &self.bin.join("presa-api"), port, &[], &self.env()).await
+        let flags: Vec<&str> = self.api_flags.iter().map(String::as_str).collect();
+        Pod::start(&format!("api{i}"), &self.bin.join("presa-api"), port, &flags, &self.env()).await
     }
 
-    async fn worker(&self, id: &str, args: &ChaosArgs) -> Pod {
-        let (lease, conc) = (args.lease_ms.to_string(), args.worker_concurrency.to_string());
-        let flags = ["--worker-id", id, "--lease-ms", &lease, "--concurrency", &conc];
+    async fn worker(&self, id: &str) -> Pod {
+        let flags: Vec<&str> =
+            ["--worker-id", id].into_iter().chain(self.worker_flags.iter().map(String::as_str)).collect();
         Pod::start(id, &self.bin.join("presa-worker"), free_port(), &flags, &self.env()).await
     }
 
@@ -818,7 +840,7 @@ async fn start_nginx(nginx: &Path, rig: &Rig) -> Result<Nginx, String> {
 }
 
 /// A number in `0..n` spread evenly over task numbers (splitmix64).
-fn spread(i: usize, n: u64) -> u64 {
+pub(crate) fn spread(i: usize, n: u64) -> u64 {
     let mut z = (i as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -909,13 +931,14 @@ async fn get_task(s: &Shared, id: &str) -> Option<Value> {
     }
 }
 
-fn reason(status: u16, v: &Value) -> String {
+/// A failed request's HTTP status and JSON-RPC error code, for counting.
+pub(crate) fn reason(status: u16, v: &Value) -> String {
     let retryable = if v["error"]["data"]["retryable"] == true { ", retryable" } else { "" };
     format!("HTTP {status} {}{retryable}", v["error"]["code"])
 }
 
 /// An error message without its per-request details (ports, ids).
-fn shorten(e: &str) -> String {
+pub(crate) fn shorten(e: &str) -> String {
     let e = e.split(" for url").next().unwrap_or(e);
     e.chars().take(80).collect()
 }
@@ -971,7 +994,7 @@ async fn kill_all(s: &Shared, rig: &mut Rig) -> Vec<Kill> {
                 tokio::time::sleep(restart.saturating_sub(at.elapsed())).await;
                 rig.generation += 1;
                 let id = format!("worker{k}-{}", rig.generation);
-                let pod = rig.worker(&id, &s.args).await;
+                let pod = rig.worker(&id).await;
                 rig.workers[k] = (id, pod);
                 Kill { kind, at, target, in_flight, back_at: Instant::now(), partitions: Vec::new(), rejoined_at: None }
             }

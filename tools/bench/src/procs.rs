@@ -9,7 +9,11 @@
 //! shipped binaries) and stops when its stdin closes; it is killed when its
 //! [`Proc`] is dropped, whatever happens.
 
-use std::{path::PathBuf, process::Stdio, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    process::Stdio,
+    time::Duration,
+};
 
 use tokio::{
     io::{AsyncBufReadExt, BufReader},
@@ -30,9 +34,33 @@ pub(crate) fn sibling(name: &str) -> Option<PathBuf> {
     path.is_file().then_some(path)
 }
 
+/// The directory of the `presa-api` and `presa-worker` binaries to run
+/// (`bin_dir`, else this binary's own) and how to name them in a report
+/// (`debug build`, `release build` or the directory); an error saying how to
+/// build them when one is missing.
+pub(crate) fn pod_binaries(bin_dir: Option<&Path>) -> Result<(PathBuf, String), String> {
+    let bin = match bin_dir {
+        Some(d) => d.to_path_buf(),
+        None => std::env::current_exe().map_err(|e| e.to_string())?.parent().map(Path::to_path_buf).unwrap_or_default(),
+    };
+    for b in ["presa-api", "presa-worker"] {
+        if !bin.join(b).is_file() {
+            return Err(format!(
+                "{} is not built: cargo build [--release] -p presa-api -p presa-worker (or --bin-dir)",
+                bin.join(b).display()
+            ));
+        }
+    }
+    let profile = match bin.file_name().and_then(|n| n.to_str()) {
+        Some(p @ ("release" | "debug")) => format!("{p} build"),
+        _ => bin.display().to_string(),
+    };
+    Ok((bin, profile))
+}
+
 impl Proc {
     /// Start `program args…`; with `announces`, wait (at most 30 s) for the URL it prints first.
-    pub(crate) async fn spawn(program: &std::path::Path, args: &[String], announces: bool) -> Proc {
+    pub(crate) async fn spawn(program: &Path, args: &[String], announces: bool) -> Proc {
         let mut child = Command::new(program)
             .args(args)
             .stdin(Stdio::piped())
