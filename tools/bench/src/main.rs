@@ -4,7 +4,9 @@
 //! (`dist`: the shipped binaries' profile; `--release` builds faster and runs slower.)
 //!
 //! `presa-bench chaos [...]` is a different program: pods and Redis killed
-//! under load through nginx, and what it cost (see `chaos.rs`).
+//! under load through nginx, and what it cost (see `chaos.rs`). So is
+//! `presa-bench soak [...]`: minutes of steady load on pods and Redis, memory
+//! sampled, and whether it stayed flat (see `soak.rs`).
 //!
 //! The process holds the server (`presa_http::router` + `presa_http::serve` on
 //! 127.0.0.1:0), its in-process worker (`presa_server::Worker`) and the load
@@ -80,6 +82,7 @@ mod chaos;
 mod fairness;
 mod gateway;
 mod procs;
+mod soak;
 
 /// The allocator presa's binaries ship with (presa-runtime's `jemalloc` feature), so the bench measures what ships.
 #[cfg(feature = "jemalloc")]
@@ -113,7 +116,8 @@ use tokio_util::sync::CancellationToken;
     args_conflicts_with_subcommands = true
 )]
 struct Args {
-    /// `chaos`: tasks through nginx while pods and Redis are killed (see `chaos.rs`); none: the throughput rows.
+    /// `chaos`: tasks through nginx while pods and Redis are killed (see `chaos.rs`); `soak`: steady load,
+    /// memory sampled (see `soak.rs`); none: the throughput rows.
     #[command(subcommand)]
     command: Option<Command>,
     /// Seconds of measurement per row (each side of an alternated pair gets this much).
@@ -159,6 +163,10 @@ enum Command {
     /// are SIGKILLed and restarted; prints lost / stuck / re-run tasks and recovery times;
     /// exits non-zero on any loss.
     Chaos(chaos::ChaosArgs),
+    /// Minutes of steady task load on API pods and workers on Redis (quick, cancelled, answered
+    /// and expiring tasks, listen streams); prints the RSS of each process, Redis memory and
+    /// keys every few seconds; exits non-zero when one of them keeps growing.
+    Soak(soak::SoakArgs),
     /// (Run by presa-bench itself.) Serve the bench catalog on a loopback port in this
     /// process, print the URL, stop when stdin closes.
     #[command(hide = true)]
@@ -884,6 +892,7 @@ async fn main() {
     return_freed_memory();
     match args.command {
         Some(Command::Chaos(chaos)) => std::process::exit(chaos::run(chaos).await),
+        Some(Command::Soak(soak)) => std::process::exit(soak::run(soak).await),
         Some(Command::Serve(serve_args)) => return serve(serve_args).await,
         None => {}
     }

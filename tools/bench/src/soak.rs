@@ -1,0 +1,670 @@
+//! `presa-bench soak`: a steady, moderate load on a small cluster for minutes,
+//! with memory sampled all along, to see whether anything grows that should
+//! stay flat (keys without a TTL, stream entries never removed, RSS that
+//! only climbs).
+//!
+//! Run: `cargo build --release -p presa-api -p presa-worker -p presa-bench &&
+//! target/release/presa-bench soak [--minutes 5 --rate 20 --ttl-s 30 --sample-s 10]`
+//! (`--seconds 90` instead of `--minutes` for a short run).
+//!
+//! Started on loopback with the chaos program's rig ([`Rig`]): a `redis-server`
+//! without persistence, `--apis` `presa-api` pods whose `--task-ttl-ms` is
+//! `--ttl-s` (so tasks expire within the run, and the key count reaches its
+//! steady state after one TTL) and `--workers` `presa-worker` pods. No nginx
+//! and nothing is killed: the client spreads requests over the API pods itself
+//! (task n is created on pod n mod apis and read, answered and cancelled on the
+//! next pod, so every flow crosses pods through Redis).
+//!
+//! The load: `--rate` task creates per second at fixed intervals, each followed
+//! by its own client flow; of every ten tasks
+//! - seven are quick: `slow_compute` of 50 to 300 ms, read with `tasks/get`
+//!   every 200 ms until `completed`;
+//! - one is cancelled: `slow_compute` of 60 s, `tasks/cancel` 1 s after the
+//!   create, then read until `cancelled`;
+//! - one parks and is answered: `confirm_delete`, read until `input_required`,
+//!   answered with `tasks/update`, read until `completed`;
+//! - one parks and is left to expire: `confirm_delete`, read until
+//!   `input_required`, then left alone; `--ttl-s` + 5 s after its create it is
+//!   read once more and must be gone (unknown task id): counted as expired.
+//!
+//! Meanwhile `--listeners` loops each open a `subscriptions/listen` stream on
+//! the 10 most recent task ids (and `toolsListChanged`), read it for
+//! `--listen-s`, drop it (the connection closes) and open the next, alternating
+//! pods. A flow that cannot keep up is not waited for: creates stay on their
+//! fixed schedule (at most `--rate` × 120 flows in flight; beyond, a create is
+//! skipped and counted).
+//!
+//! Every `--sample-s` one row: elapsed time; tasks created, completed (quick
+//! and answered), cancelled, parked (`input_required` seen), expired (seen
+//! gone after their TTL); requests that failed; listen streams opened; the RSS
+//! of each presa process (VmRSS of `/proc/<pid>/status`); Redis `used_memory`
+//! (`INFO memory`), its key count (`DBSIZE`) and the entries of the partition
+//! work streams (`XLEN`, summed: removed entries do not show in the key count).
+//!
+//! Verdict: the samples after the warm-up (`--warmup-s`, a third of the run by
+//! default, at least one TTL + 10 s so the key count has reached its steady
+//! state) are cut in two halves by time (by default the middle and the last
+//! third of the run), and each series' mean over the later half is compared
+//! with its mean over the earlier one. A series is flat when it grew by at most
+//! its tolerance, the larger of a share of the earlier mean and a floor:
+//! - RSS of each presa process: 5 % or 2 MiB. Allocator-backed RSS wobbles:
+//!   jemalloc keeps freed pages for its 10 s decay and per-thread caches, and
+//!   how many connections, parked handlers and listen streams are live at the
+//!   sampling instant moves it by a MiB or so. A leak of 1 KiB per task at the
+//!   default 20 tasks/s (2000 tasks between the two windows' centres of a
+//!   5-minute run) already adds 2 MiB; longer runs see smaller leaks.
+//! - Redis `used_memory`: 5 % or 0.5 MiB. It counts the bytes Redis
+//!   allocated, not pages, so it has no allocator lag: it moves only with the
+//!   tasks live at the instant (a fixed number at a fixed rate and TTL) and
+//!   client buffers, by some 10 KiB between rows. 0.5 MiB is 250 bytes per
+//!   task between the windows at the default rate.
+//! - Redis keys and work-stream entries: 5 % or 20. At a fixed rate and TTL the
+//!   live set is fixed (rate × TTL tasks); Redis removes expired keys in its
+//!   background cycle, which lets a few percent linger. One key leaked per ten
+//!   tasks adds 200 keys between the windows, several times the tolerance.
+//!
+//! The growth is also printed per minute (between the windows' centres).
+//! Exit status 1 when a series grew past its tolerance, the run is too short to
+//! have two samples in each window, or the setup fails; 0 otherwise. Failed
+//! requests, stuck flows and parked tasks seen after their TTL are reported
+//! but do not decide the exit status: the soak is about growth.
+
+use std::{
+    collections::{BTreeMap, VecDeque},
+    path::PathBuf,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use futures::StreamExt;
+use presa_store_redis::keys::Keys;
+use presa_testkit::{Client, TestRedis, tasks_caps};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::chaos::{PARTITIONS, Redis, Rig, Shape, reason, shorten};
+
+/// `presa-bench soak` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct SoakArgs {
+    /// How long the load runs, minutes.
+    #[arg(long, default_value_t = 5.0)]
+    minutes: f64,
+    /// How long the load runs, seconds (instead of `--minutes`, for short runs).
+    #[arg(long, conflicts_with = "minutes")]
+    seconds: Option<f64>,
+    /// Task creates per second.
+    #[arg(long, default_value_t = 20.0)]
+    rate: f64,
+    /// The tasks' TTL (the API pods' `--task-ttl-ms`), s.
+    #[arg(long, default_value_t = 30)]
+    ttl_s: u64,
+    /// Interval between two sample rows, s.
+    #[arg(long, default_value_t = 10.0)]
+    sample_s: f64,
+    /// Samples before this are not judged, s (default: a third of the run, at least TTL + 10 s).
+    #[arg(long)]
+    warmup_s: Option<f64>,
+    /// API pods (the client alternates between them).
+    #[arg(long, default_value_t = 2)]
+    apis: usize,
+    /// Worker pods.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// Listen streams open at once (each reopened after `--listen-s`).
+    #[arg(long, default_value_t = 4)]
+    listeners: usize,
+    /// How long each listen stream stays open, s.
+    #[arg(long, default_value_t = 3.0)]
+    listen_s: f64,
+    /// Where `presa-api` and `presa-worker` are (default: next to this program).
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+}
+
+/// Growth allowed between the two windows: the larger of `share` of the earlier mean and `floor`.
+#[derive(Debug, Clone, Copy)]
+struct Tolerance {
+    share: f64,
+    floor: f64,
+}
+
+/// See the module docs for why.
+const RSS_TOLERANCE: Tolerance = Tolerance { share: 0.05, floor: 2.0 };
+const REDIS_MEMORY_TOLERANCE: Tolerance = Tolerance { share: 0.05, floor: 0.5 };
+const COUNT_TOLERANCE: Tolerance = Tolerance { share: 0.05, floor: 20.0 };
+
+/// How often a flow reads its task.
+const POLL: Duration = Duration::from_millis(200);
+/// A flow that has not seen the status it waits for this long after its create is stuck.
+const FLOW_DEADLINE: Duration = Duration::from_secs(30);
+/// How many recent task ids a listen stream watches.
+const WATCHED: usize = 10;
+
+/// Counters the flows and listeners share.
+#[derive(Debug, Default)]
+struct Counts {
+    created: AtomicU64,
+    completed: AtomicU64,
+    cancelled: AtomicU64,
+    parked: AtomicU64,
+    expired: AtomicU64,
+    /// Parked tasks still readable after their TTL (+5 s).
+    not_expired: AtomicU64,
+    /// Flows that never saw the status they waited for.
+    stuck: AtomicU64,
+    /// Creates not sent because too many flows were in flight.
+    skipped: AtomicU64,
+    listens: AtomicU64,
+    /// Messages received on listen streams.
+    notifications: AtomicU64,
+    /// Failed requests by what and why.
+    failed: Mutex<BTreeMap<String, u64>>,
+}
+
+impl Counts {
+    fn fail(&self, what: &str, why: &str) {
+        *self.failed.lock().expect("failures").entry(format!("{what}: {why}")).or_default() += 1;
+    }
+
+    fn failures(&self) -> u64 {
+        self.failed.lock().expect("failures").values().sum()
+    }
+}
+
+/// What the flows share.
+struct Load {
+    /// One client per API pod (requests time out after 10 s).
+    pods: Vec<Client>,
+    /// The same without a timeout, for listen streams.
+    listen_pods: Vec<Client>,
+    counts: Counts,
+    /// The most recent task ids, for the listeners.
+    recent: Mutex<VecDeque<String>>,
+    ttl: Duration,
+}
+
+impl Load {
+    /// The pod task `n` is created on, and the one it is read, answered and cancelled on.
+    fn pods_of(&self, n: u64) -> (&Client, &Client) {
+        let k = self.pods.len() as u64;
+        let at = |i: u64| &self.pods[usize::try_from(i % k).unwrap_or(0)];
+        (at(n), at(n + 1))
+    }
+}
+
+/// One sample row.
+#[derive(Debug, Clone)]
+struct Sample {
+    t: f64,
+    /// RSS of each presa process, MiB (in [`Rig`] order: API pods, then workers).
+    rss: Vec<f64>,
+    redis_mib: f64,
+    keys: u64,
+    work_entries: u64,
+}
+
+/// Run the soak; the process exit code.
+pub(crate) async fn run(args: SoakArgs) -> i32 {
+    match soak(args).await {
+        Ok(flat) => i32::from(!flat),
+        Err(e) => {
+            eprintln!("soak: {e}");
+            1
+        }
+    }
+}
+
+async fn soak(args: SoakArgs) -> Result<bool, String> {
+    let (bin, profile) = crate::procs::pod_binaries(args.bin_dir.as_deref())?;
+    let run_s = args.seconds.unwrap_or(args.minutes * 60.0);
+    let positive = |x: f64| x > 0.0 && x.is_finite();
+    if args.apis == 0 || args.workers == 0 || ![args.rate, run_s, args.sample_s].into_iter().all(positive) {
+        return Err("need --apis and --workers of at least 1 and a positive --rate, run time and --sample-s".into());
+    }
+    let warmup_s = args.warmup_s.unwrap_or_else(|| (run_s / 3.0).max(args.ttl_s as f64 + 10.0));
+    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    println!("presa-bench soak: {cores} cores, load average {} (1/5/15 min), pods {profile}", crate::load_average());
+    println!(
+        "{run_s:.0} s at {} tasks/s (7/10 quick, 1/10 cancelled, 1/10 answered, 1/10 left parked to expire), task TTL \
+         {} s, {} listen streams reopened every {} s; {} API pods, {} workers, Redis without persistence; a row every \
+         {} s, judged after {warmup_s:.0} s",
+        args.rate, args.ttl_s, args.listeners, args.listen_s, args.apis, args.workers, args.sample_s,
+    );
+    if warmup_s < args.ttl_s as f64 + 10.0 {
+        println!("warning: the warm-up is shorter than one TTL + 10 s: the key count is still filling up when judged");
+    }
+
+    let shape = Shape {
+        apis: args.apis,
+        workers: args.workers,
+        env: Vec::new(),
+        api_flags: vec!["--task-ttl-ms".into(), (args.ttl_s * 1000).to_string()],
+        worker_flags: Vec::new(),
+    };
+    let started = Instant::now();
+    // A standalone Redis without persistence (`TestRedis::spawn`): its memory is the dataset's alone.
+    let redis = tokio::task::block_in_place(TestRedis::spawn);
+    let url = redis.url().to_string();
+    let rig = Rig::start(Redis::Standalone(Box::new(redis)), &shape, bin).await;
+    println!("up in {:.1} s: redis {url}", started.elapsed().as_secs_f64());
+    let redis = redis::Client::open(url).map_err(|e| e.to_string())?;
+    let mut con = redis.get_multiplexed_async_connection().await.map_err(|e| format!("Redis: {e}"))?;
+    let keys = Keys::new(rig.prefix.clone(), PARTITIONS);
+
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().map_err(|e| e.to_string())?;
+    let client = |url: &str, http: &reqwest::Client| Client { http: http.clone(), ..Client::new(url, tasks_caps()) };
+    let plain = reqwest::Client::new();
+    let load = Arc::new(Load {
+        pods: rig.apis.iter().map(|(_, p)| client(&p.url, &http)).collect(),
+        listen_pods: rig.apis.iter().map(|(_, p)| client(&p.url, &plain)).collect(),
+        counts: Counts::default(),
+        recent: Mutex::new(VecDeque::new()),
+        ttl: Duration::from_secs(args.ttl_s),
+    });
+    let names: Vec<String> =
+        rig.apis.iter().map(|(_, p)| &p.name).chain(rig.workers.iter().map(|(id, _)| id)).cloned().collect();
+    let pids: Vec<u32> =
+        rig.apis.iter().map(|(_, p)| p.pid()).chain(rig.workers.iter().map(|(_, p)| p.pid())).collect();
+
+    let stop = CancellationToken::new();
+    let creator = tokio::spawn(create_at_rate(load.clone(), args.rate, stop.clone()));
+    let listeners: Vec<_> = (0..args.listeners)
+        .map(|k| tokio::spawn(listen_loop(load.clone(), k, Duration::from_secs_f64(args.listen_s), stop.clone())))
+        .collect();
+
+    let rss_head: String = names.iter().map(|n| format!(" {n:>8}")).collect();
+    println!(
+        "\n{:>6} {:>7} {:>9} {:>9} {:>6} {:>7} {:>6} {:>7} |{rss_head} | {:>9} {:>6} {:>5}",
+        "t s",
+        "created",
+        "completed",
+        "cancelled",
+        "parked",
+        "expired",
+        "failed",
+        "listens",
+        "redis MiB",
+        "keys",
+        "work"
+    );
+    println!("{:>60}  RSS MiB: presa processes", "");
+    let load_start = Instant::now();
+    let mut samples = Vec::new();
+    let interval = Duration::from_secs_f64(args.sample_s);
+    let mut next = load_start + interval;
+    while next.duration_since(load_start).as_secs_f64() <= run_s + 1e-6 {
+        tokio::time::sleep_until(next.into()).await;
+        let sample = sample(&mut con, &keys, &pids, load_start.elapsed().as_secs_f64()).await?;
+        print_row(&load.counts, &sample);
+        samples.push(sample);
+        next += interval;
+    }
+    stop.cancel();
+    let _ = creator.await;
+    for l in listeners {
+        let _ = l.await;
+    }
+
+    let c = &load.counts;
+    println!(
+        "\nflows: {} stuck (no expected status within {} s), {} creates skipped (too many flows in flight); \
+         {} listen streams, {} messages on them; {} parked tasks still there {} s after their TTL",
+        c.stuck.load(Ordering::Relaxed),
+        FLOW_DEADLINE.as_secs(),
+        c.skipped.load(Ordering::Relaxed),
+        c.listens.load(Ordering::Relaxed),
+        c.notifications.load(Ordering::Relaxed),
+        c.not_expired.load(Ordering::Relaxed),
+        5,
+    );
+    for (why, n) in c.failed.lock().expect("failures").iter() {
+        println!("failed: {n} × {why}");
+    }
+    let flat = verdict(&names, &samples, warmup_s, run_s);
+    println!(
+        "\nend: load average {} (1/5/15 min), {:.1} s in all",
+        crate::load_average(),
+        started.elapsed().as_secs_f64()
+    );
+    drop(rig);
+    flat
+}
+
+/// Create tasks at `rate` per second until `stop`, each with its flow.
+async fn create_at_rate(load: Arc<Load>, rate: f64, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let max_flows = (rate * 120.0).ceil() as usize;
+    let mut flows = tokio::task::JoinSet::new();
+    for n in 0u64.. {
+        tokio::select! {
+            () = stop.cancelled() => break,
+            _ = tick.tick() => {}
+        }
+        while flows.try_join_next().is_some() {}
+        if flows.len() >= max_flows {
+            load.counts.skipped.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        flows.spawn(flow(load.clone(), n));
+    }
+    flows.abort_all();
+    while flows.join_next().await.is_some() {}
+}
+
+/// Task `n`'s life, by its kind (see the module docs).
+async fn flow(load: Arc<Load>, n: u64) {
+    let l = &*load;
+    let c = &l.counts;
+    let (create_on, then_on) = l.pods_of(n);
+    let label = format!("s{n}");
+    let (tool, arguments) = match n % 10 {
+        0 => ("slow_compute", json!({ "seconds": 60, "label": label })),
+        1 | 2 => ("confirm_delete", json!({ "filename": label })),
+        _ => (
+            "slow_compute",
+            json!({ "seconds": (50 + crate::chaos::spread(n as usize, 251)) as f64 / 1000.0, "label": label }),
+        ),
+    };
+    let created_at = Instant::now();
+    let id = match create_on.try_send("tools/call", json!({ "name": tool, "arguments": arguments })).await {
+        Ok((200, v)) if v["result"]["taskId"].is_string() => {
+            v["result"]["taskId"].as_str().unwrap_or_default().to_string()
+        }
+        Ok((status, v)) => return c.fail("create", &reason(status, &v)),
+        Err(e) => return c.fail("create", &shorten(&e)),
+    };
+    c.created.fetch_add(1, Ordering::Relaxed);
+    {
+        let mut recent = l.recent.lock().expect("recent");
+        recent.push_back(id.clone());
+        if recent.len() > WATCHED {
+            recent.pop_front();
+        }
+    }
+    let deadline = created_at + FLOW_DEADLINE;
+    match n % 10 {
+        0 => {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            match then_on.try_send("tasks/cancel", json!({ "taskId": id })).await {
+                Ok((200, v)) if v.get("result").is_some() => {}
+                Ok((status, v)) => return c.fail("tasks/cancel", &reason(status, &v)),
+                Err(e) => return c.fail("tasks/cancel", &shorten(&e)),
+            }
+            if wait_for(l, then_on, &id, "cancelled", deadline).await {
+                c.cancelled.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        1 | 2 => {
+            if !wait_for(l, then_on, &id, "input_required", deadline).await {
+                return;
+            }
+            c.parked.fetch_add(1, Ordering::Relaxed);
+            if n % 10 == 2 {
+                // Left alone: gone once its TTL is over.
+                tokio::time::sleep_until((created_at + l.ttl + Duration::from_secs(5)).into()).await;
+                match get(l, then_on, &id).await.as_ref().map(|t| t["status"].as_str().unwrap_or_default()) {
+                    Some("unknown") => c.expired.fetch_add(1, Ordering::Relaxed),
+                    Some(_) => c.not_expired.fetch_add(1, Ordering::Relaxed),
+                    None => 0,
+                };
+                return;
+            }
+            let answer = json!({ "taskId": id,
+                "inputResponses": { "confirm-delete": { "action": "accept", "content": { "confirm": true } } } });
+            match then_on.try_send("tasks/update", answer).await {
+                Ok((200, v)) if v.get("result").is_some() => {}
+                Ok((status, v)) => return c.fail("tasks/update", &reason(status, &v)),
+                Err(e) => return c.fail("tasks/update", &shorten(&e)),
+            }
+            if wait_for(l, then_on, &id, "completed", deadline).await {
+                c.completed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        _ => {
+            if wait_for(l, then_on, &id, "completed", deadline).await {
+                c.completed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Read the task every [`POLL`] until it has `status` (true) or `deadline`
+/// passes or it ends otherwise (false; counted as stuck or failed).
+async fn wait_for(l: &Load, pod: &Client, id: &str, status: &str, deadline: Instant) -> bool {
+    loop {
+        tokio::time::sleep(POLL).await;
+        if let Some(task) = get(l, pod, id).await {
+            let now = task["status"].as_str().unwrap_or_default();
+            if now == status {
+                return true;
+            }
+            if ["completed", "failed", "cancelled", "unknown"].contains(&now) {
+                l.counts.fail("flow", &format!("{now} while waiting for {status}"));
+                return false;
+            }
+        }
+        if Instant::now() > deadline {
+            l.counts.stuck.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+    }
+}
+
+/// `tasks/get`: the task (`{"status": "unknown"}` for an unknown task id), `None` when the request failed (counted).
+async fn get(l: &Load, pod: &Client, id: &str) -> Option<Value> {
+    match pod.try_send("tasks/get", json!({ "taskId": id })).await {
+        Ok((200, v)) if v["result"]["status"].is_string() => Some(v["result"].clone()),
+        Ok((_, v)) if v["error"]["code"] == -32602 => Some(json!({ "status": "unknown" })),
+        Ok((status, v)) => {
+            l.counts.fail("tasks/get", &reason(status, &v));
+            None
+        }
+        Err(e) => {
+            l.counts.fail("tasks/get", &shorten(&e));
+            None
+        }
+    }
+}
+
+/// Listener `k`: open a listen stream on the latest task ids, read it for `open`, close it, again, until `stop`.
+async fn listen_loop(load: Arc<Load>, k: usize, open: Duration, stop: CancellationToken) {
+    for round in 0.. {
+        if stop.is_cancelled() {
+            return;
+        }
+        let pod = load.listen_pods[(k + round) % load.listen_pods.len()].clone();
+        let ids: Vec<String> = load.recent.lock().expect("recent").iter().cloned().collect();
+        load.counts.listens.fetch_add(1, Ordering::Relaxed);
+        // `Client::listen` panics when its request is not answered: in a task of its own, that is a failure counted.
+        let session = tokio::spawn(async move {
+            let (status, mut stream) = pod.listen(json!({ "taskIds": ids, "toolsListChanged": true })).await;
+            if status != 200 {
+                return Err(format!("HTTP {status}"));
+            }
+            let until = tokio::time::Instant::now() + open;
+            let mut messages = 0u64;
+            while let Ok(Some(_)) = tokio::time::timeout_at(until, stream.next()).await {
+                messages += 1;
+            }
+            if messages == 0 {
+                return Err("no acknowledgement".to_string());
+            }
+            Ok(messages)
+        });
+        match session.await {
+            Ok(Ok(n)) => {
+                load.counts.notifications.fetch_add(n, Ordering::Relaxed);
+            }
+            Ok(Err(why)) => load.counts.fail("subscriptions/listen", &why),
+            Err(_) => load.counts.fail("subscriptions/listen", "not answered"),
+        }
+    }
+}
+
+/// RSS of `pids`, Redis `used_memory`, key count and work-stream entries now.
+async fn sample(
+    con: &mut redis::aio::MultiplexedConnection,
+    keys: &Keys,
+    pids: &[u32],
+    t: f64,
+) -> Result<Sample, String> {
+    let rss = pids.iter().map(|pid| crate::rss_of(&format!("/proc/{pid}/status"))).collect();
+    let info: String =
+        redis::cmd("INFO").arg("memory").query_async(con).await.map_err(|e| format!("Redis INFO: {e}"))?;
+    let used: f64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:")?.trim().parse().ok())
+        .ok_or("Redis INFO memory without used_memory")?;
+    let keys_now: u64 = redis::cmd("DBSIZE").query_async(con).await.map_err(|e| format!("Redis DBSIZE: {e}"))?;
+    let mut pipe = redis::pipe();
+    for stream in keys.all_work() {
+        pipe.cmd("XLEN").arg(stream);
+    }
+    let lens: Vec<u64> = pipe.query_async(con).await.map_err(|e| format!("Redis XLEN: {e}"))?;
+    Ok(Sample { t, rss, redis_mib: used / (1024.0 * 1024.0), keys: keys_now, work_entries: lens.iter().sum() })
+}
+
+fn print_row(c: &Counts, s: &Sample) {
+    let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let rss: String = s.rss.iter().map(|r| format!(" {r:>8.1}")).collect();
+    println!(
+        "{:>6.0} {:>7} {:>9} {:>9} {:>6} {:>7} {:>6} {:>7} |{rss} | {:>9.2} {:>6} {:>5}",
+        s.t,
+        n(&c.created),
+        n(&c.completed),
+        n(&c.cancelled),
+        n(&c.parked),
+        n(&c.expired),
+        c.failures(),
+        n(&c.listens),
+        s.redis_mib,
+        s.keys,
+        s.work_entries,
+    );
+}
+
+/// One judged series: its name, tolerance and value in each sample.
+struct Series {
+    name: String,
+    tolerance: Tolerance,
+    values: Vec<f64>,
+}
+
+/// The series judged: the RSS of each process (`names`, in sample order), Redis memory, keys and work entries.
+fn series_of(names: &[String], samples: &[Sample]) -> Vec<Series> {
+    let column = |f: &dyn Fn(&Sample) -> f64| samples.iter().map(f).collect();
+    let mut series: Vec<Series> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| Series {
+            name: format!("RSS {name}, MiB"),
+            tolerance: RSS_TOLERANCE,
+            values: column(&|s| s.rss[i]),
+        })
+        .collect();
+    series.push(Series {
+        name: "Redis used_memory, MiB".into(),
+        tolerance: REDIS_MEMORY_TOLERANCE,
+        values: column(&|s| s.redis_mib),
+    });
+    series.push(Series { name: "Redis keys".into(), tolerance: COUNT_TOLERANCE, values: column(&|s| s.keys as f64) });
+    series.push(Series {
+        name: "work stream entries".into(),
+        tolerance: COUNT_TOLERANCE,
+        values: column(&|s| s.work_entries as f64),
+    });
+    series
+}
+
+/// Print whether each series stayed flat after `warmup_s`; whether all did.
+fn verdict(names: &[String], samples: &[Sample], warmup_s: f64, run_s: f64) -> Result<bool, String> {
+    let split = warmup_s + (run_s - warmup_s) / 2.0;
+    let early: Vec<usize> = (0..samples.len()).filter(|&i| samples[i].t >= warmup_s && samples[i].t < split).collect();
+    let late: Vec<usize> = (0..samples.len()).filter(|&i| samples[i].t >= split).collect();
+    if early.len() < 2 || late.len() < 2 {
+        return Err(format!(
+            "too short for a verdict: {} and {} samples in the windows after the {warmup_s:.0} s warm-up (need 2 each; \
+             run longer, sample more often or shorten --warmup-s)",
+            early.len(),
+            late.len()
+        ));
+    }
+    let mean = |values: &[f64], w: &[usize]| w.iter().map(|&i| values[i]).sum::<f64>() / w.len() as f64;
+    let times: Vec<f64> = samples.iter().map(|s| s.t).collect();
+    let minutes = (mean(&times, &late) - mean(&times, &early)) / 60.0;
+    let span = |w: &[usize]| format!("{:.0}-{:.0} s", times[w[0]], times[w[w.len() - 1]]);
+    println!(
+        "\nverdict: mean of {} samples at {} against {} samples at {} (warm-up {warmup_s:.0} s)",
+        late.len(),
+        span(&late),
+        early.len(),
+        span(&early),
+    );
+    println!(
+        "{:<24} {:>10} {:>10} {:>9} {:>10} {:>10}",
+        "series", "earlier", "later", "growth", "per min", "tolerance"
+    );
+    let mut flat = true;
+    for Series { name, tolerance, values } in series_of(names, samples) {
+        let (before, after) = (mean(&values, &early), mean(&values, &late));
+        let growth = after - before;
+        let allowed = (before.abs() * tolerance.share).max(tolerance.floor);
+        let ok = growth <= allowed;
+        flat &= ok;
+        println!(
+            "{name:<24} {before:>10.2} {after:>10.2} {growth:>+9.2} {:>+10.2} {allowed:>10.2}  {}",
+            growth / minutes,
+            if ok { "flat" } else { "GROWING" }
+        );
+    }
+    println!(
+        "verdict: {}",
+        if flat { "FLAT (every series within its tolerance)" } else { "GROWTH (see GROWING above)" }
+    );
+    Ok(flat)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Samples every 10 s up to 300 s: RSS `rss(t)`, 50 MiB of Redis, 1000 keys, 10 work entries.
+    fn run(rss: impl Fn(f64) -> f64) -> Vec<Sample> {
+        (1..=30)
+            .map(|i| {
+                let t = f64::from(i) * 10.0;
+                Sample { t, rss: vec![rss(t)], redis_mib: 50.0, keys: 1000, work_entries: 10 }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_wobble_within_the_tolerance_is_flat() {
+        let samples = run(|t| 40.0 + if ((t / 10.0) as u64).is_multiple_of(2) { 1.5 } else { -1.5 });
+        assert_eq!(verdict(&["api0".into()], &samples, 100.0, 300.0), Ok(true));
+    }
+
+    #[test]
+    fn steady_growth_past_the_tolerance_is_not() {
+        // 2 MiB a minute: the windows' centres are 100 s apart, so +3.3 MiB > 2 MiB.
+        let samples = run(|t| 40.0 + t / 30.0);
+        assert_eq!(verdict(&["api0".into()], &samples, 100.0, 300.0), Ok(false));
+    }
+
+    #[test]
+    fn growth_before_the_warm_up_ends_is_not_judged() {
+        let samples = run(|t| if t < 100.0 { t } else { 100.0 });
+        assert_eq!(verdict(&["api0".into()], &samples, 100.0, 300.0), Ok(true));
+    }
+
+    #[test]
+    fn a_run_without_two_samples_per_window_has_no_verdict() {
+        let samples = run(|_| 40.0);
+        assert!(verdict(&["api0".into()], &samples[..12], 100.0, 120.0).is_err());
+    }
+}
