@@ -30,9 +30,10 @@
 //! Meanwhile `--listeners` loops each open a `subscriptions/listen` stream on
 //! the 10 most recent task ids (and `toolsListChanged`), read it for
 //! `--listen-s`, drop it (the connection closes) and open the next, alternating
-//! pods. A flow that cannot keep up is not waited for: creates stay on their
-//! fixed schedule (at most `--rate` × 120 flows in flight; beyond, a create is
-//! skipped and counted).
+//! pods. Creates keep to their schedule whatever the flows do: the number of
+//! tasks live at any time (about rate × TTL, what the key count follows) stays
+//! the same. A create whose tick came late (a busy machine) is sent at once to
+//! catch up; beyond `--rate` × 120 flows in flight a create is skipped and counted.
 //!
 //! Every `--sample-s` one row: elapsed time; tasks created, completed (quick
 //! and answered), cancelled, parked (`input_required` seen), expired (seen
@@ -65,7 +66,8 @@
 //!
 //! The growth is also printed per minute (between the windows' centres).
 //! Exit status 1 when a series grew past its tolerance, the run is too short to
-//! have two samples in each window, or the setup fails; 0 otherwise. Failed
+//! have two samples in each window, the setup fails or the run is interrupted
+//! (SIGINT, SIGTERM: the pods and Redis are stopped first); 0 otherwise. Failed
 //! requests, stuck flows and parked tasks seen after their TTL are reported
 //! but do not decide the exit status: the soak is about growth.
 
@@ -296,17 +298,30 @@ async fn soak(args: SoakArgs) -> Result<bool, String> {
     let mut samples = Vec::new();
     let interval = Duration::from_secs_f64(args.sample_s);
     let mut next = load_start + interval;
+    let mut signal = std::pin::pin!(interrupted());
+    let mut interrupted = false;
     while next.duration_since(load_start).as_secs_f64() <= run_s + 1e-6 {
-        tokio::time::sleep_until(next.into()).await;
+        tokio::select! {
+            () = tokio::time::sleep_until(next.into()) => {}
+            () = &mut signal => {
+                interrupted = true;
+                break;
+            }
+        }
         let sample = sample(&mut con, &keys, &pids, load_start.elapsed().as_secs_f64()).await?;
         print_row(&load.counts, &sample);
         samples.push(sample);
         next += interval;
     }
+    // The load stops before the rig does (no request to a stopped pod).
     stop.cancel();
     let _ = creator.await;
     for l in listeners {
         let _ = l.await;
+    }
+    if interrupted {
+        // Returning drops the rig: the pods and Redis stop too.
+        return Err(format!("interrupted after {:.0} s", load_start.elapsed().as_secs_f64()));
     }
 
     let c = &load.counts;
@@ -334,10 +349,23 @@ async fn soak(args: SoakArgs) -> Result<bool, String> {
     flat
 }
 
+/// SIGINT or SIGTERM (the soak then stops its pods and Redis before it exits).
+async fn interrupted() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        },
+        Err(_) => _ = tokio::signal::ctrl_c().await,
+    }
+}
+
 /// Create tasks at `rate` per second until `stop`, each with its flow.
 async fn create_at_rate(load: Arc<Load>, rate: f64, stop: CancellationToken) {
     let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // A late tick (a busy machine) is caught up at once: creates keep to the rate on average.
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let max_flows = (rate * 120.0).ceil() as usize;
     let mut flows = tokio::task::JoinSet::new();
     for n in 0u64.. {
