@@ -143,6 +143,8 @@ const COUNT_TOLERANCE: Tolerance = Tolerance { share: 0.05, floor: 20.0 };
 const POLL: Duration = Duration::from_millis(200);
 /// A flow that has not seen the status it waits for this long after its create is stuck.
 const FLOW_DEADLINE: Duration = Duration::from_secs(30);
+/// A parked task left alone is read again this long after its TTL ends, and must be gone.
+const EXPIRY_GRACE: Duration = Duration::from_secs(5);
 /// How many recent task ids a listen stream watches.
 const WATCHED: usize = 10;
 
@@ -334,7 +336,7 @@ async fn soak(args: SoakArgs) -> Result<bool, String> {
         c.listens.load(Ordering::Relaxed),
         c.notifications.load(Ordering::Relaxed),
         c.not_expired.load(Ordering::Relaxed),
-        5,
+        EXPIRY_GRACE.as_secs(),
     );
     for (why, n) in c.failed.lock().expect("failures").iter() {
         println!("failed: {n} × {why}");
@@ -434,7 +436,7 @@ async fn flow(load: Arc<Load>, n: u64) {
             c.parked.fetch_add(1, Ordering::Relaxed);
             if n % 10 == 2 {
                 // Left alone: gone once its TTL is over.
-                tokio::time::sleep_until((created_at + l.ttl + Duration::from_secs(5)).into()).await;
+                tokio::time::sleep_until((created_at + l.ttl + EXPIRY_GRACE).into()).await;
                 match get(l, then_on, &id).await.as_ref().map(|t| t["status"].as_str().unwrap_or_default()) {
                     Some("unknown") => c.expired.fetch_add(1, Ordering::Relaxed),
                     Some(_) => c.not_expired.fetch_add(1, Ordering::Relaxed),
