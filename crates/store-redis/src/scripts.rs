@@ -126,28 +126,35 @@ script!(@ BYTES, RESIZE, "resize.lua", Info, "Count a task at its new size under
 /// `quota.lua` and `create.lua`, each as a local function of its own KEYS
 /// and ARGV.
 pub(crate) static CREATE_SCOPED: LazyLock<Lua> = LazyLock::new(|| {
-    let source = [
-        TASK_BYTES.to_owned(),
-        include_str!("../lua/idempotency.lua").to_owned(),
-        function("admit", include_str!("../lua/admit.lua")),
-        function("quota", include_str!("../lua/quota.lua")),
-        function("create", include_str!("../lua/create.lua")),
-        include_str!("../lua/create_scoped.lua").to_owned(),
-    ]
-    .concat();
-    Lua { name: "create_scoped", verbosity: Verbosity::Info, script: Script::new(&source) }
+    composed(
+        "create_scoped",
+        &[
+            TASK_BYTES.to_owned(),
+            include_str!("../lua/idempotency.lua").to_owned(),
+            function("admit", include_str!("../lua/admit.lua")),
+            function("quota", include_str!("../lua/quota.lua")),
+            function("create", include_str!("../lua/create.lua")),
+            include_str!("../lua/create_scoped.lua").to_owned(),
+        ],
+    )
 });
 /// `bury.lua` behind [`TASK`], [`BYTES`] and the body of `transition.lua` as
 /// the local function `transition` of its own KEYS and ARGV.
 pub(crate) static BURY: LazyLock<Lua> = LazyLock::new(|| {
-    let source = [
-        TASK_BYTES.to_owned(),
-        function("transition", include_str!("../lua/transition.lua")),
-        include_str!("../lua/bury.lua").to_owned(),
-    ]
-    .concat();
-    Lua { name: "bury", verbosity: Verbosity::Info, script: Script::new(&source) }
+    composed(
+        "bury",
+        &[
+            TASK_BYTES.to_owned(),
+            function("transition", include_str!("../lua/transition.lua")),
+            include_str!("../lua/bury.lua").to_owned(),
+        ],
+    )
 });
+
+/// A script made of `parts` (preludes and scripts wrapped as functions), in order.
+fn composed(name: &'static str, parts: &[String]) -> Lua {
+    Lua { name, verbosity: Verbosity::Info, script: Script::new(&parts.concat()) }
+}
 script!(
     DEAD_LIST,
     "dead_list.lua",

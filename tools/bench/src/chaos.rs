@@ -287,6 +287,14 @@ struct Kill {
     rejoined_at: Option<Instant>,
 }
 
+impl Kill {
+    /// A kill of `target` at `at` whose replacement answers now, holding no
+    /// tasks and no partitions (a worker's, an API pod's, a standalone Redis's).
+    fn replaced(kind: Kind, at: Instant, target: String, in_flight: Vec<String>) -> Kill {
+        Kill { kind, at, target, in_flight, back_at: Instant::now(), partitions: Vec::new(), rejoined_at: None }
+    }
+}
+
 /// One acknowledged task, as the client saw it.
 #[derive(Debug, Clone)]
 struct Seen {
@@ -996,7 +1004,7 @@ async fn kill_all(s: &Shared, rig: &mut Rig) -> Vec<Kill> {
                 let id = format!("worker{k}-{}", rig.generation);
                 let pod = rig.worker(&id).await;
                 rig.workers[k] = (id, pod);
-                Kill { kind, at, target, in_flight, back_at: Instant::now(), partitions: Vec::new(), rejoined_at: None }
+                Kill::replaced(kind, at, target, in_flight)
             }
             Kind::Api => {
                 let k = next_api % rig.apis.len();
@@ -1009,15 +1017,7 @@ async fn kill_all(s: &Shared, rig: &mut Rig) -> Vec<Kill> {
                 pod.wait_exit(Duration::from_secs(10)).await;
                 tokio::time::sleep(restart.saturating_sub(at.elapsed())).await;
                 rig.apis[k].1 = rig.api(k, port).await;
-                Kill {
-                    kind,
-                    at,
-                    target,
-                    in_flight: Vec::new(),
-                    back_at: Instant::now(),
-                    partitions: Vec::new(),
-                    rejoined_at: None,
-                }
+                Kill::replaced(kind, at, target, Vec::new())
             }
             Kind::Redis => {
                 let Redis::Standalone(redis) = &mut rig.redis else {
@@ -1029,15 +1029,7 @@ async fn kill_all(s: &Shared, rig: &mut Rig) -> Vec<Kill> {
                 tokio::time::sleep(down.saturating_sub(at.elapsed())).await;
                 tokio::task::block_in_place(|| redis.restart());
                 let target = "redis".into();
-                Kill {
-                    kind,
-                    at,
-                    target,
-                    in_flight: Vec::new(),
-                    back_at: Instant::now(),
-                    partitions: Vec::new(),
-                    rejoined_at: None,
-                }
+                Kill::replaced(kind, at, target, Vec::new())
             }
             Kind::Primary => match rig.kill_primary(restart, Duration::from_millis(s.args.replication_gap_ms)).await {
                 Ok(kill) => kill,
