@@ -464,13 +464,7 @@ pub(crate) struct Rig {
 
 /// Run the chaos program; the process exit code.
 pub(crate) async fn run(args: ChaosArgs) -> i32 {
-    match chaos(args).await {
-        Ok(clean) => i32::from(!clean),
-        Err(e) => {
-            eprintln!("chaos: {e}");
-            1
-        }
-    }
+    crate::procs::exit_code("chaos", chaos(args).await)
 }
 
 async fn chaos(args: ChaosArgs) -> Result<bool, String> {

@@ -101,3 +101,16 @@ pub(crate) fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
     l.local_addr().expect("a bound listener").port()
 }
+
+/// A program's exit code from its outcome: 0 when it ran and judged the run
+/// clean, 1 when it judged it not clean or could not run (saying why, after
+/// `name: `).
+pub(crate) fn exit_code(name: &str, outcome: Result<bool, String>) -> i32 {
+    match outcome {
+        Ok(clean) => i32::from(!clean),
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            1
+        }
+    }
+}

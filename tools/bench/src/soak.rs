@@ -213,13 +213,7 @@ struct Sample {
 
 /// Run the soak; the process exit code.
 pub(crate) async fn run(args: SoakArgs) -> i32 {
-    match soak(args).await {
-        Ok(flat) => i32::from(!flat),
-        Err(e) => {
-            eprintln!("soak: {e}");
-            1
-        }
-    }
+    crate::procs::exit_code("soak", soak(args).await)
 }
 
 async fn soak(args: SoakArgs) -> Result<bool, String> {
