@@ -14,7 +14,15 @@
 --          claimers block on the stream itself)
 -- ARGV[8]: the most entries the work stream may hold (queued or claimed), or
 --          "" for no bound
--- KEYS[4], ARGV[9] (a keyed create only): its idempotency record (see
+-- KEYS[4]: the tenant's task index {prefix}:{pNN}:ix:<hex tenant> (sorted
+--          set, all scored 0, member = the task's listing cursor: created at
+--          in 9 base-36 digits, ".", id), expiring with its last task
+-- KEYS[5]: the partition's tenants {prefix}:{pNN}:ixt (sorted set: hex
+--          tenant, scored with when its index expires, +inf for never)
+-- ARGV[9]: the task's index member
+-- ARGV[10]: the hex tenant
+-- ARGV[11]: now, Unix ms
+-- KEYS[6], ARGV[12] (a keyed create only): its idempotency record (see
 --          idempotency.lua) and the request's fingerprint
 -- Returns: the work entry id; nil when KEYS[1] already exists; 0 when the work
 --          stream is full; {'replay', doc} when the key names a live task made
@@ -24,7 +32,7 @@
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return false
 end
-local found = idem_replay(KEYS[4], ARGV[9])
+local found = idem_replay(KEYS[6], ARGV[12])
 if found then
   return found
 end
@@ -38,9 +46,32 @@ task_store(KEYS[1], ARGV[3], ARGV[4], ARGV[5], ARGV[2])
 if ARGV[6] ~= '' then
   redis.call('PEXPIREAT', KEYS[1], ARGV[6])
 end
-if KEYS[4] then
-  idem_record(KEYS[4], ARGV[9], KEYS[1], ARGV[6])
+if KEYS[6] then
+  idem_record(KEYS[6], ARGV[12], KEYS[1], ARGV[6])
 end
+
+-- The admin listing's index. Its two oldest members are dropped when their
+-- task is gone, so an index fed steadily stays the size of its live tasks;
+-- the whole key expires with the last task it names.
+local index, expiry = KEYS[4], ARGV[6]
+local existed = redis.call('EXISTS', index) == 1
+local index_expiry = existed and redis.call('PEXPIRETIME', index) or -2
+local task_prefix = string.sub(KEYS[1], 1, #KEYS[1] - #ARGV[1])
+for _, member in ipairs(redis.call('ZRANGE', index, 0, 1)) do
+  local id = string.match(member, '^[^.]+%.(.+)$')
+  if not id or redis.call('EXISTS', task_prefix .. id) == 0 then
+    redis.call('ZREM', index, member)
+  end
+end
+redis.call('ZADD', index, 0, ARGV[9])
+if expiry == '' then
+  redis.call('PERSIST', index)
+  redis.call('ZADD', KEYS[5], 'GT', 'inf', ARGV[10])
+elseif not existed or (index_expiry >= 0 and index_expiry < tonumber(expiry)) then
+  redis.call('PEXPIREAT', index, expiry)
+  redis.call('ZADD', KEYS[5], 'GT', expiry, ARGV[10])
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. ARGV[11])
 if ARGV[7] ~= '' then
   redis.call(ARGV[7], KEYS[3], '1')
 end

@@ -9,16 +9,16 @@
 -- local functions `admit`, `quota` and `create`, each called with its own
 -- KEYS and ARGV, so their logic is written once.
 --
--- KEYS[1..3]: as create.lua (task key, work stream, wake channel)
--- KEYS[4]: as admit.lua's KEYS[1] (the scope's active set)
--- KEYS[5..7]: as quota.lua's KEYS[1..3] (the scope's reservations, sizes, total)
--- ARGV[1..8]: as create.lua
--- ARGV[9]: the active-task limit, or "" for none (KEYS[4] is not touched)
--- ARGV[10]: the byte quota, or "" for none (KEYS[5..7] are not touched)
--- ARGV[11]: the task's bytes (quota.lua's ARGV[3])
--- ARGV[12]: the task's expiry as a reservation score (quota.lua's ARGV[4])
--- ARGV[13]: now, Unix ms
--- KEYS[8], ARGV[14] (a keyed create only): as create.lua's KEYS[4], ARGV[9],
+-- KEYS[1..5]: as create.lua (task key, work stream, wake channel, the
+--             tenant's task index, the partition's tenants)
+-- KEYS[6]: as admit.lua's KEYS[1] (the scope's active set)
+-- KEYS[7..9]: as quota.lua's KEYS[1..3] (the scope's reservations, sizes, total)
+-- ARGV[1..11]: as create.lua
+-- ARGV[12]: the active-task limit, or "" for none (KEYS[6] is not touched)
+-- ARGV[13]: the byte quota, or "" for none (KEYS[7..9] are not touched)
+-- ARGV[14]: the task's bytes (quota.lua's ARGV[3])
+-- ARGV[15]: the task's expiry as a reservation score (quota.lua's ARGV[4])
+-- KEYS[10], ARGV[16] (a keyed create only): as create.lua's KEYS[6], ARGV[12],
 --          asked first: a replay is answered before any limit is checked
 --          (the task it names is counted already)
 -- Returns: as create.lua, except that an entry id comes as {entry id, the
@@ -30,7 +30,7 @@
 --          reservation made before a refusal is taken back here, as
 --          `forget_active`/`unreserve_bytes` do on a cluster.
 
-local found = idem_replay(KEYS[8], ARGV[14])
+local found = idem_replay(KEYS[10], ARGV[16])
 if found then
   return found
 end
@@ -40,32 +40,32 @@ local admitted, reserved = false, false
 local active, bytes = -1, -1
 local function undo()
   if admitted then
-    redis.call('ZREM', KEYS[4], id)
+    redis.call('ZREM', KEYS[6], id)
   end
   if reserved then
-    redis.call('ZREM', KEYS[5], id)
-    redis.call('HDEL', KEYS[6], id)
-    redis.call('DECRBY', KEYS[7], ARGV[11])
+    redis.call('ZREM', KEYS[7], id)
+    redis.call('HDEL', KEYS[8], id)
+    redis.call('DECRBY', KEYS[9], ARGV[14])
   end
 end
 
-if ARGV[9] ~= '' then
-  active = admit({ KEYS[4] }, { ARGV[9], id, ARGV[13], ARGV[6] })
+if ARGV[12] ~= '' then
+  active = admit({ KEYS[6] }, { ARGV[12], id, ARGV[11], ARGV[6] })
   if active == 0 then
     return -1
   end
   admitted = true
 end
-if ARGV[10] ~= '' then
-  bytes = quota({ KEYS[5], KEYS[6], KEYS[7] }, { ARGV[10], id, ARGV[11], ARGV[12], ARGV[13] })
+if ARGV[13] ~= '' then
+  bytes = quota({ KEYS[7], KEYS[8], KEYS[9] }, { ARGV[13], id, ARGV[14], ARGV[15], ARGV[11] })
   if bytes == 0 then
     undo()
     return -2
   end
   reserved = true
 end
-local entry = create({ KEYS[1], KEYS[2], KEYS[3], KEYS[8] },
-  { ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[14] })
+local entry = create({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[10] },
+  { ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[16] })
 if type(entry) ~= 'string' then
   undo()
   return entry

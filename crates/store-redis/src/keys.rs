@@ -144,6 +144,60 @@ impl Keys {
         hex(tenant.as_bytes())
     }
 
+    /// The tenant a [`Keys::tenant_word`] names; `None` for anything else.
+    pub fn tenant_of_word(word: &str) -> Option<String> {
+        if word.len() % 2 != 0 {
+            return None;
+        }
+        let bytes: Option<Vec<u8>> =
+            (0..word.len()).step_by(2).map(|i| u8::from_str_radix(word.get(i..i + 2)?, 16).ok()).collect();
+        String::from_utf8(bytes?).ok()
+    }
+
+    /// `{prefix}:{pNN}:ix:<hex tenant>` — sorted set: the tenant's tasks in
+    /// `partition` for the admin listing (all scored 0, member = the task's
+    /// cursor, [`presa_store::admin::task_cursor`]), written by `create.lua`,
+    /// expiring with the last task it names.
+    pub fn task_index(&self, partition: u16, tenant: &str) -> String {
+        format!("{}{}", self.task_index_prefix(partition), hex(tenant.as_bytes()))
+    }
+
+    /// `{prefix}:{pNN}:ix:` — what precedes the hex tenant in a task index
+    /// of `partition` (`task_list.lua` reads every tenant's with it).
+    pub fn task_index_prefix(&self, partition: u16) -> String {
+        format!("{}:{}:ix:", self.prefix, Self::tag(partition))
+    }
+
+    /// `{prefix}:{pNN}:ixt` — sorted set: the tenants with a task index in
+    /// `partition` (hex tenant, scored with the index's expiry or `+inf`).
+    pub fn task_tenants(&self, partition: u16) -> String {
+        format!("{}:{}:ixt", self.prefix, Self::tag(partition))
+    }
+
+    /// `{prefix}:{nodes}:node:<id>` — string: a live process's last
+    /// heartbeat (JSON), expiring with it. Every registry key shares the
+    /// `{nodes}` slot.
+    pub fn node(&self, id: &str) -> String {
+        format!("{}{id}", self.node_prefix())
+    }
+
+    /// `{prefix}:{nodes}:node:` — what precedes a node's id in its key.
+    pub fn node_prefix(&self) -> String {
+        format!("{}:{{nodes}}:node:", self.prefix)
+    }
+
+    /// `{prefix}:{nodes}:all` — sorted set: every node id, scored with when
+    /// its heartbeat runs out (Unix ms).
+    pub fn nodes(&self) -> String {
+        format!("{}:{{nodes}}:all", self.prefix)
+    }
+
+    /// `{prefix}:{nodes}:drain` — sorted set: the nodes asked to drain,
+    /// scored as in [`Keys::nodes`].
+    pub fn drains(&self) -> String {
+        format!("{}:{{nodes}}:drain", self.prefix)
+    }
+
     /// `{prefix}:{s.<hex tenant>.<hex subject>}:active` — sorted set: the
     /// scope's admitted, not yet terminal tasks (member = task id, score =
     /// the task's expiry, Unix ms, or `+inf`). Only maintained when creates carry
@@ -263,6 +317,16 @@ fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tenant_words_read_back() {
+        for tenant in ["acme", "a b\n", "", "ünï"] {
+            assert_eq!(Keys::tenant_of_word(&Keys::tenant_word(tenant)).as_deref(), Some(tenant));
+        }
+        for bad in ["a", "zz", "ff"] {
+            assert_eq!(Keys::tenant_of_word(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn held_consumers_are_stable_and_tell_scopes_apart() {

@@ -78,6 +78,7 @@
 mod epoch;
 pub mod keys;
 
+mod admin;
 mod config;
 mod conn;
 mod dead;

@@ -165,3 +165,16 @@ script!(DEAD_DISCARD, "dead_discard.lua", "Remove a tenant's dead letter and its
 script!(SESSION, "session.lua", "One counted, capped write to a legacy session's state; registers a new session.");
 script!(SESSION_ADMIT, "session_admit.lua", "Count a legacy session holding state store-wide, within the limit.");
 script!(@ STREAM, STATS, "stats.lua", Debug, "Count a partition's queued and pending work, and the oldest pending age.");
+script!(
+    TASK_LIST,
+    "task_list.lua",
+    "One partition's next cursors of an admin task listing, newest first, dropping expired members."
+);
+script!(
+    HEARTBEAT,
+    "heartbeat.lua",
+    Debug,
+    "Record a process's heartbeat, forget silent ones, answer whether it drains."
+);
+script!(NODES, "nodes.lua", "Every live process's last heartbeat and the drained ids.");
+script!(DRAIN, "drain.lua", "Ask a live process to drain.");

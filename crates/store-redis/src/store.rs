@@ -347,8 +347,7 @@ impl RedisStore {
             .arg(optional(limits.max_active_per_scope))
             .arg(optional(limits.max_bytes_per_scope))
             .arg(doc.len())
-            .arg(reservation_expiry(task))
-            .arg(now_ms());
+            .arg(reservation_expiry(task));
         if let Some(key) = idempotency {
             inv.key(self.idempotency_key(task, key)).arg(&key.fingerprint);
         }
@@ -472,7 +471,12 @@ impl RedisStore {
             .arg(task.status.as_str())
             .arg(optional(task.expires_at_ms()))
             .arg(self.wake_cmd())
-            .arg(optional(max_queued));
+            .arg(optional(max_queued))
+            .key(keys.task_index(partition, &task.scope.tenant))
+            .key(keys.task_tenants(partition))
+            .arg(presa_store::admin::task_cursor(task))
+            .arg(Keys::tenant_word(&task.scope.tenant))
+            .arg(now_ms());
         if let Some((key, fingerprint)) = record {
             inv.key(key).arg(fingerprint);
         }

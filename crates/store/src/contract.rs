@@ -21,7 +21,8 @@
 //!
 //! The calling crate needs `tokio` (with `macros` and `rt-multi-thread`).
 //!
-//! The dead-letter cases live in [`dead`]; one of them needs a store made
+//! The admin cases live in [`admin`] (they take the whole backend). The
+//! dead-letter cases live in [`dead`]; one of them needs a store made
 //! with a short dead-letter retention, hence the macro's second factory.
 
 use std::{
@@ -34,7 +35,9 @@ use futures::StreamExt;
 use presa_tasks::{Caller, Event, NewTask, Scope, Status, Task, TaskId, Work, apply, wire::GetView};
 use serde_json::{Value, json};
 
+mod admin;
 mod dead;
+pub use admin::*;
 pub use dead::*;
 
 use crate::{
@@ -96,6 +99,12 @@ macro_rules! store_contract_tests {
             session_state_is_counted_and_capped,
             sessions_holding_state_are_capped_per_scope_and_in_all,
         );
+        $crate::store_contract_tests!(@whole $make;
+            task_listings_are_newest_first_filtered_and_tenant_scoped,
+            task_listing_pages_are_stable_under_concurrent_creates,
+            expired_tasks_leave_listings,
+            heartbeats_list_live_nodes_and_drains_reach_them,
+        );
         $crate::store_contract_tests!(@cases $make, bus;
             bus_events_reach_every_subscriber,
             bus_subscribers_see_only_later_events,
@@ -103,6 +112,15 @@ macro_rules! store_contract_tests {
             a_lagging_bus_subscriber_is_ended,
             topic_messages_reach_only_their_topic,
         );
+    };
+    (@whole $make:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let backend: $crate::Backend = ($make)().await;
+                $crate::contract::$case(backend).await
+            }
+        )*
     };
     (@cases $make:expr, $half:ident; $($case:ident),* $(,)?) => {
         $(

@@ -17,6 +17,8 @@
 //! - [`idempotency`]: creates named by a client's idempotency key (a retry returns the first task).
 //! - [`shares`]: fair shares at claim time (a scope without room is skipped, not waited behind).
 //! - [`dead`]: dead letters, what is kept of a poison task to list, replay or discard it.
+//! - [`admin`]: what the admin API reads and steers beyond one task ([`AdminStore`]:
+//!   task listings across owners, the registry of live processes, drains).
 //! - [`contract`] (feature `contract`): the behavioural suite, written once
 //!   against the trait; `store_contract_tests!` instantiates it per backend.
 //!
@@ -37,12 +39,14 @@
 
 use std::{collections::HashMap, pin::Pin, sync::Arc, time::Duration};
 
+pub use admin::{AdminStore, NodeInfo, TaskFilter, TaskPage};
 pub use dead::{DeadLetter, DeadLetterFilter, DeadLetterPage, Replayed};
 use futures::Stream;
 pub use idempotency::{Created, Idempotency};
 pub use presa_tasks::{Caller, NewTask, Scope, Status, Task, TaskId, wire::GetView};
 pub use shares::Shares;
 
+pub mod admin;
 #[cfg(any(test, feature = "contract"))]
 pub mod contract;
 pub mod dead;
@@ -556,20 +560,22 @@ pub trait EventBus: Send + Sync + std::fmt::Debug + 'static {
     async fn subscribe_to(&self, topic: &str) -> Result<EventStream, StoreError>;
 }
 
-/// The store and bus a server runs on. Both implementations serve the two
-/// traits from one object; [`Backend::new`] takes it once.
+/// The store, bus and admin reads a server runs on. Both implementations
+/// serve the three traits from one object; [`Backend::new`] takes it once.
 #[derive(Debug, Clone)]
 pub struct Backend {
     /// The durable task store.
     pub store: Arc<dyn TaskStore>,
     /// The server-wide broadcast.
     pub bus: Arc<dyn EventBus>,
+    /// Listings and the process registry, for the admin API and heartbeats.
+    pub admin: Arc<dyn AdminStore>,
 }
 
 impl Backend {
-    /// A backend served by one object behind both traits.
-    pub fn new<T: TaskStore + EventBus>(both: Arc<T>) -> Self {
-        Backend { store: both.clone(), bus: both }
+    /// A backend served by one object behind every trait.
+    pub fn new<T: TaskStore + EventBus + AdminStore>(all: Arc<T>) -> Self {
+        Backend { store: all.clone(), bus: all.clone(), admin: all }
     }
 }
 

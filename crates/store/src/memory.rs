@@ -35,6 +35,8 @@ use crate::{
     util::{new_task_id_in, now_ms},
 };
 
+mod admin;
+
 /// Snapshots a slow watcher may fall behind by before it skips some.
 const CHANNEL_CAPACITY: usize = 1024;
 /// Expired tasks are swept at most this often (they are invisible at once).
@@ -179,6 +181,8 @@ struct State {
     dead: crate::dead::Book,
     /// How many sessions holding state each scope has (expired ones until a purge).
     sessions_per_scope: HashMap<Scope, u64>,
+    /// Live processes and drains ([`crate::AdminStore`]).
+    nodes: admin::Registry,
 }
 
 /// A task's entry in its scope's active set: expiry first, so the expired

@@ -167,3 +167,27 @@ impl<S: EventBus> EventBus for Wrapped<S> {
         self.inner.subscribe_to(topic).await
     }
 }
+
+#[async_trait::async_trait]
+impl<S: crate::AdminStore> crate::AdminStore for Wrapped<S> {
+    async fn list_tasks(
+        &self,
+        filter: &crate::TaskFilter,
+        before: Option<&str>,
+        limit: usize,
+    ) -> Result<crate::TaskPage, StoreError> {
+        self.inner.list_tasks(filter, before, limit).await
+    }
+    async fn tenants(&self) -> Result<Vec<String>, StoreError> {
+        self.inner.tenants().await
+    }
+    async fn heartbeat(&self, node: &crate::NodeInfo, ttl: Duration) -> Result<bool, StoreError> {
+        self.inner.heartbeat(node, ttl).await
+    }
+    async fn nodes(&self) -> Result<Vec<crate::NodeInfo>, StoreError> {
+        self.inner.nodes().await
+    }
+    async fn drain(&self, id: &str) -> Result<Option<crate::NodeInfo>, StoreError> {
+        self.inner.drain(id).await
+    }
+}

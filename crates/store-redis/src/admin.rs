@@ -1,0 +1,164 @@
+//! The admin reads and drains on Redis ([`presa_store::admin`]).
+//!
+//! - Task listings: `create.lua` adds every task to its tenant's index in
+//!   its partition, `{prefix}:{pNN}:ix:<hex tenant>` (a sorted set of
+//!   cursors, all scored 0, so it orders by creation time then id), and the
+//!   tenant to the partition's `{prefix}:{pNN}:ixt`. An index expires with
+//!   the last task it names, and each create drops the index's two oldest
+//!   members whose task is gone, so an index holds about its live tasks. A
+//!   listing asks every partition for its next cursors (`task_list.lua`, one
+//!   slot each), merges them, reads only the page's tasks, and filters on
+//!   what the index does not know (subject, status, tool), reading further
+//!   pages (a bounded number of rounds) while the page is not full.
+//! - The process registry lives in one slot, `{prefix}:{nodes}:…`: each
+//!   heartbeat's JSON under its node key (expiring with it), a sorted set
+//!   of node ids by expiry, and one of drained ids (`heartbeat.lua`,
+//!   `nodes.lua`, `drain.lua`).
+
+use std::time::Duration;
+
+use presa_store::{
+    AdminStore, NodeInfo, StoreError, Task, TaskFilter, TaskPage,
+    admin::{task_cursor, task_page_limit, time_key},
+    util::now_ms,
+};
+
+use crate::{RedisStore, RedisStoreError, keys::Keys, scripts};
+
+/// Index pages a listing reads at most to fill one page of filtered tasks.
+const MAX_ROUNDS: usize = 8;
+
+/// A JSON record of the registry, decoded.
+fn node_of(json: &str) -> Result<NodeInfo, RedisStoreError> {
+    serde_json::from_str(json).map_err(|e| RedisStoreError::Corrupt(format!("node heartbeat: {e}")))
+}
+
+impl RedisStore {
+    /// Up to `n` index cursors of `filter`'s tenant (or every tenant), newest
+    /// first, below `upper` (a ZRANGE BYLEX bound); and whether more follow.
+    async fn index_page(&self, filter: &TaskFilter, upper: &str, n: usize) -> Result<(Vec<String>, bool), StoreError> {
+        let keys = &self.inner.keys;
+        let tenant = filter.tenant.as_deref().map(Keys::tenant_word).unwrap_or_default();
+        let lower = filter.created_from_ms.map_or_else(|| "-".to_string(), |ms| format!("[{}", time_key(ms)));
+        let now = now_ms();
+        let parts = (0..keys.partitions()).map(|p| {
+            let mut inv = scripts::TASK_LIST.prepare_invoke();
+            inv.key(keys.task_tenants(p))
+                .arg(keys.task_index_prefix(p))
+                .arg(&tenant)
+                .arg(upper)
+                .arg(&lower)
+                .arg(n + 1)
+                .arg(keys.task_prefix(p))
+                .arg(now);
+            async move { self.invoke::<Vec<String>>(&inv).await }
+        });
+        let mut cursors: Vec<String> = futures::future::try_join_all(parts).await?.into_iter().flatten().collect();
+        cursors.sort_unstable_by(|a, b| b.cmp(a));
+        let more = cursors.len() > n;
+        cursors.truncate(n);
+        Ok((cursors, more))
+    }
+
+    /// The live tasks of `cursors`, in their order (one gone meanwhile is left out).
+    async fn tasks_of(&self, cursors: &[String]) -> Result<Vec<Task>, StoreError> {
+        let reads = cursors.iter().filter_map(|at| {
+            let id = presa_store::TaskId::from_wire(at.split_once('.')?.1);
+            Some(async move { presa_store::TaskStore::load(self, &id).await })
+        });
+        Ok(futures::future::try_join_all(reads).await?.into_iter().flatten().collect())
+    }
+}
+
+#[async_trait::async_trait]
+impl AdminStore for RedisStore {
+    async fn list_tasks(
+        &self,
+        filter: &TaskFilter,
+        before: Option<&str>,
+        limit: usize,
+    ) -> Result<TaskPage, StoreError> {
+        let limit = task_page_limit(limit);
+        // The newest bound: the cursor or the creation window's end, whichever is older.
+        let window_end = filter.created_before_ms.map(time_key);
+        let mut upper = match (before, window_end.as_deref()) {
+            (Some(b), Some(w)) => Some(b.min(w).to_string()),
+            (b, w) => b.or(w).map(str::to_string),
+        };
+        let mut tasks = Vec::with_capacity(limit);
+        for _ in 0..MAX_ROUNDS {
+            let bound = upper.as_deref().map_or_else(|| "+".to_string(), |u| format!("({u}"));
+            let (cursors, more) = self.index_page(filter, &bound, limit).await?;
+            let read = self.tasks_of(&cursors).await?;
+            for task in read.into_iter().filter(|t| filter.admits(t)) {
+                tasks.push(task);
+                if tasks.len() == limit {
+                    let last = task_cursor(&tasks[limit - 1]);
+                    let rest = more || cursors.last().is_some_and(|c| *c != last);
+                    return Ok(TaskPage { tasks, next: rest.then_some(last) });
+                }
+            }
+            if !more {
+                return Ok(TaskPage { tasks, next: None });
+            }
+            upper = cursors.last().cloned();
+        }
+        Ok(TaskPage { tasks, next: upper })
+    }
+
+    async fn tenants(&self) -> Result<Vec<String>, StoreError> {
+        let keys = &self.inner.keys;
+        let now = now_ms();
+        let parts = (0..keys.partitions()).map(|p| async move {
+            let cmd = redis::cmd("ZRANGE")
+                .arg(keys.task_tenants(p))
+                .arg(format!("({now}"))
+                .arg("+inf")
+                .arg("BYSCORE")
+                .to_owned();
+            self.query::<Vec<String>>(crate::conn::Verbosity::Info, &cmd).await
+        });
+        let mut tenants: Vec<String> = futures::future::try_join_all(parts)
+            .await?
+            .into_iter()
+            .flatten()
+            .filter_map(|word| Keys::tenant_of_word(&word))
+            .collect();
+        tenants.sort_unstable();
+        tenants.dedup();
+        Ok(tenants)
+    }
+
+    async fn heartbeat(&self, node: &NodeInfo, ttl: Duration) -> Result<bool, StoreError> {
+        let keys = &self.inner.keys;
+        let now = now_ms();
+        let until = now.saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
+        let json = serde_json::to_string(node).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
+        let mut inv = scripts::HEARTBEAT.prepare_invoke();
+        inv.key(keys.node(&node.id)).key(keys.nodes()).key(keys.drains()).arg(&node.id).arg(json).arg(until).arg(now);
+        Ok(self.invoke::<i64>(&inv).await? == 1)
+    }
+
+    async fn nodes(&self) -> Result<Vec<NodeInfo>, StoreError> {
+        let keys = &self.inner.keys;
+        let mut inv = scripts::NODES.prepare_invoke();
+        inv.key(keys.nodes()).key(keys.drains()).arg(keys.node_prefix()).arg(now_ms());
+        let (beats, drained): (Vec<String>, Vec<String>) = self.invoke(&inv).await?;
+        let mut nodes = Vec::with_capacity(beats.len());
+        for beat in &beats {
+            let mut node = node_of(beat)?;
+            node.draining = drained.contains(&node.id);
+            nodes.push(node);
+        }
+        nodes.sort_by(|a, b| b.started_at_ms.cmp(&a.started_at_ms).then_with(|| a.id.cmp(&b.id)));
+        Ok(nodes)
+    }
+
+    async fn drain(&self, id: &str) -> Result<Option<NodeInfo>, StoreError> {
+        let keys = &self.inner.keys;
+        let mut inv = scripts::DRAIN.prepare_invoke();
+        inv.key(keys.node(id)).key(keys.nodes()).key(keys.drains()).arg(id).arg(now_ms());
+        let beat: Option<String> = self.invoke(&inv).await?;
+        Ok(beat.map(|b| node_of(&b)).transpose()?.map(|node| NodeInfo { draining: true, ..node }))
+    }
+}
