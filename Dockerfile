@@ -94,5 +94,6 @@ LABEL org.opencontainers.image.title="presa" \
 # trial: presa refuses `--auth none` on 0.0.0.0 unless told, and a container listens
 # there. PRESA_AUTH=jwt|tokens turns that off (the flag only applies to `--auth none`);
 # any other command (`presa-api --auth jwt …`, `presa-worker`, `presa-gateway`, `presa`)
-# gets presa's secure defaults.
-CMD ["/usr/local/bin/presa-api", "--allow-anonymous"]
+# gets presa's secure defaults. The admin API stays off here: without authentication every
+# caller would be an admin (PRESA_ADMIN=on with PRESA_AUTH=jwt|tokens turns it on).
+CMD ["/usr/local/bin/presa-api", "--allow-anonymous", "--admin", "off"]

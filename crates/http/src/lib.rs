@@ -25,6 +25,7 @@
 //! `traceparent` header) and is counted in `presa_requests_total` and
 //! `presa_request_duration_seconds` (see `presa_telemetry::metrics`).
 
+pub mod admin;
 pub mod admission;
 pub mod auth;
 mod legacy;
@@ -103,6 +104,8 @@ pub struct HttpConfig {
     pub queue_metrics: bool,
     /// The 2025-11-25 era (`initialize` clients, stateless sessions).
     pub legacy: LegacyConfig,
+    /// The admin API (`/admin/v1`): on, and who may use it.
+    pub admin: admin::AdminConfig,
 }
 
 impl std::fmt::Debug for HttpConfig {
@@ -116,6 +119,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("metrics", &self.metrics.is_some())
             .field("queue_metrics", &self.queue_metrics)
             .field("legacy", &self.legacy)
+            .field("admin", &self.admin)
             .field("challenge", &self.challenge)
             .field("resource_metadata", &self.resource_metadata)
             .finish_non_exhaustive()
@@ -139,6 +143,7 @@ impl Default for HttpConfig {
             metrics: None,
             queue_metrics: true,
             legacy: LegacyConfig::default(),
+            admin: admin::AdminConfig::default(),
         }
     }
 }
@@ -230,13 +235,15 @@ pub fn router(server: Server, config: HttpConfig) -> Router {
     });
     let metadata = config.resource_metadata.as_ref().map(ResourceMetadata::router);
     let app = App { server, config: Arc::new(config) };
+    let admin = admin::router(&app);
     let router = Router::new()
         .route("/mcp", post(respond::post_mcp).get(legacy::get_mcp).delete(legacy::delete_mcp))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn_with_state(limit, serve::refuse_declared_oversize))
-        .with_state(app);
+        .with_state(app)
+        .merge(admin);
     let router = match metadata {
         Some(m) => router.merge(m),
         None => router,

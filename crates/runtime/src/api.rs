@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     RedisArgs, RuntimeError, Storage,
     app::Checked,
-    auth::{AuthArgs, check_listen, check_state_secret},
+    auth::{AuthArgs, check_admin, check_listen, check_state_secret},
     shutdown_signal,
 };
 
@@ -202,6 +202,26 @@ pub struct ApiArgs {
     #[arg(long, env = "PRESA_STATE_SECRET", hide_env_values = true)]
     state_secret: Option<String>,
 
+    /// Serve the admin API (`/admin/v1`) and the console (`/console`): `on`
+    /// or `off`. Without authentication (`--auth none`) it is refused at start
+    /// on a non-loopback address, whatever `--allow-anonymous` says.
+    #[arg(long, env = "PRESA_ADMIN", value_enum, default_value_t = Switch::On)]
+    admin: Switch,
+
+    /// The OAuth scope of an admin of every tenant, the cluster and its queues.
+    #[arg(long, env = "PRESA_ADMIN_SCOPE", default_value = presa_http::admin::DEFAULT_ADMIN_SCOPE)]
+    admin_scope: String,
+
+    /// The OAuth scope of an admin of its own tenant only (its tasks, dead
+    /// letters and usage).
+    #[arg(long, env = "PRESA_TENANT_ADMIN_SCOPE", default_value = presa_http::admin::DEFAULT_TENANT_ADMIN_SCOPE)]
+    tenant_admin_scope: String,
+
+    /// Most admin event streams (the console's live view) open at once on
+    /// this pod; past it they are refused with 503.
+    #[arg(long, env = "PRESA_ADMIN_MAX_STREAMS", default_value_t = 16)]
+    admin_max_streams: usize,
+
     /// Serve 2025-11-25 clients (`initialize`, `Mcp-Session-Id`) on the same
     /// endpoint, statelessly: `on` or `off` (then `initialize` gets an error
     /// naming the supported versions).
@@ -273,6 +293,7 @@ fn parse_ttl(s: &str) -> Result<Ttl, String> {
 pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError> {
     let secret = args.state_secret.as_deref().filter(|s| !s.is_empty());
     check_listen(&args.auth, args.listen).map_err(RuntimeError::Config)?;
+    check_admin(&args.auth, args.listen, args.admin == Switch::On).map_err(RuntimeError::Config)?;
     if let Some(s) = secret {
         check_state_secret(s).map_err(RuntimeError::Config)?;
     }
@@ -322,8 +343,18 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
 
     let grace = Duration::from_millis(args.grace_ms);
     let stop_worker = CancellationToken::new();
+    // This process in the registry: an API pod, or (embedded) the worker too.
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "presa".into());
+    let node_id = format!("{host}-{}-{}", if storage.durable { "api" } else { "embedded" }, std::process::id());
+    let node = if storage.durable {
+        presa_server::Node::new(node_id, "api", 0)
+    } else {
+        presa_server::Node::new(node_id, "embedded", args.concurrency)
+    };
+    tokio::spawn(node.clone().heartbeat(core.clone(), stop_worker.clone()));
     let worker = (!storage.durable).then(|| {
         let config = WorkerConfig {
+            id: node.id().to_string(),
             concurrency: args.concurrency,
             max_parked: args.max_parked,
             max_running_per_scope: args.shares.max_running_per_scope,
@@ -331,7 +362,7 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
             grace,
             ..WorkerConfig::default()
         };
-        tokio::spawn(Worker::new(core, config).run(stop_worker.clone()))
+        tokio::spawn(Worker::new(core, config).with_node(node).run(stop_worker.clone()))
     });
 
     let http = HttpConfig {
@@ -357,6 +388,12 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
             max_sessions_per_scope: args.max_legacy_sessions_per_scope,
             max_sessions: args.max_legacy_sessions,
             ..LegacyConfig::default()
+        },
+        admin: presa_http::admin::AdminConfig {
+            enabled: args.admin == Switch::On,
+            admin_scope: args.admin_scope.clone(),
+            tenant_admin_scope: args.tenant_admin_scope.clone(),
+            max_streams: args.admin_max_streams,
         },
         ..HttpConfig::default()
     };

@@ -1,7 +1,7 @@
 //! Who may call `presa-api`: the `--auth` flags ([`AuthArgs`]) and what they
 //! build ([`Auth`]: the authenticator, the challenge, the RFC 9728 metadata),
 //! plus the start-up refusals that keep a deployment from running open by
-//! mistake ([`check_listen`], [`check_state_secret`]).
+//! mistake ([`check_listen`], [`check_admin`], [`check_state_secret`]).
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
@@ -259,6 +259,19 @@ pub fn check_listen(args: &AuthArgs, listen: SocketAddr) -> Result<(), String> {
     Ok(())
 }
 
+/// The admin API without authentication makes every caller an admin of
+/// everything: only on a loopback address (`--allow-anonymous` does not
+/// stretch to it; `--admin off` turns it off).
+pub fn check_admin(args: &AuthArgs, listen: SocketAddr, admin_on: bool) -> Result<(), String> {
+    if admin_on && args.auth == AuthMode::None && !listen.ip().is_loopback() {
+        return Err(format!(
+            "refusing to serve the admin API on {listen} without authentication: set --auth jwt|tokens \
+             (PRESA_AUTH), or --admin off (PRESA_ADMIN)"
+        ));
+    }
+    Ok(())
+}
+
 /// The placeholder of the k8s Secret template: never a key.
 pub const STATE_SECRET_PLACEHOLDER: &str = "CHANGE-ME";
 /// Shortest accepted `PRESA_STATE_SECRET`, in bytes.
@@ -301,6 +314,18 @@ mod tests {
         assert!(check_listen(&allowed, "0.0.0.0:8080".parse().unwrap()).is_ok());
         let jwt = Demo::parse_from(["demo", "--auth", "jwt"]).auth;
         assert!(check_listen(&jwt, "0.0.0.0:8080".parse().unwrap()).is_ok());
+    }
+
+    #[test]
+    fn anonymous_admin_is_loopback_only_even_when_anonymous_is_allowed() {
+        let (public, local) = ("0.0.0.0:8080".parse().unwrap(), "127.0.0.1:8080".parse().unwrap());
+        let allowed = Demo::parse_from(["demo", "--allow-anonymous"]).auth;
+        assert!(check_admin(&allowed, local, true).is_ok());
+        let e = check_admin(&allowed, public, true).unwrap_err();
+        assert!(e.contains("--admin off") && e.contains("--auth"), "{e}");
+        assert!(check_admin(&allowed, public, false).is_ok(), "--admin off");
+        let tokens = Demo::parse_from(["demo", "--auth", "tokens"]).auth;
+        assert!(check_admin(&tokens, public, true).is_ok());
     }
 
     async fn built(args: &[&str]) -> Auth {

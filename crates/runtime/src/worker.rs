@@ -146,6 +146,8 @@ pub(crate) async fn run(app: Checked, args: WorkerArgs) -> Result<(), RuntimeErr
         tracing::info!("shutting down: no new claims; running handlers get the grace period");
         on_signal.cancel();
     });
-    Worker::new(core, config).run(stop).await;
+    let node = presa_server::Node::new(config.id.clone(), "worker", config.concurrency);
+    tokio::spawn(node.clone().heartbeat(core.clone(), stop.clone()));
+    Worker::new(core, config).with_node(node).run(stop).await;
     Ok(())
 }

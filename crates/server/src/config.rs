@@ -83,6 +83,18 @@ pub struct ServerConfig {
     pub call_timeout: Option<Duration>,
 }
 
+impl ServerConfig {
+    /// The limits every create is held to (a `tools/call` that becomes a
+    /// task, a dead letter's replay).
+    pub fn create_limits(&self) -> presa_store::CreateLimits {
+        presa_store::CreateLimits {
+            max_active_per_scope: self.max_active_tasks_per_scope,
+            max_bytes_per_scope: self.max_bytes_per_scope,
+            max_queued_per_partition: self.max_queued_per_partition,
+        }
+    }
+}
+
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {

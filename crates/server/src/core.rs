@@ -73,6 +73,11 @@ impl Core {
         &self.inner.backend.bus
     }
 
+    /// The admin reads and the process registry ([`presa_store::AdminStore`]).
+    pub fn admin(&self) -> &Arc<dyn presa_store::AdminStore> {
+        &self.inner.backend.admin
+    }
+
     /// Update the work queue gauges `/metrics` reports, for every partition,
     /// from the store (a failure is logged and leaves the previous values).
     pub async fn refresh_queue_metrics(&self) {

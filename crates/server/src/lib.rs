@@ -68,6 +68,7 @@
 //! is created only for a request that declared the Tasks extension; another
 //! scope's task answers exactly like an unknown one.
 
+pub mod admin;
 pub mod catalog;
 pub mod config;
 pub mod context;
@@ -75,6 +76,7 @@ pub mod core;
 pub mod dispatch;
 pub mod error;
 pub mod input;
+pub mod node;
 pub mod output;
 mod pools;
 pub mod prompt;
@@ -98,6 +100,7 @@ pub use error::{
     ServerError, UNAVAILABLE_RETRY_AFTER_MS,
 };
 pub use input::{Elicited, InputRequest};
+pub use node::Node;
 pub use output::{IntoToolOutput, Json};
 pub use presa_store::Caller;
 pub use prompt::{PromptHandler, PromptOutput};

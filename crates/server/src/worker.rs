@@ -35,6 +35,7 @@ use tracing::{Instrument, field::Empty};
 use crate::{
     context::{Invocation, TaskRun, ToolContext},
     core::{Core, Outcome, internal_error},
+    node::Node,
     slots::{Slot, Slots},
     store_io::{
         Concluding, UpdateError, Updated, Verbosity, WriteLimits, store_call, store_call_at, update_task_patiently,
@@ -119,12 +120,20 @@ fn share(set: Option<usize>, pool: usize) -> Option<usize> {
 pub struct Worker {
     core: Core,
     config: WorkerConfig,
+    node: Option<Node>,
 }
 
 impl Worker {
     /// A pool running `core`'s tools on `core`'s backend.
     pub fn new(core: Core, config: WorkerConfig) -> Self {
-        Worker { core, config }
+        Worker { core, config, node: None }
+    }
+
+    /// Count runs and outcomes on `node`, and drain (claim nothing new,
+    /// finish what it holds, then wait for shutdown) once it is asked to.
+    pub fn with_node(mut self, node: Node) -> Self {
+        self.node = Some(node);
+        self
     }
 
     /// Claim and run work until `shutdown` fires, then drain (see module docs).
@@ -139,11 +148,13 @@ impl Worker {
         let release_now = CancellationToken::new();
         let mut running = JoinSet::new();
         tracing::info!(worker = %self.config.id, concurrency = self.config.concurrency, "worker started");
-        while !shutdown.is_cancelled() {
+        let drain = self.node.as_ref().map_or_else(CancellationToken::new, |n| n.draining().clone());
+        while !shutdown.is_cancelled() && !drain.is_cancelled() {
             while running.try_join_next().is_some() {}
             let first = tokio::select! {
                 p = slots.acquire() => p,
                 _ = shutdown.cancelled() => break,
+                _ = drain.cancelled() => break,
             };
             let free = slots.free() + 1;
             let store = self.core.store().clone();
@@ -152,6 +163,7 @@ impl Worker {
             let claimed = tokio::select! {
                 c = store_call_at(Verbosity::Debug, "claim", claim) => c,
                 _ = shutdown.cancelled() => break,
+                _ = drain.cancelled() => break,
             };
             let claims = match claimed {
                 Ok(c) => c,
@@ -173,10 +185,25 @@ impl Worker {
                 let worker = self.clone();
                 let release_now = release_now.clone();
                 running.spawn(async move {
+                    if let Some(node) = &worker.node {
+                        node.run_started();
+                    }
                     worker.execute(claim, slot.clone(), release_now).await;
                     slot.release();
+                    if let Some(node) = &worker.node {
+                        node.run_ended();
+                    }
                 });
             }
+        }
+        if !shutdown.is_cancelled() {
+            // Asked to drain: what runs finishes in its own time; nothing new comes.
+            tracing::info!(worker = %self.config.id, running = running.len(), "worker drained by an operator");
+            tokio::select! {
+                _ = async { while running.join_next().await.is_some() {} } => {}
+                _ = shutdown.cancelled() => {}
+            }
+            shutdown.cancelled().await;
         }
         tracing::info!(worker = %self.config.id, running = running.len(), "worker draining");
         let drained =
@@ -367,6 +394,9 @@ impl Worker {
         match written {
             // Its work went with the write.
             Ok(Updated::Applied(t)) => {
+                if let Some(node) = &self.node {
+                    node.concluded(t.status);
+                }
                 tracing::Span::current().record("presa.task.status", t.status.as_str());
                 tracing::info!(status = t.status.as_str(), "task finished");
             }

@@ -238,7 +238,7 @@ async fn a_parked_handler_skips_a_stale_snapshot_and_resumes_on_the_answer() {
     // Every watch first delivers the task as created (attempt 0, from before
     // the claim), as a slow shared subscription may hand it to a new watcher.
     let store = Arc::new(Wrapped::new(memory.clone()).first_on_watch(vec![task.clone()]));
-    let stop = run_worker(core_on(Backend { store, bus: memory.clone() }), 5);
+    let stop = run_worker(core_on(Backend { store, bus: memory.clone(), admin: memory.clone() }), 5);
     let mut parked = None;
     for _ in 0..200 {
         let t = memory.load(&task.id).await.unwrap().unwrap();
@@ -262,4 +262,49 @@ async fn a_parked_handler_skips_a_stale_snapshot_and_resumes_on_the_answer() {
     stop.cancel();
     assert_eq!(done.status, Status::Completed, "{done:?}");
     assert_eq!(done.attempt, 1, "resumed in the first run, not re-run after a lapsed lease");
+}
+
+/// A worker asked to drain (through the registry, as the admin API asks)
+/// finishes the task it runs, claims nothing new, and keeps running until
+/// shutdown; its heartbeats count what it ran and say it drains.
+#[tokio::test]
+async fn a_drained_worker_finishes_what_it_holds_and_claims_nothing_new() {
+    use presa_server::Node;
+    use presa_store::AdminStore;
+    let store = Arc::new(MemoryStore::new());
+    let node = Node::new("w-drain", "worker", 4);
+    let stop = CancellationToken::new();
+    let config = WorkerConfig { claim_wait: Duration::from_millis(50), ..WorkerConfig::default() };
+    let worker = Worker::new(core(store.clone()), config).with_node(node.clone());
+    let running = tokio::spawn(worker.run(stop.clone()));
+    let every = Duration::from_millis(100);
+    tokio::spawn(node.clone().heartbeat_every(every, core(store.clone()), stop.clone()));
+
+    let chatty = create(&store, "chatty").await;
+    for _ in 0..200 {
+        if store.load(&chatty.id).await.unwrap().unwrap().attempt == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Registered by its first heartbeat, then drained as the admin API does.
+    for _ in 0..200 {
+        if store.drain("w-drain").await.unwrap().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The next heartbeat tells it, while the chatty task still runs (2 s).
+    tokio::time::timeout(Duration::from_secs(1), node.draining().cancelled()).await.expect("told to drain");
+    assert_eq!(store.load(&chatty.id).await.unwrap().unwrap().status, Status::Working, "drained mid-run");
+    let quick = create(&store, "quick").await;
+    assert_eq!(wait_terminal(&store, &chatty.id).await.status, Status::Completed, "what it held finishes");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let untouched = store.load(&quick.id).await.unwrap().unwrap();
+    assert_eq!((untouched.status, untouched.attempt), (Status::Working, 0), "nothing new is claimed");
+    assert!(!running.is_finished(), "a drained worker waits for shutdown");
+    let report = node.report(Vec::new());
+    assert_eq!((report.draining, report.completed, report.slots_in_use), (true, 1, 0));
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(5), running).await.expect("stops on shutdown").unwrap();
 }

@@ -146,7 +146,7 @@ impl Keys {
 
     /// The tenant a [`Keys::tenant_word`] names; `None` for anything else.
     pub fn tenant_of_word(word: &str) -> Option<String> {
-        if word.len() % 2 != 0 {
+        if !word.len().is_multiple_of(2) {
             return None;
         }
         let bytes: Option<Vec<u8>> =

@@ -103,7 +103,7 @@ use presa_http::HttpConfig;
 use presa_server::{
     Catalog, Core, Server, ServerConfig, StateCodec, TaskPolicy, Tool, ToolContext, ToolOutput, Worker, WorkerConfig,
 };
-use presa_store::{Backend, EventBus, TaskStore, memory::MemoryStore};
+use presa_store::{Backend, memory::MemoryStore};
 use presa_store_redis::{RedisConfig, RedisStore};
 use presa_telemetry::LogFormat;
 use presa_testkit::{Client, TestRedis, next_within, redis::unique_prefix, tasks_caps};
@@ -194,13 +194,13 @@ async fn serve(args: ServeArgs) {
     let running = match &args.redis_url {
         None => {
             let memory = Arc::new(MemoryStore::new());
-            start_with(memory.clone(), memory, None, config, 1).await
+            start_with(Backend::new(memory), None, config, 1).await
         }
         Some(url) => {
             let redis = RedisConfig::new(url.clone()).with_prefix(format!("presa-bench-{}", unique_prefix()));
             let store =
                 Arc::new(RedisStore::connect(redis).await.unwrap_or_else(|e| panic!("connecting to {url}: {e}")));
-            start_with(store.clone(), store, None, config, 1).await
+            start_with(Backend::new(store), None, config, 1).await
         }
     };
     println!("{}", running.url);
@@ -441,7 +441,7 @@ fn catalog() -> Catalog {
 async fn fairness_rows(redis: Option<&Running>, secs: Duration) {
     let scoped = || HttpConfig { authenticator: Arc::new(presa_testkit::HeaderScopes), ..HttpConfig::default() };
     let memory = Arc::new(MemoryStore::new());
-    let fair = start_http(memory.clone(), memory, None, ServerConfig::default(), 1, scoped()).await;
+    let fair = start_http(Backend::new(memory), None, ServerConfig::default(), 1, scoped()).await;
     fairness::rows(&fair, "embedded", secs).await;
     drop(fair);
     let url = redis.and_then(|r| r.redis_url.as_ref()).map(|u| u.0.as_str());
@@ -482,32 +482,25 @@ fn bench_config() -> ServerConfig {
     }
 }
 
-async fn start(store: Arc<dyn TaskStore>, bus: Arc<dyn EventBus>, redis: Option<TestRedis>) -> Running {
-    start_with(store, bus, redis, bench_config(), 1).await
+async fn start(backend: Backend, redis: Option<TestRedis>) -> Running {
+    start_with(backend, redis, bench_config(), 1).await
 }
 
 /// A server with `workers` in-process worker pools (each as one `presa-worker` would run).
-async fn start_with(
-    store: Arc<dyn TaskStore>,
-    bus: Arc<dyn EventBus>,
-    redis: Option<TestRedis>,
-    config: ServerConfig,
-    workers: usize,
-) -> Running {
-    start_http(store, bus, redis, config, workers, HttpConfig::default()).await
+async fn start_with(backend: Backend, redis: Option<TestRedis>, config: ServerConfig, workers: usize) -> Running {
+    start_http(backend, redis, config, workers, HttpConfig::default()).await
 }
 
 /// [`start_with`] with `http` settings (the fairness rows name their callers
 /// with `x-test-scope`: presa_testkit's `HeaderScopes`).
 async fn start_http(
-    store: Arc<dyn TaskStore>,
-    bus: Arc<dyn EventBus>,
+    backend: Backend,
     redis: Option<TestRedis>,
     config: ServerConfig,
     workers: usize,
     http: HttpConfig,
 ) -> Running {
-    let core = Core::new(config, catalog(), Backend { store, bus });
+    let core = Core::new(config, catalog(), backend);
     let server = Server::new(core.clone(), StateCodec::new(b"presa-bench"));
     let stop = CancellationToken::new();
     for _ in 0..workers {
@@ -545,7 +538,7 @@ async fn start_redis_with(
     let store = Arc::new(RedisStore::connect(config).await.unwrap_or_else(|e| panic!("connecting to {url}: {e}")));
     let how = if spawned.is_some() { "spawned redis-server" } else { "given" };
     println!("Redis: {url} ({how}), key prefix {prefix}, {workers} worker pool(s)");
-    let mut running = start_http(store.clone(), store, spawned, server_config, workers, http).await;
+    let mut running = start_http(Backend::new(store), spawned, server_config, workers, http).await;
     running.redis_url = Some((url, prefix));
     Some(running)
 }
@@ -922,7 +915,7 @@ async fn main() {
         return;
     }
     let memory = Arc::new(MemoryStore::new());
-    let embedded = start(memory.clone(), memory, None).await;
+    let embedded = start(Backend::new(memory), None).await;
     let redis = start_redis(args.redis_url.as_deref()).await;
     if redis.is_none() {
         println!("Redis: none (no --redis-url, no redis-server on PATH): Redis rows skipped");

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use futures::StreamExt;
 use presa_protocol::meta::{IDEMPOTENCY_KEY_META, RequestMeta};
-use presa_store::{CreateLimits, Created, Idempotency, NewTask, StoreError, util::now_ms};
+use presa_store::{Created, Idempotency, NewTask, StoreError, util::now_ms};
 use presa_tasks::{Status, Work, wire};
 use presa_telemetry::{metrics, propagation};
 use serde::Serialize;
@@ -285,11 +285,7 @@ impl Server {
             poll_interval_ms: cfg.poll_interval_ms,
             status_message: Some("Task accepted".into()),
         };
-        let limits = CreateLimits {
-            max_active_per_scope: cfg.max_active_tasks_per_scope,
-            max_bytes_per_scope: cfg.max_bytes_per_scope,
-            max_queued_per_partition: cfg.max_queued_per_partition,
-        };
+        let limits = cfg.create_limits();
         let created = self.store().create_idempotent(new, limits, idempotency.as_ref());
         let created = store_call("create", created).await.inspect_err(|e| match e {
             StoreError::Capacity { limit } => metrics::refusal(limit),

@@ -1,0 +1,66 @@
+//! `GET /admin/v1/events`: the console's live view, an SSE stream of
+//! `overview` events, one a second: the queue totals and the nodes for a
+//! cluster admin, the time alone for a tenant admin (the cluster is not
+//! theirs to see). Snapshots, not a feed of every task's changes: a stream
+//! costs one queue read and one registry read a second, whatever the load.
+//!
+//! Bounded like listen streams: at most [`AdminConfig::max_streams`](super::AdminConfig::max_streams)
+//! open on a process (503 past it), and each ends when the credential that
+//! opened it expires or is revoked.
+
+use std::{convert::Infallible, time::Duration};
+
+use axum::{
+    extract::State,
+    http::StatusCode,
+    response::{
+        IntoResponse, Response,
+        sse::{Event, KeepAlive, Sse},
+    },
+};
+use futures::StreamExt;
+use presa_server::admin::Reach;
+use presa_store::util::now_ms;
+use serde_json::json;
+
+use super::{AdminState, Op, Refused, view};
+
+/// How often an `overview` event is sent.
+const EVERY: Duration = Duration::from_secs(1);
+
+pub(crate) async fn events(State(s): State<AdminState>, op: Op) -> Response {
+    let Ok(permit) = s.streams.clone().try_acquire_owned() else {
+        let max = s.app.config.admin.max_streams;
+        return Refused::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", &format!("{max} admin streams are open"))
+            .into_response();
+    };
+    let ended = op.authenticated.ended();
+    let shutdown = s.app.server.shutdown_token();
+    let ticks = tokio_stream::wrappers::IntervalStream::new(tokio::time::interval(EVERY));
+    let events = ticks
+        .then(move |_| {
+            let (admin, operator) = (s.admin.clone(), op.operator.clone());
+            async move {
+                let data = match operator.reach {
+                    Reach::Tenant(_) => json!({ "nowMs": now_ms() }),
+                    Reach::Cluster => {
+                        let queues = admin.queues(&operator).await.map(|q| view::queues(&q).0).ok();
+                        let nodes =
+                            admin.cluster(&operator).await.ok().map(|n| n.iter().map(view::node).collect::<Vec<_>>());
+                        json!({ "nowMs": now_ms(), "queues": queues, "nodes": nodes })
+                    }
+                };
+                Ok::<_, Infallible>(Event::default().event("overview").data(data.to_string()))
+            }
+        })
+        .take_until(async move {
+            let _permit = permit;
+            match ended {
+                Some(ended) => tokio::select! { _ = ended => {}, _ = shutdown.cancelled() => {} },
+                None => shutdown.cancelled().await,
+            }
+        });
+    let mut resp = Sse::new(events).keep_alive(KeepAlive::new().interval(s.app.config.keep_alive)).into_response();
+    resp.headers_mut().insert("x-accel-buffering", http::HeaderValue::from_static("no"));
+    resp
+}

@@ -1,0 +1,93 @@
+//! The admin API's JSON shapes (`docs/admin.md`): what an operator sees of
+//! a task, a dead letter and a page. Built here, in one place, so the
+//! console and `presa admin` read one format.
+
+use presa_store::{DeadLetter, NodeInfo, PartitionStats, Task};
+use serde_json::{Map, Value, json};
+
+/// A task in a listing.
+pub(crate) fn task_summary(t: &Task) -> Value {
+    json!({
+        "taskId": t.id.as_str(),
+        "tenant": t.scope.tenant,
+        "subject": t.scope.subject,
+        "status": t.status.as_str(),
+        "statusMessage": t.status_message,
+        "tool": t.work.tool,
+        "createdAtMs": t.created_at_ms,
+        "updatedAtMs": t.updated_at_ms,
+        "ttlMs": t.ttl_ms,
+        "attempt": t.attempt,
+        "revision": t.revision,
+    })
+}
+
+/// One task, whole: the summary, its input request and answer keys, its
+/// result or error, what it replays, its trace and its dead letter.
+pub(crate) fn task_detail(t: &Task, letter: Option<&DeadLetter>) -> Value {
+    let mut v = task_summary(t);
+    let keys = |m: &std::collections::BTreeMap<String, Value>| m.keys().cloned().collect::<Vec<_>>();
+    let trace_id = t.work.trace.get("traceparent").and_then(|tp| tp.split('-').nth(1)).map(str::to_string);
+    if let Value::Object(o) = &mut v {
+        o.insert("inputRequests".into(), json!(keys(&t.input_requests)));
+        o.insert("inputResponses".into(), json!(keys(&t.input_responses)));
+        o.insert("result".into(), t.result.clone().unwrap_or(Value::Null));
+        o.insert("error".into(), t.error.clone().unwrap_or(Value::Null));
+        o.insert("replayOf".into(), json!(t.work.replay_of.as_ref().map(presa_store::TaskId::as_str)));
+        o.insert("traceId".into(), json!(trace_id));
+        o.insert("deadLetter".into(), letter.map_or(Value::Null, dead_letter));
+    }
+    v
+}
+
+/// A dead letter (without the arguments it keeps for a replay).
+pub(crate) fn dead_letter(l: &DeadLetter) -> Value {
+    json!({
+        "taskId": l.id.as_str(),
+        "tenant": l.scope.tenant,
+        "subject": l.scope.subject,
+        "tool": l.tool(),
+        "reason": l.reason,
+        "deliveries": l.deliveries,
+        "attempts": l.attempts,
+        "diedAtMs": l.died_at_ms,
+        "replayedAs": l.replayed_as.as_ref().map(presa_store::TaskId::as_str),
+    })
+}
+
+/// A node, as its heartbeat told it.
+pub(crate) fn node(n: &NodeInfo) -> Value {
+    serde_json::to_value(n).unwrap_or(Value::Null)
+}
+
+/// The queues of every partition and their total.
+pub(crate) fn queues(stats: &[PartitionStats]) -> (Value, Vec<Value>) {
+    let oldest = |f: fn(&PartitionStats) -> Option<u64>| stats.iter().filter_map(f).max();
+    let total = json!({
+        "queued": stats.iter().map(|s| s.queued).sum::<u64>(),
+        "pending": stats.iter().map(|s| s.pending).sum::<u64>(),
+        "oldestQueuedAgeMs": oldest(|s| s.oldest_queued_age_ms),
+        "oldestPendingAgeMs": oldest(|s| s.oldest_pending_age_ms),
+    });
+    let partitions = stats
+        .iter()
+        .map(|s| {
+            json!({
+                "partition": s.partition,
+                "queued": s.queued,
+                "pending": s.pending,
+                "oldestQueuedAgeMs": s.oldest_queued_age_ms,
+                "oldestPendingAgeMs": s.oldest_pending_age_ms,
+            })
+        })
+        .collect();
+    (total, partitions)
+}
+
+/// `{"<name>": items, "next": next}`: a page.
+pub(crate) fn page(name: &str, items: Vec<Value>, next: Option<String>) -> Value {
+    let mut o = Map::new();
+    o.insert(name.into(), Value::Array(items));
+    o.insert("next".into(), json!(next));
+    Value::Object(o)
+}

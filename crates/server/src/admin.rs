@@ -1,0 +1,260 @@
+//! What an operator may read and do (the admin API's logic, without HTTP;
+//! `docs/admin.md`): list and inspect tasks across owners, cancel them,
+//! replay or discard dead letters, see the cluster and its queues, drain a
+//! worker.
+//!
+//! Every call names its [`Operator`]: an admin of the whole cluster, or of
+//! one tenant. A tenant admin's reads are confined to its tenant before they
+//! reach the store, and another tenant's task or letter answers exactly like
+//! one that does not exist ([`AdminError::NotFound`]): it never learns that
+//! it exists, nor how many there are. The cluster, the queues and drains
+//! belong to the cluster's admins only ([`AdminError::Forbidden`]).
+//!
+//! Every action (cancel, replay, discard, drain) is logged on the target
+//! `presa::audit` with the operator, the action, its target and its outcome.
+
+use presa_store::{
+    DeadLetter, DeadLetterFilter, DeadLetterPage, NodeInfo, PartitionStats, Replayed, StoreError, Task, TaskFilter,
+    TaskId, TaskPage, Writer,
+};
+use presa_tasks::{Caller, Event};
+
+use crate::{
+    Core,
+    store_io::{UpdateError, Updated, WriteLimits, store_call, update_task_within},
+};
+
+/// How far an operator reaches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reach {
+    /// Every tenant, the cluster and its queues.
+    Cluster,
+    /// This tenant's tasks, dead letters and usage only.
+    Tenant(String),
+}
+
+/// Who is operating, and how far they reach.
+#[derive(Debug, Clone)]
+pub struct Operator {
+    /// The authenticated caller (for the audit log).
+    pub caller: Caller,
+    /// What they may see and act on.
+    pub reach: Reach,
+}
+
+impl Operator {
+    /// The role's name in answers: `admin` or `tenant-admin`.
+    pub fn role(&self) -> &'static str {
+        match self.reach {
+            Reach::Cluster => "admin",
+            Reach::Tenant(_) => "tenant-admin",
+        }
+    }
+
+    /// The tenant a read asked for (`asked`), within reach: a tenant admin
+    /// gets its own (asked or not); another is [`AdminError::Forbidden`].
+    fn tenant(&self, asked: Option<String>) -> Result<Option<String>, AdminError> {
+        match (&self.reach, asked) {
+            (Reach::Cluster, asked) => Ok(asked),
+            (Reach::Tenant(own), None) => Ok(Some(own.clone())),
+            (Reach::Tenant(own), Some(asked)) if asked == *own => Ok(Some(asked)),
+            (Reach::Tenant(_), Some(_)) => Err(AdminError::Forbidden("a tenant admin sees its own tenant only".into())),
+        }
+    }
+
+    /// Whether `tenant`'s data is within reach (else it reads as absent).
+    fn sees(&self, tenant: &str) -> bool {
+        match &self.reach {
+            Reach::Cluster => true,
+            Reach::Tenant(own) => own == tenant,
+        }
+    }
+
+    fn cluster_only(&self) -> Result<(), AdminError> {
+        match self.reach {
+            Reach::Cluster => Ok(()),
+            Reach::Tenant(_) => Err(AdminError::Forbidden("the cluster view needs the admin scope".into())),
+        }
+    }
+
+    fn audit(&self, action: &str, target: &str, outcome: &str) {
+        let scope = &self.caller.scope;
+        tracing::info!(
+            target: "presa::audit",
+            tenant = %scope.tenant,
+            subject = %scope.subject,
+            role = self.role(),
+            action,
+            target_id = target,
+            outcome,
+            "admin action"
+        );
+    }
+}
+
+/// Why an admin call was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// Bad input (a filter, a cursor, a missing tenant): say which.
+    #[error("{0}")]
+    BadRequest(String),
+    /// Out of the operator's reach.
+    #[error("{0}")]
+    Forbidden(String),
+    /// No such thing within reach.
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    /// The target cannot take the action any more (a task that ended).
+    #[error("{0}")]
+    Conflict(String),
+    /// The store failed (retryable when [`StoreError::is_retryable`]).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The admin operations on one [`Core`].
+#[derive(Debug, Clone)]
+pub struct Admin {
+    core: Core,
+}
+
+impl Admin {
+    /// Operations on `core`'s backend.
+    pub fn new(core: Core) -> Self {
+        Admin { core }
+    }
+
+    /// A page of tasks passing `filter` (its tenant held to the operator's reach).
+    pub async fn tasks(
+        &self,
+        op: &Operator,
+        mut filter: TaskFilter,
+        before: Option<&str>,
+        limit: usize,
+    ) -> Result<TaskPage, AdminError> {
+        filter.tenant = op.tenant(filter.tenant.take())?;
+        if let Some(b) = before
+            && !presa_store::admin::is_cursor(b)
+        {
+            return Err(AdminError::BadRequest("cursor is not one a listing returned".into()));
+        }
+        Ok(store_call("list_tasks", self.core.admin().list_tasks(&filter, before, limit)).await?)
+    }
+
+    /// Task `id` with its dead letter, if within reach.
+    pub async fn task(&self, op: &Operator, id: &TaskId) -> Result<(Task, Option<DeadLetter>), AdminError> {
+        let task = store_call("load", self.core.store().load(id))
+            .await?
+            .filter(|t| op.sees(&t.scope.tenant))
+            .ok_or(AdminError::NotFound("task"))?;
+        let letter = store_call("dead_letter", self.core.store().dead_letter(&task.scope.tenant, id)).await?;
+        Ok((task, letter))
+    }
+
+    /// Cancel task `id` as its owner's `tasks/cancel` would.
+    pub async fn cancel(&self, op: &Operator, id: &TaskId) -> Result<Task, AdminError> {
+        let outcome = self.cancel_within_reach(op, id).await;
+        let said = match &outcome {
+            Ok(_) => "cancelled",
+            Err(AdminError::NotFound(_)) => "not found",
+            Err(AdminError::Conflict(_)) => "already ended",
+            Err(_) => "failed",
+        };
+        op.audit("cancel", id.as_str(), said);
+        outcome
+    }
+
+    async fn cancel_within_reach(&self, op: &Operator, id: &TaskId) -> Result<Task, AdminError> {
+        let (task, _) = self.task(op, id).await?;
+        let limits = WriteLimits::task(self.core.config().max_task_bytes);
+        let store = self.core.store().as_ref();
+        match update_task_within(store, id, Writer::Client, &Event::Cancel, limits, Some(task), None).await {
+            Ok(Updated::Applied(t)) => Ok(t),
+            Ok(Updated::Unchanged(t)) => {
+                Err(AdminError::Conflict(format!("the task has ended ({})", t.status.as_str())))
+            }
+            Ok(Updated::Gone | Updated::Fenced) => Err(AdminError::NotFound("task")),
+            Err(UpdateError::Store(e)) => Err(e.into()),
+            Err(e) => Err(AdminError::Store(StoreError::Corrupt(e.to_string()))),
+        }
+    }
+
+    /// A page of dead letters of `tenant` (required of a cluster admin; a
+    /// tenant admin's own by default), optionally one subject's.
+    pub async fn dead_letters(
+        &self,
+        op: &Operator,
+        tenant: Option<String>,
+        subject: Option<String>,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<DeadLetterPage, AdminError> {
+        let tenant = op.tenant(tenant)?.ok_or_else(|| AdminError::BadRequest("tenant is required".into()))?;
+        let filter = DeadLetterFilter { tenant, subject };
+        Ok(store_call("dead_letters", self.core.store().dead_letters(&filter, after, limit)).await?)
+    }
+
+    /// The letter of task `id` in `tenant`, within reach.
+    async fn letter_tenant(&self, op: &Operator, tenant: Option<String>) -> Result<String, AdminError> {
+        op.tenant(tenant)?.ok_or_else(|| AdminError::BadRequest("tenant is required".into()))
+    }
+
+    /// Run `tenant`'s dead letter of task `id` again (once: a second replay
+    /// answers the first one's task).
+    pub async fn replay(&self, op: &Operator, tenant: Option<String>, id: &TaskId) -> Result<Replayed, AdminError> {
+        let tenant = self.letter_tenant(op, tenant).await?;
+        let limits = self.core.config().create_limits();
+        let outcome = store_call("replay_dead_letter", self.core.store().replay_dead_letter(&tenant, id, limits))
+            .await
+            .map_err(AdminError::from)
+            .and_then(|r| r.ok_or(AdminError::NotFound("dead letter")));
+        let said = match &outcome {
+            Ok(r) => format!("replayed as {}{}", r.task, if r.first { "" } else { " (before)" }),
+            Err(e) => e.to_string(),
+        };
+        op.audit("replay", id.as_str(), &said);
+        outcome
+    }
+
+    /// Remove `tenant`'s dead letter of task `id`.
+    pub async fn discard(&self, op: &Operator, tenant: Option<String>, id: &TaskId) -> Result<(), AdminError> {
+        let tenant = self.letter_tenant(op, tenant).await?;
+        let removed = store_call("discard_dead_letter", self.core.store().discard_dead_letter(&tenant, id)).await;
+        let outcome = match removed {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(AdminError::NotFound("dead letter")),
+            Err(e) => Err(e.into()),
+        };
+        op.audit("discard", id.as_str(), if outcome.is_ok() { "discarded" } else { "refused" });
+        outcome
+    }
+
+    /// Ask worker `id` to drain.
+    pub async fn drain(&self, op: &Operator, id: &str) -> Result<NodeInfo, AdminError> {
+        op.cluster_only()?;
+        let outcome = store_call("drain", self.core.admin().drain(id))
+            .await
+            .map_err(AdminError::from)
+            .and_then(|n| n.ok_or(AdminError::NotFound("node")));
+        op.audit("drain", id, if outcome.is_ok() { "draining" } else { "refused" });
+        outcome
+    }
+
+    /// Every live process.
+    pub async fn cluster(&self, op: &Operator) -> Result<Vec<NodeInfo>, AdminError> {
+        op.cluster_only()?;
+        Ok(store_call("nodes", self.core.admin().nodes()).await?)
+    }
+
+    /// The work queue of every partition.
+    pub async fn queues(&self, op: &Operator) -> Result<Vec<PartitionStats>, AdminError> {
+        op.cluster_only()?;
+        Ok(store_call("work_stats", self.core.store().work_stats()).await?)
+    }
+
+    /// The tenants with live tasks.
+    pub async fn tenants(&self, op: &Operator) -> Result<Vec<String>, AdminError> {
+        op.cluster_only()?;
+        Ok(store_call("tenants", self.core.admin().tenants()).await?)
+    }
+}

@@ -1,0 +1,169 @@
+//! This process in the cluster's registry ([`presa_store::AdminStore`]):
+//! who it is, what it holds, what it finished, and whether an operator asked
+//! it to drain. The admin API's cluster view is made of these heartbeats.
+//!
+//! A [`Node`] is shared by the process's parts: the worker counts its runs
+//! and outcomes on it and stops claiming once [`Node::draining`] fires;
+//! [`Node::heartbeat`] reports it every few seconds and learns of a drain
+//! from the answer. A node that stops heartbeating is forgotten after
+//! [`HEARTBEAT_TTL`].
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use presa_store::{NodeInfo, util::now_ms};
+use presa_tasks::Status;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    Core,
+    store_io::{Verbosity, store_call_at},
+};
+
+/// How often a node reports itself.
+pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
+/// How long a report holds: three missed heartbeats and the node is gone.
+pub const HEARTBEAT_TTL: Duration = Duration::from_secs(15);
+
+/// This process's entry in the registry (cheap to clone: one shared state).
+#[derive(Debug, Clone)]
+pub struct Node {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    id: String,
+    role: &'static str,
+    started_at_ms: u64,
+    slots: u64,
+    in_use: AtomicU64,
+    completed: AtomicU64,
+    failed: AtomicU64,
+    draining: CancellationToken,
+}
+
+impl Node {
+    /// A node `id` in `role` (`api`, `worker`, `embedded`), running at most
+    /// `slots` handlers at once (0: it runs none).
+    pub fn new(id: impl Into<String>, role: &'static str, slots: usize) -> Self {
+        Node {
+            inner: Arc::new(Inner {
+                id: id.into(),
+                role,
+                started_at_ms: now_ms(),
+                slots: slots as u64,
+                in_use: AtomicU64::new(0),
+                completed: AtomicU64::new(0),
+                failed: AtomicU64::new(0),
+                draining: CancellationToken::new(),
+            }),
+        }
+    }
+
+    /// Its id.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// Fires once an operator asked this node to drain: it claims nothing
+    /// new and finishes what it holds.
+    pub fn draining(&self) -> &CancellationToken {
+        &self.inner.draining
+    }
+
+    /// A handler started running here.
+    pub(crate) fn run_started(&self) {
+        self.inner.in_use.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A handler stopped running here.
+    pub(crate) fn run_ended(&self) {
+        self.inner.in_use.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// A task this node ran ended in `status`.
+    pub(crate) fn concluded(&self, status: Status) {
+        match status {
+            Status::Completed => self.inner.completed.fetch_add(1, Ordering::Relaxed),
+            Status::Failed => self.inner.failed.fetch_add(1, Ordering::Relaxed),
+            _ => 0,
+        };
+    }
+
+    /// What its next heartbeat says, serving `tools`.
+    pub fn report(&self, tools: Vec<String>) -> NodeInfo {
+        let i = &self.inner;
+        NodeInfo {
+            id: i.id.clone(),
+            role: i.role.to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            started_at_ms: i.started_at_ms,
+            heartbeat_at_ms: now_ms(),
+            slots_in_use: i.in_use.load(Ordering::Relaxed),
+            slots: i.slots,
+            tools,
+            draining: i.draining.is_cancelled(),
+            completed: i.completed.load(Ordering::Relaxed),
+            failed: i.failed.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Report this node on `core`'s backend every [`HEARTBEAT_EVERY`] until
+    /// `stop` fires; a drain asked of it fires [`Node::draining`]. A failed
+    /// heartbeat is logged and tried again at the next tick (the store may
+    /// be restarting).
+    pub async fn heartbeat(self, core: Core, stop: CancellationToken) {
+        self.heartbeat_every(HEARTBEAT_EVERY, core, stop).await;
+    }
+
+    /// [`Node::heartbeat`] every `every` (tests and tools that want a drain
+    /// noticed sooner); each report still holds [`HEARTBEAT_TTL`].
+    pub async fn heartbeat_every(self, every: Duration, core: Core, stop: CancellationToken) {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = stop.cancelled() => return,
+            }
+            let tools = core.catalog().tools().map(|t| t.name().to_string()).collect();
+            let report = self.report(tools);
+            let admin = core.admin().clone();
+            match store_call_at(Verbosity::Debug, "heartbeat", admin.heartbeat(&report, HEARTBEAT_TTL)).await {
+                Ok(true) if !self.inner.draining.is_cancelled() => {
+                    tracing::info!(node = %self.inner.id, "asked to drain: claiming nothing new");
+                    self.inner.draining.cancel();
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "heartbeat failed; trying again"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_counts_runs_and_outcomes() {
+        let node = Node::new("w-1", "worker", 4);
+        node.run_started();
+        node.run_started();
+        node.run_ended();
+        node.concluded(Status::Completed);
+        node.concluded(Status::Failed);
+        node.concluded(Status::Cancelled);
+        let report = node.report(vec!["echo".into()]);
+        assert_eq!((report.slots_in_use, report.slots, report.completed, report.failed), (1, 4, 1, 1));
+        assert_eq!((report.id.as_str(), report.role.as_str(), report.draining), ("w-1", "worker", false));
+        node.draining().cancel();
+        assert!(node.report(Vec::new()).draining);
+    }
+}

@@ -1,0 +1,422 @@
+//! The admin API (`/admin/v1`, docs/admin.md) over real HTTP, every route on
+//! the memory store and on Redis: who may call it (401, 403, the two scopes),
+//! tenant isolation (a tenant admin never sees another tenant's task, not
+//! even its count), stable pagination while tasks are created, the actions
+//! (cancel, replay, discard, drain) and the live event stream.
+//!
+//! Each case is written once against a [`Rig`] and instantiated per backend
+//! by `admin_cases!`. The servers here run no worker, so tasks stay queued
+//! until a case moves them itself.
+
+use std::{sync::Arc, time::Duration};
+
+use presa_http::{Authenticated, Authenticator, Caller, HttpConfig, Refusal};
+use presa_server::{Core, Node, Server, ServerConfig, StateCodec};
+use presa_store::{Backend, CreateLimits, NewTask, Scope, Task, memory::MemoryStore};
+use presa_store_redis::{RedisConfig, RedisStore};
+use presa_tasks::Work;
+use presa_testkit::redis::{TestRedis, unique_prefix};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// Bearer tokens of the cases: the token names the caller.
+#[derive(Debug)]
+struct Tokens;
+
+fn caller_of(token: &str) -> Option<(Caller, Option<Duration>)> {
+    let c = |tenant: &str, subject: &str, scopes: &[&str]| {
+        Caller::new(tenant, subject, scopes.iter().map(ToString::to_string).collect())
+    };
+    Some(match token {
+        "root" => (c("ops", "root", &["presa:admin"]), None),
+        "acme-admin" => (c("acme", "carol", &["presa:tenant-admin"]), None),
+        "globex-admin" => (c("globex", "gus", &["presa:tenant-admin"]), None),
+        "alice" => (c("acme", "alice", &["deploy"]), None),
+        "brief-root" => (c("ops", "root", &["presa:admin"]), Some(Duration::from_millis(1_500))),
+        _ => return None,
+    })
+}
+
+#[async_trait::async_trait]
+impl Authenticator for Tokens {
+    async fn authenticate(&self, parts: &axum::http::request::Parts) -> Result<Caller, Refusal> {
+        Ok(self.authenticate_until(parts).await?.caller)
+    }
+
+    async fn authenticate_until(&self, parts: &axum::http::request::Parts) -> Result<Authenticated, Refusal> {
+        let challenge = presa_http::Challenge::default();
+        let token = challenge.bearer(parts)?;
+        let (caller, lasts) = caller_of(token).ok_or_else(|| challenge.invalid_token("unknown token"))?;
+        let expires_at = lasts.map(|d| std::time::SystemTime::now() + d);
+        Ok(Authenticated { expires_at, ..Authenticated::new(caller) })
+    }
+}
+
+/// A server on `backend` with the admin API, and a client for it.
+struct Rig {
+    base: String,
+    backend: Backend,
+    http: reqwest::Client,
+    stop: CancellationToken,
+    _keep: Option<Arc<TestRedis>>,
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn memory() -> Rig {
+    serve(Backend::new(Arc::new(MemoryStore::with_partitions(4))), None).await
+}
+
+async fn redis() -> Rig {
+    let redis = Arc::new(TestRedis::start().await);
+    let config = RedisConfig::new(redis.url()).with_prefix(unique_prefix()).with_partitions(4);
+    let store = RedisStore::connect(config).await.expect("connect to the test Redis");
+    serve(Backend::new(Arc::new(store)), Some(redis)).await
+}
+
+async fn serve(backend: Backend, keep: Option<Arc<TestRedis>>) -> Rig {
+    let core = Core::new(ServerConfig::default(), presa_demo::catalog().expect("catalog"), backend.clone());
+    let server = Server::new(core, StateCodec::new(b"test-secret"));
+    let router = presa_http::router(server, HttpConfig { authenticator: Arc::new(Tokens), ..HttpConfig::default() });
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.expect("bind");
+    let base = format!("http://{}/admin/v1", listener.local_addr().expect("address"));
+    let stop = CancellationToken::new();
+    let shutdown = stop.clone();
+    tokio::spawn(presa_http::serve(listener, router, async move { shutdown.cancelled().await }));
+    Rig { base, backend, http: reqwest::Client::new(), stop, _keep: keep }
+}
+
+impl Rig {
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        token: Option<&str>,
+        path: &str,
+    ) -> (u16, Value, reqwest::header::HeaderMap) {
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(token) = token {
+            req = req.bearer_auth(token);
+        }
+        let resp = req.send().await.expect("request");
+        let (status, headers) = (resp.status().as_u16(), resp.headers().clone());
+        let text = resp.text().await.expect("body");
+        let body =
+            if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(json!({ "raw": text })) };
+        (status, body, headers)
+    }
+
+    async fn get(&self, token: &str, path: &str) -> (u16, Value) {
+        let (status, body, _) = self.send(reqwest::Method::GET, Some(token), path).await;
+        (status, body)
+    }
+
+    async fn post(&self, token: &str, path: &str) -> (u16, Value) {
+        let (status, body, _) = self.send(reqwest::Method::POST, Some(token), path).await;
+        (status, body)
+    }
+
+    async fn delete(&self, token: &str, path: &str) -> (u16, Value) {
+        let (status, body, _) = self.send(reqwest::Method::DELETE, Some(token), path).await;
+        (status, body)
+    }
+
+    /// A queued task of `tenant`/`subject` running `tool`.
+    async fn create(&self, tenant: &str, subject: &str, tool: &str) -> Task {
+        let scope = Scope { tenant: tenant.into(), subject: subject.into() };
+        let new = NewTask {
+            scope: scope.clone(),
+            work: Work {
+                tool: tool.into(),
+                arguments: json!({ "seconds": 1 }),
+                caller: Some(Caller { scope, scopes: Some(Vec::new()) }),
+                ..Work::default()
+            },
+            ttl_ms: Some(600_000),
+            poll_interval_ms: None,
+            status_message: None,
+        };
+        let task = self.backend.store.create(new, CreateLimits::NONE).await.expect("create");
+        // Distinct creation times keep "newest first" one order.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        task
+    }
+
+    /// Every task id of a listing at `query`, page by page (`limit` each).
+    async fn all_task_ids(&self, token: &str, query: &str, limit: usize) -> Vec<String> {
+        let (mut ids, mut cursor) = (Vec::new(), String::new());
+        for _ in 0..100 {
+            let (status, page) = self.get(token, &format!("/tasks?{query}&limit={limit}{cursor}")).await;
+            assert_eq!(status, 200, "{page}");
+            ids.extend(
+                page["tasks"].as_array().expect("tasks").iter().map(|t| t["taskId"].as_str().unwrap().to_string()),
+            );
+            match page["next"].as_str() {
+                Some(next) => cursor = format!("&cursor={next}"),
+                None => return ids,
+            }
+        }
+        panic!("the listing never ended");
+    }
+}
+
+fn error_code(body: &Value) -> &str {
+    body["error"]["code"].as_str().unwrap_or("")
+}
+
+/// No token is 401, a token without either admin scope 403 with a challenge
+/// naming the admin scope, a tenant admin is kept out of the cluster's
+/// routes and other tenants, and bad input is a 400 that says what is wrong.
+async fn refusals(rig: Rig) {
+    let (status, body, headers) = rig.send(reqwest::Method::GET, None, "/tasks").await;
+    assert_eq!((status, error_code(&body)), (401, "unauthorized"), "{body}");
+    assert!(headers.get("www-authenticate").is_some());
+    let (status, body, headers) = rig.send(reqwest::Method::GET, Some("alice"), "/tasks").await;
+    assert_eq!((status, error_code(&body)), (403, "forbidden"), "{body}");
+    let challenge = headers.get("www-authenticate").expect("a challenge").to_str().unwrap();
+    assert!(challenge.contains("insufficient_scope") && challenge.contains("presa:admin"), "{challenge}");
+    let (status, _) = rig.get("nobody", "/whoami").await;
+    assert_eq!(status, 401, "an unknown token");
+
+    for path in ["/cluster", "/queues", "/tenants"] {
+        let (status, body) = rig.get("acme-admin", path).await;
+        assert_eq!((status, error_code(&body)), (403, "forbidden"), "{path}: {body}");
+    }
+    let (status, _) = rig.post("acme-admin", "/workers/w-1/drain").await;
+    assert_eq!(status, 403);
+    for path in ["/tasks?tenant=globex", "/dead-letters?tenant=globex"] {
+        let (status, body) = rig.get("acme-admin", path).await;
+        assert_eq!((status, error_code(&body)), (403, "forbidden"), "{path}: {body}");
+    }
+
+    let bad = [
+        ("/tasks?colour=red", "colour"),
+        ("/tasks?status=done", "status must be"),
+        ("/tasks?limit=0", "limit must be 1 to 100"),
+        ("/tasks?limit=101", "limit must be 1 to 100"),
+        ("/tasks?createdAfterMs=yesterday", "createdAfterMs must be a whole number"),
+        ("/tasks?cursor=nonsense", "cursor"),
+        ("/dead-letters", "tenant is required"),
+    ];
+    for (path, says) in bad {
+        let (status, body) = rig.get("root", path).await;
+        assert_eq!((status, error_code(&body)), (400, "bad_request"), "{path}: {body}");
+        assert!(body["error"]["message"].as_str().unwrap_or("").contains(says), "{path}: {body}");
+    }
+    let (status, body) = rig.get("root", "/tasks/p00.nope").await;
+    assert_eq!((status, error_code(&body)), (404, "not_found"), "{body}");
+    let (status, body) = rig.get("root", "/no/such/route").await;
+    assert_eq!((status, error_code(&body)), (404, "not_found"), "{body}");
+    let (status, body) = rig.post("root", "/workers/nobody/drain").await;
+    assert_eq!((status, error_code(&body)), (404, "not_found"), "{body}");
+
+    let (status, me) = rig.get("acme-admin", "/whoami").await;
+    assert_eq!((status, me), (200, json!({ "tenant": "acme", "subject": "carol", "role": "tenant-admin" })));
+    let (_, me) = rig.get("root", "/whoami").await;
+    assert_eq!(me["role"], "admin");
+}
+
+/// A tenant admin sees its own tenant's tasks and nothing of another's: not
+/// in listings (whatever the filter), not by id (404 like an unknown id), not
+/// to cancel; a cluster admin sees both, and the tenants.
+async fn tenant_isolation(rig: Rig) {
+    let mine = rig.create("acme", "alice", "slow_compute").await;
+    let theirs = rig.create("globex", "eve", "slow_compute").await;
+    let (status, page) = rig.get("acme-admin", "/tasks").await;
+    assert_eq!(status, 200, "{page}");
+    let ids: Vec<&str> = page["tasks"].as_array().unwrap().iter().map(|t| t["taskId"].as_str().unwrap()).collect();
+    assert_eq!(ids, vec![mine.id.as_str()], "only acme's");
+    assert_eq!(page["tasks"][0]["tenant"], "acme");
+    for filter in ["subject=eve", "tool=slow_compute", "status=working"] {
+        let ids = rig.all_task_ids("acme-admin", filter, 10).await;
+        assert!(!ids.contains(&theirs.id.as_str().to_string()), "{filter}: {ids:?}");
+    }
+    let (status, _) = rig.get("acme-admin", &format!("/tasks/{}", theirs.id)).await;
+    assert_eq!(status, 404, "another tenant's task reads as unknown");
+    let (status, _) = rig.post("acme-admin", &format!("/tasks/{}/cancel", theirs.id)).await;
+    assert_eq!(status, 404);
+    let (status, detail) = rig.get("globex-admin", &format!("/tasks/{}", theirs.id)).await;
+    assert_eq!((status, detail["status"].as_str()), (200, Some("working")), "not cancelled: {detail}");
+
+    let everyone = rig.all_task_ids("root", "", 10).await;
+    assert_eq!(everyone, vec![theirs.id.to_string(), mine.id.to_string()], "newest first");
+    let (_, tenants) = rig.get("root", "/tenants").await;
+    assert_eq!(tenants, json!({ "tenants": ["acme", "globex"] }));
+    let (_, globex) = rig.get("root", "/tasks?tenant=globex").await;
+    assert_eq!(globex["tasks"].as_array().unwrap().len(), 1);
+}
+
+/// Paging through a tenant's tasks while others create returns every task
+/// that existed before exactly once, and none created since.
+async fn pagination_is_stable_under_concurrent_creates(rig: Rig) {
+    let mut before = std::collections::HashSet::new();
+    for _ in 0..12 {
+        before.insert(rig.create("acme", "alice", "slow_compute").await.id.to_string());
+    }
+    let (mut seen, mut cursor) = (Vec::new(), String::new());
+    loop {
+        let (status, page) = rig.get("acme-admin", &format!("/tasks?limit=5{cursor}")).await;
+        assert_eq!(status, 200, "{page}");
+        assert!(page["tasks"].as_array().unwrap().len() <= 5);
+        seen.extend(page["tasks"].as_array().unwrap().iter().map(|t| t["taskId"].as_str().unwrap().to_string()));
+        rig.create("acme", "bob", "slow_compute").await;
+        match page["next"].as_str() {
+            Some(next) => cursor = format!("&cursor={next}"),
+            None => break,
+        }
+    }
+    let unique: std::collections::HashSet<String> = seen.iter().cloned().collect();
+    assert_eq!(unique.len(), seen.len(), "no task twice");
+    assert_eq!(unique, before);
+}
+
+/// An admin cancels a live task (the owner sees it cancelled); a second
+/// cancel is a 409; the task page shows its record.
+async fn cancel_and_task_detail(rig: Rig) {
+    let task = rig.create("acme", "alice", "slow_compute").await;
+    let (status, detail) = rig.get("acme-admin", &format!("/tasks/{}", task.id)).await;
+    assert_eq!(status, 200, "{detail}");
+    assert_eq!((detail["status"].as_str(), detail["tool"].as_str()), (Some("working"), Some("slow_compute")));
+    assert_eq!((detail["inputRequests"].clone(), detail["deadLetter"].clone()), (json!([]), Value::Null));
+    let (status, done) = rig.post("acme-admin", &format!("/tasks/{}/cancel", task.id)).await;
+    assert_eq!((status, done["task"]["status"].as_str()), (200, Some("cancelled")), "{done}");
+    let stored = rig.backend.store.get(&task.scope, &task.id).await.unwrap().expect("the task");
+    assert_eq!(stored.status, presa_store::Status::Cancelled, "the owner sees it cancelled");
+    let (status, body) = rig.post("root", &format!("/tasks/{}/cancel", task.id)).await;
+    assert_eq!((status, error_code(&body)), (409, "conflict"), "{body}");
+}
+
+/// A poison task's dead letter is listed for its tenant, replayed once (a
+/// second replay answers the same task), shown on the dead task's page, and
+/// discarded once.
+async fn dead_letters_replay_and_discard(rig: Rig) {
+    let task = rig.create("acme", "alice", "slow_compute").await;
+    let claims = rig.backend.store.claim("w-1", 1, Duration::from_secs(30), Duration::from_millis(500)).await.unwrap();
+    let [claim] = claims.as_slice() else { panic!("one claim: {claims:?}") };
+    let failure = presa_tasks::Event::Fail(json!({ "code": -32603, "message": "Task failed after repeated attempts" }));
+    let dead = presa_tasks::apply(&claim.task, &failure, presa_store::util::now_ms()).unwrap().unwrap();
+    rig.backend.store.conclude_dead(&dead, claim, "exhausted 6 deliveries").await.unwrap();
+
+    let (status, page) = rig.get("acme-admin", "/dead-letters").await;
+    assert_eq!(status, 200, "{page}");
+    let letter = &page["deadLetters"][0];
+    assert_eq!(
+        (letter["taskId"].as_str(), letter["reason"].as_str()),
+        (Some(task.id.as_str()), Some("exhausted 6 deliveries"))
+    );
+    assert_eq!((letter["tool"].as_str(), letter["replayedAs"].clone()), (Some("slow_compute"), Value::Null));
+    let (_, none) = rig.get("globex-admin", "/dead-letters").await;
+    assert_eq!(none["deadLetters"], json!([]), "globex has none");
+    let (status, _) = rig.post("globex-admin", &format!("/dead-letters/{}/replay", task.id)).await;
+    assert_eq!(status, 404, "not globex's letter");
+
+    let (status, first) = rig.post("root", &format!("/dead-letters/{}/replay?tenant=acme", task.id)).await;
+    assert_eq!((status, first["first"].as_bool()), (200, Some(true)), "{first}");
+    let (_, again) = rig.post("acme-admin", &format!("/dead-letters/{}/replay", task.id)).await;
+    assert_eq!((again["taskId"].clone(), again["first"].as_bool()), (first["taskId"].clone(), Some(false)));
+    let replay = first["taskId"].as_str().unwrap();
+    let (_, detail) = rig.get("acme-admin", &format!("/tasks/{replay}")).await;
+    assert_eq!((detail["replayOf"].as_str(), detail["status"].as_str()), (Some(task.id.as_str()), Some("working")));
+    let (_, dead_page) = rig.get("acme-admin", &format!("/tasks/{}", task.id)).await;
+    assert_eq!(
+        (dead_page["status"].as_str(), dead_page["deadLetter"]["replayedAs"].as_str()),
+        (Some("failed"), Some(replay))
+    );
+
+    let (status, _) = rig.delete("acme-admin", &format!("/dead-letters/{}", task.id)).await;
+    assert_eq!(status, 204);
+    let (status, _) = rig.delete("acme-admin", &format!("/dead-letters/{}", task.id)).await;
+    assert_eq!(status, 404, "gone");
+}
+
+/// The cluster view lists heartbeating nodes; a drain reaches the node's
+/// next heartbeat; the queues count the queued work.
+async fn cluster_queues_and_drain(rig: Rig) {
+    let node = Node::new("w-drain-me", "worker", 8);
+    assert!(
+        !rig.backend.admin.heartbeat(&node.report(vec!["slow_compute".into()]), Duration::from_secs(30)).await.unwrap()
+    );
+    rig.create("acme", "alice", "slow_compute").await;
+    rig.create("globex", "eve", "slow_compute").await;
+
+    let (status, cluster) = rig.get("root", "/cluster").await;
+    assert_eq!(status, 200, "{cluster}");
+    let listed = &cluster["nodes"][0];
+    assert_eq!(
+        (listed["id"].as_str(), listed["role"].as_str(), listed["slots"].as_u64()),
+        (Some("w-drain-me"), Some("worker"), Some(8))
+    );
+    assert_eq!((listed["tools"].clone(), listed["draining"].as_bool()), (json!(["slow_compute"]), Some(false)));
+
+    let (status, queues) = rig.get("root", "/queues").await;
+    assert_eq!(status, 200, "{queues}");
+    assert_eq!(
+        (queues["total"]["queued"].as_u64(), queues["partitions"].as_array().map(Vec::len)),
+        (Some(2), Some(4)),
+        "{queues}"
+    );
+    assert!(queues["total"]["oldestQueuedAgeMs"].is_u64(), "{queues}");
+
+    let (status, drained) = rig.post("root", "/workers/w-drain-me/drain").await;
+    assert_eq!((status, drained["node"]["draining"].as_bool()), (200, Some(true)), "{drained}");
+    assert!(
+        rig.backend.admin.heartbeat(&node.report(Vec::new()), Duration::from_secs(30)).await.unwrap(),
+        "told to drain"
+    );
+    let (_, cluster) = rig.get("root", "/cluster").await;
+    assert_eq!(cluster["nodes"][0]["draining"], true);
+}
+
+/// The event stream sends an `overview` with the queues to a cluster admin,
+/// the time alone to a tenant admin, and ends when the credential expires.
+async fn events_stream(rig: Rig) {
+    use futures::StreamExt;
+    rig.create("acme", "alice", "slow_compute").await;
+    let open = |token: &'static str| {
+        let req = rig.http.get(format!("{}/events", rig.base)).bearer_auth(token);
+        async move {
+            let resp = req.send().await.expect("events");
+            assert_eq!(resp.status(), 200);
+            eventsource_stream::Eventsource::eventsource(resp.bytes_stream())
+        }
+    };
+    let mut root = open("brief-root").await;
+    let first =
+        tokio::time::timeout(Duration::from_secs(5), root.next()).await.expect("an event").expect("open").expect("ok");
+    assert_eq!(first.event, "overview");
+    let data: Value = serde_json::from_str(&first.data).unwrap();
+    assert_eq!(data["queues"]["queued"], 1, "{data}");
+    let ended =
+        tokio::time::timeout(Duration::from_secs(10), async { while let Some(Ok(_)) = root.next().await {} }).await;
+    assert!(ended.is_ok(), "the stream ends with its credential");
+
+    let mut tenant = open("acme-admin").await;
+    let first = tokio::time::timeout(Duration::from_secs(5), tenant.next())
+        .await
+        .expect("an event")
+        .expect("open")
+        .expect("ok");
+    let data: Value = serde_json::from_str(&first.data).unwrap();
+    assert!(data["nowMs"].is_u64() && data.get("queues").is_none() && data.get("nodes").is_none(), "{data}");
+}
+
+macro_rules! admin_cases {
+    ($backend:ident: $($case:ident),* $(,)?) => {
+        mod $backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(super::$backend().await).await
+                }
+            )*
+        }
+    };
+}
+
+admin_cases!(memory: refusals, tenant_isolation, pagination_is_stable_under_concurrent_creates, cancel_and_task_detail,
+    dead_letters_replay_and_discard, cluster_queues_and_drain, events_stream);
+admin_cases!(redis: refusals, tenant_isolation, pagination_is_stable_under_concurrent_creates, cancel_and_task_detail,
+    dead_letters_replay_and_discard, cluster_queues_and_drain, events_stream);
