@@ -15,7 +15,7 @@ use presa_telemetry::LogFormat;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    RedisArgs, RuntimeError, Storage,
+    RedisArgs, RuntimeError, Storage, Switch,
     app::Checked,
     auth::{AuthArgs, check_admin, check_listen, check_state_secret},
     shutdown_signal,
@@ -263,15 +263,6 @@ pub struct ApiArgs {
     /// share to fill it, so fewer never lock out another.
     #[arg(long, env = "PRESA_MAX_LEGACY_SESSIONS", default_value_t = presa_http::DEFAULT_MAX_LEGACY_SESSIONS)]
     max_legacy_sessions: u64,
-}
-
-/// A feature switch: `on` or `off`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum Switch {
-    /// Enabled.
-    On,
-    /// Disabled.
-    Off,
 }
 
 /// A task lifetime: milliseconds, or `none` for tasks that never expire.

@@ -234,6 +234,23 @@ pub struct RedisArgs {
     /// in-memory mode). Default 7 days.
     #[arg(long, env = "PRESA_DEAD_LETTER_TTL_MS", default_value_t = 7 * 24 * 3600 * 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub dead_letter_ttl_ms: u64,
+
+    /// Index every task for the admin API's task listing (`/admin/v1/tasks`,
+    /// the console's task table, `presa admin tasks`): one sorted-set member
+    /// per task in Redis, written by the create script and gone with the
+    /// task. `off` saves those bytes; listings then answer 501. Redis only
+    /// (the embedded store lists its memory).
+    #[arg(long, env = "PRESA_TASK_INDEX", value_enum, default_value_t = Switch::On)]
+    pub task_index: Switch,
+}
+
+/// A feature switch: `on` or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Switch {
+    /// Enabled.
+    On,
+    /// Disabled.
+    Off,
 }
 
 impl RedisArgs {
@@ -315,7 +332,8 @@ impl RedisArgs {
                 .with_partitions(self.partitions)
                 .with_op_timeout(Duration::from_millis(self.redis_timeout_ms))
                 .with_tls_ca_file(self.redis_tls_ca_file.clone())
-                .with_dead_letter_ttl(self.dead_letter_ttl()),
+                .with_dead_letter_ttl(self.dead_letter_ttl())
+                .with_task_index(self.task_index == Switch::On),
         ))
     }
 

@@ -282,6 +282,7 @@ fn store_error_type(e: &StoreError) -> &'static str {
         StoreError::Capacity { .. } => "capacity",
         StoreError::QueueFull => "queue_full",
         StoreError::Corrupt(_) => "corrupt",
+        StoreError::Unsupported(_) => "unsupported",
         StoreError::Lagged => "lagged",
         StoreError::TooLarge { .. } => "too_large",
         StoreError::KeyReused => "key_reused",

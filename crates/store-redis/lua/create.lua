@@ -18,8 +18,9 @@
 --          set, all scored 0, member = the task's listing cursor: created at
 --          in 9 base-36 digits, ".", id), expiring with its last task
 -- KEYS[5]: the partition's tenants {prefix}:{pNN}:ixt (sorted set: hex
---          tenant, scored with when its index expires, +inf for never)
--- ARGV[9]: the task's index member
+--          tenant, scored with when its index expires, +inf for never),
+--          expiring with its longest-lived index
+-- ARGV[9]: the task's index member, or "" to index nothing (`--task-index off`)
 -- ARGV[10]: the hex tenant
 -- ARGV[11]: now, Unix ms
 -- KEYS[6], ARGV[12] (a keyed create only): its idempotency record (see
@@ -50,9 +51,16 @@ if KEYS[6] then
   idem_record(KEYS[6], ARGV[12], KEYS[1], ARGV[6])
 end
 
+if ARGV[7] ~= '' then
+  redis.call(ARGV[7], KEYS[3], '1')
+end
+
 -- The admin listing's index. Its two oldest members are dropped when their
 -- task is gone, so an index fed steadily stays the size of its live tasks;
 -- the whole key expires with the last task it names.
+if ARGV[9] == '' then
+  return entry
+end
 local index, expiry = KEYS[4], ARGV[6]
 local existed = redis.call('EXISTS', index) == 1
 local index_expiry = existed and redis.call('PEXPIRETIME', index) or -2
@@ -72,7 +80,11 @@ elseif not existed or (index_expiry >= 0 and index_expiry < tonumber(expiry)) th
   redis.call('ZADD', KEYS[5], 'GT', expiry, ARGV[10])
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. ARGV[11])
-if ARGV[7] ~= '' then
-  redis.call(ARGV[7], KEYS[3], '1')
+-- The tenants' set lives as long as its longest-lived index.
+local last = redis.call('ZRANGE', KEYS[5], -1, -1, 'WITHSCORES')[2]
+if last == 'inf' then
+  redis.call('PERSIST', KEYS[5])
+elseif last then
+  redis.call('PEXPIREAT', KEYS[5], last)
 end
 return entry

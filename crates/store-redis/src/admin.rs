@@ -10,6 +10,8 @@
 //!   slot each), merges them, reads only the page's tasks, and filters on
 //!   what the index does not know (subject, status, tool), reading further
 //!   pages (a bounded number of rounds) while the page is not full.
+//! - With [`RedisConfig::task_index`](crate::RedisConfig::task_index) off,
+//!   creates skip the index and listings answer `StoreError::Unsupported`.
 //! - The process registry lives in one slot, `{prefix}:{nodes}:…`: each
 //!   heartbeat's JSON under its node key (expiring with it), a sorted set
 //!   of node ids by expiry, and one of drained ids (`heartbeat.lua`,
@@ -34,6 +36,14 @@ fn node_of(json: &str) -> Result<NodeInfo, RedisStoreError> {
 }
 
 impl RedisStore {
+    /// Whether creates index tasks (`--task-index`); listings need it.
+    fn indexed(&self) -> Result<(), StoreError> {
+        if self.inner.cfg.task_index {
+            return Ok(());
+        }
+        Err(StoreError::Unsupported("tasks are not indexed here (--task-index off): no task listing".into()))
+    }
+
     /// Up to `n` index cursors of `filter`'s tenant (or every tenant), newest
     /// first, below `upper` (a ZRANGE BYLEX bound); and whether more follow.
     async fn index_page(&self, filter: &TaskFilter, upper: &str, n: usize) -> Result<(Vec<String>, bool), StoreError> {
@@ -78,6 +88,7 @@ impl AdminStore for RedisStore {
         before: Option<&str>,
         limit: usize,
     ) -> Result<TaskPage, StoreError> {
+        self.indexed()?;
         let limit = task_page_limit(limit);
         // The newest bound: the cursor or the creation window's end, whichever is older.
         let window_end = filter.created_before_ms.map(time_key);
@@ -107,6 +118,7 @@ impl AdminStore for RedisStore {
     }
 
     async fn tenants(&self) -> Result<Vec<String>, StoreError> {
+        self.indexed()?;
         let keys = &self.inner.keys;
         let now = now_ms();
         let parts = (0..keys.partitions()).map(|p| async move {

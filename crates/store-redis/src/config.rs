@@ -50,6 +50,10 @@ pub struct RedisConfig {
     /// writes waiting for their replicas (`WAIT` blocks its connection).
     /// Default 16.
     pub durable_connections: usize,
+    /// Whether creates index every task for the admin listing
+    /// ([`presa_store::AdminStore::list_tasks`]). Off: no index bytes, and
+    /// listings answer [`presa_store::StoreError::Unsupported`]. Default on.
+    pub task_index: bool,
 }
 
 impl RedisConfig {
@@ -69,6 +73,7 @@ impl RedisConfig {
             dead_letter_ttl: presa_store::dead::DEFAULT_DEAD_LETTER_TTL,
             durability: Durability::Primary,
             durable_connections: 16,
+            task_index: true,
         }
     }
 
@@ -98,6 +103,12 @@ impl RedisConfig {
     /// Keep dead letters this long after their task died.
     pub fn with_dead_letter_ttl(mut self, ttl: Duration) -> Self {
         self.dead_letter_ttl = ttl;
+        self
+    }
+
+    /// Index every task for the admin listing (on by default).
+    pub fn with_task_index(mut self, on: bool) -> Self {
+        self.task_index = on;
         self
     }
 

@@ -910,3 +910,35 @@ async fn a_lapsed_lease_behind_many_live_ones_is_recovered() {
     assert_eq!(taken.len(), 1, "the lapsed lease behind 40 live ones was not found");
     assert_eq!((taken[0].task.id.clone(), taken[0].deliveries), (lapsing.id, 2));
 }
+
+/// Creates index each task for the admin listing in its tenant's sorted set
+/// (expiring with the task); with the index off they write none, and a
+/// listing says why it cannot answer instead of answering empty.
+#[tokio::test]
+async fn the_task_index_is_written_with_the_task_or_not_at_all() {
+    use presa_store::{AdminStore, TaskFilter};
+    let redis = TestRedis::start().await;
+    let mut c = raw(&redis).await;
+    let on = store_on(&redis).await;
+    let task = on.create(new_task(Some(60_000)), CreateLimits::NONE).await.unwrap();
+    let partition = on.keys().partition_of(&task.id).unwrap();
+    let index = on.keys().task_index(partition, "acme");
+    let members: Vec<String> = c.zrange(&index, 0, -1).await.unwrap();
+    assert_eq!(members, vec![presa_store::admin::task_cursor(&task)]);
+    let left: i64 = c.pttl(&index).await.unwrap();
+    assert!(left > 0 && left <= 60_000, "the index expires with its task: {left} ms");
+    let page = on.list_tasks(&TaskFilter::default(), None, 10).await.unwrap();
+    assert_eq!(page.tasks.iter().map(|t| t.id.clone()).collect::<Vec<_>>(), vec![task.id.clone()]);
+
+    let off = RedisStore::connect(config(&redis).with_task_index(false)).await.unwrap();
+    let unindexed = off.create(new_task(Some(60_000)), CreateLimits::NONE).await.unwrap();
+    let partition = off.keys().partition_of(&unindexed.id).unwrap();
+    let none: bool = c.exists(off.keys().task_index(partition, "acme")).await.unwrap();
+    assert!(!none, "no index key without the index");
+    assert!(off.get(&owner(), &unindexed.id).await.unwrap().is_some(), "the task itself is there");
+    for refused in [off.list_tasks(&TaskFilter::default(), None, 10).await.map(|_| ()), off.tenants().await.map(|_| ())] {
+        let e = refused.unwrap_err();
+        assert!(matches!(&e, StoreError::Unsupported(m) if m.contains("--task-index off")), "{e}");
+        assert!(!e.is_retryable());
+    }
+}

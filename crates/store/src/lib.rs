@@ -98,6 +98,10 @@ pub enum StoreError {
     /// A stored record could not be decoded.
     #[error("corrupt task record: {0}")]
     Corrupt(String),
+    /// This store was configured without what the operation needs (the
+    /// admin task index, `--task-index off`). Not retryable.
+    #[error("not available: {0}")]
+    Unsupported(String),
     /// An event subscriber fell further behind than its queue's bound
     /// ([`fanout::QueueLimits`]): what was queued for it was dropped and its
     /// stream ends after this. Subscribe again to go on (from now).

@@ -154,6 +154,10 @@ struct Args {
     /// Only the fairness rows (one principal flooding, another at a low rate).
     #[arg(long)]
     fairness_only: bool,
+    /// Only the admin task index's cost: bytes and CPU per small task with `--task-index` on and
+    /// off, alternated this many rounds (0: the rows are part of a full run, 2 rounds).
+    #[arg(long, default_value_t = 0)]
+    task_index_rounds: usize,
 }
 
 /// The subcommands.
@@ -525,6 +529,17 @@ async fn start_redis_with(
     workers: usize,
     http: HttpConfig,
 ) -> Option<Running> {
+    start_redis_indexed(url, config, workers, http, true).await
+}
+
+/// [`start_redis_with`], its store indexing tasks for the admin listing or not.
+async fn start_redis_indexed(
+    url: Option<&str>,
+    config: ServerConfig,
+    workers: usize,
+    http: HttpConfig,
+    task_index: bool,
+) -> Option<Running> {
     let on_path =
         std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("redis-server").is_file()));
     let spawned = match url {
@@ -534,7 +549,7 @@ async fn start_redis_with(
     let url = url.map(str::to_string).or_else(|| spawned.as_ref().map(|r| r.url().to_string()))?;
     let prefix = format!("presa-bench-{}", unique_prefix());
     let server_config = config;
-    let config = RedisConfig::new(url.clone()).with_prefix(prefix.clone());
+    let config = RedisConfig::new(url.clone()).with_prefix(prefix.clone()).with_task_index(task_index);
     let store = Arc::new(RedisStore::connect(config).await.unwrap_or_else(|e| panic!("connecting to {url}: {e}")));
     let how = if spawned.is_some() { "spawned redis-server" } else { "given" };
     println!("Redis: {url} ({how}), key prefix {prefix}, {workers} worker pool(s)");
@@ -700,6 +715,51 @@ async fn run_n(op: &Op, c: usize, n: usize) {
 /// completed (this process: server, worker pools and generator; and Redis) against
 /// a sync `echo` call's, which bounds the creations/sync ratio where the cores are the limit.
 async fn redis_bytes_per_task(server: &Running, n: usize, c: usize) -> Option<String> {
+    task_cost(server, n, c).await.map(|cost| cost.to_string())
+}
+
+/// What a small task costs, from create to completed, against a sync call
+/// ([`task_cost`]).
+struct TaskCost {
+    before: i64,
+    after: i64,
+    n: usize,
+    /// `MEMORY USAGE` of one completed task's record.
+    usage: Option<i64>,
+    /// CPU per task, µs: this process's and Redis's.
+    task_own: f64,
+    task_redis: f64,
+    /// CPU per sync `echo` call, µs: this process's and Redis's.
+    echo_own: f64,
+    echo_redis: f64,
+}
+
+impl TaskCost {
+    fn bytes_per_task(&self) -> f64 {
+        (self.after - self.before) as f64 / self.n as f64
+    }
+
+    fn cpu_per_task(&self) -> f64 {
+        self.task_own + self.task_redis
+    }
+}
+
+impl std::fmt::Display for TaskCost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let TaskCost { before, after, n, usage, task_own, task_redis, echo_own, echo_redis } = self;
+        let (per, usage) = (self.bytes_per_task(), usage.map_or("-".into(), |u| u.to_string()));
+        let bound = (echo_own + echo_redis) / (task_own + task_redis);
+        write!(
+            f,
+            "INFO used_memory {before} -> {after} over {n} tasks = {per:.0} B/task; MEMORY USAGE of one task record {usage} B; \
+             CPU per task {task_own:.0} µs here + {task_redis:.0} µs Redis, per sync echo {echo_own:.0} + {echo_redis:.0} µs \
+             (cores the limit: creations/sync ≤ {bound:.2})"
+        )
+    }
+}
+
+/// [`redis_bytes_per_task`]'s figures.
+async fn task_cost(server: &Running, n: usize, c: usize) -> Option<TaskCost> {
     let (url, prefix) = server.redis_url.clone()?;
     let client = redis::Client::open(url.as_str()).expect("a Redis URL");
     let mut con = client.get_multiplexed_async_connection().await.expect("a Redis connection");
@@ -726,14 +786,35 @@ async fn redis_bytes_per_task(server: &Running, n: usize, c: usize) -> Option<St
     let key = format!("{prefix}:{{{}}}:task:{id}", &id[..3]);
     let usage: Option<i64> =
         redis::cmd("MEMORY").arg("USAGE").arg(&key).arg("SAMPLES").arg(0).query_async(&mut con).await.ok();
-    let per = (after - before) as f64 / n as f64;
-    let usage = usage.map_or("-".into(), |u| u.to_string());
-    let bound = (echo_own + echo_redis) / (task_own + task_redis);
-    Some(format!(
-        "INFO used_memory {before} -> {after} over {n} tasks = {per:.0} B/task; MEMORY USAGE of one task record {usage} B; \
-         CPU per task {task_own:.0} µs here + {task_redis:.0} µs Redis, per sync echo {echo_own:.0} + {echo_redis:.0} µs \
-         (cores the limit: creations/sync ≤ {bound:.2})"
-    ))
+    Some(TaskCost { before, after, n, usage, task_own, task_redis, echo_own, echo_redis })
+}
+
+/// The admin task index's cost (`--task-index`): [`task_cost`] of one server
+/// indexing its tasks and one not, alternated `rounds` times on one Redis,
+/// with the ratios of bytes and CPU per task.
+async fn task_index_rows(url: Option<&str>, n: usize, c: usize, rounds: usize) {
+    let start = |index: bool| start_redis_indexed(url, ServerConfig::default(), 2, HttpConfig::default(), index);
+    let (Some(on), Some(off)) = (start(true).await, start(false).await) else {
+        println!("task index cost: no Redis, skipped");
+        return;
+    };
+    let (mut ons, mut offs) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        for (name, server, seen) in [("on", &on, &mut ons), ("off", &off, &mut offs)] {
+            let Some(cost) = task_cost(server, n, c).await else { return };
+            println!("{:<38} {c:>5} {:>8}  {cost}", format!("small task, --task-index {name}"), "-");
+            seen.push(cost);
+        }
+    }
+    let mean = |v: &[TaskCost], f: fn(&TaskCost) -> f64| v.iter().map(f).sum::<f64>() / v.len().max(1) as f64;
+    let (b_on, b_off) = (mean(&ons, TaskCost::bytes_per_task), mean(&offs, TaskCost::bytes_per_task));
+    let (c_on, c_off) = (mean(&ons, TaskCost::cpu_per_task), mean(&offs, TaskCost::cpu_per_task));
+    println!(
+        "task index cost over {rounds} alternated rounds: {b_on:.0} vs {b_off:.0} B/task ({:+.1} %), \
+         CPU {c_on:.0} vs {c_off:.0} µs/task ({:+.1} %)",
+        (b_on / b_off - 1.0) * 100.0,
+        (c_on / c_off - 1.0) * 100.0
+    );
 }
 
 /// RSS of an embedded presa server in a process of its own (`serve`) with `n`
@@ -926,6 +1007,10 @@ async fn main() {
         return;
     }
     let redis_url = redis.as_ref().and_then(|r| r.redis_url.as_ref()).map(|u| u.0.clone());
+    if args.task_index_rounds > 0 {
+        task_index_rows(redis_url.as_deref(), args.redis_tasks, c, args.task_index_rounds).await;
+        return;
+    }
     println!("idle RSS (own processes): {}", idle_rss(redis_url.as_deref()).await);
     println!("\n{:<38} {:>5} {:>8} {:>9} {:>9} {:>9}  notes", "scenario", "conns", "ops/s", "p50", "p90", "p99");
 
@@ -1003,6 +1088,7 @@ async fn main() {
         if let Some(notes) = redis_bytes_per_task(d, args.redis_tasks, c).await {
             println!("{:<38} {c:>5} {:>8}  {notes}", "Redis bytes per small completed task", "-");
         }
+        task_index_rows(redis_url.as_deref(), args.redis_tasks, c, 2).await;
         let pool = Raw::pool(&d.url, wide);
         let (creates, sync) = (create_op(&pool, "noop_task", false), echo_op(&pool, "echo", false));
         let done0 = COMPLETED.load(Ordering::Relaxed);

@@ -26,6 +26,7 @@ use axum::{
     routing::{delete, get, post},
 };
 use presa_server::admin::{Admin, AdminError, Operator, Reach};
+use presa_store::StoreError;
 use serde_json::json;
 use tokio::sync::Semaphore;
 
@@ -174,6 +175,7 @@ impl From<AdminError> for Refused {
             AdminError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             AdminError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             AdminError::Store(s) if s.is_retryable() => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            AdminError::Store(StoreError::Unsupported(_)) => (StatusCode::NOT_IMPLEMENTED, "not_implemented"),
             AdminError::Store(s) => {
                 tracing::error!(error = %s, "admin API: store failure");
                 return Refused::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error");
