@@ -62,6 +62,11 @@ impl Operator {
         }
     }
 
+    /// [`Operator::tenant`] for a read of one tenant: a cluster admin must name it.
+    fn one_tenant(&self, asked: Option<String>) -> Result<String, AdminError> {
+        self.tenant(asked)?.ok_or_else(|| AdminError::BadRequest("tenant is required".into()))
+    }
+
     /// Whether `tenant`'s data is within reach (else it reads as absent).
     fn sees(&self, tenant: &str) -> bool {
         match &self.reach {
@@ -110,6 +115,42 @@ pub enum AdminError {
     /// The store failed (retryable when [`StoreError::is_retryable`]).
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// Tasks a usage report reads at most (then it says it is partial).
+pub const MAX_USAGE_TASKS: usize = 5_000;
+
+/// One principal's use of its quotas ([`Admin::usage`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PrincipalUsage {
+    /// The principal.
+    pub subject: String,
+    /// Its live tasks (any status, not expired).
+    pub live: u64,
+    /// Those not ended: what `--max-active-tasks-per-scope` counts.
+    pub active: u64,
+    /// Its live tasks' size, serialised: what `--max-bytes-per-scope` counts.
+    pub bytes: u64,
+    /// Live tasks by status (`working`, `completed`…).
+    pub by_status: std::collections::BTreeMap<&'static str, u64>,
+}
+
+/// A tenant's usage per principal, against the per-principal quotas.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Usage {
+    /// The tenant.
+    pub tenant: String,
+    /// Its principals with live tasks, most active first.
+    pub principals: Vec<PrincipalUsage>,
+    /// `--max-active-tasks-per-scope` (`None`: no limit).
+    pub max_active_per_principal: Option<u64>,
+    /// `--max-bytes-per-scope` (`None`: no limit).
+    pub max_bytes_per_principal: Option<u64>,
+    /// Tasks read.
+    pub scanned: usize,
+    /// Whether every live task was read (`false`: the tenant has more than
+    /// [`MAX_USAGE_TASKS`], and the figures cover the newest).
+    pub complete: bool,
 }
 
 /// The admin operations on one [`Core`].
@@ -189,20 +230,16 @@ impl Admin {
         after: Option<&str>,
         limit: usize,
     ) -> Result<DeadLetterPage, AdminError> {
-        let tenant = op.tenant(tenant)?.ok_or_else(|| AdminError::BadRequest("tenant is required".into()))?;
+        let tenant = op.one_tenant(tenant)?;
         let filter = DeadLetterFilter { tenant, subject };
         Ok(store_call("dead_letters", self.core.store().dead_letters(&filter, after, limit)).await?)
     }
 
-    /// The letter of task `id` in `tenant`, within reach.
-    async fn letter_tenant(&self, op: &Operator, tenant: Option<String>) -> Result<String, AdminError> {
-        op.tenant(tenant)?.ok_or_else(|| AdminError::BadRequest("tenant is required".into()))
-    }
 
     /// Run `tenant`'s dead letter of task `id` again (once: a second replay
     /// answers the first one's task).
     pub async fn replay(&self, op: &Operator, tenant: Option<String>, id: &TaskId) -> Result<Replayed, AdminError> {
-        let tenant = self.letter_tenant(op, tenant).await?;
+        let tenant = op.one_tenant(tenant)?;
         let limits = self.core.config().create_limits();
         let outcome = store_call("replay_dead_letter", self.core.store().replay_dead_letter(&tenant, id, limits))
             .await
@@ -218,7 +255,7 @@ impl Admin {
 
     /// Remove `tenant`'s dead letter of task `id`.
     pub async fn discard(&self, op: &Operator, tenant: Option<String>, id: &TaskId) -> Result<(), AdminError> {
-        let tenant = self.letter_tenant(op, tenant).await?;
+        let tenant = op.one_tenant(tenant)?;
         let removed = store_call("discard_dead_letter", self.core.store().discard_dead_letter(&tenant, id)).await;
         let outcome = match removed {
             Ok(true) => Ok(()),
@@ -238,6 +275,46 @@ impl Admin {
             .and_then(|n| n.ok_or(AdminError::NotFound("node")));
         op.audit("drain", id, if outcome.is_ok() { "draining" } else { "refused" });
         outcome
+    }
+
+    /// `tenant`'s use of its principals' quotas, read from its live tasks
+    /// (newest first, at most [`MAX_USAGE_TASKS`]).
+    pub async fn usage(&self, op: &Operator, tenant: Option<String>) -> Result<Usage, AdminError> {
+        let tenant = op.one_tenant(tenant)?;
+        let filter = TaskFilter { tenant: Some(tenant.clone()), ..TaskFilter::default() };
+        let mut by_subject: std::collections::HashMap<String, PrincipalUsage> = std::collections::HashMap::new();
+        let (mut scanned, mut before, mut complete) = (0, None::<String>, false);
+        while scanned < MAX_USAGE_TASKS {
+            let page = self.core.admin().list_tasks(&filter, before.as_deref(), presa_store::admin::MAX_TASK_PAGE);
+            let page = store_call("list_tasks", page).await?;
+            for task in &page.tasks {
+                let entry = by_subject.entry(task.scope.subject.clone()).or_default();
+                entry.live += 1;
+                entry.active += u64::from(!task.status.is_terminal());
+                entry.bytes += serde_json::to_vec(task).map_or(0, |v| v.len() as u64);
+                *entry.by_status.entry(task.status.as_str()).or_default() += 1;
+            }
+            scanned += page.tasks.len();
+            match page.next {
+                Some(next) => before = Some(next),
+                None => {
+                    complete = true;
+                    break;
+                }
+            }
+        }
+        let mut principals: Vec<PrincipalUsage> =
+            by_subject.into_iter().map(|(subject, u)| PrincipalUsage { subject, ..u }).collect();
+        principals.sort_by(|a, b| b.active.cmp(&a.active).then(b.live.cmp(&a.live)).then(a.subject.cmp(&b.subject)));
+        let config = self.core.config();
+        Ok(Usage {
+            tenant,
+            principals,
+            max_active_per_principal: config.max_active_tasks_per_scope,
+            max_bytes_per_principal: config.max_bytes_per_scope,
+            scanned,
+            complete,
+        })
     }
 
     /// Every live process.

@@ -403,6 +403,34 @@ async fn events_stream(rig: Rig) {
     assert!(data["nowMs"].is_u64() && data.get("queues").is_none() && data.get("nodes").is_none(), "{data}");
 }
 
+/// Usage per principal of a tenant: live and active tasks, bytes, by
+/// status, against the quotas; a tenant admin gets its own only.
+async fn usage_per_principal(rig: Rig) {
+    rig.create("acme", "alice", "slow_compute").await;
+    let done = rig.create("acme", "alice", "slow_compute").await;
+    rig.create("acme", "bob", "slow_compute").await;
+    rig.create("globex", "eve", "slow_compute").await;
+    let cancelled = presa_tasks::apply(&done, &presa_tasks::Event::Cancel, presa_store::util::now_ms()).unwrap().unwrap();
+    rig.backend.store.transition(&cancelled, presa_store::Writer::Client).await.unwrap();
+
+    let (status, usage) = rig.get("acme-admin", "/usage").await;
+    assert_eq!(status, 200, "{usage}");
+    assert_eq!((usage["tenant"].as_str(), usage["complete"].as_bool(), usage["scanned"].as_u64()), (Some("acme"), Some(true), Some(3)));
+    let alice = &usage["principals"][0];
+    assert_eq!((alice["subject"].as_str(), alice["live"].as_u64(), alice["active"].as_u64()), (Some("alice"), Some(2), Some(1)), "{usage}");
+    assert_eq!(alice["byStatus"], json!({ "cancelled": 1, "working": 1 }));
+    assert!(alice["bytes"].as_u64().unwrap_or(0) > 100, "{alice}");
+    assert_eq!(usage["principals"][1]["subject"], "bob");
+    assert_eq!(usage["principals"].as_array().map(Vec::len), Some(2), "no globex principal: {usage}");
+    assert!(usage["limits"]["maxActiveTasksPerPrincipal"].is_u64(), "the default quota: {usage}");
+    let (status, _) = rig.get("acme-admin", "/usage?tenant=globex").await;
+    assert_eq!(status, 403);
+    let (status, body) = rig.get("root", "/usage").await;
+    assert_eq!((status, error_code(&body)), (400, "bad_request"), "a cluster admin names the tenant");
+    let (_, globex) = rig.get("root", "/usage?tenant=globex").await;
+    assert_eq!(globex["principals"][0]["subject"], "eve");
+}
+
 macro_rules! admin_cases {
     ($backend:ident: $($case:ident),* $(,)?) => {
         mod $backend {
@@ -417,6 +445,6 @@ macro_rules! admin_cases {
 }
 
 admin_cases!(memory: refusals, tenant_isolation, pagination_is_stable_under_concurrent_creates, cancel_and_task_detail,
-    dead_letters_replay_and_discard, cluster_queues_and_drain, events_stream);
+    dead_letters_replay_and_discard, cluster_queues_and_drain, events_stream, usage_per_principal);
 admin_cases!(redis: refusals, tenant_isolation, pagination_is_stable_under_concurrent_creates, cancel_and_task_detail,
-    dead_letters_replay_and_discard, cluster_queues_and_drain, events_stream);
+    dead_letters_replay_and_discard, cluster_queues_and_drain, events_stream, usage_per_principal);

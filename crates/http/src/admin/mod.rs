@@ -92,6 +92,7 @@ pub(crate) fn router(app: &App) -> Router {
         .route("/admin/v1/dead-letters/{id}", delete(routes::discard))
         .route("/admin/v1/dead-letters/{id}/replay", post(routes::replay))
         .route("/admin/v1/workers/{id}/drain", post(routes::drain))
+        .route("/admin/v1/usage", get(routes::usage))
         .route("/admin/v1/events", get(events::events))
         .fallback(|| async { Refused::new(StatusCode::NOT_FOUND, "not_found", "no such admin route").into_response() })
         .with_state(state)

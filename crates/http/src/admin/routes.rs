@@ -175,3 +175,13 @@ pub(crate) async fn drain(State(s): State<AdminState>, op: Op, Path(id): Path<St
     let node = s.admin.drain(&op.operator, &id).await?;
     ok(json!({ "node": view::node(&node) }))
 }
+
+pub(crate) async fn usage(
+    State(s): State<AdminState>,
+    op: Op,
+    q: Result<Query<TenantQuery>, QueryRejection>,
+) -> Answer {
+    let q = query(q)?;
+    let usage = s.admin.usage(&op.operator, given(q.tenant)).await?;
+    ok(view::usage(&usage))
+}

@@ -91,3 +91,19 @@ pub(crate) fn page(name: &str, items: Vec<Value>, next: Option<String>) -> Value
     o.insert("next".into(), json!(next));
     Value::Object(o)
 }
+
+/// A tenant's usage per principal against the quotas.
+pub(crate) fn usage(u: &presa_server::admin::Usage) -> Value {
+    let principals: Vec<Value> = u
+        .principals
+        .iter()
+        .map(|p| json!({ "subject": p.subject, "live": p.live, "active": p.active, "bytes": p.bytes, "byStatus": p.by_status }))
+        .collect();
+    json!({
+        "tenant": u.tenant,
+        "principals": principals,
+        "limits": { "maxActiveTasksPerPrincipal": u.max_active_per_principal, "maxBytesPerPrincipal": u.max_bytes_per_principal },
+        "scanned": u.scanned,
+        "complete": u.complete,
+    })
+}
