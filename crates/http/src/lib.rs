@@ -3,6 +3,8 @@
 //! - [`router`]: `POST /mcp`, `GET /healthz`, `GET /readyz`, `GET /metrics` when
 //!   [`HttpConfig::metrics`] is set (and 405 for GET/DELETE `/mcp`).
 //! - [`metrics_router`]: `GET /metrics` alone, for a process without the MCP endpoint (a worker).
+//! - [`admin`]: the admin API, `/admin/v1/…` (beside `/mcp`, or alone on
+//!   its own listener: [`admin_router`]).
 //! - [`serve`](mod@serve): run a router on a listener (TCP_NODELAY) until a shutdown
 //!   future fires, with header, body and idle timeouts and a connection cap.
 //! - [`admission`]: the request admission order (Origin, envelope, `_meta`,
@@ -235,7 +237,7 @@ pub fn router(server: Server, config: HttpConfig) -> Router {
     });
     let metadata = config.resource_metadata.as_ref().map(ResourceMetadata::router);
     let app = App { server, config: Arc::new(config) };
-    let admin = admin::router(&app);
+    let admin = if app.config.admin.own_listener { Router::new() } else { admin::router(&app) };
     let router = Router::new()
         .route("/mcp", post(respond::post_mcp).get(legacy::get_mcp).delete(legacy::delete_mcp))
         .route("/healthz", get(healthz))
@@ -252,6 +254,14 @@ pub fn router(server: Server, config: HttpConfig) -> Router {
         Some(m) => router.merge(m),
         None => router,
     }
+}
+
+/// The admin API alone (`/admin/v1`), for a listener of its own
+/// ([`admin::AdminConfig::own_listener`]): `config` says who may call it.
+pub fn admin_router(server: Server, config: HttpConfig) -> Router {
+    let limit = config.max_body_bytes;
+    let app = App { server, config: Arc::new(config) };
+    admin::router(&app).layer(DefaultBodyLimit::max(limit))
 }
 
 /// The work queue gauges of `core`'s store, for a process without the MCP

@@ -208,6 +208,11 @@ pub struct ApiArgs {
     #[arg(long, env = "PRESA_ADMIN", value_enum, default_value_t = Switch::On)]
     admin: Switch,
 
+    /// Serve the admin API (and the console) on this address instead of
+    /// beside `/mcp` on `--listen` (for example a port only operators reach).
+    #[arg(long, env = "PRESA_ADMIN_LISTEN")]
+    admin_listen: Option<SocketAddr>,
+
     /// The OAuth scope of an admin of every tenant, the cluster and its queues.
     #[arg(long, env = "PRESA_ADMIN_SCOPE", default_value = presa_http::admin::DEFAULT_ADMIN_SCOPE)]
     admin_scope: String,
@@ -284,7 +289,8 @@ fn parse_ttl(s: &str) -> Result<Ttl, String> {
 pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError> {
     let secret = args.state_secret.as_deref().filter(|s| !s.is_empty());
     check_listen(&args.auth, args.listen).map_err(RuntimeError::Config)?;
-    check_admin(&args.auth, args.listen, args.admin == Switch::On).map_err(RuntimeError::Config)?;
+    check_admin(&args.auth, args.admin_listen.unwrap_or(args.listen), args.admin == Switch::On)
+        .map_err(RuntimeError::Config)?;
     if let Some(s) = secret {
         check_state_secret(s).map_err(RuntimeError::Config)?;
     }
@@ -385,9 +391,11 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
             admin_scope: args.admin_scope.clone(),
             tenant_admin_scope: args.tenant_admin_scope.clone(),
             max_streams: args.admin_max_streams,
+            own_listener: args.admin_listen.is_some(),
         },
         ..HttpConfig::default()
     };
+    let admin_http = (args.admin == Switch::On).then(|| args.admin_listen.map(|at| (at, http.clone()))).flatten();
     let router = presa_http::router(server.clone(), http);
     let listener = tokio::net::TcpListener::bind(args.listen).await.map_err(|e| RuntimeError::Bind(args.listen, e))?;
     let address = listener.local_addr().map_err(|e| RuntimeError::Bind(args.listen, e))?;
@@ -407,6 +415,13 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
         max_connections: args.max_connections,
         probe_connections: args.probe_connections,
     };
+    if let Some((at, admin_http)) = admin_http {
+        let admin = tokio::net::TcpListener::bind(at).await.map_err(|e| RuntimeError::Bind(at, e))?;
+        let address = admin.local_addr().map_err(|e| RuntimeError::Bind(at, e))?;
+        tracing::info!(%address, "serving the admin API at /admin/v1");
+        let router = presa_http::admin_router(server.clone(), admin_http);
+        tokio::spawn(presa_http::serve_with(admin, router, limits, shutdown.clone().cancelled_owned()));
+    }
     let serve = presa_http::serve_with(listener, router, limits, shutdown.clone().cancelled_owned());
     let grace_elapsed = async {
         shutdown.cancelled().await;

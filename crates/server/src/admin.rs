@@ -235,7 +235,6 @@ impl Admin {
         Ok(store_call("dead_letters", self.core.store().dead_letters(&filter, after, limit)).await?)
     }
 
-
     /// Run `tenant`'s dead letter of task `id` again (once: a second replay
     /// answers the first one's task).
     pub async fn replay(&self, op: &Operator, tenant: Option<String>, id: &TaskId) -> Result<Replayed, AdminError> {

@@ -936,7 +936,8 @@ async fn the_task_index_is_written_with_the_task_or_not_at_all() {
     let none: bool = c.exists(off.keys().task_index(partition, "acme")).await.unwrap();
     assert!(!none, "no index key without the index");
     assert!(off.get(&owner(), &unindexed.id).await.unwrap().is_some(), "the task itself is there");
-    for refused in [off.list_tasks(&TaskFilter::default(), None, 10).await.map(|_| ()), off.tenants().await.map(|_| ())] {
+    for refused in [off.list_tasks(&TaskFilter::default(), None, 10).await.map(|_| ()), off.tenants().await.map(|_| ())]
+    {
         let e = refused.unwrap_err();
         assert!(matches!(&e, StoreError::Unsupported(m) if m.contains("--task-index off")), "{e}");
         assert!(!e.is_retryable());

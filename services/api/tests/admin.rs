@@ -410,14 +410,22 @@ async fn usage_per_principal(rig: Rig) {
     let done = rig.create("acme", "alice", "slow_compute").await;
     rig.create("acme", "bob", "slow_compute").await;
     rig.create("globex", "eve", "slow_compute").await;
-    let cancelled = presa_tasks::apply(&done, &presa_tasks::Event::Cancel, presa_store::util::now_ms()).unwrap().unwrap();
+    let cancelled =
+        presa_tasks::apply(&done, &presa_tasks::Event::Cancel, presa_store::util::now_ms()).unwrap().unwrap();
     rig.backend.store.transition(&cancelled, presa_store::Writer::Client).await.unwrap();
 
     let (status, usage) = rig.get("acme-admin", "/usage").await;
     assert_eq!(status, 200, "{usage}");
-    assert_eq!((usage["tenant"].as_str(), usage["complete"].as_bool(), usage["scanned"].as_u64()), (Some("acme"), Some(true), Some(3)));
+    assert_eq!(
+        (usage["tenant"].as_str(), usage["complete"].as_bool(), usage["scanned"].as_u64()),
+        (Some("acme"), Some(true), Some(3))
+    );
     let alice = &usage["principals"][0];
-    assert_eq!((alice["subject"].as_str(), alice["live"].as_u64(), alice["active"].as_u64()), (Some("alice"), Some(2), Some(1)), "{usage}");
+    assert_eq!(
+        (alice["subject"].as_str(), alice["live"].as_u64(), alice["active"].as_u64()),
+        (Some("alice"), Some(2), Some(1)),
+        "{usage}"
+    );
     assert_eq!(alice["byStatus"], json!({ "cancelled": 1, "working": 1 }));
     assert!(alice["bytes"].as_u64().unwrap_or(0) > 100, "{alice}");
     assert_eq!(usage["principals"][1]["subject"], "bob");
@@ -448,3 +456,50 @@ admin_cases!(memory: refusals, tenant_isolation, pagination_is_stable_under_conc
     dead_letters_replay_and_discard, cluster_queues_and_drain, events_stream, usage_per_principal);
 admin_cases!(redis: refusals, tenant_isolation, pagination_is_stable_under_concurrent_creates, cancel_and_task_detail,
     dead_letters_replay_and_discard, cluster_queues_and_drain, events_stream, usage_per_principal);
+
+/// The binary: `--auth tokens` with the admin scopes in the token file,
+/// `--admin-listen` moving the admin API off the MCP listener, and the
+/// anonymous admin API refused off loopback even with `--allow-anonymous`.
+#[tokio::test]
+async fn presa_api_serves_the_admin_api_where_and_to_whom_it_is_told() {
+    use presa_http::auth::tokens::token_digest;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens");
+    let lines = [("ops-token", "ops root presa:admin"), ("user-token", "acme alice deploy")]
+        .map(|(token, who)| format!("{} {who}\n", token_digest(token)))
+        .concat();
+    std::fs::write(&file, lines).unwrap();
+    let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_presa-api"));
+    let admin_port = presa_testkit::free_port();
+    let admin_at = format!("127.0.0.1:{admin_port}");
+    let args = ["--auth", "tokens", "--tokens-file", file.to_str().unwrap(), "--admin-listen", &admin_at];
+    let pod = presa_testkit::Pod::start("api", &bin, presa_testkit::free_port(), &args, &[]).await;
+    let http = reqwest::Client::new();
+    let get = |url: String, token: &'static str| {
+        let req = http.get(url).bearer_auth(token);
+        async move {
+            let resp = req.send().await.expect("request");
+            (resp.status().as_u16(), resp.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    let (status, me) = get(format!("http://{admin_at}/admin/v1/whoami"), "ops-token").await;
+    assert_eq!((status, me["role"].as_str()), (200, Some("admin")), "{me}\n{}", pod.log());
+    let (status, _) = get(format!("http://{admin_at}/admin/v1/whoami"), "user-token").await;
+    assert_eq!(status, 403, "a token without the admin scope");
+    let (status, cluster) = get(format!("http://{admin_at}/admin/v1/cluster"), "ops-token").await;
+    assert_eq!(status, 200, "{cluster}");
+    let roles: Vec<&str> = cluster["nodes"].as_array().unwrap().iter().filter_map(|n| n["role"].as_str()).collect();
+    assert_eq!(roles, vec!["embedded"], "the pod registers itself at start: {cluster}");
+    let main = pod.url.trim_end_matches("/mcp");
+    let (status, _) = get(format!("{main}/admin/v1/whoami"), "ops-token").await;
+    assert_eq!(status, 404, "not beside /mcp when it has a listener of its own");
+
+    let out = std::process::Command::new(&bin)
+        .args(["--listen", "0.0.0.0:0", "--allow-anonymous"])
+        .env_remove("PRESA_AUTH")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("admin API") && err.contains("--admin off"), "{err}");
+}

@@ -48,6 +48,9 @@ pub struct AdminConfig {
     pub tenant_admin_scope: String,
     /// Most admin event streams open at once on this process (503 past it).
     pub max_streams: usize,
+    /// Served on a listener of its own ([`crate::admin_router`]), not
+    /// beside `/mcp` ([`crate::router`] leaves it out).
+    pub own_listener: bool,
 }
 
 impl Default for AdminConfig {
@@ -57,6 +60,7 @@ impl Default for AdminConfig {
             admin_scope: DEFAULT_ADMIN_SCOPE.into(),
             tenant_admin_scope: DEFAULT_TENANT_ADMIN_SCOPE.into(),
             max_streams: 16,
+            own_listener: false,
         }
     }
 }
