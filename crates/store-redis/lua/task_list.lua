@@ -16,6 +16,7 @@
 --
 -- The index keys are built here from ARGV[1], not passed in KEYS: they are
 -- only known from KEYS[1], and share its slot (the partition's hash tag).
+-- index.lua is in front of it.
 
 local want = tonumber(ARGV[5])
 local tenants
@@ -27,27 +28,7 @@ end
 
 local out = {}
 for _, tenant in ipairs(tenants) do
-  local index = ARGV[1] .. tenant
-  local from, got = ARGV[3], 0
-  for _ = 1, 10 do
-    if got >= want then
-      break
-    end
-    local members = redis.call('ZRANGE', index, from, ARGV[4], 'BYLEX', 'REV', 'LIMIT', 0, want - got)
-    if #members == 0 then
-      break
-    end
-    for _, member in ipairs(members) do
-      local id = string.match(member, '^[^.]+%.(.+)$')
-      if id and redis.call('EXISTS', ARGV[6] .. id) == 1 then
-        out[#out + 1] = member
-        got = got + 1
-      else
-        redis.call('ZREM', index, member)
-      end
-    end
-    from = '(' .. members[#members]
-  end
+  index_page(ARGV[1] .. tenant, ARGV[3], ARGV[4], want, true, ARGV[6], out)
 end
 if #tenants > 1 then
   table.sort(out, function(a, b) return a > b end)
