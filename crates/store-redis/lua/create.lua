@@ -14,13 +14,13 @@
 --          claimers block on the stream itself)
 -- ARGV[8]: the most entries the work stream may hold (queued or claimed), or
 --          "" for no bound
--- KEYS[4]: the tenant's task index {prefix}:{pNN}:ix:<hex tenant> (sorted
---          set, all scored 0, member = the task's listing cursor: created at
---          in 9 base-36 digits, ".", id), expiring with its last task
+-- KEYS[4]: the tenant's task index {prefix}:{pNN}:ix:<hex tenant> (stream:
+--          one entry `t` = task id per create, in Redis's order), expiring
+--          with its last task
 -- KEYS[5]: the partition's tenants {prefix}:{pNN}:ixt (sorted set: hex
 --          tenant, scored with when its index expires, +inf for never),
 --          expiring with its longest-lived index
--- ARGV[9]: the task's index member, or "" to index nothing (`--task-index off`)
+-- ARGV[9]: "1" to index the task, "" not to (`--task-index off`)
 -- ARGV[10]: the hex tenant
 -- ARGV[11]: now, Unix ms
 -- KEYS[6], ARGV[12] (a keyed create only): its idempotency record (see
@@ -55,9 +55,10 @@ if ARGV[7] ~= '' then
   redis.call(ARGV[7], KEYS[3], '1')
 end
 
--- The admin listing's index. Its two oldest members are dropped when their
--- task is gone, so an index fed steadily stays the size of its live tasks;
--- the whole key expires with the last task it names.
+-- The admin listing's index: a stream, whose entries cost a few dozen
+-- bytes (a sorted set's, over a hundred). Its two oldest entries are dropped
+-- when their task is gone, so an index fed steadily stays the size of its
+-- live tasks; the whole key expires with the last task it names.
 if ARGV[9] == '' then
   return entry
 end
@@ -65,13 +66,12 @@ local index, expiry = KEYS[4], ARGV[6]
 local existed = redis.call('EXISTS', index) == 1
 local index_expiry = existed and redis.call('PEXPIRETIME', index) or -2
 local task_prefix = string.sub(KEYS[1], 1, #KEYS[1] - #ARGV[1])
-for _, member in ipairs(redis.call('ZRANGE', index, 0, 1)) do
-  local id = string.match(member, '^[^.]+%.(.+)$')
-  if not id or redis.call('EXISTS', task_prefix .. id) == 0 then
-    redis.call('ZREM', index, member)
+for _, e in ipairs(existed and redis.call('XRANGE', index, '-', '+', 'COUNT', 2) or {}) do
+  if redis.call('EXISTS', task_prefix .. e[2][2]) == 0 then
+    redis.call('XDEL', index, e[1])
   end
 end
-redis.call('ZADD', index, 0, ARGV[9])
+redis.call('XADD', index, '*', 't', ARGV[1])
 if expiry == '' then
   redis.call('PERSIST', index)
   redis.call('ZADD', KEYS[5], 'GT', 'inf', ARGV[10])
