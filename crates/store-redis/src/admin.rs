@@ -4,7 +4,7 @@
 //!   its partition, `{prefix}:{pNN}:ix:<hex tenant>`, a stream (one entry per
 //!   create, `t` = the task id: a few dozen bytes, where a sorted set's
 //!   member costs over a hundred), and the tenant to the partition's
-//!   `{prefix}:{pNN}:ixt`. An index expires with the last task it names, and
+//!   `{prefix}:{pNN}:ixt`. An index expires a little after the last task it names, and
 //!   each create drops its two oldest entries whose task is gone, so it holds
 //!   about its live tasks. A listing's cursor is an entry's stream id and its
 //!   task id (`<ms>-<seq>.<id>`); it asks every partition for its next
