@@ -267,8 +267,13 @@ pub(crate) fn render(command: &AdminCommand, v: &Value, now: u64) -> String {
         AdminCommand::Cluster => table(
             &["ID", "ROLE", "VERSION", "SLOTS", "COMPLETED", "FAILED", "STARTED", "HEARTBEAT", "DRAINING", "TOOLS"],
             &rows(v, "nodes", |n| {
-                let tools: Vec<String> =
+                let mut tools: Vec<String> =
                     n["tools"].as_array().map(|t| t.iter().map(text).collect()).unwrap_or_default();
+                if tools.len() > 3 {
+                    let more = tools.len() - 2;
+                    tools.truncate(2);
+                    tools.push(format!("… {more} more"));
+                }
                 vec![
                     text(&n["id"]),
                     text(&n["role"]),
@@ -319,8 +324,10 @@ pub(crate) fn render(command: &AdminCommand, v: &Value, now: u64) -> String {
             ) + &next_line(v)
         }
         AdminCommand::Task { .. } => {
-            let keys =
-                |x: &Value| x.as_array().map(|a| a.iter().map(text).collect::<Vec<_>>().join(", ")).unwrap_or_default();
+            let keys = |x: &Value| match x.as_array() {
+                Some(a) if !a.is_empty() => a.iter().map(text).collect::<Vec<_>>().join(", "),
+                _ => "-".to_string(),
+            };
             let mut out = String::new();
             for (label, value) in [
                 ("task", text(&v["taskId"])),
