@@ -509,19 +509,20 @@
         const { task } = await api('POST', `/tasks/${encodeURIComponent(id)}/cancel`);
         if (g !== generation) return;
         $('task-action').textContent = `Cancelled (now ${task.status}).`;
-        go(location.hash);
+        await load();
       } catch (e) {
         fail(e, g);
         cancel.disabled = ended;
       }
     };
-    refreshing(g, async () => {
+    const load = async () => {
       const t = await api('GET', `/tasks/${encodeURIComponent(id)}`);
       if (g !== generation) return;
       ended = TERMINAL.includes(t.status);
       cancel.disabled = ended;
       renderTask(t);
-    }, () => !ended);
+    };
+    refreshing(g, load, () => !ended);
   }
 
   function pairs(target, rows) {
