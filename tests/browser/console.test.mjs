@@ -333,6 +333,7 @@ step('dead letters: listed for the tenant, one replayed, one discarded', async (
   assert.notEqual(replayedAs, poisoned[0]);
   await until('the replay linked in the table', async () =>
     (await dead(poisoned[0]).getByTestId('dead-replayed-as').textContent()) === replayedAs);
+  assert.equal(await dead(poisoned[0]).getByTestId('dead-replay').count(), 0, 'a replayed letter offers no second replay');
   await dead(poisoned[1]).getByTestId('dead-discard').click();
   await assertVisibleText('dead-result', /^Discarded /);
   await dead(poisoned[1]).waitFor({ state: 'detached' });

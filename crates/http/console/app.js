@@ -603,20 +603,23 @@
   function deadRow(l, tenant, g, reload) {
     const q = new URLSearchParams({ tenant });
     const path = `/dead-letters/${encodeURIComponent(l.taskId)}`;
-    const replay = el('button', { type: 'button', testid: 'dead-replay' }, l.replayedAs ? 'Replay again' : 'Replay');
+    // A second replay would answer the first one's task: once replayed, the link is the action.
+    const replay = l.replayedAs ? null : el('button', { type: 'button', testid: 'dead-replay' }, 'Replay');
     const discard = el('button', { type: 'button', testid: 'dead-discard', class: 'danger' }, 'Discard');
-    replay.onclick = async () => {
-      replay.disabled = true;
-      try {
-        const r = await api('POST', `${path}/replay?${q}`);
-        if (g !== generation) return;
-        notice(el('span', { testid: 'dead-result' }, r.first ? 'Replayed as ' : 'Already replayed as ', taskLink(r.taskId)), 'ok');
-        await reload();
-      } catch (e) {
-        fail(e, g);
-        replay.disabled = false;
-      }
-    };
+    if (replay) {
+      replay.onclick = async () => {
+        replay.disabled = true;
+        try {
+          const r = await api('POST', `${path}/replay?${q}`);
+          if (g !== generation) return;
+          notice(el('span', { testid: 'dead-result' }, r.first ? 'Replayed as ' : 'Already replayed as ', taskLink(r.taskId)), 'ok');
+          await reload();
+        } catch (e) {
+          fail(e, g);
+          replay.disabled = false;
+        }
+      };
+    }
     discard.onclick = async () => {
       if (!window.confirm(`Discard the dead letter of ${l.taskId}? It cannot be replayed afterwards.`)) return;
       discard.disabled = true;
