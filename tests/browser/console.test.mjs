@@ -163,10 +163,10 @@ step('launch Chromium', async () => {
   page = await context.newPage();
   page.setDefaultTimeout(T);
   page.on('pageerror', (e) => pageErrors.push(`pageerror: ${e.message}`));
-  // CSP violations and script errors are console errors; a refused fetch (401/403) is
+  // CSP violations and script errors are console errors; a refused fetch (401/403/404) is
   // logged by Chromium as a failed resource load, which is expected here.
   page.on('console', (m) => {
-    if (m.type() === 'error' && !/Failed to load resource: the server responded with a status of 40[13]/.test(m.text())) {
+    if (m.type() === 'error' && !/Failed to load resource: the server responded with a status of 40[134]/.test(m.text())) {
       pageErrors.push(`console: ${m.text()}`);
     }
   });
@@ -265,6 +265,17 @@ step('the task page: summary, timeline, outcome', async () => {
   await assertVisibleText('task-timeline', /created[\s\S]*completed after/);
   await assertVisibleText('task-input-requests', /^none$/);
   assert.equal(await tid('task-cancel').isDisabled(), true, 'an ended task cannot be cancelled');
+});
+
+step('an unknown task is a 404, asked once', async () => {
+  let asked = 0;
+  const count = (r) => { if (r.url().includes('/admin/v1/tasks/p00.no-such-task')) asked += 1; };
+  page.on('request', count);
+  await page.goto(`${URL_}/console#/tasks/p00.no-such-task`);
+  await assertVisibleText('alert', /^404 not_found: /);
+  await sleep(2_500); // longer than the page's refresh period
+  page.off('request', count);
+  assert.equal(asked, 1, 'a refusal stops the refresh');
 });
 
 step('what the server sends is shown as text, never as HTML', async () => {

@@ -142,10 +142,12 @@
     n.replaceChildren();
     if (text === null) {
       n.hidden = true;
+      n.dataset.outage = 'no';
       return n;
     }
     n.className = kind === 'ok' ? 'alert ok' : 'alert';
     n.dataset.kind = kind || 'error';
+    n.dataset.outage = 'no';
     n.append(...(Array.isArray(text) ? text : [text]));
     n.hidden = false;
     return n;
@@ -162,7 +164,9 @@
       signOut(explain(e) + ' Sign in again.');
       return;
     }
-    notice(explain(e)).dataset.status = String(e.status);
+    const n = notice(explain(e));
+    n.dataset.status = String(e.status);
+    n.dataset.outage = e.status === 0 || e.status >= 500 ? 'yes' : 'no';
   }
 
   // ---------------------------------------------------------------- session
@@ -258,15 +262,19 @@
     else go('#/overview');
   }
 
-  // Run `load` now and every REFRESH_MS while the view stays (and `again()` holds).
+  // Run `load` now and every REFRESH_MS while the view stays and `again()` holds; a
+  // refusal (4xx) stops it, an outage (network, 503) is shown and tried again.
   function refreshing(g, load, again = () => true) {
     const tick = async () => {
+      let refused = false;
       try {
         await load();
+        if (g === generation && $('alert').dataset.outage === 'yes') notice(null); // it is back
       } catch (e) {
+        refused = e instanceof ApiError && e.status >= 400 && e.status < 500;
         fail(e, g);
       }
-      if (g === generation && again()) timer = setTimeout(tick, REFRESH_MS);
+      if (g === generation && !refused && again()) timer = setTimeout(tick, REFRESH_MS);
     };
     tick();
   }
@@ -396,7 +404,7 @@
     }
     const q = d && d.queues;
     const nodes = (d && d.nodes) || [];
-    if (d && !q && !d.nodes) {
+    if (d && me.role !== 'admin') {
       cards.replaceChildren(
         card('time', 'Server time', when(d.nowMs)),
         el('p', { class: 'hint', testid: 'overview-tenant' },
