@@ -114,7 +114,16 @@ pub enum AdminError {
     Conflict(String),
     /// The store failed (retryable when [`StoreError::is_retryable`]).
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(StoreError),
+}
+
+impl From<StoreError> for AdminError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::BadCursor(_) => AdminError::BadRequest(e.to_string()),
+            e => AdminError::Store(e),
+        }
+    }
 }
 
 /// Tasks a usage report reads at most (then it says it is partial).
@@ -175,7 +184,7 @@ impl Admin {
     ) -> Result<TaskPage, AdminError> {
         filter.tenant = op.tenant(filter.tenant.take())?;
         if let Some(b) = before
-            && !presa_store::admin::is_cursor(b)
+            && presa_store::admin::Cursor::parse(b).is_none()
         {
             return Err(AdminError::BadRequest("cursor is not one a listing returned".into()));
         }

@@ -178,6 +178,7 @@ impl From<StoreError> for ServerError {
             StoreError::Unavailable(m) => ServerError::Unavailable(m),
             e @ StoreError::Unconfirmed { .. } => ServerError::Unavailable(e.to_string()),
             StoreError::Corrupt(m) => ServerError::Internal(format!("corrupt record: {m}")),
+            e @ StoreError::BadCursor(_) => ServerError::InvalidParams(e.to_string()),
             StoreError::Unsupported(m) => ServerError::Internal(format!("not available: {m}")),
             StoreError::Lagged => ServerError::Lagged,
             e @ StoreError::TooLarge { .. } => ServerError::InvalidParams(e.to_string()),

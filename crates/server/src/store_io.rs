@@ -283,6 +283,7 @@ fn store_error_type(e: &StoreError) -> &'static str {
         StoreError::QueueFull => "queue_full",
         StoreError::Corrupt(_) => "corrupt",
         StoreError::Unsupported(_) => "unsupported",
+        StoreError::BadCursor(_) => "bad_cursor",
         StoreError::Lagged => "lagged",
         StoreError::TooLarge { .. } => "too_large",
         StoreError::KeyReused => "key_reused",

@@ -14,13 +14,14 @@
 --          claimers block on the stream itself)
 -- ARGV[8]: the most entries the work stream may hold (queued or claimed), or
 --          "" for no bound
--- KEYS[4]: the tenant's task index {prefix}:{pNN}:ix:<hex tenant> (sorted
---          set, all scored 0, member = the task's listing cursor: created at
---          in 9 base-36 digits, ".", id), expiring with its last task
+-- KEYS[4]: the tenant's task index {prefix}:{pNN}:ix:<hex tenant> (stream:
+--          one entry `t` = task id per create, in Redis's order), expiring
+--          a little after its last task (a tenth of its lifetime, a minute
+--          at most)
 -- KEYS[5]: the partition's tenants {prefix}:{pNN}:ixt (sorted set: hex
 --          tenant, scored with when its index expires, +inf for never),
 --          expiring with its longest-lived index
--- ARGV[9]: the task's index member, or "" to index nothing (`--task-index off`)
+-- ARGV[9]: "1" to index the task, "" not to (`--task-index off`)
 -- ARGV[10]: the hex tenant
 -- ARGV[11]: now, Unix ms
 -- KEYS[6], ARGV[12] (a keyed create only): its idempotency record (see
@@ -55,36 +56,48 @@ if ARGV[7] ~= '' then
   redis.call(ARGV[7], KEYS[3], '1')
 end
 
--- The admin listing's index. Its two oldest members are dropped when their
--- task is gone, so an index fed steadily stays the size of its live tasks;
--- the whole key expires with the last task it names.
+-- The admin listing's index: a stream, whose entries cost a few dozen
+-- bytes (a sorted set's, over a hundred). Its oldest entries are dropped
+-- while their task is gone (two at most a create), so an index fed steadily
+-- stays the size of its live tasks. It expires a little after the last task
+-- it names (a tenth of that task's lifetime, a minute at most): extending it
+-- by that slack at once spares most creates the expiry and tenant-set writes.
 if ARGV[9] == '' then
   return entry
 end
 local index, expiry = KEYS[4], ARGV[6]
-local existed = redis.call('EXISTS', index) == 1
-local index_expiry = existed and redis.call('PEXPIRETIME', index) or -2
-local task_prefix = string.sub(KEYS[1], 1, #KEYS[1] - #ARGV[1])
-for _, member in ipairs(redis.call('ZRANGE', index, 0, 1)) do
-  local id = string.match(member, '^[^.]+%.(.+)$')
-  if not id or redis.call('EXISTS', task_prefix .. id) == 0 then
-    redis.call('ZREM', index, member)
+local index_expiry = redis.call('PEXPIRETIME', index) -- -2: no index, -1: never expires
+if index_expiry ~= -2 then
+  local task_prefix = string.sub(KEYS[1], 1, #KEYS[1] - #ARGV[1])
+  for _, e in ipairs(redis.call('XRANGE', index, '-', '+', 'COUNT', 2)) do
+    if redis.call('EXISTS', task_prefix .. e[2][2]) == 1 then
+      break
+    end
+    redis.call('XDEL', index, e[1])
   end
 end
-redis.call('ZADD', index, 0, ARGV[9])
+redis.call('XADD', index, '*', 't', ARGV[1])
+local lasts
 if expiry == '' then
-  redis.call('PERSIST', index)
-  redis.call('ZADD', KEYS[5], 'GT', 'inf', ARGV[10])
-elseif not existed or (index_expiry >= 0 and index_expiry < tonumber(expiry)) then
-  redis.call('PEXPIREAT', index, expiry)
-  redis.call('ZADD', KEYS[5], 'GT', expiry, ARGV[10])
+  if index_expiry ~= -1 then
+    redis.call('PERSIST', index)
+    lasts = 'inf'
+  end
+elseif index_expiry == -2 or (index_expiry >= 0 and index_expiry < tonumber(expiry)) then
+  local slack = math.min(60000, math.floor((tonumber(expiry) - tonumber(ARGV[11])) / 10))
+  lasts = tonumber(expiry) + math.max(slack, 0)
+  redis.call('PEXPIREAT', index, lasts)
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. ARGV[11])
--- The tenants' set lives as long as its longest-lived index.
-local last = redis.call('ZRANGE', KEYS[5], -1, -1, 'WITHSCORES')[2]
-if last == 'inf' then
-  redis.call('PERSIST', KEYS[5])
-elseif last then
-  redis.call('PEXPIREAT', KEYS[5], last)
+if lasts then
+  -- The partition's tenants: this one until its index expires; the set
+  -- itself lives as long as its longest-lived index.
+  redis.call('ZADD', KEYS[5], 'GT', lasts, ARGV[10])
+  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. ARGV[11])
+  local last = redis.call('ZRANGE', KEYS[5], -1, -1, 'WITHSCORES')[2]
+  if last == 'inf' then
+    redis.call('PERSIST', KEYS[5])
+  elseif last then
+    redis.call('PEXPIREAT', KEYS[5], last)
+  end
 end
 return entry

@@ -10,8 +10,25 @@
 --          member whose letter is gone (expired, discarded) is dropped from
 --          the index on the way (at most ten rounds, so one call stays bounded).
 
--- index.lua is in front of it.
-
+local want = tonumber(ARGV[2])
+local from = ARGV[1]
 local out = {}
-index_page(KEYS[1], ARGV[1], '+', tonumber(ARGV[2]), false, ARGV[3], out)
+for _ = 1, 10 do
+  if #out >= want then
+    break
+  end
+  local members = redis.call('ZRANGE', KEYS[1], from, '+', 'BYLEX', 'LIMIT', 0, want - #out)
+  if #members == 0 then
+    break
+  end
+  for _, member in ipairs(members) do
+    local id = string.match(member, '^%d+%.(.+)$')
+    if id and redis.call('EXISTS', ARGV[3] .. id) == 1 then
+      out[#out + 1] = member
+    else
+      redis.call('ZREM', KEYS[1], member)
+    end
+  end
+  from = '(' .. members[#members]
+end
 return out

@@ -1,15 +1,18 @@
 //! The admin reads and drains on Redis ([`presa_store::admin`]).
 //!
 //! - Task listings: `create.lua` adds every task to its tenant's index in
-//!   its partition, `{prefix}:{pNN}:ix:<hex tenant>` (a sorted set of
-//!   cursors, all scored 0, so it orders by creation time then id), and the
-//!   tenant to the partition's `{prefix}:{pNN}:ixt`. An index expires with
-//!   the last task it names, and each create drops the index's two oldest
-//!   members whose task is gone, so an index holds about its live tasks. A
-//!   listing asks every partition for its next cursors (`task_list.lua`, one
-//!   slot each), merges them, reads only the page's tasks, and filters on
-//!   what the index does not know (subject, status, tool), reading further
-//!   pages (a bounded number of rounds) while the page is not full.
+//!   its partition, `{prefix}:{pNN}:ix:<hex tenant>`, a stream (one entry per
+//!   create, `t` = the task id: a few dozen bytes, where a sorted set's
+//!   member costs over a hundred), and the tenant to the partition's
+//!   `{prefix}:{pNN}:ixt`. An index expires a little after the last task it names, and
+//!   each create drops its two oldest entries whose task is gone, so it holds
+//!   about its live tasks. A listing's cursor is an entry's stream id and its
+//!   task id (`<ms>-<seq>.<id>`); it asks every partition for its next
+//!   cursors (`task_list.lua`, one slot each), merges them, reads only the
+//!   page's tasks, and filters on what the index does not know (subject,
+//!   status, tool), reading further pages (a bounded number of rounds) while
+//!   the page is not full. Creation times are Redis's (when it indexed the
+//!   create), within a clock skew of the tasks' `createdAt`.
 //! - With [`RedisConfig::task_index`](crate::RedisConfig::task_index) off,
 //!   creates skip the index and listings answer `StoreError::Unsupported`.
 //! - The process registry lives in one slot, `{prefix}:{nodes}:…`: each
@@ -21,7 +24,7 @@ use std::time::Duration;
 
 use presa_store::{
     AdminStore, NodeInfo, StoreError, Task, TaskFilter, TaskPage,
-    admin::{task_cursor, task_page_limit, time_key},
+    admin::{Cursor, task_page_limit},
     util::now_ms,
 };
 
@@ -45,38 +48,71 @@ impl RedisStore {
     }
 
     /// Up to `n` index cursors of `filter`'s tenant (or every tenant), newest
-    /// first, below `upper` (a ZRANGE BYLEX bound); and whether more follow.
-    async fn index_page(&self, filter: &TaskFilter, upper: &str, n: usize) -> Result<(Vec<String>, bool), StoreError> {
+    /// first, after `after` (older than it); and whether more follow.
+    async fn index_page(
+        &self,
+        filter: &TaskFilter,
+        after: &Bound,
+        n: usize,
+    ) -> Result<(Vec<Cursor>, bool), StoreError> {
         let keys = &self.inner.keys;
         let tenant = filter.tenant.as_deref().map(Keys::tenant_word).unwrap_or_default();
-        let lower = filter.created_from_ms.map_or_else(|| "-".to_string(), |ms| format!("[{}", time_key(ms)));
+        let lower = filter.created_from_ms.map_or_else(|| "-".to_string(), |ms| ms.to_string());
+        let (upper, tied) = after.arguments();
         let now = now_ms();
         let parts = (0..keys.partitions()).map(|p| {
             let mut inv = scripts::TASK_LIST.prepare_invoke();
             inv.key(keys.task_tenants(p))
                 .arg(keys.task_index_prefix(p))
                 .arg(&tenant)
-                .arg(upper)
+                .arg(&upper)
                 .arg(&lower)
                 .arg(n + 1)
                 .arg(keys.task_prefix(p))
-                .arg(now);
+                .arg(now)
+                .arg(&tied);
             async move { self.invoke::<Vec<String>>(&inv).await }
         });
-        let mut cursors: Vec<String> = futures::future::try_join_all(parts).await?.into_iter().flatten().collect();
+        let found = futures::future::try_join_all(parts).await?.into_iter().flatten();
+        let mut cursors = Vec::new();
+        for text in found {
+            cursors.push(
+                Cursor::parse(&text).ok_or_else(|| RedisStoreError::Corrupt(format!("task index entry {text:?}")))?,
+            );
+        }
         cursors.sort_unstable_by(|a, b| b.cmp(a));
         let more = cursors.len() > n;
         cursors.truncate(n);
         Ok((cursors, more))
     }
 
-    /// The live tasks of `cursors`, in their order (one gone meanwhile is left out).
-    async fn tasks_of(&self, cursors: &[String]) -> Result<Vec<Task>, StoreError> {
-        let reads = cursors.iter().filter_map(|at| {
-            let id = presa_store::TaskId::from_wire(at.split_once('.')?.1);
-            Some(async move { presa_store::TaskStore::load(self, &id).await })
+    /// The live tasks of `cursors` with their cursor, in their order (one
+    /// gone meanwhile is left out).
+    async fn tasks_of(&self, cursors: &[Cursor]) -> Result<Vec<(Cursor, Task)>, StoreError> {
+        let reads = cursors.iter().map(|at| async move {
+            let id = presa_store::TaskId::from_wire(at.id.clone());
+            Ok::<_, StoreError>(presa_store::TaskStore::load(self, &id).await?.map(|t| (at.clone(), t)))
         });
         Ok(futures::future::try_join_all(reads).await?.into_iter().flatten().collect())
+    }
+}
+
+/// Where a listing's next read starts: at the newest, below a cursor, or
+/// below a time (the end of a creation window).
+enum Bound {
+    Newest,
+    Cursor(Cursor),
+    Before(u64),
+}
+
+impl Bound {
+    /// `task_list.lua`'s newest bound and cursor id.
+    fn arguments(&self) -> (String, String) {
+        match self {
+            Bound::Newest => ("+".into(), String::new()),
+            Bound::Cursor(c) => (format!("{}-{}", c.ms, c.seq), c.id.clone()),
+            Bound::Before(ms) => (format!("({ms}-0"), String::new()),
+        }
     }
 }
 
@@ -90,31 +126,41 @@ impl AdminStore for RedisStore {
     ) -> Result<TaskPage, StoreError> {
         self.indexed()?;
         let limit = task_page_limit(limit);
+        let cursor = match before {
+            Some(b) => Some(Cursor::parse(b).ok_or_else(|| StoreError::BadCursor(b.to_string()))?),
+            None => None,
+        };
         // The newest bound: the cursor or the creation window's end, whichever is older.
-        let window_end = filter.created_before_ms.map(time_key);
-        let mut upper = match (before, window_end.as_deref()) {
-            (Some(b), Some(w)) => Some(b.min(w).to_string()),
-            (b, w) => b.or(w).map(str::to_string),
+        let mut bound = match (cursor, filter.created_before_ms) {
+            (Some(c), Some(ms)) if ms <= c.ms => Bound::Before(ms),
+            (Some(c), _) => Bound::Cursor(c),
+            (None, Some(ms)) => Bound::Before(ms),
+            (None, None) => Bound::Newest,
         };
         let mut tasks = Vec::with_capacity(limit);
         for _ in 0..MAX_ROUNDS {
-            let bound = upper.as_deref().map_or_else(|| "+".to_string(), |u| format!("({u}"));
             let (cursors, more) = self.index_page(filter, &bound, limit).await?;
-            let read = self.tasks_of(&cursors).await?;
-            for task in read.into_iter().filter(|t| filter.admits(t)) {
+            let last_read = cursors.last().cloned();
+            for (at, task) in self.tasks_of(&cursors).await? {
+                if !filter.admits(&task) {
+                    continue;
+                }
                 tasks.push(task);
                 if tasks.len() == limit {
-                    let last = task_cursor(&tasks[limit - 1]);
-                    let rest = more || cursors.last().is_some_and(|c| *c != last);
-                    return Ok(TaskPage { tasks, next: rest.then_some(last) });
+                    let rest = more || last_read.as_ref().is_some_and(|l| *l != at);
+                    return Ok(TaskPage { tasks, next: rest.then(|| at.to_string()) });
                 }
             }
-            if !more {
-                return Ok(TaskPage { tasks, next: None });
+            match (more, last_read) {
+                (true, Some(last)) => bound = Bound::Cursor(last),
+                _ => return Ok(TaskPage { tasks, next: None }),
             }
-            upper = cursors.last().cloned();
         }
-        Ok(TaskPage { tasks, next: upper })
+        let next = match bound {
+            Bound::Cursor(c) => Some(c.to_string()),
+            _ => None,
+        };
+        Ok(TaskPage { tasks, next })
     }
 
     async fn tenants(&self) -> Result<Vec<String>, StoreError> {

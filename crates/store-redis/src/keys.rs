@@ -154,10 +154,11 @@ impl Keys {
         String::from_utf8(bytes?).ok()
     }
 
-    /// `{prefix}:{pNN}:ix:<hex tenant>` — sorted set: the tenant's tasks in
-    /// `partition` for the admin listing (all scored 0, member = the task's
-    /// cursor, [`presa_store::admin::task_cursor`]), written by `create.lua`,
-    /// expiring with the last task it names.
+    /// `{prefix}:{pNN}:ix:<hex tenant>` — stream: the tenant's tasks in
+    /// `partition` for the admin listing, one entry (`t` = task id) per
+    /// create, in the order Redis took them; written by `create.lua`,
+    /// expiring a little after the last task it names
+    /// (a tenth of its lifetime, a minute at most).
     pub fn task_index(&self, partition: u16, tenant: &str) -> String {
         format!("{}{}", self.task_index_prefix(partition), hex(tenant.as_bytes()))
     }

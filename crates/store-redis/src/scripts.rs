@@ -5,10 +5,8 @@
 //! `recover.lua` and `claim_batch.lua` over several partitions, and
 //! `create_scoped.lua`, `transition.lua` and `bury.lua` over a task's and its
 //! scope's keys (standalone only). Scripts that read or write a task have `task.lua`
-//! (the record layout's functions) in front of them, those that count a
-//! scope's bytes `bytes.lua`, and those that page through an index of cursors
-//! `index.lua`. `task_list.lua` reads the tenants' indexes it finds in its
-//! partition's `ixt` (same slot) without their names in KEYS.
+//! (the record layout's functions) in front of them, and those that count a
+//! scope's bytes `bytes.lua`.
 
 use std::{
     ops::{Deref, DerefMut},
@@ -70,10 +68,6 @@ const TASK_BYTES: &str = concat!(include_str!("../lua/task.lua"), include_str!("
 /// [`TASK`] and `idempotency.lua` (a keyed create's record: look up, write),
 /// for the scripts that create tasks.
 const TASK_IDEMPOTENCY: &str = concat!(include_str!("../lua/task.lua"), include_str!("../lua/idempotency.lua"));
-
-/// `index.lua`: paging through a lexically ordered index of cursors, put in
-/// front of `dead_list.lua` and `task_list.lua`.
-const INDEX: &str = include_str!("../lua/index.lua");
 
 /// `body` (a script's) as the Lua function `name` of its own KEYS and ARGV,
 /// for a script that runs others' logic as one step.
@@ -162,10 +156,8 @@ fn composed(name: &'static str, parts: &[String]) -> Lua {
     Lua { name, verbosity: Verbosity::Info, script: Script::new(&parts.concat()) }
 }
 script!(
-    @ INDEX,
     DEAD_LIST,
     "dead_list.lua",
-    Info,
     "One partition's page of a tenant's (or a scope's) dead letters, dropping expired members."
 );
 script!(DEAD_MARK, "dead_mark.lua", "Mark a tenant's dead letter replayed as a task, unless marked before.");
@@ -174,10 +166,8 @@ script!(SESSION, "session.lua", "One counted, capped write to a legacy session's
 script!(SESSION_ADMIT, "session_admit.lua", "Count a legacy session holding state store-wide, within the limit.");
 script!(@ STREAM, STATS, "stats.lua", Debug, "Count a partition's queued and pending work, and the oldest pending age.");
 script!(
-    @ INDEX,
     TASK_LIST,
     "task_list.lua",
-    Info,
     "One partition's next cursors of an admin task listing, newest first, dropping expired members."
 );
 script!(

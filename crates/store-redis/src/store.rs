@@ -474,7 +474,7 @@ impl RedisStore {
             .arg(optional(max_queued))
             .key(keys.task_index(partition, &task.scope.tenant))
             .key(keys.task_tenants(partition))
-            .arg(if self.inner.cfg.task_index { presa_store::admin::task_cursor(task) } else { String::new() })
+            .arg(if self.inner.cfg.task_index { "1" } else { "" })
             .arg(Keys::tenant_word(&task.scope.tenant))
             .arg(now_ms());
         if let Some((key, fingerprint)) = record {

@@ -14,7 +14,7 @@
 //! - [`AdminStore::drain`]: a worker asked to drain learns it from its next
 //!   heartbeat's answer, finishes what it holds and claims nothing new.
 
-use presa_tasks::{Status, Task, TaskId};
+use presa_tasks::{Status, Task};
 use serde::{Deserialize, Serialize};
 
 use crate::StoreError;
@@ -58,44 +58,41 @@ impl TaskFilter {
     }
 }
 
-/// A task's place in the listing order (creation time, then id), as a
-/// cursor that orders as text too (Redis orders it so): the time in
-/// [`TIME_DIGITS`] base-36 digits (lower case, zero-padded), `.`, the id.
-pub fn task_cursor(task: &Task) -> String {
-    cursor_of(task.created_at_ms, &task.id)
+/// A place in a task listing's order, newest first: a time (Unix ms), a
+/// sequence number within it, then the task id. Written `<ms>-<seq>.<id>`:
+/// the memory store places a task at its creation time (sequence 0), Redis
+/// at its index entry's stream id (the time Redis indexed the create).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Cursor {
+    /// Unix ms.
+    pub ms: u64,
+    /// Order within the millisecond.
+    pub seq: u64,
+    /// The task id.
+    pub id: String,
 }
 
-/// Base-36 digits of a cursor's time: up to year 5000 in 9, 11 bytes fewer
-/// per indexed task than decimal.
-pub const TIME_DIGITS: usize = 9;
-
-/// The cursor of task `id` created at `created_at_ms`.
-pub fn cursor_of(created_at_ms: u64, id: &TaskId) -> String {
-    format!("{}.{id}", time_key(created_at_ms))
-}
-
-/// `ms` as a cursor's time: what every cursor of a task created at `ms`
-/// starts with, and a bound of a listing by creation time.
-pub fn time_key(ms: u64) -> String {
-    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
-    let mut out = [b'0'; TIME_DIGITS];
-    // 36^9 ms is year 5150; a later time is held to the largest key.
-    let mut n = ms.min(36u64.pow(TIME_DIGITS as u32) - 1);
-    for digit in out.iter_mut().rev() {
-        *digit = DIGITS[(n % 36) as usize];
-        n /= 36;
+impl Cursor {
+    /// The place of `task` by its creation time.
+    pub fn of(task: &Task) -> Cursor {
+        Cursor { ms: task.created_at_ms, seq: 0, id: task.id.as_str().to_string() }
     }
-    String::from_utf8_lossy(&out).into_owned()
+
+    /// A cursor as [`Cursor`]'s `Display` wrote it; `None` for anything else
+    /// (a listing refuses it: it would start nowhere sensible).
+    pub fn parse(text: &str) -> Option<Cursor> {
+        let (at, id) = text.split_once('.')?;
+        let (ms, seq) = at.split_once('-')?;
+        let number = |s: &str| s.bytes().all(|b| b.is_ascii_digit()).then(|| s.parse::<u64>().ok()).flatten();
+        (!id.is_empty()).then_some(())?;
+        Some(Cursor { ms: number(ms)?, seq: number(seq)?, id: id.to_string() })
+    }
 }
 
-/// Whether `cursor` is one [`task_cursor`] could have made (a listing
-/// refuses any other: it would start nowhere sensible).
-pub fn is_cursor(cursor: &str) -> bool {
-    cursor.split_once('.').is_some_and(|(time, id)| {
-        time.len() == TIME_DIGITS
-            && time.bytes().all(|b| b.is_ascii_digit() || b.is_ascii_lowercase())
-            && !id.is_empty()
-    })
+impl std::fmt::Display for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}.{}", self.ms, self.seq, self.id)
+    }
 }
 
 /// One page of a task listing.
@@ -172,17 +169,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cursors_order_as_text_and_bad_ones_are_told_apart() {
-        let (a, b) = (cursor_of(999, &TaskId::from_wire("p01.b")), cursor_of(1_000, &TaskId::from_wire("p00.a")));
-        assert!(a < b, "an earlier task sorts first as text: {a} {b}");
-        assert!(is_cursor(&a));
-        let times = [0, 35, 36, 1_764_860_000_000, 1_764_860_000_001, u64::MAX];
-        for pair in times.windows(2) {
-            assert!(time_key(pair[0]) < time_key(pair[1]), "{pair:?}");
+    fn cursors_read_back_order_by_time_then_sequence_then_id_and_bad_ones_are_told_apart() {
+        let c = |ms, seq, id: &str| Cursor { ms, seq, id: id.into() };
+        let ordered = [c(999, 7, "p09.z"), c(1_000, 0, "p00.b"), c(1_000, 0, "p01.a"), c(1_000, 1, "p00.a")];
+        for pair in ordered.windows(2) {
+            assert!(pair[0] < pair[1], "{pair:?}");
         }
-        assert_eq!((time_key(0).as_str(), time_key(36).as_str()), ("000000000", "000000010"));
-        for bad in ["", "12.x", "00000000A.x", "000000001.", "000000001", "0000000001.x"] {
-            assert!(!is_cursor(bad), "{bad:?}");
+        for cursor in &ordered {
+            assert_eq!(Cursor::parse(&cursor.to_string()).as_ref(), Some(cursor));
+        }
+        for bad in ["", "12.x", "12-x.y", "-1.x", "1-1.", "1-1", "1.2-3", "+1-2.x", "99999999999999999999999-1.x"] {
+            assert_eq!(Cursor::parse(bad), None, "{bad:?}");
         }
         assert_eq!((task_page_limit(0), task_page_limit(7), task_page_limit(10_000)), (1, 7, MAX_TASK_PAGE));
     }

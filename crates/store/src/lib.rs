@@ -98,6 +98,9 @@ pub enum StoreError {
     /// A stored record could not be decoded.
     #[error("corrupt task record: {0}")]
     Corrupt(String),
+    /// A listing cursor that no listing returned; nothing was read. Not retryable.
+    #[error("not a listing cursor: {0:?}")]
+    BadCursor(String),
     /// This store was configured without what the operation needs (the
     /// admin task index, `--task-index off`). Not retryable.
     #[error("not available: {0}")]

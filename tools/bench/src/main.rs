@@ -726,6 +726,8 @@ struct TaskCost {
     n: usize,
     /// `MEMORY USAGE` of one completed task's record.
     usage: Option<i64>,
+    /// `MEMORY USAGE` of the admin task indexes per entry, when indexed.
+    index: Option<f64>,
     /// CPU per task, µs: this process's and Redis's.
     task_own: f64,
     task_redis: f64,
@@ -746,12 +748,14 @@ impl TaskCost {
 
 impl std::fmt::Display for TaskCost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let TaskCost { before, after, n, usage, task_own, task_redis, echo_own, echo_redis } = self;
+        let TaskCost { before, after, n, usage, index, task_own, task_redis, echo_own, echo_redis } = self;
         let (per, usage) = (self.bytes_per_task(), usage.map_or("-".into(), |u| u.to_string()));
+        let index = index.map_or("none".into(), |b| format!("{b:.0} B/entry"));
         let bound = (echo_own + echo_redis) / (task_own + task_redis);
         write!(
             f,
-            "INFO used_memory {before} -> {after} over {n} tasks = {per:.0} B/task; MEMORY USAGE of one task record {usage} B; \
+            "INFO used_memory {before} -> {after} over {n} tasks = {per:.0} B/task; MEMORY USAGE of one task record {usage} B, \
+             of the task index {index}; \
              CPU per task {task_own:.0} µs here + {task_redis:.0} µs Redis, per sync echo {echo_own:.0} + {echo_redis:.0} µs \
              (cores the limit: creations/sync ≤ {bound:.2})"
         )
@@ -786,7 +790,23 @@ async fn task_cost(server: &Running, n: usize, c: usize) -> Option<TaskCost> {
     let key = format!("{prefix}:{{{}}}:task:{id}", &id[..3]);
     let usage: Option<i64> =
         redis::cmd("MEMORY").arg("USAGE").arg(&key).arg("SAMPLES").arg(0).query_async(&mut con).await.ok();
-    Some(TaskCost { before, after, n, usage, task_own, task_redis, echo_own, echo_redis })
+    let index = index_bytes_per_entry(&mut con, &prefix).await;
+    Some(TaskCost { before, after, n, usage, index, task_own, task_redis, echo_own, echo_redis })
+}
+
+/// `MEMORY USAGE` of every admin task index under `prefix` over the entries
+/// they hold (`None` when there is none: `--task-index off`).
+async fn index_bytes_per_entry(con: &mut redis::aio::MultiplexedConnection, prefix: &str) -> Option<f64> {
+    let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{prefix}:{{p*}}:ix:*")).query_async(con).await.ok()?;
+    let (mut bytes, mut entries) = (0i64, 0i64);
+    for key in &keys {
+        let usage: Option<i64> =
+            redis::cmd("MEMORY").arg("USAGE").arg(key).arg("SAMPLES").arg(0).query_async(con).await.ok();
+        let len: Option<i64> = redis::cmd("XLEN").arg(key).query_async(con).await.ok();
+        bytes += usage.unwrap_or(0);
+        entries += len.unwrap_or(0);
+    }
+    (entries > 0).then(|| bytes as f64 / entries as f64)
 }
 
 /// The admin task index's cost (`--task-index`): [`task_cost`] of one server

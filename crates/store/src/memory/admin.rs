@@ -9,7 +9,7 @@ use std::{
 
 use crate::{
     AdminStore, NodeInfo, StoreError, TaskFilter, TaskPage,
-    admin::{task_cursor, task_page_limit},
+    admin::{Cursor, task_page_limit},
     memory::MemoryStore,
     util::now_ms,
 };
@@ -44,17 +44,21 @@ impl AdminStore for MemoryStore {
         limit: usize,
     ) -> Result<TaskPage, StoreError> {
         let limit = task_page_limit(limit);
+        let before = match before {
+            Some(b) => Some(Cursor::parse(b).ok_or_else(|| StoreError::BadCursor(b.to_string()))?),
+            None => None,
+        };
         let now = now_ms();
         let s = self.state();
-        let mut found: Vec<(String, &presa_tasks::Task)> = s
+        let mut found: Vec<(Cursor, &presa_tasks::Task)> = s
             .tasks
             .values()
             .filter(|t| !t.is_expired(now) && filter.admits(t))
-            .map(|t| (task_cursor(t), t))
-            .filter(|(at, _)| before.is_none_or(|b| at.as_str() < b))
+            .map(|t| (Cursor::of(t), t))
+            .filter(|(at, _)| before.as_ref().is_none_or(|b| at < b))
             .collect();
         found.sort_unstable_by(|a, b| b.0.cmp(&a.0));
-        let next = (found.len() > limit).then(|| found[limit - 1].0.clone());
+        let next = (found.len() > limit).then(|| found[limit - 1].0.to_string());
         Ok(TaskPage { tasks: found.into_iter().take(limit).map(|(_, t)| t.clone()).collect(), next })
     }
 
