@@ -252,6 +252,22 @@ step('filters and pages', async () => {
   await tid('filter-apply').click();
   await page.waitForURL(/status=working/);
   await assertVisibleText('page-info', /^0 tasks/);
+  // Created between (local time in the form): from an hour ahead finds nothing, an hour either side finds it.
+  const local = (ms) => page.evaluate((t) => {
+    const d = new Date(t);
+    const p = (n) => String(n).padStart(2, '0');
+    return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+  }, ms);
+  await tid('filter-status').selectOption('');
+  await tid('filter-after').fill(await local(Date.now() - 3_600_000));
+  await tid('filter-before').fill(await local(Date.now() + 3_600_000));
+  await tid('filter-apply').click();
+  await page.waitForURL(/createdBeforeMs=/);
+  await row(firstTask).waitFor();
+  await tid('filter-after').fill(await local(Date.now() + 3_600_000));
+  await tid('filter-apply').click();
+  await assertVisibleText('page-info', /^0 tasks/);
+  assert.equal(await page.getByTestId('task-row').count(), 0);
   await tid('nav-tasks').click();
 });
 

@@ -57,13 +57,17 @@ redis() { redis-cli -u "$REDIS_URL" "$@"; }
 cleanup() {
   local status=$?
   set +e
-  while read -r pid; do
-    [[ -n "$pid" ]] && kill "$pid" 2>/dev/null
-  done <"$PIDS_FILE"
-  sleep 0.5
-  while read -r pid; do
-    [[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null
-  done <"$PIDS_FILE"
+  # SIGTERM first (the test closes Chromium on it, the pods shut down), SIGKILL what is left after 10 s.
+  local pids
+  pids=$(tac "$PIDS_FILE") # the test first, then the workers it started, then the pods
+  for pid in $pids; do kill "$pid" 2>/dev/null; done
+  for _ in $(seq 1 100); do
+    local alive=0
+    for pid in $pids; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [[ $alive == 0 ]] && break
+    sleep 0.1
+  done
+  for pid in $pids; do kill -9 "$pid" 2>/dev/null; done
   local keys
   keys=$(redis --scan --pattern "$PREFIX:*" | wc -l)
   redis --scan --pattern "$PREFIX:*" | xargs -r -n 100 redis-cli -u "$REDIS_URL" del >/dev/null
@@ -139,7 +143,11 @@ log "node console.test.mjs (Chromium: $("$CHROMIUM" --version 2>/dev/null || ech
 PRESA_URL="http://127.0.0.1:$API_PORT" ADMIN_TOKEN="$ADMIN_TOKEN" TENANT_ADMIN_TOKEN="$TENANT_ADMIN_TOKEN" \
   USER_TOKEN="$USER_TOKEN" WORKER_BIN="$WORKER_BIN" REDIS_URL="$REDIS_URL" REDIS_PREFIX="$PREFIX" PARTITIONS=4 \
   WORK="$WORK" PIDS_FILE="$PIDS_FILE" CHROMIUM="$CHROMIUM" SCREENSHOT="$SCREENSHOT" \
-  node "$HERE/console.test.mjs"
+  node "$HERE/console.test.mjs" &
+# In the background, so that an interrupt runs the trap at once (not after the test).
+NODE_PID=$!
+echo "$NODE_PID" >>"$PIDS_FILE"
+wait "$NODE_PID"
 
 if [[ $UPDATE_SCREENSHOT == 1 ]]; then
   cp "$SCREENSHOT" "$REPO/docs/console.png"
