@@ -409,6 +409,21 @@ step('screenshot of the overview (1280x800), and the page fits a phone', async (
   }
 });
 
+step("a tenant admin sees its tenant's tasks and dead letters, and no other tenant's", async () => {
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await signIn(TENANT_ADMIN);
+  await assertVisibleText('whoami', /tenant-admin/);
+  await page.goto(`${URL_}/console#/tasks`);
+  await row(firstTask).waitFor();
+  await page.goto(`${URL_}/console#/dead-letters`);
+  assert.equal(await tid('dead-tenant').inputValue(), 'acme');
+  assert.equal(await tid('dead-tenant').getAttribute('readonly'), '');
+  await page.locator(`[data-testid="dead-row"][data-task-id="${poisoned[0]}"]`).waitFor();
+  await page.goto(`${URL_}/console#/tasks?tenant=globex`);
+  await assertVisibleText('alert', /lacks the admin scope.*own tenant/);
+  assert.equal(await page.getByTestId('task-row').count(), 0);
+});
+
 step('no script error and no CSP violation in the whole run', async () => {
   assert.deepEqual(pageErrors, []);
 });
