@@ -4,7 +4,7 @@
 //!   [`HttpConfig::metrics`] is set (and 405 for GET/DELETE `/mcp`).
 //! - [`metrics_router`]: `GET /metrics` alone, for a process without the MCP endpoint (a worker).
 //! - [`admin`]: the admin API, `/admin/v1/…` (beside `/mcp`, or alone on
-//!   its own listener: [`admin_router`]).
+//!   its own listener: [`admin_router`]), and the [`console`] at `/console` beside it.
 //! - [`serve`](mod@serve): run a router on a listener (TCP_NODELAY) until a shutdown
 //!   future fires, with header, body and idle timeouts and a connection cap.
 //! - [`admission`]: the request admission order (Origin, envelope, `_meta`,
@@ -30,6 +30,7 @@
 pub mod admin;
 pub mod admission;
 pub mod auth;
+pub mod console;
 mod legacy;
 mod respond;
 pub mod serve;
@@ -238,6 +239,8 @@ pub fn router(server: Server, config: HttpConfig) -> Router {
     let metadata = config.resource_metadata.as_ref().map(ResourceMetadata::router);
     let app = App { server, config: Arc::new(config) };
     let admin = if app.config.admin.own_listener { Router::new() } else { admin::router(&app) };
+    let console =
+        if app.config.admin.enabled && !app.config.admin.own_listener { console::router() } else { Router::new() };
     let router = Router::new()
         .route("/mcp", post(respond::post_mcp).get(legacy::get_mcp).delete(legacy::delete_mcp))
         .route("/healthz", get(healthz))
@@ -245,7 +248,8 @@ pub fn router(server: Server, config: HttpConfig) -> Router {
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn_with_state(limit, serve::refuse_declared_oversize))
         .with_state(app)
-        .merge(admin);
+        .merge(admin)
+        .merge(console);
     let router = match metadata {
         Some(m) => router.merge(m),
         None => router,
@@ -261,7 +265,8 @@ pub fn router(server: Server, config: HttpConfig) -> Router {
 pub fn admin_router(server: Server, config: HttpConfig) -> Router {
     let limit = config.max_body_bytes;
     let app = App { server, config: Arc::new(config) };
-    admin::router(&app).layer(DefaultBodyLimit::max(limit))
+    let console = if app.config.admin.enabled { console::router() } else { Router::new() };
+    admin::router(&app).merge(console).layer(DefaultBodyLimit::max(limit))
 }
 
 /// The work queue gauges of `core`'s store, for a process without the MCP
