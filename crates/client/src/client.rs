@@ -63,6 +63,20 @@ impl Client {
         &self.url
     }
 
+    /// presa's admin API at `base` (`…/admin/v1`), or by default on this
+    /// endpoint's origin, with this client's token and connections.
+    pub fn admin(&self, base: Option<&str>) -> Result<crate::AdminClient, Error> {
+        let base = match base {
+            Some(b) => b.trim_end_matches('/').to_string(),
+            None => {
+                let url = reqwest::Url::parse(&self.url)
+                    .map_err(|e| Error::Unreachable { url: self.url.clone(), reason: format!("not a URL: {e}") })?;
+                format!("{}/admin/v1", url.origin().ascii_serialization())
+            }
+        };
+        Ok(crate::AdminClient { http: self.http.clone(), base, token: self.token.clone() })
+    }
+
     async fn post(&self, method: &str, params: Value) -> Result<(u64, reqwest::Response), Error> {
         self.post_keyed(method, params, None).await
     }

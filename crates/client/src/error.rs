@@ -67,6 +67,16 @@ pub enum Error {
         /// The start of the body.
         body: String,
     },
+    /// presa's admin API refused: `{"error": {"code", "message"}}` with its status.
+    #[error("the admin API answered HTTP {status} {code}: {message}")]
+    Admin {
+        /// The HTTP status (400, 403, 404, 409…).
+        status: u16,
+        /// The error's code (`bad_request`, `forbidden`, `not_found`, `conflict`…).
+        code: String,
+        /// What it says.
+        message: String,
+    },
     /// An answer that is not MCP (not JSON-RPC, a stream without a response…).
     #[error("unexpected answer from the server: {0}")]
     Protocol(String),

@@ -21,7 +21,10 @@
 //!   tool's `inputSchema`, describing arguments, and turning an
 //!   elicitation's `requestedSchema` into form fields.
 //! - [`error`]: the crate's [`Error`].
+//! - [`admin`]: [`AdminClient`], presa's own admin API (`/admin/v1`; not
+//!   MCP, so it works against presa only), sharing the client's pool and token.
 
+pub mod admin;
 pub mod client;
 pub mod error;
 pub mod follow;
@@ -30,6 +33,7 @@ pub mod sse;
 pub mod task;
 pub mod wire;
 
+pub use admin::AdminClient;
 pub use client::Client;
 pub use error::Error;
 pub use follow::{FollowEvent, FollowOptions, Following, follow};

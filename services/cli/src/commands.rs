@@ -42,6 +42,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(exit::OK)
         }
         Command::Call(args) => call(&cli, &client, args).await,
+        Command::Admin(args) => crate::admin::run(&cli, &client, args).await,
         Command::Get { id, files } => {
             let task = client.get_task(id).await?;
             if cli.json {

@@ -3,12 +3,14 @@
 //! Modules: [`commands`] runs each subcommand; [`follow`] follows tasks to
 //! the end (live display, input answering, Ctrl-C); [`input`] answers input
 //! requests (from `--answer`, or by prompting); [`output`] renders results;
-//! [`live`] draws the status lines.
+//! [`live`] draws the status lines; [`admin`] is `presa admin …`, presa's
+//! admin API.
 
 use std::{path::PathBuf, process::ExitCode};
 
 use clap::{Args, Parser, Subcommand};
 
+mod admin;
 mod commands;
 mod follow;
 mod input;
@@ -26,6 +28,8 @@ pub(crate) mod exit {
     pub(crate) const CONNECTION: u8 = 6;
     /// The server lost a task this call made (unknown before its TTL ran out).
     pub(crate) const LOST: u8 = 7;
+    /// `presa admin`: the target cannot take the action (a task that has ended).
+    pub(crate) const CONFLICT: u8 = 8;
     /// Ctrl-C, the task left running.
     pub(crate) const INTERRUPTED: u8 = 130;
 }
@@ -34,7 +38,8 @@ const AFTER_HELP: &str = "\
 Exit codes: 0 completed, 1 the tool reported an error (isError), 2 usage (bad arguments, unknown task),
 3 the task failed, 4 the task was cancelled, 5 input required (with --no-input, or without a terminal),
 6 connection or authorization error, 7 the server lost the task this call made (unknown before its TTL),
-130 interrupted with the task left running.";
+8 (presa admin) the target cannot take the action (a task that has ended), 130 interrupted with the task
+left running. presa admin: 2 also for an unknown task, letter or worker (404) and a refused filter (400).";
 
 /// A command-line client for MCP servers (revision 2026-07-28) with the Tasks extension.
 #[derive(Debug, Parser)]
@@ -89,6 +94,9 @@ pub(crate) enum Command {
         /// The task id.
         id: String,
     },
+    /// See and steer a presa cluster through its admin API (needs a token with the presa:admin or
+    /// presa:tenant-admin scope).
+    Admin(admin::AdminArgs),
 }
 
 #[derive(Debug, Args)]
@@ -167,6 +175,8 @@ fn error_code(e: &anyhow::Error) -> u8 {
     }
     match e.downcast_ref::<presa_client::Error>() {
         Some(presa_client::Error::UnknownTask { .. }) => exit::USAGE,
+        Some(presa_client::Error::Admin { status: 400 | 404, .. }) => exit::USAGE,
+        Some(presa_client::Error::Admin { status: 409, .. }) => exit::CONFLICT,
         Some(presa_client::Error::Rpc { code: -32602 | -32601, .. }) => exit::USAGE,
         _ => exit::CONNECTION,
     }

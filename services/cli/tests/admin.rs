@@ -1,0 +1,212 @@
+//! `presa admin …` against a live cluster: presa-api on Redis with static
+//! tokens (an admin, a tenant admin of another tenant, a plain user) and
+//! presa-worker pods: every command in table and `--json` form, the
+//! refusals and their exit codes, `tasks --all` over several pages, and a
+//! dead letter made by a worker that gives up at once (`--max-deliveries 0`),
+//! replayed and discarded.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{api_bin, detached, presa, worker_bin};
+use presa_testkit::{Pod, TestRedis, free_port, redis::unique_prefix};
+use serde_json::Value;
+
+const ADMIN: &str = "admin-token";
+const GLOBEX_ADMIN: &str = "globex-admin-token";
+const USER: &str = "user-token";
+
+struct Cluster {
+    url: String,
+    _redis: TestRedis,
+    _dir: tempfile::TempDir,
+    api: Pod,
+    env: Vec<(&'static str, String)>,
+}
+
+async fn cluster() -> Cluster {
+    use presa_http::auth::tokens::token_digest;
+    let redis = TestRedis::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens");
+    let lines =
+        [(ADMIN, "ops root presa:admin"), (GLOBEX_ADMIN, "globex gus presa:tenant-admin"), (USER, "acme alice")]
+            .map(|(token, who)| format!("{} {who}\n", token_digest(token)))
+            .concat();
+    std::fs::write(&file, lines).unwrap();
+    let env = vec![
+        ("PRESA_REDIS_URL", redis.url().to_string()),
+        ("PRESA_REDIS_PREFIX", unique_prefix()),
+        ("PRESA_STATE_SECRET", "cli-admin-secret-at-least-32-bytes-long!".to_string()),
+    ];
+    let env_refs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let args = ["--auth", "tokens", "--tokens-file", file.to_str().unwrap()];
+    let api = Pod::start("api", &api_bin(), free_port(), &args, &env_refs).await;
+    Cluster { url: api.url.clone(), _redis: redis, _dir: dir, api, env }
+}
+
+impl Cluster {
+    async fn worker(&self, id: &str, extra: &[&str]) -> Pod {
+        let env: Vec<(&str, &str)> = self.env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let mut args = vec!["--worker-id", id, "--lease-ms", "2000"];
+        args.extend_from_slice(extra);
+        Pod::start(id, &worker_bin(), free_port(), &args, &env).await
+    }
+
+    async fn admin(&self, token: &str, args: &[&str]) -> common::Out {
+        let mut all = vec!["--token", token, "admin"];
+        all.extend_from_slice(args);
+        presa(&self.url, &all).await
+    }
+
+    async fn json(&self, token: &str, args: &[&str]) -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = self.admin(token, &all).await;
+        assert_eq!(out.code, 0, "{out}\n{}", self.api.log());
+        serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+    }
+
+    async fn task_status(&self, id: &str) -> String {
+        self.json(ADMIN, &["task", id]).await["status"].as_str().unwrap_or_default().to_string()
+    }
+
+    async fn wait_status(&self, id: &str, status: &str) {
+        for _ in 0..200 {
+            if self.task_status(id).await == status {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("task {id} never became {status}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn presa_admin_sees_and_steers_a_cluster() {
+    let c = cluster().await;
+    let call = |label: &'static str, seconds: &'static str| {
+        let url = c.url.clone();
+        async move {
+            let secs = format!("seconds={seconds}");
+            let label = format!("label={label}");
+            detached(&url, &["--token", USER, "slow_compute", &secs, &label]).await
+        }
+    };
+
+    // A dead letter, honestly: the only worker gives up on the first delivery.
+    let poison = c.worker("w-poison", &["--max-deliveries", "0"]).await;
+    let doomed = call("doomed", "0").await;
+    c.wait_status(&doomed, "failed").await;
+    drop(poison);
+    let _worker = c.worker("w-1", &[]).await;
+
+    let me = c.admin(ADMIN, &["whoami"]).await;
+    assert_eq!((me.code, me.stdout.as_str()), (0, "ops/root (admin)\n"), "{me}");
+
+    // Tasks: one that completes, a long one to cancel, and enough for pages.
+    let quick = call("quick", "0").await;
+    let long = call("long", "60").await;
+    let mut made = vec![doomed.clone(), quick.clone(), long.clone()];
+    for _ in 0..4 {
+        made.push(call("filler", "0").await);
+    }
+    c.wait_status(&quick, "completed").await;
+
+    let table = c.admin(ADMIN, &["tasks", "--tenant", "acme"]).await;
+    assert_eq!(table.code, 0, "{table}");
+    assert!(table.stdout.starts_with("TASK "), "{table}");
+    for id in &made {
+        assert!(table.stdout.contains(id.as_str()), "{id} listed: {table}");
+    }
+    let all = c.json(ADMIN, &["tasks", "--tenant", "acme", "--limit", "2", "--all"]).await;
+    let ids: Vec<String> =
+        all["tasks"].as_array().unwrap().iter().map(|t| t["taskId"].as_str().unwrap().to_string()).collect();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), ids.len(), "no task twice over pages of 2: {ids:?}");
+    let mut expected = made.clone();
+    expected.sort();
+    assert_eq!(sorted, expected, "every task once");
+    let one = c.json(ADMIN, &["tasks", "--tenant", "acme", "--limit", "2"]).await;
+    assert!(one["next"].is_string(), "a page with more has a next: {one}");
+    let completed = c.json(ADMIN, &["tasks", "--status", "completed", "--tool", "slow_compute"]).await;
+    assert!(completed["tasks"].as_array().unwrap().iter().any(|t| t["taskId"] == quick.as_str()), "{completed}");
+
+    let detail = c.admin(ADMIN, &["task", &quick]).await;
+    assert!(detail.stdout.contains("status          completed") && detail.stdout.contains("acme/alice"), "{detail}");
+
+    // Cancel, then a second cancel is a conflict (exit 8).
+    let cancel = c.admin(ADMIN, &["cancel", &long]).await;
+    assert_eq!((cancel.code, cancel.stdout.as_str()), (0, format!("task {long} is cancelled\n").as_str()), "{cancel}");
+    let again = c.admin(ADMIN, &["cancel", &long]).await;
+    assert_eq!(again.code, 8, "{again}");
+    assert!(again.stderr.contains("409") && again.stderr.contains("ended"), "{again}");
+
+    // Dead letters: listed, replayed once, discarded once.
+    let letters = c.admin(ADMIN, &["dead-letters", "--tenant", "acme"]).await;
+    assert!(letters.stdout.contains(&doomed) && letters.stdout.contains("max_deliveries (0)"), "{letters}");
+    let replay = c.admin(ADMIN, &["replay", &doomed, "--tenant", "acme"]).await;
+    assert!(replay.stdout.starts_with("replayed as task p"), "{replay}");
+    let replayed = c.json(ADMIN, &["replay", &doomed, "--tenant", "acme"]).await;
+    assert_eq!(replayed["first"], false, "a second replay makes no second task: {replayed}");
+    let new_id = replayed["taskId"].as_str().unwrap().to_string();
+    assert!(replay.stdout.contains(&new_id), "{replay}");
+    c.wait_status(&new_id, "completed").await;
+    let discard = c.admin(ADMIN, &["discard", &doomed, "--tenant", "acme"]).await;
+    assert_eq!(discard.code, 0, "{discard}");
+    let gone = c.admin(ADMIN, &["discard", &doomed, "--tenant", "acme"]).await;
+    assert_eq!(gone.code, 2, "discarded already: a 404 is exit 2: {gone}");
+
+    // Cluster, queues, tenants, usage, drain.
+    let cluster = c.admin(ADMIN, &["cluster"]).await;
+    assert!(
+        cluster.stdout.contains("w-1") && cluster.stdout.contains("worker") && cluster.stdout.contains("api"),
+        "{cluster}"
+    );
+    // The counts come with the next heartbeat (every 5 s).
+    let counted = |v: &Value| {
+        v["nodes"].as_array().unwrap().iter().any(|n| n["id"] == "w-1" && n["completed"].as_u64() >= Some(1))
+    };
+    let mut nodes = c.json(ADMIN, &["cluster"]).await;
+    for _ in 0..80 {
+        if counted(&nodes) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        nodes = c.json(ADMIN, &["cluster"]).await;
+    }
+    assert!(counted(&nodes), "w-1 reports what it completed: {nodes}");
+    let queues = c.admin(ADMIN, &["queues"]).await;
+    assert!(queues.stdout.starts_with("PARTITION") && queues.stdout.contains("\ntotal "), "{queues}");
+    let tenants = c.admin(ADMIN, &["tenants"]).await;
+    assert_eq!(tenants.stdout, "acme\n", "{tenants}");
+    let usage = c.json(ADMIN, &["usage", "--tenant", "acme"]).await;
+    assert_eq!(usage["principals"][0]["subject"], "alice", "{usage}");
+    let drain = c.admin(ADMIN, &["drain", "w-1"]).await;
+    assert_eq!(drain.stdout, "worker w-1 is draining\n", "{drain}");
+    let drained = c.json(ADMIN, &["cluster"]).await;
+    assert!(
+        drained["nodes"].as_array().unwrap().iter().any(|n| n["id"] == "w-1" && n["draining"] == true),
+        "{drained}"
+    );
+
+    // Refusals: another tenant's admin, a plain user, bad input.
+    let theirs = c.admin(GLOBEX_ADMIN, &["tasks", "--tenant", "acme"]).await;
+    assert_eq!(theirs.code, 6, "a tenant admin on another tenant: {theirs}");
+    assert!(theirs.stderr.contains("403") && theirs.stderr.contains("own tenant"), "{theirs}");
+    let own = c.json(GLOBEX_ADMIN, &["tasks"]).await;
+    assert_eq!(own["tasks"], serde_json::json!([]), "globex has none, and sees none of acme's: {own}");
+    let by_id = c.admin(GLOBEX_ADMIN, &["task", &quick]).await;
+    assert_eq!(by_id.code, 2, "another tenant's task is unknown: {by_id}");
+    let user = c.admin(USER, &["tasks"]).await;
+    assert_eq!(user.code, 6, "{user}");
+    assert!(user.stderr.contains("presa:admin"), "the scope it lacks is named: {user}");
+    let bad = c.admin(ADMIN, &["tasks", "--status", "done"]).await;
+    assert_eq!(bad.code, 2, "{bad}");
+    assert!(bad.stderr.contains("status must be"), "{bad}");
+    let unknown = c.admin(ADMIN, &["task", "p00.nope"]).await;
+    assert_eq!(unknown.code, 2, "{unknown}");
+}
