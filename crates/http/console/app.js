@@ -89,11 +89,10 @@
   // ---------------------------------------------------------------- the API
 
   class ApiError extends Error {
-    constructor(status, code, message, scope) {
+    constructor(status, code, message) {
       super(message);
       this.status = status;
       this.code = code;
-      this.scope = scope;
     }
   }
 
@@ -105,9 +104,7 @@
       body = null;
     }
     const error = (body && body.error) || {};
-    const challenge = resp.headers.get('WWW-Authenticate') || '';
-    const scope = (/scope="([^"]*)"/.exec(challenge) || [])[1];
-    return new ApiError(resp.status, error.code || `http_${resp.status}`, error.message || resp.statusText, scope);
+    return new ApiError(resp.status, error.code || `http_${resp.status}`, error.message || resp.statusText);
   }
 
   async function api(method, path, tok = token()) {
@@ -129,10 +126,7 @@
   // What a refusal means, for an operator.
   function explain(e) {
     if (e.status === 401) return `This token was refused (401 ${e.code}): ${e.message}.`;
-    if (e.status === 403) {
-      const needs = e.scope ? ` (needs ${e.scope})` : '';
-      return `This token lacks the admin scope for this${needs}: ${e.message}.`;
-    }
+    if (e.status === 403) return `This token lacks the admin scope for this: ${e.message}.`;
     if (e.status === 0) return `Network error: ${e.message}.`;
     return `${e.status} ${e.code}: ${e.message}`;
   }
