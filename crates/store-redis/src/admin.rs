@@ -126,10 +126,7 @@ impl AdminStore for RedisStore {
     ) -> Result<TaskPage, StoreError> {
         self.indexed()?;
         let limit = task_page_limit(limit);
-        let cursor = match before {
-            Some(b) => Some(Cursor::parse(b).ok_or_else(|| StoreError::BadCursor(b.to_string()))?),
-            None => None,
-        };
+        let cursor = Cursor::read(before)?;
         // The newest bound: the cursor or the creation window's end, whichever is older.
         let mut bound = match (cursor, filter.created_before_ms) {
             (Some(c), Some(ms)) if ms <= c.ms => Bound::Before(ms),

@@ -87,6 +87,12 @@ impl Cursor {
         (!id.is_empty()).then_some(())?;
         Some(Cursor { ms: number(ms)?, seq: number(seq)?, id: id.to_string() })
     }
+
+    /// A listing's `before`, parsed: [`StoreError::BadCursor`] for one that
+    /// [`Cursor::parse`] refuses.
+    pub fn read(before: Option<&str>) -> Result<Option<Cursor>, StoreError> {
+        before.map(|b| Cursor::parse(b).ok_or_else(|| StoreError::BadCursor(b.to_string()))).transpose()
+    }
 }
 
 impl std::fmt::Display for Cursor {

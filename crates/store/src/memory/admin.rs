@@ -44,10 +44,7 @@ impl AdminStore for MemoryStore {
         limit: usize,
     ) -> Result<TaskPage, StoreError> {
         let limit = task_page_limit(limit);
-        let before = match before {
-            Some(b) => Some(Cursor::parse(b).ok_or_else(|| StoreError::BadCursor(b.to_string()))?),
-            None => None,
-        };
+        let before = Cursor::read(before)?;
         let now = now_ms();
         let s = self.state();
         let mut found: Vec<(Cursor, &presa_tasks::Task)> = s
