@@ -48,6 +48,7 @@ async fn waiting_task(server: &Server) -> Task {
         trace: BTreeMap::new(),
         caller: None,
         replay_of: None,
+        worker: None,
     };
     let new = NewTask { scope: scope(), work, ttl_ms: Some(60_000), poll_interval_ms: None, status_message: None };
     let task = store

@@ -279,6 +279,7 @@ step('the task page: summary, timeline, outcome', async () => {
   await assertVisibleText('task-tool', /^slow_compute$/);
   await assertVisibleText('task-outcome', /Completed first/);
   await assertVisibleText('task-timeline', /created[\s\S]*completed after/);
+  await assertVisibleText('task-history', /completed$/);
   await assertVisibleText('task-input-requests', /^none$/);
   assert.equal(await tid('task-cancel').isDisabled(), true, 'an ended task cannot be cancelled');
 });
@@ -308,6 +309,7 @@ step('cancel a running task from its page', async () => {
   await page.goto(`${URL_}/console#/tasks/${encodeURIComponent(id)}`);
   await assertVisibleText('task-status', /^working$/);
   await until('the worker running it', async () => /Computing long/.test(await tid('task-summary').textContent()));
+  await assertVisibleText('task-worker', /^browser-worker-/);
   assert.equal(await tid('task-cancel').isDisabled(), false);
   await tid('task-cancel').click();
   await assertVisibleText('task-action', /Cancelled/);

@@ -540,6 +540,7 @@
       ['Subject', t.subject],
       ['Tool', t.tool, 'task-tool'],
       ['Attempt', t.attempt],
+      ['Held by', t.worker, 'task-worker'],
       ['Revision', t.revision],
       ['Kept for', age(t.ttlMs)],
       ['Replay of', t.replayOf ? taskLink(t.replayOf) : null, 'task-replay-of'],
@@ -547,6 +548,9 @@
     ]);
     const steps = [el('li', null, el('time', null, when(t.createdAtMs)), ' created')];
     if (t.replayOf) steps.push(el('li', null, 'a replay of ', taskLink(t.replayOf)));
+    for (const h of t.history || []) {
+      steps.push(el('li', { testid: 'task-history' }, el('time', null, when(h.atMs)), ` ${h.status}`));
+    }
     if (t.deadLetter) {
       const l = t.deadLetter;
       steps.push(el('li', { testid: 'task-dead-letter' }, el('time', null, when(l.diedAtMs)),

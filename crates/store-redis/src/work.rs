@@ -609,7 +609,7 @@ impl RedisStore {
                 let _ = self.requeue(worker, &e).await;
                 continue;
             }
-            match self.next_claimed(&e, &id, doc.as_deref()).await {
+            match self.next_claimed(worker, &e, &id, doc.as_deref()).await {
                 Ok(Some((task, _))) if !shares.take(&task.scope) => held.push((e, held_consumer(&task.scope))),
                 Ok(Some((task, next))) => batch.push(Pending { entry: e, id, key, expected: task.revision, next }),
                 Ok(None) => {}
@@ -683,10 +683,11 @@ impl RedisStore {
         }
     }
 
-    /// The task as read and as claimed, or `None` after dropping the entry
-    /// (task gone, expired, terminal or corrupt).
+    /// The task as read and as claimed by `worker`, or `None` after dropping
+    /// the entry (task gone, expired, terminal or corrupt).
     async fn next_claimed(
         &self,
+        worker: &str,
         e: &Entry,
         id: &TaskId,
         doc: Option<&str>,
@@ -703,7 +704,7 @@ impl RedisStore {
                 return Ok(None);
             }
         };
-        match apply(&task, &Event::Claimed, now_ms()) {
+        match apply(&task, &Event::Claimed { worker: worker.to_string() }, now_ms()) {
             Ok(Some(next)) => Ok(Some((task, next))),
             _ => {
                 self.ack(e.partition, &e.id).await?;
@@ -755,7 +756,7 @@ impl RedisStore {
         let stream = keys.work(e.partition);
         let channel = keys.events(id).expect("same partition as the task key");
         for _ in 0..CLAIM_RACES {
-            let Some((task, next)) = self.next_claimed(e, id, doc.as_deref()).await? else {
+            let Some((task, next)) = self.next_claimed(worker, e, id, doc.as_deref()).await? else {
                 return Ok(None);
             };
             let mut inv = scripts::CLAIM.prepare_invoke();
@@ -1054,7 +1055,7 @@ mod tests {
         let id = TaskId::from_wire(e.task.as_deref().unwrap());
         let key = store.inner.keys.task(&id).unwrap();
         let doc = store.read_doc_text(&key).await.unwrap();
-        let (task, next) = store.next_claimed(&e, &id, doc.as_deref()).await.unwrap().unwrap();
+        let (task, next) = store.next_claimed("w", &e, &id, doc.as_deref()).await.unwrap().unwrap();
         Pending { entry: e, id, key, expected: task.revision, next }
     }
 

@@ -42,6 +42,7 @@ fn new_task(ttl_ms: Option<u64>) -> NewTask {
             trace: BTreeMap::new(),
             caller: None,
             replay_of: None,
+            worker: None,
         },
         ttl_ms,
         poll_interval_ms: Some(500),

@@ -165,6 +165,7 @@ fn new_task(scope: &Scope, ttl_ms: Option<u64>) -> NewTask {
             )]),
             caller: Some(Caller { scope: scope.clone(), scopes: Some(vec!["deploy".into()]) }),
             replay_of: None,
+            worker: None,
         },
         ttl_ms,
         poll_interval_ms: Some(100),

@@ -106,6 +106,7 @@ mod tests {
             trace: Default::default(),
             caller: None,
             replay_of: None,
+            worker: None,
         }
     }
 

@@ -552,7 +552,7 @@ impl State {
             return None;
         };
         // `None`: the task is terminal, its work is over.
-        let Ok(Some(claimed)) = apply(task, &Event::Claimed, now) else {
+        let Ok(Some(claimed)) = apply(task, &Event::Claimed { worker: worker.to_string() }, now) else {
             self.remove_work(id);
             return None;
         };

@@ -151,6 +151,19 @@ pub struct Work {
     /// poison task again); kept when the task finishes, never on the wire.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay_of: Option<TaskId>,
+    /// The worker whose claim holds the work now (set by each claim, gone
+    /// when the task finishes), for an operator; never on the wire.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
+}
+
+/// A change of a task's status, as its history keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusChange {
+    /// The status it changed to.
+    pub status: Status,
+    /// When, Unix ms.
+    pub at_ms: u64,
 }
 
 /// One task, as stored.
@@ -201,6 +214,11 @@ pub struct Task {
     /// The JSON-RPC error, when `failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<Value>,
+    /// Every status change after creation (the task was created `working`
+    /// at `created_at_ms`), oldest first, for an operator; never on the
+    /// wire. A few dozen bytes for a task that simply finishes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<StatusChange>,
 }
 
 /// What a caller supplies to create a task; the store adds id, times and counters.
@@ -239,6 +257,7 @@ impl Task {
             checkpoint: None,
             result: None,
             error: None,
+            history: Vec::new(),
         }
     }
 

@@ -16,9 +16,13 @@ use crate::{Status, Task, Work};
 pub enum Event {
     /// A worker claimed the task's work (first delivery or a recovery): the
     /// fencing `attempt` goes up by one, so the previous holder's writes are
-    /// refused from now on. The status does not change (a task parked on
-    /// input stays `input_required` while its new holder re-runs the handler).
-    Claimed,
+    /// refused from now on, and the work names its new holder. The status
+    /// does not change (a task parked on input stays `input_required` while
+    /// its new holder re-runs the handler).
+    Claimed {
+        /// The claiming worker's id.
+        worker: String,
+    },
     /// The worker needs input: park as `input_required` with these requests.
     RequestInput(BTreeMap<String, Value>),
     /// The client answered (`tasks/update`). Only outstanding keys are taken.
@@ -40,7 +44,7 @@ impl Event {
     pub fn samples() -> Vec<Event> {
         let one = |k: &str| BTreeMap::from([(k.to_string(), serde_json::json!({"method": "elicitation/create"}))]);
         vec![
-            Event::Claimed,
+            Event::Claimed { worker: "w-1".into() },
             Event::RequestInput(one("a")),
             Event::ProvideInput(BTreeMap::from([("a".to_string(), serde_json::json!({"action": "accept"}))])),
             Event::SetMessage("step 2".into()),
@@ -70,7 +74,10 @@ pub fn apply(task: &Task, event: &Event, now_ms: u64) -> Result<Option<Task>, Re
     }
     let mut next = task.clone();
     match event {
-        Event::Claimed => next.attempt = task.attempt + 1,
+        Event::Claimed { worker } => {
+            next.attempt = task.attempt + 1;
+            next.work.worker = Some(worker.clone());
+        }
         Event::RequestInput(requests) => {
             if requests.is_empty() {
                 return Err(ReduceError::NoInputRequests);
@@ -134,6 +141,9 @@ pub fn apply(task: &Task, event: &Event, now_ms: u64) -> Result<Option<Task>, Re
     }
     next.revision = task.revision + 1;
     next.updated_at_ms = now_ms.max(task.updated_at_ms);
+    if next.status != task.status {
+        next.history.push(crate::StatusChange { status: next.status, at_ms: next.updated_at_ms });
+    }
     Ok(Some(next))
 }
 
@@ -195,6 +205,7 @@ mod tests {
                 trace: BTreeMap::from([("traceparent".to_string(), "00-ab-cd-01".to_string())]),
                 caller: Some(crate::Caller::anonymous()),
                 replay_of: Some(TaskId::from_wire("p00.dead")),
+                worker: Some("w-1".into()),
             };
             before.input_responses.insert("b".into(), json!({ "action": "accept" }));
             let after = apply(&before, &event, 2_000).unwrap().unwrap();
@@ -217,7 +228,7 @@ mod tests {
                 return None;
             }
             match (s, e) {
-                (s, Event::Claimed) => Some(s),
+                (s, Event::Claimed { .. }) => Some(s),
                 (Working, Event::RequestInput(_)) => Some(InputRequired),
                 (InputRequired, Event::RequestInput(_)) => None, // same key, same request: idempotent
                 (Working, Event::ProvideInput(_)) => None,       // nothing outstanding
@@ -236,7 +247,7 @@ mod tests {
                 assert_eq!(got.as_ref().map(|t| t.status), expected(status, &event), "{status:?} × {event:?}");
                 if let Some(after) = got {
                     assert_eq!(after.revision, before.revision + 1);
-                    let claimed = u64::from(event == Event::Claimed);
+                    let claimed = u64::from(matches!(event, Event::Claimed { .. }));
                     assert_eq!(after.attempt, before.attempt + claimed, "only a claim moves the fence");
                     assert_eq!(after.updated_at_ms, 2_000);
                     assert_eq!(after.created_at_ms, before.created_at_ms);
@@ -246,6 +257,24 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The history gets one entry per status change, at the change's time;
+    /// claims, messages and checkpoints add none. A claim names its worker.
+    #[test]
+    fn history_records_status_changes_only_and_claims_name_their_worker() {
+        let t = task_in(Status::Working);
+        let t = apply(&t, &Event::Claimed { worker: "w-1".into() }, 1_100).unwrap().unwrap();
+        assert_eq!((t.work.worker.as_deref(), t.history.len()), (Some("w-1"), 0));
+        let ask = BTreeMap::from([("k".to_string(), json!({ "method": "elicitation/create" }))]);
+        let t = apply(&t, &Event::RequestInput(ask), 1_200).unwrap().unwrap();
+        let t = apply(&t, &Event::SetMessage("waiting".into()), 1_250).unwrap().unwrap();
+        let t = apply(&t, &Event::ProvideInput(BTreeMap::from([("k".to_string(), json!({}))])), 1_300).unwrap().unwrap();
+        let t = apply(&t, &Event::Claimed { worker: "w-2".into() }, 1_350).unwrap().unwrap();
+        let t = apply(&t, &Event::Complete(json!({ "content": [] })), 1_400).unwrap().unwrap();
+        let changes: Vec<(Status, u64)> = t.history.iter().map(|h| (h.status, h.at_ms)).collect();
+        assert_eq!(changes, vec![(Status::InputRequired, 1_200), (Status::Working, 1_300), (Status::Completed, 1_400)]);
+        assert_eq!(t.work.worker, None, "a finished task names no holder");
     }
 
     #[test]
@@ -300,7 +329,7 @@ mod tests {
         let key = prop::sample::select(vec!["a", "b", "c"]).prop_map(str::to_string);
         let keys = prop::collection::btree_set(key, 0..3);
         prop_oneof![
-            Just(Event::Claimed),
+            Just(Event::Claimed { worker: "w".into() }),
             keys.clone().prop_map(|ks| Event::RequestInput(
                 ks.into_iter()
                     .map(|k| {

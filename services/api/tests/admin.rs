@@ -277,12 +277,20 @@ async fn pagination_is_stable_under_concurrent_creates(rig: Rig) {
 /// cancel is a 409; the task page shows its record.
 async fn cancel_and_task_detail(rig: Rig) {
     let task = rig.create("acme", "alice", "slow_compute").await;
+    let claims = rig.backend.store.claim("w-7", 1, Duration::from_secs(30), Duration::from_millis(500)).await.unwrap();
+    assert_eq!(claims.len(), 1);
     let (status, detail) = rig.get("acme-admin", &format!("/tasks/{}", task.id)).await;
     assert_eq!(status, 200, "{detail}");
     assert_eq!((detail["status"].as_str(), detail["tool"].as_str()), (Some("working"), Some("slow_compute")));
     assert_eq!((detail["inputRequests"].clone(), detail["deadLetter"].clone()), (json!([]), Value::Null));
+    assert_eq!((detail["worker"].as_str(), detail["history"].clone()), (Some("w-7"), json!([])), "held, never changed status");
     let (status, done) = rig.post("acme-admin", &format!("/tasks/{}/cancel", task.id)).await;
     assert_eq!((status, done["task"]["status"].as_str()), (200, Some("cancelled")), "{done}");
+    let (_, ended) = rig.get("acme-admin", &format!("/tasks/{}", task.id)).await;
+    assert_eq!(ended["history"].as_array().map(Vec::len), Some(1), "{ended}");
+    assert_eq!(ended["history"][0]["status"], "cancelled");
+    assert_eq!(ended["history"][0]["atMs"], ended["updatedAtMs"]);
+    assert_eq!(ended["worker"], Value::Null, "a finished task is held by no one");
     let stored = rig.backend.store.get(&task.scope, &task.id).await.unwrap().expect("the task");
     assert_eq!(stored.status, presa_store::Status::Cancelled, "the owner sees it cancelled");
     let (status, body) = rig.post("root", &format!("/tasks/{}/cancel", task.id)).await;

@@ -255,6 +255,16 @@ fn rows(v: &Value, key: &str, row: impl Fn(&Value) -> Vec<String>) -> Vec<Vec<St
     v[key].as_array().map(|a| a.iter().map(row).collect()).unwrap_or_default()
 }
 
+/// A task's status history: `working 3s ago → completed 1s ago`.
+fn history(v: &Value, now: u64) -> String {
+    match v.as_array() {
+        Some(h) if !h.is_empty() => {
+            h.iter().map(|c| format!("{} {}", text(&c["status"]), ago(now, &c["atMs"]))).collect::<Vec<_>>().join(" → ")
+        }
+        _ => "-".into(),
+    }
+}
+
 /// `next: <cursor>` when a page has one (pass it as `--cursor`).
 fn next_line(v: &Value) -> String {
     v["next"].as_str().map(|n| format!("next page: --cursor {n}\n")).unwrap_or_default()
@@ -343,6 +353,8 @@ pub(crate) fn render(command: &AdminCommand, v: &Value, now: u64) -> String {
                 ("input answers", keys(&v["inputResponses"])),
                 ("replay of", text(&v["replayOf"])),
                 ("trace", text(&v["traceId"])),
+                ("held by", text(&v["worker"])),
+                ("history", history(&v["history"], now)),
                 ("result", text(&v["result"])),
                 ("error", text(&v["error"])),
                 ("dead letter", if v["deadLetter"].is_null() { "-".into() } else { text(&v["deadLetter"]["reason"]) }),

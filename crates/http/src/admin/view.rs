@@ -23,7 +23,8 @@ pub(crate) fn task_summary(t: &Task) -> Value {
 }
 
 /// One task, whole: the summary, its input request and answer keys, its
-/// result or error, what it replays, its trace and its dead letter.
+/// result or error, what it replays, its trace, the worker holding it, its
+/// status history and its dead letter.
 pub(crate) fn task_detail(t: &Task, letter: Option<&DeadLetter>) -> Value {
     let mut v = task_summary(t);
     let keys = |m: &std::collections::BTreeMap<String, Value>| m.keys().cloned().collect::<Vec<_>>();
@@ -35,6 +36,10 @@ pub(crate) fn task_detail(t: &Task, letter: Option<&DeadLetter>) -> Value {
         o.insert("error".into(), t.error.clone().unwrap_or(Value::Null));
         o.insert("replayOf".into(), json!(t.work.replay_of.as_ref().map(presa_store::TaskId::as_str)));
         o.insert("traceId".into(), json!(trace_id));
+        o.insert("worker".into(), json!(t.work.worker));
+        let history: Vec<Value> =
+            t.history.iter().map(|h| json!({ "status": h.status.as_str(), "atMs": h.at_ms })).collect();
+        o.insert("history".into(), Value::Array(history));
         o.insert("deadLetter".into(), letter.map_or(Value::Null, dead_letter));
     }
     v

@@ -269,6 +269,7 @@ impl Server {
             trace: propagation::for_continuation(&req.meta.raw),
             caller: Some(req.caller.clone()),
             replay_of: None,
+            worker: None,
         };
         // Arguments, client capabilities and answers: what the record starts with.
         let size = encoded_len(&work);
