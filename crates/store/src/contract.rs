@@ -485,7 +485,11 @@ pub async fn claim_returns_created_work_then_waits(store: Arc<dyn TaskStore>) {
     assert_eq!(claimed.task.attempt, 1);
     assert_eq!(claimed.task.revision, task.revision + 1, "a claim bumps the revision");
     assert_eq!(claimed.deliveries, 1);
-    assert_eq!(claimed.task.work, task.work);
+    assert_eq!(
+        claimed.task.work,
+        Work { worker: Some("w1".into()), ..task.work.clone() },
+        "the claim names its worker"
+    );
     assert_eq!(claimed.writer(), Writer::Worker { attempt: 1 });
     assert_eq!(load(&store, &task.id).await, claimed.task);
     // Because the claim moved the revision, a client write computed before

@@ -7,7 +7,7 @@
 //! write that ends it ([`TaskStore::conclude_dead`](crate::TaskStore::conclude_dead))
 //! records, atomically with it, a [`DeadLetter`]: the owner, the work as the
 //! claim held it (tool, arguments, caller, client capabilities, MRTR answers;
-//! not the trace context of the long-gone request), why it died and after how
+//! not the trace context of the long-gone request nor its last holder), why it died and after how
 //! many deliveries. A letter lives for the store's retention
 //! ([`DEFAULT_DEAD_LETTER_TTL`] unless configured) from its death.
 //!
@@ -83,6 +83,7 @@ impl DeadLetter {
         let task = &claim.task;
         let mut work = task.work.clone();
         work.trace.clear();
+        work.worker = None;
         DeadLetter {
             id: task.id.clone(),
             scope: task.scope.clone(),

@@ -269,7 +269,8 @@ mod tests {
         let ask = BTreeMap::from([("k".to_string(), json!({ "method": "elicitation/create" }))]);
         let t = apply(&t, &Event::RequestInput(ask), 1_200).unwrap().unwrap();
         let t = apply(&t, &Event::SetMessage("waiting".into()), 1_250).unwrap().unwrap();
-        let t = apply(&t, &Event::ProvideInput(BTreeMap::from([("k".to_string(), json!({}))])), 1_300).unwrap().unwrap();
+        let t =
+            apply(&t, &Event::ProvideInput(BTreeMap::from([("k".to_string(), json!({}))])), 1_300).unwrap().unwrap();
         let t = apply(&t, &Event::Claimed { worker: "w-2".into() }, 1_350).unwrap().unwrap();
         let t = apply(&t, &Event::Complete(json!({ "content": [] })), 1_400).unwrap().unwrap();
         let changes: Vec<(Status, u64)> = t.history.iter().map(|h| (h.status, h.at_ms)).collect();

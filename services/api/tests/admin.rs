@@ -283,7 +283,11 @@ async fn cancel_and_task_detail(rig: Rig) {
     assert_eq!(status, 200, "{detail}");
     assert_eq!((detail["status"].as_str(), detail["tool"].as_str()), (Some("working"), Some("slow_compute")));
     assert_eq!((detail["inputRequests"].clone(), detail["deadLetter"].clone()), (json!([]), Value::Null));
-    assert_eq!((detail["worker"].as_str(), detail["history"].clone()), (Some("w-7"), json!([])), "held, never changed status");
+    assert_eq!(
+        (detail["worker"].as_str(), detail["history"].clone()),
+        (Some("w-7"), json!([])),
+        "held, never changed status"
+    );
     let (status, done) = rig.post("acme-admin", &format!("/tasks/{}/cancel", task.id)).await;
     assert_eq!((status, done["task"]["status"].as_str()), (200, Some("cancelled")), "{done}");
     let (_, ended) = rig.get("acme-admin", &format!("/tasks/{}", task.id)).await;
