@@ -214,9 +214,11 @@ pub struct Task {
     /// The JSON-RPC error, when `failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<Value>,
-    /// Every status change after creation (the task was created `working`
-    /// at `created_at_ms`), oldest first, for an operator; never on the
-    /// wire. A few dozen bytes for a task that simply finishes.
+    /// The status changes after creation (the task was created `working`
+    /// at `created_at_ms`) to a status that is not terminal, oldest first:
+    /// the end is `status` at `updated_at_ms` (a finished task never changes
+    /// again), so a task that just runs and ends stores none. For an
+    /// operator ([`Task::status_history`]); never on the wire.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<StatusChange>,
 }
@@ -259,6 +261,16 @@ impl Task {
             error: None,
             history: Vec::new(),
         }
+    }
+
+    /// Every status change after creation, oldest first: the stored
+    /// [`Task::history`], and the end when the task has ended.
+    pub fn status_history(&self) -> Vec<StatusChange> {
+        let mut changes = self.history.clone();
+        if self.status.is_terminal() {
+            changes.push(StatusChange { status: self.status, at_ms: self.updated_at_ms });
+        }
+        changes
     }
 
     /// When the task stops existing (Unix ms), if ever.

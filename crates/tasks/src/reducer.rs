@@ -141,7 +141,9 @@ pub fn apply(task: &Task, event: &Event, now_ms: u64) -> Result<Option<Task>, Re
     }
     next.revision = task.revision + 1;
     next.updated_at_ms = now_ms.max(task.updated_at_ms);
-    if next.status != task.status {
+    // The end needs no entry: a finished task never changes again, so it
+    // ended at `updated_at_ms` (what an operator's view adds, `Task::status_history`).
+    if next.status != task.status && !next.status.is_terminal() {
         next.history.push(crate::StatusChange { status: next.status, at_ms: next.updated_at_ms });
     }
     Ok(Some(next))
@@ -273,9 +275,14 @@ mod tests {
             apply(&t, &Event::ProvideInput(BTreeMap::from([("k".to_string(), json!({}))])), 1_300).unwrap().unwrap();
         let t = apply(&t, &Event::Claimed { worker: "w-2".into() }, 1_350).unwrap().unwrap();
         let t = apply(&t, &Event::Complete(json!({ "content": [] })), 1_400).unwrap().unwrap();
-        let changes: Vec<(Status, u64)> = t.history.iter().map(|h| (h.status, h.at_ms)).collect();
-        assert_eq!(changes, vec![(Status::InputRequired, 1_200), (Status::Working, 1_300), (Status::Completed, 1_400)]);
+        let stored: Vec<(Status, u64)> = t.history.iter().map(|h| (h.status, h.at_ms)).collect();
+        assert_eq!(stored, vec![(Status::InputRequired, 1_200), (Status::Working, 1_300)], "the end is not stored");
+        let told: Vec<(Status, u64)> = t.status_history().iter().map(|h| (h.status, h.at_ms)).collect();
+        assert_eq!(told, vec![(Status::InputRequired, 1_200), (Status::Working, 1_300), (Status::Completed, 1_400)]);
         assert_eq!(t.work.worker, None, "a finished task names no holder");
+        let simple = apply(&task_in(Status::Working), &Event::Cancel, 1_500).unwrap().unwrap();
+        assert!(simple.history.is_empty(), "a task that just ends stores no history: its record does not grow");
+        assert_eq!(simple.status_history(), vec![crate::StatusChange { status: Status::Cancelled, at_ms: 1_500 }]);
     }
 
     #[test]

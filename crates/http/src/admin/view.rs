@@ -38,7 +38,7 @@ pub(crate) fn task_detail(t: &Task, letter: Option<&DeadLetter>) -> Value {
         o.insert("traceId".into(), json!(trace_id));
         o.insert("worker".into(), json!(t.work.worker));
         let history: Vec<Value> =
-            t.history.iter().map(|h| json!({ "status": h.status.as_str(), "atMs": h.at_ms })).collect();
+            t.status_history().iter().map(|h| json!({ "status": h.status.as_str(), "atMs": h.at_ms })).collect();
         o.insert("history".into(), Value::Array(history));
         o.insert("deadLetter".into(), letter.map_or(Value::Null, dead_letter));
     }
