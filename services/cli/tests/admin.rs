@@ -104,11 +104,16 @@ async fn presa_admin_sees_and_steers_a_cluster() {
 
     let me = c.admin(ADMIN, &["whoami"]).await;
     assert_eq!((me.code, me.stdout.as_str()), (0, "ops/root (admin)\n"), "{me}");
+    let me = c.json(ADMIN, &["whoami"]).await;
+    assert_eq!((&me["tenant"], &me["subject"], &me["role"]), (&"ops".into(), &"root".into(), &"admin".into()), "{me}");
+    let them = c.json(GLOBEX_ADMIN, &["whoami"]).await;
+    assert_eq!(them["role"], "tenant-admin", "{them}");
 
     // Tasks: one that completes, a long one to cancel, and enough for pages.
     let quick = call("quick", "0").await;
     let long = call("long", "60").await;
-    let mut made = vec![doomed.clone(), quick.clone(), long.clone()];
+    let long2 = call("long2", "60").await;
+    let mut made = vec![doomed.clone(), quick.clone(), long.clone(), long2.clone()];
     for _ in 0..4 {
         made.push(call("filler", "0").await);
     }
@@ -144,6 +149,11 @@ async fn presa_admin_sees_and_steers_a_cluster() {
     let again = c.admin(ADMIN, &["cancel", &long]).await;
     assert_eq!(again.code, 8, "{again}");
     assert!(again.stderr.contains("409") && again.stderr.contains("ended"), "{again}");
+    let cancelled = c.json(ADMIN, &["cancel", &long2]).await;
+    assert_eq!(
+        (&cancelled["task"]["taskId"], &cancelled["task"]["status"]),
+        (&long2.as_str().into(), &"cancelled".into())
+    );
 
     // Dead letters: listed, replayed once, discarded once.
     let letters = c.admin(ADMIN, &["dead-letters", "--tenant", "acme"]).await;
@@ -155,6 +165,9 @@ async fn presa_admin_sees_and_steers_a_cluster() {
     let new_id = replayed["taskId"].as_str().unwrap().to_string();
     assert!(replay.stdout.contains(&new_id), "{replay}");
     c.wait_status(&new_id, "completed").await;
+    let listed = c.json(ADMIN, &["dead-letters", "--tenant", "acme"]).await;
+    let letter = listed["deadLetters"].as_array().unwrap().iter().find(|l| l["taskId"] == doomed.as_str()).cloned();
+    assert_eq!(letter.map(|l| l["replayedAs"].clone()), Some(new_id.as_str().into()), "{listed}");
     let discard = c.admin(ADMIN, &["discard", &doomed, "--tenant", "acme"]).await;
     assert_eq!(discard.code, 0, "{discard}");
     let gone = c.admin(ADMIN, &["discard", &doomed, "--tenant", "acme"]).await;
@@ -183,8 +196,14 @@ async fn presa_admin_sees_and_steers_a_cluster() {
     assert!(queues.stdout.starts_with("PARTITION") && queues.stdout.contains("\ntotal "), "{queues}");
     let tenants = c.admin(ADMIN, &["tenants"]).await;
     assert_eq!(tenants.stdout, "acme\n", "{tenants}");
+    let tenants = c.json(ADMIN, &["tenants"]).await;
+    assert_eq!(tenants["tenants"], serde_json::json!(["acme"]), "{tenants}");
+    let queues = c.json(ADMIN, &["queues"]).await;
+    assert!(queues["total"]["queued"].is_u64() && queues["partitions"].is_array(), "{queues}");
     let usage = c.json(ADMIN, &["usage", "--tenant", "acme"]).await;
     assert_eq!(usage["principals"][0]["subject"], "alice", "{usage}");
+    let usage = c.admin(ADMIN, &["usage", "--tenant", "acme"]).await;
+    assert!(usage.stdout.contains("tenant acme:") && usage.stdout.contains("\nalice "), "{usage}");
     let drain = c.admin(ADMIN, &["drain", "w-1"]).await;
     assert_eq!(drain.stdout, "worker w-1 is draining\n", "{drain}");
     let drained = c.json(ADMIN, &["cluster"]).await;
@@ -192,6 +211,8 @@ async fn presa_admin_sees_and_steers_a_cluster() {
         drained["nodes"].as_array().unwrap().iter().any(|n| n["id"] == "w-1" && n["draining"] == true),
         "{drained}"
     );
+    let again = c.json(ADMIN, &["drain", "w-1"]).await;
+    assert_eq!((&again["node"]["id"], &again["node"]["draining"]), (&"w-1".into(), &true.into()), "{again}");
 
     // Refusals: another tenant's admin, a plain user, bad input.
     let theirs = c.admin(GLOBEX_ADMIN, &["tasks", "--tenant", "acme"]).await;
@@ -204,6 +225,9 @@ async fn presa_admin_sees_and_steers_a_cluster() {
     let user = c.admin(USER, &["tasks"]).await;
     assert_eq!(user.code, 6, "{user}");
     assert!(user.stderr.contains("presa:admin"), "the scope it lacks is named: {user}");
+    let anonymous = presa(&c.url, &["admin", "whoami"]).await;
+    assert_eq!(anonymous.code, 6, "no token: {anonymous}");
+    assert!(anonymous.stderr.contains("401"), "{anonymous}");
     let bad = c.admin(ADMIN, &["tasks", "--status", "done"]).await;
     assert_eq!(bad.code, 2, "{bad}");
     assert!(bad.stderr.contains("status must be"), "{bad}");
