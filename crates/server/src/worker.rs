@@ -254,10 +254,8 @@ impl Worker {
             span.record("error.type", "poison");
             span.record("otel.status_code", "error");
             let error = ErrorObject::new(codes::INTERNAL_ERROR, "Task failed after repeated attempts");
-            let reason = format!(
-                "delivered {} times, more than max_deliveries ({})",
-                claim.deliveries, self.config.max_deliveries
-            );
+            let times = if claim.deliveries == 1 { "once" } else { &format!("{} times", claim.deliveries) };
+            let reason = format!("delivered {times}, more than max_deliveries ({})", self.config.max_deliveries);
             self.conclude_as(&claim, failure(error), Some(&reason)).await;
             return;
         }

@@ -264,10 +264,12 @@ impl Task {
     }
 
     /// Every status change after creation, oldest first: the stored
-    /// [`Task::history`], and the end when the task has ended.
+    /// [`Task::history`], and the end when the task has ended (once, even in
+    /// a record that stored its end).
     pub fn status_history(&self) -> Vec<StatusChange> {
         let mut changes = self.history.clone();
-        if self.status.is_terminal() {
+        let stored_end = changes.last().is_some_and(|c| c.status == self.status);
+        if self.status.is_terminal() && !stored_end {
             changes.push(StatusChange { status: self.status, at_ms: self.updated_at_ms });
         }
         changes

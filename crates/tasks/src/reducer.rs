@@ -282,7 +282,10 @@ mod tests {
         assert_eq!(t.work.worker, None, "a finished task names no holder");
         let simple = apply(&task_in(Status::Working), &Event::Cancel, 1_500).unwrap().unwrap();
         assert!(simple.history.is_empty(), "a task that just ends stores no history: its record does not grow");
-        assert_eq!(simple.status_history(), vec![crate::StatusChange { status: Status::Cancelled, at_ms: 1_500 }]);
+        let end = crate::StatusChange { status: Status::Cancelled, at_ms: 1_500 };
+        assert_eq!(simple.status_history(), vec![end.clone()]);
+        let stored_its_end = Task { history: vec![end.clone()], ..simple };
+        assert_eq!(stored_its_end.status_history(), vec![end], "an end stored already is told once");
     }
 
     #[test]
