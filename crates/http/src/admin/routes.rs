@@ -3,8 +3,8 @@
 
 use axum::{
     Json,
-    extract::{Path, Query, State, rejection::QueryRejection},
-    http::StatusCode,
+    extract::{FromRequestParts, Path, Query, State, rejection::QueryRejection},
+    http::{StatusCode, request::Parts},
     response::{IntoResponse, Response},
 };
 use presa_store::{TaskFilter, TaskId, util::now_ms};
@@ -149,25 +149,31 @@ pub(crate) struct TenantQuery {
     tenant: Option<String>,
 }
 
-pub(crate) async fn replay(
-    State(s): State<AdminState>,
-    op: Op,
-    Path(id): Path<String>,
-    q: Result<Query<TenantQuery>, QueryRejection>,
-) -> Answer {
-    let q = query(q)?;
-    let replayed = s.admin.replay(&op.operator, given(q.tenant), &task_id(id)?).await?;
+/// The dead letter a replay or discard names: its task id (the path) and
+/// its tenant (`?tenant=`, required of a cluster admin), both checked.
+pub(crate) struct Letter {
+    tenant: Option<String>,
+    id: TaskId,
+}
+
+impl FromRequestParts<AdminState> for Letter {
+    type Rejection = Refused;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AdminState) -> Result<Self, Refused> {
+        let Path(id) =
+            Path::<String>::from_request_parts(parts, state).await.map_err(|e| Refused::bad_request(e.body_text()))?;
+        let q = query(Query::<TenantQuery>::from_request_parts(parts, state).await)?;
+        Ok(Letter { tenant: given(q.tenant), id: task_id(id)? })
+    }
+}
+
+pub(crate) async fn replay(State(s): State<AdminState>, op: Op, letter: Letter) -> Answer {
+    let replayed = s.admin.replay(&op.operator, letter.tenant, &letter.id).await?;
     ok(json!({ "taskId": replayed.task.as_str(), "first": replayed.first }))
 }
 
-pub(crate) async fn discard(
-    State(s): State<AdminState>,
-    op: Op,
-    Path(id): Path<String>,
-    q: Result<Query<TenantQuery>, QueryRejection>,
-) -> Answer {
-    let q = query(q)?;
-    s.admin.discard(&op.operator, given(q.tenant), &task_id(id)?).await?;
+pub(crate) async fn discard(State(s): State<AdminState>, op: Op, letter: Letter) -> Answer {
+    s.admin.discard(&op.operator, letter.tenant, &letter.id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
