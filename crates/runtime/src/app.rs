@@ -135,13 +135,13 @@ impl App {
     /// The API process with flags parsed by the caller: a server with flags of
     /// its own flattens [`ApiArgs`] into its parser (see [`parse_args`]).
     pub async fn api_from(self, args: ApiArgs) -> ExitCode {
-        crate::return_freed_memory();
+        crate::alloc::return_freed_memory();
         report(async { crate::api::run(self.checked()?, args).await }.await)
     }
 
     /// The worker process with flags parsed by the caller (see [`App::api_from`]).
     pub async fn worker_from(self, args: WorkerArgs) -> ExitCode {
-        crate::return_freed_memory();
+        crate::alloc::return_freed_memory();
         report(async { crate::worker::run(self.checked()?, args).await }.await)
     }
 

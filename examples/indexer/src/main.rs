@@ -4,6 +4,9 @@
 
 use presa_runtime::App;
 
+// jemalloc as the allocator: the binary's choice (see presa_runtime::use_jemalloc).
+presa_runtime::use_jemalloc!();
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     App::new("indexer", env!("CARGO_PKG_VERSION"), presa_example_indexer::catalog())

@@ -5,6 +5,9 @@
 //! this process is a stateless API pod and `presa-worker` pods run the tools.
 //! Everything but the catalog lives in `presa_runtime::App`.
 
+// jemalloc as the allocator: the binary's choice (see presa_runtime::use_jemalloc).
+presa_runtime::use_jemalloc!();
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     presa_runtime::App::new("presa", env!("CARGO_PKG_VERSION"), presa_demo::catalog()).api().await

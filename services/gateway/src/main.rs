@@ -28,6 +28,9 @@ struct WorkerCli {
     worker: WorkerArgs,
 }
 
+// jemalloc as the allocator: the binary's choice (see presa_runtime::use_jemalloc).
+presa_runtime::use_jemalloc!();
+
 #[tokio::main]
 async fn main() -> ExitCode {
     // HTTPS upstreams (feature `tls`): rustls with ring, the provider the rest of presa uses.
