@@ -34,14 +34,15 @@ RUN sh deploy/skeleton.sh . /skeleton
 FROM ${RUST_IMAGE} AS builder
 ARG PROFILE=dist
 WORKDIR /src
-ENV CARGO_TERM_COLOR=never CARGO_INCREMENTAL=0
+# Packed relative relocations (DT_RELR; glibc >= 2.36, as the runtime bases have):
+# start-up does not read through a large .rela.dyn, so a pod's idle RSS is smaller.
+ENV CARGO_TERM_COLOR=never CARGO_INCREMENTAL=0 RUSTFLAGS="-C link-arg=-Wl,-z,pack-relative-relocs"
 # make: jemalloc (the binaries' allocator, tikv-jemalloc-sys) is built from C sources.
 RUN command -v make >/dev/null || { apt-get update && apt-get install -y --no-install-recommends make \
     && rm -rf /var/lib/apt/lists/*; }
 # 1. Every dependency, against stub sources (cached until a manifest changes).
 #    One cargo invocation for the four binaries: their dependencies' features
-#    unify once (two invocations compile most dependencies twice), and it is the
-#    selection services/build.rs's link order is recorded with (tools/link-order.sh).
+#    unify once (two invocations compile most dependencies twice).
 COPY --from=skeleton /skeleton/ ./
 RUN cargo build --profile "$PROFILE" --locked -p presa-api -p presa-worker -p presa-gateway -p presa-cli
 # 2. presa itself. COPY keeps the files' own mtimes, which can be older than

@@ -4,7 +4,8 @@
 # an existing glob (tools/extra-tool, a binary) and one under a new top-level
 # glob (plugins/*, a library with a test), then checks that the skeleton of
 # that workspace:
-#   - holds every member's manifest and a stub for every target root;
+#   - holds every member's manifest and a stub for every target root (and
+#     for a build script outside its package, `build = "../../tests/…"`);
 #   - resolves with `cargo metadata --locked` (what the old stage failed at:
 #     "failed to load manifest for workspace member tools/*");
 #   - has a stub for every target cargo plans for (each target's source file of
@@ -28,10 +29,13 @@ name = "extra-tool"
 version = "0.1.0"
 edition = "2024"
 publish = false
+build = "../../tests/extra-build.rs"
 [dependencies]
 serde_json = { workspace = true }
 EOF
 echo 'fn main() { println!("{}", serde_json::json!({"extra": true})); }' >tools/extra-tool/src/main.rs
+# A build script outside its package (`build = "../…"`), which the skeleton must normalise and keep.
+echo 'fn main() {}' >tests/extra-build.rs
 cat >plugins/extra-plugin/Cargo.toml <<'EOF'
 [package]
 name = "extra-plugin"
@@ -52,7 +56,7 @@ cargo update --workspace --offline --quiet
 
 sh deploy/skeleton.sh . "$WORK/skeleton"
 for f in tools/extra-tool/Cargo.toml tools/extra-tool/src/main.rs plugins/extra-plugin/Cargo.toml \
-  plugins/extra-plugin/src/lib.rs plugins/extra-plugin/tests/named.rs services/build.rs Cargo.lock; do
+  plugins/extra-plugin/src/lib.rs plugins/extra-plugin/tests/named.rs tests/extra-build.rs Cargo.lock; do
   [ -f "$WORK/skeleton/$f" ] || { echo "the skeleton lacks $f" >&2; exit 1; }
 done
 grep -q answer "$WORK/skeleton/plugins/extra-plugin/src/lib.rs" && { echo "the skeleton kept a real source file" >&2; exit 1; }
