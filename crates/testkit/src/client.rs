@@ -4,14 +4,15 @@ use std::time::Duration;
 
 use eventsource_stream::Eventsource;
 use futures::{Stream, StreamExt};
-use serde_json::{Value, json};
+use presa_client::wire;
+use serde_json::{Map, Value, json};
 
 /// The Tasks extension identifier, as declared in capabilities.
-pub const TASKS: &str = "io.modelcontextprotocol/tasks";
+pub const TASKS: &str = wire::TASKS_EXTENSION;
 
 /// Declared capabilities: elicitation plus the Tasks extension.
 pub fn tasks_caps() -> Value {
-    json!({ "elicitation": {}, "extensions": { TASKS: {} } })
+    wire::client_capabilities()
 }
 
 /// The `taskId` of a `CreateTaskResult` (panics, showing it, when the call did not create a task).
@@ -53,28 +54,27 @@ impl Client {
         self
     }
 
-    fn request(&self, id: u64, method: &str, mut params: Value) -> reqwest::RequestBuilder {
-        // Keys the caller put in `_meta` stay; the protocol's two are set.
-        let mut meta = params["_meta"].as_object().cloned().unwrap_or_default();
-        meta.insert("io.modelcontextprotocol/protocolVersion".into(), json!("2026-07-28"));
-        meta.insert("io.modelcontextprotocol/clientCapabilities".into(), self.caps.clone());
-        params["_meta"] = Value::Object(meta);
-        let name = match method {
-            "tools/call" | "prompts/get" => params["name"].as_str().map(str::to_string),
-            "resources/read" => params["uri"].as_str().map(str::to_string),
-            "tasks/get" | "tasks/update" | "tasks/cancel" => params["taskId"].as_str().map(str::to_string),
-            _ => None,
+    /// The request the wire asks for (built by presa-client's `wire`, the
+    /// one MCP client code): `_meta` with the protocol's keys (the caller's
+    /// own stay), the MCP headers, and the test kit's scope and bearer.
+    fn request(&self, id: u64, method: &str, params: Value) -> reqwest::RequestBuilder {
+        let params = match params {
+            Value::Object(params) => params,
+            Value::Null => Map::new(),
+            other => panic!("{method}: params must be an object, not {other}"),
         };
+        let name = wire::mcp_name(method, &params);
+        let body = wire::request_body(id, method, params, &self.caps);
         let mut b = self
             .http
             .post(&self.url)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", method)
-            .body(json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }).to_string());
+            .header(wire::HEADER_PROTOCOL_VERSION, wire::PROTOCOL_VERSION)
+            .header(wire::HEADER_METHOD, method)
+            .body(body.to_string());
         if let Some(n) = name {
-            b = b.header("mcp-name", n);
+            b = b.header(wire::HEADER_NAME, n);
         }
         if let Some(s) = &self.scope {
             b = b.header("x-test-scope", s);
