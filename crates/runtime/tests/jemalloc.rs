@@ -3,6 +3,8 @@
 //! itself installs none: its unit tests run on the system allocator
 //! (`the_library_installs_no_allocator` in src/alloc.rs).
 
+#![cfg(feature = "jemalloc")]
+
 presa_runtime::use_jemalloc!();
 
 #[test]
