@@ -14,7 +14,7 @@
 //! - [`sse`]: reading JSON-RPC messages from a `text/event-stream` body.
 //! - [`task`]: the shapes a client handles: [`Task`] snapshots, their
 //!   [`TaskStatus`], and the three outcomes of `tools/call` ([`CallOutcome`]).
-//! - [`follow`]: following tasks to the end: `subscriptions/listen` when the
+//! - [`follow`](mod@follow): following tasks to the end: `subscriptions/listen` when the
 //!   server offers it, re-subscribing when the stream drops, polling
 //!   `tasks/get` at `pollIntervalMs` otherwise.
 //! - [`schema`]: JSON Schema helpers: typing `key=value` arguments from a

@@ -27,7 +27,7 @@ impl Authenticator for HeaderScopes {
     }
 }
 
-/// An embedded server on 127.0.0.1:<ephemeral>.
+/// An embedded server on 127.0.0.1 and an ephemeral port.
 #[derive(Debug)]
 pub struct Embedded {
     /// The MCP endpoint.

@@ -7,7 +7,7 @@
 //! - [`cli`]: running the `presa` command-line client as a shell would.
 //! - [`client`]: an MCP client for the stateless wire (JSON and SSE, listen streams).
 //! - [`legacy`]: a 2025-11-25 client (`initialize`, `Mcp-Session-Id`, server requests on SSE).
-//! - [`embedded`]: an in-process embedded server on a loopback port.
+//! - [`embedded()`]: an in-process embedded server on a loopback port.
 //! - [`jwt`]: a throw-away token issuer (fresh RSA and EC keys, JWKS, good and forged tokens).
 //! - [`principals`]: the cross-principal scenario (a task belongs to its creator alone).
 //! - [`pods`]: `presa-api` / `presa-worker` processes for cluster and crash tests.
