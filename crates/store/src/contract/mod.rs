@@ -22,11 +22,11 @@
 //!
 //! The calling crate needs `tokio` (with `macros` and `rt-multi-thread`).
 //!
-//! The cases live by area: [`tasks`] (records), [`work`] (claims and
-//! leases), [`quota`] (limits), [`idempotency`], [`bus`] (they take the
-//! [`EventBus`](crate::EventBus)), [`sessions`] (they take the
-//! [`SessionStore`](crate::SessionStore)), [`admin`] (they take the whole
-//! backend) and [`dead`] (dead letters; one of them needs a store made
+//! The cases live by area: `tasks` (records), `work` (claims and
+//! leases), `quota` (limits), `idempotency`, `bus` (they take the
+//! [`EventBus`](crate::EventBus)), `sessions` (they take the
+//! [`SessionStore`](crate::SessionStore)), `admin` (they take the whole
+//! backend) and `dead` (dead letters; one of them needs a store made
 //! with a short dead-letter retention, hence the macro's second factory).
 //! This file holds the macro and the helpers the cases share.
 
