@@ -78,6 +78,11 @@ impl Core {
         &self.inner.backend.admin
     }
 
+    /// The shared state of legacy (2025-11-25) sessions ([`presa_store::SessionStore`]).
+    pub fn sessions(&self) -> &Arc<dyn presa_store::SessionStore> {
+        &self.inner.backend.sessions
+    }
+
     /// Update the work queue gauges `/metrics` reports, for every partition,
     /// from the store (a failure is logged and leaves the previous values).
     pub async fn refresh_queue_metrics(&self) {

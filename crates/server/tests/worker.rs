@@ -238,7 +238,8 @@ async fn a_parked_handler_skips_a_stale_snapshot_and_resumes_on_the_answer() {
     // Every watch first delivers the task as created (attempt 0, from before
     // the claim), as a slow shared subscription may hand it to a new watcher.
     let store = Arc::new(Wrapped::new(memory.clone()).first_on_watch(vec![task.clone()]));
-    let stop = run_worker(core_on(Backend { store, bus: memory.clone(), admin: memory.clone() }), 5);
+    let stop =
+        run_worker(core_on(Backend { store, bus: memory.clone(), admin: memory.clone(), sessions: memory.clone() }), 5);
     let mut parked = None;
     for _ in 0..200 {
         let t = memory.load(&task.id).await.unwrap().unwrap();

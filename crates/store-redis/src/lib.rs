@@ -91,6 +91,7 @@ mod quota;
 pub mod record;
 mod scripts;
 mod sentinel;
+mod session;
 mod store;
 mod work;
 

@@ -13,8 +13,7 @@ use std::{
 use futures::StreamExt;
 use presa_store::{
     Cas, Claim, CreateLimits, Created, DeadLetter, DeadLetterFilter, DeadLetterPage, EventBus, EventStream, GetView,
-    Idempotency, NewTask, PartitionStats, Scope, SessionLimits, StoreError, Task, TaskId, TaskStore, TaskStream,
-    Writer,
+    Idempotency, NewTask, PartitionStats, Scope, StoreError, Task, TaskId, TaskStore, TaskStream, Writer,
     util::{new_task_id_in, now_ms},
 };
 use redis::{Cmd, FromRedisValue, Value};
@@ -708,42 +707,6 @@ impl TaskStore for RedisStore {
         Ok(self.partition_stats().await?)
     }
 
-    async fn set_session_field(
-        &self,
-        owner: &Scope,
-        session: &str,
-        field: &str,
-        value: Option<&str>,
-        ttl: std::time::Duration,
-        limits: SessionLimits,
-    ) -> Result<(), StoreError> {
-        let op = if value.is_some() { "set" } else { "del" };
-        self.write_session(owner, session, op, field, value.unwrap_or_default(), ttl, limits).await
-    }
-
-    async fn end_session(
-        &self,
-        owner: &Scope,
-        session: &str,
-        field: &str,
-        ttl: std::time::Duration,
-        limits: SessionLimits,
-    ) -> Result<(), StoreError> {
-        self.write_session(owner, session, "end", field, "1", ttl, limits).await
-    }
-
-    async fn session_state(
-        &self,
-        owner: &Scope,
-        session: &str,
-    ) -> Result<std::collections::HashMap<String, String>, StoreError> {
-        let key = self.inner.keys.session(owner, session);
-        let mut state: std::collections::HashMap<String, String> =
-            self.query(Verbosity::Info, redis::cmd("HGETALL").arg(&key)).await?;
-        state.retain(|field, _| !field.starts_with('#'));
-        Ok(state)
-    }
-
     async fn watch(&self, ids: &[TaskId]) -> Result<TaskStream, StoreError> {
         let channels: Vec<String> = ids.iter().filter_map(|id| self.inner.keys.events(id)).collect();
         if channels.is_empty() {
@@ -785,61 +748,6 @@ impl EventBus for RedisStore {
 }
 
 impl RedisStore {
-    /// One write of `session.lua` (`op`: `set`, `del`, `end`) and, for a
-    /// session that starts holding state under a store-wide limit,
-    /// `session_admit.lua` in between; a session admitted store-wide that its
-    /// scope then refuses (a race) is taken out again.
-    #[allow(clippy::too_many_arguments)]
-    async fn write_session(
-        &self,
-        owner: &Scope,
-        session: &str,
-        op: &str,
-        field: &str,
-        value: &str,
-        ttl: std::time::Duration,
-        limits: SessionLimits,
-    ) -> Result<(), StoreError> {
-        let keys = &self.inner.keys;
-        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
-        let now = now_ms();
-        let write = |admitted: bool| {
-            let mut inv = scripts::SESSION.prepare_invoke();
-            inv.key(keys.session(owner, session))
-                .key(keys.scope_sessions(owner))
-                .arg(op)
-                .arg(field)
-                .arg(value)
-                .arg(ttl_ms)
-                .arg(now)
-                .arg(limits.max_fields.unwrap_or(0))
-                .arg(limits.max_bytes.unwrap_or(0))
-                .arg(limits.max_per_scope.unwrap_or(0))
-                .arg(Keys::session_member(session))
-                .arg(if admitted { "1" } else { "0" })
-                .arg(limits.counted_prefix);
-            inv
-        };
-        let first: String = self.invoke(&write(limits.max_sessions.is_none())).await?;
-        if first != "admit" {
-            return session_reply(&first);
-        }
-        let member = Keys::sessions_member(owner, session);
-        let mut admit = scripts::SESSION_ADMIT.prepare_invoke();
-        admit.key(keys.sessions()).arg(&member).arg(now).arg(ttl_ms).arg(limits.max_sessions.unwrap_or(0));
-        let admitted: i64 = self.invoke(&admit).await?;
-        if admitted == 0 {
-            return Err(StoreError::Capacity { limit: presa_store::SESSIONS_LIMIT });
-        }
-        let second: String = self.invoke(&write(true)).await?;
-        let outcome = session_reply(&second);
-        if outcome.is_err() {
-            let undo = redis::cmd("ZREM").arg(keys.sessions()).arg(&member).to_owned();
-            let _: Result<Value, _> = self.query(Verbosity::Info, &undo).await;
-        }
-        outcome
-    }
-
     async fn publish_on(&self, channel: String, message: &str) -> Result<(), StoreError> {
         let cmd = redis::cmd(self.publish_cmd()).arg(channel).arg(message).to_owned();
         self.query::<Value>(Verbosity::Info, &cmd).await?;
@@ -855,17 +763,4 @@ impl RedisStore {
         let sub = self.inner.hub.subscribe_with(vec![channel], limits, presa_store::fanout::Overflow::End).await?;
         Ok(Box::pin(sub.map(|d| d.map(|d| String::from_utf8_lossy(&d.payload).into_owned()))))
     }
-}
-
-/// What `session.lua` answered, as an outcome.
-fn session_reply(reply: &str) -> Result<(), StoreError> {
-    use presa_store::{SESSION_BYTES_LIMIT, SESSION_FIELDS_LIMIT, SESSIONS_PER_SCOPE_LIMIT};
-    let limit = match reply {
-        "ok" => return Ok(()),
-        "max_legacy_session_fields" => SESSION_FIELDS_LIMIT,
-        "max_legacy_session_bytes" => SESSION_BYTES_LIMIT,
-        "max_legacy_sessions_per_scope" => SESSIONS_PER_SCOPE_LIMIT,
-        other => return Err(StoreError::Corrupt(format!("session.lua answered {other:?}"))),
-    };
-    Err(StoreError::Capacity { limit })
 }

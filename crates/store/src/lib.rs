@@ -10,7 +10,9 @@
 //!   process, and topics that reach only their own subscribers (a legacy
 //!   session's answers); every subscriber's queue is bounded ([`fanout`]) and
 //!   one that falls behind is ended with [`StoreError::Lagged`].
-//! - [`Backend`]: the pair a server runs on (both traits, usually one object).
+//! - [`session`]: the shared state of legacy (2025-11-25) sessions
+//!   ([`SessionStore`]), counted and capped ([`SessionLimits`]).
+//! - [`Backend`]: what a server runs on (every trait, usually one object).
 //! - [`memory`]: the embedded backend (not durable, and says so).
 //! - [`fanout`]: the bounded per-subscriber queues both buses hand events to.
 //! - [`metrics`]: what every store reports of a create (a principal's quota use).
@@ -21,6 +23,10 @@
 //!   task listings across owners, the registry of live processes, drains).
 //! - [`contract`] (feature `contract`): the behavioural suite, written once
 //!   against the trait; `store_contract_tests!` instantiates it per backend.
+//!
+//! Beside the traits, private modules hold what they share, re-exported
+//! here: `error` ([`StoreError`]), `limits` ([`CreateLimits`], the bus's
+//! bounds) and `claim` ([`Writer`], [`Cas`], [`Claim`], [`PartitionStats`]).
 //!
 //! Invariants every implementation upholds:
 //! - `create` returns only once `get` resolves the task from any process;
@@ -37,275 +43,39 @@
 //!   ending it was applied (recorded in the same atomic step), and every
 //!   dead-letter read names the tenant it may see.
 
-use std::{collections::HashMap, pin::Pin, sync::Arc, time::Duration};
+use std::{pin::Pin, sync::Arc, time::Duration};
 
 pub use admin::{AdminStore, NodeInfo, TaskFilter, TaskPage};
+pub use claim::{Cas, Claim, PartitionStats, Writer};
 pub use dead::{DeadLetter, DeadLetterFilter, DeadLetterPage, Replayed};
+pub use error::StoreError;
 use futures::Stream;
 pub use idempotency::{Created, Idempotency};
+pub use limits::{
+    BUS_QUEUE, BYTES_LIMIT, CreateLimits, DEFAULT_OP_TIMEOUT, MAX_EVENT_BYTES, TOPIC_QUEUE, check_event, growth_quota,
+};
 pub use presa_tasks::{Caller, NewTask, Scope, Status, Task, TaskId, wire::GetView};
+pub use session::{
+    SESSION_BYTES_LIMIT, SESSION_FIELDS_LIMIT, SESSIONS_LIMIT, SESSIONS_PER_SCOPE_LIMIT, SessionLimits, SessionStore,
+};
 pub use shares::Shares;
 
 pub mod admin;
+mod claim;
 #[cfg(any(test, feature = "contract"))]
 pub mod contract;
 pub mod dead;
+mod error;
 pub mod fanout;
 pub mod idempotency;
+mod limits;
 pub mod memory;
 pub mod metrics;
+pub mod session;
 pub mod shares;
 pub mod util;
 #[cfg(any(test, feature = "contract"))]
 pub mod wrapped;
-
-/// Why a store operation failed.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// The backend could not be reached or timed out. Retryable.
-    #[error("store unavailable: {0}")]
-    Unavailable(String),
-    /// A capacity limit was hit; nothing was stored. Retryable later.
-    #[error("capacity limit reached: {limit}")]
-    Capacity {
-        /// Which limit (`max_active_tasks_per_scope`, `max_tasks`).
-        limit: &'static str,
-    },
-    /// The new task's partition already holds
-    /// [`CreateLimits::max_queued_per_partition`] work items (queued or
-    /// running); nothing was stored. Retryable once workers catch up.
-    #[error("work queue full")]
-    QueueFull,
-    /// An idempotency key was used before, by the same principal, for a
-    /// different request (another tool or other arguments); nothing was
-    /// stored. Not retryable: the client must use a new key.
-    #[error("the idempotency key was already used for a different request")]
-    KeyReused,
-    /// A write reached the Redis primary but fewer replicas than
-    /// `--durability replicated` asks confirmed it in time: a failover now
-    /// could lose it. Retryable: a create retried under the same idempotency
-    /// key returns the task if the primary kept it (and confirms it again).
-    #[error(
-        "written on the Redis primary but confirmed by {acked} of {wanted} replicas in time; \
-         retry (a create with the same idempotency key)"
-    )]
-    Unconfirmed {
-        /// Replicas that confirmed.
-        acked: u64,
-        /// Replicas asked for.
-        wanted: u32,
-    },
-    /// A stored record could not be decoded.
-    #[error("corrupt task record: {0}")]
-    Corrupt(String),
-    /// A listing cursor that no listing returned; nothing was read. Not retryable.
-    #[error("not a listing cursor: {0:?}")]
-    BadCursor(String),
-    /// This store was configured without what the operation needs (the
-    /// admin task index, `--task-index off`). Not retryable.
-    #[error("not available: {0}")]
-    Unsupported(String),
-    /// An event subscriber fell further behind than its queue's bound
-    /// ([`fanout::QueueLimits`]): what was queued for it was dropped and its
-    /// stream ends after this. Subscribe again to go on (from now).
-    #[error("event subscriber lagged: it fell behind its queue's bound and was ended")]
-    Lagged,
-    /// Something to publish or store is larger than its limit; nothing was
-    /// published or stored.
-    #[error("{what} is {len} bytes, over the limit of {max}")]
-    TooLarge {
-        /// What was too large (`event`).
-        what: &'static str,
-        /// Its size.
-        len: usize,
-        /// The limit.
-        max: usize,
-    },
-}
-
-impl StoreError {
-    /// Whether retrying later can succeed.
-    pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            StoreError::Unavailable(_)
-                | StoreError::Unconfirmed { .. }
-                | StoreError::Capacity { .. }
-                | StoreError::QueueFull
-                | StoreError::Lagged
-        )
-    }
-}
-
-/// Largest event [`EventBus::publish`] sends to every process, in bytes: an
-/// event is a notice (a list changed, a resource URI, a session ended),
-/// never a caller's payload, which goes to one topic ([`EventBus::publish_to`]).
-pub const MAX_EVENT_BYTES: usize = 8 * 1024;
-
-/// The queue of each [`EventBus::subscribe`] subscriber: 1,024 events or
-/// 1 MiB, whichever comes first; past it the subscriber is ended
-/// ([`StoreError::Lagged`]).
-pub const BUS_QUEUE: fanout::QueueLimits = fanout::QueueLimits { max_items: 1024, max_bytes: 1024 * 1024 };
-
-/// The queue of each [`EventBus::subscribe_to`] subscriber: 64 messages or
-/// 16 MiB (four answers as large as the default request body limit).
-pub const TOPIC_QUEUE: fanout::QueueLimits = fanout::QueueLimits { max_items: 64, max_bytes: 16 * 1024 * 1024 };
-
-/// Refuse an event over [`MAX_EVENT_BYTES`] (shared by every bus).
-pub fn check_event(event: &str) -> Result<(), StoreError> {
-    if event.len() > MAX_EVENT_BYTES {
-        return Err(StoreError::TooLarge { what: "event", len: event.len(), max: MAX_EVENT_BYTES });
-    }
-    Ok(())
-}
-
-/// What one legacy (2025-11-25) session may store, checked atomically with
-/// each write ([`TaskStore::set_session_field`]). `None`: no limit.
-///
-/// A session *holds state* from its first stored field until it expires
-/// (ending it with [`TaskStore::end_session`] keeps its end mark, so it still
-/// holds state); only such sessions count for `max_per_scope` and `max_sessions`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct SessionLimits {
-    /// Most fields named `counted_prefix…` one session holds.
-    pub max_fields: Option<u64>,
-    /// The fields `max_fields` counts: those whose name starts with this
-    /// (`""`: every field).
-    pub counted_prefix: &'static str,
-    /// Most bytes one session holds (field names plus values).
-    pub max_bytes: Option<u64>,
-    /// Most sessions holding state one scope may have.
-    pub max_per_scope: Option<u64>,
-    /// Most sessions holding state in the whole store.
-    pub max_sessions: Option<u64>,
-}
-
-impl SessionLimits {
-    /// No limit at all.
-    pub const NONE: SessionLimits = SessionLimits {
-        max_fields: None,
-        counted_prefix: "",
-        max_bytes: None,
-        max_per_scope: None,
-        max_sessions: None,
-    };
-}
-
-/// The `Capacity` limit of a session over [`SessionLimits::max_fields`].
-pub const SESSION_FIELDS_LIMIT: &str = "max_legacy_session_fields";
-/// The `Capacity` limit of a session over [`SessionLimits::max_bytes`].
-pub const SESSION_BYTES_LIMIT: &str = "max_legacy_session_bytes";
-/// The `Capacity` limit of a scope over [`SessionLimits::max_per_scope`].
-pub const SESSIONS_PER_SCOPE_LIMIT: &str = "max_legacy_sessions_per_scope";
-/// The `Capacity` limit of a store over [`SessionLimits::max_sessions`].
-pub const SESSIONS_LIMIT: &str = "max_legacy_sessions";
-
-/// Limits enforced atomically with creation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CreateLimits {
-    /// At most this many non-terminal tasks per scope.
-    pub max_active_per_scope: Option<u64>,
-    /// At most this many bytes of task records per scope (serialised; each
-    /// task counts from its creation until it expires).
-    pub max_bytes_per_scope: Option<u64>,
-    /// At most this many work items (queued or claimed, not yet removed) in
-    /// the new task's partition; beyond it creates get
-    /// [`StoreError::QueueFull`], so the queue stays bounded when creators
-    /// outpace workers.
-    pub max_queued_per_partition: Option<u64>,
-}
-
-impl CreateLimits {
-    /// No limit at all.
-    pub const NONE: CreateLimits =
-        CreateLimits { max_active_per_scope: None, max_bytes_per_scope: None, max_queued_per_partition: None };
-}
-
-/// The byte quota a write's growth is held to: `max_bytes_per_scope` for
-/// a client write that leaves the task live, `None` (counted, never refused)
-/// for a worker's write or one that ends the task.
-pub fn growth_quota(next: &Task, writer: Writer, max_bytes_per_scope: Option<u64>) -> Option<u64> {
-    max_bytes_per_scope.filter(|_| writer == Writer::Client && !next.status.is_terminal())
-}
-
-/// The `Capacity` limit of a create or a write past [`CreateLimits::max_bytes_per_scope`].
-pub const BYTES_LIMIT: &str = "max_bytes_per_scope";
-
-/// The outcome of a compare-and-set.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Cas {
-    /// Written; the stored task is now this.
-    Applied(Task),
-    /// Refused: the stored task (if it still exists) differs from what the
-    /// writer expected (revision, fence, or already terminal).
-    Conflict(Option<Task>),
-}
-
-/// Who writes a transition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Writer {
-    /// An API request on behalf of the owner (`tasks/update`, `tasks/cancel`).
-    Client,
-    /// A worker holding the claim with this attempt number.
-    Worker {
-        /// The fencing attempt the worker claimed.
-        attempt: u64,
-    },
-}
-
-/// A claimed unit of work: run `task.work`, then `finish` or `release` it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Claim {
-    /// The task as stored right after the claim (with the bumped `attempt`).
-    pub task: Task,
-    /// How many times this work has been delivered, this delivery included.
-    pub deliveries: u64,
-    /// Backend-specific handle of the work item (a stream entry id for Redis).
-    pub receipt: String,
-}
-
-impl Writer {
-    /// Whether this writer's fence still holds on `task`: always for the
-    /// client; for a worker, while the stored attempt is the one it claimed.
-    pub fn fence_holds(&self, task: &Task) -> bool {
-        match self {
-            Writer::Client => true,
-            Writer::Worker { attempt } => *attempt == task.attempt,
-        }
-    }
-
-    /// Whether work running under this writer may go on with `task`: it is
-    /// not terminal and the fence holds. Work that may not stops at once;
-    /// whoever ended it (a cancel, the worker that took over) owns the outcome.
-    pub fn may_continue(&self, task: &Task) -> bool {
-        !task.status.is_terminal() && self.fence_holds(task)
-    }
-}
-
-impl Claim {
-    /// The fencing token of this claim.
-    pub fn writer(&self) -> Writer {
-        Writer::Worker { attempt: self.task.attempt }
-    }
-}
-
-/// The work queue of one partition, for metrics ([`TaskStore::work_stats`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct PartitionStats {
-    /// The partition (the `pNN` a task id names).
-    pub partition: u16,
-    /// Work items waiting for a worker (never claimed, or handed back).
-    pub queued: u64,
-    /// Work items delivered to a worker and not finished yet (running,
-    /// parked on input, or with a lapsed lease awaiting recovery).
-    pub pending: u64,
-    /// Milliseconds since the oldest pending item was enqueued; `None` when
-    /// nothing is pending.
-    pub oldest_pending_age_ms: Option<u64>,
-    /// Milliseconds since the oldest queued item (waiting for a worker) was
-    /// enqueued; `None` when nothing is queued.
-    pub oldest_queued_age_ms: Option<u64>,
-}
 
 /// A stream of task snapshots (each one a change that was committed).
 pub type TaskStream = Pin<Box<dyn Stream<Item = Task> + Send>>;
@@ -509,40 +279,6 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
     async fn work_stats(&self) -> Result<Vec<PartitionStats>, StoreError> {
         Ok(Vec::new())
     }
-
-    /// Set (`Some`) or remove (`None`) one field of the shared state of
-    /// `owner`'s legacy (2025-11-25) session (log level, resource
-    /// subscriptions), and let the whole session's state expire `ttl` from
-    /// now. Any process serving the session reads it back with
-    /// [`TaskStore::session_state`]. A write past `limits` stores nothing and
-    /// fails with `StoreError::Capacity` naming the limit
-    /// ([`SESSION_FIELDS_LIMIT`], [`SESSION_BYTES_LIMIT`],
-    /// [`SESSIONS_PER_SCOPE_LIMIT`], [`SESSIONS_LIMIT`]); a removal is never refused.
-    async fn set_session_field(
-        &self,
-        owner: &Scope,
-        session: &str,
-        field: &str,
-        value: Option<&str>,
-        ttl: Duration,
-        limits: SessionLimits,
-    ) -> Result<(), StoreError>;
-
-    /// End `owner`'s legacy session: every field is dropped but `field` (its
-    /// end mark, set to `1`), which lives `ttl` from now. A session that held
-    /// no state must fit `limits` like a first write.
-    async fn end_session(
-        &self,
-        owner: &Scope,
-        session: &str,
-        field: &str,
-        ttl: Duration,
-        limits: SessionLimits,
-    ) -> Result<(), StoreError>;
-
-    /// Every field of `owner`'s legacy session's shared state (empty when
-    /// none was set or it expired).
-    async fn session_state(&self, owner: &Scope, session: &str) -> Result<HashMap<String, String>, StoreError>;
 }
 
 /// Events between API processes: a broadcast of short events to every
@@ -567,8 +303,9 @@ pub trait EventBus: Send + Sync + std::fmt::Debug + 'static {
     async fn subscribe_to(&self, topic: &str) -> Result<EventStream, StoreError>;
 }
 
-/// The store, bus and admin reads a server runs on. Both implementations
-/// serve the three traits from one object; [`Backend::new`] takes it once.
+/// The store, bus, admin reads and legacy sessions a server runs on. Both
+/// implementations serve the four traits from one object; [`Backend::new`]
+/// takes it once.
 #[derive(Debug, Clone)]
 pub struct Backend {
     /// The durable task store.
@@ -577,14 +314,13 @@ pub struct Backend {
     pub bus: Arc<dyn EventBus>,
     /// Listings and the process registry, for the admin API and heartbeats.
     pub admin: Arc<dyn AdminStore>,
+    /// The shared state of legacy (2025-11-25) sessions.
+    pub sessions: Arc<dyn SessionStore>,
 }
 
 impl Backend {
     /// A backend served by one object behind every trait.
-    pub fn new<T: TaskStore + EventBus + AdminStore>(all: Arc<T>) -> Self {
-        Backend { store: all.clone(), bus: all.clone(), admin: all }
+    pub fn new<T: TaskStore + EventBus + AdminStore + SessionStore>(all: Arc<T>) -> Self {
+        Backend { store: all.clone(), bus: all.clone(), admin: all.clone(), sessions: all }
     }
 }
-
-/// How long a blocking operation may wait, shared by implementations.
-pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(2);

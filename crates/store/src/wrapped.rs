@@ -10,7 +10,8 @@ use futures::StreamExt;
 
 use crate::{
     Cas, Claim, CreateLimits, DeadLetter, DeadLetterFilter, DeadLetterPage, EventBus, EventStream, GetView, NewTask,
-    PartitionStats, Scope, SessionLimits, Shares, StoreError, Task, TaskId, TaskStore, TaskStream, Writer,
+    PartitionStats, Scope, SessionLimits, SessionStore, Shares, StoreError, Task, TaskId, TaskStore, TaskStream,
+    Writer,
 };
 
 /// `inner`, plus what a test needs around it.
@@ -126,6 +127,10 @@ impl<S: TaskStore> TaskStore for Wrapped<S> {
     async fn work_stats(&self) -> Result<Vec<PartitionStats>, StoreError> {
         self.inner.work_stats().await
     }
+}
+
+#[async_trait::async_trait]
+impl<S: SessionStore> SessionStore for Wrapped<S> {
     async fn set_session_field(
         &self,
         owner: &Scope,

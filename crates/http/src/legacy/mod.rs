@@ -130,7 +130,7 @@ pub(crate) async fn post(app: App, headers: HeaderMap, message: Value, caller: C
         observed.failed(&e);
         return json(StatusCode::BAD_REQUEST, &jsonrpc::failure(Some(&req.id), &e));
     }
-    let store = app.server.core().store().clone();
+    let store = app.server.core().sessions().clone();
     let ttl = remaining(&session);
     let limits = app.config.legacy.session_limits();
     let done = |observed: &mut Observed, r: Result<(), ErrorObject>| match r {

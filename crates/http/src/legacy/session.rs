@@ -110,7 +110,7 @@ pub(super) async fn verify(
     };
     let expires_ms = sealed.get("e").and_then(Value::as_u64).unwrap_or(0);
     let session = Session { key: session_key(token), owner: caller.scope.clone(), negotiated, expires_ms };
-    let state = match app.server.core().store().session_state(&session.owner, &session.key).await {
+    let state = match app.server.core().sessions().session_state(&session.owner, &session.key).await {
         Ok(s) => s,
         Err(e) => {
             let status =

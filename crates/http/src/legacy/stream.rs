@@ -73,7 +73,7 @@ pub(crate) async fn get_mcp(State(app): State<App>, request: axum::extract::Requ
     let Ok(events) = app.server.core().bus().subscribe().await else {
         return session_refused(StatusCode::SERVICE_UNAVAILABLE, "Event stream unavailable, retry");
     };
-    let store = app.server.core().store().clone();
+    let store = app.server.core().sessions().clone();
     let (key, owner) = (session.key, session.owner);
     let ended = format!("{ENDED_EVENT}{key}");
     // The stream ends when the session does (a DELETE on any pod), or with a
@@ -142,7 +142,7 @@ pub(crate) async fn delete_mcp(State(app): State<App>, request: axum::extract::R
         Ok(admitted) => admitted,
         Err(resp) => return resp,
     };
-    let store = app.server.core().store();
+    let store = app.server.core().sessions();
     let limits = app.config.legacy.session_limits();
     match store.end_session(&session.owner, &session.key, FIELD_ENDED, remaining(&session), limits).await {
         Ok(()) => {

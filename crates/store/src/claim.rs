@@ -1,0 +1,82 @@
+//! What a write and a claim are made of: who writes ([`Writer`], with the
+//! fence a worker holds), what a compare-and-set answered ([`Cas`]), a
+//! unit of claimed work ([`Claim`]) and a partition's work queue for
+//! metrics ([`PartitionStats`]).
+
+use presa_tasks::Task;
+
+/// The outcome of a compare-and-set.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cas {
+    /// Written; the stored task is now this.
+    Applied(Task),
+    /// Refused: the stored task (if it still exists) differs from what the
+    /// writer expected (revision, fence, or already terminal).
+    Conflict(Option<Task>),
+}
+
+/// Who writes a transition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writer {
+    /// An API request on behalf of the owner (`tasks/update`, `tasks/cancel`).
+    Client,
+    /// A worker holding the claim with this attempt number.
+    Worker {
+        /// The fencing attempt the worker claimed.
+        attempt: u64,
+    },
+}
+
+/// A claimed unit of work: run `task.work`, then `finish` or `release` it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claim {
+    /// The task as stored right after the claim (with the bumped `attempt`).
+    pub task: Task,
+    /// How many times this work has been delivered, this delivery included.
+    pub deliveries: u64,
+    /// Backend-specific handle of the work item (a stream entry id for Redis).
+    pub receipt: String,
+}
+
+impl Writer {
+    /// Whether this writer's fence still holds on `task`: always for the
+    /// client; for a worker, while the stored attempt is the one it claimed.
+    pub fn fence_holds(&self, task: &Task) -> bool {
+        match self {
+            Writer::Client => true,
+            Writer::Worker { attempt } => *attempt == task.attempt,
+        }
+    }
+
+    /// Whether work running under this writer may go on with `task`: it is
+    /// not terminal and the fence holds. Work that may not stops at once;
+    /// whoever ended it (a cancel, the worker that took over) owns the outcome.
+    pub fn may_continue(&self, task: &Task) -> bool {
+        !task.status.is_terminal() && self.fence_holds(task)
+    }
+}
+
+impl Claim {
+    /// The fencing token of this claim.
+    pub fn writer(&self) -> Writer {
+        Writer::Worker { attempt: self.task.attempt }
+    }
+}
+
+/// The work queue of one partition, for metrics ([`TaskStore::work_stats`](crate::TaskStore::work_stats)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PartitionStats {
+    /// The partition (the `pNN` a task id names).
+    pub partition: u16,
+    /// Work items waiting for a worker (never claimed, or handed back).
+    pub queued: u64,
+    /// Work items delivered to a worker and not finished yet (running,
+    /// parked on input, or with a lapsed lease awaiting recovery).
+    pub pending: u64,
+    /// Milliseconds since the oldest pending item was enqueued; `None` when
+    /// nothing is pending.
+    pub oldest_pending_age_ms: Option<u64>,
+    /// Milliseconds since the oldest queued item (waiting for a worker) was
+    /// enqueued; `None` when nothing is queued.
+    pub oldest_queued_age_ms: Option<u64>,
+}

@@ -1,0 +1,98 @@
+//! Legacy sessions: the little shared state a 2025-11-25 client's session
+//! keeps in the store ([`SessionStore`]), so that any API process serving
+//! the session reads it back: its log level, its resource subscriptions,
+//! and the mark that it ended.
+//!
+//! Only the legacy transport (the `Mcp-Session-Id` sessions of clients of
+//! protocol version 2025-11-25) uses it; tasks never do. A session's state
+//! is small and counted: per session (fields, bytes), per scope and in all
+//! ([`SessionLimits`]), each write checked atomically against them, and
+//! all of it expires with the session.
+
+use std::{collections::HashMap, time::Duration};
+
+use presa_tasks::Scope;
+
+use crate::StoreError;
+
+/// What one legacy (2025-11-25) session may store, checked atomically with
+/// each write ([`SessionStore::set_session_field`]). `None`: no limit.
+///
+/// A session *holds state* from its first stored field until it expires
+/// (ending it with [`SessionStore::end_session`] keeps its end mark, so it still
+/// holds state); only such sessions count for `max_per_scope` and `max_sessions`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SessionLimits {
+    /// Most fields named `counted_prefix…` one session holds.
+    pub max_fields: Option<u64>,
+    /// The fields `max_fields` counts: those whose name starts with this
+    /// (`""`: every field).
+    pub counted_prefix: &'static str,
+    /// Most bytes one session holds (field names plus values).
+    pub max_bytes: Option<u64>,
+    /// Most sessions holding state one scope may have.
+    pub max_per_scope: Option<u64>,
+    /// Most sessions holding state in the whole store.
+    pub max_sessions: Option<u64>,
+}
+
+impl SessionLimits {
+    /// No limit at all.
+    pub const NONE: SessionLimits = SessionLimits {
+        max_fields: None,
+        counted_prefix: "",
+        max_bytes: None,
+        max_per_scope: None,
+        max_sessions: None,
+    };
+}
+
+/// The `Capacity` limit of a session over [`SessionLimits::max_fields`].
+pub const SESSION_FIELDS_LIMIT: &str = "max_legacy_session_fields";
+/// The `Capacity` limit of a session over [`SessionLimits::max_bytes`].
+pub const SESSION_BYTES_LIMIT: &str = "max_legacy_session_bytes";
+/// The `Capacity` limit of a scope over [`SessionLimits::max_per_scope`].
+pub const SESSIONS_PER_SCOPE_LIMIT: &str = "max_legacy_sessions_per_scope";
+/// The `Capacity` limit of a store over [`SessionLimits::max_sessions`].
+pub const SESSIONS_LIMIT: &str = "max_legacy_sessions";
+
+/// The shared state of legacy (2025-11-25) sessions, by owner and session
+/// id: set by whichever process serves a request of the session, read back
+/// by any other. Every implementation runs the session cases of the
+/// contract suite.
+#[async_trait::async_trait]
+pub trait SessionStore: Send + Sync + std::fmt::Debug + 'static {
+    /// Set (`Some`) or remove (`None`) one field of the shared state of
+    /// `owner`'s legacy (2025-11-25) session (log level, resource
+    /// subscriptions), and let the whole session's state expire `ttl` from
+    /// now. Any process serving the session reads it back with
+    /// [`SessionStore::session_state`]. A write past `limits` stores nothing and
+    /// fails with `StoreError::Capacity` naming the limit
+    /// ([`SESSION_FIELDS_LIMIT`], [`SESSION_BYTES_LIMIT`],
+    /// [`SESSIONS_PER_SCOPE_LIMIT`], [`SESSIONS_LIMIT`]); a removal is never refused.
+    async fn set_session_field(
+        &self,
+        owner: &Scope,
+        session: &str,
+        field: &str,
+        value: Option<&str>,
+        ttl: Duration,
+        limits: SessionLimits,
+    ) -> Result<(), StoreError>;
+
+    /// End `owner`'s legacy session: every field is dropped but `field` (its
+    /// end mark, set to `1`), which lives `ttl` from now. A session that held
+    /// no state must fit `limits` like a first write.
+    async fn end_session(
+        &self,
+        owner: &Scope,
+        session: &str,
+        field: &str,
+        ttl: Duration,
+        limits: SessionLimits,
+    ) -> Result<(), StoreError>;
+
+    /// Every field of `owner`'s legacy session's shared state (empty when
+    /// none was set or it expired).
+    async fn session_state(&self, owner: &Scope, session: &str) -> Result<HashMap<String, String>, StoreError>;
+}
