@@ -101,9 +101,10 @@ pub use error::{
 };
 pub use input::{Elicited, InputRequest};
 pub use node::Node;
-pub use output::{IntoToolOutput, Json};
+pub use output::{IntoToolOutput, Json, JsonWithText};
 pub use presa_store::Caller;
 pub use prompt::{PromptHandler, PromptOutput};
 pub use state::StateCodec;
 pub use tool::{PolicyInput, TaskPolicy, Tool, ToolError, ToolHandler, ToolOutput};
+pub use typed::NoArgs;
 pub use worker::{Worker, WorkerConfig};
