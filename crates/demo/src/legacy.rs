@@ -6,15 +6,25 @@
 use std::time::Duration;
 
 use presa_protocol::meta::LogLevel;
-use presa_server::{CatalogBuilder, InputRequest, Tool, ToolContext, ToolOutput};
+use presa_server::{CatalogBuilder, InputRequest, NoArgs, Tool, ToolContext, ToolError};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::{empty, mrtr::form};
+use crate::mrtr::form;
 
-/// One required string argument `name`, described.
-fn one_string(name: &str, description: &str) -> Value {
-    json!({ "type": "object", "properties": { name: { "type": "string", "description": description } },
-        "required": [name] })
+/// The arguments of `test_sampling`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct Sampling {
+    /// The prompt to send to the LLM
+    prompt: String,
+}
+
+/// The arguments of `test_elicitation`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct Elicitation {
+    /// The message to show the user
+    message: String,
 }
 
 /// What the user answered, as the everything-server prints it.
@@ -69,11 +79,10 @@ fn enums_form() -> Value {
 /// Register the 2025-11-25 fixture tools (after every other tool, so the
 /// 2026-07-28 listing keeps its order).
 pub fn register(b: CatalogBuilder) -> CatalogBuilder {
-    b.tool(Tool::new(
+    b.tool(Tool::typed(
         "test_tool_with_logging",
         "Logs three info messages about 50 ms apart, then returns.",
-        empty(),
-        |ctx: ToolContext, _args| async move {
+        |ctx: ToolContext, _: NoArgs| async move {
             for (i, message) in
                 ["Tool execution started", "Tool processing data", "Tool execution completed"].into_iter().enumerate()
             {
@@ -82,26 +91,22 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
                 }
                 ctx.log(LogLevel::Info, "demo", json!(message));
             }
-            Ok(ToolOutput::text("Tool with logging executed successfully"))
+            Ok::<_, ToolError>("Tool with logging executed successfully")
         },
     ))
-    .tool(Tool::new(
+    .tool(Tool::typed(
         "test_sampling",
         "Asks the client's LLM (sampling/createMessage) to answer a prompt.",
-        one_string("prompt", "The prompt to send to the LLM"),
-        |ctx: ToolContext, args: Value| async move {
-            let prompt = args["prompt"].as_str().unwrap_or_default().to_string();
-            let answer = ctx.input("sampling", InputRequest::sampling(prompt, 100)).await?;
+        |ctx: ToolContext, args: Sampling| async move {
+            let answer = ctx.input("sampling", InputRequest::sampling(args.prompt, 100)).await?;
             let text = answer["content"]["text"].as_str().unwrap_or("No response");
-            Ok(ToolOutput::text(format!("LLM response: {text}")))
+            Ok::<_, ToolError>(format!("LLM response: {text}"))
         },
     ))
-    .tool(Tool::new(
+    .tool(Tool::typed(
         "test_elicitation",
         "Asks the user (elicitation/create) for a username and an email address.",
-        one_string("message", "The message to show the user"),
-        |ctx: ToolContext, args: Value| async move {
-            let message = args["message"].as_str().unwrap_or_default().to_string();
+        |ctx: ToolContext, args: Elicitation| async move {
             let schema = form(
                 json!({
                     "username": { "type": "string", "description": "User's response" },
@@ -109,8 +114,8 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
                 }),
                 &["username", "email"],
             );
-            let answer = ctx.input("user_info", InputRequest::elicitation(message, schema)).await?;
-            Ok(ToolOutput::text(elicited("User response", &answer)))
+            let answer = ctx.input("user_info", InputRequest::elicitation(args.message, schema)).await?;
+            Ok::<_, ToolError>(elicited("User response", &answer))
         },
     ))
     .tool(form_tool(
@@ -132,8 +137,8 @@ fn form_tool(
     description: &str,
     (key, message, schema): (&'static str, &'static str, fn() -> Value),
 ) -> Tool {
-    Tool::new(name, description, empty(), move |ctx: ToolContext, _args| async move {
+    Tool::typed(name, description, move |ctx: ToolContext, _: NoArgs| async move {
         let answer = ctx.input(key, InputRequest::elicitation(message, schema())).await?;
-        Ok(ToolOutput::text(elicited("Elicitation completed", &answer)))
+        Ok::<_, ToolError>(elicited("Elicitation completed", &answer))
     })
 }
