@@ -82,41 +82,13 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
     b.tool(Tool::typed(
         "test_tool_with_logging",
         "Logs three info messages about 50 ms apart, then returns.",
-        |ctx: ToolContext, _: NoArgs| async move {
-            for (i, message) in
-                ["Tool execution started", "Tool processing data", "Tool execution completed"].into_iter().enumerate()
-            {
-                if i > 0 {
-                    ctx.sleep(Duration::from_millis(50)).await?;
-                }
-                ctx.log(LogLevel::Info, "demo", json!(message));
-            }
-            Ok::<_, ToolError>("Tool with logging executed successfully")
-        },
+        with_logging,
     ))
-    .tool(Tool::typed(
-        "test_sampling",
-        "Asks the client's LLM (sampling/createMessage) to answer a prompt.",
-        |ctx: ToolContext, args: Sampling| async move {
-            let answer = ctx.input("sampling", InputRequest::sampling(args.prompt, 100)).await?;
-            let text = answer["content"]["text"].as_str().unwrap_or("No response");
-            Ok::<_, ToolError>(format!("LLM response: {text}"))
-        },
-    ))
+    .tool(Tool::typed("test_sampling", "Asks the client's LLM (sampling/createMessage) to answer a prompt.", sampling))
     .tool(Tool::typed(
         "test_elicitation",
         "Asks the user (elicitation/create) for a username and an email address.",
-        |ctx: ToolContext, args: Elicitation| async move {
-            let schema = form(
-                json!({
-                    "username": { "type": "string", "description": "User's response" },
-                    "email": { "type": "string", "description": "User's email address" }
-                }),
-                &["username", "email"],
-            );
-            let answer = ctx.input("user_info", InputRequest::elicitation(args.message, schema)).await?;
-            Ok::<_, ToolError>(elicited("User response", &answer))
-        },
+        elicitation,
     ))
     .tool(form_tool(
         "test_elicitation_sep1034_defaults",
@@ -130,6 +102,36 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
     ))
 }
 
+async fn with_logging(ctx: ToolContext, _: NoArgs) -> Result<&'static str, ToolError> {
+    for (i, message) in
+        ["Tool execution started", "Tool processing data", "Tool execution completed"].into_iter().enumerate()
+    {
+        if i > 0 {
+            ctx.sleep(Duration::from_millis(50)).await?;
+        }
+        ctx.log(LogLevel::Info, "demo", json!(message));
+    }
+    Ok("Tool with logging executed successfully")
+}
+
+async fn sampling(ctx: ToolContext, args: Sampling) -> Result<String, ToolError> {
+    let answer = ctx.input("sampling", InputRequest::sampling(args.prompt, 100)).await?;
+    let text = answer["content"]["text"].as_str().unwrap_or("No response");
+    Ok(format!("LLM response: {text}"))
+}
+
+async fn elicitation(ctx: ToolContext, args: Elicitation) -> Result<String, ToolError> {
+    let schema = form(
+        json!({
+            "username": { "type": "string", "description": "User's response" },
+            "email": { "type": "string", "description": "User's email address" }
+        }),
+        &["username", "email"],
+    );
+    let answer = ctx.input("user_info", InputRequest::elicitation(args.message, schema)).await?;
+    Ok(elicited("User response", &answer))
+}
+
 /// A tool without arguments that asks the user for one form (`(key,
 /// message, schema)`) and reports the answer.
 fn form_tool(
@@ -137,8 +139,15 @@ fn form_tool(
     description: &str,
     (key, message, schema): (&'static str, &'static str, fn() -> Value),
 ) -> Tool {
-    Tool::typed(name, description, move |ctx: ToolContext, _: NoArgs| async move {
-        let answer = ctx.input(key, InputRequest::elicitation(message, schema())).await?;
-        Ok::<_, ToolError>(elicited("Elicitation completed", &answer))
-    })
+    Tool::typed(name, description, move |ctx, _: NoArgs| ask_form(ctx, key, message, schema()))
+}
+
+async fn ask_form(
+    ctx: ToolContext,
+    key: &'static str,
+    message: &'static str,
+    schema: Value,
+) -> Result<String, ToolError> {
+    let answer = ctx.input(key, InputRequest::elicitation(message, schema)).await?;
+    Ok(elicited("Elicitation completed", &answer))
 }

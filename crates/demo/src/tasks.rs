@@ -37,7 +37,7 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
         Tool::typed(
             "protocol_error_job",
             "A task whose handler fails, so the task ends failed with -32603.",
-            |_ctx, _: NoArgs| async { Err::<ToolOutput, _>(ToolError::internal("protocol_error_job always fails")) },
+            protocol_error_job,
         )
         .policy(TaskPolicy::Required),
     )
@@ -57,10 +57,7 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
         Tool::typed(
             "test_tool_with_task",
             "Asks for a name synchronously (MRTR), then greets them from a task.",
-            |ctx: ToolContext, _: NoArgs| async move {
-                let answer = ctx.input("user_name", ask_name("What is your name?")).await?;
-                Ok::<_, ToolError>(format!("Hello, {}", accepted_field(&answer, "name")))
-            },
+            greet_from_task,
         )
         .policy(TaskPolicy::Dynamic(Arc::new(|call| match call.input_responses {
             Some(r) if r.contains_key("user_name") => TaskPolicy::Required,
@@ -89,6 +86,15 @@ struct Greet {
 
 fn world() -> String {
     "World".into()
+}
+
+async fn protocol_error_job(_ctx: ToolContext, _: NoArgs) -> Result<String, ToolError> {
+    Err(ToolError::internal("protocol_error_job always fails"))
+}
+
+async fn greet_from_task(ctx: ToolContext, _: NoArgs) -> Result<String, ToolError> {
+    let answer = ctx.input("user_name", ask_name("What is your name?")).await?;
+    Ok(format!("Hello, {}", accepted_field(&answer, "name")))
 }
 
 /// The arguments of `slow_compute`.
