@@ -6,15 +6,25 @@
 use std::time::Duration;
 
 use presa_protocol::meta::LogLevel;
-use presa_server::{CatalogBuilder, InputRequest, Tool, ToolContext, ToolOutput};
+use presa_server::{CatalogBuilder, InputRequest, NoArgs, Tool, ToolContext, ToolError};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::{empty, mrtr::form};
+use crate::mrtr::form;
 
-/// One required string argument `name`, described.
-fn one_string(name: &str, description: &str) -> Value {
-    json!({ "type": "object", "properties": { name: { "type": "string", "description": description } },
-        "required": [name] })
+/// The arguments of `test_sampling`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct Sampling {
+    /// The prompt to send to the LLM
+    prompt: String,
+}
+
+/// The arguments of `test_elicitation`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct Elicitation {
+    /// The message to show the user
+    message: String,
 }
 
 /// What the user answered, as the everything-server prints it.
@@ -69,49 +79,16 @@ fn enums_form() -> Value {
 /// Register the 2025-11-25 fixture tools (after every other tool, so the
 /// 2026-07-28 listing keeps its order).
 pub fn register(b: CatalogBuilder) -> CatalogBuilder {
-    b.tool(Tool::new(
+    b.tool(Tool::typed(
         "test_tool_with_logging",
         "Logs three info messages about 50 ms apart, then returns.",
-        empty(),
-        |ctx: ToolContext, _args| async move {
-            for (i, message) in
-                ["Tool execution started", "Tool processing data", "Tool execution completed"].into_iter().enumerate()
-            {
-                if i > 0 {
-                    ctx.sleep(Duration::from_millis(50)).await?;
-                }
-                ctx.log(LogLevel::Info, "demo", json!(message));
-            }
-            Ok(ToolOutput::text("Tool with logging executed successfully"))
-        },
+        with_logging,
     ))
-    .tool(Tool::new(
-        "test_sampling",
-        "Asks the client's LLM (sampling/createMessage) to answer a prompt.",
-        one_string("prompt", "The prompt to send to the LLM"),
-        |ctx: ToolContext, args: Value| async move {
-            let prompt = args["prompt"].as_str().unwrap_or_default().to_string();
-            let answer = ctx.input("sampling", InputRequest::sampling(prompt, 100)).await?;
-            let text = answer["content"]["text"].as_str().unwrap_or("No response");
-            Ok(ToolOutput::text(format!("LLM response: {text}")))
-        },
-    ))
-    .tool(Tool::new(
+    .tool(Tool::typed("test_sampling", "Asks the client's LLM (sampling/createMessage) to answer a prompt.", sampling))
+    .tool(Tool::typed(
         "test_elicitation",
         "Asks the user (elicitation/create) for a username and an email address.",
-        one_string("message", "The message to show the user"),
-        |ctx: ToolContext, args: Value| async move {
-            let message = args["message"].as_str().unwrap_or_default().to_string();
-            let schema = form(
-                json!({
-                    "username": { "type": "string", "description": "User's response" },
-                    "email": { "type": "string", "description": "User's email address" }
-                }),
-                &["username", "email"],
-            );
-            let answer = ctx.input("user_info", InputRequest::elicitation(message, schema)).await?;
-            Ok(ToolOutput::text(elicited("User response", &answer)))
-        },
+        elicitation,
     ))
     .tool(form_tool(
         "test_elicitation_sep1034_defaults",
@@ -125,6 +102,36 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
     ))
 }
 
+async fn with_logging(ctx: ToolContext, _: NoArgs) -> Result<&'static str, ToolError> {
+    for (i, message) in
+        ["Tool execution started", "Tool processing data", "Tool execution completed"].into_iter().enumerate()
+    {
+        if i > 0 {
+            ctx.sleep(Duration::from_millis(50)).await?;
+        }
+        ctx.log(LogLevel::Info, "demo", json!(message));
+    }
+    Ok("Tool with logging executed successfully")
+}
+
+async fn sampling(ctx: ToolContext, args: Sampling) -> Result<String, ToolError> {
+    let answer = ctx.input("sampling", InputRequest::sampling(args.prompt, 100)).await?;
+    let text = answer["content"]["text"].as_str().unwrap_or("No response");
+    Ok(format!("LLM response: {text}"))
+}
+
+async fn elicitation(ctx: ToolContext, args: Elicitation) -> Result<String, ToolError> {
+    let schema = form(
+        json!({
+            "username": { "type": "string", "description": "User's response" },
+            "email": { "type": "string", "description": "User's email address" }
+        }),
+        &["username", "email"],
+    );
+    let answer = ctx.input("user_info", InputRequest::elicitation(args.message, schema)).await?;
+    Ok(elicited("User response", &answer))
+}
+
 /// A tool without arguments that asks the user for one form (`(key,
 /// message, schema)`) and reports the answer.
 fn form_tool(
@@ -132,8 +139,15 @@ fn form_tool(
     description: &str,
     (key, message, schema): (&'static str, &'static str, fn() -> Value),
 ) -> Tool {
-    Tool::new(name, description, empty(), move |ctx: ToolContext, _args| async move {
-        let answer = ctx.input(key, InputRequest::elicitation(message, schema())).await?;
-        Ok(ToolOutput::text(elicited("Elicitation completed", &answer)))
-    })
+    Tool::typed(name, description, move |ctx, _: NoArgs| ask_form(ctx, key, message, schema()))
+}
+
+async fn ask_form(
+    ctx: ToolContext,
+    key: &'static str,
+    message: &'static str,
+    schema: Value,
+) -> Result<String, ToolError> {
+    let answer = ctx.input(key, InputRequest::elicitation(message, schema)).await?;
+    Ok(elicited("Elicitation completed", &answer))
 }

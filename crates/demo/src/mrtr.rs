@@ -4,10 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use presa_server::{CatalogBuilder, InputRequest, PromptOutput, Tool, ToolContext, ToolError, ToolOutput};
+use presa_server::{CatalogBuilder, InputRequest, NoArgs, PromptOutput, Tool, ToolContext, ToolError, ToolOutput};
 use serde_json::{Value, json};
-
-use crate::empty;
 
 /// An elicitation asking for one string property `name`.
 pub fn ask_name(message: &str) -> InputRequest {
@@ -51,22 +49,20 @@ fn answer<'a>(ctx: &'a ToolContext, key: &str) -> Option<&'a Value> {
 
 /// Register the MRTR tools and prompt.
 pub fn register(b: CatalogBuilder) -> CatalogBuilder {
-    b.tool(Tool::new(
+    b.tool(Tool::typed(
         "test_input_required_result_elicitation",
         "Asks for the user's name (elicitation), then greets them.",
-        empty(),
-        |ctx: ToolContext, _args| async move {
+        |ctx: ToolContext, _: NoArgs| async move {
             match answer(&ctx, "user_name") {
                 Some(a) => Ok(ToolOutput::text(format!("Hello, {}!", accepted_field(a, "name")))),
                 None => ask(&[("user_name", ask_name("What is your name?"))], None),
             }
         },
     ))
-    .tool(Tool::new(
+    .tool(Tool::typed(
         "test_input_required_result_sampling",
         "Asks the client's model a question (sampling), then reports the answer.",
-        empty(),
-        |ctx: ToolContext, _args| async move {
+        |ctx: ToolContext, _: NoArgs| async move {
             match answer(&ctx, "capital_question") {
                 Some(a) => {
                     Ok(ToolOutput::text(format!("Sampling result: {}", a["content"]["text"].as_str().unwrap_or(""))))
@@ -77,22 +73,20 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
             }
         },
     ))
-    .tool(Tool::new(
+    .tool(Tool::typed(
         "test_input_required_result_list_roots",
         "Asks for the client's roots, then counts them.",
-        empty(),
-        |ctx: ToolContext, _args| async move {
+        |ctx: ToolContext, _: NoArgs| async move {
             match answer(&ctx, "client_roots") {
                 Some(a) => Ok(ToolOutput::text(format!("Found {} root(s)", a["roots"].as_array().map_or(0, Vec::len)))),
                 None => ask(&[("client_roots", InputRequest::roots())], None),
             }
         },
     ))
-    .tool(Tool::new(
+    .tool(Tool::typed(
         "test_input_required_result_request_state",
         "Asks for confirmation and carries a signed requestState across the round trip.",
-        empty(),
-        |ctx: ToolContext, _args| async move {
+        |ctx: ToolContext, _: NoArgs| async move {
             match (ctx.request_state(), answer(&ctx, "confirm")) {
                 (Some(state), Some(a)) if state["step"] == "confirm" => {
                     let ok = a["content"]["ok"] == true;
@@ -102,11 +96,10 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
             }
         },
     ))
-    .tool(Tool::new(
+    .tool(Tool::typed(
         "test_input_required_result_multiple_inputs",
         "Asks for a name (elicitation), a greeting (sampling) and the roots at once.",
-        empty(),
-        |ctx: ToolContext, _args| async move {
+        |ctx: ToolContext, _: NoArgs| async move {
             let (name, greeting, roots) =
                 (answer(&ctx, "user_name"), answer(&ctx, "greeting"), answer(&ctx, "client_roots"));
             match (ctx.request_state(), name, greeting, roots) {
@@ -127,11 +120,10 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
             }
         },
     ))
-    .tool(Tool::new(
+    .tool(Tool::typed(
         "test_input_required_result_multi_round",
         "Two rounds: asks for a name, then a favourite colour, each with its own requestState.",
-        empty(),
-        |ctx: ToolContext, _args| async move {
+        |ctx: ToolContext, _: NoArgs| async move {
             let state = ctx.request_state().cloned().unwrap_or(Value::Null);
             match (state["step"].as_str(), answer(&ctx, "step1"), answer(&ctx, "step2")) {
                 (Some("step2"), _, Some(color)) => Ok(ToolOutput::text(format!(
@@ -153,22 +145,20 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
             }
         },
     ))
-    .tool(Tool::new(
+    .tool(Tool::typed(
         "test_input_required_result_tampered_state",
         "Carries an integrity-protected requestState; a modified one is rejected.",
-        empty(),
-        |ctx: ToolContext, _args| async move {
+        |ctx: ToolContext, _: NoArgs| async move {
             match (ctx.request_state(), answer(&ctx, "confirm")) {
                 (Some(_), Some(_)) => Ok(ToolOutput::text("State verified")),
                 _ => ask_confirmation(),
             }
         },
     ))
-    .tool(Tool::new(
+    .tool(Tool::typed(
         "test_input_required_result_capabilities",
         "Asks only for what the client declared (elicitation, sampling, roots).",
-        empty(),
-        |ctx: ToolContext, _args| async move {
+        |ctx: ToolContext, _: NoArgs| async move {
             if let Some(r) = ctx.input_responses() {
                 let keys: Vec<&String> = r.keys().collect();
                 return Ok(ToolOutput::text(format!("capabilities-ok: received {keys:?}")));

@@ -4,114 +4,60 @@
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
-use presa_server::{CatalogBuilder, Elicited, InputRequest, TaskPolicy, Tool, ToolContext, ToolError, ToolOutput};
+use presa_server::{
+    CatalogBuilder, Elicited, InputRequest, Json, JsonWithText, NoArgs, TaskPolicy, Tool, ToolContext, ToolError,
+    ToolOutput,
+};
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use crate::mrtr::{accepted_field, ask_name, form};
 
 /// Register the tasks tools.
 pub fn register(b: CatalogBuilder) -> CatalogBuilder {
-    b.tool(Tool::new(
-        "greet",
-        "Greets someone at once (never a task).",
-        json!({ "type": "object", "properties": { "name": { "type": "string" } } }),
-        |_ctx, args: Value| async move {
-            Ok(ToolOutput::text(format!("Hello, {}!", args["name"].as_str().unwrap_or("World"))))
-        },
-    ))
+    b.tool(Tool::typed("greet", "Greets someone at once (never a task).", |_ctx, args: Greet| async move {
+        format!("Hello, {}!", args.name)
+    }))
     .tool(
-        Tool::new(
+        Tool::typed(
             "slow_compute",
             "Sleeps for `seconds`, then completes. A task when the client supports tasks; cancellable.",
-            json!({ "type": "object", "properties": {
-                "seconds": { "type": "number", "minimum": 0, "maximum": 3600 },
-                "label": { "type": "string" } } }),
-            |ctx: ToolContext, args: Value| async move {
-                let seconds = args["seconds"].as_f64().unwrap_or(0.0);
-                let label = args["label"].as_str().unwrap_or("job").to_string();
-                if seconds > 0.0 {
-                    ctx.set_status(format!("Computing {label} for {seconds} s")).await?;
-                    ctx.sleep(Duration::from_secs_f64(seconds)).await?;
-                }
-                Ok(ToolOutput::Complete(json!({
-                    "content": [{ "type": "text", "text": format!("Completed {label}") }], "isError": false })))
-            },
+            slow_compute,
         )
         .policy(TaskPolicy::Optional),
     )
     .tool(
-        Tool::new(
-            "failing_job",
-            "A task whose tool reports an error (isError: true).",
-            json!({ "type": "object" }),
-            |_ctx, _args| async { Ok(ToolOutput::error("The task job failed.")) },
-        )
+        Tool::typed("failing_job", "A task whose tool reports an error (isError: true).", |_ctx, _: NoArgs| async {
+            ToolOutput::error("The task job failed.")
+        })
         .policy(TaskPolicy::Required),
     )
     .tool(
-        Tool::new(
+        Tool::typed(
             "protocol_error_job",
             "A task whose handler fails, so the task ends failed with -32603.",
-            json!({ "type": "object" }),
-            |_ctx, _args| async { Err(ToolError::internal("protocol_error_job always fails")) },
+            protocol_error_job,
         )
         .policy(TaskPolicy::Required),
     )
     .tool(
-        Tool::new(
+        Tool::typed(
             "confirm_delete",
             "Asks the user to confirm deleting a file, then reports the answer.",
-            json!({ "type": "object", "properties": { "filename": { "type": "string" } } }),
-            |ctx: ToolContext, args: Value| async move {
-                let filename = args["filename"].as_str().unwrap_or("file").to_string();
-                let schema = form(json!({ "confirm": { "type": "boolean" } }), &["confirm"]);
-                let request = InputRequest::elicitation(format!("Delete {filename}?"), schema);
-                let answer = ctx.input("confirm-delete", request).await?;
-                let confirmed = answer["action"] == "accept" && answer["content"]["confirm"] == true;
-                Ok(ToolOutput::text(format!("Delete confirmed: {confirmed}")))
-            },
+            confirm_delete,
         )
         .policy(TaskPolicy::Optional),
     )
     .tool(
-        Tool::new(
-            "multi_input",
-            "Asks two questions at once; completes when both are answered.",
-            json!({ "type": "object" }),
-            |ctx: ToolContext, _args| async move {
-                let props = json!({ "name": { "type": "string" }, "confirm": { "type": "boolean" } });
-                let answers = ctx
-                    .inputs(BTreeMap::from([
-                        (
-                            "first-input".to_string(),
-                            InputRequest::elicitation("First input", form(props.clone(), &[])).into(),
-                        ),
-                        (
-                            "second-input".to_string(),
-                            InputRequest::elicitation("Second input", form(props, &[])).into(),
-                        ),
-                    ]))
-                    .await?;
-                let name = |k: &str| {
-                    let n = accepted_field(&answers[k], "name");
-                    if n.is_empty() { "confirmed".to_string() } else { n }
-                };
-                Ok(ToolOutput::text(format!("Inputs received: {}, {}", name("first-input"), name("second-input"))))
-            },
-        )
-        .policy(TaskPolicy::Optional),
+        Tool::typed("multi_input", "Asks two questions at once; completes when both are answered.", multi_input)
+            .policy(TaskPolicy::Optional),
     )
     .tool(
-        Tool::new(
+        Tool::typed(
             "test_tool_with_task",
             "Asks for a name synchronously (MRTR), then greets them from a task.",
-            json!({ "type": "object" }),
-            |ctx: ToolContext, _args| async move {
-                let answer = ctx.input("user_name", ask_name("What is your name?")).await?;
-                Ok(ToolOutput::text(format!("Hello, {}", accepted_field(&answer, "name"))))
-            },
+            greet_from_task,
         )
         .policy(TaskPolicy::Dynamic(Arc::new(|call| match call.input_responses {
             Some(r) if r.contains_key("user_name") => TaskPolicy::Required,
@@ -129,6 +75,85 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
         // Checked only when authentication is on (an anonymous caller is unrestricted).
         .scopes(["deploy"]),
     )
+}
+
+/// The arguments of `greet`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct Greet {
+    #[serde(default = "world")]
+    name: String,
+}
+
+fn world() -> String {
+    "World".into()
+}
+
+async fn protocol_error_job(_ctx: ToolContext, _: NoArgs) -> Result<String, ToolError> {
+    Err(ToolError::internal("protocol_error_job always fails"))
+}
+
+async fn greet_from_task(ctx: ToolContext, _: NoArgs) -> Result<String, ToolError> {
+    let answer = ctx.input("user_name", ask_name("What is your name?")).await?;
+    Ok(format!("Hello, {}", accepted_field(&answer, "name")))
+}
+
+/// The arguments of `slow_compute`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct Compute {
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 3600))]
+    seconds: f64,
+    #[serde(default = "job")]
+    label: String,
+}
+
+fn job() -> String {
+    "job".into()
+}
+
+async fn slow_compute(ctx: ToolContext, args: Compute) -> Result<ToolOutput, ToolError> {
+    let Compute { seconds, label } = args;
+    if seconds > 0.0 {
+        ctx.set_status(format!("Computing {label} for {seconds} s")).await?;
+        ctx.sleep(Duration::from_secs_f64(seconds)).await?;
+    }
+    // A ToolOutput, not a String: the runner expects the explicit `isError: false`.
+    Ok(ToolOutput::Complete(json!({
+        "content": [{ "type": "text", "text": format!("Completed {label}") }], "isError": false })))
+}
+
+/// The arguments of `confirm_delete`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct Delete {
+    #[serde(default = "file")]
+    filename: String,
+}
+
+fn file() -> String {
+    "file".into()
+}
+
+async fn confirm_delete(ctx: ToolContext, args: Delete) -> Result<String, ToolError> {
+    let schema = form(json!({ "confirm": { "type": "boolean" } }), &["confirm"]);
+    let request = InputRequest::elicitation(format!("Delete {}?", args.filename), schema);
+    let answer = ctx.input("confirm-delete", request).await?;
+    let confirmed = answer["action"] == "accept" && answer["content"]["confirm"] == true;
+    Ok(format!("Delete confirmed: {confirmed}"))
+}
+
+async fn multi_input(ctx: ToolContext, _: NoArgs) -> Result<String, ToolError> {
+    let props = json!({ "name": { "type": "string" }, "confirm": { "type": "boolean" } });
+    let answers = ctx
+        .inputs(BTreeMap::from([
+            ("first-input".to_string(), InputRequest::elicitation("First input", form(props.clone(), &[])).into()),
+            ("second-input".to_string(), InputRequest::elicitation("Second input", form(props, &[])).into()),
+        ]))
+        .await?;
+    let name = |k: &str| {
+        let n = accepted_field(&answers[k], "name");
+        if n.is_empty() { "confirmed".to_string() } else { n }
+    };
+    Ok(format!("Inputs received: {}, {}", name("first-input"), name("second-input")))
 }
 
 /// The arguments of `deploy_release`.
@@ -153,7 +178,28 @@ struct Approval {
     note: Option<String>,
 }
 
-async fn deploy_release(ctx: ToolContext, args: Deploy) -> Result<ToolOutput, ToolError> {
+/// What `deploy_release` reports (`structuredContent`, and so its `outputSchema`).
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct Release {
+    /// The version deployed.
+    version: String,
+    /// Where it got to: `production`, or `staging` when production was not approved.
+    environment: String,
+    /// Whether production was approved.
+    approved: bool,
+    /// Who asked for the release.
+    requested_by: RequestedBy,
+}
+
+/// The caller that created the task, as the worker sees it.
+#[derive(Debug, Serialize, JsonSchema)]
+struct RequestedBy {
+    tenant: String,
+    subject: String,
+}
+
+async fn deploy_release(ctx: ToolContext, args: Deploy) -> Result<JsonWithText<Release>, ToolError> {
     let Deploy { version, step_seconds } = args;
     let step = Duration::from_secs_f64(step_seconds);
     for (i, name) in ["build", "test", "stage"].iter().enumerate() {
@@ -162,21 +208,23 @@ async fn deploy_release(ctx: ToolContext, args: Deploy) -> Result<ToolOutput, To
     }
     ctx.set_status(format!("Waiting for approval to release {version} to production")).await?;
     let question = format!("Release {version} to production?");
+    // Who asked, as the worker sees it: the task's creator travels with its work.
+    let caller = ctx.caller();
+    let requested_by = RequestedBy { tenant: caller.tenant().into(), subject: caller.subject().into() };
     match ctx.elicit::<Approval>(&format!("approve-{version}"), question).await? {
         Elicited::Accept(Approval { approve: true, note }) => {
             if let Some(note) = note {
                 tracing::info!(%version, %note, "release approved with a note");
             }
         }
-        _ => return Ok(ToolOutput::text(format!("Release {version} stopped before production: not approved"))),
+        _ => {
+            let text = format!("Release {version} stopped before production: not approved");
+            let release = Release { version, environment: "staging".into(), approved: false, requested_by };
+            return Ok(Json(release).with_text(text));
+        }
     }
     ctx.set_status(format!("Step 4/4: production {version}")).await?;
     ctx.sleep(step).await?;
-    // Who asked, as the worker sees it: the task's creator travels with its work.
-    let caller = ctx.caller();
-    let requested_by = json!({ "tenant": caller.tenant(), "subject": caller.subject() });
-    Ok(ToolOutput::Complete(json!({
-        "content": [{ "type": "text", "text": format!("Released {version} to production") }],
-        "structuredContent": {
-            "version": version, "environment": "production", "approved": true, "requestedBy": requested_by } })))
+    let text = format!("Released {version} to production");
+    Ok(Json(Release { version, environment: "production".into(), approved: true, requested_by }).with_text(text))
 }

@@ -26,6 +26,41 @@ use crate::{
 /// 2025-11-25 sessions subscribed to it get `notifications/resources/updated`.
 pub const RESOURCE_UPDATED_EVENT: &str = "resources/updated ";
 
+/// A list whose changes `subscriptions/listen` streams announce: the one
+/// place its notification method and its listen filter flag are named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ListChanged {
+    /// `tools/list`: `notifications/tools/list_changed`, filter `toolsListChanged`.
+    Tools,
+    /// `prompts/list`: `notifications/prompts/list_changed`, filter `promptsListChanged`.
+    Prompts,
+    /// `resources/list`: `notifications/resources/list_changed`, filter `resourcesListChanged`.
+    Resources,
+}
+
+impl ListChanged {
+    /// Every list, in the order a listen acknowledgement names them.
+    pub const ALL: [ListChanged; 3] = [ListChanged::Tools, ListChanged::Prompts, ListChanged::Resources];
+
+    /// The notification method (also the bus event that carries it).
+    pub const fn method(self) -> &'static str {
+        match self {
+            ListChanged::Tools => "notifications/tools/list_changed",
+            ListChanged::Prompts => "notifications/prompts/list_changed",
+            ListChanged::Resources => "notifications/resources/list_changed",
+        }
+    }
+
+    /// The `subscriptions/listen` filter flag that asks for it.
+    pub const fn filter_flag(self) -> &'static str {
+        match self {
+            ListChanged::Tools => "toolsListChanged",
+            ListChanged::Prompts => "promptsListChanged",
+            ListChanged::Resources => "resourcesListChanged",
+        }
+    }
+}
+
 /// Where request-scoped notifications go: the response stream of the request.
 #[derive(Debug, Clone)]
 pub struct Outbox {
@@ -352,10 +387,10 @@ impl ToolContext {
         }
     }
 
-    /// Tell every `subscriptions/listen` stream (on every API process) that a
-    /// list changed: `tools`, `prompts` or `resources`.
-    pub async fn notify_list_changed(&self, list: &str) -> Result<(), ToolError> {
-        self.inner.bus.publish(&format!("notifications/{list}/list_changed")).await.map_err(ToolError::internal)
+    /// Tell every `subscriptions/listen` stream (on every API process) that
+    /// asked for it that `list` changed.
+    pub async fn notify_list_changed(&self, list: ListChanged) -> Result<(), ToolError> {
+        self.inner.bus.publish(list.method()).await.map_err(ToolError::internal)
     }
 
     /// Tell every 2025-11-25 session subscribed to `uri` (on every API
@@ -363,5 +398,18 @@ impl ToolContext {
     /// on its standalone `GET` stream).
     pub async fn notify_resource_updated(&self, uri: &str) -> Result<(), ToolError> {
         self.inner.bus.publish(&format!("{RESOURCE_UPDATED_EVENT}{uri}")).await.map_err(ToolError::internal)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ListChanged;
+
+    #[test]
+    fn each_list_names_its_method_and_filter_flag_alike() {
+        for (list, name) in ListChanged::ALL.into_iter().zip(["tools", "prompts", "resources"]) {
+            assert_eq!(list.method(), format!("notifications/{name}/list_changed"));
+            assert_eq!(list.filter_flag(), format!("{name}ListChanged"));
+        }
     }
 }

@@ -92,7 +92,7 @@ pub use config::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_INFLIGHT_CALLS, DEFAULT_MAX_INFLIGHT_CALLS_PER_SCOPE, DEFAULT_MAX_LISTEN_STREAMS,
     DEFAULT_MAX_LISTEN_STREAMS_PER_SCOPE, DEFAULT_MAX_QUEUED_PER_PARTITION, FAIR_SHARE_SCOPES, ServerConfig,
 };
-pub use context::{Outbox, ToolContext};
+pub use context::{ListChanged, Outbox, ToolContext};
 pub use core::Core;
 pub use dispatch::{Admitted, Reply, Server, StreamPermit};
 pub use error::{
@@ -101,9 +101,10 @@ pub use error::{
 };
 pub use input::{Elicited, InputRequest};
 pub use node::Node;
-pub use output::{IntoToolOutput, Json};
+pub use output::{IntoToolOutput, Json, JsonWithText};
 pub use presa_store::Caller;
 pub use prompt::{PromptHandler, PromptOutput};
 pub use state::StateCodec;
 pub use tool::{PolicyInput, TaskPolicy, Tool, ToolError, ToolHandler, ToolOutput};
+pub use typed::NoArgs;
 pub use worker::{Worker, WorkerConfig};

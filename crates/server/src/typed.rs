@@ -1,6 +1,9 @@
 //! Typed tools: the input schema is derived from the arguments' Rust type
 //! (`schemars`, JSON Schema 2020-12) and the arguments are decoded into it,
-//! so the schema a client sees and the decoding cannot drift apart.
+//! so the schema a client sees and the decoding cannot drift apart. A
+//! handler returning [`crate::Json`]`<T>` (or a `Result` of it) declares
+//! `T`'s schema as the tool's `outputSchema` the same way, and a tool that
+//! takes no arguments takes [`NoArgs`].
 //!
 //! ```
 //! use presa_server::{Json, Tool, ToolContext, ToolError};
@@ -23,14 +26,16 @@
 //!     Ok(Json(Count { files }))
 //! }
 //!
-//! let tool = Tool::typed("count_files", "Counts the entries of a directory.", count).output::<Count>();
+//! let tool = Tool::typed("count_files", "Counts the entries of a directory.", count);
 //! assert_eq!(tool.input_schema()["properties"]["path"]["type"], "string");
+//! // Derived from the return type, `Json<Count>`:
+//! assert_eq!(tool.descriptor["outputSchema"]["properties"]["files"]["type"], "integer");
 //! ```
 
 use std::{future::Future, marker::PhantomData};
 
-use schemars::{JsonSchema, generate::SchemaSettings};
-use serde::de::DeserializeOwned;
+use schemars::{JsonSchema, Schema, SchemaGenerator, generate::SchemaSettings, json_schema};
+use serde::{Deserialize, Deserializer, de::DeserializeOwned};
 use serde_json::{Map, Value};
 
 use crate::{
@@ -39,13 +44,22 @@ use crate::{
     tool::{Tool, ToolError, ToolHandler, ToolOutput},
 };
 
-/// The JSON Schema 2020-12 of `T`, subschemas inlined, without `$schema`.
+/// The JSON Schema 2020-12 of `T`, subschemas inlined, without `$schema`,
+/// and without the root `title` schemars fills in with the Rust type's name
+/// (an implementation detail, not a title; one set with
+/// `#[schemars(title = "…")]` to another text stays).
 pub(crate) fn schema_of<T: JsonSchema>() -> Value {
     let settings = SchemaSettings::draft2020_12().with(|s| {
         s.inline_subschemas = true;
         s.meta_schema = None;
     });
-    settings.into_generator().into_root_schema_for::<T>().to_value()
+    let mut schema = settings.into_generator().into_root_schema_for::<T>().to_value();
+    if let Value::Object(root) = &mut schema
+        && root.get("title").and_then(Value::as_str) == Some(T::schema_name().as_ref())
+    {
+        root.remove("title");
+    }
+    schema
 }
 
 /// Decode `value` into `T`, naming the field that does not fit.
@@ -86,7 +100,8 @@ impl Tool {
     /// failure is a tool error, `isError: true`, naming the field). The
     /// handler returns anything [`IntoToolOutput`]: `String`, [`crate::Json`],
     /// [`ToolOutput`], or a `Result` of those with any error that converts
-    /// into [`ToolError`].
+    /// into [`ToolError`]. When it returns [`crate::Json`]`<T>` (or a
+    /// `Result` of it), `T`'s schema is the tool's `outputSchema`.
     pub fn typed<A, F, Fut, R>(name: impl Into<String>, description: impl Into<String>, handler: F) -> Self
     where
         A: DeserializeOwned + JsonSchema + Send + 'static,
@@ -94,13 +109,42 @@ impl Tool {
         Fut: Future<Output = R> + Send + 'static,
         R: IntoToolOutput + 'static,
     {
-        Tool::new(name, description, schema_of::<A>(), Typed { f: handler, args: PhantomData })
+        let tool = Tool::new(name, description, schema_of::<A>(), Typed { f: handler, args: PhantomData });
+        match R::output_schema() {
+            Some(schema) => tool.with("outputSchema", schema),
+            None => tool,
+        }
     }
 
-    /// Declare the tool's `outputSchema` from `T`, the type its [`crate::Json`]
-    /// results carry as `structuredContent`.
+    /// Declare the tool's `outputSchema` from `T`, the type its
+    /// `structuredContent` carries. [`Tool::typed`] derives it by itself from
+    /// a [`crate::Json`]`<T>` return type; this is for handlers that return
+    /// [`ToolOutput`] (say, a structured result or an `isError` one), and
+    /// replaces a derived schema.
     pub fn output<T: JsonSchema>(self) -> Self {
         self.with("outputSchema", schema_of::<T>())
+    }
+}
+
+/// The arguments of a tool that takes none: its `inputSchema` is
+/// `{"type":"object","properties":{}}`, and whatever arguments a call
+/// carries are ignored.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NoArgs;
+
+impl<'de> Deserialize<'de> for NoArgs {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        serde::de::IgnoredAny::deserialize(deserializer).map(|_| NoArgs)
+    }
+}
+
+impl JsonSchema for NoArgs {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "NoArgs".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({ "type": "object", "properties": {} })
     }
 }
 
@@ -172,6 +216,30 @@ mod tests {
             inner: Vec<String>,
         }
         assert!(elicitation_schema::<Nested>().is_err());
+    }
+
+    #[test]
+    fn the_type_name_is_no_title() {
+        #[derive(JsonSchema)]
+        #[allow(dead_code)]
+        struct Named {
+            n: u8,
+        }
+        #[derive(JsonSchema)]
+        #[schemars(title = "A title")]
+        #[allow(dead_code)]
+        struct Titled {
+            n: u8,
+        }
+        assert_eq!(schema_of::<Named>().get("title"), None);
+        assert_eq!(schema_of::<Titled>()["title"], "A title");
+    }
+
+    #[test]
+    fn no_args_is_an_empty_object_and_ignores_what_it_gets() {
+        assert_eq!(schema_of::<NoArgs>(), json!({ "type": "object", "properties": {} }));
+        assert_eq!(decode::<NoArgs>(json!({})), Ok(NoArgs));
+        assert_eq!(decode::<NoArgs>(json!({ "stray": [1, 2] })), Ok(NoArgs));
     }
 
     #[test]

@@ -74,7 +74,8 @@ async fn nap(ctx: ToolContext, args: Nap) -> Result<String, ToolError> {
 
 fn catalog() -> Catalog {
     Catalog::builder()
-        .tool(Tool::typed("pack", "Packs files.", pack).output::<Packed>())
+        // Its outputSchema comes from the return type, Json<Packed>.
+        .tool(Tool::typed("pack", "Packs files.", pack))
         .tool(Tool::typed("read", "Reads a file.", read))
         .tool(Tool::typed("guarded_delete", "Deletes after asking.", guarded).policy(TaskPolicy::Optional))
         .tool(Tool::typed("nap", "Sleeps `ms`.", nap).policy(TaskPolicy::After(Duration::from_millis(500))))

@@ -34,6 +34,7 @@ pub fn catalog() -> Result<Catalog, CatalogError> {
                  fingerprint of every file's content. Asks before hashing a large tree.",
                 index_tree,
             )
+            // Declared, not derived: the handler returns a ToolOutput (a Report, or an isError result).
             .output::<Report>()
             .policy(TaskPolicy::Optional),
         )

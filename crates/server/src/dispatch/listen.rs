@@ -21,17 +21,10 @@ use presa_tasks::{id::MAX_TASK_ID_LEN, wire};
 use serde_json::{Map, Value, json};
 
 use super::{Admitted, MessageStream, Server, invalid};
-use crate::{error::ServerError, pools::Permit, store_io::store_call};
+use crate::{context::ListChanged, error::ServerError, pools::Permit, store_io::store_call};
 
 /// The most task ids one `subscriptions/listen` may watch.
 pub(crate) const MAX_LISTEN_TASK_IDS: usize = 100;
-
-/// The list-changed notifications a listener may ask for: its filter flag and the method sent.
-const LIST_CHANGES: [(&str, &str); 3] = [
-    ("toolsListChanged", "notifications/tools/list_changed"),
-    ("promptsListChanged", "notifications/prompts/list_changed"),
-    ("resourcesListChanged", "notifications/resources/list_changed"),
-];
 
 impl Server {
     pub(super) async fn listen(&self, req: &Admitted) -> Result<MessageStream, ServerError> {
@@ -44,10 +37,10 @@ impl Server {
         let flag = |k: &str| filter.get(k).and_then(Value::as_bool).unwrap_or(false);
         let mut honoured = Map::new();
         let mut methods = Vec::new();
-        for (key, method) in LIST_CHANGES {
-            if flag(key) {
-                honoured.insert(key.into(), json!(true));
-                methods.push(method);
+        for list in ListChanged::ALL {
+            if flag(list.filter_flag()) {
+                honoured.insert(list.filter_flag().into(), json!(true));
+                methods.push(list.method());
             }
         }
         let accepted = match filter.get("taskIds") {
