@@ -49,8 +49,8 @@ pub use presa_runtime::{App, RuntimeError, jemalloc_in_use};
 #[cfg(feature = "jemalloc")]
 pub use presa_runtime::{Jemalloc, use_jemalloc};
 pub use presa_server::{
-    Caller, Catalog, CatalogBuilder, Elicited, InputRequest, IntoToolOutput, Json, PolicyInput, PromptOutput,
-    TaskPolicy, Tool, ToolContext, ToolError, ToolOutput,
+    Caller, Catalog, CatalogBuilder, Elicited, InputRequest, IntoToolOutput, Json, JsonWithText, ListChanged, NoArgs,
+    PolicyInput, PromptOutput, TaskPolicy, Tool, ToolContext, ToolError, ToolOutput,
 };
 
 /// The MCP wire: error codes, `_meta` keys and log levels, for tools that

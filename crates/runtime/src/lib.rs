@@ -61,8 +61,8 @@ pub(crate) fn announce_catalog_changes(core: &presa_server::Core) {
     let bus = core.bus().clone();
     tokio::spawn(async move {
         while changes.changed().await.is_ok() {
-            for list in ["tools", "prompts", "resources"] {
-                if let Err(e) = bus.publish(&format!("notifications/{list}/list_changed")).await {
+            for list in presa_server::ListChanged::ALL {
+                if let Err(e) = bus.publish(list.method()).await {
                     tracing::warn!(error = %e, "announcing a catalog change failed");
                 }
             }
