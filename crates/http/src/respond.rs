@@ -23,7 +23,7 @@ use presa_protocol::{
     Method, codes,
     jsonrpc::{self, ErrorObject, Incoming, Request, RequestId},
 };
-use presa_server::{Admitted, Caller, INSUFFICIENT_SCOPE, Outbox, REQUIRED_SCOPES, Reply, dispatch::MessageStream};
+use presa_server::{Admitted, Caller, Outbox, Reply, dispatch::MessageStream};
 use presa_telemetry::{metrics, propagation};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -75,20 +75,13 @@ pub(crate) fn refused(id: Option<&RequestId>, refusal: &Refusal) -> Response {
     resp
 }
 
-/// A dispatcher error as sent: insufficient scope becomes 403 with its challenge.
-fn dispatch_error(app: &App, id: &RequestId, e: &ErrorObject) -> Response {
-    let needed =
-        (e.message == INSUFFICIENT_SCOPE).then(|| e.data.as_ref()?.get(REQUIRED_SCOPES)?.as_array().cloned()).flatten();
-    match needed {
-        Some(scopes) => {
-            let scopes: Vec<String> = scopes.iter().filter_map(Value::as_str).map(str::to_string).collect();
-            let mut resp = refused(Some(id), &app.config.challenge.insufficient_scope(&scopes));
-            // The body keeps the dispatcher's error (its data lists the scopes).
-            *resp.body_mut() = Body::from(jsonrpc::failure(Some(id), e).to_string());
-            resp
-        }
-        None => error(Some(id), e),
-    }
+/// The dispatcher's typed refusal for missing scopes: 403 with its
+/// `insufficient_scope` challenge naming `scopes`, the body the dispatcher's
+/// error (its data lists the scopes too).
+fn insufficient_scope(app: &App, id: &RequestId, e: &ErrorObject, scopes: &[String]) -> Response {
+    let mut resp = refused(Some(id), &app.config.challenge.insufficient_scope(scopes));
+    *resp.body_mut() = Body::from(jsonrpc::failure(Some(id), e).to_string());
+    resp
 }
 
 pub(crate) fn accepts_sse(headers: &HeaderMap) -> bool {
@@ -261,11 +254,13 @@ pub(crate) async fn respond(
                     Reply::Error(e) => {
                         observed.failed(&e);
                         match era {
-                            Era::Legacy if e.message != INSUFFICIENT_SCOPE => {
-                                json(StatusCode::OK, &jsonrpc::failure(Some(&id), &e))
-                            }
-                            _ => dispatch_error(&app, &id, &e),
+                            Era::Legacy => json(StatusCode::OK, &jsonrpc::failure(Some(&id), &e)),
+                            Era::Modern => error(Some(&id), &e),
                         }
+                    }
+                    Reply::InsufficientScope { error: e, scopes } => {
+                        observed.failed(&e);
+                        insufficient_scope(&app, &id, &e, &scopes)
                     }
                     Reply::Stream(s) => {
                         // A listen stream: counted when it opens; its span lasts while it streams.
@@ -490,7 +485,7 @@ impl Observed {
     fn replied(&mut self, reply: &Reply) {
         match reply {
             Reply::Result(v) => self.succeeded(v),
-            Reply::Error(e) => self.failed(e),
+            Reply::Error(e) | Reply::InsufficientScope { error: e, .. } => self.failed(e),
             Reply::Stream(_) => self.failed(&ErrorObject::new(codes::INTERNAL_ERROR, "Internal error")),
         }
     }
@@ -525,7 +520,7 @@ impl Stream for InSpan {
 fn reply_message(id: &RequestId, reply: Reply) -> Vec<Value> {
     match reply {
         Reply::Result(v) => vec![jsonrpc::success(id, v)],
-        Reply::Error(e) => vec![jsonrpc::failure(Some(id), &e)],
+        Reply::Error(e) | Reply::InsufficientScope { error: e, .. } => vec![jsonrpc::failure(Some(id), &e)],
         Reply::Stream(_) => {
             tracing::error!("a streaming reply cannot follow request notifications");
             vec![jsonrpc::failure(Some(id), &ErrorObject::new(codes::INTERNAL_ERROR, "Internal error"))]
