@@ -10,8 +10,8 @@
 //! - [`admission`]: the request admission order (Origin, envelope, `_meta`,
 //!   `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, method, `Mcp-Param-*`).
 //! - [`auth`]: who is calling ([`Authenticator`]); anonymous by default, or
-//!   bearer JWTs, or static tokens; run on the request head before the body
-//!   is read. With [`HttpConfig::resource_metadata`] set, the RFC 9728
+//!   a scheme of the `presa-auth` crate (bearer JWTs, static tokens); run on
+//!   the request head before the body is read. With [`HttpConfig::resource_metadata`] set, the RFC 9728
 //!   metadata is served at `/.well-known/oauth-protected-resource`, with
 //!   `/mcp` and with the resource URL's own path appended ([`auth::metadata`]).
 //!
