@@ -261,10 +261,15 @@ impl Server {
         let Some(tool) = catalog.tool(name) else {
             return Ok(());
         };
-        if caller.missing(tool.scopes()).is_empty() {
-            Ok(())
-        } else {
-            Err(ServerError::InsufficientScope { scopes: tool.scopes().to_vec() })
-        }
+        authorize_scopes(caller, tool.scopes())
+    }
+}
+
+/// Refuse `caller` unless it holds every one of `scopes` (a tool's).
+fn authorize_scopes(caller: &Caller, scopes: &[String]) -> Result<(), ServerError> {
+    if caller.missing(scopes).is_empty() {
+        Ok(())
+    } else {
+        Err(ServerError::InsufficientScope { scopes: scopes.to_vec() })
     }
 }
