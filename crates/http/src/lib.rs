@@ -10,10 +10,15 @@
 //! - [`admission`]: the request admission order (Origin, envelope, `_meta`,
 //!   `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, method, `Mcp-Param-*`).
 //! - [`auth`]: who is calling ([`Authenticator`]); anonymous by default, or
-//!   bearer JWTs, or static tokens; run on the request head before the body
-//!   is read. With [`HttpConfig::resource_metadata`] set, the RFC 9728
+//!   a scheme of the `presa-auth` crate (bearer JWTs, static tokens); run on
+//!   the request head before the body is read. With [`HttpConfig::resource_metadata`] set, the RFC 9728
 //!   metadata is served at `/.well-known/oauth-protected-resource`, with
 //!   `/mcp` and with the resource URL's own path appended ([`auth::metadata`]).
+//!
+//! `POST /mcp` has one entry for both eras (`mcp`): the transport checks,
+//! authentication and the body, then a 2026-07-28 request goes to `modern`
+//! and a 2025-11-25 one (`initialize`, or a message in a session) to
+//! `legacy`; both answer through `respond` and `observe`, which import neither.
 //!
 //! A reply is one JSON body unless the handler streams notifications first
 //! (progress, logs) or the method is `subscriptions/listen`: then SSE with
@@ -32,6 +37,9 @@ pub mod admission;
 pub mod auth;
 pub mod console;
 mod legacy;
+mod mcp;
+mod modern;
+mod observe;
 mod respond;
 pub mod serve;
 
@@ -242,7 +250,7 @@ pub fn router(server: Server, config: HttpConfig) -> Router {
     let console =
         if app.config.admin.enabled && !app.config.admin.own_listener { console::router() } else { Router::new() };
     let router = Router::new()
-        .route("/mcp", post(respond::post_mcp).get(legacy::get_mcp).delete(legacy::delete_mcp))
+        .route("/mcp", post(mcp::post_mcp).get(legacy::get_mcp).delete(legacy::delete_mcp))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .layer(DefaultBodyLimit::max(limit))

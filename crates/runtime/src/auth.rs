@@ -5,15 +5,12 @@
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
-use presa_http::{
-    Anonymous, Authenticator, Challenge, ResourceMetadata,
-    auth::{
-        AuthError,
-        jwt::{Jwks, JwksSource, JwtAuthenticator, JwtConfig},
-        metadata::metadata_url,
-        tokens::StaticTokens,
-    },
+use presa_auth::{
+    AuthError,
+    jwt::{Jwks, JwksSource, JwtAuthenticator, JwtConfig},
+    tokens::StaticTokens,
 };
+use presa_http::{Anonymous, Authenticator, Challenge, ResourceMetadata, auth::metadata::metadata_url};
 
 /// How callers authenticate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -6,8 +6,9 @@ use presa_protocol::{TASKS_EXTENSION, codes, jsonrpc::ErrorObject};
 use presa_store::StoreError;
 use serde_json::{Value, json};
 
-/// The message of an insufficient-scope error; the transport answers it 403
-/// with a `WWW-Authenticate: Bearer error="insufficient_scope"` challenge.
+/// The message of an insufficient-scope error's body. The transport does not
+/// read it: it answers [`Reply::InsufficientScope`](crate::Reply::InsufficientScope),
+/// the typed refusal, 403 with a `WWW-Authenticate: Bearer error="insufficient_scope"` challenge.
 pub const INSUFFICIENT_SCOPE: &str = "Insufficient scope";
 /// The `data` field listing every scope an insufficient-scope call needs.
 pub const REQUIRED_SCOPES: &str = "requiredScopes";
@@ -74,9 +75,13 @@ pub enum ServerError {
     #[error("internal error: {0}")]
     Internal(String),
     /// The caller lacks OAuth scopes the call needs (`-32600`, HTTP 403
-    /// `insufficient_scope`); carries every scope the call needs.
+    /// `insufficient_scope`); the dispatcher hands it to the transport as
+    /// [`Reply::InsufficientScope`](crate::Reply::InsufficientScope).
     #[error("Insufficient scope")]
-    InsufficientScope(Vec<String>),
+    InsufficientScope {
+        /// Every scope the call needs.
+        scopes: Vec<String>,
+    },
     /// A JSON-RPC error chosen by a tool handler, sent as is.
     #[error("{}", .0.message)]
     Rpc(ErrorObject),
@@ -144,8 +149,8 @@ impl ServerError {
                 tracing::error!(%cause, "internal error");
                 ErrorObject::new(codes::INTERNAL_ERROR, "Internal error")
             }
-            ServerError::InsufficientScope(needed) => {
-                ErrorObject::with_data(codes::INVALID_REQUEST, INSUFFICIENT_SCOPE, json!({ REQUIRED_SCOPES: needed }))
+            ServerError::InsufficientScope { scopes } => {
+                ErrorObject::with_data(codes::INVALID_REQUEST, INSUFFICIENT_SCOPE, json!({ REQUIRED_SCOPES: scopes }))
             }
             ServerError::Rpc(e) => e.clone(),
             ServerError::CallTimeout(limit) => {
@@ -213,5 +218,18 @@ mod tests {
         let e = ServerError::from(StoreError::Unavailable("down".into())).to_error_object();
         assert_eq!(e.http_status(), 503);
         assert_eq!(e.data.unwrap()["retryAfterMs"], UNAVAILABLE_RETRY_AFTER_MS);
+    }
+
+    #[test]
+    fn a_missing_scope_reaches_the_transport_typed_and_a_look_alike_error_does_not() {
+        let scopes = vec!["deploy".to_string()];
+        let reply = crate::Reply::failure(&ServerError::InsufficientScope { scopes: scopes.clone() });
+        let crate::Reply::InsufficientScope { error, scopes: typed } = reply else { panic!("{reply:?}") };
+        assert_eq!(typed, scopes);
+        assert_eq!((error.code, error.message.as_str()), (codes::INVALID_REQUEST, INSUFFICIENT_SCOPE));
+        assert_eq!(error.data, Some(json!({ REQUIRED_SCOPES: ["deploy"] })));
+        // A handler's own error with the same text is an error like any other, never a 403.
+        let reply = crate::Reply::failure(&ServerError::Rpc(error));
+        assert!(matches!(reply, crate::Reply::Error(_)), "{reply:?}");
     }
 }

@@ -474,7 +474,7 @@ admin_cases!(redis: refusals, tenant_isolation, pagination_is_stable_under_concu
 /// anonymous admin API refused off loopback even with `--allow-anonymous`.
 #[tokio::test]
 async fn presa_api_serves_the_admin_api_where_and_to_whom_it_is_told() {
-    use presa_http::auth::tokens::token_digest;
+    use presa_auth::tokens::token_digest;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tokens");
     let lines = [("ops-token", "ops root presa:admin"), ("user-token", "acme alice deploy")]

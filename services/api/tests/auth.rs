@@ -13,13 +13,8 @@ use std::{
 };
 
 use axum::{Json, Router, routing::get};
-use presa_http::{
-    Challenge, HttpConfig, ResourceMetadata,
-    auth::{
-        jwt::{Jwks, JwksSource, JwtAuthenticator, JwtConfig},
-        metadata::metadata_url,
-    },
-};
+use presa_auth::jwt::{Jwks, JwksSource, JwtAuthenticator, JwtConfig};
+use presa_http::{Challenge, HttpConfig, ResourceMetadata, auth::metadata::metadata_url};
 use presa_server::ServerConfig;
 use presa_testkit::{
     Client, Embedded, embedded_with,
@@ -580,7 +575,7 @@ async fn the_advertised_metadata_url_answers_for_any_resource_path() {
 /// `--auth tokens`: hashed static tokens map to their principal; SIGHUP reloads the file.
 #[tokio::test]
 async fn static_tokens_authenticate_and_reload_on_sighup() {
-    use presa_http::auth::tokens::token_digest;
+    use presa_auth::tokens::token_digest;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tokens");
     std::fs::write(&file, format!("{} acme ci deploy\n", token_digest("first-token"))).unwrap();
@@ -608,7 +603,7 @@ async fn static_tokens_authenticate_and_reload_on_sighup() {
 /// listen stream it opened ends with an error, while a kept token's stays open.
 #[tokio::test]
 async fn a_revoked_static_token_ends_its_streams() {
-    use presa_http::auth::tokens::token_digest;
+    use presa_auth::tokens::token_digest;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tokens");
     let line = |t: &str, who: &str| format!("{} acme {who}\n", token_digest(t));

@@ -104,7 +104,7 @@ async fn slow_connections_do_not_starve_others() {
 
 /// An embedded server with `--auth tokens` (one token, `good-token`) and `limits`.
 async fn with_a_token(limits: ServeLimits) -> (Embedded, tempfile::TempDir) {
-    use presa_http::auth::tokens::{StaticTokens, token_digest};
+    use presa_auth::tokens::{StaticTokens, token_digest};
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tokens");
     std::fs::write(&file, format!("{} acme alice\n", token_digest("good-token"))).unwrap();
@@ -142,7 +142,7 @@ async fn tokenless_connections_do_not_delay_others_on_redis() {
     let redis = TestRedis::start().await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tokens");
-    std::fs::write(&file, format!("{} acme alice\n", presa_http::auth::tokens::token_digest("good-token"))).unwrap();
+    std::fs::write(&file, format!("{} acme alice\n", presa_auth::tokens::token_digest("good-token"))).unwrap();
     let prefix = format!("edge{}", std::process::id());
     let args = [
         "--redis-url",

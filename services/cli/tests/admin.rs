@@ -26,7 +26,7 @@ struct Cluster {
 }
 
 async fn cluster() -> Cluster {
-    use presa_http::auth::tokens::token_digest;
+    use presa_auth::tokens::token_digest;
     let redis = TestRedis::start().await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tokens");

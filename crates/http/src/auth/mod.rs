@@ -3,17 +3,17 @@
 //! owns its tasks (with, when known, the credential's end: [`Authenticated`]),
 //! or to a [`Refusal`] with its status and `WWW-Authenticate` challenge.
 //!
-//! presa ships [`Anonymous`] (one shared, unrestricted scope, for local use),
-//! [`jwt::JwtAuthenticator`] (OAuth 2.1 bearer JWTs verified against a JWKS)
-//! and [`tokens::StaticTokens`] (hashed static bearer tokens). A library
-//! user can plug in another scheme (RFC 7662 introspection, mTLS…).
-//! [`metadata`] serves the RFC 9728 Protected Resource Metadata the
-//! challenges point to.
+//! This module is the transport's side of authentication: the trait, the
+//! [`Refusal`] and the [`Challenge`] that renders its `WWW-Authenticate`,
+//! and [`Anonymous`] (one shared, unrestricted scope, for local use). The
+//! credential schemes live in the `presa-auth` crate, which implements
+//! [`Authenticator`]: bearer JWTs verified against a JWKS (`presa_auth::jwt`)
+//! and hashed static bearer tokens (`presa_auth::tokens`); so this crate
+//! links no JWT or JWKS code. A library user can plug in another scheme
+//! (RFC 7662 introspection, mTLS…). [`metadata`] serves the RFC 9728
+//! Protected Resource Metadata the challenges point to.
 
-pub mod fetch;
-pub mod jwt;
 pub mod metadata;
-pub mod tokens;
 
 use axum::http::{StatusCode, header, request::Parts};
 use futures::future::BoxFuture;
@@ -229,37 +229,6 @@ pub fn bearer_token(parts: &Parts) -> Result<Option<&str>, &'static str> {
         return Err("Authorization must be \"Bearer <token>\"");
     }
     Ok(Some(token))
-}
-
-/// Why an authenticator could not be set up.
-#[derive(Debug, thiserror::Error)]
-pub enum AuthError {
-    /// A file could not be read.
-    #[error("cannot read {path}: {source}")]
-    Io {
-        /// The file.
-        path: String,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// A line of a tokens file is malformed.
-    #[error("{path}:{line}: {message}")]
-    TokensLine {
-        /// The file.
-        path: String,
-        /// The line number (from 1).
-        line: usize,
-        /// What is wrong.
-        message: String,
-    },
-    /// A JWKS could not be fetched or parsed.
-    #[error("JWKS {source_name}: {message}")]
-    Jwks {
-        /// The URL or file.
-        source_name: String,
-        /// What went wrong.
-        message: String,
-    },
 }
 
 #[cfg(test)]

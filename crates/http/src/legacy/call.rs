@@ -20,7 +20,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::{App, respond::NOTIFICATION};
+use crate::{App, observe::NOTIFICATION};
 
 use super::session::{Session, session_key, session_refused};
 
@@ -107,7 +107,7 @@ impl Call<'_> {
             let mut result = match self.server.handle(&admitted).await {
                 Reply::Result(v) => v,
                 Reply::Error(e) => return Reply::Error(legacy_error(&admitted, e)),
-                stream @ Reply::Stream(_) => return stream,
+                other @ (Reply::Stream(_) | Reply::InsufficientScope { .. }) => return other,
             };
             if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
                 strip(&mut result);

@@ -49,7 +49,8 @@ use serde_json::{Map, Value, json};
 
 use crate::{
     App,
-    respond::{self, Era, NOTIFICATION, Observed, UNKNOWN_METHOD, json},
+    observe::{NOTIFICATION, Observed, UNKNOWN_METHOD},
+    respond::{self, Era, json},
 };
 
 use session::{FIELD_LOG_LEVEL, remaining, verify};

@@ -26,7 +26,8 @@ use sha2::{Digest, Sha256};
 
 use crate::{
     App,
-    respond::{Observed, UNKNOWN_METHOD, json},
+    observe::{Observed, UNKNOWN_METHOD},
+    respond::json,
 };
 
 use super::INITIALIZE;

@@ -23,7 +23,7 @@ use presa_telemetry::{metrics, propagation};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::{Admitted, Server, input_responses, invalid, required_str};
+use super::{Admitted, Server, authorize_scopes, input_responses, invalid, required_str};
 use crate::{
     context::{Invocation, ToolContext},
     core::Outcome,
@@ -56,7 +56,8 @@ impl Server {
         };
         let catalog = self.catalog();
         let tool = catalog.tool(name).ok_or_else(|| invalid(&format!("Unknown tool: {name}")))?;
-        self.authorize_tool(&req.caller, name)?;
+        // The tool just looked up: its scopes, without a second catalog lookup.
+        authorize_scopes(&req.caller, tool.scopes())?;
         let call = self.prepare(req, name, arguments)?;
         if let Err(problems) = tool.validate(&call.arguments) {
             return Ok(ToolOutput::error(format!("Invalid arguments for tool {name}: {problems}")).into_value());

@@ -52,6 +52,28 @@ pub enum Reply {
     Error(ErrorObject),
     /// A long-lived stream (`subscriptions/listen`): messages to send as SSE.
     Stream(MessageStream),
+    /// The caller lacks scopes the call needs: the transport refuses it
+    /// (HTTP 403 with a `WWW-Authenticate: Bearer error="insufficient_scope"`
+    /// challenge naming `scopes`), with `error` as the body.
+    InsufficientScope {
+        /// The JSON-RPC error sent (`-32600`, its `data` lists the scopes too).
+        error: ErrorObject,
+        /// Every scope the call needs.
+        scopes: Vec<String>,
+    },
+}
+
+impl Reply {
+    /// The reply for a failed request: [`Reply::InsufficientScope`] for a
+    /// missing scope, else [`Reply::Error`].
+    pub fn failure(e: &ServerError) -> Self {
+        match e {
+            ServerError::InsufficientScope { scopes } => {
+                Reply::InsufficientScope { error: e.to_error_object(), scopes: scopes.clone() }
+            }
+            e => Reply::Error(e.to_error_object()),
+        }
+    }
 }
 
 impl std::fmt::Debug for Reply {
@@ -60,6 +82,9 @@ impl std::fmt::Debug for Reply {
             Reply::Result(v) => f.debug_tuple("Result").field(v).finish(),
             Reply::Error(e) => f.debug_tuple("Error").field(e).finish(),
             Reply::Stream(_) => f.write_str("Stream(..)"),
+            Reply::InsufficientScope { error, scopes } => {
+                f.debug_struct("InsufficientScope").field("error", error).field("scopes", scopes).finish()
+            }
         }
     }
 }
@@ -199,13 +224,13 @@ impl Server {
             Method::Listen => {
                 return match self.listen(req).await {
                     Ok(s) => Reply::Stream(s),
-                    Err(e) => Reply::Error(e.to_error_object()),
+                    Err(e) => Reply::failure(&e),
                 };
             }
         };
         match result {
             Ok(v) => Reply::Result(self.inner.core.envelope(v)),
-            Err(e) => Reply::Error(e.to_error_object()),
+            Err(e) => Reply::failure(&e),
         }
     }
 }
@@ -236,10 +261,15 @@ impl Server {
         let Some(tool) = catalog.tool(name) else {
             return Ok(());
         };
-        if caller.missing(tool.scopes()).is_empty() {
-            Ok(())
-        } else {
-            Err(ServerError::InsufficientScope(tool.scopes().to_vec()))
-        }
+        authorize_scopes(caller, tool.scopes())
+    }
+}
+
+/// Refuse `caller` unless it holds every one of `scopes` (a tool's).
+fn authorize_scopes(caller: &Caller, scopes: &[String]) -> Result<(), ServerError> {
+    if caller.missing(scopes).is_empty() {
+        Ok(())
+    } else {
+        Err(ServerError::InsufficientScope { scopes: scopes.to_vec() })
     }
 }

@@ -62,7 +62,11 @@ impl Server {
             max_task_bytes: self.config().max_task_bytes,
             max_bytes_per_scope: self.config().max_bytes_per_scope,
         };
-        match update_task_within(self.store().as_ref(), &id, Writer::Client, &event, limits, None, None).await {
+        // The task just read is the update's first guess: when nothing changed it
+        // since, the write needs no second read (any refusal is decided again on
+        // the stored task, as before).
+        let guess = Some(task);
+        match update_task_within(self.store().as_ref(), &id, Writer::Client, &event, limits, guess, None).await {
             Ok(Updated::Gone) => Err(unknown()),
             Ok(_) => Ok(json!({ "resultType": "complete" })),
             Err(UpdateError::Store(e)) => {

@@ -185,6 +185,7 @@ async fn every_method_answers_without_http() {
             Reply::Result(v) => assert!(v["_meta"][SERVER_INFO_KEY].is_object(), "{method}: {v}"),
             Reply::Error(e) => assert_eq!(e.code, -32602, "{method}: only bad names fail: {e:?}"),
             Reply::Stream(_) => assert_eq!(method, Method::Listen),
+            other @ Reply::InsufficientScope { .. } => panic!("{method}: no scope is required: {other:?}"),
         }
     }
 }

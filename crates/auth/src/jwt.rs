@@ -35,7 +35,7 @@ use std::{
     time::{Duration, Instant, UNIX_EPOCH},
 };
 
-use axum::http::request::Parts;
+use http::request::Parts;
 use jsonwebtoken::{
     Algorithm, DecodingKey, Validation, decode, decode_header,
     jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm},
@@ -43,12 +43,14 @@ use jsonwebtoken::{
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 
-use super::{AuthError, Authenticated, Authenticator, Caller, Challenge, Refusal, fetch::JwksClient};
+use presa_http::{Authenticated, Authenticator, Caller, Challenge, Refusal};
+
+use crate::{AuthError, fetch::JwksClient};
 
 /// Where the signing keys come from.
 #[derive(Debug, Clone)]
 pub enum JwksSource {
-    /// Fetched with HTTP GET (`http://` or `https://`, see [`super::fetch`]).
+    /// Fetched with HTTP GET (`http://` or `https://`, see [`crate::fetch`]).
     Url(String),
     /// Read from a file (offline setups, tests).
     File(PathBuf),

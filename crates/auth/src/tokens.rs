@@ -14,13 +14,15 @@ use std::{
     sync::{Arc, RwLock},
 };
 
-use axum::http::request::Parts;
+use http::request::Parts;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{AuthError, Authenticated, Authenticator, Caller, Challenge, Refusal};
+use presa_http::{Authenticated, Authenticator, Caller, Challenge, Refusal};
+
+use crate::AuthError;
 
 #[derive(Debug)]
 struct Entry {

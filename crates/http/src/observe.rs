@@ -1,0 +1,161 @@
+//! What each MCP request leaves behind, in both eras: its server span and
+//! its metrics ([`Observed`]), and the `method` labels of what never reaches
+//! dispatch ([`UNKNOWN_METHOD`], [`NOTIFICATION`]).
+
+use std::time::Instant;
+
+use axum::http::HeaderMap;
+use presa_protocol::{
+    Method, codes,
+    jsonrpc::{ErrorObject, Request, RequestId},
+};
+use presa_server::Reply;
+use presa_telemetry::{metrics, propagation};
+use serde_json::Value;
+use tracing::{Span, field::Empty};
+
+use crate::App;
+
+/// The `method` label of requests that were not parsed, or name no known method.
+pub(crate) const UNKNOWN_METHOD: &str = "unknown";
+/// The `method` label of notifications (answered 202, never dispatched).
+pub(crate) const NOTIFICATION: &str = "notification";
+/// Longest client-chosen string copied into a span attribute.
+const MAX_ATTRIBUTE_LEN: usize = 128;
+
+/// `s`, cut to at most [`MAX_ATTRIBUTE_LEN`] bytes on a character boundary.
+fn bounded(s: &str) -> &str {
+    if s.len() <= MAX_ATTRIBUTE_LEN {
+        return s;
+    }
+    let mut end = MAX_ATTRIBUTE_LEN;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// The span and metrics of one MCP request.
+///
+/// The span is a server span named `<mcp.method.name> <target>` (the tool or
+/// prompt, when the catalog knows it) with the OpenTelemetry MCP attributes.
+/// Its parent is `params._meta.traceparent` when present, else the HTTP
+/// `traceparent` header (see [`propagation::adopt_request_parent`]).
+/// Dropped without an outcome (the client went away): counted as `cancelled`.
+pub(crate) struct Observed {
+    pub(crate) span: Span,
+    method: &'static str,
+    started: Instant,
+    done: bool,
+}
+
+impl Observed {
+    pub(crate) fn start(app: &App, headers: &HeaderMap, req: &Request, started: Instant) -> Self {
+        let known = req.method.parse::<Method>().ok();
+        let method = known.map_or(UNKNOWN_METHOD, Method::as_str);
+        let name_param = req.params.get("name").and_then(Value::as_str);
+        let target = match known {
+            Some(Method::ToolsCall) => name_param.filter(|n| app.server.catalog().tool(n).is_some()),
+            Some(Method::PromptsGet) => name_param.filter(|n| app.server.catalog().prompt(n).is_some()),
+            _ => None,
+        };
+        let span_name = match target {
+            Some(t) => format!("{method} {t}"),
+            None => method.to_string(),
+        };
+        let request_id = match &req.id {
+            RequestId::Number(n) => n.to_string(),
+            RequestId::String(s) => bounded(s).to_string(),
+        };
+        let span = tracing::info_span!(
+            "mcp.request",
+            otel.name = span_name.as_str(),
+            otel.kind = "server",
+            mcp.method.name = bounded(&req.method),
+            jsonrpc.request.id = request_id.as_str(),
+            mcp.protocol.version = Empty,
+            network.transport = "tcp",
+            network.protocol.name = "http",
+            gen_ai.operation.name = Empty,
+            gen_ai.tool.name = Empty,
+            gen_ai.prompt.name = Empty,
+            presa.task.id = Empty,
+            trace_id = Empty,
+            error.type = Empty,
+            rpc.response.status_code = Empty,
+            otel.status_code = Empty,
+            otel.status_description = Empty,
+        );
+        match (known, name_param) {
+            (Some(Method::ToolsCall), Some(tool)) => {
+                span.record("gen_ai.operation.name", "execute_tool");
+                span.record("gen_ai.tool.name", bounded(tool));
+            }
+            (Some(Method::PromptsGet), Some(prompt)) => {
+                span.record("gen_ai.prompt.name", bounded(prompt));
+            }
+            _ => {}
+        }
+        let meta = req.params.get("_meta").and_then(Value::as_object);
+        propagation::adopt_request_parent(&span, meta, headers);
+        propagation::record_trace_id(&span);
+        Observed { span, method, started, done: false }
+    }
+
+    /// Record the request's protocol version on its span.
+    pub(crate) fn record_version(&self, version: &str) {
+        self.span.record("mcp.protocol.version", version);
+    }
+
+    /// Count the request under `method` (a legacy-only method [`Method`] does not name).
+    pub(crate) fn relabel(&mut self, method: &'static str) {
+        self.method = method;
+        self.span.record("otel.name", method);
+    }
+
+    fn count(&mut self, outcome: String) {
+        if !self.done {
+            self.done = true;
+            metrics::request(self.method, outcome, self.started.elapsed());
+        }
+    }
+
+    /// A result: `ok`; a tool result with `isError: true` marks the span `tool_error`.
+    pub(crate) fn succeeded(&mut self, result: &Value) {
+        if result.get("isError") == Some(&Value::Bool(true)) {
+            self.span.record("error.type", "tool_error");
+            self.span.record("otel.status_code", "error");
+        }
+        self.count("ok".into());
+    }
+
+    /// A JSON-RPC error: its code is the outcome and the span's `error.type`.
+    pub(crate) fn failed(&mut self, e: &ErrorObject) {
+        let code = e.code.to_string();
+        self.span.record("error.type", code.as_str());
+        self.span.record("rpc.response.status_code", code.as_str());
+        self.span.record("otel.status_description", e.message.as_str());
+        self.count(code);
+    }
+
+    pub(crate) fn opened(&mut self) {
+        self.count("ok".into());
+    }
+
+    pub(crate) fn replied(&mut self, reply: &Reply) {
+        match reply {
+            Reply::Result(v) => self.succeeded(v),
+            Reply::Error(e) | Reply::InsufficientScope { error: e, .. } => self.failed(e),
+            Reply::Stream(_) => self.failed(&ErrorObject::new(codes::INTERNAL_ERROR, "Internal error")),
+        }
+    }
+}
+
+impl Drop for Observed {
+    fn drop(&mut self) {
+        if !self.done {
+            self.span.in_scope(|| tracing::debug!("client went away before the reply"));
+            self.count("cancelled".into());
+        }
+    }
+}
