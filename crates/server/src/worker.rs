@@ -11,7 +11,7 @@
 //! an operator can run it again.
 //!
 //! A handler waiting for input gives its run slot back while it waits (see
-//! [`crate::slots`]): `concurrency` bounds handlers doing work, `max_parked`
+//! `crate::slots`): `concurrency` bounds handlers doing work, `max_parked`
 //! bounds those parked without a slot.
 //!
 //! Shutdown: stop claiming, give running handlers `grace` to finish, then

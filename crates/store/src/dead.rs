@@ -28,7 +28,7 @@
 //! - Discard ([`TaskStore::discard_dead_letter`](crate::TaskStore::discard_dead_letter))
 //!   removes the letter.
 //!
-//! [`Book`] keeps the letters of the memory store.
+//! `Book` keeps the letters of the memory store.
 
 use std::{
     collections::{BTreeMap, HashMap},

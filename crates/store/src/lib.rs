@@ -21,7 +21,7 @@
 //! - [`dead`]: dead letters, what is kept of a poison task to list, replay or discard it.
 //! - [`admin`]: what the admin API reads and steers beyond one task ([`AdminStore`]:
 //!   task listings across owners, the registry of live processes, drains).
-//! - [`contract`] (feature `contract`): the behavioural suite, written once
+//! - `contract` (feature `contract`): the behavioural suite, written once
 //!   against the trait; `store_contract_tests!` instantiates it per backend.
 //!
 //! Beside the traits, private modules hold what they share, re-exported

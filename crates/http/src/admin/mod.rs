@@ -8,9 +8,9 @@
 //! strictly (an unknown parameter is a 400 naming it), and renders answers
 //! and refusals as JSON (`{"error": {"code", "message"}}`).
 //!
-//! - [`routes`]: the reads and the actions.
-//! - [`events`]: the console's live SSE stream.
-//! - [`view`]: the JSON shapes of tasks, dead letters and nodes.
+//! - `routes`: the reads and the actions.
+//! - `events`: the console's live SSE stream.
+//! - `view`: the JSON shapes of tasks, dead letters and nodes.
 
 mod events;
 mod routes;
