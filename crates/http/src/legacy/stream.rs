@@ -13,7 +13,7 @@ use presa_protocol::{
     headers,
     jsonrpc::{self},
 };
-use presa_server::context::RESOURCE_UPDATED_EVENT;
+use presa_server::{ListChanged, context::RESOURCE_UPDATED_EVENT};
 use serde_json::json;
 
 use crate::{
@@ -105,13 +105,10 @@ pub(crate) async fn get_mcp(State(app): State<App>, request: axum::extract::Requ
                     .contains_key(&field)
                     .then(|| jsonrpc::notification("notifications/resources/updated", json!({ "uri": uri })));
             }
-            matches!(
-                event.as_str(),
-                "notifications/tools/list_changed"
-                    | "notifications/prompts/list_changed"
-                    | "notifications/resources/list_changed"
-            )
-            .then(|| jsonrpc::notification(&event, json!({})))
+            ListChanged::ALL
+                .iter()
+                .any(|list| list.method() == event)
+                .then(|| jsonrpc::notification(&event, json!({})))
         }
     });
     // The permit is held while the stream is open; the stream closes when the credential expires.
