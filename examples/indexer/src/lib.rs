@@ -16,9 +16,9 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use presa_server::{
+use presa::{
     Catalog, Elicited, IntoToolOutput, Json, TaskPolicy, Tool, ToolContext, ToolError, ToolOutput,
-    catalog::CatalogError,
+    server::catalog::CatalogError,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

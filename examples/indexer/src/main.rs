@@ -2,10 +2,10 @@
 //! an API pod with `--redis-url`); `indexer worker --redis-url …` runs its
 //! tools for a cluster. Every flag of `presa-api` / `presa-worker` applies.
 
-use presa_runtime::App;
+use presa::App;
 
-// jemalloc as the allocator: the binary's choice (see presa_runtime::use_jemalloc).
-presa_runtime::use_jemalloc!();
+// jemalloc as the allocator: the binary's choice, one line.
+presa::use_jemalloc!();
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
