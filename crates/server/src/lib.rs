@@ -26,43 +26,9 @@
 //!
 //! # A server with your own tool
 //!
-//! A typed tool, and the whole `main` of a server that serves it embedded
-//! (`backup`), as an API pod (`backup --redis-url …`) or as a worker
-//! (`backup worker --redis-url …`), with every flag of `presa-api`:
-//!
-//! ```no_run
-//! use presa_runtime::App;
-//! use presa_server::{Catalog, Elicited, TaskPolicy, Tool, ToolContext, ToolError};
-//! use schemars::JsonSchema;
-//! use serde::Deserialize;
-//!
-//! #[derive(Deserialize, JsonSchema)]
-//! struct Backup {
-//!     /// The directory to back up.
-//!     path: String,
-//! }
-//!
-//! #[derive(Deserialize, JsonSchema)]
-//! struct Confirm {
-//!     proceed: bool,
-//! }
-//!
-//! async fn backup(ctx: ToolContext, args: Backup) -> Result<String, ToolError> {
-//!     let files = std::fs::read_dir(&args.path)?.count(); // `?` on io::Error: an internal error, not leaked
-//!     ctx.set_status(format!("{files} files to copy")).await?;
-//!     match ctx.elicit::<Confirm>("go", format!("Copy {files} files?")).await? {
-//!         // ... the long work: ctx.sleep(..) and ctx.cancellation() notice tasks/cancel
-//!         Elicited::Accept(Confirm { proceed: true }) => Ok(format!("copied {files} files")),
-//!         _ => Ok("nothing copied".into()),
-//!     }
-//! }
-//!
-//! #[tokio::main]
-//! async fn main() -> std::process::ExitCode {
-//!     let tool = Tool::typed("backup", "Backs up a directory.", backup).policy(TaskPolicy::Optional);
-//!     App::new("backup", env!("CARGO_PKG_VERSION"), Catalog::builder().tool(tool).build()).run().await
-//! }
-//! ```
+//! A typed tool and the whole `main` of a server that serves it are the
+//! example of the `presa` crate, the one dependency a server needs (it
+//! re-exports this crate's tool API with `App`).
 //!
 //! Invariants: every result carries `resultType` and `_meta.serverInfo`; a task
 //! is created only for a request that declared the Tasks extension; another
