@@ -246,47 +246,21 @@ impl Worker {
 
     /// Run the handler of a claimed task under its lease and record how it ended.
     async fn run_to_outcome(&self, claim: Claim, slot: Arc<Slot>, release_now: CancellationToken, span: tracing::Span) {
-        let store = self.core.store().clone();
-        let task = &claim.task;
         if claim.deliveries > self.config.max_deliveries {
-            tracing::warn!(deliveries = claim.deliveries, "poison task: giving up");
-            metrics::poison_task();
-            span.record("error.type", "poison");
-            span.record("otel.status_code", "error");
-            let error = ErrorObject::new(codes::INTERNAL_ERROR, "Task failed after repeated attempts");
-            let times = if claim.deliveries == 1 { "once" } else { &format!("{} times", claim.deliveries) };
-            let reason = format!("delivered {times}, more than max_deliveries ({})", self.config.max_deliveries);
-            self.conclude_as(&claim, failure(error), Some(&reason)).await;
-            return;
+            return self.bury(&claim, &span).await;
         }
         let catalog = self.core.catalog();
-        let Some(tool) = catalog.tool(&task.work.tool) else {
+        let Some(tool) = catalog.tool(&claim.task.work.tool) else {
             tracing::error!("task names a tool this worker does not have");
-            self.conclude(&claim, failure(internal_error())).await;
-            return;
+            return self.conclude(&claim, failure(internal_error())).await;
         };
+        let store = self.core.store().clone();
         let cancel = CancellationToken::new();
-        let invocation = Invocation {
-            client_capabilities: task.work.client_capabilities.clone(),
-            input_responses: task.work.input_responses.clone(),
-            request_state: None,
-            caller: task.work.caller.clone().unwrap_or(Caller { scope: task.scope.clone(), scopes: Some(Vec::new()) }),
-            checkpoint: task.checkpoint.clone(),
-        };
-        let run = TaskRun {
-            store: store.clone(),
-            id: task.id.clone(),
-            writer: claim.writer(),
-            slot,
-            tick: self.core.config().input_tick,
-            max_bytes: self.core.config().max_task_bytes,
-            patience: self.config.lease,
-        };
-        let ctx = ToolContext::for_task(invocation, run, cancel.clone(), self.core.bus().clone());
+        let ctx = self.context_for(&claim, slot, cancel.clone());
         let keeper = tokio::spawn(
             keep_lease(store.clone(), claim.clone(), self.config.lease, cancel.clone()).instrument(span.clone()),
         );
-        let handler = run_handler(tool.handler(), ctx, task.work.arguments.clone());
+        let handler = run_handler(tool.handler(), ctx, claim.task.work.arguments.clone());
         tokio::pin!(handler);
         let outcome = tokio::select! {
             out = &mut handler => Outcome::from(out),
@@ -306,19 +280,66 @@ impl Worker {
             }
         };
         keeper.abort();
-        let event = match outcome {
+        match self.event_for(outcome, &span) {
+            Some(event) => self.conclude(&claim, event).await,
+            None => self.after_cancellation(&claim, &span).await,
+        }
+    }
+
+    /// A poison task (delivered more than `max_deliveries` times): it fails
+    /// without running again, and its dead letter is recorded.
+    async fn bury(&self, claim: &Claim, span: &tracing::Span) {
+        tracing::warn!(deliveries = claim.deliveries, "poison task: giving up");
+        metrics::poison_task();
+        span.record("error.type", "poison");
+        span.record("otel.status_code", "error");
+        let error = ErrorObject::new(codes::INTERNAL_ERROR, "Task failed after repeated attempts");
+        let times = if claim.deliveries == 1 { "once" } else { &format!("{} times", claim.deliveries) };
+        let reason = format!("delivered {times}, more than max_deliveries ({})", self.config.max_deliveries);
+        self.conclude_as(claim, failure(error), Some(&reason)).await;
+    }
+
+    /// What the handler of `claim` runs with: the call as the creating
+    /// request made it, and the task it may change (fenced by the claim).
+    fn context_for(&self, claim: &Claim, slot: Arc<Slot>, cancel: CancellationToken) -> ToolContext {
+        let task = &claim.task;
+        let invocation = Invocation {
+            client_capabilities: task.work.client_capabilities.clone(),
+            input_responses: task.work.input_responses.clone(),
+            request_state: None,
+            caller: task.work.caller.clone().unwrap_or(Caller { scope: task.scope.clone(), scopes: Some(Vec::new()) }),
+            checkpoint: task.checkpoint.clone(),
+        };
+        let run = TaskRun {
+            store: self.core.store().clone(),
+            id: task.id.clone(),
+            writer: claim.writer(),
+            slot,
+            tick: self.core.config().input_tick,
+            max_bytes: self.core.config().max_task_bytes,
+            patience: self.config.lease,
+        };
+        ToolContext::for_task(invocation, run, cancel, self.core.bus().clone())
+    }
+
+    /// The terminal event a handler's outcome writes, recorded on the task's
+    /// span; `None` for a run that was cancelled, whose end is someone else's.
+    fn event_for(&self, outcome: Outcome, span: &tracing::Span) -> Option<Event> {
+        let failed = |kind: &str| {
+            span.record("error.type", kind);
+            span.record("otel.status_code", "error");
+        };
+        Some(match outcome {
             Outcome::Result(result) => {
                 if result.get("isError") == Some(&Value::Bool(true)) {
-                    span.record("error.type", "tool_error");
-                    span.record("otel.status_code", "error");
+                    failed("tool_error");
                 }
                 let result = self.core.envelope(result);
                 let (bytes, limit) =
                     (serde_json::to_vec(&result).map_or(0, |v| v.len()), self.core.config().max_result_bytes);
                 if bytes > limit {
                     tracing::warn!(bytes, limit, "tool result too large: the task fails");
-                    span.record("error.type", "result_too_large");
-                    span.record("otel.status_code", "error");
+                    failed("result_too_large");
                     let message =
                         format!("Tool result is {bytes} bytes, more than the {limit}-byte limit (max_result_bytes)");
                     failure(ErrorObject::new(codes::INTERNAL_ERROR, message))
@@ -331,31 +352,29 @@ impl Worker {
                 failure(internal_error())
             }
             Outcome::Error(e) => {
-                span.record("error.type", e.code.to_string());
-                span.record("otel.status_code", "error");
+                failed(&e.code.to_string());
                 failure(e)
             }
             Outcome::Failed(cause) => {
                 tracing::error!(%cause, "tool handler failed");
-                span.record("error.type", "internal");
-                span.record("otel.status_code", "error");
+                failed("internal");
                 failure(internal_error())
             }
-            // Cancelled by the task turning terminal, or by losing the claim:
-            // whoever caused it owns the outcome. Clean up if terminal.
-            Outcome::Cancelled => {
-                match store_call("load", store.load(&task.id)).await {
-                    Ok(Some(t)) if claim.writer().fence_holds(&t) && t.status.is_terminal() => {
-                        span.record("presa.task.status", t.status.as_str());
-                        self.remove_work(&claim).await;
-                    }
-                    Ok(None) => self.remove_work(&claim).await,
-                    _ => {}
-                }
-                return;
+            Outcome::Cancelled => return None,
+        })
+    }
+
+    /// After a run cancelled by the task turning terminal, or by losing the
+    /// claim: whoever caused it owns the outcome. Clean up if terminal.
+    async fn after_cancellation(&self, claim: &Claim, span: &tracing::Span) {
+        match store_call("load", self.core.store().load(&claim.task.id)).await {
+            Ok(Some(t)) if claim.writer().fence_holds(&t) && t.status.is_terminal() => {
+                span.record("presa.task.status", t.status.as_str());
+                self.remove_work(claim).await;
             }
-        };
-        self.conclude(&claim, event).await;
+            Ok(None) => self.remove_work(claim).await,
+            _ => {}
+        }
     }
 
     /// Write the terminal event (fenced), then remove the work item.
