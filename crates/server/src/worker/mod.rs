@@ -22,15 +22,21 @@
 
 use std::{sync::Arc, time::Duration};
 
-use futures::StreamExt;
 use presa_protocol::{codes, jsonrpc::ErrorObject};
-use presa_store::{Claim, TaskStore};
+use presa_store::Claim;
 use presa_tasks::{Caller, Event};
 use presa_telemetry::{metrics, propagation};
 use serde_json::Value;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, field::Empty};
+
+mod config;
+mod lease;
+
+pub use config::WorkerConfig;
+
+use lease::keep_lease;
 
 use crate::{
     context::{Invocation, TaskRun, ToolContext},
@@ -43,77 +49,6 @@ use crate::{
     },
     tool::run_handler,
 };
-
-/// Worker pool settings.
-#[derive(Debug, Clone)]
-pub struct WorkerConfig {
-    /// This worker's name (consumer name in Redis).
-    pub id: String,
-    /// Handlers run at once.
-    pub concurrency: usize,
-    /// Handlers that may wait for input without holding one of the
-    /// `concurrency` slots; past it a parked handler keeps its slot.
-    pub max_parked: usize,
-    /// The most run slots one scope (principal) holds; its further work stays
-    /// queued while others' runs. `None`: a quarter of `concurrency` (at
-    /// least 1); `Some(0)`: no cap. See [`WorkerConfig::run_share`].
-    pub max_running_per_scope: Option<usize>,
-    /// The most parked slots one scope holds; past it its parking handlers
-    /// keep their run slot (and so count against its run share). `None`: a
-    /// quarter of `max_parked` (at least 1); `Some(0)`: no cap.
-    pub max_parked_per_scope: Option<usize>,
-    /// Lease on claimed work; renewed every third of it.
-    pub lease: Duration,
-    /// Deliveries after which a task ends `failed`.
-    pub max_deliveries: u64,
-    /// How long one claim call may wait for work.
-    pub claim_wait: Duration,
-    /// How long running handlers may finish after shutdown starts.
-    pub grace: Duration,
-    /// How long a handler may go on after its task was cancelled (or its
-    /// claim lost), to stop what it started; then it is dropped.
-    pub cancel_grace: Duration,
-}
-
-impl Default for WorkerConfig {
-    fn default() -> Self {
-        WorkerConfig {
-            id: format!("worker-{}", std::process::id()),
-            concurrency: 64,
-            max_parked: 1024,
-            max_running_per_scope: None,
-            max_parked_per_scope: None,
-            lease: Duration::from_secs(30),
-            max_deliveries: 5,
-            claim_wait: Duration::from_secs(1),
-            grace: Duration::from_secs(20),
-            cancel_grace: Duration::from_secs(2),
-        }
-    }
-}
-
-impl WorkerConfig {
-    /// The run slots one scope may hold: by default a quarter of
-    /// `concurrency`, so three principals at their share still leave a
-    /// quarter of every worker to everyone else.
-    pub fn run_share(&self) -> Option<usize> {
-        share(self.max_running_per_scope, self.concurrency)
-    }
-
-    /// The parked slots one scope may hold: by default a quarter of `max_parked`.
-    pub fn parked_share(&self) -> Option<usize> {
-        share(self.max_parked_per_scope, self.max_parked)
-    }
-}
-
-/// A per-scope cap: `Some(0)` none, `Some(n)` n, `None` a quarter of `pool` (at least 1).
-fn share(set: Option<usize>, pool: usize) -> Option<usize> {
-    match set {
-        Some(0) => None,
-        Some(n) => Some(n),
-        None => Some(pool.div_ceil(4).max(1)),
-    }
-}
 
 /// A worker pool bound to a catalog and a backend.
 #[derive(Debug, Clone)]
@@ -430,50 +365,6 @@ impl Worker {
             tracing::warn!(error = %e, "could not remove finished work");
         }
     }
-}
-
-/// Renew the lease every third of it; fire `cancel` when the claim is lost
-/// or the task turns terminal (seen through the watch or a re-read).
-async fn keep_lease(store: Arc<dyn TaskStore>, claim: Claim, lease: Duration, cancel: CancellationToken) {
-    let id = claim.task.id.clone();
-    let mut changes = match store_call("watch", store.watch(std::slice::from_ref(&id))).await {
-        Ok(s) => s,
-        Err(_) => futures::stream::pending().boxed(),
-    };
-    let tick = lease / 3;
-    let writer = claim.writer();
-    let stop = |t: &presa_tasks::Task| !writer.may_continue(t);
-    // Only a snapshot newer than the claim can end the run: one from before
-    // it (a late delivery on a subscription this pod already had) names an
-    // earlier attempt and would fence the run out.
-    let claimed = claim.task.revision;
-    // A fixed deadline, not a sleep started anew each turn: a handler that
-    // changes its task more often than `tick` (a status message per upstream
-    // progress line) would otherwise keep the renewal from ever running.
-    let mut renew_at = tokio::time::Instant::now() + tick;
-    loop {
-        tokio::select! {
-            change = changes.next() => match change {
-                Some(t) if t.revision > claimed && stop(&t) => break,
-                Some(_) => continue,
-                None => changes = futures::stream::pending().boxed(),
-            },
-            _ = tokio::time::sleep_until(renew_at) => {
-                renew_at = tokio::time::Instant::now() + tick;
-                match store_call_at(Verbosity::Debug, "renew", store.renew(&claim, lease)).await {
-                    Ok(true) => {}
-                    Ok(false) => break,
-                    Err(e) => tracing::warn!(error = %e, "lease renewal failed"),
-                }
-                match store_call_at(Verbosity::Debug, "load", store.load(&id)).await {
-                    Ok(Some(t)) if stop(&t) => break,
-                    Ok(None) => break,
-                    _ => {}
-                }
-            }
-        }
-    }
-    cancel.cancel();
 }
 
 /// The terminal event of a task that failed with `error`.
