@@ -105,10 +105,7 @@ pub(crate) async fn get_mcp(State(app): State<App>, request: axum::extract::Requ
                     .contains_key(&field)
                     .then(|| jsonrpc::notification("notifications/resources/updated", json!({ "uri": uri })));
             }
-            ListChanged::ALL
-                .iter()
-                .any(|list| list.method() == event)
-                .then(|| jsonrpc::notification(&event, json!({})))
+            ListChanged::ALL.iter().any(|list| list.method() == event).then(|| jsonrpc::notification(&event, json!({})))
         }
     });
     // The permit is held while the stream is open; the stream closes when the credential expires.
