@@ -92,6 +92,7 @@ pub mod record;
 mod scripts;
 mod sentinel;
 mod store;
+mod topology;
 mod work;
 
 /// Counter (`metrics` facade) of Redis reconnects, by `connection`

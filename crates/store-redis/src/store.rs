@@ -27,6 +27,7 @@ use crate::{
     keys::{GROUP, Keys},
     quota::{Resized, reservation_expiry},
     scripts::{self, Invocation},
+    topology::Topology,
 };
 
 /// The Redis-backed task store and event bus. Cheap to clone (shared inner).
@@ -40,8 +41,8 @@ pub(crate) struct Inner {
     pub(crate) cfg: RedisConfig,
     pub(crate) keys: Keys,
     pub(crate) conn: Healing,
-    /// Dedicated connections for blocking reads (standalone only).
-    pub(crate) blocking: Option<crate::conn::Blocking>,
+    /// Standalone or cluster, and what only that one needs.
+    pub(crate) topology: Topology,
     /// Connections confirming writes with `WAIT` (replicated durability only).
     pub(crate) confirming: Option<crate::durability::Confirming>,
     /// How connections reach Redis (with Sentinel: where the primary is found).
@@ -53,8 +54,6 @@ pub(crate) struct Inner {
     pub(crate) rotate: AtomicUsize,
     /// The epoch this process saw, and the last data loss it detected.
     pub(crate) epoch: crate::epoch::EpochState,
-    /// Cluster mode: woken by the partitions' wake channels.
-    pub(crate) wakeups: tokio::sync::OnceCell<Arc<tokio::sync::Notify>>,
     /// When this store last looked for lapsed leases (`recover.lua`), ms
     /// after `born` (0: never); see `RedisStore::recovery_due`.
     pub(crate) last_recovery_ms: AtomicU64,
@@ -92,7 +91,7 @@ impl RedisStore {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let endpoint = Endpoint::resolve(&cfg)?;
         let conn = Healing::new(&cfg, &endpoint);
-        let blocking = if cfg.cluster { None } else { Some(crate::conn::Blocking::new(&cfg, &endpoint)?) };
+        let topology = Topology::open(&cfg, &endpoint)?;
         crate::metrics::register();
         let store = RedisStore {
             inner: Arc::new(Inner {
@@ -100,11 +99,10 @@ impl RedisStore {
                 hub: Hub::spawn(&cfg, endpoint.clone()),
                 target: Target::new(&cfg, &endpoint),
                 conn,
-                blocking,
+                topology,
                 confirming: crate::durability::Confirming::new(&cfg, &endpoint),
                 endpoint,
                 rotate: AtomicUsize::new(0),
-                wakeups: tokio::sync::OnceCell::new(),
                 epoch: Default::default(),
                 last_recovery_ms: AtomicU64::new(0),
                 last_unhold_ms: AtomicU64::new(0),
@@ -159,15 +157,14 @@ impl RedisStore {
         self.inner.cfg.op_timeout
     }
 
-    /// `PUBLISH` on a standalone server, sharded `SPUBLISH` on a cluster.
+    /// `PUBLISH` or `SPUBLISH` (see [`Topology::publish_cmd`]).
     pub(crate) fn publish_cmd(&self) -> &'static str {
-        if self.inner.cfg.cluster { "SPUBLISH" } else { "PUBLISH" }
+        self.inner.topology.publish_cmd()
     }
 
-    /// How scripts wake waiting claimers: `SPUBLISH` on a cluster, nothing
-    /// (`""`) on a standalone server, where claimers block on the streams.
+    /// `SPUBLISH` or nothing (see [`Topology::wake_cmd`]).
     pub(crate) fn wake_cmd(&self) -> &'static str {
-        if self.inner.cfg.cluster { "SPUBLISH" } else { "" }
+        self.inner.topology.wake_cmd()
     }
 
     /// Run a script invocation bounded by `op_timeout`, in a
@@ -255,7 +252,8 @@ impl RedisStore {
         };
         let doc = encode(next)?;
         let quota = presa_store::growth_quota(next, writer, quota);
-        let cluster = self.inner.cfg.cluster;
+        // One script can take the scope's keys too (standalone), or not (a cluster).
+        let cluster = !self.inner.topology.spans_slots();
         // A cluster counts a refusable write's growth first, in the scope's slot.
         let counted_from = match quota {
             Some(quota) if cluster => match self.resize_bytes(&next.scope, &next.id, doc.len(), Some(quota)).await? {
@@ -581,10 +579,10 @@ impl TaskStore for RedisStore {
         // A 128-bit id collides practically never; retry a couple of times anyway.
         for _ in 0..3 {
             let task = Task::new(new_task_id_in(partitions, partition), new.clone(), now);
-            let created = if self.inner.cfg.cluster {
-                self.create_in_steps(&task, limits, idempotency).await?
-            } else {
+            let created = if self.inner.topology.spans_slots() {
                 self.create_scoped(&task, limits, idempotency).await?
+            } else {
+                self.create_in_steps(&task, limits, idempotency).await?
             };
             match created {
                 Outcome::Yes(usage) => {

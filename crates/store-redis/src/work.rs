@@ -49,11 +49,11 @@
 //! Receipts are `<partition>/<entry id>`.
 
 use std::{
-    sync::{Arc, atomic::Ordering},
+    sync::atomic::Ordering,
     time::{Duration, Instant},
 };
 
-use futures::{StreamExt, future::join_all};
+use futures::future::join_all;
 use presa_store::{Claim, PartitionStats, Shares, TaskId, util::now_ms};
 use presa_tasks::{Event, apply};
 use redis::Value;
@@ -148,7 +148,7 @@ impl RedisStore {
             return Ok(out);
         }
         let deadline = Instant::now() + wait;
-        let wake = if self.inner.cfg.cluster { self.wakeups().await } else { None };
+        let wake = self.inner.topology.wakeups(&self.inner.keys, &self.inner.hub).await;
         // An earlier claim's read delivered work and drained the streams: wait
         // from its cursors instead of reading again first (anything added
         // since wakes the wait at once). An idle worker then reads once per
@@ -217,7 +217,7 @@ impl RedisStore {
                 return Ok(out);
             }
             let slice = (deadline - now).min(MAX_SLICE);
-            if self.inner.cfg.cluster {
+            if self.inner.topology.blocking().is_none() {
                 // One XREADGROUP cannot block on streams of several slots:
                 // sleep until a partition's wake channel pings (or poll).
                 match woken.as_mut().as_pin_mut() {
@@ -247,32 +247,6 @@ impl RedisStore {
         due(&self.inner.last_recovery_ms, &self.inner.born, every)
     }
 
-    /// Cluster mode: a notifier pinged whenever work is enqueued or released
-    /// on any partition (one sharded subscription per store, shared by every
-    /// waiting claim). `None` while it cannot be set up: claims then poll.
-    async fn wakeups(&self) -> Option<Arc<Notify>> {
-        let init = || async {
-            let channels = (0..self.inner.keys.partitions()).map(|p| self.inner.keys.wake(p)).collect();
-            let mut pings = self.inner.hub.subscribe(channels).await?;
-            let notify = Arc::new(Notify::new());
-            let weak = Arc::downgrade(&notify);
-            tokio::spawn(async move {
-                while pings.next().await.is_some() {
-                    let Some(notify) = weak.upgrade() else { break };
-                    notify.notify_waiters();
-                }
-            });
-            Ok::<_, RedisStoreError>(notify)
-        };
-        match self.inner.wakeups.get_or_try_init(init).await {
-            Ok(n) => Some(n.clone()),
-            Err(e) => {
-                tracing::warn!(error = %e, "no work wake-ups; claims poll instead");
-                None
-            }
-        }
-    }
-
     /// Partitions in a rotating order, so no partition is always served last.
     fn rotated_partitions(&self) -> Vec<u16> {
         let n = self.inner.keys.partitions();
@@ -299,7 +273,8 @@ impl RedisStore {
         woke: Option<Woke>,
     ) -> Result<(Vec<Entry>, Vec<(u16, String)>), RedisStoreError> {
         let idle = self.lease_idle(lease);
-        if let Some((parts, mut cursors)) = woke.filter(|_| !self.inner.cfg.cluster) {
+        // (Only a blocking wait wakes: never on a cluster.)
+        if let Some((parts, mut cursors)) = woke {
             let (entries, read) = self.read_standalone(&parts, worker, count, idle).await?;
             if read.is_empty() {
                 return Ok((entries, read));
@@ -312,7 +287,7 @@ impl RedisStore {
             return Ok((entries, cursors));
         }
         let parts = self.rotated_partitions();
-        if self.inner.cfg.cluster {
+        if !self.inner.topology.spans_slots() {
             // One script per partition: keys of different slots cannot share
             // one. Over-delivered entries are handed back by `take`.
             let reads = parts.iter().map(|p| async move {
@@ -389,7 +364,7 @@ impl RedisStore {
     /// Returns the partitions the wait woke on (those with entries after
     /// their cursor); `None` when it timed out or could not wait.
     async fn wait_new(&self, cursors: &[(u16, String)], slice: Duration) -> Result<Option<Vec<u16>>, RedisStoreError> {
-        let Some(blocking) = &self.inner.blocking else {
+        let Some(blocking) = self.inner.topology.blocking() else {
             return Ok(None);
         };
         let Some(pool) = blocking.pool()? else {
@@ -504,12 +479,9 @@ impl RedisStore {
                 flat_entries(&parts, flat)
             }
         };
-        let parts = self.rotated_partitions();
-        if !self.inner.cfg.cluster {
-            return run(parts).await;
-        }
+        let groups = self.inner.topology.script_groups(self.rotated_partitions(), |p| *p);
         let (mut entries, mut failure) = (Vec::new(), None);
-        for r in join_all(parts.into_iter().map(|p| run(vec![p]))).await {
+        for r in join_all(groups.into_iter().map(run)).await {
             match r {
                 Ok(e) => entries.extend(e),
                 Err(e) => failure = Some(e),
@@ -624,18 +596,7 @@ impl RedisStore {
             self.requeue_all(worker, batch.iter().map(|p| &p.entry)).await;
             return Err(err);
         }
-        let mut groups: Vec<Vec<Pending>> = Vec::new();
-        if self.inner.cfg.cluster {
-            // One script per partition: keys of different slots cannot share one.
-            for p in batch {
-                match groups.iter_mut().find(|g| g[0].entry.partition == p.entry.partition) {
-                    Some(g) => g.push(p),
-                    None => groups.push(vec![p]),
-                }
-            }
-        } else if !batch.is_empty() {
-            groups.push(batch);
-        }
+        let groups = self.inner.topology.script_groups(batch, |p| p.entry.partition);
         let replies = join_all(groups.iter().map(|g| self.claim_batch(worker, g, lease))).await;
         let mut retry = Vec::new();
         for (group, reply) in groups.into_iter().zip(replies) {
