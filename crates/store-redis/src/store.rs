@@ -1,14 +1,8 @@
 //! [`RedisStore`]: connecting, and the record side of [`TaskStore`] (create,
 //! read, compare-and-set, watch) plus the [`EventBus`]. Work claims live in
-//! `work.rs`, the per-scope limit in `limits.rs`.
+//! `work/`, the per-scope limit in `limits.rs`.
 
-use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicU64, AtomicUsize},
-    },
-    time::Instant,
-};
+use std::{sync::Arc, time::Instant};
 
 use futures::StreamExt;
 use presa_store::{
@@ -50,22 +44,12 @@ pub(crate) struct Inner {
     pub(crate) hub: Hub,
     /// What spans say about where commands go.
     pub(crate) target: Target,
-    /// Rotates the partition order of reads, for fairness.
-    pub(crate) rotate: AtomicUsize,
+    /// The work queue's read side: partition rotation, drained cursors.
+    pub(crate) reader: crate::work::Reader,
     /// The epoch this process saw, and the last data loss it detected.
     pub(crate) epoch: crate::epoch::EpochState,
-    /// When this store last looked for lapsed leases (`recover.lua`), ms
-    /// after `born` (0: never); see `RedisStore::recovery_due`.
-    pub(crate) last_recovery_ms: AtomicU64,
-    /// When a claim last looked for held work (`unhold.lua`), in ms after
-    /// `born` (0: never).
-    pub(crate) last_unhold_ms: AtomicU64,
-    /// When this store was opened.
-    pub(crate) born: Instant,
-    /// Standalone: the stream cursors of a read that delivered work and
-    /// drained every stream, for the next claim to wait from (see
-    /// `RedisStore::claim_work`).
-    pub(crate) drained_at: std::sync::Mutex<Option<Vec<(u16, String)>>>,
+    /// When the work queue last looked for lapsed leases and held work.
+    pub(crate) recovery: crate::work::Recovery,
 }
 
 impl RedisStore {
@@ -102,12 +86,9 @@ impl RedisStore {
                 topology,
                 confirming: crate::durability::Confirming::new(&cfg, &endpoint),
                 endpoint,
-                rotate: AtomicUsize::new(0),
+                reader: Default::default(),
                 epoch: Default::default(),
-                last_recovery_ms: AtomicU64::new(0),
-                last_unhold_ms: AtomicU64::new(0),
-                born: Instant::now(),
-                drained_at: Default::default(),
+                recovery: Default::default(),
                 cfg,
             }),
         };
