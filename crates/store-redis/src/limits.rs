@@ -62,7 +62,7 @@ impl RedisStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::decode_live;
+    use crate::task::decode_live;
 
     #[test]
     fn expired_docs_read_as_gone() {

@@ -31,7 +31,7 @@
 
 use presa_store::{Scope, Task, TaskId, util::now_ms};
 
-use crate::{RedisStore, RedisStoreError, conn::Verbosity, scripts, store::encode};
+use crate::{RedisStore, RedisStoreError, conn::Verbosity, scripts, task::encode};
 
 /// The expiry of a task that never expires, as a score (2^52 ms: year 144 683).
 const NEVER: u64 = 1 << 52;

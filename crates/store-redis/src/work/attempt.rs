@@ -14,7 +14,7 @@ use crate::{
     RedisStore, RedisStoreError,
     keys::GROUP,
     scripts,
-    store::{decode, encode},
+    task::{decode, encode},
 };
 
 /// Give up bumping an attempt after this many lost CAS races (a client

@@ -19,7 +19,7 @@ use crate::{
     conn::Verbosity,
     keys::GROUP,
     scripts,
-    store::{decode, encode},
+    task::{decode, encode},
 };
 
 const LEASE: Duration = Duration::from_secs(30);
