@@ -145,20 +145,20 @@ impl RedisStore {
         let admit = limits.max_active_per_scope.is_some();
         let mut usage = Usage::default();
         if let Some(limit) = limits.max_active_per_scope {
-            match self.try_admit(task, limit).await? {
+            match self.active_tasks().admit(task, limit).await? {
                 Some(active) => usage.active = Some(active),
                 None => return Ok(Outcome::Refused(ACTIVE_LIMIT)),
             }
         }
         let reserved = match limits.max_bytes_per_scope {
-            Some(quota) => self.reserve_bytes(task, quota).await.map(|r| r.map(Some)),
+            Some(quota) => self.scope_bytes().reserve(task, quota).await.map(|r| r.map(Some)),
             None => Ok(Some(None)),
         };
         match reserved {
             Ok(Some(bytes)) => usage.bytes = bytes,
             refused => {
                 if admit {
-                    self.forget_active(&task.scope, &task.id).await;
+                    self.active_tasks().forget(&task.scope, &task.id).await;
                 }
                 return refused.map(|_| Outcome::Refused(BYTE_QUOTA));
             }
@@ -174,10 +174,10 @@ impl RedisStore {
         };
         if !matches!(created, Outcome::Yes(_)) {
             if admit {
-                self.forget_active(&task.scope, &task.id).await;
+                self.active_tasks().forget(&task.scope, &task.id).await;
             }
             if limits.max_bytes_per_scope.is_some() {
-                self.unreserve_bytes(task).await;
+                self.scope_bytes().unreserve(task).await;
             }
         }
         Ok(created)

@@ -68,11 +68,13 @@ impl RedisStore {
         let cluster = !self.inner.topology.spans_slots();
         // A cluster counts a refusable write's growth first, in the scope's slot.
         let counted_from = match quota {
-            Some(quota) if cluster => match self.resize_bytes(&next.scope, &next.id, doc.len(), Some(quota)).await? {
-                Resized::Refused => return Err(StoreError::Capacity { limit: BYTE_QUOTA }),
-                Resized::Was(before) => Some(before),
-                Resized::Unreserved => None,
-            },
+            Some(quota) if cluster => {
+                match self.scope_bytes().resize(&next.scope, &next.id, doc.len(), Some(quota)).await? {
+                    Resized::Refused => return Err(StoreError::Capacity { limit: BYTE_QUOTA }),
+                    Resized::Was(before) => Some(before),
+                    Resized::Unreserved => None,
+                }
+            }
             _ => None,
         };
         let mut inv = self.transition_script(letter)?;
@@ -105,8 +107,8 @@ impl RedisStore {
         let cas = match reply.as_slice() {
             [Value::Int(1)] => {
                 if cluster && next.status.is_terminal() {
-                    self.forget_active(&next.scope, &next.id).await;
-                    self.recount_bytes(&next.scope, &next.id, doc.len()).await;
+                    self.active_tasks().forget(&next.scope, &next.id).await;
+                    self.scope_bytes().recount(&next.scope, &next.id, doc.len()).await;
                 }
                 if let Replication::Short { acked, wanted } = replication {
                     // A client's cancel is answered as not confirmed (its retry finds
@@ -129,7 +131,7 @@ impl RedisStore {
                 if let Some(before) = counted_from {
                     // Counted first, lost: count what is stored (what was counted before, if unreadable).
                     let now = decode(stored.as_bytes()).ok().and_then(|t| encode(&t).ok()).map(|d| d.len());
-                    self.recount_bytes(&next.scope, &next.id, now.unwrap_or(before as usize)).await;
+                    self.scope_bytes().recount(&next.scope, &next.id, now.unwrap_or(before as usize)).await;
                 }
                 Cas::Conflict(decode_live(Some(stored.as_bytes()))?)
             }

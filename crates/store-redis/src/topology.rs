@@ -7,7 +7,7 @@
 //! | publishing a task's snapshot | `PUBLISH` | sharded `SPUBLISH` |
 //! | waking waiting claimers | nothing: they block on the streams | `SPUBLISH` on the partition's wake channel |
 //! | waiting for work | blocking `XREAD` on [`Blocking`] connections | [`Topology::wakeups`], or polling |
-//! | one script over several slots | yes: a task's keys and its scope's, every partition's stream | no: one script per partition, and a scope's steps (`admit`, `quota`, `resize`, `forget_active`) around the task's script |
+//! | one script over several slots | yes: a task's keys and its scope's, every partition's stream | no: one script per partition, and a scope's steps (`admit`, `quota`, `resize`, forgetting an ended task) around the task's script |
 //!
 //! Callers ask the topology rather than the configuration, so the choice
 //! is made in one place.
