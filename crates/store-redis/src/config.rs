@@ -31,7 +31,7 @@ pub struct RedisConfig {
     /// Use the Redis Cluster client (sharded pub/sub, per-slot reads).
     pub cluster: bool,
     /// Longest lease a claim or renewal can grant (longer ones are capped):
-    /// the recovery horizon of the work streams (see `work.rs`). Default
+    /// the recovery horizon of the work streams (see `work/`). Default
     /// 10 minutes.
     pub max_lease: Duration,
     /// Most connections held at once by blocking work reads (one per

@@ -37,16 +37,27 @@
 //!   (CAS on rev, fence on attempt, refuse terminal, publish), claim (bump the
 //!   attempt, or drop work of finished tasks), renew, release, ack, admit,
 //!   stats (a partition's queue, for `work_stats`).
-//! - `store`: connecting, create/get/load/transition/watch, the event bus.
-//! - `work`: claim/renew/remove/release over streams (see its docs for the
-//!   exact semantics), and the queue statistics.
+//! - `store`: [`RedisStore`], a thin facade: connecting, and the
+//!   [`presa_store::TaskStore`] and [`presa_store::EventBus`] impls
+//!   delegating to the modules below.
+//! - `topology`: standalone or cluster, chosen once at open: the publish
+//!   and wake commands, blocking reads or wake-ups, which scripts may span
+//!   slots.
+//! - `create`: creating a task (one script standalone, steps on a cluster),
+//!   idempotency replays.
+//! - `task`: a task's JSON doc, reads, and the compare-and-set write.
+//! - `call`: one round trip (bounded, traced, timed).
+//! - `work/`: claim/renew/remove/release over streams (see its docs for the
+//!   exact semantics, and its files' for the parts), and the queue statistics.
 //! - `limits`: the per-scope active-task limit and the races it tolerates.
 //! - `dead`: dead letters of poison tasks (recorded by `bury.lua` with the
 //!   write that ends the task; listed per partition, marked, discarded).
 //! - `hub`: one pub/sub connection per store fanning out to every watcher,
-//!   each through its own queue bounded in items and bytes.
-//! - `conn`: the command connection, timeouts, the blocking-read pool, TLS
-//!   settings, and the client span of every round trip.
+//!   each through its own queue bounded in items and bytes (`hub/live.rs`:
+//!   the connection itself).
+//! - `conn`: the command connection and timeouts; `conn/endpoint.rs` the
+//!   URLs, Sentinels and TLS settings, `conn/blocking.rs` the blocking-read
+//!   pool, `conn/trace.rs` the client span of every round trip.
 //! - `durability`: `--durability replicated`, writes confirmed by `WAIT` on
 //!   connections of their own.
 //! - `sentinel`: finding the primary through Redis Sentinel (asked by every
@@ -79,8 +90,10 @@ mod epoch;
 pub mod keys;
 
 mod admin;
+mod call;
 mod config;
 mod conn;
+mod create;
 mod dead;
 mod durability;
 mod error;
@@ -93,6 +106,8 @@ mod scripts;
 mod sentinel;
 mod session;
 mod store;
+mod task;
+mod topology;
 mod work;
 
 /// Counter (`metrics` facade) of Redis reconnects, by `connection`

@@ -34,26 +34,39 @@
 use crate::{RedisStore, RedisStoreError, conn::Verbosity, scripts};
 use presa_store::{Scope, Task, TaskId, util::now_ms};
 
+/// A scope's active-task limit, as the steps a cluster runs around the
+/// task's own scripts (standalone Redis runs both inside them).
+pub(crate) struct ActiveTasks<'s> {
+    store: &'s RedisStore,
+}
+
 impl RedisStore {
+    /// The per-scope active-task limit's steps.
+    pub(crate) fn active_tasks(&self) -> ActiveTasks<'_> {
+        ActiveTasks { store: self }
+    }
+}
+
+impl ActiveTasks<'_> {
     /// Admit `task` under its scope's limit: the scope's active tasks with
     /// it, or `None` when the scope is full.
-    pub(crate) async fn try_admit(&self, task: &Task, limit: u64) -> Result<Option<u64>, RedisStoreError> {
+    pub(crate) async fn admit(&self, task: &Task, limit: u64) -> Result<Option<u64>, RedisStoreError> {
         let mut inv = scripts::ADMIT.prepare_invoke();
         let expire_at = task.expires_at_ms().map(|ms| ms.to_string()).unwrap_or_default();
-        inv.key(self.inner.keys.scope_active(&task.scope))
+        inv.key(self.store.inner.keys.scope_active(&task.scope))
             .arg(limit)
             .arg(task.id.as_str())
             .arg(now_ms())
             .arg(expire_at);
-        let admitted: i64 = self.invoke(&inv).await?;
+        let admitted: i64 = self.store.invoke(&inv).await?;
         Ok(u64::try_from(admitted).ok().filter(|n| *n > 0))
     }
 
     /// Best effort: the task no longer counts against its scope (a failure
     /// leaves the member counting until the task's expiry).
-    pub(crate) async fn forget_active(&self, scope: &Scope, id: &TaskId) {
-        let key = self.inner.keys.scope_active(scope);
-        if let Err(e) = self.query::<i64>(Verbosity::Info, redis::cmd("ZREM").arg(&key).arg(id.as_str())).await {
+    pub(crate) async fn forget(&self, scope: &Scope, id: &TaskId) {
+        let key = self.store.inner.keys.scope_active(scope);
+        if let Err(e) = self.store.query::<i64>(Verbosity::Info, redis::cmd("ZREM").arg(&key).arg(id.as_str())).await {
             tracing::warn!(error = %e, "could not update the scope's active-task set");
         }
     }
@@ -62,7 +75,7 @@ impl RedisStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::decode_live;
+    use crate::task::decode_live;
 
     #[test]
     fn expired_docs_read_as_gone() {

@@ -31,7 +31,7 @@
 
 use presa_store::{Scope, Task, TaskId, util::now_ms};
 
-use crate::{RedisStore, RedisStoreError, conn::Verbosity, scripts, store::encode};
+use crate::{RedisStore, RedisStoreError, conn::Verbosity, scripts, task::encode};
 
 /// The expiry of a task that never expires, as a score (2^52 ms: year 144 683).
 const NEVER: u64 = 1 << 52;
@@ -41,23 +41,36 @@ pub(crate) fn reservation_expiry(task: &Task) -> u64 {
     task.ttl_ms.map_or(NEVER, |ttl| task.created_at_ms.saturating_add(ttl))
 }
 
+/// A scope's byte quota, as the steps a cluster runs around the task's own
+/// scripts (standalone Redis runs them inside those).
+pub(crate) struct ScopeBytes<'s> {
+    store: &'s RedisStore,
+}
+
 impl RedisStore {
+    /// The per-scope byte quota's steps.
+    pub(crate) fn scope_bytes(&self) -> ScopeBytes<'_> {
+        ScopeBytes { store: self }
+    }
+}
+
+impl ScopeBytes<'_> {
     /// Reserve `task`'s bytes under its scope's `quota`: the scope's reserved
     /// bytes with them, or `None` when that would exceed the quota.
-    pub(crate) async fn reserve_bytes(&self, task: &Task, quota: u64) -> Result<Option<u64>, RedisStoreError> {
+    pub(crate) async fn reserve(&self, task: &Task, quota: u64) -> Result<Option<u64>, RedisStoreError> {
         let bytes = encode(task)?.len();
         let mut inv = scripts::QUOTA.prepare_invoke();
-        for key in self.inner.keys.scope_byte_keys(&task.scope) {
+        for key in self.store.inner.keys.scope_byte_keys(&task.scope) {
             inv.key(key);
         }
         inv.arg(quota).arg(task.id.as_str()).arg(bytes).arg(reservation_expiry(task)).arg(now_ms());
-        let reserved: i64 = self.invoke(&inv).await?;
+        let reserved: i64 = self.store.invoke(&inv).await?;
         Ok(u64::try_from(reserved).ok().filter(|n| *n > 0))
     }
 
     /// `resize.lua`: count task `id` of `scope` at `bytes`, refusing growth
     /// past `quota` when one is given.
-    pub(crate) async fn resize_bytes(
+    pub(crate) async fn resize(
         &self,
         scope: &Scope,
         id: &TaskId,
@@ -65,11 +78,11 @@ impl RedisStore {
         quota: Option<u64>,
     ) -> Result<Resized, RedisStoreError> {
         let mut inv = scripts::RESIZE.prepare_invoke();
-        for key in self.inner.keys.scope_byte_keys(scope) {
+        for key in self.store.inner.keys.scope_byte_keys(scope) {
             inv.key(key);
         }
         inv.arg(id.as_str()).arg(bytes).arg(quota.map(|q| q.to_string()).unwrap_or_default()).arg(now_ms());
-        Ok(match self.invoke::<i64>(&inv).await? {
+        Ok(match self.store.invoke::<i64>(&inv).await? {
             -2 => Resized::Refused,
             before => u64::try_from(before).map_or(Resized::Unreserved, Resized::Was),
         })
@@ -79,25 +92,25 @@ impl RedisStore {
     /// not be refused landed, or one that was counted first lost its
     /// compare-and-set). A failure leaves the count off until the next write
     /// counts the task again, or its expiry.
-    pub(crate) async fn recount_bytes(&self, scope: &Scope, id: &TaskId, bytes: usize) {
-        if let Err(e) = self.resize_bytes(scope, id, bytes, None).await {
+    pub(crate) async fn recount(&self, scope: &Scope, id: &TaskId, bytes: usize) {
+        if let Err(e) = self.resize(scope, id, bytes, None).await {
             tracing::warn!(error = %e, task = %id, "could not count a task's new size under its byte quota");
         }
     }
 
     /// Best effort: take back `task`'s reservation (its create did not happen).
-    pub(crate) async fn unreserve_bytes(&self, task: &Task) {
+    pub(crate) async fn unreserve(&self, task: &Task) {
         let Ok(bytes) = encode(task).map(|doc| doc.len()) else {
             return;
         };
-        let [reservations, sizes, total] = self.inner.keys.scope_byte_keys(&task.scope);
+        let [reservations, sizes, total] = self.store.inner.keys.scope_byte_keys(&task.scope);
         let zrem = redis::cmd("ZREM").arg(reservations).arg(task.id.as_str()).to_owned();
-        let undone = match self.query::<i64>(Verbosity::Info, &zrem).await {
+        let undone = match self.store.query::<i64>(Verbosity::Info, &zrem).await {
             Ok(1) => {
                 let hdel = redis::cmd("HDEL").arg(sizes).arg(task.id.as_str()).to_owned();
                 let decr = redis::cmd("DECRBY").arg(total).arg(bytes).to_owned();
-                match self.query::<i64>(Verbosity::Info, &hdel).await {
-                    Ok(_) => self.query::<i64>(Verbosity::Info, &decr).await.map(|_| ()),
+                match self.store.query::<i64>(Verbosity::Info, &hdel).await {
+                    Ok(_) => self.store.query::<i64>(Verbosity::Info, &decr).await.map(|_| ()),
                     Err(e) => Err(e),
                 }
             }

@@ -1,31 +1,24 @@
 //! [`RedisStore`]: connecting, and the record side of [`TaskStore`] (create,
 //! read, compare-and-set, watch) plus the [`EventBus`]. Work claims live in
-//! `work.rs`, the per-scope limit in `limits.rs`.
+//! `work/`, creating in `create.rs`, reads and compare-and-set writes in
+//! `task.rs`, round trips in `call.rs`, the per-scope limit in `limits.rs`.
 
-use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicU64, AtomicUsize},
-    },
-    time::Instant,
-};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use presa_store::{
     Cas, Claim, CreateLimits, Created, DeadLetter, DeadLetterFilter, DeadLetterPage, EventBus, EventStream, GetView,
     Idempotency, NewTask, PartitionStats, Scope, StoreError, Task, TaskId, TaskStore, TaskStream, Writer,
-    util::{new_task_id_in, now_ms},
 };
-use redis::{Cmd, FromRedisValue, Value};
+use redis::Value;
 
 use crate::{
     RedisConfig, RedisStoreError,
-    conn::{Endpoint, Healing, Target, Verbosity, command_name, traced},
-    durability::Replication,
+    conn::{Endpoint, Healing, Target, Verbosity},
     hub::Hub,
-    keys::{GROUP, Keys},
-    quota::{Resized, reservation_expiry},
-    scripts::{self, Invocation},
+    keys::Keys,
+    task::decode,
+    topology::Topology,
 };
 
 /// The Redis-backed task store and event bus. Cheap to clone (shared inner).
@@ -39,8 +32,8 @@ pub(crate) struct Inner {
     pub(crate) cfg: RedisConfig,
     pub(crate) keys: Keys,
     pub(crate) conn: Healing,
-    /// Dedicated connections for blocking reads (standalone only).
-    pub(crate) blocking: Option<crate::conn::Blocking>,
+    /// Standalone or cluster, and what only that one needs.
+    pub(crate) topology: Topology,
     /// Connections confirming writes with `WAIT` (replicated durability only).
     pub(crate) confirming: Option<crate::durability::Confirming>,
     /// How connections reach Redis (with Sentinel: where the primary is found).
@@ -48,24 +41,12 @@ pub(crate) struct Inner {
     pub(crate) hub: Hub,
     /// What spans say about where commands go.
     pub(crate) target: Target,
-    /// Rotates the partition order of reads, for fairness.
-    pub(crate) rotate: AtomicUsize,
+    /// The work queue's read side: partition rotation, drained cursors.
+    pub(crate) reader: crate::work::Reader,
     /// The epoch this process saw, and the last data loss it detected.
     pub(crate) epoch: crate::epoch::EpochState,
-    /// Cluster mode: woken by the partitions' wake channels.
-    pub(crate) wakeups: tokio::sync::OnceCell<Arc<tokio::sync::Notify>>,
-    /// When this store last looked for lapsed leases (`recover.lua`), ms
-    /// after `born` (0: never); see `RedisStore::recovery_due`.
-    pub(crate) last_recovery_ms: AtomicU64,
-    /// When a claim last looked for held work (`unhold.lua`), in ms after
-    /// `born` (0: never).
-    pub(crate) last_unhold_ms: AtomicU64,
-    /// When this store was opened.
-    pub(crate) born: Instant,
-    /// Standalone: the stream cursors of a read that delivered work and
-    /// drained every stream, for the next claim to wait from (see
-    /// `RedisStore::claim_work`).
-    pub(crate) drained_at: std::sync::Mutex<Option<Vec<(u16, String)>>>,
+    /// When the work queue last looked for lapsed leases and held work.
+    pub(crate) recovery: crate::work::Recovery,
 }
 
 impl RedisStore {
@@ -91,7 +72,7 @@ impl RedisStore {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let endpoint = Endpoint::resolve(&cfg)?;
         let conn = Healing::new(&cfg, &endpoint);
-        let blocking = if cfg.cluster { None } else { Some(crate::conn::Blocking::new(&cfg, &endpoint)?) };
+        let topology = Topology::open(&cfg, &endpoint)?;
         crate::metrics::register();
         let store = RedisStore {
             inner: Arc::new(Inner {
@@ -99,16 +80,12 @@ impl RedisStore {
                 hub: Hub::spawn(&cfg, endpoint.clone()),
                 target: Target::new(&cfg, &endpoint),
                 conn,
-                blocking,
+                topology,
                 confirming: crate::durability::Confirming::new(&cfg, &endpoint),
                 endpoint,
-                rotate: AtomicUsize::new(0),
-                wakeups: tokio::sync::OnceCell::new(),
+                reader: Default::default(),
                 epoch: Default::default(),
-                last_recovery_ms: AtomicU64::new(0),
-                last_unhold_ms: AtomicU64::new(0),
-                born: Instant::now(),
-                drained_at: Default::default(),
+                recovery: Default::default(),
                 cfg,
             }),
         };
@@ -153,417 +130,6 @@ impl RedisStore {
     pub fn silent_for(&self) -> std::time::Duration {
         self.inner.conn.silent_for()
     }
-
-    pub(crate) fn op_timeout(&self) -> std::time::Duration {
-        self.inner.cfg.op_timeout
-    }
-
-    /// `PUBLISH` on a standalone server, sharded `SPUBLISH` on a cluster.
-    pub(crate) fn publish_cmd(&self) -> &'static str {
-        if self.inner.cfg.cluster { "SPUBLISH" } else { "PUBLISH" }
-    }
-
-    /// How scripts wake waiting claimers: `SPUBLISH` on a cluster, nothing
-    /// (`""`) on a standalone server, where claimers block on the streams.
-    pub(crate) fn wake_cmd(&self) -> &'static str {
-        if self.inner.cfg.cluster { "SPUBLISH" } else { "" }
-    }
-
-    /// Run a script invocation bounded by `op_timeout`, in a
-    /// `redis EVALSHA <script>` span.
-    pub(crate) async fn invoke<T: FromRedisValue>(&self, inv: &Invocation<'_>) -> Result<T, RedisStoreError> {
-        let mut c = self.inner.conn.get().await.inspect_err(crate::metrics::failed)?;
-        let (lua, limit) = (inv.lua, self.op_timeout());
-        let started = Instant::now();
-        let r = traced(
-            &self.inner.target,
-            lua.verbosity,
-            || "EVALSHA".into(),
-            Some(lua.name),
-            limit,
-            inv.invoke_async(&mut c),
-        )
-        .await;
-        self.inner.conn.record(&r);
-        crate::metrics::round_trip(lua.name, started.elapsed(), &r);
-        r
-    }
-
-    /// Run a command on the shared connection bounded by `op_timeout`, in a
-    /// `redis <COMMAND>` span.
-    pub(crate) async fn query<T: FromRedisValue>(&self, verbosity: Verbosity, cmd: &Cmd) -> Result<T, RedisStoreError> {
-        let mut c = self.inner.conn.get().await.inspect_err(crate::metrics::failed)?;
-        let name = || command_name(cmd);
-        let started = Instant::now();
-        let r = traced(&self.inner.target, verbosity, name, None, self.op_timeout(), cmd.query_async(&mut c)).await;
-        self.inner.conn.record(&r);
-        let operation = match cmd.args_iter().next() {
-            Some(redis::Arg::Simple(name)) => crate::metrics::command_operation(name),
-            _ => "other",
-        };
-        crate::metrics::round_trip(operation, started.elapsed(), &r);
-        r
-    }
-
-    /// The stored task (any scope); `None` when gone or expired.
-    pub(crate) async fn read(&self, id: &TaskId) -> Result<Option<Task>, RedisStoreError> {
-        let Some(key) = self.inner.keys.task(id) else {
-            return Ok(None);
-        };
-        decode_live(self.read_doc(&key).await?.as_deref())
-    }
-
-    /// What `tasks/get` needs of the stored task (any scope): only the
-    /// fields of the view are decoded. `None` when gone or expired.
-    pub(crate) async fn read_view(&self, id: &TaskId) -> Result<Option<GetView>, RedisStoreError> {
-        let Some(key) = self.inner.keys.task(id) else {
-            return Ok(None);
-        };
-        let Some(doc) = self.read_doc(&key).await? else {
-            return Ok(None);
-        };
-        let view = GetView::from_doc(&doc).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
-        Ok((!view.is_expired(now_ms())).then_some(view))
-    }
-
-    /// `transition.lua`: compare-and-set `next` as `writer`; with a worker's
-    /// work `entry`, a write that ends the task removes that entry too. The
-    /// task is counted at its new size under its scope's byte quota, and a
-    /// client write growing a live task past `quota` is refused (see `quota.rs`).
-    /// With a dead `letter`, `bury.lua` records it with the write (`dead.rs`).
-    async fn write(
-        &self,
-        next: &Task,
-        writer: Writer,
-        entry: Option<&str>,
-        quota: Option<u64>,
-        letter: Option<&DeadLetter>,
-    ) -> Result<Cas, StoreError> {
-        let keys = &self.inner.keys;
-        let (Some(key), Some(channel), Some(partition)) =
-            (keys.task(&next.id), keys.events(&next.id), keys.partition_of(&next.id))
-        else {
-            return Ok(Cas::Conflict(None));
-        };
-        let Some(expected) = next.revision.checked_sub(1) else {
-            return Ok(Cas::Conflict(self.read(&next.id).await?));
-        };
-        let fence = match writer {
-            Writer::Client => String::new(),
-            Writer::Worker { attempt } => attempt.to_string(),
-        };
-        let doc = encode(next)?;
-        let quota = presa_store::growth_quota(next, writer, quota);
-        let cluster = self.inner.cfg.cluster;
-        // A cluster counts a refusable write's growth first, in the scope's slot.
-        let counted_from = match quota {
-            Some(quota) if cluster => match self.resize_bytes(&next.scope, &next.id, doc.len(), Some(quota)).await? {
-                Resized::Refused => return Err(StoreError::Capacity { limit: BYTE_QUOTA }),
-                Resized::Was(before) => Some(before),
-                Resized::Unreserved => None,
-            },
-            _ => None,
-        };
-        let mut inv = self.transition_script(letter)?;
-        inv.key(&key)
-            .key(&channel)
-            .key(keys.work(partition))
-            .arg(expected)
-            .arg(fence)
-            .arg(&doc)
-            .arg(next.revision)
-            .arg(next.status.as_str())
-            .arg(self.publish_cmd())
-            .arg(GROUP)
-            .arg(entry.unwrap_or_default());
-        // Standalone: the script also takes an ending task out of its scope's
-        // active set, and counts (or refuses) its new size.
-        if !cluster {
-            inv.key(keys.scope_active(&next.scope)).arg(next.id.as_str());
-            for key in keys.scope_byte_keys(&next.scope) {
-                inv.key(key);
-            }
-            inv.arg(optional(quota)).arg(now_ms());
-        }
-        // Replicated durability confirms the write that ends a task.
-        let (reply, replication): (Vec<Value>, _) = if next.status.is_terminal() {
-            self.invoke_confirmed(&inv).await?
-        } else {
-            (self.invoke(&inv).await?, Replication::Confirmed)
-        };
-        let cas = match reply.as_slice() {
-            [Value::Int(1)] => {
-                if cluster && next.status.is_terminal() {
-                    self.forget_active(&next.scope, &next.id).await;
-                    self.recount_bytes(&next.scope, &next.id, doc.len()).await;
-                }
-                if let Replication::Short { acked, wanted } = replication {
-                    // A client's cancel is answered as not confirmed (its retry finds
-                    // the task cancelled, or cancels it again after a failover); a
-                    // worker's outcome stays: the work entry it removed comes back
-                    // with a failover that loses the write, and runs again.
-                    tracing::warn!(task_id = %next.id, status = next.status.as_str(), acked, wanted,
-                        "a task's last write was not confirmed by its replicas in time");
-                    if writer == Writer::Client {
-                        return Err(RedisStoreError::Unconfirmed { acked, wanted }.into());
-                    }
-                }
-                Cas::Applied(next.clone())
-            }
-            [Value::Int(2)] => return Err(StoreError::Capacity { limit: BYTE_QUOTA }),
-            [Value::Int(0)] | [Value::Int(0), Value::Nil] => Cas::Conflict(None),
-            [Value::Int(0), stored] => {
-                let stored: String =
-                    redis::from_redis_value_ref(stored).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
-                if let Some(before) = counted_from {
-                    // Counted first, lost: count what is stored (what was counted before, if unreadable).
-                    let now = decode(stored.as_bytes()).ok().and_then(|t| encode(&t).ok()).map(|d| d.len());
-                    self.recount_bytes(&next.scope, &next.id, now.unwrap_or(before as usize)).await;
-                }
-                Cas::Conflict(decode_live(Some(stored.as_bytes()))?)
-            }
-            other => return Err(RedisStoreError::Corrupt(format!("unexpected transition.lua reply: {other:?}")).into()),
-        };
-        Ok(cas)
-    }
-
-    /// Admission, byte reservation and creation as one `create_scoped.lua`
-    /// (standalone Redis: the scope's keys and the task's may share a script).
-    async fn create_scoped(
-        &self,
-        task: &Task,
-        limits: CreateLimits,
-        idempotency: Option<&Idempotency>,
-    ) -> Result<Outcome, RedisStoreError> {
-        let doc = encode(task)?;
-        let keys = &self.inner.keys;
-        let mut inv = scripts::CREATE_SCOPED.prepare_invoke();
-        self.create_args(&mut inv, task, &doc, limits.max_queued_per_partition, None);
-        inv.key(keys.scope_active(&task.scope))
-            .key(keys.scope_bytes(&task.scope))
-            .key(keys.scope_bytes_sizes(&task.scope))
-            .key(keys.scope_bytes_total(&task.scope))
-            .arg(optional(limits.max_active_per_scope))
-            .arg(optional(limits.max_bytes_per_scope))
-            .arg(doc.len())
-            .arg(reservation_expiry(task));
-        if let Some(key) = idempotency {
-            inv.key(self.idempotency_key(task, key)).arg(&key.fingerprint);
-        }
-        let (reply, replication) = self.invoke_confirmed::<Value>(&inv).await?;
-        self.confirmed(created(reply)?, replication).await
-    }
-
-    /// A create's outcome once replicated durability had its say: a new task
-    /// fewer replicas confirmed than asked is [`RedisStoreError::Unconfirmed`]
-    /// (it is on the primary: a retry under its idempotency key returns it),
-    /// and a replayed one is confirmed again (its first answer may have been
-    /// that error).
-    async fn confirmed(&self, outcome: Outcome, replication: Replication) -> Result<Outcome, RedisStoreError> {
-        let replication = match &outcome {
-            Outcome::Yes(_) => replication,
-            Outcome::Replayed(task) => match self.inner.keys.partition_of(&task.id) {
-                Some(partition) => self.confirm_partition(partition).await?,
-                None => replication,
-            },
-            _ => return Ok(outcome),
-        };
-        match replication {
-            Replication::Confirmed => Ok(outcome),
-            Replication::Short { acked, wanted } => Err(RedisStoreError::Unconfirmed { acked, wanted }),
-        }
-    }
-
-    /// A keyed create's record: in `task`'s partition (the one the key names).
-    fn idempotency_key(&self, task: &Task, key: &Idempotency) -> String {
-        let partition = self.inner.keys.partition_of(&task.id).expect("fresh ids are in range");
-        self.inner.keys.idempotency(partition, key)
-    }
-
-    /// `replay.lua`: the task `key` made before, if any (a cluster's first
-    /// step of a keyed create).
-    async fn replay(&self, task: &Task, key: &Idempotency) -> Result<Outcome, RedisStoreError> {
-        let mut inv = scripts::REPLAY.prepare_invoke();
-        inv.key(self.idempotency_key(task, key)).arg(&key.fingerprint);
-        match self.invoke::<Value>(&inv).await? {
-            Value::Nil => Ok(Outcome::Fresh),
-            other => created(other),
-        }
-    }
-
-    /// Admission, byte reservation and creation as three scripts, one after
-    /// another (a cluster: the scope's keys live in another slot than the
-    /// task's). Whatever was taken before a refusal is given back; after an
-    /// error it lapses with the task's expiry (the create may have happened).
-    async fn create_in_steps(
-        &self,
-        task: &Task,
-        limits: CreateLimits,
-        idempotency: Option<&Idempotency>,
-    ) -> Result<Outcome, RedisStoreError> {
-        if let Some(key) = idempotency {
-            match self.replay(task, key).await? {
-                Outcome::Fresh => {}
-                found => return self.confirmed(found, Replication::Confirmed).await,
-            }
-        }
-        let admit = limits.max_active_per_scope.is_some();
-        let mut usage = Usage::default();
-        if let Some(limit) = limits.max_active_per_scope {
-            match self.try_admit(task, limit).await? {
-                Some(active) => usage.active = Some(active),
-                None => return Ok(Outcome::Refused(ACTIVE_LIMIT)),
-            }
-        }
-        let reserved = match limits.max_bytes_per_scope {
-            Some(quota) => self.reserve_bytes(task, quota).await.map(|r| r.map(Some)),
-            None => Ok(Some(None)),
-        };
-        match reserved {
-            Ok(Some(bytes)) => usage.bytes = bytes,
-            refused => {
-                if admit {
-                    self.forget_active(&task.scope, &task.id).await;
-                }
-                return refused.map(|_| Outcome::Refused(BYTE_QUOTA));
-            }
-        }
-        let doc = encode(task)?;
-        let mut inv = scripts::CREATE.prepare_invoke();
-        let record = idempotency.map(|key| (self.idempotency_key(task, key), key.fingerprint.as_str()));
-        self.create_args(&mut inv, task, &doc, limits.max_queued_per_partition, record);
-        let (reply, replication) = self.invoke_confirmed::<Value>(&inv).await?;
-        let created = match self.confirmed(created(reply)?, replication).await? {
-            Outcome::Yes(_) => Outcome::Yes(usage),
-            other => other,
-        };
-        if !matches!(created, Outcome::Yes(_)) {
-            if admit {
-                self.forget_active(&task.scope, &task.id).await;
-            }
-            if limits.max_bytes_per_scope.is_some() {
-                self.unreserve_bytes(task).await;
-            }
-        }
-        Ok(created)
-    }
-
-    /// `create.lua`'s keys and arguments (the first ones of `create_scoped.lua`),
-    /// with a keyed create's `record` key and fingerprint (create.lua only).
-    fn create_args(
-        &self,
-        inv: &mut Invocation<'_>,
-        task: &Task,
-        doc: &str,
-        max_queued: Option<u64>,
-        record: Option<(String, &str)>,
-    ) {
-        let keys = &self.inner.keys;
-        let partition = keys.partition_of(&task.id).expect("fresh ids are in range");
-        inv.key(keys.task(&task.id).expect("fresh ids are in range"))
-            .key(keys.work(partition))
-            .key(keys.wake(partition))
-            .arg(task.id.as_str())
-            .arg(doc)
-            .arg(task.revision)
-            .arg(task.attempt)
-            .arg(task.status.as_str())
-            .arg(optional(task.expires_at_ms()))
-            .arg(self.wake_cmd())
-            .arg(optional(max_queued))
-            .key(keys.task_index(partition, &task.scope.tenant))
-            .key(keys.task_tenants(partition))
-            .arg(if self.inner.cfg.task_index { "1" } else { "" })
-            .arg(Keys::tenant_word(&task.scope.tenant))
-            .arg(now_ms());
-        if let Some((key, fingerprint)) = record {
-            inv.key(key).arg(fingerprint);
-        }
-    }
-}
-
-/// A script argument that may be absent: the number, or "".
-fn optional(n: Option<u64>) -> String {
-    n.map(|n| n.to_string()).unwrap_or_default()
-}
-
-/// What `create.lua` (or `create_scoped.lua`) replied.
-fn created(reply: Value) -> Result<Outcome, RedisStoreError> {
-    let count = |v: &Value| match v {
-        Value::Int(n) => u64::try_from(*n).ok(),
-        _ => None,
-    };
-    match reply {
-        Value::Nil => Ok(Outcome::Collided),
-        Value::Int(0) => Ok(Outcome::QueueFull),
-        Value::Int(-1) => Ok(Outcome::Refused(ACTIVE_LIMIT)),
-        Value::Int(-2) => Ok(Outcome::Refused(BYTE_QUOTA)),
-        Value::Int(-3) => Ok(Outcome::KeyReused),
-        Value::Array(parts)
-            if parts.len() == 2 && matches!(&parts[0], Value::BulkString(tag) if tag.as_slice() == b"replay") =>
-        {
-            let doc: String =
-                redis::from_redis_value_ref(&parts[1]).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
-            Ok(Outcome::Replayed(Box::new(decode(doc.as_bytes())?)))
-        }
-        Value::BulkString(_) | Value::SimpleString(_) => Ok(Outcome::Yes(Usage::default())),
-        Value::Array(parts)
-            if parts.len() == 3 && matches!(parts[0], Value::BulkString(_) | Value::SimpleString(_)) =>
-        {
-            Ok(Outcome::Yes(Usage { active: count(&parts[1]), bytes: count(&parts[2]) }))
-        }
-        other => Err(RedisStoreError::Corrupt(format!("unexpected create reply: {other:?}"))),
-    }
-}
-
-/// The limits a refused create names (`StoreError::Capacity`).
-const ACTIVE_LIMIT: &str = "max_active_tasks_per_scope";
-const BYTE_QUOTA: &str = presa_store::BYTES_LIMIT;
-
-/// A scope's use of its quotas right after a create (what the scripts counted).
-#[derive(Debug, Default, Clone, Copy)]
-struct Usage {
-    /// Its active tasks, this one included (`None`: no limit).
-    active: Option<u64>,
-    /// Its reserved bytes, this task's included (`None`: no quota).
-    bytes: Option<u64>,
-}
-
-/// What a create script did.
-enum Outcome {
-    /// The task and its work entry were written; the scope's quota use after it.
-    Yes(Usage),
-    /// The id was taken; nothing was written.
-    Collided,
-    /// The partition's work stream is full; nothing was written.
-    QueueFull,
-    /// The scope is at this limit; nothing was written.
-    Refused(&'static str),
-    /// The idempotency key made this task before (same request); nothing was written.
-    Replayed(Box<Task>),
-    /// The idempotency key was used for another request; nothing was written.
-    KeyReused,
-    /// `replay.lua`: the idempotency key is new (the create goes on).
-    Fresh,
-}
-
-/// The whole task as the JSON stored in `doc` and published on its channel.
-pub(crate) fn encode(task: &Task) -> Result<String, RedisStoreError> {
-    serde_json::to_string(task).map_err(|e| RedisStoreError::Corrupt(e.to_string()))
-}
-
-pub(crate) fn decode(doc: &[u8]) -> Result<Task, RedisStoreError> {
-    serde_json::from_slice(doc).map_err(|e| RedisStoreError::Corrupt(e.to_string()))
-}
-
-/// Decode a stored doc, treating an expired task as gone (Redis reaps it at
-/// `createdAt + ttlMs`; this covers the moments before it does).
-pub(crate) fn decode_live(doc: Option<&[u8]>) -> Result<Option<Task>, RedisStoreError> {
-    let Some(doc) = doc else {
-        return Ok(None);
-    };
-    let task = decode(doc)?;
-    Ok((!task.is_expired(now_ms())).then_some(task))
 }
 
 #[async_trait::async_trait]
@@ -574,36 +140,7 @@ impl TaskStore for RedisStore {
         limits: CreateLimits,
         idempotency: Option<&Idempotency>,
     ) -> Result<Created, StoreError> {
-        let now = now_ms();
-        let partitions = self.inner.cfg.partitions;
-        let partition = idempotency.map(|key| key.partition(partitions));
-        // A 128-bit id collides practically never; retry a couple of times anyway.
-        for _ in 0..3 {
-            let task = Task::new(new_task_id_in(partitions, partition), new.clone(), now);
-            let created = if self.inner.cfg.cluster {
-                self.create_in_steps(&task, limits, idempotency).await?
-            } else {
-                self.create_scoped(&task, limits, idempotency).await?
-            };
-            match created {
-                Outcome::Yes(usage) => {
-                    use presa_store::metrics::{ACTIVE_TASKS_QUOTA, BYTES_QUOTA, quota_usage};
-                    if let Some(active) = usage.active {
-                        quota_usage(ACTIVE_TASKS_QUOTA, active, limits.max_active_per_scope);
-                    }
-                    if let Some(bytes) = usage.bytes {
-                        quota_usage(BYTES_QUOTA, bytes, limits.max_bytes_per_scope);
-                    }
-                    return Ok(Created::New(task));
-                }
-                Outcome::Replayed(task) => return Ok(Created::Replayed(*task)),
-                Outcome::KeyReused => return Err(StoreError::KeyReused),
-                Outcome::Collided | Outcome::Fresh => {}
-                Outcome::QueueFull => return Err(StoreError::QueueFull),
-                Outcome::Refused(limit) => return Err(StoreError::Capacity { limit }),
-            }
-        }
-        Err(StoreError::Corrupt("task id collided three times".into()))
+        self.create_task(new, limits, idempotency).await
     }
 
     async fn get(&self, scope: &Scope, id: &TaskId) -> Result<Option<Task>, StoreError> {

@@ -1,0 +1,163 @@
+//! Claiming an entry bumps its task's fencing attempt: the reducer's
+//! `Claimed` event computes the new doc, and `claim_batch.lua` (many
+//! entries) or `claim.lua` (one, retried on a lost CAS race) stores it with
+//! the lease, or drops the entry of a task that is over.
+
+use std::time::Duration;
+
+use presa_store::{Claim, TaskId, util::now_ms};
+use presa_tasks::{Event, apply};
+use redis::Value;
+
+use super::Entry;
+use crate::{
+    RedisStore, RedisStoreError,
+    keys::GROUP,
+    scripts,
+    task::{decode, encode},
+};
+
+/// Give up bumping an attempt after this many lost CAS races (a client
+/// writing in a tight loop); the entry is released for a later claim.
+const CLAIM_RACES: usize = 8;
+
+/// A delivered entry about to be claimed: its task as read and as claimed.
+pub(super) struct Pending {
+    pub(super) entry: Entry,
+    pub(super) id: TaskId,
+    pub(super) key: String,
+    /// The stored rev the claim expects.
+    pub(super) expected: u64,
+    pub(super) next: presa_store::Task,
+}
+
+/// One reply of `claim.lua` (or one entry's of `claim_batch.lua`).
+pub(super) enum Claimed {
+    /// Claimed: the new doc is stored.
+    Yes,
+    /// Dropped (task over, or the entry is no longer pending for us).
+    Dropped,
+    /// The rev moved: the current doc (`None`: the task vanished).
+    Moved(Option<String>),
+}
+
+pub(super) fn claimed(reply: &[Value]) -> Result<Claimed, RedisStoreError> {
+    match reply {
+        [Value::Int(1)] => Ok(Claimed::Yes),
+        [Value::Int(-1)] => Ok(Claimed::Dropped),
+        [Value::Int(0)] => Ok(Claimed::Moved(None)),
+        [Value::Int(0), current] => redis::from_redis_value_ref(current)
+            .map(Claimed::Moved)
+            .map_err(|err| RedisStoreError::Corrupt(err.to_string())),
+        other => Err(RedisStoreError::Corrupt(format!("unexpected claim reply: {other:?}"))),
+    }
+}
+
+impl RedisStore {
+    /// The task as read and as claimed by `worker`, or `None` after dropping
+    /// the entry (task gone, expired, terminal or corrupt).
+    pub(super) async fn next_claimed(
+        &self,
+        worker: &str,
+        e: &Entry,
+        id: &TaskId,
+        doc: Option<&str>,
+    ) -> Result<Option<(presa_store::Task, presa_store::Task)>, RedisStoreError> {
+        let task = match doc.map(|d| decode(d.as_bytes())) {
+            Some(Ok(t)) if !t.status.is_terminal() && !t.is_expired(now_ms()) => t,
+            Some(Err(err)) => {
+                tracing::error!(task = %id, error = %err, "corrupt task record; its work is dropped");
+                self.ack(e.partition, &e.id).await?;
+                return Ok(None);
+            }
+            _ => {
+                self.ack(e.partition, &e.id).await?;
+                return Ok(None);
+            }
+        };
+        match apply(&task, &Event::Claimed { worker: worker.to_string() }, now_ms()) {
+            Ok(Some(next)) => Ok(Some((task, next))),
+            _ => {
+                self.ack(e.partition, &e.id).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Run `claim_batch.lua` over `group`: one reply per entry, in order.
+    pub(super) async fn claim_batch(
+        &self,
+        worker: &str,
+        group: &[Pending],
+        lease: Duration,
+    ) -> Result<Vec<Claimed>, RedisStoreError> {
+        let keys = &self.inner.keys;
+        let mut inv = scripts::CLAIM_BATCH.prepare_invoke();
+        for p in group {
+            let channel = keys.events(&p.id).expect("same partition as the task key");
+            inv.key(&p.key).key(keys.work(p.entry.partition)).key(channel);
+        }
+        inv.arg(GROUP).arg(worker).arg(self.lease_idle(lease)).arg(self.publish_cmd());
+        for p in group {
+            inv.arg(&p.entry.id).arg(p.expected).arg(encode(&p.next)?).arg(p.next.revision).arg(p.next.attempt);
+        }
+        let replies: Vec<Vec<Value>> = self.invoke(&inv).await?;
+        if replies.len() != group.len() {
+            return Err(RedisStoreError::Corrupt(format!(
+                "claim_batch.lua answered {} of {} entries",
+                replies.len(),
+                group.len()
+            )));
+        }
+        replies.iter().map(|r| claimed(r)).collect()
+    }
+
+    /// Claim one delivered entry with `claim.lua`, starting from `doc` (the
+    /// task as last read), re-reading on each lost CAS race.
+    pub(super) async fn claim_entry(
+        &self,
+        worker: &str,
+        e: &Entry,
+        id: &TaskId,
+        key: &str,
+        mut doc: Option<String>,
+        lease: Duration,
+    ) -> Result<Option<Claim>, RedisStoreError> {
+        let keys = &self.inner.keys;
+        let stream = keys.work(e.partition);
+        let channel = keys.events(id).expect("same partition as the task key");
+        for _ in 0..CLAIM_RACES {
+            let Some((task, next)) = self.next_claimed(worker, e, id, doc.as_deref()).await? else {
+                return Ok(None);
+            };
+            let mut inv = scripts::CLAIM.prepare_invoke();
+            inv.key(key)
+                .key(&stream)
+                .key(&channel)
+                .arg(GROUP)
+                .arg(&e.id)
+                .arg(worker)
+                .arg(task.revision)
+                .arg(encode(&next)?)
+                .arg(next.revision)
+                .arg(next.attempt)
+                .arg(self.lease_idle(lease))
+                .arg(self.publish_cmd());
+            let reply: Vec<Value> = self.invoke(&inv).await?;
+            match claimed(&reply)? {
+                Claimed::Yes => {
+                    return Ok(Some(Claim {
+                        deliveries: next.attempt,
+                        receipt: format!("{}/{}", e.partition, e.id),
+                        task: next,
+                    }));
+                }
+                Claimed::Dropped => return Ok(None),
+                Claimed::Moved(current) => doc = current,
+            }
+        }
+        tracing::warn!(task = %id, "claim kept losing its CAS race; requeued");
+        self.requeue(worker, e).await?;
+        Ok(None)
+    }
+}

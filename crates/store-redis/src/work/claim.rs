@@ -1,0 +1,160 @@
+//! The claim loop: read new work, take held and lapsed work when due, and
+//! wait (blocking on the streams, or woken by the wake channels) until
+//! something is claimed or the wait is over. Also the fault points tests
+//! use to kill or stall a worker at the worst instant.
+
+use std::time::{Duration, Instant};
+
+use presa_store::{Claim, Shares};
+use tokio::sync::Notify;
+
+use super::{CLUSTER_POLL, Entry, MAX_SLICE, is_nogroup};
+use crate::{RedisStore, RedisStoreError};
+
+impl RedisStore {
+    /// Up to `max` claims for `worker` (see the module docs), waiting up to
+    /// `wait` for work; `caller_gone` ends the wait early.
+    pub(crate) async fn claim_work(
+        &self,
+        worker: &str,
+        max: usize,
+        lease: Duration,
+        wait: Duration,
+        shares: &Shares,
+        caller_gone: &(dyn Fn() -> bool + Send + Sync),
+    ) -> Result<Vec<Claim>, RedisStoreError> {
+        let mut out = Vec::new();
+        let mut shares = shares.clone();
+        if max == 0 {
+            return Ok(out);
+        }
+        let deadline = Instant::now() + wait;
+        let wake = self.inner.topology.wakeups(&self.inner.keys, &self.inner.hub).await;
+        // An earlier claim's read delivered work and drained the streams: wait
+        // from its cursors instead of reading again first (anything added
+        // since wakes the wait at once). An idle worker then reads once per
+        // task, not twice.
+        let drained_at = self.inner.reader.take_drained();
+        // What the last wait saw: the partitions it woke on, and the cursors
+        // it waited from (the next read looks at those partitions only).
+        let mut woke = None;
+        // (Lapsed leases are looked for after the wait, as after any wait.)
+        if let Some(cursors) = drained_at
+            && !wait.is_zero()
+        {
+            woke = self.wait_new(&cursors, wait.min(MAX_SLICE)).await?.map(|parts| (parts, cursors));
+        }
+        loop {
+            // Registered before looking, so a wake-up while we look is kept.
+            let mut woken = std::pin::pin!(wake.as_deref().map(Notify::notified));
+            if let Some(n) = woken.as_mut().as_pin_mut() {
+                n.enable();
+            }
+            let (fresh, cursors) = match self.read_new(worker, max - out.len(), lease, woke.take()).await {
+                // The groups were lost (e.g. Redis restarted empty): make them again.
+                Err(e) if is_nogroup(&e) => {
+                    self.ensure_groups().await?;
+                    self.read_new(worker, max - out.len(), lease, None).await?
+                }
+                other => other?,
+            };
+            fault_point(Fault::AfterRead, &fresh).await;
+            if !fresh.is_empty() && !cursors.is_empty() {
+                self.inner.reader.keep_drained(&cursors);
+            }
+            self.take(worker, fresh, max, lease, &mut shares, &mut out).await?;
+            if out.len() < max && self.inner.recovery.unhold_due() {
+                let held = match self.unhold(worker, max - out.len(), lease, &shares).await {
+                    Err(e) if is_nogroup(&e) => Vec::new(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "taking held work failed; it is taken later");
+                        Vec::new()
+                    }
+                    Ok(held) => held,
+                };
+                self.take(worker, held, max, lease, &mut shares, &mut out).await?;
+            }
+            if out.len() < max && self.inner.recovery.recovery_due(lease) {
+                let lapsed = match self.recover(worker, max - out.len(), lease).await {
+                    Err(e) if is_nogroup(&e) => {
+                        self.ensure_groups().await?;
+                        Vec::new()
+                    }
+                    // Never lose what this call already claimed.
+                    Err(e) if !out.is_empty() => {
+                        tracing::warn!(error = %e, "recovery failed; returning the new work");
+                        Vec::new()
+                    }
+                    other => other?,
+                };
+                fault_point(Fault::AfterRecover, &lapsed).await;
+                self.take(worker, lapsed, max, lease, &mut shares, &mut out).await?;
+            }
+            let now = Instant::now();
+            if !out.is_empty() || now >= deadline || caller_gone() {
+                return Ok(out);
+            }
+            let slice = (deadline - now).min(MAX_SLICE);
+            if self.inner.topology.blocking().is_none() {
+                // One XREADGROUP cannot block on streams of several slots:
+                // sleep until a partition's wake channel pings (or poll).
+                match woken.as_mut().as_pin_mut() {
+                    Some(n) => {
+                        let _ = tokio::time::timeout(slice, n).await;
+                    }
+                    None => tokio::time::sleep(slice.min(CLUSTER_POLL)).await,
+                }
+                continue;
+            }
+            // No cursors: the read was full but every entry was dropped
+            // (tasks gone): read again at once.
+            if !cursors.is_empty() {
+                woke = self.wait_new(&cursors, slice).await?.map(|parts| (parts, cursors));
+            }
+        }
+    }
+}
+
+/// Where a test injects a fault (`PRESA_FAULT`): right after new entries
+/// were delivered to this process (`…-after-read`), or after it took over
+/// lapsed entries (`…-after-recover`), before `claim.lua` runs: the worst
+/// instant for the recovery bound. `exit-after-read` exits the process
+/// (code 86); `stall-after-read:<ms>` stalls the claim that long first (a
+/// GC pause). Unset in production.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    AfterRead,
+    AfterRecover,
+}
+
+async fn fault_point(at: Fault, delivered: &[Entry]) {
+    static FAULT: std::sync::LazyLock<Option<(Fault, Option<Duration>)>> = std::sync::LazyLock::new(|| {
+        let spec = std::env::var("PRESA_FAULT").ok()?;
+        let (what, ms) = spec.split_once(':').map_or((spec.as_str(), None), |(w, ms)| (w, ms.parse().ok()));
+        let (action, place) = what.split_once("-after-")?;
+        let at = match place {
+            "read" => Fault::AfterRead,
+            "recover" => Fault::AfterRecover,
+            _ => return None,
+        };
+        match action {
+            "exit" => Some((at, None)),
+            "stall" => Some((at, Some(Duration::from_millis(ms.unwrap_or(1000))))),
+            _ => None,
+        }
+    });
+    let Some((fault, stall)) = *FAULT else { return };
+    if fault != at || delivered.is_empty() {
+        return;
+    }
+    match stall {
+        Some(pause) => {
+            tracing::warn!(?at, ?pause, entries = delivered.len(), "PRESA_FAULT: stalling before the claim");
+            tokio::time::sleep(pause).await;
+        }
+        None => {
+            tracing::error!(?at, entries = delivered.len(), "PRESA_FAULT: exiting before the claim");
+            std::process::exit(86);
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! Taking over work nobody is running: entries whose lease lapsed
+//! (`recover.lua`: `XAUTOCLAIM` past `max_lease`) and held entries of scopes
+//! that have room again (`unhold.lua`). [`Recovery`] keeps when each last
+//! ran, so a store looks at most every so often, whichever claim gets there first.
+
+use std::{
+    sync::atomic::{AtomicU64, Ordering},
+    time::{Duration, Instant},
+};
+
+use futures::future::join_all;
+use presa_store::Shares;
+use redis::Value;
+
+use super::{Entry, delivered, flat_entries};
+use crate::{
+    RedisStore, RedisStoreError,
+    keys::{GROUP, held_consumer},
+    scripts,
+};
+
+/// How often claims with room look for held work (`unhold.lua`): the most a
+/// scope's held work waits for a worker with room, beyond its next claim.
+const UNHOLD_EVERY: Duration = Duration::from_millis(200);
+
+/// When this store last looked for lapsed leases and for held work.
+#[derive(Debug)]
+pub(crate) struct Recovery {
+    /// When this store was opened.
+    born: Instant,
+    /// When this store last looked for lapsed leases (`recover.lua`), ms
+    /// after `born` (0: never); see [`Recovery::recovery_due`].
+    last_recovery_ms: AtomicU64,
+    /// When a claim last looked for held work (`unhold.lua`), in ms after
+    /// `born` (0: never).
+    last_unhold_ms: AtomicU64,
+}
+
+impl Default for Recovery {
+    fn default() -> Self {
+        Recovery { born: Instant::now(), last_recovery_ms: AtomicU64::new(0), last_unhold_ms: AtomicU64::new(0) }
+    }
+}
+
+impl Recovery {
+    /// Whether a claim should look for lapsed leases now: at most once per
+    /// `lease / 8` (and at least once a second) per store, whichever claim
+    /// gets there first. An entry lapses a whole lease after it was claimed
+    /// or renewed, so looking more often recovers nothing sooner than that
+    /// bound, while each look runs `XAUTOCLAIM` on every partition: done on
+    /// every claim, it cost 48 stream commands a task at low load.
+    pub(super) fn recovery_due(&self, lease: Duration) -> bool {
+        let every = (lease / 8).min(Duration::from_secs(1));
+        due(&self.last_recovery_ms, &self.born, every)
+    }
+
+    /// Whether a claim with room should look for held work now (at most
+    /// every [`UNHOLD_EVERY`] per store).
+    pub(super) fn unhold_due(&self) -> bool {
+        due(&self.last_unhold_ms, &self.born, UNHOLD_EVERY)
+    }
+}
+
+impl RedisStore {
+    /// Up to `count` entries whose lease lapsed (idle for at least H),
+    /// taken with `recover.lua` (recoverable again one `lease` later if
+    /// never claimed).
+    pub(super) async fn recover(
+        &self,
+        worker: &str,
+        count: usize,
+        lease: Duration,
+    ) -> Result<Vec<Entry>, RedisStoreError> {
+        let min_idle = self.inner.cfg.max_lease.as_millis() as u64;
+        let idle = self.lease_idle(lease);
+        self.over_partitions(&scripts::RECOVER, |inv| {
+            inv.arg(GROUP).arg(worker).arg(min_idle).arg(count).arg(idle);
+        })
+        .await
+    }
+
+    /// Up to `count` held entries (`unhold.lua`) of scopes `shares` has room
+    /// for (the held consumers of full scopes are skipped in Redis).
+    pub(super) async fn unhold(
+        &self,
+        worker: &str,
+        count: usize,
+        lease: Duration,
+        shares: &Shares,
+    ) -> Result<Vec<Entry>, RedisStoreError> {
+        let idle = self.lease_idle(lease);
+        let per = shares.cap().unwrap_or(count).min(count);
+        let rotation = self.inner.reader.rotation();
+        let skip: Vec<String> = shares.full().map(held_consumer).collect();
+        self.over_partitions(&scripts::UNHOLD, |inv| {
+            inv.arg(GROUP).arg(worker).arg(count).arg(idle).arg(per).arg(rotation);
+            for name in &skip {
+                inv.arg(name);
+            }
+        })
+        .await
+    }
+
+    /// Run a script that returns delivered entries (`recover.lua`,
+    /// `unhold.lua`) over every partition: one call over all of them on a
+    /// standalone server, one per partition on a cluster (keys of different
+    /// slots cannot share one), with the same `args` each time.
+    pub(super) async fn over_partitions(
+        &self,
+        script: &scripts::Lua,
+        args: impl Fn(&mut scripts::Invocation<'_>),
+    ) -> Result<Vec<Entry>, RedisStoreError> {
+        let run = |parts: Vec<u16>| {
+            let mut inv = script.prepare_invoke();
+            for p in &parts {
+                inv.key(self.inner.keys.work(*p));
+            }
+            args(&mut inv);
+            async move {
+                let flat: Vec<Value> = self.invoke(&inv).await?;
+                flat_entries(&parts, flat)
+            }
+        };
+        let groups = self.inner.topology.script_groups(self.rotated_partitions(), |p| *p);
+        let (mut entries, mut failure) = (Vec::new(), None);
+        for r in join_all(groups.into_iter().map(run)).await {
+            match r {
+                Ok(e) => entries.extend(e),
+                Err(e) => failure = Some(e),
+            }
+        }
+        delivered(entries, failure)
+    }
+}
+
+/// Whether something done at most once per `every` per store (looking for
+/// lapsed leases, or for held work) is due now; `last` is when it last ran
+/// (ms since `born`, 0: never). Whichever claim gets there first runs it.
+fn due(last: &AtomicU64, born: &Instant, every: Duration) -> bool {
+    let every = every.as_millis() as u64;
+    let now = (born.elapsed().as_millis() as u64).max(1);
+    let seen = last.load(Ordering::Relaxed);
+    if seen != 0 && now.saturating_sub(seen) < every {
+        return false;
+    }
+    last.compare_exchange(seen, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+}

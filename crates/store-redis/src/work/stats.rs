@@ -1,0 +1,36 @@
+//! The work queue's statistics (`work_stats`): `stats.lua` on every partition.
+
+use std::time::Duration;
+
+use futures::future::join_all;
+use presa_store::PartitionStats;
+
+use crate::{RedisStore, RedisStoreError, keys::GROUP, scripts};
+
+/// A pending entry idle for longer than `max_lease` plus this was handed
+/// back (`release`, or returned unclaimed: last delivery at the Unix epoch,
+/// decades ago), so statistics count it as queued; a lapsed lease is idle for
+/// `max_lease` plus however long its worker has been gone.
+const HANDED_BACK_IDLE: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+impl RedisStore {
+    /// Every partition's work queue (`stats.lua`, one round trip each, all
+    /// partitions at once). Unlike the memory store, the work of a task that
+    /// expired still counts until a claim drops it (nothing reads the task).
+    pub(crate) async fn partition_stats(&self) -> Result<Vec<PartitionStats>, RedisStoreError> {
+        let handed_back_idle = self.inner.cfg.max_lease.saturating_add(HANDED_BACK_IDLE).as_millis() as u64;
+        let reads = (0..self.inner.keys.partitions()).map(|partition| async move {
+            let mut inv = scripts::STATS.prepare_invoke();
+            inv.key(self.inner.keys.work(partition)).arg(GROUP).arg(handed_back_idle);
+            let (queued, pending, age, queued_age): (i64, i64, i64, i64) = self.invoke(&inv).await?;
+            Ok(PartitionStats {
+                partition,
+                queued: queued.max(0) as u64,
+                pending: pending.max(0) as u64,
+                oldest_pending_age_ms: u64::try_from(age).ok(),
+                oldest_queued_age_ms: u64::try_from(queued_age).ok(),
+            })
+        });
+        join_all(reads).await.into_iter().collect()
+    }
+}

@@ -1,0 +1,224 @@
+//! Taking delivered entries: claiming them up to the claim's room (see
+//! `attempt.rs` for the scripts), holding those of scopes without room,
+//! handing back the rest, and dropping the work of tasks that are over.
+
+use std::time::Duration;
+
+use futures::future::join_all;
+use presa_store::{Claim, Shares, TaskId};
+use redis::Value;
+
+use super::{
+    Entry,
+    attempt::{Claimed, Pending},
+};
+use crate::{
+    RedisStore, RedisStoreError,
+    conn::Verbosity,
+    keys::{GROUP, held_consumer},
+    scripts,
+};
+
+impl RedisStore {
+    /// Claim delivered entries until `out` holds `max`; hand back the rest
+    /// (and, after an error, everything not claimed, so nothing waits for H).
+    ///
+    /// The docs of every entry to claim that the read did not bring along
+    /// are read together (concurrent `GET`s, pipelined on the shared
+    /// connection), then one
+    /// `claim_batch.lua` claims them all (standalone) or each partition's
+    /// (cluster, concurrently). Only an entry whose task moved between the
+    /// read and the script goes through the one-by-one `claim.lua` loop, from
+    /// the doc the script returned.
+    pub(super) async fn take(
+        &self,
+        worker: &str,
+        entries: Vec<Entry>,
+        max: usize,
+        lease: Duration,
+        shares: &mut Shares,
+        out: &mut Vec<Claim>,
+    ) -> Result<(), RedisStoreError> {
+        let room = max.saturating_sub(out.len());
+        let mut entries = entries;
+        let over = entries.split_off(room.min(entries.len()));
+        for e in &over {
+            // Over-delivered: give it back untouched.
+            if let Err(err) = self.requeue(worker, e).await {
+                tracing::warn!(error = %err, entry = %e.id, "could not hand back an entry; it is recovered after max_lease");
+            }
+        }
+        let failure = match self.claim_entries(worker, entries, lease, shares, out).await {
+            Ok(()) => return Ok(()),
+            Err(err) => err,
+        };
+        if out.is_empty() {
+            return Err(failure);
+        }
+        // What was claimed stays claimed and is returned.
+        tracing::warn!(error = %failure, "claim interrupted");
+        Ok(())
+    }
+
+    /// Claim `entries` into `out` (see [`take`](Self::take)), holding those
+    /// of scopes without room in `shares` instead (see [`hold`](Self::hold));
+    /// on an error, every entry not claimed, held or dropped is handed back first.
+    pub(super) async fn claim_entries(
+        &self,
+        worker: &str,
+        entries: Vec<Entry>,
+        lease: Duration,
+        shares: &mut Shares,
+        out: &mut Vec<Claim>,
+    ) -> Result<(), RedisStoreError> {
+        let keys = &self.inner.keys;
+        // Entries naming no task of their partition are dropped.
+        let mut located = Vec::with_capacity(entries.len());
+        for e in entries {
+            let id = e.task.as_deref().map(TaskId::from_wire);
+            let key = id
+                .as_ref()
+                .and_then(|id| (keys.partition_of(id) == Some(e.partition)).then(|| keys.task(id)).flatten());
+            match (id, key) {
+                (Some(id), Some(key)) => located.push((e, id, key)),
+                _ => {
+                    tracing::warn!(entry = %e.id, "work entry names no task of its partition; dropped");
+                    self.ack(e.partition, &e.id).await?;
+                }
+            }
+        }
+        // Docs the read did not bring along are read now.
+        let fetched: Vec<_> = located.iter_mut().map(|(e, _, _)| e.doc.take()).collect();
+        let reads = located.iter().zip(fetched).map(|((_, _, key), fetched)| async move {
+            if let Some(doc) = fetched {
+                return Ok(doc);
+            }
+            self.read_doc_text(key).await
+        });
+        let docs = match join_all(reads).await.into_iter().collect::<Result<Vec<_>, _>>() {
+            Ok(docs) => docs,
+            Err(err) => {
+                self.requeue_all(worker, located.iter().map(|(e, _, _)| e)).await;
+                return Err(err);
+            }
+        };
+        // The reducer records each claim (the fence moves, `updated_at` too).
+        let mut batch = Vec::with_capacity(located.len());
+        let mut held = Vec::new();
+        let mut failure = None;
+        for ((e, id, key), doc) in located.into_iter().zip(docs) {
+            if failure.is_some() {
+                let _ = self.requeue(worker, &e).await;
+                continue;
+            }
+            match self.next_claimed(worker, &e, &id, doc.as_deref()).await {
+                Ok(Some((task, _))) if !shares.take(&task.scope) => held.push((e, held_consumer(&task.scope))),
+                Ok(Some((task, next))) => batch.push(Pending { entry: e, id, key, expected: task.revision, next }),
+                Ok(None) => {}
+                Err(err) => {
+                    let _ = self.requeue(worker, &e).await;
+                    failure = Some(err);
+                }
+            }
+        }
+        self.hold(held).await;
+        if let Some(err) = failure {
+            self.requeue_all(worker, batch.iter().map(|p| &p.entry)).await;
+            return Err(err);
+        }
+        let groups = self.inner.topology.script_groups(batch, |p| p.entry.partition);
+        let replies = join_all(groups.iter().map(|g| self.claim_batch(worker, g, lease))).await;
+        let mut retry = Vec::new();
+        for (group, reply) in groups.into_iter().zip(replies) {
+            let reply = match reply {
+                Ok(r) => r,
+                Err(err) => {
+                    self.requeue_all(worker, group.iter().map(|p| &p.entry)).await;
+                    failure = Some(err);
+                    continue;
+                }
+            };
+            for (p, r) in group.into_iter().zip(reply) {
+                match r {
+                    Claimed::Yes => out.push(Claim {
+                        deliveries: p.next.attempt,
+                        receipt: format!("{}/{}", p.entry.partition, p.entry.id),
+                        task: p.next,
+                    }),
+                    Claimed::Dropped => {}
+                    Claimed::Moved(doc) => retry.push((p, doc)),
+                }
+            }
+        }
+        for (p, doc) in retry {
+            if failure.is_some() {
+                let _ = self.requeue(worker, &p.entry).await;
+                continue;
+            }
+            match self.claim_entry(worker, &p.entry, &p.id, &p.key, doc, lease).await {
+                Ok(Some(c)) => out.push(c),
+                Ok(None) => {}
+                Err(err) => {
+                    let _ = self.requeue(worker, &p.entry).await;
+                    failure = Some(err);
+                }
+            }
+        }
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// Hand entries back (best effort: one that fails is recovered after H).
+    pub(super) async fn requeue_all<'e>(&self, worker: &str, entries: impl Iterator<Item = &'e Entry>) {
+        for e in entries {
+            let _ = self.requeue(worker, e).await;
+        }
+    }
+    /// Hold delivered entries this claim has no room for: each goes to its
+    /// scope's held consumer (`XCLAIM … JUSTID`, one command per partition
+    /// and scope), unclaimed, keeping its id; `unhold.lua` hands it to a
+    /// worker with room. Best effort: an entry that fails to move stays with
+    /// this worker and is recovered one lease later.
+    pub(super) async fn hold(&self, entries: Vec<(Entry, String)>) {
+        let mut groups: Vec<(u16, String, Vec<String>)> = Vec::new();
+        for (e, consumer) in entries {
+            match groups.iter_mut().find(|(p, c, _)| *p == e.partition && *c == consumer) {
+                Some((_, _, ids)) => ids.push(e.id),
+                None => groups.push((e.partition, consumer, vec![e.id])),
+            }
+        }
+        for (partition, consumer, ids) in groups {
+            let cmd = redis::cmd("XCLAIM")
+                .arg(self.inner.keys.work(partition))
+                .arg(GROUP)
+                .arg(&consumer)
+                .arg(0)
+                .arg(&ids)
+                .arg("JUSTID")
+                .to_owned();
+            if let Err(e) = self.query::<Value>(Verbosity::Debug, &cmd).await {
+                tracing::warn!(error = %e, held = ids.len(), "could not hold work; it is recovered after a lease");
+            }
+        }
+    }
+    /// Make an entry this consumer holds (but never claimed) recoverable at once.
+    pub(super) async fn requeue(&self, worker: &str, e: &Entry) -> Result<(), RedisStoreError> {
+        let cmd = redis::cmd("XCLAIM")
+            .arg(self.inner.keys.work(e.partition))
+            .arg(GROUP)
+            .arg(worker)
+            .arg(0)
+            .arg(&e.id)
+            .arg("TIME")
+            .arg(0)
+            .arg("JUSTID")
+            .to_owned();
+        self.query::<Value>(Verbosity::Info, &cmd).await?;
+        Ok(())
+    }
+
+    pub(super) async fn ack(&self, partition: u16, entry: &str) -> Result<(), RedisStoreError> {
+        let mut inv = scripts::ACK.prepare_invoke();
+        inv.key(self.inner.keys.work(partition)).arg(GROUP).arg(entry);
+        self.invoke::<i64>(&inv).await.map(|_| ())
+    }
+}

@@ -1,0 +1,191 @@
+//! The work queue's tests that need its insides (the rest are in `tests/`).
+
+use std::{collections::HashSet, time::Duration};
+
+use presa_store::{Cas, CreateLimits, NewTask, Scope, TaskStore, Writer};
+use presa_testkit::redis::{TestRedis, unique_prefix};
+
+use presa_store::{TaskId, util::now_ms};
+use presa_tasks::{Event, apply};
+use redis::Value;
+
+use super::{
+    Entry,
+    attempt::{Claimed, Pending, claimed},
+};
+use crate::RedisConfig;
+use crate::{
+    RedisStore,
+    conn::Verbosity,
+    keys::GROUP,
+    scripts,
+    task::{decode, encode},
+};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+fn new_task() -> NewTask {
+    NewTask {
+        scope: Scope::anonymous(),
+        work: Default::default(),
+        ttl_ms: None,
+        poll_interval_ms: None,
+        status_message: None,
+    }
+}
+
+/// Everything `take` knows before the script: the entry, its task as read, as claimed.
+async fn pending(store: &RedisStore, e: Entry) -> Pending {
+    let id = TaskId::from_wire(e.task.as_deref().unwrap());
+    let key = store.inner.keys.task(&id).unwrap();
+    let doc = store.read_doc_text(&key).await.unwrap();
+    let (task, next) = store.next_claimed("w", &e, &id, doc.as_deref()).await.unwrap().unwrap();
+    Pending { entry: e, id, key, expected: task.revision, next }
+}
+
+/// After a wait, only the partitions it woke on are read; the others keep
+/// the cursors the wait started from, so what they got meanwhile wakes
+/// the next wait at once instead of being skipped.
+#[tokio::test]
+async fn a_read_after_a_wait_looks_at_the_woken_partitions_and_keeps_the_other_cursors() {
+    let redis = TestRedis::start().await;
+    let cfg = RedisConfig::new(redis.url()).with_prefix(unique_prefix()).with_partitions(4);
+    let store = RedisStore::connect(cfg).await.unwrap();
+    let (none, start) = store.read_new("w", 10, LEASE, None).await.unwrap();
+    assert!(none.is_empty());
+    assert_eq!(start.len(), 4, "every stream drained: a cursor each");
+    // Tasks until two partitions have some.
+    let mut created = Vec::new();
+    while created.iter().map(|t: &presa_store::Task| t.id.partition()).collect::<HashSet<_>>().len() < 2 {
+        created.push(store.create(new_task(), CreateLimits::NONE).await.unwrap());
+    }
+    let part = |t: &presa_store::Task| store.inner.keys.partition_of(&t.id).unwrap();
+    let (a, b) = (part(&created[0]), part(created.iter().find(|t| part(t) != part(&created[0])).unwrap()));
+    let in_part = |p: u16| created.iter().filter(|t| part(t) == p).map(|t| t.id.to_string()).collect::<HashSet<_>>();
+
+    let (got, cursors) = store.read_new("w", 10, LEASE, Some((vec![a], start.clone()))).await.unwrap();
+    assert_eq!(got.iter().filter_map(|e| e.task.clone()).collect::<HashSet<_>>(), in_part(a));
+    assert_eq!(cursors.len(), 4);
+    for ((p, before), (q, after)) in start.iter().zip(&cursors) {
+        assert_eq!(p, q);
+        assert_eq!(before == after, *p != a, "only partition {a}'s cursor moves");
+    }
+    // The wait from those cursors wakes on b (and not on a, read up to its end).
+    let woken = store.wait_new(&cursors, Duration::from_secs(5)).await.unwrap().expect("b has new entries");
+    assert!(woken.contains(&b) && !woken.contains(&a), "{woken:?}");
+    let (got, _) = store.read_new("w", 10, LEASE, Some((woken, cursors))).await.unwrap();
+    let rest: HashSet<String> = created.iter().filter(|t| part(t) != a).map(|t| t.id.to_string()).collect();
+    assert_eq!(got.iter().filter_map(|e| e.task.clone()).collect::<HashSet<_>>(), rest);
+}
+
+#[tokio::test]
+async fn a_wait_reply_names_its_partitions_in_either_protocol() {
+    let redis = TestRedis::start().await;
+    let cfg = RedisConfig::new(redis.url()).with_prefix(unique_prefix()).with_partitions(4);
+    let store = RedisStore::connect(cfg).await.unwrap();
+    let cursors: Vec<(u16, String)> = (0..4).map(|p| (p, "0-0".to_string())).collect();
+    let stream = |p: u16| Value::BulkString(store.inner.keys.work(p).into_bytes());
+    let resp2 = Value::Array(vec![
+        Value::Array(vec![stream(2), Value::Array(vec![])]),
+        Value::Array(vec![stream(0), Value::Array(vec![])]),
+    ]);
+    assert_eq!(store.woken(&cursors, resp2), Some(vec![2, 0]));
+    let resp3 = Value::Map(vec![(stream(3), Value::Array(vec![]))]);
+    assert_eq!(store.woken(&cursors, resp3), Some(vec![3]));
+    assert_eq!(store.woken(&cursors, Value::Nil), None, "a timeout");
+    let unknown = Value::Array(vec![Value::Array(vec![Value::BulkString(b"other".to_vec()), Value::Nil])]);
+    assert_eq!(store.woken(&cursors, unknown), None);
+}
+
+/// A batch with a stale member: one entry taken over by another worker
+/// (as a recovery would), one whose task moved after it was read. The
+/// batch claims the good one, drops the taken one and reports the moved
+/// one, exactly as single `claim.lua` runs answer for the same entries.
+#[tokio::test]
+async fn a_stale_entry_in_a_batch_is_refused_as_a_single_claim_is() {
+    let redis = TestRedis::start().await;
+    let cfg = RedisConfig::new(redis.url()).with_prefix(unique_prefix()).with_partitions(1);
+    let store = RedisStore::connect(cfg).await.unwrap();
+    let limits = CreateLimits::NONE;
+    for _ in 0..3 {
+        store.create(new_task(), limits).await.unwrap();
+    }
+    let (entries, _) = store.read_new("w1", 3, LEASE, None).await.unwrap();
+    assert_eq!(entries.len(), 3);
+    let mut group = Vec::new();
+    for e in entries {
+        group.push(pending(&store, e).await);
+    }
+    // The second entry is taken over by w2; the third task moves on.
+    let stream = store.inner.keys.work(0);
+    let taken: Value = store
+        .query(Verbosity::Info, redis::cmd("XCLAIM").arg(&stream).arg(GROUP).arg("w2").arg(0).arg(&group[1].entry.id))
+        .await
+        .unwrap();
+    assert!(matches!(taken, Value::Array(ref a) if a.len() == 1), "{taken:?}");
+    let current = store.load(&group[2].id).await.unwrap().unwrap();
+    let moved = apply(&current, &Event::SetMessage("moved".into()), now_ms()).unwrap().unwrap();
+    assert!(matches!(store.transition(&moved, Writer::Client).await.unwrap(), Cas::Applied(_)));
+
+    let replies = store.claim_batch("w1", &group, LEASE).await.unwrap();
+    assert!(matches!(replies[0], Claimed::Yes));
+    assert!(matches!(replies[1], Claimed::Dropped), "a taken-over entry is not claimed");
+    let Claimed::Moved(Some(doc)) = &replies[2] else { panic!("the moved task is reported") };
+    assert_eq!(decode(doc.as_bytes()).unwrap(), moved, "with its current doc");
+
+    // The fence moved for the claimed task only.
+    let stored = |i: usize| store.load(&group[i].id);
+    assert_eq!(stored(0).await.unwrap().unwrap().attempt, 1);
+    assert_eq!(stored(1).await.unwrap().unwrap().attempt, 0, "the taken-over task is untouched");
+    assert_eq!(stored(2).await.unwrap().unwrap(), moved, "the moved task is untouched");
+
+    // Single claims of the same two stale entries answer the same.
+    for (i, want_dropped) in [(1, true), (2, false)] {
+        let p = &group[i];
+        let mut inv = scripts::CLAIM.prepare_invoke();
+        inv.key(&p.key)
+            .key(&stream)
+            .key(store.inner.keys.events(&p.id).unwrap())
+            .arg(GROUP)
+            .arg(&p.entry.id)
+            .arg("w1")
+            .arg(p.expected)
+            .arg(encode(&p.next).unwrap())
+            .arg(p.next.revision)
+            .arg(p.next.attempt)
+            .arg(store.lease_idle(LEASE))
+            .arg(store.publish_cmd());
+        let single: Vec<Value> = store.invoke(&inv).await.unwrap();
+        match claimed(&single).unwrap() {
+            Claimed::Dropped => assert!(want_dropped, "entry {i}"),
+            Claimed::Moved(Some(d)) => assert!(!want_dropped && d == *doc, "entry {i}"),
+            _ => panic!("entry {i}: a single claim answered differently"),
+        }
+    }
+    // The moved one is then claimed from its current doc (the retry path).
+    let p = &group[2];
+    let claim = store.claim_entry("w1", &p.entry, &p.id, &p.key, Some(doc.clone()), LEASE).await.unwrap().unwrap();
+    assert_eq!(claim.task.attempt, 1);
+    assert_eq!(claim.task.status_message.as_deref(), Some("moved"));
+}
+
+#[test]
+fn the_reader_rotates_its_partitions_and_hands_drained_cursors_out_once() {
+    let reader = super::Reader::default();
+    assert_eq!(reader.rotated(3), vec![0, 1, 2]);
+    assert_eq!(reader.rotated(3), vec![1, 2, 0]);
+    assert_eq!(reader.rotation(), 2);
+    assert_eq!(reader.take_drained(), None);
+    reader.keep_drained(&[(1, "5-0".into())]);
+    assert_eq!(reader.take_drained(), Some(vec![(1, "5-0".to_string())]));
+    assert_eq!(reader.take_drained(), None, "a claim waits from them once");
+}
+
+#[test]
+fn recovery_is_due_once_per_interval_whichever_claim_asks() {
+    let recovery = super::Recovery::default();
+    assert!(recovery.recovery_due(LEASE), "never looked: due");
+    assert!(!recovery.recovery_due(LEASE), "just looked");
+    assert!(recovery.unhold_due(), "held work has its own clock");
+    assert!(!recovery.unhold_due());
+}
