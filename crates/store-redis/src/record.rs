@@ -6,7 +6,7 @@
 //! hashtable-encoded: `MEMORY USAGE` of a small finished task is 888 B
 //! against 632 B as one string, 120 B of it the hashtable and 40 to 48 B
 //! each small field (docs/redis.md has the figures). Scripts hand back only
-//! the doc, so Rust reads a record itself only in [`RedisStore::read_doc`]
+//! the doc, so Rust reads a record itself only in `RedisStore::read_doc`
 //! (`HGET key doc`) and in tests and tools that look inside
 //! ([`Record::from_hash`]).
 //!
