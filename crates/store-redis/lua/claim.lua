@@ -28,7 +28,7 @@
 --          {0, doc} when rev
 --          moved (re-read and retry).
 
-local rev, _, status, doc = task_load(KEYS[1])
+local rev, _, status, doc, string_record = task_load(KEYS[1])
 if not rev or task_over(status) then
   redis.call('XACK', KEYS[2], ARGV[1], ARGV[2])
   redis.call('XDEL', KEYS[2], ARGV[2])
@@ -42,6 +42,6 @@ if #pending == 0 or pending[1][2] ~= ARGV[3] then
   return {-1}
 end
 redis.call('XCLAIM', KEYS[2], ARGV[1], ARGV[3], 0, ARGV[2], 'IDLE', ARGV[8], 'JUSTID')
-task_store(KEYS[1], ARGV[6], ARGV[7], status, ARGV[5])
+task_store(KEYS[1], ARGV[6], ARGV[7], status, ARGV[5], string_record)
 redis.call(ARGV[9], KEYS[3], ARGV[5])
 return {1}

@@ -24,7 +24,7 @@ for i = 1, #KEYS / 3 do
   local task, stream, channel = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
   local entry, rev, doc, new_rev, attempt =
     ARGV[5 * i], ARGV[5 * i + 1], ARGV[5 * i + 2], ARGV[5 * i + 3], ARGV[5 * i + 4]
-  local cur_rev, _, status, cur_doc = task_load(task)
+  local cur_rev, _, status, cur_doc, string_record = task_load(task)
   if not cur_rev or task_over(status) then
     redis.call('XACK', stream, ARGV[1], entry)
     redis.call('XDEL', stream, entry)
@@ -37,7 +37,7 @@ for i = 1, #KEYS / 3 do
       out[i] = {-1}
     else
       redis.call('XCLAIM', stream, ARGV[1], ARGV[2], 0, entry, 'IDLE', ARGV[3], 'JUSTID')
-      task_store(task, new_rev, attempt, status, doc)
+      task_store(task, new_rev, attempt, status, doc, string_record)
       redis.call(ARGV[4], channel, doc)
       out[i] = {1}
     end

@@ -27,7 +27,7 @@
 --          fence stale, or stored status terminal), {0} when the task is gone;
 --          {2} when the byte quota refuses the growth (nothing written).
 
-local rev, attempt, status, doc = task_load(KEYS[1])
+local rev, attempt, status, doc, string_record = task_load(KEYS[1])
 if not rev then
   return {0}
 end
@@ -43,7 +43,7 @@ if KEYS[5] then
     return {2}
   end
 end
-task_store(KEYS[1], ARGV[4], attempt, ARGV[5], ARGV[3])
+task_store(KEYS[1], ARGV[4], attempt, ARGV[5], ARGV[3], string_record)
 redis.call(ARGV[6], KEYS[2], ARGV[3])
 if task_over(ARGV[5]) then
   if ARGV[8] ~= '' then

@@ -57,7 +57,7 @@ impl Keys {
         format!("{{p{partition:02}}}")
     }
 
-    /// `{prefix}:{pNN}:task:<id>` — string: the task record (see
+    /// `{prefix}:{pNN}:task:<id>` — hash: the task record (see
     /// [`crate::record`]), expiring at `createdAt + ttlMs`.
     pub fn task(&self, id: &TaskId) -> Option<String> {
         let p = self.partition_of(id)?;

@@ -10,7 +10,7 @@
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `{prefix}:{pNN}:task:<id>` | string | `"<rev> <attempt> <status>\n<doc>"`, doc the whole [`presa_store::Task`] as JSON ([`record`], `lua/task.lua`); `PEXPIREAT createdAt+ttlMs` |
+//! | `{prefix}:{pNN}:task:<id>` | hash | `rev`, `attempt`, `status`, and `doc`: the whole [`presa_store::Task`] as JSON ([`record`], `lua/task.lua`); `PEXPIREAT createdAt+ttlMs` |
 //! | `{prefix}:{pNN}:work` | stream | one entry (`task` = id) per task with work; consumer group `workers` |
 //! | `{prefix}:{pNN}:events:<id>` | channel | committed snapshots of the task (JSON) |
 //! | `{prefix}:{pNN}:wake` | channel | cluster mode: a ping when work is enqueued or released |

@@ -115,8 +115,8 @@ async fn every_round_trip_has_a_client_span() {
     assert_eq!(f["server.address"], redis.url().split("://").nth(1).unwrap().rsplit_once(':').unwrap().0);
     assert_eq!(f["server.port"], redis.url().rsplit_once(':').unwrap().1);
     assert!(!f.contains_key("error.type"), "{f:?}");
-    let get = capture.named(&prefix, "redis GET");
-    assert!(!get.is_empty() && get.iter().all(|s| s.level == Level::INFO && s.fields["db.operation.name"] == "GET"));
+    let get = capture.named(&prefix, "redis HGET");
+    assert!(!get.is_empty() && get.iter().all(|s| s.level == Level::INFO && s.fields["db.operation.name"] == "HGET"));
     // The polls idle workers run all the time are at debug level.
     for poll in ["redis EVALSHA read", "redis EVALSHA stats"] {
         let spans = capture.named(&prefix, poll);
@@ -211,7 +211,7 @@ async fn round_trips_are_timed_and_their_failures_counted() {
     let timed = observations(creates);
     assert!(timed.len() > before, "the create is timed");
     assert!(timed.iter().all(|s| (0.0..2.0).contains(s)), "seconds: {timed:?}");
-    assert!(!observations("presa_redis_command_duration_seconds{operation=get}").is_empty());
+    assert!(!observations("presa_redis_command_duration_seconds{operation=hget}").is_empty());
 
     // A failing round trip is counted (by kind: a server error here).
     let errors = counter(presa_store_redis::metrics::ERRORS_METRIC);

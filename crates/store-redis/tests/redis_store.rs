@@ -1,5 +1,5 @@
 //! Redis-specific behaviour of the store, beyond the shared contract: the
-//! stored layout, scripts' edge cases, lease mechanics, pub/sub fan-out and
+//! key layout (a task's own record: `layout.rs`), scripts' edge cases, lease mechanics, pub/sub fan-out and
 //! reconnects, the per-scope limit's repair, queue statistics, and failing
 //! fast when Redis is unreachable or hangs.
 
@@ -10,13 +10,13 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{TestRedis, config, raw};
+use common::{TestRedis, config, raw, stored};
 use futures::StreamExt;
 use presa_store::{
     Cas, CreateLimits, EventBus, Idempotency, NewTask, Scope, Status, StoreError, Task, TaskId, TaskStore, Writer,
     util::now_ms,
 };
-use presa_store_redis::{RedisConfig, RedisStore, RedisStoreError, keys::GROUP, record::Record};
+use presa_store_redis::{RedisConfig, RedisStore, RedisStoreError, keys::GROUP};
 use presa_tasks::{Event, Work, apply};
 use redis::AsyncCommands;
 use serde_json::json;
@@ -56,14 +56,6 @@ fn next(task: &Task, event: Event) -> Task {
 
 async fn store_on(redis: &TestRedis) -> RedisStore {
     RedisStore::connect(config(redis)).await.expect("connect")
-}
-
-/// A task's stored record: rev, attempt, status and the doc.
-async fn stored(redis: &TestRedis, store: &RedisStore, id: &TaskId) -> (u64, u64, String, Task) {
-    let key = store.keys().task(id).unwrap();
-    let value: Vec<u8> = raw(redis).await.get(key).await.unwrap();
-    let r = Record::parse(&value).expect("a task record");
-    (r.rev, r.attempt, r.status.to_owned(), serde_json::from_slice(r.doc).unwrap())
 }
 
 #[tokio::test]
@@ -177,65 +169,6 @@ async fn claim_keeps_hash_fields_and_doc_consistent_and_fences() {
     let cas = store.transition(&write, claim.writer()).await.unwrap();
     assert_eq!(cas, Cas::Applied(write.clone()));
     assert_eq!(stored(&redis, &store, &task.id).await.0, 3);
-}
-
-/// Records of the older layout (a hash of `doc`, `rev`, `attempt`,
-/// `status`) are read, claimed and written like new ones; the first write
-/// turns one into a string record and keeps its expiry.
-#[tokio::test]
-async fn a_task_stored_as_a_hash_still_reads_claims_and_finishes() {
-    let redis = TestRedis::start().await;
-    let store = store_on(&redis).await;
-    let task = store.create(new_task(Some(600_000)), NO_LIMITS).await.unwrap();
-    let key = store.keys().task(&task.id).unwrap();
-    let mut c = raw(&redis).await;
-    let ttl: i64 = c.pttl(&key).await.unwrap();
-    let _: () = c.del(&key).await.unwrap();
-    let _: () = c
-        .hset_multiple(
-            &key,
-            &[
-                ("doc", serde_json::to_string(&task).unwrap()),
-                ("rev", "1".into()),
-                ("attempt", "0".into()),
-                ("status", "working".into()),
-            ],
-        )
-        .await
-        .unwrap();
-    let _: () = c.pexpire(&key, ttl).await.unwrap();
-    assert_eq!(store.get(&owner(), &task.id).await.unwrap(), Some(task.clone()));
-
-    let claim = store.claim("w1", 1, LONG, PATIENCE).await.unwrap().remove(0);
-    assert_eq!((claim.task.id.clone(), claim.task.attempt), (task.id.clone(), 1));
-    let kind: String = redis::cmd("TYPE").arg(&key).query_async(&mut c).await.unwrap();
-    assert_eq!(kind, "string", "the claim rewrote the record");
-    let left: i64 = c.pttl(&key).await.unwrap();
-    assert!(left > 0 && left <= ttl, "expiry kept: {left} of {ttl} ms");
-    let (rev, attempt, _, doc) = stored(&redis, &store, &task.id).await;
-    assert_eq!((rev, attempt, doc), (2, 1, claim.task.clone()));
-
-    let done = next(&claim.task, Event::Complete(json!({"ok": true})));
-    assert_eq!(store.transition(&done, claim.writer()).await.unwrap(), Cas::Applied(done.clone()));
-    assert_eq!(stored(&redis, &store, &task.id).await.2, "completed");
-}
-
-/// A value at a task's key that is not a task record is reported as corrupt
-/// by reads, and scripts treat it as no task (nothing is overwritten).
-#[tokio::test]
-async fn a_key_holding_no_task_record_reads_as_corrupt() {
-    let redis = TestRedis::start().await;
-    let store = store_on(&redis).await;
-    let task = store.create(new_task(None), NO_LIMITS).await.unwrap();
-    let key = store.keys().task(&task.id).unwrap();
-    let mut c = raw(&redis).await;
-    let _: () = c.set(&key, "not a record").await.unwrap();
-    let err = store.get(&owner(), &task.id).await.unwrap_err();
-    assert!(err.to_string().contains("corrupt"), "{err}");
-    let write = next(&task, Event::SetMessage("x".into()));
-    assert_eq!(store.transition(&write, Writer::Client).await.unwrap(), Cas::Conflict(None));
-    let value: String = c.get(&key).await.unwrap();
-    assert_eq!(value, "not a record");
 }
 
 #[tokio::test]

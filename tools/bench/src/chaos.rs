@@ -92,7 +92,7 @@ use std::{
 use presa_store::TaskId;
 use presa_store_redis::{
     keys::{GROUP, Keys},
-    record::Record,
+    record::{FIELDS, Record},
 };
 use presa_testkit::{
     Client, Pod, TestRedis, free_port,
@@ -662,14 +662,14 @@ impl Rig {
                     .map_err(|e| e.to_string())?;
                 let mut pipe = redis::pipe();
                 for key in &keys {
-                    pipe.get(key);
+                    pipe.cmd("HMGET").arg(key).arg(&FIELDS);
                 }
-                let values: Vec<Option<Vec<u8>>> = if keys.is_empty() {
+                let values: Vec<Vec<Option<Vec<u8>>>> = if keys.is_empty() {
                     Vec::new()
                 } else {
                     pipe.query_async(&mut con).await.map_err(|e| e.to_string())?
                 };
-                labels.extend(values.iter().map(|v| v.as_deref().and_then(label_of).unwrap_or_else(|| "?".into())));
+                labels.extend(values.iter().map(|v| label_of(v).unwrap_or_else(|| "?".into())));
                 if next == 0 {
                     break;
                 }
@@ -782,8 +782,8 @@ impl Rig {
 
 /// The label of a stored task record: its `label` argument, or once it
 /// completed (arguments are dropped then), its result's `Completed <label>`.
-fn label_of(value: &[u8]) -> Option<String> {
-    let doc: Value = serde_json::from_slice(Record::parse(value)?.doc).ok()?;
+fn label_of(fields: &[Option<Vec<u8>>]) -> Option<String> {
+    let doc: Value = serde_json::from_slice(Record::from_hash(fields)?.doc).ok()?;
     if let Some(label) = doc["work"]["arguments"]["label"].as_str() {
         return Some(label.to_string());
     }
@@ -1097,12 +1097,12 @@ async fn attempts(rig: &Rig, seen: &[Seen]) -> Result<Vec<u64>, String> {
         for chunk in tasks.chunks(500) {
             let mut pipe = redis::pipe();
             for (_, key) in chunk {
-                pipe.get(key);
+                pipe.cmd("HMGET").arg(key).arg(&FIELDS);
             }
-            let got: Vec<Option<Vec<u8>>> =
+            let got: Vec<Vec<Option<Vec<u8>>>> =
                 pipe.query_async(&mut cons[usize::from(p)]).await.map_err(|e| format!("Redis: {e}"))?;
             for ((i, _), v) in chunk.iter().zip(got) {
-                out[*i] = v.as_deref().and_then(Record::parse).map_or(0, |r| r.attempt);
+                out[*i] = Record::from_hash(&v).map_or(0, |r| r.attempt);
             }
         }
     }
@@ -1381,13 +1381,13 @@ mod tests {
 
     #[test]
     fn a_stored_task_is_labelled_by_its_argument_or_its_result() {
-        let working = br#"3 1 working
-{"work":{"tool":"slow_compute","arguments":{"seconds":0.1,"label":"c7"}}}"#;
-        assert_eq!(label_of(working).as_deref(), Some("c7"));
-        let done = br#"5 1 completed
-{"work":{"tool":"slow_compute"},"result":{"content":[{"type":"text","text":"Completed c8"}]}}"#;
-        assert_eq!(label_of(done).as_deref(), Some("c8"));
-        assert_eq!(label_of(b"not a record"), None);
+        let hash = |rev: &str, status: &str, doc: &str| [rev, "1", status, doc].map(|v| Some(v.as_bytes().to_vec()));
+        let working =
+            hash("3", "working", r#"{"work":{"tool":"slow_compute","arguments":{"seconds":0.1,"label":"c7"}}}"#);
+        assert_eq!(label_of(&working).as_deref(), Some("c7"));
+        let done = r#"{"work":{"tool":"slow_compute"},"result":{"content":[{"type":"text","text":"Completed c8"}]}}"#;
+        assert_eq!(label_of(&hash("5", "completed", done)).as_deref(), Some("c8"));
+        assert_eq!(label_of(&[None, None, None, None]), None);
     }
 
     #[test]

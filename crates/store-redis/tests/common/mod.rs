@@ -7,8 +7,11 @@
 
 use std::{sync::Arc, time::Duration};
 
-use presa_store::{Backend, CreateLimits, NewTask, Scope, wrapped::Wrapped};
-use presa_store_redis::{RedisConfig, RedisStore};
+use presa_store::{Backend, CreateLimits, NewTask, Scope, Task, TaskId, wrapped::Wrapped};
+use presa_store_redis::{
+    RedisConfig, RedisStore,
+    record::{FIELDS, Record},
+};
 // Not every test binary uses every helper.
 #[allow(unused_imports)]
 pub use presa_testkit::redis::{TestRedis, free_port, redis_server_binary, unique_prefix};
@@ -68,4 +71,13 @@ pub async fn make_cluster_store_keeping_dead_letters(ttl: Duration) -> Backend {
 /// A raw connection for inspecting keys.
 pub async fn raw(redis: &TestRedis) -> redis::aio::MultiplexedConnection {
     redis::Client::open(redis.url()).unwrap().get_multiplexed_async_connection().await.unwrap()
+}
+
+/// A task's stored record (its hash's fields): rev, attempt, status and the doc.
+pub async fn stored(redis: &TestRedis, store: &RedisStore, id: &TaskId) -> (u64, u64, String, Task) {
+    let key = store.keys().task(id).unwrap();
+    let values: Vec<Option<Vec<u8>>> =
+        redis::cmd("HMGET").arg(key).arg(&FIELDS).query_async(&mut raw(redis).await).await.unwrap();
+    let r = Record::from_hash(&values).expect("a task record");
+    (r.rev, r.attempt, r.status.to_owned(), serde_json::from_slice(r.doc).unwrap())
 }
