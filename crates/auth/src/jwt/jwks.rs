@@ -48,8 +48,8 @@ pub const LOAD_RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// A cached JWKS, refetched on an unknown `kid`: one fetch at a time
 /// (single flight: every request that needs it waits for that one), and a
-/// new one no sooner than [`JwtConfig::min_refresh`] after the last ended. Requests
-/// whose key is cached never wait for a fetch.
+/// new one no sooner than [`JwtConfig::min_refresh`](super::JwtConfig::min_refresh)
+/// after the last ended. Requests whose key is cached never wait for a fetch.
 #[derive(Debug)]
 pub struct Jwks {
     source: JwksSource,
