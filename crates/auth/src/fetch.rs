@@ -23,16 +23,13 @@ use hyper_util::{
 };
 use rustls::{ClientConfig, RootCertStore, pki_types::CertificateDer, pki_types::pem::PemObject};
 
+use crate::AuthError;
+
 /// The longest a JWKS fetch may take, connection and body included.
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The largest JWKS body accepted (real key sets are a few KiB).
 pub const MAX_JWKS_BYTES: usize = 1 << 20;
-
-/// Why a fetch or the client's set-up failed; the message is for operators.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct FetchError(String);
 
 /// An HTTP(S) GET client for JWKS documents.
 #[derive(Clone, Debug)]
@@ -44,24 +41,24 @@ impl JwksClient {
     /// A client trusting the compiled-in Mozilla roots and, when given, the
     /// PEM certificates in `extra_ca` (a file that cannot be read or holds no
     /// certificate is an error).
-    pub fn new(extra_ca: Option<&Path>) -> Result<JwksClient, FetchError> {
+    pub fn new(extra_ca: Option<&Path>) -> Result<JwksClient, AuthError> {
         let mut roots = RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
         if let Some(path) = extra_ca {
             let certs: Vec<CertificateDer<'static>> =
-                CertificateDer::pem_file_iter(path)
-                    .and_then(Iterator::collect)
-                    .map_err(|e| FetchError(format!("cannot read CA certificates from {}: {e}", path.display())))?;
+                CertificateDer::pem_file_iter(path).and_then(Iterator::collect).map_err(|e| {
+                    AuthError::Fetch(format!("cannot read CA certificates from {}: {e}", path.display()))
+                })?;
             if certs.is_empty() {
-                return Err(FetchError(format!("{} holds no PEM certificate", path.display())));
+                return Err(AuthError::Fetch(format!("{} holds no PEM certificate", path.display())));
             }
             for cert in certs {
-                roots.add(cert).map_err(|e| FetchError(format!("{}: {e}", path.display())))?;
+                roots.add(cert).map_err(|e| AuthError::Fetch(format!("{}: {e}", path.display())))?;
             }
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let tls = ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
-            .map_err(|e| FetchError(format!("TLS set-up: {e}")))?
+            .map_err(|e| AuthError::Fetch(format!("TLS set-up: {e}")))?
             .with_root_certificates(roots)
             .with_no_client_auth();
         let connector =
@@ -70,28 +67,28 @@ impl JwksClient {
     }
 
     /// GET `url` and return its body, bounded in time and size.
-    pub async fn get(&self, url: &str) -> Result<Bytes, FetchError> {
-        let uri: http::Uri = url.parse().map_err(|e| FetchError(format!("bad URL: {e}")))?;
+    pub async fn get(&self, url: &str) -> Result<Bytes, AuthError> {
+        let uri: http::Uri = url.parse().map_err(|e| AuthError::Fetch(format!("bad URL: {e}")))?;
         let request = http::Request::get(uri)
             .header(http::header::ACCEPT, "application/json, application/jwk-set+json")
             .header(http::header::USER_AGENT, concat!("presa/", env!("CARGO_PKG_VERSION")))
             .body(Empty::new())
-            .map_err(|e| FetchError(e.to_string()))?;
+            .map_err(|e| AuthError::Fetch(e.to_string()))?;
         let exchange = async {
-            let response = self.client.request(request).await.map_err(|e| FetchError(describe(&e)))?;
+            let response = self.client.request(request).await.map_err(|e| AuthError::Fetch(describe(&e)))?;
             let status = response.status();
             if !status.is_success() {
-                return Err(FetchError(format!("HTTP {status}")));
+                return Err(AuthError::Fetch(format!("HTTP {status}")));
             }
             let body = Limited::new(response.into_body(), MAX_JWKS_BYTES)
                 .collect()
                 .await
-                .map_err(|e| FetchError(format!("reading the body: {e}")))?;
+                .map_err(|e| AuthError::Fetch(format!("reading the body: {e}")))?;
             Ok(body.to_bytes())
         };
         tokio::time::timeout(FETCH_TIMEOUT, exchange)
             .await
-            .map_err(|_| FetchError(format!("no answer within {} s", FETCH_TIMEOUT.as_secs())))?
+            .map_err(|_| AuthError::Fetch(format!("no answer within {} s", FETCH_TIMEOUT.as_secs())))?
     }
 }
 
@@ -106,4 +103,17 @@ fn describe(e: &(dyn std::error::Error + 'static)) -> String {
         source = cause.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A set-up failure is the crate's one error type, its message unchanged.
+    #[test]
+    fn an_unreadable_ca_file_is_an_auth_error_naming_it() {
+        let err = JwksClient::new(Some(Path::new("/nonexistent/ca.pem"))).unwrap_err();
+        assert!(matches!(&err, AuthError::Fetch(_)), "{err:?}");
+        assert!(err.to_string().starts_with("cannot read CA certificates from /nonexistent/ca.pem: "), "{err}");
+    }
 }

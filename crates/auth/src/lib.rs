@@ -46,4 +46,8 @@ pub enum AuthError {
         /// What went wrong.
         message: String,
     },
+    /// A JWKS fetch, or the set-up of its HTTP(S) client, failed
+    /// ([`fetch::JwksClient`]); the message is for operators.
+    #[error("{0}")]
+    Fetch(String),
 }

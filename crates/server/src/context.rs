@@ -6,15 +6,19 @@
 //! message, and notices cancellation. Both modes share one API so a handler
 //! does not care where it runs.
 
-use std::{collections::BTreeMap, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
-use futures::StreamExt;
 use presa_protocol::{codes, jsonrpc, jsonrpc::ErrorObject, meta::LogLevel};
 use presa_store::{EventBus, TaskId, TaskStore, Writer};
-use presa_tasks::{Caller, Event, Status, Task};
+use presa_tasks::{Caller, Event, Status};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+mod inputs;
+mod lists;
+
+pub use lists::ListChanged;
 
 use crate::{
     slots::Slot,
@@ -25,41 +29,6 @@ use crate::{
 /// Prefix of the bus event that says a resource changed (its URI follows):
 /// 2025-11-25 sessions subscribed to it get `notifications/resources/updated`.
 pub const RESOURCE_UPDATED_EVENT: &str = "resources/updated ";
-
-/// A list whose changes `subscriptions/listen` streams announce: the one
-/// place its notification method and its listen filter flag are named.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ListChanged {
-    /// `tools/list`: `notifications/tools/list_changed`, filter `toolsListChanged`.
-    Tools,
-    /// `prompts/list`: `notifications/prompts/list_changed`, filter `promptsListChanged`.
-    Prompts,
-    /// `resources/list`: `notifications/resources/list_changed`, filter `resourcesListChanged`.
-    Resources,
-}
-
-impl ListChanged {
-    /// Every list, in the order a listen acknowledgement names them.
-    pub const ALL: [ListChanged; 3] = [ListChanged::Tools, ListChanged::Prompts, ListChanged::Resources];
-
-    /// The notification method (also the bus event that carries it).
-    pub const fn method(self) -> &'static str {
-        match self {
-            ListChanged::Tools => "notifications/tools/list_changed",
-            ListChanged::Prompts => "notifications/prompts/list_changed",
-            ListChanged::Resources => "notifications/resources/list_changed",
-        }
-    }
-
-    /// The `subscriptions/listen` filter flag that asks for it.
-    pub const fn filter_flag(self) -> &'static str {
-        match self {
-            ListChanged::Tools => "toolsListChanged",
-            ListChanged::Prompts => "promptsListChanged",
-            ListChanged::Resources => "resourcesListChanged",
-        }
-    }
-}
 
 /// Where request-scoped notifications go: the response stream of the request.
 #[derive(Debug, Clone)]
@@ -298,95 +267,6 @@ impl ToolContext {
         run.update(&Event::Checkpoint(value)).await
     }
 
-    /// Ask the client for one input; see [`ToolContext::inputs`].
-    pub async fn input(&self, key: &str, request: impl Into<Value>) -> Result<Value, ToolError> {
-        let mut answers = self.inputs(BTreeMap::from([(key.to_string(), request.into())])).await?;
-        answers.remove(key).ok_or_else(|| ToolError::internal("input answer missing"))
-    }
-
-    /// Ask the client for several inputs at once and wait for all answers.
-    ///
-    /// In a task: parks the task as `input_required` with these requests until
-    /// `tasks/update` has answered every key. Answers are recorded, so a task
-    /// re-run after a crash gets them back at once instead of asking again.
-    /// In a sync call: answers come from the call's `inputResponses`; missing
-    /// ones end the call with an `InputRequiredResult` (MRTR). In both modes,
-    /// answers the call (or the request that created the task) carries are used first.
-    pub async fn inputs(&self, requests: BTreeMap<String, Value>) -> Result<BTreeMap<String, Value>, ToolError> {
-        // Answers the call already carries (MRTR rounds before any task existed) come first.
-        let given = self.inner.call.input_responses.as_ref();
-        let found: BTreeMap<_, _> =
-            requests.keys().filter_map(|k| given.and_then(|g| g.get(k)).map(|v| (k.clone(), v.clone()))).collect();
-        if found.len() == requests.len() {
-            return Ok(found);
-        }
-        match &self.inner.mode {
-            Mode::Request { .. } => Err(ToolError::NeedInput(requests)),
-            Mode::Task(run) => {
-                let missing = requests.into_iter().filter(|(k, _)| !found.contains_key(k)).collect();
-                // Waiting for the client: the worker slot goes back while parked.
-                run.slot.park();
-                let answers = self.park(run, missing).await;
-                if !run.slot.resume(&self.inner.cancel).await {
-                    return Err(ToolError::Cancelled);
-                }
-                let mut answers = answers?;
-                answers.extend(found);
-                Ok(answers)
-            }
-        }
-    }
-
-    async fn park(
-        &self,
-        run: &TaskRun,
-        requests: BTreeMap<String, Value>,
-    ) -> Result<BTreeMap<String, Value>, ToolError> {
-        let (store, id, writer, tick) = (run.store.as_ref(), &run.id, run.writer, run.tick);
-        let answered = |task: &Task| -> Option<BTreeMap<String, Value>> {
-            requests.keys().map(|k| task.input_responses.get(k).map(|v| (k.clone(), v.clone()))).collect()
-        };
-        let load = || async { store_call("load", store.load(id)).await.map_err(ToolError::internal) };
-        // Subscribe before asking, so an answer that lands at once is not missed.
-        let mut changes =
-            store_call("watch", store.watch(std::slice::from_ref(id))).await.map_err(ToolError::internal)?;
-        let current: Task = load().await?.ok_or(ToolError::Cancelled)?;
-        if let Some(all) = answered(&current) {
-            return Ok(all);
-        }
-        let missing: BTreeMap<String, Value> = requests
-            .iter()
-            .filter(|(k, _)| !current.input_responses.contains_key(*k))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        run.update(&Event::RequestInput(missing)).await?;
-        let mut task = load().await?.ok_or(ToolError::Cancelled)?;
-        loop {
-            if !writer.may_continue(&task) {
-                return Err(ToolError::Cancelled);
-            }
-            if let Some(all) = answered(&task) {
-                return Ok(all);
-            }
-            debug_assert!(task.status == Status::InputRequired || task.status == Status::Working);
-            tokio::select! {
-                // A published snapshot was committed, so a newer one decides
-                // like a load, without the round trip. One no newer than what
-                // was last seen (published before the load, e.g. by the claim
-                // itself, yet delivered after) is skipped: taken, a snapshot
-                // of an earlier attempt would fence this run out. A watch
-                // that ended falls back to the lease tick.
-                Some(next) = changes.next() => {
-                    if next.revision > task.revision {
-                        task = next;
-                    }
-                }
-                _ = tokio::time::sleep(tick) => task = load().await?.ok_or(ToolError::Cancelled)?,
-                _ = self.inner.cancel.cancelled() => return Err(ToolError::Cancelled),
-            }
-        }
-    }
-
     /// Tell every `subscriptions/listen` stream (on every API process) that
     /// asked for it that `list` changed.
     pub async fn notify_list_changed(&self, list: ListChanged) -> Result<(), ToolError> {
@@ -398,18 +278,5 @@ impl ToolContext {
     /// on its standalone `GET` stream).
     pub async fn notify_resource_updated(&self, uri: &str) -> Result<(), ToolError> {
         self.inner.bus.publish(&format!("{RESOURCE_UPDATED_EVENT}{uri}")).await.map_err(ToolError::internal)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ListChanged;
-
-    #[test]
-    fn each_list_names_its_method_and_filter_flag_alike() {
-        for (list, name) in ListChanged::ALL.into_iter().zip(["tools", "prompts", "resources"]) {
-            assert_eq!(list.method(), format!("notifications/{name}/list_changed"));
-            assert_eq!(list.filter_flag(), format!("{name}ListChanged"));
-        }
     }
 }

@@ -6,16 +6,19 @@
 //! 2020-12) once and checks its `x-mcp-header` annotations (SEP-2243, in
 //! `headers`); resource templates match URIs in `template`.
 
+mod builder;
+mod cell;
 mod headers;
 mod template;
 
+pub use builder::CatalogBuilder;
+pub use cell::CatalogCell;
 pub use headers::HeaderParam;
-use headers::header_params;
 pub use template::match_template;
 
 use std::{collections::HashMap, fmt, sync::Arc};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::{
     prompt::PromptHandler,
@@ -195,128 +198,6 @@ macro_rules! debug_by_descriptor {
 }
 debug_by_descriptor!(Resource, ResourceTemplate, Prompt);
 
-/// A catalog that may be replaced while it is served (presa-gateway follows
-/// its upstream's list): readers take the current one, a replacement is seen
-/// by the next request, and [`CatalogCell::changes`] tells who must announce
-/// it (`notifications/tools/list_changed`). Cheap to clone; clones share it.
-#[derive(Clone)]
-pub struct CatalogCell {
-    current: Arc<arc_swap::ArcSwap<Catalog>>,
-    changes: Arc<tokio::sync::watch::Sender<u64>>,
-}
-
-impl fmt::Debug for CatalogCell {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("CatalogCell").field(&*self.current.load()).finish()
-    }
-}
-
-impl From<Catalog> for CatalogCell {
-    fn from(catalog: Catalog) -> Self {
-        CatalogCell {
-            current: Arc::new(arc_swap::ArcSwap::from_pointee(catalog)),
-            changes: Arc::new(tokio::sync::watch::Sender::new(0)),
-        }
-    }
-}
-
-impl CatalogCell {
-    /// The catalog now.
-    pub fn load(&self) -> Arc<Catalog> {
-        self.current.load_full()
-    }
-
-    /// Serve `catalog` from the next request on, and tell [`CatalogCell::changes`] watchers.
-    pub fn replace(&self, catalog: Catalog) {
-        self.current.store(Arc::new(catalog));
-        self.changes.send_modify(|n| *n += 1);
-    }
-
-    /// Fires after each [`CatalogCell::replace`].
-    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.changes.subscribe()
-    }
-}
-
-/// Builds a [`Catalog`].
-#[derive(Default)]
-pub struct CatalogBuilder {
-    tools: Vec<Tool>,
-    resources: Vec<Resource>,
-    templates: Vec<ResourceTemplate>,
-    prompts: Vec<Prompt>,
-    complete: Option<CompleteFn>,
-}
-
-impl fmt::Debug for CatalogBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CatalogBuilder").field("tools", &self.tools.len()).finish()
-    }
-}
-
-impl CatalogBuilder {
-    /// Add a tool (listed in insertion order).
-    pub fn tool(mut self, tool: Tool) -> Self {
-        self.tools.push(tool);
-        self
-    }
-
-    /// Add a resource.
-    pub fn resource(mut self, descriptor: Value, read: impl ReadResource) -> Self {
-        self.resources.push(Resource { descriptor, read: Arc::new(read) });
-        self
-    }
-
-    /// Add a resource template.
-    pub fn template(mut self, descriptor: Value, read: impl ReadResource) -> Self {
-        self.templates.push(ResourceTemplate { descriptor, read: Arc::new(read) });
-        self
-    }
-
-    /// Add a prompt.
-    pub fn prompt(mut self, descriptor: Value, handler: impl PromptHandler) -> Self {
-        self.prompts.push(Prompt { descriptor, handler: Arc::new(handler) });
-        self
-    }
-
-    /// Set the completion provider.
-    pub fn completion(mut self, f: impl Fn(&Value, &Value) -> Value + Send + Sync + 'static) -> Self {
-        self.complete = Some(Arc::new(f));
-        self
-    }
-
-    /// Compile schemas, check names and headers.
-    pub fn build(self) -> Result<Catalog, CatalogError> {
-        let mut catalog = Catalog { complete: self.complete, ..Catalog::default() };
-        for tool in self.tools {
-            let name = tool.name().to_string();
-            let schema = tool.input_schema();
-            if schema.get("type") != Some(&json!("object")) {
-                return Err(CatalogError::Schema { tool: name, reason: "type must be \"object\"".into() });
-            }
-            let validator = jsonschema::draft202012::new(schema)
-                .map_err(|e| CatalogError::Schema { tool: name.clone(), reason: e.to_string() })?;
-            let headers =
-                header_params(schema).map_err(|reason| CatalogError::Header { tool: name.clone(), reason })?;
-            if catalog.tool_index.insert(name.clone(), catalog.tools.len()).is_some() {
-                return Err(CatalogError::Duplicate { kind: "tool", name });
-            }
-            catalog.tools.push(RegisteredTool { tool, validator, headers });
-        }
-        let mut seen = std::collections::HashSet::new();
-        for p in &self.prompts {
-            let name = p.descriptor["name"].as_str().unwrap_or_default().to_string();
-            if !seen.insert(name.clone()) {
-                return Err(CatalogError::Duplicate { kind: "prompt", name });
-            }
-        }
-        catalog.resources = self.resources;
-        catalog.templates = self.templates;
-        catalog.prompts = self.prompts;
-        Ok(catalog)
-    }
-}
-
 impl Catalog {
     /// Start building.
     pub fn builder() -> CatalogBuilder {
@@ -380,42 +261,5 @@ impl Catalog {
             let vars = match_template(t.descriptor["uriTemplate"].as_str()?, uri)?;
             Some((&t.read, vars))
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::tool::ToolOutput;
-
-    fn noop() -> impl ToolHandler {
-        |_ctx, _args| async { Ok(ToolOutput::text("ok")) }
-    }
-
-    #[test]
-    fn build_validates_and_keeps_order() {
-        let c = Catalog::builder()
-            .tool(Tool::new(
-                "b",
-                "B",
-                json!({"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}),
-                noop(),
-            ))
-            .tool(Tool::new("a", "A", json!({"type":"object"}), noop()))
-            .build()
-            .unwrap();
-        assert_eq!(c.tools().map(RegisteredTool::name).collect::<Vec<_>>(), ["b", "a"]);
-        let b = c.tool("b").unwrap();
-        assert!(b.validate(&json!({"n": 1})).is_ok());
-        assert!(b.validate(&json!({"n": "x"})).is_err());
-        assert!(b.validate(&json!({})).is_err());
-        assert!(Catalog::builder().tool(Tool::new("x", "X", json!({"type":"string"}), noop())).build().is_err());
-        assert!(
-            Catalog::builder()
-                .tool(Tool::new("x", "X", json!({"type":"object"}), noop()))
-                .tool(Tool::new("x", "X", json!({"type":"object"}), noop()))
-                .build()
-                .is_err()
-        );
     }
 }

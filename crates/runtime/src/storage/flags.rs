@@ -1,0 +1,319 @@
+//! The Redis flags both binaries share ([`RedisArgs`], with
+//! [`DurabilityLevel`] and [`Switch`]) and the [`RedisConfig`] they make.
+
+use std::time::Duration;
+
+use presa_store_redis::{Durability, RedisConfig, SentinelConfig};
+
+use super::StorageError;
+
+/// `--durability`: what a write must reach before it is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DurabilityLevel {
+    /// The Redis primary applied it.
+    Primary,
+    /// The primary applied it and `--durability-replicas` replicas confirmed it (`WAIT`).
+    Replicated,
+}
+
+/// Redis connection settings common to both binaries.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RedisArgs {
+    /// Redis URL (`redis://[user:password@]host:port[/db]`). Unset: the
+    /// embedded in-memory mode (presa-api only).
+    #[arg(long, env = "PRESA_REDIS_URL", hide_env_values = true)]
+    pub redis_url: Option<String>,
+
+    /// Redis Sentinels, `HOST:PORT[,HOST:PORT…]`, instead of `--redis-url`:
+    /// every connection asks them for the primary (checked with `ROLE`) and
+    /// asks again after an error a new connection can cure, so pods follow
+    /// a failover. Needs `--redis-sentinel-master`
+    #[arg(long, env = "PRESA_REDIS_SENTINELS")]
+    pub redis_sentinels: Option<String>,
+
+    /// The name the Sentinels monitor the primary by (`sentinel monitor NAME …`)
+    #[arg(long, env = "PRESA_REDIS_SENTINEL_MASTER")]
+    pub redis_sentinel_master: Option<String>,
+
+    /// With `--redis-sentinels`: username for the Sentinels (an ACL user in sentinel.conf)
+    #[arg(long, env = "PRESA_REDIS_SENTINEL_USERNAME")]
+    pub redis_sentinel_username: Option<String>,
+
+    /// With `--redis-sentinels`: password for the Sentinels (`requirepass` in sentinel.conf)
+    #[arg(long, env = "PRESA_REDIS_SENTINEL_PASSWORD", hide_env_values = true)]
+    pub redis_sentinel_password: Option<String>,
+
+    /// With `--redis-sentinels`: username for the primary (with `--redis-url` it goes in the URL)
+    #[arg(long, env = "PRESA_REDIS_USERNAME")]
+    pub redis_username: Option<String>,
+
+    /// With `--redis-sentinels`: password for the primary, `requirepass` (with `--redis-url` it goes in the URL)
+    #[arg(long, env = "PRESA_REDIS_PASSWORD", hide_env_values = true)]
+    pub redis_password: Option<String>,
+
+    /// With `--redis-sentinels`: TLS to the Sentinels and the primary (as `rediss://`; `--redis-tls-ca-file` applies)
+    #[arg(long, env = "PRESA_REDIS_SENTINEL_TLS", default_value_t = false)]
+    pub redis_sentinel_tls: bool,
+
+    /// Prefix of every Redis key and channel.
+    #[arg(long, env = "PRESA_REDIS_PREFIX", default_value = "presa")]
+    pub redis_prefix: String,
+
+    /// Work partitions (streams); every pod must agree.
+    #[arg(long, env = "PRESA_PARTITIONS", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub partitions: u16,
+
+    /// Redis Cluster mode (sharded pub/sub, cluster client).
+    #[arg(long, env = "PRESA_REDIS_CLUSTER", default_value_t = false)]
+    pub redis_cluster: bool,
+
+    /// Timeout of one Redis command, in ms.
+    #[arg(long, env = "PRESA_REDIS_TIMEOUT_MS", default_value_t = 2000)]
+    pub redis_timeout_ms: u64,
+
+    /// PEM file of the CA certificate(s) that sign the Redis server's
+    /// certificate, for `rediss://` URLs (and `--redis-sentinel-tls`). Unset: the system's trusted roots.
+    #[arg(long, env = "PRESA_REDIS_TLS_CA_FILE")]
+    pub redis_tls_ca_file: Option<std::path::PathBuf>,
+
+    /// How often the Redis epoch key is checked to detect a Redis that lost
+    /// its data (flushed, restarted empty), in ms; `/readyz` checks it too.
+    #[arg(long, env = "PRESA_STORE_EPOCH_CHECK_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(100..))]
+    pub store_epoch_check_ms: u64,
+
+    /// What a create and a task's last write must reach before presa
+    /// acknowledges them: `primary` (the primary applied it; a failover can
+    /// lose the last writes) or `replicated` (also confirmed by
+    /// `--durability-replicas` replicas with `WAIT`; a timeout is a retryable
+    /// error). Needs Redis; see docs/redis.md "Durability".
+    #[arg(long, env = "PRESA_DURABILITY", value_enum, default_value_t = DurabilityLevel::Primary)]
+    pub durability: DurabilityLevel,
+
+    /// With `--durability replicated`: replicas that must confirm each write (`WAIT`'s numreplicas).
+    #[arg(long, env = "PRESA_DURABILITY_REPLICAS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub durability_replicas: u32,
+
+    /// With `--durability replicated`: how long a write waits for its replicas, in ms (`WAIT`'s timeout);
+    /// past it a create is refused retryably (HTTP 503) and a worker's outcome is kept and counted
+    #[arg(long, env = "PRESA_DURABILITY_TIMEOUT_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub durability_timeout_ms: u64,
+
+    /// With `--durability replicated`: most connections held at once by writes waiting for their replicas
+    /// (`WAIT` blocks the connection it runs on, so these writes do not share the command connection)
+    #[arg(long, env = "PRESA_DURABILITY_CONNECTIONS", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub durability_connections: u32,
+
+    /// Liveness: `/healthz` answers 503 (so Kubernetes restarts the pod)
+    /// once Redis has not answered for this long, in ms; 0 never.
+    #[arg(long, env = "PRESA_STORE_LIVENESS_MS", default_value_t = 120_000)]
+    pub store_liveness_ms: u64,
+
+    /// How long the dead letter of a poison task (one whose work was
+    /// delivered more than `--max-deliveries` times) is kept for an operator
+    /// to replay or discard, in ms from its death (also in the embedded
+    /// in-memory mode). Default 7 days.
+    #[arg(long, env = "PRESA_DEAD_LETTER_TTL_MS", default_value_t = 7 * 24 * 3600 * 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub dead_letter_ttl_ms: u64,
+
+    /// Index every task for the admin API's task listing (`/admin/v1/tasks`,
+    /// the console's task table, `presa admin tasks`): one sorted-set member
+    /// per task in Redis, written by the create script and gone with the
+    /// task. `off` saves those bytes; listings then answer 501. Redis only
+    /// (the embedded store lists its memory).
+    #[arg(long, env = "PRESA_TASK_INDEX", value_enum, default_value_t = Switch::On)]
+    pub task_index: Switch,
+}
+
+/// A feature switch: `on` or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Switch {
+    /// Enabled.
+    On,
+    /// Disabled.
+    Off,
+}
+
+impl RedisArgs {
+    /// The Redis configuration these settings ask for: `None` for none
+    /// (no `--redis-url`, no `--redis-sentinels`: the embedded mode), or why
+    /// they contradict each other.
+    pub fn config(&self) -> Result<Option<RedisConfig>, StorageError> {
+        let set = |v: &Option<String>| v.as_deref().is_some_and(|v| !v.is_empty());
+        let bad = |m: &str| Err(StorageError::Config(m.to_string()));
+        let sentinel_only = [
+            ("--redis-sentinel-master (PRESA_REDIS_SENTINEL_MASTER)", set(&self.redis_sentinel_master)),
+            ("--redis-sentinel-username (PRESA_REDIS_SENTINEL_USERNAME)", set(&self.redis_sentinel_username)),
+            ("--redis-sentinel-password (PRESA_REDIS_SENTINEL_PASSWORD)", set(&self.redis_sentinel_password)),
+            ("--redis-username (PRESA_REDIS_USERNAME)", set(&self.redis_username)),
+            ("--redis-password (PRESA_REDIS_PASSWORD)", set(&self.redis_password)),
+            ("--redis-sentinel-tls (PRESA_REDIS_SENTINEL_TLS)", self.redis_sentinel_tls),
+        ];
+        let cfg = match (set(&self.redis_url), set(&self.redis_sentinels)) {
+            (true, true) => {
+                return bad(
+                    "--redis-url (PRESA_REDIS_URL) and --redis-sentinels (PRESA_REDIS_SENTINELS) exclude each other: \
+                     give the URL of one server, or the Sentinels that name the primary",
+                );
+            }
+            (false, false) => {
+                if let Some((flag, _)) = sentinel_only.iter().find(|(_, given)| *given) {
+                    return Err(StorageError::Config(format!(
+                        "{flag} needs --redis-sentinels (PRESA_REDIS_SENTINELS)"
+                    )));
+                }
+                if self.durability == DurabilityLevel::Replicated {
+                    return bad("--durability replicated (PRESA_DURABILITY) needs Redis with replicas \
+                         (--redis-url or --redis-sentinels): the embedded store has none");
+                }
+                return Ok(None);
+            }
+            (true, false) => {
+                if let Some((flag, _)) = sentinel_only.iter().find(|(_, given)| *given) {
+                    return Err(StorageError::Config(format!(
+                        "{flag} is for --redis-sentinels; with --redis-url, credentials go in the URL \
+                         (redis://user:password@host:port) and TLS is rediss://"
+                    )));
+                }
+                RedisConfig::new(self.redis_url.clone().unwrap_or_default()).with_cluster(self.redis_cluster)
+            }
+            (false, true) => {
+                if self.redis_cluster {
+                    return bad(
+                        "--redis-sentinels (PRESA_REDIS_SENTINELS) and --redis-cluster (PRESA_REDIS_CLUSTER) exclude \
+                         each other: Redis Cluster fails over by itself; give its nodes with --redis-url",
+                    );
+                }
+                let Some(master) = self.redis_sentinel_master.clone().filter(|m| !m.is_empty()) else {
+                    return bad("--redis-sentinels (PRESA_REDIS_SENTINELS) needs --redis-sentinel-master \
+                         (PRESA_REDIS_SENTINEL_MASTER): the name the Sentinels monitor the primary by");
+                };
+                let sentinel = SentinelConfig {
+                    sentinel_username: self.redis_sentinel_username.clone(),
+                    sentinel_password: self.redis_sentinel_password.clone(),
+                    username: self.redis_username.clone(),
+                    password: self.redis_password.clone(),
+                    tls: self.redis_sentinel_tls,
+                    ..SentinelConfig::new(self.redis_sentinels.as_deref().unwrap_or_default(), master)
+                };
+                RedisConfig::sentinel(sentinel)
+            }
+        };
+        let durability = match self.durability {
+            DurabilityLevel::Primary => Durability::Primary,
+            DurabilityLevel::Replicated => Durability::Replicated {
+                replicas: self.durability_replicas,
+                timeout: Duration::from_millis(self.durability_timeout_ms),
+            },
+        };
+        let cfg = RedisConfig { durable_connections: self.durability_connections as usize, ..cfg };
+        Ok(Some(
+            cfg.with_durability(durability)
+                .with_prefix(self.redis_prefix.clone())
+                .with_partitions(self.partitions)
+                .with_op_timeout(Duration::from_millis(self.redis_timeout_ms))
+                .with_tls_ca_file(self.redis_tls_ca_file.clone())
+                .with_dead_letter_ttl(self.dead_letter_ttl())
+                .with_task_index(self.task_index == Switch::On),
+        ))
+    }
+
+    /// `--dead-letter-ttl-ms`.
+    pub fn dead_letter_ttl(&self) -> Duration {
+        Duration::from_millis(self.dead_letter_ttl_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Flags {
+        #[command(flatten)]
+        redis: RedisArgs,
+    }
+
+    fn config(args: &[&str]) -> Result<Option<RedisConfig>, String> {
+        let flags = Flags::try_parse_from(std::iter::once("presa").chain(args.iter().copied())).unwrap();
+        flags.redis.config().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn sentinel_flags_make_a_sentinel_config() {
+        let cfg = config(&[
+            "--redis-sentinels",
+            "s1:26379,s2:26379",
+            "--redis-sentinel-master",
+            "mymaster",
+            "--redis-password",
+            "pw",
+            "--redis-sentinel-password",
+            "spw",
+            "--redis-sentinel-tls",
+            "--redis-prefix",
+            "px",
+        ])
+        .unwrap()
+        .unwrap();
+        let s = cfg.sentinel.clone().unwrap();
+        assert_eq!(s.sentinels, ["s1:26379", "s2:26379"]);
+        assert_eq!(
+            (s.master.as_str(), s.password.as_deref(), s.sentinel_password.as_deref()),
+            ("mymaster", Some("pw"), Some("spw"))
+        );
+        assert!(s.tls && cfg.url.is_empty() && !cfg.cluster && cfg.prefix == "px");
+        assert!(config(&[]).unwrap().is_none(), "nothing: the embedded mode");
+        assert_eq!(config(&["--redis-url", "redis://h:1"]).unwrap().unwrap().url, "redis://h:1");
+    }
+
+    #[test]
+    fn dead_letters_are_kept_a_week_unless_told() {
+        let week = presa_store::dead::DEFAULT_DEAD_LETTER_TTL;
+        assert_eq!(config(&["--redis-url", "redis://h:1"]).unwrap().unwrap().dead_letter_ttl, week);
+        let day = config(&["--redis-url", "redis://h:1", "--dead-letter-ttl-ms", "86400000"]).unwrap().unwrap();
+        assert_eq!(day.dead_letter_ttl, Duration::from_secs(86_400));
+    }
+
+    #[test]
+    fn durability_flags_make_replicated_durability() {
+        let cfg = config(&["--redis-url", "redis://h:1"]).unwrap().unwrap();
+        assert_eq!(cfg.durability, Durability::Primary, "the default");
+        let cfg = config(&[
+            "--redis-url",
+            "redis://h:1",
+            "--durability",
+            "replicated",
+            "--durability-replicas",
+            "2",
+            "--durability-timeout-ms",
+            "250",
+            "--durability-connections",
+            "4",
+        ])
+        .unwrap()
+        .unwrap();
+        let asked = Durability::Replicated { replicas: 2, timeout: Duration::from_millis(250) };
+        assert_eq!((cfg.durability, cfg.durable_connections), (asked, 4));
+        let embedded = config(&["--durability", "replicated"]).unwrap_err();
+        assert!(embedded.contains("needs Redis with replicas"), "{embedded}");
+    }
+
+    #[test]
+    fn contradicting_redis_settings_are_refused_by_name() {
+        let refused = |args: &[&str], says: &str| {
+            let err = config(args).unwrap_err();
+            assert!(err.contains(says), "{args:?}: {err}");
+        };
+        refused(
+            &["--redis-url", "redis://h:1", "--redis-sentinels", "s:1", "--redis-sentinel-master", "m"],
+            "exclude each other",
+        );
+        refused(&["--redis-sentinels", "s:1", "--redis-sentinel-master", "m", "--redis-cluster"], "--redis-cluster");
+        refused(&["--redis-sentinels", "s:1"], "--redis-sentinel-master");
+        refused(&["--redis-sentinel-master", "m"], "needs --redis-sentinels");
+        refused(&["--redis-url", "redis://h:1", "--redis-password", "pw"], "credentials go in the URL");
+        refused(&["--redis-url", "redis://h:1", "--redis-sentinel-tls"], "rediss://");
+    }
+}
