@@ -47,6 +47,7 @@ pub mod output;
 mod pools;
 pub mod prompt;
 mod slots;
+mod snapshots;
 pub mod state;
 mod store_io;
 pub mod tool;

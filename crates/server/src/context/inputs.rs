@@ -4,12 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use futures::StreamExt;
 use presa_tasks::{Event, Status, Task};
 use serde_json::Value;
 
 use super::{Mode, TaskRun, ToolContext};
-use crate::{store_io::store_call, tool::ToolError};
+use crate::{snapshots::Snapshots, store_io::store_call, tool::ToolError};
 
 impl ToolContext {
     /// Ask the client for one input; see [`ToolContext::inputs`].
@@ -62,8 +61,7 @@ impl ToolContext {
         };
         let load = || async { store_call("load", store.load(id)).await.map_err(ToolError::internal) };
         // Subscribe before asking, so an answer that lands at once is not missed.
-        let mut changes =
-            store_call("watch", store.watch(std::slice::from_ref(id))).await.map_err(ToolError::internal)?;
+        let changes = store_call("watch", store.watch(std::slice::from_ref(id))).await.map_err(ToolError::internal)?;
         let current: Task = load().await?.ok_or(ToolError::Cancelled)?;
         if let Some(all) = answered(&current) {
             return Ok(all);
@@ -75,6 +73,7 @@ impl ToolContext {
             .collect();
         run.update(&Event::RequestInput(missing)).await?;
         let mut task = load().await?.ok_or(ToolError::Cancelled)?;
+        let mut snapshots = Snapshots::new(changes, task.revision);
         loop {
             if !writer.may_continue(&task) {
                 return Err(ToolError::Cancelled);
@@ -84,18 +83,13 @@ impl ToolContext {
             }
             debug_assert!(task.status == Status::InputRequired || task.status == Status::Working);
             tokio::select! {
-                // A published snapshot was committed, so a newer one decides
-                // like a load, without the round trip. One no newer than what
-                // was last seen (published before the load, e.g. by the claim
-                // itself, yet delivered after) is skipped: taken, a snapshot
-                // of an earlier attempt would fence this run out. A watch
-                // that ended falls back to the lease tick.
-                Some(next) = changes.next() => {
-                    if next.revision > task.revision {
-                        task = next;
-                    }
+                // A newer snapshot decides like a load (see `Snapshots`); a
+                // watch that ended falls back to the lease tick.
+                next = snapshots.next() => task = next,
+                _ = tokio::time::sleep(tick) => {
+                    task = load().await?.ok_or(ToolError::Cancelled)?;
+                    snapshots.saw(task.revision);
                 }
-                _ = tokio::time::sleep(tick) => task = load().await?.ok_or(ToolError::Cancelled)?,
                 _ = self.inner.cancel.cancelled() => return Err(ToolError::Cancelled),
             }
         }

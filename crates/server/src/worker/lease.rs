@@ -7,13 +7,16 @@ use futures::StreamExt;
 use presa_store::{Claim, TaskStore};
 use tokio_util::sync::CancellationToken;
 
-use crate::store_io::{Verbosity, store_call, store_call_at};
+use crate::{
+    snapshots::Snapshots,
+    store_io::{Verbosity, store_call, store_call_at},
+};
 
 /// Renew the lease every third of it; fire `cancel` when the claim is lost
 /// or the task turns terminal (seen through the watch or a re-read).
 pub(super) async fn keep_lease(store: Arc<dyn TaskStore>, claim: Claim, lease: Duration, cancel: CancellationToken) {
     let id = claim.task.id.clone();
-    let mut changes = match store_call("watch", store.watch(std::slice::from_ref(&id))).await {
+    let changes = match store_call("watch", store.watch(std::slice::from_ref(&id))).await {
         Ok(s) => s,
         Err(_) => futures::stream::pending().boxed(),
     };
@@ -23,17 +26,15 @@ pub(super) async fn keep_lease(store: Arc<dyn TaskStore>, claim: Claim, lease: D
     // Only a snapshot newer than the claim can end the run: one from before
     // it (a late delivery on a subscription this pod already had) names an
     // earlier attempt and would fence the run out.
-    let claimed = claim.task.revision;
+    let mut snapshots = Snapshots::new(changes, claim.task.revision);
     // A fixed deadline, not a sleep started anew each turn: a handler that
     // changes its task more often than `tick` (a status message per upstream
     // progress line) would otherwise keep the renewal from ever running.
     let mut renew_at = tokio::time::Instant::now() + tick;
     loop {
         tokio::select! {
-            change = changes.next() => match change {
-                Some(t) if t.revision > claimed && stop(&t) => break,
-                Some(_) => continue,
-                None => changes = futures::stream::pending().boxed(),
+            task = snapshots.next() => if stop(&task) {
+                break;
             },
             _ = tokio::time::sleep_until(renew_at) => {
                 renew_at = tokio::time::Instant::now() + tick;
