@@ -1,0 +1,86 @@
+//! The cells and tables `presa admin` prints: aligned columns, short ages
+//! (`4s ago`), `-` for what is missing, the next page's cursor.
+
+use serde_json::Value;
+
+/// `ms` before `now` in words: `4s ago`, `3m ago`, `2h ago`, `5d ago`.
+pub(super) fn ago(now: u64, at: &Value) -> String {
+    let Some(at) = at.as_u64() else { return "-".into() };
+    age(now.saturating_sub(at)) + " ago"
+}
+
+/// A duration in ms, short: `850ms`, `4s`, `3m`, `2h`, `5d`.
+pub(super) fn age(ms: u64) -> String {
+    match ms {
+        0..1_000 => format!("{ms}ms"),
+        1_000..60_000 => format!("{}s", ms / 1_000),
+        60_000..3_600_000 => format!("{}m", ms / 60_000),
+        3_600_000..86_400_000 => format!("{}h", ms / 3_600_000),
+        _ => format!("{}d", ms / 86_400_000),
+    }
+}
+
+pub(super) fn text(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Rows under a header, each column as wide as its widest cell.
+pub(super) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let padded: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        padded.join("  ").trim_end().to_string() + "\n"
+    };
+    let mut out = line(header.iter().map(ToString::to_string).collect());
+    for row in rows {
+        out += &line(row.clone());
+    }
+    out
+}
+
+pub(super) fn rows(v: &Value, key: &str, row: impl Fn(&Value) -> Vec<String>) -> Vec<Vec<String>> {
+    v[key].as_array().map(|a| a.iter().map(row).collect()).unwrap_or_default()
+}
+
+/// A task's status history: `working 3s ago → completed 1s ago`.
+pub(super) fn history(v: &Value, now: u64) -> String {
+    match v.as_array() {
+        Some(h) if !h.is_empty() => {
+            h.iter().map(|c| format!("{} {}", text(&c["status"]), ago(now, &c["atMs"]))).collect::<Vec<_>>().join(" → ")
+        }
+        _ => "-".into(),
+    }
+}
+
+/// `next: <cursor>` when a page has one (pass it as `--cursor`).
+pub(super) fn next_line(v: &Value) -> String {
+    v["next"].as_str().map(|n| format!("next page: --cursor {n}\n")).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn tables_align_and_ages_read_short() {
+        let t = table(&["A", "LONGER"], &[vec!["xyz".into(), "1".into()], vec!["q".into(), "22".into()]]);
+        assert_eq!(t, "A    LONGER\nxyz  1\nq    22\n");
+        assert_eq!(
+            [age(5), age(4_500), age(180_000), age(7_200_000), age(3 * 86_400_000)],
+            ["5ms", "4s", "3m", "2h", "3d"]
+        );
+        assert_eq!(ago(10_000, &json!(4_000)), "6s ago");
+        assert_eq!(ago(10_000, &Value::Null), "-");
+    }
+}

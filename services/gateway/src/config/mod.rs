@@ -1,0 +1,107 @@
+//! What the gateway is put in front of, and how each tool is served: the
+//! flags ([`GatewayArgs`], one upstream) and the TOML file (`--gateway-config`,
+//! several upstreams and per-tool rules), both resolved into one
+//! [`GatewayConfig`]. Pure: nothing here starts a process or opens a socket.
+//!
+//! ```toml
+//! [[upstream]]
+//! name = "ml"                      # names metrics and logs; unique
+//! command = "python3 server.py"    # stdio: split like a shell would, never run by one
+//! env = { MODEL_DIR = "/models" }
+//! cwd = "/srv/ml"
+//! prefix = "ml_"                   # its tools are listed as ml_<name>
+//! pool = 4                         # child processes at most (calls at once)
+//!
+//! [[upstream]]
+//! name = "search"
+//! url = "http://127.0.0.1:3001/mcp"   # Streamable HTTP
+//! headers = { Authorization = "Bearer ${env:SEARCH_TOKEN}" }
+//!
+//! [[tool]]
+//! match = "ml_train_*"             # a glob over the listed name
+//! policy = "required"              # sync | optional | required
+//! rerun = "never"                  # after a lost worker: auto | always | never
+//! scopes = ["ml:train"]
+//! ```
+//!
+//! The code is split by what it reads: `args` holds the flags
+//! ([`GatewayArgs`]) and resolves everything, `file` the TOML file's shape and
+//! its per-tool rules ([`ToolRule`]), `upstream` how one upstream is reached
+//! ([`UpstreamConfig`], [`Endpoint`]) and the checks and secret references of
+//! its command line, URL and headers.
+
+use std::{path::PathBuf, time::Duration};
+
+mod args;
+mod file;
+#[cfg(test)]
+mod tests;
+mod upstream;
+
+pub use args::GatewayArgs;
+pub use file::{PolicyRule, Rerun, ToolRule};
+pub use upstream::{Endpoint, Protocol, UpstreamConfig};
+
+/// Why the configuration cannot be used. Each message names what to fix.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The config file could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The config file is not valid TOML of the expected shape.
+    #[error("{path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with its line.
+        message: String,
+    },
+    /// Anything else: no upstream, two kinds at once, a bad header, a bad glob…
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Limits and timings every upstream shares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timings {
+    /// Longest one call.
+    pub call_timeout: Duration,
+    /// Longest a connection's start and handshake.
+    pub connect_timeout: Duration,
+    /// Quiet time after a handshake before the first call.
+    pub settle: Duration,
+    /// Grace after a cancellation.
+    pub cancel_grace: Duration,
+    /// Fewest time between two status messages.
+    pub status_interval: Duration,
+    /// Catalog refresh period (`None`: only on `list_changed`).
+    pub refresh: Option<Duration>,
+}
+
+/// Everything the gateway was told.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// The upstreams, in listing order.
+    pub upstreams: Vec<UpstreamConfig>,
+    /// The per-tool rules, first match wins.
+    pub rules: Vec<ToolRule>,
+    /// The adaptive policy's wait for tools no rule or hint pins down.
+    pub task_after: Option<Duration>,
+    /// Whether calls carry the caller's identity in `_meta`.
+    pub forward_identity: bool,
+    /// Timings.
+    pub timings: Timings,
+}
+
+impl GatewayConfig {
+    /// The rule for a listed tool name, if any.
+    pub fn rule(&self, tool: &str) -> Option<&ToolRule> {
+        self.rules.iter().find(|r| glob::Pattern::new(&r.pattern).is_ok_and(|p| p.matches(tool)))
+    }
+}

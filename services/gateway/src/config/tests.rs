@@ -1,0 +1,108 @@
+//! The configuration's unit tests: flags, the file, and what each refuses.
+
+use super::{file::parse_file, *};
+
+fn args() -> GatewayArgs {
+    GatewayArgs { upstream_pool: 4, upstream_refresh_ms: 1000, ..GatewayArgs::default() }
+}
+
+#[test]
+fn a_command_line_is_split_without_a_shell() {
+    let a = GatewayArgs {
+        upstream_command: Some("python3 -m 'my server' --flag=\"a b\"".into()),
+        upstream_env: vec!["K=V=W".into()],
+        ..args()
+    };
+    let c = a.resolve().unwrap();
+    let Endpoint::Stdio { argv, env, .. } = &c.upstreams[0].endpoint else { panic!("not stdio") };
+    assert_eq!(argv, &["python3", "-m", "my server", "--flag=a b"]);
+    assert_eq!(env.get("K").map(String::as_str), Some("V=W"));
+    assert_eq!(c.upstreams[0].pool, 4);
+}
+
+#[test]
+fn bad_input_is_refused_with_what_to_fix() {
+    let err = |a: GatewayArgs| a.resolve().unwrap_err().to_string();
+    assert!(err(args()).contains("no upstream"));
+    assert!(err(GatewayArgs { upstream_command: Some("'unbalanced".into()), ..args() }).contains("unbalanced"));
+    assert!(
+        err(GatewayArgs { upstream_command: Some("x".into()), upstream_env: vec!["=v".into()], ..args() })
+            .contains("KEY=VALUE")
+    );
+    assert!(err(GatewayArgs { upstream_url: Some("ftp://h/x".into()), ..args() }).contains("expected http"));
+    assert!(
+        err(GatewayArgs {
+            upstream_url: Some("http://h/mcp".into()),
+            upstream_header: vec!["NoColon".into()],
+            ..args()
+        })
+        .contains("Name: value")
+    );
+    assert!(
+        err(GatewayArgs {
+            upstream_url: Some("http://h/mcp".into()),
+            upstream_header: vec!["X-Key: ${env:PRESA_TEST_SURELY_UNSET_VAR}".into()],
+            ..args()
+        })
+        .contains("not set")
+    );
+}
+
+#[test]
+fn header_values_read_secrets_from_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("token");
+    std::fs::write(&path, "s3cret\n").unwrap();
+    let a = GatewayArgs {
+        upstream_url: Some("http://127.0.0.1:9/mcp".into()),
+        upstream_header: vec![format!("Authorization: Bearer ${{file:{}}}", path.display())],
+        ..args()
+    };
+    let c = a.resolve().unwrap();
+    let Endpoint::Http { headers, .. } = &c.upstreams[0].endpoint else { panic!("not http") };
+    assert_eq!(headers, &[("Authorization".to_string(), "Bearer s3cret".to_string())]);
+}
+
+#[test]
+fn the_file_gives_upstreams_and_first_matching_rules() {
+    let file = parse_file(
+        r#"
+        [[upstream]]
+        name = "ml"
+        command = "python3 server.py"
+        prefix = "ml_"
+        pool = 2
+        protocol = "2025-11-25"
+        [[upstream]]
+        name = "web"
+        url = "http://127.0.0.1:3001/mcp"
+        [[tool]]
+        match = "ml_train_*"
+        policy = "required"
+        rerun = "never"
+        [[tool]]
+        match = "ml_*"
+        policy = "sync"
+        [[tool]]
+        match = "web_*"
+        policy = "after"
+        after_ms = 2500
+        "#,
+    )
+    .unwrap();
+    let c = args().resolve_with(Some(file)).unwrap();
+    assert_eq!(c.upstreams.len(), 2);
+    assert_eq!((c.upstreams[0].prefix.as_str(), c.upstreams[0].pool), ("ml_", 2));
+    assert_eq!(c.upstreams[1].pool, 4);
+    assert_eq!((c.upstreams[0].protocol, c.upstreams[1].protocol), (Protocol::Legacy, Protocol::Auto));
+    let train = c.rule("ml_train_model").unwrap();
+    assert_eq!((train.policy, train.rerun), (Some(PolicyRule::Required), Some(Rerun::Never)));
+    assert_eq!(c.rule("ml_add").unwrap().policy, Some(PolicyRule::Sync));
+    assert!(c.rule("other").is_none());
+    let web = c.rule("web_search").unwrap();
+    assert_eq!((web.policy, web.after_ms), (Some(PolicyRule::After), Some(2500)));
+    assert!(parse_file("[[upstream]]\nname = 1").unwrap_err().contains("line"));
+    assert!(parse_file("[[tool]]\nmatch = \"x\"\npolicy = \"sometimes\"").is_err());
+    let twice = parse_file("[[upstream]]\nname='a'\ncommand='x'\n[[upstream]]\nname='a'\ncommand='y'").unwrap();
+    assert!(args().resolve_with(Some(twice)).unwrap_err().to_string().contains("two upstreams"));
+}

@@ -1,0 +1,139 @@
+//! One upstream: how it is reached ([`Endpoint`]: a stdio child or a
+//! Streamable HTTP URL), the revision spoken to it ([`Protocol`]), and the
+//! checks that turn a command line, a URL, `KEY=VALUE` pairs and headers
+//! (with their `${env:…}` / `${file:…}` secrets) into one.
+
+use std::{collections::BTreeMap, path::PathBuf};
+
+use serde::Deserialize;
+
+use super::ConfigError;
+
+/// The MCP revision spoken to an upstream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+pub enum Protocol {
+    /// By transport, with a fallback (see `--upstream-protocol`).
+    #[default]
+    #[serde(rename = "auto")]
+    #[value(name = "auto")]
+    Auto,
+    /// The `initialize` handshake and a session.
+    #[serde(rename = "2025-11-25")]
+    #[value(name = "2025-11-25")]
+    Legacy,
+    /// Stateless, `server/discover`.
+    #[serde(rename = "2026-07-28")]
+    #[value(name = "2026-07-28")]
+    Stateless,
+}
+
+/// How to reach one upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A child process spoken to over stdio.
+    Stdio {
+        /// The program and its arguments.
+        argv: Vec<String>,
+        /// Extra environment variables.
+        env: BTreeMap<String, String>,
+        /// The working directory.
+        cwd: Option<PathBuf>,
+    },
+    /// A Streamable HTTP endpoint.
+    Http {
+        /// The URL.
+        url: String,
+        /// Headers sent with every request (values resolved).
+        headers: Vec<(String, String)>,
+    },
+}
+
+/// One upstream server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamConfig {
+    /// Its name (metrics, logs).
+    pub name: String,
+    /// How to reach it.
+    pub endpoint: Endpoint,
+    /// Prepended to its tool and prompt names in presa's catalog.
+    pub prefix: String,
+    /// Connections at most.
+    pub pool: usize,
+    /// The revision to speak.
+    pub protocol: Protocol,
+}
+
+pub(super) fn stdio(cmd: &str, env: BTreeMap<String, String>, cwd: Option<PathBuf>) -> Result<Endpoint, ConfigError> {
+    let argv = shlex::split(cmd)
+        .filter(|a| !a.is_empty())
+        .ok_or_else(|| ConfigError::Invalid(format!("upstream command {cmd:?}: empty or unbalanced quotes")))?;
+    Ok(Endpoint::Stdio { argv, env, cwd })
+}
+
+pub(super) fn http(
+    url: &str,
+    headers: impl Iterator<Item = Result<(String, String), ConfigError>>,
+) -> Result<Endpoint, ConfigError> {
+    let uri: http::Uri = url.parse().map_err(|e| ConfigError::Invalid(format!("upstream url {url:?}: {e}")))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+        return Err(ConfigError::Invalid(format!(
+            "upstream url {url:?}: expected http://host[:port]/path or https://…"
+        )));
+    }
+    let headers = headers.collect::<Result<Vec<_>, _>>()?;
+    for (name, value) in &headers {
+        http::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| ConfigError::Invalid(format!("upstream header name {name:?} is not a valid header name")))?;
+        http::HeaderValue::from_str(value).map_err(|_| {
+            ConfigError::Invalid(format!("upstream header {name:?}: the value is not a valid header value"))
+        })?;
+    }
+    Ok(Endpoint::Http { url: url.to_string(), headers })
+}
+
+pub(super) fn parse_env(pairs: &[String]) -> Result<BTreeMap<String, String>, ConfigError> {
+    pairs
+        .iter()
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+            _ => Err(ConfigError::Invalid(format!("--upstream-env {p:?}: expected KEY=VALUE"))),
+        })
+        .collect()
+}
+
+pub(super) fn parse_header(h: &str) -> Result<(String, String), ConfigError> {
+    let (name, value) = h
+        .split_once(':')
+        .ok_or_else(|| ConfigError::Invalid(format!("--upstream-header {h:?}: expected 'Name: value'")))?;
+    Ok((name.trim().to_string(), resolve_secret(value.trim())?))
+}
+
+/// Replace `${env:VAR}` and `${file:/path}` in a header value.
+pub(super) fn resolve_secret(value: &str) -> Result<String, ConfigError> {
+    let mut out = String::new();
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end =
+            after.find('}').ok_or_else(|| ConfigError::Invalid("a header value has an unclosed ${…}".to_string()))?;
+        let reference = &after[..end];
+        let resolved = match reference.split_once(':') {
+            Some(("env", var)) => std::env::var(var)
+                .map_err(|_| ConfigError::Invalid(format!("a header value names ${{env:{var}}}, which is not set")))?,
+            Some(("file", path)) => std::fs::read_to_string(path)
+                .map_err(|e| ConfigError::Invalid(format!("a header value names ${{file:{path}}}: {e}")))?
+                .trim()
+                .to_string(),
+            _ => {
+                return Err(ConfigError::Invalid(format!(
+                    "a header value has ${{{reference}}}; only ${{env:VAR}} and ${{file:/path}} are known"
+                )));
+            }
+        };
+        out.push_str(&resolved);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}

@@ -1,0 +1,224 @@
+//! One run of a proxied call on a pooled connection: `tools/call` and a
+//! 2026-07-28 upstream's input rounds, the upstream's events while it runs
+//! (progress, logs, questions), cancellation, and giving up a connection
+//! whose call may still be running.
+
+use std::time::Duration;
+
+use presa_protocol::meta::LogLevel;
+use presa_server::{ToolContext, ToolError, ToolOutput};
+use rmcp::{
+    model::{CallToolRequest, ClientRequest, ServerResult},
+    service::PeerRequestOptions,
+};
+use serde_json::{Map, Value, json};
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::{
+    CALLER_META, MAX_ROUNDS, ProxyTool,
+    answer::{into_output, rpc, service_error},
+    question_key,
+    status::{Status, log_text, progress_text},
+};
+use crate::{pool::Lease, upstream::Event};
+
+/// One run of a proxied call.
+pub(super) struct Call<'a> {
+    pub(super) tool: &'a ProxyTool,
+    pub(super) ctx: &'a ToolContext,
+    /// Questions asked so far (the position part of their keys).
+    pub(super) asked: usize,
+    /// Whether the caller's roots were given to the upstream, which may
+    /// keep them for the session: then the connection serves no other call.
+    pub(super) told_roots: bool,
+}
+
+impl Call<'_> {
+    pub(super) async fn run(&mut self, lease: Lease, arguments: Value) -> Result<ToolOutput, ToolError> {
+        match self.rounds(&lease, arguments).await {
+            // A call given up while it may still run upstream: its connection goes.
+            Err(Abandon(e)) => {
+                self.abandon(lease, self.tool.timings.cancel_grace);
+                Err(e)
+            }
+            Ok(Round::Task(task)) => self.follow_task(lease, task).await,
+            Ok(Round::Done(out)) => {
+                if self.told_roots {
+                    self.abandon(lease, Duration::ZERO);
+                }
+                out
+            }
+        }
+    }
+
+    /// Call, answering a 2026-07-28 upstream's MRTR rounds, until a result or an upstream task.
+    async fn rounds(&mut self, lease: &Lease, arguments: Value) -> Result<Round, Abandon> {
+        let mut params = json!({ "name": self.tool.upstream_name, "arguments": arguments });
+        let name = self.tool.pool.name().to_string();
+        for _round in 0..MAX_ROUNDS {
+            let span = tracing::info_span!("upstream.call", upstream = %name, tool = %self.tool.upstream_name);
+            match self.once(lease, &params).instrument(span).await? {
+                ServerResult::CallToolResult(r) => return Ok(Round::Done(Ok(into_output(&r)))),
+                ServerResult::InputRequiredResult(r) => {
+                    // The upstream call is over; what the caller answers goes into a retry.
+                    let requests = serde_json::to_value(&r.input_requests).unwrap_or_default();
+                    let answers = match self.ask_all(requests).await {
+                        Ok(a) => a,
+                        Err(e) => return Ok(Round::Done(Err(e))),
+                    };
+                    params["inputResponses"] = Value::Object(answers);
+                    match r.request_state {
+                        Some(s) => params["requestState"] = json!(s),
+                        None => {
+                            params.as_object_mut().map(|p| p.remove("requestState"));
+                        }
+                    }
+                }
+                ServerResult::CreateTaskResult(t) => {
+                    return Ok(Round::Task(serde_json::to_value(&t).unwrap_or_default()));
+                }
+                _ => {
+                    let e = rpc(format!("upstream {name:?} answered tools/call with something else"), false);
+                    return Ok(Round::Done(Err(e)));
+                }
+            }
+        }
+        Ok(Round::Done(Err(rpc(format!("upstream {name:?} asked for input more than {MAX_ROUNDS} times"), false))))
+    }
+
+    /// Send one `tools/call` and serve the upstream's events until it answers.
+    async fn once(&mut self, lease: &Lease, params: &Value) -> Result<ServerResult, Abandon> {
+        let conn = lease.conn();
+        let mut params = params.clone();
+        // The trace goes on upstream (SEP-414 `traceparent` in `_meta`), and
+        // the caller's identity when the operator asked for it.
+        let mut meta: Map<String, Value> =
+            presa_telemetry::propagation::inject_current().into_iter().map(|(k, v)| (k, Value::String(v))).collect();
+        if self.tool.forward_identity {
+            let caller = self.ctx.caller();
+            meta.insert(CALLER_META.into(), json!({ "tenant": caller.tenant(), "subject": caller.subject() }));
+        }
+        if !meta.is_empty() {
+            params["_meta"] = Value::Object(meta);
+        }
+        let params = serde_json::from_value(params)
+            .map_err(|e| Abandon(ToolError::invalid_params(format!("arguments: {e}"))))?;
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let (_scope, mut events) = conn.begin_call();
+        let options = PeerRequestOptions::with_timeout(self.tool.timings.call_timeout);
+        let handle = conn
+            .peer()
+            .send_request_with_option(request, options)
+            .await
+            .map_err(|e| Abandon(service_error(&self.tool.pool, e)))?;
+        let id = handle.id.clone();
+        lease.running(Some(id.clone()));
+        let response = handle.await_response();
+        tokio::pin!(response);
+        let mut status = Status { interval: self.tool.timings.status_interval, last: None, pending: None };
+        let cancel = self.ctx.cancellation();
+        loop {
+            let flush_at = status.deadline();
+            tokio::select! {
+                r = &mut response => {
+                    // Progress sent just before the answer may still be on its
+                    // way (rmcp hands each notification to a task of its own):
+                    // let those tasks run, then take what they queued.
+                    tokio::task::yield_now().await;
+                    while let Ok(event) = events.try_recv() {
+                        if !matches!(event, Event::Question { .. }) {
+                            let _ = self.on_event(event, &mut status).await;
+                        }
+                    }
+                    lease.running(None);
+                    if let Some(last) = status.flush() {
+                        let _ = self.ctx.set_status(last).await;
+                    }
+                    return r.map_err(|e| Abandon(service_error(&self.tool.pool, e)));
+                }
+                Some(event) = events.recv() => {
+                    if let Err(e) = self.on_event(event, &mut status).await {
+                        self.cancel_request(lease, id.clone(), &e).await;
+                        return Err(Abandon(e));
+                    }
+                }
+                _ = tokio::time::sleep_until(flush_at.unwrap_or_else(Instant::now)), if flush_at.is_some() => {
+                    if let Some(last) = status.flush() {
+                        self.ctx.set_status(last).await?;
+                    }
+                }
+                _ = cancel.cancelled() => {
+                    self.cancel_request(lease, id.clone(), &ToolError::Cancelled).await;
+                    return Err(Abandon(ToolError::Cancelled));
+                }
+            }
+        }
+    }
+
+    async fn on_event(&mut self, event: Event, status: &mut Status) -> Result<(), ToolError> {
+        match event {
+            Event::Progress { progress, total, message } => {
+                self.ctx.progress(progress, total, message.as_deref());
+                if let Some(m) = status.offer(progress_text(progress, total, message.as_deref())) {
+                    self.ctx.set_status(m).await?;
+                }
+            }
+            Event::Log { level, data } => {
+                let lvl = LogLevel::parse(&level).unwrap_or(LogLevel::Info);
+                self.ctx.log(lvl, self.tool.pool.name(), data.clone());
+                if let Some(m) = status.offer(log_text(&data)) {
+                    self.ctx.set_status(m).await?;
+                }
+            }
+            Event::Question { method, params, reply } => {
+                self.asked += 1;
+                let key = question_key(self.asked, method, &params);
+                let answer = self.ctx.input(&key, json!({ "method": method, "params": params })).await?;
+                self.told_roots |= method == "roots/list";
+                let _ = reply.send(Ok(answer));
+            }
+        }
+        Ok(())
+    }
+
+    /// Tell the upstream to stop a request this call no longer waits for.
+    async fn cancel_request(&self, lease: &Lease, id: rmcp::model::RequestId, why: &ToolError) {
+        let reason = match why {
+            ToolError::Cancelled => "cancelled by the client".to_string(),
+            ToolError::NeedInput(_) => "the caller must answer first".to_string(),
+            other => other.to_string(),
+        };
+        let params = json!({ "requestId": id, "reason": reason });
+        if let Ok(p) = serde_json::from_value(params) {
+            let _ = lease.conn().peer().notify_cancelled(p).await;
+        }
+    }
+
+    /// Stop using a connection: a call abandoned on it may still be running
+    /// there (give the upstream `grace`, then close it), or it holds a caller's roots.
+    fn abandon(&self, lease: Lease, grace: Duration) {
+        let conn = lease.discard();
+        tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            conn.close().await;
+        });
+    }
+}
+
+/// An error after which the connection's call may still be running.
+struct Abandon(ToolError);
+
+/// How a call's rounds ended.
+enum Round {
+    /// With a result or an error; the connection is free.
+    Done(Result<ToolOutput, ToolError>),
+    /// The upstream made a task of the call (its `CreateTaskResult`).
+    Task(Value),
+}
+
+impl From<ToolError> for Abandon {
+    fn from(e: ToolError) -> Self {
+        Abandon(e)
+    }
+}
