@@ -4,7 +4,7 @@
 //! (`dist`: the shipped binaries' profile; `--release` builds faster and runs slower.)
 //!
 //! `presa-bench chaos [...]` is a different program: pods and Redis killed
-//! under load through nginx, and what it cost (see `chaos.rs`). So is
+//! under load through nginx, and what it cost (see `chaos/mod.rs`). So is
 //! `presa-bench soak [...]`: minutes of steady load on pods and Redis, memory
 //! sampled, and whether it stayed flat (see `soak.rs`).
 //!
@@ -116,7 +116,7 @@ use tokio_util::sync::CancellationToken;
     args_conflicts_with_subcommands = true
 )]
 struct Args {
-    /// `chaos`: tasks through nginx while pods and Redis are killed (see `chaos.rs`); `soak`: steady load,
+    /// `chaos`: tasks through nginx while pods and Redis are killed (see `chaos/mod.rs`); `soak`: steady load,
     /// memory sampled (see `soak.rs`); none: the throughput rows.
     #[command(subcommand)]
     command: Option<Command>,
