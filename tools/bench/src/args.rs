@@ -9,7 +9,7 @@ use super::*;
 )]
 pub(super) struct Args {
     /// `chaos`: tasks through nginx while pods and Redis are killed (see `chaos/mod.rs`); `soak`: steady load,
-    /// memory sampled (see `soak.rs`); none: the throughput rows.
+    /// memory sampled (see `soak/mod.rs`); none: the throughput rows.
     #[command(subcommand)]
     pub(super) command: Option<Command>,
     /// Seconds of measurement per row (each side of an alternated pair gets this much).

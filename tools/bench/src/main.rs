@@ -6,7 +6,7 @@
 //! `presa-bench chaos [...]` is a different program: pods and Redis killed
 //! under load through nginx, and what it cost (see `chaos/mod.rs`). So is
 //! `presa-bench soak [...]`: minutes of steady load on pods and Redis, memory
-//! sampled, and whether it stayed flat (see `soak.rs`).
+//! sampled, and whether it stayed flat (see `soak/mod.rs`).
 //!
 //! The process holds the server (`presa_http::router` + `presa_http::serve` on
 //! 127.0.0.1:0), its in-process worker (`presa_server::Worker`) and the load
