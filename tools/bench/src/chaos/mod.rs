@@ -126,14 +126,10 @@ pub(crate) use args::ChaosArgs;
 pub(crate) use load::{reason, shorten, spread};
 pub(crate) use rig::{Redis, Rig, Shape};
 
-/// The nginx configuration `deploy/local-cluster.sh` uses, filled in here.
-const NGINX_TEMPLATE: &str = include_str!("../../../../deploy/nginx/presa.conf.template");
 /// The pods' work partitions (presa's default).
 pub(crate) const PARTITIONS: u16 = 16;
 /// The final status of a completed task whose result is not its own.
 const WRONG: &str = "wrong result";
-/// How long the AOF `everysec` promise may lose acknowledged writes for.
-const AOF_WINDOW: Duration = Duration::from_secs(1);
 
 /// What the kill was aimed at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -2,6 +2,9 @@
 
 use super::*;
 
+/// The nginx configuration `deploy/local-cluster.sh` uses, filled in here.
+const NGINX_TEMPLATE: &str = include_str!("../../../../deploy/nginx/presa.conf.template");
+
 /// The nginx in front of the API pods, stopped when dropped (SIGTERM, so its worker process goes too).
 pub(super) struct Nginx {
     pub(super) child: Child,

@@ -2,6 +2,9 @@
 
 use super::*;
 
+/// How long the AOF `everysec` promise may lose acknowledged writes for.
+const AOF_WINDOW: Duration = Duration::from_secs(1);
+
 /// Whether a create acknowledged at `acked` falls in the last [`AOF_WINDOW`]
 /// before one of the Redis kills: `appendfsync everysec` may lose it.
 pub(super) fn in_aof_window(acked: Instant, redis_kills: &[Instant]) -> bool {
