@@ -7,15 +7,14 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use presa_protocol::{Method, jsonrpc::RequestId, meta::RequestMeta};
-use presa_server::{
-    Admitted, Catalog, Core, Outbox, Reply, Server, ServerConfig, StateCodec, TaskPolicy, Tool, ToolContext, ToolError,
-};
-use presa_store::{Backend, Caller, memory::MemoryStore};
+mod common;
+
+use presa_protocol::Method;
+use presa_server::{Catalog, Core, Server, ServerConfig, StateCodec, TaskPolicy, Tool, ToolContext, ToolError};
+use presa_store::{Backend, memory::MemoryStore};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 use tracing::{
     Subscriber,
     field::{Field, Visit},
@@ -62,26 +61,10 @@ impl<S: Subscriber> Layer<S> for StoreOps {
     }
 }
 
-async fn call(server: &Server, method: Method, mut params: Value) -> Value {
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": { "extensions": { "io.modelcontextprotocol/tasks": {} } },
-    });
-    let params = params.as_object().expect("an object").clone();
-    let meta = RequestMeta::from_params(&params).expect("valid _meta");
-    let req = Admitted {
-        id: RequestId::Number(1),
-        method,
-        params,
-        meta,
-        caller: Caller::anonymous(),
-        outbox: Outbox::none(),
-        cancel: CancellationToken::new(),
-    };
-    match server.handle(&req).await {
-        Reply::Result(v) => v,
-        other => panic!("{method}: expected a result, got {other:?}"),
-    }
+/// `method` from a client declaring the Tasks extension; its result.
+async fn call(server: &Server, method: Method, params: Value) -> Value {
+    let caps = json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } });
+    common::result(common::call(server, method, params, caps).await)
 }
 
 #[tokio::test]

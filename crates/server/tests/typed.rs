@@ -5,12 +5,15 @@
 
 use std::{sync::Arc, time::Duration};
 
-use presa_protocol::{Method, jsonrpc::RequestId, meta::RequestMeta};
+mod common;
+
+use common::{call, result};
+use presa_protocol::Method;
 use presa_server::{
-    Admitted, Catalog, Core, Elicited, Json, Outbox, Reply, Server, ServerConfig, StateCodec, TaskPolicy, Tool,
-    ToolContext, ToolError, Worker, WorkerConfig,
+    Catalog, Core, Elicited, Json, Reply, Server, ServerConfig, StateCodec, TaskPolicy, Tool, ToolContext, ToolError,
+    Worker, WorkerConfig,
 };
-use presa_store::{Backend, Caller, memory::MemoryStore};
+use presa_store::{Backend, memory::MemoryStore};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -85,33 +88,6 @@ fn catalog() -> Catalog {
         )
         .build()
         .expect("typed schemas compile")
-}
-
-fn meta(caps: Value) -> Value {
-    json!({ "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": caps })
-}
-
-async fn call(server: &Server, method: Method, mut params: Value, caps: Value) -> Reply {
-    params["_meta"] = meta(caps);
-    let params = params.as_object().expect("an object").clone();
-    let meta = RequestMeta::from_params(&params).expect("valid _meta");
-    let req = Admitted {
-        id: RequestId::Number(1),
-        method,
-        params,
-        meta,
-        caller: Caller::anonymous(),
-        outbox: Outbox::none(),
-        cancel: CancellationToken::new(),
-    };
-    server.handle(&req).await
-}
-
-fn result(reply: Reply) -> Value {
-    match reply {
-        Reply::Result(v) => v,
-        other => panic!("expected a result, got {other:?}"),
-    }
 }
 
 fn setup() -> (Core, Server) {
