@@ -14,6 +14,10 @@
 -- KEYS[1]: task key        {prefix}:{pNN}:task:<id> (see task.lua)
 -- KEYS[2]: work stream     {prefix}:{pNN}:work
 -- KEYS[3]: events channel  {prefix}:{pNN}:events:<id>
+-- KEYS[4]: claimed channel {prefix}:{pNN}:claimed (see transition.lua): a
+--          claim of a task claimed before (attempt > 0) is published there
+--          too, as "<task id>\n<doc>", so the earlier holder hears that it
+--          was fenced out
 -- ARGV[1]: consumer group
 -- ARGV[2]: work entry id
 -- ARGV[3]: consumer (the claiming worker)
@@ -28,7 +32,7 @@
 --          {0, doc} when rev
 --          moved (re-read and retry).
 
-local rev, _, status, doc, string_record = task_load(KEYS[1])
+local rev, attempt, status, doc, string_record = task_load(KEYS[1])
 if not rev or task_over(status) then
   redis.call('XACK', KEYS[2], ARGV[1], ARGV[2])
   redis.call('XDEL', KEYS[2], ARGV[2])
@@ -44,4 +48,7 @@ end
 redis.call('XCLAIM', KEYS[2], ARGV[1], ARGV[3], 0, ARGV[2], 'IDLE', ARGV[8], 'JUSTID')
 task_store(KEYS[1], ARGV[6], ARGV[7], status, ARGV[5], string_record)
 redis.call(ARGV[9], KEYS[3], ARGV[5])
+if attempt ~= '0' then
+  redis.call(ARGV[9], KEYS[4], string.match(KEYS[1], '[^:]+$') .. '\n' .. ARGV[5])
+end
 return {1}

@@ -4,9 +4,10 @@
 -- With entries of several partitions it spans slots: standalone Redis only;
 -- cluster mode runs it once per partition.
 --
--- KEYS[3i-2]: entry i's task key        {prefix}:{pNN}:task:<id> (task.lua)
--- KEYS[3i-1]: entry i's work stream     {prefix}:{pNN}:work
--- KEYS[3i]:   entry i's events channel  {prefix}:{pNN}:events:<id>
+-- KEYS[4i-3]: entry i's task key        {prefix}:{pNN}:task:<id> (task.lua)
+-- KEYS[4i-2]: entry i's work stream     {prefix}:{pNN}:work
+-- KEYS[4i-1]: entry i's events channel  {prefix}:{pNN}:events:<id>
+-- KEYS[4i]:   entry i's claimed channel {prefix}:{pNN}:claimed (claim.lua's KEYS[4])
 -- ARGV[1]: consumer group
 -- ARGV[2]: consumer (the claiming worker)
 -- ARGV[3]: idle time to set, ms (H - lease)
@@ -20,11 +21,11 @@
 --          moved (nothing written for it: re-read and retry that one).
 
 local out = {}
-for i = 1, #KEYS / 3 do
-  local task, stream, channel = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
+for i = 1, #KEYS / 4 do
+  local task, stream, channel, claimed = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
   local entry, rev, doc, new_rev, attempt =
     ARGV[5 * i], ARGV[5 * i + 1], ARGV[5 * i + 2], ARGV[5 * i + 3], ARGV[5 * i + 4]
-  local cur_rev, _, status, cur_doc, string_record = task_load(task)
+  local cur_rev, cur_attempt, status, cur_doc, string_record = task_load(task)
   if not cur_rev or task_over(status) then
     redis.call('XACK', stream, ARGV[1], entry)
     redis.call('XDEL', stream, entry)
@@ -39,6 +40,9 @@ for i = 1, #KEYS / 3 do
       redis.call('XCLAIM', stream, ARGV[1], ARGV[2], 0, entry, 'IDLE', ARGV[3], 'JUSTID')
       task_store(task, new_rev, attempt, status, doc, string_record)
       redis.call(ARGV[4], channel, doc)
+      if cur_attempt ~= '0' then
+        redis.call(ARGV[4], claimed, string.match(task, '[^:]+$') .. '\n' .. doc)
+      end
       out[i] = {1}
     end
   end

@@ -3,6 +3,11 @@
 -- KEYS[1]: task key        {prefix}:{pNN}:task:<id> (see task.lua)
 -- KEYS[2]: events channel  {prefix}:{pNN}:events:<id>
 -- KEYS[3]: work stream     {prefix}:{pNN}:work
+-- KEYS[4]: claimed channel {prefix}:{pNN}:claimed: a client's write (no
+--          fence) to a task some worker has claimed (attempt > 0) is
+--          published there too, as "<task id>\n<doc>", for the worker
+--          running it (`claimed.rs`): it watches that one channel per
+--          partition instead of each task's own, and never hears its own writes
 -- ARGV[1]: expected stored rev (next.revision - 1)
 -- ARGV[2]: the worker's fencing attempt, or "" for a client write
 -- ARGV[3]: new doc (task JSON)
@@ -13,11 +18,11 @@
 -- ARGV[8]: a worker's work entry id, or "": when this write ends the task,
 --          the entry is acked and deleted with it (remove_work.lua's job,
 --          without its round trip; the fence check above is its check)
--- KEYS[4], ARGV[9] (standalone only, where the scope's keys may share a
+-- KEYS[5], ARGV[9] (standalone only, where the scope's keys may share a
 --          script with the task's): the scope's active set (see admit.lua)
 --          and the task id, removed from it when this write ends the task.
 --          A cluster removes it in a step of its own (`forget_active`).
--- KEYS[5..7], ARGV[10..11] (standalone only): the scope's byte reservations
+-- KEYS[6..8], ARGV[10..11] (standalone only): the scope's byte reservations
 --          (as quota.lua; bytes.lua's layout), the byte quota to refuse
 --          this write's growth past it ("" never refuses: a worker's write,
 --          or one that ends the task) and now, Unix ms. A task with a
@@ -34,24 +39,27 @@ end
 if task_over(status) or rev ~= ARGV[1] or (ARGV[2] ~= '' and attempt ~= ARGV[2]) then
   return {0, doc}
 end
-if KEYS[5] then
+if KEYS[6] then
   local quota = nil
   if ARGV[10] ~= '' then
     quota = tonumber(ARGV[10])
   end
-  if bytes_resize({ KEYS[5], KEYS[6], KEYS[7] }, ARGV[9], #ARGV[3], quota, ARGV[11]) == false then
+  if bytes_resize({ KEYS[6], KEYS[7], KEYS[8] }, ARGV[9], #ARGV[3], quota, ARGV[11]) == false then
     return {2}
   end
 end
 task_store(KEYS[1], ARGV[4], attempt, ARGV[5], ARGV[3], string_record)
 redis.call(ARGV[6], KEYS[2], ARGV[3])
+if ARGV[2] == '' and attempt ~= '0' then
+  redis.call(ARGV[6], KEYS[4], string.match(KEYS[1], '[^:]+$') .. '\n' .. ARGV[3])
+end
 if task_over(ARGV[5]) then
   if ARGV[8] ~= '' then
     redis.call('XACK', KEYS[3], ARGV[7], ARGV[8])
     redis.call('XDEL', KEYS[3], ARGV[8])
   end
-  if KEYS[4] then
-    redis.call('ZREM', KEYS[4], ARGV[9])
+  if KEYS[5] then
+    redis.call('ZREM', KEYS[5], ARGV[9])
   end
 end
 return {1}

@@ -77,6 +77,15 @@ impl Keys {
         Some(format!("{}:{}:events:{}", self.prefix, Self::tag(p), id))
     }
 
+    /// `{prefix}:{pNN}:claimed` — pub/sub channel: `"<task id>\n<doc>"` for
+    /// every write to a claimed task (attempt > 0) that its holder did not
+    /// make: a client's (an answer, a cancel) and a later claim's. Workers
+    /// watch the tasks they run through it (`claimed.rs`), one channel per
+    /// partition for the worker's life instead of one per task.
+    pub fn claimed(&self, partition: u16) -> String {
+        format!("{}:{}:claimed", self.prefix, Self::tag(partition))
+    }
+
     /// `{prefix}:{pNN}:idem:<digest>` — string: a keyed create's record
     /// (`lua/idempotency.lua`), in the slot of the partition the key names.
     pub fn idempotency(&self, partition: u16, key: &presa_store::Idempotency) -> String {

@@ -91,6 +91,7 @@ pub mod keys;
 
 mod admin;
 mod call;
+mod claimed;
 mod config;
 mod conn;
 mod create;

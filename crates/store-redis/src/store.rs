@@ -47,6 +47,8 @@ pub(crate) struct Inner {
     pub(crate) epoch: crate::epoch::EpochState,
     /// When the work queue last looked for lapsed leases and held work.
     pub(crate) recovery: crate::work::Recovery,
+    /// The tasks this process runs, watched through the claimed channels.
+    pub(crate) claimed: crate::claimed::Claimed,
 }
 
 impl RedisStore {
@@ -86,6 +88,7 @@ impl RedisStore {
                 reader: Default::default(),
                 epoch: Default::default(),
                 recovery: Default::default(),
+                claimed: Default::default(),
                 cfg,
             }),
         };
@@ -211,6 +214,11 @@ impl TaskStore for RedisStore {
         // to a claim nobody receives would otherwise sit until `max_lease`.
         // The task stops waiting once the caller is gone and releases
         // whatever it had claimed by then.
+        // A worker watches what it runs through the claimed channels: subscribed
+        // before its first claim, so nothing published after a claim is missed.
+        if let Err(e) = self.inner.claimed.start(&self.inner.hub, &self.inner.keys).await {
+            tracing::warn!(error = %e, "could not watch the claimed channels; runs re-read their tasks on a timer");
+        }
         let (tx, rx) = tokio::sync::oneshot::channel();
         let store = self.clone();
         let worker = worker.to_owned();
@@ -242,6 +250,11 @@ impl TaskStore for RedisStore {
 
     async fn work_stats(&self) -> Result<Vec<PartitionStats>, StoreError> {
         Ok(self.partition_stats().await?)
+    }
+
+    async fn watch_claimed(&self, id: &TaskId) -> Result<TaskStream, StoreError> {
+        self.inner.claimed.start(&self.inner.hub, &self.inner.keys).await?;
+        Ok(self.inner.claimed.watch(id))
     }
 
     async fn watch(&self, ids: &[TaskId]) -> Result<TaskStream, StoreError> {

@@ -81,6 +81,7 @@ impl RedisStore {
         inv.key(&key)
             .key(&channel)
             .key(keys.work(partition))
+            .key(keys.claimed(partition))
             .arg(expected)
             .arg(fence)
             .arg(&doc)

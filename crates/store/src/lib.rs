@@ -274,6 +274,16 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug + 'static {
     /// Best effort: a snapshot may be missed (readers re-read the record).
     async fn watch(&self, ids: &[TaskId]) -> Result<TaskStream, StoreError>;
 
+    /// What the holder of a claim on task `id` watches while it runs it:
+    /// committed snapshots of the writes others make (a client's answer or
+    /// cancel, a later claim fencing this one out), from now on. The holder
+    /// need not hear its own writes, so a store may leave them out (Redis
+    /// does: see `presa-store-redis`'s `claimed.rs`); the default is
+    /// [`watch`](Self::watch). Best effort, like `watch`.
+    async fn watch_claimed(&self, id: &TaskId) -> Result<TaskStream, StoreError> {
+        self.watch(std::slice::from_ref(id)).await
+    }
+
     /// The work queue of every partition, for metrics (read on each scrape,
     /// so it should be cheap). The default knows nothing: an empty list.
     async fn work_stats(&self) -> Result<Vec<PartitionStats>, StoreError> {

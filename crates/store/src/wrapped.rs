@@ -41,10 +41,19 @@ impl<S> Wrapped<S> {
         self
     }
 
-    /// Have every `watch` deliver `snapshots` first, whatever ids it watches.
+    /// Have every `watch` (and `watch_claimed`) deliver `snapshots` first,
+    /// whatever ids it watches.
     pub fn first_on_watch(mut self, snapshots: Vec<Task>) -> Self {
         self.first_on_watch = snapshots;
         self
+    }
+
+    /// `live`, after the snapshots every watch delivers first.
+    fn first_then(&self, live: TaskStream) -> TaskStream {
+        if self.first_on_watch.is_empty() {
+            return live;
+        }
+        Box::pin(futures::stream::iter(self.first_on_watch.clone()).chain(live))
     }
 }
 
@@ -118,11 +127,10 @@ impl<S: TaskStore> TaskStore for Wrapped<S> {
         self.inner.discard_dead_letter(tenant, id).await
     }
     async fn watch(&self, ids: &[TaskId]) -> Result<TaskStream, StoreError> {
-        let live = self.inner.watch(ids).await?;
-        if self.first_on_watch.is_empty() {
-            return Ok(live);
-        }
-        Ok(Box::pin(futures::stream::iter(self.first_on_watch.clone()).chain(live)))
+        Ok(self.first_then(self.inner.watch(ids).await?))
+    }
+    async fn watch_claimed(&self, id: &TaskId) -> Result<TaskStream, StoreError> {
+        Ok(self.first_then(self.inner.watch_claimed(id).await?))
     }
     async fn work_stats(&self) -> Result<Vec<PartitionStats>, StoreError> {
         self.inner.work_stats().await

@@ -61,7 +61,7 @@ impl ToolContext {
         };
         let load = || async { store_call("load", store.load(id)).await.map_err(ToolError::internal) };
         // Subscribe before asking, so an answer that lands at once is not missed.
-        let changes = store_call("watch", store.watch(std::slice::from_ref(id))).await.map_err(ToolError::internal)?;
+        let changes = store_call("watch", store.watch_claimed(id)).await.map_err(ToolError::internal)?;
         let current: Task = load().await?.ok_or(ToolError::Cancelled)?;
         if let Some(all) = answered(&current) {
             return Ok(all);

@@ -16,7 +16,7 @@ use crate::{
 /// or the task turns terminal (seen through the watch or a re-read).
 pub(super) async fn keep_lease(store: Arc<dyn TaskStore>, claim: Claim, lease: Duration, cancel: CancellationToken) {
     let id = claim.task.id.clone();
-    let changes = match store_call("watch", store.watch(std::slice::from_ref(&id))).await {
+    let changes = match store_call("watch", store.watch_claimed(&id)).await {
         Ok(s) => s,
         Err(_) => futures::stream::pending().boxed(),
     };

@@ -95,7 +95,7 @@ impl RedisStore {
         let mut inv = scripts::CLAIM_BATCH.prepare_invoke();
         for p in group {
             let channel = keys.events(&p.id).expect("same partition as the task key");
-            inv.key(&p.key).key(keys.work(p.entry.partition)).key(channel);
+            inv.key(&p.key).key(keys.work(p.entry.partition)).key(channel).key(keys.claimed(p.entry.partition));
         }
         inv.arg(GROUP).arg(worker).arg(self.lease_idle(lease)).arg(self.publish_cmd());
         for p in group {
@@ -126,6 +126,7 @@ impl RedisStore {
         let keys = &self.inner.keys;
         let stream = keys.work(e.partition);
         let channel = keys.events(id).expect("same partition as the task key");
+        let claimed_channel = keys.claimed(e.partition);
         for _ in 0..CLAIM_RACES {
             let Some((task, next)) = self.next_claimed(worker, e, id, doc.as_deref()).await? else {
                 return Ok(None);
@@ -134,6 +135,7 @@ impl RedisStore {
             inv.key(key)
                 .key(&stream)
                 .key(&channel)
+                .key(&claimed_channel)
                 .arg(GROUP)
                 .arg(&e.id)
                 .arg(worker)

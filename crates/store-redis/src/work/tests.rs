@@ -146,6 +146,7 @@ async fn a_stale_entry_in_a_batch_is_refused_as_a_single_claim_is() {
         inv.key(&p.key)
             .key(&stream)
             .key(store.inner.keys.events(&p.id).unwrap())
+            .key(store.inner.keys.claimed(p.entry.partition))
             .arg(GROUP)
             .arg(&p.entry.id)
             .arg("w1")
