@@ -37,6 +37,17 @@ pub(super) async fn redis_bytes_per_task(server: &Running, n: usize, c: usize) -
     task_cost(server, n, c).await.map(|cost| cost.to_string())
 }
 
+/// The CPU a task that awaits 1 ms costs (`wait_task`: its run is watched
+/// while it waits, as any real task's is), from create to completed, against
+/// a sync call's; the bytes are as [`redis_bytes_per_task`]'s.
+pub(super) async fn waiting_task_cost(server: &Running, n: usize, c: usize) -> Option<String> {
+    let cost = task_cost_of(server, "wait_task", n, c).await?;
+    let TaskCost { task_own, task_redis, echo_own, echo_redis, .. } = cost;
+    Some(format!(
+        "CPU per task {task_own:.0} µs here + {task_redis:.0} µs Redis, per sync echo {echo_own:.0} + {echo_redis:.0} µs"
+    ))
+}
+
 /// What a small task costs, from create to completed, against a sync call
 /// ([`task_cost`]).
 pub(super) struct TaskCost {
@@ -83,11 +94,16 @@ impl std::fmt::Display for TaskCost {
 
 /// [`redis_bytes_per_task`]'s figures.
 pub(super) async fn task_cost(server: &Running, n: usize, c: usize) -> Option<TaskCost> {
+    task_cost_of(server, "noop_task", n, c).await
+}
+
+/// [`task_cost`] of `n` tasks of `tool` (one that counts [`COMPLETED`]).
+async fn task_cost_of(server: &Running, tool: &'static str, n: usize, c: usize) -> Option<TaskCost> {
     let (url, prefix) = server.redis_url.clone()?;
     let client = redis::Client::open(url.as_str()).expect("a Redis URL");
     let mut con = client.get_multiplexed_async_connection().await.expect("a Redis connection");
     let pool = Raw::pool(&server.url, c);
-    let one = create_op(&pool, "noop_task", false);
+    let one = create_op(&pool, tool, false);
     let done0 = COMPLETED.load(Ordering::Relaxed);
     let before = redis_used_memory(&mut con).await;
     let cpu0 = (own_cpu_secs(), redis_cpu_secs(&mut con).await);

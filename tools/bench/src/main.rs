@@ -256,6 +256,9 @@ async fn main() {
         if let Some(notes) = redis_bytes_per_task(d, args.redis_tasks, c).await {
             println!("{:<38} {c:>5} {:>8}  {notes}", "Redis bytes per small completed task", "-");
         }
+        if let Some(notes) = waiting_task_cost(d, args.redis_tasks, c).await {
+            println!("{:<38} {c:>5} {:>8}  {notes}", "CPU per task awaiting 1 ms, Redis", "-");
+        }
         task_index_rows(redis_url.as_deref(), args.redis_tasks, c, 2).await;
         let pool = Raw::pool(&d.url, wide);
         let (creates, sync) = (create_op(&pool, "noop_task", false), echo_op(&pool, "echo", false));

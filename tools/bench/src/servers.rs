@@ -52,6 +52,19 @@ pub(super) fn catalog() -> Catalog {
         )
         .tool(
             Tool::new(
+                "wait_task",
+                "A task that awaits 1 ms (as any real work does: its run is watched meanwhile), then completes.",
+                json!({ "type": "object" }),
+                |_ctx, _| async {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    COMPLETED.fetch_add(1, Ordering::Relaxed);
+                    Ok(ToolOutput::text("done"))
+                },
+            )
+            .policy(TaskPolicy::Required),
+        )
+        .tool(
+            Tool::new(
                 "stamp_task",
                 "A task that records when a worker picked it up (`t`: send time), then completes.",
                 json!({ "type": "object", "properties": { "t": { "type": "integer" } } }),
