@@ -13,9 +13,10 @@
 -- The three keys expire with the last reservation, so a scope whose tasks
 -- have all expired leaves nothing behind.
 --
--- Reservations written before `bytes_sizes` existed are members
--- "<task id>:<bytes>" with no size entry: they are counted at that size
--- until they expire and are never resized.
+-- A reservation whose task ended (`bytes_resize` settling it), or one
+-- written before `bytes_sizes` existed, is the member "<task id>:<bytes>"
+-- with no size entry: it is counted at that size until it expires and is
+-- never resized.
 
 -- Scores at or past 2^52 ms are tasks that never expire (`quota.rs` NEVER).
 local BYTES_NEVER = 4503599627370496
@@ -82,23 +83,36 @@ local function bytes_reserve(b, id, bytes, expiry, quota, now)
 end
 
 -- Count task `id` at `bytes` from now on. With `quota` (a number, or nil),
--- growth that would take the total past it is refused. Returns the size
--- counted before (nil when the task has no reservation: nothing changes),
--- or false when refused.
-local function bytes_resize(b, id, bytes, quota, now)
+-- growth that would take the total past it is refused. With `settle` (the
+-- write that ends the task landed: its size never changes again), the
+-- reservation becomes the member "<id>:<bytes>", as those older than
+-- `bytes_sizes` are, and its size entry goes: a finished task then costs
+-- the quota one sorted-set entry, not that and a hash field (about 70 bytes
+-- of Redis memory less until its expiry). Returns the size counted before
+-- (nil when the task has no reservation, or one settled already: nothing
+-- changes), or false when refused.
+local function bytes_resize(b, id, bytes, quota, now, settle)
   local before = redis.call('HGET', b[2], id)
   if not before then
     return nil
   end
   before = tonumber(before)
   local growth = bytes - before
-  if growth == 0 then
-    return before
-  end
   if growth > 0 and quota and bytes_sweep(b, now) + growth > quota then
     return false
   end
-  redis.call('HSET', b[2], id, bytes)
-  redis.call('INCRBY', b[3], growth)
+  if settle then
+    local score = redis.call('ZSCORE', b[1], id)
+    redis.call('HDEL', b[2], id)
+    if score then
+      redis.call('ZREM', b[1], id)
+      redis.call('ZADD', b[1], score, id .. ':' .. bytes)
+    end
+  elseif growth ~= 0 then
+    redis.call('HSET', b[2], id, bytes)
+  end
+  if growth ~= 0 then
+    redis.call('INCRBY', b[3], growth)
+  end
   return before
 end

@@ -10,6 +10,8 @@
 -- ARGV[2]: the task's bytes now
 -- ARGV[3]: the quota, bytes, to refuse growth past it; "" never refuses
 -- ARGV[4]: now, Unix ms
+-- ARGV[5]: "1" when the write that ends the task landed: the reservation
+--          is settled at this size (see bytes_resize), else ""
 -- Returns: the size counted before (>= 0); -1 when the task has no
 --          reservation (nothing changed); -2 when the growth is refused
 --          (nothing changed).
@@ -18,7 +20,7 @@ local quota = nil
 if ARGV[3] ~= '' then
   quota = tonumber(ARGV[3])
 end
-local before = bytes_resize(KEYS, ARGV[1], tonumber(ARGV[2]), quota, ARGV[4])
+local before = bytes_resize(KEYS, ARGV[1], tonumber(ARGV[2]), quota, ARGV[4], ARGV[5] == '1')
 if before == nil then
   return -1
 elseif before == false then

@@ -44,7 +44,8 @@ if KEYS[6] then
   if ARGV[10] ~= '' then
     quota = tonumber(ARGV[10])
   end
-  if bytes_resize({ KEYS[6], KEYS[7], KEYS[8] }, ARGV[9], #ARGV[3], quota, ARGV[11]) == false then
+  local ends = task_over(ARGV[5])
+  if bytes_resize({ KEYS[6], KEYS[7], KEYS[8] }, ARGV[9], #ARGV[3], quota, ARGV[11], ends) == false then
     return {2}
   end
 end

@@ -69,19 +69,25 @@ impl ScopeBytes<'_> {
     }
 
     /// `resize.lua`: count task `id` of `scope` at `bytes`, refusing growth
-    /// past `quota` when one is given.
+    /// past `quota` when one is given; `ended`: the write that ends the task
+    /// landed, so the reservation is settled at that size (`bytes.lua`).
     pub(crate) async fn resize(
         &self,
         scope: &Scope,
         id: &TaskId,
         bytes: usize,
         quota: Option<u64>,
+        ended: bool,
     ) -> Result<Resized, RedisStoreError> {
         let mut inv = scripts::RESIZE.prepare_invoke();
         for key in self.store.inner.keys.scope_byte_keys(scope) {
             inv.key(key);
         }
-        inv.arg(id.as_str()).arg(bytes).arg(quota.map(|q| q.to_string()).unwrap_or_default()).arg(now_ms());
+        inv.arg(id.as_str())
+            .arg(bytes)
+            .arg(quota.map(|q| q.to_string()).unwrap_or_default())
+            .arg(now_ms())
+            .arg(if ended { "1" } else { "" });
         Ok(match self.store.invoke::<i64>(&inv).await? {
             -2 => Resized::Refused,
             before => u64::try_from(before).map_or(Resized::Unreserved, Resized::Was),
@@ -91,9 +97,9 @@ impl ScopeBytes<'_> {
     /// Best effort: count task `id` of `scope` at `bytes` (a write that may
     /// not be refused landed, or one that was counted first lost its
     /// compare-and-set). A failure leaves the count off until the next write
-    /// counts the task again, or its expiry.
-    pub(crate) async fn recount(&self, scope: &Scope, id: &TaskId, bytes: usize) {
-        if let Err(e) = self.resize(scope, id, bytes, None).await {
+    /// counts the task again, or its expiry. `ended` as [`resize`](Self::resize)'s.
+    pub(crate) async fn recount(&self, scope: &Scope, id: &TaskId, bytes: usize, ended: bool) {
+        if let Err(e) = self.resize(scope, id, bytes, None, ended).await {
             tracing::warn!(error = %e, task = %id, "could not count a task's new size under its byte quota");
         }
     }

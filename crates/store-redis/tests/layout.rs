@@ -155,3 +155,32 @@ async fn a_key_holding_no_task_record_reads_as_corrupt() {
     let value: String = c.get(&key).await.unwrap();
     assert_eq!(value, "not a record");
 }
+
+/// The byte quota's reservation of a task that ended is settled (`bytes.lua`):
+/// its size moves into its sorted-set member (`<id>:<bytes>`) and its entry
+/// in the sizes hash goes, the scope's total unchanged; it still counts until
+/// its expiry.
+#[tokio::test]
+async fn a_finished_tasks_byte_reservation_is_one_member_holding_its_size() {
+    let redis = TestRedis::start().await;
+    let store = RedisStore::connect(config(&redis)).await.unwrap();
+    let limits = presa_store::CreateLimits { max_bytes_per_scope: Some(1 << 20), ..NO_LIMITS };
+    let task = store.create(expiring(), limits).await.unwrap();
+    let [reservations, sizes, total] = store.keys().scope_byte_keys(&task.scope);
+    let mut c = raw(&redis).await;
+    let size: u64 = c.hget(&sizes, task.id.as_str()).await.unwrap();
+    let claim = store.claim("w1", 1, LONG, PATIENCE).await.unwrap().remove(0);
+    let done = next(&claim.task, Event::Complete(json!({ "content": [{ "type": "text", "text": "done" }] })));
+    assert!(matches!(store.transition(&done, claim.writer()).await.unwrap(), Cas::Applied(_)));
+
+    let key = store.keys().task(&task.id).unwrap();
+    let final_size: u64 = redis::cmd("HSTRLEN").arg(&key).arg("doc").query_async(&mut c).await.unwrap();
+    assert!(final_size > size, "the result grew the task");
+    let members: Vec<(String, f64)> = c.zrange_withscores(&reservations, 0, -1).await.unwrap();
+    assert_eq!(members.len(), 1);
+    assert_eq!(members[0].0, format!("{}:{final_size}", task.id), "settled at its final size");
+    let left: HashMap<String, u64> = c.hgetall(&sizes).await.unwrap();
+    assert!(left.is_empty(), "no size entry is left: {left:?}");
+    let counted: u64 = c.get(&total).await.unwrap();
+    assert_eq!(counted, final_size, "still counted, at its final size");
+}
