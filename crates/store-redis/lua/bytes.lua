@@ -10,8 +10,8 @@
 --   {prefix}:{s.<tenant>.<subject>}:bytes_total  string: the sum of the sizes
 -- A task is counted from its creation until its expiry at the size its
 -- record has now (it grows with answers, status messages and results).
--- The three keys expire with the last reservation, so a scope whose tasks
--- have all expired leaves nothing behind.
+-- The three keys expire a little after the last reservation, so a scope
+-- whose tasks have all expired leaves nothing behind.
 --
 -- A reservation whose task ended (`bytes_resize` settling it), or one
 -- written before `bytes_sizes` existed, is the member "<task id>:<bytes>"
@@ -50,15 +50,21 @@ local function bytes_sweep(b, now)
   return total
 end
 
--- Make the three keys expire with the last reservation (or never, when a
--- task never expires); delete them once nothing is reserved.
-local function bytes_expire(b)
+-- Make the three keys expire a little after the last reservation (a tenth
+-- of its time left at `now`, a minute at most), or never when a task never
+-- expires; delete them once nothing is reserved. The slack lets the next
+-- reservations of a steady scope find the keys outliving them already
+-- (`bytes_outlive`), sparing them these writes.
+local function bytes_expire(b, now)
   local last = redis.call('ZRANGE', b[1], -1, -1, 'WITHSCORES')
   if #last == 0 then
     redis.call('DEL', b[1], b[2], b[3])
     return
   end
   local at = tonumber(last[2])
+  if at < BYTES_NEVER then
+    at = at + math.max(0, math.min(60000, math.floor((at - tonumber(now)) / 10)))
+  end
   for _, key in ipairs(b) do
     if at >= BYTES_NEVER then
       redis.call('PERSIST', key)
@@ -66,6 +72,20 @@ local function bytes_expire(b)
       redis.call('PEXPIREAT', key, at)
     end
   end
+end
+
+-- Whether each of the three keys exists and expires at or after `expiry`
+-- (a reservation's score), so a reservation expiring then changes no expiry.
+local function bytes_outlive(b, expiry)
+  if expiry >= BYTES_NEVER then
+    return false
+  end
+  for _, key in ipairs(b) do
+    if redis.call('PEXPIRETIME', key) < expiry then -- -1 (none) and -2 (no key) too
+      return false
+    end
+  end
+  return true
 end
 
 -- Reserve `bytes` for new task `id` expiring at `expiry` unless the total
@@ -78,7 +98,9 @@ local function bytes_reserve(b, id, bytes, expiry, quota, now)
   redis.call('ZADD', b[1], expiry, id)
   redis.call('HSET', b[2], id, bytes)
   total = redis.call('INCRBY', b[3], bytes)
-  bytes_expire(b)
+  if not bytes_outlive(b, tonumber(expiry)) then
+    bytes_expire(b, now)
+  end
   return total
 end
 
