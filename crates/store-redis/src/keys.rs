@@ -53,15 +53,15 @@ impl Keys {
     }
 
     /// The hash tag of a partition: `{pNN}` (same spelling as the id's prefix).
-    fn tag(partition: u16) -> String {
-        format!("{{p{partition:02}}}")
+    fn tag(partition: u16) -> PartitionTag {
+        PartitionTag(partition)
     }
 
     /// `{prefix}:{pNN}:task:<id>` — hash: the task record (see
     /// [`crate::record`]), expiring at `createdAt + ttlMs`.
     pub fn task(&self, id: &TaskId) -> Option<String> {
         let p = self.partition_of(id)?;
-        Some(format!("{}{}", self.task_prefix(p), id))
+        Some(format!("{}:{}:task:{}", self.prefix, Self::tag(p), id))
     }
 
     /// `{prefix}:{pNN}:task:` — what precedes the id in the key of a task of
@@ -244,7 +244,9 @@ impl Keys {
     /// The scope's three byte-quota keys in the order the scripts take them:
     /// reservations, sizes, total.
     pub fn scope_byte_keys(&self, scope: &Scope) -> [String; 3] {
-        [self.scope_bytes(scope), self.scope_bytes_sizes(scope), self.scope_bytes_total(scope)]
+        let bytes = self.scope_bytes(scope);
+        let (sizes, total) = (format!("{bytes}_sizes"), format!("{bytes}_total"));
+        [bytes, sizes, total]
     }
 
     /// `{prefix}:ready` — string: written (with a short expiry) by readiness
@@ -307,26 +309,68 @@ impl Keys {
     }
 }
 
-/// `{s.<hex tenant>.<hex subject>}`: the hash tag of a scope's keys.
-fn scope_tag(scope: &Scope) -> String {
-    format!("{{s.{}.{}}}", hex(scope.tenant.as_bytes()), hex(scope.subject.as_bytes()))
+/// `{pNN}`: the hash tag of a partition's keys, written straight into the
+/// key being built (keys are built on every store call).
+struct PartitionTag(u16);
+
+impl std::fmt::Display for PartitionTag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{{p{:02}}}", self.0)
+    }
+}
+
+/// `{s.<hex tenant>.<hex subject>}`: the hash tag of a scope's keys, written
+/// straight into the key being built.
+fn scope_tag(scope: &Scope) -> ScopeTag<'_> {
+    ScopeTag(scope)
+}
+
+struct ScopeTag<'a>(&'a Scope);
+
+impl std::fmt::Display for ScopeTag<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("{s.")?;
+        write_hex(f, self.0.tenant.as_bytes())?;
+        f.write_str(".")?;
+        write_hex(f, self.0.subject.as_bytes())?;
+        f.write_str("}")
+    }
+}
+
+/// [`hex`] into a formatter.
+fn write_hex(f: &mut impl std::fmt::Write, bytes: &[u8]) -> std::fmt::Result {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for b in bytes {
+        f.write_char(DIGITS[usize::from(b >> 4)] as char)?;
+        f.write_char(DIGITS[usize::from(b & 0xf)] as char)?;
+    }
+    Ok(())
 }
 
 /// Lower-case hex, so any scope string is a safe key part (no braces, no
 /// separators) and distinct scopes never share a key.
 fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[usize::from(b >> 4)] as char);
-        out.push(DIGITS[usize::from(b & 0xf)] as char);
-    }
+    let _ = write_hex(&mut out, bytes);
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn partition_and_scope_tags_are_spelled_as_documented() {
+        let keys = Keys::new("presa", 16);
+        let scope = Scope { tenant: "a}".into(), subject: "é".into() };
+        assert_eq!(keys.task_prefix(7), "presa:{p07}:task:");
+        assert_eq!(keys.claimed(12), "presa:{p12}:claimed");
+        assert_eq!(keys.scope_active(&scope), "presa:{s.617d.c3a9}:active");
+        assert_eq!(
+            keys.scope_byte_keys(&scope),
+            ["presa:{s.617d.c3a9}:bytes", "presa:{s.617d.c3a9}:bytes_sizes", "presa:{s.617d.c3a9}:bytes_total"]
+        );
+    }
 
     #[test]
     fn tenant_words_read_back() {
