@@ -299,7 +299,7 @@ impl Admin {
                 let entry = by_subject.entry(task.scope.subject.clone()).or_default();
                 entry.live += 1;
                 entry.active += u64::from(!task.status.is_terminal());
-                entry.bytes += serde_json::to_vec(task).map_or(0, |v| v.len() as u64);
+                entry.bytes += presa_tasks::json_len(task) as u64;
                 *entry.by_status.entry(task.status.as_str()).or_default() += 1;
             }
             scanned += page.tasks.len();

@@ -126,7 +126,7 @@ pub(crate) async fn update_task_within(
     concluding: Option<Concluding<'_>>,
 ) -> Result<Updated, UpdateError> {
     let max_bytes = limits.max_task_bytes;
-    let size = |t: &Task| serde_json::to_vec(t).map_or(0, |v| v.len());
+    let size = |t: &Task| presa_tasks::json_len(t);
     let (mut known, mut guessed) = (guess, true);
     for _ in 0..MAX_ATTEMPTS {
         let task = match known.take() {

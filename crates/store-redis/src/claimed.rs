@@ -92,7 +92,7 @@ impl Claimed {
     /// (and in the last moments, see the module docs).
     pub(crate) fn watch(&self, id: &TaskId) -> TaskStream {
         let (tx, rx) = mpsc::channel(WATCHER_QUEUE);
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let key = state.next;
         state.next += 1;
         let id = id.as_str().to_owned();
@@ -142,7 +142,7 @@ async fn demultiplex(mut sub: Subscription, state: Weak<Mutex<State>>) {
             continue;
         };
         let senders: Vec<mpsc::Sender<Task>> = {
-            let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+            let mut state = state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             match state.watchers.get(id) {
                 Some(w) => w.iter().map(|(_, tx)| tx.clone()).collect(),
                 None => {
@@ -188,7 +188,7 @@ impl Stream for Watch {
 impl Drop for Watch {
     fn drop(&mut self) {
         let Some(state) = self.state.upgrade() else { return };
-        let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(list) = state.watchers.get_mut(&self.id) {
             list.retain(|(k, _)| *k != self.key);
             if list.is_empty() {

@@ -144,7 +144,10 @@ impl RedisStore {
 
 /// The whole task as the JSON stored in `doc` and published on its channel.
 pub(crate) fn encode(task: &Task) -> Result<String, RedisStoreError> {
-    serde_json::to_string(task).map_err(|e| RedisStoreError::Corrupt(e.to_string()))
+    // A small task's doc is 400 to 600 bytes: one allocation, no regrowth.
+    let mut doc = Vec::with_capacity(1024);
+    serde_json::to_writer(&mut doc, task).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
+    String::from_utf8(doc).map_err(|e| RedisStoreError::Corrupt(e.to_string()))
 }
 
 pub(crate) fn decode(doc: &[u8]) -> Result<Task, RedisStoreError> {

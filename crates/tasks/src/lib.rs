@@ -24,5 +24,5 @@ pub mod reducer;
 pub mod wire;
 
 pub use id::TaskId;
-pub use model::{Caller, NewTask, Scope, Status, StatusChange, Task, Work};
+pub use model::{Caller, NewTask, Scope, Status, StatusChange, Task, Work, json_len};
 pub use reducer::{Event, ReduceError, apply};

@@ -291,9 +291,37 @@ pub(crate) fn expires_at_ms(created_at_ms: u64, ttl_ms: Option<u64>) -> Option<u
     ttl_ms.map(|t| created_at_ms.saturating_add(t))
 }
 
+/// The length of `value` serialised as JSON, without building the JSON: what
+/// a task record, a result or a payload counts for against a byte limit
+/// (0 for a value that does not serialise).
+pub fn json_len(value: &impl Serialize) -> usize {
+    /// Counts the bytes written to it.
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_len_is_the_serialised_length() {
+        let v = serde_json::json!({ "a": "é\n", "b": [1, 2.5, null], "c": { "d": true } });
+        assert_eq!(json_len(&v), serde_json::to_vec(&v).unwrap().len());
+    }
 
     #[test]
     fn scope_keys_never_collide() {

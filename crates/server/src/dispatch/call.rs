@@ -18,9 +18,8 @@ use std::collections::BTreeMap;
 use futures::StreamExt;
 use presa_protocol::meta::{IDEMPOTENCY_KEY_META, RequestMeta};
 use presa_store::{Created, Idempotency, NewTask, StoreError, util::now_ms};
-use presa_tasks::{Status, Work, wire};
+use presa_tasks::{Status, Work, json_len, wire};
 use presa_telemetry::{metrics, propagation};
-use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::{Admitted, Server, authorize_scopes, input_responses, invalid, required_str};
@@ -256,7 +255,7 @@ impl Server {
     async fn create_task(&self, req: &Admitted, tool: &str, call: Prepared) -> Result<Value, ServerError> {
         let cfg = self.config();
         let Invocation { client_capabilities, input_responses, .. } = call.invocation;
-        let size = encoded_len(&call.arguments) + input_responses.as_ref().map_or(0, encoded_len);
+        let size = json_len(&call.arguments) + input_responses.as_ref().map_or(0, json_len);
         if size > cfg.max_task_input_bytes {
             metrics::refusal("max_task_input_bytes");
             return Err(invalid(&format!("Task input is larger than {} bytes", cfg.max_task_input_bytes)));
@@ -273,7 +272,7 @@ impl Server {
             worker: None,
         };
         // Arguments, client capabilities and answers: what the record starts with.
-        let size = encoded_len(&work);
+        let size = json_len(&work);
         if size > cfg.max_task_bytes {
             metrics::refusal("max_task_bytes");
             return Err(invalid(&format!("Task is larger than {} bytes (max_task_bytes)", cfg.max_task_bytes)));
@@ -327,11 +326,6 @@ fn idempotency_key(meta: &Map<String, Value>, max: usize) -> Result<Option<&str>
             )))
         }
     }
-}
-
-/// The size of `value` serialised, as stored.
-pub(super) fn encoded_len(value: &impl Serialize) -> usize {
-    serde_json::to_vec(value).map_or(0, |v| v.len())
 }
 
 /// The client capability an input request needs.

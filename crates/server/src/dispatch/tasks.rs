@@ -11,7 +11,7 @@ use presa_tasks::{Event, id::MAX_TASK_ID_LEN};
 use presa_telemetry::metrics;
 use serde_json::{Value, json};
 
-use super::{Admitted, Server, call::encoded_len, input_responses, invalid};
+use super::{Admitted, Server, input_responses, invalid};
 use crate::{
     error::ServerError,
     store_io::{UpdateError, Updated, WriteLimits, store_call, update_task_within},
@@ -35,7 +35,7 @@ impl Server {
             let v = p.get("inputResponses").ok_or_else(|| invalid("tasks/update requires an inputResponses object"))?;
             let responses = input_responses(v)?;
             let max = self.config().max_task_input_bytes;
-            if encoded_len(v) > max {
+            if presa_tasks::json_len(v) > max {
                 metrics::refusal("max_task_input_bytes");
                 return Err(invalid(&format!("inputResponses is larger than {max} bytes")));
             }

@@ -270,8 +270,7 @@ impl Worker {
                     failed("tool_error");
                 }
                 let result = self.core.envelope(result);
-                let (bytes, limit) =
-                    (serde_json::to_vec(&result).map_or(0, |v| v.len()), self.core.config().max_result_bytes);
+                let (bytes, limit) = (presa_tasks::json_len(&result), self.core.config().max_result_bytes);
                 if bytes > limit {
                     tracing::warn!(bytes, limit, "tool result too large: the task fails");
                     failed("result_too_large");

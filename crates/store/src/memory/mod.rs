@@ -157,7 +157,7 @@ impl State {
 
 /// The size a task record counts for: its serialised JSON.
 fn record_size(task: &Task) -> usize {
-    serde_json::to_vec(task).map_or(0, |v| v.len())
+    presa_tasks::json_len(task)
 }
 
 /// `from + d`, saturating far in the future.
