@@ -63,6 +63,10 @@ pub(super) enum Command {
     /// and expiring tasks, listen streams); prints the RSS of each process, Redis memory and
     /// keys every few seconds; exits non-zero when one of them keeps growing.
     Soak(soak::SoakArgs),
+    /// The CPU a small task costs on each tier (an API pod, a worker pod, Redis) against a sync
+    /// call, Redis's commands per task, and what one core of each sustains: the figures of
+    /// docs/capacity.md's sizing model, on this machine.
+    Tiers(tiers::TiersArgs),
     /// (Run by presa-bench itself.) Serve the bench catalog on a loopback port in this
     /// process, print the URL, stop when stdin closes.
     #[command(hide = true)]

@@ -22,7 +22,13 @@ pub(super) async fn redis_cpu_secs(con: &mut redis::aio::MultiplexedConnection) 
 /// counts 10 ms ticks, too coarse for a few thousand sync calls). A thread
 /// that exits takes its time along; the runtime's threads outlive every row.
 pub(super) fn own_cpu_secs() -> f64 {
-    let Ok(threads) = std::fs::read_dir("/proc/self/task") else { return f64::NAN };
+    cpu_secs_of("/proc/self/task")
+}
+
+/// CPU seconds the threads listed under `tasks` (`/proc/<pid>/task`) have
+/// run, as [`own_cpu_secs`] counts them.
+pub(super) fn cpu_secs_of(tasks: &str) -> f64 {
+    let Ok(threads) = std::fs::read_dir(tasks) else { return f64::NAN };
     let ns = threads
         .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok())
         .filter_map(|s| s.split_whitespace().next()?.parse::<f64>().ok());

@@ -94,6 +94,7 @@ mod peer;
 mod procs;
 mod servers;
 mod soak;
+mod tiers;
 
 use args::*;
 use cost::*;
@@ -135,6 +136,7 @@ async fn main() {
     match args.command {
         Some(Command::Chaos(chaos)) => std::process::exit(chaos::run(chaos).await),
         Some(Command::Soak(soak)) => std::process::exit(soak::run(soak).await),
+        Some(Command::Tiers(tiers)) => std::process::exit(tiers::run(tiers).await),
         Some(Command::Serve(serve_args)) => return serve(serve_args).await,
         None => {}
     }
