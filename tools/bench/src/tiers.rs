@@ -44,6 +44,10 @@ pub(crate) struct TiersArgs {
     /// Where `presa-api` and `presa-worker` are (default: next to this program).
     #[arg(long)]
     bin_dir: Option<PathBuf>,
+    /// A flag for the API pod, repeatable: what a setting costs, e.g.
+    /// `--api-flag=--task-index=off --api-flag=--max-bytes-per-scope=0`.
+    #[arg(long = "api-flag", allow_hyphen_values = true)]
+    api_flags: Vec<String>,
 }
 
 /// The demo tool each task runs: it returns at once.
@@ -71,7 +75,8 @@ async fn tiers(args: TiersArgs) -> Result<(), String> {
     let (n, c) = (args.tasks.max(1), args.connections.max(1));
     let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
     println!("presa-bench tiers: {cores} cores, pods {profile}, load average {} (1/5/15 min)", load_average());
-    let shape = Shape { apis: 1, workers: 1, env: Vec::new(), api_flags: Vec::new(), worker_flags: Vec::new() };
+    let api_flags = args.api_flags.clone();
+    let shape = Shape { apis: 1, workers: 1, env: Vec::new(), api_flags, worker_flags: Vec::new() };
     let redis = tokio::task::block_in_place(TestRedis::spawn);
     let url = redis.url().to_string();
     let rig = Rig::start(Redis::Standalone(Box::new(redis)), &shape, bin).await;
@@ -96,9 +101,10 @@ async fn tiers(args: TiersArgs) -> Result<(), String> {
             }
         }
     };
+    let flags = if args.api_flags.is_empty() { String::new() } else { format!(" ({})", args.api_flags.join(" ")) };
     println!(
-        "1 presa-api pod, 1 presa-worker pod, redis-server {url} (no persistence); {n} tasks ({TASK_TOOL}) then {} \
-         sync calls ({SYNC_TOOL}), {c} connections",
+        "1 presa-api pod{flags}, 1 presa-worker pod, redis-server {url} (no persistence); {n} tasks ({TASK_TOOL}) \
+         then {} sync calls ({SYNC_TOOL}), {c} connections",
         5 * n
     );
     // A warm-up, so connections and caches are there before measuring.
