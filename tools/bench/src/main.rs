@@ -6,7 +6,9 @@
 //! `presa-bench chaos [...]` is a different program: pods and Redis killed
 //! under load through nginx, and what it cost (see `chaos/mod.rs`). So is
 //! `presa-bench soak [...]`: minutes of steady load on pods and Redis, memory
-//! sampled, and whether it stayed flat (see `soak/mod.rs`).
+//! sampled, and whether it stayed flat (see `soak/mod.rs`). And
+//! `presa-bench tiers [...]`: the CPU a task costs on each tier, pods in
+//! processes of their own, for docs/capacity.md's sizing model (`tiers.rs`).
 //!
 //! The process holds the server (`presa_http::router` + `presa_http::serve` on
 //! 127.0.0.1:0), its in-process worker (`presa_server::Worker`) and the load
