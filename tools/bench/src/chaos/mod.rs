@@ -233,7 +233,7 @@ fn tag(p: u16) -> String {
 }
 
 /// A connection to the Redis node on `port`.
-async fn node(port: u16) -> Result<redis::aio::MultiplexedConnection, String> {
+pub(crate) async fn node(port: u16) -> Result<redis::aio::MultiplexedConnection, String> {
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).map_err(|e| e.to_string())?;
     client.get_multiplexed_async_connection().await.map_err(|e| format!("Redis 127.0.0.1:{port}: {e}"))
 }

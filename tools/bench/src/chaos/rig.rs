@@ -40,7 +40,7 @@ impl Redis {
         }
     }
 
-    pub(super) fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Redis::Standalone(r) => format!("redis {}", r.url()),
             Redis::Sentinel(s) => format!("Sentinels {} (master {SENTINEL_MASTER})", s.sentinel_addresses()),
@@ -58,7 +58,7 @@ impl Redis {
     }
 
     /// The ports of the primaries (where the tasks are), blocking.
-    pub(super) fn primaries(&self) -> Result<Vec<u16>, String> {
+    pub(crate) fn primaries(&self) -> Result<Vec<u16>, String> {
         match self {
             Redis::Cluster(c) => Ok(c.primaries()),
             _ => Ok(vec![self.primary_of(0)?]),
@@ -137,7 +137,7 @@ impl Rig {
 
     /// A connection per partition, to the primary holding its keys (one
     /// shared connection when one primary holds them all).
-    pub(super) async fn partition_connections(&self) -> Result<Vec<redis::aio::MultiplexedConnection>, String> {
+    pub(crate) async fn partition_connections(&self) -> Result<Vec<redis::aio::MultiplexedConnection>, String> {
         let ports: Vec<u16> = tokio::task::block_in_place(|| {
             (0..PARTITIONS).map(|p| self.redis.primary_of(p)).collect::<Result<_, _>>()
         })?;
