@@ -61,6 +61,35 @@ mod spread {
         }
     }
 
+    /// A claim reads the partitions without taking more than it asks for:
+    /// what it does not claim stays new, for the next claim at once (over-
+    /// delivered entries used to be handed back and wait for the next
+    /// lapsed-lease pass).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_small_claim_leaves_the_rest_new_for_the_next_one() {
+        let store = super::common::make_cluster_store().await.store;
+        let lease = Duration::from_secs(30);
+        // A claim on the empty queue looks for lapsed leases, so the next
+        // look is a second away: what follows must not depend on it.
+        assert!(store.claim("w0", 1, lease, Duration::ZERO).await.unwrap().is_empty());
+        let limits =
+            CreateLimits { max_active_per_scope: Some(100), max_bytes_per_scope: None, max_queued_per_partition: None };
+        let new = || NewTask {
+            scope: Scope::anonymous(),
+            work: Work::default(),
+            ttl_ms: Some(60_000),
+            poll_interval_ms: None,
+            status_message: None,
+        };
+        for _ in 0..40 {
+            store.create(new(), limits).await.unwrap();
+        }
+        let first = store.claim("w1", 3, lease, Duration::from_secs(5)).await.unwrap();
+        assert_eq!(first.len(), 3);
+        let rest = store.claim("w2", 64, lease, Duration::ZERO).await.unwrap();
+        assert_eq!(rest.len(), 37, "every task not claimed first is there for the next claim");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_waiting_claim_is_woken_by_new_work() {
         let store = super::common::make_cluster_store().await.store;

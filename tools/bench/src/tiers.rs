@@ -161,7 +161,7 @@ async fn tiers(args: TiersArgs) -> Result<(), String> {
     let of = |name: &str| per_task.iter().find(|(c, ..)| c == name).map_or((0.0, 0.0), |(_, c, u)| (*c, *u));
     let (scripts, in_scripts) = of("evalsha");
     let commands: f64 = per_task.iter().filter(|(name, ..)| name != "evalsha").map(|(_, c, _)| c).sum();
-    let top: Vec<String> = per_task.iter().take(14).map(|(name, c, u)| format!("{name} {c:.2} ({u:.1} µs)")).collect();
+    let top: Vec<String> = per_task.iter().take(30).map(|(name, c, u)| format!("{name} {c:.2} ({u:.1} µs)")).collect();
     println!(
         "\nRedis per task: {scripts:.2} scripts (EVALSHA: {in_scripts:.1} µs, their commands included) and \
          {commands:.1} commands (inside scripts or sent alone), of {:.1} µs Redis CPU (the rest: network, event loop)",
