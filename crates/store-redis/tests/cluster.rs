@@ -17,21 +17,25 @@ mod spread {
     use presa_store::{Cas, CreateLimits, NewTask, Scope, util::now_ms};
     use presa_tasks::{Event, Work, apply};
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn tasks_on_every_node_are_created_claimed_and_watched() {
-        let store = super::common::make_cluster_store().await.store;
-        let new = || NewTask {
+    /// A task of the anonymous scope living a minute.
+    fn new_task() -> NewTask {
+        NewTask {
             scope: Scope::anonymous(),
             work: Work::default(),
             ttl_ms: Some(60_000),
             poll_interval_ms: None,
             status_message: None,
-        };
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tasks_on_every_node_are_created_claimed_and_watched() {
+        let store = super::common::make_cluster_store().await.store;
         let limits =
             CreateLimits { max_active_per_scope: Some(100), max_bytes_per_scope: None, max_queued_per_partition: None };
         let mut tasks = Vec::new();
         for _ in 0..40 {
-            tasks.push(store.create(new(), limits).await.unwrap());
+            tasks.push(store.create(new_task(), limits).await.unwrap());
         }
         let partitions: HashSet<u16> = tasks.iter().filter_map(|t| t.id.partition()).collect();
         assert!(partitions.len() >= 4, "40 tasks over 8 partitions: {partitions:?}");
@@ -74,15 +78,8 @@ mod spread {
         assert!(store.claim("w0", 1, lease, Duration::ZERO).await.unwrap().is_empty());
         let limits =
             CreateLimits { max_active_per_scope: Some(100), max_bytes_per_scope: None, max_queued_per_partition: None };
-        let new = || NewTask {
-            scope: Scope::anonymous(),
-            work: Work::default(),
-            ttl_ms: Some(60_000),
-            poll_interval_ms: None,
-            status_message: None,
-        };
         for _ in 0..40 {
-            store.create(new(), limits).await.unwrap();
+            store.create(new_task(), limits).await.unwrap();
         }
         let first = store.claim("w1", 3, lease, Duration::from_secs(5)).await.unwrap();
         assert_eq!(first.len(), 3);
