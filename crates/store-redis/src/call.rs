@@ -29,7 +29,7 @@ impl RedisStore {
 
     /// Run a script invocation bounded by `op_timeout`, in a
     /// `redis EVALSHA <script>` span.
-    pub(crate) async fn invoke<T: FromRedisValue>(&self, inv: &Invocation<'_>) -> Result<T, RedisStoreError> {
+    pub(crate) async fn invoke<T: FromRedisValue + Send>(&self, inv: &Invocation<'_>) -> Result<T, RedisStoreError> {
         let mut c = self.inner.conn.get().await.inspect_err(crate::metrics::failed)?;
         let (lua, limit) = (inv.lua, self.op_timeout());
         let started = Instant::now();
@@ -39,7 +39,7 @@ impl RedisStore {
             || "EVALSHA".into(),
             Some(lua.name),
             limit,
-            inv.invoke_async(&mut c),
+            Box::pin(inv.invoke_async(&mut c)),
         )
         .await;
         self.inner.conn.record(&r);
@@ -49,11 +49,16 @@ impl RedisStore {
 
     /// Run a command on the shared connection bounded by `op_timeout`, in a
     /// `redis <COMMAND>` span.
-    pub(crate) async fn query<T: FromRedisValue>(&self, verbosity: Verbosity, cmd: &Cmd) -> Result<T, RedisStoreError> {
+    pub(crate) async fn query<T: FromRedisValue + Send>(
+        &self,
+        verbosity: Verbosity,
+        cmd: &Cmd,
+    ) -> Result<T, RedisStoreError> {
         let mut c = self.inner.conn.get().await.inspect_err(crate::metrics::failed)?;
         let name = || command_name(cmd);
         let started = Instant::now();
-        let r = traced(&self.inner.target, verbosity, name, None, self.op_timeout(), cmd.query_async(&mut c)).await;
+        let r = traced(&self.inner.target, verbosity, name, None, self.op_timeout(), Box::pin(cmd.query_async(&mut c)))
+            .await;
         self.inner.conn.record(&r);
         let operation = match cmd.args_iter().next() {
             Some(redis::Arg::Simple(name)) => crate::metrics::command_operation(name),

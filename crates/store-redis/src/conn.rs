@@ -201,7 +201,9 @@ impl Healing {
             // rather than queue one more connect timeout per waiting command.
             return Err(RedisStoreError::Unreachable(last.1.clone()));
         }
-        let attempt = connect(&self.cfg, &self.endpoint).await;
+        // Boxed: the connect future (Sentinel discovery included) is
+        // kilobytes, and every round trip's future would carry it inline.
+        let attempt = Box::pin(connect(&self.cfg, &self.endpoint)).await;
         last.0 += 1;
         self.attempts.store(last.0, Ordering::Release);
         let (conn, address) = attempt.inspect_err(|e| last.1 = e.to_string())?;

@@ -127,7 +127,7 @@ impl Confirming {
         let cached = self.idle.lock().ok().and_then(|mut idle| idle.pop());
         let mut conn = match cached {
             Some(conn) => conn,
-            None => connect(&self.cfg, &self.endpoint).await.map_err(as_redis)?.0,
+            None => Box::pin(connect(&self.cfg, &self.endpoint)).await.map_err(as_redis)?.0,
         };
         let reply = pipe.query_async::<Vec<Value>>(&mut conn).await;
         // A Sentinel-found primary may have moved: a connection that failed is dropped.
@@ -152,7 +152,7 @@ impl RedisStore {
     /// with replicated durability, `WAIT` for its replicas in the same
     /// pipeline on a confirming connection. With `Primary` it is
     /// [`invoke`](RedisStore::invoke) and always `Confirmed`.
-    pub(crate) async fn invoke_confirmed<T: FromRedisValue>(
+    pub(crate) async fn invoke_confirmed<T: FromRedisValue + Send>(
         &self,
         inv: &Invocation<'_>,
     ) -> Result<(T, Replication), RedisStoreError> {
@@ -215,9 +215,15 @@ impl RedisStore {
         };
         let started = Instant::now();
         let limit = confirming.cfg.op_timeout;
-        let r =
-            traced(&self.inner.target, Verbosity::Info, || "EVALSHA".into(), Some(name), limit, confirming.run(pipe))
-                .await;
+        let r = traced(
+            &self.inner.target,
+            Verbosity::Info,
+            || "EVALSHA".into(),
+            Some(name),
+            limit,
+            Box::pin(confirming.run(pipe)),
+        )
+        .await;
         crate::metrics::round_trip(name, started.elapsed(), &r);
         r
     }

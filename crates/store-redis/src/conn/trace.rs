@@ -59,13 +59,18 @@ pub(crate) fn command_name(cmd: &Cmd) -> String {
 /// `script` is given), recording a failure's `error.type`. `operation` is
 /// only called when the span is recorded: with no subscriber interested
 /// (no telemetry, or the level filtered out), a round trip formats nothing.
+///
+/// `fut` comes boxed: redis-rs's futures are kilobytes, and every future
+/// that awaits one inline grows by that much and is copied whole each time
+/// it moves (into an `async_trait` box, a spawned task): 17 KB for a task
+/// write, which was about a tenth of a worker's CPU in `memmove`.
 pub(crate) async fn traced<T>(
     target: &Target,
     verbosity: Verbosity,
     operation: impl FnOnce() -> String,
     script: Option<&str>,
     limit: Duration,
-    fut: impl Future<Output = redis::RedisResult<T>>,
+    fut: redis::RedisFuture<'_, T>,
 ) -> Result<T, RedisStoreError> {
     let (address, port) = match &target.server {
         Some((a, p)) => (Some(a.as_str()), Some(*p)),

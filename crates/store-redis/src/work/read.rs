@@ -218,7 +218,7 @@ impl RedisStore {
             tokio::time::sleep(slice.min(CLUSTER_POLL)).await;
             return Ok(None);
         };
-        let mut conn = match pool.get().await {
+        let mut conn = match Box::pin(pool.get()).await {
             Ok(conn) => conn,
             Err(deadpool_redis::PoolError::Timeout(_)) => {
                 // Every blocking connection is busy: poll instead.
@@ -237,7 +237,7 @@ impl RedisStore {
             cmd.arg(cursor);
         }
         let limit = slice + self.op_timeout();
-        let reply = cmd.query_async::<Value>(&mut *conn);
+        let reply = Box::pin(cmd.query_async::<Value>(&mut *conn));
         match traced(&self.inner.target, Verbosity::Debug, || "XREAD".into(), None, limit, reply).await {
             Ok(reply) => Ok(self.woken(cursors, reply)),
             Err(e) => {

@@ -155,7 +155,9 @@ impl RedisStore {
                 let _ = self.requeue(worker, &p.entry).await;
                 continue;
             }
-            match self.claim_entry(worker, &p.entry, &p.id, &p.key, doc, lease).await {
+            // Boxed: the rare path (a task that moved) would otherwise make
+            // every claim's future kilobytes larger.
+            match Box::pin(self.claim_entry(worker, &p.entry, &p.id, &p.key, doc, lease)).await {
                 Ok(Some(c)) => out.push(c),
                 Ok(None) => {}
                 Err(err) => {
