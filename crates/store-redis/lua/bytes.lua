@@ -46,7 +46,7 @@ local function bytes_sweep(b, now)
   if total < 0 then
     total = 0
   end
-  redis.call('SET', b[3], total)
+  redis.call('SET', b[3], total, 'KEEPTTL') -- a refusal after a sweep writes no expiry
   return total
 end
 
@@ -88,17 +88,35 @@ local function bytes_outlive(b, expiry)
   return true
 end
 
+-- The scope's total, counting the reservations that expired but were not
+-- swept yet: at least the live ones' sum.
+local function bytes_total(b)
+  return tonumber(redis.call('GET', b[3]) or '0')
+end
+
+-- Whether `growth` more bytes fit under `quota` at `now`: against the
+-- total as kept, and only when that says no, once expired reservations
+-- are swept (an expired reservation never causes a refusal).
+local function bytes_fit(b, growth, quota, now)
+  return bytes_total(b) + growth <= quota or bytes_sweep(b, now) + growth <= quota
+end
+
 -- Reserve `bytes` for new task `id` expiring at `expiry` unless the total
 -- would pass `quota`; returns the total with them, or 0 when refused.
+-- Expired reservations are swept when the quota would refuse, and each
+-- time the keys' expiry is moved on (`bytes_expire`, about every tenth of
+-- a task's lifetime, a minute at most): a steady scope keeps them that
+-- long past their expiry, counted in the total (the quota-use metric), and
+-- two commands a create are spared.
 local function bytes_reserve(b, id, bytes, expiry, quota, now)
-  local total = bytes_sweep(b, now)
-  if total + bytes > quota then
+  if not bytes_fit(b, bytes, quota, now) then
     return 0
   end
   redis.call('ZADD', b[1], expiry, id)
   redis.call('HSET', b[2], id, bytes)
-  total = redis.call('INCRBY', b[3], bytes)
+  local total = redis.call('INCRBY', b[3], bytes)
   if not bytes_outlive(b, tonumber(expiry)) then
+    total = bytes_sweep(b, now)
     bytes_expire(b, now)
   end
   return total
@@ -107,12 +125,13 @@ end
 -- Count task `id` at `bytes` from now on. With `quota` (a number, or nil),
 -- growth that would take the total past it is refused. With `settle` (the
 -- write that ends the task landed: its size never changes again), the
--- reservation becomes the member "<id>:<bytes>", as those older than
--- `bytes_sizes` are, and its size entry goes: a finished task then costs
--- the quota one sorted-set entry, not that and a hash field (about 70 bytes
--- of Redis memory less until its expiry). Returns the size counted before
--- (nil when the task has no reservation, or one settled already: nothing
--- changes), or false when refused.
+-- reservation's score (its expiry, `quota.rs` reservation_expiry), the
+-- reservation becomes the member "<id>:<bytes>" at that score, as those
+-- older than `bytes_sizes` are, and its size entry goes: a finished task
+-- then costs the quota one sorted-set entry, not that and a hash field
+-- (about 70 bytes of Redis memory less until its expiry). Returns the size
+-- counted before (nil when the task has no reservation, or one settled
+-- already: nothing changes), or false when refused.
 local function bytes_resize(b, id, bytes, quota, now, settle)
   local before = redis.call('HGET', b[2], id)
   if not before then
@@ -120,15 +139,13 @@ local function bytes_resize(b, id, bytes, quota, now, settle)
   end
   before = tonumber(before)
   local growth = bytes - before
-  if growth > 0 and quota and bytes_sweep(b, now) + growth > quota then
+  if growth > 0 and quota and not bytes_fit(b, growth, quota, now) then
     return false
   end
   if settle then
-    local score = redis.call('ZSCORE', b[1], id)
     redis.call('HDEL', b[2], id)
-    if score then
-      redis.call('ZREM', b[1], id)
-      redis.call('ZADD', b[1], score, id .. ':' .. bytes)
+    if redis.call('ZREM', b[1], id) == 1 then
+      redis.call('ZADD', b[1], settle, id .. ':' .. bytes)
     end
   elseif growth ~= 0 then
     redis.call('HSET', b[2], id, bytes)

@@ -15,7 +15,10 @@
 -- ARGV[4]: the task's expiry, Unix ms (far in the future when it never expires)
 -- ARGV[5]: now, Unix ms
 -- Returns: the scope's reserved bytes with this task's (>= 1: a task is never
---          0 bytes) when reserved; 0 over the quota (nothing reserved; expired
---          reservations, at most 1000 per call, are dropped either way).
+--          0 bytes; reservations expired less than a tenth of a task's
+--          lifetime ago, a minute at most, may still be counted: see
+--          bytes_reserve) when reserved; 0 over the quota (nothing
+--          reserved; expired reservations, at most 1000 per call, were
+--          dropped first).
 
 return bytes_reserve(KEYS, ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[1]), ARGV[5])

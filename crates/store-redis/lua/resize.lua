@@ -10,8 +10,9 @@
 -- ARGV[2]: the task's bytes now
 -- ARGV[3]: the quota, bytes, to refuse growth past it; "" never refuses
 -- ARGV[4]: now, Unix ms
--- ARGV[5]: "1" when the write that ends the task landed: the reservation
---          is settled at this size (see bytes_resize), else ""
+-- ARGV[5]: when the write that ends the task landed, the reservation's
+--          score (the task's expiry, `quota.rs` reservation_expiry), at
+--          which it is settled at this size (see bytes_resize); else ""
 -- Returns: the size counted before (>= 0); -1 when the task has no
 --          reservation (nothing changed); -2 when the growth is refused
 --          (nothing changed).
@@ -20,7 +21,11 @@ local quota = nil
 if ARGV[3] ~= '' then
   quota = tonumber(ARGV[3])
 end
-local before = bytes_resize(KEYS, ARGV[1], tonumber(ARGV[2]), quota, ARGV[4], ARGV[5] == '1')
+local settle = nil
+if ARGV[5] ~= '' then
+  settle = ARGV[5]
+end
+local before = bytes_resize(KEYS, ARGV[1], tonumber(ARGV[2]), quota, ARGV[4], settle)
 if before == nil then
   return -1
 elseif before == false then

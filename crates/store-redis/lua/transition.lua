@@ -28,6 +28,9 @@
 --          or one that ends the task) and now, Unix ms. A task with a
 --          reservation is counted at its new size; a cluster does that in
 --          a step of its own (resize.lua).
+-- ARGV[12] (standalone only): the task's reservation score (its expiry,
+--          `quota.rs` reservation_expiry), at which a write ending the task
+--          settles its reservation (bytes.lua's bytes_resize)
 -- Returns: {1} when written and published; {0, doc} on conflict (rev moved,
 --          fence stale, or stored status terminal), {0} when the task is gone;
 --          {2} when the byte quota refuses the growth (nothing written).
@@ -44,8 +47,8 @@ if KEYS[6] then
   if ARGV[10] ~= '' then
     quota = tonumber(ARGV[10])
   end
-  local ends = task_over(ARGV[5])
-  if bytes_resize({ KEYS[6], KEYS[7], KEYS[8] }, ARGV[9], #ARGV[3], quota, ARGV[11], ends) == false then
+  local settle = task_over(ARGV[5]) and ARGV[12] or nil
+  if bytes_resize({ KEYS[6], KEYS[7], KEYS[8] }, ARGV[9], #ARGV[3], quota, ARGV[11], settle) == false then
     return {2}
   end
 end

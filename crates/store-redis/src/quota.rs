@@ -69,15 +69,16 @@ impl ScopeBytes<'_> {
     }
 
     /// `resize.lua`: count task `id` of `scope` at `bytes`, refusing growth
-    /// past `quota` when one is given; `ended`: the write that ends the task
-    /// landed, so the reservation is settled at that size (`bytes.lua`).
+    /// past `quota` when one is given; `settle`: the write that ends the task
+    /// landed, so the reservation is settled at that size, at this score
+    /// (the task's [`reservation_expiry`]; `bytes.lua`).
     pub(crate) async fn resize(
         &self,
         scope: &Scope,
         id: &TaskId,
         bytes: usize,
         quota: Option<u64>,
-        ended: bool,
+        settle: Option<u64>,
     ) -> Result<Resized, RedisStoreError> {
         let mut inv = scripts::RESIZE.prepare_invoke();
         for key in self.store.inner.keys.scope_byte_keys(scope) {
@@ -87,7 +88,7 @@ impl ScopeBytes<'_> {
             .arg(bytes)
             .arg(quota.map(|q| q.to_string()).unwrap_or_default())
             .arg(now_ms())
-            .arg(if ended { "1" } else { "" });
+            .arg(settle.map(|score| score.to_string()).unwrap_or_default());
         Ok(match self.store.invoke::<i64>(&inv).await? {
             -2 => Resized::Refused,
             before => u64::try_from(before).map_or(Resized::Unreserved, Resized::Was),
@@ -97,9 +98,9 @@ impl ScopeBytes<'_> {
     /// Best effort: count task `id` of `scope` at `bytes` (a write that may
     /// not be refused landed, or one that was counted first lost its
     /// compare-and-set). A failure leaves the count off until the next write
-    /// counts the task again, or its expiry. `ended` as [`resize`](Self::resize)'s.
-    pub(crate) async fn recount(&self, scope: &Scope, id: &TaskId, bytes: usize, ended: bool) {
-        if let Err(e) = self.resize(scope, id, bytes, None, ended).await {
+    /// counts the task again, or its expiry. `settle` as [`resize`](Self::resize)'s.
+    pub(crate) async fn recount(&self, scope: &Scope, id: &TaskId, bytes: usize, settle: Option<u64>) {
+        if let Err(e) = self.resize(scope, id, bytes, None, settle).await {
             tracing::warn!(error = %e, task = %id, "could not count a task's new size under its byte quota");
         }
     }

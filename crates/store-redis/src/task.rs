@@ -12,7 +12,7 @@ use crate::{
     create::{BYTE_QUOTA, optional},
     durability::Replication,
     keys::GROUP,
-    quota::Resized,
+    quota::{Resized, reservation_expiry},
 };
 
 impl RedisStore {
@@ -69,7 +69,7 @@ impl RedisStore {
         // A cluster counts a refusable write's growth first, in the scope's slot.
         let counted_from = match quota {
             Some(quota) if cluster => {
-                match self.scope_bytes().resize(&next.scope, &next.id, doc.len(), Some(quota), false).await? {
+                match self.scope_bytes().resize(&next.scope, &next.id, doc.len(), Some(quota), None).await? {
                     Resized::Refused => return Err(StoreError::Capacity { limit: BYTE_QUOTA }),
                     Resized::Was(before) => Some(before),
                     Resized::Unreserved => None,
@@ -97,7 +97,7 @@ impl RedisStore {
             for key in keys.scope_byte_keys(&next.scope) {
                 inv.key(key);
             }
-            inv.arg(optional(quota)).arg(now_ms());
+            inv.arg(optional(quota)).arg(now_ms()).arg(reservation_expiry(next));
         }
         // Replicated durability confirms the write that ends a task.
         let (reply, replication): (Vec<Value>, _) = if next.status.is_terminal() {
@@ -109,7 +109,7 @@ impl RedisStore {
             [Value::Int(1)] => {
                 if cluster && next.status.is_terminal() {
                     self.active_tasks().forget(&next.scope, &next.id).await;
-                    self.scope_bytes().recount(&next.scope, &next.id, doc.len(), true).await;
+                    self.scope_bytes().recount(&next.scope, &next.id, doc.len(), Some(reservation_expiry(next))).await;
                 }
                 if let Replication::Short { acked, wanted } = replication {
                     // A client's cancel is answered as not confirmed (its retry finds
@@ -132,7 +132,7 @@ impl RedisStore {
                 if let Some(before) = counted_from {
                     // Counted first, lost: count what is stored (what was counted before, if unreadable).
                     let now = decode(stored.as_bytes()).ok().and_then(|t| encode(&t).ok()).map(|d| d.len());
-                    self.scope_bytes().recount(&next.scope, &next.id, now.unwrap_or(before as usize), false).await;
+                    self.scope_bytes().recount(&next.scope, &next.id, now.unwrap_or(before as usize), None).await;
                 }
                 Cas::Conflict(decode_live(Some(stored.as_bytes()))?)
             }
