@@ -880,3 +880,30 @@ async fn the_task_index_is_written_with_the_task_or_not_at_all() {
         assert!(!e.is_retryable());
     }
 }
+
+/// The index drops its oldest entries while their tasks are gone, a few
+/// creates at a time: tasks that went (here deleted, as expiry would) leave
+/// no entries behind once enough new tasks came.
+#[tokio::test]
+async fn the_task_index_drops_the_entries_of_tasks_that_are_gone() {
+    let redis = TestRedis::start().await;
+    let mut c = raw(&redis).await;
+    let store = RedisStore::connect(config(&redis).with_partitions(1)).await.unwrap();
+    let mut gone = Vec::new();
+    for _ in 0..20 {
+        gone.push(store.create(new_task(Some(60_000)), CreateLimits::NONE).await.unwrap());
+    }
+    for task in &gone {
+        let _: () = c.del(store.keys().task(&task.id).unwrap()).await.unwrap();
+    }
+    // One create in eight looks (by its random id), dropping up to sixteen:
+    // 200 creates miss the 20 only if fewer than two of them look (p < 1e-9).
+    let mut live = Vec::new();
+    for _ in 0..200 {
+        live.push(store.create(new_task(Some(60_000)), CreateLimits::NONE).await.unwrap().id.to_string());
+    }
+    let index = store.keys().task_index(0, "acme");
+    let entries: redis::streams::StreamRangeReply = c.xrange_all(&index).await.unwrap();
+    let named: Vec<String> = entries.ids.iter().filter_map(|e| e.get::<String>("t")).collect();
+    assert_eq!(named, live, "exactly the live tasks, oldest first");
+}
