@@ -1,6 +1,7 @@
 -- claim_batch.lua: claim.lua for a batch of delivered work entries in one
 -- round trip: each entry is claimed, dropped or reported exactly as
--- claim.lua would (same checks, same writes, same fence), one after another.
+-- claim.lua would (same checks, same writes, same fence), one after another,
+-- except that a fresh delivery keeps the lease it came with (ARGV[5n+5]).
 -- With entries of several partitions it spans slots: standalone Redis only;
 -- cluster mode runs it once per partition.
 --
@@ -15,13 +16,21 @@
 -- ARGV[5i], ARGV[5i+1], ARGV[5i+2], ARGV[5i+3], ARGV[5i+4]: entry i's work
 --          entry id, expected stored rev, new doc (attempt + 1, rev + 1),
 --          new rev, new attempt
+-- ARGV[5n+5] (n entries; optional): how old, ms, the lease of a delivery
+--          may be for a claim to keep it (`read.lua` and `recover.lua` set it
+--          as they deliver) rather than start a new one: an entry read that
+--          recently skips its XCLAIM, the priciest command of a claim. Its
+--          lease then runs from the read, at most this much before the
+--          claim; the worker renews a third of a lease after the claim.
 -- Returns: one reply per entry, in order, as claim.lua's: {1} claimed; {-1}
 --          dropped (task terminal or gone: entry acked and deleted; or the
 --          entry is no longer pending for this consumer); {0, doc} when rev
 --          moved (nothing written for it: re-read and retry that one).
 
 local out = {}
-for i = 1, #KEYS / 4 do
+local n = #KEYS / 4
+local keep = tonumber(ARGV[5 * n + 5] or '')
+for i = 1, n do
   local task, stream, channel, claimed = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
   local entry, rev, doc, new_rev, attempt =
     ARGV[5 * i], ARGV[5 * i + 1], ARGV[5 * i + 2], ARGV[5 * i + 3], ARGV[5 * i + 4]
@@ -37,7 +46,11 @@ for i = 1, #KEYS / 4 do
     if #pending == 0 or pending[1][2] ~= ARGV[2] then
       out[i] = {-1}
     else
-      redis.call('XCLAIM', stream, ARGV[1], ARGV[2], 0, entry, 'IDLE', ARGV[3], 'JUSTID')
+      -- XPENDING's idle time is the lease set at delivery (H - lease) plus
+      -- the time since.
+      if not keep or pending[1][3] - tonumber(ARGV[3]) > keep then
+        redis.call('XCLAIM', stream, ARGV[1], ARGV[2], 0, entry, 'IDLE', ARGV[3], 'JUSTID')
+      end
       task_store(task, new_rev, attempt, status, doc, string_record)
       redis.call(ARGV[4], channel, doc)
       if cur_attempt ~= '0' then

@@ -53,6 +53,10 @@ pub(super) fn claimed(reply: &[Value]) -> Result<Claimed, RedisStoreError> {
     }
 }
 
+/// What fraction of a lease a delivery's lease may have run for a claim to
+/// keep it (`claim_batch.lua`'s ARGV[5n+5]) rather than start a new one.
+const KEEP_DELIVERY_LEASE: u32 = 8;
+
 impl RedisStore {
     /// The task as read and as claimed by `worker`, or `None` after dropping
     /// the entry (task gone, expired, terminal or corrupt).
@@ -101,6 +105,9 @@ impl RedisStore {
         for p in group {
             inv.arg(&p.entry.id).arg(p.expected).arg(encode(&p.next)?).arg(p.next.revision).arg(p.next.attempt);
         }
+        // A delivery's lease younger than an eighth of it is kept: renewed a
+        // third of a lease after the claim, it never lapses on a live worker.
+        inv.arg((lease / KEEP_DELIVERY_LEASE).as_millis() as u64);
         let replies: Vec<Vec<Value>> = self.invoke(&inv).await?;
         if replies.len() != group.len() {
             return Err(RedisStoreError::Corrupt(format!(

@@ -15,7 +15,8 @@
 //!   come with the read (standalone `read.lua`) or are read together
 //!   (recovered entries, cluster mode), then one `claim_batch.lua` (per
 //!   partition on a cluster) claims them all: for each entry it bumps the task's fencing
-//!   `attempt` (and `rev`), sets the lease and publishes the snapshot, or
+//!   `attempt` (and `rev`), sets the lease (or keeps the one its delivery
+//!   set, when that is younger than an eighth of a lease) and publishes the snapshot, or
 //!   drops the entry when the task is terminal or gone, exactly as
 //!   `claim.lua` does for one; an entry whose task moved in between is
 //!   retried alone with `claim.lua`. `deliveries` is the bumped attempt:
