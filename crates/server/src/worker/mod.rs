@@ -119,7 +119,10 @@ impl Worker {
                 let slot = Arc::new(Slot::running(slots.clone(), permit, claim.task.scope.clone()));
                 let worker = self.clone();
                 let release_now = release_now.clone();
-                running.spawn(async move {
+                // Boxed: a run's future is kilobytes, and a spawn moves it
+                // by value through several calls (and its task cell again
+                // when it ends); a box moves as a pointer.
+                running.spawn(Box::pin(async move {
                     if let Some(node) = &worker.node {
                         node.run_started();
                     }
@@ -128,7 +131,7 @@ impl Worker {
                     if let Some(node) = &worker.node {
                         node.run_ended();
                     }
-                });
+                }));
             }
         }
         if !shutdown.is_cancelled() {
@@ -181,8 +184,10 @@ impl Worker {
 
     /// Run the handler of a claimed task under its lease and record how it ended.
     async fn run_to_outcome(&self, claim: Claim, slot: Arc<Slot>, release_now: CancellationToken, span: tracing::Span) {
+        // The rare paths are boxed, so that every run's future is not as
+        // large as theirs (see `running.spawn`).
         if claim.deliveries > self.config.max_deliveries {
-            return self.bury(&claim, &span).await;
+            return Box::pin(self.bury(&claim, &span)).await;
         }
         let catalog = self.core.catalog();
         let Some(tool) = catalog.tool(&claim.task.work.tool) else {
@@ -192,9 +197,9 @@ impl Worker {
         let store = self.core.store().clone();
         let cancel = CancellationToken::new();
         let ctx = self.context_for(&claim, slot, cancel.clone());
-        let keeper = tokio::spawn(
+        let keeper = tokio::spawn(Box::pin(
             keep_lease(store.clone(), claim.clone(), self.config.lease, cancel.clone()).instrument(span.clone()),
-        );
+        ));
         let handler = run_handler(tool.handler(), ctx, claim.task.work.arguments.clone());
         tokio::pin!(handler);
         let outcome = tokio::select! {
@@ -217,7 +222,7 @@ impl Worker {
         keeper.abort();
         match self.event_for(outcome, &span) {
             Some(event) => self.conclude(&claim, event).await,
-            None => self.after_cancellation(&claim, &span).await,
+            None => Box::pin(self.after_cancellation(&claim, &span)).await,
         }
     }
 
@@ -331,16 +336,9 @@ impl Worker {
         if let Err(e @ UpdateError::TooLarge { .. }) = &written {
             tracing::warn!(error = %e, "task outcome too large: the task fails");
             let error = ErrorObject::new(codes::INTERNAL_ERROR, format!("Task outcome not stored: {e}"));
-            written = update_task_within(
-                store.as_ref(),
-                id,
-                writer,
-                &failure(error),
-                WriteLimits::task(usize::MAX),
-                None,
-                claimed,
-            )
-            .await;
+            let limits = WriteLimits::task(usize::MAX);
+            written =
+                Box::pin(update_task_within(store.as_ref(), id, writer, &failure(error), limits, None, claimed)).await;
         }
         match written {
             // Its work went with the write.
