@@ -43,6 +43,20 @@ async fn pending(store: &RedisStore, e: Entry) -> Pending {
     Pending { entry: e, id, key, expected: task.revision, next }
 }
 
+/// `n` new tasks, read by worker `w1` and made ready to claim (see [`pending`]).
+async fn read_group(store: &RedisStore, n: usize) -> Vec<Pending> {
+    for _ in 0..n {
+        store.create(new_task(), CreateLimits::NONE).await.unwrap();
+    }
+    let (entries, _) = store.read_new("w1", n, LEASE, None).await.unwrap();
+    assert_eq!(entries.len(), n);
+    let mut group = Vec::new();
+    for e in entries {
+        group.push(pending(store, e).await);
+    }
+    group
+}
+
 /// After a wait, only the partitions it woke on are read; the others keep
 /// the cursors the wait started from, so what they got meanwhile wakes
 /// the next wait at once instead of being skipped.
@@ -106,16 +120,7 @@ async fn a_stale_entry_in_a_batch_is_refused_as_a_single_claim_is() {
     let redis = TestRedis::start().await;
     let cfg = RedisConfig::new(redis.url()).with_prefix(unique_prefix()).with_partitions(1);
     let store = RedisStore::connect(cfg).await.unwrap();
-    let limits = CreateLimits::NONE;
-    for _ in 0..3 {
-        store.create(new_task(), limits).await.unwrap();
-    }
-    let (entries, _) = store.read_new("w1", 3, LEASE, None).await.unwrap();
-    assert_eq!(entries.len(), 3);
-    let mut group = Vec::new();
-    for e in entries {
-        group.push(pending(&store, e).await);
-    }
+    let group = read_group(&store, 3).await;
     // The second entry is taken over by w2; the third task moves on.
     let stream = store.inner.keys.work(0);
     let taken: Value = store
@@ -179,15 +184,7 @@ async fn a_claim_keeps_a_fresh_deliverys_lease_and_starts_a_stale_ones_anew() {
     let redis = TestRedis::start().await;
     let cfg = RedisConfig::new(redis.url()).with_prefix(unique_prefix()).with_partitions(1);
     let store = RedisStore::connect(cfg).await.unwrap();
-    for _ in 0..2 {
-        store.create(new_task(), CreateLimits::NONE).await.unwrap();
-    }
-    let (entries, _) = store.read_new("w1", 2, LEASE, None).await.unwrap();
-    assert_eq!(entries.len(), 2);
-    let mut group = Vec::new();
-    for e in entries {
-        group.push(pending(&store, e).await);
-    }
+    let group = read_group(&store, 2).await;
     let stream = store.inner.keys.work(0);
     let at_delivery = store.lease_idle(LEASE);
     // The second delivery's reader stalled past an eighth of the lease.
