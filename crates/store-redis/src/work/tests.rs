@@ -43,6 +43,14 @@ async fn pending(store: &RedisStore, e: Entry) -> Pending {
     Pending { entry: e, id, key, expected: task.revision, next }
 }
 
+/// A store of one partition (on a Redis that lives as long as the first half).
+async fn one_partition() -> (TestRedis, RedisStore) {
+    let redis = TestRedis::start().await;
+    let cfg = RedisConfig::new(redis.url()).with_prefix(unique_prefix()).with_partitions(1);
+    let store = RedisStore::connect(cfg).await.unwrap();
+    (redis, store)
+}
+
 /// `n` new tasks, read by worker `w1` and made ready to claim (see [`pending`]).
 async fn read_group(store: &RedisStore, n: usize) -> Vec<Pending> {
     for _ in 0..n {
@@ -117,9 +125,7 @@ async fn a_wait_reply_names_its_partitions_in_either_protocol() {
 /// one, exactly as single `claim.lua` runs answer for the same entries.
 #[tokio::test]
 async fn a_stale_entry_in_a_batch_is_refused_as_a_single_claim_is() {
-    let redis = TestRedis::start().await;
-    let cfg = RedisConfig::new(redis.url()).with_prefix(unique_prefix()).with_partitions(1);
-    let store = RedisStore::connect(cfg).await.unwrap();
+    let (_redis, store) = one_partition().await;
     let group = read_group(&store, 3).await;
     // The second entry is taken over by w2; the third task moves on.
     let stream = store.inner.keys.work(0);
@@ -181,9 +187,7 @@ async fn a_stale_entry_in_a_batch_is_refused_as_a_single_claim_is() {
 /// claim, so a lease kept that way never lapses under a live worker.
 #[tokio::test]
 async fn a_claim_keeps_a_fresh_deliverys_lease_and_starts_a_stale_ones_anew() {
-    let redis = TestRedis::start().await;
-    let cfg = RedisConfig::new(redis.url()).with_prefix(unique_prefix()).with_partitions(1);
-    let store = RedisStore::connect(cfg).await.unwrap();
+    let (_redis, store) = one_partition().await;
     let group = read_group(&store, 2).await;
     let stream = store.inner.keys.work(0);
     let at_delivery = store.lease_idle(LEASE);
