@@ -101,6 +101,20 @@ impl Pod {
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+
+    /// The log once it holds `needle`, waiting at most `timeout`: a line a
+    /// pod writes after the store change a test saw comes a moment later.
+    pub async fn wait_log(&self, needle: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let log = self.log();
+            if log.contains(needle) {
+                return log;
+            }
+            assert!(Instant::now() < deadline, "{} did not log {needle:?} within {timeout:?}:\n{log}", self.name);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }
 
 impl Drop for Pod {

@@ -614,7 +614,8 @@ async fn an_outcome_written_while_redis_is_frozen_is_kept_not_rerun() {
     cluster.redis().signal("CONT");
     let t = c.wait_task_for(&id, "completed", Duration::from_secs(20), is_terminal).await;
     assert_eq!(t["status"], "completed", "{t}");
-    let log = worker.log();
+    // The worker logs "task finished" just after the write a poll may already see.
+    let log = worker.wait_log("task finished", Duration::from_secs(5)).await;
     assert!(log.contains("retrying the task write"), "no write met the frozen Redis:\n{log}");
     assert!(!log.contains("could not record the outcome"), "the outcome was dropped:\n{log}");
     assert_eq!(log.matches("task finished").count(), 1, "the handler ran again:\n{log}");
