@@ -32,14 +32,14 @@
 --          {0, doc} when rev
 --          moved (re-read and retry).
 
-local rev, attempt, status, doc, string_record = task_load(KEYS[1])
+local rev, attempt, status, string_record = task_head(KEYS[1])
 if not rev or task_over(status) then
   redis.call('XACK', KEYS[2], ARGV[1], ARGV[2])
   redis.call('XDEL', KEYS[2], ARGV[2])
   return {-1}
 end
 if rev ~= ARGV[4] then
-  return {0, doc}
+  return {0, task_doc(KEYS[1])}
 end
 local pending = redis.call('XPENDING', KEYS[2], ARGV[1], ARGV[2], ARGV[2], 1)
 if #pending == 0 or pending[1][2] ~= ARGV[3] then

@@ -34,13 +34,13 @@ for i = 1, n do
   local task, stream, channel, claimed = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
   local entry, rev, doc, new_rev, attempt =
     ARGV[5 * i], ARGV[5 * i + 1], ARGV[5 * i + 2], ARGV[5 * i + 3], ARGV[5 * i + 4]
-  local cur_rev, cur_attempt, status, cur_doc, string_record = task_load(task)
+  local cur_rev, cur_attempt, status, string_record = task_head(task)
   if not cur_rev or task_over(status) then
     redis.call('XACK', stream, ARGV[1], entry)
     redis.call('XDEL', stream, entry)
     out[i] = {-1}
   elseif cur_rev ~= rev then
-    out[i] = {0, cur_doc}
+    out[i] = {0, task_doc(task)}
   else
     local pending = redis.call('XPENDING', stream, ARGV[1], entry, entry, 1)
     if #pending == 0 or pending[1][2] ~= ARGV[2] then

@@ -16,7 +16,7 @@
 -- ARGV[4]: "SPUBLISH" to wake waiting claimers (cluster mode), or ""
 -- Returns: 1 released; 0 not held (nothing changed).
 
-if select(2, task_load(KEYS[1])) ~= ARGV[3] then
+if select(2, task_head(KEYS[1])) ~= ARGV[3] then
   return 0
 end
 local pending = redis.call('XPENDING', KEYS[2], ARGV[1], ARGV[2], ARGV[2], 1)

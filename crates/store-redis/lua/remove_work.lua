@@ -8,7 +8,7 @@
 -- ARGV[3]: the finisher's attempt
 -- Returns: 1 removed; 0 left alone (the task runs under a newer attempt).
 
-local rev, attempt, status = task_load(KEYS[1])
+local rev, attempt, status = task_head(KEYS[1])
 if rev and not task_over(status) and attempt ~= ARGV[3] then
   return 0
 end

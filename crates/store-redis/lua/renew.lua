@@ -14,7 +14,7 @@
 -- ARGV[4]: idle time to set, ms (H - lease)
 -- Returns: 1 renewed; 0 lost (task gone, attempt moved on, or entry no longer pending).
 
-if select(2, task_load(KEYS[1])) ~= ARGV[3] then
+if select(2, task_head(KEYS[1])) ~= ARGV[3] then
   return 0
 end
 local pending = redis.call('XPENDING', KEYS[2], ARGV[1], ARGV[2], ARGV[2], 1)

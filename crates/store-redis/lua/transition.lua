@@ -35,12 +35,12 @@
 --          fence stale, or stored status terminal), {0} when the task is gone;
 --          {2} when the byte quota refuses the growth (nothing written).
 
-local rev, attempt, status, doc, string_record = task_load(KEYS[1])
+local rev, attempt, status, string_record = task_head(KEYS[1])
 if not rev then
   return {0}
 end
 if task_over(status) or rev ~= ARGV[1] or (ARGV[2] ~= '' and attempt ~= ARGV[2]) then
-  return {0, doc}
+  return {0, task_doc(KEYS[1])}
 end
 if KEYS[6] then
   local quota = nil
