@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# callgrind.sh: instructions per task of one pod under `presa-bench tiers`,
-# counted by valgrind's callgrind, so two builds compare without the noise
-# of CPU time on a shared machine (instruction counts repeat run to run).
+# callgrind.sh: instructions per task of one pod (or of Redis) under
+# `presa-bench tiers`, counted by valgrind's callgrind, so two builds compare
+# without the noise of CPU time on a shared machine (instruction counts
+# repeat run to run).
 #
-#   tools/bench/callgrind.sh <bin dir> <api|worker> [tasks ...]
+#   tools/bench/callgrind.sh <bin dir> <api|worker|redis> [tasks ...]
 #
 # <bin dir> holds presa-bench, presa-api and presa-worker (a `dist` build).
 # The chosen pod runs under callgrind (about 50 times slower, so the run is
-# bound by it; the other pod and Redis run natively). Its counters are dumped
+# bound by it; the rest run natively). `redis` runs tiers' private
+# `redis-server` under it instead (a wrapper first on PATH), which counts what
+# a build's Lua scripts cost Redis. Its counters are dumped
 # every second (`callgrind_control -d`: tiers ends its pods with SIGKILL,
 # which writes nothing) and summed. With two or more task counts it also
 # prints the slope between the first and the last: the instructions one more
@@ -24,17 +27,28 @@ bin=$(cd "${1:?bin dir}" && pwd)
 pod=${2:?api or worker}
 shift 2
 [ $# -gt 0 ] || set -- 2000 4000
-case "$pod" in api | worker) ;; *) echo "pod: api or worker" >&2; exit 2 ;; esac
+case "$pod" in api | worker | redis) ;; *) echo "pod: api, worker or redis" >&2; exit 2 ;; esac
 command -v valgrind >/dev/null && command -v callgrind_control >/dev/null ||
   { echo "needs valgrind (callgrind_control)" >&2; exit 2; }
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for p in presa-bench presa-api presa-worker; do ln -s "$bin/$p" "$work/$p"; done
-rm "$work/presa-$pod"
+# The program to count, and the name tiers starts it by.
+if [ "$pod" = redis ]; then
+  target=$(command -v redis-server) || { echo "no redis-server on PATH" >&2; exit 2; }
+  mkdir "$work/path"
+  ln -s "$(command -v redis-cli)" "$work/path/redis-cli"
+  wrapper="$work/path/redis-server"
+  export PATH="$work/path:$PATH"
+else
+  target="$bin/presa-$pod"
+  wrapper="$work/presa-$pod"
+  rm "$wrapper"
+fi
 printf '#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file=%s/out "%s" "$@"\n' \
-  "$work" "$bin/presa-$pod" >"$work/presa-$pod"
-chmod +x "$work/presa-$pod"
+  "$work" "$target" >"$wrapper"
+chmod +x "$wrapper"
 
 first="" first_ir="" last="" last_ir=""
 for tasks in "$@"; do
@@ -51,7 +65,7 @@ for tasks in "$@"; do
     n=$(awk '/^(summary|totals):/ {print $2; exit}' "$f")
     ir=$((ir + ${n:-0}))
   done
-  echo "presa-$pod, $tasks tasks: $ir instructions ($((ir / tasks)) a task, start-up included)"
+  echo "$(basename "$target"), $tasks tasks: $ir instructions ($((ir / tasks)) a task, start-up included)"
   [ -n "$first" ] || { first=$tasks; first_ir=$ir; }
   last=$tasks last_ir=$ir
 done
