@@ -59,6 +59,9 @@ impl AdminClient {
     }
 
     async fn send(&self, mut req: reqwest::RequestBuilder) -> Result<Value, Error> {
+        // What presa's admin API asks of a state-changing request, to tell a
+        // program from a web page's cross-origin form (presa_http::guard).
+        req = req.header("X-Presa-Admin", "presa-client");
         if let Some(token) = &self.token {
             req = req.bearer_auth(token);
         }

@@ -112,7 +112,9 @@
     try {
       resp = await fetch('/admin/v1' + path, {
         method,
-        headers: { Authorization: `Bearer ${tok}`, Accept: 'application/json' },
+        // X-Presa-Admin: the server refuses state-changing requests without it
+        // (a web page cannot send it cross-origin without a preflight).
+        headers: { Authorization: `Bearer ${tok}`, Accept: 'application/json', 'X-Presa-Admin': 'console' },
         cache: 'no-store',
       });
     } catch (e) {

@@ -96,9 +96,10 @@ pub fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
 }
 
 /// Whether a `Host` header value is allowed by `allowed`: an entry `host`
-/// allows that host on any port, `host:port` exactly that. An empty list allows every host.
+/// allows that host on any port, `host:port` exactly that, `*` every host.
+/// An empty list allows every host.
 pub fn host_allowed(host: &str, allowed: &[String]) -> bool {
-    if allowed.is_empty() {
+    if allowed.is_empty() || allowed.iter().any(|a| a == "*") {
         return true;
     }
     let Some((name, port)) = split_host_port(host) else {

@@ -7,6 +7,8 @@
 //!   its own listener: [`admin_router`]), and the [`console`] at `/console` beside it.
 //! - [`serve`](mod@serve): run a router on a listener (TCP_NODELAY) until a shutdown
 //!   future fires, with header, body and idle timeouts and a connection cap.
+//! - [`guard`]: `Host`, `Origin` and CSRF rules for the routes beside `/mcp`
+//!   (the admin API, the console, `/metrics`).
 //! - [`admission`]: the request admission order (Origin, envelope, `_meta`,
 //!   `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, method, `Mcp-Param-*`).
 //! - [`auth`]: who is calling ([`Authenticator`]); anonymous by default, or
@@ -36,6 +38,7 @@ pub mod admin;
 pub mod admission;
 pub mod auth;
 pub mod console;
+pub mod guard;
 mod legacy;
 mod mcp;
 mod modern;
@@ -246,9 +249,10 @@ pub fn router(server: Server, config: HttpConfig) -> Router {
     });
     let metadata = config.resource_metadata.as_ref().map(ResourceMetadata::router);
     let app = App { server, config: Arc::new(config) };
-    let admin = if app.config.admin.own_listener { Router::new() } else { admin::router(&app) };
+    let admin = if app.config.admin.own_listener { Router::new() } else { guarded_admin(&app) };
     let console =
-        if app.config.admin.enabled && !app.config.admin.own_listener { console::router() } else { Router::new() };
+        if app.config.admin.enabled && !app.config.admin.own_listener { guarded_console(&app) } else { Router::new() };
+    let metrics = metrics.map(|m| m.layer(axum::middleware::from_fn_with_state(app.config.clone(), guard::page)));
     let router = Router::new()
         .route("/mcp", post(mcp::post_mcp).get(legacy::get_mcp).delete(legacy::delete_mcp))
         .route("/healthz", get(healthz))
@@ -273,8 +277,18 @@ pub fn router(server: Server, config: HttpConfig) -> Router {
 pub fn admin_router(server: Server, config: HttpConfig) -> Router {
     let limit = config.max_body_bytes;
     let app = App { server, config: Arc::new(config) };
-    let console = if app.config.admin.enabled { console::router() } else { Router::new() };
-    admin::router(&app).merge(console).layer(DefaultBodyLimit::max(limit))
+    let console = if app.config.admin.enabled { guarded_console(&app) } else { Router::new() };
+    guarded_admin(&app).merge(console).layer(DefaultBodyLimit::max(limit))
+}
+
+/// `/admin/v1` behind the [`guard`]'s rules for an API.
+fn guarded_admin(app: &App) -> Router {
+    admin::router(app).layer(axum::middleware::from_fn_with_state(app.config.clone(), guard::api))
+}
+
+/// `/console` behind the [`guard`]'s rules for pages.
+fn guarded_console(app: &App) -> Router {
+    console::router().layer(axum::middleware::from_fn_with_state(app.config.clone(), guard::page))
 }
 
 /// The work queue gauges of `core`'s store, for a process without the MCP

@@ -36,8 +36,10 @@ pub struct ApiArgs {
     #[arg(long, env = "PRESA_ALLOWED_ORIGINS", value_delimiter = ',', default_value = "localhost,127.0.0.1,[::1]")]
     allowed_origins: Vec<String>,
 
-    /// Allowed `Host` header values against DNS rebinding: hostnames (any
-    /// port) or `host:port`, comma-separated. Unset: every host.
+    /// Allowed `Host` header values against DNS rebinding, on `/mcp`, the
+    /// admin API, the console and `/metrics`: hostnames (any port) or
+    /// `host:port`, comma-separated; `*` is every host. Unset: the loopback
+    /// names on a loopback listener, else every host.
     #[arg(long, env = "PRESA_ALLOWED_HOSTS", value_delimiter = ',')]
     allowed_hosts: Vec<String>,
 

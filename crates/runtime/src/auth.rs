@@ -269,6 +269,23 @@ pub fn check_admin(args: &AuthArgs, listen: SocketAddr, admin_on: bool) -> Resul
     Ok(())
 }
 
+/// The loopback names a loopback listener accepts in `Host` when
+/// `--allowed-hosts` is not set: a page on any other name (DNS rebinding)
+/// is refused on `/mcp`, the admin API and the console.
+pub const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
+
+/// The `Host` values a listener on `listen` accepts: `configured`
+/// (`--allowed-hosts`; `*` alone is every host), else the loopback names on
+/// a loopback address, else every host (a pod behind an ingress, whose
+/// names the process cannot know).
+pub fn allowed_hosts(configured: &[String], listen: SocketAddr) -> Vec<String> {
+    match configured {
+        [only] if only == "*" => Vec::new(),
+        [] if listen.ip().is_loopback() => LOOPBACK_HOSTS.map(String::from).to_vec(),
+        _ => configured.to_vec(),
+    }
+}
+
 /// The placeholder of the k8s Secret template: never a key.
 pub const STATE_SECRET_PLACEHOLDER: &str = "CHANGE-ME";
 /// Shortest accepted `PRESA_STATE_SECRET`, in bytes.
@@ -299,6 +316,18 @@ mod tests {
     struct Demo {
         #[command(flatten)]
         auth: AuthArgs,
+    }
+
+    #[test]
+    fn a_loopback_listener_accepts_only_loopback_hosts_unless_told() {
+        let at = |a: &str| a.parse::<SocketAddr>().unwrap();
+        assert_eq!(allowed_hosts(&[], at("127.0.0.1:8080")), LOOPBACK_HOSTS.map(String::from));
+        assert_eq!(allowed_hosts(&[], at("[::1]:8080")), LOOPBACK_HOSTS.map(String::from));
+        assert!(allowed_hosts(&[], at("0.0.0.0:8080")).is_empty(), "behind an ingress: every host");
+        assert!(allowed_hosts(&["*".into()], at("127.0.0.1:8080")).is_empty(), "`*`: every host");
+        let named = vec!["presa.internal".to_string()];
+        assert_eq!(allowed_hosts(&named, at("127.0.0.1:8080")), named);
+        assert_eq!(allowed_hosts(&named, at("0.0.0.0:8080")), named);
     }
 
     #[test]

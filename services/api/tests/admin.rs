@@ -97,7 +97,7 @@ impl Rig {
         token: Option<&str>,
         path: &str,
     ) -> (u16, Value, reqwest::header::HeaderMap) {
-        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        let mut req = self.http.request(method, format!("{}{path}", self.base)).header("X-Presa-Admin", "test");
         if let Some(token) = token {
             req = req.bearer_auth(token);
         }
@@ -514,4 +514,81 @@ async fn presa_api_serves_the_admin_api_where_and_to_whom_it_is_told() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("admin API") && err.contains("--admin off"), "{err}");
+}
+
+/// What a web page could send to a loopback `presa-api` with the defaults
+/// (`--auth none`, admin on): a cross-origin form `POST` that drains the
+/// embedded worker, and a request under a rebound DNS name (`Host:
+/// attacker.example`) that reads and cancels tasks. Both are refused, on the
+/// admin API, the console and `/mcp`, while the same requests from a
+/// program (loopback `Host`, the `X-Presa-Admin` mark) still work.
+#[tokio::test]
+async fn a_web_page_cannot_drive_a_loopback_admin_api() {
+    let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_presa-api"));
+    let port = presa_testkit::free_port();
+    let pod = presa_testkit::Pod::start("api", &bin, port, &[], &[]).await;
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    let (status, cluster) = {
+        let r = http.get(format!("{base}/admin/v1/cluster")).send().await.unwrap();
+        (r.status().as_u16(), r.json::<Value>().await.unwrap())
+    };
+    assert_eq!(status, 200, "{cluster}\n{}", pod.log());
+    let node = cluster["nodes"][0]["id"].as_str().expect("the embedded node").to_string();
+    let drain = format!("{base}/admin/v1/workers/{node}/drain");
+
+    // CSRF: a form on another site posts to the drain route.
+    let form = http
+        .post(&drain)
+        .header("Origin", "https://evil.example")
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body("x=1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(form.status(), 403, "a foreign Origin");
+    // A same-origin-looking simple request (no Origin, text/plain): a browser
+    // never sends one cross-origin without Origin, but it must still not pass.
+    let plain = http.post(&drain).header("Content-Type", "text/plain").body("{}").send().await.unwrap();
+    assert_eq!(plain.status(), 415, "a body a form can send");
+    let bare = http.post(&drain).send().await.unwrap();
+    assert_eq!(bare.status(), 403, "no JSON type and no X-Presa-Admin");
+    let said: Value = bare.json().await.unwrap();
+    assert!(said["error"]["message"].as_str().unwrap_or("").contains("X-Presa-Admin"), "{said}");
+
+    // DNS rebinding: the page's own name in Host, every route.
+    for (method, path) in [
+        (reqwest::Method::GET, "/admin/v1/tasks"),
+        (reqwest::Method::GET, "/admin/v1/cluster"),
+        (reqwest::Method::POST, "/admin/v1/tasks/p00.x/cancel"),
+        (reqwest::Method::GET, "/console"),
+        (reqwest::Method::GET, "/metrics"),
+    ] {
+        let r = http
+            .request(method.clone(), format!("{base}{path}"))
+            .header("Host", "attacker.example")
+            .header("X-Presa-Admin", "1")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 403, "{method} {path} under a rebound name");
+    }
+    let mcp = http
+        .post(format!("{base}/mcp"))
+        .header("Host", format!("attacker.example:{port}"))
+        .header("Content-Type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(mcp.status(), 403, "/mcp under a rebound name");
+
+    // Nothing of that drained the worker: it is not draining, and still runs tasks.
+    let cluster: Value = http.get(format!("{base}/admin/v1/cluster")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(cluster["nodes"][0]["draining"], false, "{cluster}");
+    let console = http.get(format!("{base}/console")).header("Host", format!("localhost:{port}")).send().await;
+    assert_eq!(console.unwrap().status(), 200, "the console under a loopback name");
+    // A program's request, marked, does what it asks.
+    let ok = http.post(&drain).header("X-Presa-Admin", "1").send().await.unwrap();
+    assert_eq!(ok.status(), 200, "{}", ok.text().await.unwrap_or_default());
 }

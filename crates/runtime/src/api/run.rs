@@ -12,7 +12,7 @@ use super::ApiArgs;
 use crate::{
     RuntimeError, Storage, Switch,
     app::Checked,
-    auth::{check_admin, check_listen, check_state_secret},
+    auth::{allowed_hosts, check_admin, check_listen, check_state_secret},
     shutdown_signal,
 };
 
@@ -95,7 +95,7 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
 
     let http = HttpConfig {
         allowed_origins: args.allowed_origins.clone(),
-        allowed_hosts: args.allowed_hosts.clone(),
+        allowed_hosts: allowed_hosts(&args.allowed_hosts, args.listen),
         max_token_bytes: args.max_token_bytes,
         max_body_bytes: args.max_body_bytes,
         ready: Some(storage.ready.clone()),
@@ -126,7 +126,12 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
         },
         ..HttpConfig::default()
     };
-    let admin_http = (args.admin == Switch::On).then(|| args.admin_listen.map(|at| (at, http.clone()))).flatten();
+    let admin_http = (args.admin == Switch::On)
+        .then(|| {
+            args.admin_listen
+                .map(|at| (at, HttpConfig { allowed_hosts: allowed_hosts(&args.allowed_hosts, at), ..http.clone() }))
+        })
+        .flatten();
     let router = presa_http::router(server.clone(), http);
     let listener = tokio::net::TcpListener::bind(args.listen).await.map_err(|e| RuntimeError::Bind(args.listen, e))?;
     let address = listener.local_addr().map_err(|e| RuntimeError::Bind(args.listen, e))?;

@@ -20,12 +20,36 @@ pub(super) fn age(ms: u64) -> String {
     }
 }
 
+/// A cell: a string as it is, any other value as JSON, null as `-`, every
+/// control character escaped (see [`printable`]).
 pub(super) fn text(v: &Value) -> String {
     match v {
         Value::Null => "-".into(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
+        Value::String(s) => printable(s),
+        other => printable(&other.to_string()),
     }
+}
+
+/// `s` safe for a terminal: tenant data (a status message, a tool's error)
+/// may carry escape sequences (OSC 52 writing the clipboard, CSI clearing
+/// the screen) or line breaks that forge a row. Every C0 and C1 control
+/// character and DEL becomes a visible `\u{…}` (tab, newline and carriage
+/// return as `\t`, `\n`, `\r`), as do the bidirectional overrides that
+/// reorder what a terminal shows.
+pub(super) fn printable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') => {
+                out.push_str(&format!("\\u{{{:x}}}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Rows under a header, each column as wide as its widest cell.
@@ -82,5 +106,21 @@ mod tests {
         );
         assert_eq!(ago(10_000, &json!(4_000)), "6s ago");
         assert_eq!(ago(10_000, &Value::Null), "-");
+    }
+
+    #[test]
+    fn escape_codes_in_tenant_data_are_printed_harmlessly() {
+        let osc52 = "\u{1b}]52;c;cm0gLXJmIH4=\u{7}";
+        let clear = "\u{1b}[2J\u{9b}31m";
+        let forged = "ok\ntask-evil  acme  root  completed";
+        assert_eq!(text(&json!(osc52)), "\\u{1b}]52;c;cm0gLXJmIH4=\\u{7}");
+        assert_eq!(text(&json!(clear)), "\\u{1b}[2J\\u{9b}31m");
+        assert_eq!(text(&json!(forged)), "ok\\ntask-evil  acme  root  completed");
+        assert_eq!(text(&json!("a\u{202e}b\u{7f}")), "a\\u{202e}b\\u{7f}");
+        assert_eq!(text(&json!({ "k": "\u{1b}x" })), "{\"k\":\"\\u001bx\"}", "JSON escapes it already");
+        assert_eq!(text(&json!("plain café ✓")), "plain café ✓");
+        let t = table(&["MESSAGE"], &[vec![text(&json!(forged))]]);
+        assert_eq!(t.lines().count(), 2, "no forged row: {t}");
+        assert!(!t.chars().any(|c| c.is_control() && c != '\n'), "{t:?}");
     }
 }
