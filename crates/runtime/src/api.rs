@@ -125,14 +125,18 @@ pub struct ApiArgs {
     #[arg(long, env = "PRESA_MAX_QUEUED", default_value_t = presa_server::DEFAULT_MAX_QUEUED_PER_PARTITION)]
     max_queued: u64,
 
-    /// Embedded mode: most tasks held in memory, finished ones included until
-    /// their TTL (a few KiB each); past it new tasks get a retryable error.
+    /// Embedded mode: most tasks held in memory (a few KiB each). A finished
+    /// task stays until its TTL or until room is needed: then the oldest
+    /// finished task of the principal holding the most bytes goes first. Past
+    /// it with every task running, new tasks get a retryable error.
     #[arg(long, env = "PRESA_MAX_TASKS", default_value_t = 100_000, value_parser = clap::value_parser!(usize))]
     max_tasks: usize,
 
-    /// Embedded mode: most bytes of task records held in memory (serialised,
-    /// finished tasks included until their TTL); past it new tasks get a retryable error.
-    #[arg(long, env = "PRESA_MAX_MEMORY_BYTES", default_value_t = 512 * 1024 * 1024)]
+    /// Embedded mode: most bytes of task records held in memory (serialised),
+    /// finished tasks evicted as for `--max-tasks`. The default holds 4
+    /// principals at the default `--max-bytes-per-scope`; the start-up log
+    /// says how many the settings hold.
+    #[arg(long, env = "PRESA_MAX_MEMORY_BYTES", default_value_t = 1024 * 1024 * 1024)]
     max_memory_bytes: usize,
 
     /// Most long-lived streams (`subscriptions/listen`, 2025-11-25 `GET`

@@ -9,6 +9,10 @@
 //! is a bucket query, at the cost of one observation per create and per
 //! quota, with values the create's own step computed anyway.
 
+/// Finished tasks the in-memory store evicted before their TTL to make room
+/// for a new one (embedded mode, at `--max-tasks` or `--max-memory-bytes`).
+pub const EVICTED: &str = "presa_memory_evicted_tasks_total";
+
 /// A principal's use of a per-principal quota after each accepted create,
 /// as a fraction of the quota (histogram), by `quota`.
 pub const QUOTA_USAGE: &str = "presa_quota_usage_ratio";
@@ -32,4 +36,9 @@ pub fn quota_usage(quota: &'static str, used: u64, limit: Option<u64>) {
     if let Some(limit) = limit.filter(|l| *l > 0) {
         ::metrics::histogram!(QUOTA_USAGE, "quota" => quota).record(used as f64 / limit as f64);
     }
+}
+
+/// The in-memory store evicted a finished task to make room ([`EVICTED`]).
+pub fn evicted() {
+    ::metrics::counter!(EVICTED).increment(1);
 }

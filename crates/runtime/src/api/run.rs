@@ -61,6 +61,14 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
         tracing::info!("Redis mode: this pod serves requests; worker pods run the tools");
     } else {
         tracing::warn!("embedded mode: tasks live in this process's memory and are lost when it stops");
+        let quota = usize::try_from(args.max_bytes_per_scope).unwrap_or(usize::MAX);
+        tracing::info!(
+            max_tasks = args.max_tasks,
+            max_memory_bytes = args.max_memory_bytes,
+            principals_at_their_byte_quota = args.max_memory_bytes.checked_div(quota),
+            "embedded mode: finished tasks are evicted (oldest first, heaviest principal first) when memory \
+             or --max-tasks is full, so they never hold a place another principal's new task needs"
+        );
     }
     let tool_scopes: Vec<String> = app.catalog.load().tools().flat_map(|t| t.scopes().to_vec()).collect();
     let auth = args.auth.build(&tool_scopes).await.map_err(|e| RuntimeError::Config(e.to_string()))?;

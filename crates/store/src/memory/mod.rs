@@ -77,6 +77,10 @@ struct State {
     /// from the front when the scope's limit is checked, so counting never
     /// looks at the live ones.
     active: HashMap<Scope, BTreeSet<(u64, TaskId)>>,
+    /// Each scope's finished tasks, oldest end first: what the store evicts
+    /// when it is full (see `State::evict_finished`). An entry whose task
+    /// went (expired) stays until it is met or a purge rebuilds the sets.
+    finished: HashMap<Scope, BTreeSet<(u64, TaskId)>>,
     /// Work items by task id.
     work: HashMap<TaskId, WorkItem>,
     /// How many work items (queued or claimed) each partition holds, for
@@ -152,6 +156,38 @@ impl State {
             ids.retain(|(_, id)| tasks.get(id).is_some_and(|t| !t.status.is_terminal()));
             !ids.is_empty()
         });
+        self.finished.clear();
+        for t in self.tasks.values().filter(|t| t.status.is_terminal()) {
+            self.finished.entry(t.scope.clone()).or_default().insert((t.updated_at_ms, t.id.clone()));
+        }
+    }
+
+    /// Make room while `full` says the store is full: evict the oldest
+    /// finished task of the scope holding the most bytes, again and again, so
+    /// one principal's finished results never hold a place another
+    /// principal's new task needs (a task still running is never evicted).
+    /// Whether there is room at the end.
+    fn evict_finished(&mut self, full: impl Fn(&State) -> bool) -> bool {
+        while full(self) {
+            let heaviest = self
+                .finished
+                .iter()
+                .filter(|(_, ids)| !ids.is_empty())
+                .max_by_key(|(scope, _)| self.scope_bytes.get(*scope).copied().unwrap_or(0))
+                .map(|(scope, _)| scope.clone());
+            let Some(scope) = heaviest else { return false };
+            let Some((_, id)) = self.finished.get_mut(&scope).and_then(BTreeSet::pop_first) else { continue };
+            if self.tasks.get(&id).is_some_and(|t| t.status.is_terminal()) {
+                self.tasks.remove(&id);
+                self.remove_work(&id);
+                self.resize(&id, None);
+                crate::metrics::evicted();
+            }
+            if self.finished.get(&scope).is_some_and(BTreeSet::is_empty) {
+                self.finished.remove(&scope);
+            }
+        }
+        true
     }
 }
 

@@ -75,6 +75,10 @@ impl State {
         };
         if over(self).is_some() {
             self.purge(now);
+            // Room in memory may come from finished tasks; a scope's own quota may not.
+            if over(self) == Some("max_memory_bytes") {
+                self.evict_finished(|s| over(s) == Some("max_memory_bytes"));
+            }
             if let Some(limit) = over(self) {
                 return Err(StoreError::Capacity { limit });
             }
@@ -139,6 +143,7 @@ impl State {
         *stored = next.clone();
         if next.status.is_terminal() {
             self.forget_active(next);
+            self.finished.entry(next.scope.clone()).or_default().insert((next.updated_at_ms, next.id.clone()));
         }
         self.resize(&next.id, Some(next));
         let _ = changes.send(next.clone());
@@ -173,7 +178,7 @@ impl TaskStore for MemoryStore {
                 && s.tasks.len() >= max
             {
                 s.purge(now);
-                if s.tasks.len() >= max {
+                if !s.evict_finished(|s| s.tasks.len() >= max) {
                     return Err(StoreError::Capacity { limit: "max_tasks" });
                 }
             }
@@ -181,7 +186,7 @@ impl TaskStore for MemoryStore {
                 && s.bytes >= max
             {
                 s.purge(now);
-                if s.bytes >= max {
+                if !s.evict_finished(|s| s.bytes >= max) {
                     return Err(StoreError::Capacity { limit: "max_memory_bytes" });
                 }
             }

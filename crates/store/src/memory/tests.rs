@@ -131,3 +131,37 @@ async fn a_stale_holder_cannot_finish_or_release_new_work() {
     store.remove_work(&new[0]).await.unwrap();
     assert!(store.state().work.is_empty());
 }
+
+/// One principal's finished tasks never keep another from creating: a full
+/// store evicts the oldest finished task of the scope holding the most
+/// bytes. Running tasks are never evicted: a store full of them refuses.
+#[tokio::test]
+async fn a_full_store_evicts_the_heaviest_principals_finished_tasks_never_running_ones() {
+    let scope = |s: &str| Scope { tenant: "t".into(), subject: s.into() };
+    let new = |s: &str| NewTask { scope: scope(s), ..new_task(Some(600_000)) };
+    let store = MemoryStore::new().with_max_tasks(4);
+    let mut done = Vec::new();
+    for _ in 0..3 {
+        let t = store.create(new("heavy"), NO_LIMITS).await.unwrap();
+        let cancelled = apply(&t, &Event::Cancel, now_ms()).unwrap().unwrap();
+        assert!(matches!(store.transition(&cancelled, Writer::Client).await.unwrap(), Cas::Applied(_)));
+        done.push(t.id);
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let light = store.create(new("light"), NO_LIMITS).await.unwrap();
+    // Full (4 of 4): the light principal's next task takes the heavy one's oldest finished place.
+    let next = store.create(new("light"), NO_LIMITS).await.expect("a finished task made room");
+    assert!(store.load(&done[0]).await.unwrap().is_none(), "the oldest finished task went");
+    assert!(store.load(&done[1]).await.unwrap().is_some(), "only as many as needed");
+    assert!(store.load(&light.id).await.unwrap().is_some() && store.load(&next.id).await.unwrap().is_some());
+    // The heavy principal's own new task evicts its own finished ones too.
+    store.create(new("heavy"), NO_LIMITS).await.unwrap();
+    store.create(new("heavy"), NO_LIMITS).await.unwrap();
+    assert_eq!(store.state().tasks.len(), 4);
+    assert!(store.state().tasks.values().all(|t| !t.status.is_terminal()), "every finished task evicted");
+    // Four running tasks: nothing can be evicted, so the store refuses.
+    let full = store.create(new("light"), NO_LIMITS).await.unwrap_err();
+    assert!(matches!(full, StoreError::Capacity { limit: "max_tasks" }), "{full:?}");
+    let held = store.state().sizes.values().map(|(_, n)| n).sum::<usize>();
+    assert_eq!(store.bytes(), held, "eviction keeps the byte count");
+}
