@@ -145,7 +145,13 @@ local function bytes_resize(b, id, bytes, quota, now, settle)
   if settle then
     redis.call('HDEL', b[2], id)
     if redis.call('ZREM', b[1], id) == 1 then
+      -- Its last member removed, the set was deleted with its expiry: the
+      -- ZADD makes a new one, which must expire too.
+      local emptied = redis.call('EXISTS', b[1]) == 0
       redis.call('ZADD', b[1], settle, id .. ':' .. bytes)
+      if emptied then
+        bytes_expire(b, now)
+      end
     end
   elseif growth ~= 0 then
     redis.call('HSET', b[2], id, bytes)

@@ -503,6 +503,35 @@ async fn expired_tasks_leave_no_key_behind() {
     }
 }
 
+/// A principal with one task: the write that ends it settles its byte
+/// reservation (bytes.lua `bytes_resize`), which empties and re-creates the
+/// reservations set; the new set must expire too, or the key outlives the
+/// principal forever.
+#[tokio::test]
+async fn a_one_task_principals_byte_keys_expire_after_it_ends() {
+    let redis = TestRedis::start().await;
+    let store = store_on(&redis).await;
+    let limits =
+        CreateLimits { max_active_per_scope: None, max_bytes_per_scope: Some(1 << 30), max_queued_per_partition: None };
+    let ttl = 60_000;
+    store.create_idempotent(new_task(Some(ttl)), limits, None).await.unwrap();
+    let claims = store.claim("w", 1, Duration::from_secs(30), PATIENCE).await.unwrap();
+    let done = next(&claims[0].task, Event::Complete(json!({"content": []})));
+    assert!(matches!(store.transition(&done, claims[0].writer()).await.unwrap(), Cas::Applied(_)));
+    store.remove_work(&claims[0]).await.unwrap();
+    let mut c = raw(&redis).await;
+    let mut seen = 0;
+    for key in store.keys().scope_byte_keys(&owner()) {
+        let left: i64 = c.pttl(&key).await.unwrap();
+        if left == -2 {
+            continue; // gone: the sizes hash once its last entry settled
+        }
+        seen += 1;
+        assert!(left > 0 && left <= (ttl + ttl / 10) as i64, "{key} expires with the task, not in {left} ms");
+    }
+    assert!(seen >= 2, "the reservations set and the total are kept until the task expires");
+}
+
 /// A failover seen from the client: the server turns into a read-only
 /// replica (writes fail with a retryable READONLY) and back into a primary;
 /// the same store writes again without being re-created, and claims work.
