@@ -224,10 +224,21 @@ pub struct ApiArgs {
     #[arg(long, env = "PRESA_TENANT_ADMIN_SCOPE", default_value = presa_http::admin::DEFAULT_TENANT_ADMIN_SCOPE)]
     tenant_admin_scope: String,
 
-    /// Most admin event streams (the console's live view) open at once on
-    /// this pod; past it they are refused with 503.
+    /// Most admin event streams (the console's live view) cluster admins
+    /// may hold open at once on this pod, and tenant admins as many; past it
+    /// they are refused with 503.
     #[arg(long, env = "PRESA_ADMIN_MAX_STREAMS", default_value_t = 16)]
     admin_max_streams: usize,
+
+    /// Most admin event streams the admins of one tenant may hold open at
+    /// once on this pod (503 past it), so no tenant takes every place.
+    #[arg(long, env = "PRESA_ADMIN_MAX_STREAMS_PER_TENANT", default_value_t = 2)]
+    admin_max_streams_per_tenant: usize,
+
+    /// How long a tenant's `/admin/v1/usage` answer is reused, in ms: a scan
+    /// reads up to 5,000 tasks, and one runs at a time per pod (0: scan every call).
+    #[arg(long, env = "PRESA_ADMIN_USAGE_CACHE_MS", default_value_t = 5_000)]
+    admin_usage_cache_ms: u64,
 
     /// Serve 2025-11-25 clients (`initialize`, `Mcp-Session-Id`) on the same
     /// endpoint, statelessly: `on` or `off` (then `initialize` gets an error

@@ -13,6 +13,12 @@
 //! Every action (cancel, replay, discard, drain) is logged on the target
 //! `presa::audit` with the operator, the action, its target and its outcome.
 
+use std::{
+    collections::HashMap,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
 use presa_store::{
     DeadLetter, DeadLetterFilter, DeadLetterPage, NodeInfo, PartitionStats, Replayed, StoreError, Task, TaskFilter,
     TaskId, TaskPage, Writer,
@@ -58,7 +64,10 @@ impl Operator {
             (Reach::Cluster, asked) => Ok(asked),
             (Reach::Tenant(own), None) => Ok(Some(own.clone())),
             (Reach::Tenant(own), Some(asked)) if asked == *own => Ok(Some(asked)),
-            (Reach::Tenant(_), Some(_)) => Err(AdminError::Forbidden("a tenant admin sees its own tenant only".into())),
+            (Reach::Tenant(_), Some(asked)) => {
+                self.refused("read another tenant", &asked);
+                Err(AdminError::Forbidden("a tenant admin sees its own tenant only".into()))
+            }
         }
     }
 
@@ -71,15 +80,38 @@ impl Operator {
     fn sees(&self, tenant: &str) -> bool {
         match &self.reach {
             Reach::Cluster => true,
-            Reach::Tenant(own) => own == tenant,
+            Reach::Tenant(own) if own == tenant => true,
+            Reach::Tenant(_) => {
+                // Answered like an unknown id; the attempt is still recorded.
+                self.refused("reach another tenant's task", tenant);
+                false
+            }
         }
     }
 
     fn cluster_only(&self) -> Result<(), AdminError> {
         match self.reach {
             Reach::Cluster => Ok(()),
-            Reach::Tenant(_) => Err(AdminError::Forbidden("the cluster view needs the admin scope".into())),
+            Reach::Tenant(_) => {
+                self.refused("use a cluster route", "cluster");
+                Err(AdminError::Forbidden("the cluster view needs the admin scope".into()))
+            }
         }
+    }
+
+    /// A tenant admin tried to go past its tenant: recorded at WARN on
+    /// `presa::audit` (the caller's answer says nothing more than before).
+    fn refused(&self, attempt: &str, target: &str) {
+        let scope = &self.caller.scope;
+        tracing::warn!(
+            target: "presa::audit",
+            tenant = %scope.tenant,
+            subject = %scope.subject,
+            role = self.role(),
+            attempt,
+            target_id = target,
+            "admin request refused: outside the caller's tenant"
+        );
     }
 
     fn audit(&self, action: &str, target: &str, outcome: &str) {
@@ -160,18 +192,58 @@ pub struct Usage {
     /// Whether every live task was read (`false`: the tenant has more than
     /// [`MAX_USAGE_TASKS`], and the figures cover the newest).
     pub complete: bool,
+    /// When the tasks were read, Unix ms (an answer may be this old: see
+    /// [`Admin::with_usage_cache`]).
+    pub as_of_ms: u64,
 }
+
+/// The default of [`Admin::with_usage_cache`]: a tenant's usage is read at
+/// most once in 5 s per process.
+pub const DEFAULT_USAGE_CACHE: Duration = Duration::from_secs(5);
 
 /// The admin operations on one [`Core`].
 #[derive(Debug, Clone)]
 pub struct Admin {
     core: Core,
+    usage: Arc<UsageCache>,
+}
+
+/// Usage answers kept for a while, and the one scan running at a time: a
+/// scan reads up to [`MAX_USAGE_TASKS`] tasks (tens of thousands of store
+/// commands on Redis), so repeated or concurrent `/usage` calls must not
+/// each cost that.
+#[derive(Debug)]
+struct UsageCache {
+    fresh_for: Duration,
+    scan: tokio::sync::Mutex<()>,
+    answers: std::sync::Mutex<HashMap<String, (Instant, Usage)>>,
+}
+
+impl UsageCache {
+    fn fresh(&self, tenant: &str) -> Option<Usage> {
+        let answers = self.answers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        answers.get(tenant).filter(|(at, _)| at.elapsed() < self.fresh_for).map(|(_, u)| u.clone())
+    }
+
+    fn keep(&self, usage: &Usage) {
+        let mut answers = self.answers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        answers.retain(|_, (at, _)| at.elapsed() < self.fresh_for);
+        answers.insert(usage.tenant.clone(), (Instant::now(), usage.clone()));
+    }
 }
 
 impl Admin {
     /// Operations on `core`'s backend.
     pub fn new(core: Core) -> Self {
-        Admin { core }
+        Admin::with_usage_cache(core, DEFAULT_USAGE_CACHE)
+    }
+
+    /// Operations on `core`'s backend, a tenant's usage answered from a scan
+    /// at most `fresh_for` old (one scan at a time per process; zero: every
+    /// call scans, still one at a time).
+    pub fn with_usage_cache(core: Core, fresh_for: Duration) -> Self {
+        let usage = UsageCache { fresh_for, scan: tokio::sync::Mutex::new(()), answers: Default::default() };
+        Admin { core, usage: Arc::new(usage) }
     }
 
     /// A page of tasks passing `filter` (its tenant held to the operator's reach).
@@ -289,8 +361,23 @@ impl Admin {
     /// (newest first, at most [`MAX_USAGE_TASKS`]).
     pub async fn usage(&self, op: &Operator, tenant: Option<String>) -> Result<Usage, AdminError> {
         let tenant = op.one_tenant(tenant)?;
+        if let Some(kept) = self.usage.fresh(&tenant) {
+            return Ok(kept);
+        }
+        let _scan = self.usage.scan.lock().await;
+        // Another call may have scanned this tenant while this one waited.
+        if let Some(kept) = self.usage.fresh(&tenant) {
+            return Ok(kept);
+        }
+        let usage = self.scan_usage(tenant).await?;
+        self.usage.keep(&usage);
+        Ok(usage)
+    }
+
+    async fn scan_usage(&self, tenant: String) -> Result<Usage, AdminError> {
+        let as_of_ms = presa_store::util::now_ms();
         let filter = TaskFilter { tenant: Some(tenant.clone()), ..TaskFilter::default() };
-        let mut by_subject: std::collections::HashMap<String, PrincipalUsage> = std::collections::HashMap::new();
+        let mut by_subject: HashMap<String, PrincipalUsage> = HashMap::new();
         let (mut scanned, mut before, mut complete) = (0, None::<String>, false);
         while scanned < MAX_USAGE_TASKS {
             let page = self.core.admin().list_tasks(&filter, before.as_deref(), presa_store::admin::MAX_TASK_PAGE);
@@ -322,6 +409,7 @@ impl Admin {
             max_bytes_per_principal: config.max_bytes_per_scope,
             scanned,
             complete,
+            as_of_ms,
         })
     }
 

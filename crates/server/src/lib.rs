@@ -44,7 +44,7 @@ pub mod error;
 pub mod input;
 pub mod node;
 pub mod output;
-mod pools;
+pub mod pools;
 pub mod prompt;
 mod slots;
 mod snapshots;

@@ -1,5 +1,5 @@
-//! Pod-wide pools shared between scopes: listen streams and in-request
-//! calls. Each pool has a cap for the process and one per scope, checked and
+//! Pod-wide pools shared between scopes: listen streams, in-request calls
+//! (and the admin API's event streams, in `presa-http`). Each pool has a cap for the process and one per scope, checked and
 //! counted together, so no scope takes more than its share and the process
 //! never more than its total; a [`Permit`] holds one place until dropped.
 //!
@@ -17,7 +17,7 @@ use presa_telemetry::metrics;
 
 /// One pool: its limits, their names (what a refusal reports), and what is open.
 #[derive(Debug)]
-pub(crate) struct ScopedPool {
+pub struct ScopedPool {
     /// Most places open at once in this process.
     max: usize,
     /// Most places one scope may hold (0: no limit beyond `max`).
@@ -36,7 +36,7 @@ struct Open {
 
 /// A place in a [`ScopedPool`], given back when dropped.
 #[derive(Debug)]
-pub(crate) struct Permit {
+pub struct Permit {
     pool: Arc<ScopedPool>,
     scope: Scope,
 }
@@ -44,13 +44,13 @@ pub(crate) struct Permit {
 impl ScopedPool {
     /// A pool of `max` places, `max_per_scope` for any one scope, whose
     /// refusals name `names` (the process's limit, then the scope's).
-    pub(crate) fn new(max: usize, max_per_scope: usize, names: (&'static str, &'static str)) -> Arc<Self> {
+    pub fn new(max: usize, max_per_scope: usize, names: (&'static str, &'static str)) -> Arc<Self> {
         Arc::new(ScopedPool { max, max_per_scope, names, open: Mutex::default() })
     }
 
     /// One more place for `scope`, or the name of the limit that is full
     /// (counted in `presa_refusals_total`).
-    pub(crate) fn admit(self: &Arc<Self>, scope: &Scope) -> Result<Permit, &'static str> {
+    pub fn admit(self: &Arc<Self>, scope: &Scope) -> Result<Permit, &'static str> {
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         let refused = if open.total >= self.max {
             Some(self.names.0)
@@ -69,14 +69,14 @@ impl ScopedPool {
     }
 
     /// Places open now.
-    pub(crate) fn open(&self) -> usize {
+    pub fn open(&self) -> usize {
         self.open.lock().unwrap_or_else(PoisonError::into_inner).total
     }
 }
 
 impl Permit {
     /// The scope holding this place.
-    pub(crate) fn scope(&self) -> &Scope {
+    pub fn scope(&self) -> &Scope {
         &self.scope
     }
 }

@@ -125,6 +125,10 @@ impl AdminStore for RedisStore {
         limit: usize,
     ) -> Result<TaskPage, StoreError> {
         self.indexed()?;
+        if filter.created_before_ms == Some(0) {
+            // Nothing is created before the epoch (and "(0-0" is no stream id).
+            return Ok(TaskPage { tasks: Vec::new(), next: None });
+        }
         let limit = task_page_limit(limit);
         let cursor = Cursor::read(before)?;
         // The newest bound: the cursor or the creation window's end, whichever is older.

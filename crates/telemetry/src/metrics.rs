@@ -115,6 +115,8 @@ pub const REFUSAL_LIMITS: &[&str] = &[
     "max_task_bytes",
     "max_tasks",
     "max_memory_bytes",
+    "admin_max_streams",
+    "admin_max_streams_per_tenant",
 ];
 /// The store operations the server calls (the `operation` values of [`STORE_ERRORS`]).
 pub const STORE_OPERATIONS: &[&str] = &[

@@ -206,6 +206,10 @@ async fn refusals(rig: Rig) {
         assert_eq!((status, error_code(&body)), (400, "bad_request"), "{path}: {body}");
         assert!(body["error"]["message"].as_str().unwrap_or("").contains(says), "{path}: {body}");
     }
+    for edge in ["/tasks?createdBeforeMs=0", "/tasks?createdAfterMs=18446744073709551615"] {
+        let (status, body) = rig.get("root", edge).await;
+        assert_eq!((status, &body["tasks"]), (200, &json!([])), "{edge}: nothing, not a store error: {body}");
+    }
     let (status, body) = rig.get("root", "/tasks/p00.nope").await;
     assert_eq!((status, error_code(&body)), (404, "not_found"), "{body}");
     let (status, body) = rig.get("root", "/no/such/route").await;
@@ -413,6 +417,17 @@ async fn events_stream(rig: Rig) {
         .expect("ok");
     let data: Value = serde_json::from_str(&first.data).unwrap();
     assert!(data["nowMs"].is_u64() && data.get("queues").is_none() && data.get("nodes").is_none(), "{data}");
+
+    // One tenant's admins hold at most their share (2 by default): the
+    // third is refused, while another tenant's admin and the cluster's still get one.
+    let _second = open("acme-admin").await;
+    let third = rig.http.get(format!("{}/events", rig.base)).bearer_auth("acme-admin").send().await.unwrap();
+    assert_eq!(third.status(), 503, "past acme's share");
+    let said: Value = third.json().await.unwrap();
+    assert!(said["error"]["message"].as_str().unwrap_or("").contains("admin_max_streams_per_tenant"), "{said}");
+    let _globex = open("globex-admin").await;
+    let _root = open("root").await;
+    drop(tenant);
 }
 
 /// Usage per principal of a tenant: live and active tasks, bytes, by
@@ -440,6 +455,11 @@ async fn usage_per_principal(rig: Rig) {
     );
     assert_eq!(alice["byStatus"], json!({ "cancelled": 1, "working": 1 }));
     assert!(alice["bytes"].as_u64().unwrap_or(0) > 100, "{alice}");
+    // A scan costs up to thousands of store reads: a second call within the
+    // cache's 5 s is answered from the first, not from a new scan.
+    rig.create("acme", "carl", "slow_compute").await;
+    let (_, again) = rig.get("root", "/usage?tenant=acme").await;
+    assert_eq!((again["scanned"].as_u64(), &again["asOfMs"]), (Some(3), &usage["asOfMs"]), "{again}");
     assert_eq!(usage["principals"][1]["subject"], "bob");
     assert_eq!(usage["principals"].as_array().map(Vec::len), Some(2), "no globex principal: {usage}");
     assert!(usage["limits"]["maxActiveTasksPerPrincipal"].is_u64(), "the default quota: {usage}");
@@ -477,9 +497,13 @@ async fn presa_api_serves_the_admin_api_where_and_to_whom_it_is_told() {
     use presa_auth::tokens::token_digest;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tokens");
-    let lines = [("ops-token", "ops root presa:admin"), ("user-token", "acme alice deploy")]
-        .map(|(token, who)| format!("{} {who}\n", token_digest(token)))
-        .concat();
+    let lines = [
+        ("ops-token", "ops root presa:admin"),
+        ("user-token", "acme alice deploy"),
+        ("acme-admin-token", "acme carol presa:tenant-admin"),
+    ]
+    .map(|(token, who)| format!("{} {who}\n", token_digest(token)))
+    .concat();
     std::fs::write(&file, lines).unwrap();
     let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_presa-api"));
     let admin_port = presa_testkit::free_port();
@@ -502,6 +526,11 @@ async fn presa_api_serves_the_admin_api_where_and_to_whom_it_is_told() {
     assert_eq!(status, 200, "{cluster}");
     let roles: Vec<&str> = cluster["nodes"].as_array().unwrap().iter().filter_map(|n| n["role"].as_str()).collect();
     assert_eq!(roles, vec!["embedded"], "the pod registers itself at start: {cluster}");
+    // A tenant admin reaching for another tenant: refused, and recorded.
+    let (status, _) = get(format!("http://{admin_at}/admin/v1/tasks?tenant=globex"), "acme-admin-token").await;
+    assert_eq!(status, 403);
+    pod.wait_log("outside the caller's tenant", Duration::from_secs(5)).await;
+    assert!(pod.log().contains("presa::audit"), "{}", pod.log());
     let main = pod.url.trim_end_matches("/mcp");
     let (status, _) = get(format!("{main}/admin/v1/whoami"), "ops-token").await;
     assert_eq!(status, 404, "not beside /mcp when it has a listener of its own");

@@ -5,8 +5,10 @@
 //! costs one queue read and one registry read a second, whatever the load.
 //!
 //! Bounded like listen streams: at most [`AdminConfig::max_streams`](super::AdminConfig::max_streams)
-//! open on a process (503 past it), and each ends when the credential that
-//! opened it expires or is revoked.
+//! open on a process for cluster admins, as many for tenant admins with
+//! [`AdminConfig::max_streams_per_tenant`](super::AdminConfig::max_streams_per_tenant)
+//! for any one tenant (503 past either), and each ends when the credential
+//! that opened it expires or is revoked.
 
 use std::{convert::Infallible, time::Duration};
 
@@ -20,7 +22,7 @@ use axum::{
 };
 use futures::StreamExt;
 use presa_server::admin::Reach;
-use presa_store::util::now_ms;
+use presa_store::{Scope, util::now_ms};
 use serde_json::json;
 
 use super::{AdminState, Op, Refused, view};
@@ -29,10 +31,19 @@ use super::{AdminState, Op, Refused, view};
 const EVERY: Duration = Duration::from_secs(1);
 
 pub(crate) async fn events(State(s): State<AdminState>, op: Op) -> Response {
-    let Ok(permit) = s.streams.clone().try_acquire_owned() else {
-        let max = s.app.config.admin.max_streams;
-        return Refused::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", &format!("{max} admin streams are open"))
-            .into_response();
+    let place = match &op.operator.reach {
+        Reach::Cluster => s.streams.cluster.admit(&op.operator.caller.scope),
+        // One share per tenant, whichever of its admins holds it.
+        Reach::Tenant(tenant) => s.streams.tenants.admit(&Scope { tenant: tenant.clone(), subject: String::new() }),
+    };
+    let permit = match place {
+        Ok(permit) => permit,
+        Err(limit) => {
+            let config = &s.app.config.admin;
+            let max = if limit == "admin_max_streams" { config.max_streams } else { config.max_streams_per_tenant };
+            let said = format!("{max} admin streams are open ({limit})");
+            return Refused::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", &said).into_response();
+        }
     };
     let ended = op.authenticated.ended();
     let shutdown = s.app.server.shutdown_token();

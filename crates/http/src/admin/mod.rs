@@ -25,10 +25,12 @@ use axum::{
     response::{IntoResponse, Response},
     routing::{delete, get, post},
 };
-use presa_server::admin::{Admin, AdminError, Operator, Reach};
+use presa_server::{
+    admin::{Admin, AdminError, Operator, Reach},
+    pools::ScopedPool,
+};
 use presa_store::StoreError;
 use serde_json::json;
-use tokio::sync::Semaphore;
 
 use crate::{App, auth};
 
@@ -46,8 +48,15 @@ pub struct AdminConfig {
     pub admin_scope: String,
     /// The OAuth scope of an admin of its own tenant only.
     pub tenant_admin_scope: String,
-    /// Most admin event streams open at once on this process (503 past it).
+    /// Most admin event streams cluster admins may hold open at once on
+    /// this process (503 past it); tenant admins have a pool of the same size.
     pub max_streams: usize,
+    /// Most admin event streams one tenant's admins may hold open at once on
+    /// this process (503 past it), so one tenant never takes every place.
+    pub max_streams_per_tenant: usize,
+    /// How long a tenant's `/usage` answer is reused (a scan reads up to
+    /// 5,000 tasks; one runs at a time per process).
+    pub usage_cache: std::time::Duration,
     /// Served on a listener of its own ([`crate::admin_router`]), not
     /// beside `/mcp` ([`crate::router`] leaves it out).
     pub own_listener: bool,
@@ -60,6 +69,8 @@ impl Default for AdminConfig {
             admin_scope: DEFAULT_ADMIN_SCOPE.into(),
             tenant_admin_scope: DEFAULT_TENANT_ADMIN_SCOPE.into(),
             max_streams: 16,
+            max_streams_per_tenant: 2,
+            usage_cache: presa_server::admin::DEFAULT_USAGE_CACHE,
             own_listener: false,
         }
     }
@@ -70,7 +81,16 @@ impl Default for AdminConfig {
 pub(crate) struct AdminState {
     app: App,
     admin: Admin,
-    streams: Arc<Semaphore>,
+    streams: Streams,
+}
+
+/// The event stream places: one pool for cluster admins, one for tenant
+/// admins with a share per tenant, so no tenant admin can take the places
+/// of another tenant or of the cluster's operators.
+#[derive(Clone)]
+pub(crate) struct Streams {
+    cluster: Arc<ScopedPool>,
+    tenants: Arc<ScopedPool>,
 }
 
 /// `/admin/v1/…` for `app` (empty when the admin API is off).
@@ -81,8 +101,15 @@ pub(crate) fn router(app: &App) -> Router {
     }
     let state = AdminState {
         app: app.clone(),
-        admin: Admin::new(app.server.core().clone()),
-        streams: Arc::new(Semaphore::new(config.max_streams)),
+        admin: Admin::with_usage_cache(app.server.core().clone(), config.usage_cache),
+        streams: Streams {
+            cluster: ScopedPool::new(config.max_streams, 0, ("admin_max_streams", "admin_max_streams")),
+            tenants: ScopedPool::new(
+                config.max_streams,
+                config.max_streams_per_tenant,
+                ("admin_max_streams", "admin_max_streams_per_tenant"),
+            ),
+        },
     };
     Router::new()
         .route("/admin/v1/whoami", get(routes::whoami))

@@ -110,5 +110,6 @@ pub(crate) fn usage(u: &presa_server::admin::Usage) -> Value {
         "limits": { "maxActiveTasksPerPrincipal": u.max_active_per_principal, "maxBytesPerPrincipal": u.max_bytes_per_principal },
         "scanned": u.scanned,
         "complete": u.complete,
+        "asOfMs": u.as_of_ms,
     })
 }

@@ -130,6 +130,8 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
             admin_scope: args.admin_scope.clone(),
             tenant_admin_scope: args.tenant_admin_scope.clone(),
             max_streams: args.admin_max_streams,
+            max_streams_per_tenant: args.admin_max_streams_per_tenant,
+            usage_cache: Duration::from_millis(args.admin_usage_cache_ms),
             own_listener: args.admin_listen.is_some(),
         },
         ..HttpConfig::default()
