@@ -145,6 +145,14 @@ pub fn check_transport(
         let e = ErrorObject::new(codes::INVALID_REQUEST, "Content-Type must be application/json");
         return Err((StatusCode::UNSUPPORTED_MEDIA_TYPE, e));
     }
+    // A body presa does not decode is refused, not read as if it were plain
+    // (RFC 9110 §8.4: 415 for a content coding the server does not accept).
+    for coding in headers.get_all(header::CONTENT_ENCODING) {
+        if !coding.to_str().is_ok_and(|c| c.split(',').all(|c| c.trim().eq_ignore_ascii_case("identity"))) {
+            let e = ErrorObject::new(codes::INVALID_REQUEST, "Content-Encoding is not supported: send the body as is");
+            return Err((StatusCode::UNSUPPORTED_MEDIA_TYPE, e));
+        }
+    }
     Ok(())
 }
 
@@ -339,6 +347,15 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert(header::HOST, "evil.example.com".parse().unwrap());
         assert!(check_transport(&headers, &allowed, &[]).is_ok(), "no --allowed-hosts: no check");
+        for (coding, ok) in [("gzip", false), ("br", false), ("identity", true), ("gzip, identity", false)] {
+            let mut h = headers.clone();
+            h.insert(header::CONTENT_ENCODING, coding.parse().unwrap());
+            let got = check_transport(&h, &allowed, &[]);
+            assert_eq!(got.is_ok(), ok, "Content-Encoding: {coding}");
+            if let Err((status, _)) = got {
+                assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+            }
+        }
         assert_eq!(check_transport(&headers, &allowed, &allowed).unwrap_err().0, StatusCode::FORBIDDEN);
     }
 }

@@ -121,9 +121,11 @@ pub(crate) async fn respond(
     mut observed: Observed,
     era: Era,
     ended: Option<BoxFuture<'static, ()>>,
-    make: impl FnOnce(Option<mpsc::UnboundedSender<Value>>, CancellationToken) -> BoxFuture<'static, Reply>,
+    make: impl FnOnce(Option<mpsc::Sender<Value>>, CancellationToken) -> BoxFuture<'static, Reply>,
 ) -> Response {
-    let (tx, mut notes) = mpsc::unbounded_channel();
+    // Bounded: a client that stops reading makes the handler's progress and
+    // logs drop (Outbox::send), not pile up in memory.
+    let (tx, mut notes) = mpsc::channel(presa_server::context::OUTBOX_BOUND);
     let tx = streaming.then_some(tx);
     let cancel = CancellationToken::new();
     let guard = cancel.clone().drop_guard();

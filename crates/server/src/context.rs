@@ -30,15 +30,20 @@ use crate::{
 /// 2025-11-25 sessions subscribed to it get `notifications/resources/updated`.
 pub const RESOURCE_UPDATED_EVENT: &str = "resources/updated ";
 
+/// How many notifications an [`Outbox`] holds for a client that reads
+/// slower than its handler sends: past it, progress and log notifications
+/// are dropped (each is superseded by the next, and none is a question).
+pub const OUTBOX_BOUND: usize = 256;
+
 /// Where request-scoped notifications go: the response stream of the request.
 #[derive(Debug, Clone)]
 pub struct Outbox {
-    tx: Option<mpsc::UnboundedSender<Value>>,
+    tx: Option<mpsc::Sender<Value>>,
 }
 
 impl Outbox {
-    /// An outbox feeding `tx`.
-    pub fn new(tx: mpsc::UnboundedSender<Value>) -> Self {
+    /// An outbox feeding `tx` (a channel of [`OUTBOX_BOUND`] is the transport's).
+    pub fn new(tx: mpsc::Sender<Value>) -> Self {
         Outbox { tx: Some(tx) }
     }
 
@@ -47,9 +52,13 @@ impl Outbox {
         Outbox { tx: None }
     }
 
+    /// Queue `message`; dropped when the client is gone or this many are
+    /// waiting for it already (it is not reading).
     pub(crate) fn send(&self, message: Value) {
-        if let Some(tx) = &self.tx {
-            let _ = tx.send(message);
+        if let Some(tx) = &self.tx
+            && let Err(mpsc::error::TrySendError::Full(_)) = tx.try_send(message)
+        {
+            tracing::debug!("the client reads no faster than its notifications come; one dropped");
         }
     }
 }
@@ -278,5 +287,28 @@ impl ToolContext {
     /// on its standalone `GET` stream).
     pub async fn notify_resource_updated(&self, uri: &str) -> Result<(), ToolError> {
         self.inner.bus.publish(&format!("{RESOURCE_UPDATED_EVENT}{uri}")).await.map_err(ToolError::internal)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// A client that reads nothing: its outbox holds [`OUTBOX_BOUND`]
+    /// notifications and drops the rest, instead of growing without end.
+    #[tokio::test]
+    async fn an_outbox_nobody_reads_stays_bounded() {
+        let (tx, mut rx) = mpsc::channel(OUTBOX_BOUND);
+        let outbox = Outbox::new(tx);
+        for n in 0..OUTBOX_BOUND * 4 {
+            outbox.send(json!({ "n": n }));
+        }
+        let held: Vec<Value> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+        assert_eq!(held.len(), OUTBOX_BOUND);
+        assert_eq!(held[0]["n"], 0, "the oldest are kept, the newest dropped");
+        outbox.send(json!({ "n": "after" }));
+        assert_eq!(rx.try_recv().ok(), Some(json!({ "n": "after" })), "room again once read");
     }
 }

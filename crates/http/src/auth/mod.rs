@@ -150,6 +150,12 @@ impl Challenge {
         match bearer_token(parts) {
             Ok(Some(token)) => Ok(token),
             Ok(None) => Err(self.missing_token()),
+            // Another scheme (Basic, DPoP…) is no bearer token at all: RFC 6750
+            // §3.1 asks for the plain challenge, without an error code.
+            Err(_) if let Some(scheme) = other_scheme(parts) => Err(Refusal {
+                message: format!("Unauthorized: the {scheme} scheme is not accepted; a bearer token is required"),
+                ..self.missing_token()
+            }),
             Err(why) => Err(self.invalid_token(why)),
         }
     }
@@ -231,9 +237,39 @@ pub fn bearer_token(parts: &Parts) -> Result<Option<&str>, &'static str> {
     Ok(Some(token))
 }
 
+/// The scheme of a lone `Authorization` header that is not `Bearer`
+/// (an RFC 7235 token: letters, digits and `!#$%&'*+-.^_`|~`), if any.
+fn other_scheme(parts: &Parts) -> Option<&str> {
+    let mut values = parts.headers.get_all(header::AUTHORIZATION).iter();
+    let value = values.next()?.to_str().ok()?;
+    if values.next().is_some() {
+        return None;
+    }
+    let scheme = value.split(' ').next()?;
+    let token =
+        !scheme.is_empty() && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+    (token && !scheme.eq_ignore_ascii_case("bearer")).then_some(scheme)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn another_scheme_gets_the_plain_challenge_not_invalid_token() {
+        let c = Challenge::default();
+        for header in ["Basic YWxpY2U6cHc=", "DPoP eyJhbGciOiJFUzI1NiJ9.e30.sig", "Negotiate"] {
+            let r = c.bearer(&parts(&[header])).unwrap_err();
+            assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{header}");
+            let challenge = r.challenge.unwrap();
+            assert!(!challenge.contains("error="), "{header}: {challenge}");
+            assert!(r.message.contains("scheme is not accepted"), "{header}: {}", r.message);
+        }
+        for malformed in ["Bearer ", "Bearer a b"] {
+            let challenge = c.bearer(&parts(&[malformed])).unwrap_err().challenge.unwrap();
+            assert!(challenge.contains("invalid_token"), "{malformed}: {challenge}");
+        }
+    }
 
     fn parts(auth: &[&str]) -> Parts {
         let mut builder = http::Request::builder().uri("/mcp");

@@ -70,7 +70,7 @@ pub(super) struct Call<'a> {
     /// The session key: its topic carries the answers and cancellations.
     pub(super) session: &'a str,
     /// The call's response stream (`None`: the client takes no SSE, so it cannot be asked).
-    pub(super) stream: Option<&'a mpsc::UnboundedSender<Value>>,
+    pub(super) stream: Option<&'a mpsc::Sender<Value>>,
     /// How long to wait for the client's answers.
     pub(super) limit: std::time::Duration,
 }
@@ -164,7 +164,7 @@ impl Call<'_> {
                 "method": request["method"],
                 "params": request.get("params").cloned().unwrap_or_else(|| json!({})),
             });
-            if stream.send(message).is_err() {
+            if stream.send(message).await.is_err() {
                 return Err(ErrorObject::new(codes::INTERNAL_ERROR, "The client went away"));
             }
             pending.insert(id, key.clone());

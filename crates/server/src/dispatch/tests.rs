@@ -122,7 +122,7 @@ async fn call_cancellable(
     let params = params.as_object().expect("params are an object").clone();
     let meta = RequestMeta::from_params(&params).expect("valid _meta");
     let scope = Scope { tenant: "unit".into(), subject: subject.into() };
-    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (tx, mut rx) = mpsc::channel(crate::context::OUTBOX_BOUND);
     let outbox = crate::Outbox::new(tx);
     let caller = Caller { scope, scopes: None };
     let req = Admitted { id: RequestId::Number(7), method, params, meta, caller, outbox, cancel };
