@@ -24,7 +24,7 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 CHECKOV_VERSION=${CHECKOV_VERSION:-3.3.30}
-CHECKOV_VENV=${CHECKOV_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/presa/checkov-$CHECKOV_VERSION}
+CHECKOV_VENV=${CHECKOV_VENV:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/presa/checkov-$CHECKOV_VERSION}
 OUT=${K8S_RENDER_DIR:-$(mktemp -d -t presa-checkov.XXXXXX)}
 mkdir -p "$OUT"
 PY=${PYTHON:-python3}
