@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Checks of presa's deployment files that schema validation cannot make.
 
-    check.py manifests RENDERED.yaml BUILTIN_OUT.yaml   # KEDA CRs + cross-references;
-                                                        # writes the built-in kinds for kubernetes-validate
+    check.py manifests RENDERED.yaml BUILTIN_OUT.yaml [--external-secret NAME]...
+                                                        # KEDA CRs + cross-references; writes the
+                                                        # built-in kinds for kubernetes-validate
     check.py same A.yaml B.yaml                         # two renders describe the same objects
     check.py compose deploy/compose.yaml                # services, env and files of the compose stack
 
@@ -10,7 +11,11 @@ kubernetes-validate has no schema for custom resources (it only warns), so
 the KEDA objects (ScaledObject, TriggerAuthentication) are checked here
 against the fields KEDA documents, together with what ties the manifests
 together: Secret keys, Service/Ingress/HPA/PDB targets, the stream names the
-KEDA triggers watch, probes, hardening and grace periods. Exit status 1 on
+KEDA triggers watch, probes, hardening, grace periods, namespaces, and
+secrets reaching presa's pods as files only (a secret volume, the `*_FILE`
+variables), never as environment variables. A Secret named with
+`--external-secret` is created outside the manifests (the production
+overlay's presa-secrets): references to it are not checked. Exit status 1 on
 any problem, each printed as `ERROR ...`.
 """
 
@@ -23,7 +28,13 @@ import sys
 import yaml
 
 CUSTOM_GROUPS = ("keda.sh/",)
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
+                  "PersistentVolume", "StorageClass", "PriorityClass", "IngressClass"}
+# presa's secrets as files: the variable naming the file of each (presa-runtime's *_FILE flags).
+SECRET_FILE_VARS = ("PRESA_REDIS_URL_FILE", "PRESA_STATE_SECRET_FILE", "PRESA_REDIS_PASSWORD_FILE",
+                    "PRESA_REDIS_SENTINEL_PASSWORD_FILE")
 ERRORS: list[str] = []
+EXTERNAL_SECRETS: set[str] = set()
 
 
 def err(msg: str) -> None:
@@ -83,7 +94,9 @@ def check_trigger_auth(ta: dict, secrets: dict[str, dict]) -> set[str]:
             continue
         params.add(ref["parameter"])
         secret = secrets.get(ref["name"])
-        if secret is None:
+        if secret is None and ref["name"] in EXTERNAL_SECRETS:
+            pass
+        elif secret is None:
             err(f"{where}: Secret {ref['name']} is not in the rendered manifests")
         elif ref["key"] not in {**(secret.get("data") or {}), **(secret.get("stringData") or {})}:
             err(f"{where}: Secret {ref['name']} has no key {ref['key']}")
@@ -187,13 +200,23 @@ def check_presa_deployment(d: dict, secrets: dict[str, dict]) -> dict[str, str]:
     env = env_of(c)
     if len(env) != len(c.get("env") or []):
         err(f"{where}: duplicate env names")
+    # Secrets as files only: an environment variable is inherited by every child process
+    # (a gateway's stdio upstream) and shown by `kubectl describe` (checkov CKV_K8S_35).
     for name, e in env.items():
-        ref = (e.get("valueFrom") or {}).get("secretKeyRef")
-        if ref:
-            s = secrets.get(ref["name"])
-            if s is None or ref["key"] not in {**(s.get("data") or {}), **(s.get("stringData") or {})}:
-                err(f"{where}: env {name} refers to missing Secret key {ref['name']}/{ref['key']}")
+        if (e.get("valueFrom") or {}).get("secretKeyRef"):
+            err(f"{where}: env {name} takes a Secret (secretKeyRef): mount it and set its *_FILE variable instead")
+    if any("secretRef" in f for f in c.get("envFrom") or []):
+        err(f"{where}: envFrom takes a Secret (secretRef): mount it and set the *_FILE variables instead")
+    files = check_secret_volumes(where, pod, c, secrets)
     values = {k: str(e["value"]) for k, e in env.items() if "value" in e}
+    for name in SECRET_FILE_VARS:
+        if name in values and values[name] not in files:
+            err(f"{where}: {name}={values[name]} is no file of a mounted secret volume ({sorted(files) or 'none'})")
+    for name in ("PRESA_REDIS_URL", "PRESA_STATE_SECRET", "PRESA_REDIS_PASSWORD", "PRESA_REDIS_SENTINEL_PASSWORD"):
+        if name in env:
+            err(f"{where}: env {name} holds a secret: use {name}_FILE and the secrets volume")
+    if "PRESA_REDIS_URL_FILE" not in values and "PRESA_REDIS_SENTINELS" not in values:
+        err(f"{where}: no Redis: PRESA_REDIS_URL_FILE (or PRESA_REDIS_SENTINELS) must be set")
     listen = values.get("PRESA_LISTEN") or values.get("PRESA_WORKER_LISTEN")
     if not listen or not listen.startswith("0.0.0.0:"):
         err(f"{where}: PRESA_LISTEN / PRESA_WORKER_LISTEN must listen on 0.0.0.0")
@@ -219,6 +242,43 @@ def check_presa_deployment(d: dict, secrets: dict[str, dict]) -> dict[str, str]:
     return values
 
 
+def check_secret_volumes(where: str, pod: dict, c: dict, secrets: dict[str, dict]) -> set[str]:
+    """The secret volumes `c` mounts; returns the paths of the files they give it."""
+    volumes = {v["name"]: v for v in pod.get("volumes") or []}
+    psc = pod.get("securityContext") or {}
+    files = set()
+    for m in c.get("volumeMounts") or []:
+        v = volumes.get(m["name"])
+        if v is None:
+            err(f"{where}: volumeMount {m['name']} names no volume of the pod")
+            continue
+        src = v.get("secret")
+        if src is None:
+            continue
+        if m.get("readOnly") is not True:
+            err(f"{where}: secret volume {m['name']} must be mounted readOnly")
+        if src.get("optional") is True:
+            err(f"{where}: secret volume {m['name']} is optional: a pod without its secrets must not start")
+        # Files owned root:fsGroup: presa (uid 65532) reads them through the group, no other uid at all.
+        mode = src.get("defaultMode", 0o644)
+        if mode & 0o077 != 0o040 or psc.get("fsGroup") != psc.get("runAsGroup"):
+            err(f"{where}: secret volume {m['name']}: defaultMode {oct(mode)} with fsGroup {psc.get('fsGroup')} "
+                f"(want 0440 and fsGroup = runAsGroup {psc.get('runAsGroup')}: readable by presa's group only)")
+        secret = secrets.get(src.get("secretName"))
+        keys = None if secret is None else set({**(secret.get("data") or {}), **(secret.get("stringData") or {})})
+        if secret is None and src.get("secretName") not in EXTERNAL_SECRETS:
+            err(f"{where}: secret volume {m['name']}: Secret {src.get('secretName')} is not in the rendered manifests")
+        items = src.get("items")
+        if items is None and keys is None:
+            err(f"{where}: secret volume {m['name']} of an external Secret must list its items")
+            items = []
+        for item in items if items is not None else [{"key": k, "path": k} for k in sorted(keys)]:
+            if keys is not None and item["key"] not in keys:
+                err(f"{where}: secret volume {m['name']}: Secret {src['secretName']} has no key {item['key']}")
+            files.add(m["mountPath"].rstrip("/") + "/" + item["path"])
+    return files
+
+
 def check_manifests(rendered: str, builtin_out: str) -> None:
     objs = load(rendered)
     seen = set()
@@ -227,6 +287,8 @@ def check_manifests(rendered: str, builtin_out: str) -> None:
                (o.get("metadata") or {}).get("name"))
         if None in (key[0], key[1], key[3]):
             err(f"{rendered}: object without apiVersion, kind or metadata.name: {key}")
+        if key[1] not in CLUSTER_SCOPED and key[2] in (None, "", "default"):
+            err(f"{ident(o)}: in namespace {key[2]!r}: every object needs a namespace of its own (kustomization `namespace:`)")
         if key in seen:
             err(f"{rendered}: duplicate {key}")
         seen.add(key)
@@ -239,6 +301,8 @@ def check_manifests(rendered: str, builtin_out: str) -> None:
     for o in objs:
         by_kind.setdefault(o["kind"], {})[o["metadata"]["name"]] = o
     secrets = by_kind.get("Secret", {})
+    for name in EXTERNAL_SECRETS & set(secrets):
+        err(f"Secret {name} is rendered, yet named external: the overlay must leave it out ($patch: delete)")
     deployments = by_kind.get("Deployment", {})
 
     auths = {}
@@ -258,6 +322,9 @@ def check_manifests(rendered: str, builtin_out: str) -> None:
         return
     api_env = check_presa_deployment(api, secrets)
     worker_env = check_presa_deployment(worker, secrets)
+    if "PRESA_STATE_SECRET_FILE" not in api_env:
+        err("presa-api: no PRESA_STATE_SECRET_FILE: each pod would use a random key, and no pod could "
+            "read another's requestState")
     for k in ("PRESA_REDIS_PREFIX", "PRESA_PARTITIONS", "PRESA_REDIS_CLUSTER"):
         if api_env.get(k) != worker_env.get(k):
             err(f"{k} differs between presa-api ({api_env.get(k)}) and presa-worker ({worker_env.get(k)})")
@@ -419,6 +486,9 @@ def check_compose(path: str) -> None:
 
 def main(argv: list[str]) -> int:
     cmds = {"manifests": (check_manifests, 2), "same": (check_same, 2), "compose": (check_compose, 1)}
+    while len(argv) >= 2 and argv[-2] == "--external-secret" and argv[1] == "manifests":
+        EXTERNAL_SECRETS.add(argv.pop())
+        argv.pop()
     if len(argv) < 2 or argv[1] not in cmds or len(argv) - 2 != cmds[argv[1]][1]:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2

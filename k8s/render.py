@@ -14,15 +14,18 @@ manifests cannot drift outside what is rendered correctly here):
   kustomization.yaml, rendered recursively first.
 - `patches`: `- path: FILE` only, each FILE one strategic-merge patch that names
   its target by kind + metadata.name (exactly one match). Maps merge
-  recursively, `null` deletes a key, lists with a Kubernetes merge key
+  recursively, `null` deletes a key (a map it empties goes too), lists with a Kubernetes merge key
   (containers and env by `name`, volumeMounts by `mountPath`, container ports by
   `containerPort`, ...) merge item by item with the patch's items first, every
-  other list is replaced. Only built-in kinds listed in PATCHABLE; no `$patch`.
+  other list is replaced. Only built-in kinds listed in PATCHABLE. The one
+  `$patch` directive: `$patch: delete` at the top of a patch (beside apiVersion,
+  kind and metadata.name only) removes its target from the output.
 - `namespace`: set on every namespaced object (not on Namespace itself).
 - `labels`: `- pairs: {...}` added to metadata.labels only (no
   includeSelectors / includeTemplates).
-- `images`: `- name: N` with `newName` and/or `newTag`, applied to the
-  containers and initContainers of pod templates.
+- `images`: `- name: N` with `newName` and/or one of `newTag` and `digest`
+  (`sha256:...`: the image becomes `NAME@sha256:...`, its tag dropped),
+  applied to the containers and initContainers of pod templates.
 
 Transformations run in kustomize's order: nested resources, patches,
 namespace, labels, images. Output: Namespaces first, then the input order,
@@ -75,8 +78,12 @@ def smp(dest, patch, field: str = ""):
         for k, v in patch.items():
             if v is None:
                 out.pop(k, None)
+                continue
+            merged = smp(out.get(k), v, k)
+            if merged == {} and isinstance(v, dict) and None in v.values():
+                out.pop(k, None)  # emptied by deletions: gone, as kustomize leaves it
             else:
-                out[k] = smp(out.get(k), v, k)
+                out[k] = merged
         return out
     if isinstance(patch, list):
         key = merge_key(field, patch)
@@ -138,6 +145,11 @@ def render(directory: str) -> list[dict]:
             target = objs[hits[0]]
             if patch.get("apiVersion") != target.get("apiVersion"):
                 raise RenderError(f"{p['path']}: apiVersion {patch.get('apiVersion')} != {target.get('apiVersion')}")
+            if patch.get("$patch") == "delete":
+                if set(patch) != {"$patch", "apiVersion", "kind", "metadata"} or set(patch["metadata"]) != {"name"}:
+                    raise RenderError(f"{p['path']}: a `$patch: delete` names apiVersion, kind and metadata.name only")
+                del objs[hits[0]]
+                continue
             objs[hits[0]] = smp(target, patch)
 
     ns = k.get("namespace")
@@ -153,7 +165,8 @@ def render(directory: str) -> list[dict]:
             o["metadata"].setdefault("labels", {}).update(entry["pairs"])
 
     for img in k.get("images") or []:
-        if not set(img) <= {"name", "newName", "newTag"} or "name" not in img:
+        if not set(img) <= {"name", "newName", "newTag", "digest"} or "name" not in img \
+                or {"newTag", "digest"} <= set(img):
             raise RenderError(f"{kfile}: unsupported images entry {img}")
         for o in objs:
             for spec in pod_specs(o):
@@ -163,6 +176,8 @@ def render(directory: str) -> list[dict]:
                         continue
                     if "newTag" in img:
                         rest = ":" + str(img["newTag"])
+                    if "digest" in img:
+                        rest = "@" + str(img["digest"])
                     c["image"] = img.get("newName", name) + rest
     return objs
 

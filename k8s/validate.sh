@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Offline checks of presa's deployment files; exits non-zero on any problem.
-#   1. renders k8s/base and k8s/overlays/dev (kubectl kustomize where kubectl
-#      exists, else k8s/render.py; with both, the two renders must agree);
+#   1. renders k8s/base, k8s/overlays/dev and k8s/overlays/production (kubectl
+#      kustomize where kubectl exists, else k8s/render.py; with both, the two
+#      renders must agree);
 #   2. validates every built-in object with kubernetes-validate --strict against
 #      each version in KUBE_VERSIONS (unknown fields, types, required fields);
 #      the optional k8s/base/worker-hpa-alternative.yaml and the podman-only
 #      k8s/podman/redis.yaml too;
 #   3. checks the KEDA custom resources (no schema in kubernetes-validate) and
-#      the cross-references between objects with k8s/check.py;
+#      the cross-references between objects with k8s/check.py (production's
+#      presa-secrets is created outside the manifests: --external-secret);
 #   4. validates deploy/compose.yaml against the Compose specification's JSON
 #      schema (check-jsonschema) and checks its services and config files.
 # Needs python3 with pip (installs kubernetes-validate, check-jsonschema, pyyaml).
-# Rendered files are left in $K8S_RENDER_DIR (default: a temporary directory).
+# Rendered files are left in $K8S_RENDER_DIR (default: a temporary directory),
+# as NAME.yaml for NAME in base, dev, production (k8s/checkov.sh scans them).
 # KUBECTL=none forces the render.py-only path.
 set -euo pipefail
 
@@ -34,7 +37,7 @@ fail=0
 problem() { echo "FAIL: $*" >&2; fail=1; }
 
 echo "== render"
-for target in base overlays/dev; do
+for target in base overlays/dev overlays/production; do
   name=${target##*/}
   "$PY" k8s/render.py "k8s/$target" >"$OUT/$name.render-py.yaml" || problem "render.py k8s/$target"
   if command -v "$KUBECTL" >/dev/null 2>&1; then
@@ -48,13 +51,16 @@ for target in base overlays/dev; do
 done
 
 echo "== cross-references and KEDA custom resources (k8s/check.py)"
-for name in base dev; do
-  "$PY" k8s/check.py manifests "$OUT/$name.yaml" "$OUT/$name.builtin.yaml" || problem "k8s/check.py on $name"
+for name in base dev production; do
+  external=()
+  [ "$name" = production ] && external=(--external-secret presa-secrets)
+  "$PY" k8s/check.py manifests "$OUT/$name.yaml" "$OUT/$name.builtin.yaml" "${external[@]}" ||
+    problem "k8s/check.py on $name"
 done
 
 echo "== kubernetes-validate --strict (${KUBE_VERSIONS})"
 for v in $KUBE_VERSIONS; do
-  for f in "$OUT/base.builtin.yaml" "$OUT/dev.builtin.yaml" k8s/base/worker-hpa-alternative.yaml k8s/podman/redis.yaml; do
+  for f in "$OUT"/{base,dev,production}.builtin.yaml k8s/base/worker-hpa-alternative.yaml k8s/podman/redis.yaml; do
     if ! log=$("$PY" -m kubernetes_validate --strict -k "$v" "$f" 2>&1); then
       echo "$log"; problem "kubernetes-validate $v $f"; continue
     fi

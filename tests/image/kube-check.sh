@@ -11,8 +11,12 @@
 #   4. a task (slow_compute, 2 s) created through one API pod with the presa
 #      CLI and a throw-away issuer's token completes, followed through another
 #      API pod, and a worker pod's log shows it ran it.
+#   5. no secret is in any presa container's environment: they reach the pods
+#      as files of the `secrets` volume (PRESA_REDIS_URL_FILE,
+#      PRESA_STATE_SECRET_FILE), mounted read-only, readable by uid 65532 only
+#      through its group (mode 0440, group 65532 as fsGroup makes it).
 # Prints one line per check; on failure the pods' logs; cleans up on exit
-# (podman kube down, the podman secret, the network, the JWKS server).
+# (podman kube down, the network, the JWKS server, the secret files).
 #
 # What the base expects from outside, supplied here:
 #   - a Redis: k8s/podman/redis.yaml (pod `redis`, reached by its DNS name);
@@ -28,9 +32,14 @@
 #   - kinds: it plays Pod, Deployment, ConfigMap and PersistentVolumeClaim only:
 #     Service, Ingress, HorizontalPodAutoscaler, PodDisruptionBudget,
 #     NetworkPolicy, ServiceAccount and the KEDA objects are dropped (listed);
-#   - Secret: it stores a played Secret as YAML but reads secretKeyRef as JSON
-#     ("secret ... is not valid JSON"), so each Secret becomes a podman secret
-#     in the JSON form it reads ({"KEY": base64}) and leaves the played copy;
+#   - Secret volumes: it crashes on a `secret` volume without `optional`, and
+#     with one writes the Secret's data still base64-encoded, ignores `items`,
+#     `defaultMode` and `stringData`, and keeps the files in a named volume
+#     after `kube down`. So each Secret leaves the played copy, and each secret
+#     volume becomes a hostPath directory of this run holding what the kubelet
+#     would write: the items' files, decoded, in defaultMode, group fsGroup
+#     (podman ignores fsGroup; runAsGroup applies). A secretKeyRef env is an
+#     error (the base takes secrets as files only);
 #   - ports: it publishes every containerPort on the host (hostPort =
 #     containerPort), so two replicas would collide on 8080: `ports` are
 #     removed from the played copy (pods are reached on the network by IP);
@@ -64,7 +73,6 @@ PRESA_IMAGE=${PRESA_IMAGE:-localhost/presa:dev}
 REDIS_IMAGE=${REDIS_IMAGE:-docker.io/library/redis:7.2}
 TIMEOUT=${KUBE_CHECK_TIMEOUT:-60}
 NET=presa-kube-check-$$
-SECRET_LABEL=presa-kube-check
 
 log() { echo "[kube-check] $*"; }
 ok() { echo "[kube-check] ok: $*"; }
@@ -72,7 +80,6 @@ die() { echo "[kube-check] FAIL: $*" >&2; exit 1; }
 
 WORK=$(mktemp -d -t presa-kube-check.XXXXXX)
 PLAYED=()
-SECRETS=()
 JWKS_PID=""
 NET_CREATED=no
 START=$SECONDS
@@ -103,7 +110,6 @@ cleanup() {
     for pod in $(our_pods); do podman pod rm -f "$pod" >/dev/null 2>&1 || true; done
     podman network rm -f "$NET" >/dev/null 2>&1 || true
   fi
-  for f in "${SECRETS[@]}"; do podman secret rm "$f" >/dev/null 2>&1 || true; done
   [ -n "$JWKS_PID" ] && kill "$JWKS_PID" 2>/dev/null || true
   rm -rf "$WORK"
   if [ $rc -eq 0 ]; then
@@ -149,13 +155,6 @@ fi
 log "images, presa CLI and dev_issuer ready in $((SECONDS - START)) s"
 CHECKS_START=$SECONDS
 
-for f in $(podman secret ls --format '{{.Name}}'); do
-  # A podman secret of a previous run that could not clean up (killed): ours to remove.
-  if [ "$(podman secret inspect --format "{{index .Spec.Labels \"$SECRET_LABEL\"}}" "$f" 2>/dev/null)" = yes ]; then
-    podman secret rm "$f" >/dev/null
-  fi
-done
-
 # --- the network and Redis -----------------------------------------------------------------
 podman network create "$NET" >/dev/null
 NET_CREATED=yes
@@ -163,7 +162,7 @@ GATEWAY=$(podman network inspect "$NET" --format '{{range .Subnets}}{{.Gateway}}
 [ -n "$GATEWAY" ] || die "network $NET has no gateway address"
 
 # The played copy of a manifest set: see the header. Writes OUT.yaml (to play),
-# OUT.secret.NAME.json (podman secrets), OUT.probes.tsv; prints what it did.
+# OUT.secrets/POD/VOLUME/ (the secret volumes' files), OUT.probes.tsv; prints what it did.
 cat >"$WORK/play.py" <<'PY'
 import base64, json, os, sys
 import yaml
@@ -177,6 +176,7 @@ PLAYABLE = {"Pod", "Deployment", "ConfigMap", "PersistentVolumeClaim"}
 docs = [d for d in yaml.safe_load_all(open(src, encoding="utf-8")) if d]
 ident = lambda o: f"{o['kind']}/{o['metadata']['name']}"
 problems, played, secrets, dropped, probes, replaced = [], [], [], [], [], 0
+secret_values, secret_volumes = {}, []
 
 for o in docs:
     want = supply.pop(ident(o), None)
@@ -195,16 +195,40 @@ for o in docs:
         left = sorted(k for k, v in values.items() if b"CHANGE-ME" in v)
         if left:
             problems.append(f"{ident(o)}: placeholders left in {left}: supply them")
-        # podman 4.3 reads a secretKeyRef's secret as JSON {key: base64 bytes}.
-        with open(f"{out}.secret.{o['metadata']['name']}.json", "w") as f:
-            json.dump({k: base64.b64encode(v).decode() for k, v in values.items()}, f)
+        secret_values[o["metadata"]["name"]] = values
         secrets.append(ident(o))
         continue
     if o["kind"] not in PLAYABLE:
         dropped.append(ident(o))
         continue
     spec = o["spec"]["template"]["spec"] if o["kind"] == "Deployment" else o.get("spec")
+    for v in (spec or {}).get("volumes", []) if o["kind"] in ("Pod", "Deployment") else []:
+        sv = v.get("secret")
+        if sv is None:
+            continue
+        values = secret_values.get(sv["secretName"])
+        if values is None:
+            problems.append(f"{ident(o)}: volume {v['name']} names Secret {sv['secretName']}, not in {src}")
+            continue
+        # What the kubelet writes: each item's value, decoded, in defaultMode, group fsGroup.
+        directory = os.path.realpath(f"{out}.secrets/{o['metadata']['name']}/{v['name']}")
+        os.makedirs(directory)
+        gid = (spec.get("securityContext") or {}).get("fsGroup", 0)
+        for item in sv.get("items") or [{"key": k, "path": k} for k in values]:
+            if item["key"] not in values:
+                problems.append(f"{ident(o)}: volume {v['name']}: Secret {sv['secretName']} has no key {item['key']}")
+                continue
+            path = os.path.join(directory, item["path"])
+            with open(path, "wb") as f:
+                f.write(values[item["key"]])
+            os.chown(path, 0, gid)
+            os.chmod(path, item.get("mode", sv.get("defaultMode", 0o644)))
+        v.pop("secret")
+        v["hostPath"] = {"path": directory, "type": "Directory"}
+        secret_volumes.append(f"{o['metadata']['name']}/{v['name']}")
     for c in (spec or {}).get("containers", []) if o["kind"] in ("Pod", "Deployment") else []:
+        if any((e.get("valueFrom") or {}).get("secretKeyRef") for e in c.get("env") or []):
+            problems.append(f"{ident(o)} {c['name']}: a secretKeyRef env: the base takes secrets as files only")
         if image and split_image(c["image"])[0] == "presa":
             c["image"] = image
             replaced += 1
@@ -241,7 +265,8 @@ with open(f"{out}.yaml", "w") as f:
 with open(f"{out}.probes.tsv", "w") as f:
     f.writelines("\t".join(p) + "\n" for p in probes)
 print(f"{len(docs)} objects: playing {', '.join(map(ident, played))}"
-      + (f"; as podman secrets: {', '.join(secrets)}" if secrets else "")
+      + (f"; Secrets as files of the secret volumes {', '.join(secret_volumes)}: {', '.join(secrets)}"
+         if secrets else "")
       + (f"; dropped (podman cannot play them): {', '.join(dropped)}" if dropped else ""))
 PY
 export REPO
@@ -310,14 +335,6 @@ while read -r name replicas; do
     podman pod exists "$name-pod-$i" && die "a pod named $name-pod-$i exists already (a previous run?): podman pod rm -f $name-pod-$i"
   done
 done <<<"$DEPLOYMENTS"
-for f in "$WORK"/base.secret.*.json; do
-  name=${f#"$WORK/base.secret."}
-  name=${name%.json}
-  podman secret inspect "$name" >/dev/null 2>&1 &&
-    die "a podman secret named $name exists already and is not this check's: podman secret rm $name"
-  podman secret create --label "$SECRET_LABEL=yes" "$name" "$f" >/dev/null
-  SECRETS+=("$name")
-done
 PLAYED+=("$WORK/base.yaml")
 podman kube play --network "$NET" "$WORK/base.yaml" >"$WORK/play-base.log" 2>&1 ||
   { cat "$WORK/play-base.log" >&2; die "podman kube play of the rendered base"; }
@@ -405,20 +422,35 @@ done
 ok "task $id (slow_compute seconds=2): created through ${API_PODS[0]}, followed through" \
   "${API_PODS[${#API_PODS[@]} - 1]}, run by $runner; completed in $((SECONDS - t0)) s: $(tail -n1 <<<"$result")"
 
-# --- read-only root, as on Kubernetes ----------------------------------------------------------
+# --- read-only root, as on Kubernetes; secrets as files only -----------------------------------
 # readOnlyRootFilesystem: `podman run --read-only` would mount a tmpfs on /tmp, /var/tmp and /run;
 # kube play does not (as Kubernetes, where a writable path needs an emptyDir). So the run above
-# proves presa needs no writable path, provided the containers really were that way.
+# proves presa needs no writable path, provided the containers really were that way: a read-only
+# root, no tmpfs, and no volume but read-only ones (the secret files).
 checked=0
 for pod in $(our_pods); do
   for ctr in $(app_containers "$pod"); do
     [ "$(podman inspect --format '{{.Config.Image}}' "$ctr")" = "$PRESA_IMAGE" ] || continue
-    fs=$(podman inspect --format '{{.HostConfig.ReadonlyRootfs}} {{len .HostConfig.Tmpfs}} {{len .Mounts}}' "$ctr")
-    [ "$fs" = "true 0 0" ] || die "$ctr: read-only root, tmpfs mounts, volumes: $fs, not true 0 0"
+    fs=$(podman inspect --format '{{.HostConfig.ReadonlyRootfs}} {{len .HostConfig.Tmpfs}}' "$ctr")
+    [ "$fs" = "true 0" ] || die "$ctr: read-only root, tmpfs mounts: $fs, not true 0"
+    mounts=$(podman inspect --format '{{range .Mounts}}{{.Destination}}:{{if .RW}}rw{{else}}ro{{end}} {{end}}' "$ctr")
+    [ -n "$mounts" ] || die "$ctr: no volume mounted: where are its secret files?"
+    grep -q ':rw' <<<"$mounts" && die "$ctr: a writable volume: $mounts"
+    # 5. The secrets reached it as files: none of their values is in its environment.
+    env=$(podman inspect --format '{{range .Config.Env}}{{println .}}{{end}}' "$ctr")
+    grep -qF -e "$STATE_SECRET" -e "redis://" <<<"$env" && die "$ctr: a secret in its environment"
+    grep -qE '^PRESA_(REDIS_URL|STATE_SECRET)=' <<<"$env" && die "$ctr: PRESA_REDIS_URL or PRESA_STATE_SECRET in its environment"
+    grep -q '^PRESA_REDIS_URL_FILE=' <<<"$env" || die "$ctr: no PRESA_REDIS_URL_FILE in its environment"
+    # An API pod that could not read its state secret's file would have exited; one without
+    # PRESA_STATE_SECRET_FILE would warn that it uses a random key.
+    if podman logs "$ctr" 2>&1 | grep -q 'PRESA_STATE_SECRET is not set'; then
+      die "$ctr: runs on a random state key, not the one in its secret file"
+    fi
     checked=$((checked + 1))
   done
 done
-ok "read-only root filesystem: the $checked presa containers ran with no writable path (no tmpfs, no volume)"
+ok "read-only root filesystem and secrets as files: the $checked presa containers ran with no writable path" \
+  "(no tmpfs; read-only mounts only: ${mounts% }) and no secret in their environment"
 
 # --- nothing restarted meanwhile ---------------------------------------------------------------
 for pod in $(our_pods); do

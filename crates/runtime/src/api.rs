@@ -6,7 +6,7 @@
 //! and an in-process worker pool (the embedded mode: not durable). With it,
 //! this process is a stateless API pod and worker processes run the tools.
 
-use std::net::SocketAddr;
+use std::{net::SocketAddr, path::PathBuf};
 
 use clap::Parser;
 use presa_telemetry::LogFormat;
@@ -15,7 +15,15 @@ mod run;
 
 pub(crate) use run::run;
 
-use crate::{RedisArgs, Switch, auth::AuthArgs};
+use crate::{
+    RedisArgs, Switch,
+    auth::AuthArgs,
+    secret_file::{SecretFileError, SecretFlag},
+};
+
+/// `--state-secret-file`.
+pub(crate) const STATE_SECRET_FILE: SecretFlag =
+    SecretFlag { flag: "--state-secret-file", env: "PRESA_STATE_SECRET_FILE" };
 
 /// The flags and environment of an API process (`presa-api`).
 #[derive(Debug, Parser)]
@@ -204,6 +212,11 @@ pub struct ApiArgs {
     #[arg(long, env = "PRESA_STATE_SECRET", hide_env_values = true)]
     state_secret: Option<String>,
 
+    /// `--state-secret` read from this file (a mounted Kubernetes Secret), so
+    /// the key is in no environment variable; trailing line ends dropped
+    #[arg(long, env = "PRESA_STATE_SECRET_FILE", value_name = "PATH", conflicts_with = "state_secret")]
+    state_secret_file: Option<PathBuf>,
+
     /// Serve the admin API (`/admin/v1`) and the console (`/console`): `on`
     /// or `off`. Without authentication (`--auth none`) it is refused at start
     /// on a non-loopback address, whatever `--allow-anonymous` says.
@@ -295,5 +308,51 @@ fn parse_ttl(s: &str) -> Result<Ttl, String> {
             Ok(ms) => Ok(Ttl(Some(ms))),
             Err(_) => Err(format!("`{n}` is not a number of milliseconds or `none`")),
         },
+    }
+}
+
+impl ApiArgs {
+    /// The state key: `--state-secret`, else the content of
+    /// `--state-secret-file`; `None` when neither is given (or it is empty).
+    pub(crate) fn state_secret(&self) -> Result<Option<String>, SecretFileError> {
+        let secret = STATE_SECRET_FILE.resolve(self.state_secret.as_ref(), self.state_secret_file.as_ref())?;
+        Ok(secret.filter(|s| !s.is_empty()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::secret_file::tests::file_with;
+
+    fn parse(args: &[&str]) -> Result<ApiArgs, clap::Error> {
+        ApiArgs::try_parse_from(std::iter::once("presa-api").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_state_secret_comes_from_its_file() {
+        let file = file_with(b"a-state-key-of-at-least-32-bytes-long\n");
+        let path = file.0.to_str().unwrap();
+        let args = parse(&["--state-secret-file", path]).unwrap();
+        assert_eq!(args.state_secret().unwrap().as_deref(), Some("a-state-key-of-at-least-32-bytes-long"));
+        let args = parse(&["--state-secret", "given-directly"]).unwrap();
+        assert_eq!(args.state_secret().unwrap().as_deref(), Some("given-directly"));
+        assert_eq!(parse(&[]).unwrap().state_secret().unwrap(), None);
+    }
+
+    #[test]
+    fn the_state_secret_and_its_file_conflict() {
+        let file = file_with(b"key\n");
+        let e = parse(&["--state-secret", "k", "--state-secret-file", file.0.to_str().unwrap()]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict, "{e}");
+    }
+
+    #[test]
+    fn a_missing_state_secret_file_is_refused_by_flag_and_path() {
+        let missing = std::env::temp_dir().join("presa-no-such-state-secret");
+        let args = parse(&["--state-secret-file", missing.to_str().unwrap()]).unwrap();
+        let e = args.state_secret().unwrap_err().to_string();
+        let want = format!("--state-secret-file (PRESA_STATE_SECRET_FILE): cannot read {}: ", missing.display());
+        assert!(e.starts_with(&want), "{e}");
     }
 }

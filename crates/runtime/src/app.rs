@@ -37,6 +37,9 @@ pub enum RuntimeError {
     /// Telemetry could not be set up.
     #[error("setting up telemetry: {0}")]
     Telemetry(#[from] presa_telemetry::TelemetryError),
+    /// A secret file (`--state-secret-file`) cannot be used.
+    #[error(transparent)]
+    SecretFile(#[from] crate::secret_file::SecretFileError),
     /// The task store could not be set up.
     #[error("setting up the task store: {0}")]
     Storage(#[from] StorageError),
@@ -198,12 +201,16 @@ fn parse<T: clap::Parser>(args: &[OsString]) -> T {
 }
 
 /// The process's exit: 0; 2 with the reason on stderr for settings that do
-/// not work together; else 1 with the error.
+/// not work together or a secret file that cannot be used; else 1 with the error.
 fn report(result: Result<(), RuntimeError>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // Settings that do not work together: a usage error, like an invalid flag.
-        Err(e @ RuntimeError::Config(_)) => {
+        Err(
+            e @ (RuntimeError::Config(_)
+            | RuntimeError::SecretFile(_)
+            | RuntimeError::Storage(StorageError::SecretFile(_))),
+        ) => {
             eprintln!("error: {e}");
             ExitCode::from(2)
         }

@@ -13,6 +13,7 @@ mod api;
 mod app;
 pub mod auth;
 pub mod config;
+pub mod secret_file;
 mod storage;
 mod worker;
 

@@ -46,6 +46,9 @@ pub enum StorageError {
     /// The Redis settings contradict each other (the message names the flags).
     #[error("invalid Redis settings: {0}")]
     Config(String),
+    /// A `--redis-*-file` flag names a file that cannot be used.
+    #[error(transparent)]
+    SecretFile(#[from] crate::secret_file::SecretFileError),
 }
 
 impl Storage {

@@ -73,7 +73,8 @@ pub struct WorkerArgs {
 pub(crate) async fn run(app: Checked, args: WorkerArgs) -> Result<(), RuntimeError> {
     let Some(redis) = args.redis.config()? else {
         return Err(RuntimeError::Config(
-            "--redis-url (PRESA_REDIS_URL) or --redis-sentinels (PRESA_REDIS_SENTINELS) is required: \
+            "--redis-url (PRESA_REDIS_URL), --redis-url-file (PRESA_REDIS_URL_FILE) or --redis-sentinels \
+             (PRESA_REDIS_SENTINELS) is required: \
              a worker runs tasks queued in Redis"
                 .into(),
         ));

@@ -18,12 +18,16 @@ use crate::{
 
 /// Run an API process for `app` with `args` until SIGTERM/SIGINT and its drain.
 pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError> {
-    let secret = args.state_secret.as_deref().filter(|s| !s.is_empty());
+    let secret = args.state_secret()?;
+    let secret = secret.as_deref();
     check_listen(&args.auth, args.listen).map_err(RuntimeError::Config)?;
     check_admin(&args.auth, args.admin_listen.unwrap_or(args.listen), args.admin == Switch::On)
         .map_err(RuntimeError::Config)?;
     if let Some(s) = secret {
-        check_state_secret(s).map_err(RuntimeError::Config)?;
+        check_state_secret(s).map_err(|e| match &args.state_secret_file {
+            Some(path) => RuntimeError::Config(format!("{e} (read from --state-secret-file {})", path.display())),
+            None => RuntimeError::Config(e),
+        })?;
     }
     let telemetry = crate::telemetry(&format!("{}-api", app.name), args.log_format)?;
 

@@ -1,11 +1,21 @@
 //! The Redis flags both binaries share ([`RedisArgs`], with
 //! [`DurabilityLevel`] and [`Switch`]) and the [`RedisConfig`] they make.
 
-use std::time::Duration;
+use std::{path::PathBuf, time::Duration};
 
 use presa_store_redis::{Durability, RedisConfig, SentinelConfig};
 
 use super::StorageError;
+use crate::secret_file::{SecretFileError, SecretFlag};
+
+/// `--redis-url-file`.
+pub(super) const REDIS_URL_FILE: SecretFlag = SecretFlag { flag: "--redis-url-file", env: "PRESA_REDIS_URL_FILE" };
+/// `--redis-password-file`.
+pub(super) const REDIS_PASSWORD_FILE: SecretFlag =
+    SecretFlag { flag: "--redis-password-file", env: "PRESA_REDIS_PASSWORD_FILE" };
+/// `--redis-sentinel-password-file`.
+pub(super) const REDIS_SENTINEL_PASSWORD_FILE: SecretFlag =
+    SecretFlag { flag: "--redis-sentinel-password-file", env: "PRESA_REDIS_SENTINEL_PASSWORD_FILE" };
 
 /// `--durability`: what a write must reach before it is acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -23,6 +33,11 @@ pub struct RedisArgs {
     /// embedded in-memory mode (presa-api only).
     #[arg(long, env = "PRESA_REDIS_URL", hide_env_values = true)]
     pub redis_url: Option<String>,
+
+    /// `--redis-url` read from this file (a mounted Kubernetes Secret), so
+    /// the URL's password is in no environment variable; trailing line ends dropped
+    #[arg(long, env = "PRESA_REDIS_URL_FILE", value_name = "PATH", conflicts_with = "redis_url")]
+    pub redis_url_file: Option<PathBuf>,
 
     /// Redis Sentinels, `HOST:PORT[,HOST:PORT…]`, instead of `--redis-url`:
     /// every connection asks them for the primary (checked with `ROLE`) and
@@ -43,6 +58,15 @@ pub struct RedisArgs {
     #[arg(long, env = "PRESA_REDIS_SENTINEL_PASSWORD", hide_env_values = true)]
     pub redis_sentinel_password: Option<String>,
 
+    /// `--redis-sentinel-password` read from this file (a mounted Kubernetes Secret); trailing line ends dropped
+    #[arg(
+        long,
+        env = "PRESA_REDIS_SENTINEL_PASSWORD_FILE",
+        value_name = "PATH",
+        conflicts_with = "redis_sentinel_password"
+    )]
+    pub redis_sentinel_password_file: Option<PathBuf>,
+
     /// With `--redis-sentinels`: username for the primary (with `--redis-url` it goes in the URL)
     #[arg(long, env = "PRESA_REDIS_USERNAME")]
     pub redis_username: Option<String>,
@@ -50,6 +74,10 @@ pub struct RedisArgs {
     /// With `--redis-sentinels`: password for the primary, `requirepass` (with `--redis-url` it goes in the URL)
     #[arg(long, env = "PRESA_REDIS_PASSWORD", hide_env_values = true)]
     pub redis_password: Option<String>,
+
+    /// `--redis-password` read from this file (a mounted Kubernetes Secret); trailing line ends dropped
+    #[arg(long, env = "PRESA_REDIS_PASSWORD_FILE", value_name = "PATH", conflicts_with = "redis_password")]
+    pub redis_password_file: Option<PathBuf>,
 
     /// With `--redis-sentinels`: TLS to the Sentinels and the primary (as `rediss://`; `--redis-tls-ca-file` applies)
     #[arg(long, env = "PRESA_REDIS_SENTINEL_TLS", default_value_t = false)]
@@ -74,7 +102,7 @@ pub struct RedisArgs {
     /// PEM file of the CA certificate(s) that sign the Redis server's
     /// certificate, for `rediss://` URLs (and `--redis-sentinel-tls`). Unset: the system's trusted roots.
     #[arg(long, env = "PRESA_REDIS_TLS_CA_FILE")]
-    pub redis_tls_ca_file: Option<std::path::PathBuf>,
+    pub redis_tls_ca_file: Option<PathBuf>,
 
     /// How often the Redis epoch key is checked to detect a Redis that lost
     /// its data (flushed, restarted empty), in ms; `/readyz` checks it too.
@@ -137,21 +165,48 @@ impl RedisArgs {
     /// The Redis configuration these settings ask for: `None` for none
     /// (no `--redis-url`, no `--redis-sentinels`: the embedded mode), or why
     /// they contradict each other.
+    ///
+    /// The `*-file` flags are read here (see [`crate::secret_file`]): a file
+    /// that cannot be read, or is empty, is an error naming the flag and path.
     pub fn config(&self) -> Result<Option<RedisConfig>, StorageError> {
+        let secrets = self.with_secret_files()?;
+        secrets.config_given()
+    }
+
+    /// These settings with each `*-file` flag's file read into its plain twin.
+    fn with_secret_files(&self) -> Result<RedisArgs, SecretFileError> {
+        Ok(RedisArgs {
+            redis_url: REDIS_URL_FILE.resolve(self.redis_url.as_ref(), self.redis_url_file.as_ref())?,
+            redis_url_file: None,
+            redis_password: REDIS_PASSWORD_FILE
+                .resolve(self.redis_password.as_ref(), self.redis_password_file.as_ref())?,
+            redis_password_file: None,
+            redis_sentinel_password: REDIS_SENTINEL_PASSWORD_FILE
+                .resolve(self.redis_sentinel_password.as_ref(), self.redis_sentinel_password_file.as_ref())?,
+            redis_sentinel_password_file: None,
+            ..self.clone()
+        })
+    }
+
+    /// [`config`](Self::config) once the secret files are read.
+    fn config_given(&self) -> Result<Option<RedisConfig>, StorageError> {
         let set = |v: &Option<String>| v.as_deref().is_some_and(|v| !v.is_empty());
         let bad = |m: &str| Err(StorageError::Config(m.to_string()));
         let sentinel_only = [
             ("--redis-sentinel-master (PRESA_REDIS_SENTINEL_MASTER)", set(&self.redis_sentinel_master)),
             ("--redis-sentinel-username (PRESA_REDIS_SENTINEL_USERNAME)", set(&self.redis_sentinel_username)),
-            ("--redis-sentinel-password (PRESA_REDIS_SENTINEL_PASSWORD)", set(&self.redis_sentinel_password)),
+            (
+                "--redis-sentinel-password[-file] (PRESA_REDIS_SENTINEL_PASSWORD[_FILE])",
+                set(&self.redis_sentinel_password),
+            ),
             ("--redis-username (PRESA_REDIS_USERNAME)", set(&self.redis_username)),
-            ("--redis-password (PRESA_REDIS_PASSWORD)", set(&self.redis_password)),
+            ("--redis-password[-file] (PRESA_REDIS_PASSWORD[_FILE])", set(&self.redis_password)),
             ("--redis-sentinel-tls (PRESA_REDIS_SENTINEL_TLS)", self.redis_sentinel_tls),
         ];
         let cfg = match (set(&self.redis_url), set(&self.redis_sentinels)) {
             (true, true) => {
                 return bad(
-                    "--redis-url (PRESA_REDIS_URL) and --redis-sentinels (PRESA_REDIS_SENTINELS) exclude each other: \
+                    "--redis-url[-file] (PRESA_REDIS_URL[_FILE]) and --redis-sentinels (PRESA_REDIS_SENTINELS) exclude each other: \
                      give the URL of one server, or the Sentinels that name the primary",
                 );
             }
@@ -228,6 +283,7 @@ mod tests {
     use clap::Parser;
 
     use super::*;
+    use crate::secret_file::tests::file_with;
 
     #[derive(Debug, Parser)]
     struct Flags {
@@ -238,6 +294,61 @@ mod tests {
     fn config(args: &[&str]) -> Result<Option<RedisConfig>, String> {
         let flags = Flags::try_parse_from(std::iter::once("presa").chain(args.iter().copied())).unwrap();
         flags.redis.config().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn secret_files_stand_for_the_url_and_the_passwords() {
+        let url = file_with(b"redis://presa:url-pw@h:6379/0\n");
+        let cfg = config(&["--redis-url-file", url.0.to_str().unwrap()]).unwrap().unwrap();
+        assert_eq!(cfg.url, "redis://presa:url-pw@h:6379/0", "the trailing newline is dropped");
+
+        let (pw, spw) = (file_with(b"data-pw\r\n"), file_with(b"sentinel-pw"));
+        let cfg = config(&[
+            "--redis-sentinels",
+            "s1:26379",
+            "--redis-sentinel-master",
+            "m",
+            "--redis-password-file",
+            pw.0.to_str().unwrap(),
+            "--redis-sentinel-password-file",
+            spw.0.to_str().unwrap(),
+        ])
+        .unwrap()
+        .unwrap();
+        let s = cfg.sentinel.unwrap();
+        assert_eq!((s.password.as_deref(), s.sentinel_password.as_deref()), (Some("data-pw"), Some("sentinel-pw")));
+    }
+
+    #[test]
+    fn a_secret_file_conflicts_with_its_plain_flag() {
+        let f = file_with(b"x");
+        let path = f.0.to_str().unwrap();
+        for (plain, file) in [
+            ("--redis-url", "--redis-url-file"),
+            ("--redis-password", "--redis-password-file"),
+            ("--redis-sentinel-password", "--redis-sentinel-password-file"),
+        ] {
+            let e = Flags::try_parse_from(["presa", plain, "v", file, path]).unwrap_err();
+            assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict, "{plain} and {file}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_bad_secret_file_is_refused_by_flag_and_path() {
+        let missing = std::env::temp_dir().join("presa-no-such-redis-url");
+        let err = config(&["--redis-url-file", missing.to_str().unwrap()]).unwrap_err();
+        let want = format!("--redis-url-file (PRESA_REDIS_URL_FILE): cannot read {}: ", missing.display());
+        assert!(err.starts_with(&want), "{err}");
+
+        let empty = file_with(b"\n");
+        let err = config(&["--redis-url-file", empty.0.to_str().unwrap()]).unwrap_err();
+        assert_eq!(err, format!("--redis-url-file (PRESA_REDIS_URL_FILE): {} is empty", empty.0.display()));
+
+        // A password file with --redis-url is refused like its plain twin, naming both forms.
+        let pw = file_with(b"pw");
+        let err = config(&["--redis-url", "redis://h:1", "--redis-password-file", pw.0.to_str().unwrap()]).unwrap_err();
+        assert!(err.contains("--redis-password[-file]") && err.contains("credentials go in the URL"), "{err}");
+        assert!(!err.contains("pw\n") && !err.contains(": pw"), "{err}");
     }
 
     #[test]
