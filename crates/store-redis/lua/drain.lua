@@ -14,4 +14,8 @@ if not beat or not until_ms or tonumber(until_ms) <= tonumber(ARGV[2]) then
   return false
 end
 redis.call('ZADD', KEYS[3], until_ms, ARGV[1])
+-- The drains expire with the last node they name (heartbeat.lua moves it on).
+if redis.call('PEXPIRETIME', KEYS[3]) < tonumber(until_ms) then
+  redis.call('PEXPIREAT', KEYS[3], until_ms)
+end
 return beat

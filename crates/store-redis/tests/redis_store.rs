@@ -467,6 +467,23 @@ async fn expired_tasks_leave_no_key_behind() {
         let cancelled = next(t, Event::Cancel);
         assert!(matches!(store.transition(&cancelled, Writer::Client).await.unwrap(), Cas::Applied(_)));
     }
+    // A process's registry entry, asked to drain: the registry's keys go with its last heartbeat.
+    use presa_store::AdminStore;
+    let node = presa_store::NodeInfo {
+        id: "node-1".into(),
+        role: "worker".into(),
+        version: "test".into(),
+        started_at_ms: 0,
+        heartbeat_at_ms: 0,
+        slots_in_use: 0,
+        slots: 1,
+        tools: Vec::new(),
+        draining: false,
+        completed: 0,
+        failed: 0,
+    };
+    store.heartbeat(&node, Duration::from_millis(ttl)).await.unwrap();
+    assert!(store.drain("node-1").await.unwrap().is_some());
     let mut c = raw(&redis).await;
     let prefix = format!("{}:*", store.keys().prefix());
     let active = store.keys().scope_active(&owner());
