@@ -8,6 +8,7 @@
 //! - [`meta`]: the per-request `_meta` keys and their validation.
 //! - [`headers`]: Streamable HTTP header names and the `=?base64?…?=` codec.
 //! - [`method`]: [`Method`], every request method presa answers, named once.
+//! - [`limit`]: [`Limit`], every limit a request can be refused for, and how a refusal answers.
 //!
 //! Invariant: serialising any type here yields single-line JSON (serde_json's
 //! compact writer), which some clients parse line by line.
@@ -15,9 +16,11 @@
 pub mod codes;
 pub mod headers;
 pub mod jsonrpc;
+pub mod limit;
 pub mod meta;
 pub mod method;
 
+pub use limit::Limit;
 pub use method::{Method, UnknownMethod};
 use serde_json::json;
 

@@ -2,7 +2,7 @@
 //!
 //! Internal causes are logged here and never sent: clients see a stable message.
 
-use presa_protocol::{TASKS_EXTENSION, codes, jsonrpc::ErrorObject};
+use presa_protocol::{Limit, TASKS_EXTENSION, codes, jsonrpc::ErrorObject, limit::RETRY_AFTER_MS};
 use presa_store::StoreError;
 use serde_json::{Value, json};
 
@@ -15,21 +15,21 @@ pub const REQUIRED_SCOPES: &str = "requiredScopes";
 
 /// The `retryAfterMs` of a refusal for a full work queue: about the time
 /// workers need to drain a burst.
-pub const QUEUE_FULL_RETRY_AFTER_MS: u64 = 1000;
+pub const QUEUE_FULL_RETRY_AFTER_MS: u64 = RETRY_AFTER_MS;
 
 /// The `retryAfterMs` of a refusal for one principal's quota (a
 /// `…_per_scope` limit: its active tasks, bytes, listen streams): the quota
 /// frees as the principal's own tasks end or streams close, which presa
 /// cannot foresee; a second is a polite first retry.
-pub const QUOTA_RETRY_AFTER_MS: u64 = 1000;
+pub const QUOTA_RETRY_AFTER_MS: u64 = RETRY_AFTER_MS;
 
 /// The `retryAfterMs` of a retryable 503: a pod-wide capacity limit or a
 /// store that does not answer.
-pub const UNAVAILABLE_RETRY_AFTER_MS: u64 = 1000;
+pub const UNAVAILABLE_RETRY_AFTER_MS: u64 = RETRY_AFTER_MS;
 
 /// The `retryAfterMs` of a refusal for a full in-request call pool: most
 /// in-request calls answer within a second (long ones belong in tasks).
-pub const INFLIGHT_RETRY_AFTER_MS: u64 = 1000;
+pub const INFLIGHT_RETRY_AFTER_MS: u64 = RETRY_AFTER_MS;
 
 /// Why a request failed.
 #[derive(Debug, thiserror::Error)]
@@ -57,14 +57,14 @@ pub enum ServerError {
     /// [`ServerError::capacity`], which turns a principal's quota into
     /// [`ServerError::RateLimited`].
     #[error("Capacity exhausted: {0}")]
-    Capacity(&'static str),
+    Capacity(Limit),
     /// A limit that frees itself was hit: a full work queue, or the caller's
     /// own quota (a `…_per_scope` limit); nothing was stored (`-32023`, HTTP
     /// 429 with `Retry-After`, retryable after `retry_after_ms`).
     #[error("Too many requests: {limit}")]
     RateLimited {
-        /// Which limit (`max_queued`).
-        limit: &'static str,
+        /// Which limit ([`Limit::MaxQueued`], a `…_per_scope` one).
+        limit: Limit,
         /// When to try again, in ms (`data.retryAfterMs`).
         retry_after_ms: u64,
     },
@@ -95,15 +95,14 @@ pub enum ServerError {
 }
 
 impl ServerError {
-    /// A capacity limit named `limit` was hit: a principal's quota (a
-    /// `…_per_scope` limit) is [`ServerError::RateLimited`] (HTTP 429, the
-    /// caller is asking for more than its share); any other limit is
-    /// pod-wide, [`ServerError::Capacity`] (HTTP 503, the server is full).
-    pub fn capacity(limit: &'static str) -> Self {
-        if limit.ends_with("_per_scope") {
-            ServerError::RateLimited { limit, retry_after_ms: QUOTA_RETRY_AFTER_MS }
-        } else {
-            ServerError::Capacity(limit)
+    /// A capacity limit was hit: the caller's own share or a queue that
+    /// frees itself ([`Limit::is_callers`]) is [`ServerError::RateLimited`]
+    /// (HTTP 429, the caller asks for more than its share); any other limit
+    /// is pod-wide, [`ServerError::Capacity`] (HTTP 503, the server is full).
+    pub fn capacity(limit: Limit) -> Self {
+        match limit.retry_after_ms() {
+            Some(retry_after_ms) if limit.is_callers() => ServerError::RateLimited { limit, retry_after_ms },
+            _ => ServerError::Capacity(limit),
         }
     }
 
@@ -177,9 +176,7 @@ impl From<StoreError> for ServerError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Capacity { limit } => ServerError::capacity(limit),
-            StoreError::QueueFull => {
-                ServerError::RateLimited { limit: "max_queued", retry_after_ms: QUEUE_FULL_RETRY_AFTER_MS }
-            }
+            StoreError::QueueFull => ServerError::capacity(Limit::MaxQueued),
             StoreError::Unavailable(m) => ServerError::Unavailable(m),
             e @ StoreError::Unconfirmed { .. } => ServerError::Unavailable(e.to_string()),
             StoreError::Corrupt(m) => ServerError::Internal(format!("corrupt record: {m}")),
@@ -202,7 +199,7 @@ mod tests {
 
     #[test]
     fn a_principals_quota_is_429_and_a_full_pod_503_both_with_retry_after() {
-        for limit in ["max_active_tasks_per_scope", "max_bytes_per_scope", "max_listen_streams_per_scope"] {
+        for limit in [Limit::MaxActiveTasksPerScope, Limit::MaxBytesPerScope, Limit::MaxListenStreamsPerScope] {
             let e = ServerError::from(StoreError::Capacity { limit }).to_error_object();
             assert_eq!((e.code, e.http_status()), (codes::RATE_LIMITED, 429), "{limit}");
             assert_eq!(
@@ -210,7 +207,7 @@ mod tests {
                 Some(json!({ "retryable": true, "retryAfterMs": QUOTA_RETRY_AFTER_MS, "limit": limit }))
             );
         }
-        for limit in ["max_tasks", "max_memory_bytes", "max_listen_streams"] {
+        for limit in [Limit::MaxTasks, Limit::MaxMemoryBytes, Limit::MaxListenStreams] {
             let e = ServerError::capacity(limit).to_error_object();
             assert_eq!((e.code, e.http_status()), (codes::INTERNAL_ERROR, 503), "{limit}");
             assert_eq!(e.data.unwrap()["retryAfterMs"], UNAVAILABLE_RETRY_AFTER_MS, "{limit}");

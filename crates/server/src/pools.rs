@@ -12,7 +12,7 @@ use std::{
     sync::{Arc, Mutex, PoisonError},
 };
 
-use presa_store::Scope;
+use presa_store::{Limit, Scope};
 use presa_telemetry::metrics;
 
 /// One pool: its limits, their names (what a refusal reports), and what is open.
@@ -22,8 +22,8 @@ pub struct ScopedPool {
     max: usize,
     /// Most places one scope may hold (0: no limit beyond `max`).
     max_per_scope: usize,
-    /// The names of the two limits (`max_listen_streams`, `max_listen_streams_per_scope`).
-    names: (&'static str, &'static str),
+    /// The two limits ([`Limit::MaxListenStreams`], [`Limit::MaxListenStreamsPerScope`]).
+    names: (Limit, Limit),
     open: Mutex<Open>,
 }
 
@@ -44,13 +44,13 @@ pub struct Permit {
 impl ScopedPool {
     /// A pool of `max` places, `max_per_scope` for any one scope, whose
     /// refusals name `names` (the process's limit, then the scope's).
-    pub fn new(max: usize, max_per_scope: usize, names: (&'static str, &'static str)) -> Arc<Self> {
+    pub fn new(max: usize, max_per_scope: usize, names: (Limit, Limit)) -> Arc<Self> {
         Arc::new(ScopedPool { max, max_per_scope, names, open: Mutex::default() })
     }
 
-    /// One more place for `scope`, or the name of the limit that is full
+    /// One more place for `scope`, or the limit that is full
     /// (counted in `presa_refusals_total`).
-    pub fn admit(self: &Arc<Self>, scope: &Scope) -> Result<Permit, &'static str> {
+    pub fn admit(self: &Arc<Self>, scope: &Scope) -> Result<Permit, Limit> {
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         let refused = if open.total >= self.max {
             Some(self.names.0)
@@ -104,12 +104,13 @@ mod tests {
 
     #[test]
     fn each_scope_gets_its_share_and_the_process_its_total() {
-        let pool = ScopedPool::new(3, 2, ("all", "each"));
+        let (all, each) = (Limit::MaxInflightCalls, Limit::MaxInflightCallsPerScope);
+        let pool = ScopedPool::new(3, 2, (all, each));
         let a1 = pool.admit(&scope("a")).unwrap();
         let _a2 = pool.admit(&scope("a")).unwrap();
-        assert_eq!(pool.admit(&scope("a")).unwrap_err(), "each");
+        assert_eq!(pool.admit(&scope("a")).unwrap_err(), each);
         let _b = pool.admit(&scope("b")).unwrap();
-        assert_eq!(pool.admit(&scope("c")).unwrap_err(), "all");
+        assert_eq!(pool.admit(&scope("c")).unwrap_err(), all);
         assert_eq!(pool.open(), 3);
         assert_eq!(a1.scope(), &scope("a"));
         drop(a1);
@@ -119,8 +120,8 @@ mod tests {
 
     #[test]
     fn no_per_scope_limit_at_zero() {
-        let pool = ScopedPool::new(2, 0, ("all", "each"));
+        let pool = ScopedPool::new(2, 0, (Limit::MaxListenStreams, Limit::MaxListenStreamsPerScope));
         let _held: Vec<_> = (0..2).map(|_| pool.admit(&scope("a")).unwrap()).collect();
-        assert_eq!(pool.admit(&scope("a")).unwrap_err(), "all");
+        assert_eq!(pool.admit(&scope("a")).unwrap_err(), Limit::MaxListenStreams);
     }
 }

@@ -7,7 +7,7 @@
 //! durability, the confirmation.
 
 use presa_store::{
-    CreateLimits, Created, Idempotency, NewTask, StoreError, Task,
+    CreateLimits, Created, Idempotency, Limit, NewTask, StoreError, Task,
     util::{new_task_id_in, now_ms},
 };
 use redis::Value;
@@ -147,7 +147,7 @@ impl RedisStore {
         if let Some(limit) = limits.max_active_per_scope {
             match self.active_tasks().admit(task, limit).await? {
                 Some(active) => usage.active = Some(active),
-                None => return Ok(Outcome::Refused(ACTIVE_LIMIT)),
+                None => return Ok(Outcome::Refused(Limit::MaxActiveTasksPerScope)),
             }
         }
         let reserved = match limits.max_bytes_per_scope {
@@ -160,7 +160,7 @@ impl RedisStore {
                 if admit {
                     self.active_tasks().forget(&task.scope, &task.id).await;
                 }
-                return refused.map(|_| Outcome::Refused(BYTE_QUOTA));
+                return refused.map(|_| Outcome::Refused(Limit::MaxBytesPerScope));
             }
         }
         let doc = encode(task)?;
@@ -231,8 +231,8 @@ fn created(reply: Value) -> Result<Outcome, RedisStoreError> {
     match reply {
         Value::Nil => Ok(Outcome::Collided),
         Value::Int(0) => Ok(Outcome::QueueFull),
-        Value::Int(-1) => Ok(Outcome::Refused(ACTIVE_LIMIT)),
-        Value::Int(-2) => Ok(Outcome::Refused(BYTE_QUOTA)),
+        Value::Int(-1) => Ok(Outcome::Refused(Limit::MaxActiveTasksPerScope)),
+        Value::Int(-2) => Ok(Outcome::Refused(Limit::MaxBytesPerScope)),
         Value::Int(-3) => Ok(Outcome::KeyReused),
         Value::Array(parts)
             if parts.len() == 2 && matches!(&parts[0], Value::BulkString(tag) if tag.as_slice() == b"replay") =>
@@ -250,10 +250,6 @@ fn created(reply: Value) -> Result<Outcome, RedisStoreError> {
         other => Err(RedisStoreError::Corrupt(format!("unexpected create reply: {other:?}"))),
     }
 }
-
-/// The limits a refused create names (`StoreError::Capacity`).
-const ACTIVE_LIMIT: &str = "max_active_tasks_per_scope";
-pub(crate) const BYTE_QUOTA: &str = presa_store::BYTES_LIMIT;
 
 /// A scope's use of its quotas right after a create (what the scripts counted).
 #[derive(Debug, Default, Clone, Copy)]
@@ -273,7 +269,7 @@ enum Outcome {
     /// The partition's work stream is full; nothing was written.
     QueueFull,
     /// The scope is at this limit; nothing was written.
-    Refused(&'static str),
+    Refused(Limit),
     /// The idempotency key made this task before (same request); nothing was written.
     Replayed(Box<Task>),
     /// The idempotency key was used for another request; nothing was written.

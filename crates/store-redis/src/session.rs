@@ -90,7 +90,7 @@ impl RedisStore {
         admit.key(keys.sessions()).arg(&member).arg(now).arg(ttl_ms).arg(limits.max_sessions.unwrap_or(0));
         let admitted: i64 = self.invoke(&admit).await?;
         if admitted == 0 {
-            return Err(StoreError::Capacity { limit: presa_store::SESSIONS_LIMIT });
+            return Err(StoreError::Capacity { limit: presa_store::Limit::MaxLegacySessions });
         }
         let second: String = self.invoke(&write(true)).await?;
         let outcome = session_reply(&second);
@@ -104,13 +104,14 @@ impl RedisStore {
 
 /// What `session.lua` answered, as an outcome.
 fn session_reply(reply: &str) -> Result<(), StoreError> {
-    use presa_store::{SESSION_BYTES_LIMIT, SESSION_FIELDS_LIMIT, SESSIONS_PER_SCOPE_LIMIT};
-    let limit = match reply {
-        "ok" => return Ok(()),
-        "max_legacy_session_fields" => SESSION_FIELDS_LIMIT,
-        "max_legacy_session_bytes" => SESSION_BYTES_LIMIT,
-        "max_legacy_sessions_per_scope" => SESSIONS_PER_SCOPE_LIMIT,
-        other => return Err(StoreError::Corrupt(format!("session.lua answered {other:?}"))),
-    };
-    Err(StoreError::Capacity { limit })
+    use presa_store::Limit;
+    // session.lua names the limit it refused for by its setting's name.
+    let refused = [Limit::MaxLegacySessionFields, Limit::MaxLegacySessionBytes, Limit::MaxLegacySessionsPerScope];
+    match reply {
+        "ok" => Ok(()),
+        other => match refused.into_iter().find(|l| l.as_str() == other) {
+            Some(limit) => Err(StoreError::Capacity { limit }),
+            None => Err(StoreError::Corrupt(format!("session.lua answered {other:?}"))),
+        },
+    }
 }

@@ -9,7 +9,7 @@ use redis::Value;
 
 use crate::{
     RedisStore, RedisStoreError,
-    create::{BYTE_QUOTA, optional},
+    create::optional,
     durability::Replication,
     keys::GROUP,
     quota::{Resized, reservation_expiry},
@@ -70,7 +70,9 @@ impl RedisStore {
         let counted_from = match quota {
             Some(quota) if cluster => {
                 match self.scope_bytes().resize(&next.scope, &next.id, doc.len(), Some(quota), None).await? {
-                    Resized::Refused => return Err(StoreError::Capacity { limit: BYTE_QUOTA }),
+                    Resized::Refused => {
+                        return Err(StoreError::Capacity { limit: presa_store::Limit::MaxBytesPerScope });
+                    }
                     Resized::Was(before) => Some(before),
                     Resized::Unreserved => None,
                 }
@@ -124,7 +126,7 @@ impl RedisStore {
                 }
                 Cas::Applied(next.clone())
             }
-            [Value::Int(2)] => return Err(StoreError::Capacity { limit: BYTE_QUOTA }),
+            [Value::Int(2)] => return Err(StoreError::Capacity { limit: presa_store::Limit::MaxBytesPerScope }),
             [Value::Int(0)] | [Value::Int(0), Value::Nil] => Cas::Conflict(None),
             [Value::Int(0), stored] => {
                 let stored: String =

@@ -1,6 +1,8 @@
 //! [`StoreError`]: why a store operation failed, the one error type of
 //! every store and bus, and whether retrying can help.
 
+use crate::Limit;
+
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -10,8 +12,8 @@ pub enum StoreError {
     /// A capacity limit was hit; nothing was stored. Retryable later.
     #[error("capacity limit reached: {limit}")]
     Capacity {
-        /// Which limit (`max_active_tasks_per_scope`, `max_tasks`).
-        limit: &'static str,
+        /// Which limit ([`Limit::MaxActiveTasksPerScope`], [`Limit::MaxTasks`]…).
+        limit: Limit,
     },
     /// The new task's partition already holds
     /// [`CreateLimits::max_queued_per_partition`](crate::CreateLimits::max_queued_per_partition) work items (queued or

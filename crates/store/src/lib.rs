@@ -52,12 +52,11 @@ pub use error::StoreError;
 use futures::Stream;
 pub use idempotency::{Created, Idempotency};
 pub use limits::{
-    BUS_QUEUE, BYTES_LIMIT, CreateLimits, DEFAULT_OP_TIMEOUT, MAX_EVENT_BYTES, TOPIC_QUEUE, check_event, growth_quota,
+    BUS_QUEUE, CreateLimits, DEFAULT_OP_TIMEOUT, MAX_EVENT_BYTES, TOPIC_QUEUE, check_event, growth_quota,
 };
+pub use presa_protocol::Limit;
 pub use presa_tasks::{Caller, NewTask, Scope, Status, Task, TaskId, wire::GetView};
-pub use session::{
-    SESSION_BYTES_LIMIT, SESSION_FIELDS_LIMIT, SESSIONS_LIMIT, SESSIONS_PER_SCOPE_LIMIT, SessionLimits, SessionStore,
-};
+pub use session::{SessionLimits, SessionStore};
 pub use shares::Shares;
 
 pub mod admin;

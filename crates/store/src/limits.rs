@@ -38,9 +38,6 @@ pub fn growth_quota(next: &Task, writer: Writer, max_bytes_per_scope: Option<u64
     max_bytes_per_scope.filter(|_| writer == Writer::Client && !next.status.is_terminal())
 }
 
-/// The `Capacity` limit of a create or a write past [`CreateLimits::max_bytes_per_scope`].
-pub const BYTES_LIMIT: &str = "max_bytes_per_scope";
-
 /// Largest event [`EventBus::publish`](crate::EventBus::publish) sends to every process, in bytes: an
 /// event is a notice (a list changed, a resource URI, a session ended),
 /// never a caller's payload, which goes to one topic ([`EventBus::publish_to`](crate::EventBus::publish_to)).

@@ -18,9 +18,9 @@ pub const EVICTED: &str = "presa_memory_evicted_tasks_total";
 pub const QUOTA_USAGE: &str = "presa_quota_usage_ratio";
 
 /// The `quota` label of the active-tasks limit (`CreateLimits::max_active_per_scope`).
-pub const ACTIVE_TASKS_QUOTA: &str = "max_active_tasks_per_scope";
+pub const ACTIVE_TASKS_QUOTA: &str = crate::Limit::MaxActiveTasksPerScope.as_str();
 /// The `quota` label of the byte quota (`CreateLimits::max_bytes_per_scope`).
-pub const BYTES_QUOTA: &str = "max_bytes_per_scope";
+pub const BYTES_QUOTA: &str = crate::Limit::MaxBytesPerScope.as_str();
 
 /// Register [`QUOTA_USAGE`] for both quotas (no observation yet), so the
 /// series exist before the first create.

@@ -47,15 +47,6 @@ impl SessionLimits {
     };
 }
 
-/// The `Capacity` limit of a session over [`SessionLimits::max_fields`].
-pub const SESSION_FIELDS_LIMIT: &str = "max_legacy_session_fields";
-/// The `Capacity` limit of a session over [`SessionLimits::max_bytes`].
-pub const SESSION_BYTES_LIMIT: &str = "max_legacy_session_bytes";
-/// The `Capacity` limit of a scope over [`SessionLimits::max_per_scope`].
-pub const SESSIONS_PER_SCOPE_LIMIT: &str = "max_legacy_sessions_per_scope";
-/// The `Capacity` limit of a store over [`SessionLimits::max_sessions`].
-pub const SESSIONS_LIMIT: &str = "max_legacy_sessions";
-
 /// The shared state of legacy (2025-11-25) sessions, by owner and session
 /// id: set by whichever process serves a request of the session, read back
 /// by any other. Every implementation runs the session cases of the
@@ -68,8 +59,8 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug + 'static {
     /// now. Any process serving the session reads it back with
     /// [`SessionStore::session_state`]. A write past `limits` stores nothing and
     /// fails with `StoreError::Capacity` naming the limit
-    /// ([`SESSION_FIELDS_LIMIT`], [`SESSION_BYTES_LIMIT`],
-    /// [`SESSIONS_PER_SCOPE_LIMIT`], [`SESSIONS_LIMIT`]); a removal is never refused.
+    /// ([`Limit::MaxLegacySessionFields`], [`Limit::MaxLegacySessionBytes`],
+    /// [`Limit::MaxLegacySessionsPerScope`], [`Limit::MaxLegacySessions`]); a removal is never refused.
     async fn set_session_field(
         &self,
         owner: &Scope,

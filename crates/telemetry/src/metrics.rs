@@ -22,6 +22,7 @@
 use std::time::Duration;
 
 use metrics::{Gauge, counter, gauge, histogram};
+use presa_protocol::Limit;
 #[cfg(feature = "exporters")]
 pub use recorder::{PrometheusHandle, install};
 
@@ -59,7 +60,7 @@ pub const WORKER_SLOTS_IN_USE: &str = "presa_worker_slots_in_use";
 /// Tasks this worker holds a lease on, by `state` (`running`, or
 /// `input_required`: parked until the client answers).
 pub const WORKER_TASKS: &str = "presa_worker_tasks";
-/// Requests refused for a limit or quota, by `limit` (its setting's name, see [`REFUSAL_LIMITS`]).
+/// Requests refused for a limit or quota, by `limit` (its setting's name, every [`Limit`]).
 pub const REFUSALS: &str = "presa_refusals_total";
 /// A principal's use of a per-principal quota after each accepted task
 /// creation, as a fraction of the quota, by `quota` (`max_active_tasks_per_scope`,
@@ -93,31 +94,6 @@ pub const REDIS_UP: &str = "presa_redis_up";
 pub const REQUEST_OUTCOMES_AT_ZERO: &[&str] = &["ok", "-32602", "-32603"];
 /// Every status a task can enter (the `status` values of [`TASK_TRANSITIONS`]).
 pub const TASK_STATUSES: &[&str] = &["working", "input_required", "completed", "failed", "cancelled"];
-/// Every limit a request can be refused for (the `limit` values of [`REFUSALS`]):
-/// per principal (`*_per_scope`), per process, per partition (`max_queued`) or per task.
-pub const REFUSAL_LIMITS: &[&str] = &[
-    "max_active_tasks_per_scope",
-    "max_bytes_per_scope",
-    "max_listen_streams_per_scope",
-    "max_listen_streams",
-    "max_inflight_calls_per_scope",
-    "max_inflight_calls",
-    "call_timeout",
-    "max_subscription_uri_bytes",
-    "max_legacy_session_fields",
-    "max_legacy_session_bytes",
-    "max_legacy_sessions_per_scope",
-    "max_legacy_sessions",
-    "max_queued",
-    "max_task_input_bytes",
-    "max_idempotency_key_bytes",
-    "idempotency_key_reused",
-    "max_task_bytes",
-    "max_tasks",
-    "max_memory_bytes",
-    "admin_max_streams",
-    "admin_max_streams_per_tenant",
-];
 /// The store operations the server calls (the `operation` values of [`STORE_ERRORS`]).
 pub const STORE_OPERATIONS: &[&str] = &[
     "create",
@@ -146,8 +122,8 @@ pub fn register_at_zero() {
     counter!(WORK_CLAIMS).absolute(0);
     counter!(WORK_RECLAIMS).absolute(0);
     counter!(POISON_TASKS).absolute(0);
-    for limit in REFUSAL_LIMITS {
-        counter!(REFUSALS, "limit" => *limit).absolute(0);
+    for limit in Limit::ALL {
+        counter!(REFUSALS, "limit" => limit.as_str()).absolute(0);
     }
     for operation in STORE_OPERATIONS {
         counter!(STORE_ERRORS, "operation" => *operation).absolute(0);
@@ -202,9 +178,9 @@ pub fn store_error(operation: &'static str) {
     counter!(STORE_ERRORS, "operation" => operation).increment(1);
 }
 
-/// A request was refused for `limit` (one of [`REFUSAL_LIMITS`]).
-pub fn refusal(limit: &'static str) {
-    counter!(REFUSALS, "limit" => limit).increment(1);
+/// A request was refused for `limit`.
+pub fn refusal(limit: Limit) {
+    counter!(REFUSALS, "limit" => limit.as_str()).increment(1);
 }
 
 /// Open listen streams right now.

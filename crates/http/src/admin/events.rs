@@ -22,7 +22,7 @@ use axum::{
 };
 use futures::StreamExt;
 use presa_server::admin::Reach;
-use presa_store::{Scope, util::now_ms};
+use presa_store::{Limit, Scope, util::now_ms};
 use serde_json::json;
 
 use super::{AdminState, Op, Refused, view};
@@ -40,7 +40,7 @@ pub(crate) async fn events(State(s): State<AdminState>, op: Op) -> Response {
         Ok(permit) => permit,
         Err(limit) => {
             let config = &s.app.config.admin;
-            let max = if limit == "admin_max_streams" { config.max_streams } else { config.max_streams_per_tenant };
+            let max = if limit == Limit::AdminMaxStreams { config.max_streams } else { config.max_streams_per_tenant };
             let said = format!("{max} admin streams are open ({limit})");
             return Refused::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", &said).into_response();
         }

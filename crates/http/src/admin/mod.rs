@@ -29,7 +29,7 @@ use presa_server::{
     admin::{Admin, AdminError, Operator, Reach},
     pools::ScopedPool,
 };
-use presa_store::StoreError;
+use presa_store::{Limit, StoreError};
 use serde_json::json;
 
 use crate::{App, auth};
@@ -103,11 +103,11 @@ pub(crate) fn router(app: &App) -> Router {
         app: app.clone(),
         admin: Admin::with_usage_cache(app.server.core().clone(), config.usage_cache),
         streams: Streams {
-            cluster: ScopedPool::new(config.max_streams, 0, ("admin_max_streams", "admin_max_streams")),
+            cluster: ScopedPool::new(config.max_streams, 0, (Limit::AdminMaxStreams, Limit::AdminMaxStreams)),
             tenants: ScopedPool::new(
                 config.max_streams,
                 config.max_streams_per_tenant,
-                ("admin_max_streams", "admin_max_streams_per_tenant"),
+                (Limit::AdminMaxStreams, Limit::AdminMaxStreamsPerTenant),
             ),
         },
     };

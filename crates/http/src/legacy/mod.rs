@@ -39,7 +39,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use presa_protocol::{
-    LEGACY_VERSIONS, Method, codes, headers,
+    LEGACY_VERSIONS, Limit, Method, codes, headers,
     jsonrpc::{self, ErrorObject, Incoming},
     meta::{LogLevel, PROGRESS_TOKEN_KEY, PROTOCOL_VERSION_KEY, RequestMeta},
 };
@@ -231,11 +231,11 @@ fn subscription_uri<'a>(app: &App, params: &'a Map<String, Value>, subscribe: bo
     };
     let max = app.config.legacy.max_subscription_uri_bytes;
     if max > 0 && uri.len() > max {
-        metrics::refusal("max_subscription_uri_bytes");
+        metrics::refusal(Limit::MaxSubscriptionUriBytes);
         return Err(ErrorObject::with_data(
             codes::INVALID_PARAMS,
             format!("Invalid params: uri is {} bytes, over the limit of {max} (max_subscription_uri_bytes)", uri.len()),
-            json!({ "limit": "max_subscription_uri_bytes", "max": max }),
+            json!({ "limit": Limit::MaxSubscriptionUriBytes, "max": max }),
         ));
     }
     if subscribe && !app.server.catalog().lists(uri) {
@@ -247,7 +247,6 @@ fn subscription_uri<'a>(app: &App, params: &'a Map<String, Value>, subscribe: bo
 /// A session write the store refused, as the client reads it: the limit it
 /// hit and how to go on, or a retryable failure to save.
 fn refused_write(legacy: &crate::LegacyConfig, e: presa_store::StoreError) -> ErrorObject {
-    use presa_store::{SESSION_BYTES_LIMIT, SESSION_FIELDS_LIMIT, SESSIONS_LIMIT, SESSIONS_PER_SCOPE_LIMIT};
     let presa_store::StoreError::Capacity { limit } = e else {
         let mut err = ErrorObject::new(codes::INTERNAL_ERROR, "Session state not saved, retry");
         if e.is_retryable() {
@@ -257,32 +256,32 @@ fn refused_write(legacy: &crate::LegacyConfig, e: presa_store::StoreError) -> Er
     };
     metrics::refusal(limit);
     let (code, message, max, retryable) = match limit {
-        SESSION_FIELDS_LIMIT => (
+        Limit::MaxLegacySessionFields => (
             codes::INVALID_PARAMS,
             "Too many subscriptions in this session (max_subscriptions_per_session): unsubscribe from one first",
             legacy.max_subscriptions_per_session,
             false,
         ),
-        SESSION_BYTES_LIMIT => (
+        Limit::MaxLegacySessionBytes => (
             codes::INVALID_PARAMS,
             "This session stores too much (max_legacy_session_bytes): unsubscribe from some resources first",
             legacy.max_session_bytes,
             false,
         ),
-        SESSIONS_PER_SCOPE_LIMIT => (
+        Limit::MaxLegacySessionsPerScope => (
             codes::INTERNAL_ERROR,
             "Too many sessions holding state for this principal (max_legacy_sessions_per_scope): \
              one frees its place when it expires",
             legacy.max_sessions_per_scope,
             true,
         ),
-        SESSIONS_LIMIT => (
+        Limit::MaxLegacySessions => (
             codes::INTERNAL_ERROR,
             "Too many sessions holding state on this server (max_legacy_sessions): retry later",
             legacy.max_sessions,
             true,
         ),
-        other => (codes::INTERNAL_ERROR, other, 0, true),
+        other => (codes::INTERNAL_ERROR, other.as_str(), 0, true),
     };
     ErrorObject::with_data(code, message, json!({ "limit": limit, "max": max, "retryable": retryable }))
 }

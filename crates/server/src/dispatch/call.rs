@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use futures::StreamExt;
 use presa_protocol::meta::{IDEMPOTENCY_KEY_META, RequestMeta};
-use presa_store::{Created, Idempotency, NewTask, StoreError, util::now_ms};
+use presa_store::{Created, Idempotency, Limit, NewTask, StoreError, util::now_ms};
 use presa_tasks::{Status, Work, json_len, wire};
 use presa_telemetry::{metrics, propagation};
 use serde_json::{Map, Value, json};
@@ -158,7 +158,7 @@ impl Server {
                 Ok(output) => output,
                 Err(_) => {
                     cancel.cancel();
-                    metrics::refusal("call_timeout");
+                    metrics::refusal(Limit::CallTimeout);
                     return Err(ServerError::CallTimeout(limit));
                 }
             },
@@ -257,7 +257,7 @@ impl Server {
         let Invocation { client_capabilities, input_responses, .. } = call.invocation;
         let size = json_len(&call.arguments) + input_responses.as_ref().map_or(0, json_len);
         if size > cfg.max_task_input_bytes {
-            metrics::refusal("max_task_input_bytes");
+            metrics::refusal(Limit::MaxTaskInputBytes);
             return Err(invalid(&format!("Task input is larger than {} bytes", cfg.max_task_input_bytes)));
         }
         let work = Work {
@@ -274,7 +274,7 @@ impl Server {
         // Arguments, client capabilities and answers: what the record starts with.
         let size = json_len(&work);
         if size > cfg.max_task_bytes {
-            metrics::refusal("max_task_bytes");
+            metrics::refusal(Limit::MaxTaskBytes);
             return Err(invalid(&format!("Task is larger than {} bytes (max_task_bytes)", cfg.max_task_bytes)));
         }
         let idempotency = idempotency_key(&req.meta.raw, cfg.max_idempotency_key_bytes)?
@@ -289,9 +289,9 @@ impl Server {
         let limits = cfg.create_limits();
         let created = self.store().create_idempotent(new, limits, idempotency.as_ref());
         let created = store_call("create", created).await.inspect_err(|e| match e {
-            StoreError::Capacity { limit } => metrics::refusal(limit),
-            StoreError::QueueFull => metrics::refusal("max_queued"),
-            StoreError::KeyReused => metrics::refusal("idempotency_key_reused"),
+            StoreError::Capacity { limit } => metrics::refusal(*limit),
+            StoreError::QueueFull => metrics::refusal(Limit::MaxQueued),
+            StoreError::KeyReused => metrics::refusal(Limit::IdempotencyKeyReused),
             _ => {}
         })?;
         let task = match created {
@@ -320,7 +320,7 @@ fn idempotency_key(meta: &Map<String, Value>, max: usize) -> Result<Option<&str>
     match key.as_str() {
         Some(k) if !k.is_empty() && k.len() <= max && k.bytes().all(|b| (0x20..=0x7e).contains(&b)) => Ok(Some(k)),
         _ => {
-            metrics::refusal("max_idempotency_key_bytes");
+            metrics::refusal(Limit::MaxIdempotencyKeyBytes);
             Err(invalid(&format!(
                 "The idempotency key must be a string of 1 to {max} printable ASCII characters (max_idempotency_key_bytes)"
             )))

@@ -31,7 +31,7 @@ use presa_protocol::{
     jsonrpc::{ErrorObject, RequestId},
     meta::RequestMeta,
 };
-use presa_store::{Caller, EventBus, TaskStore};
+use presa_store::{Caller, EventBus, Limit, TaskStore};
 use presa_telemetry::metrics;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -141,12 +141,12 @@ impl Server {
         let listeners = ScopedPool::new(
             config.max_listen_streams,
             config.max_listen_streams_per_scope,
-            ("max_listen_streams", "max_listen_streams_per_scope"),
+            (Limit::MaxListenStreams, Limit::MaxListenStreamsPerScope),
         );
         let calls = ScopedPool::new(
             config.max_inflight_calls,
             config.max_inflight_calls_per_scope,
-            ("max_inflight_calls", "max_inflight_calls_per_scope"),
+            (Limit::MaxInflightCalls, Limit::MaxInflightCallsPerScope),
         );
         let inner = Inner { core, state, shutdown: CancellationToken::new(), listeners, calls };
         Server { inner: Arc::new(inner) }

@@ -6,7 +6,7 @@
 //! cancels go through the reducer ([`update_task_within`], bounded in bytes: the task's own limit and its scope's byte quota) as the client.
 
 use presa_protocol::Method;
-use presa_store::{StoreError, TaskId, Writer};
+use presa_store::{Limit, StoreError, TaskId, Writer};
 use presa_tasks::{Event, id::MAX_TASK_ID_LEN};
 use presa_telemetry::metrics;
 use serde_json::{Value, json};
@@ -36,7 +36,7 @@ impl Server {
             let responses = input_responses(v)?;
             let max = self.config().max_task_input_bytes;
             if presa_tasks::json_len(v) > max {
-                metrics::refusal("max_task_input_bytes");
+                metrics::refusal(Limit::MaxTaskInputBytes);
                 return Err(invalid(&format!("inputResponses is larger than {max} bytes")));
             }
             Some(Event::ProvideInput(responses.into_iter().collect()))
@@ -76,7 +76,7 @@ impl Server {
                 Err(e.into())
             }
             Err(e @ UpdateError::TooLarge { .. }) => {
-                metrics::refusal("max_task_bytes");
+                metrics::refusal(Limit::MaxTaskBytes);
                 Err(invalid(&format!("inputResponses not stored: {e}")))
             }
             Err(e) => Err(ServerError::Internal(e.to_string())),

@@ -14,7 +14,7 @@ use serde_json::json;
 use super::{
     LONG_LEASE, NO_LIMITS, PATIENCE, claim, claim_all, claim_one, commit, load, new_task, next, result, scope,
 };
-use crate::{Cas, CreateLimits, StoreError, TaskStore, Writer};
+use crate::{Cas, CreateLimits, Limit, StoreError, TaskStore, Writer};
 
 /// At most `max_active_per_scope` live tasks per scope; a refused create
 /// stores nothing; a terminal task frees its slot.
@@ -28,7 +28,7 @@ pub async fn capacity_limit_per_scope(store: Arc<dyn TaskStore>) {
     let second = make(&owner).await.expect("second create");
     let refused = make(&owner).await;
     assert!(
-        matches!(refused, Err(StoreError::Capacity { limit: "max_active_tasks_per_scope" })),
+        matches!(refused, Err(StoreError::Capacity { limit: Limit::MaxActiveTasksPerScope })),
         "the third create is refused: {refused:?}"
     );
     assert!(refused.is_err_and(|e| e.is_retryable()));
@@ -60,7 +60,7 @@ async fn create_at_once(
     for outcome in futures::future::join_all(creates).await {
         match outcome.expect("create task") {
             Ok(task) => admitted.push(task),
-            Err(StoreError::Capacity { limit: "max_active_tasks_per_scope" }) => {}
+            Err(StoreError::Capacity { limit: Limit::MaxActiveTasksPerScope }) => {}
             Err(e) => panic!("unexpected refusal: {e:?}"),
         }
     }
@@ -146,7 +146,7 @@ pub async fn max_queued_refuses_retryably_and_stores_nothing(store: Arc<dyn Task
     };
     let last = store.create(new_task(&owner, Some(60_000)), exact).await.expect("one slot and its bytes left");
     let refused = store.create(new_task(&owner, Some(60_000)), exact).await;
-    assert!(matches!(refused, Err(StoreError::Capacity { limit: "max_active_tasks_per_scope" })), "{refused:?}");
+    assert!(matches!(refused, Err(StoreError::Capacity { limit: Limit::MaxActiveTasksPerScope })), "{refused:?}");
 
     // And no work: exactly the admitted tasks' work is there.
     let claimed = claim_all(&store).await;
@@ -171,7 +171,7 @@ pub async fn byte_quota_per_scope(store: Arc<dyn TaskStore>) {
     make(&owner, 60_000).await.expect("second create");
     let refused = make(&owner, 60_000).await;
     assert!(
-        matches!(refused, Err(StoreError::Capacity { limit: "max_bytes_per_scope" })),
+        matches!(refused, Err(StoreError::Capacity { limit: Limit::MaxBytesPerScope })),
         "the third create is over the quota: {refused:?}"
     );
     assert!(refused.is_err_and(|e| e.is_retryable()));
@@ -207,7 +207,7 @@ pub async fn a_tasks_growth_counts_against_its_scopes_byte_quota(store: Arc<dyn 
     };
     let refused = store.transition_within(&answer(3000), Writer::Client, Some(quota)).await;
     assert!(
-        matches!(refused, Err(StoreError::Capacity { limit: crate::BYTES_LIMIT })),
+        matches!(refused, Err(StoreError::Capacity { limit: Limit::MaxBytesPerScope })),
         "a 3,000-byte answer does not fit in the {quota}-byte quota: {refused:?}"
     );
     assert!(refused.is_err_and(|e| e.is_retryable()));
@@ -221,7 +221,7 @@ pub async fn a_tasks_growth_counts_against_its_scopes_byte_quota(store: Arc<dyn 
     commit(&store, &fits, Event::Complete(big), claimed.writer()).await;
     let full = store.create(new_task(&owner, Some(60_000)), limits).await;
     assert!(
-        matches!(full, Err(StoreError::Capacity { limit: crate::BYTES_LIMIT })),
+        matches!(full, Err(StoreError::Capacity { limit: Limit::MaxBytesPerScope })),
         "the 5,000-byte result counts against the quota: {full:?}"
     );
     let cancelled = next(&other, Event::Cancel);
@@ -247,7 +247,7 @@ pub async fn a_refused_create_keeps_nothing_of_other_limits(store: Arc<dyn TaskS
     for _ in 0..3 {
         let refused = store.create(new_task(&owner, Some(60_000)), both).await;
         assert!(
-            matches!(refused, Err(StoreError::Capacity { limit: "max_bytes_per_scope" })),
+            matches!(refused, Err(StoreError::Capacity { limit: Limit::MaxBytesPerScope })),
             "a second task's bytes do not fit: {refused:?}"
         );
     }
@@ -258,5 +258,5 @@ pub async fn a_refused_create_keeps_nothing_of_other_limits(store: Arc<dyn TaskS
         store.create(new_task(&owner, Some(60_000)), active_only).await.expect("the refusals hold no admission");
     }
     let full = store.create(new_task(&owner, Some(60_000)), active_only).await;
-    assert!(matches!(full, Err(StoreError::Capacity { limit: "max_active_tasks_per_scope" })), "{full:?}");
+    assert!(matches!(full, Err(StoreError::Capacity { limit: Limit::MaxActiveTasksPerScope })), "{full:?}");
 }

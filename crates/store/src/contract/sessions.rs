@@ -7,7 +7,7 @@ use std::{sync::Arc, time::Duration};
 use presa_tasks::Scope;
 
 use super::scope;
-use crate::{SessionLimits, SessionStore, StoreError};
+use crate::{Limit, SessionLimits, SessionStore, StoreError};
 
 /// Legacy session state: fields set and removed per session, other sessions
 /// (and other owners' sessions of the same id) untouched, everything gone
@@ -52,10 +52,10 @@ pub async fn session_state_is_counted_and_capped(store: Arc<dyn SessionStore>) {
     set("a", "1").await.expect("2 bytes");
     set("b", "1").await.expect("4 bytes");
     let full = set("c", "1").await.expect_err("a third field");
-    assert!(matches!(full, StoreError::Capacity { limit: crate::SESSION_FIELDS_LIMIT }), "{full:?}");
+    assert!(matches!(full, StoreError::Capacity { limit: Limit::MaxLegacySessionFields }), "{full:?}");
     set("a", "2").await.expect("a rewrite adds no field");
     let big = set("b", "0123456789012345678901234567890123456789").await.expect_err("over 40 bytes");
-    assert!(matches!(big, StoreError::Capacity { limit: crate::SESSION_BYTES_LIMIT }), "{big:?}");
+    assert!(matches!(big, StoreError::Capacity { limit: Limit::MaxLegacySessionBytes }), "{big:?}");
     let state = store.session_state(&owner, "s").await.expect("read");
     assert_eq!(state.get("b").map(String::as_str), Some("1"), "the refused write stored nothing");
     assert_eq!(state.len(), 2);
@@ -71,7 +71,7 @@ pub async fn session_state_is_counted_and_capped(store: Arc<dyn SessionStore>) {
     set("logLevel").await.expect("not counted");
     set("sub:a").await.expect("the one counted field");
     let full = set("sub:b").await.expect_err("a second counted field");
-    assert!(matches!(full, StoreError::Capacity { limit: crate::SESSION_FIELDS_LIMIT }), "{full:?}");
+    assert!(matches!(full, StoreError::Capacity { limit: Limit::MaxLegacySessionFields }), "{full:?}");
     set("ended").await.expect("not counted");
     store.set_session_field(&owner, "t", "sub:a", None, long, subs).await.expect("removal");
     set("sub:b").await.expect("room again");
@@ -92,18 +92,18 @@ pub async fn sessions_holding_state_are_capped_per_scope_and_in_all(store: Arc<d
     };
     let capped = SessionLimits { max_bytes: Some(4), ..limits };
     let big = store.set_session_field(&alice, "a0", "logLevel", Some("debug"), long, capped).await;
-    assert!(matches!(big, Err(StoreError::Capacity { limit: crate::SESSION_BYTES_LIMIT })), "{big:?}");
+    assert!(matches!(big, Err(StoreError::Capacity { limit: Limit::MaxLegacySessionBytes })), "{big:?}");
     write(&alice, "a1", long).await.expect("alice's first (the refused write took no place)");
     write(&alice, "a2", Duration::from_millis(100)).await.expect("alice's second");
     let full = write(&alice, "a3", long).await.expect_err("alice's third");
-    assert!(matches!(full, StoreError::Capacity { limit: crate::SESSIONS_PER_SCOPE_LIMIT }), "{full:?}");
+    assert!(matches!(full, StoreError::Capacity { limit: Limit::MaxLegacySessionsPerScope }), "{full:?}");
     assert!(full.is_retryable());
     write(&alice, "a1", long).await.expect("a session already counted");
     let ended = store.end_session(&alice, "a3", "ended", long, limits).await.expect_err("ending counts too");
-    assert!(matches!(ended, StoreError::Capacity { limit: crate::SESSIONS_PER_SCOPE_LIMIT }), "{ended:?}");
+    assert!(matches!(ended, StoreError::Capacity { limit: Limit::MaxLegacySessionsPerScope }), "{ended:?}");
     write(&bob, "b1", long).await.expect("bob's first");
     let all = write(&carol, "c1", long).await.expect_err("the store holds 3");
-    assert!(matches!(all, StoreError::Capacity { limit: crate::SESSIONS_LIMIT }), "{all:?}");
+    assert!(matches!(all, StoreError::Capacity { limit: Limit::MaxLegacySessions }), "{all:?}");
     assert!(store.session_state(&carol, "c1").await.expect("read").is_empty(), "nothing stored");
     tokio::time::sleep(Duration::from_millis(400)).await;
     write(&carol, "c1", long).await.expect("alice's short session expired: room in all");

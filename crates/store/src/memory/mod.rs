@@ -225,7 +225,7 @@ impl MemoryStore {
 
     /// Hold at most `max` tasks, finished ones included: every task stays
     /// readable for its whole `ttlMs`, so a full store refuses new tasks
-    /// (`StoreError::Capacity { limit: "max_tasks" }`, retryable) rather than
+    /// (`StoreError::Capacity { limit: Limit::MaxTasks }`, retryable) rather than
     /// forget old ones early. Memory grows by a few KiB per task otherwise.
     pub fn with_max_tasks(mut self, max: usize) -> Self {
         self.max_tasks = Some(max);
@@ -234,7 +234,7 @@ impl MemoryStore {
 
     /// Hold at most `max` bytes of task records (serialised), finished ones
     /// included: past it new tasks are refused (`StoreError::Capacity {
-    /// limit: "max_memory_bytes" }`, retryable). Updates of existing tasks are
+    /// limit: Limit::MaxMemoryBytes }`, retryable). Updates of existing tasks are
     /// always stored, so the bound can be overshot by what tasks already
     /// admitted grow to (each bounded by the server's `max_task_bytes`).
     pub fn with_max_bytes(mut self, max: usize) -> Self {

@@ -7,8 +7,7 @@ use std::{collections::HashMap, time::Duration};
 use presa_tasks::Scope;
 
 use crate::{
-    SESSION_BYTES_LIMIT, SESSION_FIELDS_LIMIT, SESSIONS_LIMIT, SESSIONS_PER_SCOPE_LIMIT, SessionLimits, SessionStore,
-    StoreError,
+    Limit, SessionLimits, SessionStore, StoreError,
     memory::{MemoryStore, State},
     util::now_ms,
 };
@@ -69,8 +68,8 @@ impl State {
                 self.purge_sessions(now);
             }
             match over(self) {
-                (true, _) => return Err(StoreError::Capacity { limit: SESSIONS_PER_SCOPE_LIMIT }),
-                (_, true) => return Err(StoreError::Capacity { limit: SESSIONS_LIMIT }),
+                (true, _) => return Err(StoreError::Capacity { limit: Limit::MaxLegacySessionsPerScope }),
+                (_, true) => return Err(StoreError::Capacity { limit: Limit::MaxLegacySessions }),
                 _ => {}
             }
         }
@@ -88,10 +87,10 @@ impl State {
                     && field.starts_with(limits.counted_prefix)
                     && limits.max_fields.is_some_and(|max| counted() >= max)
                 {
-                    return Err(StoreError::Capacity { limit: SESSION_FIELDS_LIMIT });
+                    return Err(StoreError::Capacity { limit: Limit::MaxLegacySessionFields });
                 }
                 if bytes > st.bytes && limits.max_bytes.is_some_and(|max| bytes as u64 > max) {
-                    return Err(StoreError::Capacity { limit: SESSION_BYTES_LIMIT });
+                    return Err(StoreError::Capacity { limit: Limit::MaxLegacySessionBytes });
                 }
                 st.fields.insert(field.to_string(), value.to_string());
                 st.bytes = bytes;

@@ -10,8 +10,8 @@ use tokio::sync::broadcast;
 use tokio_stream::wrappers::BroadcastStream;
 
 use crate::{
-    Cas, Claim, CreateLimits, Created, DeadLetter, DeadLetterFilter, DeadLetterPage, Idempotency, PartitionStats,
-    Shares, StoreError, TaskStore, TaskStream, Writer,
+    Cas, Claim, CreateLimits, Created, DeadLetter, DeadLetterFilter, DeadLetterPage, Idempotency, Limit,
+    PartitionStats, Shares, StoreError, TaskStore, TaskStream, Writer,
     memory::{MemoryStore, State, WorkItem, active_key, record_size},
     util::{new_task_id_in, now_ms},
 };
@@ -69,15 +69,15 @@ impl State {
             if let Some(q) = quota
                 && (s.scope_bytes.get(&next.scope).copied().unwrap_or(0) + growth) as u64 > q
             {
-                return Some(crate::BYTES_LIMIT);
+                return Some(Limit::MaxBytesPerScope);
             }
-            max_bytes.filter(|max| s.bytes + growth > *max).map(|_| "max_memory_bytes")
+            max_bytes.filter(|max| s.bytes + growth > *max).map(|_| Limit::MaxMemoryBytes)
         };
         if over(self).is_some() {
             self.purge(now);
             // Room in memory may come from finished tasks; a scope's own quota may not.
-            if over(self) == Some("max_memory_bytes") {
-                self.evict_finished(|s| over(s) == Some("max_memory_bytes"));
+            if over(self) == Some(Limit::MaxMemoryBytes) {
+                self.evict_finished(|s| over(s) == Some(Limit::MaxMemoryBytes));
             }
             if let Some(limit) = over(self) {
                 return Err(StoreError::Capacity { limit });
@@ -179,7 +179,7 @@ impl TaskStore for MemoryStore {
             {
                 s.purge(now);
                 if !s.evict_finished(|s| s.tasks.len() >= max) {
-                    return Err(StoreError::Capacity { limit: "max_tasks" });
+                    return Err(StoreError::Capacity { limit: Limit::MaxTasks });
                 }
             }
             if let Some(max) = self.max_bytes
@@ -187,13 +187,13 @@ impl TaskStore for MemoryStore {
             {
                 s.purge(now);
                 if !s.evict_finished(|s| s.bytes >= max) {
-                    return Err(StoreError::Capacity { limit: "max_memory_bytes" });
+                    return Err(StoreError::Capacity { limit: Limit::MaxMemoryBytes });
                 }
             }
             if let Some(max) = limits.max_active_per_scope
                 && s.count_active(&new.scope, now) >= max
             {
-                return Err(StoreError::Capacity { limit: "max_active_tasks_per_scope" });
+                return Err(StoreError::Capacity { limit: Limit::MaxActiveTasksPerScope });
             }
             let partition = idempotency.map(|key| key.partition(self.partitions));
             let mut id = new_task_id_in(self.partitions, partition);
@@ -213,7 +213,7 @@ impl TaskStore for MemoryStore {
                 if over(&s) {
                     s.purge(now);
                     if over(&s) {
-                        return Err(StoreError::Capacity { limit: crate::BYTES_LIMIT });
+                        return Err(StoreError::Capacity { limit: Limit::MaxBytesPerScope });
                     }
                 }
             }

@@ -7,7 +7,7 @@ use futures::StreamExt;
 use presa_tasks::{Event, NewTask, Scope, Task, Work, apply};
 
 use super::{MemoryStore, record_size};
-use crate::{BUS_QUEUE, Cas, CreateLimits, EventBus, StoreError, TaskStore, Writer, util::now_ms};
+use crate::{BUS_QUEUE, Cas, CreateLimits, EventBus, Limit, StoreError, TaskStore, Writer, util::now_ms};
 
 fn new_task(ttl_ms: Option<u64>) -> NewTask {
     NewTask { scope: Scope::anonymous(), work: Work::default(), ttl_ms, poll_interval_ms: None, status_message: None }
@@ -26,7 +26,7 @@ async fn a_full_store_refuses_new_tasks_until_old_ones_expire() {
     store.create(new(100), NO_LIMITS).await.unwrap();
     store.create(new(60_000), NO_LIMITS).await.unwrap();
     let full = store.create(new(60_000), NO_LIMITS).await.unwrap_err();
-    assert!(matches!(full, StoreError::Capacity { limit: "max_tasks" }), "{full:?}");
+    assert!(matches!(full, StoreError::Capacity { limit: Limit::MaxTasks }), "{full:?}");
     tokio::time::sleep(Duration::from_millis(150)).await;
     store.create(new(60_000), NO_LIMITS).await.expect("the expired task made room");
 }
@@ -40,7 +40,7 @@ async fn memory_is_capped_in_bytes() {
     store.create(new_task(Some(60_000)), NO_LIMITS).await.unwrap();
     assert!(store.bytes() >= 2 * one + one / 2);
     let full = store.create(new_task(Some(60_000)), NO_LIMITS).await.unwrap_err();
-    assert!(matches!(full, StoreError::Capacity { limit: "max_memory_bytes" }), "{full:?}");
+    assert!(matches!(full, StoreError::Capacity { limit: Limit::MaxMemoryBytes }), "{full:?}");
     assert!(full.is_retryable());
     tokio::time::sleep(Duration::from_millis(150)).await;
     store.create(new_task(Some(60_000)), NO_LIMITS).await.expect("the expired task made room");
@@ -161,7 +161,7 @@ async fn a_full_store_evicts_the_heaviest_principals_finished_tasks_never_runnin
     assert!(store.state().tasks.values().all(|t| !t.status.is_terminal()), "every finished task evicted");
     // Four running tasks: nothing can be evicted, so the store refuses.
     let full = store.create(new("light"), NO_LIMITS).await.unwrap_err();
-    assert!(matches!(full, StoreError::Capacity { limit: "max_tasks" }), "{full:?}");
+    assert!(matches!(full, StoreError::Capacity { limit: Limit::MaxTasks }), "{full:?}");
     let held = store.state().sizes.values().map(|(_, n)| n).sum::<usize>();
     assert_eq!(store.bytes(), held, "eviction keeps the byte count");
 }

@@ -126,7 +126,7 @@ mod tests {
             let series = format!("presa_task_transitions_total{{status=\"{status}\"}}");
             assert!(value(&scrape, &series).is_some(), "{series} missing:\n{scrape}");
         }
-        for limit in REFUSAL_LIMITS {
+        for limit in Limit::ALL {
             let series = format!("presa_refusals_total{{limit=\"{limit}\"}}");
             assert!(value(&scrape, &series).is_some(), "{series} missing:\n{scrape}");
         }
@@ -156,7 +156,7 @@ mod tests {
             assert_eq!(value(&scrape, series), Some(0.0), "{series}:\n{scrape}");
         }
 
-        refusal("max_queued");
+        refusal(Limit::MaxQueued);
         work_claimed(true);
         work_queue(3, 5, 1, Some(Duration::from_secs(2)), Some(Duration::from_millis(1500)));
         histogram!(QUOTA_USAGE, "quota" => "max_bytes_per_scope").record(0.85);
