@@ -50,12 +50,8 @@ impl Gateway {
     /// or listed, and any name two upstreams share, is an error.
     pub async fn start(config: &GatewayConfig) -> Result<Gateway, CatalogError> {
         let timings = &config.timings;
-        let pools: Vec<Arc<Pool>> = config
-            .upstreams
-            .iter()
-            .map(|u| Pool::new(u, timings.connect_timeout, timings.settle, timings.cancel_grace))
-            .collect();
-        let listings = list_all(&pools).await?;
+        let pools: Vec<Arc<Pool>> = config.upstreams.iter().map(|u| Pool::new(u, timings)).collect();
+        let listings = list_all(&pools, timings.call_timeout).await?;
         for (up, l) in config.upstreams.iter().zip(&listings) {
             tracing::info!(upstream = %up.name, tools = l.tools.len(), prompts = l.prompts.len(),
                 resources = l.resources.len(), "upstream listed");
@@ -99,7 +95,7 @@ impl Gateway {
                     _ = changed => tracing::info!("an upstream says its lists changed; listing again"),
                     _ = tokio::time::sleep(refresh) => {}
                 }
-                let fresh = match list_all(&pools).await {
+                let fresh = match list_all(&pools, config.timings.call_timeout).await {
                     Ok(l) => l,
                     Err(e) => {
                         tracing::warn!(error = %e, "listing the upstreams again failed; keeping the catalog");
@@ -132,6 +128,6 @@ impl Gateway {
     }
 }
 
-async fn list_all(pools: &[Arc<Pool>]) -> Result<Vec<Listing>, CatalogError> {
-    futures::future::try_join_all(pools.iter().map(catalog::list)).await
+async fn list_all(pools: &[Arc<Pool>], timeout: Duration) -> Result<Vec<Listing>, CatalogError> {
+    futures::future::try_join_all(pools.iter().map(|p| catalog::list(p, timeout))).await
 }
