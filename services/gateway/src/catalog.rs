@@ -73,8 +73,9 @@ pub struct Listing {
 
 /// List what `pool`'s upstream offers (starting its first connection), on
 /// a connection leased for the listing alone (waiting at most
-/// `--upstream-wait-ms` for one) and within `--upstream-call-timeout-ms`;
-/// a listing that fails midway closes its connection, whose answers may still come.
+/// `--upstream-wait-ms` for one) and within `timeout` (the gateway gives it
+/// `--upstream-connect-timeout-ms`: listing is part of bringing an upstream
+/// up); a listing that fails midway closes its connection, whose answers may still come.
 pub async fn list(pool: &Arc<Pool>, timeout: Duration) -> Result<Listing, CatalogError> {
     let name = pool.name().to_string();
     let lease = pool.get_within().await.map_err(|source| CatalogError::Upstream { name: name.clone(), source })?;
