@@ -39,8 +39,9 @@ pub struct Pool {
     connect_timeout: Duration,
     settle: Duration,
     cancel_grace: Duration,
-    /// Longest a [`Pool::request`] waits for a connection, and runs.
+    /// Longest [`Pool::get_within`] waits for a free place.
     wait: Duration,
+    /// Longest one [`Pool::request`] runs.
     call_timeout: Duration,
     idle: Mutex<Vec<Connection>>,
     permits: Arc<Semaphore>,

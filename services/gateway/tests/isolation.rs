@@ -7,6 +7,7 @@
 //!   in the prompt (each upstream request has a connection to itself);
 //! - 600 concurrent slow `resources/read`s neither stop `/healthz` nor grow
 //!   the gateway's threads, and it serves again once their clients are gone;
+//!   a read whose client left closes its connection instead of reusing it;
 //! - a stdio upstream sees none of the gateway's environment beyond what its
 //!   configuration names;
 //! - an answer an upstream cuts short fails its call at once.
@@ -174,6 +175,28 @@ async fn slow_reads_neither_freeze_the_gateway_nor_grow_its_threads() {
     let r = fresh.call_tool("add", json!({ "a": 1, "b": 2 })).await;
     assert_eq!(r["content"][0]["text"], "3", "{r}");
     assert!(threads(gw.pid()) <= 64);
+}
+
+/// A read whose client gave up while the upstream still works on it does not
+/// hand its connection back as if idle: the upstream is told to stop and the
+/// connection closed, so the next call runs on a fresh upstream process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_read_s_connection_is_closed_not_reused() {
+    let args = ["--upstream-pool", "1", "--upstream-settle-ms", "0", "--upstream-cancel-grace-ms", "200"];
+    let (gw, url) = common::embedded("gw", &python_upstream(), &args, &[]).await;
+    let c = Client::new(&url, json!({}));
+    let pid = |r: Value| r["content"][0]["text"].as_str().unwrap_or_default().to_string();
+    let first = pid(c.call_tool("pid", json!({})).await);
+    let impatient = reqwest::Client::builder().timeout(Duration::from_millis(1500)).build().unwrap();
+    let reader = Client { http: impatient, ..c.clone() };
+    let gave_up = reader.try_send("resources/read", json!({ "uri": "slow://sleep/30000" })).await;
+    assert!(gave_up.is_err(), "the client gave up before the read ended: {gave_up:?}");
+    let next = pid(c.call_tool("pid", json!({})).await);
+    assert!(
+        !next.is_empty() && next != first,
+        "the abandoned connection was reused ({first} then {next})\n{}",
+        gw.log()
+    );
 }
 
 /// A stdio upstream gets what its configuration names (`--upstream-env`,
