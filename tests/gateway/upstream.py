@@ -15,15 +15,28 @@ Tools:
   pid()                                  this process's id (tests tell connections apart)
   register_extra(name)                   adds a tool `name` (it returns "extra <name>")
                                          and sends notifications/tools/list_changed
+  environment()                          this process's environment, as a JSON object
+  broken_answer()                        answers its own request with a line cut short
+                                         (not valid JSON), then never answers properly
+
+Prompts:
+  city_prompt()                          logs "city_prompt log line", then elicits
+                                         {city: string}; its message is "city <answer>",
+                                         or "city <action>" when not accepted
+
+Resources:
+  slow://sleep/{ms}                      sleeps ms milliseconds, then reads "slept <ms>"
 
 If PRESA_TEST_RUNS_FILE is set, slow_idempotent / slow_unsafe append their own
 name as one line to that file when they start, so a test can count how many
-times the upstream really ran a call.
+times the upstream really ran a call (the gateway passes it on only when told:
+`--upstream-inherit-env PRESA_TEST_RUNS_FILE`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 
 from pydantic import BaseModel, Field
@@ -107,6 +120,44 @@ async def register_extra(ctx: Context, name: str) -> str:
     server.add_tool(extra, name=name, description=f"Added at run time: {name}.", structured_output=False)
     await ctx.session.send_tool_list_changed()
     return f"registered {name}"
+
+
+@server.tool(description="This process's environment.", structured_output=False)
+def environment() -> str:
+    return json.dumps(dict(os.environ))
+
+
+@server.tool(description="Answers with a message cut short, then hangs.", structured_output=False)
+async def broken_answer(ctx: Context) -> str:
+    # The SDK serves the wire from a private duplicate of fd 1 (fd 1 itself
+    # goes to stderr, so stray prints cannot corrupt the stream): write there.
+    from mcp.server import stdio as sdk_stdio
+
+    claim = sdk_stdio._claims.get(1)
+    wire = claim.private_fd if claim is not None and claim.private_fd is not None else 1
+    request_id = json.dumps(ctx.request_context.request_id)
+    os.write(wire, ('{"jsonrpc":"2.0","id":' + request_id + ',"result":{"content":[{"type":"text","text":"cut sho\n').encode())
+    await asyncio.sleep(3600)
+    return "never"
+
+
+class CityForm(BaseModel):
+    city: str = Field(description="A city")
+
+
+@server.prompt(description="Logs a line, then asks which city (elicitation) before answering.")
+async def city_prompt(ctx: Context) -> str:
+    await ctx.info("city_prompt log line")
+    result = await ctx.elicit(message="Which city?", schema=CityForm)
+    if result.action == "accept" and result.data is not None:
+        return f"city {result.data.city}"
+    return f"city {result.action}"
+
+
+@server.resource("slow://sleep/{ms}", description="Sleeps ms milliseconds, then answers.")
+async def slow_resource(ms: str) -> str:
+    await asyncio.sleep(int(ms) / 1000.0)
+    return f"slept {ms}"
 
 
 if __name__ == "__main__":

@@ -163,14 +163,14 @@ pub struct ApiArgs {
     )]
     max_listen_streams_per_scope: usize,
 
-    /// Most tool calls and prompts running in their request (not as tasks)
-    /// at once on this pod; past it -32023 with data.retryAfterMs (HTTP 429).
+    /// Most tool calls, prompts, resource reads and completions running in
+    /// their request (not as tasks) at once on this pod; past it -32023 with data.retryAfterMs (HTTP 429).
     /// The default is 100 times `--max-inflight-calls-per-scope`: it takes 100
     /// principals at their share to fill it, so fewer never lock out another.
     #[arg(long, env = "PRESA_MAX_INFLIGHT_CALLS", default_value_t = presa_server::DEFAULT_MAX_INFLIGHT_CALLS)]
     max_inflight_calls: usize,
 
-    /// Most tool calls and prompts one caller scope may run in their request
+    /// Most in-request calls (tool calls, prompts, reads, completions) one caller scope may run
     /// at once on this pod (0: no limit beyond `--max-inflight-calls`); past
     /// it -32023 with data.retryAfterMs (HTTP 429).
     #[arg(

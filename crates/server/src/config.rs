@@ -71,8 +71,8 @@ pub struct ServerConfig {
     /// Most `subscriptions/listen` streams one scope may hold open at once in
     /// this process (0: no limit beyond `max_listen_streams`). Default 10.
     pub max_listen_streams_per_scope: usize,
-    /// Most tool calls and prompts whose handler runs in its request (not
-    /// as a task) at once in this process; past it `-32023` (HTTP 429) with
+    /// Most tool calls, prompts, resource reads and completions running in
+    /// their request (not as a task) at once in this process; past it `-32023` (HTTP 429) with
     /// `retryAfterMs`. Default 1000.
     pub max_inflight_calls: usize,
     /// The same per scope (0: no limit beyond `max_inflight_calls`). Default 10.

@@ -5,18 +5,27 @@
 //! `execution.taskSupport: "required"`, else `--task-after-ms`'s adaptive
 //! policy, else `optional`; every upstream prompt as a
 //! proxied prompt; resources, resource templates and completion proxied too.
+//!
+//! A prompt, a resource read, a completion and a listing each take a pooled
+//! connection to themselves ([`Pool::request`], or a lease for a listing),
+//! exactly as a tool call does, so whatever the upstream sends back while it
+//! answers belongs to that request, never to another caller's call. Reads and
+//! completions are async in presa's catalog: they wait without holding a
+//! thread, within the request's bounds (the in-request call pool,
+//! `call_timeout`, the client's presence).
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use presa_server::{
     Catalog, CatalogBuilder, TaskPolicy, Tool, ToolContext, ToolError, catalog::ResourceError, prompt::PromptOutput,
 };
+use rmcp::model::{ClientRequest, ServerResult};
 use serde_json::{Value, json};
 
 use crate::{
     config::{GatewayConfig, PolicyRule, Rerun, ToolRule, UpstreamConfig},
     pool::Pool,
-    proxy::ProxyTool,
+    proxy::{ProxyTool, upstream_error},
     upstream::UpstreamError,
 };
 
@@ -62,28 +71,47 @@ pub struct Listing {
     pub completions: bool,
 }
 
-/// List what `pool`'s upstream offers (starting its first connection).
-pub async fn list(pool: &Arc<Pool>) -> Result<Listing, CatalogError> {
+/// List what `pool`'s upstream offers (starting its first connection), on
+/// a connection leased for the listing alone (waiting at most
+/// `--upstream-wait-ms` for one) and within `timeout` (the gateway gives it
+/// `--upstream-connect-timeout-ms`: listing is part of bringing an upstream
+/// up); a listing that fails midway closes its connection, whose answers may still come.
+pub async fn list(pool: &Arc<Pool>, timeout: Duration) -> Result<Listing, CatalogError> {
     let name = pool.name().to_string();
-    let (peer, _lease) = pool.peer().await.map_err(|source| CatalogError::Upstream { name: name.clone(), source })?;
+    let lease = pool.get_within().await.map_err(|source| CatalogError::Upstream { name: name.clone(), source })?;
+    let peer = lease.conn().peer().clone();
     let caps = peer.peer_info().map(|i| serde_json::to_value(&i.capabilities).unwrap_or_default()).unwrap_or_default();
     let err = |what: &'static str| {
         let name = name.clone();
         move |e: rmcp::service::ServiceError| CatalogError::List { name, what, message: e.to_string() }
     };
-    let mut listing = Listing::default();
-    if !caps["tools"].is_null() {
-        listing.tools = values(peer.list_all_tools().await.map_err(err("tools"))?);
+    let listing = async {
+        let mut listing = Listing::default();
+        if !caps["tools"].is_null() {
+            listing.tools = values(peer.list_all_tools().await.map_err(err("tools"))?);
+        }
+        if !caps["prompts"].is_null() {
+            listing.prompts = values(peer.list_all_prompts().await.map_err(err("prompts"))?);
+        }
+        if !caps["resources"].is_null() {
+            listing.resources = values(peer.list_all_resources().await.map_err(err("resources"))?);
+            listing.templates = values(peer.list_all_resource_templates().await.map_err(err("resource templates"))?);
+        }
+        listing.completions = !caps["completions"].is_null();
+        Ok(listing)
+    };
+    let listing = tokio::time::timeout(timeout, listing).await.unwrap_or_else(|_| {
+        Err(CatalogError::List {
+            name: name.clone(),
+            what: "catalog",
+            message: format!("no answer within {timeout:?}"),
+        })
+    });
+    if listing.is_err() {
+        let conn = lease.discard();
+        tokio::spawn(conn.close());
     }
-    if !caps["prompts"].is_null() {
-        listing.prompts = values(peer.list_all_prompts().await.map_err(err("prompts"))?);
-    }
-    if !caps["resources"].is_null() {
-        listing.resources = values(peer.list_all_resources().await.map_err(err("resources"))?);
-        listing.templates = values(peer.list_all_resource_templates().await.map_err(err("resource templates"))?);
-    }
-    listing.completions = !caps["completions"].is_null();
-    Ok(listing)
+    listing
 }
 
 fn values<T: serde::Serialize>(items: Vec<T>) -> Vec<Value> {
@@ -152,10 +180,10 @@ pub fn build(config: &GatewayConfig, pools: &[Arc<Pool>], listings: &[Listing]) 
         }
         for descriptor in &listing.resources {
             claim("resource", descriptor["uri"].as_str().unwrap_or_default(), &up.name)?;
-            builder = builder.resource(descriptor.clone(), reader(pool.clone()));
+            builder = builder.resource_async(descriptor.clone(), reader(pool.clone()));
         }
         for descriptor in &listing.templates {
-            builder = builder.template(descriptor.clone(), reader(pool.clone()));
+            builder = builder.template_async(descriptor.clone(), reader(pool.clone()));
         }
         if listing.completions {
             completers.push((up.prefix.clone(), pool.clone()));
@@ -198,58 +226,78 @@ fn tool(
     }
 }
 
-/// Run `f` (an upstream request) from a synchronous catalog callback.
-/// Resources and completion are synchronous in presa's catalog, so they
-/// block this worker thread for the upstream's answer (a multi-threaded
-/// runtime, as every presa process runs, is required).
-fn block_on<T>(f: impl Future<Output = T>) -> Option<T> {
-    let handle = tokio::runtime::Handle::try_current().ok()?;
-    if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
-        return None;
-    }
-    Some(tokio::task::block_in_place(|| handle.block_on(f)))
+/// A request's params from JSON (what presa checked already), or why not.
+fn params<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, ResourceError> {
+    serde_json::from_value(v).map_err(|e| ResourceError::Failed(format!("bad params: {e}")))
 }
 
+/// An upstream failure as the catalog's error: the caller sees what
+/// [`upstream_error`] lets through (capped messages, retryable when it may help).
+fn resource_error(pool: &Pool, e: UpstreamError) -> ResourceError {
+    match upstream_error(pool, e) {
+        ToolError::Rpc(e) => ResourceError::Rpc(e),
+        other => ResourceError::Failed(other.to_string()),
+    }
+}
+
+/// The reader of `pool`'s resources and templates: one `resources/read` on a
+/// connection of its own.
 fn reader(
     pool: Arc<Pool>,
-) -> impl Fn(&str, &HashMap<String, String>) -> Result<Value, ResourceError> + Send + Sync + 'static {
+) -> impl Fn(String, HashMap<String, String>) -> futures::future::BoxFuture<'static, Result<Value, ResourceError>>
++ Send
++ Sync
++ 'static {
     move |uri, _vars| {
-        let read = async {
-            let (peer, _lease) = pool.peer().await.map_err(|e| ResourceError::Failed(e.to_string()))?;
-            let params =
-                serde_json::from_value(json!({ "uri": uri })).map_err(|e| ResourceError::Failed(e.to_string()))?;
-            let result = peer.read_resource(params).await.map_err(|e| match e {
-                rmcp::service::ServiceError::McpError(e) if e.code.0 == -32002 || e.code.0 == -32602 => {
-                    ResourceError::NotFound
+        let pool = pool.clone();
+        Box::pin(async move {
+            let request = ClientRequest::ReadResourceRequest(rmcp::model::ReadResourceRequest::new(params(
+                json!({ "uri": uri }),
+            )?));
+            match pool.request(request).await {
+                Ok(ServerResult::ReadResourceResult(r)) => {
+                    Ok(serde_json::to_value(r).unwrap_or_default()["contents"].clone())
                 }
-                other => ResourceError::Failed(other.to_string()),
-            })?;
-            Ok(serde_json::to_value(result).unwrap_or_default()["contents"].clone())
-        };
-        block_on(read).unwrap_or_else(|| Err(ResourceError::Failed("needs a multi-threaded runtime".into())))
+                Ok(_) => {
+                    Err(ResourceError::Failed(format!("upstream {:?} answered resources/read oddly", pool.name())))
+                }
+                Err(UpstreamError::Service(rmcp::service::ServiceError::McpError(e)))
+                    if e.code.0 == -32002 || e.code.0 == -32602 =>
+                {
+                    Err(ResourceError::NotFound)
+                }
+                Err(e) => Err(resource_error(&pool, e)),
+            }
+        })
     }
 }
 
 fn completion(builder: CatalogBuilder, completers: Vec<(String, Arc<Pool>)>) -> CatalogBuilder {
-    builder.completion(move |reference, argument| {
-        // A prompt reference names a prefixed prompt: complete it at the upstream that has it.
-        let name = reference["name"].as_str().unwrap_or_default();
-        let found = completers
-            .iter()
-            .find(|(prefix, _)| reference["type"] != "ref/prompt" || name.starts_with(prefix.as_str()));
-        let empty = json!({ "values": [], "hasMore": false });
-        let Some((prefix, pool)) = found else { return empty };
-        let mut reference = reference.clone();
-        if reference["type"] == "ref/prompt" {
-            reference["name"] = json!(&name[prefix.len()..]);
+    let completers = Arc::new(completers);
+    builder.completion_async(move |reference, argument| {
+        let completers = completers.clone();
+        async move {
+            // A prompt reference names a prefixed prompt: complete it at the upstream that has it.
+            let name = reference["name"].as_str().unwrap_or_default();
+            let found = completers
+                .iter()
+                .find(|(prefix, _)| reference["type"] != "ref/prompt" || name.starts_with(prefix.as_str()));
+            let Some((prefix, pool)) = found else { return Err(ResourceError::NotFound) };
+            let mut reference = reference.clone();
+            if reference["type"] == "ref/prompt" {
+                reference["name"] = json!(&name[prefix.len()..]);
+            }
+            let request = ClientRequest::CompleteRequest(rmcp::model::CompleteRequest::new(params(
+                json!({ "ref": reference, "argument": argument }),
+            )?));
+            match pool.request(request).await {
+                Ok(ServerResult::CompleteResult(r)) => {
+                    Ok(serde_json::to_value(r).unwrap_or_default()["completion"].clone())
+                }
+                Ok(_) => Err(ResourceError::NotFound),
+                Err(e) => Err(resource_error(pool, e)),
+            }
         }
-        let complete = async {
-            let (peer, _lease) = pool.peer().await.ok()?;
-            let params = serde_json::from_value(json!({ "ref": reference, "argument": argument })).ok()?;
-            let result = peer.complete(params).await.ok()?;
-            Some(serde_json::to_value(result).ok()?["completion"].clone())
-        };
-        block_on(complete).flatten().unwrap_or(empty)
     })
 }
 
@@ -262,19 +310,29 @@ struct ProxyPrompt {
 
 #[async_trait::async_trait]
 impl presa_server::prompt::PromptHandler for ProxyPrompt {
-    async fn get(&self, _ctx: ToolContext, arguments: Value) -> Result<PromptOutput, ToolError> {
-        let (peer, _lease) = self.pool.peer().await.map_err(ToolError::internal)?;
+    /// `prompts/get` on a connection of its own: a question the upstream
+    /// asks meanwhile gets the fixed answer (a declined elicitation), never
+    /// another caller's; given up when the request is cancelled.
+    async fn get(&self, ctx: ToolContext, arguments: Value) -> Result<PromptOutput, ToolError> {
         let mut params = json!({ "name": self.upstream_name });
         if arguments.as_object().is_some_and(|a| !a.is_empty()) {
             params["arguments"] = arguments;
         }
         let params = serde_json::from_value(params).map_err(|e| ToolError::invalid_params(e.to_string()))?;
-        let result = peer.get_prompt(params).await.map_err(|e| match e {
-            rmcp::service::ServiceError::McpError(e) => {
-                ToolError::Rpc(presa_protocol::jsonrpc::ErrorObject::new(i64::from(e.code.0), e.message.to_string()))
+        let request = ClientRequest::GetPromptRequest(rmcp::model::GetPromptRequest::new(params));
+        // Given up when the client goes: the request's lease then stops the upstream.
+        let cancel = ctx.cancellation();
+        let answer = tokio::select! {
+            answer = self.pool.request(request) => answer,
+            () = cancel.cancelled() => return Err(ToolError::Cancelled),
+        };
+        let result = match answer {
+            Ok(ServerResult::GetPromptResult(r)) => r,
+            Ok(_) => {
+                return Err(ToolError::internal(format!("upstream {:?} answered prompts/get oddly", self.pool.name())));
             }
-            other => ToolError::internal(other),
-        })?;
+            Err(e) => return Err(upstream_error(&self.pool, e)),
+        };
         let v = serde_json::to_value(result).unwrap_or_default();
         Ok(PromptOutput::Messages {
             description: v["description"].as_str().map(str::to_string),
@@ -314,8 +372,7 @@ mod tests {
         };
         let twice = [listing.clone(), listing];
         let clash = config(&[("a", ""), ("b", "")]);
-        let pools: Vec<_> =
-            clash.upstreams.iter().map(|u| Pool::new(u, Duration::ZERO, Duration::ZERO, Duration::ZERO)).collect();
+        let pools: Vec<_> = clash.upstreams.iter().map(|u| Pool::new(u, &clash.timings)).collect();
         let err = build(&clash, &pools, &twice).unwrap_err().to_string();
         assert!(err.contains("\"a\" and \"b\" both list the tool \"search\"") && err.contains("prefix"), "{err}");
         let prefixed = config(&[("a", "a_"), ("b", "b_")]);

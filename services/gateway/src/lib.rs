@@ -34,6 +34,9 @@ use crate::{
     pool::Pool,
 };
 
+/// How soon a failed listing is tried again (then twice as long each time, up to the refresh period).
+const RELIST_AFTER_FAILURE: Duration = Duration::from_secs(2);
+
 /// The gateway's pools and the catalog that uses them.
 #[derive(Debug)]
 pub struct Gateway {
@@ -50,12 +53,8 @@ impl Gateway {
     /// or listed, and any name two upstreams share, is an error.
     pub async fn start(config: &GatewayConfig) -> Result<Gateway, CatalogError> {
         let timings = &config.timings;
-        let pools: Vec<Arc<Pool>> = config
-            .upstreams
-            .iter()
-            .map(|u| Pool::new(u, timings.connect_timeout, timings.settle, timings.cancel_grace))
-            .collect();
-        let listings = list_all(&pools).await?;
+        let pools: Vec<Arc<Pool>> = config.upstreams.iter().map(|u| Pool::new(u, timings)).collect();
+        let listings = list_all(&pools, timings.connect_timeout).await?;
         for (up, l) in config.upstreams.iter().zip(&listings) {
             tracing::info!(upstream = %up.name, tools = l.tools.len(), prompts = l.prompts.len(),
                 resources = l.resources.len(), "upstream listed");
@@ -85,27 +84,36 @@ impl Gateway {
     /// (`notifications/tools/list_changed` and the like) and every
     /// `--upstream-refresh-ms`; a listing that differs replaces the catalog
     /// (which every pod then announces to its listen streams). A failed
-    /// listing keeps the catalog as it is and is tried again later.
+    /// listing keeps the catalog as it is and is tried again two seconds later
+    /// (backing off to the refresh period while it keeps failing).
     pub fn follow(self) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
             let Gateway { catalog, config, pools, mut listings } = self;
             let refresh = config.timings.refresh.unwrap_or(Duration::from_secs(365 * 24 * 3600));
+            // After a failed listing (every connection busy past
+            // --upstream-wait-ms, an upstream down), try again soon, then less
+            // and less often: a change it was announcing is not left for the
+            // next refresh, and an upstream that stays down is not listed in a loop.
+            let mut retry: Option<Duration> = None;
             loop {
                 let changed = futures::future::select_all(pools.iter().map(|p| {
                     let n = p.lists_changed();
                     Box::pin(async move { n.notified().await })
                 }));
+                let next = retry.unwrap_or(refresh);
                 tokio::select! {
                     _ = changed => tracing::info!("an upstream says its lists changed; listing again"),
-                    _ = tokio::time::sleep(refresh) => {}
+                    _ = tokio::time::sleep(next) => {}
                 }
-                let fresh = match list_all(&pools).await {
+                let fresh = match list_all(&pools, config.timings.connect_timeout).await {
                     Ok(l) => l,
                     Err(e) => {
                         tracing::warn!(error = %e, "listing the upstreams again failed; keeping the catalog");
+                        retry = Some(retry.map_or(RELIST_AFTER_FAILURE, |r| r.saturating_mul(2)).min(refresh));
                         continue;
                     }
                 };
+                retry = None;
                 if fresh == listings {
                     continue;
                 }
@@ -132,6 +140,6 @@ impl Gateway {
     }
 }
 
-async fn list_all(pools: &[Arc<Pool>]) -> Result<Vec<Listing>, CatalogError> {
-    futures::future::try_join_all(pools.iter().map(catalog::list)).await
+async fn list_all(pools: &[Arc<Pool>], timeout: Duration) -> Result<Vec<Listing>, CatalogError> {
+    futures::future::try_join_all(pools.iter().map(|p| catalog::list(p, timeout))).await
 }

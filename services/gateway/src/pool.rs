@@ -2,17 +2,28 @@
 //! (each runs one call), started lazily, kept while healthy, replaced when
 //! the upstream went away, with a growing pause between failed starts so a
 //! crashing child is not restarted in a tight loop.
+//!
+//! Every request that can draw a server-to-client message (a question,
+//! progress, a log line) has a connection to itself: a tool call
+//! ([`Pool::get`]), and a prompt, resource read, completion or listing
+//! ([`Pool::request`], which waits at most `--upstream-wait-ms` for one).
+//! What the upstream sends meanwhile belongs to that request and no other
+//! caller's.
 
 use std::{
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
-use rmcp::{Peer, RoleClient, model::RequestId};
+use rmcp::{
+    Peer, RoleClient,
+    model::{ClientRequest, RequestId, ServerResult},
+    service::{PeerRequestOptions, ServiceError},
+};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::{
-    config::{Endpoint, Protocol, UpstreamConfig},
+    config::{Endpoint, Protocol, Timings, UpstreamConfig},
     upstream::{Connection, UpstreamError},
 };
 
@@ -28,12 +39,16 @@ pub struct Pool {
     connect_timeout: Duration,
     settle: Duration,
     cancel_grace: Duration,
+    /// Longest [`Pool::get_within`] waits for a free place.
+    wait: Duration,
+    /// Longest one [`Pool::request`] runs.
+    call_timeout: Duration,
     idle: Mutex<Vec<Connection>>,
     permits: Arc<Semaphore>,
     /// Consecutive failed starts and when the last one failed.
     failures: Mutex<(u32, Option<Instant>)>,
-    /// Handles of the connections opened (pruned of closed ones), for
-    /// requests that need no call of their own (lists, reads).
+    /// Handles of the connections opened (pruned of closed ones), only for
+    /// the readiness probe to see one is live: never to send a request.
     peers: Mutex<Vec<Peer<RoleClient>>>,
     /// Notified when the upstream says a list changed.
     lists_changed: Arc<Notify>,
@@ -54,20 +69,17 @@ pub struct Lease {
 
 impl Pool {
     /// A pool of at most `config.pool` connections, none started yet.
-    pub fn new(
-        config: &UpstreamConfig,
-        connect_timeout: Duration,
-        settle: Duration,
-        cancel_grace: Duration,
-    ) -> Arc<Pool> {
+    pub fn new(config: &UpstreamConfig, timings: &Timings) -> Arc<Pool> {
         metrics::gauge!("presa_gateway_upstream_pool_size", "upstream" => config.name.clone()).set(config.pool as f64);
         Arc::new(Pool {
             name: config.name.clone(),
             endpoint: config.endpoint.clone(),
             protocol: config.protocol,
-            connect_timeout,
-            settle,
-            cancel_grace,
+            connect_timeout: timings.connect_timeout,
+            settle: timings.settle,
+            cancel_grace: timings.cancel_grace,
+            wait: timings.wait,
+            call_timeout: timings.call_timeout,
             idle: Mutex::new(Vec::new()),
             permits: Arc::new(Semaphore::new(config.pool)),
             failures: Mutex::new((0, None)),
@@ -86,9 +98,46 @@ impl Pool {
         self.permits.available_permits()
     }
 
-    /// A connection: an idle one, else a new one once a place is free.
+    /// A connection: an idle one, else a new one once a place is free
+    /// (waiting as long as it takes: a tool call's own bounds apply).
     pub async fn get(self: &Arc<Self>) -> Result<Lease, UpstreamError> {
         let permit = self.permits.clone().acquire_owned().await.expect("the pool's semaphore is never closed");
+        self.connect(permit).await
+    }
+
+    /// Like [`Pool::get`], but waiting at most `--upstream-wait-ms` for a
+    /// free place; then [`UpstreamError::Busy`] (retryable).
+    pub async fn get_within(self: &Arc<Self>) -> Result<Lease, UpstreamError> {
+        let permit = tokio::time::timeout(self.wait, self.permits.clone().acquire_owned())
+            .await
+            .map_err(|_| UpstreamError::Busy { upstream: self.name.clone(), waited: self.wait })?
+            .expect("the pool's semaphore is never closed");
+        self.connect(permit).await
+    }
+
+    /// One request (a prompt, a resource read, a completion) on a connection
+    /// of its own ([`Pool::get_within`]), for at most `--upstream-call-timeout-ms`.
+    /// What the upstream asks meanwhile gets the fixed answers (no call is
+    /// routed to the connection); its progress and logs are dropped. If this
+    /// future is dropped before the answer (the client went away, the
+    /// request's deadline passed), the upstream is told to stop and the
+    /// connection closed after the cancel grace, never reused as if idle.
+    pub async fn request(self: &Arc<Self>, request: ClientRequest) -> Result<ServerResult, UpstreamError> {
+        let lease = self.get_within().await?;
+        let options = PeerRequestOptions::with_timeout(self.call_timeout);
+        let handle = lease.conn().peer().send_request_with_option(request, options).await?;
+        lease.running(Some(handle.id.clone()));
+        let result = handle.await_response().await;
+        match &result {
+            // The upstream may still run it: the connection goes (the lease's drop stops it).
+            Err(ServiceError::Timeout { .. }) => {}
+            _ => lease.running(None),
+        }
+        Ok(result?)
+    }
+
+    /// A connection in the place `permit` holds: an idle one, else a new one.
+    async fn connect(self: &Arc<Self>, permit: OwnedSemaphorePermit) -> Result<Lease, UpstreamError> {
         loop {
             let idle = self.idle.lock().expect("pool lock").pop();
             match idle {
@@ -103,7 +152,14 @@ impl Pool {
             }
         }
         self.wait_out_backoff().await;
-        match Connection::open(&self.endpoint, self.protocol, self.connect_timeout, self.lists_changed.clone()).await {
+        let open = Connection::open(
+            &self.name,
+            &self.endpoint,
+            self.protocol,
+            self.connect_timeout,
+            self.lists_changed.clone(),
+        );
+        match open.await {
             Ok(conn) => {
                 self.peers.lock().expect("pool lock").push(conn.peer().clone());
                 // No call is routed to it yet: what the upstream asks on its
@@ -127,30 +183,16 @@ impl Pool {
         Lease { conn: Some(conn), pool: self.clone(), _permit: permit, running: Mutex::new(None) }
     }
 
-    /// A handle for a request that needs no call of its own (`tools/list`,
-    /// `resources/read`…): any live connection, even one running a call
-    /// (requests interleave on it), else a new one, held until the handle's
-    /// [`Lease`] (if any) is dropped.
-    pub async fn peer(self: &Arc<Self>) -> Result<(Peer<RoleClient>, Option<Lease>), UpstreamError> {
+    /// Whether the upstream can be served: a connection is live, or a new
+    /// one starts now (so a probe also brings back an upstream that died
+    /// while idle, at the pace of the restart backoff). Sends no request.
+    pub async fn ready(self: &Arc<Self>) -> bool {
         let live = {
             let mut peers = self.peers.lock().expect("pool lock");
             peers.retain(|p| !p.is_transport_closed());
-            peers.first().cloned()
+            !peers.is_empty()
         };
-        match live {
-            Some(p) => Ok((p, None)),
-            None => {
-                let lease = self.get().await?;
-                Ok((lease.conn().peer().clone(), Some(lease)))
-            }
-        }
-    }
-
-    /// Whether the upstream can be served: a connection is live, or a new
-    /// one starts now (so a probe also brings back an upstream that died
-    /// while idle, at the pace of the restart backoff).
-    pub async fn ready(self: &Arc<Self>) -> bool {
-        self.peer().await.is_ok()
+        live || self.get_within().await.is_ok()
     }
 
     /// Fires when the upstream says one of its lists changed.

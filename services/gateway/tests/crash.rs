@@ -81,7 +81,8 @@ async fn a_lost_worker_s_idempotent_call_runs_again_and_a_non_idempotent_one_fai
     let runs_path = runs_file.to_str().unwrap().to_string();
     let cluster = Cluster::new(&[("PRESA_TEST_RUNS_FILE", &runs_path)]).await;
     let cmd = python_upstream();
-    let upstream = ["--upstream-command", cmd.as_str()];
+    // The child sees none of the gateway's environment unless it is named.
+    let upstream = ["--upstream-command", cmd.as_str(), "--upstream-inherit-env", "PRESA_TEST_RUNS_FILE"];
     let (_api, url) = cluster.api(&upstream).await;
     let c = Client::new(&url, tasks_caps());
 

@@ -12,7 +12,7 @@ use std::{
 use common::{embedded, fixtures, gateway_bin};
 use presa_gateway::{
     catalog,
-    config::{Endpoint, UpstreamConfig},
+    config::{Endpoint, Timings, UpstreamConfig},
     pool::Pool,
 };
 use presa_testkit::{Client, Pod, TASKS, free_port, task_id};
@@ -41,13 +41,22 @@ async fn tools_list_is_the_upstream_s_own() {
     let argv = shlex::split(&f.everything_stdio).unwrap();
     let up = UpstreamConfig {
         name: "everything".into(),
-        endpoint: Endpoint::Stdio { argv, env: Default::default(), cwd: None },
+        endpoint: Endpoint::Stdio { argv, env: Default::default(), inherit: Vec::new(), cwd: None },
         prefix: String::new(),
         pool: 1,
         protocol: Default::default(),
     };
-    let pool = Pool::new(&up, Duration::from_secs(30), Duration::ZERO, Duration::ZERO);
-    let theirs = catalog::list(&pool).await.unwrap().tools;
+    let timings = Timings {
+        call_timeout: Duration::from_secs(30),
+        wait: Duration::from_secs(30),
+        connect_timeout: Duration::from_secs(30),
+        settle: Duration::ZERO,
+        cancel_grace: Duration::ZERO,
+        status_interval: Duration::ZERO,
+        refresh: None,
+    };
+    let pool = Pool::new(&up, &timings);
+    let theirs = catalog::list(&pool, timings.call_timeout).await.unwrap().tools;
     pool.drain().await;
 
     assert!(theirs.len() >= 10, "server-everything lists its tools: {theirs:?}");

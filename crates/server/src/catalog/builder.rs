@@ -1,13 +1,14 @@
 //! [`CatalogBuilder`]: collects tools, resources, templates, prompts and the
 //! completion provider, then compiles and checks them into a [`Catalog`].
 
-use std::{fmt, sync::Arc};
+use std::{collections::HashMap, fmt, sync::Arc};
 
+use futures::FutureExt;
 use serde_json::{Value, json};
 
 use super::{
-    Catalog, CatalogError, CompleteFn, Prompt, ReadResource, RegisteredTool, Resource, ResourceTemplate,
-    headers::header_params,
+    Catalog, CatalogError, CompleteFn, Prompt, ReadFn, ReadResource, ReadResult, RegisteredTool, Resource,
+    ResourceError, ResourceTemplate, headers::header_params,
 };
 use crate::{prompt::PromptHandler, tool::Tool};
 
@@ -34,15 +35,37 @@ impl CatalogBuilder {
         self
     }
 
-    /// Add a resource.
-    pub fn resource(mut self, descriptor: Value, read: impl ReadResource) -> Self {
-        self.resources.push(Resource { descriptor, read: Arc::new(read) });
+    /// Add a resource read by a synchronous closure (it runs on the
+    /// request's task: keep it quick; one that waits on IO goes in
+    /// [`CatalogBuilder::resource_async`]).
+    pub fn resource(self, descriptor: Value, read: impl ReadResource) -> Self {
+        self.resource_async(descriptor, ready_reader(read))
+    }
+
+    /// Add a resource read by an async function of the URI and the (for a
+    /// resource, empty) variables.
+    pub fn resource_async<F, Fut>(mut self, descriptor: Value, read: F) -> Self
+    where
+        F: Fn(String, HashMap<String, String>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ReadResult> + Send + 'static,
+    {
+        self.resources.push(Resource { descriptor, read: boxed_reader(read) });
         self
     }
 
-    /// Add a resource template.
-    pub fn template(mut self, descriptor: Value, read: impl ReadResource) -> Self {
-        self.templates.push(ResourceTemplate { descriptor, read: Arc::new(read) });
+    /// Add a resource template read by a synchronous closure.
+    pub fn template(self, descriptor: Value, read: impl ReadResource) -> Self {
+        self.template_async(descriptor, ready_reader(read))
+    }
+
+    /// Add a resource template read by an async function of the URI and the
+    /// variables the template matched.
+    pub fn template_async<F, Fut>(mut self, descriptor: Value, read: F) -> Self
+    where
+        F: Fn(String, HashMap<String, String>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ReadResult> + Send + 'static,
+    {
+        self.templates.push(ResourceTemplate { descriptor, read: boxed_reader(read) });
         self
     }
 
@@ -52,9 +75,22 @@ impl CatalogBuilder {
         self
     }
 
-    /// Set the completion provider.
-    pub fn completion(mut self, f: impl Fn(&Value, &Value) -> Value + Send + Sync + 'static) -> Self {
-        self.complete = Some(Arc::new(f));
+    /// Set the completion provider: a synchronous closure of `ref` and
+    /// `argument` returning the `completion` object.
+    pub fn completion(self, f: impl Fn(&Value, &Value) -> Value + Send + Sync + 'static) -> Self {
+        self.completion_async(move |r#ref, argument| std::future::ready(Ok(f(&r#ref, &argument))))
+    }
+
+    /// Set the completion provider: an async function of `ref` and
+    /// `argument` returning the `completion` object, or an error
+    /// ([`ResourceError::NotFound`]: no values; `Failed`: `-32603`; `Rpc`: sent as is).
+    pub fn completion_async<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(Value, Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, ResourceError>> + Send + 'static,
+    {
+        let f: CompleteFn = Arc::new(move |r#ref, argument| f(r#ref, argument).boxed());
+        self.complete = Some(f);
         self
     }
 
@@ -88,6 +124,22 @@ impl CatalogBuilder {
         catalog.prompts = self.prompts;
         Ok(catalog)
     }
+}
+
+/// A synchronous reader as an async one: it reads when called, and its
+/// future is ready.
+fn ready_reader(
+    read: impl ReadResource,
+) -> impl Fn(String, HashMap<String, String>) -> std::future::Ready<ReadResult> + Send + Sync + 'static {
+    move |uri, vars| std::future::ready(read(&uri, &vars))
+}
+
+fn boxed_reader<F, Fut>(read: F) -> ReadFn
+where
+    F: Fn(String, HashMap<String, String>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ReadResult> + Send + 'static,
+{
+    Arc::new(move |uri, vars| read(uri, vars).boxed())
 }
 
 #[cfg(test)]

@@ -5,6 +5,17 @@
 //! [`CatalogBuilder::build`] compiles every tool's `inputSchema` (JSON Schema
 //! 2020-12) once and checks its `x-mcp-header` annotations (SEP-2243, in
 //! `headers`); resource templates match URIs in `template`.
+//!
+//! Resource readers and the completion provider are asynchronous: the
+//! catalog holds them as functions returning a future ([`ReadFn`],
+//! [`CompleteFn`]), which the dispatcher awaits inside the in-request call
+//! pool and `call_timeout`, like a handler run in its request. A synchronous
+//! closure (what [`CatalogBuilder::resource`], [`CatalogBuilder::template`]
+//! and [`CatalogBuilder::completion`] take) runs when it is called and is
+//! wrapped into a ready future; a reader that waits on something (a
+//! database, another server: presa-gateway's upstream) is registered with
+//! [`CatalogBuilder::resource_async`], [`CatalogBuilder::template_async`] or
+//! [`CatalogBuilder::completion_async`] and never blocks a runtime thread.
 
 mod builder;
 mod cell;
@@ -18,6 +29,8 @@ pub use template::match_template;
 
 use std::{collections::HashMap, fmt, sync::Arc};
 
+use futures::future::BoxFuture;
+use presa_protocol::jsonrpc::ErrorObject;
 use serde_json::Value;
 
 use crate::{
@@ -25,35 +38,44 @@ use crate::{
     tool::{TaskPolicy, Tool, ToolHandler},
 };
 
-/// Reads a resource: returns the `contents` array.
-pub type ReadFn = Arc<dyn ReadResource>;
+/// What reading a resource gives: its `contents` array, or why not.
+pub type ReadResult = Result<Value, ResourceError>;
 
-/// A resource reader: gets the URI and the variables a template matched,
-/// returns the `contents` array. Any such closure is one.
-pub trait ReadResource:
-    Fn(&str, &HashMap<String, String>) -> Result<Value, ResourceError> + Send + Sync + 'static
-{
-}
+/// A resource reader as the catalog holds it: called with the URI and the
+/// variables a template matched, it returns the read as a future.
+pub type ReadFn = Arc<dyn Fn(String, HashMap<String, String>) -> BoxFuture<'static, ReadResult> + Send + Sync>;
 
-impl<F> ReadResource for F where
-    F: Fn(&str, &HashMap<String, String>) -> Result<Value, ResourceError> + Send + Sync + 'static
-{
-}
+/// A synchronous resource reader: gets the URI and the variables a template
+/// matched, returns the `contents` array. Any such closure is one (see
+/// [`CatalogBuilder::resource`]; for one that waits on IO,
+/// [`CatalogBuilder::resource_async`]).
+pub trait ReadResource: Fn(&str, &HashMap<String, String>) -> ReadResult + Send + Sync + 'static {}
 
-/// Why a resource could not be read.
+impl<F> ReadResource for F where F: Fn(&str, &HashMap<String, String>) -> ReadResult + Send + Sync + 'static {}
+
+/// Why a resource could not be read (or, from an asynchronous completion
+/// provider, an argument not completed).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ResourceError {
     /// There is no such resource (for a template: the variables name none):
-    /// `-32602 Resource not found` with the URI.
+    /// `-32602 Resource not found` with the URI. (A completion provider's
+    /// `NotFound` answers no values.)
     #[error("resource not found")]
     NotFound,
     /// Reading failed: `-32603 Internal error`; the cause is logged, never sent.
     #[error("{0}")]
     Failed(String),
+    /// A JSON-RPC error sent as is: what the caller may see and act on (a
+    /// retryable `-32603` when what the reader waits on is busy, an error the
+    /// resource's own server answered).
+    #[error("{}", .0.message)]
+    Rpc(ErrorObject),
 }
-/// Completes an argument: gets `ref` and `argument`, returns the `completion` object.
-pub type CompleteFn = Arc<dyn Fn(&Value, &Value) -> Value + Send + Sync>;
+
+/// The completion provider as the catalog holds it: called with `ref` and
+/// `argument`, it returns the `completion` object as a future.
+pub type CompleteFn = Arc<dyn Fn(Value, Value) -> BoxFuture<'static, Result<Value, ResourceError>> + Send + Sync>;
 
 /// An invalid catalog entry.
 #[derive(Debug, thiserror::Error)]
@@ -240,10 +262,12 @@ impl Catalog {
     }
 
     /// Read `uri`: a concrete resource first, then the first matching template.
-    /// `None` when nothing matches.
-    pub fn read(&self, uri: &str) -> Option<Result<Value, ResourceError>> {
+    /// `None` when nothing matches. The read runs when the future is polled
+    /// (a synchronous reader's at this call) and does not borrow the catalog,
+    /// which a replacement may drop meanwhile.
+    pub fn read(&self, uri: &str) -> Option<BoxFuture<'static, ReadResult>> {
         let (read, vars) = self.resolve(uri)?;
-        Some(read(uri, &vars))
+        Some(read(uri.to_string(), vars))
     }
 
     /// Whether `uri` names something the catalog lists: a resource, or a

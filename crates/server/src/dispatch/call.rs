@@ -11,7 +11,8 @@
 //! A handler run in its request takes a place in the in-request call pool
 //! (`max_inflight_calls`, `max_inflight_calls_per_scope`: past either a
 //! retryable `-32023` with `retryAfterMs`) and runs at most `call_timeout`:
-//! past it, it is cancelled and the call fails saying so.
+//! past it, it is cancelled and the call fails saying so
+//! ([`Server::in_request`], which resource reads and completions share).
 
 use std::collections::BTreeMap;
 
@@ -134,11 +135,6 @@ impl Server {
         call: Prepared,
         req: &Admitted,
     ) -> Result<Value, ServerError> {
-        let _place = self
-            .inner
-            .calls
-            .admit(&req.caller.scope)
-            .map_err(|limit| ServerError::RateLimited { limit, retry_after_ms: INFLIGHT_RETRY_AFTER_MS })?;
         let Prepared { arguments, invocation, binding } = call;
         let meta = &req.meta;
         // Its own token: cancelled with the request, or at the deadline.
@@ -151,24 +147,38 @@ impl Server {
             cancel.clone(),
             self.bus().clone(),
         );
-        let run = run_handler(handler, ctx, arguments);
-        let output = match self.config().call_timeout {
-            None => run.await,
-            Some(limit) => match tokio::time::timeout(limit, run).await {
-                Ok(output) => output,
-                Err(_) => {
-                    cancel.cancel();
-                    metrics::refusal(Limit::CallTimeout);
-                    return Err(ServerError::CallTimeout(limit));
-                }
-            },
-        };
+        let output = self.in_request(req, run_handler(handler, ctx, arguments)).await.inspect_err(|e| {
+            if matches!(e, ServerError::CallTimeout(_)) {
+                cancel.cancel();
+            }
+        })?;
         match Outcome::from(output) {
             Outcome::Result(v) => Ok(v),
             Outcome::NeedsInput { requests, state } => self.input_required(requests, state, &binding, meta),
             Outcome::Error(e) => Err(ServerError::Rpc(e)),
             Outcome::Failed(cause) => Err(ServerError::Internal(cause)),
             Outcome::Cancelled => Err(ServerError::Internal("request cancelled".into())),
+        }
+    }
+
+    /// Run `work` the way everything run inside its request runs (a handler,
+    /// a resource read, a completion): with a place in the in-request call
+    /// pool (`max_inflight_calls`, `max_inflight_calls_per_scope`: past either
+    /// a retryable `-32023` with `retryAfterMs`, and `work` is never started)
+    /// and for at most `call_timeout` (past it `work` is dropped and the call
+    /// fails naming the limit).
+    pub(super) async fn in_request<T>(&self, req: &Admitted, work: impl Future<Output = T>) -> Result<T, ServerError> {
+        let _place = self
+            .inner
+            .calls
+            .admit(&req.caller.scope)
+            .map_err(|limit| ServerError::RateLimited { limit, retry_after_ms: INFLIGHT_RETRY_AFTER_MS })?;
+        match self.config().call_timeout {
+            None => Ok(work.await),
+            Some(limit) => tokio::time::timeout(limit, work).await.map_err(|_| {
+                metrics::refusal(Limit::CallTimeout);
+                ServerError::CallTimeout(limit)
+            }),
         }
     }
 

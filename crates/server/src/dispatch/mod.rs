@@ -209,15 +209,14 @@ impl Server {
 
     /// Handle one admitted request.
     pub async fn handle(&self, req: &Admitted) -> Reply {
-        let p = &req.params;
         let result = match req.method {
             Method::Discover => Ok(self.discover()),
             Method::ToolsList => Ok(self.list_tools()),
             Method::ResourcesList => Ok(self.list_resources()),
             Method::ResourceTemplatesList => Ok(self.list_resource_templates()),
             Method::PromptsList => Ok(self.list_prompts()),
-            Method::ResourcesRead => self.read_resource(p),
-            Method::Complete => self.complete(p),
+            Method::ResourcesRead => self.read_resource(req).await,
+            Method::Complete => self.complete(req).await,
             Method::ToolsCall => self.call_tool(req).await,
             Method::PromptsGet => self.get_prompt(req).await,
             Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => self.task_method(req).await,

@@ -22,6 +22,19 @@ pub struct GatewayArgs {
     #[arg(long = "upstream-env", env = "PRESA_UPSTREAM_ENV", value_name = "KEY=VALUE", value_delimiter = '\n')]
     pub upstream_env: Vec<String>,
 
+    /// A variable of the gateway's own environment passed through to the
+    /// upstream command, by name; repeatable or comma-separated. The command
+    /// gets nothing else of the gateway's environment (its `PRESA_*` secrets,
+    /// `PRESA_REDIS_URL`…) but `PATH`, `HOME`, `LANG`, `LC_*`, `TZ` and
+    /// `TMPDIR`, and what `--upstream-env` sets.
+    #[arg(
+        long = "upstream-inherit-env",
+        env = "PRESA_UPSTREAM_INHERIT_ENV",
+        value_name = "NAME",
+        value_delimiter = ','
+    )]
+    pub upstream_inherit_env: Vec<String>,
+
     /// The working directory of the upstream command.
     #[arg(long, env = "PRESA_UPSTREAM_CWD")]
     pub upstream_cwd: Option<PathBuf>,
@@ -71,6 +84,12 @@ pub struct GatewayArgs {
     /// past it wait for one to free up.
     #[arg(long, env = "PRESA_UPSTREAM_POOL", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub upstream_pool: u32,
+
+    /// Longest a prompt, resource read, completion or listing waits for a
+    /// free upstream connection, in ms (each has one to itself, like a tool
+    /// call); past it the request fails with a retryable error.
+    #[arg(long, env = "PRESA_UPSTREAM_WAIT_MS", default_value_t = 10_000)]
+    pub upstream_wait_ms: u64,
 
     /// Longest one upstream call may run, in ms, before it is cancelled and fails.
     #[arg(long, env = "PRESA_UPSTREAM_CALL_TIMEOUT_MS", default_value_t = 3_600_000)]
@@ -138,7 +157,12 @@ impl GatewayArgs {
             }
             None => {
                 let endpoint = match (&self.upstream_command, &self.upstream_url) {
-                    (Some(cmd), None) => stdio(cmd, parse_env(&self.upstream_env)?, self.upstream_cwd.clone())?,
+                    (Some(cmd), None) => stdio(
+                        cmd,
+                        parse_env(&self.upstream_env)?,
+                        self.upstream_inherit_env.clone(),
+                        self.upstream_cwd.clone(),
+                    )?,
                     (None, Some(url)) => http(url, self.upstream_header.iter().map(|h| parse_header(h)))?,
                     _ => {
                         return Err(ConfigError::Invalid(
@@ -169,6 +193,7 @@ impl GatewayArgs {
         let ms = Duration::from_millis;
         let timings = Timings {
             call_timeout: ms(self.upstream_call_timeout_ms),
+            wait: ms(self.upstream_wait_ms),
             connect_timeout: ms(self.upstream_connect_timeout_ms),
             settle: ms(self.upstream_settle_ms),
             cancel_grace: ms(self.upstream_cancel_grace_ms),

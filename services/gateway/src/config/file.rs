@@ -76,6 +76,8 @@ pub(super) struct FileUpstream {
     command: Option<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
+    #[serde(default)]
+    inherit_env: Vec<String>,
     cwd: Option<PathBuf>,
     url: Option<String>,
     #[serde(default)]
@@ -94,7 +96,7 @@ impl FileUpstream {
     ) -> Result<UpstreamConfig, ConfigError> {
         let name = self.name;
         let endpoint = match (self.command, self.url) {
-            (Some(cmd), None) => stdio(&cmd, self.env, self.cwd)?,
+            (Some(cmd), None) => stdio(&cmd, self.env, self.inherit_env, self.cwd)?,
             (None, Some(url)) => http(&url, self.headers.into_iter().map(|(k, v)| Ok((k, resolve_secret(&v)?))))?,
             _ => {
                 return Err(ConfigError::Invalid(format!("upstream {name:?}: give exactly one of command or url")));

@@ -7,7 +7,8 @@
 //! [[upstream]]
 //! name = "ml"                      # names metrics and logs; unique
 //! command = "python3 server.py"    # stdio: split like a shell would, never run by one
-//! env = { MODEL_DIR = "/models" }
+//! env = { MODEL_DIR = "/models" }  # its whole environment, with PATH, HOME, locale, TMPDIR
+//! inherit_env = ["HF_TOKEN"]       # and these of the gateway's, by name
 //! cwd = "/srv/ml"
 //! prefix = "ml_"                   # its tools are listed as ml_<name>
 //! pool = 4                         # child processes at most (calls at once)
@@ -72,6 +73,8 @@ pub enum ConfigError {
 pub struct Timings {
     /// Longest one call.
     pub call_timeout: Duration,
+    /// Longest a prompt, read, completion or listing waits for a connection.
+    pub wait: Duration,
     /// Longest a connection's start and handshake.
     pub connect_timeout: Duration,
     /// Quiet time after a handshake before the first call.

@@ -106,3 +106,29 @@ fn the_file_gives_upstreams_and_first_matching_rules() {
     let twice = parse_file("[[upstream]]\nname='a'\ncommand='x'\n[[upstream]]\nname='a'\ncommand='y'").unwrap();
     assert!(args().resolve_with(Some(twice)).unwrap_err().to_string().contains("two upstreams"));
 }
+
+#[test]
+fn a_stdio_upstream_names_the_variables_it_inherits() {
+    let file = parse_file(
+        r#"
+        [[upstream]]
+        name = "ml"
+        command = "python3 server.py"
+        env = { MODEL_DIR = "/models" }
+        inherit_env = ["HF_TOKEN", "PRESA_PASSED_ON_PURPOSE"]
+        "#,
+    )
+    .unwrap();
+    let c = args().resolve_with(Some(file)).unwrap();
+    let Endpoint::Stdio { env, inherit, .. } = &c.upstreams[0].endpoint else { panic!("not stdio") };
+    assert_eq!(env.get("MODEL_DIR").map(String::as_str), Some("/models"));
+    assert_eq!(inherit, &["HF_TOKEN", "PRESA_PASSED_ON_PURPOSE"]);
+    let flags =
+        GatewayArgs { upstream_command: Some("x".into()), upstream_inherit_env: vec!["HF_TOKEN".into()], ..args() };
+    let Endpoint::Stdio { inherit, .. } = &flags.resolve().unwrap().upstreams[0].endpoint else { panic!("not stdio") };
+    assert_eq!(inherit, &["HF_TOKEN"]);
+    for bad in ["", "1ABC", "A-B", "A=B", "*"] {
+        let a = GatewayArgs { upstream_command: Some("x".into()), upstream_inherit_env: vec![bad.into()], ..args() };
+        assert!(a.resolve().unwrap_err().to_string().contains("environment variable name"), "{bad:?}");
+    }
+}

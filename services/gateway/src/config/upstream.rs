@@ -34,8 +34,12 @@ pub enum Endpoint {
     Stdio {
         /// The program and its arguments.
         argv: Vec<String>,
-        /// Extra environment variables.
+        /// The environment variables it is given (besides a minimal `PATH`,
+        /// `HOME`, locale and `TMPDIR`: nothing of the gateway's own).
         env: BTreeMap<String, String>,
+        /// Names of the gateway's environment variables passed through to it
+        /// (`inherit_env`, `--upstream-inherit-env`).
+        inherit: Vec<String>,
         /// The working directory.
         cwd: Option<PathBuf>,
     },
@@ -63,11 +67,30 @@ pub struct UpstreamConfig {
     pub protocol: Protocol,
 }
 
-pub(super) fn stdio(cmd: &str, env: BTreeMap<String, String>, cwd: Option<PathBuf>) -> Result<Endpoint, ConfigError> {
+pub(super) fn stdio(
+    cmd: &str,
+    env: BTreeMap<String, String>,
+    inherit: Vec<String>,
+    cwd: Option<PathBuf>,
+) -> Result<Endpoint, ConfigError> {
     let argv = shlex::split(cmd)
         .filter(|a| !a.is_empty())
         .ok_or_else(|| ConfigError::Invalid(format!("upstream command {cmd:?}: empty or unbalanced quotes")))?;
-    Ok(Endpoint::Stdio { argv, env, cwd })
+    for name in env.keys().chain(&inherit) {
+        if !is_env_name(name) {
+            return Err(ConfigError::Invalid(format!(
+                "upstream environment variable name {name:?}: expected letters, digits and '_', not starting with a digit"
+            )));
+        }
+    }
+    Ok(Endpoint::Stdio { argv, env, inherit, cwd })
+}
+
+/// A portable environment variable name (POSIX: `[A-Za-z_][A-Za-z0-9_]*`).
+fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 pub(super) fn http(

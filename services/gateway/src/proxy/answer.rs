@@ -1,13 +1,56 @@
 //! What the caller gets back from the gateway: an upstream's result as a
 //! tool output, and upstream failures as errors that say what happened
-//! (and whether trying again may help) without internals.
+//! (and whether trying again may help) without internals. An upstream's own
+//! error message is passed on cut at [`MAX_ERROR_MESSAGE_BYTES`] (its `data`
+//! only when it is at most that size too): an upstream cannot make presa
+//! carry megabytes to its callers.
 
 use presa_protocol::{codes, jsonrpc::ErrorObject};
 use presa_server::{ToolError, ToolOutput};
 use rmcp::service::ServiceError;
 use serde_json::json;
 
-use crate::pool::Pool;
+use crate::{pool::Pool, upstream::UpstreamError};
+
+/// The most bytes of an upstream's error message (and of its `data`) passed on.
+pub const MAX_ERROR_MESSAGE_BYTES: usize = 4096;
+
+/// `message` cut at [`MAX_ERROR_MESSAGE_BYTES`] (on a character boundary), saying so.
+pub fn cap_message(message: &str) -> String {
+    if message.len() <= MAX_ERROR_MESSAGE_BYTES {
+        return message.to_string();
+    }
+    let mut end = MAX_ERROR_MESSAGE_BYTES;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…(truncated)", &message[..end])
+}
+
+/// An error an upstream answered, as passed on: its code, its message capped,
+/// its `data` only when small.
+pub(crate) fn upstream_rpc(code: i64, message: &str, data: Option<serde_json::Value>) -> ErrorObject {
+    let mut err = ErrorObject::new(code, cap_message(message));
+    err.data = data.filter(|d| serde_json::to_vec(d).is_ok_and(|b| b.len() <= MAX_ERROR_MESSAGE_BYTES));
+    err
+}
+
+/// Any failure to get an answer from an upstream as the error the caller
+/// sees: no free connection in time and a lost or silent upstream are
+/// retryable; the upstream's own errors are passed on, capped.
+pub fn upstream_error(pool: &Pool, e: UpstreamError) -> ToolError {
+    match e {
+        UpstreamError::Service(e) => service_error(pool, e),
+        e @ UpstreamError::Busy { .. } => {
+            let data = json!({ "retryable": true, "retryAfterMs": 1000 });
+            ToolError::Rpc(ErrorObject::with_data(codes::INTERNAL_ERROR, e.to_string(), data))
+        }
+        e => {
+            tracing::warn!(upstream = %pool.name(), error = %e, "no upstream connection");
+            rpc(format!("upstream {:?} is unavailable: {e}", pool.name()), true)
+        }
+    }
+}
 
 pub(super) fn rpc(message: impl Into<String>, retryable: bool) -> ToolError {
     let data = json!({ "retryable": retryable });
@@ -28,11 +71,7 @@ pub(super) fn lost_worker_error(tool: &str) -> ToolError {
 /// An upstream failure as the error the caller sees (no internals beyond the upstream's name).
 pub(super) fn service_error(pool: &Pool, e: ServiceError) -> ToolError {
     match e {
-        ServiceError::McpError(e) => {
-            let mut err = ErrorObject::new(i64::from(e.code.0), e.message.to_string());
-            err.data = e.data;
-            ToolError::Rpc(err)
-        }
+        ServiceError::McpError(e) => ToolError::Rpc(upstream_rpc(i64::from(e.code.0), &e.message, e.data)),
         ServiceError::Timeout { timeout } => {
             rpc(format!("upstream {:?} did not answer within {timeout:?}", pool.name()), true)
         }
@@ -53,4 +92,22 @@ pub(super) fn into_output(result: &impl serde::Serialize) -> ToolOutput {
         o.remove("resultType");
     }
     ToolOutput::Complete(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_error_messages_are_capped() {
+        let huge = "é".repeat(5_000_000);
+        let capped = cap_message(&huge);
+        assert!(capped.len() <= MAX_ERROR_MESSAGE_BYTES + "…(truncated)".len(), "{}", capped.len());
+        assert!(capped.ends_with("…(truncated)"));
+        assert_eq!(cap_message("short"), "short");
+        let e = upstream_rpc(-32000, &huge, Some(json!({ "blob": "x".repeat(10_000) })));
+        assert!(e.message.len() < 5000 && e.data.is_none(), "{}", e.message.len());
+        let e = upstream_rpc(-32000, "no", Some(json!({ "k": 1 })));
+        assert_eq!((e.message.as_str(), e.data), ("no", Some(json!({ "k": 1 }))));
+    }
 }

@@ -39,7 +39,8 @@ mod questions;
 mod status;
 mod upstream_task;
 
-use answer::{lost_worker_error, rpc};
+use answer::lost_worker_error;
+pub use answer::{MAX_ERROR_MESSAGE_BYTES, cap_message, upstream_error};
 use call::Call;
 pub use questions::question_key;
 
@@ -92,10 +93,7 @@ impl ToolHandler for ProxyTool {
         }
         let cancel = ctx.cancellation();
         let lease = tokio::select! {
-            lease = self.pool.get() => lease.map_err(|e| {
-                tracing::warn!(upstream = %self.pool.name(), error = %e, "no upstream connection");
-                rpc(format!("upstream {:?} is unavailable: {e}", self.pool.name()), true)
-            })?,
+            lease = self.pool.get() => lease.map_err(|e| upstream_error(&self.pool, e))?,
             _ = cancel.cancelled() => return Err(ToolError::Cancelled),
         };
         let started = Instant::now();

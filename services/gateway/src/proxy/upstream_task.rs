@@ -4,13 +4,13 @@
 
 use std::time::Duration;
 
-use presa_protocol::{codes, jsonrpc::ErrorObject};
+use presa_protocol::codes;
 use presa_server::{ToolError, ToolOutput};
 use serde_json::{Value, json};
 
 use super::{
     UPSTREAM_TASK,
-    answer::{into_output, rpc, service_error},
+    answer::{into_output, rpc, service_error, upstream_rpc},
     call::Call,
 };
 use crate::pool::Lease;
@@ -54,12 +54,11 @@ impl Call<'_> {
                 Some("completed") => return Ok(into_output(&task["result"])),
                 Some("failed") => {
                     let e = &task["error"];
-                    let mut err = ErrorObject::new(
+                    return Err(ToolError::Rpc(upstream_rpc(
                         e["code"].as_i64().unwrap_or(codes::INTERNAL_ERROR),
                         e["message"].as_str().unwrap_or("the upstream task failed"),
-                    );
-                    err.data = e.get("data").cloned();
-                    return Err(ToolError::Rpc(err));
+                        e.get("data").cloned(),
+                    )));
                 }
                 Some("cancelled") => return Err(rpc(format!("upstream {:?} cancelled the task", pool.name()), false)),
                 Some("input_required") => {
