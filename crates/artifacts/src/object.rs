@@ -112,6 +112,12 @@ impl ObjectArtifactStore {
                 }
                 if let Some(endpoint) = builder.get_config_value(&AmazonS3ConfigKey::Endpoint) {
                     name = format!("{name} at {}", display_url(&endpoint));
+                    if endpoint.starts_with("http://") && !allow_http {
+                        return Err(config_error(
+                            &name,
+                            "a plain http:// endpoint needs allow_http (AWS_ALLOW_HTTP=true)",
+                        ));
+                    }
                 }
                 let retry = RetryConfig {
                     max_retries: s3.max_retries.unwrap_or(3),

@@ -36,6 +36,7 @@ async fn an_unreachable_store_is_a_retryable_error_naming_it() {
     let finish = writer.finish().await.expect_err("nothing listens");
     let delete = store.delete_prefix("t1").await.expect_err("nothing listens");
     for e in [head, finish, delete] {
+        eprintln!("unreachable store: {e}");
         assert!(matches!(e, ArtifactError::Unavailable { .. }), "{e}");
         assert!(e.is_retryable(), "{e}");
         assert!(e.to_string().contains(&format!("127.0.0.1:{port}")), "{e} names the endpoint");
@@ -67,4 +68,9 @@ fn credentials_in_the_url_are_refused() {
     assert!(!e.is_retryable());
     let e = ArtifactConfig::new("ftp://host/dir").open().expect_err("unknown scheme");
     assert!(e.to_string().contains("unknown scheme"), "{e}");
+    let e = ArtifactConfig::new("s3://bucket")
+        .with_s3(S3Options::default().with_endpoint("http://127.0.0.1:9"))
+        .open()
+        .expect_err("plain http without allow_http");
+    assert!(matches!(e, ArtifactError::Config { .. }) && e.to_string().contains("allow_http"), "{e}");
 }
