@@ -222,10 +222,7 @@ impl ArtifactStore for ObjectArtifactStore {
             });
         }
         Ok(Box::new(ObjectWriter {
-            shared: Arc::clone(&self.shared),
-            key: key.to_owned(),
-            path,
-            mime: mime.to_owned(),
+            target: Target { shared: Arc::clone(&self.shared), key: key.to_owned(), path, mime: mime.to_owned() },
             size: 0,
             hasher: Sha256::new(),
             state: WriteState::Buffering(PutPayloadMut::new()),
@@ -324,20 +321,83 @@ enum WriteState {
     /// Less than one part so far, in memory: `finish` makes it one plain upload.
     Buffering(PutPayloadMut),
     /// A multipart upload, fed part by part.
-    Uploading(WriteMultipart),
-    /// Finished, aborted or failed.
+    Uploading(PendingUpload),
+    /// Finished, aborted or failed, or a call on it was cancelled midway.
     Closed,
 }
 
+/// A multipart upload that aborts itself when dropped unfinished: by the writer's
+/// owner, or with the future of a cancelled `write` or `finish` that held it.
+struct PendingUpload {
+    upload: Option<WriteMultipart>,
+    name: String,
+    key: String,
+}
+
+impl PendingUpload {
+    fn upload(&mut self) -> &mut WriteMultipart {
+        self.upload.as_mut().expect("an upload until finished or aborted")
+    }
+
+    async fn finish(mut self) -> object_store::Result<()> {
+        // WriteMultipart::finish aborts the upload itself when a part or the completion fails.
+        self.upload.take().expect("an upload until finished or aborted").finish().await.map(drop)
+    }
+
+    async fn abort(mut self) -> object_store::Result<()> {
+        drain_and_abort(self.upload.take().expect("an upload until finished or aborted")).await
+    }
+}
+
+/// Aborts `upload` once its parts in flight have ended. A part that reaches the server
+/// after the abort could be stored anyway (S3 documents that an abort may need
+/// repeating while parts are in progress), so they finish or fail first.
+async fn drain_and_abort(mut upload: WriteMultipart) -> object_store::Result<()> {
+    // Each failed part is reported once and leaves the set: loop until none is left.
+    while upload.wait_for_capacity(0).await.is_err() {}
+    upload.abort().await
+}
+
+impl Drop for PendingUpload {
+    fn drop(&mut self) {
+        let Some(upload) = self.upload.take() else { return };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let (name, key) = (self.name.clone(), self.key.clone());
+                runtime.spawn(async move {
+                    if let Err(e) = drain_and_abort(upload).await {
+                        tracing::warn!(store = %name, key = %key, error = %e, "could not abort a dropped artifact upload");
+                    }
+                });
+            }
+            Err(_) => tracing::warn!(
+                store = %self.name,
+                key = %self.key,
+                "artifact upload dropped outside a Tokio runtime: it is not aborted"
+            ),
+        }
+    }
+}
+
 /// The [`ArtifactWriter`] of [`ObjectArtifactStore`].
+///
+/// Cancellation-safe: every call takes the state out (leaving `Closed`) and puts
+/// the next one back only when it completes, so a call whose future is dropped
+/// midway closes the writer (and its upload aborts itself) instead of leaving
+/// a writer whose bytes and hash disagree.
 struct ObjectWriter {
+    target: Target,
+    size: u64,
+    hasher: Sha256,
+    state: WriteState,
+}
+
+/// What a writer writes to (`Sync`, unlike the upload, so its futures stay `Send`).
+struct Target {
     shared: Arc<Shared>,
     key: String,
     path: Path,
     mime: String,
-    size: u64,
-    hasher: Sha256,
-    state: WriteState,
 }
 
 impl fmt::Debug for ObjectWriter {
@@ -348,22 +408,30 @@ impl fmt::Debug for ObjectWriter {
             WriteState::Closed => "closed",
         };
         f.debug_struct("ObjectWriter")
-            .field("store", &self.shared.name)
-            .field("key", &self.key)
+            .field("store", &self.target.shared.name)
+            .field("key", &self.target.key)
             .field("size", &self.size)
             .field("state", &state)
             .finish_non_exhaustive()
     }
 }
 
-impl ObjectWriter {
+impl Target {
+    fn unavailable(&self, operation: &str, e: &dyn std::error::Error) -> ArtifactError {
+        ArtifactError::Unavailable {
+            store: self.shared.name.clone(),
+            operation: operation.to_owned(),
+            message: e.to_string(),
+        }
+    }
+
     fn closed(&self) -> ArtifactError {
         ArtifactError::WriterClosed { store: self.shared.name.clone(), key: self.key.clone() }
     }
 
-    /// Closes the writer and removes whatever was uploaded.
-    async fn discard(&mut self) -> Result<()> {
-        match std::mem::replace(&mut self.state, WriteState::Closed) {
+    /// Removes whatever `state` had uploaded.
+    async fn discard(&self, state: WriteState) -> Result<()> {
+        match state {
             WriteState::Uploading(upload) => {
                 upload.abort().await.map_err(|e| self.shared.os_error("abort", &self.key, e))
             }
@@ -371,75 +439,77 @@ impl ObjectWriter {
         }
     }
 
-    /// Closes the writer after `error`, removing whatever was uploaded.
-    async fn fail(&mut self, error: ArtifactError) -> ArtifactError {
-        if let Err(e) = self.discard().await {
+    /// `error`, after removing whatever `state` had uploaded.
+    async fn fail(&self, state: WriteState, error: ArtifactError) -> ArtifactError {
+        if let Err(e) = self.discard(state).await {
             tracing::warn!(store = %self.shared.name, key = %self.key, error = %e, "could not abort a failed artifact upload");
         }
         error
     }
 
-    async fn write_inner(&mut self, chunk: Bytes) -> Result<()> {
-        match &mut self.state {
-            WriteState::Closed => Err(self.closed()),
-            WriteState::Buffering(buffer) => {
+    /// The state after `chunk` (already counted and hashed) is added to `state`.
+    async fn advance(&self, state: WriteState, chunk: Bytes) -> Result<WriteState, (WriteState, ArtifactError)> {
+        match state {
+            WriteState::Closed => Err((WriteState::Closed, self.closed())),
+            WriteState::Buffering(mut buffer) => {
                 buffer.push(chunk);
                 if buffer.content_length() < self.shared.part_size {
-                    return Ok(());
+                    return Ok(WriteState::Buffering(buffer));
                 }
-                let buffered = std::mem::take(buffer).freeze();
-                let upload = self
-                    .shared
-                    .store
-                    .put_multipart(&self.path)
-                    .await
-                    .map_err(|e| self.shared.os_error("start upload", &self.key, e))?;
-                let mut upload = WriteMultipart::new_with_chunk_size(upload, self.shared.part_size);
-                for part in buffered {
-                    upload.put(part);
+                // Started in a task of its own: if this call is cancelled, the upload the store
+                // creates still lands in a guard, which aborts it (no staged file, no open upload).
+                let (store, path) = (Arc::clone(&self.shared.store), self.path.clone());
+                let (name, key, part_size) = (self.shared.name.clone(), self.key.clone(), self.shared.part_size);
+                let started = tokio::spawn(async move {
+                    let upload = store.put_multipart(&path).await?;
+                    Ok(PendingUpload {
+                        upload: Some(WriteMultipart::new_with_chunk_size(upload, part_size)),
+                        name,
+                        key,
+                    })
+                });
+                let mut upload = match started.await {
+                    Ok(Ok(upload)) => upload,
+                    Ok(Err(e)) => return Err((WriteState::Closed, self.shared.os_error("start upload", &self.key, e))),
+                    Err(e) => return Err((WriteState::Closed, self.unavailable("start upload", &e))),
+                };
+                for part in buffer.freeze() {
+                    upload.upload().put(part);
                 }
-                self.state = WriteState::Uploading(upload);
-                Ok(())
+                Ok(WriteState::Uploading(upload))
             }
-            WriteState::Uploading(upload) => {
-                // Back-pressure: at most max_concurrency parts in flight before buffering more.
-                let waited = upload.wait_for_capacity(self.shared.max_concurrency).await;
-                waited.map_err(|e| self.shared.os_error("upload part", &self.key, e))?;
-                upload.put(chunk);
-                Ok(())
+            WriteState::Uploading(mut upload) => {
+                // Back-pressure: fewer than max_concurrency parts in flight before buffering more.
+                if let Err(e) = upload.upload().wait_for_capacity(self.shared.max_concurrency).await {
+                    return Err((WriteState::Uploading(upload), self.shared.os_error("upload part", &self.key, e)));
+                }
+                upload.upload().put(chunk);
+                Ok(WriteState::Uploading(upload))
             }
         }
     }
 
-    async fn finish_inner(&mut self) -> Result<ArtifactMeta> {
-        match std::mem::replace(&mut self.state, WriteState::Closed) {
+    /// Completes the data object (from `state`), then writes the sidecar.
+    async fn complete(&self, state: WriteState, size: u64, sha256: String) -> Result<ArtifactMeta> {
+        let shared = &self.shared;
+        match state {
             WriteState::Closed => return Err(self.closed()),
             WriteState::Buffering(buffer) => {
                 let payload: PutPayload = buffer.freeze();
-                self.shared
-                    .store
-                    .put(&self.path, payload)
-                    .await
-                    .map_err(|e| self.shared.os_error("put", &self.key, e))?;
+                shared.store.put(&self.path, payload).await.map_err(|e| shared.os_error("put", &self.key, e))?;
             }
             WriteState::Uploading(upload) => {
-                // WriteMultipart::finish aborts the upload itself when a part or the completion fails.
-                upload.finish().await.map_err(|e| self.shared.os_error("complete upload", &self.key, e))?;
+                upload.finish().await.map_err(|e| shared.os_error("complete upload", &self.key, e))?;
             }
         }
-        let meta = ArtifactMeta {
-            key: self.key.clone(),
-            size: self.size,
-            sha256: hex(&std::mem::take(&mut self.hasher).finalize()),
-            mime: self.mime.clone(),
-        };
-        let sidecar = Sidecar { v: 1, size: meta.size, sha256: meta.sha256.clone(), mime: meta.mime.clone() };
+        let meta = ArtifactMeta { key: self.key.clone(), size, sha256, mime: self.mime.clone() };
+        let sidecar = Sidecar { v: 1, size, sha256: meta.sha256.clone(), mime: meta.mime.clone() };
         let body = serde_json::to_vec(&sidecar).expect("a sidecar serializes");
         let sidecar_path = Path::from(format!("{}{META_SUFFIX}", self.key));
-        if let Err(e) = self.shared.store.put(&sidecar_path, body.into()).await {
-            let error = self.shared.os_error("put metadata", &self.key, e);
-            if let Err(e) = self.shared.store.delete(&self.path).await {
-                tracing::warn!(store = %self.shared.name, key = %self.key, error = %e, "could not remove an artifact whose metadata was not written");
+        if let Err(e) = shared.store.put(&sidecar_path, body.into()).await {
+            let error = shared.os_error("put metadata", &self.key, e);
+            if let Err(e) = shared.store.delete(&self.path).await {
+                tracing::warn!(store = %shared.name, key = %self.key, error = %e, "could not remove an artifact whose metadata was not written");
             }
             return Err(error);
         }
@@ -450,49 +520,42 @@ impl ObjectWriter {
 #[async_trait::async_trait]
 impl ArtifactWriter for ObjectWriter {
     async fn write(&mut self, chunk: Bytes) -> Result<()> {
-        if matches!(self.state, WriteState::Closed) {
-            return Err(self.closed());
+        let state = std::mem::replace(&mut self.state, WriteState::Closed);
+        if matches!(state, WriteState::Closed) {
+            return Err(self.target.closed());
         }
-        if self.size.saturating_add(chunk.len() as u64) > self.shared.max_bytes {
-            let error = self.shared.too_large(&self.key);
-            return Err(self.fail(error).await);
+        if self.size.saturating_add(chunk.len() as u64) > self.target.shared.max_bytes {
+            let error = self.target.shared.too_large(&self.target.key);
+            return Err(self.target.fail(state, error).await);
         }
         self.size += chunk.len() as u64;
         self.hasher.update(&chunk);
-        match self.write_inner(chunk).await {
-            Ok(()) => Ok(()),
-            Err(e) => Err(self.fail(e).await),
+        match self.target.advance(state, chunk).await {
+            Ok(next) => {
+                self.state = next;
+                Ok(())
+            }
+            Err((state, error)) => Err(self.target.fail(state, error).await),
         }
     }
 
-    async fn finish(mut self: Box<Self>) -> Result<ArtifactMeta> {
-        self.finish_inner().await
+    async fn finish(self: Box<Self>) -> Result<ArtifactMeta> {
+        let ObjectWriter { target, size, hasher, state } = *self;
+        let sha256 = hex(&hasher.finalize());
+        // In a task of its own: a cancelled finish still completes the artifact (data and
+        // sidecar, under its key) rather than leaving data without metadata.
+        let (store, key) = (target.shared.name.clone(), target.key.clone());
+        match tokio::spawn(async move { target.complete(state, size, sha256).await }).await {
+            Ok(result) => result,
+            Err(e) => {
+                Err(ArtifactError::Unavailable { store, operation: format!("finish {key}"), message: e.to_string() })
+            }
+        }
     }
 
     async fn abort(mut self: Box<Self>) -> Result<()> {
-        self.discard().await
-    }
-}
-
-impl Drop for ObjectWriter {
-    fn drop(&mut self) {
-        if let WriteState::Uploading(upload) = std::mem::replace(&mut self.state, WriteState::Closed) {
-            // Dropped unfinished: abort the multipart upload so no part is left behind.
-            match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => {
-                    let name = self.shared.name.clone();
-                    let key = self.key.clone();
-                    runtime.spawn(async move {
-                        if let Err(e) = upload.abort().await {
-                            tracing::warn!(store = %name, key = %key, error = %e, "could not abort a dropped artifact upload");
-                        }
-                    });
-                }
-                Err(_) => {
-                    tracing::warn!(store = %self.shared.name, key = %self.key, "artifact writer dropped outside a Tokio runtime: its upload is not aborted");
-                }
-            }
-        }
+        let state = std::mem::replace(&mut self.state, WriteState::Closed);
+        self.target.discard(state).await
     }
 }
 

@@ -30,6 +30,7 @@ macro_rules! artifact_contract_tests {
             list_shows_artifacts_not_their_metadata,
             bad_keys_and_mime_types_are_refused,
             a_second_write_replaces_the_first,
+            a_cancelled_write_closes_the_writer_and_leaves_nothing,
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {
@@ -336,4 +337,32 @@ pub async fn a_second_write_replaces_the_first(backend: &Backend) {
     let (meta, bytes) = read(&*store, "t9/0", None).await;
     assert_eq!((meta, bytes.as_slice()), (second, &b"{}"[..]));
     assert_eq!(keys(&*store, "t9").await, ["t9/0"]);
+}
+
+pub async fn a_cancelled_write_closes_the_writer_and_leaves_nothing(backend: &Backend) {
+    let store = backend.store();
+    for (key, before) in [("t10/0", PART_SIZE - 1), ("t10/1", PART_SIZE * 3)] {
+        // t10/0: the write that starts the multipart upload is cancelled;
+        // t10/1: one while parts are in flight.
+        let mut writer = store.create(key, "application/octet-stream").await.expect("create");
+        for chunk in pattern(before, 9).chunks(1 << 20) {
+            writer.write(Bytes::copy_from_slice(chunk)).await.expect("write");
+        }
+        // The next write, its future dropped after one poll (as a select! or a timeout would).
+        let completed = {
+            let mut write = std::pin::pin!(writer.write(Bytes::from(pattern(PART_SIZE, 10))));
+            futures::poll!(write.as_mut()).is_ready()
+        };
+        eprintln!(
+            "{key}: the cancelled write {}",
+            if completed { "completed at its first poll" } else { "was pending" }
+        );
+        if !completed {
+            let e = writer.write(Bytes::from_static(b"more")).await.expect_err("closed by the cancelled write");
+            assert!(matches!(e, ArtifactError::WriterClosed { .. }), "{e}");
+        }
+        drop(writer);
+    }
+    assert!(keys(&*store, "t10").await.is_empty(), "nothing listed");
+    assert_nothing_on_disk(backend, "after cancelled writes").await;
 }
