@@ -180,7 +180,9 @@ pub trait ArtifactStore: Send + Sync + fmt::Debug {
 /// A streaming writer of one artifact, from [`ArtifactStore::create`].
 ///
 /// Dropping it before [`finish`](Self::finish) is an [`abort`](Self::abort): nothing is
-/// left under its key (the abort runs on the current Tokio runtime).
+/// left under its key (the abort runs on the current Tokio runtime). A call whose
+/// future is dropped midway closes the writer: later calls get
+/// [`ArtifactError::WriterClosed`].
 #[async_trait::async_trait]
 pub trait ArtifactWriter: Send + fmt::Debug {
     /// Appends `chunk`. More than the store's `max_bytes` in all aborts the write and

@@ -114,8 +114,11 @@ pub async fn a_multi_mib_artifact_written_in_small_chunks_round_trips(backend: &
     assert_eq!(meta.size, data.len() as u64);
     assert_eq!(meta.sha256, sha256_hex(&data));
     assert_eq!(meta.mime, "application/octet-stream");
-    let (read_meta, bytes) = read(&*store, "t1/0", None).await;
-    assert_eq!(read_meta, meta);
+    let opened = store.open("t1/0", None).await.expect("open");
+    assert_eq!(opened.meta, meta);
+    let chunks: Vec<Bytes> = opened.stream.try_collect().await.expect("read the stream");
+    assert!(chunks.len() > 1, "streamed in pieces, not handed over as one buffer");
+    let bytes = chunks.concat();
     assert_eq!(bytes.len(), data.len());
     assert_eq!(sha256_hex(&bytes), meta.sha256, "byte-identical round trip");
     assert!(bytes == data);
