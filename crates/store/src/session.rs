@@ -58,9 +58,9 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug + 'static {
     /// subscriptions), and let the whole session's state expire `ttl` from
     /// now. Any process serving the session reads it back with
     /// [`SessionStore::session_state`]. A write past `limits` stores nothing and
-    /// fails with `StoreError::Capacity` naming the limit
-    /// ([`Limit::MaxLegacySessionFields`], [`Limit::MaxLegacySessionBytes`],
-    /// [`Limit::MaxLegacySessionsPerScope`], [`Limit::MaxLegacySessions`]); a removal is never refused.
+    /// fails with `StoreError::Capacity` naming the limit (one of the
+    /// [`Limit`](crate::Limit)s `MaxLegacySessionFields`, `MaxLegacySessionBytes`,
+    /// `MaxLegacySessionsPerScope`, `MaxLegacySessions`); a removal is never refused.
     async fn set_session_field(
         &self,
         owner: &Scope,
