@@ -80,7 +80,7 @@ fuzz_target!(|data: &[u8]| {
             }),
         );
         let meta = RequestMeta::from_params(&params).expect("valid _meta");
-        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, _rx) = tokio::sync::mpsc::channel(presa_server::context::OUTBOX_BOUND);
         let req = presa_server::Admitted {
             id: RequestId::Number(1),
             method: Method::TasksUpdate,
