@@ -37,8 +37,9 @@
 //! the sidecar first, so a reader never sees data without its metadata. Keys ending in
 //! `.meta` are therefore reserved.
 //!
-//! Not built yet (issue 38): spilling big results in the worker, `resources/read` of
-//! artifacts, HTTP download, tying an artifact's lifetime to its task's.
+//! What presa does with it (spilling big results, `resources/read` of artifacts,
+//! the download route, the sweeper) lives in `presa-server`'s `artifacts` module
+//! and `presa-http`.
 
 use std::{fmt, ops::Range, time::SystemTime};
 
@@ -171,7 +172,8 @@ pub trait ArtifactStore: Send + Sync + fmt::Debug {
     /// (`"t1"` covers `t1/0` and `t1/1`, not `t10/0`); returns how many objects went.
     async fn delete_prefix(&self, prefix: &str) -> Result<u64>;
 
-    /// The artifacts under `prefix` (path segments, as for [`delete_prefix`](Self::delete_prefix)),
+    /// The artifacts under `prefix` (path segments, as for [`delete_prefix`](Self::delete_prefix);
+    /// `""`: every artifact of the store),
     /// in no particular order, including any whose write completed its data but not its
     /// metadata (what a sweeper should remove).
     fn list(&self, prefix: &str) -> BoxStream<'static, Result<ListedArtifact>>;

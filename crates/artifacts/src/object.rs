@@ -291,15 +291,18 @@ impl ArtifactStore for ObjectArtifactStore {
     }
 
     fn list(&self, prefix: &str) -> BoxStream<'static, Result<ListedArtifact>> {
-        let path = match self.shared.key(prefix, true) {
-            Ok(path) => path,
-            Err(e) => return futures::stream::once(async move { Err(e) }).boxed(),
+        let path = match prefix {
+            "" => None,
+            prefix => match self.shared.key(prefix, true) {
+                Ok(path) => Some(path),
+                Err(e) => return futures::stream::once(async move { Err(e) }).boxed(),
+            },
         };
         let shared = Arc::clone(&self.shared);
         let owned_prefix = prefix.to_owned();
         self.shared
             .store
-            .list(Some(&path))
+            .list(path.as_ref())
             .try_filter(|meta| futures::future::ready(!meta.location.as_ref().ends_with(META_SUFFIX)))
             .map(move |item| match item {
                 Ok(meta) => Ok(ListedArtifact {

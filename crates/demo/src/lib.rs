@@ -16,7 +16,9 @@
 //! - [`tasks`]: Tasks extension (SEP-2663) tools and the `deploy_release` long-running example.
 //! - [`content`]: resources, templates, prompts and completion.
 //! - [`legacy`]: the 2025-11-25 suite's logging, sampling and elicitation tools.
+//! - [`big`]: big results and a streamed export, for artifacts.
 
+pub mod big;
 pub mod content;
 pub mod core;
 pub mod legacy;
@@ -39,6 +41,7 @@ pub fn catalog() -> Result<Catalog, CatalogError> {
     let b = tasks::register(b);
     let b: CatalogBuilder = content::register(b);
     let b = legacy::register(b);
+    let b = big::register(b);
     b.build()
 }
 

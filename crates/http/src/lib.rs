@@ -1,6 +1,7 @@
 //! Streamable HTTP (MCP 2026-07-28) for presa, on axum.
 //!
-//! - [`router`]: `POST /mcp`, `GET /healthz`, `GET /readyz`, `GET /metrics` when
+//! - [`router`]: `POST /mcp`, `GET /artifacts/{key}` (an artifact's streamed
+//!   download, for its owner: `artifacts`), `GET /healthz`, `GET /readyz`, `GET /metrics` when
 //!   [`HttpConfig::metrics`] is set (and 405 for GET/DELETE `/mcp`).
 //! - [`metrics_router`]: `GET /metrics` alone, for a process without the MCP endpoint (a worker).
 //! - [`admin`]: the admin API, `/admin/v1/…` (beside `/mcp`, or alone on
@@ -36,6 +37,7 @@
 
 pub mod admin;
 pub mod admission;
+mod artifacts;
 pub mod auth;
 pub mod console;
 pub mod guard;
@@ -255,6 +257,7 @@ pub fn router(server: Server, config: HttpConfig) -> Router {
     let metrics = metrics.map(|m| m.layer(axum::middleware::from_fn_with_state(app.config.clone(), guard::page)));
     let router = Router::new()
         .route("/mcp", post(mcp::post_mcp).get(legacy::get_mcp).delete(legacy::delete_mcp))
+        .route("/artifacts/{*key}", get(artifacts::download))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .layer(DefaultBodyLimit::max(limit))

@@ -35,6 +35,9 @@ pub struct ApiArgs {
     #[command(flatten)]
     auth: AuthArgs,
 
+    #[command(flatten)]
+    artifacts: crate::ArtifactArgs,
+
     /// Address to serve MCP (`/mcp`), `/healthz`, `/readyz` and `/metrics` on.
     #[arg(long, env = "PRESA_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,

@@ -11,6 +11,7 @@
 mod alloc;
 mod api;
 mod app;
+mod artifacts;
 pub mod auth;
 pub mod config;
 pub mod secret_file;
@@ -22,6 +23,7 @@ pub use alloc::Jemalloc;
 pub use alloc::jemalloc_in_use;
 pub use api::ApiArgs;
 pub use app::{App, RuntimeError, parse_args};
+pub use artifacts::ArtifactArgs;
 pub use storage::{DurabilityLevel, RedisArgs, Storage, StorageError, Switch};
 pub use worker::WorkerArgs;
 

@@ -21,6 +21,9 @@ pub struct WorkerArgs {
     #[command(flatten)]
     redis: RedisArgs,
 
+    #[command(flatten)]
+    artifacts: crate::ArtifactArgs,
+
     /// Address for `/healthz`, `/readyz` and `/metrics`.
     #[arg(long, env = "PRESA_WORKER_LISTEN", default_value = "127.0.0.1:9090")]
     listen: SocketAddr,
@@ -89,7 +92,10 @@ pub(crate) async fn run(app: Checked, args: WorkerArgs) -> Result<(), RuntimeErr
         max_result_bytes: args.max_result_bytes,
         ..app.server_config()
     };
-    let core = Core::new(server_config, app.catalog, storage.backend.clone());
+    let mut core = Core::new(server_config, app.catalog, storage.backend.clone());
+    if let Some(artifacts) = args.artifacts.open(false)? {
+        core = core.with_artifacts(artifacts);
+    }
     crate::announce_catalog_changes(&core);
     let id = args.worker_id.clone().unwrap_or_else(|| {
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "worker".into());

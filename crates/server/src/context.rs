@@ -21,6 +21,7 @@ mod lists;
 pub use lists::ListChanged;
 
 use crate::{
+    artifacts::{ArtifactSink, RunArtifacts},
     slots::Slot,
     store_io::{UpdateError, Updated, store_call, update_task_patiently},
     tool::ToolError,
@@ -98,6 +99,8 @@ pub(crate) struct TaskRun {
     /// the claim has likely lapsed, so the handler stops and another worker
     /// runs the task again.
     pub(crate) patience: Duration,
+    /// Where this run's artifacts go, when an artifact store is configured.
+    pub(crate) artifacts: Option<Arc<RunArtifacts>>,
 }
 
 #[derive(Debug)]
@@ -274,6 +277,20 @@ impl ToolContext {
             return Ok(());
         };
         run.update(&Event::Checkpoint(value)).await
+    }
+
+    /// A new artifact of this task, written by the tool as it goes (a big
+    /// file, an export): see [`ArtifactSink`] for an example. Its link goes
+    /// in the result; its owner reads it with `resources/read` or downloads
+    /// it, and it is removed with the task. Fails in a call that is not a
+    /// task, and when no artifact store is configured (`--artifact-url`).
+    pub async fn artifact(&self, name: &str, mime: &str) -> Result<ArtifactSink, ToolError> {
+        let refuse = |why: &str| Err(ToolError::Rpc(ErrorObject::new(codes::INTERNAL_ERROR, why)));
+        match &self.inner.mode {
+            Mode::Task(TaskRun { artifacts: Some(run), .. }) => run.create(name, mime).await,
+            Mode::Task(_) => refuse("This server keeps no artifacts (no artifact store is configured)"),
+            Mode::Request { .. } => refuse("An artifact needs a task: call this tool as a task"),
+        }
     }
 
     /// Tell every `subscriptions/listen` stream (on every API process) that

@@ -11,6 +11,7 @@ use presa_store::{Backend, EventBus, TaskStore};
 use serde_json::{Map, Value, json};
 
 use crate::{
+    artifacts::Artifacts,
     catalog::{Catalog, CatalogCell},
     config::ServerConfig,
     store_io::{Verbosity, store_call_at},
@@ -18,10 +19,12 @@ use crate::{
 };
 use presa_telemetry::metrics;
 
+#[derive(Clone)]
 struct Inner {
     config: ServerConfig,
     catalog: CatalogCell,
     backend: Backend,
+    artifacts: Option<Artifacts>,
 }
 
 /// The catalog, the backend and the settings, shared by a [`crate::Server`]
@@ -37,6 +40,7 @@ impl fmt::Debug for Core {
             .field("name", &self.inner.config.name)
             .field("catalog", &self.inner.catalog)
             .field("store", &self.inner.backend.store)
+            .field("artifacts", &self.inner.artifacts.as_ref().map(|a| a.store().name()))
             .finish()
     }
 }
@@ -45,7 +49,21 @@ impl Core {
     /// Bundle what a server and its workers run: a [`Catalog`], or a
     /// [`CatalogCell`] whose catalog may be replaced while it is served.
     pub fn new(config: ServerConfig, catalog: impl Into<CatalogCell>, backend: Backend) -> Self {
-        Core { inner: Arc::new(Inner { config, catalog: catalog.into(), backend }) }
+        Core { inner: Arc::new(Inner { config, catalog: catalog.into(), backend, artifacts: None }) }
+    }
+
+    /// Spill big task results into `artifacts` and serve them back to their
+    /// owners (see [`crate::artifacts`]). Without it, a result over
+    /// `max_result_bytes` fails its task.
+    pub fn with_artifacts(self, artifacts: Artifacts) -> Self {
+        let mut inner = Arc::unwrap_or_clone(self.inner);
+        inner.artifacts = Some(artifacts);
+        Core { inner: Arc::new(inner) }
+    }
+
+    /// Where big results go, when an artifact store is configured.
+    pub fn artifacts(&self) -> Option<&Artifacts> {
+        self.inner.artifacts.as_ref()
     }
 
     /// The settings.

@@ -35,6 +35,7 @@
 //! scope's task answers exactly like an unknown one.
 
 pub mod admin;
+pub mod artifacts;
 pub mod catalog;
 pub mod config;
 pub mod context;

@@ -3,7 +3,7 @@
 use std::{sync::Arc, time::Duration};
 
 use presa_http::{Authenticated, Authenticator, Caller, HttpConfig, Refusal, ServeLimits};
-use presa_server::{Core, Server, ServerConfig, StateCodec, Worker, WorkerConfig};
+use presa_server::{Core, Server, ServerConfig, StateCodec, Worker, WorkerConfig, artifacts::Artifacts};
 use presa_store::{Backend, Scope, memory::MemoryStore};
 use tokio_util::sync::CancellationToken;
 
@@ -60,9 +60,28 @@ pub async fn embedded_with(config: ServerConfig, http: HttpConfig, port: u16) ->
 
 /// [`embedded_with`] with explicit connection limits.
 pub async fn embedded_limited(config: ServerConfig, http: HttpConfig, port: u16, limits: ServeLimits) -> Embedded {
+    start(config, None, http, port, limits).await
+}
+
+/// [`embedded`] with big results spilled into `artifacts` (and served back).
+pub async fn embedded_artifacts(config: ServerConfig, artifacts: Artifacts) -> Embedded {
+    let http = HttpConfig { authenticator: Arc::new(HeaderScopes), ..HttpConfig::default() };
+    start(config, Some(artifacts), http, 0, ServeLimits::default()).await
+}
+
+async fn start(
+    config: ServerConfig,
+    artifacts: Option<Artifacts>,
+    http: HttpConfig,
+    port: u16,
+    limits: ServeLimits,
+) -> Embedded {
     let memory = Arc::new(MemoryStore::new());
     let backend = Backend::new(memory.clone());
-    let core = Core::new(config, presa_demo::catalog().unwrap(), backend);
+    let mut core = Core::new(config, presa_demo::catalog().unwrap(), backend);
+    if let Some(artifacts) = artifacts {
+        core = core.with_artifacts(artifacts);
+    }
     let server = Server::new(core.clone(), StateCodec::new(b"test-secret"));
     let stop = CancellationToken::new();
     let worker_cfg = WorkerConfig { claim_wait: Duration::from_millis(200), ..WorkerConfig::default() };

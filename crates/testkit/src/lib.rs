@@ -26,7 +26,7 @@ pub mod redis_sentinel;
 pub mod reference;
 
 pub use client::{Client, TASKS, next_within, task_id, tasks_caps};
-pub use embedded::{Embedded, HeaderScopes, embedded, embedded_limited, embedded_with};
+pub use embedded::{Embedded, HeaderScopes, embedded, embedded_artifacts, embedded_limited, embedded_with};
 pub use legacy::LegacyClient;
 pub use pods::{Pod, free_port};
 pub use redis::TestRedis;

@@ -312,6 +312,11 @@ pub async fn list_shows_artifacts_not_their_metadata(backend: &Backend) {
         assert!(age < Duration::from_secs(600), "{a:?}: a recent last_modified");
     }
     assert!(keys(&*store, "nothing-here").await.is_empty());
+    let all: Vec<String> = store.list("").map_ok(|a| a.key).try_collect().await.expect("list everything");
+    for key in ["t7/0", "t7/1", "t7/sub/2", "t70/0"] {
+        assert!(all.iter().any(|k| k == key), "{key} in {all:?}");
+    }
+    assert!(!all.iter().any(|k| k.ends_with(".meta")), "{all:?}");
     let mut bad = store.list("../etc");
     assert!(matches!(bad.next().await, Some(Err(ArtifactError::InvalidKey { .. }))));
 }

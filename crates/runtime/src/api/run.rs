@@ -77,7 +77,10 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
     let tool_scopes: Vec<String> = app.catalog.load().tools().flat_map(|t| t.scopes().to_vec()).collect();
     let auth = args.auth.build(&tool_scopes).await.map_err(|e| RuntimeError::Config(e.to_string()))?;
     tracing::info!(auth = ?args.auth.auth, metadata = ?auth.resource_metadata, "authentication");
-    let core = Core::new(config, app.catalog, storage.backend.clone());
+    let mut core = Core::new(config, app.catalog, storage.backend.clone());
+    if let Some(artifacts) = args.artifacts.open(!storage.durable)? {
+        core = core.with_artifacts(artifacts);
+    }
     crate::announce_catalog_changes(&core);
     let server = Server::new(core.clone(), state);
 

@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use super::{Admitted, Server, invalid, required_str};
-use crate::{catalog::ResourceError, error::ServerError};
+use crate::{artifacts::ArtifactReadError, catalog::ResourceError, error::ServerError};
 
 /// The most values one `completion/complete` answer carries (the spec's cap).
 const MAX_COMPLETION_VALUES: usize = 100;
@@ -43,6 +43,18 @@ impl Server {
             message: format!("Resource not found: {uri}"),
             data: json!({ "uri": uri }),
         };
+        if let (Some(artifacts), Some(_)) = (self.core().artifacts(), crate::artifacts::key_of(uri)) {
+            let read = artifacts.read(self.store().as_ref(), &req.caller.scope, uri);
+            return match self.in_request(req, until_cancelled(req, read)).await?? {
+                Ok(Some(item)) => {
+                    Ok(json!({ "contents": [item], "ttlMs": self.config().read_ttl_ms, "cacheScope": "private" }))
+                }
+                Ok(None) => Err(not_found()),
+                Err(e @ ArtifactReadError::TooBig { .. }) => Err(ServerError::InvalidParams(e.to_string())),
+                Err(e) if e.is_retryable() => Err(ServerError::Unavailable(e.to_string())),
+                Err(e) => Err(ServerError::Internal(e.to_string())),
+            };
+        }
         let Some(read) = self.catalog().read(uri) else {
             return Err(not_found());
         };

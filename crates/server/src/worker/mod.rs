@@ -14,6 +14,10 @@
 //! `crate::slots`): `concurrency` bounds handlers doing work, `max_parked`
 //! bounds those parked without a slot.
 //!
+//! With an artifact store, a big result is spilled into artifacts before it
+//! is written (see [`crate::artifacts`]), a run's artifacts go if its result
+//! is not kept, and the pool sweeps the artifacts of expired tasks.
+//!
 //! Shutdown: stop claiming, give running handlers `grace` to finish, then
 //! release the rest to the store so another worker takes it at once.
 //!
@@ -39,6 +43,7 @@ pub use config::WorkerConfig;
 use lease::keep_lease;
 
 use crate::{
+    artifacts::{RunArtifacts, artifact_error_object},
     context::{Invocation, TaskRun, ToolContext},
     core::{Core, Outcome, internal_error},
     node::Node,
@@ -83,6 +88,12 @@ impl Worker {
         let release_now = CancellationToken::new();
         let mut running = JoinSet::new();
         tracing::info!(worker = %self.config.id, concurrency = self.config.concurrency, "worker started");
+        let sweeper = CancellationToken::new();
+        let _stop_sweeping = sweeper.clone().drop_guard();
+        if let Some(artifacts) = self.core.artifacts() {
+            let (artifacts, store) = (artifacts.clone(), self.core.store().clone());
+            tokio::spawn(crate::artifacts::sweep_until(artifacts, store, sweeper));
+        }
         let drain = self.node.as_ref().map_or_else(CancellationToken::new, |n| n.draining().clone());
         while !shutdown.is_cancelled() && !drain.is_cancelled() {
             while running.try_join_next().is_some() {}
@@ -192,11 +203,13 @@ impl Worker {
         let catalog = self.core.catalog();
         let Some(tool) = catalog.tool(&claim.task.work.tool) else {
             tracing::error!("task names a tool this worker does not have");
-            return self.conclude(&claim, failure(internal_error())).await;
+            self.conclude(&claim, failure(internal_error())).await;
+            return;
         };
         let store = self.core.store().clone();
         let cancel = CancellationToken::new();
-        let ctx = self.context_for(&claim, slot, cancel.clone());
+        let artifacts = self.core.artifacts().map(|a| Arc::new(RunArtifacts::new(a.clone(), &claim.task.id)));
+        let ctx = self.context_for(&claim, slot, cancel.clone(), artifacts.clone());
         let keeper = tokio::spawn(Box::pin(
             keep_lease(store.clone(), claim.clone(), self.config.lease, cancel.clone()).instrument(span.clone()),
         ));
@@ -219,10 +232,23 @@ impl Worker {
                 return;
             }
         };
+        // The lease is kept while a big result is spilled into artifacts.
+        let event = self.event_for(outcome, artifacts.as_deref(), &span).await;
         keeper.abort();
-        match self.event_for(outcome, &span) {
-            Some(event) => self.conclude(&claim, event).await,
-            None => Box::pin(self.after_cancellation(&claim, &span)).await,
+        let kept = match event {
+            Some(event) => {
+                let completes = matches!(event, Event::Complete(_));
+                self.conclude(&claim, event).await && completes
+            }
+            None => {
+                Box::pin(self.after_cancellation(&claim, &span)).await;
+                false
+            }
+        };
+        // A result that was not stored (failed, cancelled, fenced) shows no
+        // artifact: whatever this run wrote goes.
+        if let Some(run) = artifacts.filter(|_| !kept) {
+            run.discard().await;
         }
     }
 
@@ -241,7 +267,13 @@ impl Worker {
 
     /// What the handler of `claim` runs with: the call as the creating
     /// request made it, and the task it may change (fenced by the claim).
-    fn context_for(&self, claim: &Claim, slot: Arc<Slot>, cancel: CancellationToken) -> ToolContext {
+    fn context_for(
+        &self,
+        claim: &Claim,
+        slot: Arc<Slot>,
+        cancel: CancellationToken,
+        artifacts: Option<Arc<RunArtifacts>>,
+    ) -> ToolContext {
         let task = &claim.task;
         let invocation = Invocation {
             client_capabilities: task.work.client_capabilities.clone(),
@@ -258,13 +290,20 @@ impl Worker {
             tick: self.core.config().input_tick,
             max_bytes: self.core.config().max_task_bytes,
             patience: self.config.lease,
+            artifacts,
         };
         ToolContext::for_task(invocation, run, cancel, self.core.bus().clone())
     }
 
     /// The terminal event a handler's outcome writes, recorded on the task's
     /// span; `None` for a run that was cancelled, whose end is someone else's.
-    fn event_for(&self, outcome: Outcome, span: &tracing::Span) -> Option<Event> {
+    /// A result over the artifact threshold is spilled into `artifacts` first.
+    async fn event_for(
+        &self,
+        outcome: Outcome,
+        artifacts: Option<&RunArtifacts>,
+        span: &tracing::Span,
+    ) -> Option<Event> {
         let failed = |kind: &str| {
             span.record("error.type", kind);
             span.record("otel.status_code", "error");
@@ -274,6 +313,17 @@ impl Worker {
                 if result.get("isError") == Some(&Value::Bool(true)) {
                     failed("tool_error");
                 }
+                let result = match artifacts {
+                    Some(run) => match spill_patiently(run, result).await {
+                        Ok(spilled) => spilled,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "storing the result's artifacts failed: the task fails");
+                            failed("artifact_store");
+                            return Some(failure(artifact_error_object(&e)));
+                        }
+                    },
+                    None => result,
+                };
                 let result = self.core.envelope(result);
                 let (bytes, limit) = (presa_tasks::json_len(&result), self.core.config().max_result_bytes);
                 if bytes > limit {
@@ -316,14 +366,15 @@ impl Worker {
         }
     }
 
-    /// Write the terminal event (fenced), then remove the work item.
-    async fn conclude(&self, claim: &Claim, event: Event) {
-        self.conclude_as(claim, event, None).await;
+    /// Write the terminal event (fenced), then remove the work item; whether
+    /// `event` is what the task now holds.
+    async fn conclude(&self, claim: &Claim, event: Event) -> bool {
+        self.conclude_as(claim, event, None).await
     }
 
     /// [`conclude`](Self::conclude); for a poison task (`dead`: why it
     /// died), the write records its dead letter too.
-    async fn conclude_as(&self, claim: &Claim, event: Event, dead: Option<&str>) {
+    async fn conclude_as(&self, claim: &Claim, event: Event, dead: Option<&str>) -> bool {
         let store = self.core.store();
         let limit = self.core.config().max_task_bytes;
         // A Redis restart while the handler ran must not cost a re-run: wait it out (up to a lease).
@@ -333,7 +384,9 @@ impl Worker {
         // the write that ends the task removes its work too.
         let claimed = Some(Concluding { claim, dead });
         let mut written = update_task_patiently(store.as_ref(), id, writer, &event, limit, patience, claimed).await;
+        let mut as_given = true;
         if let Err(e @ UpdateError::TooLarge { .. }) = &written {
+            as_given = false;
             tracing::warn!(error = %e, "task outcome too large: the task fails");
             let error = ErrorObject::new(codes::INTERNAL_ERROR, format!("Task outcome not stored: {e}"));
             let limits = WriteLimits::task(usize::MAX);
@@ -348,11 +401,19 @@ impl Worker {
                 }
                 tracing::Span::current().record("presa.task.status", t.status.as_str());
                 tracing::info!(status = t.status.as_str(), "task finished");
+                as_given
             }
-            Ok(Updated::Unchanged(_) | Updated::Gone) => self.remove_work(claim).await,
-            Ok(Updated::Fenced) => tracing::warn!("claim was taken over; dropping this outcome"),
+            Ok(Updated::Unchanged(_) | Updated::Gone) => {
+                self.remove_work(claim).await;
+                false
+            }
+            Ok(Updated::Fenced) => {
+                tracing::warn!("claim was taken over; dropping this outcome");
+                false
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "could not record the outcome; the work will be retried");
+                false
             }
         }
     }
@@ -360,6 +421,29 @@ impl Worker {
     async fn remove_work(&self, claim: &Claim) {
         if let Err(e) = store_call("remove_work", self.core.store().remove_work(claim)).await {
             tracing::warn!(error = %e, "could not remove finished work");
+        }
+    }
+}
+
+/// How many times a spill is tried while the artifact store fails transiently.
+const SPILL_ATTEMPTS: u32 = 3;
+
+/// [`RunArtifacts::spill`], tried again (after 1 s, then 2 s) while the
+/// artifact store fails in a way retrying may fix: the tool's work is done,
+/// and a blip must not lose it.
+async fn spill_patiently(run: &RunArtifacts, result: Value) -> Result<Value, presa_artifacts::ArtifactError> {
+    if presa_tasks::json_len(&result) <= run.artifacts.threshold() {
+        return Ok(result);
+    }
+    let mut attempt = 1;
+    loop {
+        match run.spill(result.clone()).await {
+            Err(e) if e.is_retryable() && attempt < SPILL_ATTEMPTS => {
+                tracing::info!(error = %e, attempt, "storing the result's artifacts failed; trying again");
+                tokio::time::sleep(Duration::from_secs(u64::from(attempt))).await;
+                attempt += 1;
+            }
+            done => return done,
         }
     }
 }

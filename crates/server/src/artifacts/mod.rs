@@ -1,0 +1,222 @@
+//! Big results as artifacts: what the dispatcher and the worker do with an
+//! [`ArtifactStore`] (the store itself is the `presa-artifacts` crate).
+//!
+//! - `spill`: a task result bigger than [`Artifacts::threshold`] sheds its
+//!   biggest content blocks (then its `structuredContent`) into artifacts and
+//!   carries a `resource_link` to each in their place.
+//! - `sink`: [`ArtifactSink`], what `ToolContext::artifact` hands a tool that
+//!   writes an artifact itself, streaming.
+//! - `sweep`: removes the artifacts of tasks that are gone (expired).
+//! - `read`: `resources/read` of an artifact, for its owner.
+//! - here: the artifact URI (`presa://artifacts/<taskId>/<run>/<n>`) and
+//!   [`Artifacts::authorize`], the owner check every read goes through: an
+//!   artifact belongs to its task, and only the task's scope may read it;
+//!   anyone else gets what an unknown URI gets.
+//!
+//! Keys are `<taskId>/<run>/<n>`: `run` is random per run of a handler, so
+//! two runs of one task (a crash, a lost claim) never write the same key, and
+//! one run's artifacts go together with one `delete_prefix`.
+
+use std::{sync::Arc, time::Duration};
+
+use presa_artifacts::{ArtifactError, ArtifactMeta, ArtifactStore};
+use presa_store::{Scope, TaskStore};
+use presa_tasks::TaskId;
+use serde_json::{Value, json};
+
+mod read;
+mod sink;
+mod spill;
+mod sweep;
+
+pub use sink::ArtifactSink;
+pub(crate) use sink::{RunArtifacts, artifact_error_object};
+pub use sweep::{SWEEP_GRACE, Swept, sweep, sweep_until};
+
+/// The URI scheme and authority of artifacts.
+pub const URI_PREFIX: &str = "presa://artifacts/";
+
+/// The `_meta` key of an artifact link's SHA-256 (lowercase hex).
+pub const META_SHA256: &str = "io.presa/sha256";
+
+/// The `_meta` key of an artifact link's download path, relative to the MCP
+/// endpoint's URL (`artifacts/<key>`: `GET` it with the same credentials;
+/// `Range` works).
+pub const META_DOWNLOAD: &str = "io.presa/download";
+
+/// The `_meta` key a spilled result names its `structuredContent`'s artifact under.
+pub const META_STRUCTURED: &str = "io.presa/structuredContent";
+
+/// The default [`Artifacts::threshold`]: 256 KiB.
+pub const DEFAULT_THRESHOLD_BYTES: usize = 256 * 1024;
+
+/// The default [`Artifacts::max_read_bytes`]: 16 MiB.
+pub const DEFAULT_MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The default [`Artifacts::sweep_every`]: 1 min.
+pub const DEFAULT_SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+/// An artifact store and how presa uses it. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Artifacts {
+    store: Arc<dyn ArtifactStore>,
+    threshold: usize,
+    max_read_bytes: u64,
+    sweep_every: Duration,
+}
+
+impl Artifacts {
+    /// Results and reads on `store`, with the default settings.
+    pub fn new(store: Arc<dyn ArtifactStore>) -> Self {
+        Artifacts {
+            store,
+            threshold: DEFAULT_THRESHOLD_BYTES,
+            max_read_bytes: DEFAULT_MAX_READ_BYTES,
+            sweep_every: DEFAULT_SWEEP_EVERY,
+        }
+    }
+
+    /// A task result over this many bytes (serialised) moves its biggest
+    /// parts into artifacts until it fits.
+    pub fn with_threshold(mut self, bytes: usize) -> Self {
+        self.threshold = bytes;
+        self
+    }
+
+    /// The biggest artifact `resources/read` returns (bigger: an error that
+    /// points to the streamed download).
+    pub fn with_max_read_bytes(mut self, bytes: u64) -> Self {
+        self.max_read_bytes = bytes;
+        self
+    }
+
+    /// How often a worker looks for artifacts whose task is gone.
+    pub fn with_sweep_every(mut self, every: Duration) -> Self {
+        self.sweep_every = every;
+        self
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn ArtifactStore> {
+        &self.store
+    }
+
+    /// See [`with_threshold`](Self::with_threshold).
+    pub fn threshold(&self) -> usize {
+        self.threshold
+    }
+
+    /// See [`with_max_read_bytes`](Self::with_max_read_bytes).
+    pub fn max_read_bytes(&self) -> u64 {
+        self.max_read_bytes
+    }
+
+    /// See [`with_sweep_every`](Self::with_sweep_every).
+    pub fn sweep_every(&self) -> Duration {
+        self.sweep_every
+    }
+
+    /// The artifact `key` if `scope` owns its task (the task exists and is
+    /// `scope`'s); `Ok(None)` otherwise, exactly as for a key that never
+    /// existed. Store failures are errors.
+    pub async fn authorize(
+        &self,
+        tasks: &dyn TaskStore,
+        scope: &Scope,
+        key: &str,
+    ) -> Result<Option<ArtifactMeta>, ArtifactReadError> {
+        let Some(task) = task_of(key) else { return Ok(None) };
+        if tasks.get(scope, &task).await.map_err(|e| ArtifactReadError::Tasks(e.to_string()))?.is_none() {
+            return Ok(None);
+        }
+        match self.store.head(key).await {
+            Ok(meta) => Ok(Some(meta)),
+            Err(ArtifactError::NotFound { .. } | ArtifactError::InvalidKey { .. }) => Ok(None),
+            Err(e) => Err(ArtifactReadError::Store(e)),
+        }
+    }
+}
+
+/// Why an owner's read of an artifact failed (not "not found": that is `None`).
+#[derive(Debug, thiserror::Error)]
+pub enum ArtifactReadError {
+    /// The task store could not say who owns it.
+    #[error("task store: {0}")]
+    Tasks(String),
+    /// The artifact store failed.
+    #[error(transparent)]
+    Store(#[from] ArtifactError),
+    /// Too big for one `resources/read` answer.
+    #[error(
+        "Artifact is {size} bytes, more than {limit} bytes `resources/read` returns: download it (GET artifacts/{key} with the same credentials)"
+    )]
+    TooBig {
+        /// Its size.
+        size: u64,
+        /// `max_read_bytes`.
+        limit: u64,
+        /// Its key.
+        key: String,
+    },
+}
+
+impl ArtifactReadError {
+    /// Whether the same read may succeed later.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ArtifactReadError::Tasks(_) => true,
+            ArtifactReadError::Store(e) => e.is_retryable(),
+            ArtifactReadError::TooBig { .. } => false,
+        }
+    }
+}
+
+/// The URI of the artifact `key`.
+pub fn uri(key: &str) -> String {
+    format!("{URI_PREFIX}{key}")
+}
+
+/// The key of an artifact URI; `None` for any other URI.
+pub fn key_of(uri: &str) -> Option<&str> {
+    uri.strip_prefix(URI_PREFIX).filter(|k| presa_artifacts::validate_key(k, false).is_ok())
+}
+
+/// The task an artifact key belongs to (its first segment).
+pub fn task_of(key: &str) -> Option<TaskId> {
+    key.split_once('/').map(|(task, _)| TaskId::from_wire(task))
+}
+
+/// The `resource_link` content block of a stored artifact.
+pub fn link(meta: &ArtifactMeta, name: &str) -> Value {
+    json!({
+        "type": "resource_link",
+        "uri": uri(&meta.key),
+        "name": name,
+        "mimeType": meta.mime,
+        "size": meta.size,
+        "_meta": { META_SHA256: meta.sha256, META_DOWNLOAD: format!("artifacts/{}", meta.key) },
+    })
+}
+
+/// A fresh run prefix for `task`'s artifacts (`<taskId>/<random>`).
+pub(crate) fn run_prefix(task: &TaskId) -> String {
+    format!("{task}/{:016x}", rand::random::<u64>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris_name_keys_and_keys_name_tasks() {
+        assert_eq!(uri("p01.ab/00ff/0"), "presa://artifacts/p01.ab/00ff/0");
+        assert_eq!(key_of("presa://artifacts/p01.ab/00ff/0"), Some("p01.ab/00ff/0"));
+        for other in ["presa://artifacts/", "presa://artifacts/../x", "file:///etc/passwd", "presa://artifacts/a//b"] {
+            assert_eq!(key_of(other), None, "{other}");
+        }
+        assert_eq!(task_of("p01.ab/00ff/0"), Some(TaskId::from_wire("p01.ab")));
+        assert_eq!(task_of("lonely"), None);
+        let prefix = run_prefix(&TaskId::from_wire("p01.ab"));
+        assert!(prefix.starts_with("p01.ab/") && prefix.len() == "p01.ab/".len() + 16, "{prefix}");
+    }
+}
