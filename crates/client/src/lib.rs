@@ -34,7 +34,7 @@ pub mod task;
 pub mod wire;
 
 pub use admin::AdminClient;
-pub use client::Client;
+pub use client::{Client, DOWNLOAD_META};
 pub use error::Error;
 pub use follow::{FollowEvent, FollowOptions, Following, follow};
 pub use task::{CallOutcome, Task, TaskStatus};

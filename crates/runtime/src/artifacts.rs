@@ -20,8 +20,8 @@ const SECRET_KEY_FILE: SecretFlag =
 #[derive(Debug, Clone, Args)]
 pub struct ArtifactArgs {
     /// The artifact store: `file:///abs/dir`, `s3://bucket[/prefix]`, or
-    /// `off`. Unset: a directory under the system's temporary directory when
-    /// embedded, `off` with Redis (a result over --max-result-bytes then
+    /// `off`. Unset: when embedded, a directory of this process's own under
+    /// the system's temporary directory, removed when it stops; `off` with Redis (a result over --max-result-bytes then
     /// fails its task). Every API, worker and gateway process of a cluster
     /// needs the same store.
     #[arg(long, env = "PRESA_ARTIFACT_URL")]
@@ -86,7 +86,7 @@ impl ArtifactArgs {
         let url = match self.artifact_url.as_deref().map(str::trim) {
             Some("off") => None,
             Some(url) if !url.is_empty() => Some(url.to_owned()),
-            _ if embedded => Some(format!("file://{}", std::env::temp_dir().join("presa-artifacts").display())),
+            _ if embedded => Some(format!("file://{}", embedded_dir().display())),
             _ => None,
         };
         let Some(url) = url else {
@@ -106,6 +106,14 @@ impl ArtifactArgs {
                 .with_max_read_bytes(self.max_artifact_read_bytes)
                 .with_sweep_every(Duration::from_millis(self.artifact_sweep_ms)),
         ))
+    }
+
+    /// Removes the directory an embedded process keeps its artifacts in when
+    /// no `--artifact-url` was given (its tasks are gone with it).
+    pub(crate) fn remove_embedded_dir(&self) {
+        if self.artifact_url.is_none() {
+            let _ = std::fs::remove_dir_all(embedded_dir());
+        }
     }
 
     fn s3(&self) -> Result<S3Options, RuntimeError> {
@@ -130,4 +138,11 @@ impl ArtifactArgs {
         }
         Ok(s3)
     }
+}
+
+/// Where an embedded process keeps its artifacts when not told: its own
+/// directory (two embedded processes on one machine must not sweep each
+/// other's artifacts).
+fn embedded_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("presa-artifacts-{}", std::process::id()))
 }

@@ -24,6 +24,7 @@ pub mod redis;
 pub mod redis_cluster;
 pub mod redis_sentinel;
 pub mod reference;
+pub mod s3;
 
 pub use client::{Client, TASKS, next_within, task_id, tasks_caps};
 pub use embedded::{Embedded, HeaderScopes, embedded, embedded_artifacts, embedded_limited, embedded_with};

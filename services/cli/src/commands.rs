@@ -48,7 +48,8 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<u8> {
             if cli.json {
                 output::json_line(&task.0);
             } else {
-                output::print_task(&task, &files.output_dir)?;
+                let links = output::print_task(&task, &files.output_dir)?;
+                output::save_links(&client, links).await?;
             }
             Ok(exit::OK)
         }
@@ -64,7 +65,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<u8> {
                 json_snapshots: cli.json,
             };
             let ended = follow_tasks(ui, w.ids.clone(), &mut interrupts()).await?;
-            finish(&cli, ended, &w.files.output_dir, false)
+            finish(&cli, &client, ended, &w.files.output_dir, false).await
         }
         Command::Answer { id, answers } => {
             let answers = input::parse_answers(answers)?;
@@ -176,7 +177,8 @@ async fn call(cli: &Cli, client: &Client, args: &crate::CallArgs) -> anyhow::Res
                 if cli.json {
                     output::json_line(&result);
                 } else {
-                    output::print_result(&result, &args.files.output_dir, &args.tool)?;
+                    let links = output::print_result(&result, &args.files.output_dir, &args.tool)?;
+                    output::save_links(client, links).await?;
                 }
                 return Ok(output::result_code(&result));
             }
@@ -239,7 +241,7 @@ async fn call(cli: &Cli, client: &Client, args: &crate::CallArgs) -> anyhow::Res
                     }
                     other => other?,
                 };
-                return finish(cli, ended, &args.files.output_dir, true);
+                return finish(cli, client, ended, &args.files.output_dir, true).await;
             }
         }
     }
@@ -254,7 +256,7 @@ fn lost(e: &anyhow::Error, task: &Task, age: Duration) -> bool {
 }
 
 /// Print how following ended; the exit code (the first task's that is not 0).
-fn finish(cli: &Cli, ended: Ended, dir: &Path, single_result: bool) -> anyhow::Result<u8> {
+async fn finish(cli: &Cli, client: &Client, ended: Ended, dir: &Path, single_result: bool) -> anyhow::Result<u8> {
     match ended {
         Ended::Done(tasks) => {
             let mut code = exit::OK;
@@ -266,7 +268,8 @@ fn finish(cli: &Cli, ended: Ended, dir: &Path, single_result: bool) -> anyhow::R
                     if tasks.len() > 1 {
                         println!("── {} ──", task.id());
                     }
-                    output::print_outcome(task, dir).context("printing the result")?;
+                    let links = output::print_outcome(task, dir).context("printing the result")?;
+                    output::save_links(client, links).await?;
                 }
                 if code == exit::OK {
                     code = output::task_code(task);

@@ -111,7 +111,7 @@ pub(crate) struct InputArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct FileArgs {
-    /// Where images and audio of results are saved.
+    /// Where images, audio and artifacts (big results, downloaded streaming) of results are saved.
     #[arg(long, env = "PRESA_OUTPUT_DIR", default_value = ".")]
     pub(crate) output_dir: PathBuf,
 }

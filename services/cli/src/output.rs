@@ -1,5 +1,6 @@
 //! Rendering results for people: text content printed, images and audio
 //! saved to files (their paths printed), embedded resources printed or saved,
+//! artifacts a result links to downloaded (streamed) into the output directory,
 //! `structuredContent` pretty-printed; and the exit code of an outcome.
 
 use std::path::{Path, PathBuf};
@@ -64,8 +65,37 @@ fn save(dir: &Path, label: &str, n: usize, mime: &str, data: &str) -> anyhow::Re
     Ok(path)
 }
 
+/// An artifact a result links to, to be downloaded ([`save_links`]).
+#[derive(Debug)]
+pub(crate) struct Link {
+    /// Its download path, relative to the MCP endpoint.
+    path: String,
+    /// Where it goes.
+    file: PathBuf,
+    /// How to name it to a person (`name (mime)`).
+    what: String,
+}
+
+/// Stream every linked artifact to its file; print each path.
+pub(crate) async fn save_links(client: &presa_client::Client, links: Vec<Link>) -> anyhow::Result<()> {
+    for link in links {
+        if let Some(dir) = link.file.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        let bytes = client
+            .download(&link.path, &link.file)
+            .await
+            .with_context(|| format!("downloading {} to {}", link.what, link.file.display()))?;
+        println!("artifact {} ({bytes} bytes) saved to {}", link.what, link.file.display());
+    }
+    Ok(())
+}
+
 /// Print a `CallToolResult` for a person; files are named after `label`.
-pub(crate) fn print_result(result: &Value, dir: &Path, label: &str) -> anyhow::Result<()> {
+/// Artifact links (presa's `resource_link`s with a download path) are
+/// returned, for [`save_links`] to fetch into `dir`.
+pub(crate) fn print_result(result: &Value, dir: &Path, label: &str) -> anyhow::Result<Vec<Link>> {
+    let mut links = Vec::new();
     let is_error = result["isError"] == true;
     let mut n = 0;
     for item in result["content"].as_array().into_iter().flatten() {
@@ -93,7 +123,15 @@ pub(crate) fn print_result(result: &Value, dir: &Path, label: &str) -> anyhow::R
                 }
             }
             Some("resource_link") => {
-                println!("link: {} {}", item["uri"].as_str().unwrap_or_default(), item["name"].as_str().unwrap_or(""));
+                let name = item["name"].as_str().unwrap_or("");
+                match item["_meta"][presa_client::DOWNLOAD_META].as_str() {
+                    Some(path) => links.push(Link {
+                        path: path.to_owned(),
+                        file: dir.join(format!("{}-{}", safe(label), safe(name))),
+                        what: format!("{name} ({mime})"),
+                    }),
+                    None => println!("link: {} {name}", item["uri"].as_str().unwrap_or_default()),
+                }
             }
             _ => println!("{item}"),
         }
@@ -104,14 +142,15 @@ pub(crate) fn print_result(result: &Value, dir: &Path, label: &str) -> anyhow::R
     if is_error {
         eprintln!("presa: the tool reported an error");
     }
-    Ok(())
+    Ok(links)
 }
 
-/// Print how a terminal task ended (its result, error or cancellation).
-pub(crate) fn print_outcome(task: &Task, dir: &Path) -> anyhow::Result<()> {
+/// Print how a terminal task ended (its result, error or cancellation); the
+/// artifacts its result links to.
+pub(crate) fn print_outcome(task: &Task, dir: &Path) -> anyhow::Result<Vec<Link>> {
     match task.status() {
         TaskStatus::Completed => match task.result() {
-            Some(r) => print_result(r, dir, task.id())?,
+            Some(r) => return print_result(r, dir, task.id()),
             None => println!("completed (no result)"),
         },
         TaskStatus::Failed => {
@@ -130,11 +169,11 @@ pub(crate) fn print_outcome(task: &Task, dir: &Path) -> anyhow::Result<()> {
         ),
         _ => {}
     }
-    Ok(())
+    Ok(Vec::new())
 }
 
-/// Print a task snapshot for `presa get`.
-pub(crate) fn print_task(task: &Task, dir: &Path) -> anyhow::Result<()> {
+/// Print a task snapshot for `presa get`; the artifacts its result links to.
+pub(crate) fn print_task(task: &Task, dir: &Path) -> anyhow::Result<Vec<Link>> {
     let v = &task.0;
     println!("task     {}", task.id());
     println!("status   {}", task.status());
@@ -155,9 +194,9 @@ pub(crate) fn print_task(task: &Task, dir: &Path) -> anyhow::Result<()> {
     }
     if task.status().is_terminal() {
         println!();
-        print_outcome(task, dir)?;
+        return print_outcome(task, dir);
     }
-    Ok(())
+    Ok(Vec::new())
 }
 
 /// Print what `server/discover` says.

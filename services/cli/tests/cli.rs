@@ -352,3 +352,19 @@ async fn a_task_the_server_lost_is_reported_as_lost() {
     assert_eq!(out.code, 2, "{out}");
     assert!(!out.stderr.contains("was lost"), "{out}");
 }
+
+/// A big result comes back as an artifact link; `--output-dir` streams it to a file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_artifact_is_saved_to_the_output_dir() {
+    let api = embedded().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let out_dir = dir.path().to_string_lossy().into_owned();
+    let out = presa(&api.url, &["call", "big_result", "bytes=3000000", "--output-dir", &out_dir]).await;
+    assert_eq!(out.code, 0, "{out}");
+    let saved: Vec<_> = std::fs::read_dir(dir.path()).expect("dir").flatten().map(|e| e.path()).collect();
+    assert_eq!(saved.len(), 1, "{saved:?}\n{out}");
+    assert!(out.stdout.contains(&format!("(3000000 bytes) saved to {}", saved[0].display())), "{out}");
+    let bytes = std::fs::read(&saved[0]).expect("saved");
+    let expected: Vec<u8> = (0..3_000_000u64).map(|i| b' ' + (i % 95) as u8).collect();
+    assert!(bytes == expected, "the saved file holds the tool's bytes");
+}

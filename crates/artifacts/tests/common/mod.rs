@@ -8,11 +8,9 @@ pub mod contract;
 
 use std::{
     any::Any,
-    net::TcpStream,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
     sync::Arc,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use presa_artifacts::{ArtifactConfig, ArtifactStore, S3Options};
@@ -87,11 +85,7 @@ pub async fn local() -> Backend {
     }
 }
 
-/// The bucket the S3 tests use.
-pub const BUCKET: &str = "presa-test";
-/// The credentials the spawned s3s-fs accepts.
-pub const ACCESS_KEY: &str = "presa-test-access";
-pub const SECRET_KEY: &str = "presa-test-secret-key";
+pub use presa_testkit::s3::{ACCESS_KEY, BUCKET, S3sFs, SECRET_KEY, s3s_fs_bookkeeping};
 
 /// S3 options for the spawned server on `port`: explicit endpoint, plain HTTP,
 /// static credentials, and a short retry budget (the tests wait for nothing).
@@ -114,82 +108,5 @@ pub async fn s3() -> Backend {
         root: server.dir.path().to_path_buf(),
         bookkeeping: s3s_fs_bookkeeping,
         _guard: Box::new(server),
-    }
-}
-
-/// s3s-fs keeps two files per object it ever stored, `.bucket-<b64>.object-<b64>.internal.json`
-/// and `.metadata.json`, and does not remove them on DeleteObject: its bookkeeping, not an
-/// object. Everything of an upload (`.upload-*`, `.upload_id-*`, and metadata files with
-/// `.upload-` in their name) is not bookkeeping and must be gone after an abort.
-fn s3s_fs_bookkeeping(file: &str) -> bool {
-    file.starts_with(".bucket-")
-        && !file.contains(".upload-")
-        && (file.ends_with(".internal.json") || file.ends_with(".metadata.json"))
-}
-
-/// A running `s3s-fs` (killed when dropped).
-pub struct S3sFs {
-    pub port: u16,
-    pub dir: tempfile::TempDir,
-    child: Child,
-}
-
-/// Where `s3s-fs` is, or a failure saying how to install it: never a silent skip.
-pub fn s3s_fs_binary() -> PathBuf {
-    let found = std::env::var_os("PATH")
-        .and_then(|paths| std::env::split_paths(&paths).map(|p| p.join("s3s-fs")).find(|p| p.is_file()));
-    match found {
-        Some(path) => path,
-        None => panic!(
-            "the S3 artifact tests need s3s-fs, an S3-compatible server, on PATH. Install it with \
-             `cargo install s3s-fs@0.14.1 --locked --features binary` (about 3 minutes; .ci/run does this)"
-        ),
-    }
-}
-
-impl S3sFs {
-    /// Starts a server on a free loopback port with a fresh root holding the test bucket.
-    pub fn start() -> S3sFs {
-        let binary = s3s_fs_binary();
-        let mut last_error = String::new();
-        for _ in 0..5 {
-            let port = presa_testkit::free_port();
-            let dir = tempfile::tempdir().expect("temp dir");
-            std::fs::create_dir(dir.path().join(BUCKET)).expect("bucket dir");
-            let mut child = Command::new(&binary)
-                .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-                .args(["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY])
-                .arg(dir.path())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("spawn {}: {e}", binary.display()));
-            let deadline = Instant::now() + Duration::from_secs(10);
-            loop {
-                if let Ok(Some(status)) = child.try_wait() {
-                    last_error = format!("s3s-fs on port {port} exited at start: {status}");
-                    break;
-                }
-                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    eprintln!("[artifacts] s3s-fs on 127.0.0.1:{port}");
-                    return S3sFs { port, dir, child };
-                }
-                if Instant::now() > deadline {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    last_error = format!("s3s-fs on port {port} did not listen within 10 s");
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        panic!("could not start s3s-fs: {last_error}");
-    }
-}
-
-impl Drop for S3sFs {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }

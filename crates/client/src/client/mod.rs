@@ -6,7 +6,7 @@
 //! `tools/call`, `tasks/*`, `subscriptions/listen`). Sending one request and
 //! reading its answer is in `send`; turning an HTTP response into a JSON-RPC
 //! result or an [`Error`] (and reading `WWW-Authenticate` challenges) in
-//! `response`.
+//! `response`; streaming an artifact to a file in `download`.
 
 use std::{
     sync::{Arc, atomic::AtomicU64},
@@ -21,8 +21,11 @@ use crate::{
     wire,
 };
 
+mod download;
 mod response;
 mod send;
+
+pub use download::DOWNLOAD_META;
 
 pub use response::parse_bearer_challenge;
 use response::{into_result, read_json};

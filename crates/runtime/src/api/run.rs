@@ -187,6 +187,8 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
     stop_worker.cancel();
     if let Some(worker) = worker {
         let _ = tokio::time::timeout(grace + Duration::from_secs(1), worker).await;
+        // Embedded: the tasks die with the process, and so do their artifacts.
+        args.artifacts.remove_embedded_dir();
     }
     tracing::info!("stopped");
     Ok(())
