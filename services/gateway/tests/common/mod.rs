@@ -17,6 +17,8 @@ pub struct Fixtures {
     pub everything_http: String,
     /// The venv's python with the official `mcp` SDK.
     pub python: String,
+    /// `@modelcontextprotocol/server-filesystem` over stdio (append the directories it may read).
+    pub filesystem_stdio: String,
 }
 
 /// The repository's root.
@@ -51,6 +53,7 @@ pub fn fixtures() -> Fixtures {
             everything_stdio: get("EVERYTHING_STDIO"),
             everything_http: get("EVERYTHING_HTTP"),
             python: get("PYTHON"),
+            filesystem_stdio: get("FILESYSTEM_STDIO"),
         }
     })
     .clone()
