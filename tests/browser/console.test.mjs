@@ -284,6 +284,20 @@ step('the task page: summary, timeline, outcome', async () => {
   assert.equal(await tid('task-cancel').isDisabled(), true, 'an ended task cannot be cancelled');
 });
 
+step("the task page lists a big result's artifact, and downloads it", async () => {
+  const r = await mcp('tools/call', 'big_result', { name: 'big_result', arguments: { bytes: 600000 } });
+  assert.equal(r.resultType, 'task', `big_result became a task: ${JSON.stringify(r)}`);
+  await until('the big result completes', async () => (await admin('GET', `/tasks/${r.taskId}`)).body?.status === 'completed');
+  await page.goto(`${URL_}/console#/tasks/${encodeURIComponent(r.taskId)}`);
+  await assertVisibleText('task-artifact', /content-0\.txt text\/plain; charset=utf-8, 585\.9 KiB/);
+  const [download] = await Promise.all([page.waitForEvent('download'), tid('artifact-download').click()]);
+  const saved = `${env('WORK')}/artifact.txt`;
+  await download.saveAs(saved);
+  const bytes = (await import('node:fs')).readFileSync(saved);
+  assert.equal(bytes.length, 600000, 'the whole artifact');
+  assert.ok(bytes.every((b, i) => b === 32 + (i % 95)), "the tool's bytes");
+});
+
 step('an unknown task is a 404, asked once', async () => {
   let asked = 0;
   const count = (r) => { if (r.url().includes('/admin/v1/tasks/p00.no-such-task')) asked += 1; };

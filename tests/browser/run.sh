@@ -118,7 +118,8 @@ EOF
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 API_PORT="$(free_port)"
 WORKER_PORT="$(free_port)"
-STORE=(--redis-url "$REDIS_URL" --redis-prefix "$PREFIX" --partitions 4)
+mkdir -p "$WORK/artifacts"
+STORE=(--redis-url "$REDIS_URL" --redis-prefix "$PREFIX" --partitions 4 --artifact-url "file://$WORK/artifacts")
 
 log "presa-api on 127.0.0.1:$API_PORT, a worker, Redis prefix $PREFIX"
 "$API_BIN" "${STORE[@]}" --listen "127.0.0.1:$API_PORT" --auth tokens --tokens-file "$WORK/tokens" \

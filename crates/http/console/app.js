@@ -575,6 +575,48 @@
     if (t.error) out.textContent = 'error: ' + JSON.stringify(t.error, null, 2);
     else if (t.result) out.textContent = JSON.stringify(t.result, null, 2);
     else out.textContent = ended ? 'no result' : 'not ended yet';
+    renderArtifacts(t);
+  }
+
+  // The artifacts a task's result links to (big results kept outside the
+  // task): name, type, size and a download through the admin API.
+  const ARTIFACT_URI = 'presa://artifacts/';
+  function renderArtifacts(t) {
+    const own = ARTIFACT_URI + t.taskId + '/';
+    const links = ((t.result && t.result.content) || []).filter((c) =>
+      c && c.type === 'resource_link' && typeof c.uri === 'string' && c.uri.startsWith(own));
+    const items = links.map((c) => {
+      const rest = c.uri.slice(own.length);
+      const button = el('button', { type: 'button', testid: 'artifact-download' }, 'download');
+      button.onclick = () => downloadArtifact(t.taskId, rest, c.name || rest);
+      return el('li', { testid: 'task-artifact' }, el('code', null, c.name || rest),
+        ` ${c.mimeType || ''}, ${bytes(c.size)} `, button);
+    });
+    $('task-artifacts').replaceChildren(...(items.length ? items : [el('li', null, 'none')]));
+  }
+
+  function bytes(n) {
+    if (typeof n !== 'number') return 'size unknown';
+    const units = ['bytes', 'KiB', 'MiB', 'GiB'];
+    let i = 0;
+    while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
+    return i === 0 ? `${n} bytes` : `${n.toFixed(1)} ${units[i]}`;
+  }
+
+  async function downloadArtifact(id, rest, name) {
+    try {
+      const path = `/admin/v1/tasks/${encodeURIComponent(id)}/artifacts/${rest.split('/').map(encodeURIComponent).join('/')}`;
+      const resp = await fetch(path, { headers: { Authorization: `Bearer ${token()}` }, cache: 'no-store' });
+      if (!resp.ok) throw await refusalOf(resp);
+      const url = URL.createObjectURL(await resp.blob());
+      const a = el('a', { href: url, download: name });
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 60000);
+    } catch (e) {
+      notice(e instanceof ApiError ? explain(e) : `Download failed: ${e.message}`, 'error');
+    }
   }
 
   // ---------------------------------------------------------------- dead letters

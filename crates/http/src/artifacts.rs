@@ -16,6 +16,7 @@ use axum::{
 };
 use futures::TryStreamExt;
 use presa_artifacts::{ArtifactError, ByteRange};
+use presa_server::artifacts::Artifacts;
 
 use crate::{App, admission, auth, respond::refused};
 
@@ -39,22 +40,27 @@ pub(crate) async fn download(
     if !caller.missing(&config.challenge.required_scopes).is_empty() {
         return refused(None, &config.challenge.insufficient_scope(&[]));
     }
-    let not_found = || (StatusCode::NOT_FOUND, "No such artifact").into_response();
     let Some(artifacts) = app.server.core().artifacts() else { return not_found() };
     let meta = match artifacts.authorize(app.server.core().store().as_ref(), &caller.scope, &key).await {
         Ok(Some(meta)) => meta,
         Ok(None) => return not_found(),
         Err(e) => return unavailable(&e.to_string()),
     };
-    let range = parse_range(&parts.headers);
-    let read = match artifacts.store().open(&meta.key, range).await {
+    serve(artifacts, &meta.key, &parts.headers).await
+}
+
+/// The artifact `key` (already authorized) as a streamed download, honouring
+/// one `Range` of `headers`: also the admin API's, for an operator's console.
+pub(crate) async fn serve(artifacts: &Artifacts, key: &str, headers: &HeaderMap) -> Response {
+    let range = parse_range(headers);
+    let read = match artifacts.store().open(key, range).await {
         Ok(read) => read,
         Err(ArtifactError::RangeNotSatisfiable { size, .. }) => {
             let mut resp = StatusCode::RANGE_NOT_SATISFIABLE.into_response();
             insert(resp.headers_mut(), header::CONTENT_RANGE, &format!("bytes */{size}"));
             return resp;
         }
-        Err(ArtifactError::NotFound { .. }) => return not_found(),
+        Err(ArtifactError::NotFound { .. } | ArtifactError::InvalidKey { .. }) => return not_found(),
         Err(e) => return unavailable(&e.to_string()),
     };
     let (start, end, size) = (read.range.start, read.range.end, read.meta.size);
@@ -69,12 +75,17 @@ pub(crate) async fn download(
     insert(h, header::CACHE_CONTROL, "private, no-store");
     insert(h, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
     insert(h, header::CONTENT_SECURITY_POLICY, "sandbox; default-src 'none'");
-    let file = meta.key.rsplit('/').next().unwrap_or("artifact");
+    let file = key.rsplit('/').next().unwrap_or("artifact");
     insert(h, header::CONTENT_DISPOSITION, &format!("attachment; filename=\"{file}\""));
     if range.is_some() {
         insert(h, header::CONTENT_RANGE, &format!("bytes {start}-{}/{size}", end.saturating_sub(1)));
     }
     resp
+}
+
+/// The one answer for an artifact that does not exist or is not the caller's.
+pub(crate) fn not_found() -> Response {
+    (StatusCode::NOT_FOUND, "No such artifact").into_response()
 }
 
 /// A 503 saying which store failed (retry later).

@@ -67,6 +67,9 @@ pub(super) enum Command {
     /// call, Redis's commands per task, and what one core of each sustains: the figures of
     /// docs/capacity.md's sizing model, on this machine.
     Tiers(tiers::TiersArgs),
+    /// What a big artifact costs: a tool streams one (`--mebibytes`, 200 by default) through an
+    /// API pod and a worker pod on Redis, then it is downloaded; throughput and each pod's RSS rise.
+    Artifacts(crate::artifacts::ArtifactsArgs),
     /// (Run by presa-bench itself.) Serve the bench catalog on a loopback port in this
     /// process, print the URL, stop when stdin closes.
     #[command(hide = true)]

@@ -9,6 +9,8 @@
 //! sampled, and whether it stayed flat (see `soak/mod.rs`). And
 //! `presa-bench tiers [...]`: the CPU a task costs on each tier, pods in
 //! processes of their own, for docs/capacity.md's sizing model (`tiers.rs`).
+//! And `presa-bench artifacts [...]`: a big artifact streamed by a tool and
+//! downloaded, throughput and each pod's RSS rise (`artifacts.rs`).
 //!
 //! The process holds the server (`presa_http::router` + `presa_http::serve` on
 //! 127.0.0.1:0), its in-process worker (`presa_server::Worker`) and the load
@@ -86,6 +88,7 @@ use std::{
 };
 
 mod args;
+mod artifacts;
 mod chaos;
 mod cost;
 mod fairness;
@@ -139,6 +142,7 @@ async fn main() {
         Some(Command::Chaos(chaos)) => std::process::exit(chaos::run(chaos).await),
         Some(Command::Soak(soak)) => std::process::exit(soak::run(soak).await),
         Some(Command::Tiers(tiers)) => std::process::exit(tiers::run(tiers).await),
+        Some(Command::Artifacts(a)) => std::process::exit(artifacts::run(a).await),
         Some(Command::Serve(serve_args)) => return serve(serve_args).await,
         None => {}
     }

@@ -4,7 +4,7 @@
 use axum::{
     Json,
     extract::{FromRequestParts, Path, Query, State, rejection::QueryRejection},
-    http::{StatusCode, request::Parts},
+    http::{HeaderMap, StatusCode, request::Parts},
     response::{IntoResponse, Response},
 };
 use presa_store::{TaskFilter, TaskId, util::now_ms};
@@ -115,6 +115,20 @@ pub(crate) async fn tasks(State(s): State<AdminState>, op: Op, q: Result<Query<T
 pub(crate) async fn task(State(s): State<AdminState>, op: Op, Path(id): Path<String>) -> Answer {
     let (task, letter) = s.admin.task(&op.operator, &task_id(id)?).await?;
     ok(view::task_detail(&task, letter.as_ref()))
+}
+
+/// An artifact of task `id` (the rest of its key after the task), streamed,
+/// for an operator who may see the task (the console's download links).
+pub(crate) async fn artifact(
+    State(s): State<AdminState>,
+    op: Op,
+    Path((id, rest)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Answer {
+    let id = task_id(id)?;
+    s.admin.task(&op.operator, &id).await?;
+    let Some(artifacts) = s.app.server.core().artifacts() else { return Ok(crate::artifacts::not_found()) };
+    Ok(crate::artifacts::serve(artifacts, &format!("{id}/{rest}"), &headers).await)
 }
 
 pub(crate) async fn cancel(State(s): State<AdminState>, op: Op, Path(id): Path<String>) -> Answer {
