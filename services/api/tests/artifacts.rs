@@ -192,3 +192,25 @@ async fn a_plain_call_still_returns_its_big_result_inline() {
     assert_eq!(r["content"][0]["text"].as_str().map(str::len), Some(2_000_000));
     assert_eq!(files_under(dir.path()).await, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_store_fails_the_task_with_a_retryable_error_naming_it() {
+    use presa_artifacts::S3Options;
+    let port = free_port(); // nothing listens there
+    let s3 = S3Options::default()
+        .with_endpoint(format!("http://127.0.0.1:{port}"))
+        .with_allow_http(true)
+        .with_credentials("k", "s")
+        .with_retries(0, Duration::from_secs(1))
+        .with_timeouts(Duration::from_millis(500), Duration::from_secs(1));
+    let store = ArtifactConfig::new("s3://nowhere/x").with_s3(s3).open().expect("a store, unreachable");
+    let srv = embedded_artifacts(ServerConfig::default(), Artifacts::new(store)).await;
+    let c = Client::new(&srv.url, tasks_caps());
+    let id = task_id(&c.call_tool("big_result", json!({ "bytes": 500_000 })).await);
+    let failed = c.wait_task_for(&id, "failed", Duration::from_secs(30), |t| t["status"] == "failed").await;
+    let error = &failed["error"];
+    assert_eq!(error["code"], -32603, "{failed}");
+    assert_eq!(error["data"]["retryable"], true, "{failed}");
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(message.contains("s3://nowhere/x"), "the message names the store: {message}");
+}
