@@ -69,7 +69,7 @@ pub(super) enum Command {
     Tiers(tiers::TiersArgs),
     /// What a big artifact costs: a tool streams one (`--mebibytes`, 200 by default) through an
     /// API pod and a worker pod on Redis, then it is downloaded; throughput and each pod's RSS rise.
-    Artifacts(crate::artifacts::ArtifactsArgs),
+    Artifacts(artifacts::ArtifactsArgs),
     /// (Run by presa-bench itself.) Serve the bench catalog on a loopback port in this
     /// process, print the URL, stop when stdin closes.
     #[command(hide = true)]

@@ -38,7 +38,11 @@ impl Artifacts {
             "mimeType": meta.mime,
             "_meta": { META_SHA256: meta.sha256, META_DOWNLOAD: format!("artifacts/{}", meta.key) },
         });
-        let body = if is_text(&meta.mime) { String::from_utf8(bytes).map_err(|e| e.into_bytes()) } else { Err(bytes) };
+        let body = if is_text(&meta.mime) {
+            String::from_utf8(bytes).map_err(std::string::FromUtf8Error::into_bytes)
+        } else {
+            Err(bytes)
+        };
         match body {
             Ok(text) => item["text"] = Value::String(text),
             Err(bytes) => item["blob"] = Value::String(STANDARD.encode(bytes)),
