@@ -6,7 +6,9 @@ use std::{path::PathBuf, time::Duration};
 
 use clap::Args;
 use presa_artifacts::{ArtifactConfig, S3Options};
-use presa_server::artifacts::{Artifacts, DEFAULT_MAX_READ_BYTES, DEFAULT_THRESHOLD_BYTES};
+use presa_server::artifacts::{
+    Artifacts, DEFAULT_MAX_BYTES_PER_SCOPE, DEFAULT_MAX_READ_BYTES, DEFAULT_THRESHOLD_BYTES,
+};
 
 use crate::{
     RuntimeError,
@@ -41,6 +43,12 @@ pub struct ArtifactArgs {
     /// downloaded (`GET /artifacts/…` with the same credentials, `Range` supported).
     #[arg(long, env = "PRESA_MAX_ARTIFACT_READ_BYTES", default_value_t = DEFAULT_MAX_READ_BYTES)]
     pub max_artifact_read_bytes: u64,
+
+    /// Most bytes one principal's artifacts may hold at once (0: no quota): a
+    /// result that would pass it fails its task with a retryable error; it
+    /// frees as the principal's tasks expire.
+    #[arg(long, env = "PRESA_MAX_ARTIFACT_BYTES_PER_SCOPE", default_value_t = DEFAULT_MAX_BYTES_PER_SCOPE)]
+    pub max_artifact_bytes_per_scope: u64,
 
     /// How often a worker removes the artifacts of expired tasks, in ms.
     #[arg(long, env = "PRESA_ARTIFACT_SWEEP_MS", default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(10..))]
@@ -104,6 +112,9 @@ impl ArtifactArgs {
             Artifacts::new(store)
                 .with_threshold(self.artifact_threshold_bytes)
                 .with_max_read_bytes(self.max_artifact_read_bytes)
+                .with_max_bytes_per_scope(
+                    (self.max_artifact_bytes_per_scope > 0).then_some(self.max_artifact_bytes_per_scope),
+                )
                 .with_sweep_every(Duration::from_millis(self.artifact_sweep_ms)),
         ))
     }

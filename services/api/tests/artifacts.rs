@@ -214,3 +214,23 @@ async fn an_unreachable_store_fails_the_task_with_a_retryable_error_naming_it() 
     let message = error["message"].as_str().unwrap_or_default();
     assert!(message.contains("s3://nowhere/x"), "the message names the store: {message}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principal_s_artifacts_are_held_to_their_own_quota() {
+    let dir = tempfile::tempdir().expect("dir");
+    let store = ArtifactConfig::new(format!("file://{}", dir.path().display())).open().expect("store");
+    let artifacts = Artifacts::new(store).with_max_bytes_per_scope(Some(1_000_000));
+    let srv = embedded_artifacts(ServerConfig::default(), artifacts).await;
+    let alice = Client::new(&srv.url, tasks_caps()).with_scope("alice");
+    let first = task_id(&alice.call_tool("big_result", json!({ "bytes": 600_000 })).await);
+    alice.wait_status(&first, "completed").await;
+    let second = task_id(&alice.call_tool("big_result", json!({ "bytes": 600_000 })).await);
+    let failed = alice.wait_task_for(&second, "failed", Duration::from_secs(20), |t| t["status"] == "failed").await;
+    let message = failed["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("max_artifact_bytes_per_scope (1000000)"), "{failed}");
+    assert_eq!(failed["error"]["data"]["retryable"], true, "{failed}");
+    // Another principal's quota is its own.
+    let bob = Client::new(&srv.url, tasks_caps()).with_scope("bob");
+    let theirs = task_id(&bob.call_tool("big_result", json!({ "bytes": 600_000 })).await);
+    bob.wait_status(&theirs, "completed").await;
+}

@@ -126,9 +126,10 @@ pub(crate) async fn artifact(
     headers: HeaderMap,
 ) -> Answer {
     let id = task_id(id)?;
-    s.admin.task(&op.operator, &id).await?;
+    let (task, _) = s.admin.task(&op.operator, &id).await?;
     let Some(artifacts) = s.app.server.core().artifacts() else { return Ok(crate::artifacts::not_found()) };
-    Ok(crate::artifacts::serve(artifacts, &format!("{id}/{rest}"), &headers).await)
+    let key = presa_server::artifacts::stored_key(&task.scope, &format!("{id}/{rest}"));
+    Ok(crate::artifacts::serve(artifacts, &key, &headers).await)
 }
 
 pub(crate) async fn cancel(State(s): State<AdminState>, op: Op, Path(id): Path<String>) -> Answer {

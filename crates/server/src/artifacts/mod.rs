@@ -13,9 +13,12 @@
 //!   artifact belongs to its task, and only the task's scope may read it;
 //!   anyone else gets what an unknown URI gets.
 //!
-//! Keys are `<taskId>/<run>/<n>`: `run` is random per run of a handler, so
-//! two runs of one task (a crash, a lost claim) never write the same key, and
-//! one run's artifacts go together with one `delete_prefix`.
+//! A URI names `<taskId>/<run>/<n>`; the store keeps it under its owner's
+//! segment, `<owner>/<taskId>/<run>/<n>` ([`owner`]: a digest of the task's
+//! scope). `run` is random per run of a handler, so two runs of one task (a
+//! crash, a lost claim) never write the same key, and one run's artifacts go
+//! together with one `delete_prefix`; a principal's artifacts list together,
+//! which is what its quota (`max_bytes_per_scope`) counts.
 
 use std::{sync::Arc, time::Duration};
 
@@ -53,6 +56,9 @@ pub const DEFAULT_THRESHOLD_BYTES: usize = 256 * 1024;
 /// The default [`Artifacts::max_read_bytes`]: 16 MiB.
 pub const DEFAULT_MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
 
+/// The default [`Artifacts::max_bytes_per_scope`]: 10 GiB.
+pub const DEFAULT_MAX_BYTES_PER_SCOPE: u64 = 10 << 30;
+
 /// The default [`Artifacts::sweep_every`]: 1 min.
 pub const DEFAULT_SWEEP_EVERY: Duration = Duration::from_secs(60);
 
@@ -63,6 +69,7 @@ pub struct Artifacts {
     threshold: usize,
     max_read_bytes: u64,
     sweep_every: Duration,
+    max_bytes_per_scope: Option<u64>,
 }
 
 impl Artifacts {
@@ -73,6 +80,7 @@ impl Artifacts {
             threshold: DEFAULT_THRESHOLD_BYTES,
             max_read_bytes: DEFAULT_MAX_READ_BYTES,
             sweep_every: DEFAULT_SWEEP_EVERY,
+            max_bytes_per_scope: Some(DEFAULT_MAX_BYTES_PER_SCOPE),
         }
     }
 
@@ -96,6 +104,19 @@ impl Artifacts {
         self
     }
 
+    /// The most bytes one principal's artifacts may hold at once (`None`: no
+    /// quota); a spill or `ctx.artifact` past it fails its task with a
+    /// retryable error.
+    pub fn with_max_bytes_per_scope(mut self, bytes: Option<u64>) -> Self {
+        self.max_bytes_per_scope = bytes;
+        self
+    }
+
+    /// See [`with_max_bytes_per_scope`](Self::with_max_bytes_per_scope).
+    pub fn max_bytes_per_scope(&self) -> Option<u64> {
+        self.max_bytes_per_scope
+    }
+
     /// The store.
     pub fn store(&self) -> &Arc<dyn ArtifactStore> {
         &self.store
@@ -116,30 +137,38 @@ impl Artifacts {
         self.sweep_every
     }
 
-    /// The artifact `key` if `scope` owns its task (the task exists and is
-    /// `scope`'s); `Ok(None)` otherwise, exactly as for a key that never
-    /// existed. Store failures are errors.
+    /// The artifact of URI key `key` (`<taskId>/<run>/<n>`) if `scope` owns
+    /// its task (the task exists and is `scope`'s); `Ok(None)` otherwise,
+    /// exactly as for a key that never existed. The returned metadata's `key`
+    /// is the stored key (under `scope`'s own prefix). Store failures are errors.
     pub async fn authorize(
         &self,
         tasks: &dyn TaskStore,
         scope: &Scope,
         key: &str,
-    ) -> Result<Option<ArtifactMeta>, ArtifactReadError> {
+    ) -> Result<Option<ArtifactMeta>, ArtifactsError> {
         let Some(task) = task_of(key) else { return Ok(None) };
-        if tasks.get(scope, &task).await.map_err(|e| ArtifactReadError::Tasks(e.to_string()))?.is_none() {
+        if tasks.get(scope, &task).await.map_err(|e| ArtifactsError::Tasks(e.to_string()))?.is_none() {
             return Ok(None);
         }
-        match self.store.head(key).await {
+        match self.store.head(&stored_key(scope, key)).await {
             Ok(meta) => Ok(Some(meta)),
             Err(ArtifactError::NotFound { .. } | ArtifactError::InvalidKey { .. }) => Ok(None),
-            Err(e) => Err(ArtifactReadError::Store(e)),
+            Err(e) => Err(ArtifactsError::Store(e)),
         }
+    }
+
+    /// How many bytes `scope`'s artifacts hold now (listed from the store).
+    pub async fn usage(&self, scope: &Scope) -> Result<u64, ArtifactError> {
+        use futures::TryStreamExt;
+        self.store.list(&owner(scope)).try_fold(0u64, |sum, a| async move { Ok(sum + a.size) }).await
     }
 }
 
-/// Why an owner's read of an artifact failed (not "not found": that is `None`).
+/// Why keeping or reading an artifact failed (an artifact that is not there,
+/// or not the caller's, is `None`, not an error).
 #[derive(Debug, thiserror::Error)]
-pub enum ArtifactReadError {
+pub enum ArtifactsError {
     /// The task store could not say who owns it.
     #[error("task store: {0}")]
     Tasks(String),
@@ -158,49 +187,82 @@ pub enum ArtifactReadError {
         /// Its key.
         key: String,
     },
+    /// The principal's artifacts would pass their quota.
+    #[error(
+        "the caller's artifacts hold {used} bytes; {adding} more would pass max_artifact_bytes_per_scope ({limit}); \
+         they are freed as the caller's tasks expire"
+    )]
+    Quota {
+        /// What the principal's artifacts hold.
+        used: u64,
+        /// What this one adds.
+        adding: u64,
+        /// The quota.
+        limit: u64,
+    },
 }
 
-impl ArtifactReadError {
-    /// Whether the same read may succeed later.
+impl ArtifactsError {
+    /// Whether the same operation may succeed later.
     pub fn is_retryable(&self) -> bool {
         match self {
-            ArtifactReadError::Tasks(_) => true,
-            ArtifactReadError::Store(e) => e.is_retryable(),
-            ArtifactReadError::TooBig { .. } => false,
+            ArtifactsError::Tasks(_) | ArtifactsError::Quota { .. } => true,
+            ArtifactsError::Store(e) => e.is_retryable(),
+            ArtifactsError::TooBig { .. } => false,
         }
     }
 }
 
-/// The URI of the artifact `key`.
+/// The URI of the artifact whose URI key is `key`.
 pub fn uri(key: &str) -> String {
     format!("{URI_PREFIX}{key}")
 }
 
-/// The key of an artifact URI; `None` for any other URI.
+/// The URI key of an artifact URI (`<taskId>/<run>/<n>`); `None` for any other URI.
 pub fn key_of(uri: &str) -> Option<&str> {
     uri.strip_prefix(URI_PREFIX).filter(|k| presa_artifacts::validate_key(k, false).is_ok())
 }
 
-/// The task an artifact key belongs to (its first segment).
+/// The task a URI key belongs to (its first segment).
 pub fn task_of(key: &str) -> Option<TaskId> {
     key.split_once('/').map(|(task, _)| TaskId::from_wire(task))
 }
 
+/// The first segment of every stored key of `scope`'s artifacts: 16 hex
+/// digits of the SHA-256 of the scope. Keys are stored under it, so a
+/// principal's artifacts list together (its quota) and a URI names a stored
+/// key only together with its owner's scope.
+pub fn owner(scope: &Scope) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(scope.key().as_bytes()).iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// The stored key of `scope`'s artifact with URI key `key`.
+pub fn stored_key(scope: &Scope, key: &str) -> String {
+    format!("{}/{key}", owner(scope))
+}
+
+/// The URI key of a stored key (without its owner segment).
+pub fn uri_key(stored: &str) -> &str {
+    stored.split_once('/').map_or(stored, |(_, key)| key)
+}
+
 /// The `resource_link` content block of a stored artifact.
 pub fn link(meta: &ArtifactMeta, name: &str) -> Value {
+    let key = uri_key(&meta.key);
     json!({
         "type": "resource_link",
-        "uri": uri(&meta.key),
+        "uri": uri(key),
         "name": name,
         "mimeType": meta.mime,
         "size": meta.size,
-        "_meta": { META_SHA256: meta.sha256, META_DOWNLOAD: format!("artifacts/{}", meta.key) },
+        "_meta": { META_SHA256: meta.sha256, META_DOWNLOAD: format!("artifacts/{key}") },
     })
 }
 
-/// A fresh run prefix for `task`'s artifacts (`<taskId>/<random>`).
-pub(crate) fn run_prefix(task: &TaskId) -> String {
-    format!("{task}/{:016x}", rand::random::<u64>())
+/// A fresh run prefix for `scope`'s task `task` (`<owner>/<taskId>/<random>`).
+pub(crate) fn run_prefix(scope: &Scope, task: &TaskId) -> String {
+    format!("{}/{task}/{:016x}", owner(scope), rand::random::<u64>())
 }
 
 #[cfg(test)]
@@ -216,7 +278,12 @@ mod tests {
         }
         assert_eq!(task_of("p01.ab/00ff/0"), Some(TaskId::from_wire("p01.ab")));
         assert_eq!(task_of("lonely"), None);
-        let prefix = run_prefix(&TaskId::from_wire("p01.ab"));
-        assert!(prefix.starts_with("p01.ab/") && prefix.len() == "p01.ab/".len() + 16, "{prefix}");
+        let (alice, bob) = (Scope::anonymous(), Scope { tenant: "t".into(), subject: "bob".into() });
+        assert_eq!(owner(&alice).len(), 16);
+        assert_ne!(owner(&alice), owner(&bob));
+        let prefix = run_prefix(&alice, &TaskId::from_wire("p01.ab"));
+        let head = format!("{}/p01.ab/", owner(&alice));
+        assert!(prefix.starts_with(&head) && prefix.len() == head.len() + 16, "{prefix}");
+        assert_eq!(uri_key(&format!("{prefix}/0")), format!("p01.ab/{}/0", &prefix[head.len()..]));
     }
 }

@@ -8,24 +8,19 @@ use futures::TryStreamExt;
 use presa_store::{Scope, TaskStore};
 use serde_json::{Value, json};
 
-use super::{ArtifactReadError, Artifacts, META_DOWNLOAD, META_SHA256, key_of};
+use super::{Artifacts, ArtifactsError, META_DOWNLOAD, META_SHA256, key_of};
 
 impl Artifacts {
     /// The `contents` item of the artifact at `uri` for `scope`; `Ok(None)`
     /// when `uri` is not an artifact `scope` may read (another scope's, gone,
     /// never written): the caller answers as for an unknown URI.
-    pub async fn read(
-        &self,
-        tasks: &dyn TaskStore,
-        scope: &Scope,
-        uri: &str,
-    ) -> Result<Option<Value>, ArtifactReadError> {
+    pub async fn read(&self, tasks: &dyn TaskStore, scope: &Scope, uri: &str) -> Result<Option<Value>, ArtifactsError> {
         let Some(key) = key_of(uri) else { return Ok(None) };
         let Some(meta) = self.authorize(tasks, scope, key).await? else { return Ok(None) };
         if meta.size > self.max_read_bytes() {
-            return Err(ArtifactReadError::TooBig { size: meta.size, limit: self.max_read_bytes(), key: meta.key });
+            return Err(ArtifactsError::TooBig { size: meta.size, limit: self.max_read_bytes(), key: key.to_owned() });
         }
-        let read = self.store().open(key, None).await?;
+        let read = self.store().open(&meta.key, None).await?;
         let bytes = read
             .stream
             .try_fold(Vec::with_capacity(usize::try_from(meta.size).unwrap_or(0)), |mut all, chunk| async move {
@@ -36,7 +31,7 @@ impl Artifacts {
         let mut item = json!({
             "uri": uri,
             "mimeType": meta.mime,
-            "_meta": { META_SHA256: meta.sha256, META_DOWNLOAD: format!("artifacts/{}", meta.key) },
+            "_meta": { META_SHA256: meta.sha256, META_DOWNLOAD: format!("artifacts/{key}") },
         });
         let body = if is_text(&meta.mime) {
             String::from_utf8(bytes).map_err(std::string::FromUtf8Error::into_bytes)

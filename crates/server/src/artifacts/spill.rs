@@ -17,9 +17,11 @@
 use base64::{Engine, engine::general_purpose::STANDARD};
 use bytes::Bytes;
 use presa_artifacts::{ArtifactError, ArtifactMeta};
+
+use super::ArtifactsError;
 use serde_json::{Map, Value};
 
-use super::{META_STRUCTURED, RunArtifacts, link, uri};
+use super::{META_STRUCTURED, RunArtifacts, link, uri, uri_key};
 
 /// Blocks smaller than this stay inline, whatever the result's size.
 pub(crate) const MIN_SPILL_BYTES: usize = 1024;
@@ -38,7 +40,7 @@ impl RunArtifacts {
     /// `result` with its biggest parts moved into this run's artifacts until
     /// it is at most [`Artifacts::threshold`] bytes (see the module docs). On
     /// an error the caller [`discard`](Self::discard)s the run's artifacts.
-    pub(crate) async fn spill(&self, result: Value) -> Result<Value, ArtifactError> {
+    pub(crate) async fn spill(&self, result: Value) -> Result<Value, ArtifactsError> {
         let Value::Object(mut result) = result else { return Ok(result) };
         let threshold = self.artifacts.threshold();
         let mut size = presa_tasks::json_len(&result);
@@ -48,6 +50,7 @@ impl RunArtifacts {
             let Some((i, len)) = blocks.pop() else { break };
             let Some(block) = result.get_mut("content").and_then(|c| c.get_mut(i)) else { break };
             let Some(payload) = payload(block, i) else { continue };
+            self.check_quota(payload.bytes.len() as u64).await?;
             let meta = self.write(payload.bytes, &payload.mime).await?;
             let mut replacement = link(&meta, &payload.name);
             if let Some(a) = block.get("annotations") {
@@ -61,6 +64,7 @@ impl RunArtifacts {
             && presa_tasks::json_len(structured) >= MIN_SPILL_BYTES
         {
             let bytes = Bytes::from(serde_json::to_vec(structured).unwrap_or_default());
+            self.check_quota(bytes.len() as u64).await?;
             let meta = self.write(bytes, "application/json").await?;
             result.remove("structuredContent");
             let content = result.entry("content").or_insert_with(|| Value::Array(Vec::new()));
@@ -69,7 +73,7 @@ impl RunArtifacts {
             }
             let meta_entry = result.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
             if let Value::Object(m) = meta_entry {
-                m.insert(META_STRUCTURED.into(), Value::String(uri(&meta.key)));
+                m.insert(META_STRUCTURED.into(), Value::String(uri(uri_key(&meta.key))));
             }
         }
         Ok(Value::Object(result))
@@ -156,21 +160,26 @@ mod tests {
     use presa_artifacts::ArtifactConfig;
     use serde_json::json;
 
+    use presa_store::Scope;
     use presa_tasks::TaskId;
 
     use super::*;
+
+    fn scope() -> Scope {
+        Scope::anonymous()
+    }
     use crate::artifacts::{Artifacts, META_DOWNLOAD, META_SHA256, key_of};
 
     fn run(dir: &std::path::Path, threshold: usize) -> RunArtifacts {
         let url = format!("file://{}", dir.display());
         let artifacts = Artifacts::new(ArtifactConfig::new(url).open().expect("store")).with_threshold(threshold);
-        RunArtifacts::new(artifacts, &TaskId::from_wire("p00.t"))
+        RunArtifacts::new(artifacts, &Scope::anonymous(), &TaskId::from_wire("p00.t"))
     }
 
     async fn read(a: &RunArtifacts, link: &Value) -> Vec<u8> {
         use futures::TryStreamExt;
         let key = key_of(link["uri"].as_str().expect("uri")).expect("an artifact uri");
-        let read = a.artifacts.store().open(key, None).await.expect("open");
+        let read = a.artifacts.store().open(&crate::artifacts::stored_key(&scope(), key), None).await.expect("open");
         read.stream.try_collect::<Vec<Bytes>>().await.expect("bytes").concat()
     }
 
@@ -205,7 +214,7 @@ mod tests {
         assert_eq!(image["size"], 9000);
         assert_eq!(read(&a, image).await, png, "the artifact holds the decoded bytes");
         let key = key_of(image["uri"].as_str().unwrap()).unwrap();
-        assert!(key.starts_with(&format!("{}/", a.prefix)), "{key}");
+        assert!(a.prefix.ends_with(&format!("/{}", key.rsplit_once('/').unwrap().0)), "{key} under {}", a.prefix);
         assert_eq!(image["_meta"][META_DOWNLOAD], format!("artifacts/{key}"));
         assert_eq!(image["_meta"][META_SHA256].as_str().map(str::len), Some(64));
     }
@@ -237,8 +246,11 @@ mod tests {
     async fn a_failed_run_leaves_nothing_behind() {
         let dir = tempfile::tempdir().expect("dir");
         let store = ArtifactConfig::new(format!("file://{}", dir.path().display())).with_max_bytes(5000).open();
-        let a =
-            RunArtifacts::new(Artifacts::new(store.expect("store")).with_threshold(1000), &TaskId::from_wire("p00.t"));
+        let a = RunArtifacts::new(
+            Artifacts::new(store.expect("store")).with_threshold(1000),
+            &scope(),
+            &TaskId::from_wire("p00.t"),
+        );
         // The image goes first (its base64 is the biggest block) and fits;
         // the text's 5500 bytes do not: the image's artifact must go too.
         let result = json!({ "content": [
@@ -246,11 +258,13 @@ mod tests {
             { "type": "image", "data": STANDARD.encode(vec![1u8; 4500]), "mimeType": "image/png" },
         ]});
         let err = a.spill(result).await.expect_err("too large");
-        assert!(matches!(err, ArtifactError::TooLarge { .. }), "{err}");
-        let written: Vec<_> = futures::StreamExt::collect::<Vec<_>>(a.artifacts.store().list("p00.t")).await;
+        assert!(matches!(err, ArtifactsError::Store(ArtifactError::TooLarge { .. })), "{err}");
+        let written: Vec<_> =
+            futures::StreamExt::collect::<Vec<_>>(a.artifacts.store().list(&crate::artifacts::owner(&scope()))).await;
         assert_eq!(written.len(), 1, "the image was written before the text failed: {written:?}");
         a.discard().await;
-        let left: Vec<_> = futures::StreamExt::collect::<Vec<_>>(a.artifacts.store().list("p00.t")).await;
+        let left: Vec<_> =
+            futures::StreamExt::collect::<Vec<_>>(a.artifacts.store().list(&crate::artifacts::owner(&scope()))).await;
         assert!(left.is_empty(), "{left:?}");
     }
 

@@ -16,7 +16,7 @@ use presa_store::TaskStore;
 use presa_tasks::TaskId;
 use tokio_util::sync::CancellationToken;
 
-use super::{Artifacts, task_of};
+use super::{Artifacts, task_of, uri_key};
 
 /// How old an orphan's newest object must be before it is swept.
 pub const SWEEP_GRACE: Duration = Duration::from_secs(60);
@@ -37,8 +37,9 @@ pub async fn sweep(artifacts: &Artifacts, tasks: &dyn TaskStore, grace: Duration
     let mut newest: HashMap<String, SystemTime> = HashMap::new();
     let mut listed = store.list("");
     while let Some(a) = listed.try_next().await? {
-        if let Some(task) = task_of(&a.key) {
-            let at = newest.entry(task.as_str().to_owned()).or_insert(a.last_modified);
+        // `<owner>/<taskId>/…`: one entry per owner and task.
+        if let (Some((owner, _)), Some(task)) = (a.key.split_once('/'), task_of(uri_key(&a.key))) {
+            let at = newest.entry(format!("{owner}/{task}")).or_insert(a.last_modified);
             *at = (*at).max(a.last_modified);
         }
     }
@@ -48,7 +49,7 @@ pub async fn sweep(artifacts: &Artifacts, tasks: &dyn TaskStore, grace: Duration
         if now.duration_since(at).unwrap_or_default() < grace {
             continue;
         }
-        match tasks.load(&TaskId::from_wire(task.as_str())).await {
+        match tasks.load(&TaskId::from_wire(uri_key(&task))).await {
             Ok(None) => swept.removed += store.delete_prefix(&task).await?,
             Ok(Some(_)) => {}
             Err(e) => tracing::debug!(error = %e, task, "sweeper: the task store did not answer; next time"),

@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use super::{Admitted, Server, invalid, required_str};
-use crate::{artifacts::ArtifactReadError, catalog::ResourceError, error::ServerError};
+use crate::{artifacts::ArtifactsError, catalog::ResourceError, error::ServerError};
 
 /// The most values one `completion/complete` answer carries (the spec's cap).
 const MAX_COMPLETION_VALUES: usize = 100;
@@ -50,7 +50,7 @@ impl Server {
                     Ok(json!({ "contents": [item], "ttlMs": self.config().read_ttl_ms, "cacheScope": "private" }))
                 }
                 Ok(None) => Err(not_found()),
-                Err(e @ ArtifactReadError::TooBig { .. }) => Err(ServerError::InvalidParams(e.to_string())),
+                Err(e @ ArtifactsError::TooBig { .. }) => Err(ServerError::InvalidParams(e.to_string())),
                 Err(e) if e.is_retryable() => Err(ServerError::Unavailable(e.to_string())),
                 Err(e) => Err(ServerError::Internal(e.to_string())),
             };

@@ -43,7 +43,7 @@ pub use config::WorkerConfig;
 use lease::keep_lease;
 
 use crate::{
-    artifacts::{RunArtifacts, artifact_error_object},
+    artifacts::{ArtifactsError, RunArtifacts, artifact_error_object},
     context::{Invocation, TaskRun, ToolContext},
     core::{Core, Outcome, internal_error},
     node::Node,
@@ -208,7 +208,8 @@ impl Worker {
         };
         let store = self.core.store().clone();
         let cancel = CancellationToken::new();
-        let artifacts = self.core.artifacts().map(|a| Arc::new(RunArtifacts::new(a.clone(), &claim.task.id)));
+        let task = &claim.task;
+        let artifacts = self.core.artifacts().map(|a| Arc::new(RunArtifacts::new(a.clone(), &task.scope, &task.id)));
         let ctx = self.context_for(&claim, slot, cancel.clone(), artifacts.clone());
         let keeper = tokio::spawn(Box::pin(
             keep_lease(store.clone(), claim.clone(), self.config.lease, cancel.clone()).instrument(span.clone()),
@@ -431,14 +432,14 @@ const SPILL_ATTEMPTS: u32 = 3;
 /// [`RunArtifacts::spill`], tried again (after 1 s, then 2 s) while the
 /// artifact store fails in a way retrying may fix: the tool's work is done,
 /// and a blip must not lose it.
-async fn spill_patiently(run: &RunArtifacts, result: Value) -> Result<Value, presa_artifacts::ArtifactError> {
+async fn spill_patiently(run: &RunArtifacts, result: Value) -> Result<Value, ArtifactsError> {
     if presa_tasks::json_len(&result) <= run.artifacts.threshold() {
         return Ok(result);
     }
     let mut attempt = 1;
     loop {
         match run.spill(result.clone()).await {
-            Err(e) if e.is_retryable() && attempt < SPILL_ATTEMPTS => {
+            Err(ArtifactsError::Store(e)) if e.is_retryable() && attempt < SPILL_ATTEMPTS => {
                 tracing::info!(error = %e, attempt, "storing the result's artifacts failed; trying again");
                 tokio::time::sleep(Duration::from_secs(u64::from(attempt))).await;
                 attempt += 1;
