@@ -6,7 +6,7 @@ use std::{
 };
 
 use anyhow::Context;
-use presa_client::{CallOutcome, Client, Task, TaskStatus};
+use presa_client::{CallOutcome, Client, Status, Task};
 use serde_json::{Map, Value, json};
 
 use crate::{
@@ -83,7 +83,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<u8> {
             let task = client.get_task(id).await?;
             if cli.json {
                 output::json_line(&task.0);
-            } else if task.status() == TaskStatus::Cancelled {
+            } else if task.status() == Status::Cancelled {
                 println!("Task {id} cancelled");
             } else {
                 println!("Task {id} had already ended: {}", status_line(&task));

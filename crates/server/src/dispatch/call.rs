@@ -17,7 +17,10 @@
 use std::collections::BTreeMap;
 
 use futures::StreamExt;
-use presa_protocol::meta::{IDEMPOTENCY_KEY_META, RequestMeta};
+use presa_protocol::{
+    ResultType,
+    meta::{IDEMPOTENCY_KEY_META, RequestMeta},
+};
 use presa_store::{Created, Idempotency, Limit, NewTask, StoreError, util::now_ms};
 use presa_tasks::{Status, Work, json_len, wire};
 use presa_telemetry::{metrics, propagation};
@@ -199,7 +202,7 @@ impl Server {
         if !missing.is_empty() {
             return Err(ServerError::MissingCapability(Value::Object(missing)));
         }
-        let mut r = json!({ "resultType": "input_required" });
+        let mut r = json!({ "resultType": ResultType::InputRequired });
         if !requests.is_empty() {
             r["inputRequests"] = json!(requests);
         }
