@@ -32,19 +32,22 @@ use std::{
     time::Duration,
 };
 
+use presa_protocol::meta::LogLevel;
 use rmcp::{
     ClientHandler, RoleClient,
     model::{
-        ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
-        ElicitResult, ErrorCode, Implementation, ListRootsResult, LoggingMessageNotificationParam,
-        ProgressNotificationParam, ProtocolVersion,
+        ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult, ErrorCode,
+        Implementation, ListRootsResult, LoggingMessageNotificationParam, ProgressNotificationParam, ProtocolVersion,
     },
     service::{ClientLifecycleMode, NotificationContext, RequestContext, RunningService, serve_client_with_lifecycle},
 };
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::config::{Endpoint, Protocol};
+use crate::{
+    config::{Endpoint, Protocol},
+    convert::{client_answer, client_capabilities, log_level, to_json},
+};
 
 mod child;
 
@@ -100,8 +103,8 @@ pub enum Event {
     },
     /// `notifications/message`.
     Log {
-        /// The level (`info`, `warning`…).
-        level: String,
+        /// The level.
+        level: LogLevel,
         /// The data.
         data: Value,
     },
@@ -162,25 +165,15 @@ impl Relay {
     }
 }
 
-fn decode<T: serde::de::DeserializeOwned>(v: Value, what: &str) -> Result<T, rmcp::ErrorData> {
-    serde_json::from_value(v).map_err(|e| {
-        rmcp::ErrorData::new(ErrorCode::INVALID_PARAMS, format!("the client's {what} answer is malformed: {e}"), None)
-    })
-}
-
-fn encode(v: &impl serde::Serialize) -> Value {
-    serde_json::to_value(v).unwrap_or(Value::Null)
-}
-
 impl ClientHandler for Relay {
     async fn create_elicitation(
         &self,
         request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, rmcp::ErrorData> {
-        match self.ask("elicitation/create", encode(&request)).await {
-            Some(answer) => decode(answer?, "elicitation"),
-            None => decode(serde_json::json!({ "action": "decline" }), "elicitation"),
+        match self.ask("elicitation/create", to_json(&request)).await {
+            Some(answer) => client_answer(answer?, "elicitation"),
+            None => client_answer(serde_json::json!({ "action": "decline" }), "elicitation"),
         }
     }
 
@@ -189,8 +182,8 @@ impl ClientHandler for Relay {
         params: CreateMessageRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, rmcp::ErrorData> {
-        match self.ask("sampling/createMessage", encode(&params)).await {
-            Some(answer) => decode(answer?, "sampling"),
+        match self.ask("sampling/createMessage", to_json(&params)).await {
+            Some(answer) => client_answer(answer?, "sampling"),
             None => Err(rmcp::ErrorData::new(
                 ErrorCode::INVALID_REQUEST,
                 "sampling is only answered during a tool call",
@@ -201,7 +194,7 @@ impl ClientHandler for Relay {
 
     async fn list_roots(&self, _context: RequestContext<RoleClient>) -> Result<ListRootsResult, rmcp::ErrorData> {
         match self.ask("roots/list", serde_json::json!({})).await {
-            Some(answer) => decode(answer?, "roots"),
+            Some(answer) => client_answer(answer?, "roots"),
             // Roots are a caller's; outside a call there is none. An error
             // (not an empty list) keeps an upstream that caches roots from
             // caching "none" and makes it ask again during the call that needs them.
@@ -223,8 +216,7 @@ impl ClientHandler for Relay {
         params: LoggingMessageNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let level = encode(&params.level).as_str().unwrap_or("info").to_string();
-        self.tell(Event::Log { level, data: params.data });
+        self.tell(Event::Log { level: log_level(params.level), data: params.data });
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -240,16 +232,8 @@ impl ClientHandler for Relay {
     }
 
     fn get_info(&self) -> ClientConfig {
-        // Every question is passed on to presa's caller, who answers it (or
-        // not); an upstream that speaks Tasks may answer with a task, which the
-        // gateway follows.
-        let capabilities: ClientCapabilities = serde_json::from_value(serde_json::json!({
-            "elicitation": {}, "sampling": {}, "roots": {},
-            "extensions": { "io.modelcontextprotocol/tasks": {} },
-        }))
-        .unwrap_or_default();
         let mut info = ClientConfig::default();
-        info.capabilities = capabilities;
+        info.capabilities = client_capabilities();
         info.client_info = Implementation::new("presa-gateway", env!("CARGO_PKG_VERSION"));
         info
     }
