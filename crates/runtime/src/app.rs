@@ -34,6 +34,17 @@ pub enum RuntimeError {
     /// The settings do not work together.
     #[error("{0}")]
     Config(String),
+    /// A start-up check refused the settings ([`crate::auth::check_listen`] and the others).
+    #[error(transparent)]
+    Refused(#[from] crate::auth::CheckError),
+    /// The key read from `--state-secret-file` is refused.
+    #[error("{source} (read from --state-secret-file {})", path.display())]
+    StateSecretFile {
+        /// Why.
+        source: crate::auth::CheckError,
+        /// The file.
+        path: std::path::PathBuf,
+    },
     /// Telemetry could not be set up.
     #[error("setting up telemetry: {0}")]
     Telemetry(#[from] presa_telemetry::TelemetryError),
@@ -265,6 +276,8 @@ fn report(result: Result<(), RuntimeError>) -> ExitCode {
         // Settings that do not work together: a usage error, like an invalid flag.
         Err(
             e @ (RuntimeError::Config(_)
+            | RuntimeError::Refused(_)
+            | RuntimeError::StateSecretFile { .. }
             | RuntimeError::SecretFile(_)
             | RuntimeError::Storage(StorageError::SecretFile(_))),
         ) => {
