@@ -10,6 +10,7 @@
 //! - [`method`]: [`Method`], every request method presa answers, named once.
 //! - [`limit`]: [`Limit`], every limit a request can be refused for, and how a refusal answers.
 //! - [`task`]: a task's [`Status`] and a result's [`ResultType`].
+//! - [`result`]: the results the dispatcher answers with, as types.
 //!
 //! Invariant: serialising any type here yields single-line JSON (serde_json's
 //! compact writer), which some clients parse line by line.
@@ -20,6 +21,7 @@ pub mod jsonrpc;
 pub mod limit;
 pub mod meta;
 pub mod method;
+pub mod result;
 pub mod task;
 
 pub use limit::Limit;
