@@ -124,7 +124,8 @@ async fn arguments(client: &Client, args: &crate::CallArgs) -> anyhow::Result<Ma
         .iter()
         .find(|t| t["name"] == args.tool.as_str())
         .ok_or_else(|| usage(format!("the server has no tool named {:?} (`presa tools` lists them)", args.tool)))?;
-    let typed = presa_client::schema::parse_assignments(&tool["inputSchema"], &args.assignments).map_err(usage)?;
+    let typed = presa_client::schema::parse_assignments(&tool["inputSchema"], &args.assignments)
+        .map_err(|e| usage(e.to_string()))?;
     out.extend(typed);
     Ok(out)
 }
