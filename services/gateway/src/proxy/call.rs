@@ -18,7 +18,7 @@ use super::{
     CALLER_META, MAX_ROUNDS, ProxyTool,
     answer::{rpc, service_error},
     question_key,
-    status::{Status, log_text, progress_text},
+    status::{StatusPace, log_text, progress_text},
 };
 use crate::{
     convert::{Retry, bad_params, call_params, input_requests, tool_output},
@@ -106,7 +106,7 @@ impl Call<'_> {
         lease.running(Some(id.clone()));
         let response = handle.await_response();
         tokio::pin!(response);
-        let mut status = Status { interval: self.tool.timings.status_interval, last: None, pending: None };
+        let mut status = StatusPace { interval: self.tool.timings.status_interval, last: None, pending: None };
         let cancel = self.ctx.cancellation();
         loop {
             let flush_at = status.deadline();
@@ -146,7 +146,7 @@ impl Call<'_> {
         }
     }
 
-    async fn on_event(&mut self, event: Event, status: &mut Status) -> Result<(), ToolError> {
+    async fn on_event(&mut self, event: Event, status: &mut StatusPace) -> Result<(), ToolError> {
         match event {
             Event::Progress { progress, total, message } => {
                 self.ctx.progress(progress, total, message.as_deref());
