@@ -57,6 +57,39 @@ pub struct JwtConfig {
     pub min_refresh: Duration,
 }
 
+/// Why a bearer JWT is refused; its text goes to the client in `error_description`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TokenError {
+    /// Not a JWT, or signed with an algorithm presa does not accept.
+    #[error("malformed token or unsupported algorithm")]
+    Malformed,
+    /// No key of the JWKS fits the token's `kid` and `alg` (even after a refetch).
+    #[error("no key for this token's kid and alg")]
+    NoKey,
+    /// `exp` has passed (beyond the leeway).
+    #[error("token expired")]
+    Expired,
+    /// `nbf` is still to come (beyond the leeway).
+    #[error("token not yet valid")]
+    NotYetValid,
+    /// `iss` is not the configured issuer.
+    #[error("wrong issuer")]
+    WrongIssuer,
+    /// The configured audience is not in `aud`.
+    #[error("token not issued for this resource (aud)")]
+    WrongAudience,
+    /// The signature does not verify.
+    #[error("bad signature")]
+    BadSignature,
+    /// A claim presa needs is missing or empty (`sub`, the tenant claim…).
+    #[error("no {0} claim")]
+    MissingClaim(String),
+    /// Invalid for another reason.
+    #[error("invalid token")]
+    Invalid,
+}
+
 /// The `jwt` authenticator.
 #[derive(Debug)]
 pub struct JwtAuthenticator {
@@ -77,21 +110,21 @@ impl JwtAuthenticator {
     }
 
     /// The caller a token names, or why it is refused (sent in `error_description`).
-    pub async fn verify(&self, token: &str) -> Result<Caller, String> {
+    pub async fn verify(&self, token: &str) -> Result<Caller, TokenError> {
         self.verify_until(token).await.map(|a| a.caller)
     }
 
     /// [`JwtAuthenticator::verify`], and until when the token is accepted:
     /// its `exp` plus the leeway.
-    pub async fn verify_until(&self, token: &str) -> Result<Authenticated, String> {
-        let header = decode_header(token).map_err(|_| "malformed token or unsupported algorithm".to_string())?;
+    pub async fn verify_until(&self, token: &str) -> Result<Authenticated, TokenError> {
+        let header = decode_header(token).map_err(|_| TokenError::Malformed)?;
         let kid = header.kid.as_deref();
         let key = match select(&self.jwks.current(), kid, header.alg) {
             Some(key) => key,
             None => {
                 // Maybe the issuer rotated its keys: refetch (rate limited), then look again.
                 self.jwks.refresh().await;
-                select(&self.jwks.current(), kid, header.alg).ok_or("no key for this token's kid and alg")?
+                select(&self.jwks.current(), kid, header.alg).ok_or(TokenError::NoKey)?
             }
         };
         let mut validation = Validation::new(header.alg);
@@ -109,14 +142,18 @@ impl JwtAuthenticator {
         Ok(Authenticated { expires_at, ..Authenticated::new(caller) })
     }
 
-    fn caller(&self, claims: &Map<String, Value>) -> Result<Caller, String> {
-        let subject = claims.get("sub").and_then(Value::as_str).filter(|s| !s.is_empty()).ok_or("no sub claim")?;
+    fn caller(&self, claims: &Map<String, Value>) -> Result<Caller, TokenError> {
+        let subject = claims
+            .get("sub")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| TokenError::MissingClaim("sub".into()))?;
         let tenant_claim = &self.config.tenant_claim;
         let tenant = claims
             .get(tenant_claim)
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
-            .ok_or_else(|| format!("no {tenant_claim} claim"))?;
+            .ok_or_else(|| TokenError::MissingClaim(tenant_claim.clone()))?;
         let scopes = match (claims.get("scope"), claims.get("scp")) {
             (Some(Value::String(s)), _) => s.split_whitespace().map(str::to_string).collect(),
             (_, Some(Value::Array(a))) => a.iter().filter_map(Value::as_str).map(str::to_string).collect(),
@@ -127,16 +164,16 @@ impl JwtAuthenticator {
     }
 }
 
-fn describe(e: &jsonwebtoken::errors::Error) -> String {
+fn describe(e: &jsonwebtoken::errors::Error) -> TokenError {
     use jsonwebtoken::errors::ErrorKind;
     match e.kind() {
-        ErrorKind::ExpiredSignature => "token expired".into(),
-        ErrorKind::ImmatureSignature => "token not yet valid".into(),
-        ErrorKind::InvalidIssuer => "wrong issuer".into(),
-        ErrorKind::InvalidAudience => "token not issued for this resource (aud)".into(),
-        ErrorKind::InvalidSignature => "bad signature".into(),
-        ErrorKind::MissingRequiredClaim(c) => format!("no {c} claim"),
-        _ => "invalid token".into(),
+        ErrorKind::ExpiredSignature => TokenError::Expired,
+        ErrorKind::ImmatureSignature => TokenError::NotYetValid,
+        ErrorKind::InvalidIssuer => TokenError::WrongIssuer,
+        ErrorKind::InvalidAudience => TokenError::WrongAudience,
+        ErrorKind::InvalidSignature => TokenError::BadSignature,
+        ErrorKind::MissingRequiredClaim(c) => TokenError::MissingClaim(c.clone()),
+        _ => TokenError::Invalid,
     }
 }
 
@@ -155,7 +192,7 @@ impl Authenticator for JwtAuthenticator {
         let token = self.challenge.bearer(parts)?;
         self.verify_until(token).await.map_err(|why| {
             tracing::debug!(%why, "bearer token refused");
-            self.challenge.invalid_token(&why)
+            self.challenge.invalid_token(&why.to_string())
         })
     }
 }

@@ -13,7 +13,8 @@
 //!   failures into [`Error`]s a person can act on.
 //! - [`sse`]: reading JSON-RPC messages from a `text/event-stream` body.
 //! - [`task`]: the shapes a client handles: [`Task`] snapshots, their
-//!   [`TaskStatus`], and the three outcomes of `tools/call` ([`CallOutcome`]).
+//!   [`Status`] (`presa-protocol`'s, re-exported), and the three outcomes of
+//!   `tools/call` ([`CallOutcome`]).
 //! - [`follow`](mod@follow): following tasks to the end: `subscriptions/listen` when the
 //!   server offers it, re-subscribing when the stream drops, polling
 //!   `tasks/get` at `pollIntervalMs` otherwise.
@@ -37,4 +38,5 @@ pub use admin::AdminClient;
 pub use client::{Client, DOWNLOAD_META};
 pub use error::Error;
 pub use follow::{FollowEvent, FollowOptions, Following, follow};
-pub use task::{CallOutcome, Task, TaskStatus};
+pub use presa_protocol::{ResultType, Status};
+pub use task::{CallOutcome, Task};

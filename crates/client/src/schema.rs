@@ -4,6 +4,48 @@
 
 use serde_json::{Map, Value};
 
+/// Why a `key=value` argument does not fit its tool's `inputSchema`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ArgumentError {
+    /// The text has no `=`.
+    #[error("{0:?} is not key=value (for example seconds=2)")]
+    NotAssignment(String),
+    /// An `integer` property got something else.
+    #[error("expected an integer, got {0:?}")]
+    NotInteger(String),
+    /// A `number` property got something else.
+    #[error("expected a number, got {0:?}")]
+    NotNumber(String),
+    /// A `boolean` property got something else.
+    #[error("expected true or false, got {0:?}")]
+    NotBoolean(String),
+    /// An `array` or `object` property got text that is not JSON.
+    #[error("expected a JSON {kind}: {reason}")]
+    NotJson {
+        /// `array` or `object`.
+        kind: String,
+        /// What the JSON parser said.
+        reason: String,
+    },
+    /// An `array` or `object` property got JSON of another kind.
+    #[error("expected a JSON {kind}, got {value}")]
+    WrongJson {
+        /// `array` or `object`.
+        kind: String,
+        /// What it got.
+        value: Value,
+    },
+    /// The value of `key` does not fit.
+    #[error("{key}: {problem}")]
+    Key {
+        /// The property.
+        key: String,
+        /// What is wrong with its value.
+        problem: Box<ArgumentError>,
+    },
+}
+
 /// The JSON type a schema property declares (the first non-null of a type list).
 fn declared_type(prop: &Value) -> Option<&str> {
     match &prop["type"] {
@@ -17,12 +59,12 @@ fn declared_type(prop: &Value) -> Option<&str> {
 /// Type `raw` (the text after `key=`) with the property's schema: numbers,
 /// integers and booleans are parsed, arrays and objects read as JSON, strings
 /// taken as they are. Without a declared type, JSON is tried, then a string.
-pub fn typed_value(prop: Option<&Value>, raw: &str) -> Result<Value, String> {
+pub fn typed_value(prop: Option<&Value>, raw: &str) -> Result<Value, ArgumentError> {
     let ty = prop.and_then(declared_type);
     match ty {
         Some("string") => Ok(Value::String(raw.to_string())),
         Some("integer") => {
-            raw.trim().parse::<i64>().map(Value::from).map_err(|_| format!("expected an integer, got {raw:?}"))
+            raw.trim().parse::<i64>().map(Value::from).map_err(|_| ArgumentError::NotInteger(raw.to_string()))
         }
         Some("number") => match raw.trim().parse::<i64>() {
             Ok(i) => Ok(Value::from(i)),
@@ -32,29 +74,30 @@ pub fn typed_value(prop: Option<&Value>, raw: &str) -> Result<Value, String> {
                 .ok()
                 .and_then(serde_json::Number::from_f64)
                 .map(Value::Number)
-                .ok_or_else(|| format!("expected a number, got {raw:?}")),
+                .ok_or_else(|| ArgumentError::NotNumber(raw.to_string())),
         },
         Some("boolean") => match raw.trim().to_ascii_lowercase().as_str() {
             "true" | "yes" | "y" | "1" | "on" => Ok(Value::Bool(true)),
             "false" | "no" | "n" | "0" | "off" => Ok(Value::Bool(false)),
-            _ => Err(format!("expected true or false, got {raw:?}")),
+            _ => Err(ArgumentError::NotBoolean(raw.to_string())),
         },
         Some(t @ ("array" | "object")) => {
-            let v: Value = serde_json::from_str(raw).map_err(|e| format!("expected a JSON {t}: {e}"))?;
+            let v: Value = serde_json::from_str(raw)
+                .map_err(|e| ArgumentError::NotJson { kind: t.to_string(), reason: e.to_string() })?;
             let ok = if t == "array" { v.is_array() } else { v.is_object() };
-            if ok { Ok(v) } else { Err(format!("expected a JSON {t}, got {v}")) }
+            if ok { Ok(v) } else { Err(ArgumentError::WrongJson { kind: t.to_string(), value: v }) }
         }
         _ => Ok(serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()))),
     }
 }
 
 /// Parse `key=value` assignments against an object schema (`inputSchema`).
-pub fn parse_assignments(schema: &Value, pairs: &[String]) -> Result<Map<String, Value>, String> {
+pub fn parse_assignments(schema: &Value, pairs: &[String]) -> Result<Map<String, Value>, ArgumentError> {
     let mut out = Map::new();
     for pair in pairs {
-        let (key, raw) =
-            pair.split_once('=').ok_or_else(|| format!("{pair:?} is not key=value (for example seconds=2)"))?;
-        let value = typed_value(schema["properties"].get(key), raw).map_err(|e| format!("{key}: {e}"))?;
+        let (key, raw) = pair.split_once('=').ok_or_else(|| ArgumentError::NotAssignment(pair.clone()))?;
+        let value = typed_value(schema["properties"].get(key), raw)
+            .map_err(|e| ArgumentError::Key { key: key.to_string(), problem: Box::new(e) })?;
         out.insert(key.to_string(), value);
     }
     Ok(out)
@@ -271,7 +314,8 @@ mod tests {
             json!({ "version": "1.0", "step_seconds": 0.5, "count": 3, "dry": true,
             "tags": ["a", "b"], "opts": { "x": 1 }, "free": 42, "other": "hi" })
         );
-        assert!(parse_assignments(&schema(), &["count=x".into()]).unwrap_err().starts_with("count:"));
+        let e = parse_assignments(&schema(), &["count=x".into()]).unwrap_err();
+        assert_eq!(e.to_string(), r#"count: expected an integer, got "x""#);
         assert!(parse_assignments(&schema(), &["tags={}".into()]).is_err());
         assert!(parse_assignments(&schema(), &["novalue".into()]).is_err());
         assert_eq!(typed_value(Some(&json!({ "type": "number" })), "1").unwrap(), json!(1));

@@ -1,61 +1,12 @@
 //! The shapes a Tasks client handles: task snapshots (`DetailedTask`, as
 //! returned by `tasks/get`, the `tools/call` task result and
-//! `notifications/tasks`), their status, and the outcomes of `tools/call`.
+//! `notifications/tasks`), their status (`presa-protocol`'s [`Status`]), and
+//! the outcomes of `tools/call`.
 
-use std::{fmt, time::Duration};
+use std::time::Duration;
 
+use presa_protocol::{ResultType, Status};
 use serde_json::{Map, Value};
-
-/// A task's status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TaskStatus {
-    /// Running.
-    Working,
-    /// Waiting for the client to answer `inputRequests` (with `tasks/update`).
-    InputRequired,
-    /// Finished; `result` holds the `CallToolResult` (which may have `isError`).
-    Completed,
-    /// The request failed; `error` holds the JSON-RPC error.
-    Failed,
-    /// Cancelled.
-    Cancelled,
-}
-
-impl TaskStatus {
-    /// The status named `s` on the wire.
-    pub fn parse(s: &str) -> Option<TaskStatus> {
-        Some(match s {
-            "working" => TaskStatus::Working,
-            "input_required" => TaskStatus::InputRequired,
-            "completed" => TaskStatus::Completed,
-            "failed" => TaskStatus::Failed,
-            "cancelled" => TaskStatus::Cancelled,
-            _ => return None,
-        })
-    }
-
-    /// Its wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskStatus::Working => "working",
-            TaskStatus::InputRequired => "input_required",
-            TaskStatus::Completed => "completed",
-            TaskStatus::Failed => "failed",
-            TaskStatus::Cancelled => "cancelled",
-        }
-    }
-
-    /// Whether the task will never change again.
-    pub fn is_terminal(self) -> bool {
-        matches!(self, TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled)
-    }
-}
-
-impl fmt::Display for TaskStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// One snapshot of a task, kept as the JSON the server sent (so nothing is
 /// lost when it is printed), with typed accessors.
@@ -77,8 +28,8 @@ impl Task {
     }
 
     /// `status` (an unknown status reads as `working`: not terminal, keep following).
-    pub fn status(&self) -> TaskStatus {
-        self.0["status"].as_str().and_then(TaskStatus::parse).unwrap_or(TaskStatus::Working)
+    pub fn status(&self) -> Status {
+        self.0["status"].as_str().and_then(Status::parse).unwrap_or(Status::Working)
     }
 
     /// `statusMessage`.
@@ -144,9 +95,9 @@ pub enum CallOutcome {
 impl CallOutcome {
     /// Classify a `tools/call` result by its `resultType`.
     pub fn from_result(result: Value) -> Result<CallOutcome, crate::Error> {
-        match result["resultType"].as_str() {
-            Some("task") => Ok(CallOutcome::Task(Task::from_value(result)?)),
-            Some("input_required") => Ok(CallOutcome::InputRequired {
+        match ResultType::of(&result) {
+            Some(ResultType::Task) => Ok(CallOutcome::Task(Task::from_value(result)?)),
+            Some(ResultType::InputRequired) => Ok(CallOutcome::InputRequired {
                 input_requests: result["inputRequests"].as_object().cloned().unwrap_or_default(),
                 request_state: result.get("requestState").filter(|s| !s.is_null()).cloned(),
             }),
@@ -164,7 +115,7 @@ mod tests {
     #[test]
     fn classifies_call_results() {
         let t = CallOutcome::from_result(json!({ "resultType": "task", "taskId": "a", "status": "working" })).unwrap();
-        assert!(matches!(t, CallOutcome::Task(ref t) if t.id() == "a" && t.status() == TaskStatus::Working));
+        assert!(matches!(t, CallOutcome::Task(ref t) if t.id() == "a" && t.status() == Status::Working));
         let i = CallOutcome::from_result(json!({ "resultType": "input_required",
             "inputRequests": { "k": {} }, "requestState": "s" }))
         .unwrap();
@@ -181,6 +132,6 @@ mod tests {
         let a = Task(json!({ "taskId": "a", "status": "working", "_meta": { "x": 1 } }));
         let b = Task(json!({ "taskId": "a", "status": "working", "_meta": { "x": 2 } }));
         assert_eq!(a.substance(), b.substance());
-        assert!(TaskStatus::Cancelled.is_terminal() && !TaskStatus::InputRequired.is_terminal());
+        assert!(Status::Cancelled.is_terminal() && !Status::InputRequired.is_terminal());
     }
 }

@@ -9,6 +9,8 @@
 //! - [`headers`]: Streamable HTTP header names and the `=?base64?…?=` codec.
 //! - [`method`]: [`Method`], every request method presa answers, named once.
 //! - [`limit`]: [`Limit`], every limit a request can be refused for, and how a refusal answers.
+//! - [`task`]: a task's [`Status`] and a result's [`ResultType`].
+//! - [`result`]: the results the dispatcher answers with, as types.
 //!
 //! Invariant: serialising any type here yields single-line JSON (serde_json's
 //! compact writer), which some clients parse line by line.
@@ -19,10 +21,13 @@ pub mod jsonrpc;
 pub mod limit;
 pub mod meta;
 pub mod method;
+pub mod result;
+pub mod task;
 
 pub use limit::Limit;
 pub use method::{Method, UnknownMethod};
 use serde_json::json;
+pub use task::{ResultType, Status};
 
 /// The one protocol revision this server speaks.
 pub const PROTOCOL_VERSION: &str = "2026-07-28";

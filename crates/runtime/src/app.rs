@@ -34,6 +34,17 @@ pub enum RuntimeError {
     /// The settings do not work together.
     #[error("{0}")]
     Config(String),
+    /// A start-up check refused the settings ([`crate::auth::check_listen`] and the others).
+    #[error(transparent)]
+    Refused(#[from] crate::auth::CheckError),
+    /// The key read from `--state-secret-file` is refused.
+    #[error("{source} (read from --state-secret-file {})", path.display())]
+    StateSecretFile {
+        /// Why.
+        source: crate::auth::CheckError,
+        /// The file.
+        path: std::path::PathBuf,
+    },
     /// Telemetry could not be set up.
     #[error("setting up telemetry: {0}")]
     Telemetry(#[from] presa_telemetry::TelemetryError),
@@ -108,12 +119,9 @@ impl App {
 
     /// The API process, or with a first argument `worker`, the worker process.
     pub async fn run(self) -> ExitCode {
-        let mut args: Vec<OsString> = std::env::args_os().collect();
-        if args.get(1).is_some_and(|a| a == "worker") {
-            args.remove(1);
-            self.worker_with(args).await
-        } else {
-            self.api_with(args).await
+        match Process::from_args(std::env::args_os().collect()) {
+            (Process::Worker, args) => self.worker_with(args).await,
+            (Process::Api, args) => self.api_with(args).await,
         }
     }
 
@@ -183,6 +191,56 @@ impl Checked {
     }
 }
 
+/// Which process a command line asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Process {
+    /// The API process (`presa-api`; embedded without `--redis-url`).
+    Api,
+    /// A worker process (`presa-worker`): the first argument is `worker`.
+    Worker,
+}
+
+impl Process {
+    /// The process `args` (the program first) asks for, and its arguments
+    /// without the `worker` that chose it.
+    pub fn from_args(mut args: Vec<OsString>) -> (Process, Vec<OsString>) {
+        if args.get(1).is_some_and(|a| a == "worker") {
+            args.remove(1);
+            (Process::Worker, args)
+        } else {
+            (Process::Api, args)
+        }
+    }
+}
+
+/// Defaults a server gives the runtime's own flags in place of the
+/// runtime's: they apply before parsing, so a flag or its environment
+/// variable still overrides them and `--print-config` shows them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Defaults {
+    /// `--concurrency` (`PRESA_CONCURRENCY`): tool handlers a process runs at once.
+    pub concurrency: Option<usize>,
+}
+
+impl Defaults {
+    /// `--concurrency` defaults to `n`.
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = Some(n);
+        self
+    }
+
+    /// `cmd` with these defaults on the flags it has.
+    fn apply(&self, cmd: clap::Command) -> clap::Command {
+        match self.concurrency {
+            Some(n) if cmd.get_arguments().any(|a| a.get_id() == "concurrency") => {
+                cmd.mut_arg("concurrency", |a| a.default_value(n.to_string()))
+            }
+            _ => cmd,
+        }
+    }
+}
+
 /// Parse `T` from `args` (named after the binary) and the environment,
 /// with `--print-config` and errors that name flag and variable; see
 /// [`config::load_from`]. A server with flags of its own parses a struct that
@@ -192,12 +250,22 @@ pub fn parse_args<T: clap::Parser>(args: &[OsString]) -> T {
     parse(args)
 }
 
+/// [`parse_args`] with the server's own `defaults` for the runtime's flags.
+pub fn parse_args_with<T: clap::Parser>(args: &[OsString], defaults: &Defaults) -> T {
+    config::load_from::<T>(defaults.apply(command::<T>(args)), args)
+}
+
 fn parse<T: clap::Parser>(args: &[OsString]) -> T {
+    config::load_from::<T>(command::<T>(args), args)
+}
+
+/// `T`'s command, named after the binary that runs it.
+fn command<T: clap::Parser>(args: &[OsString]) -> clap::Command {
     let bin = args
         .first()
         .and_then(|a| std::path::Path::new(a).file_name())
         .map_or_else(|| T::command().get_name().to_string(), |n| n.to_string_lossy().into_owned());
-    config::load_from::<T>(T::command().name(bin), args)
+    T::command().name(bin)
 }
 
 /// The process's exit: 0; 2 with the reason on stderr for settings that do
@@ -208,6 +276,8 @@ fn report(result: Result<(), RuntimeError>) -> ExitCode {
         // Settings that do not work together: a usage error, like an invalid flag.
         Err(
             e @ (RuntimeError::Config(_)
+            | RuntimeError::Refused(_)
+            | RuntimeError::StateSecretFile { .. }
             | RuntimeError::SecretFile(_)
             | RuntimeError::Storage(StorageError::SecretFile(_))),
         ) => {
@@ -219,5 +289,34 @@ fn report(result: Result<(), RuntimeError>) -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, clap::Parser)]
+    struct Demo {
+        #[arg(long, env = "PRESA_TEST_DEFAULTS_CONCURRENCY", default_value_t = 64)]
+        concurrency: usize,
+    }
+
+    fn args(a: &[&str]) -> Vec<OsString> {
+        a.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn a_servers_defaults_apply_unless_a_flag_says_otherwise() {
+        let three = Defaults::default().concurrency(3);
+        assert_eq!(parse_args_with::<Demo>(&args(&["demo"]), &three).concurrency, 3);
+        assert_eq!(parse_args_with::<Demo>(&args(&["demo", "--concurrency=5"]), &three).concurrency, 5);
+        assert_eq!(parse_args_with::<Demo>(&args(&["demo"]), &Defaults::default()).concurrency, 64);
+    }
+
+    #[test]
+    fn worker_as_first_argument_chooses_the_worker_process() {
+        assert_eq!(Process::from_args(args(&["s", "worker", "--x"])), (Process::Worker, args(&["s", "--x"])));
+        assert_eq!(Process::from_args(args(&["s", "--x", "worker"])), (Process::Api, args(&["s", "--x", "worker"])));
     }
 }

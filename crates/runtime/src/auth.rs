@@ -1,7 +1,8 @@
 //! Who may call `presa-api`: the `--auth` flags ([`AuthArgs`]) and what they
 //! build ([`Auth`]: the authenticator, the challenge, the RFC 9728 metadata),
 //! plus the start-up refusals that keep a deployment from running open by
-//! mistake ([`check_listen`], [`check_admin`], [`check_state_secret`]).
+//! mistake ([`check_listen`], [`check_admin`], [`check_state_secret`], in
+//! `checks`, each refusal a [`CheckError`]).
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
@@ -11,6 +12,13 @@ use presa_auth::{
     tokens::StaticTokens,
 };
 use presa_http::{Anonymous, Authenticator, Challenge, ResourceMetadata, auth::metadata::metadata_url};
+
+mod checks;
+
+pub use checks::{
+    CheckError, MIN_STATE_SECRET_BYTES, STATE_SECRET_PLACEHOLDER, check_admin, check_listen, check_resource_url,
+    check_state_secret,
+};
 
 /// How callers authenticate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -117,6 +125,9 @@ pub enum AuthConfigError {
     /// A flag is missing or wrong; the message names it.
     #[error("{0}")]
     Invalid(String),
+    /// `--resource-url` cannot be served.
+    #[error(transparent)]
+    Check(#[from] CheckError),
     /// A key or tokens file could not be loaded.
     #[error(transparent)]
     Load(#[from] AuthError),
@@ -128,7 +139,7 @@ impl AuthArgs {
     pub async fn build(&self, tool_scopes: &[String]) -> Result<Auth, AuthConfigError> {
         let invalid = |m: &str| AuthConfigError::Invalid(m.to_string());
         if let Some(url) = &self.resource_url {
-            check_resource_url(url).map_err(AuthConfigError::Invalid)?;
+            check_resource_url(url)?;
         }
         let mut scopes = self.required_scopes.clone();
         for s in tool_scopes {
@@ -225,50 +236,6 @@ impl AuthArgs {
     }
 }
 
-/// `--resource-url` must be an absolute `http(s)://` URL without query or
-/// fragment whose path can be served (its metadata lives at that path, RFC 9728 §3.1).
-pub fn check_resource_url(url: &str) -> Result<(), String> {
-    let lower = url.to_ascii_lowercase();
-    let rest = lower.strip_prefix("https://").or_else(|| lower.strip_prefix("http://"));
-    let authority = rest.map(|r| r.split('/').next().unwrap_or_default()).unwrap_or_default();
-    let path = presa_http::auth::metadata::resource_path(url);
-    if authority.is_empty()
-        || url.contains(['?', '#'])
-        || !(path.is_empty() || presa_http::auth::metadata::routable(path))
-    {
-        return Err(format!(
-            "--resource-url (PRESA_RESOURCE_URL) must be an http(s):// URL without query or fragment, \
-             its path made of plain URL characters: {url}"
-        ));
-    }
-    Ok(())
-}
-
-/// `--auth none` serves everyone as one anonymous principal: only on a
-/// loopback address, unless `--allow-anonymous` says so.
-pub fn check_listen(args: &AuthArgs, listen: SocketAddr) -> Result<(), String> {
-    if args.auth == AuthMode::None && !listen.ip().is_loopback() && !args.allow_anonymous {
-        return Err(format!(
-            "refusing to serve {listen} without authentication: set --auth jwt|tokens (PRESA_AUTH), \
-             or --allow-anonymous (PRESA_ALLOW_ANONYMOUS) to accept every caller as one anonymous principal"
-        ));
-    }
-    Ok(())
-}
-
-/// The admin API without authentication makes every caller an admin of
-/// everything: only on a loopback address (`--allow-anonymous` does not
-/// stretch to it; `--admin off` turns it off).
-pub fn check_admin(args: &AuthArgs, listen: SocketAddr, admin_on: bool) -> Result<(), String> {
-    if admin_on && args.auth == AuthMode::None && !listen.ip().is_loopback() {
-        return Err(format!(
-            "refusing to serve the admin API on {listen} without authentication: set --auth jwt|tokens \
-             (PRESA_AUTH), or --admin off (PRESA_ADMIN)"
-        ));
-    }
-    Ok(())
-}
-
 /// The loopback names a loopback listener accepts in `Host` when
 /// `--allowed-hosts` is not set: a page on any other name (DNS rebinding)
 /// is refused on `/mcp`, the admin API and the console.
@@ -284,27 +251,6 @@ pub fn allowed_hosts(configured: &[String], listen: SocketAddr) -> Vec<String> {
         [] if listen.ip().is_loopback() => LOOPBACK_HOSTS.map(String::from).to_vec(),
         _ => configured.to_vec(),
     }
-}
-
-/// The placeholder of the k8s Secret template: never a key.
-pub const STATE_SECRET_PLACEHOLDER: &str = "CHANGE-ME";
-/// Shortest accepted `PRESA_STATE_SECRET`, in bytes.
-pub const MIN_STATE_SECRET_BYTES: usize = 32;
-
-/// A given `PRESA_STATE_SECRET` must be at least 32 bytes and not the template's placeholder.
-pub fn check_state_secret(secret: &str) -> Result<(), String> {
-    if secret.trim() == STATE_SECRET_PLACEHOLDER {
-        return Err("PRESA_STATE_SECRET (--state-secret) is the template's placeholder: set a real key \
-             (e.g. `openssl rand -base64 48`)"
-            .into());
-    }
-    if secret.len() < MIN_STATE_SECRET_BYTES {
-        return Err(format!(
-            "PRESA_STATE_SECRET (--state-secret) must be at least {MIN_STATE_SECRET_BYTES} bytes \
-             (e.g. `openssl rand -base64 48`)"
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -330,30 +276,6 @@ mod tests {
         assert_eq!(allowed_hosts(&named, at("0.0.0.0:8080")), named);
     }
 
-    #[test]
-    fn anonymous_serving_is_loopback_only_unless_allowed() {
-        let none = Demo::parse_from(["demo"]).auth;
-        assert!(check_listen(&none, "127.0.0.1:8080".parse().unwrap()).is_ok());
-        let e = check_listen(&none, "0.0.0.0:8080".parse().unwrap()).unwrap_err();
-        assert!(e.contains("--auth") && e.contains("--allow-anonymous"), "{e}");
-        let allowed = Demo::parse_from(["demo", "--allow-anonymous"]).auth;
-        assert!(check_listen(&allowed, "0.0.0.0:8080".parse().unwrap()).is_ok());
-        let jwt = Demo::parse_from(["demo", "--auth", "jwt"]).auth;
-        assert!(check_listen(&jwt, "0.0.0.0:8080".parse().unwrap()).is_ok());
-    }
-
-    #[test]
-    fn anonymous_admin_is_loopback_only_even_when_anonymous_is_allowed() {
-        let (public, local) = ("0.0.0.0:8080".parse().unwrap(), "127.0.0.1:8080".parse().unwrap());
-        let allowed = Demo::parse_from(["demo", "--allow-anonymous"]).auth;
-        assert!(check_admin(&allowed, local, true).is_ok());
-        let e = check_admin(&allowed, public, true).unwrap_err();
-        assert!(e.contains("--admin off") && e.contains("--auth"), "{e}");
-        assert!(check_admin(&allowed, public, false).is_ok(), "--admin off");
-        let tokens = Demo::parse_from(["demo", "--auth", "tokens"]).auth;
-        assert!(check_admin(&tokens, public, true).is_ok());
-    }
-
     async fn built(args: &[&str]) -> Auth {
         Demo::parse_from([&["demo"], args].concat()).auth.build(&["deploy".to_string()]).await.unwrap()
     }
@@ -377,24 +299,5 @@ mod tests {
             Some("https://h.example/.well-known/oauth-protected-resource/api/mcp")
         );
         std::fs::remove_file(&file).unwrap();
-    }
-
-    #[test]
-    fn resource_urls_must_be_servable() {
-        for ok in ["https://h.example/mcp", "http://127.0.0.1:8080/api/v1/mcp", "https://h.example"] {
-            assert!(check_resource_url(ok).is_ok(), "{ok}");
-        }
-        for bad in
-            ["h.example/mcp", "ftp://h/mcp", "https:///mcp", "https://h/{id}", "https://h/mcp?x=1", "https://h/mcp#f"]
-        {
-            assert!(check_resource_url(bad).unwrap_err().contains("PRESA_RESOURCE_URL"), "{bad}");
-        }
-    }
-
-    #[test]
-    fn state_secrets_are_long_and_not_the_placeholder() {
-        assert!(check_state_secret("CHANGE-ME").unwrap_err().contains("PRESA_STATE_SECRET"));
-        assert!(check_state_secret("short").unwrap_err().contains("32 bytes"));
-        assert!(check_state_secret(&"k".repeat(32)).is_ok());
     }
 }

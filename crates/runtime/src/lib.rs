@@ -22,7 +22,7 @@ mod worker;
 pub use alloc::Jemalloc;
 pub use alloc::jemalloc_in_use;
 pub use api::ApiArgs;
-pub use app::{App, RuntimeError, parse_args};
+pub use app::{App, Defaults, Process, RuntimeError, parse_args, parse_args_with};
 pub use artifacts::ArtifactArgs;
 pub use storage::{DurabilityLevel, RedisArgs, Storage, StorageError, Switch};
 pub use worker::WorkerArgs;

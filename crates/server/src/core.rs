@@ -6,7 +6,7 @@
 
 use std::{collections::BTreeMap, fmt, sync::Arc};
 
-use presa_protocol::{jsonrpc::ErrorObject, meta::SERVER_INFO_KEY};
+use presa_protocol::{ResultType, jsonrpc::ErrorObject, meta::SERVER_INFO_KEY};
 use presa_store::{Backend, EventBus, TaskStore};
 use serde_json::{Map, Value, json};
 
@@ -125,7 +125,7 @@ impl Core {
             Value::Object(m) => m,
             other => Map::from_iter([("content".to_string(), json!([{ "type": "text", "text": other.to_string() }]))]),
         };
-        result.entry("resultType").or_insert_with(|| json!("complete"));
+        result.entry("resultType").or_insert_with(|| ResultType::Complete.into());
         let info = json!({ "name": self.inner.config.name, "version": self.inner.config.version });
         match result.entry("_meta").or_insert_with(|| json!({})) {
             Value::Object(meta) => {

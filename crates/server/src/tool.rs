@@ -8,7 +8,7 @@ use std::{collections::BTreeMap, fmt, panic::AssertUnwindSafe, sync::Arc};
 
 use futures::FutureExt;
 
-use presa_protocol::jsonrpc::ErrorObject;
+use presa_protocol::{ResultType, jsonrpc::ErrorObject};
 use serde_json::{Map, Value, json};
 
 use crate::context::ToolContext;
@@ -105,7 +105,7 @@ impl ToolOutput {
         match self {
             ToolOutput::Complete(v) => v,
             ToolOutput::InputRequired { requests, .. } => {
-                json!({ "resultType": "input_required", "inputRequests": requests })
+                json!({ "resultType": ResultType::InputRequired, "inputRequests": requests })
             }
         }
     }

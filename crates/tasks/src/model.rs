@@ -7,48 +7,8 @@ use serde_json::{Map, Value};
 
 use crate::TaskId;
 
-/// A task's status on the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    /// The work is running (or queued to run).
-    Working,
-    /// The work is parked until the client answers `inputRequests`.
-    InputRequired,
-    /// Finished with a result (which may carry `isError: true`). Terminal.
-    Completed,
-    /// Finished with a JSON-RPC error. Terminal.
-    Failed,
-    /// Cancelled by the client. Terminal.
-    Cancelled,
-}
-
-impl Status {
-    /// Every status, for exhaustive tests.
-    pub const ALL: [Status; 5] =
-        [Status::Working, Status::InputRequired, Status::Completed, Status::Failed, Status::Cancelled];
-
-    /// Terminal statuses never change again.
-    pub fn is_terminal(self) -> bool {
-        matches!(self, Status::Completed | Status::Failed | Status::Cancelled)
-    }
-
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Working => "working",
-            Status::InputRequired => "input_required",
-            Status::Completed => "completed",
-            Status::Failed => "failed",
-            Status::Cancelled => "cancelled",
-        }
-    }
-
-    /// Parse a wire name.
-    pub fn parse(s: &str) -> Option<Status> {
-        Status::ALL.into_iter().find(|st| st.as_str() == s)
-    }
-}
+/// A task's status on the wire: the one in `presa-protocol` (`crates/protocol/src/task.rs`).
+pub use presa_protocol::Status;
 
 /// Who owns a task. Every task method and subscription is authorised against
 /// it; another scope's task is indistinguishable from an unknown one.

@@ -17,7 +17,10 @@ use std::{
     time::{Duration, UNIX_EPOCH},
 };
 
-use presa_protocol::meta::{RELATED_TASK_KEY, SUBSCRIPTION_ID_KEY};
+use presa_protocol::{
+    ResultType,
+    meta::{RELATED_TASK_KEY, SUBSCRIPTION_ID_KEY},
+};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -108,7 +111,7 @@ where
 /// The `CreateTaskResult` for a freshly created task.
 pub fn create_result(task: &Task) -> Map<String, Value> {
     let mut m = base(&task.into());
-    m.insert("resultType".into(), json!("task"));
+    m.insert("resultType".into(), ResultType::Task.into());
     m
 }
 
@@ -127,7 +130,7 @@ pub fn detailed(task: &Task) -> Map<String, Value> {
 /// The result of `tasks/get`.
 pub fn get_result(task: &Task) -> Map<String, Value> {
     let mut m = detailed(task);
-    m.insert("resultType".into(), json!("complete"));
+    m.insert("resultType".into(), ResultType::Complete.into());
     m
 }
 
@@ -212,7 +215,7 @@ impl GetView {
         let mut result = base(&header);
         let payload = Payload { input_requests: || lean.input_requests, result: || lean.result, error: || lean.error };
         payload.insert_into(&mut result, lean.status);
-        result.insert("resultType".into(), json!("complete"));
+        result.insert("resultType".into(), ResultType::Complete.into());
         Ok(GetView {
             scope: lean.scope,
             tool: lean.work.tool,

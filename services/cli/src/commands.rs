@@ -6,7 +6,7 @@ use std::{
 };
 
 use anyhow::Context;
-use presa_client::{CallOutcome, Client, Task, TaskStatus};
+use presa_client::{CallOutcome, Client, Status, Task};
 use serde_json::{Map, Value, json};
 
 use crate::{
@@ -84,7 +84,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<u8> {
             let task = client.get_task(id).await?;
             if cli.json {
                 output::json_line(&task.0);
-            } else if task.status() == TaskStatus::Cancelled {
+            } else if task.status() == Status::Cancelled {
                 println!("Task {id} cancelled");
             } else {
                 println!("Task {id} had already ended: {}", status_line(&task));
@@ -125,7 +125,8 @@ async fn arguments(client: &Client, args: &crate::CallArgs) -> anyhow::Result<Ma
         .iter()
         .find(|t| t["name"] == args.tool.as_str())
         .ok_or_else(|| usage(format!("the server has no tool named {:?} (`presa tools` lists them)", args.tool)))?;
-    let typed = presa_client::schema::parse_assignments(&tool["inputSchema"], &args.assignments).map_err(usage)?;
+    let typed = presa_client::schema::parse_assignments(&tool["inputSchema"], &args.assignments)
+        .map_err(|e| usage(e.to_string()))?;
     out.extend(typed);
     Ok(out)
 }

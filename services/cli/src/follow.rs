@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use dialoguer::{Select, theme::ColorfulTheme};
-use presa_client::{Client, FollowEvent, FollowOptions, Task, TaskStatus, follow::follow};
+use presa_client::{Client, FollowEvent, FollowOptions, Status, Task, follow::follow};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
@@ -85,7 +85,7 @@ pub(crate) async fn follow_tasks(
             crate::output::json_line(&task.0);
         }
         last.insert(task.id().to_string(), task.clone());
-        if task.status() != TaskStatus::InputRequired {
+        if task.status() != Status::InputRequired {
             continue;
         }
         let id = task.id().to_string();

@@ -4,7 +4,7 @@
 use std::{collections::HashMap, io::IsTerminal, time::Duration};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use presa_client::{Task, TaskStatus};
+use presa_client::{Status, Task};
 
 /// Where plain status lines go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,8 +62,8 @@ impl Live {
             });
             if task.status().is_terminal() {
                 let mark = match task.status() {
-                    TaskStatus::Completed if task.result().is_some_and(|r| r["isError"] == true) => "✗",
-                    TaskStatus::Completed => "✔",
+                    Status::Completed if task.result().is_some_and(|r| r["isError"] == true) => "✗",
+                    Status::Completed => "✔",
                     _ => "✗",
                 };
                 bar.set_style(

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use base64::Engine;
-use presa_client::{Task, TaskStatus};
+use presa_client::{Status, Task};
 use serde_json::Value;
 
 use crate::{exit, input};
@@ -20,11 +20,11 @@ pub(crate) fn result_code(result: &Value) -> u8 {
 /// The exit code of a terminal task.
 pub(crate) fn task_code(task: &Task) -> u8 {
     match task.status() {
-        TaskStatus::Completed => task.result().map_or(exit::OK, result_code),
-        TaskStatus::Failed => exit::FAILED,
-        TaskStatus::Cancelled => exit::CANCELLED,
-        TaskStatus::InputRequired => exit::INPUT_REQUIRED,
-        TaskStatus::Working => exit::OK,
+        Status::Completed => task.result().map_or(exit::OK, result_code),
+        Status::Failed => exit::FAILED,
+        Status::Cancelled => exit::CANCELLED,
+        Status::InputRequired => exit::INPUT_REQUIRED,
+        Status::Working => exit::OK,
     }
 }
 
@@ -149,11 +149,11 @@ pub(crate) fn print_result(result: &Value, dir: &Path, label: &str) -> anyhow::R
 /// artifacts its result links to.
 pub(crate) fn print_outcome(task: &Task, dir: &Path) -> anyhow::Result<Vec<Link>> {
     match task.status() {
-        TaskStatus::Completed => match task.result() {
+        Status::Completed => match task.result() {
             Some(r) => return print_result(r, dir, task.id()),
             None => println!("completed (no result)"),
         },
-        TaskStatus::Failed => {
+        Status::Failed => {
             let e = task.error().cloned().unwrap_or(Value::Null);
             eprintln!(
                 "presa: task {} failed: {} ({})",
@@ -162,7 +162,7 @@ pub(crate) fn print_outcome(task: &Task, dir: &Path) -> anyhow::Result<Vec<Link>
                 e["code"]
             );
         }
-        TaskStatus::Cancelled => eprintln!(
+        Status::Cancelled => eprintln!(
             "presa: task {} was cancelled{}",
             task.id(),
             task.status_message().map(|m| format!(": {m}")).unwrap_or_default()

@@ -19,11 +19,12 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 use presa_server::{
     Catalog, CatalogBuilder, TaskPolicy, Tool, ToolContext, ToolError, catalog::ResourceError, prompt::PromptOutput,
 };
-use rmcp::model::{ClientRequest, ServerResult};
+use rmcp::model::{ClientRequest, ReadResourceRequestParams, ServerResult};
 use serde_json::{Value, json};
 
 use crate::{
     config::{GatewayConfig, PolicyRule, Rerun, ToolRule, UpstreamConfig},
+    convert::{Offers, complete_params, completion_info, descriptors, prompt_output, prompt_params, read_contents},
     pool::Pool,
     proxy::{ProxyTool, upstream_error},
     upstream::UpstreamError,
@@ -80,24 +81,26 @@ pub async fn list(pool: &Arc<Pool>, timeout: Duration) -> Result<Listing, Catalo
     let name = pool.name().to_string();
     let lease = pool.get_within().await.map_err(|source| CatalogError::Upstream { name: name.clone(), source })?;
     let peer = lease.conn().peer().clone();
-    let caps = peer.peer_info().map(|i| serde_json::to_value(&i.capabilities).unwrap_or_default()).unwrap_or_default();
+    let info = peer.peer_info();
+    let offers = Offers::of(info.as_deref().map(|i| &i.capabilities));
     let err = |what: &'static str| {
         let name = name.clone();
         move |e: rmcp::service::ServiceError| CatalogError::List { name, what, message: e.to_string() }
     };
     let listing = async {
         let mut listing = Listing::default();
-        if !caps["tools"].is_null() {
-            listing.tools = values(peer.list_all_tools().await.map_err(err("tools"))?);
+        if offers.tools {
+            listing.tools = descriptors(peer.list_all_tools().await.map_err(err("tools"))?);
         }
-        if !caps["prompts"].is_null() {
-            listing.prompts = values(peer.list_all_prompts().await.map_err(err("prompts"))?);
+        if offers.prompts {
+            listing.prompts = descriptors(peer.list_all_prompts().await.map_err(err("prompts"))?);
         }
-        if !caps["resources"].is_null() {
-            listing.resources = values(peer.list_all_resources().await.map_err(err("resources"))?);
-            listing.templates = values(peer.list_all_resource_templates().await.map_err(err("resource templates"))?);
+        if offers.resources {
+            listing.resources = descriptors(peer.list_all_resources().await.map_err(err("resources"))?);
+            listing.templates =
+                descriptors(peer.list_all_resource_templates().await.map_err(err("resource templates"))?);
         }
-        listing.completions = !caps["completions"].is_null();
+        listing.completions = offers.completions;
         Ok(listing)
     };
     let listing = tokio::time::timeout(timeout, listing).await.unwrap_or_else(|_| {
@@ -112,10 +115,6 @@ pub async fn list(pool: &Arc<Pool>, timeout: Duration) -> Result<Listing, Catalo
         tokio::spawn(conn.close());
     }
     listing
-}
-
-fn values<T: serde::Serialize>(items: Vec<T>) -> Vec<Value> {
-    items.iter().map(|t| serde_json::to_value(t).unwrap_or_default()).collect()
 }
 
 /// The task policy of a listed tool: its rule's, else the upstream's
@@ -226,11 +225,6 @@ fn tool(
     }
 }
 
-/// A request's params from JSON (what presa checked already), or why not.
-fn params<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, ResourceError> {
-    serde_json::from_value(v).map_err(|e| ResourceError::Failed(format!("bad params: {e}")))
-}
-
 /// An upstream failure as the catalog's error: the caller sees what
 /// [`upstream_error`] lets through (capped messages, retryable when it may help).
 fn resource_error(pool: &Pool, e: UpstreamError) -> ResourceError {
@@ -251,13 +245,10 @@ fn reader(
     move |uri, _vars| {
         let pool = pool.clone();
         Box::pin(async move {
-            let request = ClientRequest::ReadResourceRequest(rmcp::model::ReadResourceRequest::new(params(
-                json!({ "uri": uri }),
-            )?));
+            let params = ReadResourceRequestParams::new(uri);
+            let request = ClientRequest::ReadResourceRequest(rmcp::model::ReadResourceRequest::new(params));
             match pool.request(request).await {
-                Ok(ServerResult::ReadResourceResult(r)) => {
-                    Ok(serde_json::to_value(r).unwrap_or_default()["contents"].clone())
-                }
+                Ok(ServerResult::ReadResourceResult(r)) => Ok(read_contents(&r)),
                 Ok(_) => {
                     Err(ResourceError::Failed(format!("upstream {:?} answered resources/read oddly", pool.name())))
                 }
@@ -287,13 +278,11 @@ fn completion(builder: CatalogBuilder, completers: Vec<(String, Arc<Pool>)>) -> 
             if reference["type"] == "ref/prompt" {
                 reference["name"] = json!(&name[prefix.len()..]);
             }
-            let request = ClientRequest::CompleteRequest(rmcp::model::CompleteRequest::new(params(
-                json!({ "ref": reference, "argument": argument }),
-            )?));
+            let params =
+                complete_params(reference, argument).map_err(|e| ResourceError::Failed(format!("bad params: {e}")))?;
+            let request = ClientRequest::CompleteRequest(rmcp::model::CompleteRequest::new(params));
             match pool.request(request).await {
-                Ok(ServerResult::CompleteResult(r)) => {
-                    Ok(serde_json::to_value(r).unwrap_or_default()["completion"].clone())
-                }
+                Ok(ServerResult::CompleteResult(r)) => Ok(completion_info(&r)),
                 Ok(_) => Err(ResourceError::NotFound),
                 Err(e) => Err(resource_error(pool, e)),
             }
@@ -314,11 +303,7 @@ impl presa_server::prompt::PromptHandler for ProxyPrompt {
     /// asks meanwhile gets the fixed answer (a declined elicitation), never
     /// another caller's; given up when the request is cancelled.
     async fn get(&self, ctx: ToolContext, arguments: Value) -> Result<PromptOutput, ToolError> {
-        let mut params = json!({ "name": self.upstream_name });
-        if arguments.as_object().is_some_and(|a| !a.is_empty()) {
-            params["arguments"] = arguments;
-        }
-        let params = serde_json::from_value(params).map_err(|e| ToolError::invalid_params(e.to_string()))?;
+        let params = prompt_params(&self.upstream_name, arguments);
         let request = ClientRequest::GetPromptRequest(rmcp::model::GetPromptRequest::new(params));
         // Given up when the client goes: the request's lease then stops the upstream.
         let cancel = ctx.cancellation();
@@ -333,11 +318,7 @@ impl presa_server::prompt::PromptHandler for ProxyPrompt {
             }
             Err(e) => return Err(upstream_error(&self.pool, e)),
         };
-        let v = serde_json::to_value(result).unwrap_or_default();
-        Ok(PromptOutput::Messages {
-            description: v["description"].as_str().map(str::to_string),
-            messages: v["messages"].as_array().cloned().unwrap_or_default(),
-        })
+        Ok(prompt_output(&result))
     }
 }
 

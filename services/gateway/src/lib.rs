@@ -14,12 +14,14 @@
 //!   or a task: progress to status, questions to input requests, cancellation,
 //!   upstream tasks, the crash policy.
 //! - [`catalog`]: presa's catalog from the upstreams' listings.
+//! - `convert`: every conversion between rmcp's types and presa's, typed, in one place.
 //!
 //! Every presa process (API pod, worker, embedded) holds its own pools: a
 //! worker runs tasks there, an API process plain calls.
 
 pub mod catalog;
 pub mod config;
+mod convert;
 pub mod pool;
 pub mod proxy;
 pub mod upstream;

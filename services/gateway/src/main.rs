@@ -6,7 +6,7 @@ use std::{ffi::OsString, process::ExitCode};
 
 use clap::Parser;
 use presa_gateway::{Gateway, config::GatewayArgs};
-use presa_runtime::{ApiArgs, App, WorkerArgs, parse_args};
+use presa_runtime::{ApiArgs, App, Defaults, Process, WorkerArgs, parse_args_with};
 
 /// The API process (embedded without `--redis-url`).
 #[derive(Debug, Parser)]
@@ -36,21 +36,17 @@ async fn main() -> ExitCode {
     // HTTPS upstreams (feature `tls`): rustls with ring, the provider the rest of presa uses.
     #[cfg(feature = "tls")]
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut args: Vec<OsString> = std::env::args_os().collect();
-    let worker = args.get(1).is_some_and(|a| a == "worker");
-    if worker {
-        args.remove(1);
-    }
-    // A process takes no more tasks than its upstream connections can run,
-    // unless told otherwise: the default goes in before the flags are parsed,
-    // so `--print-config` shows it too.
-    let args = with_default_concurrency(args);
-    let (own, run): (GatewayArgs, Run) = if worker {
-        let cli: WorkerCli = parse_args(&args);
-        (cli.gateway, Run::Worker(Box::new(cli.worker)))
-    } else {
-        let cli: ApiCli = parse_args(&args);
-        (cli.gateway, Run::Api(Box::new(cli.api)))
+    let (process, args) = Process::from_args(std::env::args_os().collect());
+    let defaults = defaults(&args);
+    let (own, run): (GatewayArgs, Run) = match process {
+        Process::Worker => {
+            let cli: WorkerCli = parse_args_with(&args, &defaults);
+            (cli.gateway, Run::Worker(Box::new(cli.worker)))
+        }
+        Process::Api => {
+            let cli: ApiCli = parse_args_with(&args, &defaults);
+            (cli.gateway, Run::Api(Box::new(cli.api)))
+        }
     };
     let Some(gateway) = start(&own).await else { return ExitCode::from(2) };
     let pools = gateway.pools().to_vec();
@@ -86,20 +82,20 @@ fn app(gateway: Gateway) -> App {
     app
 }
 
-/// `args` with `--concurrency <upstream connections>` added when neither the
-/// flag nor `PRESA_CONCURRENCY` sets it (and the upstreams are configured right;
-/// if not, starting says why).
-fn with_default_concurrency(mut args: Vec<OsString>) -> Vec<OsString> {
-    let given = std::env::var_os("PRESA_CONCURRENCY").is_some()
-        || args.iter().any(|a| a.to_str().is_some_and(|a| a == "--concurrency" || a.starts_with("--concurrency=")));
-    let capacity = Own::try_parse_from(&args)
+/// The gateway's defaults for the runtime's flags: a process takes no more
+/// tasks than its upstream connections can run, so `--concurrency` defaults
+/// to their number (when the upstreams are configured right; if not,
+/// starting says why). A flag or `PRESA_CONCURRENCY` still overrides it, and
+/// `--print-config` shows it.
+fn defaults(args: &[OsString]) -> Defaults {
+    let capacity = Own::try_parse_from(args)
         .ok()
         .and_then(|own| own.gateway.resolve().ok())
         .map(|config| config.upstreams.iter().map(|u| u.pool).sum::<usize>());
-    if let (false, Some(capacity)) = (given, capacity) {
-        args.push(format!("--concurrency={capacity}").into());
+    match capacity {
+        Some(n) => Defaults::default().concurrency(n),
+        None => Defaults::default(),
     }
-    args
 }
 
 /// Reach every upstream; on failure say why and give up.

@@ -17,7 +17,7 @@ use std::{
 
 use rmcp::{
     Peer, RoleClient,
-    model::{ClientRequest, RequestId, ServerResult},
+    model::{CancelledNotificationParam, ClientRequest, RequestId, ServerResult},
     service::{PeerRequestOptions, ServiceError},
 };
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
@@ -257,10 +257,8 @@ impl Drop for Lease {
             let grace = self.pool.cancel_grace;
             tracing::info!(upstream = %self.pool.name, request = %id, "call given up; telling the upstream to stop");
             tokio::spawn(async move {
-                let p = serde_json::json!({ "requestId": id, "reason": "cancelled" });
-                if let Ok(p) = serde_json::from_value(p) {
-                    let _ = tokio::time::timeout(grace, conn.peer().notify_cancelled(p)).await;
-                }
+                let p = CancelledNotificationParam::new(Some(id), Some("cancelled".into()));
+                let _ = tokio::time::timeout(grace, conn.peer().notify_cancelled(p)).await;
                 tokio::time::sleep(grace).await;
                 conn.close().await;
             });

@@ -12,7 +12,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use futures::{StreamExt, future::ready};
-use presa_protocol::{Method, TASKS_EXTENSION, codes, jsonrpc::ErrorObject};
+use presa_protocol::{Method, ResultType, TASKS_EXTENSION, codes, jsonrpc::ErrorObject};
 use presa_server::{Admitted, Reply, Server};
 use presa_store::util::now_ms;
 use presa_telemetry::metrics;
@@ -109,7 +109,7 @@ impl Call<'_> {
                 Reply::Error(e) => return Reply::Error(legacy_error(&admitted, e)),
                 other @ (Reply::Stream(_) | Reply::InsufficientScope { .. }) => return other,
             };
-            if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+            if ResultType::of(&result) != Some(ResultType::InputRequired) {
                 strip(&mut result);
                 return Reply::Result(result);
             }

@@ -20,13 +20,12 @@ use crate::{
 pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError> {
     let secret = args.state_secret()?;
     let secret = secret.as_deref();
-    check_listen(&args.auth, args.listen).map_err(RuntimeError::Config)?;
-    check_admin(&args.auth, args.admin_listen.unwrap_or(args.listen), args.admin == Switch::On)
-        .map_err(RuntimeError::Config)?;
+    check_listen(&args.auth, args.listen)?;
+    check_admin(&args.auth, args.admin_listen.unwrap_or(args.listen), args.admin == Switch::On)?;
     if let Some(s) = secret {
-        check_state_secret(s).map_err(|e| match &args.state_secret_file {
-            Some(path) => RuntimeError::Config(format!("{e} (read from --state-secret-file {})", path.display())),
-            None => RuntimeError::Config(e),
+        check_state_secret(s).map_err(|source| match &args.state_secret_file {
+            Some(path) => RuntimeError::StateSecretFile { source, path: path.clone() },
+            None => RuntimeError::Refused(source),
         })?;
     }
     let telemetry = crate::telemetry(&format!("{}-api", app.name), args.log_format)?;

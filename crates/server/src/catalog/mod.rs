@@ -77,6 +77,15 @@ pub enum ResourceError {
 /// `argument`, it returns the `completion` object as a future.
 pub type CompleteFn = Arc<dyn Fn(Value, Value) -> BoxFuture<'static, Result<Value, ResourceError>> + Send + Sync>;
 
+/// Why a tool's arguments do not fit its `inputSchema` ([`RegisteredTool::validate`]):
+/// the first five problems, each at its JSON pointer; shown joined by `; `.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .problems.join("; "))]
+pub struct InvalidArguments {
+    /// `<instance path>: <what is wrong>`, at most five.
+    pub problems: Vec<String>,
+}
+
 /// An invalid catalog entry.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -153,10 +162,10 @@ impl RegisteredTool {
     }
 
     /// Validate arguments; the error lists what is wrong, for an `isError` result.
-    pub fn validate(&self, arguments: &Value) -> Result<(), String> {
-        let errors: Vec<String> =
+    pub fn validate(&self, arguments: &Value) -> Result<(), InvalidArguments> {
+        let problems: Vec<String> =
             self.validator.iter_errors(arguments).take(5).map(|e| format!("{}: {e}", e.instance_path())).collect();
-        if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
+        if problems.is_empty() { Ok(()) } else { Err(InvalidArguments { problems }) }
     }
 }
 

@@ -17,7 +17,11 @@
 use std::collections::BTreeMap;
 
 use futures::StreamExt;
-use presa_protocol::meta::{IDEMPOTENCY_KEY_META, RequestMeta};
+use presa_protocol::{
+    ResultType,
+    meta::{IDEMPOTENCY_KEY_META, RequestMeta},
+    result::{InputRequiredResult, into_value},
+};
 use presa_store::{Created, Idempotency, Limit, NewTask, StoreError, util::now_ms};
 use presa_tasks::{Status, Work, json_len, wire};
 use presa_telemetry::{metrics, propagation};
@@ -199,18 +203,15 @@ impl Server {
         if !missing.is_empty() {
             return Err(ServerError::MissingCapability(Value::Object(missing)));
         }
-        let mut r = json!({ "resultType": "input_required" });
-        if !requests.is_empty() {
-            r["inputRequests"] = json!(requests);
-        }
-        if let Some(state) = state {
+        let request_state = state.map(|state| {
             let expires = now_ms() + self.config().request_state_ttl.as_millis() as u64;
-            r["requestState"] = json!(self.inner.state.seal(binding, state, expires));
-        }
-        if r.get("inputRequests").is_none() && r.get("requestState").is_none() {
+            self.inner.state.seal(binding, state, expires)
+        });
+        let r = InputRequiredResult { result_type: ResultType::InputRequired, input_requests: requests, request_state };
+        if !r.is_valid() {
             return Err(ServerError::Internal("an InputRequiredResult needs inputRequests or requestState".into()));
         }
-        Ok(r)
+        Ok(into_value(r))
     }
 
     /// [`TaskPolicy::After`]: the task's outcome as a plain call's if it

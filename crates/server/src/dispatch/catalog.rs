@@ -4,6 +4,7 @@
 //! the in-request call pool, at most `call_timeout`, stopped when the client
 //! goes away.
 
+use presa_protocol::result::{CacheScope, CompleteResult, List, ListResult, ReadResult};
 use serde_json::{Value, json};
 
 use super::{Admitted, Server, invalid, required_str};
@@ -13,31 +14,31 @@ use crate::{artifacts::ArtifactsError, catalog::ResourceError, error::ServerErro
 const MAX_COMPLETION_VALUES: usize = 100;
 
 impl Server {
-    pub(super) fn list_tools(&self) -> Value {
-        self.list("tools", self.catalog().tools().map(|t| t.descriptor().clone()).collect())
+    pub(super) fn list_tools(&self) -> ListResult {
+        self.list(List::Tools, self.catalog().tools().map(|t| t.descriptor().clone()).collect())
     }
 
-    pub(super) fn list_resources(&self) -> Value {
-        self.list("resources", self.catalog().resources().iter().map(|r| r.descriptor.clone()).collect())
+    pub(super) fn list_resources(&self) -> ListResult {
+        self.list(List::Resources, self.catalog().resources().iter().map(|r| r.descriptor.clone()).collect())
     }
 
-    pub(super) fn list_resource_templates(&self) -> Value {
-        self.list("resourceTemplates", self.catalog().templates().iter().map(|t| t.descriptor.clone()).collect())
+    pub(super) fn list_resource_templates(&self) -> ListResult {
+        self.list(List::ResourceTemplates, self.catalog().templates().iter().map(|t| t.descriptor.clone()).collect())
     }
 
-    pub(super) fn list_prompts(&self) -> Value {
-        self.list("prompts", self.catalog().prompts().iter().map(|p| p.descriptor.clone()).collect())
+    pub(super) fn list_prompts(&self) -> ListResult {
+        self.list(List::Prompts, self.catalog().prompts().iter().map(|p| p.descriptor.clone()).collect())
     }
 
-    /// A list result: the items under `key`, cacheable by anyone for the list TTL.
-    fn list(&self, key: &str, items: Vec<Value>) -> Value {
-        json!({ key: items, "ttlMs": self.config().list_ttl_ms, "cacheScope": "public" })
+    /// A list result: the items, cacheable by anyone for the list TTL.
+    fn list(&self, list: List, items: Vec<Value>) -> ListResult {
+        ListResult { list, items, ttl_ms: self.config().list_ttl_ms }
     }
 
     /// `resources/read`: the reader runs inside the request's bounds
     /// ([`Server::in_request`]: the in-request call pool and `call_timeout`)
     /// and stops when the client goes away.
-    pub(super) async fn read_resource(&self, req: &Admitted) -> Result<Value, ServerError> {
+    pub(super) async fn read_resource(&self, req: &Admitted) -> Result<ReadResult, ServerError> {
         let uri = required_str(&req.params, "uri")?;
         let not_found = || ServerError::InvalidParamsData {
             message: format!("Resource not found: {uri}"),
@@ -46,9 +47,11 @@ impl Server {
         if let (Some(artifacts), Some(_)) = (self.core().artifacts(), crate::artifacts::key_of(uri)) {
             let read = artifacts.read(self.store().as_ref(), &req.caller.scope, uri);
             return match self.in_request(req, until_cancelled(req, read)).await?? {
-                Ok(Some(item)) => {
-                    Ok(json!({ "contents": [item], "ttlMs": self.config().read_ttl_ms, "cacheScope": "private" }))
-                }
+                Ok(Some(item)) => Ok(ReadResult {
+                    contents: Value::Array(vec![item]),
+                    ttl_ms: self.config().read_ttl_ms,
+                    cache_scope: CacheScope::Private,
+                }),
                 Ok(None) => Err(not_found()),
                 Err(e @ ArtifactsError::TooBig { .. }) => Err(ServerError::InvalidParams(e.to_string())),
                 Err(e) if e.is_retryable() => Err(ServerError::Unavailable(e.to_string())),
@@ -59,9 +62,9 @@ impl Server {
             return Err(not_found());
         };
         match self.in_request(req, until_cancelled(req, read)).await?? {
-            Ok(contents) => Ok(json!({
-                "contents": contents, "ttlMs": self.config().read_ttl_ms, "cacheScope": "private",
-            })),
+            Ok(contents) => {
+                Ok(ReadResult { contents, ttl_ms: self.config().read_ttl_ms, cache_scope: CacheScope::Private })
+            }
             Err(ResourceError::NotFound) => Err(not_found()),
             Err(e) => Err(resource_error(e)),
         }
@@ -69,7 +72,7 @@ impl Server {
 
     /// `completion/complete`: the provider runs inside the request's bounds,
     /// as a resource read does; at most [`MAX_COMPLETION_VALUES`] values.
-    pub(super) async fn complete(&self, req: &Admitted) -> Result<Value, ServerError> {
+    pub(super) async fn complete(&self, req: &Admitted) -> Result<CompleteResult, ServerError> {
         let p = &req.params;
         let r#ref = p.get("ref").filter(|v| v.is_object()).ok_or_else(|| invalid("ref must be an object"))?;
         let argument =
@@ -86,7 +89,7 @@ impl Server {
         if let Some(values) = completion.get_mut("values").and_then(Value::as_array_mut) {
             values.truncate(MAX_COMPLETION_VALUES);
         }
-        Ok(json!({ "completion": completion }))
+        Ok(CompleteResult { completion })
     }
 }
 

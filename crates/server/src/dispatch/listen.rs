@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 
 use futures::{StreamExt, future::ready, stream};
-use presa_protocol::{jsonrpc, meta::SUBSCRIPTION_ID_KEY};
+use presa_protocol::{ResultType, jsonrpc, meta::SUBSCRIPTION_ID_KEY};
 use presa_store::{Scope, TaskId, TaskStream};
 use presa_tasks::{id::MAX_TASK_ID_LEN, wire};
 use serde_json::{Map, Value, json};
@@ -93,7 +93,8 @@ impl Server {
                     }
                     None => {
                         *ended = true;
-                        let result = json!({ "resultType": "complete", "_meta": { SUBSCRIPTION_ID_KEY: sub_id } });
+                        let result =
+                            json!({ "resultType": ResultType::Complete, "_meta": { SUBSCRIPTION_ID_KEY: sub_id } });
                         jsonrpc::success(&req_id, core.envelope(result))
                     }
                 };

@@ -30,6 +30,7 @@ use presa_protocol::{
     Method,
     jsonrpc::{ErrorObject, RequestId},
     meta::RequestMeta,
+    result::into_value,
 };
 use presa_store::{Caller, EventBus, Limit, TaskStore};
 use presa_telemetry::metrics;
@@ -210,13 +211,13 @@ impl Server {
     /// Handle one admitted request.
     pub async fn handle(&self, req: &Admitted) -> Reply {
         let result = match req.method {
-            Method::Discover => Ok(self.discover()),
-            Method::ToolsList => Ok(self.list_tools()),
-            Method::ResourcesList => Ok(self.list_resources()),
-            Method::ResourceTemplatesList => Ok(self.list_resource_templates()),
-            Method::PromptsList => Ok(self.list_prompts()),
-            Method::ResourcesRead => self.read_resource(req).await,
-            Method::Complete => self.complete(req).await,
+            Method::Discover => Ok(into_value(self.discover())),
+            Method::ToolsList => Ok(into_value(self.list_tools())),
+            Method::ResourcesList => Ok(into_value(self.list_resources())),
+            Method::ResourceTemplatesList => Ok(into_value(self.list_resource_templates())),
+            Method::PromptsList => Ok(into_value(self.list_prompts())),
+            Method::ResourcesRead => self.read_resource(req).await.map(into_value),
+            Method::Complete => self.complete(req).await.map(into_value),
             Method::ToolsCall => self.call_tool(req).await,
             Method::PromptsGet => self.get_prompt(req).await,
             Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => self.task_method(req).await,

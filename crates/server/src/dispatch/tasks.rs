@@ -5,7 +5,7 @@
 //! an expired one and an unknown one answer alike (`-32602`). Updates and
 //! cancels go through the reducer ([`update_task_within`], bounded in bytes: the task's own limit and its scope's byte quota) as the client.
 
-use presa_protocol::Method;
+use presa_protocol::{Method, ResultType};
 use presa_store::{Limit, StoreError, TaskId, Writer};
 use presa_tasks::{Event, id::MAX_TASK_ID_LEN};
 use presa_telemetry::metrics;
@@ -68,7 +68,7 @@ impl Server {
         let guess = Some(task);
         match update_task_within(self.store().as_ref(), &id, Writer::Client, &event, limits, guess, None).await {
             Ok(Updated::Gone) => Err(unknown()),
-            Ok(_) => Ok(json!({ "resultType": "complete" })),
+            Ok(_) => Ok(json!({ "resultType": ResultType::Complete })),
             Err(UpdateError::Store(e)) => {
                 if let StoreError::Capacity { limit } = e {
                     metrics::refusal(limit);

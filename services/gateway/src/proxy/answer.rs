@@ -6,7 +6,7 @@
 //! carry megabytes to its callers.
 
 use presa_protocol::{codes, jsonrpc::ErrorObject};
-use presa_server::{ToolError, ToolOutput};
+use presa_server::ToolError;
 use rmcp::service::ServiceError;
 use serde_json::json;
 
@@ -83,15 +83,6 @@ pub(super) fn service_error(pool: &Pool, e: ServiceError) -> ToolError {
             rpc(format!("upstream {:?} answered unexpectedly", pool.name()), false)
         }
     }
-}
-
-/// A `CallToolResult` as presa returns it (presa adds `resultType` itself).
-pub(super) fn into_output(result: &impl serde::Serialize) -> ToolOutput {
-    let mut v = serde_json::to_value(result).unwrap_or_else(|_| json!({ "content": [] }));
-    if let Some(o) = v.as_object_mut() {
-        o.remove("resultType");
-    }
-    ToolOutput::Complete(v)
 }
 
 #[cfg(test)]

@@ -5,10 +5,9 @@
 
 use std::time::Duration;
 
-use presa_protocol::meta::LogLevel;
 use presa_server::{ToolContext, ToolError, ToolOutput};
 use rmcp::{
-    model::{CallToolRequest, ClientRequest, ServerResult},
+    model::{CallToolRequest, CancelledNotificationParam, ClientRequest, ServerResult},
     service::PeerRequestOptions,
 };
 use serde_json::{Map, Value, json};
@@ -17,11 +16,15 @@ use tracing::Instrument;
 
 use super::{
     CALLER_META, MAX_ROUNDS, ProxyTool,
-    answer::{into_output, rpc, service_error},
+    answer::{rpc, service_error},
     question_key,
-    status::{Status, log_text, progress_text},
+    status::{StatusPace, log_text, progress_text},
 };
-use crate::{pool::Lease, upstream::Event};
+use crate::{
+    convert::{Retry, bad_params, call_params, input_requests, tool_output},
+    pool::Lease,
+    upstream::Event,
+};
 
 /// One run of a proxied call.
 pub(super) struct Call<'a> {
@@ -42,7 +45,7 @@ impl Call<'_> {
                 self.abandon(lease, self.tool.timings.cancel_grace);
                 Err(e)
             }
-            Ok(Round::Task(task)) => self.follow_task(lease, task).await,
+            Ok(Round::Task(task_id)) => self.follow_task(lease, task_id).await,
             Ok(Round::Done(out)) => {
                 if self.told_roots {
                     self.abandon(lease, Duration::ZERO);
@@ -54,30 +57,21 @@ impl Call<'_> {
 
     /// Call, answering a 2026-07-28 upstream's MRTR rounds, until a result or an upstream task.
     async fn rounds(&mut self, lease: &Lease, arguments: Value) -> Result<Round, Abandon> {
-        let mut params = json!({ "name": self.tool.upstream_name, "arguments": arguments });
+        let mut retry: Option<Retry> = None;
         let name = self.tool.pool.name().to_string();
         for _round in 0..MAX_ROUNDS {
             let span = tracing::info_span!("upstream.call", upstream = %name, tool = %self.tool.upstream_name);
-            match self.once(lease, &params).instrument(span).await? {
-                ServerResult::CallToolResult(r) => return Ok(Round::Done(Ok(into_output(&r)))),
+            match self.once(lease, &arguments, retry.as_ref()).instrument(span).await? {
+                ServerResult::CallToolResult(r) => return Ok(Round::Done(Ok(tool_output(&r)))),
                 ServerResult::InputRequiredResult(r) => {
                     // The upstream call is over; what the caller answers goes into a retry.
-                    let requests = serde_json::to_value(&r.input_requests).unwrap_or_default();
-                    let answers = match self.ask_all(requests).await {
+                    let input_responses = match self.ask_all(input_requests(r.input_requests.as_ref())).await {
                         Ok(a) => a,
                         Err(e) => return Ok(Round::Done(Err(e))),
                     };
-                    params["inputResponses"] = Value::Object(answers);
-                    match r.request_state {
-                        Some(s) => params["requestState"] = json!(s),
-                        None => {
-                            params.as_object_mut().map(|p| p.remove("requestState"));
-                        }
-                    }
+                    retry = Some(Retry { input_responses, request_state: r.request_state });
                 }
-                ServerResult::CreateTaskResult(t) => {
-                    return Ok(Round::Task(serde_json::to_value(&t).unwrap_or_default()));
-                }
+                ServerResult::CreateTaskResult(t) => return Ok(Round::Task(t.task.task_id)),
                 _ => {
                     let e = rpc(format!("upstream {name:?} answered tools/call with something else"), false);
                     return Ok(Round::Done(Err(e)));
@@ -88,9 +82,8 @@ impl Call<'_> {
     }
 
     /// Send one `tools/call` and serve the upstream's events until it answers.
-    async fn once(&mut self, lease: &Lease, params: &Value) -> Result<ServerResult, Abandon> {
+    async fn once(&mut self, lease: &Lease, arguments: &Value, retry: Option<&Retry>) -> Result<ServerResult, Abandon> {
         let conn = lease.conn();
-        let mut params = params.clone();
         // The trace goes on upstream (SEP-414 `traceparent` in `_meta`), and
         // the caller's identity when the operator asked for it.
         let mut meta: Map<String, Value> =
@@ -99,11 +92,8 @@ impl Call<'_> {
             let caller = self.ctx.caller();
             meta.insert(CALLER_META.into(), json!({ "tenant": caller.tenant(), "subject": caller.subject() }));
         }
-        if !meta.is_empty() {
-            params["_meta"] = Value::Object(meta);
-        }
-        let params = serde_json::from_value(params)
-            .map_err(|e| Abandon(ToolError::invalid_params(format!("arguments: {e}"))))?;
+        let params = call_params(&self.tool.upstream_name, arguments.clone(), retry, meta)
+            .map_err(|e| Abandon(bad_params("arguments", &e)))?;
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let (_scope, mut events) = conn.begin_call();
         let options = PeerRequestOptions::with_timeout(self.tool.timings.call_timeout);
@@ -116,7 +106,7 @@ impl Call<'_> {
         lease.running(Some(id.clone()));
         let response = handle.await_response();
         tokio::pin!(response);
-        let mut status = Status { interval: self.tool.timings.status_interval, last: None, pending: None };
+        let mut status = StatusPace { interval: self.tool.timings.status_interval, last: None, pending: None };
         let cancel = self.ctx.cancellation();
         loop {
             let flush_at = status.deadline();
@@ -156,7 +146,7 @@ impl Call<'_> {
         }
     }
 
-    async fn on_event(&mut self, event: Event, status: &mut Status) -> Result<(), ToolError> {
+    async fn on_event(&mut self, event: Event, status: &mut StatusPace) -> Result<(), ToolError> {
         match event {
             Event::Progress { progress, total, message } => {
                 self.ctx.progress(progress, total, message.as_deref());
@@ -165,8 +155,7 @@ impl Call<'_> {
                 }
             }
             Event::Log { level, data } => {
-                let lvl = LogLevel::parse(&level).unwrap_or(LogLevel::Info);
-                self.ctx.log(lvl, self.tool.pool.name(), data.clone());
+                self.ctx.log(level, self.tool.pool.name(), data.clone());
                 if let Some(m) = status.offer(log_text(&data)) {
                     self.ctx.set_status(m).await?;
                 }
@@ -189,10 +178,8 @@ impl Call<'_> {
             ToolError::NeedInput(_) => "the caller must answer first".to_string(),
             other => other.to_string(),
         };
-        let params = json!({ "requestId": id, "reason": reason });
-        if let Ok(p) = serde_json::from_value(params) {
-            let _ = lease.conn().peer().notify_cancelled(p).await;
-        }
+        let p = CancelledNotificationParam::new(Some(id), Some(reason));
+        let _ = lease.conn().peer().notify_cancelled(p).await;
     }
 
     /// Stop using a connection: a call abandoned on it may still be running
@@ -213,8 +200,8 @@ struct Abandon(ToolError);
 enum Round {
     /// With a result or an error; the connection is free.
     Done(Result<ToolOutput, ToolError>),
-    /// The upstream made a task of the call (its `CreateTaskResult`).
-    Task(Value),
+    /// The upstream made a task of the call (its `CreateTaskResult`'s `taskId`).
+    Task(String),
 }
 
 impl From<ToolError> for Abandon {

@@ -25,7 +25,7 @@
 use std::sync::Arc;
 
 use presa_server::{ToolContext, ToolError, ToolHandler, ToolOutput};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::{
@@ -102,7 +102,7 @@ impl ToolHandler for ProxyTool {
         let out = match resume {
             Some(task_id) => {
                 tracing::info!(upstream = %upstream, upstream_task = %task_id, "resuming the upstream's task");
-                call.follow_task(lease, json!({ "taskId": task_id })).await
+                call.follow_task(lease, task_id).await
             }
             None => call.run(lease, arguments).await,
         };
@@ -123,6 +123,8 @@ impl ToolHandler for ProxyTool {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]

@@ -33,8 +33,7 @@ pub fn question_key(n: usize, method: &str, params: &Value) -> String {
 impl Call<'_> {
     /// Ask a 2026-07-28 upstream's input requests (by its keys) and return
     /// the answers by the same keys.
-    pub(super) async fn ask_all(&mut self, requests: Value) -> Result<Map<String, Value>, ToolError> {
-        let Value::Object(requests) = requests else { return Ok(Map::new()) };
+    pub(super) async fn ask_all(&mut self, requests: Map<String, Value>) -> Result<Map<String, Value>, ToolError> {
         let mut ours = BTreeMap::new();
         let mut theirs = Vec::new();
         for (their_key, request) in requests {

@@ -6,15 +6,16 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::time::Instant;
 
-/// Status messages from upstream progress, at most one per interval.
+/// Status messages from upstream progress, at most one per interval (not a
+/// task's `Status`: the pace of its `statusMessage`).
 #[derive(Debug)]
-pub(super) struct Status {
+pub(super) struct StatusPace {
     pub(super) interval: Duration,
     pub(super) last: Option<Instant>,
     pub(super) pending: Option<String>,
 }
 
-impl Status {
+impl StatusPace {
     pub(super) fn offer(&mut self, message: String) -> Option<String> {
         let now = Instant::now();
         if self.last.is_none_or(|l| now.duration_since(l) >= self.interval) {
@@ -58,7 +59,7 @@ mod tests {
 
     #[tokio::test]
     async fn status_messages_are_rate_limited_and_the_last_is_kept() {
-        let mut s = Status { interval: Duration::from_millis(20), last: None, pending: None };
+        let mut s = StatusPace { interval: Duration::from_millis(20), last: None, pending: None };
         assert_eq!(s.offer("1".into()).as_deref(), Some("1"));
         assert_eq!(s.offer("2".into()), None);
         assert_eq!(s.offer("3".into()), None);

@@ -231,11 +231,13 @@ mod tests {
         let cut = br#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"cut sho"#;
         let wrong = br#"{"jsonrpc":"1.0","id":"r-7","result":{}}"#;
         for (bad, id) in [(&cut[..], json!(7)), (&wrong[..], json!("r-7"))] {
-            let error: Value = serde_json::from_slice(&screen_answer(bad).expect("replaced")).unwrap();
+            let replaced = screen_answer(bad).expect("replaced");
+            let error: Value = serde_json::from_slice(&replaced).unwrap();
             assert_eq!(error["id"], id);
             assert_eq!(error["error"]["code"], -32603);
             assert!(error["error"]["message"].as_str().unwrap().contains("not valid MCP"), "{error}");
-            let parsed: RxJsonRpcMessage<RoleClient> = serde_json::from_value(error).unwrap();
+            // What rmcp's reader makes of the same bytes.
+            let parsed: RxJsonRpcMessage<RoleClient> = serde_json::from_slice(&replaced).unwrap();
             assert!(matches!(parsed, rmcp::model::JsonRpcMessage::Error(_)));
         }
         assert_eq!(screen_answer(br#"{"jsonrpc":"2.0","id":7,"method":"elicitation/create","params":"#), None);

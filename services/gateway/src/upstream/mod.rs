@@ -21,35 +21,28 @@
 //! cannot forge or flood presa's log lines. Its stdout is screened on its way
 //! to rmcp ([`screen_answer`]): an answer rmcp could not parse fails its
 //! request at once instead of leaving it to wait out its timeout.
+//!
+//! By part: `relay` routes what the upstream sends to the running call,
+//! `child` keeps a stdio child's environment, stderr and stdout in hand.
 
-// Sampling, roots and logging are deprecated in 2026-07-28 (SEP-2577), and
-// the 2025-11-25 servers the gateway fronts still use them.
-#![allow(deprecated)]
-
-use std::{
-    process::Stdio,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{process::Stdio, sync::Arc, time::Duration};
 
 use rmcp::{
-    ClientHandler, RoleClient,
-    model::{
-        ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
-        ElicitResult, ErrorCode, Implementation, ListRootsResult, LoggingMessageNotificationParam,
-        ProgressNotificationParam, ProtocolVersion,
-    },
-    service::{ClientLifecycleMode, NotificationContext, RequestContext, RunningService, serve_client_with_lifecycle},
+    RoleClient,
+    model::ProtocolVersion,
+    service::{ClientLifecycleMode, RunningService, serve_client_with_lifecycle},
 };
-use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use crate::config::{Endpoint, Protocol};
 
 mod child;
+mod relay;
 
 pub use child::{STDERR_LINE_MAX, child_env, escape_log_line, screen_answer};
 use child::{log_stderr, screen_stdout};
+use relay::Current;
+pub use relay::{EVENTS_BOUND, Event, Events, Relay};
 
 /// Why an upstream could not be reached or answered badly.
 #[derive(Debug, thiserror::Error)]
@@ -84,175 +77,6 @@ pub enum UpstreamError {
         /// How long the request waited.
         waited: Duration,
     },
-}
-
-/// What the upstream sent during a call, for the call.
-#[derive(Debug)]
-pub enum Event {
-    /// `notifications/progress` for the call's progress token.
-    Progress {
-        /// Progress so far.
-        progress: f64,
-        /// The total, if known.
-        total: Option<f64>,
-        /// A message.
-        message: Option<String>,
-    },
-    /// `notifications/message`.
-    Log {
-        /// The level (`info`, `warning`…).
-        level: String,
-        /// The data.
-        data: Value,
-    },
-    /// A request to the client; the call answers on `reply`.
-    Question {
-        /// `elicitation/create`, `sampling/createMessage` or `roots/list`.
-        method: &'static str,
-        /// Its params.
-        params: Value,
-        /// The client's result, or an error for the upstream.
-        reply: oneshot::Sender<Result<Value, String>>,
-    },
-}
-
-/// The receiving end of a call's [`Event`]s.
-pub type Events = mpsc::Receiver<Event>;
-
-/// Events one call's channel holds before progress and log lines are dropped.
-pub const EVENTS_BOUND: usize = 256;
-
-#[derive(Debug, Default)]
-struct Current {
-    events: Option<mpsc::Sender<Event>>,
-}
-
-/// The rmcp client handler of one connection: routes what the upstream sends
-/// to the call running on it, if any.
-#[derive(Debug, Clone)]
-pub struct Relay {
-    current: Arc<Mutex<Current>>,
-    /// Notified when the upstream says a list (tools, prompts, resources) changed.
-    lists_changed: Arc<tokio::sync::Notify>,
-}
-
-impl Relay {
-    fn sender(&self) -> Option<mpsc::Sender<Event>> {
-        self.current.lock().ok()?.events.clone()
-    }
-
-    /// Hand progress or a log line to the current call, if any; dropped
-    /// when its channel is full.
-    fn tell(&self, event: Event) {
-        if let Some(events) = self.sender() {
-            let _ = events.try_send(event);
-        }
-    }
-
-    async fn ask(&self, method: &'static str, params: Value) -> Option<Result<Value, rmcp::ErrorData>> {
-        let events = self.sender()?;
-        let (reply, answer) = oneshot::channel();
-        // A question is never dropped: it waits for room.
-        events.send(Event::Question { method, params, reply }).await.ok()?;
-        Some(match answer.await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(message)) => Err(rmcp::ErrorData::new(ErrorCode::INTERNAL_ERROR, message, None)),
-            Err(_) => Err(rmcp::ErrorData::new(ErrorCode::INTERNAL_ERROR, "the call ended before an answer", None)),
-        })
-    }
-}
-
-fn decode<T: serde::de::DeserializeOwned>(v: Value, what: &str) -> Result<T, rmcp::ErrorData> {
-    serde_json::from_value(v).map_err(|e| {
-        rmcp::ErrorData::new(ErrorCode::INVALID_PARAMS, format!("the client's {what} answer is malformed: {e}"), None)
-    })
-}
-
-fn encode(v: &impl serde::Serialize) -> Value {
-    serde_json::to_value(v).unwrap_or(Value::Null)
-}
-
-impl ClientHandler for Relay {
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, rmcp::ErrorData> {
-        match self.ask("elicitation/create", encode(&request)).await {
-            Some(answer) => decode(answer?, "elicitation"),
-            None => decode(serde_json::json!({ "action": "decline" }), "elicitation"),
-        }
-    }
-
-    async fn create_message(
-        &self,
-        params: CreateMessageRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<CreateMessageResult, rmcp::ErrorData> {
-        match self.ask("sampling/createMessage", encode(&params)).await {
-            Some(answer) => decode(answer?, "sampling"),
-            None => Err(rmcp::ErrorData::new(
-                ErrorCode::INVALID_REQUEST,
-                "sampling is only answered during a tool call",
-                None,
-            )),
-        }
-    }
-
-    async fn list_roots(&self, _context: RequestContext<RoleClient>) -> Result<ListRootsResult, rmcp::ErrorData> {
-        match self.ask("roots/list", serde_json::json!({})).await {
-            Some(answer) => decode(answer?, "roots"),
-            // Roots are a caller's; outside a call there is none. An error
-            // (not an empty list) keeps an upstream that caches roots from
-            // caching "none" and makes it ask again during the call that needs them.
-            None => Err(rmcp::ErrorData::new(
-                ErrorCode::INVALID_REQUEST,
-                "roots are only answered during a tool call (they are the caller's)",
-                None,
-            )),
-        }
-    }
-
-    async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
-        // One request at a time per connection: any progress is the current call's.
-        self.tell(Event::Progress { progress: params.progress, total: params.total, message: params.message });
-    }
-
-    async fn on_logging_message(
-        &self,
-        params: LoggingMessageNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        let level = encode(&params.level).as_str().unwrap_or("info").to_string();
-        self.tell(Event::Log { level, data: params.data });
-    }
-
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.lists_changed.notify_one();
-    }
-
-    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.lists_changed.notify_one();
-    }
-
-    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.lists_changed.notify_one();
-    }
-
-    fn get_info(&self) -> ClientConfig {
-        // Every question is passed on to presa's caller, who answers it (or
-        // not); an upstream that speaks Tasks may answer with a task, which the
-        // gateway follows.
-        let capabilities: ClientCapabilities = serde_json::from_value(serde_json::json!({
-            "elicitation": {}, "sampling": {}, "roots": {},
-            "extensions": { "io.modelcontextprotocol/tasks": {} },
-        }))
-        .unwrap_or_default();
-        let mut info = ClientConfig::default();
-        info.capabilities = capabilities;
-        info.client_info = Implementation::new("presa-gateway", env!("CARGO_PKG_VERSION"));
-        info
-    }
 }
 
 /// The HTTP client of an upstream connection. rmcp's default turns
