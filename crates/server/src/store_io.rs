@@ -4,9 +4,9 @@
 //! - `store_call` / `store_call_at`: one store operation in a client span
 //!   (`store.<op>`), its failures counted, whatever the backend.
 //! - [`update_task_within`]: load (or start from a guess), reduce,
-//!   compare-and-set (a worker's last write as `TaskStore::conclude`, which
+//!   compare-and-set (a worker's last write as `WorkQueue::conclude`, which
 //!   removes the work of a write that ends the task, or for a poison task
-//!   `TaskStore::conclude_dead`, which records its dead letter too), retry from the task the
+//!   `WorkQueue::conclude_dead`, which records its dead letter too), retry from the task the
 //!   refusal returned. The reducer
 //!   decides; the store only persists with a CAS. Conflicts (a concurrent
 //!   `tasks/update`, a cancel) are retried on the fresh record; a worker whose
@@ -17,7 +17,7 @@
 
 use std::{future::Future, time::Duration};
 
-use presa_store::{Cas, Claim, StoreError, TaskId, TaskStore, Writer, util::now_ms};
+use presa_store::{Cas, Claim, StoreError, TaskId, TaskStore, WorkQueue, Writer, util::now_ms};
 use presa_tasks::{Event, Task, apply};
 use presa_telemetry::metrics;
 use tracing::{Instrument, field::Empty};
@@ -60,8 +60,10 @@ pub(crate) enum UpdateError {
 const MAX_ATTEMPTS: usize = 32;
 
 /// A worker's last write ([`update_task_within`]'s `concluding`).
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub(crate) struct Concluding<'a> {
+    /// The queue the claim is of.
+    pub(crate) queue: &'a dyn WorkQueue,
     /// The claim the write ends.
     pub(crate) claim: &'a Claim,
     /// For a poison task: why it died, recorded in its dead letter with the write.
@@ -113,9 +115,9 @@ impl WriteLimits {
 /// which the next attempt starts from.
 ///
 /// `concluding`: the writer's claim, for a worker's last write: it is made
-/// with [`TaskStore::conclude`], so an `Applied` write that ends the task has
+/// with [`WorkQueue::conclude`], so an `Applied` write that ends the task has
 /// removed the claim's work too; for a poison task with
-/// [`TaskStore::conclude_dead`], which also records its dead letter.
+/// [`WorkQueue::conclude_dead`], which also records its dead letter.
 pub(crate) async fn update_task_within(
     store: &dyn TaskStore,
     id: &TaskId,
@@ -159,10 +161,10 @@ pub(crate) async fn update_task_within(
             Ok(Some(next)) => return Err(UpdateError::TooLarge { bytes: size(&next), limit: max_bytes }),
         };
         let write = match concluding {
-            Some(Concluding { claim, dead: Some(reason) }) => {
-                store_call("conclude_dead", store.conclude_dead(&next, claim, reason)).await
+            Some(Concluding { queue, claim, dead: Some(reason) }) => {
+                store_call("conclude_dead", queue.conclude_dead(&next, claim, reason)).await
             }
-            Some(Concluding { claim, dead: None }) => store_call("conclude", store.conclude(&next, claim)).await,
+            Some(Concluding { queue, claim, dead: None }) => store_call("conclude", queue.conclude(&next, claim)).await,
             None => store_call("transition", store.transition_within(&next, writer, limits.max_bytes_per_scope)).await,
         };
         match write? {

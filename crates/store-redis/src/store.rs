@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use presa_store::{
-    Cas, Claim, CreateLimits, Created, DeadLetter, DeadLetterFilter, DeadLetterPage, EventBus, EventStream, GetView,
-    Idempotency, NewTask, PartitionStats, Scope, StoreError, Task, TaskId, TaskStore, TaskStream, Writer,
+    Cas, Claim, CreateLimits, Created, DeadLetter, DeadLetterFilter, DeadLetterPage, DeadLetters, EventBus,
+    EventStream, GetView, Idempotency, NewTask, PartitionStats, Scope, StoreError, Task, TaskId, TaskStore, TaskStream,
+    WorkQueue, Writer,
 };
 use redis::Value;
 
@@ -162,6 +163,33 @@ impl TaskStore for RedisStore {
         self.write(next, writer, None, quota, None).await
     }
 
+    async fn watch_claimed(&self, id: &TaskId) -> Result<TaskStream, StoreError> {
+        self.inner.claimed.start(&self.inner.hub, &self.inner.keys).await?;
+        Ok(self.inner.claimed.watch(id))
+    }
+
+    async fn watch(&self, ids: &[TaskId]) -> Result<TaskStream, StoreError> {
+        let channels: Vec<String> = ids.iter().filter_map(|id| self.inner.keys.events(id)).collect();
+        if channels.is_empty() {
+            // Ids that name no task never change.
+            return Ok(Box::pin(futures::stream::pending()));
+        }
+        let sub = self.inner.hub.subscribe(channels).await?;
+        Ok(Box::pin(sub.filter_map(|d| async move {
+            let d = d.ok()?;
+            match decode(&d.payload) {
+                Ok(task) => Some(task),
+                Err(e) => {
+                    tracing::warn!(channel = %d.channel, error = %e, "undecodable task snapshot");
+                    None
+                }
+            }
+        })))
+    }
+}
+
+#[async_trait::async_trait]
+impl WorkQueue for RedisStore {
     async fn conclude(&self, next: &Task, claim: &Claim) -> Result<Cas, StoreError> {
         // A receipt that is not this store's (never, from its own claims)
         // leaves the work to the claims that find the task ended.
@@ -173,32 +201,6 @@ impl TaskStore for RedisStore {
         let entry = self.locate(claim).ok().map(|(_, _, entry)| entry);
         let letter = next.status.is_terminal().then(|| DeadLetter::of(claim, reason, next.updated_at_ms));
         self.write(next, claim.writer(), entry.as_deref(), None, letter.as_ref()).await
-    }
-
-    async fn dead_letters(
-        &self,
-        filter: &DeadLetterFilter,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<DeadLetterPage, StoreError> {
-        self.list_dead(filter, after, limit).await
-    }
-
-    async fn dead_letter(&self, tenant: &str, id: &TaskId) -> Result<Option<DeadLetter>, StoreError> {
-        self.read_dead(tenant, id).await
-    }
-
-    async fn mark_dead_letter_replayed(
-        &self,
-        tenant: &str,
-        id: &TaskId,
-        new: &TaskId,
-    ) -> Result<Option<TaskId>, StoreError> {
-        self.mark_dead(tenant, id, new).await
-    }
-
-    async fn discard_dead_letter(&self, tenant: &str, id: &TaskId) -> Result<bool, StoreError> {
-        self.discard_dead(tenant, id).await
     }
 
     async fn claim_fair(
@@ -251,29 +253,34 @@ impl TaskStore for RedisStore {
     async fn work_stats(&self) -> Result<Vec<PartitionStats>, StoreError> {
         Ok(self.partition_stats().await?)
     }
+}
 
-    async fn watch_claimed(&self, id: &TaskId) -> Result<TaskStream, StoreError> {
-        self.inner.claimed.start(&self.inner.hub, &self.inner.keys).await?;
-        Ok(self.inner.claimed.watch(id))
+#[async_trait::async_trait]
+impl DeadLetters for RedisStore {
+    async fn dead_letters(
+        &self,
+        filter: &DeadLetterFilter,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<DeadLetterPage, StoreError> {
+        self.list_dead(filter, after, limit).await
     }
 
-    async fn watch(&self, ids: &[TaskId]) -> Result<TaskStream, StoreError> {
-        let channels: Vec<String> = ids.iter().filter_map(|id| self.inner.keys.events(id)).collect();
-        if channels.is_empty() {
-            // Ids that name no task never change.
-            return Ok(Box::pin(futures::stream::pending()));
-        }
-        let sub = self.inner.hub.subscribe(channels).await?;
-        Ok(Box::pin(sub.filter_map(|d| async move {
-            let d = d.ok()?;
-            match decode(&d.payload) {
-                Ok(task) => Some(task),
-                Err(e) => {
-                    tracing::warn!(channel = %d.channel, error = %e, "undecodable task snapshot");
-                    None
-                }
-            }
-        })))
+    async fn dead_letter(&self, tenant: &str, id: &TaskId) -> Result<Option<DeadLetter>, StoreError> {
+        self.read_dead(tenant, id).await
+    }
+
+    async fn mark_dead_letter_replayed(
+        &self,
+        tenant: &str,
+        id: &TaskId,
+        new: &TaskId,
+    ) -> Result<Option<TaskId>, StoreError> {
+        self.mark_dead(tenant, id, new).await
+    }
+
+    async fn discard_dead_letter(&self, tenant: &str, id: &TaskId) -> Result<bool, StoreError> {
+        self.discard_dead(tenant, id).await
     }
 }
 

@@ -17,7 +17,7 @@ use std::{
 };
 
 use common::{NO_LIMITS, TestRedis, config, new_task, raw};
-use presa_store::TaskStore;
+use presa_store::{TaskStore, WorkQueue};
 use presa_store_redis::{RECONNECTS_METRIC, RedisStore};
 use tracing::{
     Level, Subscriber,

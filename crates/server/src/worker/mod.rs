@@ -92,9 +92,9 @@ impl Worker {
                 _ = drain.cancelled() => break,
             };
             let free = slots.free() + 1;
-            let store = self.core.store().clone();
+            let queue = self.core.work().clone();
             let shares = slots.shares();
-            let claim = store.claim_fair(&self.config.id, free, self.config.lease, self.config.claim_wait, &shares);
+            let claim = queue.claim_fair(&self.config.id, free, self.config.lease, self.config.claim_wait, &shares);
             let claimed = tokio::select! {
                 c = store_call_at(Verbosity::Debug, "claim", claim) => c,
                 _ = shutdown.cancelled() => break,
@@ -194,11 +194,11 @@ impl Worker {
             tracing::error!("task names a tool this worker does not have");
             return self.conclude(&claim, failure(internal_error())).await;
         };
-        let store = self.core.store().clone();
+        let queue = self.core.work().clone();
         let cancel = CancellationToken::new();
         let ctx = self.context_for(&claim, slot, cancel.clone());
         let keeper = tokio::spawn(Box::pin(
-            keep_lease(store.clone(), claim.clone(), self.config.lease, cancel.clone()).instrument(span.clone()),
+            keep_lease(queue.clone(), claim.clone(), self.config.lease, cancel.clone()).instrument(span.clone()),
         ));
         let handler = run_handler(tool.handler(), ctx, claim.task.work.arguments.clone());
         tokio::pin!(handler);
@@ -213,7 +213,7 @@ impl Worker {
             _ = release_now.cancelled() => {
                 keeper.abort();
                 tracing::info!("handing unfinished work back");
-                if let Err(e) = store_call("release", store.release(&claim)).await {
+                if let Err(e) = store_call("release", queue.release(&claim)).await {
                     tracing::warn!(error = %e, "release failed; the lease will lapse instead");
                 }
                 return;
@@ -331,7 +331,7 @@ impl Worker {
         // Starting from the task as claimed (unless the handler or a client
         // changed it since, the write needs no read first), and concluding:
         // the write that ends the task removes its work too.
-        let claimed = Some(Concluding { claim, dead });
+        let claimed = Some(Concluding { queue: self.core.work().as_ref(), claim, dead });
         let mut written = update_task_patiently(store.as_ref(), id, writer, &event, limit, patience, claimed).await;
         if let Err(e @ UpdateError::TooLarge { .. }) = &written {
             tracing::warn!(error = %e, "task outcome too large: the task fails");
@@ -358,7 +358,7 @@ impl Worker {
     }
 
     async fn remove_work(&self, claim: &Claim) {
-        if let Err(e) = store_call("remove_work", self.core.store().remove_work(claim)).await {
+        if let Err(e) = store_call("remove_work", self.core.work().remove_work(claim)).await {
             tracing::warn!(error = %e, "could not remove finished work");
         }
     }
