@@ -31,8 +31,9 @@ use redis::{FromRedisValue, Value};
 use tokio::sync::Semaphore;
 
 use crate::{
-    RedisConfig, RedisStore, RedisStoreError,
+    RedisConfig, RedisStoreError,
     conn::{Conn, Endpoint, Verbosity, bounded, connect, traced},
+    link::Link,
     scripts::Invocation,
 };
 
@@ -147,16 +148,16 @@ fn as_redis(e: RedisStoreError) -> redis::RedisError {
     }
 }
 
-impl RedisStore {
+impl Link {
     /// Run a script that writes (a create, or a write that ends a task) and,
     /// with replicated durability, `WAIT` for its replicas in the same
     /// pipeline on a confirming connection. With `Primary` it is
-    /// [`invoke`](RedisStore::invoke) and always `Confirmed`.
+    /// [`invoke`](Link::invoke) and always `Confirmed`.
     pub(crate) async fn invoke_confirmed<T: FromRedisValue + Send>(
         &self,
         inv: &Invocation<'_>,
     ) -> Result<(T, Replication), RedisStoreError> {
-        let Some(confirming) = &self.inner.confirming else {
+        let Some(confirming) = &self.confirming else {
             return Ok((self.invoke(inv).await?, Replication::Confirmed));
         };
         let mut pipe = redis::pipe();
@@ -168,7 +169,7 @@ impl RedisStore {
         {
             // A fresh server (or a failover to one) has not seen the script:
             // load it (not run it), then the pipeline again (its WAIT ran on nothing).
-            let mut c = self.inner.conn.get().await?;
+            let mut c = self.conn.get().await?;
             bounded(self.op_timeout(), inv.load_async(&mut c)).await?;
             reply = self.confirmed_round_trip(lua.name, &pipe).await;
         }
@@ -185,12 +186,12 @@ impl RedisStore {
     /// a `WAIT` behind it. For a create replayed under its idempotency key,
     /// whose first attempt may not have been confirmed.
     pub(crate) async fn confirm_partition(&self, partition: u16) -> Result<Replication, RedisStoreError> {
-        let Some(confirming) = &self.inner.confirming else {
+        let Some(confirming) = &self.confirming else {
             return Ok(Replication::Confirmed);
         };
         let mut pipe = redis::pipe();
         pipe.cmd("SET")
-            .arg(self.inner.keys.sync(partition))
+            .arg(self.keys.sync(partition))
             .arg(presa_store::util::now_ms())
             .arg("PX")
             .arg(10_000)
@@ -210,13 +211,13 @@ impl RedisStore {
         name: &'static str,
         pipe: &redis::Pipeline,
     ) -> Result<Vec<Value>, RedisStoreError> {
-        let Some(confirming) = &self.inner.confirming else {
+        let Some(confirming) = &self.confirming else {
             return Err(RedisStoreError::Config("no confirming connections".into()));
         };
         let started = Instant::now();
         let limit = confirming.cfg.op_timeout;
         let r = traced(
-            &self.inner.target,
+            &self.target,
             Verbosity::Info,
             || "EVALSHA".into(),
             Some(name),

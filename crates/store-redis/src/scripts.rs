@@ -3,7 +3,7 @@
 //! with its contract: KEYS, ARGV and the reply. Every key a script touches is
 //! passed in KEYS and shares one hash slot, except `read.lua`,
 //! `recover.lua` and `claim_batch.lua` over several partitions, and
-//! `create_scoped.lua`, `transition.lua` and `bury.lua` over a task's and its
+//! `create_scoped.lua`, `transition.lua` and `conclude_dead.lua` over a task's and its
 //! scope's keys (standalone only). Scripts that read or write a task have `task.lua`
 //! (the record layout's functions) in front of them, and those that count a
 //! scope's bytes `bytes.lua`.
@@ -138,15 +138,15 @@ pub(crate) static CREATE_SCOPED: LazyLock<Lua> = LazyLock::new(|| {
         ],
     )
 });
-/// `bury.lua` behind [`TASK`], [`BYTES`] and the body of `transition.lua` as
+/// `conclude_dead.lua` behind [`TASK`], [`BYTES`] and the body of `transition.lua` as
 /// the local function `transition` of its own KEYS and ARGV.
-pub(crate) static BURY: LazyLock<Lua> = LazyLock::new(|| {
+pub(crate) static CONCLUDE_DEAD: LazyLock<Lua> = LazyLock::new(|| {
     composed(
-        "bury",
+        "conclude_dead",
         &[
             TASK_BYTES.to_owned(),
             function("transition", include_str!("../lua/transition.lua")),
-            include_str!("../lua/bury.lua").to_owned(),
+            include_str!("../lua/conclude_dead.lua").to_owned(),
         ],
     )
 });
@@ -156,18 +156,26 @@ fn composed(name: &'static str, parts: &[String]) -> Lua {
     Lua { name, verbosity: Verbosity::Info, script: Script::new(&parts.concat()) }
 }
 script!(
-    DEAD_LIST,
-    "dead_list.lua",
+    DEAD_LETTERS,
+    "dead_letters.lua",
     "One partition's page of a tenant's (or a scope's) dead letters, dropping expired members."
 );
-script!(DEAD_MARK, "dead_mark.lua", "Mark a tenant's dead letter replayed as a task, unless marked before.");
-script!(DEAD_DISCARD, "dead_discard.lua", "Remove a tenant's dead letter and its index members.");
-script!(SESSION, "session.lua", "One counted, capped write to a legacy session's state; registers a new session.");
-script!(SESSION_ADMIT, "session_admit.lua", "Count a legacy session holding state store-wide, within the limit.");
-script!(@ STREAM, STATS, "stats.lua", Debug, "Count a partition's queued and pending work, and the oldest pending age.");
 script!(
-    TASK_LIST,
-    "task_list.lua",
+    MARK_DEAD_LETTER_REPLAYED,
+    "mark_dead_letter_replayed.lua",
+    "Mark a tenant's dead letter replayed as a task, unless marked before."
+);
+script!(DISCARD_DEAD_LETTER, "discard_dead_letter.lua", "Remove a tenant's dead letter and its index members.");
+script!(
+    WRITE_SESSION,
+    "write_session.lua",
+    "One counted, capped write to a legacy session's state; registers a new session."
+);
+script!(SESSION_ADMIT, "session_admit.lua", "Count a legacy session holding state store-wide, within the limit.");
+script!(@ STREAM, WORK_STATS, "work_stats.lua", Debug, "Count a partition's queued and pending work, and the oldest pending age.");
+script!(
+    LIST_TASKS,
+    "list_tasks.lua",
     "One partition's next cursors of an admin task listing, newest first, dropping expired members."
 );
 script!(

@@ -11,12 +11,12 @@
 //! many deliveries. A letter lives for the store's retention
 //! ([`DEFAULT_DEAD_LETTER_TTL`] unless configured) from its death.
 //!
-//! - Listing ([`DeadLetters::dead_letters`](DeadLetters::dead_letters)) is
+//! - Listing ([`DeadLetters::dead_letters`]) is
 //!   by tenant, optionally by subject, ordered by time of death (then id),
 //!   with an opaque cursor ([`DeadLetter::cursor`]) and at most
 //!   [`MAX_DEAD_LETTER_PAGE`] letters a page. Another tenant's letters are
 //!   never seen, nor counted: every read names the tenant.
-//! - Replay ([`DeadLetters::replay_dead_letter`](DeadLetters::replay_dead_letter))
+//! - Replay ([`DeadLetters::replay_dead_letter`])
 //!   creates a new task for the same owner, tool, arguments and caller
 //!   through the ordinary create path (limits and quotas apply), with
 //!   [`Work::replay_of`] naming the dead task, and marks the letter
@@ -25,7 +25,7 @@
 //!   an idempotency key no client can send), so replays racing each other, or
 //!   one retried after a crash between the create and the mark, make one task.
 //!   A replayed letter stays listed (with `replayed_as`) until discarded or expired.
-//! - Discard ([`DeadLetters::discard_dead_letter`](DeadLetters::discard_dead_letter))
+//! - Discard ([`DeadLetters::discard_dead_letter`])
 //!   removes the letter.
 //!
 //! [`DeadLetters`] is the trait every store implements; the memory store's
@@ -42,7 +42,7 @@ use crate::{Claim, CreateLimits, Created, Idempotency, StoreError, TaskStore};
 /// configured otherwise: 7 days.
 pub const DEFAULT_DEAD_LETTER_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 
-/// The most letters one page of [`DeadLetters::dead_letters`](DeadLetters::dead_letters)
+/// The most letters one page of [`DeadLetters::dead_letters`]
 /// holds, whatever the caller asks for.
 pub const MAX_DEAD_LETTER_PAGE: usize = 100;
 
@@ -199,7 +199,7 @@ pub struct Replayed {
     pub first: bool,
 }
 
-/// Dead letters of poison tasks: recorded by [`WorkQueue::conclude_dead`]
+/// Dead letters of poison tasks: recorded by [`WorkQueue::conclude_dead`](crate::WorkQueue::conclude_dead)
 /// with the write that ends the task, then listed, read, replayed (as a new
 /// record, hence the supertrait) or discarded, every read naming the tenant
 /// it may see.

@@ -60,7 +60,7 @@ pub use limits::{
 pub use presa_protocol::Limit;
 pub use presa_tasks::{Caller, NewTask, Scope, Status, Task, TaskId, wire::GetView};
 pub use queue::WorkQueue;
-pub use session::{SessionLimits, SessionStore};
+pub use session::{SessionLimits, SessionStore, SessionWrite};
 pub use shares::Shares;
 
 pub mod admin;

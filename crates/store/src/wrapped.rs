@@ -10,8 +10,8 @@ use futures::StreamExt;
 
 use crate::{
     Cas, Claim, CreateLimits, DeadLetter, DeadLetterFilter, DeadLetterPage, DeadLetters, EventBus, EventStream,
-    GetView, NewTask, PartitionStats, Scope, SessionLimits, SessionStore, Shares, StoreError, Task, TaskId, TaskStore,
-    TaskStream, WorkQueue, Writer,
+    GetView, NewTask, PartitionStats, Scope, SessionLimits, SessionStore, SessionWrite, Shares, StoreError, Task,
+    TaskId, TaskStore, TaskStream, WorkQueue, Writer,
 };
 
 /// `inner`, plus what a test needs around it.
@@ -147,26 +147,15 @@ impl<S: DeadLetters> DeadLetters for Wrapped<S> {
 
 #[async_trait::async_trait]
 impl<S: SessionStore> SessionStore for Wrapped<S> {
-    async fn set_session_field(
+    async fn write_session(
         &self,
         owner: &Scope,
         session: &str,
-        field: &str,
-        value: Option<&str>,
+        write: SessionWrite<'_>,
         ttl: Duration,
         limits: SessionLimits,
     ) -> Result<(), StoreError> {
-        self.inner.set_session_field(owner, session, field, value, ttl, limits).await
-    }
-    async fn end_session(
-        &self,
-        owner: &Scope,
-        session: &str,
-        field: &str,
-        ttl: Duration,
-        limits: SessionLimits,
-    ) -> Result<(), StoreError> {
-        self.inner.end_session(owner, session, field, ttl, limits).await
+        self.inner.write_session(owner, session, write, ttl, limits).await
     }
     async fn session_state(&self, owner: &Scope, session: &str) -> Result<HashMap<String, String>, StoreError> {
         self.inner.session_state(owner, session).await

@@ -10,11 +10,12 @@ use presa_tasks::{Event, apply};
 use redis::Value;
 
 use super::Entry;
+use super::Queue;
 use crate::{
-    RedisStore, RedisStoreError,
+    RedisStoreError,
     keys::GROUP,
+    record::{decode, encode},
     scripts,
-    task::{decode, encode},
 };
 
 /// Give up bumping an attempt after this many lost CAS races (a client
@@ -57,7 +58,7 @@ pub(super) fn claimed(reply: &[Value]) -> Result<Claimed, RedisStoreError> {
 /// keep it (`claim_batch.lua`'s ARGV[5n+5]) rather than start a new one.
 const KEEP_DELIVERY_LEASE: u32 = 8;
 
-impl RedisStore {
+impl Queue {
     /// The task as read and as claimed by `worker`, or `None` after dropping
     /// the entry (task gone, expired, terminal or corrupt).
     pub(super) async fn next_claimed(
@@ -95,20 +96,20 @@ impl RedisStore {
         group: &[Pending],
         lease: Duration,
     ) -> Result<Vec<Claimed>, RedisStoreError> {
-        let keys = &self.inner.keys;
+        let keys = &self.link.keys;
         let mut inv = scripts::CLAIM_BATCH.prepare_invoke();
         for p in group {
             let channel = keys.events(&p.id).expect("same partition as the task key");
             inv.key(&p.key).key(keys.work(p.entry.partition)).key(channel).key(keys.claimed(p.entry.partition));
         }
-        inv.arg(GROUP).arg(worker).arg(self.lease_idle(lease)).arg(self.publish_cmd());
+        inv.arg(GROUP).arg(worker).arg(self.lease_idle(lease)).arg(self.link.topology.publish_cmd());
         for p in group {
             inv.arg(&p.entry.id).arg(p.expected).arg(encode(&p.next)?).arg(p.next.revision).arg(p.next.attempt);
         }
         // A delivery's lease younger than an eighth of it is kept: renewed a
         // third of a lease after the claim, it never lapses on a live worker.
         inv.arg((lease / KEEP_DELIVERY_LEASE).as_millis() as u64);
-        let replies: Vec<Vec<Value>> = self.invoke(&inv).await?;
+        let replies: Vec<Vec<Value>> = self.link.invoke(&inv).await?;
         if replies.len() != group.len() {
             return Err(RedisStoreError::Corrupt(format!(
                 "claim_batch.lua answered {} of {} entries",
@@ -130,7 +131,7 @@ impl RedisStore {
         mut doc: Option<String>,
         lease: Duration,
     ) -> Result<Option<Claim>, RedisStoreError> {
-        let keys = &self.inner.keys;
+        let keys = &self.link.keys;
         let stream = keys.work(e.partition);
         let channel = keys.events(id).expect("same partition as the task key");
         let claimed_channel = keys.claimed(e.partition);
@@ -151,15 +152,11 @@ impl RedisStore {
                 .arg(next.revision)
                 .arg(next.attempt)
                 .arg(self.lease_idle(lease))
-                .arg(self.publish_cmd());
-            let reply: Vec<Value> = self.invoke(&inv).await?;
+                .arg(self.link.topology.publish_cmd());
+            let reply: Vec<Value> = self.link.invoke(&inv).await?;
             match claimed(&reply)? {
                 Claimed::Yes => {
-                    return Ok(Some(Claim {
-                        deliveries: next.attempt,
-                        receipt: format!("{}/{}", e.partition, e.id),
-                        task: next,
-                    }));
+                    return Ok(Some(Claim { deliveries: next.attempt, receipt: e.receipt().to_string(), task: next }));
                 }
                 Claimed::Dropped => return Ok(None),
                 Claimed::Moved(current) => doc = current,

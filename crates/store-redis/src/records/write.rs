@@ -1,47 +1,26 @@
-//! A task's record as the store reads and writes it: the JSON doc
-//! ([`encode`], [`decode`]), reads that treat an expired task as gone, and
-//! the compare-and-set write (`transition.lua`, or `bury.lua` with a dead
-//! letter) with the scope steps a cluster runs around it
-//! ([`Topology::spans_slots`](crate::topology::Topology::spans_slots)).
+//! The compare-and-set write of a task record (`transition.lua`, or
+//! `conclude_dead.lua` with a dead letter) with the scope steps a cluster
+//! runs around it ([`Topology::spans_slots`](crate::topology::Topology::spans_slots)).
 
-use presa_store::{Cas, DeadLetter, GetView, StoreError, Task, TaskId, Writer, util::now_ms};
+use presa_store::{Cas, DeadLetter, StoreError, Task, Writer, util::now_ms};
 use redis::Value;
 
+use super::{Records, create::optional, quota::Resized, reservation_expiry};
 use crate::{
-    RedisStore, RedisStoreError,
-    create::optional,
+    RedisStoreError,
+    dead::transition_script,
     durability::Replication,
     keys::GROUP,
-    quota::{Resized, reservation_expiry},
+    record::{decode, decode_live, encode},
 };
 
-impl RedisStore {
-    /// The stored task (any scope); `None` when gone or expired.
-    pub(crate) async fn read(&self, id: &TaskId) -> Result<Option<Task>, RedisStoreError> {
-        let Some(key) = self.inner.keys.task(id) else {
-            return Ok(None);
-        };
-        decode_live(self.read_doc(&key).await?.as_deref())
-    }
-
-    /// What `tasks/get` needs of the stored task (any scope): only the
-    /// fields of the view are decoded. `None` when gone or expired.
-    pub(crate) async fn read_view(&self, id: &TaskId) -> Result<Option<GetView>, RedisStoreError> {
-        let Some(key) = self.inner.keys.task(id) else {
-            return Ok(None);
-        };
-        let Some(doc) = self.read_doc(&key).await? else {
-            return Ok(None);
-        };
-        let view = GetView::from_doc(&doc).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
-        Ok((!view.is_expired(now_ms())).then_some(view))
-    }
+impl Records {
     /// `transition.lua`: compare-and-set `next` as `writer`; with a worker's
     /// work `entry`, a write that ends the task removes that entry too. The
     /// task is counted at its new size under its scope's byte quota, and a
     /// client write growing a live task past `quota` is refused (see `quota.rs`).
-    /// With a dead `letter`, `bury.lua` records it with the write (`dead.rs`).
-    pub(crate) async fn write(
+    /// With a dead `letter`, `conclude_dead.lua` records it with the write (`dead.rs`).
+    pub(crate) async fn transition(
         &self,
         next: &Task,
         writer: Writer,
@@ -49,7 +28,7 @@ impl RedisStore {
         quota: Option<u64>,
         letter: Option<&DeadLetter>,
     ) -> Result<Cas, StoreError> {
-        let keys = &self.inner.keys;
+        let keys = &self.link.keys;
         let (Some(key), Some(channel), Some(partition)) =
             (keys.task(&next.id), keys.events(&next.id), keys.partition_of(&next.id))
         else {
@@ -65,7 +44,7 @@ impl RedisStore {
         let doc = encode(next)?;
         let quota = presa_store::growth_quota(next, writer, quota);
         // One script can take the scope's keys too (standalone), or not (a cluster).
-        let cluster = !self.inner.topology.spans_slots();
+        let cluster = !self.link.topology.spans_slots();
         // A cluster counts a refusable write's growth first, in the scope's slot.
         let counted_from = match quota {
             Some(quota) if cluster => {
@@ -79,7 +58,7 @@ impl RedisStore {
             }
             _ => None,
         };
-        let mut inv = self.transition_script(letter)?;
+        let mut inv = transition_script(&self.link, letter)?;
         inv.key(&key)
             .key(&channel)
             .key(keys.work(partition))
@@ -89,7 +68,7 @@ impl RedisStore {
             .arg(&doc)
             .arg(next.revision)
             .arg(next.status.as_str())
-            .arg(self.publish_cmd())
+            .arg(self.link.topology.publish_cmd())
             .arg(GROUP)
             .arg(entry.unwrap_or_default());
         // Standalone: the script also takes an ending task out of its scope's
@@ -103,9 +82,9 @@ impl RedisStore {
         }
         // Replicated durability confirms the write that ends a task.
         let (reply, replication): (Vec<Value>, _) = if next.status.is_terminal() {
-            self.invoke_confirmed(&inv).await?
+            self.link.invoke_confirmed(&inv).await?
         } else {
-            (self.invoke(&inv).await?, Replication::Confirmed)
+            (self.link.invoke(&inv).await?, Replication::Confirmed)
         };
         let cas = match reply.as_slice() {
             [Value::Int(1)] => {
@@ -142,26 +121,4 @@ impl RedisStore {
         };
         Ok(cas)
     }
-}
-
-/// The whole task as the JSON stored in `doc` and published on its channel.
-pub(crate) fn encode(task: &Task) -> Result<String, RedisStoreError> {
-    // A small task's doc is 400 to 600 bytes: one allocation, no regrowth.
-    let mut doc = Vec::with_capacity(1024);
-    serde_json::to_writer(&mut doc, task).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
-    String::from_utf8(doc).map_err(|e| RedisStoreError::Corrupt(e.to_string()))
-}
-
-pub(crate) fn decode(doc: &[u8]) -> Result<Task, RedisStoreError> {
-    serde_json::from_slice(doc).map_err(|e| RedisStoreError::Corrupt(e.to_string()))
-}
-
-/// Decode a stored doc, treating an expired task as gone (Redis reaps it at
-/// `createdAt + ttlMs`; this covers the moments before it does).
-pub(crate) fn decode_live(doc: Option<&[u8]>) -> Result<Option<Task>, RedisStoreError> {
-    let Some(doc) = doc else {
-        return Ok(None);
-    };
-    let task = decode(doc)?;
-    Ok((!task.is_expired(now_ms())).then_some(task))
 }

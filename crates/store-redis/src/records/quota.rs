@@ -31,7 +31,8 @@
 
 use presa_store::{Scope, Task, TaskId, util::now_ms};
 
-use crate::{RedisStore, RedisStoreError, conn::Verbosity, scripts, task::encode};
+use super::Records;
+use crate::{RedisStoreError, conn::Verbosity, link::Link, record::encode, scripts};
 
 /// The expiry of a task that never expires, as a score (2^52 ms: year 144 683).
 const NEVER: u64 = 1 << 52;
@@ -44,13 +45,13 @@ pub(crate) fn reservation_expiry(task: &Task) -> u64 {
 /// A scope's byte quota, as the steps a cluster runs around the task's own
 /// scripts (standalone Redis runs them inside those).
 pub(crate) struct ScopeBytes<'s> {
-    store: &'s RedisStore,
+    link: &'s Link,
 }
 
-impl RedisStore {
+impl Records {
     /// The per-scope byte quota's steps.
     pub(crate) fn scope_bytes(&self) -> ScopeBytes<'_> {
-        ScopeBytes { store: self }
+        ScopeBytes { link: &self.link }
     }
 }
 
@@ -60,11 +61,11 @@ impl ScopeBytes<'_> {
     pub(crate) async fn reserve(&self, task: &Task, quota: u64) -> Result<Option<u64>, RedisStoreError> {
         let bytes = encode(task)?.len();
         let mut inv = scripts::QUOTA.prepare_invoke();
-        for key in self.store.inner.keys.scope_byte_keys(&task.scope) {
+        for key in self.link.keys.scope_byte_keys(&task.scope) {
             inv.key(key);
         }
         inv.arg(quota).arg(task.id.as_str()).arg(bytes).arg(reservation_expiry(task)).arg(now_ms());
-        let reserved: i64 = self.store.invoke(&inv).await?;
+        let reserved: i64 = self.link.invoke(&inv).await?;
         Ok(u64::try_from(reserved).ok().filter(|n| *n > 0))
     }
 
@@ -81,7 +82,7 @@ impl ScopeBytes<'_> {
         settle: Option<u64>,
     ) -> Result<Resized, RedisStoreError> {
         let mut inv = scripts::RESIZE.prepare_invoke();
-        for key in self.store.inner.keys.scope_byte_keys(scope) {
+        for key in self.link.keys.scope_byte_keys(scope) {
             inv.key(key);
         }
         inv.arg(id.as_str())
@@ -89,7 +90,7 @@ impl ScopeBytes<'_> {
             .arg(quota.map(|q| q.to_string()).unwrap_or_default())
             .arg(now_ms())
             .arg(settle.map(|score| score.to_string()).unwrap_or_default());
-        Ok(match self.store.invoke::<i64>(&inv).await? {
+        Ok(match self.link.invoke::<i64>(&inv).await? {
             -2 => Resized::Refused,
             before => u64::try_from(before).map_or(Resized::Unreserved, Resized::Was),
         })
@@ -110,14 +111,14 @@ impl ScopeBytes<'_> {
         let Ok(bytes) = encode(task).map(|doc| doc.len()) else {
             return;
         };
-        let [reservations, sizes, total] = self.store.inner.keys.scope_byte_keys(&task.scope);
+        let [reservations, sizes, total] = self.link.keys.scope_byte_keys(&task.scope);
         let zrem = redis::cmd("ZREM").arg(reservations).arg(task.id.as_str()).to_owned();
-        let undone = match self.store.query::<i64>(Verbosity::Info, &zrem).await {
+        let undone = match self.link.query::<i64>(Verbosity::Info, &zrem).await {
             Ok(1) => {
                 let hdel = redis::cmd("HDEL").arg(sizes).arg(task.id.as_str()).to_owned();
                 let decr = redis::cmd("DECRBY").arg(total).arg(bytes).to_owned();
-                match self.store.query::<i64>(Verbosity::Info, &hdel).await {
-                    Ok(_) => self.store.query::<i64>(Verbosity::Info, &decr).await.map(|_| ()),
+                match self.link.query::<i64>(Verbosity::Info, &hdel).await {
+                    Ok(_) => self.link.query::<i64>(Verbosity::Info, &decr).await.map(|_| ()),
                     Err(e) => Err(e),
                 }
             }
