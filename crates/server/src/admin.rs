@@ -29,7 +29,7 @@ pub use usage::{DEFAULT_USAGE_CACHE, MAX_USAGE_TASKS, PrincipalUsage, Usage};
 
 use crate::{
     Core,
-    store_io::{UpdateError, Updated, WriteLimits, store_call, update_task_within},
+    store_io::{TaskWriter, UpdateError, Updated, WriteLimits, store_call},
 };
 
 /// How far an operator reaches.
@@ -224,7 +224,7 @@ impl Admin {
         let (task, _) = self.task(op, id).await?;
         let limits = WriteLimits::task(self.core.config().max_task_bytes);
         let store = self.core.store().as_ref();
-        match update_task_within(store, id, Writer::Client, &Event::Cancel, limits, Some(task), None).await {
+        match TaskWriter::new(store, Writer::Client, limits).guessing(Some(task)).write(id, &Event::Cancel).await {
             Ok(Updated::Applied(t)) => Ok(t),
             Ok(Updated::Unchanged(t)) => {
                 Err(AdminError::Conflict(format!("the task has ended ({})", t.status.as_str())))

@@ -27,7 +27,6 @@ use presa_store::{
     dead::{cursor, page_limit},
     util::now_ms,
 };
-use redis::Value;
 
 use std::sync::Arc;
 
@@ -163,8 +162,8 @@ impl Letters {
             .key(keys.dead_by_scope(partition, &letter.scope))
             .arg(Keys::tenant_word(tenant))
             .arg(cursor(letter.died_at_ms, id));
-        let removed: Value = self.link.invoke(&inv).await?;
-        Ok(matches!(removed, Value::Int(1)))
+        // discard_dead_letter.lua: 1 removed, 0 no letter of that tenant.
+        Ok(self.link.invoke::<bool>(&inv).await?)
     }
 }
 

@@ -54,6 +54,7 @@
 //! - `session`: legacy sessions' state ([`presa_store::SessionStore`]).
 //! - `admin` and `nodes`: the admin task index and the node registry
 //!   ([`presa_store::AdminStore`]).
+//! - `bus`: the event bus ([`presa_store::EventBus`]) over the hub.
 //! - `epoch`: data-loss detection.
 //! - `scripts` + `lua/*.lua`: every script, named as its operation, with
 //!   its contract header (KEYS, ARGV, Returns).
@@ -98,6 +99,7 @@ mod epoch;
 pub mod keys;
 
 mod admin;
+mod bus;
 mod claimed;
 mod config;
 mod conn;

@@ -79,8 +79,9 @@ impl Sessions {
             inv
         };
         let first: String = self.link.invoke(&write(limits.max_sessions.is_none())).await?;
-        if first != "admit" {
-            return session_reply(&first);
+        match Written::from_reply(&first)? {
+            Written::Admit => {}
+            done => return done.outcome(),
         }
         let member = Keys::sessions_member(owner, session);
         let mut admit = scripts::SESSION_ADMIT.prepare_invoke();
@@ -90,7 +91,10 @@ impl Sessions {
             return Err(StoreError::Capacity { limit: Limit::MaxLegacySessions });
         }
         let second: String = self.link.invoke(&write(true)).await?;
-        let outcome = session_reply(&second);
+        let outcome = match Written::from_reply(&second)? {
+            Written::Admit => Err(StoreError::Corrupt("write_session.lua asked to admit an admitted session".into())),
+            done => done.outcome(),
+        };
         if outcome.is_err() {
             let undo = redis::cmd("ZREM").arg(keys.sessions()).arg(&member).to_owned();
             let _: Result<Value, _> = self.link.query(Verbosity::Info, &undo).await;
@@ -99,15 +103,53 @@ impl Sessions {
     }
 }
 
-/// What `write_session.lua` answered, as an outcome.
-fn session_reply(reply: &str) -> Result<(), StoreError> {
-    // write_session.lua names the limit it refused for by its setting's name.
-    let refused = [Limit::MaxLegacySessionFields, Limit::MaxLegacySessionBytes, Limit::MaxLegacySessionsPerScope];
-    match reply {
-        "ok" => Ok(()),
-        other => match refused.into_iter().find(|l| l.as_str() == other) {
-            Some(limit) => Err(StoreError::Capacity { limit }),
-            None => Err(StoreError::Corrupt(format!("write_session.lua answered {other:?}"))),
-        },
+/// What `write_session.lua` answered (its `Returns:`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Written {
+    /// `ok`: written.
+    Done,
+    /// `admit`: a new session, to be admitted store-wide first.
+    Admit,
+    /// The name of the limit that refused the write.
+    Refused(Limit),
+}
+
+impl Written {
+    fn from_reply(reply: &str) -> Result<Written, StoreError> {
+        // write_session.lua names the limit it refused for by its setting's name.
+        let refused = [Limit::MaxLegacySessionFields, Limit::MaxLegacySessionBytes, Limit::MaxLegacySessionsPerScope];
+        match reply {
+            "ok" => Ok(Written::Done),
+            "admit" => Ok(Written::Admit),
+            other => match refused.into_iter().find(|l| l.as_str() == other) {
+                Some(limit) => Ok(Written::Refused(limit)),
+                None => Err(StoreError::Corrupt(format!("write_session.lua answered {other:?}"))),
+            },
+        }
+    }
+
+    /// The write's outcome (an `Admit` is no outcome yet).
+    fn outcome(self) -> Result<(), StoreError> {
+        match self {
+            Written::Done | Written::Admit => Ok(()),
+            Written::Refused(limit) => Err(StoreError::Capacity { limit }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_writes_are_chosen_and_answered_in_one_place() {
+        assert_eq!(script_op(SessionWrite::field("f", Some("v"))), ("set", "f", "v"));
+        assert_eq!(script_op(SessionWrite::field("f", None)), ("del", "f", ""));
+        assert_eq!(script_op(SessionWrite::End { mark: "#end" }), ("end", "#end", "1"));
+        assert_eq!(Written::from_reply("ok").unwrap(), Written::Done);
+        assert_eq!(Written::from_reply("admit").unwrap(), Written::Admit);
+        let limit = Limit::MaxLegacySessionBytes;
+        assert_eq!(Written::from_reply(limit.as_str()).unwrap(), Written::Refused(limit));
+        assert!(matches!(Written::from_reply("nonsense"), Err(StoreError::Corrupt(_))));
     }
 }

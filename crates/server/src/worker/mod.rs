@@ -43,10 +43,7 @@ use crate::{
     core::{Core, Outcome, internal_error},
     node::Node,
     slots::{Slot, Slots},
-    store_io::{
-        Concluding, UpdateError, Updated, Verbosity, WriteLimits, store_call, store_call_at, update_task_patiently,
-        update_task_within,
-    },
+    store_io::{Concluding, TaskWriter, UpdateError, Updated, Verbosity, WriteLimits, store_call, store_call_at},
     tool::run_handler,
 };
 
@@ -332,13 +329,13 @@ impl Worker {
         // changed it since, the write needs no read first), and concluding:
         // the write that ends the task removes its work too.
         let claimed = Some(Concluding { queue: self.core.work().as_ref(), claim, dead });
-        let mut written = update_task_patiently(store.as_ref(), id, writer, &event, limit, patience, claimed).await;
+        let task_writer = TaskWriter::new(store.as_ref(), writer, WriteLimits::task(limit)).concluding(claimed);
+        let mut written = task_writer.write_patiently(id, &event, patience).await;
         if let Err(e @ UpdateError::TooLarge { .. }) = &written {
             tracing::warn!(error = %e, "task outcome too large: the task fails");
             let error = ErrorObject::new(codes::INTERNAL_ERROR, format!("Task outcome not stored: {e}"));
-            let limits = WriteLimits::task(usize::MAX);
-            written =
-                Box::pin(update_task_within(store.as_ref(), id, writer, &failure(error), limits, None, claimed)).await;
+            let unbounded = TaskWriter::new(store.as_ref(), writer, WriteLimits::task(usize::MAX)).concluding(claimed);
+            written = Box::pin(unbounded.write(id, &failure(error))).await;
         }
         match written {
             // Its work went with the write.

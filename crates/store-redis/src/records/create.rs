@@ -12,7 +12,7 @@ use presa_store::{
 };
 use redis::Value;
 
-use super::{Records, reservation_expiry};
+use super::{Records, ScopeSteps, reservation_expiry};
 use crate::{
     RedisStoreError,
     durability::Replication,
@@ -36,10 +36,9 @@ impl Records {
         // A 128-bit id collides practically never; retry a couple of times anyway.
         for _ in 0..3 {
             let task = Task::new(new_task_id_in(partitions, partition), new.clone(), now);
-            let created = if self.link.topology.spans_slots() {
-                self.create_scoped(&task, limits, idempotency).await?
-            } else {
-                self.create_in_steps(&task, limits, idempotency).await?
+            let created = match self.scope_steps {
+                ScopeSteps::InScript => self.create_scoped(&task, limits, idempotency).await?,
+                ScopeSteps::Around => self.create_in_steps(&task, limits, idempotency).await?,
             };
             match created {
                 Outcome::Yes(usage) => {
@@ -86,7 +85,7 @@ impl Records {
             inv.key(self.idempotency_key(task, key)).arg(&key.fingerprint);
         }
         let (reply, replication) = self.link.invoke_confirmed::<Value>(&inv).await?;
-        self.confirmed(created(reply)?, replication).await
+        self.confirmed(Outcome::from_reply(reply)?, replication).await
     }
 
     /// A create's outcome once replicated durability had its say: a new task
@@ -122,7 +121,7 @@ impl Records {
         inv.key(self.idempotency_key(task, key)).arg(&key.fingerprint);
         match self.link.invoke::<Value>(&inv).await? {
             Value::Nil => Ok(Outcome::Fresh),
-            other => created(other),
+            other => Outcome::from_reply(other),
         }
     }
 
@@ -168,7 +167,7 @@ impl Records {
         let record = idempotency.map(|key| (self.idempotency_key(task, key), key.fingerprint.as_str()));
         self.create_args(&mut inv, task, &doc, limits.max_queued_per_partition, record);
         let (reply, replication) = self.link.invoke_confirmed::<Value>(&inv).await?;
-        let created = match self.confirmed(created(reply)?, replication).await? {
+        let created = match self.confirmed(Outcome::from_reply(reply)?, replication).await? {
             Outcome::Yes(_) => Outcome::Yes(usage),
             other => other,
         };
@@ -222,32 +221,34 @@ pub(super) fn optional(n: Option<u64>) -> String {
     n.map(|n| n.to_string()).unwrap_or_default()
 }
 
-/// What `create.lua` (or `create_scoped.lua`) replied.
-fn created(reply: Value) -> Result<Outcome, RedisStoreError> {
-    let count = |v: &Value| match v {
-        Value::Int(n) => u64::try_from(*n).ok(),
-        _ => None,
-    };
-    match reply {
-        Value::Nil => Ok(Outcome::Collided),
-        Value::Int(0) => Ok(Outcome::QueueFull),
-        Value::Int(-1) => Ok(Outcome::Refused(Limit::MaxActiveTasksPerScope)),
-        Value::Int(-2) => Ok(Outcome::Refused(Limit::MaxBytesPerScope)),
-        Value::Int(-3) => Ok(Outcome::KeyReused),
-        Value::Array(parts)
-            if parts.len() == 2 && matches!(&parts[0], Value::BulkString(tag) if tag.as_slice() == b"replay") =>
-        {
-            let doc: String =
-                redis::from_redis_value_ref(&parts[1]).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
-            Ok(Outcome::Replayed(Box::new(decode(doc.as_bytes())?)))
+impl Outcome {
+    /// What `create.lua` (or `create_scoped.lua`, `replay.lua`) replied.
+    fn from_reply(reply: Value) -> Result<Outcome, RedisStoreError> {
+        let count = |v: &Value| match v {
+            Value::Int(n) => u64::try_from(*n).ok(),
+            _ => None,
+        };
+        match reply {
+            Value::Nil => Ok(Outcome::Collided),
+            Value::Int(0) => Ok(Outcome::QueueFull),
+            Value::Int(-1) => Ok(Outcome::Refused(Limit::MaxActiveTasksPerScope)),
+            Value::Int(-2) => Ok(Outcome::Refused(Limit::MaxBytesPerScope)),
+            Value::Int(-3) => Ok(Outcome::KeyReused),
+            Value::Array(parts)
+                if parts.len() == 2 && matches!(&parts[0], Value::BulkString(tag) if tag.as_slice() == b"replay") =>
+            {
+                let doc: String =
+                    redis::from_redis_value_ref(&parts[1]).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
+                Ok(Outcome::Replayed(Box::new(decode(doc.as_bytes())?)))
+            }
+            Value::BulkString(_) | Value::SimpleString(_) => Ok(Outcome::Yes(Usage::default())),
+            Value::Array(parts)
+                if parts.len() == 3 && matches!(parts[0], Value::BulkString(_) | Value::SimpleString(_)) =>
+            {
+                Ok(Outcome::Yes(Usage { active: count(&parts[1]), bytes: count(&parts[2]) }))
+            }
+            other => Err(RedisStoreError::Corrupt(format!("unexpected create reply: {other:?}"))),
         }
-        Value::BulkString(_) | Value::SimpleString(_) => Ok(Outcome::Yes(Usage::default())),
-        Value::Array(parts)
-            if parts.len() == 3 && matches!(parts[0], Value::BulkString(_) | Value::SimpleString(_)) =>
-        {
-            Ok(Outcome::Yes(Usage { active: count(&parts[1]), bytes: count(&parts[2]) }))
-        }
-        other => Err(RedisStoreError::Corrupt(format!("unexpected create reply: {other:?}"))),
     }
 }
 

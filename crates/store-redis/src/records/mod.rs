@@ -32,11 +32,27 @@ pub(crate) use quota::reservation_expiry;
 #[derive(Debug, Clone)]
 pub(crate) struct Records {
     link: Arc<Link>,
+    /// Where the scope's steps of a create or a write run, fixed by the topology.
+    scope_steps: ScopeSteps,
+}
+
+/// Where the scope's steps (the active-task limit, the byte quota) of a
+/// create or a write run: fixed when the records are built, by the
+/// [`Topology`](crate::topology::Topology).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ScopeSteps {
+    /// In the task's own script (standalone: one script may take the
+    /// scope's keys and the task's).
+    InScript,
+    /// As scripts of their own around the task's (a cluster: the scope's
+    /// keys live in another slot than the task's).
+    Around,
 }
 
 impl Records {
     pub(crate) fn new(link: Arc<Link>) -> Records {
-        Records { link }
+        let scope_steps = if link.topology.spans_slots() { ScopeSteps::InScript } else { ScopeSteps::Around };
+        Records { link, scope_steps }
     }
 
     /// The stored task (any scope); `None` when gone or expired.

@@ -1,11 +1,11 @@
 //! The compare-and-set write of a task record (`transition.lua`, or
 //! `conclude_dead.lua` with a dead letter) with the scope steps a cluster
-//! runs around it ([`Topology::spans_slots`](crate::topology::Topology::spans_slots)).
+//! runs around it (`ScopeSteps::Around`).
 
-use presa_store::{Cas, DeadLetter, StoreError, Task, Writer, util::now_ms};
+use presa_store::{Cas, DeadLetter, Limit, StoreError, Task, Writer, util::now_ms};
 use redis::Value;
 
-use super::{Records, create::optional, quota::Resized, reservation_expiry};
+use super::{Records, ScopeSteps, create::optional, quota::Resized, reservation_expiry};
 use crate::{
     RedisStoreError,
     dead::transition_script,
@@ -44,14 +44,12 @@ impl Records {
         let doc = encode(next)?;
         let quota = presa_store::growth_quota(next, writer, quota);
         // One script can take the scope's keys too (standalone), or not (a cluster).
-        let cluster = !self.link.topology.spans_slots();
+        let cluster = self.scope_steps == ScopeSteps::Around;
         // A cluster counts a refusable write's growth first, in the scope's slot.
         let counted_from = match quota {
             Some(quota) if cluster => {
                 match self.scope_bytes().resize(&next.scope, &next.id, doc.len(), Some(quota), None).await? {
-                    Resized::Refused => {
-                        return Err(StoreError::Capacity { limit: presa_store::Limit::MaxBytesPerScope });
-                    }
+                    Resized::Refused => return Err(StoreError::Capacity { limit: Limit::MaxBytesPerScope }),
                     Resized::Was(before) => Some(before),
                     Resized::Unreserved => None,
                 }
@@ -86,8 +84,8 @@ impl Records {
         } else {
             (self.link.invoke(&inv).await?, Replication::Confirmed)
         };
-        let cas = match reply.as_slice() {
-            [Value::Int(1)] => {
+        let cas = match Transitioned::from_reply(&reply)? {
+            Transitioned::Written => {
                 if cluster && next.status.is_terminal() {
                     self.active_tasks().forget(&next.scope, &next.id).await;
                     self.scope_bytes().recount(&next.scope, &next.id, doc.len(), Some(reservation_expiry(next))).await;
@@ -105,11 +103,9 @@ impl Records {
                 }
                 Cas::Applied(next.clone())
             }
-            [Value::Int(2)] => return Err(StoreError::Capacity { limit: presa_store::Limit::MaxBytesPerScope }),
-            [Value::Int(0)] | [Value::Int(0), Value::Nil] => Cas::Conflict(None),
-            [Value::Int(0), stored] => {
-                let stored: String =
-                    redis::from_redis_value_ref(stored).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
+            Transitioned::OverQuota => return Err(StoreError::Capacity { limit: Limit::MaxBytesPerScope }),
+            Transitioned::Conflict(None) => Cas::Conflict(None),
+            Transitioned::Conflict(Some(stored)) => {
                 if let Some(before) = counted_from {
                     // Counted first, lost: count what is stored (what was counted before, if unreadable).
                     let now = decode(stored.as_bytes()).ok().and_then(|t| encode(&t).ok()).map(|d| d.len());
@@ -117,8 +113,49 @@ impl Records {
                 }
                 Cas::Conflict(decode_live(Some(stored.as_bytes()))?)
             }
-            other => return Err(RedisStoreError::Corrupt(format!("unexpected transition.lua reply: {other:?}")).into()),
         };
         Ok(cas)
+    }
+}
+
+/// What `transition.lua` (or `conclude_dead.lua`) answered (its `Returns:`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Transitioned {
+    /// `{1}`: written and published.
+    Written,
+    /// `{2}`: the byte quota refused the growth; nothing written.
+    OverQuota,
+    /// `{0, doc}`: refused (rev moved, fence stale, or stored status
+    /// terminal), with the stored doc; `{0}`: the task is gone.
+    Conflict(Option<String>),
+}
+
+impl Transitioned {
+    fn from_reply(reply: &[Value]) -> Result<Transitioned, RedisStoreError> {
+        match reply {
+            [Value::Int(1)] => Ok(Transitioned::Written),
+            [Value::Int(2)] => Ok(Transitioned::OverQuota),
+            [Value::Int(0)] | [Value::Int(0), Value::Nil] => Ok(Transitioned::Conflict(None)),
+            [Value::Int(0), stored] => redis::from_redis_value_ref(stored)
+                .map(|doc| Transitioned::Conflict(Some(doc)))
+                .map_err(|e| RedisStoreError::Corrupt(e.to_string())),
+            other => Err(RedisStoreError::Corrupt(format!("unexpected transition.lua reply: {other:?}"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transition_replies_decode_as_their_header_says() {
+        let doc = Value::BulkString(b"{}".to_vec());
+        assert_eq!(Transitioned::from_reply(&[Value::Int(1)]).unwrap(), Transitioned::Written);
+        assert_eq!(Transitioned::from_reply(&[Value::Int(2)]).unwrap(), Transitioned::OverQuota);
+        assert_eq!(Transitioned::from_reply(&[Value::Int(0)]).unwrap(), Transitioned::Conflict(None));
+        assert_eq!(Transitioned::from_reply(&[Value::Int(0), Value::Nil]).unwrap(), Transitioned::Conflict(None));
+        assert_eq!(Transitioned::from_reply(&[Value::Int(0), doc]).unwrap(), Transitioned::Conflict(Some("{}".into())));
+        assert!(matches!(Transitioned::from_reply(&[Value::Int(3)]), Err(RedisStoreError::Corrupt(_))));
     }
 }

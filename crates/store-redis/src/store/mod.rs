@@ -9,7 +9,7 @@
 //! | [`Letters`] | `dead.rs` | [`presa_store::DeadLetters`] |
 //! | [`Sessions`] | `session.rs` | [`presa_store::SessionStore`] |
 //! | [`TaskIndex`] and [`Nodes`] | `admin.rs`, `nodes.rs` | [`presa_store::AdminStore`] |
-//! | the hub | `hub.rs` | [`presa_store::EventBus`] |
+//! | [`Bus`] (over the hub) | `bus.rs`, `hub.rs` | [`presa_store::EventBus`] |
 //! | [`Epochs`] | `epoch.rs` | [`RedisStore::check_epoch`] |
 //!
 //! This file opens the store and holds its own public API (probes,
@@ -21,8 +21,8 @@ use std::sync::Arc;
 use redis::Value;
 
 use crate::{
-    Epoch, RedisConfig, RedisStoreError, admin::TaskIndex, conn::Verbosity, dead::Letters, epoch::Epochs, keys::Keys,
-    link::Link, nodes::Nodes, records::Records, session::Sessions, work::Queue,
+    Epoch, RedisConfig, RedisStoreError, admin::TaskIndex, bus::Bus, conn::Verbosity, dead::Letters, epoch::Epochs,
+    keys::Keys, link::Link, nodes::Nodes, records::Records, session::Sessions, work::Queue,
 };
 
 mod traits;
@@ -43,6 +43,7 @@ struct Parts {
     sessions: Sessions,
     index: TaskIndex,
     nodes: Nodes,
+    bus: Bus,
     epochs: Epochs,
 }
 
@@ -76,6 +77,7 @@ impl RedisStore {
             letters: Letters::new(link.clone()),
             sessions: Sessions::new(link.clone()),
             nodes: Nodes::new(link.clone()),
+            bus: Bus::new(link.clone()),
             epochs: Epochs::new(link.clone()),
             records,
             link,

@@ -7,17 +7,13 @@
 
 use std::{collections::HashMap, time::Duration};
 
-use futures::StreamExt;
 use presa_store::{
     AdminStore, Cas, Claim, CreateLimits, Created, DeadLetter, DeadLetterFilter, DeadLetterPage, DeadLetters, EventBus,
     EventStream, GetView, Idempotency, NewTask, NodeInfo, PartitionStats, Scope, SessionLimits, SessionStore,
     SessionWrite, Shares, StoreError, Task, TaskFilter, TaskId, TaskPage, TaskStore, TaskStream, WorkQueue, Writer,
-    fanout::{Overflow, QueueLimits},
 };
-use redis::Value;
 
 use super::RedisStore;
-use crate::conn::Verbosity;
 
 #[async_trait::async_trait]
 impl TaskStore for RedisStore {
@@ -55,15 +51,6 @@ impl TaskStore for RedisStore {
     }
 }
 
-impl RedisStore {
-    /// The work entry of `claim`, for the write concluding it. A receipt
-    /// that is not this store's (never, from its own claims) leaves the
-    /// work to the claims that find the task ended.
-    fn entry_of(&self, claim: &Claim) -> Option<String> {
-        self.parts.queue.locate(claim).ok().map(|(_, _, entry)| entry)
-    }
-}
-
 #[async_trait::async_trait]
 impl WorkQueue for RedisStore {
     async fn claim_fair(
@@ -86,12 +73,12 @@ impl WorkQueue for RedisStore {
     }
 
     async fn conclude(&self, next: &Task, claim: &Claim) -> Result<Cas, StoreError> {
-        let entry = self.entry_of(claim);
+        let entry = self.parts.queue.entry_of(claim);
         self.parts.records.transition(next, claim.writer(), entry.as_deref(), None, None).await
     }
 
     async fn conclude_dead(&self, next: &Task, claim: &Claim, reason: &str) -> Result<Cas, StoreError> {
-        let entry = self.entry_of(claim);
+        let entry = self.parts.queue.entry_of(claim);
         let letter = next.status.is_terminal().then(|| DeadLetter::of(claim, reason, next.updated_at_ms));
         self.parts.records.transition(next, claim.writer(), entry.as_deref(), None, letter.as_ref()).await
     }
@@ -183,34 +170,18 @@ impl AdminStore for RedisStore {
 #[async_trait::async_trait]
 impl EventBus for RedisStore {
     async fn publish(&self, event: &str) -> Result<(), StoreError> {
-        presa_store::check_event(event)?;
-        self.publish_on(self.parts.link.keys.bus(), event).await
+        self.parts.bus.publish(event).await
     }
 
     async fn subscribe(&self) -> Result<EventStream, StoreError> {
-        self.events_of(self.parts.link.keys.bus(), presa_store::BUS_QUEUE).await
+        self.parts.bus.subscribe().await
     }
 
     async fn publish_to(&self, topic: &str, message: &str) -> Result<(), StoreError> {
-        self.publish_on(self.parts.link.keys.topic(topic), message).await
+        self.parts.bus.publish_to(topic, message).await
     }
 
     async fn subscribe_to(&self, topic: &str) -> Result<EventStream, StoreError> {
-        self.events_of(self.parts.link.keys.topic(topic), presa_store::TOPIC_QUEUE).await
-    }
-}
-
-impl RedisStore {
-    async fn publish_on(&self, channel: String, message: &str) -> Result<(), StoreError> {
-        let link = &self.parts.link;
-        let cmd = redis::cmd(link.topology.publish_cmd()).arg(channel).arg(message).to_owned();
-        link.query::<Value>(Verbosity::Info, &cmd).await?;
-        Ok(())
-    }
-
-    /// The messages of `channel` through a queue of `limits` that ends its subscriber when it lags.
-    async fn events_of(&self, channel: String, limits: QueueLimits) -> Result<EventStream, StoreError> {
-        let sub = self.parts.link.hub.subscribe_with(vec![channel], limits, Overflow::End).await?;
-        Ok(Box::pin(sub.map(|d| d.map(|d| String::from_utf8_lossy(&d.payload).into_owned()))))
+        self.parts.bus.subscribe_to(topic).await
     }
 }

@@ -42,15 +42,18 @@ pub(super) enum Claimed {
     Moved(Option<String>),
 }
 
-pub(super) fn claimed(reply: &[Value]) -> Result<Claimed, RedisStoreError> {
-    match reply {
-        [Value::Int(1)] => Ok(Claimed::Yes),
-        [Value::Int(-1)] => Ok(Claimed::Dropped),
-        [Value::Int(0)] => Ok(Claimed::Moved(None)),
-        [Value::Int(0), current] => redis::from_redis_value_ref(current)
-            .map(Claimed::Moved)
-            .map_err(|err| RedisStoreError::Corrupt(err.to_string())),
-        other => Err(RedisStoreError::Corrupt(format!("unexpected claim reply: {other:?}"))),
+impl Claimed {
+    /// What `claim.lua` (or one entry of `claim_batch.lua`) replied.
+    pub(super) fn from_reply(reply: &[Value]) -> Result<Claimed, RedisStoreError> {
+        match reply {
+            [Value::Int(1)] => Ok(Claimed::Yes),
+            [Value::Int(-1)] => Ok(Claimed::Dropped),
+            [Value::Int(0)] => Ok(Claimed::Moved(None)),
+            [Value::Int(0), current] => redis::from_redis_value_ref(current)
+                .map(Claimed::Moved)
+                .map_err(|err| RedisStoreError::Corrupt(err.to_string())),
+            other => Err(RedisStoreError::Corrupt(format!("unexpected claim reply: {other:?}"))),
+        }
     }
 }
 
@@ -117,7 +120,7 @@ impl Queue {
                 group.len()
             )));
         }
-        replies.iter().map(|r| claimed(r)).collect()
+        replies.iter().map(|r| Claimed::from_reply(r)).collect()
     }
 
     /// Claim one delivered entry with `claim.lua`, starting from `doc` (the
@@ -125,12 +128,11 @@ impl Queue {
     pub(super) async fn claim_entry(
         &self,
         worker: &str,
-        e: &Entry,
-        id: &TaskId,
-        key: &str,
+        p: &Pending,
         mut doc: Option<String>,
         lease: Duration,
     ) -> Result<Option<Claim>, RedisStoreError> {
+        let (e, id, key) = (&p.entry, &p.id, p.key.as_str());
         let keys = &self.link.keys;
         let stream = keys.work(e.partition);
         let channel = keys.events(id).expect("same partition as the task key");
@@ -154,7 +156,7 @@ impl Queue {
                 .arg(self.lease_idle(lease))
                 .arg(self.link.topology.publish_cmd());
             let reply: Vec<Value> = self.link.invoke(&inv).await?;
-            match claimed(&reply)? {
+            match Claimed::from_reply(&reply)? {
                 Claimed::Yes => {
                     return Ok(Some(Claim { deliveries: next.attempt, receipt: e.receipt().to_string(), task: next }));
                 }

@@ -9,7 +9,7 @@ use presa_store::{Claim, Shares, StoreError, TaskId, TaskStream};
 use tokio::sync::Notify;
 
 use super::Queue;
-use super::{CLUSTER_POLL, Entry, MAX_SLICE, is_nogroup};
+use super::{CLUSTER_POLL, Entry, MAX_SLICE, Reads, is_nogroup};
 use crate::RedisStoreError;
 
 impl Queue {
@@ -37,7 +37,8 @@ impl Queue {
         let worker = worker.to_owned();
         let shares = shares.clone();
         tokio::spawn(async move {
-            let result = queue.claim_until(&worker, max, lease, wait, &shares, &|| tx.is_closed()).await;
+            let who = Claimant { worker: &worker, lease };
+            let result = queue.claim_until(who, max, wait, &shares, &|| tx.is_closed()).await;
             if let Err(Ok(claims)) = tx.send(result) {
                 for claim in claims {
                     if let Err(e) = queue.release(&claim).await {
@@ -64,13 +65,13 @@ impl Queue {
     /// `wait` for work; `caller_gone` ends the wait early.
     async fn claim_until(
         &self,
-        worker: &str,
+        who: Claimant<'_>,
         max: usize,
-        lease: Duration,
         wait: Duration,
         shares: &Shares,
         caller_gone: &(dyn Fn() -> bool + Send + Sync),
     ) -> Result<Vec<Claim>, RedisStoreError> {
+        let Claimant { worker, lease } = who;
         let mut out = Vec::new();
         let mut shares = shares.clone();
         if max == 0 {
@@ -110,7 +111,7 @@ impl Queue {
             if !fresh.is_empty() && !cursors.is_empty() {
                 self.state.reader.keep_drained(&cursors);
             }
-            self.take(worker, fresh, max, lease, &mut shares, &mut out).await?;
+            self.take(who, fresh, max, &mut shares, &mut out).await?;
             if out.len() < max && self.state.recovery.unhold_due() {
                 let held = match self.unhold(worker, max - out.len(), lease, &shares).await {
                     Err(e) if is_nogroup(&e) => Vec::new(),
@@ -120,7 +121,7 @@ impl Queue {
                     }
                     Ok(held) => held,
                 };
-                self.take(worker, held, max, lease, &mut shares, &mut out).await?;
+                self.take(who, held, max, &mut shares, &mut out).await?;
             }
             if out.len() < max && self.state.recovery.recovery_due(lease) {
                 let lapsed = match self.recover(worker, max - out.len(), lease).await {
@@ -136,14 +137,14 @@ impl Queue {
                     other => other?,
                 };
                 fault_point(Fault::AfterRecover, &lapsed).await;
-                self.take(worker, lapsed, max, lease, &mut shares, &mut out).await?;
+                self.take(who, lapsed, max, &mut shares, &mut out).await?;
             }
             let now = Instant::now();
             if !out.is_empty() || now >= deadline || caller_gone() {
                 return Ok(out);
             }
             let slice = (deadline - now).min(MAX_SLICE);
-            if self.link.topology.blocking().is_none() {
+            if self.reads == Reads::PerPartition {
                 // One XREADGROUP cannot block on streams of several slots:
                 // sleep until a partition's wake channel pings (or poll).
                 match woken.as_mut().as_pin_mut() {
@@ -161,6 +162,15 @@ impl Queue {
             }
         }
     }
+}
+
+/// Who claims, and for how long: what every step of one claim passes on.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Claimant<'a> {
+    /// The consumer the entries are delivered to.
+    pub(super) worker: &'a str,
+    /// The lease each claim gets.
+    pub(super) lease: Duration,
 }
 
 /// Where a test injects a fault (`PRESA_FAULT`): right after new entries

@@ -17,7 +17,7 @@ impl Queue {
         horizon.saturating_sub(lease.min(horizon)).as_millis() as u64
     }
     /// The task key, partition and entry id a claim refers to.
-    pub(crate) fn locate(&self, claim: &Claim) -> Result<(String, u16, String), RedisStoreError> {
+    fn locate(&self, claim: &Claim) -> Result<(String, u16, String), RedisStoreError> {
         let bad = || RedisStoreError::Corrupt(format!("not a Redis work receipt: {:?}", claim.receipt));
         let Receipt { partition, entry } = claim.receipt.parse().map_err(|_| bad())?;
         let key = self.link.keys.task(&claim.task.id).ok_or_else(bad)?;
@@ -25,6 +25,13 @@ impl Queue {
             return Err(bad());
         }
         Ok((key, partition, entry))
+    }
+
+    /// The work entry of `claim`, for the write concluding it. A receipt
+    /// that is not this store's (never, from its own claims) leaves the
+    /// work to the claims that find the task ended.
+    pub(crate) fn entry_of(&self, claim: &Claim) -> Option<String> {
+        self.locate(claim).ok().map(|(_, _, entry)| entry)
     }
 
     /// `renew.lua`: push the claim's lease out, if it still holds the work.
@@ -39,7 +46,8 @@ impl Queue {
             .arg(entry)
             .arg(claim.task.attempt)
             .arg(self.lease_idle(lease));
-        Ok(self.link.invoke::<i64>(&inv).await? == 1)
+        // renew.lua: 1 renewed, 0 lost.
+        self.link.invoke::<bool>(&inv).await
     }
 
     /// `remove_work.lua`: drop the claim's work, unless a newer attempt holds it.

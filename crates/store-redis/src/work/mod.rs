@@ -93,7 +93,21 @@ pub(crate) struct Queue {
     link: Arc<Link>,
     /// The records claims bump and conclusions write.
     records: Records,
+    /// How it reads and waits, fixed by the topology.
+    reads: Reads,
     state: Arc<QueueState>,
+}
+
+/// How the queue reads work and waits for it: fixed when it is built, by
+/// the [`Topology`](crate::topology::Topology).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reads {
+    /// Standalone: one script reads every partition, and a claim waits on
+    /// the streams with blocking reads.
+    Spanning,
+    /// A cluster: one script per partition, and a claim waits for the
+    /// partitions' wake channels (or polls).
+    PerPartition,
 }
 
 /// What a queue keeps between claims.
@@ -131,7 +145,8 @@ struct Entry {
 
 impl Queue {
     pub(crate) fn new(link: Arc<Link>, records: Records) -> Queue {
-        Queue { link, records, state: Arc::default() }
+        let reads = if link.topology.spans_slots() { Reads::Spanning } else { Reads::PerPartition };
+        Queue { link, records, reads, state: Arc::default() }
     }
 
     /// Create the consumer group on every partition stream (MKSTREAM; an

@@ -16,7 +16,7 @@ use futures::future::join_all;
 use redis::Value;
 
 use super::Queue;
-use super::{CLUSTER_POLL, Entry, Woke, delivered, flat_entries};
+use super::{CLUSTER_POLL, Entry, Reads, Woke, delivered, flat_entries};
 use crate::{
     RedisStoreError,
     conn::{Verbosity, traced},
@@ -101,7 +101,7 @@ impl Queue {
             return Ok((entries, cursors));
         }
         let parts = self.rotated_partitions();
-        if !self.link.topology.spans_slots() {
+        if self.reads == Reads::PerPartition {
             return self.read_partitions(parts, worker, count, idle).await.map(|e| (e, Vec::new()));
         }
         self.read_standalone(&parts, worker, count, idle).await

@@ -8,11 +8,11 @@ use futures::future::join_all;
 use presa_store::{Claim, Shares, TaskId};
 use redis::Value;
 
-use super::Queue;
 use super::{
     Entry,
     attempt::{Claimed, Pending},
 };
+use super::{Queue, claim::Claimant};
 use crate::{
     RedisStoreError,
     conn::Verbosity,
@@ -33,13 +33,13 @@ impl Queue {
     /// the doc the script returned.
     pub(super) async fn take(
         &self,
-        worker: &str,
+        who: Claimant<'_>,
         entries: Vec<Entry>,
         max: usize,
-        lease: Duration,
         shares: &mut Shares,
         out: &mut Vec<Claim>,
     ) -> Result<(), RedisStoreError> {
+        let Claimant { worker, lease } = who;
         let room = max.saturating_sub(out.len());
         let mut entries = entries;
         let over = entries.split_off(room.min(entries.len()));
@@ -158,7 +158,7 @@ impl Queue {
             }
             // Boxed: the rare path (a task that moved) would otherwise make
             // every claim's future kilobytes larger.
-            match Box::pin(self.claim_entry(worker, &p.entry, &p.id, &p.key, doc, lease)).await {
+            match Box::pin(self.claim_entry(worker, &p, doc, lease)).await {
                 Ok(Some(c)) => out.push(c),
                 Ok(None) => {}
                 Err(err) => {

@@ -11,7 +11,7 @@ use redis::Value;
 
 use super::{
     Entry,
-    attempt::{Claimed, Pending, claimed},
+    attempt::{Claimed, Pending},
 };
 use crate::RedisConfig;
 use crate::{
@@ -170,7 +170,7 @@ async fn a_stale_entry_in_a_batch_is_refused_as_a_single_claim_is() {
             .arg(store.queue().lease_idle(LEASE))
             .arg(store.queue().link.topology.publish_cmd());
         let single: Vec<Value> = store.queue().link.invoke(&inv).await.unwrap();
-        match claimed(&single).unwrap() {
+        match Claimed::from_reply(&single).unwrap() {
             Claimed::Dropped => assert!(want_dropped, "entry {i}"),
             Claimed::Moved(Some(d)) => assert!(!want_dropped && d == *doc, "entry {i}"),
             _ => panic!("entry {i}: a single claim answered differently"),
@@ -178,8 +178,7 @@ async fn a_stale_entry_in_a_batch_is_refused_as_a_single_claim_is() {
     }
     // The moved one is then claimed from its current doc (the retry path).
     let p = &group[2];
-    let claim =
-        store.queue().claim_entry("w1", &p.entry, &p.id, &p.key, Some(doc.clone()), LEASE).await.unwrap().unwrap();
+    let claim = store.queue().claim_entry("w1", p, Some(doc.clone()), LEASE).await.unwrap().unwrap();
     assert_eq!(claim.task.attempt, 1);
     assert_eq!(claim.task.status_message.as_deref(), Some("moved"));
 }

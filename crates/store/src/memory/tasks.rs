@@ -119,9 +119,9 @@ impl State {
         writer: Writer,
         quota: Option<u64>,
         max_bytes: Option<usize>,
-        now: u64,
         changes: &broadcast::Sender<Task>,
     ) -> Result<Cas, StoreError> {
+        let now = now_ms();
         let Some(stored) = self.live(&next.id, now) else {
             return Ok(Cas::Conflict(None));
         };
@@ -251,7 +251,7 @@ impl TaskStore for MemoryStore {
     }
 
     async fn transition_within(&self, next: &Task, writer: Writer, quota: Option<u64>) -> Result<Cas, StoreError> {
-        self.state().compare_and_set(next, writer, quota, self.max_bytes, now_ms(), &self.changes)
+        self.state().compare_and_set(next, writer, quota, self.max_bytes, &self.changes)
     }
 
     async fn watch(&self, ids: &[TaskId]) -> Result<TaskStream, StoreError> {

@@ -222,7 +222,7 @@ impl WorkQueue for MemoryStore {
     /// Every partition's queued and pending work.
     async fn conclude_dead(&self, next: &Task, claim: &Claim, reason: &str) -> Result<Cas, StoreError> {
         let mut s = self.state();
-        let cas = s.compare_and_set(next, claim.writer(), None, self.max_bytes, now_ms(), &self.changes)?;
+        let cas = s.compare_and_set(next, claim.writer(), None, self.max_bytes, &self.changes)?;
         if matches!(cas, Cas::Applied(_)) && next.status.is_terminal() {
             s.remove_work(&next.id);
             let letter = DeadLetter::of(claim, reason, next.updated_at_ms);
