@@ -26,7 +26,14 @@ use presa_store::{
     util::now_ms,
 };
 
-use crate::{RedisStoreError, keys::Keys, link::Link, records::Records, scripts};
+use crate::{RedisStoreError, keys::Keys, link::Link, records::Records, scripts::script};
+
+// The index's script (see `scripts.rs`), named as its operation.
+script!(
+    LIST_TASKS,
+    "list_tasks.lua",
+    "One partition's next cursors of an admin task listing, newest first, dropping expired members."
+);
 
 /// The admin task index, over the store's [`Link`], reading the listed
 /// tasks from the [`Records`].
@@ -66,7 +73,7 @@ impl TaskIndex {
         let (upper, tied) = after.arguments();
         let now = now_ms();
         let parts = (0..keys.partitions()).map(|p| {
-            let mut inv = scripts::LIST_TASKS.prepare_invoke();
+            let mut inv = LIST_TASKS.prepare_invoke();
             inv.key(keys.task_tenants(p))
                 .arg(keys.task_index_prefix(p))
                 .arg(&tenant)

@@ -16,7 +16,7 @@
 //!
 //! - Recording: `conclude_dead.lua`, which is `transition.lua` plus the
 //!   letter and its index members, so the letter exists exactly when the
-//!   write ending the task landed ([`transition_script`], which the
+//!   write ending the task landed ([`conclude_dead_script`], which the
 //!   records' write runs).
 //! - Marking a replay: `mark_dead_letter_replayed.lua`, a compare-and-set on the header.
 //! - Discarding: a read (to learn the letter's scope index), then
@@ -30,13 +30,31 @@ use presa_store::{
 
 use std::sync::Arc;
 
-use crate::{
-    RedisStoreError,
-    conn::Verbosity,
-    keys::Keys,
-    link::Link,
-    scripts::{self, Invocation},
-};
+use crate::{RedisStoreError, conn::Verbosity, keys::Keys, link::Link, scripts::Invocation};
+use std::sync::LazyLock;
+
+use crate::scripts::{Lua, TASK_BYTES, composed, function, lua, script};
+
+// The dead letters' scripts (see `scripts.rs`), each named as its operation.
+script!(
+    DEAD_LETTERS,
+    "dead_letters.lua",
+    "One partition's page of a tenant's (or a scope's) dead letters, dropping expired members."
+);
+script!(
+    MARK_DEAD_LETTER_REPLAYED,
+    "mark_dead_letter_replayed.lua",
+    "Mark a tenant's dead letter replayed as a task, unless marked before."
+);
+script!(DISCARD_DEAD_LETTER, "discard_dead_letter.lua", "Remove a tenant's dead letter and its index members.");
+/// `conclude_dead.lua` behind `task.lua`, `bytes.lua` and the body of `transition.lua` as
+/// the local function `transition` of its own KEYS and ARGV.
+static CONCLUDE_DEAD: LazyLock<Lua> = LazyLock::new(|| {
+    composed(
+        "conclude_dead",
+        &[TASK_BYTES.to_owned(), function("transition", lua!("transition.lua")), lua!("conclude_dead.lua").to_owned()],
+    )
+});
 
 /// The dead letters, over the store's [`Link`].
 #[derive(Debug, Clone)]
@@ -93,7 +111,7 @@ impl Letters {
             };
             let from = from.clone();
             async move {
-                let mut inv = scripts::DEAD_LETTERS.prepare_invoke();
+                let mut inv = DEAD_LETTERS.prepare_invoke();
                 inv.key(index).arg(from).arg(limit + 1).arg(keys.dead_letter_prefix(p));
                 self.link.invoke::<Vec<String>>(&inv).await
             }
@@ -141,7 +159,7 @@ impl Letters {
         let Some(key) = self.link.keys.dead_letter(id) else {
             return Ok(None);
         };
-        let mut inv = scripts::MARK_DEAD_LETTER_REPLAYED.prepare_invoke();
+        let mut inv = MARK_DEAD_LETTER_REPLAYED.prepare_invoke();
         inv.key(key).arg(Keys::tenant_word(tenant)).arg(new.as_str());
         let marked: Option<String> = self.link.invoke(&inv).await?;
         Ok(marked.map(TaskId::from_wire))
@@ -156,7 +174,7 @@ impl Letters {
         let (Some(key), Some(partition)) = (keys.dead_letter(id), keys.partition_of(id)) else {
             return Ok(false);
         };
-        let mut inv = scripts::DISCARD_DEAD_LETTER.prepare_invoke();
+        let mut inv = DISCARD_DEAD_LETTER.prepare_invoke();
         inv.key(key)
             .key(keys.dead_by_tenant(partition, tenant))
             .key(keys.dead_by_scope(partition, &letter.scope))
@@ -167,23 +185,17 @@ impl Letters {
     }
 }
 
-/// The script of a compare-and-set that ends a task: `transition.lua`,
-/// or with a dead `letter` `conclude_dead.lua` with the letter's keys and
-/// arguments in front (the caller adds transition.lua's after them).
-pub(crate) fn transition_script(
-    link: &Link,
-    letter: Option<&DeadLetter>,
-) -> Result<Invocation<'static>, RedisStoreError> {
-    let Some(letter) = letter else {
-        return Ok(scripts::TRANSITION.prepare_invoke());
-    };
+/// `conclude_dead.lua` for the write that ends a poison task with its
+/// dead `letter`: the letter's keys and arguments in front (the caller, the
+/// records' compare-and-set, adds transition.lua's after them).
+pub(crate) fn conclude_dead_script(link: &Link, letter: &DeadLetter) -> Result<Invocation<'static>, RedisStoreError> {
     let keys = &link.keys;
     let (Some(key), Some(partition)) = (keys.dead_letter(&letter.id), keys.partition_of(&letter.id)) else {
         return Err(RedisStoreError::Corrupt(format!("task id {} names no partition", letter.id)));
     };
     let retention = link.cfg.dead_letter_ttl;
     let oldest_kept = now_ms().saturating_sub(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX));
-    let mut inv = scripts::CONCLUDE_DEAD.prepare_invoke();
+    let mut inv = CONCLUDE_DEAD.prepare_invoke();
     inv.key(key)
         .key(keys.dead_by_tenant(partition, &letter.scope.tenant))
         .key(keys.dead_by_scope(partition, &letter.scope))

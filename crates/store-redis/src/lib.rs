@@ -56,8 +56,9 @@
 //!   ([`presa_store::AdminStore`]).
 //! - `bus`: the event bus ([`presa_store::EventBus`]) over the hub.
 //! - `epoch`: data-loss detection.
-//! - `scripts` + `lua/*.lua`: every script, named as its operation, with
-//!   its contract header (KEYS, ARGV, Returns).
+//! - `scripts` + `lua/*.lua`: how scripts are embedded and run; each part
+//!   declares its own, named as its operation, every file with its
+//!   contract header (KEYS, ARGV, Returns).
 //! - `topology`: standalone or cluster, chosen once at open: the publish
 //!   and wake commands, blocking reads or wake-ups, which scripts may span
 //!   slots.

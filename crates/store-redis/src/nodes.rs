@@ -8,7 +8,17 @@ use std::{sync::Arc, time::Duration};
 
 use presa_store::{NodeInfo, StoreError, util::now_ms};
 
-use crate::{RedisStoreError, link::Link, scripts};
+use crate::{RedisStoreError, link::Link, scripts::script};
+
+// The registry's scripts (see `scripts.rs`), each named as its operation.
+script!(
+    HEARTBEAT,
+    "heartbeat.lua",
+    Debug,
+    "Record a process's heartbeat, forget silent ones, answer whether it drains."
+);
+script!(NODES, "nodes.lua", "Every live process's last heartbeat and the drained ids.");
+script!(DRAIN, "drain.lua", "Ask a live process to drain.");
 
 /// The registry of live processes, over the store's [`Link`].
 #[derive(Debug, Clone)]
@@ -31,14 +41,14 @@ impl Nodes {
         let now = now_ms();
         let until = now.saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
         let json = serde_json::to_string(node).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
-        let mut inv = scripts::HEARTBEAT.prepare_invoke();
+        let mut inv = HEARTBEAT.prepare_invoke();
         inv.key(keys.node(&node.id)).key(keys.nodes()).key(keys.drains()).arg(&node.id).arg(json).arg(until).arg(now);
         Ok(self.link.invoke::<i64>(&inv).await? == 1)
     }
 
     pub(crate) async fn nodes(&self) -> Result<Vec<NodeInfo>, StoreError> {
         let keys = &self.link.keys;
-        let mut inv = scripts::NODES.prepare_invoke();
+        let mut inv = NODES.prepare_invoke();
         inv.key(keys.nodes()).key(keys.drains()).arg(keys.node_prefix()).arg(now_ms());
         let (beats, drained): (Vec<String>, Vec<String>) = self.link.invoke(&inv).await?;
         let mut nodes = Vec::with_capacity(beats.len());
@@ -53,7 +63,7 @@ impl Nodes {
 
     pub(crate) async fn drain(&self, id: &str) -> Result<Option<NodeInfo>, StoreError> {
         let keys = &self.link.keys;
-        let mut inv = scripts::DRAIN.prepare_invoke();
+        let mut inv = DRAIN.prepare_invoke();
         inv.key(keys.node(id)).key(keys.nodes()).key(keys.drains()).arg(id).arg(now_ms());
         let beat: Option<String> = self.link.invoke(&inv).await?;
         Ok(beat.map(|b| node_of(&b)).transpose()?.map(|node| NodeInfo { draining: true, ..node }))

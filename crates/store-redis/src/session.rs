@@ -10,7 +10,15 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 use presa_store::{Limit, Scope, SessionLimits, SessionWrite, StoreError, util::now_ms};
 use redis::Value;
 
-use crate::{conn::Verbosity, keys::Keys, link::Link, scripts};
+use crate::{conn::Verbosity, keys::Keys, link::Link, scripts::script};
+
+// The sessions' scripts (see `scripts.rs`), each named as its operation.
+script!(
+    WRITE_SESSION,
+    "write_session.lua",
+    "One counted, capped write to a legacy session's state; registers a new session."
+);
+script!(SESSION_ADMIT, "session_admit.lua", "Count a legacy session holding state store-wide, within the limit.");
 
 /// The legacy sessions' state, over the store's [`Link`].
 #[derive(Debug, Clone)]
@@ -62,7 +70,7 @@ impl Sessions {
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
         let now = now_ms();
         let write = |admitted: bool| {
-            let mut inv = scripts::WRITE_SESSION.prepare_invoke();
+            let mut inv = WRITE_SESSION.prepare_invoke();
             inv.key(keys.session(owner, session))
                 .key(keys.scope_sessions(owner))
                 .arg(op)
@@ -84,7 +92,7 @@ impl Sessions {
             done => return done.outcome(),
         }
         let member = Keys::sessions_member(owner, session);
-        let mut admit = scripts::SESSION_ADMIT.prepare_invoke();
+        let mut admit = SESSION_ADMIT.prepare_invoke();
         admit.key(keys.sessions()).arg(&member).arg(now).arg(ttl_ms).arg(limits.max_sessions.unwrap_or(0));
         let admitted: i64 = self.link.invoke(&admit).await?;
         if admitted == 0 {

@@ -18,7 +18,7 @@ use crate::{
     durability::Replication,
     keys::Keys,
     record::{decode, encode},
-    scripts::{self, Invocation},
+    scripts::Invocation,
 };
 
 impl Records {
@@ -71,7 +71,7 @@ impl Records {
     ) -> Result<Outcome, RedisStoreError> {
         let doc = encode(task)?;
         let keys = &self.link.keys;
-        let mut inv = scripts::CREATE_SCOPED.prepare_invoke();
+        let mut inv = super::CREATE_SCOPED.prepare_invoke();
         self.create_args(&mut inv, task, &doc, limits.max_queued_per_partition, None);
         inv.key(keys.scope_active(&task.scope))
             .key(keys.scope_bytes(&task.scope))
@@ -117,7 +117,7 @@ impl Records {
     /// `replay.lua`: the task `key` made before, if any (a cluster's first
     /// step of a keyed create).
     async fn replay(&self, task: &Task, key: &Idempotency) -> Result<Outcome, RedisStoreError> {
-        let mut inv = scripts::REPLAY.prepare_invoke();
+        let mut inv = super::REPLAY.prepare_invoke();
         inv.key(self.idempotency_key(task, key)).arg(&key.fingerprint);
         match self.link.invoke::<Value>(&inv).await? {
             Value::Nil => Ok(Outcome::Fresh),
@@ -163,7 +163,7 @@ impl Records {
             }
         }
         let doc = encode(task)?;
-        let mut inv = scripts::CREATE.prepare_invoke();
+        let mut inv = super::CREATE.prepare_invoke();
         let record = idempotency.map(|key| (self.idempotency_key(task, key), key.fingerprint.as_str()));
         self.create_args(&mut inv, task, &doc, limits.max_queued_per_partition, record);
         let (reply, replication) = self.link.invoke_confirmed::<Value>(&inv).await?;

@@ -34,7 +34,7 @@
 use presa_store::{Scope, Task, TaskId, util::now_ms};
 
 use super::Records;
-use crate::{RedisStoreError, conn::Verbosity, link::Link, scripts};
+use crate::{RedisStoreError, conn::Verbosity, link::Link};
 
 /// A scope's active-task limit, as the steps a cluster runs around the
 /// task's own scripts (standalone Redis runs both inside them).
@@ -53,7 +53,7 @@ impl ActiveTasks<'_> {
     /// Admit `task` under its scope's limit: the scope's active tasks with
     /// it, or `None` when the scope is full.
     pub(crate) async fn admit(&self, task: &Task, limit: u64) -> Result<Option<u64>, RedisStoreError> {
-        let mut inv = scripts::ADMIT.prepare_invoke();
+        let mut inv = super::ADMIT.prepare_invoke();
         let expire_at = task.expires_at_ms().map(|ms| ms.to_string()).unwrap_or_default();
         inv.key(self.link.keys.scope_active(&task.scope)).arg(limit).arg(task.id.as_str()).arg(now_ms()).arg(expire_at);
         let admitted: i64 = self.link.invoke(&inv).await?;

@@ -27,6 +27,33 @@ mod quota;
 mod write;
 
 pub(crate) use quota::reservation_expiry;
+use std::sync::LazyLock;
+
+use crate::scripts::{BYTES, Lua, TASK_BYTES, TASK_IDEMPOTENCY, composed, function, lua, script};
+
+// The records' scripts (see `scripts.rs`), each named as its operation.
+script!(@ TASK_IDEMPOTENCY, CREATE, "create.lua", Info, "Create a task and XADD its work entry, unless the task (or its idempotency key) exists.");
+script!(@ TASK_IDEMPOTENCY, REPLAY, "replay.lua", Info, "A keyed create's first step on a cluster: the task its idempotency key made, if any.");
+script!(@ TASK_BYTES, TRANSITION, "transition.lua", Info, "Compare-and-set a task (rev, fence, not terminal), publish it, count its bytes.");
+script!(ADMIT, "admit.lua", "Add a task to its scope's active set unless the set is at the limit.");
+script!(@ BYTES, QUOTA, "quota.lua", Info, "Reserve a new task's bytes under its scope's byte quota unless it would be exceeded.");
+script!(@ BYTES, RESIZE, "resize.lua", Info, "Count a task at its new size under its scope's byte quota (cluster), refusing growth past it.");
+/// `create_scoped.lua` behind `task.lua`, `bytes.lua`, `idempotency.lua` and the bodies of `admit.lua`,
+/// `quota.lua` and `create.lua`, each as a local function of its own KEYS
+/// and ARGV.
+static CREATE_SCOPED: LazyLock<Lua> = LazyLock::new(|| {
+    composed(
+        "create_scoped",
+        &[
+            TASK_BYTES.to_owned(),
+            lua!("idempotency.lua").to_owned(),
+            function("admit", lua!("admit.lua")),
+            function("quota", lua!("quota.lua")),
+            function("create", lua!("create.lua")),
+            lua!("create_scoped.lua").to_owned(),
+        ],
+    )
+});
 
 /// The task records, over the store's [`Link`].
 #[derive(Debug, Clone)]

@@ -32,7 +32,7 @@
 use presa_store::{Scope, Task, TaskId, util::now_ms};
 
 use super::Records;
-use crate::{RedisStoreError, conn::Verbosity, link::Link, record::encode, scripts};
+use crate::{RedisStoreError, conn::Verbosity, link::Link, record::encode};
 
 /// The expiry of a task that never expires, as a score (2^52 ms: year 144 683).
 const NEVER: u64 = 1 << 52;
@@ -60,7 +60,7 @@ impl ScopeBytes<'_> {
     /// bytes with them, or `None` when that would exceed the quota.
     pub(crate) async fn reserve(&self, task: &Task, quota: u64) -> Result<Option<u64>, RedisStoreError> {
         let bytes = encode(task)?.len();
-        let mut inv = scripts::QUOTA.prepare_invoke();
+        let mut inv = super::QUOTA.prepare_invoke();
         for key in self.link.keys.scope_byte_keys(&task.scope) {
             inv.key(key);
         }
@@ -81,7 +81,7 @@ impl ScopeBytes<'_> {
         quota: Option<u64>,
         settle: Option<u64>,
     ) -> Result<Resized, RedisStoreError> {
-        let mut inv = scripts::RESIZE.prepare_invoke();
+        let mut inv = super::RESIZE.prepare_invoke();
         for key in self.link.keys.scope_byte_keys(scope) {
             inv.key(key);
         }

@@ -8,7 +8,7 @@ use redis::Value;
 use super::{Records, ScopeSteps, create::optional, quota::Resized, reservation_expiry};
 use crate::{
     RedisStoreError,
-    dead::transition_script,
+    dead::conclude_dead_script,
     durability::Replication,
     keys::GROUP,
     record::{decode, decode_live, encode},
@@ -56,7 +56,10 @@ impl Records {
             }
             _ => None,
         };
-        let mut inv = transition_script(&self.link, letter)?;
+        let mut inv = match letter {
+            None => super::TRANSITION.prepare_invoke(),
+            Some(letter) => conclude_dead_script(&self.link, letter)?,
+        };
         inv.key(&key)
             .key(&channel)
             .key(keys.work(partition))

@@ -15,7 +15,6 @@ use crate::{
     RedisStoreError,
     keys::GROUP,
     record::{decode, encode},
-    scripts,
 };
 
 /// Give up bumping an attempt after this many lost CAS races (a client
@@ -100,7 +99,7 @@ impl Queue {
         lease: Duration,
     ) -> Result<Vec<Claimed>, RedisStoreError> {
         let keys = &self.link.keys;
-        let mut inv = scripts::CLAIM_BATCH.prepare_invoke();
+        let mut inv = super::CLAIM_BATCH.prepare_invoke();
         for p in group {
             let channel = keys.events(&p.id).expect("same partition as the task key");
             inv.key(&p.key).key(keys.work(p.entry.partition)).key(channel).key(keys.claimed(p.entry.partition));
@@ -141,7 +140,7 @@ impl Queue {
             let Some((task, next)) = self.next_claimed(worker, e, id, doc.as_deref()).await? else {
                 return Ok(None);
             };
-            let mut inv = scripts::CLAIM.prepare_invoke();
+            let mut inv = super::CLAIM.prepare_invoke();
             inv.key(key)
                 .key(&stream)
                 .key(&channel)

@@ -8,7 +8,7 @@ use std::time::Duration;
 use presa_store::Claim;
 
 use super::{Queue, receipt::Receipt};
-use crate::{RedisStoreError, keys::GROUP, scripts};
+use crate::{RedisStoreError, keys::GROUP};
 
 impl Queue {
     /// The idle time (ms) that makes an entry recoverable after `lease`.
@@ -39,7 +39,7 @@ impl Queue {
         let Ok((key, p, entry)) = self.locate(claim) else {
             return Ok(false);
         };
-        let mut inv = scripts::RENEW.prepare_invoke();
+        let mut inv = super::RENEW.prepare_invoke();
         inv.key(key)
             .key(self.link.keys.work(p))
             .arg(GROUP)
@@ -53,7 +53,7 @@ impl Queue {
     /// `remove_work.lua`: drop the claim's work, unless a newer attempt holds it.
     pub(crate) async fn remove_work(&self, claim: &Claim) -> Result<(), RedisStoreError> {
         let (key, p, entry) = self.locate(claim)?;
-        let mut inv = scripts::REMOVE_WORK.prepare_invoke();
+        let mut inv = super::REMOVE_WORK.prepare_invoke();
         inv.key(key).key(self.link.keys.work(p)).arg(GROUP).arg(entry).arg(claim.task.attempt);
         self.link.invoke::<i64>(&inv).await.map(|_| ())
     }
@@ -61,7 +61,7 @@ impl Queue {
     /// `release.lua`: hand the claim's work back for another worker to claim at once.
     pub(crate) async fn release(&self, claim: &Claim) -> Result<(), RedisStoreError> {
         let (key, p, entry) = self.locate(claim)?;
-        let mut inv = scripts::RELEASE.prepare_invoke();
+        let mut inv = super::RELEASE.prepare_invoke();
         inv.key(key)
             .key(self.link.keys.work(p))
             .key(self.link.keys.wake(p))

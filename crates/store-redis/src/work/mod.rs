@@ -85,7 +85,24 @@ use read::Reader;
 use recovery::Recovery;
 use redis::Value;
 
+use crate::scripts::{STREAM, TASK_STREAM, script, task_script};
 use crate::{RedisStoreError, claimed::Claimed, conn::Verbosity, keys::GROUP, link::Link, records::Records};
+
+// The queue's scripts (see `scripts.rs`), each named as its operation.
+task_script!(CLAIM, "claim.lua", "Bump a delivered task's attempt (CAS on rev), or drop its entry.");
+task_script!(
+    CLAIM_BATCH,
+    "claim_batch.lua",
+    "claim.lua for a batch of entries (standalone: any partitions; cluster: one)."
+);
+task_script!(RENEW, "renew.lua", "Reset a held entry's idle time if the attempt still matches.");
+task_script!(RELEASE, "release.lua", "Make a held entry recoverable at once if the attempt still matches.");
+task_script!(REMOVE_WORK, "remove_work.lua", "XACK and XDEL finished work, unless a newer attempt holds it.");
+script!(ACK, "ack.lua", "XACK and XDEL a work entry together.");
+script!(@ TASK_STREAM, READ, "read.lua", Debug, "Read up to N new entries over the partitions (standalone only).");
+script!(@ STREAM, RECOVER, "recover.lua", Debug, "XAUTOCLAIM up to N lapsed entries over the partitions (standalone only).");
+script!(@ STREAM, UNHOLD, "unhold.lua", Debug, "Hand held entries of scopes with room to a worker (standalone: any partitions).");
+script!(@ STREAM, WORK_STATS, "work_stats.lua", Debug, "Count a partition's queued and pending work, and the oldest pending age.");
 
 /// The work queue, over the store's [`Link`]; cheap to clone (its state is shared).
 #[derive(Debug, Clone)]

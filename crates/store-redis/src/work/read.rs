@@ -21,7 +21,6 @@ use crate::{
     RedisStoreError,
     conn::{Verbosity, traced},
     keys::GROUP,
-    scripts,
 };
 
 /// Stream cursors: each partition's last entry id.
@@ -185,7 +184,7 @@ impl Queue {
         with_docs: bool,
     ) -> Result<(Vec<Value>, Vec<String>, Vec<Option<String>>), RedisStoreError> {
         let keys = &self.link.keys;
-        let mut inv = scripts::READ.prepare_invoke();
+        let mut inv = super::READ.prepare_invoke();
         for p in parts {
             inv.key(keys.work(*p));
         }

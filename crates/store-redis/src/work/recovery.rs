@@ -17,7 +17,6 @@ use super::{Entry, delivered, flat_entries};
 use crate::{
     RedisStoreError,
     keys::{GROUP, held_consumer},
-    scripts,
 };
 
 /// How often claims with room look for held work (`unhold.lua`): the most a
@@ -74,7 +73,7 @@ impl Queue {
     ) -> Result<Vec<Entry>, RedisStoreError> {
         let min_idle = self.link.cfg.max_lease.as_millis() as u64;
         let idle = self.lease_idle(lease);
-        self.over_partitions(&scripts::RECOVER, |inv| {
+        self.over_partitions(&super::RECOVER, |inv| {
             inv.arg(GROUP).arg(worker).arg(min_idle).arg(count).arg(idle);
         })
         .await
@@ -93,7 +92,7 @@ impl Queue {
         let per = shares.cap().unwrap_or(count).min(count);
         let rotation = self.state.reader.rotation();
         let skip: Vec<String> = shares.full().map(held_consumer).collect();
-        self.over_partitions(&scripts::UNHOLD, |inv| {
+        self.over_partitions(&super::UNHOLD, |inv| {
             inv.arg(GROUP).arg(worker).arg(count).arg(idle).arg(per).arg(rotation);
             for name in &skip {
                 inv.arg(name);
@@ -108,8 +107,8 @@ impl Queue {
     /// slots cannot share one), with the same `args` each time.
     pub(super) async fn over_partitions(
         &self,
-        script: &scripts::Lua,
-        args: impl Fn(&mut scripts::Invocation<'_>),
+        script: &crate::scripts::Lua,
+        args: impl Fn(&mut crate::scripts::Invocation<'_>),
     ) -> Result<Vec<Entry>, RedisStoreError> {
         let run = |parts: Vec<u16>| {
             let mut inv = script.prepare_invoke();

@@ -6,7 +6,7 @@ use futures::future::join_all;
 use presa_store::PartitionStats;
 
 use super::Queue;
-use crate::{RedisStoreError, keys::GROUP, scripts};
+use crate::{RedisStoreError, keys::GROUP};
 
 /// A pending entry idle for longer than `max_lease` plus this was handed
 /// back (`release`, or returned unclaimed: last delivery at the Unix epoch,
@@ -21,7 +21,7 @@ impl Queue {
     pub(crate) async fn work_stats(&self) -> Result<Vec<PartitionStats>, RedisStoreError> {
         let handed_back_idle = self.link.cfg.max_lease.saturating_add(HANDED_BACK_IDLE).as_millis() as u64;
         let reads = (0..self.link.keys.partitions()).map(|partition| async move {
-            let mut inv = scripts::WORK_STATS.prepare_invoke();
+            let mut inv = super::WORK_STATS.prepare_invoke();
             inv.key(self.link.keys.work(partition)).arg(GROUP).arg(handed_back_idle);
             let (queued, pending, age, queued_age): (i64, i64, i64, i64) = self.link.invoke(&inv).await?;
             Ok(PartitionStats {

@@ -17,7 +17,6 @@ use crate::{
     RedisStoreError,
     conn::Verbosity,
     keys::{GROUP, held_consumer},
-    scripts,
 };
 
 impl Queue {
@@ -220,7 +219,7 @@ impl Queue {
     }
 
     pub(super) async fn ack(&self, partition: u16, entry: &str) -> Result<(), RedisStoreError> {
-        let mut inv = scripts::ACK.prepare_invoke();
+        let mut inv = super::ACK.prepare_invoke();
         inv.key(self.link.keys.work(partition)).arg(GROUP).arg(entry);
         self.link.invoke::<i64>(&inv).await.map(|_| ())
     }

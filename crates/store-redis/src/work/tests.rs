@@ -19,7 +19,6 @@ use crate::{
     conn::Verbosity,
     keys::GROUP,
     record::{decode, encode},
-    scripts,
 };
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -155,7 +154,7 @@ async fn a_stale_entry_in_a_batch_is_refused_as_a_single_claim_is() {
     // Single claims of the same two stale entries answer the same.
     for (i, want_dropped) in [(1, true), (2, false)] {
         let p = &group[i];
-        let mut inv = scripts::CLAIM.prepare_invoke();
+        let mut inv = super::CLAIM.prepare_invoke();
         inv.key(&p.key)
             .key(&stream)
             .key(store.keys().events(&p.id).unwrap())
@@ -252,7 +251,7 @@ async fn round_trip_futures_stay_small() {
     let cfg = RedisConfig::new(redis.url()).with_prefix(unique_prefix()).with_partitions(1);
     let store = RedisStore::connect(cfg).await.unwrap();
     let task = store.create(new_task(), CreateLimits::NONE).await.unwrap();
-    let inv = scripts::TRANSITION.prepare_invoke();
+    let inv = super::RENEW.prepare_invoke();
     let sizes = [
         ("invoke", size_of_val(&store.queue().link.invoke::<Value>(&inv)), 1024),
         ("transition", size_of_val(&store.queue().records.transition(&task, Writer::Client, None, None, None)), 2048),
