@@ -38,13 +38,13 @@ use crate::{RedisStoreError, conn::Verbosity, link::Link};
 
 /// A scope's active-task limit, as the steps a cluster runs around the
 /// task's own scripts (standalone Redis runs both inside them).
-pub(crate) struct ActiveTasks<'s> {
+pub(super) struct ActiveTasks<'s> {
     link: &'s Link,
 }
 
 impl Records {
     /// The per-scope active-task limit's steps.
-    pub(crate) fn active_tasks(&self) -> ActiveTasks<'_> {
+    pub(super) fn active_tasks(&self) -> ActiveTasks<'_> {
         ActiveTasks { link: &self.link }
     }
 }
@@ -52,7 +52,7 @@ impl Records {
 impl ActiveTasks<'_> {
     /// Admit `task` under its scope's limit: the scope's active tasks with
     /// it, or `None` when the scope is full.
-    pub(crate) async fn admit(&self, task: &Task, limit: u64) -> Result<Option<u64>, RedisStoreError> {
+    pub(super) async fn admit(&self, task: &Task, limit: u64) -> Result<Option<u64>, RedisStoreError> {
         let mut inv = super::ADMIT.prepare_invoke();
         let expire_at = task.expires_at_ms().map(|ms| ms.to_string()).unwrap_or_default();
         inv.key(self.link.keys.scope_active(&task.scope)).arg(limit).arg(task.id.as_str()).arg(now_ms()).arg(expire_at);
@@ -62,7 +62,7 @@ impl ActiveTasks<'_> {
 
     /// Best effort: the task no longer counts against its scope (a failure
     /// leaves the member counting until the task's expiry).
-    pub(crate) async fn forget(&self, scope: &Scope, id: &TaskId) {
+    pub(super) async fn forget(&self, scope: &Scope, id: &TaskId) {
         let key = self.link.keys.scope_active(scope);
         if let Err(e) = self.link.query::<i64>(Verbosity::Info, redis::cmd("ZREM").arg(&key).arg(id.as_str())).await {
             tracing::warn!(error = %e, "could not update the scope's active-task set");

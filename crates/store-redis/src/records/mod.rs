@@ -26,7 +26,7 @@ mod limits;
 mod quota;
 mod write;
 
-pub(crate) use quota::reservation_expiry;
+use quota::reservation_expiry;
 use std::sync::LazyLock;
 
 use crate::scripts::{BYTES, Lua, TASK_BYTES, TASK_IDEMPOTENCY, composed, function, lua, script};
@@ -124,7 +124,7 @@ impl Records {
     }
 
     /// The doc of the task at `key`; `None` when there is no task there.
-    pub(crate) async fn read_doc(&self, key: &str) -> Result<Option<Vec<u8>>, RedisStoreError> {
+    async fn read_doc(&self, key: &str) -> Result<Option<Vec<u8>>, RedisStoreError> {
         match self.link.query(Verbosity::Info, redis::cmd("HGET").arg(key).arg("doc")).await {
             // A string record of an earlier release.
             Err(RedisStoreError::Redis(e)) if e.code() == Some("WRONGTYPE") => {}

@@ -38,19 +38,19 @@ use crate::{RedisStoreError, conn::Verbosity, link::Link, record::encode};
 const NEVER: u64 = 1 << 52;
 
 /// A reservation's score: its task's expiry, Unix ms ([`NEVER`] when it never expires).
-pub(crate) fn reservation_expiry(task: &Task) -> u64 {
+pub(super) fn reservation_expiry(task: &Task) -> u64 {
     task.ttl_ms.map_or(NEVER, |ttl| task.created_at_ms.saturating_add(ttl))
 }
 
 /// A scope's byte quota, as the steps a cluster runs around the task's own
 /// scripts (standalone Redis runs them inside those).
-pub(crate) struct ScopeBytes<'s> {
+pub(super) struct ScopeBytes<'s> {
     link: &'s Link,
 }
 
 impl Records {
     /// The per-scope byte quota's steps.
-    pub(crate) fn scope_bytes(&self) -> ScopeBytes<'_> {
+    pub(super) fn scope_bytes(&self) -> ScopeBytes<'_> {
         ScopeBytes { link: &self.link }
     }
 }
@@ -58,7 +58,7 @@ impl Records {
 impl ScopeBytes<'_> {
     /// Reserve `task`'s bytes under its scope's `quota`: the scope's reserved
     /// bytes with them, or `None` when that would exceed the quota.
-    pub(crate) async fn reserve(&self, task: &Task, quota: u64) -> Result<Option<u64>, RedisStoreError> {
+    pub(super) async fn reserve(&self, task: &Task, quota: u64) -> Result<Option<u64>, RedisStoreError> {
         let bytes = encode(task)?.len();
         let mut inv = super::QUOTA.prepare_invoke();
         for key in self.link.keys.scope_byte_keys(&task.scope) {
@@ -73,7 +73,7 @@ impl ScopeBytes<'_> {
     /// past `quota` when one is given; `settle`: the write that ends the task
     /// landed, so the reservation is settled at that size, at this score
     /// (the task's [`reservation_expiry`]; `bytes.lua`).
-    pub(crate) async fn resize(
+    pub(super) async fn resize(
         &self,
         scope: &Scope,
         id: &TaskId,
@@ -100,14 +100,14 @@ impl ScopeBytes<'_> {
     /// not be refused landed, or one that was counted first lost its
     /// compare-and-set). A failure leaves the count off until the next write
     /// counts the task again, or its expiry. `settle` as [`resize`](Self::resize)'s.
-    pub(crate) async fn recount(&self, scope: &Scope, id: &TaskId, bytes: usize, settle: Option<u64>) {
+    pub(super) async fn recount(&self, scope: &Scope, id: &TaskId, bytes: usize, settle: Option<u64>) {
         if let Err(e) = self.resize(scope, id, bytes, None, settle).await {
             tracing::warn!(error = %e, task = %id, "could not count a task's new size under its byte quota");
         }
     }
 
     /// Best effort: take back `task`'s reservation (its create did not happen).
-    pub(crate) async fn unreserve(&self, task: &Task) {
+    pub(super) async fn unreserve(&self, task: &Task) {
         let Ok(bytes) = encode(task).map(|doc| doc.len()) else {
             return;
         };
@@ -133,7 +133,7 @@ impl ScopeBytes<'_> {
 
 /// What `resize.lua` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Resized {
+pub(super) enum Resized {
     /// The task has no reservation (created without a quota, or expired):
     /// nothing is counted.
     Unreserved,

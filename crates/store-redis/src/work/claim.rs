@@ -51,7 +51,7 @@ impl Queue {
     }
 
     /// Subscribe the claimed channels, once (see [`Claimed`](crate::claimed::Claimed)).
-    pub(crate) async fn start_watching_claimed(&self) -> Result<(), RedisStoreError> {
+    async fn start_watching_claimed(&self) -> Result<(), RedisStoreError> {
         self.state.claimed.start(&self.link.hub, &self.link.keys).await
     }
 

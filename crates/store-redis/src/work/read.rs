@@ -33,7 +33,7 @@ pub(crate) struct Reader {
     rotate: AtomicUsize,
     /// Standalone: the stream cursors of a read that delivered work and
     /// drained every stream, for the next claim to wait from (see
-    /// `RedisStore::claim_work`).
+    /// `Queue::claim_fair`).
     drained_at: Mutex<Option<Cursors>>,
 }
 

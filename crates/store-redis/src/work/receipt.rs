@@ -7,11 +7,11 @@ use std::{fmt, str::FromStr};
 
 /// A claimed entry of a partition's work stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Receipt {
+pub(super) struct Receipt {
     /// The partition (the `pNN` of the task id).
-    pub(crate) partition: u16,
+    pub(super) partition: u16,
     /// The stream entry id (`<ms>-<seq>`).
-    pub(crate) entry: String,
+    pub(super) entry: String,
 }
 
 impl fmt::Display for Receipt {
@@ -22,7 +22,7 @@ impl fmt::Display for Receipt {
 
 /// A text that is no [`Receipt`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct NotAReceipt;
+pub(super) struct NotAReceipt;
 
 impl FromStr for Receipt {
     type Err = NotAReceipt;
