@@ -16,7 +16,7 @@ use redis::{Cmd, FromRedisValue};
 use crate::{
     RedisConfig, RedisStoreError,
     conn::{Endpoint, Healing, Target, Verbosity, command_name, traced},
-    durability::Confirming,
+    durability::{Confirming, Replication},
     hub::Hub,
     keys::Keys,
     scripts::Invocation,
@@ -59,6 +59,29 @@ impl Link {
 
     pub(crate) fn op_timeout(&self) -> std::time::Duration {
         self.cfg.op_timeout
+    }
+
+    /// Run a script that writes (a create, or a write that ends a task) and,
+    /// with replicated durability, `WAIT` for its replicas in the same
+    /// pipeline on a confirming connection. With `Primary` it is
+    /// [`invoke`](Link::invoke) and always `Confirmed`.
+    pub(crate) async fn invoke_confirmed<T: FromRedisValue + Send>(
+        &self,
+        inv: &Invocation<'_>,
+    ) -> Result<(T, Replication), RedisStoreError> {
+        match &self.confirming {
+            None => Ok((self.invoke(inv).await?, Replication::Confirmed)),
+            Some(confirming) => confirming.invoke(inv, &self.conn, self.op_timeout(), &self.target).await,
+        }
+    }
+
+    /// Confirm that what was written to `partition` before now is on the
+    /// replicas (replicated durability; `Confirmed` at once otherwise).
+    pub(crate) async fn confirm_partition(&self, partition: u16) -> Result<Replication, RedisStoreError> {
+        match &self.confirming {
+            None => Ok(Replication::Confirmed),
+            Some(confirming) => confirming.sync(self.keys.sync(partition), &self.target).await,
+        }
     }
 
     /// Run a script invocation bounded by `op_timeout`, in a
