@@ -13,7 +13,7 @@ use axum::{
 use http_body_util::BodyExt;
 use presa_http::HttpConfig;
 use presa_server::{Core, Server, ServerConfig, StateCodec};
-use presa_store::{Backend, TaskStore, memory::MemoryStore};
+use presa_store::{Backend, WorkQueue, memory::MemoryStore};
 use serde_json::{Map, Value, json};
 use tower::ServiceExt;
 

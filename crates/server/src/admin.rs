@@ -29,7 +29,7 @@ pub use usage::{DEFAULT_USAGE_CACHE, MAX_USAGE_TASKS, PrincipalUsage, Usage};
 
 use crate::{
     Core,
-    store_io::{UpdateError, Updated, WriteLimits, store_call, update_task_within},
+    store_io::{TaskWriter, UpdateError, Updated, WriteLimits, store_call},
 };
 
 /// How far an operator reaches.
@@ -203,7 +203,7 @@ impl Admin {
             .await?
             .filter(|t| op.sees(&t.scope.tenant))
             .ok_or(AdminError::NotFound("task"))?;
-        let letter = store_call("dead_letter", self.core.store().dead_letter(&task.scope.tenant, id)).await?;
+        let letter = store_call("dead_letter", self.core.dead_letters().dead_letter(&task.scope.tenant, id)).await?;
         Ok((task, letter))
     }
 
@@ -224,7 +224,7 @@ impl Admin {
         let (task, _) = self.task(op, id).await?;
         let limits = WriteLimits::task(self.core.config().max_task_bytes);
         let store = self.core.store().as_ref();
-        match update_task_within(store, id, Writer::Client, &Event::Cancel, limits, Some(task), None).await {
+        match TaskWriter::new(store, Writer::Client, limits).guessing(Some(task)).write(id, &Event::Cancel).await {
             Ok(Updated::Applied(t)) => Ok(t),
             Ok(Updated::Unchanged(t)) => {
                 Err(AdminError::Conflict(format!("the task has ended ({})", t.status.as_str())))
@@ -247,7 +247,7 @@ impl Admin {
     ) -> Result<DeadLetterPage, AdminError> {
         let tenant = op.one_tenant(tenant)?;
         let filter = DeadLetterFilter { tenant, subject };
-        Ok(store_call("dead_letters", self.core.store().dead_letters(&filter, after, limit)).await?)
+        Ok(store_call("dead_letters", self.core.dead_letters().dead_letters(&filter, after, limit)).await?)
     }
 
     /// Run `tenant`'s dead letter of task `id` again (once: a second replay
@@ -255,10 +255,11 @@ impl Admin {
     pub async fn replay(&self, op: &Operator, tenant: Option<String>, id: &TaskId) -> Result<Replayed, AdminError> {
         let tenant = op.one_tenant(tenant)?;
         let limits = self.core.config().create_limits();
-        let outcome = store_call("replay_dead_letter", self.core.store().replay_dead_letter(&tenant, id, limits))
-            .await
-            .map_err(AdminError::from)
-            .and_then(|r| r.ok_or(AdminError::NotFound("dead letter")));
+        let outcome =
+            store_call("replay_dead_letter", self.core.dead_letters().replay_dead_letter(&tenant, id, limits))
+                .await
+                .map_err(AdminError::from)
+                .and_then(|r| r.ok_or(AdminError::NotFound("dead letter")));
         let said = match &outcome {
             Ok(r) => format!("replayed as {}{}", r.task, if r.first { "" } else { " (before)" }),
             Err(e) => e.to_string(),
@@ -270,7 +271,8 @@ impl Admin {
     /// Remove `tenant`'s dead letter of task `id`.
     pub async fn discard(&self, op: &Operator, tenant: Option<String>, id: &TaskId) -> Result<(), AdminError> {
         let tenant = op.one_tenant(tenant)?;
-        let removed = store_call("discard_dead_letter", self.core.store().discard_dead_letter(&tenant, id)).await;
+        let removed =
+            store_call("discard_dead_letter", self.core.dead_letters().discard_dead_letter(&tenant, id)).await;
         let outcome = match removed {
             Ok(true) => Ok(()),
             Ok(false) => Err(AdminError::NotFound("dead letter")),
@@ -300,7 +302,7 @@ impl Admin {
     /// The work queue of every partition.
     pub async fn queues(&self, op: &Operator) -> Result<Vec<PartitionStats>, AdminError> {
         op.cluster_only()?;
-        Ok(store_call("work_stats", self.core.store().work_stats()).await?)
+        Ok(store_call("work_stats", self.core.work().work_stats()).await?)
     }
 
     /// The tenants with live tasks.

@@ -23,7 +23,7 @@ pub use lists::ListChanged;
 use crate::{
     artifacts::{ArtifactSink, RunArtifacts},
     slots::Slot,
-    store_io::{UpdateError, Updated, store_call, update_task_patiently},
+    store_io::{TaskWriter, UpdateError, Updated, WriteLimits, store_call},
     tool::ToolError,
 };
 
@@ -121,7 +121,8 @@ impl TaskRun {
     /// Apply a handler's `event` to the task (fenced, bounded in bytes).
     async fn update(&self, event: &Event) -> Result<(), ToolError> {
         let store = self.store.as_ref();
-        match update_task_patiently(store, &self.id, self.writer, event, self.max_bytes, self.patience, None).await {
+        let writer = TaskWriter::new(store, self.writer, WriteLimits::task(self.max_bytes));
+        match writer.write_patiently(&self.id, event, self.patience).await {
             Ok(Updated::Applied(_) | Updated::Unchanged(_)) => Ok(()),
             Ok(Updated::Gone | Updated::Fenced) => Err(ToolError::Cancelled),
             // A store that stayed unavailable for a whole lease: not the task's

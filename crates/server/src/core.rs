@@ -81,9 +81,19 @@ impl Core {
         &self.inner.catalog
     }
 
-    /// The task store.
+    /// The task store (the records).
     pub fn store(&self) -> &Arc<dyn TaskStore> {
         &self.inner.backend.store
+    }
+
+    /// The work queue workers claim from ([`presa_store::WorkQueue`]).
+    pub fn work(&self) -> &Arc<dyn presa_store::WorkQueue> {
+        &self.inner.backend.work
+    }
+
+    /// The dead letters of poison tasks ([`presa_store::DeadLetters`]).
+    pub fn dead_letters(&self) -> &Arc<dyn presa_store::DeadLetters> {
+        &self.inner.backend.dead
     }
 
     /// The event bus.
@@ -104,7 +114,7 @@ impl Core {
     /// Update the work queue gauges `/metrics` reports, for every partition,
     /// from the store (a failure is logged and leaves the previous values).
     pub async fn refresh_queue_metrics(&self) {
-        match store_call_at(Verbosity::Debug, "work_stats", self.store().work_stats()).await {
+        match store_call_at(Verbosity::Debug, "work_stats", self.work().work_stats()).await {
             Ok(stats) => {
                 for p in stats {
                     let age = |ms: Option<u64>| ms.map(std::time::Duration::from_millis);

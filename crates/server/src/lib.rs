@@ -5,8 +5,9 @@
 //! - [`dispatch`]: [`Server::handle`] takes an [`Admitted`] request and
 //!   matches its [`presa_protocol::Method`]; one module per method family
 //!   parses the params and runs it (`call` creates the task).
-//! - `store_io`: every store call, traced alike, and `update_task_within` (load,
-//!   reduce with [`presa_tasks::apply`], compare-and-set, retry).
+//! - `store_io`: every store call, traced alike; `task_writer`: the one
+//!   write of a task, `TaskWriter` (load, reduce with
+//!   [`presa_tasks::apply`], compare-and-set, retry).
 //! - [`worker`]: [`Worker`] claims the task's work from the store and runs
 //!   its handler under a lease (in-process when embedded, in `presa-worker`
 //!   pods over Redis).
@@ -51,6 +52,7 @@ mod slots;
 mod snapshots;
 pub mod state;
 mod store_io;
+mod task_writer;
 pub mod tool;
 pub mod typed;
 pub mod worker;

@@ -6,8 +6,8 @@ use std::{sync::Arc, time::Duration};
 
 use presa_server::{Catalog, Core, ServerConfig, TaskPolicy, Tool, ToolContext, ToolOutput, Worker, WorkerConfig};
 use presa_store::{
-    Backend, Cas, CreateLimits, DeadLetterFilter, NewTask, Scope, Status, Task, TaskId, TaskStore, Writer,
-    memory::MemoryStore, wrapped::Wrapped,
+    Backend, Cas, CreateLimits, DeadLetterFilter, DeadLetters, NewTask, Scope, Status, Task, TaskId, TaskStore,
+    WorkQueue, Writer, memory::MemoryStore, wrapped::Wrapped,
 };
 use presa_tasks::{Caller, Event, Work, apply};
 use serde_json::{Value, json};
@@ -238,8 +238,9 @@ async fn a_parked_handler_skips_a_stale_snapshot_and_resumes_on_the_answer() {
     // Every watch first delivers the task as created (attempt 0, from before
     // the claim), as a slow shared subscription may hand it to a new watcher.
     let store = Arc::new(Wrapped::new(memory.clone()).first_on_watch(vec![task.clone()]));
-    let stop =
-        run_worker(core_on(Backend { store, bus: memory.clone(), admin: memory.clone(), sessions: memory.clone() }), 5);
+    let (bus, admin, sessions) = (memory.clone(), memory.clone(), memory.clone());
+    let backend = Backend { store: store.clone(), work: store.clone(), dead: store, bus, admin, sessions };
+    let stop = run_worker(core_on(backend), 5);
     let mut parked = None;
     for _ in 0..200 {
         let t = memory.load(&task.id).await.unwrap().unwrap();

@@ -2,7 +2,7 @@
 -- (amortised): the set is counted, and when it is full its expired members
 -- are dropped by score and it is counted again.
 -- The scope set lives in its own slot (not the task's), so admission and
--- creation are two steps: see `limits.rs` for the races.
+-- creation are two steps: see `records/limits.rs` for the races.
 --
 -- KEYS[1]: scope set  {prefix}:{s.<tenant>.<subject>}:active
 --          (sorted set: member = task id, score = the task's expiry, Unix ms,

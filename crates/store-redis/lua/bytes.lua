@@ -1,4 +1,4 @@
--- bytes.lua: a scope's byte reservations (the byte quota, `quota.rs`). Not a
+-- bytes.lua: a scope's byte reservations (the byte quota, `records/quota.rs`). Not a
 -- script of its own: `scripts.rs` puts it in front of quota.lua, resize.lua,
 -- transition.lua and create_scoped.lua, so the layout is written once.
 --
@@ -18,7 +18,7 @@
 -- with no size entry: it is counted at that size until it expires and is
 -- never resized.
 
--- Scores at or past 2^52 ms are tasks that never expire (`quota.rs` NEVER).
+-- Scores at or past 2^52 ms are tasks that never expire (`records/quota.rs` NEVER).
 local BYTES_NEVER = 4503599627370496
 
 -- The size of reservation `member` (0 when unknown).
@@ -125,7 +125,7 @@ end
 -- Count task `id` at `bytes` from now on. With `quota` (a number, or nil),
 -- growth that would take the total past it is refused. With `settle` (the
 -- write that ends the task landed: its size never changes again), the
--- reservation's score (its expiry, `quota.rs` reservation_expiry), the
+-- reservation's score (its expiry, `records/quota.rs` reservation_expiry), the
 -- reservation becomes the member "<id>:<bytes>" at that score, as those
 -- older than `bytes_sizes` are, and its size entry goes: a finished task
 -- then costs the quota one sorted-set entry, not that and a hash field

@@ -1,7 +1,7 @@
 -- create_scoped.lua: admit.lua, quota.lua and create.lua as one step, for
 -- standalone Redis. A scope's keys and a task's keys live in different hash
--- slots, so on a cluster the three run one after another (see `limits.rs`
--- and `quota.rs`); a standalone server takes them in one script: one round
+-- slots, so on a cluster the three run one after another (see `records/limits.rs`
+-- and `records/quota.rs`); a standalone server takes them in one script: one round
 -- trip instead of three, and no moment at which a crash leaves an admission
 -- or a reservation without its task.
 --

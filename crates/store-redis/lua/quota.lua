@@ -2,7 +2,7 @@
 -- Like admit.lua, the scope's keys live in their own slot (not the task's),
 -- so the reservation is made first, atomically, then the task is created;
 -- when the create definitely did not happen the reservation is taken back
--- (see `quota.rs`). A reservation lasts as long as its task: until its
+-- (see `records/quota.rs`). A reservation lasts as long as its task: until its
 -- expiry, resized as the task grows (resize.lua, transition.lua). The
 -- layout of the three keys is bytes.lua's, which runs in front of this.
 --

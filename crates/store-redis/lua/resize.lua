@@ -3,7 +3,7 @@
 -- (standalone Redis does this inside transition.lua). A client write that
 -- grows a live task runs this first, refusing growth past the quota, and
 -- puts the size back if its compare-and-set then loses; a write that may not
--- be refused (a worker's, a cancel) runs it after landing. See `quota.rs`.
+-- be refused (a worker's, a cancel) runs it after landing. See `records/quota.rs`.
 --
 -- KEYS[1..3]: as quota.lua (the scope's reservations, sizes and total)
 -- ARGV[1]: task id
@@ -11,7 +11,7 @@
 -- ARGV[3]: the quota, bytes, to refuse growth past it; "" never refuses
 -- ARGV[4]: now, Unix ms
 -- ARGV[5]: when the write that ends the task landed, the reservation's
---          score (the task's expiry, `quota.rs` reservation_expiry), at
+--          score (the task's expiry, `records/quota.rs` reservation_expiry), at
 --          which it is settled at this size (see bytes_resize); else ""
 -- Returns: the size counted before (>= 0); -1 when the task has no
 --          reservation (nothing changed); -2 when the growth is refused

@@ -1,5 +1,5 @@
 -- session_admit.lua: count a legacy session that starts holding state in the
--- store-wide set, within max (see session.lua, which calls for it).
+-- store-wide set, within max (see write_session.lua, which calls for it).
 --
 -- KEYS[1]: every session holding state  {prefix}:sessions (zset: member -> expiry ms)
 -- ARGV[1]: the session's member (<scope tag>:<hex id>)

@@ -29,7 +29,7 @@
 --          reservation is counted at its new size; a cluster does that in
 --          a step of its own (resize.lua).
 -- ARGV[12] (standalone only): the task's reservation score (its expiry,
---          `quota.rs` reservation_expiry), at which a write ending the task
+--          `records/quota.rs` reservation_expiry), at which a write ending the task
 --          settles its reservation (bytes.lua's bytes_resize)
 -- Returns: {1} when written and published; {0, doc} on conflict (rev moved,
 --          fence stale, or stored status terminal), {0} when the task is gone;

@@ -1,4 +1,6 @@
-//! The admin reads and drains on Redis ([`presa_store::admin`]).
+//! [`TaskIndex`]: the admin index part of the store, the task-listing half
+//! of [`presa_store::AdminStore`] ([`presa_store::admin`]; the process
+//! registry is `nodes.rs`).
 //!
 //! - Task listings: `create.lua` adds every task to its tenant's index in
 //!   its partition, `{prefix}:{pNN}:ix:<hex tenant>`, a stream (one entry per
@@ -8,40 +10,50 @@
 //!   each create drops its two oldest entries whose task is gone, so it holds
 //!   about its live tasks. A listing's cursor is an entry's stream id and its
 //!   task id (`<ms>-<seq>.<id>`); it asks every partition for its next
-//!   cursors (`task_list.lua`, one slot each), merges them, reads only the
+//!   cursors (`list_tasks.lua`, one slot each), merges them, reads only the
 //!   page's tasks, and filters on what the index does not know (subject,
 //!   status, tool), reading further pages (a bounded number of rounds) while
 //!   the page is not full. Creation times are Redis's (when it indexed the
 //!   create), within a clock skew of the tasks' `createdAt`.
 //! - With [`RedisConfig::task_index`](crate::RedisConfig::task_index) off,
 //!   creates skip the index and listings answer `StoreError::Unsupported`.
-//! - The process registry lives in one slot, `{prefix}:{nodes}:…`: each
-//!   heartbeat's JSON under its node key (expiring with it), a sorted set
-//!   of node ids by expiry, and one of drained ids (`heartbeat.lua`,
-//!   `nodes.lua`, `drain.lua`).
 
-use std::time::Duration;
+use std::sync::Arc;
 
 use presa_store::{
-    AdminStore, NodeInfo, StoreError, Task, TaskFilter, TaskPage,
+    StoreError, Task, TaskFilter, TaskPage,
     admin::{Cursor, task_page_limit},
     util::now_ms,
 };
 
-use crate::{RedisStore, RedisStoreError, keys::Keys, scripts};
+use crate::{RedisStoreError, keys::Keys, link::Link, records::Records, scripts::script};
+
+// The index's script (see `scripts.rs`), named as its operation.
+script!(
+    LIST_TASKS,
+    "list_tasks.lua",
+    "One partition's next cursors of an admin task listing, newest first, dropping expired members."
+);
+
+/// The admin task index, over the store's [`Link`], reading the listed
+/// tasks from the [`Records`].
+#[derive(Debug, Clone)]
+pub(crate) struct TaskIndex {
+    link: Arc<Link>,
+    records: Records,
+}
 
 /// Index pages a listing reads at most to fill one page of filtered tasks.
 const MAX_ROUNDS: usize = 8;
 
-/// A JSON record of the registry, decoded.
-fn node_of(json: &str) -> Result<NodeInfo, RedisStoreError> {
-    serde_json::from_str(json).map_err(|e| RedisStoreError::Corrupt(format!("node heartbeat: {e}")))
-}
+impl TaskIndex {
+    pub(crate) fn new(link: Arc<Link>, records: Records) -> TaskIndex {
+        TaskIndex { link, records }
+    }
 
-impl RedisStore {
     /// Whether creates index tasks (`--task-index`); listings need it.
     fn indexed(&self) -> Result<(), StoreError> {
-        if self.inner.cfg.task_index {
+        if self.link.cfg.task_index {
             return Ok(());
         }
         Err(StoreError::Unsupported("tasks are not indexed here (--task-index off): no task listing".into()))
@@ -55,13 +67,13 @@ impl RedisStore {
         after: &Bound,
         n: usize,
     ) -> Result<(Vec<Cursor>, bool), StoreError> {
-        let keys = &self.inner.keys;
+        let keys = &self.link.keys;
         let tenant = filter.tenant.as_deref().map(Keys::tenant_word).unwrap_or_default();
         let lower = filter.created_from_ms.map_or_else(|| "-".to_string(), |ms| ms.to_string());
         let (upper, tied) = after.arguments();
         let now = now_ms();
         let parts = (0..keys.partitions()).map(|p| {
-            let mut inv = scripts::TASK_LIST.prepare_invoke();
+            let mut inv = LIST_TASKS.prepare_invoke();
             inv.key(keys.task_tenants(p))
                 .arg(keys.task_index_prefix(p))
                 .arg(&tenant)
@@ -71,7 +83,7 @@ impl RedisStore {
                 .arg(keys.task_prefix(p))
                 .arg(now)
                 .arg(&tied);
-            async move { self.invoke::<Vec<String>>(&inv).await }
+            async move { self.link.invoke::<Vec<String>>(&inv).await }
         });
         let found = futures::future::try_join_all(parts).await?.into_iter().flatten();
         let mut cursors = Vec::new();
@@ -91,7 +103,7 @@ impl RedisStore {
     async fn tasks_of(&self, cursors: &[Cursor]) -> Result<Vec<(Cursor, Task)>, StoreError> {
         let reads = cursors.iter().map(|at| async move {
             let id = presa_store::TaskId::from_wire(at.id.clone());
-            Ok::<_, StoreError>(presa_store::TaskStore::load(self, &id).await?.map(|t| (at.clone(), t)))
+            Ok::<_, StoreError>(self.records.read(&id).await?.map(|t| (at.clone(), t)))
         });
         Ok(futures::future::try_join_all(reads).await?.into_iter().flatten().collect())
     }
@@ -106,7 +118,7 @@ enum Bound {
 }
 
 impl Bound {
-    /// `task_list.lua`'s newest bound and cursor id.
+    /// `list_tasks.lua`'s newest bound and cursor id.
     fn arguments(&self) -> (String, String) {
         match self {
             Bound::Newest => ("+".into(), String::new()),
@@ -116,9 +128,8 @@ impl Bound {
     }
 }
 
-#[async_trait::async_trait]
-impl AdminStore for RedisStore {
-    async fn list_tasks(
+impl TaskIndex {
+    pub(crate) async fn list_tasks(
         &self,
         filter: &TaskFilter,
         before: Option<&str>,
@@ -164,9 +175,9 @@ impl AdminStore for RedisStore {
         Ok(TaskPage { tasks, next })
     }
 
-    async fn tenants(&self) -> Result<Vec<String>, StoreError> {
+    pub(crate) async fn tenants(&self) -> Result<Vec<String>, StoreError> {
         self.indexed()?;
-        let keys = &self.inner.keys;
+        let keys = &self.link.keys;
         let now = now_ms();
         let parts = (0..keys.partitions()).map(|p| async move {
             let cmd = redis::cmd("ZRANGE")
@@ -175,7 +186,7 @@ impl AdminStore for RedisStore {
                 .arg("+inf")
                 .arg("BYSCORE")
                 .to_owned();
-            self.query::<Vec<String>>(crate::conn::Verbosity::Info, &cmd).await
+            self.link.query::<Vec<String>>(crate::conn::Verbosity::Info, &cmd).await
         });
         let mut tenants: Vec<String> = futures::future::try_join_all(parts)
             .await?
@@ -186,38 +197,5 @@ impl AdminStore for RedisStore {
         tenants.sort_unstable();
         tenants.dedup();
         Ok(tenants)
-    }
-
-    async fn heartbeat(&self, node: &NodeInfo, ttl: Duration) -> Result<bool, StoreError> {
-        let keys = &self.inner.keys;
-        let now = now_ms();
-        let until = now.saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
-        let json = serde_json::to_string(node).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
-        let mut inv = scripts::HEARTBEAT.prepare_invoke();
-        inv.key(keys.node(&node.id)).key(keys.nodes()).key(keys.drains()).arg(&node.id).arg(json).arg(until).arg(now);
-        Ok(self.invoke::<i64>(&inv).await? == 1)
-    }
-
-    async fn nodes(&self) -> Result<Vec<NodeInfo>, StoreError> {
-        let keys = &self.inner.keys;
-        let mut inv = scripts::NODES.prepare_invoke();
-        inv.key(keys.nodes()).key(keys.drains()).arg(keys.node_prefix()).arg(now_ms());
-        let (beats, drained): (Vec<String>, Vec<String>) = self.invoke(&inv).await?;
-        let mut nodes = Vec::with_capacity(beats.len());
-        for beat in &beats {
-            let mut node = node_of(beat)?;
-            node.draining = drained.contains(&node.id);
-            nodes.push(node);
-        }
-        nodes.sort_by(|a, b| b.started_at_ms.cmp(&a.started_at_ms).then_with(|| a.id.cmp(&b.id)));
-        Ok(nodes)
-    }
-
-    async fn drain(&self, id: &str) -> Result<Option<NodeInfo>, StoreError> {
-        let keys = &self.inner.keys;
-        let mut inv = scripts::DRAIN.prepare_invoke();
-        inv.key(keys.node(id)).key(keys.nodes()).key(keys.drains()).arg(id).arg(now_ms());
-        let beat: Option<String> = self.invoke(&inv).await?;
-        Ok(beat.map(|b| node_of(&b)).transpose()?.map(|node| NodeInfo { draining: true, ..node }))
     }
 }

@@ -40,7 +40,7 @@ use crate::{
     RedisStoreError,
     hub::{Hub, Subscription, WATCH_QUEUE_BYTES},
     keys::Keys,
-    task::decode,
+    record::decode,
 };
 
 /// Messages kept for tasks nobody here watches yet.

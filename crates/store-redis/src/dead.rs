@@ -1,6 +1,7 @@
-//! Dead letters on Redis ([`presa_store::dead`]): how a letter is stored,
-//! and the store's side of recording, listing, reading, marking and
-//! discarding them.
+//! [`Letters`]: the dead-letter part of the store, what
+//! [`presa_store::DeadLetters`] is about ([`presa_store::dead`]): how a
+//! letter is stored, and recording, listing, reading, marking and
+//! discarding them, each with its script.
 //!
 //! A letter is one string in its task's partition slot,
 //! `{prefix}:{pNN}:dead:<id>`, holding `"<hex tenant> <replayed as>\n<JSON>"`:
@@ -10,29 +11,56 @@
 //! [`RedisConfig::dead_letter_ttl`](crate::RedisConfig::dead_letter_ttl).
 //! Two sorted sets per partition index it, one per tenant and one per scope,
 //! by cursor (time of death, then id), so a listing reads the next cursors of
-//! one index per partition (`dead_list.lua`, one slot each), merges them, and
+//! one index per partition (`dead_letters.lua`, one slot each), merges them, and
 //! reads only the letters of its page.
 //!
-//! - Recording: `bury.lua`, which is `transition.lua` plus the letter and
-//!   its index members, so the letter exists exactly when the write ending
-//!   the task landed ([`RedisStore::transition_script`]).
-//! - Marking a replay: `dead_mark.lua`, a compare-and-set on the header.
+//! - Recording: `conclude_dead.lua`, which is `transition.lua` plus the
+//!   letter and its index members, so the letter exists exactly when the
+//!   write ending the task landed ([`conclude_dead_script`], which the
+//!   records' write runs).
+//! - Marking a replay: `mark_dead_letter_replayed.lua`, a compare-and-set on the header.
 //! - Discarding: a read (to learn the letter's scope index), then
-//!   `dead_discard.lua`, which checks the tenant again.
+//!   `discard_dead_letter.lua`, which checks the tenant again.
 
 use presa_store::{
     DeadLetter, DeadLetterFilter, DeadLetterPage, Scope, StoreError, TaskId,
     dead::{cursor, page_limit},
     util::now_ms,
 };
-use redis::Value;
 
-use crate::{
-    RedisStore, RedisStoreError,
-    conn::Verbosity,
-    keys::Keys,
-    scripts::{self, Invocation},
-};
+use std::sync::Arc;
+
+use crate::{RedisStoreError, conn::Verbosity, keys::Keys, link::Link, scripts::Invocation};
+use std::sync::LazyLock;
+
+use crate::scripts::{Lua, TASK_BYTES, composed, function, lua, script};
+
+// The dead letters' scripts (see `scripts.rs`), each named as its operation.
+script!(
+    DEAD_LETTERS,
+    "dead_letters.lua",
+    "One partition's page of a tenant's (or a scope's) dead letters, dropping expired members."
+);
+script!(
+    MARK_DEAD_LETTER_REPLAYED,
+    "mark_dead_letter_replayed.lua",
+    "Mark a tenant's dead letter replayed as a task, unless marked before."
+);
+script!(DISCARD_DEAD_LETTER, "discard_dead_letter.lua", "Remove a tenant's dead letter and its index members.");
+/// `conclude_dead.lua` behind `task.lua`, `bytes.lua` and the body of `transition.lua` as
+/// the local function `transition` of its own KEYS and ARGV.
+static CONCLUDE_DEAD: LazyLock<Lua> = LazyLock::new(|| {
+    composed(
+        "conclude_dead",
+        &[TASK_BYTES.to_owned(), function("transition", lua!("transition.lua")), lua!("conclude_dead.lua").to_owned()],
+    )
+});
+
+/// The dead letters, over the store's [`Link`].
+#[derive(Debug, Clone)]
+pub(crate) struct Letters {
+    link: Arc<Link>,
+}
 
 /// The header's mark of a letter never replayed.
 const NOT_REPLAYED: &str = "-";
@@ -56,45 +84,22 @@ fn decode(stored: &[u8]) -> Result<DeadLetter, RedisStoreError> {
     Ok(letter)
 }
 
-impl RedisStore {
-    /// The script of a compare-and-set that ends a task: `transition.lua`,
-    /// or with a dead `letter` `bury.lua` with the letter's keys and
-    /// arguments in front (the caller adds transition.lua's after them).
-    pub(crate) fn transition_script(
-        &self,
-        letter: Option<&DeadLetter>,
-    ) -> Result<Invocation<'static>, RedisStoreError> {
-        let Some(letter) = letter else {
-            return Ok(scripts::TRANSITION.prepare_invoke());
-        };
-        let keys = &self.inner.keys;
-        let (Some(key), Some(partition)) = (keys.dead_letter(&letter.id), keys.partition_of(&letter.id)) else {
-            return Err(RedisStoreError::Corrupt(format!("task id {} names no partition", letter.id)));
-        };
-        let retention = self.inner.cfg.dead_letter_ttl;
-        let oldest_kept = now_ms().saturating_sub(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX));
-        let mut inv = scripts::BURY.prepare_invoke();
-        inv.key(key)
-            .key(keys.dead_by_tenant(partition, &letter.scope.tenant))
-            .key(keys.dead_by_scope(partition, &letter.scope))
-            .arg(encode(letter)?)
-            .arg(letter.cursor())
-            .arg(letter.expires_at_ms(retention))
-            .arg(format!("({oldest_kept:020}"));
-        Ok(inv)
+impl Letters {
+    pub(crate) fn new(link: Arc<Link>) -> Letters {
+        Letters { link }
     }
 
     /// One page of `filter`'s letters after `after`: every partition's next
-    /// cursors (`dead_list.lua`), merged, then the letters of the page's
+    /// cursors (`dead_letters.lua`), merged, then the letters of the page's
     /// cursors only (a letter gone meanwhile is left out of the page).
-    pub(crate) async fn list_dead(
+    pub(crate) async fn dead_letters(
         &self,
         filter: &DeadLetterFilter,
         after: Option<&str>,
         limit: usize,
     ) -> Result<DeadLetterPage, StoreError> {
         let limit = page_limit(limit);
-        let keys = &self.inner.keys;
+        let keys = &self.link.keys;
         let from = after.map_or_else(|| "-".to_string(), |at| format!("({at}"));
         let parts = (0..keys.partitions()).map(|p| {
             let index = match &filter.subject {
@@ -106,9 +111,9 @@ impl RedisStore {
             };
             let from = from.clone();
             async move {
-                let mut inv = scripts::DEAD_LIST.prepare_invoke();
+                let mut inv = DEAD_LETTERS.prepare_invoke();
                 inv.key(index).arg(from).arg(limit + 1).arg(keys.dead_letter_prefix(p));
-                self.invoke::<Vec<String>>(&inv).await
+                self.link.invoke::<Vec<String>>(&inv).await
             }
         });
         let mut cursors: Vec<String> = futures::future::try_join_all(parts).await?.into_iter().flatten().collect();
@@ -118,7 +123,7 @@ impl RedisStore {
         let reads = cursors.iter().filter_map(|at| {
             let id = TaskId::from_wire(at.split_once('.')?.1);
             let key = keys.dead_letter(&id)?;
-            Some(async move { self.query::<Option<Vec<u8>>>(Verbosity::Info, redis::cmd("GET").arg(key)).await })
+            Some(async move { self.link.query::<Option<Vec<u8>>>(Verbosity::Info, redis::cmd("GET").arg(key)).await })
         });
         let mut letters = Vec::with_capacity(cursors.len());
         for stored in futures::future::try_join_all(reads).await?.into_iter().flatten() {
@@ -132,11 +137,11 @@ impl RedisStore {
     }
 
     /// `tenant`'s letter of task `id`, if any.
-    pub(crate) async fn read_dead(&self, tenant: &str, id: &TaskId) -> Result<Option<DeadLetter>, StoreError> {
-        let Some(key) = self.inner.keys.dead_letter(id) else {
+    pub(crate) async fn dead_letter(&self, tenant: &str, id: &TaskId) -> Result<Option<DeadLetter>, StoreError> {
+        let Some(key) = self.link.keys.dead_letter(id) else {
             return Ok(None);
         };
-        let stored: Option<Vec<u8>> = self.query(Verbosity::Info, redis::cmd("GET").arg(key)).await?;
+        let stored: Option<Vec<u8>> = self.link.query(Verbosity::Info, redis::cmd("GET").arg(key)).await?;
         let Some(stored) = stored else {
             return Ok(None);
         };
@@ -144,40 +149,61 @@ impl RedisStore {
         Ok((letter.scope.tenant == tenant && letter.id == *id).then_some(letter))
     }
 
-    /// `dead_mark.lua`: mark `tenant`'s letter of `id` replayed as `new`, once.
-    pub(crate) async fn mark_dead(
+    /// `mark_dead_letter_replayed.lua`: mark `tenant`'s letter of `id` replayed as `new`, once.
+    pub(crate) async fn mark_dead_letter_replayed(
         &self,
         tenant: &str,
         id: &TaskId,
         new: &TaskId,
     ) -> Result<Option<TaskId>, StoreError> {
-        let Some(key) = self.inner.keys.dead_letter(id) else {
+        let Some(key) = self.link.keys.dead_letter(id) else {
             return Ok(None);
         };
-        let mut inv = scripts::DEAD_MARK.prepare_invoke();
+        let mut inv = MARK_DEAD_LETTER_REPLAYED.prepare_invoke();
         inv.key(key).arg(Keys::tenant_word(tenant)).arg(new.as_str());
-        let marked: Option<String> = self.invoke(&inv).await?;
+        let marked: Option<String> = self.link.invoke(&inv).await?;
         Ok(marked.map(TaskId::from_wire))
     }
 
     /// Remove `tenant`'s letter of `id` with its index members.
-    pub(crate) async fn discard_dead(&self, tenant: &str, id: &TaskId) -> Result<bool, StoreError> {
-        let Some(letter) = self.read_dead(tenant, id).await? else {
+    pub(crate) async fn discard_dead_letter(&self, tenant: &str, id: &TaskId) -> Result<bool, StoreError> {
+        let Some(letter) = self.dead_letter(tenant, id).await? else {
             return Ok(false);
         };
-        let keys = &self.inner.keys;
+        let keys = &self.link.keys;
         let (Some(key), Some(partition)) = (keys.dead_letter(id), keys.partition_of(id)) else {
             return Ok(false);
         };
-        let mut inv = scripts::DEAD_DISCARD.prepare_invoke();
+        let mut inv = DISCARD_DEAD_LETTER.prepare_invoke();
         inv.key(key)
             .key(keys.dead_by_tenant(partition, tenant))
             .key(keys.dead_by_scope(partition, &letter.scope))
             .arg(Keys::tenant_word(tenant))
             .arg(cursor(letter.died_at_ms, id));
-        let removed: Value = self.invoke(&inv).await?;
-        Ok(matches!(removed, Value::Int(1)))
+        // discard_dead_letter.lua: 1 removed, 0 no letter of that tenant.
+        Ok(self.link.invoke::<bool>(&inv).await?)
     }
+}
+
+/// `conclude_dead.lua` for the write that ends a poison task with its
+/// dead `letter`: the letter's keys and arguments in front (the caller, the
+/// records' compare-and-set, adds transition.lua's after them).
+pub(crate) fn conclude_dead_script(link: &Link, letter: &DeadLetter) -> Result<Invocation<'static>, RedisStoreError> {
+    let keys = &link.keys;
+    let (Some(key), Some(partition)) = (keys.dead_letter(&letter.id), keys.partition_of(&letter.id)) else {
+        return Err(RedisStoreError::Corrupt(format!("task id {} names no partition", letter.id)));
+    };
+    let retention = link.cfg.dead_letter_ttl;
+    let oldest_kept = now_ms().saturating_sub(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX));
+    let mut inv = CONCLUDE_DEAD.prepare_invoke();
+    inv.key(key)
+        .key(keys.dead_by_tenant(partition, &letter.scope.tenant))
+        .key(keys.dead_by_scope(partition, &letter.scope))
+        .arg(encode(letter)?)
+        .arg(letter.cursor())
+        .arg(letter.expires_at_ms(retention))
+        .arg(format!("({oldest_kept:020}"));
+    Ok(inv)
 }
 
 #[cfg(test)]

@@ -31,8 +31,8 @@ use redis::{FromRedisValue, Value};
 use tokio::sync::Semaphore;
 
 use crate::{
-    RedisConfig, RedisStore, RedisStoreError,
-    conn::{Conn, Endpoint, Verbosity, bounded, connect, traced},
+    RedisConfig, RedisStoreError,
+    conn::{Conn, Endpoint, Healing, Target, Verbosity, bounded, connect, traced},
     scripts::Invocation,
 };
 
@@ -147,81 +147,75 @@ fn as_redis(e: RedisStoreError) -> redis::RedisError {
     }
 }
 
-impl RedisStore {
-    /// Run a script that writes (a create, or a write that ends a task) and,
-    /// with replicated durability, `WAIT` for its replicas in the same
-    /// pipeline on a confirming connection. With `Primary` it is
-    /// [`invoke`](RedisStore::invoke) and always `Confirmed`.
-    pub(crate) async fn invoke_confirmed<T: FromRedisValue + Send>(
+impl Confirming {
+    /// Run `inv`, a script that writes (a create, or a write that ends a
+    /// task), and `WAIT` for its replicas in the same pipeline on a
+    /// confirming connection. A fresh server (or a failover to one) that
+    /// has not seen the script gets it loaded over `conn` (bounded by
+    /// `op_timeout`) first.
+    pub(crate) async fn invoke<T: FromRedisValue + Send>(
         &self,
         inv: &Invocation<'_>,
+        conn: &Healing,
+        op_timeout: Duration,
+        target: &Target,
     ) -> Result<(T, Replication), RedisStoreError> {
-        let Some(confirming) = &self.inner.confirming else {
-            return Ok((self.invoke(inv).await?, Replication::Confirmed));
-        };
         let mut pipe = redis::pipe();
-        pipe.invoke_script(inv).cmd("WAIT").arg(confirming.replicas).arg(confirming.timeout.as_millis() as u64);
+        pipe.invoke_script(inv).cmd("WAIT").arg(self.replicas).arg(self.timeout.as_millis() as u64);
         let lua = inv.lua;
-        let mut reply = self.confirmed_round_trip(lua.name, &pipe).await;
+        let mut reply = self.round_trip(lua.name, &pipe, target).await;
         if let Err(RedisStoreError::Redis(e)) = &reply
             && e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
         {
-            // A fresh server (or a failover to one) has not seen the script:
-            // load it (not run it), then the pipeline again (its WAIT ran on nothing).
-            let mut c = self.inner.conn.get().await?;
-            bounded(self.op_timeout(), inv.load_async(&mut c)).await?;
-            reply = self.confirmed_round_trip(lua.name, &pipe).await;
+            // Load it (not run it), then the pipeline again (its WAIT ran on nothing).
+            let mut c = conn.get().await?;
+            bounded(op_timeout, inv.load_async(&mut c)).await?;
+            reply = self.round_trip(lua.name, &pipe, target).await;
         }
         let mut values = reply?.into_iter();
         let (Some(value), Some(acked)) = (values.next(), values.next()) else {
             return Err(RedisStoreError::Corrupt("a write with WAIT answered fewer than two replies".into()));
         };
         let value = T::from_redis_value(value).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
-        Ok((value, confirming.judge(acked)?))
+        Ok((value, self.judge(acked)?))
     }
 
-    /// Confirm that what was written to `partition` before now is on the
-    /// replicas: a write to the partition's `sync` key (expiring in 10 s) and
-    /// a `WAIT` behind it. For a create replayed under its idempotency key,
-    /// whose first attempt may not have been confirmed.
-    pub(crate) async fn confirm_partition(&self, partition: u16) -> Result<Replication, RedisStoreError> {
-        let Some(confirming) = &self.inner.confirming else {
-            return Ok(Replication::Confirmed);
-        };
+    /// Confirm that what was written before now is on the replicas: a
+    /// write to the partition's `sync` key (expiring in 10 s) and a `WAIT`
+    /// behind it. For a create replayed under its idempotency key, whose
+    /// first attempt may not have been confirmed.
+    pub(crate) async fn sync(&self, sync_key: String, target: &Target) -> Result<Replication, RedisStoreError> {
         let mut pipe = redis::pipe();
         pipe.cmd("SET")
-            .arg(self.inner.keys.sync(partition))
+            .arg(sync_key)
             .arg(presa_store::util::now_ms())
             .arg("PX")
             .arg(10_000)
             .ignore()
             .cmd("WAIT")
-            .arg(confirming.replicas)
-            .arg(confirming.timeout.as_millis() as u64);
-        let reply = self.confirmed_round_trip("sync", &pipe).await?;
+            .arg(self.replicas)
+            .arg(self.timeout.as_millis() as u64);
+        let reply = self.round_trip("sync", &pipe, target).await?;
         match reply.into_iter().next() {
-            Some(acked) => confirming.judge(acked),
+            Some(acked) => self.judge(acked),
             None => Err(RedisStoreError::Corrupt("WAIT answered nothing".into())),
         }
     }
 
-    async fn confirmed_round_trip(
+    async fn round_trip(
         &self,
         name: &'static str,
         pipe: &redis::Pipeline,
+        target: &Target,
     ) -> Result<Vec<Value>, RedisStoreError> {
-        let Some(confirming) = &self.inner.confirming else {
-            return Err(RedisStoreError::Config("no confirming connections".into()));
-        };
         let started = Instant::now();
-        let limit = confirming.cfg.op_timeout;
         let r = traced(
-            &self.inner.target,
+            target,
             Verbosity::Info,
             || "EVALSHA".into(),
             Some(name),
-            limit,
-            Box::pin(confirming.run(pipe)),
+            self.cfg.op_timeout,
+            Box::pin(self.run(pipe)),
         )
         .await;
         crate::metrics::round_trip(name, started.elapsed(), &r);

@@ -10,16 +10,24 @@
 //! `/readyz`), never repaired: tasks are not recreated; their ids are
 //! unknown from then on, and new tasks get new random ids.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use presa_store::util::{new_task_id, now_ms};
 use redis::Value;
 
-use crate::{RedisStore, RedisStoreError, conn::Verbosity};
+use crate::{RedisStoreError, conn::Verbosity, link::Link};
+
+/// The epoch watch of one store: the epoch key read over its [`Link`],
+/// and what this process saw of it.
+#[derive(Debug)]
+pub(crate) struct Epochs {
+    link: Arc<Link>,
+    seen: Mutex<Seen>,
+}
 
 /// What this process knows of the store's epoch.
 #[derive(Debug, Default)]
-pub(crate) struct Seen {
+struct Seen {
     current: Option<String>,
     lost: Option<Epoch>,
 }
@@ -46,22 +54,26 @@ impl std::fmt::Display for Epoch {
     }
 }
 
-impl RedisStore {
+impl Epochs {
+    pub(crate) fn new(link: Arc<Link>) -> Epochs {
+        Epochs { link, seen: Mutex::default() }
+    }
+
     /// Read (or first write) the epoch key and compare it with the one this
     /// process saw before. Returns the loss it detected now, if any; a loss
     /// is also logged, counted and kept for [`lost`](Self::lost). Whether
     /// Redis answered sets [`UP_METRIC`](crate::metrics::UP_METRIC).
-    pub async fn check_epoch(&self) -> Result<Option<Epoch>, RedisStoreError> {
+    pub(crate) async fn check(&self) -> Result<Option<Epoch>, RedisStoreError> {
         let mine = new_task_id(0).to_string();
-        let cmd = redis::cmd("SET").arg(self.inner.keys.epoch()).arg(&mine).arg("NX").arg("GET").to_owned();
-        let reply = self.query::<Value>(Verbosity::Debug, &cmd).await;
+        let cmd = redis::cmd("SET").arg(self.link.keys.epoch()).arg(&mine).arg("NX").arg("GET").to_owned();
+        let reply = self.link.query::<Value>(Verbosity::Debug, &cmd).await;
         crate::metrics::up(reply.is_ok());
         let found: Option<String> = match reply? {
             Value::Nil => None,
             v => Some(redis::from_redis_value(v).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?),
         };
         let now = found.clone().unwrap_or(mine);
-        let mut seen = self.inner.epoch.lock().map_err(|_| RedisStoreError::Corrupt("epoch lock poisoned".into()))?;
+        let mut seen = self.seen.lock().map_err(|_| RedisStoreError::Corrupt("epoch lock poisoned".into()))?;
         let loss = match seen.current.replace(now.clone()) {
             Some(was) if was != now => Some(Epoch { detected_at_ms: now_ms(), was, found }),
             _ => None,
@@ -75,10 +87,7 @@ impl RedisStore {
     }
 
     /// The last data loss this process detected, if any.
-    pub fn lost(&self) -> Option<Epoch> {
-        self.inner.epoch.lock().ok().and_then(|s| s.lost.clone())
+    pub(crate) fn lost(&self) -> Option<Epoch> {
+        self.seen.lock().ok().and_then(|s| s.lost.clone())
     }
 }
-
-/// The shared state behind [`RedisStore::check_epoch`].
-pub(crate) type EpochState = Mutex<Seen>;

@@ -119,7 +119,7 @@ impl Keys {
     }
 
     /// `{prefix}:{pNN}:dead:<id>` — string: the dead letter of a poison task
-    /// (`"<hex tenant> <replayed as, or ->\n<letter JSON>"`, see `lua/bury.lua`),
+    /// (`"<hex tenant> <replayed as, or ->\n<letter JSON>"`, see `lua/conclude_dead.lua`),
     /// in its task's slot, expiring at its death plus the retention.
     pub fn dead_letter(&self, id: &TaskId) -> Option<String> {
         let p = self.partition_of(id)?;
@@ -127,7 +127,7 @@ impl Keys {
     }
 
     /// `{prefix}:{pNN}:dead:` — what precedes the id in the key of a dead
-    /// letter of `partition` (`dead_list.lua` reads listed letters with it).
+    /// letter of `partition` (`dead_letters.lua` reads listed letters with it).
     pub fn dead_letter_prefix(&self, partition: u16) -> String {
         format!("{}:{}:dead:", self.prefix, Self::tag(partition))
     }
@@ -148,7 +148,7 @@ impl Keys {
     }
 
     /// A tenant as dead letters name it in their header: hex, so that any
-    /// tenant is one word (`lua/bury.lua`).
+    /// tenant is one word (`lua/conclude_dead.lua`).
     pub fn tenant_word(tenant: &str) -> String {
         hex(tenant.as_bytes())
     }
@@ -173,7 +173,7 @@ impl Keys {
     }
 
     /// `{prefix}:{pNN}:ix:` — what precedes the hex tenant in a task index
-    /// of `partition` (`task_list.lua` reads every tenant's with it).
+    /// of `partition` (`list_tasks.lua` reads every tenant's with it).
     pub fn task_index_prefix(&self, partition: u16) -> String {
         format!("{}:{}:ix:", self.prefix, Self::tag(partition))
     }

@@ -15,10 +15,10 @@
 //! | `{prefix}:{pNN}:events:<id>` | channel | committed snapshots of the task (JSON) |
 //! | `{prefix}:{pNN}:wake` | channel | cluster mode: a ping when work is enqueued or released |
 //! | `{prefix}:{s.<tenant hex>.<subject hex>}:active` | sorted set | a scope's active tasks scored by their expiry, for `max_active_per_scope` |
-//! | `{prefix}:{s.<tenant hex>.<subject hex>}:session:<hex id>` | hash | a legacy session's state and its size (`#bytes`, `#n`), expiring with it (`lua/session.lua`) |
+//! | `{prefix}:{s.<tenant hex>.<subject hex>}:session:<hex id>` | hash | a legacy session's state and its size (`#bytes`, `#n`), expiring with it (`lua/write_session.lua`) |
 //! | `{prefix}:{s.<tenant hex>.<subject hex>}:sessions` | sorted set | a scope's legacy sessions holding state, scored by expiry, for `max_per_scope` |
 //! | `{prefix}:sessions` | sorted set | every legacy session holding state, scored by expiry, for `max_sessions` (`lua/session_admit.lua`) |
-//! | `{prefix}:{pNN}:dead:<id>` | string | a poison task's dead letter, `"<hex tenant> <replayed as or ->\n<JSON>"`, expiring after the dead-letter retention (`lua/bury.lua`) |
+//! | `{prefix}:{pNN}:dead:<id>` | string | a poison task's dead letter, `"<hex tenant> <replayed as or ->\n<JSON>"`, expiring after the dead-letter retention (`lua/conclude_dead.lua`) |
 //! | `{prefix}:{pNN}:dead_t:<tenant hex>` | sorted set | a tenant's dead letters in the partition (member `<died at, 20 digits>.<id>`, lexical order), expiring with the last |
 //! | `{prefix}:{pNN}:dead_s:<tenant hex>.<subject hex>` | sorted set | the same, of one scope |
 //! | `{prefix}:bus` | channel | server-wide events (at most `presa_store::MAX_EVENT_BYTES` each) |
@@ -33,25 +33,35 @@
 //! - [`keys`]: key and channel names, one doc line each.
 //! - [`record`] + `lua/task.lua`: how a task is stored (and records of the
 //!   older hash layout read).
-//! - `scripts` + `lua/*.lua`: create (task + work entry together), transition
-//!   (CAS on rev, fence on attempt, refuse terminal, publish), claim (bump the
-//!   attempt, or drop work of finished tasks), renew, release, ack, admit,
-//!   stats (a partition's queue, for `work_stats`).
-//! - `store`: [`RedisStore`], a thin facade: connecting, and the
-//!   [`presa_store::TaskStore`] and [`presa_store::EventBus`] impls
-//!   delegating to the modules below.
+//! - `store/`: [`RedisStore`], the facade composed of the parts below,
+//!   each a struct owning its state and its operations (one name per
+//!   operation, from the trait down to the Lua file: `release` is
+//!   `Queue::release` is `release.lua`); `store/traits.rs` implements
+//!   every `presa-store` trait by delegating to the part it is about.
+//! - `link`: what the parts share (`Link`): configuration, key
+//!   layout, the command connection, the `Topology`,
+//!   the hub; one round trip (bounded, traced, timed).
+//! - `records/`: the task records ([`presa_store::TaskStore`]): create (one
+//!   script standalone, steps on a cluster, idempotency replays), reads,
+//!   the compare-and-set write, watches, and the per-scope limit and byte
+//!   quota steps with the races they tolerate.
+//! - `work/`: the work queue ([`presa_store::WorkQueue`]): claim, renew,
+//!   remove, release over streams (see its docs for the exact semantics,
+//!   and its files' for the parts), and the queue statistics.
+//! - `dead`: dead letters of poison tasks ([`presa_store::DeadLetters`];
+//!   recorded by `conclude_dead.lua` with the write that ends the task;
+//!   listed per partition, marked, discarded).
+//! - `session`: legacy sessions' state ([`presa_store::SessionStore`]).
+//! - `admin` and `nodes`: the admin task index and the node registry
+//!   ([`presa_store::AdminStore`]).
+//! - `bus`: the event bus ([`presa_store::EventBus`]) over the hub.
+//! - `epoch`: data-loss detection.
+//! - `scripts` + `lua/*.lua`: how scripts are embedded and run; each part
+//!   declares its own, named as its operation, every file with its
+//!   contract header (KEYS, ARGV, Returns).
 //! - `topology`: standalone or cluster, chosen once at open: the publish
 //!   and wake commands, blocking reads or wake-ups, which scripts may span
 //!   slots.
-//! - `create`: creating a task (one script standalone, steps on a cluster),
-//!   idempotency replays.
-//! - `task`: a task's JSON doc, reads, and the compare-and-set write.
-//! - `call`: one round trip (bounded, traced, timed).
-//! - `work/`: claim/renew/remove/release over streams (see its docs for the
-//!   exact semantics, and its files' for the parts), and the queue statistics.
-//! - `limits`: the per-scope active-task limit and the races it tolerates.
-//! - `dead`: dead letters of poison tasks (recorded by `bury.lua` with the
-//!   write that ends the task; listed per partition, marked, discarded).
 //! - `hub`: one pub/sub connection per store fanning out to every watcher,
 //!   each through its own queue bounded in items and bytes (`hub/live.rs`:
 //!   the connection itself).
@@ -90,24 +100,23 @@ mod epoch;
 pub mod keys;
 
 mod admin;
-mod call;
+mod bus;
 mod claimed;
 mod config;
 mod conn;
-mod create;
 mod dead;
 mod durability;
 mod error;
 mod hub;
-mod limits;
+mod link;
 pub mod metrics;
-mod quota;
+mod nodes;
 pub mod record;
+mod records;
 mod scripts;
 mod sentinel;
 mod session;
 mod store;
-mod task;
 mod topology;
 mod work;
 

@@ -6,7 +6,7 @@
 //! hashtable-encoded: `MEMORY USAGE` of a small finished task is 888 B
 //! against 632 B as one string, 120 B of it the hashtable and 40 to 48 B
 //! each small field (docs/redis.md has the figures). Scripts hand back only
-//! the doc, so Rust reads a record itself only in `RedisStore::read_doc`
+//! the doc, so Rust reads a record itself only in `Records::read_doc` (`records/mod.rs`)
 //! (`HGET key doc`) and in tests and tools that look inside
 //! ([`Record::from_hash`]).
 //!
@@ -15,8 +15,14 @@
 //! well, and the next write of each (any script storing the task) turns it
 //! into a hash, keeping its expiry. Older releases still wrote hashes: those
 //! need nothing.
+//!
+//! Beside the layout, the doc's codec: `encode` and `decode` (a task as
+//! the JSON stored and published), and `decode_live` (an expired task
+//! reads as gone).
 
-use crate::{RedisStore, RedisStoreError, conn::Verbosity};
+use presa_store::{Task, util::now_ms};
+
+use crate::RedisStoreError;
 
 /// The fields of a task's hash, in the order [`Record::from_hash`] takes
 /// their values (`HMGET key rev attempt status doc`).
@@ -66,35 +72,31 @@ impl<'a> Record<'a> {
 }
 
 /// Where the doc of a string record starts (just past the header's newline).
-fn doc_start(value: &[u8]) -> Option<usize> {
+pub(crate) fn doc_start(value: &[u8]) -> Option<usize> {
     // A header is three short numbers and words: it is never long.
     value.iter().take(64).position(|&b| b == b'\n').map(|i| i + 1)
 }
 
-impl RedisStore {
-    /// The doc of the task at `key`; `None` when there is no task there.
-    pub(crate) async fn read_doc(&self, key: &str) -> Result<Option<Vec<u8>>, RedisStoreError> {
-        match self.query(Verbosity::Info, redis::cmd("HGET").arg(key).arg("doc")).await {
-            // A string record of an earlier release.
-            Err(RedisStoreError::Redis(e)) if e.code() == Some("WRONGTYPE") => {}
-            other => return other,
-        }
-        let value: Option<Vec<u8>> = self.query(Verbosity::Info, redis::cmd("GET").arg(key)).await?;
-        let Some(mut value) = value else {
-            return Ok(None);
-        };
-        let Some(start) = doc_start(&value) else {
-            return Err(RedisStoreError::Corrupt(format!("{key} holds no task record")));
-        };
-        value.drain(..start);
-        Ok(Some(value))
-    }
+/// The whole task as the JSON stored in `doc` and published on its channel.
+pub(crate) fn encode(task: &Task) -> Result<String, RedisStoreError> {
+    // A small task's doc is 400 to 600 bytes: one allocation, no regrowth.
+    let mut doc = Vec::with_capacity(1024);
+    serde_json::to_writer(&mut doc, task).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
+    String::from_utf8(doc).map_err(|e| RedisStoreError::Corrupt(e.to_string()))
+}
 
-    /// [`Self::read_doc`], as text.
-    pub(crate) async fn read_doc_text(&self, key: &str) -> Result<Option<String>, RedisStoreError> {
-        let doc = self.read_doc(key).await?;
-        doc.map(String::from_utf8).transpose().map_err(|e| RedisStoreError::Corrupt(format!("{key}: {e}")))
-    }
+pub(crate) fn decode(doc: &[u8]) -> Result<Task, RedisStoreError> {
+    serde_json::from_slice(doc).map_err(|e| RedisStoreError::Corrupt(e.to_string()))
+}
+
+/// Decode a stored doc, treating an expired task as gone (Redis reaps it at
+/// `createdAt + ttlMs`; this covers the moments before it does).
+pub(crate) fn decode_live(doc: Option<&[u8]>) -> Result<Option<Task>, RedisStoreError> {
+    let Some(doc) = doc else {
+        return Ok(None);
+    };
+    let task = decode(doc)?;
+    Ok((!task.is_expired(now_ms())).then_some(task))
 }
 
 #[cfg(test)]

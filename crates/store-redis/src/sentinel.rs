@@ -259,12 +259,12 @@ pub(crate) const WATCH_EVERY: Duration = Duration::from_secs(1);
 /// connection goes to, a full discovery (all Sentinels, `ROLE`) decides, and
 /// if it confirms another primary the connection is dropped, so the next
 /// command opens one there. Ends when the store is dropped.
-pub(crate) async fn watch(sentinels: std::sync::Arc<Sentinels>, conn: std::sync::Weak<crate::store::Inner>) {
+pub(crate) async fn watch(sentinels: std::sync::Arc<Sentinels>, link: std::sync::Weak<crate::link::Link>) {
     let mut at = 0usize;
     let mut kept: Option<redis::aio::MultiplexedConnection> = None;
     loop {
         tokio::time::sleep(WATCH_EVERY).await;
-        let Some(inner) = conn.upgrade() else { return };
+        let Some(inner) = link.upgrade() else { return };
         let Some(on) = inner.conn.on() else { continue };
         if kept.is_none() {
             let (host, port) = &sentinels.addresses[at % sentinels.addresses.len()];

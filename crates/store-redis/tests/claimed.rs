@@ -9,7 +9,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 use common::{TestRedis, config, raw};
 use futures::StreamExt;
-use presa_store::{CreateLimits, NewTask, Scope, Task, TaskStore, Writer, util::now_ms};
+use presa_store::{CreateLimits, NewTask, Scope, Task, TaskStore, WorkQueue, Writer, util::now_ms};
 use presa_store_redis::RedisStore;
 use presa_tasks::{Event, Work, apply};
 

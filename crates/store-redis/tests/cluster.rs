@@ -30,7 +30,7 @@ mod spread {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn tasks_on_every_node_are_created_claimed_and_watched() {
-        let store = super::common::make_cluster_store().await.store;
+        let store = super::common::make_cluster_store().await.work;
         let limits =
             CreateLimits { max_active_per_scope: Some(100), max_bytes_per_scope: None, max_queued_per_partition: None };
         let mut tasks = Vec::new();
@@ -71,7 +71,7 @@ mod spread {
     /// lapsed-lease pass).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_small_claim_leaves_the_rest_new_for_the_next_one() {
-        let store = super::common::make_cluster_store().await.store;
+        let store = super::common::make_cluster_store().await.work;
         let lease = Duration::from_secs(30);
         // A claim on the empty queue looks for lapsed leases, so the next
         // look is a second away: what follows must not depend on it.
@@ -89,7 +89,7 @@ mod spread {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_waiting_claim_is_woken_by_new_work() {
-        let store = super::common::make_cluster_store().await.store;
+        let store = super::common::make_cluster_store().await.work;
         let waiter = {
             let store = store.clone();
             tokio::spawn(async move {
@@ -114,7 +114,7 @@ mod spread {
 mod failover {
     use std::time::{Duration, Instant};
 
-    use presa_store::{Scope, TaskStore, Writer};
+    use presa_store::{Scope, TaskStore, WorkQueue, Writer};
     use presa_store_redis::{RedisConfig, RedisStore};
     use presa_testkit::redis_cluster::TestCluster;
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{NO_LIMITS, TestRedis, config, raw};
 use futures::StreamExt;
-use presa_store::{Cas, DeadLetterFilter, NewTask, Scope, TaskStore, util::now_ms};
+use presa_store::{Cas, DeadLetterFilter, DeadLetters, NewTask, Scope, TaskStore, WorkQueue, util::now_ms};
 use presa_store_redis::RedisStore;
 use presa_tasks::{Caller, Event, Work, apply};
 use redis::AsyncCommands;

@@ -8,7 +8,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{NO_LIMITS, TestRedis, config, new_task};
-use presa_store::{Cas, Created, Idempotency, StoreError, TaskStore, Writer};
+use presa_store::{Cas, Created, Idempotency, StoreError, TaskStore, WorkQueue, Writer};
 use presa_store_redis::{Durability, RedisStore};
 use presa_tasks::{Event, apply};
 use serde_json::json;

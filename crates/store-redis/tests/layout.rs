@@ -9,7 +9,7 @@ mod common;
 use std::{collections::HashMap, time::Duration};
 
 use common::{NO_LIMITS, TestRedis, config, new_task, raw, stored};
-use presa_store::{Cas, NewTask, Scope, Task, TaskStore, Writer, util::now_ms};
+use presa_store::{Cas, NewTask, Scope, Task, TaskStore, WorkQueue, Writer, util::now_ms};
 use presa_store_redis::RedisStore;
 use presa_tasks::{Event, apply};
 use redis::AsyncCommands;

@@ -17,7 +17,7 @@ use std::{
 };
 
 use common::{NO_LIMITS, TestRedis, config, new_task, raw};
-use presa_store::TaskStore;
+use presa_store::{TaskStore, WorkQueue};
 use presa_store_redis::{RECONNECTS_METRIC, RedisStore};
 use tracing::{
     Level, Subscriber,
@@ -118,7 +118,7 @@ async fn every_round_trip_has_a_client_span() {
     let get = capture.named(&prefix, "redis HGET");
     assert!(!get.is_empty() && get.iter().all(|s| s.level == Level::INFO && s.fields["db.operation.name"] == "HGET"));
     // The polls idle workers run all the time are at debug level.
-    for poll in ["redis EVALSHA read", "redis EVALSHA stats"] {
+    for poll in ["redis EVALSHA read", "redis EVALSHA work_stats"] {
         let spans = capture.named(&prefix, poll);
         assert!(!spans.is_empty() && spans.iter().all(|s| s.level == Level::DEBUG), "{poll}: {spans:?}");
     }

@@ -13,8 +13,8 @@ use std::{
 use common::{TestRedis, config, raw, stored};
 use futures::StreamExt;
 use presa_store::{
-    Cas, CreateLimits, EventBus, Idempotency, NewTask, Scope, Status, StoreError, Task, TaskId, TaskStore, Writer,
-    util::now_ms,
+    Cas, CreateLimits, EventBus, Idempotency, NewTask, Scope, Status, StoreError, Task, TaskId, TaskStore, WorkQueue,
+    Writer, util::now_ms,
 };
 use presa_store_redis::{RedisConfig, RedisStore, RedisStoreError, keys::GROUP};
 use presa_tasks::{Event, Work, apply};

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::{NO_LIMITS, new_task, unique_prefix};
 use futures::StreamExt;
-use presa_store::{EventBus, Scope, TaskStore};
+use presa_store::{EventBus, Scope, TaskStore, WorkQueue};
 use presa_store_redis::{RedisConfig, RedisStore, SentinelConfig};
 use presa_testkit::redis_sentinel::{MASTER, TestSentinel};
 

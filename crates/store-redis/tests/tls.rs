@@ -17,7 +17,7 @@ use std::{
 
 use common::{free_port, redis_server_binary, unique_prefix};
 use futures::StreamExt;
-use presa_store::{Cas, CreateLimits, NewTask, Scope, TaskStore, util::now_ms};
+use presa_store::{Cas, CreateLimits, NewTask, Scope, TaskStore, WorkQueue, util::now_ms};
 use presa_store_redis::{RedisConfig, RedisStore, RedisStoreError};
 use presa_tasks::{Event, Work, apply};
 

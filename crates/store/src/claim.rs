@@ -63,7 +63,7 @@ impl Claim {
     }
 }
 
-/// The work queue of one partition, for metrics ([`TaskStore::work_stats`](crate::TaskStore::work_stats)).
+/// The work queue of one partition, for metrics ([`WorkQueue::work_stats`](crate::WorkQueue::work_stats)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PartitionStats {
     /// The partition (the `pNN` a task id names).

@@ -4,19 +4,19 @@
 //!
 //! A finished task's record keeps only what `tasks/get` answers and its
 //! tool's name, so a poison task could not be run again from it. Instead, the
-//! write that ends it ([`TaskStore::conclude_dead`](crate::TaskStore::conclude_dead))
+//! write that ends it ([`WorkQueue::conclude_dead`](crate::WorkQueue::conclude_dead))
 //! records, atomically with it, a [`DeadLetter`]: the owner, the work as the
 //! claim held it (tool, arguments, caller, client capabilities, MRTR answers;
 //! not the trace context of the long-gone request nor its last holder), why it died and after how
 //! many deliveries. A letter lives for the store's retention
 //! ([`DEFAULT_DEAD_LETTER_TTL`] unless configured) from its death.
 //!
-//! - Listing ([`TaskStore::dead_letters`](crate::TaskStore::dead_letters)) is
+//! - Listing ([`DeadLetters::dead_letters`]) is
 //!   by tenant, optionally by subject, ordered by time of death (then id),
 //!   with an opaque cursor ([`DeadLetter::cursor`]) and at most
 //!   [`MAX_DEAD_LETTER_PAGE`] letters a page. Another tenant's letters are
 //!   never seen, nor counted: every read names the tenant.
-//! - Replay ([`TaskStore::replay_dead_letter`](crate::TaskStore::replay_dead_letter))
+//! - Replay ([`DeadLetters::replay_dead_letter`])
 //!   creates a new task for the same owner, tool, arguments and caller
 //!   through the ordinary create path (limits and quotas apply), with
 //!   [`Work::replay_of`] naming the dead task, and marks the letter
@@ -25,26 +25,24 @@
 //!   an idempotency key no client can send), so replays racing each other, or
 //!   one retried after a crash between the create and the mark, make one task.
 //!   A replayed letter stays listed (with `replayed_as`) until discarded or expired.
-//! - Discard ([`TaskStore::discard_dead_letter`](crate::TaskStore::discard_dead_letter))
+//! - Discard ([`DeadLetters::discard_dead_letter`])
 //!   removes the letter.
 //!
-//! `Book` keeps the letters of the memory store.
+//! [`DeadLetters`] is the trait every store implements; the memory store's
+//! letters are kept in `memory/dead.rs`.
 
-use std::{
-    collections::{BTreeMap, HashMap},
-    time::Duration,
-};
+use std::time::Duration;
 
 use presa_tasks::{NewTask, Scope, TaskId, Work};
 use serde::{Deserialize, Serialize};
 
-use crate::{Claim, Idempotency};
+use crate::{Claim, CreateLimits, Created, Idempotency, StoreError, TaskStore};
 
 /// How long a dead letter is kept after its task died, unless a store is
 /// configured otherwise: 7 days.
 pub const DEFAULT_DEAD_LETTER_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 
-/// The most letters one page of [`TaskStore::dead_letters`](crate::TaskStore::dead_letters)
+/// The most letters one page of [`DeadLetters::dead_letters`]
 /// holds, whatever the caller asks for.
 pub const MAX_DEAD_LETTER_PAGE: usize = 100;
 
@@ -201,68 +199,78 @@ pub struct Replayed {
     pub first: bool,
 }
 
-/// The dead letters of the memory store, with their expiry: one map in
-/// listing order, and where each task's letter is in it.
-#[derive(Debug, Default)]
-pub(crate) struct Book {
-    /// By cursor: the letter and when it expires (Unix ms).
-    letters: BTreeMap<String, (DeadLetter, u64)>,
-    /// Each letter's cursor, by task id.
-    by_id: HashMap<TaskId, String>,
-}
-
-impl Book {
-    /// Keep `letter` until `expires_at_ms` (a task dies once: a second
-    /// letter of the same task replaces the first).
-    pub(crate) fn record(&mut self, letter: DeadLetter, expires_at_ms: u64) {
-        self.remove(&letter.id);
-        let at = letter.cursor();
-        self.by_id.insert(letter.id.clone(), at.clone());
-        self.letters.insert(at, (letter, expires_at_ms));
-    }
-
-    /// Up to `limit + 1` live letters passing `filter`, after `after`.
-    pub(crate) fn after(
+/// Dead letters of poison tasks: recorded by [`WorkQueue::conclude_dead`](crate::WorkQueue::conclude_dead)
+/// with the write that ends the task, then listed, read, replayed (as a new
+/// record, hence the supertrait) or discarded, every read naming the tenant
+/// it may see.
+#[async_trait::async_trait]
+pub trait DeadLetters: TaskStore {
+    /// Up to [`page_limit`]`(limit)` dead letters passing `filter`
+    /// (one tenant's, optionally one subject's), oldest death first, after
+    /// the cursor `after` (a [`DeadLetterPage::next`], or `None` for the
+    /// first page). Pages are stable: a letter dying later (at a later
+    /// millisecond) comes after every one listed already, one removed
+    /// meanwhile is skipped. A page may hold fewer letters than `limit`
+    /// (some expired or were discarded while it was read) and still have a
+    /// `next`; only `next: None` ends the listing.
+    async fn dead_letters(
         &self,
         filter: &DeadLetterFilter,
         after: Option<&str>,
         limit: usize,
-        now: u64,
-    ) -> Vec<DeadLetter> {
-        let from = match after {
-            Some(at) => std::ops::Bound::Excluded(at.to_string()),
-            None => std::ops::Bound::Unbounded,
+    ) -> Result<DeadLetterPage, StoreError>;
+
+    /// The dead letter of task `id`, if it has one, not expired, of `tenant`
+    /// (another tenant's is `None`, like none at all).
+    async fn dead_letter(&self, tenant: &str, id: &TaskId) -> Result<Option<DeadLetter>, StoreError>;
+
+    /// Mark `tenant`'s dead letter of task `id` replayed as task `new`,
+    /// unless it was marked before: atomically, the mark now stored (`new`,
+    /// or the earlier one's); `None` when there is no such letter.
+    async fn mark_dead_letter_replayed(
+        &self,
+        tenant: &str,
+        id: &TaskId,
+        new: &TaskId,
+    ) -> Result<Option<TaskId>, StoreError>;
+
+    /// Run `tenant`'s dead letter of task `id` again: a new task for the
+    /// same owner, tool, arguments and caller, created through
+    /// [`create_idempotent`](TaskStore::create_idempotent) under `limits` and the
+    /// letter's [`DeadLetter::replay_key`], then the letter is marked
+    /// ([`mark_dead_letter_replayed`](Self::mark_dead_letter_replayed)).
+    /// A letter replayed before answers the task of its first replay
+    /// (`first: false`), creating nothing; `None` when there is no such letter.
+    ///
+    /// The key makes the two steps safe without one script (the new task's
+    /// partition is not the letter's): replays racing each other, or one
+    /// retried after a crash between create and mark, find the same task.
+    async fn replay_dead_letter(
+        &self,
+        tenant: &str,
+        id: &TaskId,
+        limits: CreateLimits,
+    ) -> Result<Option<Replayed>, StoreError> {
+        let Some(letter) = self.dead_letter(tenant, id).await? else {
+            return Ok(None);
         };
-        self.letters
-            .range((from, std::ops::Bound::Unbounded))
-            .map(|(_, entry)| entry)
-            .filter(|(letter, expires)| *expires > now && filter.admits(&letter.scope))
-            .take(limit + 1)
-            .map(|(letter, _)| letter.clone())
-            .collect()
-    }
-
-    /// The live letter of task `id`, if it is `tenant`'s.
-    pub(crate) fn get(&mut self, tenant: &str, id: &TaskId, now: u64) -> Option<&mut DeadLetter> {
-        let at = self.by_id.get(id)?;
-        let (letter, expires) = self.letters.get_mut(at)?;
-        (*expires > now && letter.scope.tenant == tenant).then_some(letter)
-    }
-
-    /// Drop the letter of task `id` (whoever's it is; callers check the tenant first).
-    pub(crate) fn remove(&mut self, id: &TaskId) -> bool {
-        match self.by_id.remove(id) {
-            Some(at) => self.letters.remove(&at).is_some(),
-            None => false,
+        if let Some(task) = letter.replayed_as {
+            return Ok(Some(Replayed { task, first: false }));
         }
+        let created = self.create_idempotent(letter.replay_task(), limits, Some(&letter.replay_key())).await?;
+        let made = created.task().id.clone();
+        let first = matches!(created, Created::New(_));
+        Ok(Some(match self.mark_dead_letter_replayed(tenant, id, &made).await? {
+            // Marked by another replay with another task: possible only once
+            // the first task (and its key's record) expired.
+            Some(marked) if marked != made => Replayed { task: marked, first: false },
+            // Marked now, or (`None`) discarded or expired meanwhile: the task exists all the same.
+            _ => Replayed { task: made, first },
+        }))
     }
 
-    /// Drop every expired letter.
-    pub(crate) fn purge(&mut self, now: u64) {
-        self.letters.retain(|_, (_, expires)| *expires > now);
-        let letters = &self.letters;
-        self.by_id.retain(|_, at| letters.contains_key(at));
-    }
+    /// Remove `tenant`'s dead letter of task `id`; `false` when there was none.
+    async fn discard_dead_letter(&self, tenant: &str, id: &TaskId) -> Result<bool, StoreError>;
 }
 
 #[cfg(test)]

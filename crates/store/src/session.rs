@@ -47,10 +47,44 @@ impl SessionLimits {
     };
 }
 
+/// One write to a legacy session's state ([`SessionStore::write_session`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionWrite<'a> {
+    /// Set `field` to `value` (counted against the limits).
+    Set {
+        /// The field.
+        field: &'a str,
+        /// Its new value.
+        value: &'a str,
+    },
+    /// Remove `field` (never refused).
+    Remove {
+        /// The field.
+        field: &'a str,
+    },
+    /// End the session: every field is dropped but the end `mark`, set to `1`.
+    End {
+        /// The end mark's field.
+        mark: &'a str,
+    },
+}
+
+impl<'a> SessionWrite<'a> {
+    /// Set `field` to `value`, or remove it (`None`).
+    pub fn field(field: &'a str, value: Option<&'a str>) -> Self {
+        match value {
+            Some(value) => SessionWrite::Set { field, value },
+            None => SessionWrite::Remove { field },
+        }
+    }
+}
+
 /// The shared state of legacy (2025-11-25) sessions, by owner and session
 /// id: set by whichever process serves a request of the session, read back
 /// by any other. Every implementation runs the session cases of the
-/// contract suite.
+/// contract suite. A store implements [`write_session`](Self::write_session)
+/// and [`session_state`](Self::session_state); the other two are written
+/// once, here, on top of the first.
 #[async_trait::async_trait]
 pub trait SessionStore: Send + Sync + std::fmt::Debug + 'static {
     /// Set (`Some`) or remove (`None`) one field of the shared state of
@@ -69,7 +103,9 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug + 'static {
         value: Option<&str>,
         ttl: Duration,
         limits: SessionLimits,
-    ) -> Result<(), StoreError>;
+    ) -> Result<(), StoreError> {
+        self.write_session(owner, session, SessionWrite::field(field, value), ttl, limits).await
+    }
 
     /// End `owner`'s legacy session: every field is dropped but `field` (its
     /// end mark, set to `1`), which lives `ttl` from now. A session that held
@@ -79,6 +115,21 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug + 'static {
         owner: &Scope,
         session: &str,
         field: &str,
+        ttl: Duration,
+        limits: SessionLimits,
+    ) -> Result<(), StoreError> {
+        self.write_session(owner, session, SessionWrite::End { mark: field }, ttl, limits).await
+    }
+
+    /// One `write` to `owner`'s legacy session, checked against `limits`
+    /// atomically (a removal always fits), after which the session's state
+    /// expires `ttl` from now: what [`set_session_field`](Self::set_session_field)
+    /// and [`end_session`](Self::end_session) do.
+    async fn write_session(
+        &self,
+        owner: &Scope,
+        session: &str,
+        write: SessionWrite<'_>,
         ttl: Duration,
         limits: SessionLimits,
     ) -> Result<(), StoreError>;

@@ -9,9 +9,9 @@ use std::{any::Any, collections::HashMap, fmt, sync::Arc, time::Duration};
 use futures::StreamExt;
 
 use crate::{
-    Cas, Claim, CreateLimits, DeadLetter, DeadLetterFilter, DeadLetterPage, EventBus, EventStream, GetView, NewTask,
-    PartitionStats, Scope, SessionLimits, SessionStore, Shares, StoreError, Task, TaskId, TaskStore, TaskStream,
-    Writer,
+    Cas, Claim, CreateLimits, DeadLetter, DeadLetterFilter, DeadLetterPage, DeadLetters, EventBus, EventStream,
+    GetView, NewTask, PartitionStats, Scope, SessionLimits, SessionStore, SessionWrite, Shares, StoreError, Task,
+    TaskId, TaskStore, TaskStream, WorkQueue, Writer,
 };
 
 /// `inner`, plus what a test needs around it.
@@ -79,6 +79,16 @@ impl<S: TaskStore> TaskStore for Wrapped<S> {
     async fn transition_within(&self, next: &Task, writer: Writer, quota: Option<u64>) -> Result<Cas, StoreError> {
         self.inner.transition_within(next, writer, quota).await
     }
+    async fn watch(&self, ids: &[TaskId]) -> Result<TaskStream, StoreError> {
+        Ok(self.first_then(self.inner.watch(ids).await?))
+    }
+    async fn watch_claimed(&self, id: &TaskId) -> Result<TaskStream, StoreError> {
+        Ok(self.first_then(self.inner.watch_claimed(id).await?))
+    }
+}
+
+#[async_trait::async_trait]
+impl<S: WorkQueue> WorkQueue for Wrapped<S> {
     async fn claim_fair(
         &self,
         worker: &str,
@@ -104,6 +114,13 @@ impl<S: TaskStore> TaskStore for Wrapped<S> {
     async fn conclude_dead(&self, next: &Task, claim: &Claim, reason: &str) -> Result<Cas, StoreError> {
         self.inner.conclude_dead(next, claim, reason).await
     }
+    async fn work_stats(&self) -> Result<Vec<PartitionStats>, StoreError> {
+        self.inner.work_stats().await
+    }
+}
+
+#[async_trait::async_trait]
+impl<S: DeadLetters> DeadLetters for Wrapped<S> {
     async fn dead_letters(
         &self,
         filter: &DeadLetterFilter,
@@ -126,39 +143,19 @@ impl<S: TaskStore> TaskStore for Wrapped<S> {
     async fn discard_dead_letter(&self, tenant: &str, id: &TaskId) -> Result<bool, StoreError> {
         self.inner.discard_dead_letter(tenant, id).await
     }
-    async fn watch(&self, ids: &[TaskId]) -> Result<TaskStream, StoreError> {
-        Ok(self.first_then(self.inner.watch(ids).await?))
-    }
-    async fn watch_claimed(&self, id: &TaskId) -> Result<TaskStream, StoreError> {
-        Ok(self.first_then(self.inner.watch_claimed(id).await?))
-    }
-    async fn work_stats(&self) -> Result<Vec<PartitionStats>, StoreError> {
-        self.inner.work_stats().await
-    }
 }
 
 #[async_trait::async_trait]
 impl<S: SessionStore> SessionStore for Wrapped<S> {
-    async fn set_session_field(
+    async fn write_session(
         &self,
         owner: &Scope,
         session: &str,
-        field: &str,
-        value: Option<&str>,
+        write: SessionWrite<'_>,
         ttl: Duration,
         limits: SessionLimits,
     ) -> Result<(), StoreError> {
-        self.inner.set_session_field(owner, session, field, value, ttl, limits).await
-    }
-    async fn end_session(
-        &self,
-        owner: &Scope,
-        session: &str,
-        field: &str,
-        ttl: Duration,
-        limits: SessionLimits,
-    ) -> Result<(), StoreError> {
-        self.inner.end_session(owner, session, field, ttl, limits).await
+        self.inner.write_session(owner, session, write, ttl, limits).await
     }
     async fn session_state(&self, owner: &Scope, session: &str) -> Result<HashMap<String, String>, StoreError> {
         self.inner.session_state(owner, session).await

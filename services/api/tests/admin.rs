@@ -281,7 +281,7 @@ async fn pagination_is_stable_under_concurrent_creates(rig: Rig) {
 /// cancel is a 409; the task page shows its record.
 async fn cancel_and_task_detail(rig: Rig) {
     let task = rig.create("acme", "alice", "slow_compute").await;
-    let claims = rig.backend.store.claim("w-7", 1, Duration::from_secs(30), Duration::from_millis(500)).await.unwrap();
+    let claims = rig.backend.work.claim("w-7", 1, Duration::from_secs(30), Duration::from_millis(500)).await.unwrap();
     assert_eq!(claims.len(), 1);
     let (status, detail) = rig.get("acme-admin", &format!("/tasks/{}", task.id)).await;
     assert_eq!(status, 200, "{detail}");
@@ -310,11 +310,11 @@ async fn cancel_and_task_detail(rig: Rig) {
 /// discarded once.
 async fn dead_letters_replay_and_discard(rig: Rig) {
     let task = rig.create("acme", "alice", "slow_compute").await;
-    let claims = rig.backend.store.claim("w-1", 1, Duration::from_secs(30), Duration::from_millis(500)).await.unwrap();
+    let claims = rig.backend.work.claim("w-1", 1, Duration::from_secs(30), Duration::from_millis(500)).await.unwrap();
     let [claim] = claims.as_slice() else { panic!("one claim: {claims:?}") };
     let failure = presa_tasks::Event::Fail(json!({ "code": -32603, "message": "Task failed after repeated attempts" }));
     let dead = presa_tasks::apply(&claim.task, &failure, presa_store::util::now_ms()).unwrap().unwrap();
-    rig.backend.store.conclude_dead(&dead, claim, "exhausted 6 deliveries").await.unwrap();
+    rig.backend.work.conclude_dead(&dead, claim, "exhausted 6 deliveries").await.unwrap();
 
     let (status, page) = rig.get("acme-admin", "/dead-letters").await;
     assert_eq!(status, 200, "{page}");

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::{Admitted, Server, input_responses, invalid};
 use crate::{
     error::ServerError,
-    store_io::{UpdateError, Updated, WriteLimits, store_call, update_task_within},
+    store_io::{TaskWriter, UpdateError, Updated, WriteLimits, store_call},
 };
 
 impl Server {
@@ -66,7 +66,8 @@ impl Server {
         // since, the write needs no second read (any refusal is decided again on
         // the stored task, as before).
         let guess = Some(task);
-        match update_task_within(self.store().as_ref(), &id, Writer::Client, &event, limits, guess, None).await {
+        let writer = TaskWriter::new(self.store().as_ref(), Writer::Client, limits).guessing(guess);
+        match writer.write(&id, &event).await {
             Ok(Updated::Gone) => Err(unknown()),
             Ok(_) => Ok(json!({ "resultType": ResultType::Complete })),
             Err(UpdateError::Store(e)) => {

@@ -4,7 +4,7 @@
 use std::{sync::Arc, time::Duration};
 
 use futures::StreamExt;
-use presa_store::{Claim, TaskStore};
+use presa_store::{Claim, WorkQueue};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -14,7 +14,7 @@ use crate::{
 
 /// Renew the lease every third of it; fire `cancel` when the claim is lost
 /// or the task turns terminal (seen through the watch or a re-read).
-pub(super) async fn keep_lease(store: Arc<dyn TaskStore>, claim: Claim, lease: Duration, cancel: CancellationToken) {
+pub(super) async fn keep_lease(store: Arc<dyn WorkQueue>, claim: Claim, lease: Duration, cancel: CancellationToken) {
     let id = claim.task.id.clone();
     let changes = match store_call("watch", store.watch_claimed(&id)).await {
         Ok(s) => s,

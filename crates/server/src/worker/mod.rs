@@ -48,10 +48,7 @@ use crate::{
     core::{Core, Outcome, internal_error},
     node::Node,
     slots::{Slot, Slots},
-    store_io::{
-        Concluding, UpdateError, Updated, Verbosity, WriteLimits, store_call, store_call_at, update_task_patiently,
-        update_task_within,
-    },
+    store_io::{Concluding, TaskWriter, UpdateError, Updated, Verbosity, WriteLimits, store_call, store_call_at},
     tool::run_handler,
 };
 
@@ -103,9 +100,9 @@ impl Worker {
                 _ = drain.cancelled() => break,
             };
             let free = slots.free() + 1;
-            let store = self.core.store().clone();
+            let queue = self.core.work().clone();
             let shares = slots.shares();
-            let claim = store.claim_fair(&self.config.id, free, self.config.lease, self.config.claim_wait, &shares);
+            let claim = queue.claim_fair(&self.config.id, free, self.config.lease, self.config.claim_wait, &shares);
             let claimed = tokio::select! {
                 c = store_call_at(Verbosity::Debug, "claim", claim) => c,
                 _ = shutdown.cancelled() => break,
@@ -206,13 +203,13 @@ impl Worker {
             self.conclude(&claim, failure(internal_error())).await;
             return;
         };
-        let store = self.core.store().clone();
+        let queue = self.core.work().clone();
         let cancel = CancellationToken::new();
         let task = &claim.task;
         let artifacts = self.core.artifacts().map(|a| Arc::new(RunArtifacts::new(a.clone(), &task.scope, &task.id)));
         let ctx = self.context_for(&claim, slot, cancel.clone(), artifacts.clone());
         let keeper = tokio::spawn(Box::pin(
-            keep_lease(store.clone(), claim.clone(), self.config.lease, cancel.clone()).instrument(span.clone()),
+            keep_lease(queue.clone(), claim.clone(), self.config.lease, cancel.clone()).instrument(span.clone()),
         ));
         let handler = run_handler(tool.handler(), ctx, claim.task.work.arguments.clone());
         tokio::pin!(handler);
@@ -227,7 +224,7 @@ impl Worker {
             _ = release_now.cancelled() => {
                 keeper.abort();
                 tracing::info!("handing unfinished work back");
-                if let Err(e) = store_call("release", store.release(&claim)).await {
+                if let Err(e) = store_call("release", queue.release(&claim)).await {
                     tracing::warn!(error = %e, "release failed; the lease will lapse instead");
                 }
                 return;
@@ -383,16 +380,16 @@ impl Worker {
         // Starting from the task as claimed (unless the handler or a client
         // changed it since, the write needs no read first), and concluding:
         // the write that ends the task removes its work too.
-        let claimed = Some(Concluding { claim, dead });
-        let mut written = update_task_patiently(store.as_ref(), id, writer, &event, limit, patience, claimed).await;
+        let claimed = Some(Concluding { queue: self.core.work().as_ref(), claim, dead });
+        let task_writer = TaskWriter::new(store.as_ref(), writer, WriteLimits::task(limit)).concluding(claimed);
+        let mut written = task_writer.write_patiently(id, &event, patience).await;
         let mut as_given = true;
         if let Err(e @ UpdateError::TooLarge { .. }) = &written {
             as_given = false;
             tracing::warn!(error = %e, "task outcome too large: the task fails");
             let error = ErrorObject::new(codes::INTERNAL_ERROR, format!("Task outcome not stored: {e}"));
-            let limits = WriteLimits::task(usize::MAX);
-            written =
-                Box::pin(update_task_within(store.as_ref(), id, writer, &failure(error), limits, None, claimed)).await;
+            let unbounded = TaskWriter::new(store.as_ref(), writer, WriteLimits::task(usize::MAX)).concluding(claimed);
+            written = Box::pin(unbounded.write(id, &failure(error))).await;
         }
         match written {
             // Its work went with the write.
@@ -420,7 +417,7 @@ impl Worker {
     }
 
     async fn remove_work(&self, claim: &Claim) {
-        if let Err(e) = store_call("remove_work", self.core.store().remove_work(claim)).await {
+        if let Err(e) = store_call("remove_work", self.core.work().remove_work(claim)).await {
             tracing::warn!(error = %e, "could not remove finished work");
         }
     }

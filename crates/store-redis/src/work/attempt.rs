@@ -10,11 +10,11 @@ use presa_tasks::{Event, apply};
 use redis::Value;
 
 use super::Entry;
+use super::Queue;
 use crate::{
-    RedisStore, RedisStoreError,
+    RedisStoreError,
     keys::GROUP,
-    scripts,
-    task::{decode, encode},
+    record::{decode, encode},
 };
 
 /// Give up bumping an attempt after this many lost CAS races (a client
@@ -41,15 +41,18 @@ pub(super) enum Claimed {
     Moved(Option<String>),
 }
 
-pub(super) fn claimed(reply: &[Value]) -> Result<Claimed, RedisStoreError> {
-    match reply {
-        [Value::Int(1)] => Ok(Claimed::Yes),
-        [Value::Int(-1)] => Ok(Claimed::Dropped),
-        [Value::Int(0)] => Ok(Claimed::Moved(None)),
-        [Value::Int(0), current] => redis::from_redis_value_ref(current)
-            .map(Claimed::Moved)
-            .map_err(|err| RedisStoreError::Corrupt(err.to_string())),
-        other => Err(RedisStoreError::Corrupt(format!("unexpected claim reply: {other:?}"))),
+impl Claimed {
+    /// What `claim.lua` (or one entry of `claim_batch.lua`) replied.
+    pub(super) fn from_reply(reply: &[Value]) -> Result<Claimed, RedisStoreError> {
+        match reply {
+            [Value::Int(1)] => Ok(Claimed::Yes),
+            [Value::Int(-1)] => Ok(Claimed::Dropped),
+            [Value::Int(0)] => Ok(Claimed::Moved(None)),
+            [Value::Int(0), current] => redis::from_redis_value_ref(current)
+                .map(Claimed::Moved)
+                .map_err(|err| RedisStoreError::Corrupt(err.to_string())),
+            other => Err(RedisStoreError::Corrupt(format!("unexpected claim reply: {other:?}"))),
+        }
     }
 }
 
@@ -57,7 +60,7 @@ pub(super) fn claimed(reply: &[Value]) -> Result<Claimed, RedisStoreError> {
 /// keep it (`claim_batch.lua`'s ARGV[5n+5]) rather than start a new one.
 const KEEP_DELIVERY_LEASE: u32 = 8;
 
-impl RedisStore {
+impl Queue {
     /// The task as read and as claimed by `worker`, or `None` after dropping
     /// the entry (task gone, expired, terminal or corrupt).
     pub(super) async fn next_claimed(
@@ -95,20 +98,20 @@ impl RedisStore {
         group: &[Pending],
         lease: Duration,
     ) -> Result<Vec<Claimed>, RedisStoreError> {
-        let keys = &self.inner.keys;
-        let mut inv = scripts::CLAIM_BATCH.prepare_invoke();
+        let keys = &self.link.keys;
+        let mut inv = super::CLAIM_BATCH.prepare_invoke();
         for p in group {
             let channel = keys.events(&p.id).expect("same partition as the task key");
             inv.key(&p.key).key(keys.work(p.entry.partition)).key(channel).key(keys.claimed(p.entry.partition));
         }
-        inv.arg(GROUP).arg(worker).arg(self.lease_idle(lease)).arg(self.publish_cmd());
+        inv.arg(GROUP).arg(worker).arg(self.lease_idle(lease)).arg(self.link.topology.publish_cmd());
         for p in group {
             inv.arg(&p.entry.id).arg(p.expected).arg(encode(&p.next)?).arg(p.next.revision).arg(p.next.attempt);
         }
         // A delivery's lease younger than an eighth of it is kept: renewed a
         // third of a lease after the claim, it never lapses on a live worker.
         inv.arg((lease / KEEP_DELIVERY_LEASE).as_millis() as u64);
-        let replies: Vec<Vec<Value>> = self.invoke(&inv).await?;
+        let replies: Vec<Vec<Value>> = self.link.invoke(&inv).await?;
         if replies.len() != group.len() {
             return Err(RedisStoreError::Corrupt(format!(
                 "claim_batch.lua answered {} of {} entries",
@@ -116,7 +119,7 @@ impl RedisStore {
                 group.len()
             )));
         }
-        replies.iter().map(|r| claimed(r)).collect()
+        replies.iter().map(|r| Claimed::from_reply(r)).collect()
     }
 
     /// Claim one delivered entry with `claim.lua`, starting from `doc` (the
@@ -124,13 +127,12 @@ impl RedisStore {
     pub(super) async fn claim_entry(
         &self,
         worker: &str,
-        e: &Entry,
-        id: &TaskId,
-        key: &str,
+        p: &Pending,
         mut doc: Option<String>,
         lease: Duration,
     ) -> Result<Option<Claim>, RedisStoreError> {
-        let keys = &self.inner.keys;
+        let (e, id, key) = (&p.entry, &p.id, p.key.as_str());
+        let keys = &self.link.keys;
         let stream = keys.work(e.partition);
         let channel = keys.events(id).expect("same partition as the task key");
         let claimed_channel = keys.claimed(e.partition);
@@ -138,7 +140,7 @@ impl RedisStore {
             let Some((task, next)) = self.next_claimed(worker, e, id, doc.as_deref()).await? else {
                 return Ok(None);
             };
-            let mut inv = scripts::CLAIM.prepare_invoke();
+            let mut inv = super::CLAIM.prepare_invoke();
             inv.key(key)
                 .key(&stream)
                 .key(&channel)
@@ -151,15 +153,11 @@ impl RedisStore {
                 .arg(next.revision)
                 .arg(next.attempt)
                 .arg(self.lease_idle(lease))
-                .arg(self.publish_cmd());
-            let reply: Vec<Value> = self.invoke(&inv).await?;
-            match claimed(&reply)? {
+                .arg(self.link.topology.publish_cmd());
+            let reply: Vec<Value> = self.link.invoke(&inv).await?;
+            match Claimed::from_reply(&reply)? {
                 Claimed::Yes => {
-                    return Ok(Some(Claim {
-                        deliveries: next.attempt,
-                        receipt: format!("{}/{}", e.partition, e.id),
-                        task: next,
-                    }));
+                    return Ok(Some(Claim { deliveries: next.attempt, receipt: e.receipt().to_string(), task: next }));
                 }
                 Claimed::Dropped => return Ok(None),
                 Claimed::Moved(current) => doc = current,

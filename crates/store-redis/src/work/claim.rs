@@ -5,36 +5,85 @@
 
 use std::time::{Duration, Instant};
 
-use presa_store::{Claim, Shares};
+use presa_store::{Claim, Shares, StoreError, TaskId, TaskStream};
 use tokio::sync::Notify;
 
-use super::{CLUSTER_POLL, Entry, MAX_SLICE, is_nogroup};
-use crate::{RedisStore, RedisStoreError};
+use super::Queue;
+use super::{CLUSTER_POLL, Entry, MAX_SLICE, Reads, is_nogroup};
+use crate::RedisStoreError;
 
-impl RedisStore {
-    /// Up to `max` claims for `worker` (see the module docs), waiting up to
-    /// `wait` for work; `caller_gone` ends the wait early.
-    pub(crate) async fn claim_work(
+impl Queue {
+    /// Up to `max` claims for `worker` within `shares`, waiting up to `wait`.
+    /// Runs in its own task so that a caller dropping this future (say, a
+    /// worker shutting down mid-wait) strands nothing: entries delivered to
+    /// a claim nobody receives would otherwise sit until `max_lease`. The
+    /// task stops waiting once the caller is gone and releases whatever it
+    /// had claimed by then. A worker watches what it runs through the
+    /// claimed channels: subscribed before its first claim, so nothing
+    /// published after a claim is missed.
+    pub(crate) async fn claim_fair(
         &self,
         worker: &str,
         max: usize,
         lease: Duration,
         wait: Duration,
         shares: &Shares,
+    ) -> Result<Vec<Claim>, StoreError> {
+        if let Err(e) = self.start_watching_claimed().await {
+            tracing::warn!(error = %e, "could not watch the claimed channels; runs re-read their tasks on a timer");
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let queue = self.clone();
+        let worker = worker.to_owned();
+        let shares = shares.clone();
+        tokio::spawn(async move {
+            let who = Claimant { worker: &worker, lease };
+            let result = queue.claim_until(who, max, wait, &shares, &|| tx.is_closed()).await;
+            if let Err(Ok(claims)) = tx.send(result) {
+                for claim in claims {
+                    if let Err(e) = queue.release(&claim).await {
+                        tracing::warn!(error = %e, "could not release an unreceived claim");
+                    }
+                }
+            }
+        });
+        rx.await.map_err(|_| StoreError::Unavailable("claim task stopped".into()))?.map_err(StoreError::from)
+    }
+
+    /// Subscribe the claimed channels, once (see [`Claimed`](crate::claimed::Claimed)).
+    async fn start_watching_claimed(&self) -> Result<(), RedisStoreError> {
+        self.state.claimed.start(&self.link.hub, &self.link.keys).await
+    }
+
+    /// What the holder of a claim on task `id` watches: its claimed channel.
+    pub(crate) async fn watch_claimed(&self, id: &TaskId) -> Result<TaskStream, RedisStoreError> {
+        self.start_watching_claimed().await?;
+        Ok(self.state.claimed.watch(id))
+    }
+
+    /// Up to `max` claims for `worker` (see the module docs), waiting up to
+    /// `wait` for work; `caller_gone` ends the wait early.
+    async fn claim_until(
+        &self,
+        who: Claimant<'_>,
+        max: usize,
+        wait: Duration,
+        shares: &Shares,
         caller_gone: &(dyn Fn() -> bool + Send + Sync),
     ) -> Result<Vec<Claim>, RedisStoreError> {
+        let Claimant { worker, lease } = who;
         let mut out = Vec::new();
         let mut shares = shares.clone();
         if max == 0 {
             return Ok(out);
         }
         let deadline = Instant::now() + wait;
-        let wake = self.inner.topology.wakeups(&self.inner.keys, &self.inner.hub).await;
+        let wake = self.link.topology.wakeups(&self.link.keys, &self.link.hub).await;
         // An earlier claim's read delivered work and drained the streams: wait
         // from its cursors instead of reading again first (anything added
         // since wakes the wait at once). An idle worker then reads once per
         // task, not twice.
-        let drained_at = self.inner.reader.take_drained();
+        let drained_at = self.state.reader.take_drained();
         // What the last wait saw: the partitions it woke on, and the cursors
         // it waited from (the next read looks at those partitions only).
         let mut woke = None;
@@ -60,10 +109,10 @@ impl RedisStore {
             };
             fault_point(Fault::AfterRead, &fresh).await;
             if !fresh.is_empty() && !cursors.is_empty() {
-                self.inner.reader.keep_drained(&cursors);
+                self.state.reader.keep_drained(&cursors);
             }
-            self.take(worker, fresh, max, lease, &mut shares, &mut out).await?;
-            if out.len() < max && self.inner.recovery.unhold_due() {
+            self.take(who, fresh, max, &mut shares, &mut out).await?;
+            if out.len() < max && self.state.recovery.unhold_due() {
                 let held = match self.unhold(worker, max - out.len(), lease, &shares).await {
                     Err(e) if is_nogroup(&e) => Vec::new(),
                     Err(e) => {
@@ -72,9 +121,9 @@ impl RedisStore {
                     }
                     Ok(held) => held,
                 };
-                self.take(worker, held, max, lease, &mut shares, &mut out).await?;
+                self.take(who, held, max, &mut shares, &mut out).await?;
             }
-            if out.len() < max && self.inner.recovery.recovery_due(lease) {
+            if out.len() < max && self.state.recovery.recovery_due(lease) {
                 let lapsed = match self.recover(worker, max - out.len(), lease).await {
                     Err(e) if is_nogroup(&e) => {
                         self.ensure_groups().await?;
@@ -88,14 +137,14 @@ impl RedisStore {
                     other => other?,
                 };
                 fault_point(Fault::AfterRecover, &lapsed).await;
-                self.take(worker, lapsed, max, lease, &mut shares, &mut out).await?;
+                self.take(who, lapsed, max, &mut shares, &mut out).await?;
             }
             let now = Instant::now();
             if !out.is_empty() || now >= deadline || caller_gone() {
                 return Ok(out);
             }
             let slice = (deadline - now).min(MAX_SLICE);
-            if self.inner.topology.blocking().is_none() {
+            if self.reads == Reads::PerPartition {
                 // One XREADGROUP cannot block on streams of several slots:
                 // sleep until a partition's wake channel pings (or poll).
                 match woken.as_mut().as_pin_mut() {
@@ -113,6 +162,15 @@ impl RedisStore {
             }
         }
     }
+}
+
+/// Who claims, and for how long: what every step of one claim passes on.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Claimant<'a> {
+    /// The consumer the entries are delivered to.
+    pub(super) worker: &'a str,
+    /// The lease each claim gets.
+    pub(super) lease: Duration,
 }
 
 /// Where a test injects a fault (`PRESA_FAULT`): right after new entries

@@ -1,63 +1,74 @@
 //! A claim's lease: the idle time that makes its entry recoverable when the
 //! lease ends, and renewing, removing and releasing claimed work
 //! (`renew.lua`, `remove_work.lua`, `release.lua`), each fenced by the
-//! claim's attempt. Receipts are `<partition>/<entry id>`.
+//! claim's attempt and finding its work by the claim's [`Receipt`].
 
 use std::time::Duration;
 
 use presa_store::Claim;
 
-use crate::{RedisStore, RedisStoreError, keys::GROUP, scripts};
+use super::{Queue, receipt::Receipt};
+use crate::{RedisStoreError, keys::GROUP};
 
-impl RedisStore {
+impl Queue {
     /// The idle time (ms) that makes an entry recoverable after `lease`.
     pub(super) fn lease_idle(&self, lease: Duration) -> u64 {
-        let horizon = self.inner.cfg.max_lease;
+        let horizon = self.link.cfg.max_lease;
         horizon.saturating_sub(lease.min(horizon)).as_millis() as u64
     }
-    /// The task key, stream key and entry id a claim refers to.
-    pub(crate) fn locate(&self, claim: &Claim) -> Result<(String, u16, String), RedisStoreError> {
+    /// The task key, partition and entry id a claim refers to.
+    fn locate(&self, claim: &Claim) -> Result<(String, u16, String), RedisStoreError> {
         let bad = || RedisStoreError::Corrupt(format!("not a Redis work receipt: {:?}", claim.receipt));
-        let (p, entry) = claim.receipt.split_once('/').ok_or_else(bad)?;
-        let p: u16 = p.parse().map_err(|_| bad())?;
-        let key = self.inner.keys.task(&claim.task.id).ok_or_else(bad)?;
-        if self.inner.keys.partition_of(&claim.task.id) != Some(p) {
+        let Receipt { partition, entry } = claim.receipt.parse().map_err(|_| bad())?;
+        let key = self.link.keys.task(&claim.task.id).ok_or_else(bad)?;
+        if self.link.keys.partition_of(&claim.task.id) != Some(partition) {
             return Err(bad());
         }
-        Ok((key, p, entry.to_string()))
+        Ok((key, partition, entry))
     }
 
-    pub(crate) async fn renew_work(&self, claim: &Claim, lease: Duration) -> Result<bool, RedisStoreError> {
+    /// The work entry of `claim`, for the write concluding it. A receipt
+    /// that is not this store's (never, from its own claims) leaves the
+    /// work to the claims that find the task ended.
+    pub(crate) fn entry_of(&self, claim: &Claim) -> Option<String> {
+        self.locate(claim).ok().map(|(_, _, entry)| entry)
+    }
+
+    /// `renew.lua`: push the claim's lease out, if it still holds the work.
+    pub(crate) async fn renew(&self, claim: &Claim, lease: Duration) -> Result<bool, RedisStoreError> {
         let Ok((key, p, entry)) = self.locate(claim) else {
             return Ok(false);
         };
-        let mut inv = scripts::RENEW.prepare_invoke();
+        let mut inv = super::RENEW.prepare_invoke();
         inv.key(key)
-            .key(self.inner.keys.work(p))
+            .key(self.link.keys.work(p))
             .arg(GROUP)
             .arg(entry)
             .arg(claim.task.attempt)
             .arg(self.lease_idle(lease));
-        Ok(self.invoke::<i64>(&inv).await? == 1)
+        // renew.lua: 1 renewed, 0 lost.
+        self.link.invoke::<bool>(&inv).await
     }
 
-    pub(crate) async fn remove_claimed_work(&self, claim: &Claim) -> Result<(), RedisStoreError> {
+    /// `remove_work.lua`: drop the claim's work, unless a newer attempt holds it.
+    pub(crate) async fn remove_work(&self, claim: &Claim) -> Result<(), RedisStoreError> {
         let (key, p, entry) = self.locate(claim)?;
-        let mut inv = scripts::REMOVE_WORK.prepare_invoke();
-        inv.key(key).key(self.inner.keys.work(p)).arg(GROUP).arg(entry).arg(claim.task.attempt);
-        self.invoke::<i64>(&inv).await.map(|_| ())
+        let mut inv = super::REMOVE_WORK.prepare_invoke();
+        inv.key(key).key(self.link.keys.work(p)).arg(GROUP).arg(entry).arg(claim.task.attempt);
+        self.link.invoke::<i64>(&inv).await.map(|_| ())
     }
 
-    pub(crate) async fn release_work(&self, claim: &Claim) -> Result<(), RedisStoreError> {
+    /// `release.lua`: hand the claim's work back for another worker to claim at once.
+    pub(crate) async fn release(&self, claim: &Claim) -> Result<(), RedisStoreError> {
         let (key, p, entry) = self.locate(claim)?;
-        let mut inv = scripts::RELEASE.prepare_invoke();
+        let mut inv = super::RELEASE.prepare_invoke();
         inv.key(key)
-            .key(self.inner.keys.work(p))
-            .key(self.inner.keys.wake(p))
+            .key(self.link.keys.work(p))
+            .key(self.link.keys.wake(p))
             .arg(GROUP)
             .arg(entry)
             .arg(claim.task.attempt)
-            .arg(self.wake_cmd());
-        self.invoke::<i64>(&inv).await.map(|_| ())
+            .arg(self.link.topology.wake_cmd());
+        self.link.invoke::<i64>(&inv).await.map(|_| ())
     }
 }

@@ -1,4 +1,7 @@
-//! Work claims over the partition streams and their consumer group.
+//! [`Queue`]: the work queue part of the store, what
+//! [`presa_store::WorkQueue`] is about: work claims over the partition
+//! streams and their consumer group, leases, release, removal and the
+//! queue's statistics, each with its script.
 //!
 //! **Leases live in the pending-entries list.** Recovery is always
 //! `XAUTOCLAIM` with min-idle = H (`RedisConfig::max_lease`); granting a lease
@@ -47,7 +50,7 @@
 //!   XAUTOCLAIM takes it at once whatever its lease; the entry id and its
 //!   place in the stream are kept.
 //!
-//! Receipts are `<partition>/<entry id>`.
+//! Receipts are [`Receipt`](receipt::Receipt)s, `<partition>/<entry id>` as text.
 //!
 //! # Files
 //!
@@ -58,6 +61,7 @@
 //! - `attempt.rs`: the claim scripts that bump a task's fencing attempt.
 //! - `recovery.rs`: lapsed leases and held work, and [`Recovery`], when each was last looked for.
 //! - `lease.rs`: renew, remove, release.
+//! - `receipt.rs`: [`Receipt`](receipt::Receipt), where a claim's work is.
 //! - `stats.rs`: the queue's statistics.
 //!
 //! Which scripts may span partitions, and how a claim waits, are the
@@ -67,21 +71,72 @@ mod attempt;
 mod claim;
 mod lease;
 mod read;
+mod receipt;
 mod recovery;
 mod stats;
 mod take;
 #[cfg(test)]
 mod tests;
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use futures::future::join_all;
+use read::Reader;
+use recovery::Recovery;
 use redis::Value;
 
-pub(crate) use read::Reader;
-pub(crate) use recovery::Recovery;
+use crate::scripts::{STREAM, TASK_STREAM, script, task_script};
+use crate::{RedisStoreError, claimed::Claimed, conn::Verbosity, keys::GROUP, link::Link, records::Records};
 
-use crate::{RedisStore, RedisStoreError, conn::Verbosity, keys::GROUP};
+// The queue's scripts (see `scripts.rs`), each named as its operation.
+task_script!(CLAIM, "claim.lua", "Bump a delivered task's attempt (CAS on rev), or drop its entry.");
+task_script!(
+    CLAIM_BATCH,
+    "claim_batch.lua",
+    "claim.lua for a batch of entries (standalone: any partitions; cluster: one)."
+);
+task_script!(RENEW, "renew.lua", "Reset a held entry's idle time if the attempt still matches.");
+task_script!(RELEASE, "release.lua", "Make a held entry recoverable at once if the attempt still matches.");
+task_script!(REMOVE_WORK, "remove_work.lua", "XACK and XDEL finished work, unless a newer attempt holds it.");
+script!(ACK, "ack.lua", "XACK and XDEL a work entry together.");
+script!(@ TASK_STREAM, READ, "read.lua", Debug, "Read up to N new entries over the partitions (standalone only).");
+script!(@ STREAM, RECOVER, "recover.lua", Debug, "XAUTOCLAIM up to N lapsed entries over the partitions (standalone only).");
+script!(@ STREAM, UNHOLD, "unhold.lua", Debug, "Hand held entries of scopes with room to a worker (standalone: any partitions).");
+script!(@ STREAM, WORK_STATS, "work_stats.lua", Debug, "Count a partition's queued and pending work, and the oldest pending age.");
+
+/// The work queue, over the store's [`Link`]; cheap to clone (its state is shared).
+#[derive(Debug, Clone)]
+pub(crate) struct Queue {
+    link: Arc<Link>,
+    /// The records claims bump and conclusions write.
+    records: Records,
+    /// How it reads and waits, fixed by the topology.
+    reads: Reads,
+    state: Arc<QueueState>,
+}
+
+/// How the queue reads work and waits for it: fixed when it is built, by
+/// the [`Topology`](crate::topology::Topology).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reads {
+    /// Standalone: one script reads every partition, and a claim waits on
+    /// the streams with blocking reads.
+    Spanning,
+    /// A cluster: one script per partition, and a claim waits for the
+    /// partitions' wake channels (or polls).
+    PerPartition,
+}
+
+/// What a queue keeps between claims.
+#[derive(Debug, Default)]
+struct QueueState {
+    /// The read side: partition rotation, drained cursors.
+    reader: Reader,
+    /// When the queue last looked for lapsed leases and held work.
+    recovery: Recovery,
+    /// The tasks this process runs, watched through the claimed channels.
+    claimed: Claimed,
+}
 
 /// Longest single blocking read while waiting for work: lapsed leases are
 /// looked for again after each one.
@@ -105,22 +160,27 @@ struct Entry {
     doc: Option<Option<String>>,
 }
 
-impl RedisStore {
+impl Queue {
+    pub(crate) fn new(link: Arc<Link>, records: Records) -> Queue {
+        let reads = if link.topology.spans_slots() { Reads::Spanning } else { Reads::PerPartition };
+        Queue { link, records, reads, state: Arc::default() }
+    }
+
     /// Create the consumer group on every partition stream (MKSTREAM; an
     /// existing group is fine). Reading from id 0 so entries added before a
     /// lost group was re-created are still delivered. Claims call it
-    /// themselves when a group is missing; [`RedisStore::connect`] calls it
+    /// themselves when a group is missing; `RedisStore::connect` calls it
     /// up front.
-    pub async fn ensure_groups(&self) -> Result<(), RedisStoreError> {
-        let creates = (0..self.inner.keys.partitions()).map(|p| async move {
+    pub(crate) async fn ensure_groups(&self) -> Result<(), RedisStoreError> {
+        let creates = (0..self.link.keys.partitions()).map(|p| async move {
             let cmd = redis::cmd("XGROUP")
                 .arg("CREATE")
-                .arg(self.inner.keys.work(p))
+                .arg(self.link.keys.work(p))
                 .arg(GROUP)
                 .arg("0")
                 .arg("MKSTREAM")
                 .to_owned();
-            match self.query::<Value>(Verbosity::Info, &cmd).await {
+            match self.link.query::<Value>(Verbosity::Info, &cmd).await {
                 Err(RedisStoreError::Redis(e)) if e.code() == Some("BUSYGROUP") => Ok(()),
                 other => other.map(|_| ()),
             }
@@ -159,6 +219,13 @@ fn flat_entries(parts: &[u16], flat: Vec<Value>) -> Result<Vec<Entry>, RedisStor
             Ok(Entry { partition, id, task: (!task.is_empty()).then_some(task), doc: None })
         })
         .collect()
+}
+
+impl Entry {
+    /// Where this entry is, as its claim carries it.
+    fn receipt(&self) -> receipt::Receipt {
+        receipt::Receipt { partition: self.partition, entry: self.id.clone() }
+    }
 }
 
 fn is_nogroup(e: &RedisStoreError) -> bool {

@@ -15,12 +15,12 @@ use std::{
 use futures::future::join_all;
 use redis::Value;
 
-use super::{CLUSTER_POLL, Entry, Woke, delivered, flat_entries};
+use super::Queue;
+use super::{CLUSTER_POLL, Entry, Reads, Woke, delivered, flat_entries};
 use crate::{
-    RedisStore, RedisStoreError,
+    RedisStoreError,
     conn::{Verbosity, traced},
     keys::GROUP,
-    scripts,
 };
 
 /// Stream cursors: each partition's last entry id.
@@ -33,7 +33,7 @@ pub(crate) struct Reader {
     rotate: AtomicUsize,
     /// Standalone: the stream cursors of a read that delivered work and
     /// drained every stream, for the next claim to wait from (see
-    /// `RedisStore::claim_work`).
+    /// `Queue::claim_fair`).
     drained_at: Mutex<Option<Cursors>>,
 }
 
@@ -62,10 +62,10 @@ impl Reader {
     }
 }
 
-impl RedisStore {
+impl Queue {
     /// Partitions in a rotating order, so no partition is always served last.
     pub(super) fn rotated_partitions(&self) -> Vec<u16> {
-        self.inner.reader.rotated(self.inner.keys.partitions())
+        self.state.reader.rotated(self.link.keys.partitions())
     }
     /// Up to `count` new entries, without blocking (`read.lua`: delivered
     /// entries are recoverable one `lease` later even if never claimed),
@@ -100,7 +100,7 @@ impl RedisStore {
             return Ok((entries, cursors));
         }
         let parts = self.rotated_partitions();
-        if !self.inner.topology.spans_slots() {
+        if self.reads == Reads::PerPartition {
             return self.read_partitions(parts, worker, count, idle).await.map(|e| (e, Vec::new()));
         }
         self.read_standalone(&parts, worker, count, idle).await
@@ -183,8 +183,8 @@ impl RedisStore {
         idle: u64,
         with_docs: bool,
     ) -> Result<(Vec<Value>, Vec<String>, Vec<Option<String>>), RedisStoreError> {
-        let keys = &self.inner.keys;
-        let mut inv = scripts::READ.prepare_invoke();
+        let keys = &self.link.keys;
+        let mut inv = super::READ.prepare_invoke();
         for p in parts {
             inv.key(keys.work(*p));
         }
@@ -194,7 +194,7 @@ impl RedisStore {
                 inv.arg(keys.task_prefix(*p));
             }
         }
-        self.invoke(&inv).await
+        self.link.invoke(&inv).await
     }
 
     /// Wait up to `slice` for entries added after `cursors` (from a drained
@@ -210,7 +210,7 @@ impl RedisStore {
         cursors: &[(u16, String)],
         slice: Duration,
     ) -> Result<Option<Vec<u16>>, RedisStoreError> {
-        let Some(blocking) = self.inner.topology.blocking() else {
+        let Some(blocking) = self.link.topology.blocking() else {
             return Ok(None);
         };
         let Some(pool) = blocking.pool()? else {
@@ -231,14 +231,14 @@ impl RedisStore {
         let mut cmd = redis::cmd("XREAD");
         cmd.arg("COUNT").arg(1).arg("BLOCK").arg(slice.as_millis().max(1) as u64).arg("STREAMS");
         for (p, _) in cursors {
-            cmd.arg(self.inner.keys.work(*p));
+            cmd.arg(self.link.keys.work(*p));
         }
         for (_, cursor) in cursors {
             cmd.arg(cursor);
         }
-        let limit = slice + self.op_timeout();
+        let limit = slice + self.link.op_timeout();
         let reply = Box::pin(cmd.query_async::<Value>(&mut *conn));
-        match traced(&self.inner.target, Verbosity::Debug, || "XREAD".into(), None, limit, reply).await {
+        match traced(&self.link.target, Verbosity::Debug, || "XREAD".into(), None, limit, reply).await {
             Ok(reply) => Ok(self.woken(cursors, reply)),
             Err(e) => {
                 // The reply may still be on its way: never reuse this connection.
@@ -262,7 +262,7 @@ impl RedisStore {
             Value::Map(pairs) => pairs.into_iter().map(|(stream, _)| stream).collect(),
             _ => return None,
         };
-        let keys = &self.inner.keys;
+        let keys = &self.link.keys;
         let parts: Vec<u16> = streams
             .iter()
             .filter_map(|s| redis::from_redis_value_ref::<String>(s).ok())

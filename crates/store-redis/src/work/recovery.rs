@@ -12,11 +12,11 @@ use futures::future::join_all;
 use presa_store::Shares;
 use redis::Value;
 
+use super::Queue;
 use super::{Entry, delivered, flat_entries};
 use crate::{
-    RedisStore, RedisStoreError,
+    RedisStoreError,
     keys::{GROUP, held_consumer},
-    scripts,
 };
 
 /// How often claims with room look for held work (`unhold.lua`): the most a
@@ -61,7 +61,7 @@ impl Recovery {
     }
 }
 
-impl RedisStore {
+impl Queue {
     /// Up to `count` entries whose lease lapsed (idle for at least H),
     /// taken with `recover.lua` (recoverable again one `lease` later if
     /// never claimed).
@@ -71,9 +71,9 @@ impl RedisStore {
         count: usize,
         lease: Duration,
     ) -> Result<Vec<Entry>, RedisStoreError> {
-        let min_idle = self.inner.cfg.max_lease.as_millis() as u64;
+        let min_idle = self.link.cfg.max_lease.as_millis() as u64;
         let idle = self.lease_idle(lease);
-        self.over_partitions(&scripts::RECOVER, |inv| {
+        self.over_partitions(&super::RECOVER, |inv| {
             inv.arg(GROUP).arg(worker).arg(min_idle).arg(count).arg(idle);
         })
         .await
@@ -90,9 +90,9 @@ impl RedisStore {
     ) -> Result<Vec<Entry>, RedisStoreError> {
         let idle = self.lease_idle(lease);
         let per = shares.cap().unwrap_or(count).min(count);
-        let rotation = self.inner.reader.rotation();
+        let rotation = self.state.reader.rotation();
         let skip: Vec<String> = shares.full().map(held_consumer).collect();
-        self.over_partitions(&scripts::UNHOLD, |inv| {
+        self.over_partitions(&super::UNHOLD, |inv| {
             inv.arg(GROUP).arg(worker).arg(count).arg(idle).arg(per).arg(rotation);
             for name in &skip {
                 inv.arg(name);
@@ -107,21 +107,21 @@ impl RedisStore {
     /// slots cannot share one), with the same `args` each time.
     pub(super) async fn over_partitions(
         &self,
-        script: &scripts::Lua,
-        args: impl Fn(&mut scripts::Invocation<'_>),
+        script: &crate::scripts::Lua,
+        args: impl Fn(&mut crate::scripts::Invocation<'_>),
     ) -> Result<Vec<Entry>, RedisStoreError> {
         let run = |parts: Vec<u16>| {
             let mut inv = script.prepare_invoke();
             for p in &parts {
-                inv.key(self.inner.keys.work(*p));
+                inv.key(self.link.keys.work(*p));
             }
             args(&mut inv);
             async move {
-                let flat: Vec<Value> = self.invoke(&inv).await?;
+                let flat: Vec<Value> = self.link.invoke(&inv).await?;
                 flat_entries(&parts, flat)
             }
         };
-        let groups = self.inner.topology.script_groups(self.rotated_partitions(), |p| *p);
+        let groups = self.link.topology.script_groups(self.rotated_partitions(), |p| *p);
         let (mut entries, mut failure) = (Vec::new(), None);
         for r in join_all(groups.into_iter().map(run)).await {
             match r {

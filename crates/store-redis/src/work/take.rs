@@ -12,14 +12,14 @@ use super::{
     Entry,
     attempt::{Claimed, Pending},
 };
+use super::{Queue, claim::Claimant};
 use crate::{
-    RedisStore, RedisStoreError,
+    RedisStoreError,
     conn::Verbosity,
     keys::{GROUP, held_consumer},
-    scripts,
 };
 
-impl RedisStore {
+impl Queue {
     /// Claim delivered entries until `out` holds `max`; hand back the rest
     /// (and, after an error, everything not claimed, so nothing waits for H).
     ///
@@ -32,13 +32,13 @@ impl RedisStore {
     /// the doc the script returned.
     pub(super) async fn take(
         &self,
-        worker: &str,
+        who: Claimant<'_>,
         entries: Vec<Entry>,
         max: usize,
-        lease: Duration,
         shares: &mut Shares,
         out: &mut Vec<Claim>,
     ) -> Result<(), RedisStoreError> {
+        let Claimant { worker, lease } = who;
         let room = max.saturating_sub(out.len());
         let mut entries = entries;
         let over = entries.split_off(room.min(entries.len()));
@@ -71,7 +71,7 @@ impl RedisStore {
         shares: &mut Shares,
         out: &mut Vec<Claim>,
     ) -> Result<(), RedisStoreError> {
-        let keys = &self.inner.keys;
+        let keys = &self.link.keys;
         // Entries naming no task of their partition are dropped.
         let mut located = Vec::with_capacity(entries.len());
         for e in entries {
@@ -93,7 +93,7 @@ impl RedisStore {
             if let Some(doc) = fetched {
                 return Ok(doc);
             }
-            self.read_doc_text(key).await
+            self.records.read_doc_text(key).await
         });
         let docs = match join_all(reads).await.into_iter().collect::<Result<Vec<_>, _>>() {
             Ok(docs) => docs,
@@ -126,7 +126,7 @@ impl RedisStore {
             self.requeue_all(worker, batch.iter().map(|p| &p.entry)).await;
             return Err(err);
         }
-        let groups = self.inner.topology.script_groups(batch, |p| p.entry.partition);
+        let groups = self.link.topology.script_groups(batch, |p| p.entry.partition);
         let replies = join_all(groups.iter().map(|g| self.claim_batch(worker, g, lease))).await;
         let mut retry = Vec::new();
         for (group, reply) in groups.into_iter().zip(replies) {
@@ -142,7 +142,7 @@ impl RedisStore {
                 match r {
                     Claimed::Yes => out.push(Claim {
                         deliveries: p.next.attempt,
-                        receipt: format!("{}/{}", p.entry.partition, p.entry.id),
+                        receipt: p.entry.receipt().to_string(),
                         task: p.next,
                     }),
                     Claimed::Dropped => {}
@@ -157,7 +157,7 @@ impl RedisStore {
             }
             // Boxed: the rare path (a task that moved) would otherwise make
             // every claim's future kilobytes larger.
-            match Box::pin(self.claim_entry(worker, &p.entry, &p.id, &p.key, doc, lease)).await {
+            match Box::pin(self.claim_entry(worker, &p, doc, lease)).await {
                 Ok(Some(c)) => out.push(c),
                 Ok(None) => {}
                 Err(err) => {
@@ -190,14 +190,14 @@ impl RedisStore {
         }
         for (partition, consumer, ids) in groups {
             let cmd = redis::cmd("XCLAIM")
-                .arg(self.inner.keys.work(partition))
+                .arg(self.link.keys.work(partition))
                 .arg(GROUP)
                 .arg(&consumer)
                 .arg(0)
                 .arg(&ids)
                 .arg("JUSTID")
                 .to_owned();
-            if let Err(e) = self.query::<Value>(Verbosity::Debug, &cmd).await {
+            if let Err(e) = self.link.query::<Value>(Verbosity::Debug, &cmd).await {
                 tracing::warn!(error = %e, held = ids.len(), "could not hold work; it is recovered after a lease");
             }
         }
@@ -205,7 +205,7 @@ impl RedisStore {
     /// Make an entry this consumer holds (but never claimed) recoverable at once.
     pub(super) async fn requeue(&self, worker: &str, e: &Entry) -> Result<(), RedisStoreError> {
         let cmd = redis::cmd("XCLAIM")
-            .arg(self.inner.keys.work(e.partition))
+            .arg(self.link.keys.work(e.partition))
             .arg(GROUP)
             .arg(worker)
             .arg(0)
@@ -214,13 +214,13 @@ impl RedisStore {
             .arg(0)
             .arg("JUSTID")
             .to_owned();
-        self.query::<Value>(Verbosity::Info, &cmd).await?;
+        self.link.query::<Value>(Verbosity::Info, &cmd).await?;
         Ok(())
     }
 
     pub(super) async fn ack(&self, partition: u16, entry: &str) -> Result<(), RedisStoreError> {
-        let mut inv = scripts::ACK.prepare_invoke();
-        inv.key(self.inner.keys.work(partition)).arg(GROUP).arg(entry);
-        self.invoke::<i64>(&inv).await.map(|_| ())
+        let mut inv = super::ACK.prepare_invoke();
+        inv.key(self.link.keys.work(partition)).arg(GROUP).arg(entry);
+        self.link.invoke::<i64>(&inv).await.map(|_| ())
     }
 }

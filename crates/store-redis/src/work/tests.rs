@@ -11,15 +11,14 @@ use redis::Value;
 
 use super::{
     Entry,
-    attempt::{Claimed, Pending, claimed},
+    attempt::{Claimed, Pending},
 };
 use crate::RedisConfig;
 use crate::{
     RedisStore,
     conn::Verbosity,
     keys::GROUP,
-    scripts,
-    task::{decode, encode},
+    record::{decode, encode},
 };
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -37,9 +36,9 @@ fn new_task() -> NewTask {
 /// Everything `take` knows before the script: the entry, its task as read, as claimed.
 async fn pending(store: &RedisStore, e: Entry) -> Pending {
     let id = TaskId::from_wire(e.task.as_deref().unwrap());
-    let key = store.inner.keys.task(&id).unwrap();
-    let doc = store.read_doc_text(&key).await.unwrap();
-    let (task, next) = store.next_claimed("w", &e, &id, doc.as_deref()).await.unwrap().unwrap();
+    let key = store.keys().task(&id).unwrap();
+    let doc = store.queue().records.read_doc_text(&key).await.unwrap();
+    let (task, next) = store.queue().next_claimed("w", &e, &id, doc.as_deref()).await.unwrap().unwrap();
     Pending { entry: e, id, key, expected: task.revision, next }
 }
 
@@ -56,7 +55,7 @@ async fn read_group(store: &RedisStore, n: usize) -> Vec<Pending> {
     for _ in 0..n {
         store.create(new_task(), CreateLimits::NONE).await.unwrap();
     }
-    let (entries, _) = store.read_new("w1", n, LEASE, None).await.unwrap();
+    let (entries, _) = store.queue().read_new("w1", n, LEASE, None).await.unwrap();
     assert_eq!(entries.len(), n);
     let mut group = Vec::new();
     for e in entries {
@@ -73,7 +72,7 @@ async fn a_read_after_a_wait_looks_at_the_woken_partitions_and_keeps_the_other_c
     let redis = TestRedis::start().await;
     let cfg = RedisConfig::new(redis.url()).with_prefix(unique_prefix()).with_partitions(4);
     let store = RedisStore::connect(cfg).await.unwrap();
-    let (none, start) = store.read_new("w", 10, LEASE, None).await.unwrap();
+    let (none, start) = store.queue().read_new("w", 10, LEASE, None).await.unwrap();
     assert!(none.is_empty());
     assert_eq!(start.len(), 4, "every stream drained: a cursor each");
     // Tasks until two partitions have some.
@@ -81,11 +80,11 @@ async fn a_read_after_a_wait_looks_at_the_woken_partitions_and_keeps_the_other_c
     while created.iter().map(|t: &presa_store::Task| t.id.partition()).collect::<HashSet<_>>().len() < 2 {
         created.push(store.create(new_task(), CreateLimits::NONE).await.unwrap());
     }
-    let part = |t: &presa_store::Task| store.inner.keys.partition_of(&t.id).unwrap();
+    let part = |t: &presa_store::Task| store.keys().partition_of(&t.id).unwrap();
     let (a, b) = (part(&created[0]), part(created.iter().find(|t| part(t) != part(&created[0])).unwrap()));
     let in_part = |p: u16| created.iter().filter(|t| part(t) == p).map(|t| t.id.to_string()).collect::<HashSet<_>>();
 
-    let (got, cursors) = store.read_new("w", 10, LEASE, Some((vec![a], start.clone()))).await.unwrap();
+    let (got, cursors) = store.queue().read_new("w", 10, LEASE, Some((vec![a], start.clone()))).await.unwrap();
     assert_eq!(got.iter().filter_map(|e| e.task.clone()).collect::<HashSet<_>>(), in_part(a));
     assert_eq!(cursors.len(), 4);
     for ((p, before), (q, after)) in start.iter().zip(&cursors) {
@@ -93,9 +92,9 @@ async fn a_read_after_a_wait_looks_at_the_woken_partitions_and_keeps_the_other_c
         assert_eq!(before == after, *p != a, "only partition {a}'s cursor moves");
     }
     // The wait from those cursors wakes on b (and not on a, read up to its end).
-    let woken = store.wait_new(&cursors, Duration::from_secs(5)).await.unwrap().expect("b has new entries");
+    let woken = store.queue().wait_new(&cursors, Duration::from_secs(5)).await.unwrap().expect("b has new entries");
     assert!(woken.contains(&b) && !woken.contains(&a), "{woken:?}");
-    let (got, _) = store.read_new("w", 10, LEASE, Some((woken, cursors))).await.unwrap();
+    let (got, _) = store.queue().read_new("w", 10, LEASE, Some((woken, cursors))).await.unwrap();
     let rest: HashSet<String> = created.iter().filter(|t| part(t) != a).map(|t| t.id.to_string()).collect();
     assert_eq!(got.iter().filter_map(|e| e.task.clone()).collect::<HashSet<_>>(), rest);
 }
@@ -106,17 +105,17 @@ async fn a_wait_reply_names_its_partitions_in_either_protocol() {
     let cfg = RedisConfig::new(redis.url()).with_prefix(unique_prefix()).with_partitions(4);
     let store = RedisStore::connect(cfg).await.unwrap();
     let cursors: Vec<(u16, String)> = (0..4).map(|p| (p, "0-0".to_string())).collect();
-    let stream = |p: u16| Value::BulkString(store.inner.keys.work(p).into_bytes());
+    let stream = |p: u16| Value::BulkString(store.keys().work(p).into_bytes());
     let resp2 = Value::Array(vec![
         Value::Array(vec![stream(2), Value::Array(vec![])]),
         Value::Array(vec![stream(0), Value::Array(vec![])]),
     ]);
-    assert_eq!(store.woken(&cursors, resp2), Some(vec![2, 0]));
+    assert_eq!(store.queue().woken(&cursors, resp2), Some(vec![2, 0]));
     let resp3 = Value::Map(vec![(stream(3), Value::Array(vec![]))]);
-    assert_eq!(store.woken(&cursors, resp3), Some(vec![3]));
-    assert_eq!(store.woken(&cursors, Value::Nil), None, "a timeout");
+    assert_eq!(store.queue().woken(&cursors, resp3), Some(vec![3]));
+    assert_eq!(store.queue().woken(&cursors, Value::Nil), None, "a timeout");
     let unknown = Value::Array(vec![Value::Array(vec![Value::BulkString(b"other".to_vec()), Value::Nil])]);
-    assert_eq!(store.woken(&cursors, unknown), None);
+    assert_eq!(store.queue().woken(&cursors, unknown), None);
 }
 
 /// A batch with a stale member: one entry taken over by another worker
@@ -128,8 +127,10 @@ async fn a_stale_entry_in_a_batch_is_refused_as_a_single_claim_is() {
     let (_redis, store) = one_partition().await;
     let group = read_group(&store, 3).await;
     // The second entry is taken over by w2; the third task moves on.
-    let stream = store.inner.keys.work(0);
+    let stream = store.keys().work(0);
     let taken: Value = store
+        .queue()
+        .link
         .query(Verbosity::Info, redis::cmd("XCLAIM").arg(&stream).arg(GROUP).arg("w2").arg(0).arg(&group[1].entry.id))
         .await
         .unwrap();
@@ -138,7 +139,7 @@ async fn a_stale_entry_in_a_batch_is_refused_as_a_single_claim_is() {
     let moved = apply(&current, &Event::SetMessage("moved".into()), now_ms()).unwrap().unwrap();
     assert!(matches!(store.transition(&moved, Writer::Client).await.unwrap(), Cas::Applied(_)));
 
-    let replies = store.claim_batch("w1", &group, LEASE).await.unwrap();
+    let replies = store.queue().claim_batch("w1", &group, LEASE).await.unwrap();
     assert!(matches!(replies[0], Claimed::Yes));
     assert!(matches!(replies[1], Claimed::Dropped), "a taken-over entry is not claimed");
     let Claimed::Moved(Some(doc)) = &replies[2] else { panic!("the moved task is reported") };
@@ -153,11 +154,11 @@ async fn a_stale_entry_in_a_batch_is_refused_as_a_single_claim_is() {
     // Single claims of the same two stale entries answer the same.
     for (i, want_dropped) in [(1, true), (2, false)] {
         let p = &group[i];
-        let mut inv = scripts::CLAIM.prepare_invoke();
+        let mut inv = super::CLAIM.prepare_invoke();
         inv.key(&p.key)
             .key(&stream)
-            .key(store.inner.keys.events(&p.id).unwrap())
-            .key(store.inner.keys.claimed(p.entry.partition))
+            .key(store.keys().events(&p.id).unwrap())
+            .key(store.keys().claimed(p.entry.partition))
             .arg(GROUP)
             .arg(&p.entry.id)
             .arg("w1")
@@ -165,10 +166,10 @@ async fn a_stale_entry_in_a_batch_is_refused_as_a_single_claim_is() {
             .arg(encode(&p.next).unwrap())
             .arg(p.next.revision)
             .arg(p.next.attempt)
-            .arg(store.lease_idle(LEASE))
-            .arg(store.publish_cmd());
-        let single: Vec<Value> = store.invoke(&inv).await.unwrap();
-        match claimed(&single).unwrap() {
+            .arg(store.queue().lease_idle(LEASE))
+            .arg(store.queue().link.topology.publish_cmd());
+        let single: Vec<Value> = store.queue().link.invoke(&inv).await.unwrap();
+        match Claimed::from_reply(&single).unwrap() {
             Claimed::Dropped => assert!(want_dropped, "entry {i}"),
             Claimed::Moved(Some(d)) => assert!(!want_dropped && d == *doc, "entry {i}"),
             _ => panic!("entry {i}: a single claim answered differently"),
@@ -176,7 +177,7 @@ async fn a_stale_entry_in_a_batch_is_refused_as_a_single_claim_is() {
     }
     // The moved one is then claimed from its current doc (the retry path).
     let p = &group[2];
-    let claim = store.claim_entry("w1", &p.entry, &p.id, &p.key, Some(doc.clone()), LEASE).await.unwrap().unwrap();
+    let claim = store.queue().claim_entry("w1", p, Some(doc.clone()), LEASE).await.unwrap().unwrap();
     assert_eq!(claim.task.attempt, 1);
     assert_eq!(claim.task.status_message.as_deref(), Some("moved"));
 }
@@ -189,16 +190,16 @@ async fn a_stale_entry_in_a_batch_is_refused_as_a_single_claim_is() {
 async fn a_claim_keeps_a_fresh_deliverys_lease_and_starts_a_stale_ones_anew() {
     let (_redis, store) = one_partition().await;
     let group = read_group(&store, 2).await;
-    let stream = store.inner.keys.work(0);
-    let at_delivery = store.lease_idle(LEASE);
+    let stream = store.keys().work(0);
+    let at_delivery = store.queue().lease_idle(LEASE);
     // The second delivery's reader stalled past an eighth of the lease.
     let stale = at_delivery + (LEASE / 8).as_millis() as u64 + 1_000;
     let mut stall = redis::cmd("XCLAIM");
     stall.arg(&stream).arg(GROUP).arg("w1").arg(0).arg(&group[1].entry.id).arg("IDLE").arg(stale).arg("JUSTID");
-    let _: Value = store.query(Verbosity::Info, &stall).await.unwrap();
+    let _: Value = store.queue().link.query(Verbosity::Info, &stall).await.unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
 
-    let replies = store.claim_batch("w1", &group, LEASE).await.unwrap();
+    let replies = store.queue().claim_batch("w1", &group, LEASE).await.unwrap();
     assert!(replies.iter().all(|r| matches!(r, Claimed::Yes)), "both claimed");
     let idle = |entry: String| {
         let stream = stream.clone();
@@ -206,7 +207,8 @@ async fn a_claim_keeps_a_fresh_deliverys_lease_and_starts_a_stale_ones_anew() {
         async move {
             let mut cmd = redis::cmd("XPENDING");
             cmd.arg(&stream).arg(GROUP).arg(&entry).arg(&entry).arg(1);
-            let reply: redis::streams::StreamPendingCountReply = store.query(Verbosity::Info, &cmd).await.unwrap();
+            let reply: redis::streams::StreamPendingCountReply =
+                store.queue().link.query(Verbosity::Info, &cmd).await.unwrap();
             (reply.ids[0].consumer.clone(), reply.ids[0].last_delivered_ms as u64)
         }
     };
@@ -249,11 +251,11 @@ async fn round_trip_futures_stay_small() {
     let cfg = RedisConfig::new(redis.url()).with_prefix(unique_prefix()).with_partitions(1);
     let store = RedisStore::connect(cfg).await.unwrap();
     let task = store.create(new_task(), CreateLimits::NONE).await.unwrap();
-    let inv = scripts::TRANSITION.prepare_invoke();
+    let inv = super::RENEW.prepare_invoke();
     let sizes = [
-        ("invoke", size_of_val(&store.invoke::<Value>(&inv)), 1024),
-        ("write", size_of_val(&store.write(&task, Writer::Client, None, None, None)), 2048),
-        ("create", size_of_val(&store.create_task(new_task(), CreateLimits::NONE, None)), 4096),
+        ("invoke", size_of_val(&store.queue().link.invoke::<Value>(&inv)), 1024),
+        ("transition", size_of_val(&store.queue().records.transition(&task, Writer::Client, None, None, None)), 2048),
+        ("create", size_of_val(&store.queue().records.create_idempotent(new_task(), CreateLimits::NONE, None)), 4096),
     ];
     for (name, size, most) in sizes {
         assert!(size <= most, "the {name} future is {size} bytes, more than {most}");

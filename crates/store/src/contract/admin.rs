@@ -53,10 +53,10 @@ pub async fn task_listings_are_newest_first_filtered_and_tenant_scoped(backend: 
         tokio::time::sleep(Duration::from_millis(3)).await;
     }
     // One task completes (whichever a claim brings: a cluster claims partition by partition).
-    let claim = claim_one(&backend.store, "w1", LONG_LEASE).await;
+    let claim = claim_one(&backend.work, "w1", LONG_LEASE).await;
     let done_at = made.iter().position(|t| t.id == claim.task.id).expect("one of the five");
     let done = next(&claim.task, Event::Complete(result()));
-    assert!(matches!(backend.store.conclude(&done, &claim).await.expect("conclude"), Cas::Applied(_)));
+    assert!(matches!(backend.work.conclude(&done, &claim).await.expect("conclude"), Cas::Applied(_)));
 
     let list = |filter: TaskFilter| {
         let admin = backend.admin.clone();

@@ -12,7 +12,7 @@ use super::{
     EMPTY_WAIT, LONG_LEASE, NO_LIMITS, PAST_SHORT_LEASE, SHORT_LEASE, claim_one, create, load, new_task, next,
 };
 use crate::{
-    Cas, CreateLimits, DeadLetter, DeadLetterFilter, StoreError, TaskStore,
+    Cas, CreateLimits, DeadLetter, DeadLetterFilter, DeadLetters, StoreError, WorkQueue,
     dead::{DeadLetterPage, MAX_DEAD_LETTER_PAGE},
 };
 
@@ -29,7 +29,7 @@ fn failure() -> Event {
 
 /// Create a task of `scope`, claim it (the store holds no other work) and
 /// conclude it as poison; the failed task and the claim it died under.
-async fn bury(store: &Arc<dyn TaskStore>, scope: &Scope) -> (Task, crate::Claim) {
+async fn bury(store: &Arc<dyn WorkQueue>, scope: &Scope) -> (Task, crate::Claim) {
     let task = create(store, scope).await;
     let claim = claim_one(store, "w1", LONG_LEASE).await;
     assert_eq!(claim.task.id, task.id, "the only work is this task's");
@@ -40,10 +40,10 @@ async fn bury(store: &Arc<dyn TaskStore>, scope: &Scope) -> (Task, crate::Claim)
 }
 
 /// Every letter `filter` lists, page by page (`limit` a page).
-async fn list_all(store: &Arc<dyn TaskStore>, filter: &DeadLetterFilter, limit: usize) -> Vec<DeadLetter> {
+async fn list_all(letters: &Arc<dyn DeadLetters>, filter: &DeadLetterFilter, limit: usize) -> Vec<DeadLetter> {
     let (mut all, mut after) = (Vec::new(), None::<String>);
     for _ in 0..100 {
-        let page = store.dead_letters(filter, after.as_deref(), limit).await.expect("dead_letters");
+        let page = letters.dead_letters(filter, after.as_deref(), limit).await.expect("dead_letters");
         assert!(page.letters.len() <= limit, "a page holds at most its limit");
         all.extend(page.letters);
         match page.next {
@@ -63,7 +63,7 @@ fn ids(letters: &[DeadLetter]) -> Vec<TaskId> {
 /// reason, the deliveries and attempts, and the time of death; the work is
 /// gone with the write. A refused write (a stale holder, a task already
 /// ended) records nothing.
-pub async fn a_poison_conclusion_records_one_dead_letter(store: Arc<dyn TaskStore>) {
+pub async fn a_poison_conclusion_records_one_dead_letter(store: Arc<dyn WorkQueue>, letters: Arc<dyn DeadLetters>) {
     let scope = owner("acme", "alice");
     let task = create(&store, &scope).await;
     // Delivered twice: the first holder's lease lapsed.
@@ -74,7 +74,7 @@ pub async fn a_poison_conclusion_records_one_dead_letter(store: Arc<dyn TaskStor
     let late = next(&stale.task, failure());
     assert!(matches!(store.conclude_dead(&late, &stale, "late").await.expect("stale"), Cas::Conflict(_)));
     assert_eq!(
-        store.dead_letter("acme", &task.id).await.expect("dead_letter"),
+        letters.dead_letter("acme", &task.id).await.expect("dead_letter"),
         None,
         "a refused write records nothing"
     );
@@ -99,14 +99,14 @@ pub async fn a_poison_conclusion_records_one_dead_letter(store: Arc<dyn TaskStor
         died_at_ms: dead.updated_at_ms,
         replayed_as: None,
     };
-    assert_eq!(store.dead_letter("acme", &task.id).await.expect("dead_letter"), Some(expected.clone()));
-    let page = store.dead_letters(&DeadLetterFilter::tenant("acme"), None, 10).await.expect("dead_letters");
+    assert_eq!(letters.dead_letter("acme", &task.id).await.expect("dead_letter"), Some(expected.clone()));
+    let page = letters.dead_letters(&DeadLetterFilter::tenant("acme"), None, 10).await.expect("dead_letters");
     assert_eq!(page, DeadLetterPage { letters: vec![expected.clone()], next: None });
 
     // Ended already: a second ending write is refused and records nothing more.
     let again = next(&claim.task, Event::Fail(json!({"code": -1})));
     assert!(matches!(store.conclude_dead(&again, &claim, "again").await.expect("again"), Cas::Conflict(_)));
-    assert_eq!(list_all(&store, &DeadLetterFilter::tenant("acme"), 10).await, vec![expected]);
+    assert_eq!(list_all(&letters, &DeadLetterFilter::tenant("acme"), 10).await, vec![expected]);
 }
 
 /// A listing sees one tenant's letters (one subject's when asked), oldest
@@ -114,7 +114,10 @@ pub async fn a_poison_conclusion_records_one_dead_letter(store: Arc<dyn TaskStor
 /// discard them. Pages are held to their limit (and to
 /// [`MAX_DEAD_LETTER_PAGE`]), and stable: a letter recorded between pages
 /// comes last, none is seen twice or missed.
-pub async fn dead_letters_are_listed_per_tenant_and_paged_stably(store: Arc<dyn TaskStore>) {
+pub async fn dead_letters_are_listed_per_tenant_and_paged_stably(
+    store: Arc<dyn WorkQueue>,
+    letters: Arc<dyn DeadLetters>,
+) {
     let (alice, bob, eve) = (owner("acme", "alice"), owner("acme", "bob"), owner("evil", "alice"));
     let mut acme = Vec::new();
     for scope in [&alice, &bob, &alice, &eve, &bob, &alice] {
@@ -123,7 +126,7 @@ pub async fn dead_letters_are_listed_per_tenant_and_paged_stably(store: Arc<dyn 
             acme.push(dead.id);
         }
     }
-    let everyone = list_all(&store, &DeadLetterFilter::tenant("acme"), 100).await;
+    let everyone = list_all(&letters, &DeadLetterFilter::tenant("acme"), 100).await;
     let mut by_death = everyone.clone();
     by_death.sort_by_key(|l| (l.died_at_ms, l.id.clone()));
     assert_eq!(everyone, by_death, "oldest death first");
@@ -131,24 +134,24 @@ pub async fn dead_letters_are_listed_per_tenant_and_paged_stably(store: Arc<dyn 
     listed.sort();
     acme.sort();
     assert_eq!(listed, acme, "exactly acme's letters");
-    let alices = list_all(&store, &DeadLetterFilter::scope(&alice), 100).await;
+    let alices = list_all(&letters, &DeadLetterFilter::scope(&alice), 100).await;
     assert_eq!(alices.len(), 3);
     assert!(alices.iter().all(|l| l.scope == alice));
-    let evils = list_all(&store, &DeadLetterFilter::tenant("evil"), 100).await;
+    let evils = list_all(&letters, &DeadLetterFilter::tenant("evil"), 100).await;
     assert_eq!(evils.len(), 1);
-    assert!(list_all(&store, &DeadLetterFilter::tenant("nobody"), 100).await.is_empty());
-    assert!(list_all(&store, &DeadLetterFilter::tenant("acm"), 100).await.is_empty(), "no prefix match");
+    assert!(list_all(&letters, &DeadLetterFilter::tenant("nobody"), 100).await.is_empty());
+    assert!(list_all(&letters, &DeadLetterFilter::tenant("acm"), 100).await.is_empty(), "no prefix match");
 
     // Another tenant cannot touch acme's letters.
     let theirs = &everyone[0].id;
-    assert_eq!(store.dead_letter("evil", theirs).await.expect("dead_letter"), None);
-    assert!(!store.discard_dead_letter("evil", theirs).await.expect("discard"));
-    assert_eq!(store.replay_dead_letter("evil", theirs, NO_LIMITS).await.expect("replay"), None);
-    assert_eq!(store.dead_letter("acme", theirs).await.expect("dead_letter").as_ref(), Some(&everyone[0]));
+    assert_eq!(letters.dead_letter("evil", theirs).await.expect("dead_letter"), None);
+    assert!(!letters.discard_dead_letter("evil", theirs).await.expect("discard"));
+    assert_eq!(letters.replay_dead_letter("evil", theirs, NO_LIMITS).await.expect("replay"), None);
+    assert_eq!(letters.dead_letter("acme", theirs).await.expect("dead_letter").as_ref(), Some(&everyone[0]));
 
     // Pages of two: a letter recorded meanwhile comes last.
     let filter = DeadLetterFilter::tenant("acme");
-    let first = store.dead_letters(&filter, None, 2).await.expect("page 1");
+    let first = letters.dead_letters(&filter, None, 2).await.expect("page 1");
     assert_eq!(first.letters, everyone[..2]);
     // Dying a millisecond later than every other (the order is time of death, then id).
     tokio::time::sleep(Duration::from_millis(5)).await;
@@ -157,7 +160,7 @@ pub async fn dead_letters_are_listed_per_tenant_and_paged_stably(store: Arc<dyn 
         let mut rest = Vec::new();
         let mut after = first.next.clone();
         while let Some(at) = after {
-            let page = store.dead_letters(&filter, Some(&at), 2).await.expect("next page");
+            let page = letters.dead_letters(&filter, Some(&at), 2).await.expect("next page");
             assert!(page.letters.len() <= 2);
             rest.extend(page.letters);
             after = page.next;
@@ -167,9 +170,9 @@ pub async fn dead_letters_are_listed_per_tenant_and_paged_stably(store: Arc<dyn 
     assert_eq!(ids(&rest[..3]), ids(&everyone[2..]));
     assert_eq!(ids(&rest[3..]), vec![late.id], "recorded between pages: last");
     // A limit of 0 asks for the smallest page, one past the cap for the cap.
-    let one = store.dead_letters(&filter, None, 0).await.expect("limit 0");
+    let one = letters.dead_letters(&filter, None, 0).await.expect("limit 0");
     assert_eq!((one.letters.len(), one.next.is_some()), (1, true));
-    let capped = store.dead_letters(&filter, None, MAX_DEAD_LETTER_PAGE + 1).await.expect("over the cap");
+    let capped = letters.dead_letters(&filter, None, MAX_DEAD_LETTER_PAGE + 1).await.expect("over the cap");
     assert_eq!((capped.letters.len(), capped.next), (6, None));
 }
 
@@ -177,17 +180,17 @@ pub async fn dead_letters_are_listed_per_tenant_and_paged_stably(store: Arc<dyn 
 /// caller, naming the dead one, and marks the letter; a second replay (also
 /// one racing the first) answers the same task and creates nothing. The
 /// create's limits apply: a refused replay leaves the letter as it was.
-pub async fn a_dead_letter_replays_once(store: Arc<dyn TaskStore>) {
+pub async fn a_dead_letter_replays_once(store: Arc<dyn WorkQueue>, letters: Arc<dyn DeadLetters>) {
     let scope = owner("acme", "alice");
     let (dead, _) = bury(&store, &scope).await;
-    let letter = store.dead_letter("acme", &dead.id).await.expect("dead_letter").expect("a letter");
+    let letter = letters.dead_letter("acme", &dead.id).await.expect("dead_letter").expect("a letter");
 
     // At its scope's active-task limit, the replay is refused like any create.
     let full = CreateLimits { max_active_per_scope: Some(1), ..NO_LIMITS };
     let held = store.create(new_task(&scope, Some(60_000)), full).await.expect("create");
-    let refused = store.replay_dead_letter("acme", &dead.id, full).await;
+    let refused = letters.replay_dead_letter("acme", &dead.id, full).await;
     assert!(matches!(refused, Err(StoreError::Capacity { .. })), "{refused:?}");
-    assert_eq!(store.dead_letter("acme", &dead.id).await.expect("dead_letter"), Some(letter.clone()));
+    assert_eq!(letters.dead_letter("acme", &dead.id).await.expect("dead_letter"), Some(letter.clone()));
     let busy = claim_one(&store, "w1", LONG_LEASE).await;
     assert_eq!(busy.task.id, held.id);
     let done = next(&busy.task, Event::Cancel);
@@ -196,8 +199,8 @@ pub async fn a_dead_letter_replays_once(store: Arc<dyn TaskStore>) {
     // (Without limits: on a cluster a racing keyed create may meet the
     // limit before it finds the other's task, as any create may.)
     let (a, b) = tokio::join!(
-        store.replay_dead_letter("acme", &dead.id, NO_LIMITS),
-        store.replay_dead_letter("acme", &dead.id, NO_LIMITS)
+        letters.replay_dead_letter("acme", &dead.id, NO_LIMITS),
+        letters.replay_dead_letter("acme", &dead.id, NO_LIMITS)
     );
     let (a, b) = (a.expect("replay").expect("a letter"), b.expect("replay").expect("a letter"));
     assert_eq!(a.task, b.task, "racing replays make one task");
@@ -211,9 +214,9 @@ pub async fn a_dead_letter_replays_once(store: Arc<dyn TaskStore>) {
     assert_eq!(work, letter.work, "same tool, arguments, caller and capabilities");
     assert_eq!(replayed.ttl_ms, letter.ttl_ms);
 
-    let marked = store.dead_letter("acme", &dead.id).await.expect("dead_letter").expect("still listed");
+    let marked = letters.dead_letter("acme", &dead.id).await.expect("dead_letter").expect("still listed");
     assert_eq!(marked, DeadLetter { replayed_as: Some(a.task.clone()), ..letter });
-    let again = store.replay_dead_letter("acme", &dead.id, NO_LIMITS).await.expect("again").expect("a letter");
+    let again = letters.replay_dead_letter("acme", &dead.id, NO_LIMITS).await.expect("again").expect("a letter");
     assert_eq!((again.task, again.first), (a.task.clone(), false));
     // One new task to run, and no other.
     let claim = claim_one(&store, "w2", LONG_LEASE).await;
@@ -222,28 +225,28 @@ pub async fn a_dead_letter_replays_once(store: Arc<dyn TaskStore>) {
 }
 
 /// Discard removes a letter: it is neither read, listed nor replayed after.
-pub async fn a_discarded_dead_letter_is_gone(store: Arc<dyn TaskStore>) {
+pub async fn a_discarded_dead_letter_is_gone(store: Arc<dyn WorkQueue>, letters: Arc<dyn DeadLetters>) {
     let scope = owner("acme", "alice");
     let (kept, _) = bury(&store, &scope).await;
     let (dead, _) = bury(&store, &scope).await;
-    assert!(store.discard_dead_letter("acme", &dead.id).await.expect("discard"));
-    assert_eq!(store.dead_letter("acme", &dead.id).await.expect("dead_letter"), None);
-    assert_eq!(ids(&list_all(&store, &DeadLetterFilter::scope(&scope), 10).await), vec![kept.id]);
-    assert!(!store.discard_dead_letter("acme", &dead.id).await.expect("discard twice"));
-    assert_eq!(store.replay_dead_letter("acme", &dead.id, NO_LIMITS).await.expect("replay"), None);
+    assert!(letters.discard_dead_letter("acme", &dead.id).await.expect("discard"));
+    assert_eq!(letters.dead_letter("acme", &dead.id).await.expect("dead_letter"), None);
+    assert_eq!(ids(&list_all(&letters, &DeadLetterFilter::scope(&scope), 10).await), vec![kept.id]);
+    assert!(!letters.discard_dead_letter("acme", &dead.id).await.expect("discard twice"));
+    assert_eq!(letters.replay_dead_letter("acme", &dead.id, NO_LIMITS).await.expect("replay"), None);
 }
 
 /// A store made with a dead-letter retention of [`SHORT_DEAD_LETTER_TTL`]
 /// forgets a letter once it passed: not read, listed nor replayed.
-pub async fn dead_letters_expire_after_their_retention(store: Arc<dyn TaskStore>) {
+pub async fn dead_letters_expire_after_their_retention(store: Arc<dyn WorkQueue>, letters: Arc<dyn DeadLetters>) {
     let scope = owner("acme", "alice");
     let (dead, _) = bury(&store, &scope).await;
-    assert!(store.dead_letter("acme", &dead.id).await.expect("dead_letter").is_some());
+    assert!(letters.dead_letter("acme", &dead.id).await.expect("dead_letter").is_some());
     tokio::time::sleep(SHORT_DEAD_LETTER_TTL + Duration::from_millis(500)).await;
-    assert_eq!(store.dead_letter("acme", &dead.id).await.expect("dead_letter"), None);
-    assert!(list_all(&store, &DeadLetterFilter::tenant("acme"), 10).await.is_empty());
-    assert_eq!(store.replay_dead_letter("acme", &dead.id, NO_LIMITS).await.expect("replay"), None);
+    assert_eq!(letters.dead_letter("acme", &dead.id).await.expect("dead_letter"), None);
+    assert!(list_all(&letters, &DeadLetterFilter::tenant("acme"), 10).await.is_empty());
+    assert_eq!(letters.replay_dead_letter("acme", &dead.id, NO_LIMITS).await.expect("replay"), None);
     // A letter recorded after the others expired is listed alone.
     let (fresh, _) = bury(&store, &scope).await;
-    assert_eq!(ids(&list_all(&store, &DeadLetterFilter::tenant("acme"), 10).await), vec![fresh.id]);
+    assert_eq!(ids(&list_all(&letters, &DeadLetterFilter::tenant("acme"), 10).await), vec![fresh.id]);
 }

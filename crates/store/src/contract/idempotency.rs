@@ -7,14 +7,14 @@ use presa_tasks::TaskId;
 use serde_json::json;
 
 use super::{NO_LIMITS, claim_all, new_task, scope};
-use crate::{CreateLimits, Created, Idempotency, StoreError, TaskStore};
+use crate::{CreateLimits, Created, Idempotency, StoreError, WorkQueue};
 
 /// A create under an idempotency key: the same key and request return the
 /// first task (no second work item, even with the scope at its limit now),
 /// the same key with other arguments is refused (not retryable), another
 /// principal's same key is its own, and once the task expires the key makes
 /// a new one.
-pub async fn an_idempotency_key_makes_one_task(store: Arc<dyn TaskStore>) {
+pub async fn an_idempotency_key_makes_one_task(store: Arc<dyn WorkQueue>) {
     let (owner, other) = (scope("heidi"), scope("ivan"));
     let request = new_task(&owner, Some(60_000));
     let key = Idempotency::new(&owner, "create-1", &request.work);
@@ -55,7 +55,7 @@ pub async fn an_idempotency_key_makes_one_task(store: Arc<dyn TaskStore>) {
 
 /// Eight concurrent creates under one key (a client retrying while its first
 /// try is still in flight) make one task: one is new, seven replay it.
-pub async fn concurrent_creates_under_one_key_make_one_task(store: Arc<dyn TaskStore>) {
+pub async fn concurrent_creates_under_one_key_make_one_task(store: Arc<dyn WorkQueue>) {
     let owner = scope("judy");
     let request = new_task(&owner, Some(60_000));
     let key = Idempotency::new(&owner, "racing", &request.work);

@@ -1,9 +1,14 @@
-//! The behavioural contract every [`TaskStore`] passes, written once against
+//! The behavioural contract every store passes ([`TaskStore`], [`WorkQueue`],
+//! [`DeadLetters`](crate::DeadLetters) and the others), written once against
 //! the trait and run against each backend with [`store_contract_tests!`](crate::store_contract_tests).
 //!
-//! Each case is a `pub async fn(Arc<dyn TaskStore>)` (or, for the event
-//! bus, `pub async fn(Arc<dyn EventBus>)`, for legacy sessions
-//! `pub async fn(Arc<dyn SessionStore>)`) that panics on a violation. New states always come from the reducer ([`apply`]), never
+//! Each case takes the trait it is about and panics on a violation: the
+//! records' cases an `Arc<dyn TaskStore>`, the work queue's an
+//! `Arc<dyn WorkQueue>` (which is a `TaskStore` too: it creates the work it
+//! claims), the dead letters' an `Arc<dyn WorkQueue>` (to bury tasks) and
+//! an `Arc<dyn DeadLetters>`, the event bus's an `Arc<dyn EventBus>`, legacy
+//! sessions' an `Arc<dyn SessionStore>`, the admin ones the whole
+//! [`Backend`](crate::Backend). New states always come from the reducer ([`apply`]), never
 //! from hand-edited status fields. Timings are generous: the suite must
 //! pass on a loaded two-core machine, so it asserts orderings and upper
 //! bounds, never tight durations.
@@ -22,8 +27,9 @@
 //!
 //! The calling crate needs `tokio` (with `macros` and `rt-multi-thread`).
 //!
-//! The cases live by area: `tasks` (records), `work` (claims and
-//! leases), `quota` (limits), `idempotency`, `bus` (they take the
+//! The cases live by area: `tasks` (records; those that write as a worker
+//! take the queue), `work` (claims and leases), `quota` (limits),
+//! `idempotency`, `bus` (they take the
 //! [`EventBus`](crate::EventBus)), `sessions` (they take the
 //! [`SessionStore`](crate::SessionStore)), `admin` (they take the whole
 //! backend) and `dead` (dead letters; one of them needs a store made
@@ -57,7 +63,7 @@ pub use sessions::*;
 pub use tasks::*;
 pub use work::*;
 
-use crate::{Cas, Claim, CreateLimits, TaskStore, TaskStream, Writer, util::now_ms};
+use crate::{Cas, Claim, CreateLimits, TaskStore, TaskStream, WorkQueue, Writer, util::now_ms};
 
 /// Expands to one `#[tokio::test]` per contract case.
 ///
@@ -72,22 +78,25 @@ macro_rules! store_contract_tests {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn dead_letters_expire_after_their_retention() {
             let backend: $crate::Backend = ($make_with_dead_letter_ttl)($crate::contract::SHORT_DEAD_LETTER_TTL).await;
-            $crate::contract::dead_letters_expire_after_their_retention(backend.store).await
+            $crate::contract::dead_letters_expire_after_their_retention(backend.work, backend.dead).await
         }
         $crate::store_contract_tests!(@cases $make, store;
-            a_poison_conclusion_records_one_dead_letter,
-            dead_letters_are_listed_per_tenant_and_paged_stably,
-            a_dead_letter_replays_once,
-            a_discarded_dead_letter_is_gone,
             create_then_get_resolves_immediately,
             get_is_scoped_and_load_is_not,
-            get_view_is_the_reducers_view_after_every_transition,
             unknown_id_is_none,
-            ttl_expiry_hides_the_task,
             no_ttl_never_expires,
             cas_applies_at_the_right_revision_only,
+            watch_delivers_committed_snapshots_of_watched_ids,
+            byte_quota_per_scope,
+            a_refused_create_keeps_nothing_of_other_limits,
+        );
+        $crate::store_contract_tests!(@cases $make, work;
+            get_view_is_the_reducers_view_after_every_transition,
+            ttl_expiry_hides_the_task,
             terminal_is_immutable,
             cancel_racing_completion_has_one_winner,
+            input_round_trip,
+            failed_is_terminal_and_keeps_its_error,
             claim_returns_created_work_then_waits,
             lapsed_lease_is_recovered_and_fenced,
             a_checkpoint_reaches_the_next_claim,
@@ -97,18 +106,19 @@ macro_rules! store_contract_tests {
             claim_drops_work_of_cancelled_tasks,
             remove_work_removes_the_work,
             conclude_removes_the_work_of_the_write_that_ends_the_task,
-            watch_delivers_committed_snapshots_of_watched_ids,
+            work_stats_count_queued_and_pending_work,
             capacity_limit_per_scope,
             admission_counts_are_exact,
             max_queued_refuses_retryably_and_stores_nothing,
-            byte_quota_per_scope,
             a_tasks_growth_counts_against_its_scopes_byte_quota,
             an_idempotency_key_makes_one_task,
             concurrent_creates_under_one_key_make_one_task,
-            a_refused_create_keeps_nothing_of_other_limits,
-            input_round_trip,
-            work_stats_count_queued_and_pending_work,
-            failed_is_terminal_and_keeps_its_error,
+        );
+        $crate::store_contract_tests!(@dead $make;
+            a_poison_conclusion_records_one_dead_letter,
+            dead_letters_are_listed_per_tenant_and_paged_stably,
+            a_dead_letter_replays_once,
+            a_discarded_dead_letter_is_gone,
         );
         $crate::store_contract_tests!(@cases $make, sessions;
             session_state_is_shared_per_session_and_expires,
@@ -135,6 +145,15 @@ macro_rules! store_contract_tests {
             async fn $case() {
                 let backend: $crate::Backend = ($make)().await;
                 $crate::contract::$case(backend).await
+            }
+        )*
+    };
+    (@dead $make:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let backend: $crate::Backend = ($make)().await;
+                $crate::contract::$case(backend.work, backend.dead).await
             }
         )*
     };
@@ -189,7 +208,7 @@ fn new_task(scope: &Scope, ttl_ms: Option<u64>) -> NewTask {
     }
 }
 
-async fn create(store: &Arc<dyn TaskStore>, scope: &Scope) -> Task {
+async fn create<S: TaskStore + ?Sized>(store: &Arc<S>, scope: &Scope) -> Task {
     store.create(new_task(scope, Some(60_000)), NO_LIMITS).await.expect("create")
 }
 
@@ -203,7 +222,7 @@ fn next(task: &Task, event: Event) -> Task {
 }
 
 /// Apply `event` and commit it; the CAS must succeed.
-async fn commit(store: &Arc<dyn TaskStore>, task: &Task, event: Event, writer: Writer) -> Task {
+async fn commit<S: TaskStore + ?Sized>(store: &Arc<S>, task: &Task, event: Event, writer: Writer) -> Task {
     let next = next(task, event);
     match store.transition(&next, writer).await.expect("transition") {
         Cas::Applied(stored) => {
@@ -214,17 +233,17 @@ async fn commit(store: &Arc<dyn TaskStore>, task: &Task, event: Event, writer: W
     }
 }
 
-async fn load(store: &Arc<dyn TaskStore>, id: &TaskId) -> Task {
+async fn load<S: TaskStore + ?Sized>(store: &Arc<S>, id: &TaskId) -> Task {
     store.load(id).await.expect("load").expect("task exists")
 }
 
-async fn claim(store: &Arc<dyn TaskStore>, worker: &str, lease: Duration, wait: Duration) -> Vec<Claim> {
+async fn claim(store: &Arc<dyn WorkQueue>, worker: &str, lease: Duration, wait: Duration) -> Vec<Claim> {
     store.claim(worker, 10, lease, wait).await.expect("claim")
 }
 
 /// Claim every work item there is (as `w1`, without waiting); the tasks'
 /// ids. A task claimed twice fails the test.
-async fn claim_all(store: &Arc<dyn TaskStore>) -> HashSet<TaskId> {
+async fn claim_all(store: &Arc<dyn WorkQueue>) -> HashSet<TaskId> {
     let mut claimed = HashSet::new();
     loop {
         let claims = claim(store, "w1", LONG_LEASE, EMPTY_WAIT).await;
@@ -238,13 +257,13 @@ async fn claim_all(store: &Arc<dyn TaskStore>) -> HashSet<TaskId> {
 }
 
 /// Exactly one claim, waiting up to [`PATIENCE`].
-async fn claim_one(store: &Arc<dyn TaskStore>, worker: &str, lease: Duration) -> Claim {
+async fn claim_one(store: &Arc<dyn WorkQueue>, worker: &str, lease: Duration) -> Claim {
     let mut claims = store.claim(worker, 1, lease, PATIENCE).await.expect("claim");
     assert_eq!(claims.len(), 1, "expected one claim, got {claims:?}");
     claims.remove(0)
 }
 
-async fn assert_nothing_to_claim(store: &Arc<dyn TaskStore>, worker: &str) {
+async fn assert_nothing_to_claim(store: &Arc<dyn WorkQueue>, worker: &str) {
     let claims = claim(store, worker, LONG_LEASE, EMPTY_WAIT).await;
     assert!(claims.is_empty(), "expected no work, got {claims:?}");
 }

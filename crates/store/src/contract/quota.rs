@@ -14,11 +14,11 @@ use serde_json::json;
 use super::{
     LONG_LEASE, NO_LIMITS, PATIENCE, claim, claim_all, claim_one, commit, load, new_task, next, result, scope,
 };
-use crate::{Cas, CreateLimits, Limit, StoreError, TaskStore, Writer};
+use crate::{Cas, CreateLimits, Limit, StoreError, TaskStore, WorkQueue, Writer};
 
 /// At most `max_active_per_scope` live tasks per scope; a refused create
 /// stores nothing; a terminal task frees its slot.
-pub async fn capacity_limit_per_scope(store: Arc<dyn TaskStore>) {
+pub async fn capacity_limit_per_scope(store: Arc<dyn WorkQueue>) {
     let limits =
         CreateLimits { max_active_per_scope: Some(2), max_bytes_per_scope: None, max_queued_per_partition: None };
     let owner = scope("alice");
@@ -44,8 +44,8 @@ pub async fn capacity_limit_per_scope(store: Arc<dyn TaskStore>) {
 
 /// Run `n` creates in `scope` at once under `limits`; returns the admitted
 /// tasks. Every refusal must be the per-scope limit.
-async fn create_at_once(
-    store: &Arc<dyn TaskStore>,
+async fn create_at_once<S: TaskStore + ?Sized>(
+    store: &Arc<S>,
     scope: &Scope,
     ttl_ms: u64,
     limits: CreateLimits,
@@ -70,7 +70,7 @@ async fn create_at_once(
 /// The per-scope limit admits exactly up to the limit: under concurrent
 /// creates, again exactly as many as ended after tasks turn terminal, and
 /// again exactly as many as expired after tasks expire.
-pub async fn admission_counts_are_exact(store: Arc<dyn TaskStore>) {
+pub async fn admission_counts_are_exact(store: Arc<dyn WorkQueue>) {
     let limits =
         CreateLimits { max_active_per_scope: Some(5), max_bytes_per_scope: None, max_queued_per_partition: None };
     let owner = scope("alice");
@@ -110,7 +110,7 @@ pub async fn admission_counts_are_exact(store: Arc<dyn TaskStore>) {
 /// `max_queued_per_partition`: a create into a partition whose work queue
 /// is full is refused (retryable), and leaves nothing behind: no task, no
 /// work, no admission under the scope's limit.
-pub async fn max_queued_refuses_retryably_and_stores_nothing(store: Arc<dyn TaskStore>) {
+pub async fn max_queued_refuses_retryably_and_stores_nothing(store: Arc<dyn WorkQueue>) {
     let owner = scope("alice");
     let one_each = CreateLimits {
         max_active_per_scope: Some(100_000),
@@ -185,7 +185,7 @@ pub async fn byte_quota_per_scope(store: Arc<dyn TaskStore>) {
 /// refused (retryable, nothing written) while one that fits lands; a
 /// worker's result is never refused but counts, so the next create is; a
 /// cancel lands even over the quota.
-pub async fn a_tasks_growth_counts_against_its_scopes_byte_quota(store: Arc<dyn TaskStore>) {
+pub async fn a_tasks_growth_counts_against_its_scopes_byte_quota(store: Arc<dyn WorkQueue>) {
     let owner = scope("grace");
     // Sized by the first task itself (created under a quota it cannot reach).
     let roomy = CreateLimits { max_bytes_per_scope: Some(1 << 40), ..CreateLimits::NONE };

@@ -17,7 +17,7 @@ use super::{
     LONG_LEASE, NO_LIMITS, PAST_SHORT_LEASE, PATIENCE, SHORT_LEASE, assert_nothing_to_claim, claim_one, commit, create,
     load, new_task, next, result, scope,
 };
-use crate::{Cas, TaskStore, Writer, util::now_ms};
+use crate::{Cas, TaskStore, WorkQueue, Writer, util::now_ms};
 
 /// A created task resolves at once: `working`, revision 1, attempt 0.
 pub async fn create_then_get_resolves_immediately(store: Arc<dyn TaskStore>) {
@@ -53,7 +53,7 @@ pub async fn get_is_scoped_and_load_is_not(store: Arc<dyn TaskStore>) {
 
 /// `get_view` of the stored task is exactly [`GetView::of`] the task the
 /// reducer produced (and `get` returns), whatever the last write was.
-async fn assert_view_is(store: &Arc<dyn TaskStore>, owner: &Scope, expected: &Task) {
+async fn assert_view_is<S: TaskStore + ?Sized>(store: &Arc<S>, owner: &Scope, expected: &Task) {
     let view = store.get_view(owner, &expected.id).await.expect("get_view");
     assert_eq!(
         view,
@@ -69,7 +69,7 @@ async fn assert_view_is(store: &Arc<dyn TaskStore>, owner: &Scope, expected: &Ta
 /// `get_view` answers what a full decode would after creation, a claim, a
 /// message, an input request and its answer, and each terminal status; it
 /// is scoped like `get` and misses unknown ids.
-pub async fn get_view_is_the_reducers_view_after_every_transition(store: Arc<dyn TaskStore>) {
+pub async fn get_view_is_the_reducers_view_after_every_transition(store: Arc<dyn WorkQueue>) {
     let owner = scope("alice");
     let created = create(&store, &owner).await;
     assert_view_is(&store, &owner, &created).await;
@@ -129,7 +129,7 @@ pub async fn unknown_id_is_none(store: Arc<dyn TaskStore>) {
 }
 
 /// A task is gone once its TTL passed: `get`, `load`, `transition` and `claim` all miss it.
-pub async fn ttl_expiry_hides_the_task(store: Arc<dyn TaskStore>) {
+pub async fn ttl_expiry_hides_the_task(store: Arc<dyn WorkQueue>) {
     let owner = scope("alice");
     let started = Instant::now();
     let task = store.create(new_task(&owner, Some(150)), NO_LIMITS).await.expect("create");
@@ -191,7 +191,7 @@ pub async fn cas_applies_at_the_right_revision_only(store: Arc<dyn TaskStore>) {
 }
 
 /// Once terminal, a task never changes again, whatever revision a write carries.
-pub async fn terminal_is_immutable(store: Arc<dyn TaskStore>) {
+pub async fn terminal_is_immutable(store: Arc<dyn WorkQueue>) {
     let owner = scope("alice");
     create(&store, &owner).await;
     let claimed = claim_one(&store, "w1", LONG_LEASE).await;
@@ -215,7 +215,7 @@ pub async fn terminal_is_immutable(store: Arc<dyn TaskStore>) {
 
 /// Concurrent client cancels and worker completions: exactly one terminal
 /// outcome persists; every other writer ends in a no-op.
-pub async fn cancel_racing_completion_has_one_winner(store: Arc<dyn TaskStore>) {
+pub async fn cancel_racing_completion_has_one_winner(store: Arc<dyn WorkQueue>) {
     const RACERS: usize = 8;
     const MAX_TRIES: usize = 1_000;
     let owner = scope("alice");
@@ -257,7 +257,7 @@ pub async fn cancel_racing_completion_has_one_winner(store: Arc<dyn TaskStore>) 
 }
 
 /// The worker parks on input, the client answers, the worker sees the answer and finishes.
-pub async fn input_round_trip(store: Arc<dyn TaskStore>) {
+pub async fn input_round_trip(store: Arc<dyn WorkQueue>) {
     let owner = scope("alice");
     create(&store, &owner).await;
     let claimed = claim_one(&store, "w1", LONG_LEASE).await;
@@ -297,7 +297,7 @@ pub async fn input_round_trip(store: Arc<dyn TaskStore>) {
 /// A worker's failure is terminal like completion: `failed` with its
 /// JSON-RPC error (its message as the status message), no result, no
 /// outstanding input; later writes are refused and the work is not redelivered.
-pub async fn failed_is_terminal_and_keeps_its_error(store: Arc<dyn TaskStore>) {
+pub async fn failed_is_terminal_and_keeps_its_error(store: Arc<dyn WorkQueue>) {
     let owner = scope("alice");
     let task = create(&store, &owner).await;
     let claimed = claim_one(&store, "w1", SHORT_LEASE).await;

@@ -11,12 +11,12 @@ use super::{
     EMPTY_WAIT, LONG_LEASE, PAST_SHORT_LEASE, PATIENCE, SHORT_LEASE, assert_nothing_to_claim, claim, claim_one, commit,
     create, load, next, next_snapshot, result, scope,
 };
-use crate::{Cas, Claim, PartitionStats, Shares, TaskStore, Writer};
+use crate::{Cas, Claim, PartitionStats, Shares, TaskStore, WorkQueue, Writer};
 
 /// A claim returns created work (attempt 1, delivery 1) and bumps the
 /// revision, so writes computed before it are refused; with nothing left a
 /// claim blocks for about `wait` and returns empty.
-pub async fn claim_returns_created_work_then_waits(store: Arc<dyn TaskStore>) {
+pub async fn claim_returns_created_work_then_waits(store: Arc<dyn WorkQueue>) {
     let owner = scope("alice");
     let task = create(&store, &owner).await;
     let claimed = claim_one(&store, "w1", LONG_LEASE).await;
@@ -47,7 +47,7 @@ pub async fn claim_returns_created_work_then_waits(store: Arc<dyn TaskStore>) {
 
 /// A lapsed lease is recovered by another worker (attempt 2, delivery 2), and
 /// the first worker's fence is then refused while the new one writes.
-pub async fn lapsed_lease_is_recovered_and_fenced(store: Arc<dyn TaskStore>) {
+pub async fn lapsed_lease_is_recovered_and_fenced(store: Arc<dyn WorkQueue>) {
     let owner = scope("alice");
     let task = create(&store, &owner).await;
     let first = claim_one(&store, "w1", SHORT_LEASE).await;
@@ -68,7 +68,7 @@ pub async fn lapsed_lease_is_recovered_and_fenced(store: Arc<dyn TaskStore>) {
 
 /// A worker's checkpoint is stored with the task and comes back with the
 /// claim of the worker that takes the task over; a fenced-off worker's does not land.
-pub async fn a_checkpoint_reaches_the_next_claim(store: Arc<dyn TaskStore>) {
+pub async fn a_checkpoint_reaches_the_next_claim(store: Arc<dyn WorkQueue>) {
     let owner = scope("alice");
     let task = create(&store, &owner).await;
     let first = claim_one(&store, "w1", SHORT_LEASE).await;
@@ -91,7 +91,7 @@ pub async fn a_checkpoint_reaches_the_next_claim(store: Arc<dyn TaskStore>) {
 }
 
 /// `renew` holds a live claim and reports a lost one.
-pub async fn renew_on_a_lost_claim_is_false(store: Arc<dyn TaskStore>) {
+pub async fn renew_on_a_lost_claim_is_false(store: Arc<dyn WorkQueue>) {
     let owner = scope("alice");
     create(&store, &owner).await;
     let first = claim_one(&store, "w1", SHORT_LEASE).await;
@@ -103,7 +103,7 @@ pub async fn renew_on_a_lost_claim_is_false(store: Arc<dyn TaskStore>) {
 }
 
 /// Released work is claimable by another worker at once, without waiting out the lease.
-pub async fn release_makes_work_claimable_at_once(store: Arc<dyn TaskStore>) {
+pub async fn release_makes_work_claimable_at_once(store: Arc<dyn WorkQueue>) {
     let owner = scope("alice");
     let task = create(&store, &owner).await;
     let first = claim_one(&store, "w1", LONG_LEASE).await;
@@ -118,7 +118,7 @@ pub async fn release_makes_work_claimable_at_once(store: Arc<dyn TaskStore>) {
 /// Fair shares: the work of a scope without room stays queued (unclaimed,
 /// its attempt untouched) while the work queued behind it is claimed, and a
 /// claim with room for the scope takes it later, as a first delivery.
-pub async fn a_scope_without_room_is_skipped_not_waited_behind(store: Arc<dyn TaskStore>) {
+pub async fn a_scope_without_room_is_skipped_not_waited_behind(store: Arc<dyn WorkQueue>) {
     let (alice, bob) = (scope("alice"), scope("bob"));
     for _ in 0..5 {
         create(&store, &alice).await;
@@ -153,7 +153,7 @@ pub async fn a_scope_without_room_is_skipped_not_waited_behind(store: Arc<dyn Ta
 }
 
 /// Work of a cancelled task is dropped, whether queued or recovered from a lapsed lease.
-pub async fn claim_drops_work_of_cancelled_tasks(store: Arc<dyn TaskStore>) {
+pub async fn claim_drops_work_of_cancelled_tasks(store: Arc<dyn WorkQueue>) {
     let owner = scope("alice");
     let queued = create(&store, &owner).await;
     commit(&store, &queued, Event::Cancel, Writer::Client).await;
@@ -168,7 +168,7 @@ pub async fn claim_drops_work_of_cancelled_tasks(store: Arc<dyn TaskStore>) {
 }
 
 /// `finish` removes the work: nothing to claim even after the lease would lapse.
-pub async fn remove_work_removes_the_work(store: Arc<dyn TaskStore>) {
+pub async fn remove_work_removes_the_work(store: Arc<dyn WorkQueue>) {
     let owner = scope("alice");
     create(&store, &owner).await;
     let done = claim_one(&store, "w1", SHORT_LEASE).await;
@@ -187,7 +187,7 @@ pub async fn remove_work_removes_the_work(store: Arc<dyn TaskStore>) {
 /// `conclude`: a worker's write that ends its task also removes the work; a
 /// write that does not end it leaves the work held, and a stale holder's
 /// write is refused and removes nothing.
-pub async fn conclude_removes_the_work_of_the_write_that_ends_the_task(store: Arc<dyn TaskStore>) {
+pub async fn conclude_removes_the_work_of_the_write_that_ends_the_task(store: Arc<dyn WorkQueue>) {
     let totals = |stats: Vec<PartitionStats>| {
         (stats.iter().map(|p| p.queued).sum::<u64>(), stats.iter().map(|p| p.pending).sum::<u64>())
     };
@@ -245,7 +245,7 @@ pub async fn watch_delivers_committed_snapshots_of_watched_ids(store: Arc<dyn Ta
 /// `work_stats` lists every partition once: created work is queued, claimed
 /// work pending (each with the age of its oldest item), released work queued
 /// again, finished work gone.
-pub async fn work_stats_count_queued_and_pending_work(store: Arc<dyn TaskStore>) {
+pub async fn work_stats_count_queued_and_pending_work(store: Arc<dyn WorkQueue>) {
     let totals = |stats: &[PartitionStats]| {
         // A partition has an oldest queued item exactly when it has queued items.
         for p in stats {

@@ -15,10 +15,12 @@
 //! the same state, so the write that ends a poison task records its letter
 //! under the same lock.
 //!
-//! Each area has its own file: `tasks` (records: create, reads,
-//! compare-and-set, dead letters), `work` (claims, leases, recovery, queue
-//! statistics), `bus` (the [`crate::EventBus`]), `sessions` (legacy session
-//! state, [`crate::SessionStore`]) and `admin` ([`crate::AdminStore`]);
+//! Each area has its own file: `tasks` (records, [`crate::TaskStore`]:
+//! create, reads, compare-and-set, watches), `work` (claims, leases,
+//! recovery, concluding writes, queue statistics: [`crate::WorkQueue`]),
+//! `dead` (dead letters, [`crate::DeadLetters`]), `bus` (the
+//! [`crate::EventBus`]), `sessions` (legacy session state,
+//! [`crate::SessionStore`]) and `admin` ([`crate::AdminStore`]);
 //! this file holds the store, the state they share and its purge.
 
 use std::{
@@ -33,6 +35,7 @@ use tokio::sync::{Notify, broadcast};
 
 mod admin;
 mod bus;
+mod dead;
 mod sessions;
 mod tasks;
 #[cfg(test)]
@@ -96,7 +99,7 @@ struct State {
     /// Legacy session state by owner and session id.
     sessions: HashMap<(Scope, String), sessions::SessionState>,
     /// Dead letters of poison tasks, until their retention ends.
-    dead: crate::dead::Book,
+    dead: dead::Book,
     /// How many sessions holding state each scope has (expired ones until a purge).
     sessions_per_scope: HashMap<Scope, u64>,
     /// Live processes and drains ([`crate::AdminStore`]).

@@ -7,7 +7,7 @@ use std::{collections::HashMap, time::Duration};
 use presa_tasks::Scope;
 
 use crate::{
-    Limit, SessionLimits, SessionStore, StoreError,
+    Limit, SessionLimits, SessionStore, SessionWrite, StoreError,
     memory::{MemoryStore, State},
     util::now_ms,
 };
@@ -19,14 +19,6 @@ pub(super) struct SessionState {
     fields: HashMap<String, String>,
     /// Field names plus values.
     bytes: usize,
-}
-
-/// What one session write does.
-enum SessionWrite<'a> {
-    Set(&'a str, &'a str),
-    Remove(&'a str),
-    /// Drop every field but this one, set to `1`.
-    End(&'a str),
 }
 
 impl State {
@@ -45,15 +37,15 @@ impl State {
         owner: &Scope,
         id: &str,
         write: SessionWrite<'_>,
-        now: u64,
         ttl: Duration,
         limits: SessionLimits,
     ) -> Result<(), StoreError> {
+        let now = now_ms();
         let key = (owner.clone(), id.to_string());
         let expires = now.saturating_add(ttl.as_millis().try_into().unwrap_or(u64::MAX));
         let live = self.sessions.get(&key).is_some_and(|st| st.expires > now);
         if !live {
-            if matches!(write, SessionWrite::Remove(_)) {
+            if matches!(write, SessionWrite::Remove { .. }) {
                 return Ok(());
             }
             // A session that starts holding state counts for its scope and the store.
@@ -79,7 +71,7 @@ impl State {
             None => SessionState { expires, fields: HashMap::new(), bytes: 0 },
         };
         match write {
-            SessionWrite::Set(field, value) => {
+            SessionWrite::Set { field, value } => {
                 let old = st.fields.get(field).map(|v| field.len() + v.len());
                 let bytes = st.bytes - old.unwrap_or(0) + field.len() + value.len();
                 let counted = || st.fields.keys().filter(|f| f.starts_with(limits.counted_prefix)).count() as u64;
@@ -95,12 +87,12 @@ impl State {
                 st.fields.insert(field.to_string(), value.to_string());
                 st.bytes = bytes;
             }
-            SessionWrite::Remove(field) => {
+            SessionWrite::Remove { field } => {
                 if let Some(v) = st.fields.remove(field) {
                     st.bytes -= field.len() + v.len();
                 }
             }
-            SessionWrite::End(field) => {
+            SessionWrite::End { mark: field } => {
                 st.fields.clear();
                 st.fields.insert(field.to_string(), "1".into());
                 st.bytes = field.len() + 1;
@@ -117,31 +109,15 @@ impl State {
 
 #[async_trait::async_trait]
 impl SessionStore for MemoryStore {
-    async fn set_session_field(
+    async fn write_session(
         &self,
         owner: &Scope,
         session: &str,
-        field: &str,
-        value: Option<&str>,
+        write: SessionWrite<'_>,
         ttl: Duration,
         limits: SessionLimits,
     ) -> Result<(), StoreError> {
-        let write = match value {
-            Some(v) => SessionWrite::Set(field, v),
-            None => SessionWrite::Remove(field),
-        };
-        self.state().write_session(owner, session, write, now_ms(), ttl, limits)
-    }
-
-    async fn end_session(
-        &self,
-        owner: &Scope,
-        session: &str,
-        field: &str,
-        ttl: Duration,
-        limits: SessionLimits,
-    ) -> Result<(), StoreError> {
-        self.state().write_session(owner, session, SessionWrite::End(field), now_ms(), ttl, limits)
+        self.state().write_session(owner, session, write, ttl, limits)
     }
 
     async fn session_state(&self, owner: &Scope, session: &str) -> Result<HashMap<String, String>, StoreError> {

@@ -1,8 +1,8 @@
-//! The record side of the memory store's [`TaskStore`]: create (with its
-//! limits and idempotency key), scoped reads, compare-and-set, dead
-//! letters and watches. Claims and leases are in `work`.
+//! The memory store's [`TaskStore`] (the records): create (with its
+//! limits and idempotency key), scoped reads, compare-and-set and watches.
+//! Claims and leases are in `work`, dead letters in `dead`.
 
-use std::{collections::HashSet, time::Duration};
+use std::collections::HashSet;
 
 use futures::StreamExt;
 use presa_tasks::{NewTask, Scope, Task, TaskId, wire::GetView};
@@ -10,8 +10,7 @@ use tokio::sync::broadcast;
 use tokio_stream::wrappers::BroadcastStream;
 
 use crate::{
-    Cas, Claim, CreateLimits, Created, DeadLetter, DeadLetterFilter, DeadLetterPage, Idempotency, Limit,
-    PartitionStats, Shares, StoreError, TaskStore, TaskStream, Writer,
+    Cas, CreateLimits, Created, Idempotency, Limit, StoreError, TaskStore, TaskStream, Writer,
     memory::{MemoryStore, State, WorkItem, active_key, record_size},
     util::{new_task_id_in, now_ms},
 };
@@ -120,9 +119,9 @@ impl State {
         writer: Writer,
         quota: Option<u64>,
         max_bytes: Option<usize>,
-        now: u64,
         changes: &broadcast::Sender<Task>,
     ) -> Result<Cas, StoreError> {
+        let now = now_ms();
         let Some(stored) = self.live(&next.id, now) else {
             return Ok(Cas::Conflict(None));
         };
@@ -252,75 +251,7 @@ impl TaskStore for MemoryStore {
     }
 
     async fn transition_within(&self, next: &Task, writer: Writer, quota: Option<u64>) -> Result<Cas, StoreError> {
-        self.state().compare_and_set(next, writer, quota, self.max_bytes, now_ms(), &self.changes)
-    }
-
-    async fn conclude_dead(&self, next: &Task, claim: &Claim, reason: &str) -> Result<Cas, StoreError> {
-        let mut s = self.state();
-        let cas = s.compare_and_set(next, claim.writer(), None, self.max_bytes, now_ms(), &self.changes)?;
-        if matches!(cas, Cas::Applied(_)) && next.status.is_terminal() {
-            s.remove_work(&next.id);
-            let letter = DeadLetter::of(claim, reason, next.updated_at_ms);
-            let expires = letter.expires_at_ms(self.dead_letter_ttl);
-            s.dead.record(letter, expires);
-        }
-        Ok(cas)
-    }
-
-    async fn dead_letters(
-        &self,
-        filter: &DeadLetterFilter,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<DeadLetterPage, StoreError> {
-        let limit = crate::dead::page_limit(limit);
-        Ok(DeadLetterPage::of(self.state().dead.after(filter, after, limit, now_ms()), limit))
-    }
-
-    async fn dead_letter(&self, tenant: &str, id: &TaskId) -> Result<Option<DeadLetter>, StoreError> {
-        Ok(self.state().dead.get(tenant, id, now_ms()).map(|letter| letter.clone()))
-    }
-
-    async fn mark_dead_letter_replayed(
-        &self,
-        tenant: &str,
-        id: &TaskId,
-        new: &TaskId,
-    ) -> Result<Option<TaskId>, StoreError> {
-        let mut s = self.state();
-        Ok(s.dead.get(tenant, id, now_ms()).map(|letter| letter.replayed_as.get_or_insert_with(|| new.clone()).clone()))
-    }
-
-    async fn discard_dead_letter(&self, tenant: &str, id: &TaskId) -> Result<bool, StoreError> {
-        let mut s = self.state();
-        Ok(s.dead.get(tenant, id, now_ms()).is_some() && s.dead.remove(id))
-    }
-
-    async fn claim_fair(
-        &self,
-        worker: &str,
-        max: usize,
-        lease: Duration,
-        wait: Duration,
-        shares: &Shares,
-    ) -> Result<Vec<Claim>, StoreError> {
-        self.claim_work(worker, max, lease, wait, shares).await
-    }
-
-    async fn renew(&self, claim: &Claim, lease: Duration) -> Result<bool, StoreError> {
-        self.renew_work(claim, lease).await
-    }
-
-    async fn remove_work(&self, claim: &Claim) -> Result<(), StoreError> {
-        self.remove_claimed_work(claim).await
-    }
-
-    async fn release(&self, claim: &Claim) -> Result<(), StoreError> {
-        self.release_work(claim).await
-    }
-
-    async fn work_stats(&self) -> Result<Vec<PartitionStats>, StoreError> {
-        self.partition_stats().await
+        self.state().compare_and_set(next, writer, quota, self.max_bytes, &self.changes)
     }
 
     async fn watch(&self, ids: &[TaskId]) -> Result<TaskStream, StoreError> {

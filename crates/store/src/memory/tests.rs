@@ -7,7 +7,7 @@ use futures::StreamExt;
 use presa_tasks::{Event, NewTask, Scope, Task, Work, apply};
 
 use super::{MemoryStore, record_size};
-use crate::{BUS_QUEUE, Cas, CreateLimits, EventBus, Limit, StoreError, TaskStore, Writer, util::now_ms};
+use crate::{BUS_QUEUE, Cas, CreateLimits, EventBus, Limit, StoreError, TaskStore, WorkQueue, Writer, util::now_ms};
 
 fn new_task(ttl_ms: Option<u64>) -> NewTask {
     NewTask { scope: Scope::anonymous(), work: Work::default(), ttl_ms, poll_interval_ms: None, status_message: None }

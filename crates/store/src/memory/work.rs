@@ -1,7 +1,8 @@
 //! The work side of the memory store: claims in queue order within fair
 //! shares, leases that lapse and are recovered, renewal, release and
 //! removal of work by the claim's holder only, and the queue statistics.
-//! [`TaskStore`](crate::TaskStore)'s work methods call these.
+//! The memory store's [`WorkQueue`], with the concluding writes (a poison
+//! task's records its dead letter under the same lock).
 
 use std::{
     collections::VecDeque,
@@ -12,7 +13,7 @@ use presa_tasks::{Event, Task, TaskId, apply};
 use tokio::sync::broadcast;
 
 use crate::{
-    Claim, PartitionStats, Shares, StoreError,
+    Cas, Claim, DeadLetter, PartitionStats, Shares, StoreError, WorkQueue,
     memory::{Lease, MemoryStore, State, deadline_after},
     util::now_ms,
 };
@@ -150,10 +151,11 @@ impl State {
     }
 }
 
-impl MemoryStore {
-    /// [`TaskStore::claim_fair`](crate::TaskStore::claim_fair): take what there is, else wait for a create, a release or
-    /// a lapse, until `wait` is over.
-    pub(super) async fn claim_work(
+#[async_trait::async_trait]
+impl WorkQueue for MemoryStore {
+    /// Take what there is, else wait for a create, a release or a lapse,
+    /// until `wait` is over.
+    async fn claim_fair(
         &self,
         worker: &str,
         max: usize,
@@ -176,8 +178,8 @@ impl MemoryStore {
         }
     }
 
-    /// [`TaskStore::renew`](crate::TaskStore::renew): extend the lease while `claim` holds it.
-    pub(super) async fn renew_work(&self, claim: &Claim, lease: Duration) -> Result<bool, StoreError> {
+    /// Extend the lease while `claim` holds it.
+    async fn renew(&self, claim: &Claim, lease: Duration) -> Result<bool, StoreError> {
         let mut s = self.state();
         if !s.holds(claim, now_ms()) {
             return Ok(false);
@@ -188,8 +190,8 @@ impl MemoryStore {
         Ok(true)
     }
 
-    /// [`TaskStore::remove_work`](crate::TaskStore::remove_work): drop the work of an ended task, or of a claim that still holds it.
-    pub(super) async fn remove_claimed_work(&self, claim: &Claim) -> Result<(), StoreError> {
+    /// Drop the work of an ended task, or of a claim that still holds it.
+    async fn remove_work(&self, claim: &Claim) -> Result<(), StoreError> {
         let mut s = self.state();
         let id = &claim.task.id;
         let over = s.live(id, now_ms()).is_none_or(|t| t.status.is_terminal());
@@ -200,8 +202,8 @@ impl MemoryStore {
         Ok(())
     }
 
-    /// [`TaskStore::release`](crate::TaskStore::release): hand the work back to the front of the queue.
-    pub(super) async fn release_work(&self, claim: &Claim) -> Result<(), StoreError> {
+    /// Hand the work back to the front of the queue.
+    async fn release(&self, claim: &Claim) -> Result<(), StoreError> {
         {
             let mut s = self.state();
             if !s.holds(claim, now_ms()) {
@@ -217,8 +219,20 @@ impl MemoryStore {
         Ok(())
     }
 
-    /// [`TaskStore::work_stats`](crate::TaskStore::work_stats): every partition's queued and pending work.
-    pub(super) async fn partition_stats(&self) -> Result<Vec<PartitionStats>, StoreError> {
+    /// Every partition's queued and pending work.
+    async fn conclude_dead(&self, next: &Task, claim: &Claim, reason: &str) -> Result<Cas, StoreError> {
+        let mut s = self.state();
+        let cas = s.compare_and_set(next, claim.writer(), None, self.max_bytes, &self.changes)?;
+        if matches!(cas, Cas::Applied(_)) && next.status.is_terminal() {
+            s.remove_work(&next.id);
+            let letter = DeadLetter::of(claim, reason, next.updated_at_ms);
+            let expires = letter.expires_at_ms(self.dead_letter_ttl);
+            s.dead.record(letter, expires);
+        }
+        Ok(cas)
+    }
+
+    async fn work_stats(&self) -> Result<Vec<PartitionStats>, StoreError> {
         let now = now_ms();
         let mut stats: Vec<PartitionStats> =
             (0..self.partitions).map(|partition| PartitionStats { partition, ..PartitionStats::default() }).collect();

@@ -31,40 +31,41 @@
 
 use presa_store::{Scope, Task, TaskId, util::now_ms};
 
-use crate::{RedisStore, RedisStoreError, conn::Verbosity, scripts, task::encode};
+use super::Records;
+use crate::{RedisStoreError, conn::Verbosity, link::Link, record::encode};
 
 /// The expiry of a task that never expires, as a score (2^52 ms: year 144 683).
 const NEVER: u64 = 1 << 52;
 
 /// A reservation's score: its task's expiry, Unix ms ([`NEVER`] when it never expires).
-pub(crate) fn reservation_expiry(task: &Task) -> u64 {
+pub(super) fn reservation_expiry(task: &Task) -> u64 {
     task.ttl_ms.map_or(NEVER, |ttl| task.created_at_ms.saturating_add(ttl))
 }
 
 /// A scope's byte quota, as the steps a cluster runs around the task's own
 /// scripts (standalone Redis runs them inside those).
-pub(crate) struct ScopeBytes<'s> {
-    store: &'s RedisStore,
+pub(super) struct ScopeBytes<'s> {
+    link: &'s Link,
 }
 
-impl RedisStore {
+impl Records {
     /// The per-scope byte quota's steps.
-    pub(crate) fn scope_bytes(&self) -> ScopeBytes<'_> {
-        ScopeBytes { store: self }
+    pub(super) fn scope_bytes(&self) -> ScopeBytes<'_> {
+        ScopeBytes { link: &self.link }
     }
 }
 
 impl ScopeBytes<'_> {
     /// Reserve `task`'s bytes under its scope's `quota`: the scope's reserved
     /// bytes with them, or `None` when that would exceed the quota.
-    pub(crate) async fn reserve(&self, task: &Task, quota: u64) -> Result<Option<u64>, RedisStoreError> {
+    pub(super) async fn reserve(&self, task: &Task, quota: u64) -> Result<Option<u64>, RedisStoreError> {
         let bytes = encode(task)?.len();
-        let mut inv = scripts::QUOTA.prepare_invoke();
-        for key in self.store.inner.keys.scope_byte_keys(&task.scope) {
+        let mut inv = super::QUOTA.prepare_invoke();
+        for key in self.link.keys.scope_byte_keys(&task.scope) {
             inv.key(key);
         }
         inv.arg(quota).arg(task.id.as_str()).arg(bytes).arg(reservation_expiry(task)).arg(now_ms());
-        let reserved: i64 = self.store.invoke(&inv).await?;
+        let reserved: i64 = self.link.invoke(&inv).await?;
         Ok(u64::try_from(reserved).ok().filter(|n| *n > 0))
     }
 
@@ -72,7 +73,7 @@ impl ScopeBytes<'_> {
     /// past `quota` when one is given; `settle`: the write that ends the task
     /// landed, so the reservation is settled at that size, at this score
     /// (the task's [`reservation_expiry`]; `bytes.lua`).
-    pub(crate) async fn resize(
+    pub(super) async fn resize(
         &self,
         scope: &Scope,
         id: &TaskId,
@@ -80,8 +81,8 @@ impl ScopeBytes<'_> {
         quota: Option<u64>,
         settle: Option<u64>,
     ) -> Result<Resized, RedisStoreError> {
-        let mut inv = scripts::RESIZE.prepare_invoke();
-        for key in self.store.inner.keys.scope_byte_keys(scope) {
+        let mut inv = super::RESIZE.prepare_invoke();
+        for key in self.link.keys.scope_byte_keys(scope) {
             inv.key(key);
         }
         inv.arg(id.as_str())
@@ -89,7 +90,7 @@ impl ScopeBytes<'_> {
             .arg(quota.map(|q| q.to_string()).unwrap_or_default())
             .arg(now_ms())
             .arg(settle.map(|score| score.to_string()).unwrap_or_default());
-        Ok(match self.store.invoke::<i64>(&inv).await? {
+        Ok(match self.link.invoke::<i64>(&inv).await? {
             -2 => Resized::Refused,
             before => u64::try_from(before).map_or(Resized::Unreserved, Resized::Was),
         })
@@ -99,25 +100,25 @@ impl ScopeBytes<'_> {
     /// not be refused landed, or one that was counted first lost its
     /// compare-and-set). A failure leaves the count off until the next write
     /// counts the task again, or its expiry. `settle` as [`resize`](Self::resize)'s.
-    pub(crate) async fn recount(&self, scope: &Scope, id: &TaskId, bytes: usize, settle: Option<u64>) {
+    pub(super) async fn recount(&self, scope: &Scope, id: &TaskId, bytes: usize, settle: Option<u64>) {
         if let Err(e) = self.resize(scope, id, bytes, None, settle).await {
             tracing::warn!(error = %e, task = %id, "could not count a task's new size under its byte quota");
         }
     }
 
     /// Best effort: take back `task`'s reservation (its create did not happen).
-    pub(crate) async fn unreserve(&self, task: &Task) {
+    pub(super) async fn unreserve(&self, task: &Task) {
         let Ok(bytes) = encode(task).map(|doc| doc.len()) else {
             return;
         };
-        let [reservations, sizes, total] = self.store.inner.keys.scope_byte_keys(&task.scope);
+        let [reservations, sizes, total] = self.link.keys.scope_byte_keys(&task.scope);
         let zrem = redis::cmd("ZREM").arg(reservations).arg(task.id.as_str()).to_owned();
-        let undone = match self.store.query::<i64>(Verbosity::Info, &zrem).await {
+        let undone = match self.link.query::<i64>(Verbosity::Info, &zrem).await {
             Ok(1) => {
                 let hdel = redis::cmd("HDEL").arg(sizes).arg(task.id.as_str()).to_owned();
                 let decr = redis::cmd("DECRBY").arg(total).arg(bytes).to_owned();
-                match self.store.query::<i64>(Verbosity::Info, &hdel).await {
-                    Ok(_) => self.store.query::<i64>(Verbosity::Info, &decr).await.map(|_| ()),
+                match self.link.query::<i64>(Verbosity::Info, &hdel).await {
+                    Ok(_) => self.link.query::<i64>(Verbosity::Info, &decr).await.map(|_| ()),
                     Err(e) => Err(e),
                 }
             }
@@ -132,7 +133,7 @@ impl ScopeBytes<'_> {
 
 /// What `resize.lua` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Resized {
+pub(super) enum Resized {
     /// The task has no reservation (created without a quota, or expired):
     /// nothing is counted.
     Unreserved,

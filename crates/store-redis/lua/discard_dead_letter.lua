@@ -1,6 +1,6 @@
--- dead_discard.lua: remove a dead letter and its index members.
+-- discard_dead_letter.lua: remove a dead letter and its index members.
 --
--- KEYS[1]: the letter {prefix}:{pNN}:dead:<id> (see bury.lua)
+-- KEYS[1]: the letter {prefix}:{pNN}:dead:<id> (see conclude_dead.lua)
 -- KEYS[2]: its tenant index, KEYS[3]: its scope index
 -- ARGV[1]: the hex tenant asking (another tenant's letter is left alone)
 -- ARGV[2]: the letter's index member (cursor)

@@ -1,4 +1,4 @@
--- stats.lua: the work queue of one partition, for metrics, in one round trip
+-- work_stats.lua: the work queue of one partition, for metrics, in one round trip
 -- (read only, one key: works on a cluster as on a single server).
 -- stream.lua is in front of it.
 --

@@ -1,6 +1,6 @@
--- dead_mark.lua: mark a dead letter replayed, once.
+-- mark_dead_letter_replayed.lua: mark a dead letter replayed, once.
 --
--- KEYS[1]: the letter {prefix}:{pNN}:dead:<id> (see bury.lua)
+-- KEYS[1]: the letter {prefix}:{pNN}:dead:<id> (see conclude_dead.lua)
 -- ARGV[1]: the hex tenant asking (another tenant's letter is none)
 -- ARGV[2]: the id of the task the replay made
 -- Returns: the replay's task id now stored (ARGV[2], or an earlier

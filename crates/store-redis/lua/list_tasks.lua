@@ -1,4 +1,4 @@
--- task_list.lua: one partition's part of an admin task listing: the next
+-- list_tasks.lua: one partition's part of an admin task listing: the next
 -- entries of its task indexes, newest first, as cursors "<ms>-<seq>.<id>"
 -- (the index entry's stream id and the task id), not the tasks themselves (a
 -- listing merges every partition's, then reads only its page's tasks).

@@ -1,4 +1,4 @@
--- session.lua: one write to a legacy session's state hash, counted and
+-- write_session.lua: one write to a legacy session's state hash, counted and
 -- capped, the hash expiring TTL ms from now. The first write of a session
 -- (no hash yet) registers it in its scope's set of sessions holding state,
 -- within max_per_scope; the store-wide count is kept by session_admit.lua,

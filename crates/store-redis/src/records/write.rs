@@ -1,47 +1,26 @@
-//! A task's record as the store reads and writes it: the JSON doc
-//! ([`encode`], [`decode`]), reads that treat an expired task as gone, and
-//! the compare-and-set write (`transition.lua`, or `bury.lua` with a dead
-//! letter) with the scope steps a cluster runs around it
-//! ([`Topology::spans_slots`](crate::topology::Topology::spans_slots)).
+//! The compare-and-set write of a task record (`transition.lua`, or
+//! `conclude_dead.lua` with a dead letter) with the scope steps a cluster
+//! runs around it (`ScopeSteps::Around`).
 
-use presa_store::{Cas, DeadLetter, GetView, StoreError, Task, TaskId, Writer, util::now_ms};
+use presa_store::{Cas, DeadLetter, Limit, StoreError, Task, Writer, util::now_ms};
 use redis::Value;
 
+use super::{Records, ScopeSteps, create::optional, quota::Resized, reservation_expiry};
 use crate::{
-    RedisStore, RedisStoreError,
-    create::optional,
+    RedisStoreError,
+    dead::conclude_dead_script,
     durability::Replication,
     keys::GROUP,
-    quota::{Resized, reservation_expiry},
+    record::{decode, decode_live, encode},
 };
 
-impl RedisStore {
-    /// The stored task (any scope); `None` when gone or expired.
-    pub(crate) async fn read(&self, id: &TaskId) -> Result<Option<Task>, RedisStoreError> {
-        let Some(key) = self.inner.keys.task(id) else {
-            return Ok(None);
-        };
-        decode_live(self.read_doc(&key).await?.as_deref())
-    }
-
-    /// What `tasks/get` needs of the stored task (any scope): only the
-    /// fields of the view are decoded. `None` when gone or expired.
-    pub(crate) async fn read_view(&self, id: &TaskId) -> Result<Option<GetView>, RedisStoreError> {
-        let Some(key) = self.inner.keys.task(id) else {
-            return Ok(None);
-        };
-        let Some(doc) = self.read_doc(&key).await? else {
-            return Ok(None);
-        };
-        let view = GetView::from_doc(&doc).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
-        Ok((!view.is_expired(now_ms())).then_some(view))
-    }
+impl Records {
     /// `transition.lua`: compare-and-set `next` as `writer`; with a worker's
     /// work `entry`, a write that ends the task removes that entry too. The
     /// task is counted at its new size under its scope's byte quota, and a
     /// client write growing a live task past `quota` is refused (see `quota.rs`).
-    /// With a dead `letter`, `bury.lua` records it with the write (`dead.rs`).
-    pub(crate) async fn write(
+    /// With a dead `letter`, `conclude_dead.lua` records it with the write (`dead.rs`).
+    pub(crate) async fn transition(
         &self,
         next: &Task,
         writer: Writer,
@@ -49,7 +28,7 @@ impl RedisStore {
         quota: Option<u64>,
         letter: Option<&DeadLetter>,
     ) -> Result<Cas, StoreError> {
-        let keys = &self.inner.keys;
+        let keys = &self.link.keys;
         let (Some(key), Some(channel), Some(partition)) =
             (keys.task(&next.id), keys.events(&next.id), keys.partition_of(&next.id))
         else {
@@ -65,21 +44,22 @@ impl RedisStore {
         let doc = encode(next)?;
         let quota = presa_store::growth_quota(next, writer, quota);
         // One script can take the scope's keys too (standalone), or not (a cluster).
-        let cluster = !self.inner.topology.spans_slots();
+        let cluster = self.scope_steps == ScopeSteps::Around;
         // A cluster counts a refusable write's growth first, in the scope's slot.
         let counted_from = match quota {
             Some(quota) if cluster => {
                 match self.scope_bytes().resize(&next.scope, &next.id, doc.len(), Some(quota), None).await? {
-                    Resized::Refused => {
-                        return Err(StoreError::Capacity { limit: presa_store::Limit::MaxBytesPerScope });
-                    }
+                    Resized::Refused => return Err(StoreError::Capacity { limit: Limit::MaxBytesPerScope }),
                     Resized::Was(before) => Some(before),
                     Resized::Unreserved => None,
                 }
             }
             _ => None,
         };
-        let mut inv = self.transition_script(letter)?;
+        let mut inv = match letter {
+            None => super::TRANSITION.prepare_invoke(),
+            Some(letter) => conclude_dead_script(&self.link, letter)?,
+        };
         inv.key(&key)
             .key(&channel)
             .key(keys.work(partition))
@@ -89,7 +69,7 @@ impl RedisStore {
             .arg(&doc)
             .arg(next.revision)
             .arg(next.status.as_str())
-            .arg(self.publish_cmd())
+            .arg(self.link.topology.publish_cmd())
             .arg(GROUP)
             .arg(entry.unwrap_or_default());
         // Standalone: the script also takes an ending task out of its scope's
@@ -103,12 +83,12 @@ impl RedisStore {
         }
         // Replicated durability confirms the write that ends a task.
         let (reply, replication): (Vec<Value>, _) = if next.status.is_terminal() {
-            self.invoke_confirmed(&inv).await?
+            self.link.invoke_confirmed(&inv).await?
         } else {
-            (self.invoke(&inv).await?, Replication::Confirmed)
+            (self.link.invoke(&inv).await?, Replication::Confirmed)
         };
-        let cas = match reply.as_slice() {
-            [Value::Int(1)] => {
+        let cas = match Transitioned::from_reply(&reply)? {
+            Transitioned::Written => {
                 if cluster && next.status.is_terminal() {
                     self.active_tasks().forget(&next.scope, &next.id).await;
                     self.scope_bytes().recount(&next.scope, &next.id, doc.len(), Some(reservation_expiry(next))).await;
@@ -126,11 +106,9 @@ impl RedisStore {
                 }
                 Cas::Applied(next.clone())
             }
-            [Value::Int(2)] => return Err(StoreError::Capacity { limit: presa_store::Limit::MaxBytesPerScope }),
-            [Value::Int(0)] | [Value::Int(0), Value::Nil] => Cas::Conflict(None),
-            [Value::Int(0), stored] => {
-                let stored: String =
-                    redis::from_redis_value_ref(stored).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
+            Transitioned::OverQuota => return Err(StoreError::Capacity { limit: Limit::MaxBytesPerScope }),
+            Transitioned::Conflict(None) => Cas::Conflict(None),
+            Transitioned::Conflict(Some(stored)) => {
                 if let Some(before) = counted_from {
                     // Counted first, lost: count what is stored (what was counted before, if unreadable).
                     let now = decode(stored.as_bytes()).ok().and_then(|t| encode(&t).ok()).map(|d| d.len());
@@ -138,30 +116,49 @@ impl RedisStore {
                 }
                 Cas::Conflict(decode_live(Some(stored.as_bytes()))?)
             }
-            other => return Err(RedisStoreError::Corrupt(format!("unexpected transition.lua reply: {other:?}")).into()),
         };
         Ok(cas)
     }
 }
 
-/// The whole task as the JSON stored in `doc` and published on its channel.
-pub(crate) fn encode(task: &Task) -> Result<String, RedisStoreError> {
-    // A small task's doc is 400 to 600 bytes: one allocation, no regrowth.
-    let mut doc = Vec::with_capacity(1024);
-    serde_json::to_writer(&mut doc, task).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
-    String::from_utf8(doc).map_err(|e| RedisStoreError::Corrupt(e.to_string()))
+/// What `transition.lua` (or `conclude_dead.lua`) answered (its `Returns:`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Transitioned {
+    /// `{1}`: written and published.
+    Written,
+    /// `{2}`: the byte quota refused the growth; nothing written.
+    OverQuota,
+    /// `{0, doc}`: refused (rev moved, fence stale, or stored status
+    /// terminal), with the stored doc; `{0}`: the task is gone.
+    Conflict(Option<String>),
 }
 
-pub(crate) fn decode(doc: &[u8]) -> Result<Task, RedisStoreError> {
-    serde_json::from_slice(doc).map_err(|e| RedisStoreError::Corrupt(e.to_string()))
+impl Transitioned {
+    fn from_reply(reply: &[Value]) -> Result<Transitioned, RedisStoreError> {
+        match reply {
+            [Value::Int(1)] => Ok(Transitioned::Written),
+            [Value::Int(2)] => Ok(Transitioned::OverQuota),
+            [Value::Int(0)] | [Value::Int(0), Value::Nil] => Ok(Transitioned::Conflict(None)),
+            [Value::Int(0), stored] => redis::from_redis_value_ref(stored)
+                .map(|doc| Transitioned::Conflict(Some(doc)))
+                .map_err(|e| RedisStoreError::Corrupt(e.to_string())),
+            other => Err(RedisStoreError::Corrupt(format!("unexpected transition.lua reply: {other:?}"))),
+        }
+    }
 }
 
-/// Decode a stored doc, treating an expired task as gone (Redis reaps it at
-/// `createdAt + ttlMs`; this covers the moments before it does).
-pub(crate) fn decode_live(doc: Option<&[u8]>) -> Result<Option<Task>, RedisStoreError> {
-    let Some(doc) = doc else {
-        return Ok(None);
-    };
-    let task = decode(doc)?;
-    Ok((!task.is_expired(now_ms())).then_some(task))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transition_replies_decode_as_their_header_says() {
+        let doc = Value::BulkString(b"{}".to_vec());
+        assert_eq!(Transitioned::from_reply(&[Value::Int(1)]).unwrap(), Transitioned::Written);
+        assert_eq!(Transitioned::from_reply(&[Value::Int(2)]).unwrap(), Transitioned::OverQuota);
+        assert_eq!(Transitioned::from_reply(&[Value::Int(0)]).unwrap(), Transitioned::Conflict(None));
+        assert_eq!(Transitioned::from_reply(&[Value::Int(0), Value::Nil]).unwrap(), Transitioned::Conflict(None));
+        assert_eq!(Transitioned::from_reply(&[Value::Int(0), doc]).unwrap(), Transitioned::Conflict(Some("{}".into())));
+        assert!(matches!(Transitioned::from_reply(&[Value::Int(3)]), Err(RedisStoreError::Corrupt(_))));
+    }
 }

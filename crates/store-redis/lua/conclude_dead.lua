@@ -1,4 +1,4 @@
--- bury.lua: transition.lua for the write that ends a poison task, and the
+-- conclude_dead.lua: transition.lua for the write that ends a poison task, and the
 -- task's dead letter recorded in the same step (`presa_store::dead`): a
 -- letter exists exactly when that write landed. `scripts.rs` puts
 -- transition.lua's body in front of this one as the local function
@@ -13,7 +13,7 @@
 --          "<died at, 20 digits>.<id>": lexical order is time of death)
 -- KEYS[4..]: transition.lua's KEYS
 -- ARGV[1]: the letter as stored: "<hex tenant> -\n<letter JSON>" (the
---          "-" becomes the replay's task id, dead_mark.lua)
+--          "-" becomes the replay's task id, mark_dead_letter_replayed.lua)
 -- ARGV[2]: its index member (cursor)
 -- ARGV[3]: when it expires, Unix ms: its death plus the retention
 -- ARGV[4]: "(<20 digits>": index members before it belong to letters dead

@@ -1,8 +1,8 @@
--- dead_list.lua: one partition's part of a dead-letter listing: the cursors
+-- dead_letters.lua: one partition's part of a dead-letter listing: the cursors
 -- (index members) of the next letters, not the letters themselves (a listing
 -- merges every partition's, then reads only the letters of its page).
 --
--- KEYS[1]: an index of the partition: a tenant's or a scope's (see bury.lua)
+-- KEYS[1]: an index of the partition: a tenant's or a scope's (see conclude_dead.lua)
 -- ARGV[1]: where to start: "-" (the first) or "(<cursor>" (after it)
 -- ARGV[2]: at most this many members
 -- ARGV[3]: the partition's letter key prefix {prefix}:{pNN}:dead:

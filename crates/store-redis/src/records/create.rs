@@ -12,34 +12,33 @@ use presa_store::{
 };
 use redis::Value;
 
+use super::{Records, ScopeSteps, reservation_expiry};
 use crate::{
-    RedisStore, RedisStoreError,
+    RedisStoreError,
     durability::Replication,
     keys::Keys,
-    quota::reservation_expiry,
-    scripts::{self, Invocation},
-    task::{decode, encode},
+    record::{decode, encode},
+    scripts::Invocation,
 };
 
-impl RedisStore {
+impl Records {
     /// A new task of `new` under `limits` (or, under an idempotency key used
     /// before for the same request, the task it made).
-    pub(crate) async fn create_task(
+    pub(crate) async fn create_idempotent(
         &self,
         new: NewTask,
         limits: CreateLimits,
         idempotency: Option<&Idempotency>,
     ) -> Result<Created, StoreError> {
         let now = now_ms();
-        let partitions = self.inner.cfg.partitions;
+        let partitions = self.link.cfg.partitions;
         let partition = idempotency.map(|key| key.partition(partitions));
         // A 128-bit id collides practically never; retry a couple of times anyway.
         for _ in 0..3 {
             let task = Task::new(new_task_id_in(partitions, partition), new.clone(), now);
-            let created = if self.inner.topology.spans_slots() {
-                self.create_scoped(&task, limits, idempotency).await?
-            } else {
-                self.create_in_steps(&task, limits, idempotency).await?
+            let created = match self.scope_steps {
+                ScopeSteps::InScript => self.create_scoped(&task, limits, idempotency).await?,
+                ScopeSteps::Around => self.create_in_steps(&task, limits, idempotency).await?,
             };
             match created {
                 Outcome::Yes(usage) => {
@@ -71,8 +70,8 @@ impl RedisStore {
         idempotency: Option<&Idempotency>,
     ) -> Result<Outcome, RedisStoreError> {
         let doc = encode(task)?;
-        let keys = &self.inner.keys;
-        let mut inv = scripts::CREATE_SCOPED.prepare_invoke();
+        let keys = &self.link.keys;
+        let mut inv = super::CREATE_SCOPED.prepare_invoke();
         self.create_args(&mut inv, task, &doc, limits.max_queued_per_partition, None);
         inv.key(keys.scope_active(&task.scope))
             .key(keys.scope_bytes(&task.scope))
@@ -85,8 +84,8 @@ impl RedisStore {
         if let Some(key) = idempotency {
             inv.key(self.idempotency_key(task, key)).arg(&key.fingerprint);
         }
-        let (reply, replication) = self.invoke_confirmed::<Value>(&inv).await?;
-        self.confirmed(created(reply)?, replication).await
+        let (reply, replication) = self.link.invoke_confirmed::<Value>(&inv).await?;
+        self.confirmed(Outcome::from_reply(reply)?, replication).await
     }
 
     /// A create's outcome once replicated durability had its say: a new task
@@ -97,8 +96,8 @@ impl RedisStore {
     async fn confirmed(&self, outcome: Outcome, replication: Replication) -> Result<Outcome, RedisStoreError> {
         let replication = match &outcome {
             Outcome::Yes(_) => replication,
-            Outcome::Replayed(task) => match self.inner.keys.partition_of(&task.id) {
-                Some(partition) => self.confirm_partition(partition).await?,
+            Outcome::Replayed(task) => match self.link.keys.partition_of(&task.id) {
+                Some(partition) => self.link.confirm_partition(partition).await?,
                 None => replication,
             },
             _ => return Ok(outcome),
@@ -111,18 +110,18 @@ impl RedisStore {
 
     /// A keyed create's record: in `task`'s partition (the one the key names).
     fn idempotency_key(&self, task: &Task, key: &Idempotency) -> String {
-        let partition = self.inner.keys.partition_of(&task.id).expect("fresh ids are in range");
-        self.inner.keys.idempotency(partition, key)
+        let partition = self.link.keys.partition_of(&task.id).expect("fresh ids are in range");
+        self.link.keys.idempotency(partition, key)
     }
 
     /// `replay.lua`: the task `key` made before, if any (a cluster's first
     /// step of a keyed create).
     async fn replay(&self, task: &Task, key: &Idempotency) -> Result<Outcome, RedisStoreError> {
-        let mut inv = scripts::REPLAY.prepare_invoke();
+        let mut inv = super::REPLAY.prepare_invoke();
         inv.key(self.idempotency_key(task, key)).arg(&key.fingerprint);
-        match self.invoke::<Value>(&inv).await? {
+        match self.link.invoke::<Value>(&inv).await? {
             Value::Nil => Ok(Outcome::Fresh),
-            other => created(other),
+            other => Outcome::from_reply(other),
         }
     }
 
@@ -164,11 +163,11 @@ impl RedisStore {
             }
         }
         let doc = encode(task)?;
-        let mut inv = scripts::CREATE.prepare_invoke();
+        let mut inv = super::CREATE.prepare_invoke();
         let record = idempotency.map(|key| (self.idempotency_key(task, key), key.fingerprint.as_str()));
         self.create_args(&mut inv, task, &doc, limits.max_queued_per_partition, record);
-        let (reply, replication) = self.invoke_confirmed::<Value>(&inv).await?;
-        let created = match self.confirmed(created(reply)?, replication).await? {
+        let (reply, replication) = self.link.invoke_confirmed::<Value>(&inv).await?;
+        let created = match self.confirmed(Outcome::from_reply(reply)?, replication).await? {
             Outcome::Yes(_) => Outcome::Yes(usage),
             other => other,
         };
@@ -193,7 +192,7 @@ impl RedisStore {
         max_queued: Option<u64>,
         record: Option<(String, &str)>,
     ) {
-        let keys = &self.inner.keys;
+        let keys = &self.link.keys;
         let partition = keys.partition_of(&task.id).expect("fresh ids are in range");
         inv.key(keys.task(&task.id).expect("fresh ids are in range"))
             .key(keys.work(partition))
@@ -204,11 +203,11 @@ impl RedisStore {
             .arg(task.attempt)
             .arg(task.status.as_str())
             .arg(optional(task.expires_at_ms()))
-            .arg(self.wake_cmd())
+            .arg(self.link.topology.wake_cmd())
             .arg(optional(max_queued))
             .key(keys.task_index(partition, &task.scope.tenant))
             .key(keys.task_tenants(partition))
-            .arg(if self.inner.cfg.task_index { "1" } else { "" })
+            .arg(if self.link.cfg.task_index { "1" } else { "" })
             .arg(Keys::tenant_word(&task.scope.tenant))
             .arg(now_ms());
         if let Some((key, fingerprint)) = record {
@@ -218,36 +217,38 @@ impl RedisStore {
 }
 
 /// A script argument that may be absent: the number, or "".
-pub(crate) fn optional(n: Option<u64>) -> String {
+pub(super) fn optional(n: Option<u64>) -> String {
     n.map(|n| n.to_string()).unwrap_or_default()
 }
 
-/// What `create.lua` (or `create_scoped.lua`) replied.
-fn created(reply: Value) -> Result<Outcome, RedisStoreError> {
-    let count = |v: &Value| match v {
-        Value::Int(n) => u64::try_from(*n).ok(),
-        _ => None,
-    };
-    match reply {
-        Value::Nil => Ok(Outcome::Collided),
-        Value::Int(0) => Ok(Outcome::QueueFull),
-        Value::Int(-1) => Ok(Outcome::Refused(Limit::MaxActiveTasksPerScope)),
-        Value::Int(-2) => Ok(Outcome::Refused(Limit::MaxBytesPerScope)),
-        Value::Int(-3) => Ok(Outcome::KeyReused),
-        Value::Array(parts)
-            if parts.len() == 2 && matches!(&parts[0], Value::BulkString(tag) if tag.as_slice() == b"replay") =>
-        {
-            let doc: String =
-                redis::from_redis_value_ref(&parts[1]).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
-            Ok(Outcome::Replayed(Box::new(decode(doc.as_bytes())?)))
+impl Outcome {
+    /// What `create.lua` (or `create_scoped.lua`, `replay.lua`) replied.
+    fn from_reply(reply: Value) -> Result<Outcome, RedisStoreError> {
+        let count = |v: &Value| match v {
+            Value::Int(n) => u64::try_from(*n).ok(),
+            _ => None,
+        };
+        match reply {
+            Value::Nil => Ok(Outcome::Collided),
+            Value::Int(0) => Ok(Outcome::QueueFull),
+            Value::Int(-1) => Ok(Outcome::Refused(Limit::MaxActiveTasksPerScope)),
+            Value::Int(-2) => Ok(Outcome::Refused(Limit::MaxBytesPerScope)),
+            Value::Int(-3) => Ok(Outcome::KeyReused),
+            Value::Array(parts)
+                if parts.len() == 2 && matches!(&parts[0], Value::BulkString(tag) if tag.as_slice() == b"replay") =>
+            {
+                let doc: String =
+                    redis::from_redis_value_ref(&parts[1]).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
+                Ok(Outcome::Replayed(Box::new(decode(doc.as_bytes())?)))
+            }
+            Value::BulkString(_) | Value::SimpleString(_) => Ok(Outcome::Yes(Usage::default())),
+            Value::Array(parts)
+                if parts.len() == 3 && matches!(parts[0], Value::BulkString(_) | Value::SimpleString(_)) =>
+            {
+                Ok(Outcome::Yes(Usage { active: count(&parts[1]), bytes: count(&parts[2]) }))
+            }
+            other => Err(RedisStoreError::Corrupt(format!("unexpected create reply: {other:?}"))),
         }
-        Value::BulkString(_) | Value::SimpleString(_) => Ok(Outcome::Yes(Usage::default())),
-        Value::Array(parts)
-            if parts.len() == 3 && matches!(parts[0], Value::BulkString(_) | Value::SimpleString(_)) =>
-        {
-            Ok(Outcome::Yes(Usage { active: count(&parts[1]), bytes: count(&parts[2]) }))
-        }
-        other => Err(RedisStoreError::Corrupt(format!("unexpected create reply: {other:?}"))),
     }
 }
 

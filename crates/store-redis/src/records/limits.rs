@@ -31,42 +31,40 @@
 //! any other. (The scan that used to repair them on every refused create
 //! read up to 1,000 tasks per refusal, exactly when the scope was busiest.)
 
-use crate::{RedisStore, RedisStoreError, conn::Verbosity, scripts};
 use presa_store::{Scope, Task, TaskId, util::now_ms};
+
+use super::Records;
+use crate::{RedisStoreError, conn::Verbosity, link::Link};
 
 /// A scope's active-task limit, as the steps a cluster runs around the
 /// task's own scripts (standalone Redis runs both inside them).
-pub(crate) struct ActiveTasks<'s> {
-    store: &'s RedisStore,
+pub(super) struct ActiveTasks<'s> {
+    link: &'s Link,
 }
 
-impl RedisStore {
+impl Records {
     /// The per-scope active-task limit's steps.
-    pub(crate) fn active_tasks(&self) -> ActiveTasks<'_> {
-        ActiveTasks { store: self }
+    pub(super) fn active_tasks(&self) -> ActiveTasks<'_> {
+        ActiveTasks { link: &self.link }
     }
 }
 
 impl ActiveTasks<'_> {
     /// Admit `task` under its scope's limit: the scope's active tasks with
     /// it, or `None` when the scope is full.
-    pub(crate) async fn admit(&self, task: &Task, limit: u64) -> Result<Option<u64>, RedisStoreError> {
-        let mut inv = scripts::ADMIT.prepare_invoke();
+    pub(super) async fn admit(&self, task: &Task, limit: u64) -> Result<Option<u64>, RedisStoreError> {
+        let mut inv = super::ADMIT.prepare_invoke();
         let expire_at = task.expires_at_ms().map(|ms| ms.to_string()).unwrap_or_default();
-        inv.key(self.store.inner.keys.scope_active(&task.scope))
-            .arg(limit)
-            .arg(task.id.as_str())
-            .arg(now_ms())
-            .arg(expire_at);
-        let admitted: i64 = self.store.invoke(&inv).await?;
+        inv.key(self.link.keys.scope_active(&task.scope)).arg(limit).arg(task.id.as_str()).arg(now_ms()).arg(expire_at);
+        let admitted: i64 = self.link.invoke(&inv).await?;
         Ok(u64::try_from(admitted).ok().filter(|n| *n > 0))
     }
 
     /// Best effort: the task no longer counts against its scope (a failure
     /// leaves the member counting until the task's expiry).
-    pub(crate) async fn forget(&self, scope: &Scope, id: &TaskId) {
-        let key = self.store.inner.keys.scope_active(scope);
-        if let Err(e) = self.store.query::<i64>(Verbosity::Info, redis::cmd("ZREM").arg(&key).arg(id.as_str())).await {
+    pub(super) async fn forget(&self, scope: &Scope, id: &TaskId) {
+        let key = self.link.keys.scope_active(scope);
+        if let Err(e) = self.link.query::<i64>(Verbosity::Info, redis::cmd("ZREM").arg(&key).arg(id.as_str())).await {
             tracing::warn!(error = %e, "could not update the scope's active-task set");
         }
     }
@@ -75,7 +73,7 @@ impl ActiveTasks<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::decode_live;
+    use crate::record::decode_live;
 
     #[test]
     fn expired_docs_read_as_gone() {
