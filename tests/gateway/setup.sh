@@ -76,30 +76,26 @@ if [[ -z "$NODE" ]]; then
   NPM=("$NODE" "$WHEEL_DIR/lib/node_modules/npm/bin/npm-cli.js")
 fi
 
-# --- server-everything --------------------------------------------------------
-EV_DIR="$PREFIX/everything"
-EV_PKG="$EV_DIR/node_modules/@modelcontextprotocol/server-everything"
-EV_JS="$EV_PKG/dist/index.js"
-mkdir -p "$EV_DIR"
-installed_ev="$( [[ -f "$EV_PKG/package.json" ]] && "$NODE" -p "require('$EV_PKG/package.json').version" 2>/dev/null || true)"
-if [[ "$installed_ev" != "$EVERYTHING_VERSION" ]] || ! cmp -s "$HERE/everything/package-lock.json" "$EV_DIR/package-lock.json"; then
-  cp "$HERE/everything/package.json" "$HERE/everything/package-lock.json" "$EV_DIR/"
-  # npm ci: exactly the locked tree (the prefix form of `npm install --prefix`)
-  PATH="$(dirname "$NODE"):$PATH" run "${NPM[@]}" ci --prefix "$EV_DIR" --no-audit --no-fund --loglevel=error
-fi
-[[ -f "$EV_JS" ]] || fail "server-everything not installed at $EV_JS"
-
-# --- server-filesystem (big files read through the gateway: artifacts) --------------
-FS_DIR="$PREFIX/filesystem"
-FS_PKG="$FS_DIR/node_modules/@modelcontextprotocol/server-filesystem"
-FS_JS="$FS_PKG/dist/index.js"
-mkdir -p "$FS_DIR"
-installed_fs="$( [[ -f "$FS_PKG/package.json" ]] && "$NODE" -p "require('$FS_PKG/package.json').version" 2>/dev/null || true)"
-if [[ "$installed_fs" != "$FILESYSTEM_VERSION" ]] || ! cmp -s "$HERE/filesystem/package-lock.json" "$FS_DIR/package-lock.json"; then
-  cp "$HERE/filesystem/package.json" "$HERE/filesystem/package-lock.json" "$FS_DIR/"
-  PATH="$(dirname "$NODE"):$PATH" run "${NPM[@]}" ci --prefix "$FS_DIR" --no-audit --no-fund --loglevel=error
-fi
-[[ -f "$FS_JS" ]] || fail "server-filesystem not installed at $FS_JS"
+# --- the npm servers: server-everything, server-filesystem ----------------------
+# npm_fixture NAME VERSION: @modelcontextprotocol/server-NAME at VERSION in $PREFIX/NAME, exactly
+# the tree NAME/package-lock.json beside this script locks (npm ci, the prefix form of
+# `npm install --prefix`), unless it is there already; prints the path of its dist/index.js.
+npm_fixture() {
+  local name=$1 version=$2
+  local dir="$PREFIX/$name" pkg="$PREFIX/$name/node_modules/@modelcontextprotocol/server-$name"
+  mkdir -p "$dir"
+  local installed
+  installed="$( [[ -f "$pkg/package.json" ]] && "$NODE" -p "require('$pkg/package.json').version" 2>/dev/null || true)"
+  if [[ "$installed" != "$version" ]] || ! cmp -s "$HERE/$name/package-lock.json" "$dir/package-lock.json"; then
+    cp "$HERE/$name/package.json" "$HERE/$name/package-lock.json" "$dir/"
+    PATH="$(dirname "$NODE"):$PATH" run "${NPM[@]}" ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+  fi
+  [[ -f "$pkg/dist/index.js" ]] || fail "server-$name not installed at $pkg/dist/index.js"
+  echo "$pkg/dist/index.js"
+}
+EV_JS="$(npm_fixture everything "$EVERYTHING_VERSION")"
+# Big files read through the gateway (artifacts).
+FS_JS="$(npm_fixture filesystem "$FILESYSTEM_VERSION")"
 
 # --- Python venv with the mcp SDK ----------------------------------------------
 VENV="$PREFIX/venv"
