@@ -253,16 +253,21 @@ pub fn allowed_hosts(configured: &[String], listen: SocketAddr) -> Vec<String> {
     }
 }
 
+/// The authentication flags alone, parsed from `args` (no program name):
+/// what this module's tests and `checks`' start from.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    #[derive(Debug, Parser)]
-    struct Demo {
+fn auth_args(args: &[&str]) -> AuthArgs {
+    #[derive(Debug, clap::Parser)]
+    struct Flags {
         #[command(flatten)]
         auth: AuthArgs,
     }
+    <Flags as clap::Parser>::parse_from([&["presa"], args].concat()).auth
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     #[test]
     fn a_loopback_listener_accepts_only_loopback_hosts_unless_told() {
@@ -277,7 +282,7 @@ mod tests {
     }
 
     async fn built(args: &[&str]) -> Auth {
-        Demo::parse_from([&["demo"], args].concat()).auth.build(&["deploy".to_string()]).await.unwrap()
+        auth_args(args).build(&["deploy".to_string()]).await.unwrap()
     }
 
     /// Static tokens have no authorization server: without one named, no

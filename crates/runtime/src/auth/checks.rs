@@ -96,38 +96,31 @@ pub fn check_state_secret(secret: &str) -> Result<(), CheckError> {
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
-
     use super::*;
-
-    #[derive(Debug, Parser)]
-    struct Demo {
-        #[command(flatten)]
-        auth: AuthArgs,
-    }
+    use crate::auth::auth_args;
 
     #[test]
     fn anonymous_serving_is_loopback_only_unless_allowed() {
-        let none = Demo::parse_from(["demo"]).auth;
+        let none = auth_args(&[]);
         assert!(check_listen(&none, "127.0.0.1:8080".parse().unwrap()).is_ok());
         let e = check_listen(&none, "0.0.0.0:8080".parse().unwrap()).unwrap_err().to_string();
         assert!(e.contains("--auth") && e.contains("--allow-anonymous"), "{e}");
-        let allowed = Demo::parse_from(["demo", "--allow-anonymous"]).auth;
+        let allowed = auth_args(&["--allow-anonymous"]);
         assert!(check_listen(&allowed, "0.0.0.0:8080".parse().unwrap()).is_ok());
-        let jwt = Demo::parse_from(["demo", "--auth", "jwt"]).auth;
+        let jwt = auth_args(&["--auth", "jwt"]);
         assert!(check_listen(&jwt, "0.0.0.0:8080".parse().unwrap()).is_ok());
     }
 
     #[test]
     fn anonymous_admin_is_loopback_only_even_when_anonymous_is_allowed() {
         let (public, local) = ("0.0.0.0:8080".parse().unwrap(), "127.0.0.1:8080".parse().unwrap());
-        let allowed = Demo::parse_from(["demo", "--allow-anonymous"]).auth;
+        let allowed = auth_args(&["--allow-anonymous"]);
         assert!(check_admin(&allowed, local, true).is_ok());
         let e = check_admin(&allowed, public, true).unwrap_err();
         assert_eq!(e, CheckError::AnonymousAdmin(public));
         assert!(e.to_string().contains("--admin off") && e.to_string().contains("--auth"), "{e}");
         assert!(check_admin(&allowed, public, false).is_ok(), "--admin off");
-        let tokens = Demo::parse_from(["demo", "--auth", "tokens"]).auth;
+        let tokens = auth_args(&["--auth", "tokens"]);
         assert!(check_admin(&tokens, public, true).is_ok());
     }
 
