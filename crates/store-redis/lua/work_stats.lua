@@ -10,25 +10,37 @@
 -- queued, not pending, exactly as in the memory store; so are held entries
 -- (owned by a `held:` consumer, see unhold.lua).
 --
+-- Work put off (defer.lua) waits in the delayed set, not in the stream: it
+-- is counted apart, with how late its earliest due member is.
+--
 -- KEYS[1]: work stream  {prefix}:{pNN}:work
+-- KEYS[2]: delayed set  {prefix}:{pNN}:delayed
 -- ARGV[1]: consumer group
 -- ARGV[2]: idle time (ms) from which a pending entry counts as handed back
 -- Returns: {queued, pending, age in ms of the oldest pending entry (from its
 --          id's timestamp, by the server's clock) or -1 when none is pending,
 --          age in ms of the oldest queued entry (the first never delivered, or
---          the first handed back, whichever is older) or -1 when none is queued}
+--          the first handed back, whichever is older) or -1 when none is queued,
+--          delayed members, ms since the earliest of them came due or -1 when
+--          none is due}
 
 local stream, group, handed_idle = KEYS[1], ARGV[1], tonumber(ARGV[2])
-if redis.call('EXISTS', stream) == 0 then
-  return {0, 0, -1, -1}
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local delayed = redis.call('ZCARD', KEYS[2])
+local due_age = -1
+if delayed > 0 then
+  local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+  local at = tonumber(first[2])
+  if at <= now then
+    due_age = now - at
+  end
 end
-local now = false
+if redis.call('EXISTS', stream) == 0 then
+  return {0, 0, -1, -1, delayed, due_age}
+end
 -- Milliseconds since the entry `id` was added (its id's timestamp).
 local function age_of(id)
-  if not now then
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
   return math.max(0, now - tonumber(string.match(id, '^(%d+)')))
 end
 local len = redis.call('XLEN', stream)
@@ -42,7 +54,7 @@ end
 if not found then
   -- The group was lost; claims re-create it from the start: all queued.
   local first = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)
-  return {len, 0, -1, first[1] and age_of(first[1][1]) or -1}
+  return {len, 0, -1, first[1] and age_of(first[1][1]) or -1, delayed, due_age}
 end
 -- The oldest entry never delivered to the group: the first after the last delivered one.
 local fresh = redis.call('XRANGE', stream, '(' .. delivered, '+', 'COUNT', 1)
@@ -113,4 +125,4 @@ local queued_age = -1
 if oldest_queued then
   queued_age = age_of(oldest_queued)
 end
-return {queued + handed + held, pending - handed - held, age, queued_age}
+return {queued + handed + held, pending - handed - held, age, queued_age, delayed, due_age}

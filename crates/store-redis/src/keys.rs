@@ -98,6 +98,13 @@ impl Keys {
         format!("{}:{}:work", self.prefix, Self::tag(partition))
     }
 
+    /// `{prefix}:{pNN}:delayed` — sorted set: the partition's work put off
+    /// until a time (member: task id, score: when it is due, Unix ms), moved
+    /// back to [`work`](Self::work) when due (`lua/defer.lua`, `lua/promote.lua`).
+    pub fn delayed(&self, partition: u16) -> String {
+        format!("{}:{}:delayed", self.prefix, Self::tag(partition))
+    }
+
     /// `{prefix}:{pNN}:sync` — string, expiring 10 s after its last write:
     /// replicated durability's barrier. Written with a `WAIT` behind it to
     /// confirm that what the partition holds (a replayed create) reached the

@@ -79,4 +79,9 @@ pub struct PartitionStats {
     /// Milliseconds since the oldest queued item (waiting for a worker) was
     /// enqueued; `None` when nothing is queued.
     pub oldest_queued_age_ms: Option<u64>,
+    /// Work items put off until a time ([`WorkQueue::defer`](crate::WorkQueue::defer)), due or not.
+    pub delayed: u64,
+    /// Milliseconds since the earliest waiting item came due (how late it
+    /// is); `None` when none is due yet.
+    pub oldest_due_age_ms: Option<u64>,
 }

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use presa_tasks::Task;
+use presa_tasks::{Task, TaskId};
 
 use crate::{Cas, Claim, PartitionStats, Shares, StoreError, TaskStore};
 
@@ -65,6 +65,21 @@ pub trait WorkQueue: TaskStore {
     /// retention. A refused write records nothing, so a task has at most one
     /// letter.
     async fn conclude_dead(&self, next: &Task, claim: &Claim, reason: &str) -> Result<Cas, StoreError>;
+
+    /// A worker's write under `claim` that puts the work off (a try failed
+    /// in a way worth trying again, `Event::Defer`): `next` (still working)
+    /// is written as the claim's writer and, when applied, the claim's work
+    /// leaves the queue and waits, holding no worker, until `due_at_ms`;
+    /// then it is queued again (behind the work queued before it) and
+    /// claimed, fenced and recovered like new work. Waiting work survives
+    /// the loss of any process (and, on Redis, a restart with AOF). Work of
+    /// a task that ended meanwhile is dropped when it comes due. A refused
+    /// write moves nothing.
+    async fn defer(&self, next: &Task, claim: &Claim, due_at_ms: u64) -> Result<Cas, StoreError>;
+
+    /// Make task `id`'s waiting work due now (an operator's "retry now"):
+    /// `true` when it was waiting. Not scoped: an operator's call.
+    async fn retry_now(&self, id: &TaskId) -> Result<bool, StoreError>;
 
     /// Give unfinished work back so another worker claims it at once.
     async fn release(&self, claim: &Claim) -> Result<(), StoreError>;

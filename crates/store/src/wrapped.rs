@@ -108,6 +108,12 @@ impl<S: WorkQueue> WorkQueue for Wrapped<S> {
     async fn conclude(&self, next: &Task, claim: &Claim) -> Result<Cas, StoreError> {
         self.inner.conclude(next, claim).await
     }
+    async fn defer(&self, next: &Task, claim: &Claim, due_at_ms: u64) -> Result<Cas, StoreError> {
+        self.inner.defer(next, claim, due_at_ms).await
+    }
+    async fn retry_now(&self, id: &TaskId) -> Result<bool, StoreError> {
+        self.inner.retry_now(id).await
+    }
     async fn release(&self, claim: &Claim) -> Result<(), StoreError> {
         self.inner.release(claim).await
     }

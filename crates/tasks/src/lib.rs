@@ -24,5 +24,7 @@ pub mod reducer;
 pub mod wire;
 
 pub use id::TaskId;
-pub use model::{Caller, NewTask, Scope, Status, StatusChange, Task, Work, json_len};
+pub use model::{
+    Caller, FailedTry, MAX_TRIES_KEPT, NewTask, Retries, Scope, Status, StatusChange, Task, Work, json_len,
+};
 pub use reducer::{Event, ReduceError, apply};

@@ -181,6 +181,53 @@ pub struct Task {
     /// operator ([`Task::status_history`]); never on the wire.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<StatusChange>,
+    /// The tries that failed in a way worth trying again, and when the next
+    /// one is due while the work waits (`Event::Defer`). For the worker and
+    /// an operator; never on the wire.
+    #[serde(default, skip_serializing_if = "Retries::is_empty")]
+    pub retries: Retries,
+}
+
+/// How many failed tries a task record keeps in [`Retries::log`] (the last ones).
+pub const MAX_TRIES_KEPT: usize = 10;
+
+/// A task's failed tries so far (see [`Task::retries`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Retries {
+    /// How many tries failed and were put off; the running try is `failed + 1`.
+    #[serde(default)]
+    pub failed: u32,
+    /// The fencing attempt of the claim whose run last put the work off: the
+    /// claims of the current try are counted from it ([`Task::deliveries`]).
+    #[serde(default)]
+    pub fence: u64,
+    /// When the next try is due (Unix ms) while the work waits; `None` once
+    /// a worker has claimed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due_at_ms: Option<u64>,
+    /// The last failed tries, oldest first (at most [`MAX_TRIES_KEPT`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub log: Vec<FailedTry>,
+}
+
+impl Retries {
+    /// Whether no try has failed (what a record leaves out).
+    pub fn is_empty(&self) -> bool {
+        *self == Retries::default()
+    }
+}
+
+/// One try that failed and was put off, as [`Retries::log`] keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailedTry {
+    /// Which try (1 for the first run).
+    pub number: u32,
+    /// When it failed, Unix ms.
+    pub at_ms: u64,
+    /// Why, as the handler or the gateway said it.
+    pub reason: String,
+    /// How long the work was put off after it, ms.
+    pub delay_ms: u64,
 }
 
 /// What a caller supplies to create a task; the store adds id, times and counters.
@@ -220,7 +267,20 @@ impl Task {
             result: None,
             error: None,
             history: Vec::new(),
+            retries: Retries::default(),
         }
+    }
+
+    /// How many times the current try's work has been claimed, this claim
+    /// included: 1 for a try's first run, more when a worker took it over
+    /// after another was lost. Claims of earlier, failed tries do not count.
+    pub fn deliveries(&self) -> u64 {
+        self.attempt.saturating_sub(self.retries.fence)
+    }
+
+    /// Which try this is: 1 until a try has failed and been put off.
+    pub fn try_number(&self) -> u32 {
+        self.retries.failed.saturating_add(1)
     }
 
     /// Every status change after creation, oldest first: the stored

@@ -37,6 +37,18 @@ pub enum Event {
     Fail(Value),
     /// The client cancelled (`tasks/cancel`).
     Cancel,
+    /// The worker's try failed in a way worth trying again: the task stays
+    /// `working` with `message` as its status message, the failure goes to
+    /// its [`Retries`](crate::Retries), and its work waits until `due_at_ms`
+    /// (the store moves it to its delayed work, `WorkQueue::defer`).
+    Defer {
+        /// Why the try failed.
+        reason: String,
+        /// The status message while the work waits.
+        message: String,
+        /// When the next try is due, Unix ms.
+        due_at_ms: u64,
+    },
 }
 
 impl Event {
@@ -52,6 +64,7 @@ impl Event {
             Event::Complete(serde_json::json!({"content": [], "isError": false})),
             Event::Fail(serde_json::json!({"code": -32603, "message": "Internal error"})),
             Event::Cancel,
+            Event::Defer { reason: "upstream 503".into(), message: "attempt 1 of 3 failed".into(), due_at_ms: 9_000 },
         ]
     }
 }
@@ -77,6 +90,25 @@ pub fn apply(task: &Task, event: &Event, now_ms: u64) -> Result<Option<Task>, Re
         Event::Claimed { worker } => {
             next.attempt = task.attempt + 1;
             next.work.worker = Some(worker.clone());
+            next.retries.due_at_ms = None;
+        }
+        Event::Defer { reason, message, due_at_ms } => {
+            let retries = &mut next.retries;
+            retries.log.push(crate::FailedTry {
+                number: task.try_number(),
+                at_ms: now_ms,
+                reason: reason.clone(),
+                delay_ms: due_at_ms.saturating_sub(now_ms),
+            });
+            let over = retries.log.len().saturating_sub(crate::MAX_TRIES_KEPT);
+            retries.log.drain(..over);
+            retries.failed = task.retries.failed.saturating_add(1);
+            retries.fence = task.attempt;
+            retries.due_at_ms = Some(*due_at_ms);
+            next.status = Status::Working;
+            next.status_message = Some(message.clone());
+            next.input_requests.clear();
+            next.work.worker = None;
         }
         Event::RequestInput(requests) => {
             if requests.is_empty() {
@@ -221,6 +253,36 @@ mod tests {
         }
     }
 
+    /// A deferred try keeps the task working, logs the failure, and counts
+    /// the next try's claims afresh; the log keeps only the last tries.
+    #[test]
+    fn a_deferred_try_counts_its_claims_afresh() {
+        let claim = |t: &Task| apply(t, &Event::Claimed { worker: "w".into() }, 2_000).unwrap().unwrap();
+        let defer = |t: &Task, at: u64| {
+            let e = Event::Defer { reason: "503".into(), message: "waiting".into(), due_at_ms: at + 500 };
+            apply(t, &e, at).unwrap().unwrap()
+        };
+        let once = claim(&claim(&task_in(Status::Working)));
+        assert_eq!((once.deliveries(), once.try_number()), (2, 1), "a lost worker's claim counts");
+        let put_off = defer(&once, 3_000);
+        assert_eq!(put_off.status, Status::Working);
+        assert_eq!(put_off.status_message.as_deref(), Some("waiting"));
+        assert_eq!(put_off.retries.due_at_ms, Some(3_500));
+        assert_eq!(
+            put_off.retries.log,
+            [crate::FailedTry { number: 1, at_ms: 3_000, reason: "503".into(), delay_ms: 500 }]
+        );
+        assert_eq!(put_off.work.worker, None);
+        let again = claim(&put_off);
+        assert_eq!((again.deliveries(), again.try_number(), again.retries.due_at_ms), (1, 2, None));
+        let mut t = again;
+        for n in 0..crate::MAX_TRIES_KEPT as u64 + 3 {
+            t = claim(&defer(&t, 4_000 + n));
+        }
+        assert_eq!(t.retries.log.len(), crate::MAX_TRIES_KEPT);
+        assert_eq!(t.retries.log.last().map(|f| f.number), Some(t.try_number() - 1));
+    }
+
     /// Every status × event pair, with the expected next status (`None`: no-op).
     #[test]
     fn every_state_event_pair() {
@@ -239,6 +301,7 @@ mod tests {
                 (_, Event::Complete(_)) => Some(Completed),
                 (_, Event::Fail(_)) => Some(Failed),
                 (_, Event::Cancel) => Some(Cancelled),
+                (_, Event::Defer { .. }) => Some(Working),
                 _ => unreachable!(),
             }
         };

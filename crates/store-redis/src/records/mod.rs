@@ -26,6 +26,8 @@ mod limits;
 mod quota;
 mod write;
 
+pub(crate) use write::Transitioned;
+
 use quota::reservation_expiry;
 use std::sync::LazyLock;
 

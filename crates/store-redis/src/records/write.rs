@@ -121,9 +121,10 @@ impl Records {
     }
 }
 
-/// What `transition.lua` (or `conclude_dead.lua`) answered (its `Returns:`).
+/// What `transition.lua` (or `conclude_dead.lua`, or `defer.lua`, which
+/// never answers `OverQuota`) answered (its `Returns:`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Transitioned {
+pub(crate) enum Transitioned {
     /// `{1}`: written and published.
     Written,
     /// `{2}`: the byte quota refused the growth; nothing written.
@@ -134,7 +135,7 @@ enum Transitioned {
 }
 
 impl Transitioned {
-    fn from_reply(reply: &[Value]) -> Result<Transitioned, RedisStoreError> {
+    pub(crate) fn from_reply(reply: &[Value]) -> Result<Transitioned, RedisStoreError> {
         match reply {
             [Value::Int(1)] => Ok(Transitioned::Written),
             [Value::Int(2)] => Ok(Transitioned::OverQuota),

@@ -83,6 +83,14 @@ impl WorkQueue for RedisStore {
         self.parts.records.transition(next, claim.writer(), entry.as_deref(), None, letter.as_ref()).await
     }
 
+    async fn defer(&self, next: &Task, claim: &Claim, due_at_ms: u64) -> Result<Cas, StoreError> {
+        Ok(self.parts.queue.defer(next, claim, due_at_ms).await?)
+    }
+
+    async fn retry_now(&self, id: &TaskId) -> Result<bool, StoreError> {
+        Ok(self.parts.queue.retry_now(id).await?)
+    }
+
     async fn release(&self, claim: &Claim) -> Result<(), StoreError> {
         Ok(self.parts.queue.release(claim).await?)
     }

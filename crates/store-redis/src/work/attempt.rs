@@ -157,7 +157,11 @@ impl Queue {
             let reply: Vec<Value> = self.link.invoke(&inv).await?;
             match Claimed::from_reply(&reply)? {
                 Claimed::Yes => {
-                    return Ok(Some(Claim { deliveries: next.attempt, receipt: e.receipt().to_string(), task: next }));
+                    return Ok(Some(Claim {
+                        deliveries: next.deliveries(),
+                        receipt: e.receipt().to_string(),
+                        task: next,
+                    }));
                 }
                 Claimed::Dropped => return Ok(None),
                 Claimed::Moved(current) => doc = current,

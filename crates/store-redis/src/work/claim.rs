@@ -99,6 +99,13 @@ impl Queue {
             if let Some(n) = woken.as_mut().as_pin_mut() {
                 n.enable();
             }
+            // Work put off that came due joins the streams first (read next).
+            if self.state.delayed.due()
+                && let Err(e) = self.promote().await
+                && !is_nogroup(&e)
+            {
+                tracing::warn!(error = %e, "queueing due delayed work failed; a later claim does it");
+            }
             let (fresh, cursors) = match self.read_new(worker, max - out.len(), lease, woke.take()).await {
                 // The groups were lost (e.g. Redis restarted empty): make them again.
                 Err(e) if is_nogroup(&e) => {
@@ -143,7 +150,9 @@ impl Queue {
             if !out.is_empty() || now >= deadline || caller_gone() {
                 return Ok(out);
             }
-            let slice = (deadline - now).min(MAX_SLICE);
+            // Wake for the earliest due delayed work this store knows of.
+            let due = self.state.delayed.until_next().unwrap_or(MAX_SLICE);
+            let slice = (deadline - now).min(MAX_SLICE).min(due.max(Duration::from_millis(1)));
             if self.reads == Reads::PerPartition {
                 // One XREADGROUP cannot block on streams of several slots:
                 // sleep until a partition's wake channel pings (or poll).

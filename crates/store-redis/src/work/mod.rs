@@ -22,7 +22,7 @@
 //!   set, when that is younger than an eighth of a lease) and publishes the snapshot, or
 //!   drops the entry when the task is terminal or gone, exactly as
 //!   `claim.lua` does for one; an entry whose task moved in between is
-//!   retried alone with `claim.lua`. `deliveries` is the bumped attempt:
+//!   retried alone with `claim.lua`. `deliveries` is the bumped attempt less the fence of the last deferral (`Task::deliveries`):
 //!   every claim of the task's one work entry counts.
 //! - **recovery bound**: an entry is never pending at idle ≈ 0. `read.lua`
 //!   and `recover.lua` set the idle time of what they deliver to H − lease in
@@ -69,6 +69,7 @@
 
 mod attempt;
 mod claim;
+mod delayed;
 mod lease;
 mod read;
 mod receipt;
@@ -99,6 +100,9 @@ task_script!(RENEW, "renew.lua", "Reset a held entry's idle time if the attempt 
 task_script!(RELEASE, "release.lua", "Make a held entry recoverable at once if the attempt still matches.");
 task_script!(REMOVE_WORK, "remove_work.lua", "XACK and XDEL finished work, unless a newer attempt holds it.");
 script!(ACK, "ack.lua", "XACK and XDEL a work entry together.");
+task_script!(DEFER, "defer.lua", "Write a deferred task (CAS, fenced) and move its work entry to the delayed set.");
+script!(PROMOTE, "promote.lua", Debug, "Queue the due members of the delayed sets (standalone: any partitions).");
+script!(RETRY_NOW, "retry_now.lua", "Make a task's delayed work due now.");
 script!(@ TASK_STREAM, READ, "read.lua", Debug, "Read up to N new entries over the partitions (standalone only).");
 script!(@ STREAM, RECOVER, "recover.lua", Debug, "XAUTOCLAIM up to N lapsed entries over the partitions (standalone only).");
 script!(@ STREAM, UNHOLD, "unhold.lua", Debug, "Hand held entries of scopes with room to a worker (standalone: any partitions).");
@@ -134,6 +138,8 @@ struct QueueState {
     reader: Reader,
     /// When the queue last looked for lapsed leases and held work.
     recovery: Recovery,
+    /// When the queue last promoted delayed work, and the next due time it knows.
+    delayed: delayed::Delayed,
     /// The tasks this process runs, watched through the claimed channels.
     claimed: Claimed,
 }

@@ -136,7 +136,7 @@ impl Queue {
 /// Whether something done at most once per `every` per store (looking for
 /// lapsed leases, or for held work) is due now; `last` is when it last ran
 /// (ms since `born`, 0: never). Whichever claim gets there first runs it.
-fn due(last: &AtomicU64, born: &Instant, every: Duration) -> bool {
+pub(super) fn due(last: &AtomicU64, born: &Instant, every: Duration) -> bool {
     let every = every.as_millis() as u64;
     let now = (born.elapsed().as_millis() as u64).max(1);
     let seen = last.load(Ordering::Relaxed);

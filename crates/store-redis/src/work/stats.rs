@@ -22,14 +22,18 @@ impl Queue {
         let handed_back_idle = self.link.cfg.max_lease.saturating_add(HANDED_BACK_IDLE).as_millis() as u64;
         let reads = (0..self.link.keys.partitions()).map(|partition| async move {
             let mut inv = super::WORK_STATS.prepare_invoke();
-            inv.key(self.link.keys.work(partition)).arg(GROUP).arg(handed_back_idle);
-            let (queued, pending, age, queued_age): (i64, i64, i64, i64) = self.link.invoke(&inv).await?;
+            inv.key(self.link.keys.work(partition)).key(self.link.keys.delayed(partition));
+            inv.arg(GROUP).arg(handed_back_idle);
+            let (queued, pending, age, queued_age, delayed, due_age): (i64, i64, i64, i64, i64, i64) =
+                self.link.invoke(&inv).await?;
             Ok(PartitionStats {
                 partition,
                 queued: queued.max(0) as u64,
                 pending: pending.max(0) as u64,
                 oldest_pending_age_ms: u64::try_from(age).ok(),
                 oldest_queued_age_ms: u64::try_from(queued_age).ok(),
+                delayed: delayed.max(0) as u64,
+                oldest_due_age_ms: u64::try_from(due_age).ok(),
             })
         });
         join_all(reads).await.into_iter().collect()

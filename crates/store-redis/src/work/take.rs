@@ -141,7 +141,7 @@ impl Queue {
             for (p, r) in group.into_iter().zip(reply) {
                 match r {
                     Claimed::Yes => out.push(Claim {
-                        deliveries: p.next.attempt,
+                        deliveries: p.next.deliveries(),
                         receipt: p.entry.receipt().to_string(),
                         task: p.next,
                     }),

@@ -49,6 +49,7 @@ use serde_json::{Value, json};
 mod admin;
 mod bus;
 mod dead;
+mod delayed;
 mod idempotency;
 mod quota;
 mod sessions;
@@ -57,6 +58,7 @@ mod work;
 pub use admin::*;
 pub use bus::*;
 pub use dead::*;
+pub use delayed::*;
 pub use idempotency::*;
 pub use quota::*;
 pub use sessions::*;
@@ -107,6 +109,10 @@ macro_rules! store_contract_tests {
             remove_work_removes_the_work,
             conclude_removes_the_work_of_the_write_that_ends_the_task,
             work_stats_count_queued_and_pending_work,
+            deferred_work_waits_then_runs_as_a_new_try,
+            a_stale_holder_cannot_defer,
+            retry_now_makes_waiting_work_due,
+            a_task_cancelled_while_waiting_never_runs,
             capacity_limit_per_scope,
             admission_counts_are_exact,
             max_queued_refuses_retryably_and_stores_nothing,

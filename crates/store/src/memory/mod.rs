@@ -91,6 +91,9 @@ struct State {
     work_per_partition: HashMap<u16, usize>,
     /// Unleased work, oldest first (released work goes to the front).
     queue: VecDeque<TaskId>,
+    /// Work put off until a time (Unix ms), earliest first: queued at the
+    /// back once due (see `work.rs`).
+    delayed: BTreeSet<(u64, TaskId)>,
     next_receipt: u64,
     last_purge_ms: u64,
     /// Idempotency records ([`Idempotency::id`]): the request's fingerprint
@@ -116,6 +119,8 @@ fn active_key(task: &Task) -> (u64, TaskId) {
 struct WorkItem {
     deliveries: u64,
     lease: Option<Lease>,
+    /// While the work waits in `State::delayed`: when it is due (Unix ms).
+    due_at_ms: Option<u64>,
 }
 
 struct Lease {
@@ -155,6 +160,7 @@ impl State {
         }
         let work = &self.work;
         self.queue.retain(|id| work.contains_key(id));
+        self.delayed.retain(|(_, id)| work.contains_key(id));
         self.active.retain(|_, ids| {
             ids.retain(|(_, id)| tasks.get(id).is_some_and(|t| !t.status.is_terminal()));
             !ids.is_empty()

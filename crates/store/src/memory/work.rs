@@ -14,24 +14,45 @@ use tokio::sync::broadcast;
 
 use crate::{
     Cas, Claim, DeadLetter, PartitionStats, Shares, StoreError, WorkQueue,
-    memory::{Lease, MemoryStore, State, deadline_after},
+    memory::{Lease, MemoryStore, State, WorkItem, deadline_after},
     util::now_ms,
 };
 
 impl State {
     /// Drop task `id`'s work item, if any.
     pub(super) fn remove_work(&mut self, id: &TaskId) {
-        if self.work.remove(id).is_some()
-            && let Some(n) = self.work_per_partition.get_mut(&id.partition().unwrap_or(0))
-        {
+        let Some(item) = self.work.remove(id) else {
+            return;
+        };
+        if let Some(due) = item.due_at_ms {
+            self.delayed.remove(&(due, id.clone()));
+        }
+        if let Some(n) = self.work_per_partition.get_mut(&id.partition().unwrap_or(0)) {
             *n = n.saturating_sub(1);
         }
     }
 
+    /// Queue (at the back) the waiting work that is due at `now`; when the
+    /// next item comes due if some still wait.
+    fn promote_due(&mut self, now: u64) -> Option<u64> {
+        while let Some((due, id)) = self.delayed.first().cloned() {
+            if due > now {
+                return Some(due);
+            }
+            self.delayed.pop_first();
+            if let Some(item) = self.work.get_mut(&id) {
+                *item = WorkItem::default();
+                self.queue.push_back(id);
+            }
+        }
+        None
+    }
+
     /// Claim up to `max` items within `shares`: queued first (in order,
     /// skipping the work of scopes without room, which keeps its place),
-    /// then lapsed leases (oldest deadline first). Also returns the earliest
-    /// deadline still running.
+    /// then lapsed leases (oldest deadline first), after queueing the waiting
+    /// work that came due. Also returns when to look again: the earliest
+    /// lease deadline still running or waiting work coming due.
     pub(super) fn take(
         &mut self,
         worker: &str,
@@ -42,6 +63,7 @@ impl State {
     ) -> (Vec<Claim>, Option<Instant>) {
         let now = now_ms();
         let instant = Instant::now();
+        let next_due = self.promote_due(now);
         let mut claims = Vec::new();
         let mut skipped = VecDeque::new();
         while claims.len() < max {
@@ -84,8 +106,9 @@ impl State {
                 }
             }
         }
-        let next_deadline = self.work.values().filter_map(|w| w.lease.as_ref().map(|l| l.deadline)).min();
-        (claims, next_deadline)
+        let next_lapse = self.work.values().filter_map(|w| w.lease.as_ref().map(|l| l.deadline)).min();
+        let next_due = next_due.map(|due| instant + Duration::from_millis(due.saturating_sub(now)));
+        (claims, next_lapse.into_iter().chain(next_due).min())
     }
 
     /// Whether `shares` admit the work of task `id` (counting it). Work of a
@@ -219,7 +242,44 @@ impl WorkQueue for MemoryStore {
         Ok(())
     }
 
-    /// Every partition's queued and pending work.
+    /// Write `next` as the claim's writer and move its work to the delayed set.
+    async fn defer(&self, next: &Task, claim: &Claim, due_at_ms: u64) -> Result<Cas, StoreError> {
+        let mut s = self.state();
+        if !s.holds(claim, now_ms()) {
+            let stored = s.live(&claim.task.id, now_ms()).cloned();
+            return Ok(Cas::Conflict(stored));
+        }
+        let cas = s.compare_and_set(next, claim.writer(), None, self.max_bytes, &self.changes)?;
+        if matches!(cas, Cas::Applied(_)) && !next.status.is_terminal() {
+            let id = next.id.clone();
+            if let Some(item) = s.work.get_mut(&id) {
+                *item = WorkItem { due_at_ms: Some(due_at_ms), ..WorkItem::default() };
+                s.delayed.insert((due_at_ms, id));
+            }
+        }
+        drop(s);
+        // A claimer waiting past the due time looks again.
+        self.work_ready.notify_waiters();
+        Ok(cas)
+    }
+
+    async fn retry_now(&self, id: &TaskId) -> Result<bool, StoreError> {
+        {
+            let mut s = self.state();
+            let Some(due) = s.work.get(id).and_then(|w| w.due_at_ms) else {
+                return Ok(false);
+            };
+            s.delayed.remove(&(due, id.clone()));
+            let now = now_ms();
+            s.delayed.insert((now, id.clone()));
+            if let Some(item) = s.work.get_mut(id) {
+                item.due_at_ms = Some(now);
+            }
+        }
+        self.work_ready.notify_waiters();
+        Ok(true)
+    }
+
     async fn conclude_dead(&self, next: &Task, claim: &Claim, reason: &str) -> Result<Cas, StoreError> {
         let mut s = self.state();
         let cas = s.compare_and_set(next, claim.writer(), None, self.max_bytes, &self.changes)?;
@@ -243,7 +303,13 @@ impl WorkQueue for MemoryStore {
             };
             let p = id.partition().unwrap_or(0).min(self.partitions - 1);
             let entry = &mut stats[usize::from(p)];
-            if item.lease.is_some() {
+            if let Some(due) = item.due_at_ms {
+                entry.delayed += 1;
+                if due <= now {
+                    let late = now - due;
+                    entry.oldest_due_age_ms = Some(entry.oldest_due_age_ms.map_or(late, |a| a.max(late)));
+                }
+            } else if item.lease.is_some() {
                 entry.pending += 1;
                 let age = now.saturating_sub(task.created_at_ms);
                 entry.oldest_pending_age_ms = Some(entry.oldest_pending_age_ms.map_or(age, |a| a.max(age)));
