@@ -89,6 +89,9 @@ pub(crate) struct TaskRun {
     pub(crate) id: TaskId,
     /// The claim's writer (fencing attempt).
     pub(crate) writer: Writer,
+    /// Which try of the task this run is (1 for the first), and how many
+    /// times this try has been claimed (1 unless a worker running it was lost).
+    pub(crate) tries: (u32, u64),
     /// The worker slot, given back while parked on input.
     pub(crate) slot: Arc<Slot>,
     /// How long a parked handler goes at most without re-reading the task.
@@ -194,15 +197,34 @@ impl ToolContext {
         }
     }
 
-    /// Which run of the task this is: 1 for the first claim, more when a
-    /// worker took the task over after another was lost mid-run (the claim's
-    /// fencing attempt); `None` in a sync call. A handler whose work is not
-    /// safe to repeat can refuse a re-run with it.
+    /// Which run of this try this is: 1 for its first claim, more when a
+    /// worker took it over after another was lost mid-run; `None` in a sync
+    /// call. A handler whose work is not safe to repeat can refuse a re-run
+    /// with it. A new try after a failure worth trying again
+    /// ([`ToolError::Retry`]) starts again from 1 ([`try_number`](Self::try_number) counts those).
     pub fn attempt(&self) -> Option<u64> {
         match &self.inner.mode {
-            Mode::Task(TaskRun { writer: Writer::Worker { attempt }, .. }) => Some(*attempt),
+            Mode::Task(TaskRun { tries: (_, deliveries), .. }) => Some(*deliveries),
             _ => None,
         }
+    }
+
+    /// Which try of the task this is: 1 until a try failed in a way worth
+    /// trying again and was put off; `None` in a sync call.
+    pub fn try_number(&self) -> Option<u32> {
+        match &self.inner.mode {
+            Mode::Task(TaskRun { tries: (number, _), .. }) => Some(*number),
+            _ => None,
+        }
+    }
+
+    /// Ask for this task to run again in `delay` (a handler rescheduling
+    /// itself: an external job not done yet, a rate limit's reset): return
+    /// the error this makes. It counts as a failed try of the tool's
+    /// [`RetryPolicy`](crate::RetryPolicy); in a sync call the client gets
+    /// a retryable error saying when to try again.
+    pub fn retry_after(&self, delay: Duration, reason: impl Into<String>) -> ToolError {
+        ToolError::retry_after(delay, reason)
     }
 
     /// Fires when the work must stop (task cancelled, claim lost, request gone, shutdown).

@@ -118,8 +118,15 @@ impl Core {
             Ok(stats) => {
                 for p in stats {
                     let age = |ms: Option<u64>| ms.map(std::time::Duration::from_millis);
-                    let (pending_age, queued_age) = (age(p.oldest_pending_age_ms), age(p.oldest_queued_age_ms));
-                    metrics::work_queue(p.partition, p.queued, p.pending, pending_age, queued_age);
+                    let gauges = metrics::QueueGauges {
+                        queued: p.queued,
+                        pending: p.pending,
+                        delayed: p.delayed,
+                        oldest_pending_age: age(p.oldest_pending_age_ms),
+                        oldest_queued_age: age(p.oldest_queued_age_ms),
+                        oldest_due_age: age(p.oldest_due_age_ms),
+                    };
+                    metrics::work_queue(p.partition, gauges);
                 }
             }
             Err(e) => tracing::warn!(error = %e, "reading work queue statistics failed"),
@@ -167,6 +174,8 @@ pub(crate) enum Outcome {
     Failed(String),
     /// The work was cancelled (request gone, task cancelled, claim lost).
     Cancelled,
+    /// The try failed in a way worth trying again.
+    Retry(crate::Retry),
 }
 
 impl From<Result<ToolOutput, ToolError>> for Outcome {
@@ -178,6 +187,7 @@ impl From<Result<ToolOutput, ToolError>> for Outcome {
             Err(ToolError::Rpc(e)) => Outcome::Error(e),
             Err(ToolError::Internal(cause)) => Outcome::Failed(cause),
             Err(ToolError::Cancelled) => Outcome::Cancelled,
+            Err(ToolError::Retry(r)) => Outcome::Retry(r),
         }
     }
 }

@@ -2,7 +2,8 @@
 //! from a guess), reduce, compare-and-set (a worker's last write as
 //! `WorkQueue::conclude`, which removes the work of a write that ends the
 //! task, or for a poison task `WorkQueue::conclude_dead`, which records its
-//! dead letter too), retry from the task the refusal returned. The reducer
+//! dead letter too, or for a try put off, `Event::Defer`, `WorkQueue::defer`,
+//! which moves its work to the delayed work), retry from the task the refusal returned. The reducer
 //! decides; the store only persists with a CAS. Conflicts (a concurrent
 //! `tasks/update`, a cancel) are retried on the fresh record; a worker
 //! whose claim was superseded stops (`Fenced`). A worker's write also waits
@@ -204,6 +205,10 @@ impl<'a> TaskWriter<'a> {
                 Ok(Some(next)) => return Err(UpdateError::TooLarge { bytes: size(&next), limit: max_bytes }),
             };
             let write = match self.concluding {
+                Some(Concluding { queue, claim, .. }) if matches!(event, Event::Defer { .. }) => {
+                    let due_at_ms = next.retries.due_at_ms.unwrap_or_default();
+                    store_call("defer", queue.defer(&next, claim, due_at_ms)).await
+                }
                 Some(Concluding { queue, claim, dead: Some(reason) }) => {
                     store_call("conclude_dead", queue.conclude_dead(&next, claim, reason)).await
                 }

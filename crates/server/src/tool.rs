@@ -130,6 +130,11 @@ pub enum ToolError {
     /// The handler needs input it does not have yet (raised by
     /// [`ToolContext::input`] in a sync call; becomes an `InputRequiredResult`).
     NeedInput(BTreeMap<String, Value>),
+    /// The try failed in a way worth trying again ([`ToolError::transient`],
+    /// [`ToolError::retry_after`]): a task is tried again under its tool's
+    /// [`RetryPolicy`](crate::RetryPolicy) (the work waits, holding no
+    /// worker); a sync call answers a retryable error.
+    Retry(crate::Retry),
 }
 
 impl fmt::Display for ToolError {
@@ -139,6 +144,7 @@ impl fmt::Display for ToolError {
             ToolError::Internal(cause) => f.write_str(cause),
             ToolError::Cancelled => f.write_str("cancelled"),
             ToolError::NeedInput(_) => f.write_str("input required"),
+            ToolError::Retry(r) => write!(f, "worth trying again: {r}"),
         }
     }
 }
@@ -192,6 +198,9 @@ pub struct Tool {
     /// The OAuth scopes a caller needs to call it or act on its tasks
     /// (checked only when authentication is configured).
     pub scopes: Vec<String>,
+    /// How its tasks' failed tries are tried again (`None`: the worker's
+    /// default, `WorkerConfig::retry`).
+    pub retry: Option<crate::RetryPolicy>,
 }
 
 impl fmt::Debug for Tool {
@@ -200,6 +209,7 @@ impl fmt::Debug for Tool {
             .field("name", &self.name())
             .field("policy", &self.policy)
             .field("scopes", &self.scopes)
+            .field("retry", &self.retry)
             .finish()
     }
 }
@@ -217,7 +227,15 @@ impl Tool {
             policy: TaskPolicy::Sync,
             handler: Arc::new(handler),
             scopes: Vec::new(),
+            retry: None,
         }
+    }
+
+    /// Try its tasks' transient failures ([`ToolError::transient`]) again
+    /// under `policy` instead of the worker's default.
+    pub fn retry(mut self, policy: crate::RetryPolicy) -> Self {
+        self.retry = Some(policy);
+        self
     }
 
     /// Require these OAuth scopes to call the tool or act on its tasks

@@ -4,7 +4,9 @@
 
 use std::{sync::Arc, time::Duration};
 
-use presa_server::{Catalog, Core, ServerConfig, TaskPolicy, Tool, ToolContext, ToolOutput, Worker, WorkerConfig};
+use presa_server::{
+    Catalog, Core, RetryPolicy, ServerConfig, TaskPolicy, Tool, ToolContext, ToolError, ToolOutput, Worker, WorkerConfig,
+};
 use presa_store::{
     Backend, Cas, CreateLimits, DeadLetterFilter, DeadLetters, NewTask, Scope, Status, Task, TaskId, TaskStore,
     WorkQueue, Writer, memory::MemoryStore, wrapped::Wrapped,
@@ -65,6 +67,25 @@ fn core_on(backend: Backend) -> Core {
             .policy(TaskPolicy::Required),
         )
         .tool(
+            Tool::new(
+                "flaky",
+                "Fails transiently on its first `fail` tries, or for good with `permanent`.",
+                json!({ "type": "object" }),
+                |ctx: ToolContext, args: Value| async move {
+                    let number = ctx.try_number().unwrap_or(1);
+                    if args["permanent"] == true {
+                        return Err(ToolError::invalid_params("no such thing"));
+                    }
+                    if u64::from(number) <= args["fail"].as_u64().unwrap_or(0) {
+                        return Err(ToolError::transient(format!("simulated outage {number}")));
+                    }
+                    Ok(ToolOutput::text(format!("succeeded on try {number}")))
+                },
+            )
+            .policy(TaskPolicy::Required)
+            .retry(RetryPolicy::attempts(3).backoff(Duration::from_millis(200), Duration::from_millis(300))),
+        )
+        .tool(
             Tool::new("ask", "Asks once.", json!({ "type": "object" }), |ctx: ToolContext, _args: Value| async move {
                 let answer = ctx.input("go", json!({ "method": "elicitation/create" })).await?;
                 Ok(ToolOutput::text(answer.to_string()))
@@ -77,9 +98,13 @@ fn core_on(backend: Backend) -> Core {
 }
 
 async fn create(store: &MemoryStore, tool: &str) -> Task {
+    create_with(store, tool, json!({})).await
+}
+
+async fn create_with(store: &MemoryStore, tool: &str, arguments: Value) -> Task {
     let new = NewTask {
         scope: Scope::anonymous(),
-        work: Work { tool: tool.into(), arguments: json!({}), ..Work::default() },
+        work: Work { tool: tool.into(), arguments, ..Work::default() },
         ttl_ms: Some(60_000),
         poll_interval_ms: None,
         status_message: None,
@@ -309,4 +334,61 @@ async fn a_drained_worker_finishes_what_it_holds_and_claims_nothing_new() {
     assert_eq!((report.draining, report.completed, report.slots_in_use), (true, 1, 0));
     stop.cancel();
     tokio::time::timeout(Duration::from_secs(5), running).await.expect("stops on shutdown").unwrap();
+}
+
+/// A tool that fails transiently twice completes on its third try; each
+/// failed try waited within its backoff's bounds (200 ms, then up to
+/// 300 ms) and held no worker meanwhile, and the task keeps its tries.
+#[tokio::test]
+async fn a_transient_failure_is_tried_again_after_its_backoff() {
+    let store = Arc::new(MemoryStore::new());
+    let stop = run_worker(core(store.clone()), 5);
+    let task = create_with(&store, "flaky", json!({ "fail": 2 })).await;
+    let done = wait_terminal(&store, &task.id).await;
+    stop.cancel();
+    assert_eq!(done.status, Status::Completed, "{done:?}");
+    assert_eq!(done.result.as_ref().unwrap()["content"][0]["text"], "succeeded on try 3");
+    let log = &done.retries.log;
+    assert_eq!(done.retries.failed, 2);
+    assert_eq!(log.iter().map(|f| f.number).collect::<Vec<_>>(), [1, 2]);
+    assert!(log.iter().all(|f| f.reason.starts_with("simulated outage")), "{log:?}");
+    assert!(log[0].delay_ms <= 200 && log[1].delay_ms <= 300, "delays within their caps: {log:?}");
+    // The second try ran no earlier than the first's delay said.
+    assert!(log[1].at_ms >= log[0].at_ms + log[0].delay_ms, "{log:?}");
+    assert!(done.updated_at_ms >= log[1].at_ms + log[1].delay_ms, "{log:?}");
+}
+
+/// A permanent error fails the task at once: no try again, no dead letter.
+#[tokio::test]
+async fn a_permanent_error_fails_at_once() {
+    let store = Arc::new(MemoryStore::new());
+    let stop = run_worker(core(store.clone()), 5);
+    let task = create_with(&store, "flaky", json!({ "permanent": true })).await;
+    let done = wait_terminal(&store, &task.id).await;
+    stop.cancel();
+    assert_eq!(done.status, Status::Failed);
+    assert_eq!(done.error.as_ref().unwrap()["code"], -32602);
+    assert_eq!(done.retries.failed, 0);
+    let letters = store.dead_letters(&DeadLetterFilter::tenant("local"), None, 10).await.unwrap();
+    assert!(letters.letters.is_empty(), "{letters:?}");
+}
+
+/// A tool whose every try fails transiently fails after its policy's
+/// attempts, saying so, with a dead letter an operator can replay.
+#[tokio::test]
+async fn exhausted_tries_fail_the_task_with_a_dead_letter() {
+    let store = Arc::new(MemoryStore::new());
+    let stop = run_worker(core(store.clone()), 5);
+    let task = create_with(&store, "flaky", json!({ "fail": 99 })).await;
+    let done = wait_terminal(&store, &task.id).await;
+    stop.cancel();
+    assert_eq!(done.status, Status::Failed);
+    let error = done.error.as_ref().unwrap();
+    assert_eq!(error["data"]["attempts"], 3, "{error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("attempt 3 of 3") && message.contains("simulated outage 3"), "{message}");
+    assert_eq!(done.retries.failed, 2, "two tries put off, the third ended it");
+    let letters = store.dead_letters(&DeadLetterFilter::tenant("local"), None, 10).await.unwrap();
+    assert_eq!(letters.letters.len(), 1, "{letters:?}");
+    assert!(letters.letters[0].reason.contains("attempt 3 of 3 failed"), "{:?}", letters.letters[0]);
 }

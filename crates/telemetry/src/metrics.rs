@@ -40,6 +40,13 @@ pub const WORK_CLAIMS: &str = "presa_work_claims_total";
 pub const WORK_RECLAIMS: &str = "presa_work_reclaims_total";
 /// Tasks failed for having been delivered too often (the dead letters).
 pub const POISON_TASKS: &str = "presa_poison_tasks_total";
+/// Tries that failed in a way worth trying again and were put off, by
+/// `tool` and `reason` (`backoff`: the retry policy chose the delay;
+/// `retry_after`: the failure said when).
+pub const TASK_RETRIES: &str = "presa_task_retries_total";
+/// Tasks failed because their last allowed try failed too, by `tool`
+/// (each leaves a dead letter).
+pub const TASK_RETRIES_EXHAUSTED: &str = "presa_task_retries_exhausted_total";
 /// Open `subscriptions/listen` streams on this process.
 pub const LISTEN_STREAMS: &str = "presa_listen_streams";
 /// Failed store operations, by `operation`.
@@ -52,6 +59,11 @@ pub const WORK_PENDING: &str = "presa_work_pending";
 pub const WORK_OLDEST_PENDING_AGE: &str = "presa_work_oldest_pending_age_seconds";
 /// Age (since it was enqueued) of the oldest work item waiting for a worker, by `partition`; 0 when none.
 pub const WORK_OLDEST_QUEUED_AGE: &str = "presa_work_oldest_queued_age_seconds";
+/// Work items put off until a time (a retry's backoff), due or not, by `partition`.
+pub const WORK_DELAYED: &str = "presa_work_delayed";
+/// How late the earliest due delayed work item is (seconds since it came
+/// due and was not queued yet), by `partition`; 0 when none is due.
+pub const WORK_OLDEST_DUE_AGE: &str = "presa_work_oldest_due_age_seconds";
 /// Handler slots of this worker, by `pool` (`run`: handlers doing work at
 /// once, `--concurrency`; `parked`: handlers waiting for input without a run slot, `--max-parked`).
 pub const WORKER_SLOTS: &str = "presa_worker_slots";
@@ -107,6 +119,8 @@ pub const STORE_OPERATIONS: &[&str] = &[
     "remove_work",
     "watch",
     "work_stats",
+    "defer",
+    "retry_now",
 ];
 
 #[cfg(feature = "exporters")]
@@ -173,6 +187,17 @@ pub fn poison_task() {
     counter!(POISON_TASKS).increment(1);
 }
 
+/// A try of a `tool` task failed transiently and was put off (`after`: the failure said when).
+pub fn task_retried(tool: &str, after: bool) {
+    let reason = if after { "retry_after" } else { "backoff" };
+    counter!(TASK_RETRIES, "tool" => tool.to_string(), "reason" => reason).increment(1);
+}
+
+/// A `tool` task's last allowed try failed: the task failed.
+pub fn task_retries_exhausted(tool: &str) {
+    counter!(TASK_RETRIES_EXHAUSTED, "tool" => tool.to_string()).increment(1);
+}
+
 /// A store operation failed.
 pub fn store_error(operation: &'static str) {
     counter!(STORE_ERRORS, "operation" => operation).increment(1);
@@ -188,20 +213,34 @@ pub fn listen_streams(open: usize) {
     gauge!(LISTEN_STREAMS).set(open as f64);
 }
 
+/// The work queue of one partition right now: how many items, and how old
+/// the oldest is (`None`: none), of each kind.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QueueGauges {
+    /// Waiting for a worker.
+    pub queued: u64,
+    /// Delivered and not finished.
+    pub pending: u64,
+    /// Put off until a time.
+    pub delayed: u64,
+    /// Since the oldest pending item was enqueued.
+    pub oldest_pending_age: Option<Duration>,
+    /// Since the oldest queued item was enqueued.
+    pub oldest_queued_age: Option<Duration>,
+    /// Since the earliest due delayed item came due.
+    pub oldest_due_age: Option<Duration>,
+}
+
 /// The work queue of one partition right now.
-pub fn work_queue(
-    partition: u16,
-    queued: u64,
-    pending: u64,
-    oldest_pending_age: Option<Duration>,
-    oldest_queued_age: Option<Duration>,
-) {
+pub fn work_queue(partition: u16, q: QueueGauges) {
     let p = partition.to_string();
     let secs = |age: Option<Duration>| age.map_or(0.0, |d| d.as_secs_f64());
-    gauge!(WORK_QUEUED, "partition" => p.clone()).set(queued as f64);
-    gauge!(WORK_PENDING, "partition" => p.clone()).set(pending as f64);
-    gauge!(WORK_OLDEST_PENDING_AGE, "partition" => p.clone()).set(secs(oldest_pending_age));
-    gauge!(WORK_OLDEST_QUEUED_AGE, "partition" => p).set(secs(oldest_queued_age));
+    gauge!(WORK_QUEUED, "partition" => p.clone()).set(q.queued as f64);
+    gauge!(WORK_PENDING, "partition" => p.clone()).set(q.pending as f64);
+    gauge!(WORK_DELAYED, "partition" => p.clone()).set(q.delayed as f64);
+    gauge!(WORK_OLDEST_PENDING_AGE, "partition" => p.clone()).set(secs(q.oldest_pending_age));
+    gauge!(WORK_OLDEST_QUEUED_AGE, "partition" => p.clone()).set(secs(q.oldest_queued_age));
+    gauge!(WORK_OLDEST_DUE_AGE, "partition" => p).set(secs(q.oldest_due_age));
 }
 
 /// The gauges a worker keeps up to date as its handlers start, park, resume

@@ -222,6 +222,7 @@ fn tool(
         policy,
         handler: Arc::new(handler),
         scopes: rule.map(|r| r.scopes.clone()).unwrap_or_default(),
+        retry: None,
     }
 }
 

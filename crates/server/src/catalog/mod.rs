@@ -151,6 +151,11 @@ impl RegisteredTool {
         &self.tool.scopes
     }
 
+    /// How its tasks' failed tries are tried again, if it says (`Tool::retry`).
+    pub fn retry(&self) -> Option<crate::RetryPolicy> {
+        self.tool.retry
+    }
+
     /// The implementation.
     pub fn handler(&self) -> &dyn ToolHandler {
         self.tool.handler.as_ref()

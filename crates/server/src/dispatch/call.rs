@@ -162,6 +162,7 @@ impl Server {
             Outcome::Error(e) => Err(ServerError::Rpc(e)),
             Outcome::Failed(cause) => Err(ServerError::Internal(cause)),
             Outcome::Cancelled => Err(ServerError::Internal("request cancelled".into())),
+            Outcome::Retry(retry) => Err(ServerError::Rpc(retry.error_object())),
         }
     }
 

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use crate::RetryPolicy;
+
 /// Worker pool settings.
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -23,8 +25,12 @@ pub struct WorkerConfig {
     pub max_parked_per_scope: Option<usize>,
     /// Lease on claimed work; renewed every third of it.
     pub lease: Duration,
-    /// Deliveries after which a task ends `failed`.
+    /// Deliveries of one try after which a task ends `failed` (a poison
+    /// task: its workers keep being lost).
     pub max_deliveries: u64,
+    /// How a task's transiently failed tries are tried again, for tools
+    /// that set no policy of their own (`Tool::retry`).
+    pub retry: RetryPolicy,
     /// How long one claim call may wait for work.
     pub claim_wait: Duration,
     /// How long running handlers may finish after shutdown starts.
@@ -44,6 +50,7 @@ impl Default for WorkerConfig {
             max_parked_per_scope: None,
             lease: Duration::from_secs(30),
             max_deliveries: 5,
+            retry: RetryPolicy::default(),
             claim_wait: Duration::from_secs(1),
             grace: Duration::from_secs(20),
             cancel_grace: Duration::from_secs(2),

@@ -27,7 +27,7 @@
 use std::{sync::Arc, time::Duration};
 
 use presa_protocol::{codes, jsonrpc::ErrorObject};
-use presa_store::Claim;
+use presa_store::{Claim, util::now_ms};
 use presa_tasks::{Caller, Event};
 use presa_telemetry::{metrics, propagation};
 use serde_json::Value;
@@ -47,6 +47,7 @@ use crate::{
     context::{Invocation, TaskRun, ToolContext},
     core::{Core, Outcome, internal_error},
     node::Node,
+    retry::{Retry, RetryPolicy},
     slots::{Slot, Slots},
     store_io::{Concluding, TaskWriter, UpdateError, Updated, Verbosity, WriteLimits, store_call, store_call_at},
     tool::run_handler,
@@ -211,6 +212,7 @@ impl Worker {
         let keeper = tokio::spawn(Box::pin(
             keep_lease(queue.clone(), claim.clone(), self.config.lease, cancel.clone()).instrument(span.clone()),
         ));
+        let retry = tool.retry().unwrap_or(self.config.retry);
         let handler = run_handler(tool.handler(), ctx, claim.task.work.arguments.clone());
         tokio::pin!(handler);
         let outcome = tokio::select! {
@@ -230,6 +232,16 @@ impl Worker {
                 return;
             }
         };
+        // A try worth trying again waits for its next one (or, with no try
+        // left, fails): nothing it wrote is kept.
+        if let Outcome::Retry(failed) = outcome {
+            keeper.abort();
+            Box::pin(self.retry_later(&claim, failed, retry, &span)).await;
+            if let Some(run) = artifacts {
+                run.discard().await;
+            }
+            return;
+        }
         // The lease is kept while a big result is spilled into artifacts.
         let event = self.event_for(outcome, artifacts.as_deref(), &span).await;
         keeper.abort();
@@ -263,6 +275,37 @@ impl Worker {
         self.conclude_as(claim, failure(error), Some(&reason)).await;
     }
 
+    /// A try that failed in a way worth trying again: put the work off for
+    /// the policy's backoff (or as long as the failure said), the task
+    /// staying `working` with a status message that says so; or, when it
+    /// was the last try the policy allows (or the next would come after the
+    /// task expires), fail the task and record its dead letter.
+    async fn retry_later(&self, claim: &Claim, retry: Retry, policy: RetryPolicy, span: &tracing::Span) {
+        let task = &claim.task;
+        let (number, tool) = (task.try_number(), task.work.tool.as_str());
+        span.record("error.type", "transient");
+        span.record("otel.status_code", "error");
+        let delay = retry.after.unwrap_or_else(|| policy.delay(number, rand::random::<f64>()));
+        let due_at_ms = now_ms().saturating_add(delay.as_millis().min(u128::from(u64::MAX)) as u64);
+        let past_expiry = task.expires_at_ms().is_some_and(|expires| due_at_ms >= expires);
+        if !policy.allows_another(number) || past_expiry {
+            metrics::task_retries_exhausted(tool);
+            let why = if past_expiry { "the next would come after the task expires" } else { "no attempt is left" };
+            tracing::warn!(attempt = number, attempts = policy.attempts, reason = %retry, "{why}: the task fails");
+            let message = format!("The tool failed on attempt {number} of {} ({retry}); {why}", policy.attempts);
+            let data = serde_json::json!({ "attempts": number, "reason": retry.reason });
+            let error = ErrorObject::with_data(codes::INTERNAL_ERROR, message, data);
+            let reason = format!("attempt {number} of {} failed: {retry}; {why}", policy.attempts);
+            self.conclude_as(claim, failure(error), Some(&reason)).await;
+            return;
+        }
+        metrics::task_retried(tool, retry.after.is_some());
+        let message = format!("attempt {number} of {} failed ({retry}); next in {}", policy.attempts, Seconds(delay));
+        tracing::info!(attempt = number, attempts = policy.attempts, reason = %retry, delay_ms = delay.as_millis() as u64, "putting the work off");
+        let event = Event::Defer { reason: retry.reason, message, due_at_ms };
+        self.conclude(claim, event).await;
+    }
+
     /// What the handler of `claim` runs with: the call as the creating
     /// request made it, and the task it may change (fenced by the claim).
     fn context_for(
@@ -284,6 +327,7 @@ impl Worker {
             store: self.core.store().clone(),
             id: task.id.clone(),
             writer: claim.writer(),
+            tries: (task.try_number(), claim.deliveries),
             slot,
             tick: self.core.config().input_tick,
             max_bytes: self.core.config().max_task_bytes,
@@ -347,6 +391,8 @@ impl Worker {
                 failed("internal");
                 failure(internal_error())
             }
+            // (`run_to_outcome` puts these off before it gets here.)
+            Outcome::Retry(retry) => failure(retry.error_object()),
             Outcome::Cancelled => return None,
         })
     }
@@ -449,4 +495,21 @@ async fn spill_patiently(run: &RunArtifacts, result: Value) -> Result<Value, Art
 /// The terminal event of a task that failed with `error`.
 fn failure(error: ErrorObject) -> Event {
     Event::Fail(serde_json::to_value(error).unwrap_or_default())
+}
+
+/// A delay as a person reads it in a status message: `850 ms`, `8 s`, `2 min 5 s`.
+struct Seconds(Duration);
+
+impl std::fmt::Display for Seconds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = self.0.as_millis();
+        match ms {
+            0..1_000 => write!(f, "{ms} ms"),
+            1_000..60_000 => write!(f, "{} s", (ms + 500) / 1_000),
+            _ => {
+                let s = (ms + 500) / 1_000;
+                write!(f, "{} min {} s", s / 60, s % 60)
+            }
+        }
+    }
 }

@@ -68,6 +68,14 @@ fn describe() {
     describe_counter!(WORK_CLAIMS, "Work items claimed by this worker (first runs and re-runs).");
     describe_counter!(WORK_RECLAIMS, "Work claimed again after an earlier delivery (re-runs).");
     describe_counter!(POISON_TASKS, "Tasks failed after too many deliveries (dead letters).");
+    describe_counter!(TASK_RETRIES, "Tries that failed transiently and were put off, by tool and reason.");
+    describe_counter!(TASK_RETRIES_EXHAUSTED, "Tasks failed because their last allowed try failed, by tool.");
+    describe_gauge!(WORK_DELAYED, "Work items put off until a time (retries), by partition.");
+    describe_gauge!(
+        WORK_OLDEST_DUE_AGE,
+        Unit::Seconds,
+        "How late the earliest due delayed work item is (0: none due), by partition."
+    );
     describe_gauge!(LISTEN_STREAMS, "Open subscriptions/listen streams on this process.");
     describe_counter!(STORE_ERRORS, "Failed store operations, by operation.");
     describe_gauge!(WORK_QUEUED, "Work items waiting for a worker, by partition.");
@@ -158,13 +166,26 @@ mod tests {
 
         refusal(Limit::MaxQueued);
         work_claimed(true);
-        work_queue(3, 5, 1, Some(Duration::from_secs(2)), Some(Duration::from_millis(1500)));
+        let gauges = QueueGauges {
+            queued: 5,
+            pending: 1,
+            delayed: 4,
+            oldest_pending_age: Some(Duration::from_secs(2)),
+            oldest_queued_age: Some(Duration::from_millis(1500)),
+            oldest_due_age: Some(Duration::from_millis(250)),
+        };
+        work_queue(3, gauges);
+        task_retried("deploy", true);
         histogram!(QUOTA_USAGE, "quota" => "max_bytes_per_scope").record(0.85);
         histogram!(REDIS_COMMAND_DURATION, "operation" => "get").record(0.0007);
         let scrape = handle.render();
         assert!(value(&scrape, "presa_refusals_total{limit=\"max_queued\"}").unwrap() >= 1.0, "{scrape}");
         assert!(value(&scrape, "presa_work_reclaims_total").unwrap() >= 1.0, "{scrape}");
         assert_eq!(value(&scrape, "presa_work_oldest_queued_age_seconds{partition=\"3\"}"), Some(1.5), "{scrape}");
+        assert_eq!(value(&scrape, "presa_work_delayed{partition=\"3\"}"), Some(4.0), "{scrape}");
+        assert_eq!(value(&scrape, "presa_work_oldest_due_age_seconds{partition=\"3\"}"), Some(0.25), "{scrape}");
+        let retried = "presa_task_retries_total{tool=\"deploy\",reason=\"retry_after\"}";
+        assert!(value(&scrape, retried).unwrap() >= 1.0, "{scrape}");
         // Histograms with their own buckets, rendered as histograms (not summaries).
         let ratio = "presa_quota_usage_ratio_bucket{quota=\"max_bytes_per_scope\",le=\"0.8\"}";
         assert_eq!(value(&scrape, ratio), Some(0.0), "{scrape}");
