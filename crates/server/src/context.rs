@@ -205,7 +205,7 @@ impl ToolContext {
     pub fn attempt(&self) -> Option<u64> {
         match &self.inner.mode {
             Mode::Task(TaskRun { tries: (_, deliveries), .. }) => Some(*deliveries),
-            _ => None,
+            Mode::Request { .. } => None,
         }
     }
 
@@ -214,7 +214,7 @@ impl ToolContext {
     pub fn try_number(&self) -> Option<u32> {
         match &self.inner.mode {
             Mode::Task(TaskRun { tries: (number, _), .. }) => Some(*number),
-            _ => None,
+            Mode::Request { .. } => None,
         }
     }
 
