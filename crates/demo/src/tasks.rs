@@ -5,8 +5,8 @@
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use presa_server::{
-    CatalogBuilder, Elicited, InputRequest, Json, JsonWithText, NoArgs, TaskPolicy, Tool, ToolContext, ToolError,
-    ToolOutput,
+    CatalogBuilder, Elicited, InputRequest, Json, JsonWithText, NoArgs, RetryPolicy, TaskPolicy, Tool, ToolContext,
+    ToolError, ToolOutput,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -66,6 +66,17 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
     )
     .tool(
         Tool::typed(
+            "flaky_job",
+            "Fails in a way worth trying again on its first `failures` tries (after running `seconds` \
+             each), then succeeds: a task tried again after a backoff (up to 4 tries, 0.5 s to 2 s), or \
+             after `retryAfterMs` when given.",
+            flaky_job,
+        )
+        .policy(TaskPolicy::Required)
+        .retry(FLAKY_RETRY),
+    )
+    .tool(
+        Tool::typed(
             "deploy_release",
             "Deploys a release in steps (build, test, stage), asks for confirmation before production, \
              and reports each step in the task's status message.",
@@ -120,6 +131,45 @@ async fn slow_compute(ctx: ToolContext, args: Compute) -> Result<ToolOutput, Too
     // A ToolOutput, not a String: the runner expects the explicit `isError: false`.
     Ok(ToolOutput::Complete(json!({
         "content": [{ "type": "text", "text": format!("Completed {label}") }], "isError": false })))
+}
+
+/// How `flaky_job` is tried again: 4 tries, backing off from 0.5 s up to 2 s.
+pub const FLAKY_RETRY: RetryPolicy =
+    RetryPolicy::attempts(4).backoff(Duration::from_millis(500), Duration::from_secs(2));
+
+/// The arguments of `flaky_job`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct Flaky {
+    /// How many tries fail before one succeeds.
+    #[serde(default)]
+    #[schemars(range(max = 100))]
+    failures: u32,
+    /// How long each try runs before it fails or succeeds.
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 600))]
+    seconds: f64,
+    /// When given, each failed try asks to be tried again after this many ms
+    /// (as an HTTP `Retry-After` would) instead of the backoff.
+    #[serde(default)]
+    #[schemars(range(max = 3_600_000))]
+    retry_after_ms: Option<u64>,
+}
+
+async fn flaky_job(ctx: ToolContext, args: Flaky) -> Result<String, ToolError> {
+    let number = ctx.try_number().unwrap_or(1);
+    if args.seconds > 0.0 {
+        ctx.set_status(format!("Try {number}: working for {} s", args.seconds)).await?;
+        ctx.sleep(Duration::from_secs_f64(args.seconds)).await?;
+    }
+    if number <= args.failures {
+        let reason = format!("simulated outage on try {number}");
+        return Err(match args.retry_after_ms {
+            Some(ms) => ctx.retry_after(Duration::from_millis(ms), reason),
+            None => ToolError::transient(reason),
+        });
+    }
+    Ok(format!("Succeeded on try {number}"))
 }
 
 /// The arguments of `confirm_delete`.

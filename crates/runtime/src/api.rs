@@ -202,6 +202,9 @@ pub struct ApiArgs {
     #[command(flatten)]
     shares: crate::ShareArgs,
 
+    #[command(flatten)]
+    retry: crate::RetryArgs,
+
     /// Grace period on SIGTERM/SIGINT for in-flight requests and running tasks, in ms.
     #[arg(long, env = "PRESA_GRACE_MS", default_value_t = 20_000)]
     grace_ms: u64,

@@ -34,6 +34,9 @@ pub enum RuntimeError {
     /// The settings do not work together.
     #[error("{0}")]
     Config(String),
+    /// The default retry policy's flags make no sense.
+    #[error("--retry-attempts, --retry-initial-ms, --retry-max-ms: {0}")]
+    Retry(#[from] presa_server::RetryPolicyError),
     /// A start-up check refused the settings ([`crate::auth::check_listen`] and the others).
     #[error(transparent)]
     Refused(#[from] crate::auth::CheckError),

@@ -14,6 +14,7 @@ mod app;
 mod artifacts;
 pub mod auth;
 pub mod config;
+mod retry;
 pub mod secret_file;
 mod storage;
 mod worker;
@@ -24,6 +25,7 @@ pub use alloc::jemalloc_in_use;
 pub use api::ApiArgs;
 pub use app::{App, Defaults, Process, RuntimeError, parse_args, parse_args_with};
 pub use artifacts::ArtifactArgs;
+pub use retry::RetryArgs;
 pub use storage::{DurabilityLevel, RedisArgs, Storage, StorageError, Switch};
 pub use worker::WorkerArgs;
 

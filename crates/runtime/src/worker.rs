@@ -44,6 +44,9 @@ pub struct WorkerArgs {
     #[command(flatten)]
     shares: crate::ShareArgs,
 
+    #[command(flatten)]
+    retry: crate::RetryArgs,
+
     /// Lease on claimed work, in ms: a worker silent for this long loses its
     /// work to another. Renewed every third of it.
     #[arg(long, env = "PRESA_LEASE_MS", default_value_t = 30_000)]
@@ -110,6 +113,7 @@ pub(crate) async fn run(app: Checked, args: WorkerArgs) -> Result<(), RuntimeErr
         max_parked_per_scope: args.shares.max_parked_per_scope,
         lease: Duration::from_millis(args.lease_ms),
         max_deliveries: args.max_deliveries,
+        retry: args.retry.policy()?,
         grace,
         ..WorkerConfig::default()
     };

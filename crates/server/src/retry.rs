@@ -49,7 +49,7 @@ pub enum RetryPolicyError {
 impl Default for RetryPolicy {
     /// 3 tries, backing off from 1 s up to 60 s.
     fn default() -> Self {
-        RetryPolicy { attempts: 3, initial: Duration::from_secs(1), max: Duration::from_secs(60) }
+        RetryPolicy::attempts(3)
     }
 }
 
@@ -59,12 +59,17 @@ impl RetryPolicy {
         RetryPolicy { attempts: 1, initial: Duration::from_secs(1), max: Duration::from_secs(1) };
 
     /// `attempts` tries in all, with the default backoff (1 s up to 60 s).
-    pub fn attempts(attempts: u32) -> Self {
-        RetryPolicy { attempts, ..RetryPolicy::default() }
+    pub const fn attempts(attempts: u32) -> Self {
+        RetryPolicy { attempts, initial: Duration::from_secs(1), max: Duration::from_secs(60) }
+    }
+
+    /// This policy with `attempts` tries in all.
+    pub const fn with_attempts(self, attempts: u32) -> Self {
+        RetryPolicy { attempts, ..self }
     }
 
     /// This policy backing off from `initial` up to `max`.
-    pub fn backoff(self, initial: Duration, max: Duration) -> Self {
+    pub const fn backoff(self, initial: Duration, max: Duration) -> Self {
         RetryPolicy { initial, max, ..self }
     }
 

@@ -5,7 +5,8 @@
 use std::{sync::Arc, time::Duration};
 
 use presa_server::{
-    Catalog, Core, RetryPolicy, ServerConfig, TaskPolicy, Tool, ToolContext, ToolError, ToolOutput, Worker, WorkerConfig,
+    Catalog, Core, RetryPolicy, ServerConfig, TaskPolicy, Tool, ToolContext, ToolError, ToolOutput, Worker,
+    WorkerConfig,
 };
 use presa_store::{
     Backend, Cas, CreateLimits, DeadLetterFilter, DeadLetters, NewTask, Scope, Status, Task, TaskId, TaskStore,

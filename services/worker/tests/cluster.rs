@@ -768,3 +768,106 @@ async fn a_principal_with_a_long_backlog_does_not_starve_another_on_redis() {
         assert_eq!(alice.get_task(id).await["status"], "working", "Alice still holds her backlog");
     }
 }
+
+/// The stored task record of `id` (its doc, with what is never on the wire:
+/// its tries) on the single Redis.
+fn stored(cluster: &mut Cluster, id: &str) -> Value {
+    let partition = id.split('.').next().expect("a partitioned id");
+    let key = format!("{}:{{{partition}}}:task:{id}", cluster.prefix);
+    let doc = cluster.redis().cli(&["HGET", &key, "doc"]);
+    serde_json::from_str(&doc).unwrap_or_else(|e| panic!("{e}: {doc:?}"))
+}
+
+/// A `flaky_job` that fails twice (created on one API pod, watched from the
+/// other, run by two workers) completes on its third try; between tries it
+/// is `working`, saying which attempt failed and when the next comes; each
+/// try waited at least its chosen delay, and each delay was within its cap
+/// (0.5 s, then 1 s: `demo::FLAKY_RETRY`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flaky_task_completes_on_its_third_try_across_pods() {
+    let mut cluster = Cluster::new().await;
+    let (a, b) = (cluster.api("api-a", &[]).await, cluster.api("api-b", &[]).await);
+    let _w1 = cluster.worker("w1", 2000, &[]).await;
+    let _w2 = cluster.worker("w2", 2000, &[]).await;
+    let on_a = Client::new(&a.url, tasks_caps());
+    let on_b = Client::new(&b.url, tasks_caps());
+    let id = task_id(&on_a.call_tool("flaky_job", json!({ "failures": 2, "seconds": 0.2 })).await);
+    let waiting = on_b
+        .wait_task(&id, "waiting after its first try", |t| {
+            t["statusMessage"].as_str().is_some_and(|m| m.starts_with("attempt 1 of 4 failed"))
+        })
+        .await;
+    assert_eq!(waiting["status"], "working", "{waiting}");
+    let message = waiting["statusMessage"].as_str().unwrap();
+    assert!(message.contains("(simulated outage on try 1); next in"), "{message}");
+    let done = on_b.wait_task_for(&id, "completed", Duration::from_secs(30), is_terminal).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "Succeeded on try 3", "{done}");
+    let record = stored(&mut cluster, &id);
+    let log = record["retries"]["log"].as_array().expect("a log of failed tries").clone();
+    assert_eq!(log.len(), 2, "{record}");
+    let at = |i: usize| log[i]["at_ms"].as_u64().unwrap();
+    let delay = |i: usize| log[i]["delay_ms"].as_u64().unwrap();
+    assert!(delay(0) <= 500 && delay(1) <= 1000, "delays within their caps: {log:?}");
+    // Each next try ran 0.2 s, so it failed no sooner than its delay plus that.
+    assert!(at(1) >= at(0) + delay(0) + 200, "the second try waited its delay: {log:?}");
+    assert!(record["updated_at_ms"].as_u64().unwrap() >= at(1) + delay(1) + 200, "{record}");
+}
+
+/// A task waiting for its next try survives losing everything: both
+/// workers and its API pod SIGKILLed, Redis killed and restarted from its
+/// AOF; new pods then run the try when it is due, and it completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_task_survives_every_process_and_a_redis_restart() {
+    let mut cluster = Cluster {
+        redis: Some(TestRedis::spawn_with(&["--appendonly", "yes", "--appendfsync", "always"])),
+        prefix: unique_prefix(),
+        url: String::new(),
+    };
+    cluster.url = cluster.redis().url().to_string();
+    let args = ["--redis-timeout-ms", "500"];
+    let mut api = cluster.api("api", &args).await;
+    let mut w1 = cluster.worker("w1", 2000, &args).await;
+    let mut w2 = cluster.worker("w2", 2000, &args).await;
+    let c = Client::new(&api.url, tasks_caps());
+    let id = task_id(&c.call_tool("flaky_job", json!({ "failures": 1, "retryAfterMs": 6000 })).await);
+    let waiting =
+        c.wait_task(&id, "waiting", |t| t["statusMessage"].as_str().is_some_and(|m| m.contains("next in 6 s"))).await;
+    assert_eq!(waiting["status"], "working", "{waiting}");
+    let due = stored(&mut cluster, &id)["retries"]["due_at_ms"].as_u64().expect("a due time while waiting");
+    for pod in [&mut w1, &mut w2, &mut api] {
+        pod.signal("KILL");
+        pod.wait_exit(Duration::from_secs(5)).await;
+    }
+    cluster.redis().restart();
+    let api = cluster.api("api-2", &args).await;
+    let _w3 = cluster.worker("w3", 2000, &args).await;
+    let c = Client::new(&api.url, tasks_caps());
+    let done = c.wait_task_for(&id, "completed", Duration::from_secs(30), is_terminal).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "Succeeded on try 2", "{done}");
+    let record = stored(&mut cluster, &id);
+    assert!(record["updated_at_ms"].as_u64().unwrap() >= due, "not run before it was due: {record}");
+}
+
+/// `tasks/cancel` of a task waiting for its next try ends it `cancelled` at
+/// once, and its work never runs again: once it is due, no worker claims it
+/// (the record's fencing attempt does not move).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_waiting_task_ends_it_and_it_never_runs_again() {
+    let mut cluster = Cluster::new().await;
+    let api = cluster.api("api", &[]).await;
+    let _w1 = cluster.worker("w1", 2000, &[]).await;
+    let _w2 = cluster.worker("w2", 2000, &[]).await;
+    let c = Client::new(&api.url, tasks_caps());
+    let id = task_id(&c.call_tool("flaky_job", json!({ "failures": 1, "retryAfterMs": 1500 })).await);
+    c.wait_task(&id, "waiting", |t| t["statusMessage"].as_str().is_some_and(|m| m.starts_with("attempt 1 of 4"))).await;
+    let attempt = stored(&mut cluster, &id)["attempt"].clone();
+    c.ok("tasks/cancel", json!({ "taskId": id })).await;
+    let cancelled = c.get_task(&id).await;
+    assert_eq!(cancelled["status"], "cancelled", "at once: {cancelled}");
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    let after = c.get_task(&id).await;
+    assert_eq!(after["status"], "cancelled", "{after}");
+    assert_eq!(stored(&mut cluster, &id)["attempt"], attempt, "no worker claimed the cancelled task's work");
+}

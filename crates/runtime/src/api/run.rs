@@ -94,6 +94,7 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
         presa_server::Node::new(node_id, "embedded", args.concurrency)
     };
     tokio::spawn(node.clone().heartbeat(core.clone(), stop_worker.clone()));
+    let retry = args.retry.policy()?;
     let worker = (!storage.durable).then(|| {
         let config = WorkerConfig {
             id: node.id().to_string(),
@@ -101,6 +102,7 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
             max_parked: args.max_parked,
             max_running_per_scope: args.shares.max_running_per_scope,
             max_parked_per_scope: args.shares.max_parked_per_scope,
+            retry,
             grace,
             ..WorkerConfig::default()
         };
