@@ -70,6 +70,9 @@ pub(super) enum Command {
     /// What a big artifact costs: a tool streams one (`--mebibytes`, 200 by default) through an
     /// API pod and a worker pod on Redis, then it is downloaded; throughput and each pod's RSS rise.
     Artifacts(artifacts::ArtifactsArgs),
+    /// How punctual the delayed queue is: `--tasks` tasks (1000) put off at once after a failed
+    /// try, on an API pod and two worker pods on Redis; how late each due try starts, p50/p99.
+    Retries(retries::RetriesArgs),
     /// (Run by presa-bench itself.) Serve the bench catalog on a loopback port in this
     /// process, print the URL, stop when stdin closes.
     #[command(hide = true)]

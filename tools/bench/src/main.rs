@@ -97,6 +97,7 @@ mod load;
 mod ops;
 mod peer;
 mod procs;
+mod retries;
 mod servers;
 mod soak;
 mod tiers;
@@ -143,6 +144,7 @@ async fn main() {
         Some(Command::Soak(soak)) => std::process::exit(soak::run(soak).await),
         Some(Command::Tiers(tiers)) => std::process::exit(tiers::run(tiers).await),
         Some(Command::Artifacts(a)) => std::process::exit(artifacts::run(a).await),
+        Some(Command::Retries(r)) => std::process::exit(retries::run(r).await),
         Some(Command::Serve(serve_args)) => return serve(serve_args).await,
         None => {}
     }

@@ -91,7 +91,8 @@ impl Queue {
         if let Some(cursors) = drained_at
             && !wait.is_zero()
         {
-            woke = self.wait_new(&cursors, wait.min(MAX_SLICE)).await?.map(|parts| (parts, cursors));
+            let slice = wait.min(self.slice_before_due());
+            woke = self.wait_new(&cursors, slice).await?.map(|parts| (parts, cursors));
         }
         loop {
             // Registered before looking, so a wake-up while we look is kept.
@@ -150,9 +151,7 @@ impl Queue {
             if !out.is_empty() || now >= deadline || caller_gone() {
                 return Ok(out);
             }
-            // Wake for the earliest due delayed work this store knows of.
-            let due = self.state.delayed.until_next().unwrap_or(MAX_SLICE);
-            let slice = (deadline - now).min(MAX_SLICE).min(due.max(Duration::from_millis(1)));
+            let slice = (deadline - now).min(self.slice_before_due());
             if self.reads == Reads::PerPartition {
                 // One XREADGROUP cannot block on streams of several slots:
                 // sleep until a partition's wake channel pings (or poll).
@@ -170,6 +169,15 @@ impl Queue {
                 woke = self.wait_new(&cursors, slice).await?.map(|parts| (parts, cursors));
             }
         }
+    }
+}
+
+impl Queue {
+    /// The longest a claim waits in one go: [`MAX_SLICE`], or less, to wake
+    /// when the earliest due delayed work this store knows of comes due.
+    fn slice_before_due(&self) -> Duration {
+        let due = self.state.delayed.until_next().unwrap_or(MAX_SLICE);
+        MAX_SLICE.min(due.max(Duration::from_millis(1)))
     }
 }
 
