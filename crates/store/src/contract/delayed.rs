@@ -10,9 +10,9 @@ use presa_tasks::{Event, Status, Task};
 
 use super::{
     EMPTY_WAIT, LONG_LEASE, PAST_SHORT_LEASE, PATIENCE, SHORT_LEASE, assert_nothing_to_claim, claim_one, commit,
-    create, load, next, scope,
+    create, load, new_task, next, scope,
 };
-use crate::{Cas, Claim, WorkQueue, Writer, util::now_ms};
+use crate::{Cas, Claim, CreateLimits, Limit, StoreError, WorkQueue, Writer, util::now_ms};
 
 /// The write that puts `claim`'s try off until `due_at_ms`.
 fn deferral(claim: &Claim, due_at_ms: u64) -> Task {
@@ -97,5 +97,27 @@ pub async fn a_task_cancelled_while_waiting_never_runs(store: Arc<dyn WorkQueue>
     tokio::time::sleep(Duration::from_millis(400)).await;
     let claims = store.claim("w2", 10, LONG_LEASE, EMPTY_WAIT * 3).await.expect("claim");
     assert!(claims.is_empty(), "a cancelled task's work ran again: {claims:?}");
+    assert_eq!(load(&store, &task.id).await.status, Status::Cancelled);
+}
+
+/// Waiting work is a live task of its owner's: it counts against the
+/// owner's active tasks (a create past the limit is refused while it
+/// waits) and frees its place only when it ends.
+pub async fn waiting_work_counts_against_its_owners_active_tasks(store: Arc<dyn WorkQueue>) {
+    let limits =
+        CreateLimits { max_active_per_scope: Some(1), max_bytes_per_scope: None, max_queued_per_partition: None };
+    let owner = scope("alice");
+    let task = store.create(new_task(&owner, Some(60_000)), limits).await.expect("create");
+    let first = claim_one(&store, "w1", LONG_LEASE).await;
+    let due = now_ms() + 3_600_000;
+    let put_off = deferral(&first, due);
+    store.defer(&put_off, &first, due).await.expect("defer");
+    let refused = store.create(new_task(&owner, Some(60_000)), limits).await;
+    assert!(
+        matches!(refused, Err(StoreError::Capacity { limit: Limit::MaxActiveTasksPerScope })),
+        "a waiting task holds its owner's place: {refused:?}"
+    );
+    commit(&store, &put_off, Event::Cancel, Writer::Client).await;
+    store.create(new_task(&owner, Some(60_000)), limits).await.expect("the cancelled waiting task freed it");
     assert_eq!(load(&store, &task.id).await.status, Status::Cancelled);
 }

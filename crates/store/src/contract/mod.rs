@@ -113,6 +113,7 @@ macro_rules! store_contract_tests {
             a_stale_holder_cannot_defer,
             retry_now_makes_waiting_work_due,
             a_task_cancelled_while_waiting_never_runs,
+            waiting_work_counts_against_its_owners_active_tasks,
             capacity_limit_per_scope,
             admission_counts_are_exact,
             max_queued_refuses_retryably_and_stores_nothing,
