@@ -5,10 +5,11 @@
 //! (also while parked on input), aborts the handler when the task turns
 //! terminal (cancel) or the claim is lost, and writes the outcome with the
 //! claim's fencing attempt, so a worker that lost its claim cannot overwrite
-//! the outcome of the one that took over. Work delivered more than
-//! `max_deliveries` times ends `failed` (poison task), and the write that
-//! ends it records the task's dead letter ([`presa_store::dead`]), from which
-//! an operator can run it again.
+//! the outcome of the one that took over. The write that fails a poison task
+//! or ends its last try records the task's dead letter ([`presa_store::dead`]),
+//! from which an operator can run it again. Work of one try delivered more than
+//! `max_deliveries` times ends `failed` (poison task); a try that failed in a
+//! way worth trying again waits for the next one (see [`crate::retry`]).
 //!
 //! A handler waiting for input gives its run slot back while it waits (see
 //! `crate::slots`): `concurrency` bounds handlers doing work, `max_parked`
@@ -21,35 +22,37 @@
 //! Shutdown: stop claiming, give running handlers `grace` to finish, then
 //! release the rest to the store so another worker takes it at once.
 //!
+//! By part: this file claims and runs, `outcome.rs` writes how a run ended,
+//! `lease.rs` keeps a claim's lease, `config.rs` holds the settings.
+//!
 //! A worker needs only the [`Core`] (catalog, backend, settings): it never
 //! sees a request, so it has no dispatcher and no `requestState` key.
 
 use std::{sync::Arc, time::Duration};
 
-use presa_protocol::{codes, jsonrpc::ErrorObject};
-use presa_store::{Claim, util::now_ms};
+use presa_store::Claim;
 use presa_tasks::{Caller, Event};
 use presa_telemetry::{metrics, propagation};
-use serde_json::Value;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, field::Empty};
 
 mod config;
 mod lease;
+mod outcome;
 
 pub use config::WorkerConfig;
 
 use lease::keep_lease;
+use outcome::failure;
 
 use crate::{
-    artifacts::{ArtifactsError, RunArtifacts, artifact_error_object},
+    artifacts::RunArtifacts,
     context::{Invocation, TaskRun, ToolContext},
     core::{Core, Outcome, internal_error},
     node::Node,
-    retry::{Retry, RetryPolicy},
     slots::{Slot, Slots},
-    store_io::{Concluding, TaskWriter, UpdateError, Updated, Verbosity, WriteLimits, store_call, store_call_at},
+    store_io::{Verbosity, store_call, store_call_at},
     tool::run_handler,
 };
 
@@ -262,50 +265,6 @@ impl Worker {
         }
     }
 
-    /// A poison task (delivered more than `max_deliveries` times): it fails
-    /// without running again, and its dead letter is recorded.
-    async fn bury(&self, claim: &Claim, span: &tracing::Span) {
-        tracing::warn!(deliveries = claim.deliveries, "poison task: giving up");
-        metrics::poison_task();
-        span.record("error.type", "poison");
-        span.record("otel.status_code", "error");
-        let error = ErrorObject::new(codes::INTERNAL_ERROR, "Task failed after repeated attempts");
-        let times = if claim.deliveries == 1 { "once" } else { &format!("{} times", claim.deliveries) };
-        let reason = format!("delivered {times}, more than max_deliveries ({})", self.config.max_deliveries);
-        self.conclude_as(claim, failure(error), Some(&reason)).await;
-    }
-
-    /// A try that failed in a way worth trying again: put the work off for
-    /// the policy's backoff (or as long as the failure said), the task
-    /// staying `working` with a status message that says so; or, when it
-    /// was the last try the policy allows (or the next would come after the
-    /// task expires), fail the task and record its dead letter.
-    async fn retry_later(&self, claim: &Claim, retry: Retry, policy: RetryPolicy, span: &tracing::Span) {
-        let task = &claim.task;
-        let (number, tool) = (task.try_number(), task.work.tool.as_str());
-        span.record("error.type", "transient");
-        span.record("otel.status_code", "error");
-        let delay = retry.after.unwrap_or_else(|| policy.delay(number, rand::random::<f64>()));
-        let due_at_ms = now_ms().saturating_add(delay.as_millis().min(u128::from(u64::MAX)) as u64);
-        let past_expiry = task.expires_at_ms().is_some_and(|expires| due_at_ms >= expires);
-        if !policy.allows_another(number) || past_expiry {
-            metrics::task_retries_exhausted(tool);
-            let why = if past_expiry { "the next would come after the task expires" } else { "no attempt is left" };
-            tracing::warn!(attempt = number, attempts = policy.attempts, reason = %retry, "{why}: the task fails");
-            let message = format!("The tool failed on attempt {number} of {} ({retry}); {why}", policy.attempts);
-            let data = serde_json::json!({ "attempts": number, "reason": retry.reason });
-            let error = ErrorObject::with_data(codes::INTERNAL_ERROR, message, data);
-            let reason = format!("attempt {number} of {} failed: {retry}; {why}", policy.attempts);
-            self.conclude_as(claim, failure(error), Some(&reason)).await;
-            return;
-        }
-        metrics::task_retried(tool, retry.after.is_some());
-        let message = format!("attempt {number} of {} failed ({retry}); next in {}", policy.attempts, Seconds(delay));
-        tracing::info!(attempt = number, attempts = policy.attempts, reason = %retry, delay_ms = delay.as_millis() as u64, "putting the work off");
-        let event = Event::Defer { reason: retry.reason, message, due_at_ms };
-        self.conclude(claim, event).await;
-    }
-
     /// What the handler of `claim` runs with: the call as the creating
     /// request made it, and the task it may change (fenced by the claim).
     fn context_for(
@@ -335,181 +294,5 @@ impl Worker {
             artifacts,
         };
         ToolContext::for_task(invocation, run, cancel, self.core.bus().clone())
-    }
-
-    /// The terminal event a handler's outcome writes, recorded on the task's
-    /// span; `None` for a run that was cancelled, whose end is someone else's.
-    /// A result over the artifact threshold is spilled into `artifacts` first.
-    async fn event_for(
-        &self,
-        outcome: Outcome,
-        artifacts: Option<&RunArtifacts>,
-        span: &tracing::Span,
-    ) -> Option<Event> {
-        let failed = |kind: &str| {
-            span.record("error.type", kind);
-            span.record("otel.status_code", "error");
-        };
-        Some(match outcome {
-            Outcome::Result(result) => {
-                if result.get("isError") == Some(&Value::Bool(true)) {
-                    failed("tool_error");
-                }
-                let result = match artifacts {
-                    Some(run) => match spill_patiently(run, result).await {
-                        Ok(spilled) => spilled,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "storing the result's artifacts failed: the task fails");
-                            failed("artifact_store");
-                            return Some(failure(artifact_error_object(&e)));
-                        }
-                    },
-                    None => result,
-                };
-                let result = self.core.envelope(result);
-                let (bytes, limit) = (presa_tasks::json_len(&result), self.core.config().max_result_bytes);
-                if bytes > limit {
-                    tracing::warn!(bytes, limit, "tool result too large: the task fails");
-                    failed("result_too_large");
-                    let message =
-                        format!("Tool result is {bytes} bytes, more than the {limit}-byte limit (max_result_bytes)");
-                    failure(ErrorObject::new(codes::INTERNAL_ERROR, message))
-                } else {
-                    Event::Complete(result)
-                }
-            }
-            Outcome::NeedsInput { .. } => {
-                tracing::error!("handler returned an MRTR continuation inside a task; use ctx.input()");
-                failure(internal_error())
-            }
-            Outcome::Error(e) => {
-                failed(&e.code.to_string());
-                failure(e)
-            }
-            Outcome::Failed(cause) => {
-                tracing::error!(%cause, "tool handler failed");
-                failed("internal");
-                failure(internal_error())
-            }
-            // (`run_to_outcome` puts these off before it gets here.)
-            Outcome::Retry(retry) => failure(retry.error_object()),
-            Outcome::Cancelled => return None,
-        })
-    }
-
-    /// After a run cancelled by the task turning terminal, or by losing the
-    /// claim: whoever caused it owns the outcome. Clean up if terminal.
-    async fn after_cancellation(&self, claim: &Claim, span: &tracing::Span) {
-        match store_call("load", self.core.store().load(&claim.task.id)).await {
-            Ok(Some(t)) if claim.writer().fence_holds(&t) && t.status.is_terminal() => {
-                span.record("presa.task.status", t.status.as_str());
-                self.remove_work(claim).await;
-            }
-            Ok(None) => self.remove_work(claim).await,
-            _ => {}
-        }
-    }
-
-    /// Write the terminal event (fenced), then remove the work item; whether
-    /// `event` is what the task now holds.
-    async fn conclude(&self, claim: &Claim, event: Event) -> bool {
-        self.conclude_as(claim, event, None).await
-    }
-
-    /// [`conclude`](Self::conclude); for a poison task (`dead`: why it
-    /// died), the write records its dead letter too.
-    async fn conclude_as(&self, claim: &Claim, event: Event, dead: Option<&str>) -> bool {
-        let store = self.core.store();
-        let limit = self.core.config().max_task_bytes;
-        // A Redis restart while the handler ran must not cost a re-run: wait it out (up to a lease).
-        let (id, writer, patience) = (&claim.task.id, claim.writer(), self.config.lease);
-        // Starting from the task as claimed (unless the handler or a client
-        // changed it since, the write needs no read first), and concluding:
-        // the write that ends the task removes its work too.
-        let claimed = Some(Concluding { queue: self.core.work().as_ref(), claim, dead });
-        let task_writer = TaskWriter::new(store.as_ref(), writer, WriteLimits::task(limit)).concluding(claimed);
-        let mut written = task_writer.write_patiently(id, &event, patience).await;
-        let mut as_given = true;
-        if let Err(e @ UpdateError::TooLarge { .. }) = &written {
-            as_given = false;
-            tracing::warn!(error = %e, "task outcome too large: the task fails");
-            let error = ErrorObject::new(codes::INTERNAL_ERROR, format!("Task outcome not stored: {e}"));
-            let unbounded = TaskWriter::new(store.as_ref(), writer, WriteLimits::task(usize::MAX)).concluding(claimed);
-            written = Box::pin(unbounded.write(id, &failure(error))).await;
-        }
-        match written {
-            // Its work went with the write.
-            Ok(Updated::Applied(t)) => {
-                if let Some(node) = &self.node {
-                    node.concluded(t.status);
-                }
-                tracing::Span::current().record("presa.task.status", t.status.as_str());
-                tracing::info!(status = t.status.as_str(), "task finished");
-                as_given
-            }
-            Ok(Updated::Unchanged(_) | Updated::Gone) => {
-                self.remove_work(claim).await;
-                false
-            }
-            Ok(Updated::Fenced) => {
-                tracing::warn!("claim was taken over; dropping this outcome");
-                false
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "could not record the outcome; the work will be retried");
-                false
-            }
-        }
-    }
-
-    async fn remove_work(&self, claim: &Claim) {
-        if let Err(e) = store_call("remove_work", self.core.work().remove_work(claim)).await {
-            tracing::warn!(error = %e, "could not remove finished work");
-        }
-    }
-}
-
-/// How many times a spill is tried while the artifact store fails transiently.
-const SPILL_ATTEMPTS: u32 = 3;
-
-/// [`RunArtifacts::spill`], tried again (after 1 s, then 2 s) while the
-/// artifact store fails in a way retrying may fix: the tool's work is done,
-/// and a blip must not lose it.
-async fn spill_patiently(run: &RunArtifacts, result: Value) -> Result<Value, ArtifactsError> {
-    if presa_tasks::json_len(&result) <= run.artifacts.threshold() {
-        return Ok(result);
-    }
-    let mut attempt = 1;
-    loop {
-        match run.spill(result.clone()).await {
-            Err(ArtifactsError::Store(e)) if e.is_retryable() && attempt < SPILL_ATTEMPTS => {
-                tracing::info!(error = %e, attempt, "storing the result's artifacts failed; trying again");
-                tokio::time::sleep(Duration::from_secs(u64::from(attempt))).await;
-                attempt += 1;
-            }
-            done => return done,
-        }
-    }
-}
-
-/// The terminal event of a task that failed with `error`.
-fn failure(error: ErrorObject) -> Event {
-    Event::Fail(serde_json::to_value(error).unwrap_or_default())
-}
-
-/// A delay as a person reads it in a status message: `850 ms`, `8 s`, `2 min 5 s`.
-struct Seconds(Duration);
-
-impl std::fmt::Display for Seconds {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let ms = self.0.as_millis();
-        match ms {
-            0..1_000 => write!(f, "{ms} ms"),
-            1_000..60_000 => write!(f, "{} s", (ms + 500) / 1_000),
-            _ => {
-                let s = (ms + 500) / 1_000;
-                write!(f, "{} min {} s", s / 60, s % 60)
-            }
-        }
     }
 }
