@@ -1,0 +1,200 @@
+//! The reducer: the one place task state changes are decided.
+//!
+//! `apply(task, event, now)` returns the next task, `Ok(None)` when the event
+//! changes nothing (every event on a terminal task, answers to keys that are
+//! not outstanding…), or an error when the event is a programming error of
+//! the caller (re-using an input key for a different request).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::{Status, Task, Work};
+
+/// Something that happens to a task.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A worker claimed the task's work (first delivery or a recovery): the
+    /// fencing `attempt` goes up by one, so the previous holder's writes are
+    /// refused from now on, and the work names its new holder. The status
+    /// does not change (a task parked on input stays `input_required` while
+    /// its new holder re-runs the handler).
+    Claimed {
+        /// The claiming worker's id.
+        worker: String,
+    },
+    /// The worker needs input: park as `input_required` with these requests.
+    RequestInput(BTreeMap<String, Value>),
+    /// The client answered (`tasks/update`). Only outstanding keys are taken.
+    ProvideInput(BTreeMap<String, Value>),
+    /// The worker updates the status message.
+    SetMessage(String),
+    /// The worker records how far it got, for a re-run to resume from.
+    Checkpoint(Value),
+    /// The work finished with a result (tool errors included).
+    Complete(Value),
+    /// The work failed with a JSON-RPC error object.
+    Fail(Value),
+    /// The client cancelled (`tasks/cancel`).
+    Cancel,
+    /// The worker's try failed in a way worth trying again: the task stays
+    /// `working` with `message` as its status message, the failure goes to
+    /// its [`Retries`](crate::Retries), and its work waits until `due_at_ms`
+    /// (the store moves it to its delayed work, `WorkQueue::defer`).
+    Defer {
+        /// Why the try failed.
+        reason: String,
+        /// The status message while the work waits.
+        message: String,
+        /// When the next try is due, Unix ms.
+        due_at_ms: u64,
+    },
+}
+
+impl Event {
+    /// Every event kind with sample payloads, for exhaustive tests.
+    pub fn samples() -> Vec<Event> {
+        let one = |k: &str| BTreeMap::from([(k.to_string(), serde_json::json!({"method": "elicitation/create"}))]);
+        vec![
+            Event::Claimed { worker: "w-1".into() },
+            Event::RequestInput(one("a")),
+            Event::ProvideInput(BTreeMap::from([("a".to_string(), serde_json::json!({"action": "accept"}))])),
+            Event::SetMessage("step 2".into()),
+            Event::Checkpoint(serde_json::json!({"upstreamTask": "t-1"})),
+            Event::Complete(serde_json::json!({"content": [], "isError": false})),
+            Event::Fail(serde_json::json!({"code": -32603, "message": "Internal error"})),
+            Event::Cancel,
+            Event::Defer { reason: "upstream 503".into(), message: "attempt 1 of 3 failed".into(), due_at_ms: 9_000 },
+        ]
+    }
+}
+
+/// A caller error: the event cannot apply to this task.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReduceError {
+    /// The key was issued before for a different request, or already answered.
+    #[error("input key {0:?} was already used in this task's lifetime")]
+    KeyReused(String),
+    /// An input request map must not be empty.
+    #[error("an input request needs at least one key")]
+    NoInputRequests,
+}
+
+/// Apply `event` to `task` at `now_ms`.
+pub fn apply(task: &Task, event: &Event, now_ms: u64) -> Result<Option<Task>, ReduceError> {
+    if task.status.is_terminal() {
+        return Ok(None);
+    }
+    let mut next = task.clone();
+    match event {
+        Event::Claimed { worker } => {
+            next.attempt = task.attempt + 1;
+            next.work.worker = Some(worker.clone());
+            next.retries.due_at_ms = None;
+        }
+        Event::Defer { reason, message, due_at_ms } => {
+            let retries = &mut next.retries;
+            retries.log.push(crate::FailedTry {
+                number: task.try_number(),
+                at_ms: now_ms,
+                reason: reason.clone(),
+                delay_ms: due_at_ms.saturating_sub(now_ms),
+            });
+            let over = retries.log.len().saturating_sub(crate::MAX_TRIES_KEPT);
+            retries.log.drain(..over);
+            retries.failed = task.retries.failed.saturating_add(1);
+            retries.fence = task.attempt;
+            retries.due_at_ms = Some(*due_at_ms);
+            next.status = Status::Working;
+            next.status_message = Some(message.clone());
+            next.input_requests.clear();
+            next.work.worker = None;
+        }
+        Event::RequestInput(requests) => {
+            if requests.is_empty() {
+                return Err(ReduceError::NoInputRequests);
+            }
+            for (key, request) in requests {
+                let reused = task.input_responses.contains_key(key)
+                    || task.issued_inputs.get(key).is_some_and(|prev| prev != request);
+                if reused {
+                    return Err(ReduceError::KeyReused(key.clone()));
+                }
+            }
+            let already_parked =
+                task.status == Status::InputRequired && requests.keys().all(|k| task.input_requests.contains_key(k));
+            if already_parked {
+                return Ok(None);
+            }
+            for (key, request) in requests {
+                next.input_requests.insert(key.clone(), request.clone());
+                next.issued_inputs.insert(key.clone(), request.clone());
+            }
+            next.status = Status::InputRequired;
+        }
+        Event::ProvideInput(responses) => {
+            let accepted: Vec<&String> = responses.keys().filter(|k| task.input_requests.contains_key(*k)).collect();
+            if accepted.is_empty() {
+                return Ok(None);
+            }
+            for key in accepted {
+                next.input_requests.remove(key);
+                next.input_responses.insert(key.clone(), responses[key].clone());
+            }
+            if next.input_requests.is_empty() {
+                next.status = Status::Working;
+            }
+        }
+        Event::SetMessage(message) => {
+            if task.status_message.as_deref() == Some(message.as_str()) {
+                return Ok(None);
+            }
+            next.status_message = Some(message.clone());
+        }
+        Event::Checkpoint(value) => {
+            if task.checkpoint.as_ref() == Some(value) {
+                return Ok(None);
+            }
+            next.checkpoint = Some(value.clone());
+        }
+        Event::Complete(result) => {
+            finish(&mut next, Status::Completed);
+            next.result = Some(result.clone());
+        }
+        Event::Fail(error) => {
+            finish(&mut next, Status::Failed);
+            next.status_message = error.get("message").and_then(Value::as_str).map(str::to_string);
+            next.error = Some(error.clone());
+        }
+        Event::Cancel => {
+            finish(&mut next, Status::Cancelled);
+            next.status_message = Some("Cancelled by the client".into());
+        }
+    }
+    next.revision = task.revision + 1;
+    next.updated_at_ms = now_ms.max(task.updated_at_ms);
+    // The end needs no entry: a finished task never changes again, so it
+    // ended at `updated_at_ms` (what an operator's view adds, `Task::status_history`).
+    if next.status != task.status && !next.status.is_terminal() {
+        next.history.push(crate::StatusChange { status: next.status, at_ms: next.updated_at_ms });
+    }
+    Ok(Some(next))
+}
+
+/// End `task` as `status`. A finished task never runs again, so what only a
+/// run needs goes (the arguments, client capabilities, MRTR answers, trace
+/// context, caller, and the inputs issued and answered): a finished record
+/// holds only what `tasks/get` answers with (plus the tool's name) for the rest
+/// of its TTL, which is most of the memory a store spends on it.
+fn finish(task: &mut Task, status: Status) {
+    task.status = status;
+    task.input_requests.clear();
+    task.issued_inputs.clear();
+    task.input_responses.clear();
+    task.checkpoint = None;
+    task.work =
+        Work { tool: std::mem::take(&mut task.work.tool), replay_of: task.work.replay_of.take(), ..Work::default() };
+}
+
+#[cfg(test)]
+mod tests;
