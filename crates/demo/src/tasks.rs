@@ -6,7 +6,7 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use presa_server::{
     CatalogBuilder, Elicited, InputRequest, Json, JsonWithText, NoArgs, RetryPolicy, TaskPolicy, Tool, ToolContext,
-    ToolError, ToolOutput,
+    ToolError, ToolOutput, ToolRate,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -74,6 +74,16 @@ pub fn register(b: CatalogBuilder) -> CatalogBuilder {
         )
         .policy(TaskPolicy::Required)
         .retry(FLAKY_RETRY),
+    )
+    .tool(
+        Tool::typed(
+            "metered_job",
+            "Runs `seconds`, then says when it started (Unix ms); called at most 5 times a second (bursts \
+             of 5) across the cluster: a task past it waits its turn, a plain call gets 429.",
+            metered_job,
+        )
+        .policy(TaskPolicy::Optional)
+        .rate(metered_rate()),
     )
     .tool(
         Tool::typed(
@@ -170,6 +180,28 @@ async fn flaky_job(ctx: ToolContext, args: Flaky) -> Result<String, ToolError> {
         });
     }
     Ok(format!("Succeeded on try {number}"))
+}
+
+/// How often `metered_job` may run: 5 a second, in bursts of 5.
+pub fn metered_rate() -> ToolRate {
+    ToolRate::per_second(5.0).burst(5)
+}
+
+/// The arguments of `metered_job`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct Metered {
+    /// How long it runs.
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 600))]
+    seconds: f64,
+}
+
+async fn metered_job(ctx: ToolContext, args: Metered) -> Result<String, ToolError> {
+    let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    if args.seconds > 0.0 {
+        ctx.sleep(Duration::from_secs_f64(args.seconds)).await?;
+    }
+    Ok(format!("Started at {}", started.as_millis()))
 }
 
 /// The arguments of `confirm_delete`.

@@ -15,6 +15,9 @@ pub enum Bound {
     Principal,
     /// One work partition's queue: it frees itself as workers catch up.
     Partition,
+    /// What one tool may be asked across the cluster (its rate): it frees
+    /// itself with time, whoever asks.
+    Tool,
     /// The process or store as a whole: the server is full.
     Process,
     /// One request or record: it is too big, or its time ran out.
@@ -80,6 +83,7 @@ limits! {
     MaxMemoryBytes => "max_memory_bytes", Process;
     AdminMaxStreams => "admin_max_streams", Process;
     AdminMaxStreamsPerTenant => "admin_max_streams_per_tenant", Principal;
+    ToolRate => "tool_rate", Tool;
 }
 
 impl Limit {
@@ -87,7 +91,7 @@ impl Limit {
     /// `-32023` (a share or a queue that frees itself), rather than the
     /// server being full (503) or the request too big (400).
     pub const fn is_callers(self) -> bool {
-        matches!(self.bound(), Bound::Principal | Bound::Partition)
+        matches!(self.bound(), Bound::Principal | Bound::Partition | Bound::Tool)
     }
 
     /// Whether retrying the same request later can pass it.
@@ -98,7 +102,7 @@ impl Limit {
     /// The HTTP status of a refusal for it.
     pub const fn http_status(self) -> u16 {
         match self.bound() {
-            Bound::Principal | Bound::Partition => 429,
+            Bound::Principal | Bound::Partition | Bound::Tool => 429,
             Bound::Process => 503,
             Bound::Request => 400,
         }
@@ -145,6 +149,8 @@ mod tests {
         }
         assert_eq!(Limit::MaxBytesPerScope.http_status(), 429);
         assert_eq!(Limit::MaxQueued.http_status(), 429);
+        assert_eq!(Limit::ToolRate.http_status(), 429);
+        assert!(Limit::ToolRate.is_callers() && Limit::ToolRate.is_retryable());
         assert_eq!(Limit::MaxTasks.http_status(), 503);
         assert_eq!(Limit::MaxTaskBytes.retry_after_ms(), None);
         assert_eq!(serde_json::to_value(Limit::MaxMemoryBytes).unwrap(), "max_memory_bytes");

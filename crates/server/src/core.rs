@@ -101,6 +101,11 @@ impl Core {
         &self.inner.backend.bus
     }
 
+    /// The rates that span the cluster (a tool's, `Tool::rate`).
+    pub fn rates(&self) -> &Arc<dyn presa_store::Rates> {
+        &self.inner.backend.rates
+    }
+
     /// The admin reads and the process registry ([`presa_store::AdminStore`]).
     pub fn admin(&self) -> &Arc<dyn presa_store::AdminStore> {
         &self.inner.backend.admin

@@ -43,6 +43,7 @@ pub mod context;
 pub mod core;
 pub mod dispatch;
 pub mod error;
+pub mod flow;
 pub mod input;
 pub mod node;
 pub mod output;
@@ -70,6 +71,7 @@ pub use error::{
     INFLIGHT_RETRY_AFTER_MS, INSUFFICIENT_SCOPE, QUEUE_FULL_RETRY_AFTER_MS, QUOTA_RETRY_AFTER_MS, REQUIRED_SCOPES,
     ServerError, UNAVAILABLE_RETRY_AFTER_MS,
 };
+pub use flow::ToolRate;
 pub use input::{Elicited, InputRequest};
 pub use node::Node;
 pub use output::{IntoToolOutput, Json, JsonWithText};

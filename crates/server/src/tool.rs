@@ -201,6 +201,8 @@ pub struct Tool {
     /// How its tasks' failed tries are tried again (`None`: the worker's
     /// default, `WorkerConfig::retry`).
     pub retry: Option<crate::RetryPolicy>,
+    /// How often it may be called across the cluster (`None`: no bound).
+    pub rate: Option<crate::ToolRate>,
 }
 
 impl fmt::Debug for Tool {
@@ -210,6 +212,7 @@ impl fmt::Debug for Tool {
             .field("policy", &self.policy)
             .field("scopes", &self.scopes)
             .field("retry", &self.retry)
+            .field("rate", &self.rate)
             .finish()
     }
 }
@@ -228,7 +231,16 @@ impl Tool {
             handler: Arc::new(handler),
             scopes: Vec::new(),
             retry: None,
+            rate: None,
         }
+    }
+
+    /// Call it at most at `rate` across the cluster: a task past it waits
+    /// its turn (no try counted), a call run inside its request is refused
+    /// with `-32023` and `Retry-After`.
+    pub fn rate(mut self, rate: crate::ToolRate) -> Self {
+        self.rate = Some(rate);
+        self
     }
 
     /// Try its tasks' transient failures ([`ToolError::transient`]) again

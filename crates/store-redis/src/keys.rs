@@ -215,6 +215,13 @@ impl Keys {
         format!("{}:{{nodes}}:drain", self.prefix)
     }
 
+    /// `{prefix}:{r.<hex name>}:rate` — string: a rate's theoretical arrival
+    /// time (Unix µs, `lua/rate.lua`), in a slot of its own; expires when the
+    /// rate's bucket is empty.
+    pub fn rate(&self, name: &str) -> String {
+        format!("{}:{{r.{}}}:rate", self.prefix, hex(name.as_bytes()))
+    }
+
     /// `{prefix}:{s.<hex tenant>.<hex subject>}:active` — sorted set: the
     /// scope's admitted, not yet terminal tasks (member = task id, score =
     /// the task's expiry, Unix ms, or `+inf`). Only maintained when creates carry

@@ -21,6 +21,7 @@
 //! - [`fanout`]: the bounded per-subscriber queues both buses hand events to.
 //! - [`metrics`]: what every store reports of a create (a principal's quota use).
 //! - [`idempotency`]: creates named by a client's idempotency key (a retry returns the first task).
+//! - [`rates`]: rates that span the cluster ([`Rates`], GCRA), for a tool's calls.
 //! - [`shares`]: fair shares at claim time (a scope without room is skipped, not waited behind).
 //! - [`admin`]: what the admin API reads and steers beyond one task ([`AdminStore`]:
 //!   task listings across owners, the registry of live processes, drains).
@@ -60,6 +61,7 @@ pub use limits::{
 pub use presa_protocol::Limit;
 pub use presa_tasks::{Caller, NewTask, Scope, Status, Task, TaskId, wire::GetView};
 pub use queue::WorkQueue;
+pub use rates::{Rate, Rates, Take, Taken};
 pub use session::{SessionLimits, SessionStore, SessionWrite};
 pub use shares::Shares;
 
@@ -75,6 +77,7 @@ mod limits;
 pub mod memory;
 pub mod metrics;
 mod queue;
+pub mod rates;
 pub mod session;
 pub mod shares;
 pub mod util;
@@ -208,18 +211,21 @@ pub struct Backend {
     pub admin: Arc<dyn AdminStore>,
     /// The shared state of legacy (2025-11-25) sessions.
     pub sessions: Arc<dyn SessionStore>,
+    /// Rates that span the cluster.
+    pub rates: Arc<dyn Rates>,
 }
 
 impl Backend {
     /// A backend served by one object behind every trait.
-    pub fn new<T: WorkQueue + DeadLetters + EventBus + AdminStore + SessionStore>(all: Arc<T>) -> Self {
+    pub fn new<T: WorkQueue + DeadLetters + EventBus + AdminStore + SessionStore + Rates>(all: Arc<T>) -> Self {
         Backend {
             store: all.clone(),
             work: all.clone(),
             dead: all.clone(),
             bus: all.clone(),
             admin: all.clone(),
-            sessions: all,
+            sessions: all.clone(),
+            rates: all,
         }
     }
 }

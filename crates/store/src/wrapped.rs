@@ -207,3 +207,10 @@ impl<S: crate::AdminStore> crate::AdminStore for Wrapped<S> {
         self.inner.drain(id).await
     }
 }
+
+#[async_trait::async_trait]
+impl<S: crate::Rates> crate::Rates for Wrapped<S> {
+    async fn take_rate(&self, key: &str, rate: crate::Rate, how: crate::Take) -> Result<crate::Taken, StoreError> {
+        self.inner.take_rate(key, rate, how).await
+    }
+}

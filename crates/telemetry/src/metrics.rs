@@ -47,6 +47,9 @@ pub const TASK_RETRIES: &str = "presa_task_retries_total";
 /// Tasks failed because their last allowed try failed too, by `tool`
 /// (each leaves a dead letter).
 pub const TASK_RETRIES_EXHAUSTED: &str = "presa_task_retries_exhausted_total";
+/// Calls of a rate-limited tool held back by its rate, by `tool` (a task put
+/// off until its turn, or a call run inside its request refused).
+pub const TOOL_THROTTLED: &str = "presa_tool_throttled_total";
 /// Open `subscriptions/listen` streams on this process.
 pub const LISTEN_STREAMS: &str = "presa_listen_streams";
 /// Failed store operations, by `operation`.
@@ -121,6 +124,7 @@ pub const STORE_OPERATIONS: &[&str] = &[
     "work_stats",
     "defer",
     "retry_now",
+    "take_rate",
 ];
 
 #[cfg(feature = "exporters")]
@@ -196,6 +200,11 @@ pub fn task_retried(tool: &str, after: bool) {
 /// A `tool` task's last allowed try failed: the task failed.
 pub fn task_retries_exhausted(tool: &str) {
     counter!(TASK_RETRIES_EXHAUSTED, "tool" => tool.to_string()).increment(1);
+}
+
+/// A call of `tool` was held back by the tool's rate.
+pub fn tool_throttled(tool: &str) {
+    counter!(TOOL_THROTTLED, "tool" => tool.to_string()).increment(1);
 }
 
 /// A store operation failed.

@@ -102,6 +102,16 @@ impl Client {
         (status, resp.json().await.unwrap_or_else(|e| panic!("{method}: HTTP {status}, not JSON: {e}")))
     }
 
+    /// A request expected to be refused: (HTTP status, its `Retry-After`
+    /// header, the JSON-RPC error).
+    pub async fn refused(&self, method: &str, params: Value) -> (u16, Option<String>, Value) {
+        let resp = self.request(1, method, params).send().await.unwrap_or_else(|e| panic!("{method}: {e}"));
+        let status = resp.status().as_u16();
+        let retry_after = resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_string);
+        let v: Value = resp.json().await.unwrap_or_else(|e| panic!("{method}: HTTP {status}, not JSON: {e}"));
+        (status, retry_after, v["error"].clone())
+    }
+
     /// Like [`send`](Self::send), but a transport failure, a body that is not
     /// JSON (a proxy's 502 page) or an SSE stream without a response is an
     /// `Err` describing it instead of a panic: for load under faults.

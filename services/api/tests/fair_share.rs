@@ -314,27 +314,7 @@ async fn refused_with_retry_after(
     tool: &str,
     arguments: serde_json::Value,
 ) -> (u16, Option<String>, serde_json::Value) {
-    let body = json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
-        "name": tool, "arguments": arguments,
-        "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                   "io.modelcontextprotocol/clientCapabilities": c.caps } } });
-    let resp = c
-        .http
-        .post(&c.url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", tool)
-        .header("x-test-scope", c.scope.as_deref().unwrap_or("anonymous"))
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    let retry_after = resp.headers().get("retry-after").map(|v| v.to_str().unwrap().to_string());
-    let v: serde_json::Value = resp.json().await.unwrap();
-    (status, retry_after, v["error"].clone())
+    c.refused("tools/call", json!({ "name": tool, "arguments": arguments })).await
 }
 
 /// A at its active-task quota: A is refused with 429 and `Retry-After`

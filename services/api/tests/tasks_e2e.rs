@@ -308,3 +308,36 @@ async fn listen_streams_are_bounded() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Embedded, a tool's rate (`metered_job`: 5 a second, bursts of 5) holds
+/// tasks back to their turns and refuses a plain call
+/// past it with 429, `Retry-After` and `-32023`.
+#[tokio::test]
+async fn a_tools_rate_holds_tasks_back_and_refuses_plain_calls() {
+    let srv = embedded(ServerConfig::default()).await;
+    let c = Client::new(&srv.url, tasks_caps());
+    let mut ids = Vec::new();
+    for _ in 0..12 {
+        ids.push(task_id(&c.call_tool("metered_job", json!({})).await));
+    }
+    let mut starts = Vec::new();
+    for id in &ids {
+        let done = c.wait_status(id, "completed").await;
+        let text = done["result"]["content"][0]["text"].as_str().unwrap();
+        starts.push(text.trim_start_matches("Started at ").parse::<u64>().unwrap());
+    }
+    starts.sort_unstable();
+    assert!(starts[11] - starts[0] >= 1_300, "7 starts past the burst at 5/s: {starts:?}");
+    let plain = Client::new(&srv.url, json!({}));
+    let mut refused = None;
+    for _ in 0..8 {
+        let (status, retry_after, error) = plain.refused("tools/call", json!({ "name": "metered_job" })).await;
+        if status != 200 {
+            refused = Some((status, retry_after, error));
+            break;
+        }
+    }
+    let (status, retry_after, error) = refused.expect("8 plain calls at once pass a burst of 5");
+    assert_eq!((status, retry_after.as_deref()), (429, Some("1")), "{error}");
+    assert_eq!(error["code"], -32023, "{error}");
+}

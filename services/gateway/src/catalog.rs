@@ -223,6 +223,7 @@ fn tool(
         handler: Arc::new(handler),
         scopes: rule.map(|r| r.scopes.clone()).unwrap_or_default(),
         retry: None,
+        rate: None,
     }
 }
 

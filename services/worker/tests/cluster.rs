@@ -871,3 +871,49 @@ async fn cancelling_a_waiting_task_ends_it_and_it_never_runs_again() {
     assert_eq!(after["status"], "cancelled", "{after}");
     assert_eq!(stored(&mut cluster, &id)["attempt"], attempt, "no worker claimed the cancelled task's work");
 }
+
+/// `metered_job` may run 5 times a second in bursts of 5, across the
+/// cluster: 30 tasks created on two API pods and run by two workers start
+/// over at least 5 s (the tool's own start times say so), never more than 10
+/// in a second, and no try is counted for the wait; plain calls past the
+/// rate get 429 with `Retry-After` and `-32023`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tools_rate_spreads_its_tasks_and_refuses_plain_calls_past_it() {
+    let mut cluster = Cluster::new().await;
+    let (a, b) = (cluster.api("api-a", &[]).await, cluster.api("api-b", &[]).await);
+    let _w1 = cluster.worker("w1", 2000, &[]).await;
+    let _w2 = cluster.worker("w2", 2000, &[]).await;
+    let clients = [Client::new(&a.url, tasks_caps()), Client::new(&b.url, tasks_caps())];
+    let mut ids = Vec::new();
+    for i in 0..30 {
+        ids.push(task_id(&clients[i % 2].call_tool("metered_job", json!({})).await));
+    }
+    let mut starts = Vec::new();
+    for id in &ids {
+        let done = clients[0].wait_task_for(id, "completed", Duration::from_secs(30), is_terminal).await;
+        assert_eq!(done["status"], "completed", "{done}");
+        let text = done["result"]["content"][0]["text"].as_str().unwrap().to_string();
+        starts.push(text.trim_start_matches("Started at ").parse::<u64>().expect("a start time"));
+        assert_eq!(stored(&mut cluster, id)["retries"]["failed"].as_u64().unwrap_or(0), 0, "no try counted");
+    }
+    starts.sort_unstable();
+    let span = starts[29] - starts[0];
+    assert!(span >= 4_900, "30 starts at 5/s with a burst of 5 take 5 s, not {span} ms: {starts:?}");
+    for w in starts.windows(11) {
+        assert!(w[10] - w[0] >= 1_000, "11 starts within a second: {w:?}");
+    }
+    // Plain calls (no Tasks extension) past the rate are refused at once.
+    let plain = Client::new(&a.url, json!({}));
+    let mut refusals = Vec::new();
+    for _ in 0..8 {
+        let (status, retry_after, error) = plain.refused("tools/call", json!({ "name": "metered_job" })).await;
+        if status != 200 {
+            refusals.push((status, retry_after, error));
+        }
+    }
+    let (status, retry_after, error) = refusals.first().cloned().expect("8 calls at once pass a burst of 5");
+    assert_eq!(status, 429, "{error}");
+    assert_eq!(retry_after.as_deref(), Some("1"), "{error}");
+    assert_eq!((&error["code"], &error["data"]["limit"]), (&json!(-32023), &json!("tool_rate")), "{error}");
+    assert!(error["data"]["retryAfterMs"].as_u64().is_some_and(|ms| ms > 0 && ms <= 1000), "{error}");
+}

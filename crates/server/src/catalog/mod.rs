@@ -156,6 +156,11 @@ impl RegisteredTool {
         self.tool.retry
     }
 
+    /// How often it may be called across the cluster, if it says (`Tool::rate`).
+    pub fn rate(&self) -> Option<crate::ToolRate> {
+        self.tool.rate
+    }
+
     /// The implementation.
     pub fn handler(&self) -> &dyn ToolHandler {
         self.tool.handler.as_ref()

@@ -22,7 +22,7 @@ use presa_protocol::{
     meta::{IDEMPOTENCY_KEY_META, RequestMeta},
     result::{InputRequiredResult, into_value},
 };
-use presa_store::{Created, Idempotency, Limit, NewTask, StoreError, util::now_ms};
+use presa_store::{Created, Idempotency, Limit, NewTask, StoreError, Take, util::now_ms};
 use presa_tasks::{Status, Work, json_len, wire};
 use presa_telemetry::{metrics, propagation};
 use serde_json::{Map, Value, json};
@@ -75,7 +75,17 @@ impl Server {
                 let created = self.create_task(req, name, call).await?;
                 self.result_within(created, wait).await
             }
-            _ => self.run_in_request(tool.handler(), call, req).await,
+            _ => {
+                // Run here, now or not at all: past the tool's rate the caller is told when to try again.
+                if let Some(rate) = tool.rate()
+                    && let Some(wait) = rate.take(self.core().rates().as_ref(), name, &req.caller, Take::Now).await
+                {
+                    metrics::refusal(Limit::ToolRate);
+                    let retry_after_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1);
+                    return Err(ServerError::RateLimited { limit: Limit::ToolRate, retry_after_ms });
+                }
+                self.run_in_request(tool.handler(), call, req).await
+            }
         }
     }
 

@@ -30,7 +30,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use presa_store::Claim;
+use presa_store::{Claim, Take};
 use presa_tasks::{Caller, Event};
 use presa_telemetry::{metrics, propagation};
 use tokio::task::JoinSet;
@@ -207,6 +207,14 @@ impl Worker {
             self.conclude(&claim, failure(internal_error())).await;
             return;
         };
+        // A rate-limited tool's run waits for a turn of its own (reserved,
+        // so it does not take one again when it comes back), holding no worker.
+        if let Some(rate) = tool.rate().filter(|_| !claim.task.retries.turn_reserved) {
+            let caller = claim.task.work.caller.clone().unwrap_or_else(Caller::anonymous);
+            if let Some(wait) = rate.take(self.core.rates().as_ref(), tool.name(), &caller, Take::Reserve).await {
+                return Box::pin(self.hold_back(&claim, wait, &rate)).await;
+            }
+        }
         let queue = self.core.work().clone();
         let cancel = CancellationToken::new();
         let task = &claim.task;

@@ -15,6 +15,7 @@ use super::Worker;
 use crate::{
     artifacts::{ArtifactsError, RunArtifacts, artifact_error_object},
     core::{Outcome, internal_error},
+    flow::ToolRate,
     retry::{Retry, RetryPolicy},
     store_io::{Concluding, TaskWriter, UpdateError, Updated, WriteLimits, store_call},
 };
@@ -31,6 +32,18 @@ impl Worker {
         let times = if claim.deliveries == 1 { "once" } else { &format!("{} times", claim.deliveries) };
         let reason = format!("delivered {times}, more than max_deliveries ({})", self.config.max_deliveries);
         self.conclude_as(claim, failure(error), Some(&reason)).await;
+    }
+
+    /// A run of a rate-limited tool that may not start yet: its work is put
+    /// off for `wait` (no try counted), the task saying why.
+    pub(super) async fn hold_back(&self, claim: &Claim, wait: Duration, rate: &ToolRate) {
+        let burst = if rate.burst > 1 { format!(", bursts of {}", rate.burst) } else { String::new() };
+        let message =
+            format!("waiting for the tool's rate ({}/s{burst}); starting in {}", rate.per_second, Seconds(wait));
+        tracing::info!(wait_ms = wait.as_millis() as u64, "rate limited: putting the run off");
+        let due_at_ms = now_ms().saturating_add(wait.as_millis().min(u128::from(u64::MAX)) as u64);
+        let event = Event::Defer { failed: false, reason: "tool rate".into(), message, due_at_ms };
+        self.conclude(claim, event).await;
     }
 
     /// A try that failed in a way worth trying again: put the work off for
@@ -60,7 +73,7 @@ impl Worker {
         metrics::task_retried(tool, retry.after.is_some());
         let message = format!("attempt {number} of {} failed ({retry}); next in {}", policy.attempts, Seconds(delay));
         tracing::info!(attempt = number, attempts = policy.attempts, reason = %retry, delay_ms = delay.as_millis() as u64, "putting the work off");
-        let event = Event::Defer { reason: retry.reason, message, due_at_ms };
+        let event = Event::Defer { failed: true, reason: retry.reason, message, due_at_ms };
         self.conclude(claim, event).await;
     }
 

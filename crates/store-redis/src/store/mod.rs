@@ -22,7 +22,7 @@ use redis::Value;
 
 use crate::{
     Epoch, RedisConfig, RedisStoreError, admin::TaskIndex, bus::Bus, conn::Verbosity, dead::Letters, epoch::Epochs,
-    keys::Keys, link::Link, nodes::Nodes, records::Records, session::Sessions, work::Queue,
+    keys::Keys, link::Link, nodes::Nodes, rates::RateKeeper, records::Records, session::Sessions, work::Queue,
 };
 
 mod traits;
@@ -43,6 +43,7 @@ struct Parts {
     sessions: Sessions,
     index: TaskIndex,
     nodes: Nodes,
+    rates: RateKeeper,
     bus: Bus,
     epochs: Epochs,
 }
@@ -77,6 +78,7 @@ impl RedisStore {
             letters: Letters::new(link.clone()),
             sessions: Sessions::new(link.clone()),
             nodes: Nodes::new(link.clone()),
+            rates: RateKeeper::new(link.clone()),
             bus: Bus::new(link.clone()),
             epochs: Epochs::new(link.clone()),
             records,

@@ -193,3 +193,15 @@ impl EventBus for RedisStore {
         self.parts.bus.subscribe_to(topic).await
     }
 }
+
+#[async_trait::async_trait]
+impl presa_store::Rates for RedisStore {
+    async fn take_rate(
+        &self,
+        key: &str,
+        rate: presa_store::Rate,
+        how: presa_store::Take,
+    ) -> Result<presa_store::Taken, StoreError> {
+        self.parts.rates.take(key, rate, how).await
+    }
+}

@@ -17,7 +17,7 @@ use crate::{Cas, Claim, CreateLimits, Limit, StoreError, WorkQueue, Writer, util
 /// The write that puts `claim`'s try off until `due_at_ms`.
 fn deferral(claim: &Claim, due_at_ms: u64) -> Task {
     let reason = "upstream 503".to_string();
-    next(&claim.task, Event::Defer { reason, message: "attempt 1 failed; next soon".into(), due_at_ms })
+    next(&claim.task, Event::Defer { failed: true, reason, message: "attempt 1 failed; next soon".into(), due_at_ms })
 }
 
 /// How much delayed work every partition holds, and whether any is late.

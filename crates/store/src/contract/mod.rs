@@ -52,6 +52,7 @@ mod dead;
 mod delayed;
 mod idempotency;
 mod quota;
+mod rates;
 mod sessions;
 mod tasks;
 mod work;
@@ -61,6 +62,7 @@ pub use dead::*;
 pub use delayed::*;
 pub use idempotency::*;
 pub use quota::*;
+pub use rates::*;
 pub use sessions::*;
 pub use tasks::*;
 pub use work::*;
@@ -137,6 +139,10 @@ macro_rules! store_contract_tests {
             task_listing_pages_are_stable_under_concurrent_creates,
             expired_tasks_leave_listings,
             heartbeats_list_live_nodes_and_drains_reach_them,
+        );
+        $crate::store_contract_tests!(@cases $make, rates;
+            a_rate_admits_its_burst_then_one_per_interval,
+            reservations_get_a_turn_each,
         );
         $crate::store_contract_tests!(@cases $make, bus;
             bus_events_reach_every_subscriber,

@@ -18,7 +18,8 @@
 //! Each area has its own file: `tasks` (records, [`crate::TaskStore`]:
 //! create, reads, compare-and-set, watches), `work` (claims, leases,
 //! recovery, concluding writes, queue statistics: [`crate::WorkQueue`]),
-//! `dead` (dead letters, [`crate::DeadLetters`]), `bus` (the
+//! `dead` (dead letters, [`crate::DeadLetters`]), `rates` (GCRA rates,
+//! [`crate::Rates`]), `bus` (the
 //! [`crate::EventBus`]), `sessions` (legacy session state,
 //! [`crate::SessionStore`]) and `admin` ([`crate::AdminStore`]);
 //! this file holds the store, the state they share and its purge.
@@ -36,6 +37,7 @@ use tokio::sync::{Notify, broadcast};
 mod admin;
 mod bus;
 mod dead;
+mod rates;
 mod sessions;
 mod tasks;
 #[cfg(test)]
@@ -107,6 +109,8 @@ struct State {
     sessions_per_scope: HashMap<Scope, u64>,
     /// Live processes and drains ([`crate::AdminStore`]).
     nodes: admin::Registry,
+    /// Each rate's theoretical arrival time, Unix µs ([`crate::Rates`]).
+    rates: HashMap<String, u64>,
 }
 
 /// A task's entry in its scope's active set: expiry first, so the expired
@@ -143,6 +147,7 @@ impl State {
     fn purge(&mut self, now: u64) {
         self.last_purge_ms = now;
         self.purge_sessions(now);
+        self.purge_rates(now.saturating_mul(1000));
         self.dead.purge(now);
         self.tasks.retain(|_, t| !t.is_expired(now));
         let tasks = &self.tasks;

@@ -208,6 +208,11 @@ pub struct Retries {
     /// The last failed tries, oldest first (at most [`MAX_TRIES_KEPT`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub log: Vec<FailedTry>,
+    /// Whether the current try was put off to a turn reserved for it under
+    /// its tool's rate (`Event::Defer` with `failed: false`): its run counts
+    /// against the rate already and does not take a turn again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub turn_reserved: bool,
 }
 
 impl Retries {

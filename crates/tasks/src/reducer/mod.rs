@@ -37,12 +37,18 @@ pub enum Event {
     Fail(Value),
     /// The client cancelled (`tasks/cancel`).
     Cancel,
-    /// The worker's try failed in a way worth trying again: the task stays
-    /// `working` with `message` as its status message, the failure goes to
-    /// its [`Retries`](crate::Retries), and its work waits until `due_at_ms`
-    /// (the store moves it to its delayed work, `WorkQueue::defer`).
+    /// The worker puts the task's work off: its try failed in a way worth
+    /// trying again (`failed`: the failure goes to its
+    /// [`Retries`](crate::Retries)), or it may not start yet (not `failed`:
+    /// it waits for a turn reserved for it under its tool's rate,
+    /// `Retries::turn_reserved`). The
+    /// task stays `working` with `message` as its status message, and its
+    /// work waits until `due_at_ms` (the store moves it to its delayed work,
+    /// `WorkQueue::defer`).
     Defer {
-        /// Why the try failed.
+        /// Whether a try failed (else the run did not start).
+        failed: bool,
+        /// Why.
         reason: String,
         /// The status message while the work waits.
         message: String,
@@ -64,7 +70,12 @@ impl Event {
             Event::Complete(serde_json::json!({"content": [], "isError": false})),
             Event::Fail(serde_json::json!({"code": -32603, "message": "Internal error"})),
             Event::Cancel,
-            Event::Defer { reason: "upstream 503".into(), message: "attempt 1 of 3 failed".into(), due_at_ms: 9_000 },
+            Event::Defer {
+                failed: true,
+                reason: "upstream 503".into(),
+                message: "attempt 1 of 3 failed".into(),
+                due_at_ms: 9_000,
+            },
         ]
     }
 }
@@ -92,17 +103,20 @@ pub fn apply(task: &Task, event: &Event, now_ms: u64) -> Result<Option<Task>, Re
             next.work.worker = Some(worker.clone());
             next.retries.due_at_ms = None;
         }
-        Event::Defer { reason, message, due_at_ms } => {
+        Event::Defer { failed, reason, message, due_at_ms } => {
             let retries = &mut next.retries;
-            retries.log.push(crate::FailedTry {
-                number: task.try_number(),
-                at_ms: now_ms,
-                reason: reason.clone(),
-                delay_ms: due_at_ms.saturating_sub(now_ms),
-            });
-            let over = retries.log.len().saturating_sub(crate::MAX_TRIES_KEPT);
-            retries.log.drain(..over);
-            retries.failed = task.retries.failed.saturating_add(1);
+            if *failed {
+                retries.log.push(crate::FailedTry {
+                    number: task.try_number(),
+                    at_ms: now_ms,
+                    reason: reason.clone(),
+                    delay_ms: due_at_ms.saturating_sub(now_ms),
+                });
+                let over = retries.log.len().saturating_sub(crate::MAX_TRIES_KEPT);
+                retries.log.drain(..over);
+                retries.failed = task.retries.failed.saturating_add(1);
+            }
+            retries.turn_reserved = !*failed;
             retries.fence = task.attempt;
             retries.due_at_ms = Some(*due_at_ms);
             next.status = Status::Working;

@@ -61,7 +61,7 @@ fn finishing_drops_what_only_a_run_needs() {
 fn a_deferred_try_counts_its_claims_afresh() {
     let claim = |t: &Task| apply(t, &Event::Claimed { worker: "w".into() }, 2_000).unwrap().unwrap();
     let defer = |t: &Task, at: u64| {
-        let e = Event::Defer { reason: "503".into(), message: "waiting".into(), due_at_ms: at + 500 };
+        let e = Event::Defer { failed: true, reason: "503".into(), message: "waiting".into(), due_at_ms: at + 500 };
         apply(t, &e, at).unwrap().unwrap()
     };
     let once = claim(&claim(&task_in(Status::Working)));
@@ -83,6 +83,14 @@ fn a_deferred_try_counts_its_claims_afresh() {
     }
     assert_eq!(t.retries.log.len(), crate::MAX_TRIES_KEPT);
     assert_eq!(t.retries.log.last().map(|f| f.number), Some(t.try_number() - 1));
+    // A run put off before it started (a rate) is no failed try, but its
+    // claims count afresh too.
+    let waits = Event::Defer { failed: false, reason: "rate".into(), message: "later".into(), due_at_ms: 9_000 };
+    let held_back = apply(&claim(&claim(&t)), &waits, 5_000).unwrap().unwrap();
+    assert_eq!((held_back.retries.failed, &held_back.retries.log), (t.retries.failed, &t.retries.log));
+    assert!(held_back.retries.turn_reserved && claim(&held_back).retries.turn_reserved, "kept by the claim");
+    assert_eq!(claim(&held_back).deliveries(), 1);
+    assert!(!defer(&claim(&held_back), 6_000).retries.turn_reserved, "a failed try takes a turn again");
 }
 
 /// Every status × event pair, with the expected next status (`None`: no-op).

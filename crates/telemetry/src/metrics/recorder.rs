@@ -70,6 +70,7 @@ fn describe() {
     describe_counter!(POISON_TASKS, "Tasks failed after too many deliveries (dead letters).");
     describe_counter!(TASK_RETRIES, "Tries that failed transiently and were put off, by tool and reason.");
     describe_counter!(TASK_RETRIES_EXHAUSTED, "Tasks failed because their last allowed try failed, by tool.");
+    describe_counter!(TOOL_THROTTLED, "Calls of a rate-limited tool held back by its rate, by tool.");
     describe_gauge!(WORK_DELAYED, "Work items put off until a time (retries), by partition.");
     describe_gauge!(
         WORK_OLDEST_DUE_AGE,
