@@ -1,7 +1,8 @@
 //! presa's catalog from the upstreams' own: every upstream tool (name with
 //! its prefix, description, `inputSchema`, `outputSchema`, annotations) as a
-//! presa tool run by a [`ProxyTool`], with its task policy and crash policy
-//! from the first matching `[[tool]]` rule, else the upstream's
+//! presa tool run by a [`ProxyTool`], with its task policy, crash policy and
+//! retry policy from the first matching
+//! `[[tool]]` rule, else the upstream's
 //! `execution.taskSupport: "required"`, else `--task-after-ms`'s adaptive
 //! policy, else `optional`; every upstream prompt as a
 //! proxied prompt; resources, resource templates and completion proxied too.
@@ -222,7 +223,8 @@ fn tool(
         policy,
         handler: Arc::new(handler),
         scopes: rule.map(|r| r.scopes.clone()).unwrap_or_default(),
-        retry: None,
+        // Checked when the configuration was resolved.
+        retry: rule.and_then(|r| r.retry_policy().ok().flatten()),
     }
 }
 
@@ -378,6 +380,9 @@ mod tests {
             after_ms,
             rerun: None,
             scopes: Vec::new(),
+            retry: None,
+            retry_on_codes: Vec::new(),
+            retry_on_tool_error: false,
         };
         let two_s = Some(Duration::from_secs(2));
         assert!(matches!(policy_of(Some(&rule(PolicyRule::Sync, None)), None, &hinted), TaskPolicy::Sync));
