@@ -1,7 +1,7 @@
 //! presa's catalog from the upstreams' own: every upstream tool (name with
 //! its prefix, description, `inputSchema`, `outputSchema`, annotations) as a
 //! presa tool run by a [`ProxyTool`], with its task policy, crash policy and
-//! retry policy from the first matching
+//! retry policy (and what else is transient for it) from the first matching
 //! `[[tool]]` rule, else the upstream's
 //! `execution.taskSupport: "required"`, else `--task-after-ms`'s adaptive
 //! policy, else `optional`; every upstream prompt as a
@@ -27,7 +27,7 @@ use crate::{
     config::{GatewayConfig, PolicyRule, Rerun, ToolRule, UpstreamConfig},
     convert::{Offers, complete_params, completion_info, descriptors, prompt_output, prompt_params, read_contents},
     pool::Pool,
-    proxy::{ProxyTool, upstream_error},
+    proxy::{ProxyTool, RetryOn, upstream_error},
     upstream::UpstreamError,
 };
 
@@ -207,10 +207,14 @@ fn tool(
     let policy = policy_of(rule, config.task_after, descriptor);
     let rerun = rule.and_then(|r| r.rerun).unwrap_or(Rerun::Auto);
     let rerun_allowed = ProxyTool::may_rerun(rerun, &descriptor["annotations"]);
+    let retry_on = rule
+        .map(|r| RetryOn { codes: r.retry_on_codes.clone(), tool_error: r.retry_on_tool_error })
+        .unwrap_or_default();
     let handler = ProxyTool {
         pool: pool.clone(),
         upstream_name,
         rerun_allowed,
+        retry_on,
         timings: config.timings.clone(),
         forward_identity: config.forward_identity,
     };

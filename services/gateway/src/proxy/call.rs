@@ -16,7 +16,7 @@ use tracing::Instrument;
 
 use super::{
     CALLER_META, MAX_ROUNDS, ProxyTool,
-    answer::{rpc, service_error},
+    answer::rpc,
     question_key,
     status::{StatusPace, log_text, progress_text},
 };
@@ -35,6 +35,10 @@ pub(super) struct Call<'a> {
     /// Whether the caller's roots were given to the upstream, which may
     /// keep them for the session: then the connection serves no other call.
     pub(super) told_roots: bool,
+    /// Whether the call is an upstream task being followed (a new try
+    /// follows it again: its transport failures are safe to try again, its
+    /// answers are final).
+    pub(super) followed: bool,
 }
 
 impl Call<'_> {
@@ -101,7 +105,7 @@ impl Call<'_> {
             .peer()
             .send_request_with_option(request, options)
             .await
-            .map_err(|e| Abandon(service_error(&self.tool.pool, e)))?;
+            .map_err(|e| Abandon(self.tool.service_failure(self.ctx, e, false)))?;
         let id = handle.id.clone();
         lease.running(Some(id.clone()));
         let response = handle.await_response();
@@ -125,7 +129,7 @@ impl Call<'_> {
                     if let Some(last) = status.flush() {
                         let _ = self.ctx.set_status(last).await;
                     }
-                    return r.map_err(|e| Abandon(service_error(&self.tool.pool, e)));
+                    return r.map_err(|e| Abandon(self.tool.service_failure(self.ctx, e, false)));
                 }
                 Some(event) = events.recv() => {
                     if let Err(e) = self.on_event(event, &mut status).await {
