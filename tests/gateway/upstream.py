@@ -18,6 +18,12 @@ Tools:
   environment()                          this process's environment, as a JSON object
   broken_answer()                        answers its own request with a line cut short
                                          (not valid JSON), then never answers properly
+  flaky_exit(fail_times)                 idempotentHint=true: while fewer than fail_times
+                                         calls came before, the process exits mid-call
+                                         (os._exit(1)); then answers "ok after <n> calls"
+  flaky_error(fail_times)                the same, failing with an isError result ("busy, <n>")
+  flaky_rpc(fail_times)                  the same, failing with JSON-RPC error -32001 ("busy, <n>")
+  exit_unsafe()                          idempotentHint=false: exits mid-call, every call
 
 Prompts:
   city_prompt()                          logs "city_prompt log line", then elicits
@@ -31,6 +37,12 @@ If PRESA_TEST_RUNS_FILE is set, slow_idempotent / slow_unsafe append their own
 name as one line to that file when they start, so a test can count how many
 times the upstream really ran a call (the gateway passes it on only when told:
 `--upstream-inherit-env PRESA_TEST_RUNS_FILE`).
+
+The flaky tools count their calls in PRESA_TEST_FLAKY_DIR (which must be
+set for them, and passed on by the gateway): each call appends one line
+"<n> <unix time in seconds, float>" to <dir>/<tool>.log before it does
+anything else, n being the call's number (1 for the first), so a test sees
+every call the upstream received, in order, and when.
 """
 
 from __future__ import annotations
@@ -38,10 +50,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 
 from pydantic import BaseModel, Field
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
 from mcp.types import ToolAnnotations
 
 server = MCPServer(name="presa-test-upstream", version="1.0.0")
@@ -139,6 +154,56 @@ async def broken_answer(ctx: Context) -> str:
     os.write(wire, ('{"jsonrpc":"2.0","id":' + request_id + ',"result":{"content":[{"type":"text","text":"cut sho\n').encode())
     await asyncio.sleep(3600)
     return "never"
+
+
+def _flaky_call(tool: str) -> int:
+    """Log this call of `tool` (see the module's doc); its number, from 1."""
+    path = os.path.join(os.environ["PRESA_TEST_FLAKY_DIR"], tool + ".log")
+    with open(path, "a+", encoding="utf-8") as f:
+        f.seek(0)
+        n = len(f.read().splitlines()) + 1
+        f.write(f"{n} {time.time():.6f}\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return n
+
+
+@server.tool(
+    description="Exits mid-call (a transport failure) while fewer than fail_times calls came before.",
+    annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=True),
+    structured_output=False,
+)
+async def flaky_exit(fail_times: int = 2) -> str:
+    n = _flaky_call("flaky_exit")
+    if n <= fail_times:
+        os._exit(1)
+    return f"ok after {n} calls"
+
+
+@server.tool(description="Fails with an isError result while fewer than fail_times calls came before.", structured_output=False)
+async def flaky_error(fail_times: int = 2) -> str:
+    n = _flaky_call("flaky_error")
+    if n <= fail_times:
+        raise ToolError(f"busy, {n}")
+    return f"ok after {n} calls"
+
+
+@server.tool(description="Fails with JSON-RPC error -32001 while fewer than fail_times calls came before.", structured_output=False)
+async def flaky_rpc(fail_times: int = 2) -> str:
+    n = _flaky_call("flaky_rpc")
+    if n <= fail_times:
+        raise MCPError(-32001, f"busy, {n}")
+    return f"ok after {n} calls"
+
+
+@server.tool(
+    description="Exits mid-call, every call: not safe to call again.",
+    annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False),
+    structured_output=False,
+)
+async def exit_unsafe() -> str:
+    _flaky_call("exit_unsafe")
+    os._exit(1)
 
 
 class CityForm(BaseModel):
