@@ -50,10 +50,8 @@ pub use answer::{MAX_ERROR_MESSAGE_BYTES, cap_message, upstream_error};
 use answer::{lost_worker_error, not_tried_again_error, service_error};
 use call::Call;
 pub use questions::question_key;
-pub use retry::{
-    MAX_RETRY_AFTER, Received, RetryClass, RetryOn, Transient, classify_connect, classify_result, classify_service,
-    retry_after,
-};
+pub use retry::{MAX_RETRY_AFTER, Received, RetryClass, RetryOn, Transient};
+use retry::{classify_connect, classify_result, classify_service};
 use rmcp::service::ServiceError;
 
 /// The `_meta` key of the caller's identity (`--upstream-forward-identity`).

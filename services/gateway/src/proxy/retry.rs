@@ -111,7 +111,7 @@ impl Transient {
 
 /// A failure to get a connection for a call (before anything was sent):
 /// transient for every tool, whatever its cause.
-pub fn classify_connect(upstream: &str, e: &UpstreamError, on: &RetryOn) -> Option<Transient> {
+pub(super) fn classify_connect(upstream: &str, e: &UpstreamError, on: &RetryOn) -> Option<Transient> {
     match e {
         UpstreamError::Service(e) => classify_service(upstream, e, on),
         UpstreamError::Busy { .. } => None,
@@ -124,7 +124,7 @@ pub fn classify_connect(upstream: &str, e: &UpstreamError, on: &RetryOn) -> Opti
 }
 
 /// A failed request of a call (its `tools/call`, or a poll of its upstream task).
-pub fn classify_service(upstream: &str, e: &ServiceError, on: &RetryOn) -> Option<Transient> {
+pub(super) fn classify_service(upstream: &str, e: &ServiceError, on: &RetryOn) -> Option<Transient> {
     match e {
         ServiceError::McpError(e) if on.codes.contains(&i64::from(e.code.0)) => Some(Transient::new(
             RetryClass::RpcError,
@@ -185,13 +185,13 @@ fn classify_status(upstream: &str, status: &HttpStatusError) -> Transient {
 
 /// A `Retry-After` in seconds, at most [`MAX_RETRY_AFTER`]; `None` for an
 /// HTTP date or anything else (the policy's backoff then decides).
-pub fn retry_after(value: &str) -> Option<Duration> {
+fn retry_after(value: &str) -> Option<Duration> {
     value.trim().parse::<u64>().ok().map(|s| Duration::from_secs(s).min(MAX_RETRY_AFTER))
 }
 
 /// An `isError: true` result the tool's rule names transient; its reason is
 /// the result's text, capped.
-pub fn classify_result(upstream: &str, result: &Value, on: &RetryOn) -> Option<Transient> {
+pub(super) fn classify_result(upstream: &str, result: &Value, on: &RetryOn) -> Option<Transient> {
     if !on.tool_error || result["isError"] != true {
         return None;
     }
