@@ -24,6 +24,8 @@ Tools:
   flaky_error(fail_times)                the same, failing with an isError result ("busy, <n>")
   flaky_rpc(fail_times)                  the same, failing with JSON-RPC error -32001 ("busy, <n>")
   exit_unsafe()                          idempotentHint=false: exits mid-call, every call
+  http_refused()                         idempotentHint=false: answers "ok after <n> calls"
+                                         (see --http below for how its first calls are refused)
 
 Prompts:
   city_prompt()                          logs "city_prompt log line", then elicits
@@ -43,6 +45,12 @@ set for them, and passed on by the gateway): each call appends one line
 "<n> <unix time in seconds, float>" to <dir>/<tool>.log before it does
 anything else, n being the call's number (1 for the first), so a test sees
 every call the upstream received, in order, and when.
+
+With `--http PORT` it serves Streamable HTTP on 127.0.0.1:PORT at /mcp
+instead of stdio, and refuses the first two POSTs that call http_refused
+before the SDK sees them: HTTP 429, then 503, each with `Retry-After: 1`,
+each logged like a call (so the third line of http_refused.log is the
+call the tool itself received).
 """
 
 from __future__ import annotations
@@ -50,6 +58,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import time
 
 from pydantic import BaseModel, Field
@@ -206,6 +215,51 @@ async def exit_unsafe() -> str:
     os._exit(1)
 
 
+@server.tool(
+    description="Answers; its first calls over HTTP are refused with 429 and 503 (see --http).",
+    annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False),
+    structured_output=False,
+)
+async def http_refused() -> str:
+    n = _flaky_call("http_refused")
+    return f"ok after {n} calls"
+
+
+class RefuseFirstCalls:
+    """ASGI middleware: the first POSTs calling http_refused get these statuses, with Retry-After: 1."""
+
+    def __init__(self, app, statuses: list[int]) -> None:
+        self.app = app
+        self.statuses = list(statuses)
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        if self.statuses and b'"tools/call"' in body and b'"http_refused"' in body:
+            status = self.statuses.pop(0)
+            _flaky_call("http_refused")
+            headers = [(b"retry-after", b"1"), (b"content-type", b"text/plain")]
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": b"not now"})
+            return
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
 class CityForm(BaseModel):
     city: str = Field(description="A city")
 
@@ -226,4 +280,11 @@ async def slow_resource(ms: str) -> str:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    if "--http" in sys.argv:
+        import uvicorn
+
+        port = int(sys.argv[sys.argv.index("--http") + 1])
+        app = RefuseFirstCalls(server.streamable_http_app(), [429, 503])
+        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+    else:
+        server.run("stdio")

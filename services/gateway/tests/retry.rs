@@ -11,7 +11,11 @@
 //!   the rule's bounds;
 //! - a tool not marked idempotent whose child exits mid-call is not tried
 //!   again: its task fails at once with the error that says why, and the
-//!   upstream's log shows one call.
+//!   upstream's log shows one call;
+//! - the same server over Streamable HTTP answering a tool's first calls
+//!   with 429 and 503 (`Retry-After: 1`): the call could not have reached
+//!   the tool, so even a tool not marked idempotent is tried again, each
+//!   time after the second the upstream asked for.
 
 mod common;
 
@@ -41,16 +45,26 @@ fn cap(failed: u32) -> Duration {
     Duration::from_millis((INITIAL_MS << (failed - 1)).min(MAX_MS))
 }
 
-/// A gateway (embedded) in front of the Python upstream, with a rule per flaky tool.
+/// The Python upstream's command line.
+fn upstream_command() -> String {
+    format!("{} {}", fixtures().python, repo().join("tests/gateway/upstream.py").display())
+}
+
+/// A gateway (embedded) in front of the Python upstream over stdio, with a rule per flaky tool.
 async fn gateway(dir: &Path) -> (Pod, String) {
-    let command = format!("{} {}", fixtures().python, repo().join("tests/gateway/upstream.py").display());
+    let command = serde_json::to_string(&upstream_command()).unwrap();
+    gateway_with(dir, &format!("command = {command}\ninherit_env = [\"PRESA_TEST_FLAKY_DIR\"]")).await
+}
+
+/// A gateway (embedded) in front of the upstream `how` says (the rest of its
+/// `[[upstream]]` table, named "py"), with a rule per flaky tool.
+async fn gateway_with(dir: &Path, how: &str) -> (Pod, String) {
     let retry = format!("retry = {{ attempts = {ATTEMPTS}, initial_ms = {INITIAL_MS}, max_ms = {MAX_MS} }}");
     let config = format!(
         r#"
 [[upstream]]
 name = "py"
-command = {command}
-inherit_env = ["PRESA_TEST_FLAKY_DIR"]
+{how}
 
 [[tool]]
 match = "flaky_exit"
@@ -73,8 +87,12 @@ retry_on_codes = [-32001]
 match = "exit_unsafe"
 policy = "required"
 {retry}
-"#,
-        command = serde_json::to_string(&command).unwrap(),
+
+[[tool]]
+match = "http_refused"
+policy = "required"
+{retry}
+"#
     );
     let path = dir.join("gateway.toml");
     std::fs::write(&path, config).unwrap();
@@ -246,4 +264,54 @@ async fn a_tool_not_safe_to_repeat_is_not_tried_again_after_its_child_exited_mid
     tokio::time::sleep(cap(1) + SLACK_RESTART).await;
     assert_eq!(calls(dir.path(), "exit_unsafe").len(), 1, "called once");
     assert!(!messages.iter().any(|m| m.contains("next in")), "never put off: {messages:#?}");
+}
+
+/// A child process killed when dropped.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_upstream_s_429_and_503_are_tried_again_after_its_retry_after_for_any_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let flaky_dir = dir.path().join("calls");
+    std::fs::create_dir_all(&flaky_dir).unwrap();
+    let port = free_port();
+    let mut argv = upstream_command().split(' ').map(str::to_string).collect::<Vec<_>>();
+    argv.extend(["--http".to_string(), port.to_string()]);
+    let _upstream = Killed(
+        std::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .env("PRESA_TEST_FLAKY_DIR", &flaky_dir)
+            .spawn()
+            .expect("starting the Python upstream over HTTP"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the Python upstream never listened on {port}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (gw, url) = gateway_with(dir.path(), &format!("url = \"http://127.0.0.1:{port}/mcp\"")).await;
+    let c = Client::new(&url, tasks_caps());
+
+    let (done, delays, messages) = run(&c, "http_refused", json!({})).await;
+    assert_eq!(done["status"], "completed", "{done}\n{messages:#?}\n{}", gw.log());
+    assert_eq!(done["result"]["content"][0]["text"], "ok after 3 calls", "{done}");
+    for (n, status) in [(1, 429), (2, 503)] {
+        let said = format!("attempt {n} of 4 failed (upstream \"py\" answered HTTP {status}); next in 1 s");
+        assert!(messages.contains(&said), "{said:?} in {messages:#?}");
+    }
+    // Retry-After, not the backoff (whose caps are 300 and 600 ms), spaced the calls.
+    let times = calls(dir.path(), "http_refused");
+    assert_eq!(times.len(), 3, "two refused, then the call: {times:?}");
+    for pair in times.windows(2) {
+        let gap = Duration::from_secs_f64((pair[1] - pair[0]).max(0.0));
+        assert!(gap >= Duration::from_millis(995) && gap <= Duration::from_secs(1) + SLACK, "{times:?}");
+    }
+    assert_eq!(delays.values().copied().collect::<Vec<_>>(), [Duration::from_secs(1); 2]);
 }
