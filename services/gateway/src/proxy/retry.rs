@@ -183,10 +183,47 @@ fn classify_status(upstream: &str, status: &HttpStatusError) -> Transient {
     Transient { class, received, after, reason }
 }
 
-/// A `Retry-After` in seconds, at most [`MAX_RETRY_AFTER`]; `None` for an
-/// HTTP date or anything else (the policy's backoff then decides).
+/// A `Retry-After` (delay-seconds, or an IMF-fixdate like `Wed, 21 Oct
+/// 2015 07:28:00 GMT`, from now), at most [`MAX_RETRY_AFTER`]; `None` for
+/// anything else (the policy's backoff then decides).
 fn retry_after(value: &str) -> Option<Duration> {
-    value.trim().parse::<u64>().ok().map(|s| Duration::from_secs(s).min(MAX_RETRY_AFTER))
+    retry_after_at(value, std::time::SystemTime::now())
+}
+
+fn retry_after_at(value: &str, now: std::time::SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    let after = match value.parse::<u64>() {
+        Ok(seconds) => Duration::from_secs(seconds),
+        Err(_) => {
+            let at = std::time::UNIX_EPOCH + Duration::from_secs(imf_fixdate(value)?);
+            at.duration_since(now).unwrap_or(Duration::ZERO)
+        }
+    };
+    Some(after.min(MAX_RETRY_AFTER))
+}
+
+/// The Unix time of an IMF-fixdate (RFC 9110 §5.6.7), the only HTTP date
+/// form a sender may generate: `Sun, 06 Nov 1994 08:49:37 GMT`.
+fn imf_fixdate(value: &str) -> Option<u64> {
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let (_weekday, rest) = value.split_once(", ")?;
+    let parts: Vec<&str> = rest.split(' ').collect();
+    let [day, month, year, time, "GMT"] = parts[..] else { return None };
+    let day: u64 = day.parse().ok()?;
+    let month = MONTHS.iter().position(|m| *m == month)? as u64 + 1;
+    let year: u64 = year.parse().ok()?;
+    let hms: Vec<u64> = time.split(':').map(str::parse).collect::<Result<_, _>>().ok()?;
+    let [h, m, sec] = hms[..] else { return None };
+    if year < 1970 || !(1..=31).contains(&day) || h > 23 || m > 59 || sec > 60 {
+        return None;
+    }
+    // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
+    let (y, mp) = if month <= 2 { (year - 1, month + 9) } else { (year, month - 3) };
+    let (era, yoe) = (y / 400, y % 400);
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = (era * 146_097 + doe).checked_sub(719_468)?;
+    Some(days * 86_400 + h * 3_600 + m * 60 + sec)
 }
 
 /// An `isError: true` result the tool's rule names transient; its reason is
@@ -233,8 +270,10 @@ mod tests {
         assert_eq!(classify(&status(503, Some(" 2 ")), &none), Some((Unavailable, No, secs(2))));
         assert_eq!(classify(&status(503, None), &none), Some((Unavailable, No, None)));
         assert_eq!(classify(&status(429, Some("99999999")), &none), Some((RateLimited, No, Some(MAX_RETRY_AFTER))));
-        let date = status(429, Some("Wed, 21 Oct 2015 07:28:00 GMT"));
-        assert_eq!(classify(&date, &none), Some((RateLimited, No, None)), "a date: the backoff decides");
+        let past = status(429, Some("Wed, 21 Oct 2015 07:28:00 GMT"));
+        assert_eq!(classify(&past, &none), Some((RateLimited, No, Some(Duration::ZERO))), "a date gone by: now");
+        let garbled = status(429, Some("soon"));
+        assert_eq!(classify(&garbled, &none), Some((RateLimited, No, None)), "the backoff decides");
         let pipe = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
         let stdio_gone =
             ServiceError::TransportSend(DynamicTransportError::from_parts("stdio", TypeId::of::<()>(), Box::new(pipe)));
@@ -265,6 +304,23 @@ mod tests {
         let other = ServiceError::McpError(ErrorData::new(ErrorCode(-32602), "bad", None));
         assert_eq!(classify(&other, &on), None);
         assert_eq!(classify(&ServiceError::UnexpectedResponse, &on), None);
+    }
+
+    #[test]
+    fn retry_after_is_seconds_or_an_http_date() {
+        assert_eq!(imf_fixdate("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
+        assert_eq!(imf_fixdate("Sun, 06 Nov 1994 08:49:37 GMT"), Some(784_111_777));
+        assert_eq!(imf_fixdate("Tue, 29 Feb 2028 23:59:59 GMT"), Some(1_835_481_599));
+        for bad in ["Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994", "Sun, 06 Nov 1994 08:49 GMT", ""] {
+            assert_eq!(imf_fixdate(bad), None, "{bad:?}");
+        }
+        let now = std::time::UNIX_EPOCH + Duration::from_secs(784_111_777);
+        let at = |v| retry_after_at(v, now);
+        assert_eq!(at("Sun, 06 Nov 1994 08:50:07 GMT"), Some(Duration::from_secs(30)));
+        assert_eq!(at("Sun, 06 Nov 1994 08:00:00 GMT"), Some(Duration::ZERO), "past: now");
+        assert_eq!(at("Mon, 07 Nov 1994 08:49:37 GMT"), Some(MAX_RETRY_AFTER), "capped");
+        assert_eq!(at(" 12 "), Some(Duration::from_secs(12)));
+        assert_eq!(at("-1"), None);
     }
 
     #[test]
