@@ -42,9 +42,9 @@ times the upstream really ran a call (the gateway passes it on only when told:
 
 The flaky tools count their calls in PRESA_TEST_FLAKY_DIR (which must be
 set for them, and passed on by the gateway): each call appends one line
-"<n> <unix time in seconds, float>" to <dir>/<tool>.log before it does
-anything else, n being the call's number (1 for the first), so a test sees
-every call the upstream received, in order, and when.
+"<n> <unix time in seconds, float> <pid>" to <dir>/<tool>.log before it
+does anything else, n being the call's number (1 for the first), so a test
+sees every call the upstream received, in order, when, and in which process.
 
 With `--http PORT` it serves Streamable HTTP on 127.0.0.1:PORT at /mcp
 instead of stdio, and refuses the first two POSTs that call http_refused
@@ -171,7 +171,7 @@ def _flaky_call(tool: str) -> int:
     with open(path, "a+", encoding="utf-8") as f:
         f.seek(0)
         n = len(f.read().splitlines()) + 1
-        f.write(f"{n} {time.time():.6f}\n")
+        f.write(f"{n} {time.time():.6f} {os.getpid()}\n")
         f.flush()
         os.fsync(f.fileno())
     return n
