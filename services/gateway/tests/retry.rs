@@ -15,7 +15,9 @@
 //! - the same server over Streamable HTTP answering a tool's first calls
 //!   with 429 and 503 (`Retry-After: 1`): the call could not have reached
 //!   the tool, so even a tool not marked idempotent is tried again, each
-//!   time after the second the upstream asked for.
+//!   time after the second the upstream asked for;
+//! - on a cluster (Redis, an API pod and a worker pod), the same: a try put
+//!   off waits on Redis's delayed queue and comes back to the worker.
 
 mod common;
 
@@ -25,7 +27,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{fixtures, gateway_bin, repo};
+use common::{Cluster, fixtures, gateway_bin, repo};
 use presa_testkit::{Client, Pod, free_port, task_id, tasks_caps};
 use serde_json::{Value, json};
 
@@ -39,6 +41,9 @@ const MAX_MS: u64 = 1200;
 /// process started (the interpreter and the SDK imported) on a busy machine.
 const SLACK_RESTART: Duration = Duration::from_secs(4);
 const SLACK: Duration = Duration::from_millis(1500);
+/// On Redis a try that came due is queued again within a second (the
+/// store's promotion period) by a worker that did not hear of it.
+const PROMOTION: Duration = Duration::from_secs(1);
 
 /// The backoff's cap after the `failed`th failed try: min(max, initial × 2^(failed-1)).
 fn cap(failed: u32) -> Duration {
@@ -59,6 +64,17 @@ async fn gateway(dir: &Path) -> (Pod, String) {
 /// A gateway (embedded) in front of the upstream `how` says (the rest of its
 /// `[[upstream]]` table, named "py"), with a rule per flaky tool.
 async fn gateway_with(dir: &Path, how: &str) -> (Pod, String) {
+    let (args, env) = write_config(dir, how);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let pod = Pod::start("gw", &gateway_bin(), free_port(), &args, &[("PRESA_TEST_FLAKY_DIR", env.as_str())]).await;
+    let url = format!("{}/mcp", pod.base());
+    (pod, url)
+}
+
+/// Write the gateway's configuration (see [`gateway_with`]) into `dir`, and
+/// make the directory the flaky tools log their calls to; the gateway's
+/// flags, and that directory (for `PRESA_TEST_FLAKY_DIR`).
+fn write_config(dir: &Path, how: &str) -> (Vec<String>, String) {
     let retry = format!("retry = {{ attempts = {ATTEMPTS}, initial_ms = {INITIAL_MS}, max_ms = {MAX_MS} }}");
     let config = format!(
         r#"
@@ -99,10 +115,7 @@ policy = "required"
     let flaky_dir = dir.join("calls");
     std::fs::create_dir_all(&flaky_dir).unwrap();
     let args = ["--gateway-config", path.to_str().unwrap(), "--upstream-settle-ms", "0"];
-    let env = [("PRESA_TEST_FLAKY_DIR", flaky_dir.to_str().unwrap())];
-    let pod = Pod::start("gw", &gateway_bin(), free_port(), &args, &env).await;
-    let url = format!("{}/mcp", pod.base());
-    (pod, url)
+    (args.map(str::to_string).to_vec(), flaky_dir.to_str().unwrap().to_string())
 }
 
 /// The calls `tool` received, from its log, in order: when (unix seconds) and in which process.
@@ -330,4 +343,32 @@ async fn an_http_upstream_s_429_and_503_are_tried_again_after_its_retry_after_fo
         assert!(gap >= Duration::from_millis(995) && gap <= Duration::from_secs(1) + SLACK, "{times:?}");
     }
     assert_eq!(delays.len(), 2, "{messages:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_a_try_put_off_waits_on_redis_and_comes_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let command = serde_json::to_string(&upstream_command()).unwrap();
+    let (args, flaky_dir) =
+        write_config(dir.path(), &format!("command = {command}\ninherit_env = [\"PRESA_TEST_FLAKY_DIR\"]"));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let cluster = Cluster::new(&[("PRESA_TEST_FLAKY_DIR", &flaky_dir)]).await;
+    let (_api, url) = cluster.api(&args).await;
+    let worker = cluster.worker("w1", &args).await;
+    let c = Client::new(&url, tasks_caps());
+
+    let (done, delays, messages) = run(&c, "flaky_exit", json!({ "fail_times": 2 })).await;
+    assert_eq!(done["status"], "completed", "{done}\n{messages:#?}\n{}", worker.log());
+    assert_eq!(done["result"]["content"][0]["text"], "ok after 3 calls", "{done}");
+    assert_spacing(dir.path(), "flaky_exit", 3, &delays, SLACK_RESTART + PROMOTION);
+    assert_eq!(processes(dir.path(), "flaky_exit"), 3, "each try in a new child");
+
+    let (done, delays, messages) = run(&c, "flaky_error", json!({ "fail_times": 2 })).await;
+    assert_eq!(done["status"], "completed", "{done}\n{messages:#?}\n{}", worker.log());
+    assert_spacing(dir.path(), "flaky_error", 3, &delays, SLACK + PROMOTION);
+
+    let (done, _, messages) = run(&c, "exit_unsafe", json!({})).await;
+    assert_eq!(done["status"], "failed", "{done}\n{messages:#?}");
+    assert!(done["error"]["message"].as_str().unwrap_or_default().contains("not tried again"), "{done}");
+    assert_eq!(calls(dir.path(), "exit_unsafe").len(), 1, "called once");
 }
