@@ -18,6 +18,14 @@ Tools:
   environment()                          this process's environment, as a JSON object
   broken_answer()                        answers its own request with a line cut short
                                          (not valid JSON), then never answers properly
+  flaky_exit(fail_times)                 idempotentHint=true: while fewer than fail_times
+                                         calls came before, the process exits mid-call
+                                         (os._exit(1)); then answers "ok after <n> calls"
+  flaky_error(fail_times)                the same, failing with an isError result ("busy, <n>")
+  flaky_rpc(fail_times)                  the same, failing with JSON-RPC error -32001 ("busy, <n>")
+  exit_unsafe()                          idempotentHint=false: exits mid-call, every call
+  http_refused()                         idempotentHint=false: answers "ok after <n> calls"
+                                         (see --http below for how its first calls are refused)
 
 Prompts:
   city_prompt()                          logs "city_prompt log line", then elicits
@@ -31,6 +39,18 @@ If PRESA_TEST_RUNS_FILE is set, slow_idempotent / slow_unsafe append their own
 name as one line to that file when they start, so a test can count how many
 times the upstream really ran a call (the gateway passes it on only when told:
 `--upstream-inherit-env PRESA_TEST_RUNS_FILE`).
+
+The flaky tools count their calls in PRESA_TEST_FLAKY_DIR (which must be
+set for them, and passed on by the gateway): each call appends one line
+"<n> <unix time in seconds, float> <pid>" to <dir>/<tool>.log before it
+does anything else, n being the call's number (1 for the first), so a test
+sees every call the upstream received, in order, when, and in which process.
+
+With `--http PORT` it serves Streamable HTTP on 127.0.0.1:PORT at /mcp
+instead of stdio, and refuses the first two POSTs that call http_refused
+before the SDK sees them: HTTP 429, then 503, each with `Retry-After: 1`,
+each logged like a call (so the third line of http_refused.log is the
+call the tool itself received).
 """
 
 from __future__ import annotations
@@ -38,10 +58,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
+import time
 
 from pydantic import BaseModel, Field
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
 from mcp.types import ToolAnnotations
 
 server = MCPServer(name="presa-test-upstream", version="1.0.0")
@@ -141,6 +165,101 @@ async def broken_answer(ctx: Context) -> str:
     return "never"
 
 
+def _flaky_call(tool: str) -> int:
+    """Log this call of `tool` (see the module's doc); its number, from 1."""
+    path = os.path.join(os.environ["PRESA_TEST_FLAKY_DIR"], tool + ".log")
+    with open(path, "a+", encoding="utf-8") as f:
+        f.seek(0)
+        n = len(f.read().splitlines()) + 1
+        f.write(f"{n} {time.time():.6f} {os.getpid()}\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return n
+
+
+@server.tool(
+    description="Exits mid-call (a transport failure) while fewer than fail_times calls came before.",
+    annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=True),
+    structured_output=False,
+)
+async def flaky_exit(fail_times: int = 2) -> str:
+    n = _flaky_call("flaky_exit")
+    if n <= fail_times:
+        os._exit(1)
+    return f"ok after {n} calls"
+
+
+@server.tool(description="Fails with an isError result while fewer than fail_times calls came before.", structured_output=False)
+async def flaky_error(fail_times: int = 2) -> str:
+    n = _flaky_call("flaky_error")
+    if n <= fail_times:
+        raise ToolError(f"busy, {n}")
+    return f"ok after {n} calls"
+
+
+@server.tool(description="Fails with JSON-RPC error -32001 while fewer than fail_times calls came before.", structured_output=False)
+async def flaky_rpc(fail_times: int = 2) -> str:
+    n = _flaky_call("flaky_rpc")
+    if n <= fail_times:
+        raise MCPError(-32001, f"busy, {n}")
+    return f"ok after {n} calls"
+
+
+@server.tool(
+    description="Exits mid-call, every call: not safe to call again.",
+    annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False),
+    structured_output=False,
+)
+async def exit_unsafe() -> str:
+    _flaky_call("exit_unsafe")
+    os._exit(1)
+
+
+@server.tool(
+    description="Answers; its first calls over HTTP are refused with 429 and 503 (see --http).",
+    annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False),
+    structured_output=False,
+)
+async def http_refused() -> str:
+    n = _flaky_call("http_refused")
+    return f"ok after {n} calls"
+
+
+class RefuseFirstCalls:
+    """ASGI middleware: the first POSTs calling http_refused get these statuses, with Retry-After: 1."""
+
+    def __init__(self, app, statuses: list[int]) -> None:
+        self.app = app
+        self.statuses = list(statuses)
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        if self.statuses and b'"tools/call"' in body and b'"http_refused"' in body:
+            status = self.statuses.pop(0)
+            _flaky_call("http_refused")
+            headers = [(b"retry-after", b"1"), (b"content-type", b"text/plain")]
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": b"not now"})
+            return
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
 class CityForm(BaseModel):
     city: str = Field(description="A city")
 
@@ -161,4 +280,11 @@ async def slow_resource(ms: str) -> str:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    if "--http" in sys.argv:
+        import uvicorn
+
+        port = int(sys.argv[sys.argv.index("--http") + 1])
+        app = RefuseFirstCalls(server.streamable_http_app(), [429, 503])
+        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+    else:
+        server.run("stdio")

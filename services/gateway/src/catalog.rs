@@ -1,7 +1,8 @@
 //! presa's catalog from the upstreams' own: every upstream tool (name with
 //! its prefix, description, `inputSchema`, `outputSchema`, annotations) as a
-//! presa tool run by a [`ProxyTool`], with its task policy and crash policy
-//! from the first matching `[[tool]]` rule, else the upstream's
+//! presa tool run by a [`ProxyTool`], with its task policy, crash policy and
+//! retry policy (and what else is transient for it) from the first matching
+//! `[[tool]]` rule, else the upstream's
 //! `execution.taskSupport: "required"`, else `--task-after-ms`'s adaptive
 //! policy, else `optional`; every upstream prompt as a
 //! proxied prompt; resources, resource templates and completion proxied too.
@@ -26,7 +27,7 @@ use crate::{
     config::{GatewayConfig, PolicyRule, Rerun, ToolRule, UpstreamConfig},
     convert::{Offers, complete_params, completion_info, descriptors, prompt_output, prompt_params, read_contents},
     pool::Pool,
-    proxy::{ProxyTool, upstream_error},
+    proxy::{ProxyTool, RetryOn, upstream_error},
     upstream::UpstreamError,
 };
 
@@ -206,10 +207,14 @@ fn tool(
     let policy = policy_of(rule, config.task_after, descriptor);
     let rerun = rule.and_then(|r| r.rerun).unwrap_or(Rerun::Auto);
     let rerun_allowed = ProxyTool::may_rerun(rerun, &descriptor["annotations"]);
+    let retry_on = rule
+        .map(|r| RetryOn { codes: r.retry_on_codes.clone(), tool_error: r.retry_on_tool_error })
+        .unwrap_or_default();
     let handler = ProxyTool {
         pool: pool.clone(),
         upstream_name,
         rerun_allowed,
+        retry_on,
         timings: config.timings.clone(),
         forward_identity: config.forward_identity,
     };
@@ -222,7 +227,8 @@ fn tool(
         policy,
         handler: Arc::new(handler),
         scopes: rule.map(|r| r.scopes.clone()).unwrap_or_default(),
-        retry: None,
+        // Checked when the configuration was resolved.
+        retry: rule.and_then(|r| r.retry_policy().ok().flatten()),
         rate: None,
     }
 }
@@ -379,6 +385,9 @@ mod tests {
             after_ms,
             rerun: None,
             scopes: Vec::new(),
+            retry: None,
+            retry_on_codes: Vec::new(),
+            retry_on_tool_error: false,
         };
         let two_s = Some(Duration::from_secs(2));
         assert!(matches!(policy_of(Some(&rule(PolicyRule::Sync, None)), None, &hinted), TaskPolicy::Sync));

@@ -14,43 +14,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{gateway_bin, python_upstream};
-use presa_testkit::{Client, Pod, TestRedis, free_port, redis::unique_prefix, task_id, tasks_caps};
+use common::{Cluster, gateway_bin, python_upstream};
+use presa_testkit::{Client, Pod, free_port, task_id, tasks_caps};
 use serde_json::{Value, json};
-
-struct Cluster {
-    _redis: TestRedis,
-    env: Vec<(String, String)>,
-}
-
-impl Cluster {
-    async fn new(extra_env: &[(&str, &str)]) -> Cluster {
-        let redis = TestRedis::start().await;
-        let mut env = vec![
-            ("PRESA_REDIS_URL".to_string(), redis.url().to_string()),
-            ("PRESA_REDIS_PREFIX".to_string(), unique_prefix()),
-            ("PRESA_STATE_SECRET".to_string(), "gateway-crash-test-secret-at-least-32-bytes".to_string()),
-        ];
-        env.extend(extra_env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        Cluster { _redis: redis, env }
-    }
-
-    fn env(&self) -> Vec<(&str, &str)> {
-        self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
-    }
-
-    async fn api(&self, upstream: &[&str]) -> (Pod, String) {
-        let pod = Pod::start("api", &gateway_bin(), free_port(), upstream, &self.env()).await;
-        let url = format!("{}/mcp", pod.base());
-        (pod, url)
-    }
-
-    async fn worker(&self, name: &str, upstream: &[&str]) -> Pod {
-        let mut args = vec!["worker", "--worker-id", name, "--lease-ms", "2000"];
-        args.extend_from_slice(upstream);
-        Pod::start(name, &gateway_bin(), free_port(), &args, &self.env()).await
-    }
-}
 
 fn is_terminal(t: &Value) -> bool {
     ["completed", "failed", "cancelled"].contains(&t["status"].as_str().unwrap_or_default())

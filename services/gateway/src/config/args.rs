@@ -189,6 +189,7 @@ impl GatewayArgs {
         for r in &rules {
             glob::Pattern::new(&r.pattern)
                 .map_err(|e| ConfigError::Invalid(format!("[[tool]] match = {:?}: {e}", r.pattern)))?;
+            r.retry_policy()?;
         }
         let ms = Duration::from_millis;
         let timings = Timings {

@@ -1,8 +1,10 @@
 //! The `--gateway-config` TOML file: its `[[upstream]]` tables and its
-//! `[[tool]]` rules ([`ToolRule`]: task policy, crash policy, scopes).
+//! `[[tool]]` rules ([`ToolRule`]: task policy, crash policy, retry policy
+//! and what else counts as transient, scopes).
 
-use std::{collections::BTreeMap, path::PathBuf};
+use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
+use presa_server::RetryPolicy;
 use serde::Deserialize;
 
 use super::{
@@ -58,6 +60,54 @@ pub struct ToolRule {
     /// OAuth scopes a caller needs (when authentication is on).
     #[serde(default)]
     pub scopes: Vec<String>,
+    /// How its tasks' transient failures are tried again (else the
+    /// cluster's default, `WorkerConfig::retry`).
+    #[serde(default)]
+    pub retry: Option<RetryRule>,
+    /// JSON-RPC error codes of the upstream's that are transient for this
+    /// tool (its task tries the call again).
+    #[serde(default)]
+    pub retry_on_codes: Vec<i64>,
+    /// Whether an `isError: true` result is transient for this tool.
+    #[serde(default)]
+    pub retry_on_tool_error: bool,
+}
+
+/// A `[[tool]]` rule's `retry = { attempts, initial_ms, max_ms }`: each key
+/// left out is the default policy's (3 tries, backing off from 1 s up to 60 s).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetryRule {
+    /// Tries in all, the first included (1: never tried again).
+    #[serde(default)]
+    pub attempts: Option<u32>,
+    /// The backoff's first cap, in ms.
+    #[serde(default)]
+    pub initial_ms: Option<u64>,
+    /// The backoff's largest cap, in ms.
+    #[serde(default)]
+    pub max_ms: Option<u64>,
+}
+
+impl RetryRule {
+    /// The policy it gives, if it makes sense (at least 1 attempt, `0 < initial_ms <= max_ms`).
+    pub fn policy(&self) -> Result<RetryPolicy, presa_server::RetryPolicyError> {
+        let default = RetryPolicy::default();
+        let ms = |v: Option<u64>, d: Duration| v.map_or(d, Duration::from_millis);
+        RetryPolicy::attempts(self.attempts.unwrap_or(default.attempts))
+            .backoff(ms(self.initial_ms, default.initial), ms(self.max_ms, default.max))
+            .validated()
+    }
+}
+
+impl ToolRule {
+    /// Its retry policy, if it gives one; checked when the configuration is resolved.
+    pub fn retry_policy(&self) -> Result<Option<RetryPolicy>, ConfigError> {
+        self.retry
+            .map(|r| r.policy())
+            .transpose()
+            .map_err(|e| ConfigError::Invalid(format!("[[tool]] match = {:?}: retry: {e}", self.pattern)))
+    }
 }
 
 #[derive(Debug, Deserialize)]

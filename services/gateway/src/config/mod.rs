@@ -23,6 +23,9 @@
 //! policy = "required"              # sync | optional | required
 //! rerun = "never"                  # after a lost worker: auto | always | never
 //! scopes = ["ml:train"]
+//! retry = { attempts = 4, initial_ms = 200, max_ms = 2000 }   # tasks' transient failures
+//! retry_on_codes = [-32001]        # these upstream JSON-RPC errors are transient too
+//! retry_on_tool_error = true       # and so are its isError results
 //! ```
 //!
 //! The code is split by what it reads: `args` holds the flags
@@ -40,7 +43,7 @@ mod tests;
 mod upstream;
 
 pub use args::GatewayArgs;
-pub use file::{PolicyRule, Rerun, ToolRule};
+pub use file::{PolicyRule, Rerun, RetryRule, ToolRule};
 pub use upstream::{Endpoint, Protocol, UpstreamConfig};
 
 /// Why the configuration cannot be used. Each message names what to fix.

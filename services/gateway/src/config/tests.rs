@@ -132,3 +132,45 @@ fn a_stdio_upstream_names_the_variables_it_inherits() {
         assert!(a.resolve().unwrap_err().to_string().contains("environment variable name"), "{bad:?}");
     }
 }
+
+#[test]
+fn a_rule_gives_a_retry_policy_and_what_else_is_transient_checked_at_start() {
+    let file = parse_file(
+        r#"
+        [[upstream]]
+        name = "ml"
+        command = "python3 server.py"
+        [[tool]]
+        match = "flaky_*"
+        retry = { attempts = 4, initial_ms = 200, max_ms = 2000 }
+        retry_on_codes = [-32001, 429]
+        retry_on_tool_error = true
+        [[tool]]
+        match = "few"
+        retry = { attempts = 5 }
+        "#,
+    )
+    .unwrap();
+    let c = args().resolve_with(Some(file)).unwrap();
+    let flaky = c.rule("flaky_x").unwrap();
+    let p = flaky.retry_policy().unwrap().unwrap();
+    let ms = Duration::from_millis;
+    assert_eq!((p.attempts, p.initial, p.max), (4, ms(200), ms(2000)));
+    assert_eq!((flaky.retry_on_codes.as_slice(), flaky.retry_on_tool_error), (&[-32001, 429][..], true));
+    let few = c.rule("few").unwrap().retry_policy().unwrap().unwrap();
+    assert_eq!((few.attempts, few.initial, few.max), (5, ms(1000), ms(60_000)), "the rest is the default's");
+    assert_eq!(c.rule("few").unwrap().retry_on_codes, Vec::<i64>::new());
+
+    let refused = |retry: &str| {
+        let text = format!("[[upstream]]\nname='a'\ncommand='x'\n[[tool]]\nmatch='t'\nretry = {retry}");
+        args().resolve_with(Some(parse_file(&text).unwrap())).unwrap_err().to_string()
+    };
+    let e = refused("{ attempts = 0 }");
+    assert!(e.contains("match = \"t\"") && e.contains("at least 1 attempt"), "{e}");
+    let e = refused("{ initial_ms = 5000, max_ms = 1000 }");
+    assert!(e.contains("initial retry delay") && e.contains("at most the maximum"), "{e}");
+    assert!(refused("{ initial_ms = 0 }").contains("must be over 0"));
+    let typo = parse_file("[[tool]]\nmatch='t'\nretry = { attempt = 3 }").unwrap_err();
+    assert!(typo.contains("unknown field `attempt`"), "{typo}");
+    assert!(parse_file("[[tool]]\nmatch='t'\nretry_on = [1]").unwrap_err().contains("unknown field"));
+}

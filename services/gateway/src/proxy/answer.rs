@@ -68,6 +68,21 @@ pub(super) fn lost_worker_error(tool: &str) -> ToolError {
     )
 }
 
+/// A call that failed after the upstream may have received it, of a tool
+/// not safe to repeat: it is not tried again, and the error says why and
+/// how to mark the tool.
+pub(super) fn not_tried_again_error(tool: &str, reason: &str) -> ToolError {
+    rpc(
+        format!(
+            "The call to {tool:?} failed after the upstream may have received it ({reason}), and the tool is \
+             not marked idempotent or read-only, so it was not tried again: it may or may not have taken \
+             effect. Call it again if that is safe. To have such failures tried again, mark the tool \
+             idempotentHint or readOnlyHint upstream, or give it rerun = \"always\" in a [[tool]] rule."
+        ),
+        true,
+    )
+}
+
 /// An upstream failure as the error the caller sees (no internals beyond the upstream's name).
 pub(super) fn service_error(pool: &Pool, e: ServiceError) -> ToolError {
     match e {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use presa_server::{ToolContext, ToolError, ToolOutput};
 use rmcp::{
     model::{CallToolRequest, CancelledNotificationParam, ClientRequest, ServerResult},
-    service::PeerRequestOptions,
+    service::{PeerRequestOptions, ServiceError},
 };
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
@@ -16,14 +16,14 @@ use tracing::Instrument;
 
 use super::{
     CALLER_META, MAX_ROUNDS, ProxyTool,
-    answer::{rpc, service_error},
+    answer::rpc,
     question_key,
     status::{StatusPace, log_text, progress_text},
 };
 use crate::{
     convert::{Retry, bad_params, call_params, input_requests, tool_output},
     pool::Lease,
-    upstream::Event,
+    upstream::{Event, INVALID_ANSWER},
 };
 
 /// One run of a proxied call.
@@ -35,6 +35,10 @@ pub(super) struct Call<'a> {
     /// Whether the caller's roots were given to the upstream, which may
     /// keep them for the session: then the connection serves no other call.
     pub(super) told_roots: bool,
+    /// Whether the call is an upstream task being followed (a new try
+    /// follows it again: its transport failures are safe to try again, its
+    /// answers are final).
+    pub(super) followed: bool,
 }
 
 impl Call<'_> {
@@ -61,7 +65,11 @@ impl Call<'_> {
         let name = self.tool.pool.name().to_string();
         for _round in 0..MAX_ROUNDS {
             let span = tracing::info_span!("upstream.call", upstream = %name, tool = %self.tool.upstream_name);
-            match self.once(lease, &arguments, retry.as_ref()).instrument(span).await? {
+            let answer = match self.once(lease, &arguments, retry.as_ref()).instrument(span).await? {
+                Ok(answer) => answer,
+                Err(e) => return Ok(Round::Done(Err(e))),
+            };
+            match answer {
                 ServerResult::CallToolResult(r) => return Ok(Round::Done(Ok(tool_output(&r)))),
                 ServerResult::InputRequiredResult(r) => {
                     // The upstream call is over; what the caller answers goes into a retry.
@@ -81,8 +89,15 @@ impl Call<'_> {
         Ok(Round::Done(Err(rpc(format!("upstream {name:?} asked for input more than {MAX_ROUNDS} times"), false))))
     }
 
-    /// Send one `tools/call` and serve the upstream's events until it answers.
-    async fn once(&mut self, lease: &Lease, arguments: &Value, retry: Option<&Retry>) -> Result<ServerResult, Abandon> {
+    /// Send one `tools/call` and serve the upstream's events until it
+    /// answers: its result, or the error it answered (the call is over
+    /// upstream); `Abandon` when the call may still run there.
+    async fn once(
+        &mut self,
+        lease: &Lease,
+        arguments: &Value,
+        retry: Option<&Retry>,
+    ) -> Result<Result<ServerResult, ToolError>, Abandon> {
         let conn = lease.conn();
         // The trace goes on upstream (SEP-414 `traceparent` in `_meta`), and
         // the caller's identity when the operator asked for it.
@@ -101,7 +116,7 @@ impl Call<'_> {
             .peer()
             .send_request_with_option(request, options)
             .await
-            .map_err(|e| Abandon(service_error(&self.tool.pool, e)))?;
+            .map_err(|e| Abandon(self.tool.service_failure(self.ctx, e, false)))?;
         let id = handle.id.clone();
         lease.running(Some(id.clone()));
         let response = handle.await_response();
@@ -125,7 +140,17 @@ impl Call<'_> {
                     if let Some(last) = status.flush() {
                         let _ = self.ctx.set_status(last).await;
                     }
-                    return r.map_err(|e| Abandon(service_error(&self.tool.pool, e)));
+                    return match r {
+                        Ok(answer) => Ok(Ok(answer)),
+                        // The upstream answered with an error: its call is over and
+                        // the connection goes back to the pool (a task trying
+                        // again needs no new child). An answer the stdio screen
+                        // replaced may still be running there: that one goes.
+                        Err(ServiceError::McpError(e)) if !e.message.starts_with(INVALID_ANSWER) => {
+                            Ok(Err(self.tool.service_failure(self.ctx, ServiceError::McpError(e), false)))
+                        }
+                        Err(e) => Err(Abandon(self.tool.service_failure(self.ctx, e, false))),
+                    };
                 }
                 Some(event) = events.recv() => {
                     if let Err(e) = self.on_event(event, &mut status).await {

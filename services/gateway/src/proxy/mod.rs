@@ -15,12 +15,18 @@
 //! - `tasks/cancel` sends `notifications/cancelled` (or `tasks/cancel`) and
 //!   closes the connection after a grace period if the upstream keeps going;
 //! - a task claimed again after its worker was lost calls the upstream again
-//!   only for a tool that is safe to repeat ([`Rerun`]).
+//!   only for a tool that is safe to repeat ([`Rerun`]);
+//! - in a task, a transient upstream failure (no connection, HTTP 429/5xx,
+//!   a child that exited, a timeout, and what the tool's rule names) asks
+//!   presa to try the call again later ([`ToolError::Retry`]), when that is
+//!   safe: a failure the upstream may have received the call before is
+//!   tried again only for a tool safe to repeat (see `retry`).
 //!
 //! By part: `call` runs one call on a connection (its rounds and the events
 //! of each), `questions` keys and asks the upstream's questions,
 //! `upstream_task` follows an upstream task, `status` turns progress and
-//! log lines into status messages, `answer` shapes results and errors.
+//! log lines into status messages, `answer` shapes results and errors,
+//! `retry` sorts failures into those tried again and those not.
 
 use std::sync::Arc;
 
@@ -36,13 +42,17 @@ use crate::{
 mod answer;
 mod call;
 mod questions;
+mod retry;
 mod status;
 mod upstream_task;
 
-use answer::lost_worker_error;
 pub use answer::{MAX_ERROR_MESSAGE_BYTES, cap_message, upstream_error};
+use answer::{lost_worker_error, not_tried_again_error, service_error};
 use call::Call;
 pub use questions::question_key;
+pub use retry::{MAX_RETRY_AFTER, Received, RetryClass, RetryOn, Transient};
+use retry::{classify_connect, classify_result, classify_service};
+use rmcp::service::ServiceError;
 
 /// The `_meta` key of the caller's identity (`--upstream-forward-identity`).
 pub const CALLER_META: &str = "dev.presa/caller";
@@ -60,8 +70,11 @@ pub struct ProxyTool {
     pub pool: Arc<Pool>,
     /// Its name upstream (without presa's prefix).
     pub upstream_name: String,
-    /// Whether a re-run after a lost worker calls the upstream again.
+    /// Whether a re-run after a lost worker calls the upstream again, and
+    /// a failure the upstream may have received the call before is tried again.
     pub rerun_allowed: bool,
+    /// What the tool's rule adds to the failures tried again.
+    pub retry_on: RetryOn,
     /// Timings.
     pub timings: Timings,
     /// Whether calls carry the caller's tenant and subject in `_meta`.
@@ -78,6 +91,42 @@ impl ProxyTool {
             Rerun::Auto => hint("readOnlyHint") || hint("idempotentHint"),
         }
     }
+
+    /// A failed request of a call as the error the handler returns: in a
+    /// task, [`ToolError::Retry`] when the failure is transient and trying
+    /// again is safe (`following`: the call is an upstream task, which a
+    /// new try follows again instead of calling), the "not tried again"
+    /// error when it may have reached the upstream of a tool not safe to
+    /// repeat; otherwise (and in a plain call) the error as the upstream gave it.
+    fn service_failure(&self, ctx: &ToolContext, e: ServiceError, following: bool) -> ToolError {
+        let transient = classify_service(self.pool.name(), &e, &self.retry_on);
+        self.transient(ctx, transient, following).unwrap_or_else(|| service_error(&self.pool, e))
+    }
+
+    /// What a [`Transient`] failure makes of the call (see
+    /// [`service_failure`](Self::service_failure)); `None`: not one, or a plain call.
+    fn transient(&self, ctx: &ToolContext, failure: Option<Transient>, following: bool) -> Option<ToolError> {
+        let failure = failure?;
+        ctx.try_number()?;
+        // A call given up because the task was cancelled (or its claim lost)
+        // is never turned into a retry.
+        if ctx.cancellation().is_cancelled() {
+            return Some(ToolError::Cancelled);
+        }
+        let upstream = self.pool.name().to_string();
+        if failure.received == Received::Maybe && !following && !self.rerun_allowed {
+            tracing::warn!(upstream = %upstream, tool = %self.upstream_name, reason = %failure.reason,
+                "not trying the call again: the tool is not marked idempotent or read-only");
+            metrics::counter!("presa_gateway_reruns_refused_total", "upstream" => upstream).increment(1);
+            return Some(not_tried_again_error(&self.upstream_name, &failure.reason));
+        }
+        metrics::counter!("presa_gateway_upstream_retries_total", "upstream" => upstream, "reason" => failure.class.label())
+            .increment(1);
+        Some(match failure.after {
+            Some(after) => ToolError::retry_after(after, failure.reason),
+            None => ToolError::transient(failure.reason),
+        })
+    }
 }
 
 #[async_trait::async_trait]
@@ -93,24 +142,36 @@ impl ToolHandler for ProxyTool {
         }
         let cancel = ctx.cancellation();
         let lease = tokio::select! {
-            lease = self.pool.get() => lease.map_err(|e| upstream_error(&self.pool, e))?,
+            lease = self.pool.get() => lease.map_err(|e| {
+                let transient = classify_connect(self.pool.name(), &e, &self.retry_on);
+                self.transient(&ctx, transient, false).unwrap_or_else(|| upstream_error(&self.pool, e))
+            })?,
             _ = cancel.cancelled() => return Err(ToolError::Cancelled),
         };
         let started = Instant::now();
         let upstream = self.pool.name().to_string();
-        let mut call = Call { tool: self, ctx: &ctx, asked: 0, told_roots: false };
-        let out = match resume {
+        let mut call = Call { tool: self, ctx: &ctx, asked: 0, told_roots: false, followed: false };
+        let mut out = match resume {
             Some(task_id) => {
                 tracing::info!(upstream = %upstream, upstream_task = %task_id, "resuming the upstream's task");
                 call.follow_task(lease, task_id).await
             }
             None => call.run(lease, arguments).await,
         };
+        // An error result the rule names transient (a task following an
+        // upstream task would only find the same result again).
+        if let Ok(ToolOutput::Complete(result)) = &out
+            && !call.followed
+            && let Some(e) = self.transient(&ctx, classify_result(self.pool.name(), result, &self.retry_on), false)
+        {
+            out = Err(e);
+        }
         let outcome = match &out {
             Ok(ToolOutput::Complete(v)) if v["isError"] == true => "tool_error",
             Ok(_) => "ok",
             Err(ToolError::Cancelled) => "cancelled",
             Err(ToolError::NeedInput(_)) => "input_required",
+            Err(ToolError::Retry(_)) => "retry",
             Err(_) => "error",
         };
         metrics::counter!("presa_gateway_upstream_calls_total", "upstream" => upstream.clone(), "outcome" => outcome)

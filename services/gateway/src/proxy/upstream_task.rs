@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::{
     UPSTREAM_TASK,
-    answer::{rpc, service_error, upstream_rpc},
+    answer::{rpc, upstream_rpc},
     call::Call,
 };
 use crate::{
@@ -24,6 +24,7 @@ impl Call<'_> {
     /// Follow the upstream task `task_id` to its end.
     pub(super) async fn follow_task(&mut self, lease: Lease, task_id: String) -> Result<ToolOutput, ToolError> {
         tracing::info!(upstream = %self.tool.pool.name(), upstream_task = %task_id, "following the upstream's task");
+        self.followed = true;
         // Recorded first, so a worker that takes over follows this task
         // instead of calling the tool again.
         if self.ctx.checkpoint().and_then(|c| c[UPSTREAM_TASK].as_str()) != Some(task_id.as_str()) {
@@ -45,7 +46,7 @@ impl Call<'_> {
                     return Err(ToolError::Cancelled);
                 }
             };
-            let task = TaskReport::from(got.map_err(|e| service_error(&pool, e))?);
+            let task = TaskReport::from(got.map_err(|e| self.tool.service_failure(self.ctx, e, true))?);
             if task.status_message.is_some() && task.status_message != last_message {
                 self.ctx.set_status(task.status_message.clone().unwrap_or_default()).await?;
                 last_message = task.status_message;
@@ -65,7 +66,7 @@ impl Call<'_> {
                     let requests = task.payload.as_object().cloned().unwrap_or_default();
                     let answers = self.ask_all(requests).await?;
                     let update = UpdateTaskParams::new(task_id.clone(), answers.into_iter().collect());
-                    peer.update_task(update).await.map_err(|e| service_error(&pool, e))?;
+                    peer.update_task(update).await.map_err(|e| self.tool.service_failure(self.ctx, e, true))?;
                     continue;
                 }
                 Status::Working => {}

@@ -13,6 +13,10 @@ use serde_json::Value;
 /// the line is dropped.
 pub const STDERR_LINE_MAX: usize = 2048;
 
+/// How the message of the error that replaces an answer rmcp could not
+/// parse begins ([`screen_answer`]): such a request may still run upstream.
+pub const INVALID_ANSWER: &str = "the upstream answered with a message that is not valid MCP";
+
 /// The variables of the gateway's environment every stdio child gets (those
 /// set), besides every `LC_*`: what a program needs to run, nothing secret.
 const BASE_ENV: &[&str] = &["PATH", "HOME", "LANG", "TZ", "TMPDIR"];
@@ -121,7 +125,7 @@ pub fn screen_answer(line: &[u8]) -> Option<Vec<u8>> {
         "id": id,
         "error": {
             "code": ErrorCode::INTERNAL_ERROR.0,
-            "message": format!("the upstream answered with a message that is not valid MCP: {invalid}"),
+            "message": format!("{INVALID_ANSWER}: {invalid}"),
         },
     });
     let mut bytes = serde_json::to_vec(&error).ok()?;

@@ -39,7 +39,7 @@ use crate::config::{Endpoint, Protocol};
 mod child;
 mod relay;
 
-pub use child::{STDERR_LINE_MAX, child_env, escape_log_line, screen_answer};
+pub use child::{INVALID_ANSWER, STDERR_LINE_MAX, child_env, escape_log_line, screen_answer};
 use child::{log_stderr, screen_stdout};
 use relay::Current;
 pub use relay::{EVENTS_BOUND, Event, Events, Relay};

@@ -1,12 +1,12 @@
 //! What the gateway's integration tests share: the third-party upstreams
 //! (installed once per machine by `tests/gateway/setup.sh` from npm and
-//! PyPI) and a gateway process in front of one.
+//! PyPI), a gateway process in front of one, and a gateway cluster on Redis.
 
 #![allow(dead_code, unreachable_pub)]
 
 use std::{path::PathBuf, process::Command, sync::OnceLock};
 
-use presa_testkit::{Pod, free_port};
+use presa_testkit::{Pod, TestRedis, free_port, redis::unique_prefix};
 
 /// The upstreams' command lines, from `tests/gateway/setup.sh`.
 #[derive(Debug, Clone)]
@@ -76,4 +76,44 @@ pub async fn embedded(name: &str, upstream: &str, args: &[&str], env: &[(&str, &
     let pod = Pod::start(name, &gateway_bin(), free_port(), &all, env).await;
     let url = format!("{}/mcp", pod.base());
     (pod, url)
+}
+
+/// A gateway cluster on its own Redis: API pods and worker pods (each with
+/// its own upstream pool), started with the same environment.
+pub struct Cluster {
+    _redis: TestRedis,
+    env: Vec<(String, String)>,
+}
+
+impl Cluster {
+    /// A Redis, and the environment every pod gets (`extra_env` added).
+    pub async fn new(extra_env: &[(&str, &str)]) -> Cluster {
+        let redis = TestRedis::start().await;
+        let mut env = vec![
+            ("PRESA_REDIS_URL".to_string(), redis.url().to_string()),
+            ("PRESA_REDIS_PREFIX".to_string(), unique_prefix()),
+            ("PRESA_STATE_SECRET".to_string(), "gateway-crash-test-secret-at-least-32-bytes".to_string()),
+        ];
+        env.extend(extra_env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        Cluster { _redis: redis, env }
+    }
+
+    /// The pods' environment.
+    pub fn env(&self) -> Vec<(&str, &str)> {
+        self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+    }
+
+    /// An API pod with the `upstream` flags.
+    pub async fn api(&self, upstream: &[&str]) -> (Pod, String) {
+        let pod = Pod::start("api", &gateway_bin(), free_port(), upstream, &self.env()).await;
+        let url = format!("{}/mcp", pod.base());
+        (pod, url)
+    }
+
+    /// A worker pod named `name` (a 2 s lease) with the `upstream` flags.
+    pub async fn worker(&self, name: &str, upstream: &[&str]) -> Pod {
+        let mut args = vec!["worker", "--worker-id", name, "--lease-ms", "2000"];
+        args.extend_from_slice(upstream);
+        Pod::start(name, &gateway_bin(), free_port(), &args, &self.env()).await
+    }
 }
