@@ -52,6 +52,13 @@ impl Cluster {
         Cluster { url: redis.url().to_string(), redis: Some(redis), prefix: unique_prefix() }
     }
 
+    /// A cluster on a private `redis-server` keeping an AOF, written to disk
+    /// as `appendfsync` says (`everysec`, `always`).
+    fn with_aof(appendfsync: &str) -> Cluster {
+        let redis = TestRedis::spawn_with(&["--appendonly", "yes", "--appendfsync", appendfsync]);
+        Cluster { url: redis.url().to_string(), redis: Some(redis), prefix: unique_prefix() }
+    }
+
     /// The single Redis (tests that stop, restart or reconfigure it).
     fn redis(&mut self) -> &mut TestRedis {
         self.redis.as_mut().expect("a single Redis, not the cluster")
@@ -537,12 +544,7 @@ async fn wait_for_loss_count(pods: &[&Pod], count: u64) {
 /// lost: that second is what `everysec` risks.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aof_everysec_keeps_tasks_acknowledged_a_second_before_redis_is_killed() {
-    let mut cluster = Cluster {
-        redis: Some(TestRedis::spawn_with(&["--appendonly", "yes", "--appendfsync", "everysec"])),
-        prefix: unique_prefix(),
-        url: String::new(),
-    };
-    cluster.url = cluster.redis().url().to_string();
+    let mut cluster = Cluster::with_aof("everysec");
     let args = ["--redis-timeout-ms", "500"];
     let api = cluster.api("api", &args).await;
     let _w = cluster.worker("w1", 2000, &args).await;
@@ -819,12 +821,7 @@ async fn a_flaky_task_completes_on_its_third_try_across_pods() {
 /// AOF; new pods then run the try when it is due, and it completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_task_survives_every_process_and_a_redis_restart() {
-    let mut cluster = Cluster {
-        redis: Some(TestRedis::spawn_with(&["--appendonly", "yes", "--appendfsync", "always"])),
-        prefix: unique_prefix(),
-        url: String::new(),
-    };
-    cluster.url = cluster.redis().url().to_string();
+    let mut cluster = Cluster::with_aof("always");
     let args = ["--redis-timeout-ms", "500"];
     let mut api = cluster.api("api", &args).await;
     let mut w1 = cluster.worker("w1", 2000, &args).await;
