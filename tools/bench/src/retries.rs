@@ -7,7 +7,8 @@
 //! has completed. Each task's record then says when its next try was due
 //! (its first failed try's time plus the delay) and when the task ended
 //! (its second try runs at once, in about a millisecond): the difference is
-//! how late the due entry started, printed as p50 / p90 / p99 / max.
+//! how late the due entry started, printed as p50 / p90 / p99 / max. Last,
+//! what one check of a tool's rate (`Tool::rate`, `rate.lua`) costs Redis.
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
@@ -133,7 +134,39 @@ async fn retries(args: RetriesArgs) -> Result<(), String> {
         "how late a due try started (its task's end − its due time, {count} tasks): p50 {p50} ms, p90 {p90} ms, \
          p99 {p99} ms, max {max} ms"
     );
+    rate_check_cost(&partitions[0], &rig).await?;
     println!("end: load average {}", crate::cost::load_average());
+    Ok(())
+}
+
+/// Takes of one rate per run of [`rate_check_cost`].
+const RATE_TAKES: usize = 10_000;
+
+/// What a tool's rate check costs Redis: [`RATE_TAKES`] takes (a rate that
+/// admits them all, as a task's check that passes) from this process
+/// through the Redis store, Redis's CPU and commands per take.
+async fn rate_check_cost(con: &redis::aio::MultiplexedConnection, rig: &Rig) -> Result<(), String> {
+    use presa_store::{Rate, Rates, Take};
+    let Redis::Standalone(redis) = &rig.redis else {
+        return Err("the rate check is measured on a standalone Redis".into());
+    };
+    let url = redis.url().to_string();
+    let config = presa_store_redis::RedisConfig::new(url.clone()).with_prefix(format!("{}-rates", rig.prefix));
+    let store = presa_store_redis::RedisStore::connect(config).await.map_err(|e| format!("{url}: {e}"))?;
+    let rate = Rate::per_second(1e6, 1_000_000);
+    let mut con = con.clone();
+    let (cpu0, stats0) = (crate::cost::redis_cpu_secs(&mut con).await, crate::tiers::commandstats(&mut con).await);
+    for _ in 0..RATE_TAKES {
+        store.take_rate("bench-tool", rate, Take::Reserve).await.map_err(|e| e.to_string())?;
+    }
+    let (cpu1, stats1) = (crate::cost::redis_cpu_secs(&mut con).await, crate::tiers::commandstats(&mut con).await);
+    let per_take = crate::tiers::command_deltas(&stats0, &stats1, RATE_TAKES);
+    let listed: Vec<String> = per_take.iter().map(|(name, c, us)| format!("{name} {c:.2} ({us:.1} µs)")).collect();
+    println!(
+        "a tool's rate check: {:.1} µs of Redis CPU a take ({RATE_TAKES} takes, one script each); per take: {}",
+        (cpu1 - cpu0) * 1e6 / RATE_TAKES as f64,
+        listed.join(", ")
+    );
     Ok(())
 }
 

@@ -234,7 +234,7 @@ async fn drained(
 }
 
 /// `INFO commandstats`: command → (calls, µs).
-async fn commandstats(con: &mut redis::aio::MultiplexedConnection) -> BTreeMap<String, (f64, f64)> {
+pub(crate) async fn commandstats(con: &mut redis::aio::MultiplexedConnection) -> BTreeMap<String, (f64, f64)> {
     let info: String = redis::cmd("INFO").arg("commandstats").query_async(con).await.unwrap_or_default();
     info.lines()
         .filter_map(|l| {
@@ -247,7 +247,7 @@ async fn commandstats(con: &mut redis::aio::MultiplexedConnection) -> BTreeMap<S
 
 /// Calls and µs per task of each command between two readings, most µs first
 /// (the commands this bench sends itself, `info` and `xlen`, left out).
-fn command_deltas(
+pub(crate) fn command_deltas(
     before: &BTreeMap<String, (f64, f64)>,
     after: &BTreeMap<String, (f64, f64)>,
     n: usize,
