@@ -1,7 +1,7 @@
 //! What an operator may read and do (the admin API's logic, without HTTP;
 //! `docs/admin.md`): list and inspect tasks across owners, cancel them,
-//! replay or discard dead letters, see the cluster and its queues, drain a
-//! worker.
+//! make a task's delayed retry due now, replay or discard dead letters, see
+//! the cluster and its queues, drain a worker.
 //!
 //! Every call names its [`Operator`]: an admin of the whole cluster, or of
 //! one tenant. A tenant admin's reads are confined to its tenant before they
@@ -10,7 +10,7 @@
 //! it exists, nor how many there are. The cluster, the queues and drains
 //! belong to the cluster's admins only ([`AdminError::Forbidden`]).
 //!
-//! Every action (cancel, replay, discard, drain) is logged on the target
+//! Every action (cancel, retry now, replay, discard, drain) is logged on the target
 //! `presa::audit` with the operator, the action, its target and its outcome.
 //! A tenant's quota use (`usage`) is read from its tasks, one scan at a time.
 
@@ -232,6 +232,39 @@ impl Admin {
             Ok(Updated::Gone | Updated::Fenced) => Err(AdminError::NotFound("task")),
             Err(UpdateError::Store(e)) => Err(e.into()),
             Err(e) => Err(AdminError::Store(StoreError::Corrupt(e.to_string()))),
+        }
+    }
+
+    /// Make task `id`'s next try due now (an operator's "retry now", once
+    /// the upstream it failed on is fixed): its work, waiting out a failed
+    /// try's backoff, is queued at once and a worker claims it like any
+    /// other. The task as it was read (its record changes when a worker
+    /// claims the work). [`AdminError::Conflict`] when its work is not
+    /// waiting: the task has ended, or its work is queued or running.
+    pub async fn retry_now(&self, op: &Operator, id: &TaskId) -> Result<Task, AdminError> {
+        let outcome = self.retry_within_reach(op, id).await;
+        let said = match &outcome {
+            Ok(_) => "due now",
+            Err(AdminError::NotFound(_)) => "not found",
+            Err(AdminError::Conflict(_)) => "not waiting",
+            Err(_) => "failed",
+        };
+        op.audit("retry", id.as_str(), said);
+        outcome
+    }
+
+    async fn retry_within_reach(&self, op: &Operator, id: &TaskId) -> Result<Task, AdminError> {
+        let (task, _) = self.task(op, id).await?;
+        if task.status.is_terminal() {
+            return Err(AdminError::Conflict(format!("the task has ended ({})", task.status.as_str())));
+        }
+        if store_call("retry_now", self.core.work().retry_now(id)).await? {
+            Ok(task)
+        } else {
+            Err(AdminError::Conflict(format!(
+                "the task is not waiting for a retry ({}: its work is queued or running)",
+                task.status.as_str()
+            )))
         }
     }
 
