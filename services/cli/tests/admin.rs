@@ -3,13 +3,15 @@
 //! presa-worker pods: every command in table and `--json` form, the
 //! refusals and their exit codes, `tasks --all` over several pages, and a
 //! dead letter made by a worker that gives up at once (`--max-deliveries 0`),
-//! replayed and discarded.
+//! replayed and discarded; and `retry` and a task's failed tries against a
+//! stand-in admin API (the demo catalog has no tool that fails transiently;
+//! the route itself is tested in presa-api's tests/admin.rs).
 
 mod common;
 
 use std::time::Duration;
 
-use common::{api_bin, detached, presa, worker_bin};
+use common::{api_bin, detached, fake_server, presa, worker_bin};
 use presa_testkit::{Pod, TestRedis, free_port, redis::unique_prefix};
 use serde_json::Value;
 
@@ -233,4 +235,60 @@ async fn presa_admin_sees_and_steers_a_cluster() {
     assert!(bad.stderr.contains("status must be"), "{bad}");
     let unknown = c.admin(ADMIN, &["task", "p00.nope"]).await;
     assert_eq!(unknown.code, 2, "{unknown}");
+}
+
+/// `presa admin retry ID` posts the marked "retry now" and says the task is
+/// due; a task whose work is not waiting is a 409, exit 8 with the API's
+/// message; `presa admin task ID` prints the failed tries and when the
+/// next is due, and `queues` the delayed work and how late it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn presa_admin_retries_now_and_shows_the_tries() {
+    let id = "p01.AAAAAAAAAAAAAAAAAAAAAA";
+    let accepted = format!(r#"{{"task":{{"taskId":"{id}","status":"working","retries":{{"failed":1,"dueAtMs":1}}}}}}"#);
+    let (url, seen) = fake_server("202 Accepted", &[], &accepted).await;
+    let out = presa(&url, &["--token", "t", "admin", "retry", id]).await;
+    assert_eq!(
+        (out.code, out.stdout.as_str()),
+        (0, format!("task {id} is due now: a worker runs its next try\n").as_str())
+    );
+    let request = seen.lock().unwrap()[0].clone();
+    assert!(request.starts_with(&format!("post /admin/v1/tasks/{}/retry ", id.to_ascii_lowercase())), "{request}");
+    assert!(request.lines().any(|l| l.starts_with("x-presa-admin:")), "marked for the guard: {request}");
+
+    let refused = r#"{"error":{"code":"conflict","message":"the task is not waiting for a retry (working: its work is queued or running)"}}"#;
+    let (url, _) = fake_server("409 Conflict", &[], refused).await;
+    let out = presa(&url, &["--token", "t", "admin", "retry", id]).await;
+    assert_eq!(out.code, 8, "{out}");
+    assert!(out.stderr.contains("409") && out.stderr.contains("not waiting for a retry"), "{out}");
+
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let due = now + 150 * 60_000;
+    let detail = serde_json::json!({
+        "taskId": id, "tenant": "acme", "subject": "alice", "status": "working", "tool": "fetch_report",
+        "createdAtMs": now - 20_000, "updatedAtMs": now - 10_000, "attempt": 1, "revision": 3,
+        "retries": { "failed": 1, "dueAtMs": due, "log": [
+            { "number": 1, "atMs": now - 10_000, "reason": "upstream 503", "delayMs": 150 * 60_000 }
+        ] },
+        "history": [], "inputRequests": [], "inputResponses": [], "deadLetter": null,
+    });
+    let (url, _) = fake_server("200 OK", &[], &detail.to_string()).await;
+    let out = presa(&url, &["--token", "t", "admin", "task", id]).await;
+    assert_eq!(out.code, 0, "{out}");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    let at = lines.iter().position(|l| *l == "failed tries    1").unwrap_or_else(|| panic!("{out}"));
+    let tried = lines[at + 1];
+    assert!(tried.starts_with("                #1 1") && tried.ends_with("s ago: upstream 503, put off 2h"), "{out}");
+    assert_eq!(lines[at + 2], "next try        in 2h", "{out}");
+
+    let queues = r#"{"nowMs":1,"total":{"queued":0,"pending":0,"oldestQueuedAgeMs":null,"oldestPendingAgeMs":null,"delayed":3,"oldestDueAgeMs":95000},
+        "partitions":[{"partition":0,"queued":0,"pending":0,"oldestQueuedAgeMs":null,"oldestPendingAgeMs":null,"delayed":3,"oldestDueAgeMs":95000}]}"#;
+    let (url, _) = fake_server("200 OK", &[], queues).await;
+    let out = presa(&url, &["--token", "t", "admin", "queues"]).await;
+    assert_eq!(
+        out.stdout,
+        "PARTITION  QUEUED  PENDING  OLDEST QUEUED  OLDEST PENDING  DELAYED  OLDEST DUE\n\
+         p00        0       0        -              -               3        1m\n\
+         total      0       0        -              -               3        1m\n",
+        "{out}"
+    );
 }
