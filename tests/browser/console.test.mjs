@@ -165,7 +165,7 @@ step('launch Chromium', async () => {
   page.setDefaultTimeout(T);
   page.on('pageerror', (e) => pageErrors.push(`pageerror: ${e.message}`));
   // CSP violations and script errors are console errors; a refused fetch (401/403/404, and
-  // the 409 of a retry of work that is not waiting) is logged by Chromium as a failed
+  // a 409 should a Retry now race a worker's claim) is logged by Chromium as a failed
   // resource load, which is expected here.
   page.on('console', (m) => {
     if (m.type() === 'error' && !/Failed to load resource: the server responded with a status of 40[1349]/.test(m.text())) {
@@ -336,46 +336,39 @@ step('cancel a running task from its page', async () => {
   assert.equal(got.status, 'cancelled');
 });
 
-step('a task waiting out a retry: its failed tries on the timeline, and Retry now', async () => {
-  // The demo catalog has no tool that fails transiently, so the page reads a real running
-  // task's record with the tries a waiting one has (the admin API's shape: failed, dueAtMs,
-  // log); the Retry now it sends goes to the real server, which refuses it: the work runs.
-  const id = await task(600, 'retried');
-  const detail = `${URL_}/admin/v1/tasks/${encodeURIComponent(id)}`;
-  const now = Date.now();
-  await page.route(detail, async (route) => {
-    const real = await route.fetch();
-    const t = await real.json();
-    t.retries = { failed: 2, dueAtMs: now + 90_000, log: [
-      { number: 1, atMs: now - 20_000, reason: 'upstream answered 503', delayMs: 4_000 },
-      { number: 2, atMs: now - 5_000, reason: 'rate limited <b>x</b>', delayMs: 95_000 },
-    ] };
-    await route.fulfill({ response: real, json: t });
-  });
-  const posted = [];
-  page.on('request', (r) => { if (r.method() === 'POST' && r.url().endsWith('/retry')) posted.push(r.headers()); });
+let waitingTask; // a flaky_job left waiting out its ten minutes (the overview counts it as delayed)
+step('a task waiting out a retry: its failed try on the timeline, and Retry now runs it at once', async () => {
+  // flaky_job's first try fails and asks to be tried again in ten minutes.
+  const flaky = async () => {
+    const r = await mcp('tools/call', 'flaky_job', { name: 'flaky_job', arguments: { failures: 1, retryAfterMs: 600000 } });
+    assert.equal(r.resultType, 'task', `flaky_job became a task: ${JSON.stringify(r)}`);
+    return r.taskId;
+  };
+  waitingTask = await flaky();
+  const id = await flaky();
+  await until('its first try put off', async () => typeof (await admin('GET', `/tasks/${id}`)).body?.retries?.dueAtMs === 'number');
   await page.goto(`${URL_}/console#/tasks/${encodeURIComponent(id)}`);
-  await assertVisibleText('task-failed-tries', /^2$/);
-  const tries = page.getByTestId('task-failed-try');
-  await until('both failed tries on the timeline', async () => (await tries.count()) === 2);
-  assert.match(await tries.nth(0).textContent(), /try 1 failed: upstream answered 503; next try put off 4\.0 s$/);
-  assert.match(await tries.nth(1).textContent(), /try 2 failed: rate limited <b>x<\/b>; next try put off 1\.6 min$/);
-  assert.equal(await page.locator('[data-testid="task-timeline"] b').count(), 0, 'a reason is text, not HTML');
-  await assertVisibleText('task-next-try', /try 3 due \(in 1\.[345] min\)$/);
+  await assertVisibleText('task-failed-tries', /^1$/);
+  await assertVisibleText('task-failed-try', /try 1 failed: simulated outage on try 1; next try put off 10\.0 min$/);
+  await assertVisibleText('task-next-try', /try 2 due \(in (9\.\d|10\.0) min\)$/);
+  await assertVisibleText('task-status', /^working$/);
   assert.equal(await tid('task-retry').isVisible(), true, 'Retry now while it waits');
+  const posted = [];
+  const seen = (r) => { if (r.method() === 'POST' && r.url().endsWith('/retry')) posted.push(r.headers()); };
+  page.on('request', seen);
   await tid('task-retry').click();
-  await assertVisibleText('alert', /^409 conflict: the task is not waiting for a retry/);
+  await assertVisibleText('task-action', /^Retry requested/);
+  await assertVisibleText('task-status', /^completed$/);
+  page.off('request', seen);
   assert.equal(posted.length, 1, 'one POST');
   assert.ok(posted[0]['x-presa-admin'], 'marked for the guard');
-  // Without the stand-in, the running task has no tries and no Retry now.
-  await page.unroute(detail);
-  await page.reload();
-  await assertVisibleText('task-status', /^working$/);
-  assert.equal(await page.getByTestId('task-failed-try').count(), 0);
-  assert.equal(await tid('task-retry').isVisible(), false, 'no Retry now for work that is not waiting');
-  assert.equal((await admin('POST', `/tasks/${id}/retry`)).status, 403, 'unmarked, as a form would post it: the guard refuses it');
-  await tid('task-cancel').click();
-  await assertVisibleText('task-status', /^cancelled$/);
+  await assertVisibleText('task-outcome', /Succeeded on try 2/);
+  assert.equal(await tid('task-retry').isVisible(), false, 'no Retry now once it ended');
+  assert.equal(await page.getByTestId('task-next-try').count(), 0);
+  await assertVisibleText('task-timeline', /try 1 failed[\s\S]*completed after/);
+  // The route refuses what a web page's form would send.
+  assert.equal((await admin('POST', `/tasks/${waitingTask}/retry`)).status, 403, 'unmarked: the guard refuses it');
+  assert.equal((await admin('GET', `/tasks/${waitingTask}`)).body.status, 'working', 'still waiting');
 });
 
 let poisoned = [];
@@ -447,11 +440,14 @@ step('screenshot of the overview (1280x800), and the page fits a phone', async (
   await until('two workers in the overview', async () => Number(await tid('stat-workers').textContent()) >= 2);
   const cards = await page.locator('[data-testid="overview-cards"] .card').count();
   assert.equal(cards, 11, 'every overview card rendered');
-  // Delayed work per partition: none here (the demo's tools never fail transiently).
+  // Delayed work per partition: the flaky_job left waiting out its ten minutes, not due yet.
   await until('a row per partition', async () => (await page.getByTestId('overview-partition').count()) === Number(env('PARTITIONS')));
-  await assertVisibleText('stat-delayed', /^0$/);
+  await assertVisibleText('stat-delayed', /^1$/);
   await assertVisibleText('stat-oldest-due', /^none due$/);
-  assert.equal(await page.getByTestId('partition-oldest-due').first().textContent(), 'none due');
+  const partition = String(Number(waitingTask.slice(1, 3)));
+  const delayedRow = page.locator(`[data-testid="overview-partition"][data-partition="${partition}"]`);
+  assert.equal(await delayedRow.getAttribute('data-delayed'), '1', `${waitingTask} waits in p${partition}`);
+  assert.equal(await delayedRow.getByTestId('partition-oldest-due').textContent(), 'none due');
   const box = await tid('view-overview').boundingBox();
   assert.ok(box && box.width > 600 && box.height > 200, `the overview is laid out: ${JSON.stringify(box)}`);
   const png = await page.screenshot({ path: env('SCREENSHOT') });
