@@ -11,7 +11,8 @@
 //! belong to the cluster's admins only ([`AdminError::Forbidden`]).
 //!
 //! Every action (cancel, retry now, replay, discard, drain) is logged on the target
-//! `presa::audit` with the operator, the action, its target and its outcome.
+//! `presa::audit` with the operator, the action, its target and its outcome,
+//! and counted when it took effect (`presa_admin_actions_total{action}`).
 //! A tenant's quota use (`usage`) is read from its tasks, one scan at a time.
 
 mod usage;
@@ -23,6 +24,7 @@ use presa_store::{
     TaskId, TaskPage, Writer,
 };
 use presa_tasks::{Caller, Event};
+use presa_telemetry::metrics;
 
 use usage::UsageCache;
 pub use usage::{DEFAULT_USAGE_CACHE, MAX_USAGE_TASKS, PrincipalUsage, Usage};
@@ -116,7 +118,12 @@ impl Operator {
         );
     }
 
-    fn audit(&self, action: &str, target: &str, outcome: &str) {
+    /// An action on `target`, logged with its `outcome`, and counted
+    /// (`presa_admin_actions_total{action}`) when it `took_effect`.
+    fn audit(&self, action: &'static str, target: &str, outcome: &str, took_effect: bool) {
+        if took_effect {
+            metrics::admin_action(action);
+        }
         let scope = &self.caller.scope;
         tracing::info!(
             target: "presa::audit",
@@ -216,7 +223,7 @@ impl Admin {
             Err(AdminError::Conflict(_)) => "already ended",
             Err(_) => "failed",
         };
-        op.audit("cancel", id.as_str(), said);
+        op.audit("cancel", id.as_str(), said, outcome.is_ok());
         outcome
     }
 
@@ -249,7 +256,7 @@ impl Admin {
             Err(AdminError::Conflict(_)) => "not waiting",
             Err(_) => "failed",
         };
-        op.audit("retry", id.as_str(), said);
+        op.audit("retry_now", id.as_str(), said, outcome.is_ok());
         outcome
     }
 
@@ -297,7 +304,7 @@ impl Admin {
             Ok(r) => format!("replayed as {}{}", r.task, if r.first { "" } else { " (before)" }),
             Err(e) => e.to_string(),
         };
-        op.audit("replay", id.as_str(), &said);
+        op.audit("replay", id.as_str(), &said, outcome.as_ref().is_ok_and(|r| r.first));
         outcome
     }
 
@@ -311,7 +318,7 @@ impl Admin {
             Ok(false) => Err(AdminError::NotFound("dead letter")),
             Err(e) => Err(e.into()),
         };
-        op.audit("discard", id.as_str(), if outcome.is_ok() { "discarded" } else { "refused" });
+        op.audit("discard", id.as_str(), if outcome.is_ok() { "discarded" } else { "refused" }, outcome.is_ok());
         outcome
     }
 
@@ -322,7 +329,7 @@ impl Admin {
             .await
             .map_err(AdminError::from)
             .and_then(|n| n.ok_or(AdminError::NotFound("node")));
-        op.audit("drain", id, if outcome.is_ok() { "draining" } else { "refused" });
+        op.audit("drain", id, if outcome.is_ok() { "draining" } else { "refused" }, outcome.is_ok());
         outcome
     }
 

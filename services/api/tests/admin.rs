@@ -703,7 +703,8 @@ async fn presa_api_serves_the_admin_api_where_and_to_whom_it_is_told() {
 /// embedded worker, and a request under a rebound DNS name (`Host:
 /// attacker.example`) that reads and cancels tasks. Both are refused, on the
 /// admin API, the console and `/mcp`, while the same requests from a
-/// program (loopback `Host`, the `X-Presa-Admin` mark) still work.
+/// program (loopback `Host`, the `X-Presa-Admin` mark) still work (and
+/// only those count in `presa_admin_actions_total`).
 #[tokio::test]
 async fn a_web_page_cannot_drive_a_loopback_admin_api() {
     let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_presa-api"));
@@ -773,4 +774,10 @@ async fn a_web_page_cannot_drive_a_loopback_admin_api() {
     // A program's request, marked, does what it asks.
     let ok = http.post(&drain).header("X-Presa-Admin", "1").send().await.unwrap();
     assert_eq!(ok.status(), 200, "{}", ok.text().await.unwrap_or_default());
+    // Counted once (the refused attempts were not), beside the actions not taken.
+    let metrics = http.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
+    for series in ["presa_admin_actions_total{action=\"drain\"} 1", "presa_admin_actions_total{action=\"retry_now\"} 0"]
+    {
+        assert!(metrics.lines().any(|l| l == series), "{series} in\n{metrics}");
+    }
 }
