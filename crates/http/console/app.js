@@ -555,7 +555,7 @@
       if (g !== generation) return;
       ended = TERMINAL.includes(t.status);
       cancel.disabled = ended;
-      retry.hidden = ended || !waiting(t);
+      retry.hidden = ended || !retryable(t);
       renderTask(t);
     };
     refreshing(g, load, () => !ended);
@@ -566,8 +566,10 @@
       [el('dt', null, k), el('dd', { testid }, v)]));
   }
 
-  // Whether a task's work waits out a failed try's backoff (its next try has a due time).
+  // Whether a task's work waits (its next try has a due time); for a retry, unless it
+  // waits for its turn under its tool's rate (made due, it would run past the rate).
   const waiting = (t) => Boolean(t.retries && typeof t.retries.dueAtMs === 'number');
+  const retryable = (t) => waiting(t) && !t.retries.rateTurn;
 
   function renderTask(t) {
     pairs($('task-summary'), [
@@ -609,8 +611,9 @@
     if (!ended && waiting(t)) {
       const due = t.retries.dueAtMs;
       const wait = due > Date.now() ? `in ${age(due - Date.now())}` : `${age(Date.now() - due)} ago, waiting for a worker`;
+      const what = t.retries.rateTurn ? "starts at its turn under the tool's rate" : 'due';
       steps.push(el('li', { class: 'now', testid: 'task-next-try' }, el('time', null, when(due)),
-        ` try ${t.retries.failed + 1} due (${wait})`));
+        ` try ${t.retries.failed + 1} ${what} (${wait})`));
     }
     if (!ended) steps.push(el('li', { class: 'now' }, `${age(Date.now() - t.createdAtMs)} since creation, still ${t.status}`));
     $('task-timeline').replaceChildren(...steps);

@@ -247,7 +247,9 @@ impl Admin {
     /// try's backoff, is queued at once and a worker claims it like any
     /// other. The task as it was read (its record changes when a worker
     /// claims the work). [`AdminError::Conflict`] when its work is not
-    /// waiting: the task has ended, or its work is queued or running.
+    /// waiting for a retry: the task has ended, its work is queued or
+    /// running, or it waits for its turn under its tool's rate (made due, it
+    /// would run past the rate).
     pub async fn retry_now(&self, op: &Operator, id: &TaskId) -> Result<Task, AdminError> {
         let outcome = self.retry_within_reach(op, id).await;
         let said = match &outcome {
@@ -264,6 +266,13 @@ impl Admin {
         let (task, _) = self.task(op, id).await?;
         if task.status.is_terminal() {
             return Err(AdminError::Conflict(format!("the task has ended ({})", task.status.as_str())));
+        }
+        if task.retries.turn_reserved && task.retries.due_at_ms.is_some() {
+            // Its run is already counted against its tool's rate: made due now,
+            // it would start before its turn, past the rate.
+            return Err(AdminError::Conflict(
+                "the task is waiting for its turn under its tool's rate, not for a retry".into(),
+            ));
         }
         if store_call("retry_now", self.core.work().retry_now(id)).await? {
             Ok(task)

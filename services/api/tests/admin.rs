@@ -484,8 +484,8 @@ async fn usage_per_principal(rig: Rig) {
 }
 
 /// A catalog of `flaky`, whose first try fails transiently and asks to be
-/// tried again in a minute (its later tries complete), and `hang`, which
-/// runs until cancelled.
+/// tried again in a minute (its later tries complete), `hang`, which runs
+/// until cancelled, and `metered`, which may start once an hour.
 fn retry_catalog() -> presa_server::Catalog {
     use presa_server::{Catalog, RetryPolicy, TaskPolicy, Tool, ToolContext, ToolError, ToolOutput};
     let flaky = Tool::new(
@@ -512,7 +512,13 @@ fn retry_catalog() -> presa_server::Catalog {
         },
     )
     .policy(TaskPolicy::Required);
-    Catalog::builder().tool(flaky).tool(hang).build().expect("catalog")
+    let metered =
+        Tool::new("metered", "Once an hour.", json!({ "type": "object" }), |_: ToolContext, _: Value| async {
+            Ok(ToolOutput::text("metered"))
+        })
+        .policy(TaskPolicy::Required)
+        .rate(presa_server::ToolRate::per_second(1.0 / 3600.0));
+    Catalog::builder().tool(flaky).tool(hang).tool(metered).build().expect("catalog")
 }
 
 /// The rig of `retry_now_runs_a_waiting_task_again`: [`retry_catalog`]
@@ -547,8 +553,9 @@ impl Rig {
 /// A try that failed transiently waits a minute; the admin view shows the
 /// failed try and when the next is due, the queues count it as delayed;
 /// "retry now" (202) queues it at once and the task completes on its second
-/// try; retrying it again (it ended), a running task, another tenant's or
-/// an unknown one is refused with a JSON error; a web page cannot send it.
+/// try; retrying it again (it ended), a running task, one waiting for its
+/// tool's rate, another tenant's or an unknown one is refused with a JSON
+/// error; a web page cannot send it.
 async fn retry_now_runs_a_waiting_task_again(rig: Rig) {
     let task = rig.create("acme", "alice", "flaky").await;
     let id = task.id.as_str();
@@ -556,15 +563,14 @@ async fn retry_now_runs_a_waiting_task_again(rig: Rig) {
     assert_eq!((waiting["status"].as_str(), waiting["retries"]["failed"].as_u64()), (Some("working"), Some(1)));
     let due = waiting["retries"]["dueAtMs"].as_u64().unwrap();
     let failed = &waiting["retries"]["log"][0];
-    assert_eq!(
-        (failed["number"].as_u64(), failed["reason"].as_str(), failed["delayMs"].as_u64()),
-        (Some(1), Some("upstream 503"), Some(60_000)),
-        "{waiting}"
-    );
-    assert_eq!(due, failed["atMs"].as_u64().unwrap() + 60_000, "due a minute after it failed: {waiting}");
+    assert_eq!((failed["number"].as_u64(), failed["reason"].as_str()), (Some(1), Some("upstream 503")), "{waiting}");
+    // A minute, from when the worker asked (the record's time is a moment later).
+    let delay = failed["delayMs"].as_u64().unwrap_or(0);
+    assert!((59_000..=60_000).contains(&delay), "{waiting}");
+    assert_eq!(due, failed["atMs"].as_u64().unwrap() + delay, "due when it said: {waiting}");
     assert_eq!(waiting["worker"], Value::Null, "a waiting task holds no worker: {waiting}");
     let (_, listed) = rig.get("acme-admin", "/tasks").await;
-    assert_eq!(listed["tasks"][0]["retries"], json!({ "failed": 1, "dueAtMs": due }), "{listed}");
+    assert_eq!(listed["tasks"][0]["retries"], json!({ "failed": 1, "dueAtMs": due, "rateTurn": false }), "{listed}");
     let (_, queues) = rig.get("root", "/queues").await;
     assert_eq!(
         (queues["total"]["delayed"].as_u64(), &queues["total"]["oldestDueAgeMs"]),
@@ -605,6 +611,17 @@ async fn retry_now_runs_a_waiting_task_again(rig: Rig) {
     assert_eq!(queues["total"]["delayed"], 0, "{queues}");
     let (status, _) = rig.post("root", &format!("/tasks/{}/cancel", running.id)).await;
     assert_eq!(status, 200);
+
+    // A task waiting for its turn under its tool's rate is not waiting for a
+    // retry: made due, it would run past the rate.
+    let first = rig.create("acme", "alice", "metered").await;
+    rig.detail_when(first.id.as_str(), "completed", |d| d["status"] == "completed").await;
+    let second = rig.create("acme", "alice", "metered").await;
+    let turn = rig.detail_when(second.id.as_str(), "waited for its turn", |d| d["retries"]["dueAtMs"].is_u64()).await;
+    assert_eq!((&turn["retries"]["rateTurn"], &turn["retries"]["failed"]), (&json!(true), &json!(0)), "{turn}");
+    let (status, body) = rig.post("root", &format!("/tasks/{}/retry", second.id)).await;
+    assert_eq!((status, error_code(&body)), (409, "conflict"), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap_or("").contains("its turn under its tool's rate"), "{body}");
 }
 
 macro_rules! admin_cases {

@@ -25,10 +25,13 @@ pub(crate) fn task_summary(t: &Task) -> Value {
 }
 
 /// A task's failed tries: how many, when the next is due while its work
-/// waits (`null` once a worker claimed it), and with `log` the last ones
-/// (each its number, when it failed, why, and how long it was put off).
+/// waits (`null` once a worker claimed it), whether that wait is for a turn
+/// under its tool's rate rather than a retry (`rateTurn`), and with `log`
+/// the last ones (each its number, when it failed, why, and how long it
+/// was put off).
 fn retries(r: &Retries, log: bool) -> Value {
-    let mut v = json!({ "failed": r.failed, "dueAtMs": r.due_at_ms });
+    let rate_turn = r.turn_reserved && r.due_at_ms.is_some();
+    let mut v = json!({ "failed": r.failed, "dueAtMs": r.due_at_ms, "rateTurn": rate_turn });
     if log && let Value::Object(o) = &mut v {
         let tries: Vec<Value> = r
             .log

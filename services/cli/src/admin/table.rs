@@ -86,13 +86,16 @@ pub(super) fn history(v: &Value, now: u64) -> String {
 }
 
 /// When a waiting task's next try is due (its `retries`): `in 45s`,
-/// `due 3s ago` (late: no worker has claimed it yet), `-` when not waiting.
+/// `due 3s ago` (late: no worker has claimed it yet), with ` (rate turn)`
+/// when it waits for its turn under its tool's rate rather than for a
+/// retry; `-` when not waiting.
 pub(super) fn due(now: u64, retries: &Value) -> String {
-    match retries["dueAtMs"].as_u64() {
-        None => "-".into(),
+    let when = match retries["dueAtMs"].as_u64() {
+        None => return "-".into(),
         Some(at) if at > now => format!("in {}", age(at - now)),
         Some(at) => format!("due {}", ago(now, &Value::from(at))),
-    }
+    };
+    if retries["rateTurn"] == true { when + " (rate turn)" } else { when }
 }
 
 /// A task's failed tries (its `retries`): how many, then one line per try
@@ -152,6 +155,8 @@ mod tests {
         );
         assert_eq!(due(25_000, &r), "in 45s");
         assert_eq!(due(73_000, &r), "due 3s ago", "late");
+        let turn = json!({ "failed": 0, "dueAtMs": 70_000, "rateTurn": true });
+        assert_eq!(due(25_000, &turn), "in 45s (rate turn)");
         assert_eq!(
             (tries(&json!({ "failed": 0, "dueAtMs": null }), 0), due(0, &Value::Null)),
             ("-".into(), "-".into())
