@@ -1,7 +1,8 @@
 // The web console (/console) in headless Chromium against the live cluster run.sh
-// started: refusals, sign-in, the live overview, tasks appearing and completing,
-// filters and pages, a cancel, a drain, dead letters replayed and discarded, and a
-// screenshot of the overview. Tasks are created as a user would, through MCP
+// started: refusals, sign-in, the live overview (delayed work per partition too), tasks
+// appearing and completing, filters and pages, a cancel, a waiting task's failed tries
+// and its Retry now, a drain, dead letters replayed and discarded, and a screenshot of
+// the overview. Tasks are created as a user would, through MCP
 // tools/call. Steps run in order and the first failure stops the run (exit 1).
 //
 // Environment (from run.sh): PRESA_URL, ADMIN_TOKEN, TENANT_ADMIN_TOKEN, USER_TOKEN,
@@ -163,10 +164,11 @@ step('launch Chromium', async () => {
   page = await context.newPage();
   page.setDefaultTimeout(T);
   page.on('pageerror', (e) => pageErrors.push(`pageerror: ${e.message}`));
-  // CSP violations and script errors are console errors; a refused fetch (401/403/404) is
-  // logged by Chromium as a failed resource load, which is expected here.
+  // CSP violations and script errors are console errors; a refused fetch (401/403/404, and
+  // a 409 should a Retry now race a worker's claim) is logged by Chromium as a failed
+  // resource load, which is expected here.
   page.on('console', (m) => {
-    if (m.type() === 'error' && !/Failed to load resource: the server responded with a status of 40[134]/.test(m.text())) {
+    if (m.type() === 'error' && !/Failed to load resource: the server responded with a status of 40[1349]/.test(m.text())) {
       pageErrors.push(`console: ${m.text()}`);
     }
   });
@@ -334,6 +336,41 @@ step('cancel a running task from its page', async () => {
   assert.equal(got.status, 'cancelled');
 });
 
+let waitingTask; // a flaky_job left waiting out its ten minutes (the overview counts it as delayed)
+step('a task waiting out a retry: its failed try on the timeline, and Retry now runs it at once', async () => {
+  // flaky_job's first try fails and asks to be tried again in ten minutes.
+  const flaky = async () => {
+    const r = await mcp('tools/call', 'flaky_job', { name: 'flaky_job', arguments: { failures: 1, retryAfterMs: 600000 } });
+    assert.equal(r.resultType, 'task', `flaky_job became a task: ${JSON.stringify(r)}`);
+    return r.taskId;
+  };
+  waitingTask = await flaky();
+  const id = await flaky();
+  await until('its first try put off', async () => typeof (await admin('GET', `/tasks/${id}`)).body?.retries?.dueAtMs === 'number');
+  await page.goto(`${URL_}/console#/tasks/${encodeURIComponent(id)}`);
+  await assertVisibleText('task-failed-tries', /^1$/);
+  await assertVisibleText('task-failed-try', /try 1 failed: simulated outage on try 1; next try put off 10\.0 min$/);
+  await assertVisibleText('task-next-try', /try 2 due \(in (9\.\d|10\.0) min\)$/);
+  await assertVisibleText('task-status', /^working$/);
+  assert.equal(await tid('task-retry').isVisible(), true, 'Retry now while it waits');
+  const posted = [];
+  const seen = (r) => { if (r.method() === 'POST' && r.url().endsWith('/retry')) posted.push(r.headers()); };
+  page.on('request', seen);
+  await tid('task-retry').click();
+  await assertVisibleText('task-action', /^Retry requested/);
+  await assertVisibleText('task-status', /^completed$/);
+  page.off('request', seen);
+  assert.equal(posted.length, 1, 'one POST');
+  assert.ok(posted[0]['x-presa-admin'], 'marked for the guard');
+  await assertVisibleText('task-outcome', /Succeeded on try 2/);
+  assert.equal(await tid('task-retry').isVisible(), false, 'no Retry now once it ended');
+  assert.equal(await page.getByTestId('task-next-try').count(), 0);
+  await assertVisibleText('task-timeline', /try 1 failed[\s\S]*completed after/);
+  // The route refuses what a web page's form would send.
+  assert.equal((await admin('POST', `/tasks/${waitingTask}/retry`)).status, 403, 'unmarked: the guard refuses it');
+  assert.equal((await admin('GET', `/tasks/${waitingTask}`)).body.status, 'working', 'still waiting');
+});
+
 let poisoned = [];
 let poisonWorker;
 let replayedAs;
@@ -402,7 +439,15 @@ step('screenshot of the overview (1280x800), and the page fits a phone', async (
   await until('a completion rate', async () => parseFloat(await tid('stat-completed-rate').textContent()) > 0);
   await until('two workers in the overview', async () => Number(await tid('stat-workers').textContent()) >= 2);
   const cards = await page.locator('[data-testid="overview-cards"] .card').count();
-  assert.equal(cards, 9, 'every overview card rendered');
+  assert.equal(cards, 11, 'every overview card rendered');
+  // Delayed work per partition: the flaky_job left waiting out its ten minutes, not due yet.
+  await until('a row per partition', async () => (await page.getByTestId('overview-partition').count()) === Number(env('PARTITIONS')));
+  await assertVisibleText('stat-delayed', /^1$/);
+  await assertVisibleText('stat-oldest-due', /^none due$/);
+  const partition = String(Number(waitingTask.slice(1, 3)));
+  const delayedRow = page.locator(`[data-testid="overview-partition"][data-partition="${partition}"]`);
+  assert.equal(await delayedRow.getAttribute('data-delayed'), '1', `${waitingTask} waits in p${partition}`);
+  assert.equal(await delayedRow.getByTestId('partition-oldest-due').textContent(), 'none due');
   const box = await tid('view-overview').boundingBox();
   assert.ok(box && box.width > 600 && box.height > 200, `the overview is laid out: ${JSON.stringify(box)}`);
   const png = await page.screenshot({ path: env('SCREENSHOT') });

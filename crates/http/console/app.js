@@ -62,6 +62,9 @@
     return `${(s / 86400).toFixed(1)} d`;
   }
 
+  // How late due delayed work is: `none due` when nothing is.
+  const late = (ms) => (typeof ms === 'number' ? age(ms) : 'none due');
+
   // <input type=datetime-local> value <-> Unix ms (local time).
   const toLocalInput = (ms) => {
     const d = new Date(ms);
@@ -394,6 +397,7 @@
   function renderOverview(d) {
     const cards = $('overview-cards');
     const tbody = $('overview-nodes').tBodies[0];
+    const parts = $('overview-partitions').tBodies[0];
     if (d) {
       history.push(d);
       if (history.length > RATE_WINDOW + 1) history.shift();
@@ -406,8 +410,11 @@
         el('p', { class: 'hint', testid: 'overview-tenant' },
           `The queues and processes need the admin scope; as ${me.role} of ${me.tenant} you see its tasks and dead letters.`));
       tbody.replaceChildren();
+      parts.replaceChildren();
+      $('overview-partitions').hidden = true;
       return;
     }
+    $('overview-partitions').hidden = false;
     const workers = nodes.filter((n) => n.role === 'worker');
     const sum = (f) => workers.reduce((a, n) => a + (n[f] || 0), 0);
     const span = history.length > 1 ? `over ${age(history[history.length - 1].nowMs - history[0].nowMs)}` : 'waiting for a second snapshot';
@@ -416,12 +423,21 @@
       card('pending', 'Claimed', q ? q.pending : '—', 'delivered to a worker'),
       card('oldest-queued', 'Oldest queued', q ? age(q.oldestQueuedAgeMs) : '—'),
       card('oldest-pending', 'Oldest claimed', q ? age(q.oldestPendingAgeMs) : '—'),
+      card('delayed', 'Delayed', q ? q.delayed : '—', 'waiting out a retry backoff'),
+      card('oldest-due', 'Oldest due', q ? late(q.oldestDueAgeMs) : '—', 'how late a due retry is'),
       card('workers', 'Workers', d ? workers.length : '—', `${workers.filter((n) => n.draining).length} draining`),
       card('slots', 'Slots in use', d ? `${sum('slotsInUse')} / ${sum('slots')}` : '—'),
       card('completed-rate', 'Completed', perSecond(rate('completed')), span),
       card('failed-rate', 'Failed', perSecond(rate('failed')), span),
       card('queue-rate', 'Queue growth', perSecond(queueRate()), span),
     );
+    parts.replaceChildren(...((d && d.partitions) || []).map((p) => el('tr', { testid: 'overview-partition', data: { partition: String(p.partition), delayed: String(p.delayed) } },
+      el('td', null, `p${pad(p.partition)}`),
+      el('td', null, p.queued),
+      el('td', null, p.pending),
+      el('td', null, age(p.oldestQueuedAgeMs)),
+      el('td', { testid: 'partition-delayed' }, p.delayed),
+      el('td', { testid: 'partition-oldest-due' }, late(p.oldestDueAgeMs)))));
     tbody.replaceChildren(...nodes.map((n) => el('tr', { testid: 'overview-node', data: { nodeId: n.id } },
       el('td', null, el('code', null, n.id)),
       el('td', null, n.role, n.draining ? ' (draining)' : ''),
@@ -505,7 +521,22 @@
     $('task-outcome').textContent = 'loading…';
     const cancel = $('task-cancel');
     cancel.disabled = true;
+    const retry = $('task-retry');
+    retry.hidden = true;
     let ended = false;
+    // Retry now: a task waiting out a failed try's backoff is queued at once.
+    retry.onclick = async () => {
+      retry.disabled = true;
+      try {
+        await api('POST', `/tasks/${encodeURIComponent(id)}/retry`);
+        if (g !== generation) return;
+        $('task-action').textContent = 'Retry requested: the next try is due now.';
+        await load();
+      } catch (e) {
+        fail(e, g);
+      }
+      retry.disabled = false;
+    };
     cancel.onclick = async () => {
       if (!window.confirm(`Cancel task ${id}?`)) return;
       cancel.disabled = true;
@@ -524,6 +555,7 @@
       if (g !== generation) return;
       ended = TERMINAL.includes(t.status);
       cancel.disabled = ended;
+      retry.hidden = ended || !retryable(t);
       renderTask(t);
     };
     refreshing(g, load, () => !ended);
@@ -534,6 +566,11 @@
       [el('dt', null, k), el('dd', { testid }, v)]));
   }
 
+  // Whether a task's work waits (its next try has a due time); for a retry, unless it
+  // waits for its turn under its tool's rate (made due, it would run past the rate).
+  const waiting = (t) => Boolean(t.retries && typeof t.retries.dueAtMs === 'number');
+  const retryable = (t) => waiting(t) && !t.retries.rateTurn;
+
   function renderTask(t) {
     pairs($('task-summary'), [
       ['Status', statusBadge(t.status, 'task-status')],
@@ -542,6 +579,7 @@
       ['Subject', t.subject],
       ['Tool', t.tool, 'task-tool'],
       ['Attempt', t.attempt],
+      ['Failed tries', t.retries && t.retries.failed ? t.retries.failed : null, 'task-failed-tries'],
       ['Held by', t.worker, 'task-worker'],
       ['Revision', t.revision],
       ['Kept for', age(t.ttlMs)],
@@ -550,9 +588,15 @@
     ]);
     const steps = [el('li', null, el('time', null, when(t.createdAtMs)), ' created')];
     if (t.replayOf) steps.push(el('li', null, 'a replay of ', taskLink(t.replayOf)));
-    for (const h of t.history || []) {
-      steps.push(el('li', { testid: 'task-history' }, el('time', null, when(h.atMs)), ` ${h.status}`));
-    }
+    // Status changes and failed tries, in the order they happened.
+    const tries = (t.retries && t.retries.log) || [];
+    const events = [
+      ...(t.history || []).map((h) => [h.atMs, el('li', { testid: 'task-history' }, el('time', null, when(h.atMs)), ` ${h.status}`)]),
+      ...tries.map((f) => [f.atMs, el('li', { testid: 'task-failed-try', data: { number: String(f.number) } },
+        el('time', null, when(f.atMs)), ` try ${f.number} failed: ${f.reason}; next try put off ${age(f.delayMs)}`)]),
+    ];
+    events.sort((a, b) => a[0] - b[0]);
+    steps.push(...events.map(([, li]) => li));
     if (t.deadLetter) {
       const l = t.deadLetter;
       steps.push(el('li', { testid: 'task-dead-letter' }, el('time', null, when(l.diedAtMs)),
@@ -564,6 +608,13 @@
     steps.push(el('li', null, el('time', null, when(t.updatedAtMs)),
       ended ? ` ${t.status} after ${took}` : ` last update (${t.status}), ${took} after creation`,
       t.statusMessage ? `: ${t.statusMessage}` : ''));
+    if (!ended && waiting(t)) {
+      const due = t.retries.dueAtMs;
+      const wait = due > Date.now() ? `in ${age(due - Date.now())}` : `${age(Date.now() - due)} ago, waiting for a worker`;
+      const what = t.retries.rateTurn ? "starts at its turn under the tool's rate" : 'due';
+      steps.push(el('li', { class: 'now', testid: 'task-next-try' }, el('time', null, when(due)),
+        ` try ${t.retries.failed + 1} ${what} (${wait})`));
+    }
     if (!ended) steps.push(el('li', { class: 'now' }, `${age(Date.now() - t.createdAtMs)} since creation, still ${t.status}`));
     $('task-timeline').replaceChildren(...steps);
     const keys = (list) => (list && list.length ? list.join(', ') : 'none');

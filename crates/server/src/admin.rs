@@ -1,7 +1,7 @@
 //! What an operator may read and do (the admin API's logic, without HTTP;
 //! `docs/admin.md`): list and inspect tasks across owners, cancel them,
-//! replay or discard dead letters, see the cluster and its queues, drain a
-//! worker.
+//! make a task's delayed retry due now, replay or discard dead letters, see
+//! the cluster and its queues, drain a worker.
 //!
 //! Every call names its [`Operator`]: an admin of the whole cluster, or of
 //! one tenant. A tenant admin's reads are confined to its tenant before they
@@ -10,8 +10,9 @@
 //! it exists, nor how many there are. The cluster, the queues and drains
 //! belong to the cluster's admins only ([`AdminError::Forbidden`]).
 //!
-//! Every action (cancel, replay, discard, drain) is logged on the target
-//! `presa::audit` with the operator, the action, its target and its outcome.
+//! Every action (cancel, retry now, replay, discard, drain) is logged on the target
+//! `presa::audit` with the operator, the action, its target and its outcome,
+//! and counted when it took effect (`presa_admin_actions_total{action}`).
 //! A tenant's quota use (`usage`) is read from its tasks, one scan at a time.
 
 mod usage;
@@ -23,6 +24,7 @@ use presa_store::{
     TaskId, TaskPage, Writer,
 };
 use presa_tasks::{Caller, Event};
+use presa_telemetry::metrics;
 
 use usage::UsageCache;
 pub use usage::{DEFAULT_USAGE_CACHE, MAX_USAGE_TASKS, PrincipalUsage, Usage};
@@ -116,7 +118,12 @@ impl Operator {
         );
     }
 
-    fn audit(&self, action: &str, target: &str, outcome: &str) {
+    /// An action on `target`, logged with its `outcome`, and counted
+    /// (`presa_admin_actions_total{action}`) when it `took_effect`.
+    fn audit(&self, action: &'static str, target: &str, outcome: &str, took_effect: bool) {
+        if took_effect {
+            metrics::admin_action(action);
+        }
         let scope = &self.caller.scope;
         tracing::info!(
             target: "presa::audit",
@@ -216,7 +223,7 @@ impl Admin {
             Err(AdminError::Conflict(_)) => "already ended",
             Err(_) => "failed",
         };
-        op.audit("cancel", id.as_str(), said);
+        op.audit("cancel", id.as_str(), said, outcome.is_ok());
         outcome
     }
 
@@ -232,6 +239,48 @@ impl Admin {
             Ok(Updated::Gone | Updated::Fenced) => Err(AdminError::NotFound("task")),
             Err(UpdateError::Store(e)) => Err(e.into()),
             Err(e) => Err(AdminError::Store(StoreError::Corrupt(e.to_string()))),
+        }
+    }
+
+    /// Make task `id`'s next try due now (an operator's "retry now", once
+    /// the upstream it failed on is fixed): its work, waiting out a failed
+    /// try's backoff, is queued at once and a worker claims it like any
+    /// other. The task as it was read (its record changes when a worker
+    /// claims the work). [`AdminError::Conflict`] when its work is not
+    /// waiting for a retry: the task has ended, its work is queued or
+    /// running, or it waits for its turn under its tool's rate (made due, it
+    /// would run past the rate).
+    pub async fn retry_now(&self, op: &Operator, id: &TaskId) -> Result<Task, AdminError> {
+        let outcome = self.retry_within_reach(op, id).await;
+        let said = match &outcome {
+            Ok(_) => "due now",
+            Err(AdminError::NotFound(_)) => "not found",
+            Err(AdminError::Conflict(_)) => "not waiting",
+            Err(_) => "failed",
+        };
+        op.audit("retry_now", id.as_str(), said, outcome.is_ok());
+        outcome
+    }
+
+    async fn retry_within_reach(&self, op: &Operator, id: &TaskId) -> Result<Task, AdminError> {
+        let (task, _) = self.task(op, id).await?;
+        if task.status.is_terminal() {
+            return Err(AdminError::Conflict(format!("the task has ended ({})", task.status.as_str())));
+        }
+        if task.retries.turn_reserved && task.retries.due_at_ms.is_some() {
+            // Its run is already counted against its tool's rate: made due now,
+            // it would start before its turn, past the rate.
+            return Err(AdminError::Conflict(
+                "the task is waiting for its turn under its tool's rate, not for a retry".into(),
+            ));
+        }
+        if store_call("retry_now", self.core.work().retry_now(id)).await? {
+            Ok(task)
+        } else {
+            Err(AdminError::Conflict(format!(
+                "the task is not waiting for a retry ({}: its work is queued or running)",
+                task.status.as_str()
+            )))
         }
     }
 
@@ -264,7 +313,7 @@ impl Admin {
             Ok(r) => format!("replayed as {}{}", r.task, if r.first { "" } else { " (before)" }),
             Err(e) => e.to_string(),
         };
-        op.audit("replay", id.as_str(), &said);
+        op.audit("replay", id.as_str(), &said, outcome.as_ref().is_ok_and(|r| r.first));
         outcome
     }
 
@@ -278,7 +327,7 @@ impl Admin {
             Ok(false) => Err(AdminError::NotFound("dead letter")),
             Err(e) => Err(e.into()),
         };
-        op.audit("discard", id.as_str(), if outcome.is_ok() { "discarded" } else { "refused" });
+        op.audit("discard", id.as_str(), if outcome.is_ok() { "discarded" } else { "refused" }, outcome.is_ok());
         outcome
     }
 
@@ -289,7 +338,7 @@ impl Admin {
             .await
             .map_err(AdminError::from)
             .and_then(|n| n.ok_or(AdminError::NotFound("node")));
-        op.audit("drain", id, if outcome.is_ok() { "draining" } else { "refused" });
+        op.audit("drain", id, if outcome.is_ok() { "draining" } else { "refused" }, outcome.is_ok());
         outcome
     }
 

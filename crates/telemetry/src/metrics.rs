@@ -50,6 +50,10 @@ pub const TASK_RETRIES_EXHAUSTED: &str = "presa_task_retries_exhausted_total";
 /// Calls of a rate-limited tool held back by its rate, by `tool` (a task put
 /// off until its turn, or a call run inside its request refused).
 pub const TOOL_THROTTLED: &str = "presa_tool_throttled_total";
+/// Operators' actions through the admin API that took effect, by `action`
+/// ([`ADMIN_ACTIONS`]: a dead letter's replay counts once, when it made the
+/// new task; `retry_now`, a waiting task's next try made due).
+pub const ADMIN_ACTIONS_TOTAL: &str = "presa_admin_actions_total";
 /// Open `subscriptions/listen` streams on this process.
 pub const LISTEN_STREAMS: &str = "presa_listen_streams";
 /// Failed store operations, by `operation`.
@@ -109,6 +113,8 @@ pub const REDIS_UP: &str = "presa_redis_up";
 pub const REQUEST_OUTCOMES_AT_ZERO: &[&str] = &["ok", "-32602", "-32603"];
 /// Every status a task can enter (the `status` values of [`TASK_TRANSITIONS`]).
 pub const TASK_STATUSES: &[&str] = &["working", "input_required", "completed", "failed", "cancelled"];
+/// The `action` values of [`ADMIN_ACTIONS_TOTAL`].
+pub const ADMIN_ACTIONS: &[&str] = &["cancel", "retry_now", "replay", "discard", "drain"];
 /// The store operations the server calls (the `operation` values of [`STORE_ERRORS`]).
 pub const STORE_OPERATIONS: &[&str] = &[
     "create",
@@ -140,6 +146,9 @@ pub fn register_at_zero() {
     counter!(WORK_CLAIMS).absolute(0);
     counter!(WORK_RECLAIMS).absolute(0);
     counter!(POISON_TASKS).absolute(0);
+    for action in ADMIN_ACTIONS {
+        counter!(ADMIN_ACTIONS_TOTAL, "action" => *action).absolute(0);
+    }
     for limit in Limit::ALL {
         counter!(REFUSALS, "limit" => limit.as_str()).absolute(0);
     }
@@ -205,6 +214,11 @@ pub fn task_retries_exhausted(tool: &str) {
 /// A call of `tool` was held back by the tool's rate.
 pub fn tool_throttled(tool: &str) {
     counter!(TOOL_THROTTLED, "tool" => tool.to_string()).increment(1);
+}
+
+/// An operator's `action` (one of [`ADMIN_ACTIONS`]) took effect.
+pub fn admin_action(action: &'static str) {
+    counter!(ADMIN_ACTIONS_TOTAL, "action" => action).increment(1);
 }
 
 /// A store operation failed.

@@ -2,11 +2,12 @@
 //! the memory store and on Redis: who may call it (401, 403, the two scopes),
 //! tenant isolation (a tenant admin never sees another tenant's task, not
 //! even its count), stable pagination while tasks are created, the actions
-//! (cancel, replay, discard, drain) and the live event stream.
+//! (cancel, retry now, replay, discard, drain) and the live event stream.
 //!
 //! Each case is written once against a [`Rig`] and instantiated per backend
 //! by `admin_cases!`. The servers here run no worker, so tasks stay queued
-//! until a case moves them itself.
+//! until a case moves them itself; but `retry_now_runs_a_waiting_task_again`,
+//! whose server has a worker and a tool that fails transiently.
 
 use std::{sync::Arc, time::Duration};
 
@@ -80,6 +81,10 @@ async fn redis() -> Rig {
 
 async fn serve(backend: Backend, keep: Option<Arc<TestRedis>>) -> Rig {
     let core = Core::new(ServerConfig::default(), presa_demo::catalog().expect("catalog"), backend.clone());
+    serve_core(core, backend, keep).await
+}
+
+async fn serve_core(core: Core, backend: Backend, keep: Option<Arc<TestRedis>>) -> Rig {
     let server = Server::new(core, StateCodec::new(b"test-secret"));
     let router = presa_http::router(server, HttpConfig { authenticator: Arc::new(Tokens), ..HttpConfig::default() });
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.expect("bind");
@@ -375,6 +380,11 @@ async fn cluster_queues_and_drain(rig: Rig) {
         "{queues}"
     );
     assert!(queues["total"]["oldestQueuedAgeMs"].is_u64(), "{queues}");
+    assert_eq!(
+        (&queues["total"]["delayed"], &queues["partitions"][0]["oldestDueAgeMs"]),
+        (&json!(0), &Value::Null),
+        "nothing waits out a retry: {queues}"
+    );
 
     let (status, drained) = rig.post("root", "/workers/w-drain-me/drain").await;
     assert_eq!((status, drained["node"]["draining"].as_bool()), (200, Some(true)), "{drained}");
@@ -405,6 +415,8 @@ async fn events_stream(rig: Rig) {
     assert_eq!(first.event, "overview");
     let data: Value = serde_json::from_str(&first.data).unwrap();
     assert_eq!(data["queues"]["queued"], 1, "{data}");
+    assert_eq!(data["partitions"].as_array().map(Vec::len), Some(4), "each partition's queues: {data}");
+    assert_eq!(data["queues"]["delayed"], 0, "{data}");
     let ended =
         tokio::time::timeout(Duration::from_secs(10), async { while let Some(Ok(_)) = root.next().await {} }).await;
     assert!(ended.is_ok(), "the stream ends with its credential");
@@ -471,6 +483,147 @@ async fn usage_per_principal(rig: Rig) {
     assert_eq!(globex["principals"][0]["subject"], "eve");
 }
 
+/// A catalog of `flaky`, whose first try fails transiently and asks to be
+/// tried again in a minute (its later tries complete), `hang`, which runs
+/// until cancelled, and `metered`, which may start once an hour.
+fn retry_catalog() -> presa_server::Catalog {
+    use presa_server::{Catalog, RetryPolicy, TaskPolicy, Tool, ToolContext, ToolError, ToolOutput};
+    let flaky = Tool::new(
+        "flaky",
+        "Fails its first try.",
+        json!({ "type": "object" }),
+        |ctx: ToolContext, _: Value| async move {
+            let number = ctx.try_number().unwrap_or(1);
+            if number == 1 {
+                return Err(ToolError::retry_after(Duration::from_secs(60), "upstream 503"));
+            }
+            Ok(ToolOutput::text(format!("succeeded on try {number}")))
+        },
+    )
+    .policy(TaskPolicy::Required)
+    .retry(RetryPolicy::attempts(3).backoff(Duration::from_secs(60), Duration::from_secs(60)));
+    let hang = Tool::new(
+        "hang",
+        "Runs until cancelled.",
+        json!({ "type": "object" }),
+        |ctx: ToolContext, _: Value| async move {
+            ctx.sleep(Duration::from_secs(3600)).await?;
+            Ok(ToolOutput::text("done"))
+        },
+    )
+    .policy(TaskPolicy::Required);
+    let metered =
+        Tool::new("metered", "Once an hour.", json!({ "type": "object" }), |_: ToolContext, _: Value| async {
+            Ok(ToolOutput::text("metered"))
+        })
+        .policy(TaskPolicy::Required)
+        .rate(presa_server::ToolRate::per_second(1.0 / 3600.0));
+    Catalog::builder().tool(flaky).tool(hang).tool(metered).build().expect("catalog")
+}
+
+/// The rig of `retry_now_runs_a_waiting_task_again`: [`retry_catalog`]
+/// served on `backend` with a worker running it.
+async fn with_worker(backend: Backend, keep: Option<Arc<TestRedis>>) -> Rig {
+    let core = Core::new(ServerConfig::default(), retry_catalog(), backend.clone());
+    let rig = serve_core(core.clone(), backend, keep).await;
+    let config = presa_server::WorkerConfig {
+        claim_wait: Duration::from_millis(100),
+        grace: Duration::from_millis(100),
+        ..presa_server::WorkerConfig::default()
+    };
+    tokio::spawn(presa_server::Worker::new(core, config).run(rig.stop.clone()));
+    rig
+}
+
+impl Rig {
+    /// Task `id`'s admin view once `done` holds of it (10 s at most).
+    async fn detail_when(&self, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let mut detail = Value::Null;
+        for _ in 0..200 {
+            detail = self.get("root", &format!("/tasks/{id}")).await.1;
+            if done(&detail) {
+                return detail;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("task {id} never {what}: {detail}");
+    }
+}
+
+/// A try that failed transiently waits a minute; the admin view shows the
+/// failed try and when the next is due, the queues count it as delayed;
+/// "retry now" (202) queues it at once and the task completes on its second
+/// try; retrying it again (it ended), a running task, one waiting for its
+/// tool's rate, another tenant's or an unknown one is refused with a JSON
+/// error; a web page cannot send it.
+async fn retry_now_runs_a_waiting_task_again(rig: Rig) {
+    let task = rig.create("acme", "alice", "flaky").await;
+    let id = task.id.as_str();
+    let waiting = rig.detail_when(id, "waited", |d| d["retries"]["dueAtMs"].is_u64()).await;
+    assert_eq!((waiting["status"].as_str(), waiting["retries"]["failed"].as_u64()), (Some("working"), Some(1)));
+    let due = waiting["retries"]["dueAtMs"].as_u64().unwrap();
+    let failed = &waiting["retries"]["log"][0];
+    assert_eq!((failed["number"].as_u64(), failed["reason"].as_str()), (Some(1), Some("upstream 503")), "{waiting}");
+    // A minute, from when the worker asked (the record's time is a moment later).
+    let delay = failed["delayMs"].as_u64().unwrap_or(0);
+    assert!((59_000..=60_000).contains(&delay), "{waiting}");
+    assert_eq!(due, failed["atMs"].as_u64().unwrap() + delay, "due when it said: {waiting}");
+    assert_eq!(waiting["worker"], Value::Null, "a waiting task holds no worker: {waiting}");
+    let (_, listed) = rig.get("acme-admin", "/tasks").await;
+    assert_eq!(listed["tasks"][0]["retries"], json!({ "failed": 1, "dueAtMs": due, "rateTurn": false }), "{listed}");
+    let (_, queues) = rig.get("root", "/queues").await;
+    assert_eq!(
+        (queues["total"]["delayed"].as_u64(), &queues["total"]["oldestDueAgeMs"]),
+        (Some(1), &Value::Null),
+        "delayed, not due yet: {queues}"
+    );
+    let partition = usize::from(task.id.partition().unwrap_or(0));
+    assert_eq!(queues["partitions"][partition]["delayed"], 1, "{queues}");
+
+    // Refused: another tenant's admin (as unknown), an unknown id, a web page.
+    let retry = format!("/tasks/{id}/retry");
+    let (status, body) = rig.post("globex-admin", &retry).await;
+    assert_eq!((status, error_code(&body)), (404, "not_found"), "{body}");
+    let (status, body) = rig.post("root", "/tasks/p00.nope/retry").await;
+    assert_eq!((status, error_code(&body)), (404, "not_found"), "{body}");
+    let page = rig.http.post(format!("{}{retry}", rig.base)).bearer_auth("root").send().await.unwrap();
+    assert_eq!(page.status(), 403, "neither the JSON type nor X-Presa-Admin");
+    let (_, still) = rig.get("root", &format!("/tasks/{id}")).await;
+    assert_eq!(still["retries"]["dueAtMs"].as_u64(), Some(due), "nothing moved it: {still}");
+
+    let (status, answer) = rig.post("acme-admin", &retry).await;
+    assert_eq!((status, answer["task"]["taskId"].as_str()), (202, Some(id)), "{answer}");
+    let done = rig.detail_when(id, "completed", |d| d["status"] == "completed").await;
+    assert_eq!(done["result"]["content"][0]["text"], "succeeded on try 2", "{done}");
+    assert_eq!((done["retries"]["failed"].as_u64(), &done["retries"]["dueAtMs"]), (Some(1), &Value::Null), "{done}");
+    assert_eq!(done["retries"]["log"].as_array().map(Vec::len), Some(1), "{done}");
+    assert!(done["updatedAtMs"].as_u64().unwrap() < due, "ran well before its minute was up: {done}");
+
+    let (status, body) = rig.post("root", &retry).await;
+    assert_eq!((status, error_code(&body)), (409, "conflict"), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap_or("").contains("ended (completed)"), "{body}");
+    let running = rig.create("acme", "alice", "hang").await;
+    rig.detail_when(running.id.as_str(), "ran", |d| d["worker"].is_string()).await;
+    let (status, body) = rig.post("root", &format!("/tasks/{}/retry", running.id)).await;
+    assert_eq!((status, error_code(&body)), (409, "conflict"), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap_or("").contains("not waiting for a retry"), "{body}");
+    let (_, queues) = rig.get("root", "/queues").await;
+    assert_eq!(queues["total"]["delayed"], 0, "{queues}");
+    let (status, _) = rig.post("root", &format!("/tasks/{}/cancel", running.id)).await;
+    assert_eq!(status, 200);
+
+    // A task waiting for its turn under its tool's rate is not waiting for a
+    // retry: made due, it would run past the rate.
+    let first = rig.create("acme", "alice", "metered").await;
+    rig.detail_when(first.id.as_str(), "completed", |d| d["status"] == "completed").await;
+    let second = rig.create("acme", "alice", "metered").await;
+    let turn = rig.detail_when(second.id.as_str(), "waited for its turn", |d| d["retries"]["dueAtMs"].is_u64()).await;
+    assert_eq!((&turn["retries"]["rateTurn"], &turn["retries"]["failed"]), (&json!(true), &json!(0)), "{turn}");
+    let (status, body) = rig.post("root", &format!("/tasks/{}/retry", second.id)).await;
+    assert_eq!((status, error_code(&body)), (409, "conflict"), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap_or("").contains("its turn under its tool's rate"), "{body}");
+}
+
 macro_rules! admin_cases {
     ($backend:ident: $($case:ident),* $(,)?) => {
         mod $backend {
@@ -488,6 +641,23 @@ admin_cases!(memory: refusals, tenant_isolation, pagination_is_stable_under_conc
     dead_letters_replay_and_discard, cluster_queues_and_drain, events_stream, usage_per_principal);
 admin_cases!(redis: refusals, tenant_isolation, pagination_is_stable_under_concurrent_creates, cancel_and_task_detail,
     dead_letters_replay_and_discard, cluster_queues_and_drain, events_stream, usage_per_principal);
+
+mod retry_now {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn memory() {
+        let backend = super::Backend::new(std::sync::Arc::new(super::MemoryStore::with_partitions(4)));
+        super::retry_now_runs_a_waiting_task_again(super::with_worker(backend, None).await).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis() {
+        let redis = std::sync::Arc::new(super::TestRedis::start().await);
+        let config = super::RedisConfig::new(redis.url()).with_prefix(super::unique_prefix()).with_partitions(4);
+        let store = super::RedisStore::connect(config).await.expect("connect to the test Redis");
+        let backend = super::Backend::new(std::sync::Arc::new(store));
+        super::retry_now_runs_a_waiting_task_again(super::with_worker(backend, Some(redis)).await).await;
+    }
+}
 
 /// The binary: `--auth tokens` with the admin scopes in the token file,
 /// `--admin-listen` moving the admin API off the MCP listener, and the
@@ -550,7 +720,8 @@ async fn presa_api_serves_the_admin_api_where_and_to_whom_it_is_told() {
 /// embedded worker, and a request under a rebound DNS name (`Host:
 /// attacker.example`) that reads and cancels tasks. Both are refused, on the
 /// admin API, the console and `/mcp`, while the same requests from a
-/// program (loopback `Host`, the `X-Presa-Admin` mark) still work.
+/// program (loopback `Host`, the `X-Presa-Admin` mark) still work (and
+/// only those count in `presa_admin_actions_total`).
 #[tokio::test]
 async fn a_web_page_cannot_drive_a_loopback_admin_api() {
     let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_presa-api"));
@@ -620,4 +791,10 @@ async fn a_web_page_cannot_drive_a_loopback_admin_api() {
     // A program's request, marked, does what it asks.
     let ok = http.post(&drain).header("X-Presa-Admin", "1").send().await.unwrap();
     assert_eq!(ok.status(), 200, "{}", ok.text().await.unwrap_or_default());
+    // Counted once (the refused attempts were not), beside the actions not taken.
+    let metrics = http.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
+    for series in ["presa_admin_actions_total{action=\"drain\"} 1", "presa_admin_actions_total{action=\"retry_now\"} 0"]
+    {
+        assert!(metrics.lines().any(|l| l == series), "{series} in\n{metrics}");
+    }
 }

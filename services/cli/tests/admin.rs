@@ -3,13 +3,15 @@
 //! presa-worker pods: every command in table and `--json` form, the
 //! refusals and their exit codes, `tasks --all` over several pages, and a
 //! dead letter made by a worker that gives up at once (`--max-deliveries 0`),
-//! replayed and discarded.
+//! replayed and discarded; and, against an embedded presa-api, `retry` of a
+//! task waiting out a failed try (the demo's `flaky_job`) and the tries
+//! `task`, `tasks` and `queues` show.
 
 mod common;
 
 use std::time::Duration;
 
-use common::{api_bin, detached, presa, worker_bin};
+use common::{api_bin, detached, embedded, presa, worker_bin};
 use presa_testkit::{Pod, TestRedis, free_port, redis::unique_prefix};
 use serde_json::Value;
 
@@ -232,5 +234,74 @@ async fn presa_admin_sees_and_steers_a_cluster() {
     assert_eq!(bad.code, 2, "{bad}");
     assert!(bad.stderr.contains("status must be"), "{bad}");
     let unknown = c.admin(ADMIN, &["task", "p00.nope"]).await;
+    assert_eq!(unknown.code, 2, "{unknown}");
+}
+
+/// `presa admin task ID` of task `id` as JSON once `done` holds (30 s at most).
+async fn admin_task_when(url: &str, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let mut task = Value::Null;
+    for _ in 0..300 {
+        let out = presa(url, &["--json", "admin", "task", id]).await;
+        task = serde_json::from_str(out.stdout.trim()).unwrap_or(Value::Null);
+        if done(&task) {
+            return task;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("task {id} never got there: {task}");
+}
+
+/// A `flaky_job` whose first try fails and asks to be tried again in ten
+/// minutes waits: `task` prints the failed try and when the next is due,
+/// `tasks` its next try, `queues` the delayed work. `retry` makes it due
+/// now and it completes on its second try; retrying it again (it ended) or
+/// a running task (its work is not waiting) is a 409, exit 8 with the
+/// API's message; an unknown task is exit 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn presa_admin_retries_a_waiting_task_now_and_shows_its_tries() {
+    let api = embedded().await;
+    let url = api.url.as_str();
+    let id = detached(url, &["flaky_job", "failures=1", "retryAfterMs=600000"]).await;
+    admin_task_when(url, &id, |t| t["retries"]["dueAtMs"].is_u64()).await;
+
+    let task = presa(url, &["admin", "task", &id]).await;
+    assert_eq!(task.code, 0, "{task}");
+    let lines: Vec<&str> = task.stdout.lines().collect();
+    let at = lines.iter().position(|l| *l == "failed tries    1").unwrap_or_else(|| panic!("{task}"));
+    let tried = lines[at + 1];
+    assert!(
+        tried.starts_with("                #1 ") && tried.ends_with(" ago: simulated outage on try 1, put off 10m"),
+        "{task}"
+    );
+    assert_eq!(lines[at + 2], "next try        in 9m", "{task}");
+    let tasks = presa(url, &["admin", "tasks"]).await;
+    let row = tasks.stdout.lines().find(|l| l.starts_with(id.as_str())).unwrap_or_else(|| panic!("{tasks}"));
+    assert!(row.ends_with("  in 9m"), "{tasks}");
+    let queues = presa(url, &["admin", "queues"]).await;
+    assert!(
+        queues.stdout.starts_with("PARTITION  QUEUED  PENDING  OLDEST QUEUED  OLDEST PENDING  DELAYED  OLDEST DUE\n")
+    );
+    let total = queues.stdout.lines().last().unwrap_or_default().split_whitespace().collect::<Vec<_>>();
+    assert_eq!((total[0], total[total.len() - 2], total[total.len() - 1]), ("total", "1", "-"), "{queues}");
+
+    let retry = presa(url, &["admin", "retry", &id]).await;
+    assert_eq!(
+        (retry.code, retry.stdout.as_str()),
+        (0, format!("task {id} is due now: a worker runs its next try\n").as_str())
+    );
+    let done = admin_task_when(url, &id, |t| t["status"] == "completed").await;
+    assert_eq!(done["result"]["content"][0]["text"], "Succeeded on try 2", "{done}");
+    let task = presa(url, &["admin", "task", &id]).await;
+    assert!(task.stdout.contains("\nfailed tries    1\n") && task.stdout.contains("\nnext try        -\n"), "{task}");
+
+    let again = presa(url, &["admin", "retry", &id]).await;
+    assert_eq!(again.code, 8, "{again}");
+    assert!(again.stderr.contains("409") && again.stderr.contains("the task has ended (completed)"), "{again}");
+    let running = detached(url, &["slow_compute", "seconds=60"]).await;
+    admin_task_when(url, &running, |t| t["worker"].is_string()).await;
+    let busy = presa(url, &["admin", "retry", &running]).await;
+    assert_eq!(busy.code, 8, "{busy}");
+    assert!(busy.stderr.contains("not waiting for a retry"), "{busy}");
+    let unknown = presa(url, &["admin", "retry", "p00.nope"]).await;
     assert_eq!(unknown.code, 2, "{unknown}");
 }

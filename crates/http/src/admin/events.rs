@@ -1,6 +1,6 @@
 //! `GET /admin/v1/events`: the console's live view, an SSE stream of
-//! `overview` events, one a second: the queue totals and the nodes for a
-//! cluster admin, the time alone for a tenant admin (the cluster is not
+//! `overview` events, one a second: the queue totals, each partition's
+//! queues and the nodes for a cluster admin, the time alone for a tenant admin (the cluster is not
 //! theirs to see). Snapshots, not a feed of every task's changes: a stream
 //! costs one queue read and one registry read a second, whatever the load.
 //!
@@ -55,10 +55,16 @@ pub(crate) async fn events(State(s): State<AdminState>, op: Op) -> Response {
                 let data = match operator.reach {
                     Reach::Tenant(_) => json!({ "nowMs": now_ms() }),
                     Reach::Cluster => {
-                        let queues = admin.queues(&operator).await.map(|q| view::queues(&q).0).ok();
+                        let (queues, partitions) = match admin.queues(&operator).await {
+                            Ok(stats) => {
+                                let (total, partitions) = view::queues(&stats);
+                                (Some(total), Some(partitions))
+                            }
+                            Err(_) => (None, None),
+                        };
                         let nodes =
                             admin.cluster(&operator).await.ok().map(|n| n.iter().map(view::node).collect::<Vec<_>>());
-                        json!({ "nowMs": now_ms(), "queues": queues, "nodes": nodes })
+                        json!({ "nowMs": now_ms(), "queues": queues, "partitions": partitions, "nodes": nodes })
                     }
                 };
                 Ok::<_, Infallible>(Event::default().event("overview").data(data.to_string()))

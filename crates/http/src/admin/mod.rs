@@ -119,6 +119,7 @@ pub(crate) fn router(app: &App) -> Router {
         .route("/admin/v1/tasks", get(routes::tasks))
         .route("/admin/v1/tasks/{id}", get(routes::task))
         .route("/admin/v1/tasks/{id}/cancel", post(routes::cancel))
+        .route("/admin/v1/tasks/{id}/retry", post(routes::retry))
         .route("/admin/v1/tasks/{id}/artifacts/{*key}", get(routes::artifact))
         .route("/admin/v1/dead-letters", get(routes::dead_letters))
         .route("/admin/v1/dead-letters/{id}", delete(routes::discard))

@@ -137,6 +137,13 @@ pub(crate) async fn cancel(State(s): State<AdminState>, op: Op, Path(id): Path<S
     ok(json!({ "task": view::task_summary(&task) }))
 }
 
+/// "Retry now": the task's delayed next try is queued at once (202: a
+/// worker claims it next); 409 when its work is not waiting.
+pub(crate) async fn retry(State(s): State<AdminState>, op: Op, Path(id): Path<String>) -> Answer {
+    let task = s.admin.retry_now(&op.operator, &task_id(id)?).await?;
+    Ok((StatusCode::ACCEPTED, Json(json!({ "task": view::task_summary(&task) }))).into_response())
+}
+
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct LettersQuery {

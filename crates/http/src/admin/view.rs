@@ -3,6 +3,7 @@
 //! console and `presa admin` read one format.
 
 use presa_store::{DeadLetter, NodeInfo, PartitionStats, Task};
+use presa_tasks::Retries;
 use serde_json::{Map, Value, json};
 
 /// A task in a listing.
@@ -19,12 +20,32 @@ pub(crate) fn task_summary(t: &Task) -> Value {
         "ttlMs": t.ttl_ms,
         "attempt": t.attempt,
         "revision": t.revision,
+        "retries": retries(&t.retries, false),
     })
+}
+
+/// A task's failed tries: how many, when the next is due while its work
+/// waits (`null` once a worker claimed it), whether that wait is for a turn
+/// under its tool's rate rather than a retry (`rateTurn`), and with `log`
+/// the last ones (each its number, when it failed, why, and how long it
+/// was put off).
+fn retries(r: &Retries, log: bool) -> Value {
+    let rate_turn = r.turn_reserved && r.due_at_ms.is_some();
+    let mut v = json!({ "failed": r.failed, "dueAtMs": r.due_at_ms, "rateTurn": rate_turn });
+    if log && let Value::Object(o) = &mut v {
+        let tries: Vec<Value> = r
+            .log
+            .iter()
+            .map(|f| json!({ "number": f.number, "atMs": f.at_ms, "reason": f.reason, "delayMs": f.delay_ms }))
+            .collect();
+        o.insert("log".into(), Value::Array(tries));
+    }
+    v
 }
 
 /// One task, whole: the summary, its input request and answer keys, its
 /// result or error, what it replays, its trace, the worker holding it, its
-/// status history and its dead letter.
+/// status history, its failed tries and its dead letter.
 pub(crate) fn task_detail(t: &Task, letter: Option<&DeadLetter>) -> Value {
     let mut v = task_summary(t);
     let keys = |m: &std::collections::BTreeMap<String, Value>| m.keys().cloned().collect::<Vec<_>>();
@@ -40,6 +61,7 @@ pub(crate) fn task_detail(t: &Task, letter: Option<&DeadLetter>) -> Value {
         let history: Vec<Value> =
             t.status_history().iter().map(|h| json!({ "status": h.status.as_str(), "atMs": h.at_ms })).collect();
         o.insert("history".into(), Value::Array(history));
+        o.insert("retries".into(), retries(&t.retries, true));
         o.insert("deadLetter".into(), letter.map_or(Value::Null, dead_letter));
     }
     v
@@ -73,6 +95,8 @@ pub(crate) fn queues(stats: &[PartitionStats]) -> (Value, Vec<Value>) {
         "pending": stats.iter().map(|s| s.pending).sum::<u64>(),
         "oldestQueuedAgeMs": oldest(|s| s.oldest_queued_age_ms),
         "oldestPendingAgeMs": oldest(|s| s.oldest_pending_age_ms),
+        "delayed": stats.iter().map(|s| s.delayed).sum::<u64>(),
+        "oldestDueAgeMs": oldest(|s| s.oldest_due_age_ms),
     });
     let partitions = stats
         .iter()
@@ -83,6 +107,8 @@ pub(crate) fn queues(stats: &[PartitionStats]) -> (Value, Vec<Value>) {
                 "pending": s.pending,
                 "oldestQueuedAgeMs": s.oldest_queued_age_ms,
                 "oldestPendingAgeMs": s.oldest_pending_age_ms,
+                "delayed": s.delayed,
+                "oldestDueAgeMs": s.oldest_due_age_ms,
             })
         })
         .collect();

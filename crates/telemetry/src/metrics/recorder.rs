@@ -77,6 +77,7 @@ fn describe() {
         Unit::Seconds,
         "How late the earliest due delayed work item is (0: none due), by partition."
     );
+    describe_counter!(ADMIN_ACTIONS_TOTAL, "Operators' admin actions that took effect, by action.");
     describe_gauge!(LISTEN_STREAMS, "Open subscriptions/listen streams on this process.");
     describe_counter!(STORE_ERRORS, "Failed store operations, by operation.");
     describe_gauge!(WORK_QUEUED, "Work items waiting for a worker, by partition.");
@@ -135,6 +136,10 @@ mod tests {
             let series = format!("presa_task_transitions_total{{status=\"{status}\"}}");
             assert!(value(&scrape, &series).is_some(), "{series} missing:\n{scrape}");
         }
+        for action in ADMIN_ACTIONS {
+            let series = format!("presa_admin_actions_total{{action=\"{action}\"}}");
+            assert_eq!(value(&scrape, &series), Some(0.0), "{series} missing:\n{scrape}");
+        }
         for limit in Limit::ALL {
             let series = format!("presa_refusals_total{{limit=\"{limit}\"}}");
             assert!(value(&scrape, &series).is_some(), "{series} missing:\n{scrape}");
@@ -177,6 +182,7 @@ mod tests {
         };
         work_queue(3, gauges);
         task_retried("deploy", true);
+        admin_action("replay");
         histogram!(QUOTA_USAGE, "quota" => "max_bytes_per_scope").record(0.85);
         histogram!(REDIS_COMMAND_DURATION, "operation" => "get").record(0.0007);
         let scrape = handle.render();
@@ -187,6 +193,7 @@ mod tests {
         assert_eq!(value(&scrape, "presa_work_oldest_due_age_seconds{partition=\"3\"}"), Some(0.25), "{scrape}");
         let retried = "presa_task_retries_total{tool=\"deploy\",reason=\"retry_after\"}";
         assert!(value(&scrape, retried).unwrap() >= 1.0, "{scrape}");
+        assert!(value(&scrape, "presa_admin_actions_total{action=\"replay\"}").unwrap() >= 1.0, "{scrape}");
         // Histograms with their own buckets, rendered as histograms (not summaries).
         let ratio = "presa_quota_usage_ratio_bucket{quota=\"max_bytes_per_scope\",le=\"0.8\"}";
         assert_eq!(value(&scrape, ratio), Some(0.0), "{scrape}");

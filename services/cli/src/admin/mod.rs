@@ -33,13 +33,13 @@ pub(crate) enum AdminCommand {
     Whoami,
     /// The live processes: API pods and workers, their slots, tools and drains.
     Cluster,
-    /// The work queues: queued and pending work and their oldest ages, per partition.
+    /// The work queues: queued, pending and delayed work and their oldest ages, per partition.
     Queues,
     /// The tenants with live tasks.
     Tenants,
     /// Tasks, newest first, with filters.
     Tasks(TasksArgs),
-    /// One task: its record, input keys, result or error, dead letter.
+    /// One task: its record, input keys, failed tries, result or error, dead letter.
     Task {
         /// The task id.
         id: String,
@@ -64,6 +64,11 @@ pub(crate) enum AdminCommand {
     },
     /// Cancel a live task.
     Cancel {
+        /// The task id.
+        id: String,
+    },
+    /// Retry now: a task waiting out a failed try's backoff is queued at once (once its upstream is fixed).
+    Retry {
         /// The task id.
         id: String,
     },
@@ -169,6 +174,7 @@ pub(crate) async fn run(cli: &Cli, client: &Client, args: &AdminArgs) -> anyhow:
             json!({ "discarded": id })
         }
         AdminCommand::Cancel { id } => admin.post(&format!("/tasks/{}/cancel", seg(id)), &[]).await?,
+        AdminCommand::Retry { id } => admin.post(&format!("/tasks/{}/retry", seg(id)), &[]).await?,
         AdminCommand::Drain { worker } => admin.post(&format!("/workers/{}/drain", seg(worker)), &[]).await?,
         AdminCommand::Usage { tenant } => {
             admin.get("/usage", &[("tenant", tenant.clone().unwrap_or_default())]).await?

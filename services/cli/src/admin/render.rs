@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::{
     AdminCommand,
-    table::{age, ago, history, next_line, rows, table, text},
+    table::{age, ago, due, history, next_line, rows, table, text, tries},
 };
 
 /// The table (or lines) of a command's answer.
@@ -45,18 +45,20 @@ pub(crate) fn render(command: &AdminCommand, v: &Value, now: u64) -> String {
                     text(&q["pending"]),
                     age_of(&q["oldestQueuedAgeMs"]),
                     age_of(&q["oldestPendingAgeMs"]),
+                    text(&q["delayed"]),
+                    age_of(&q["oldestDueAgeMs"]),
                 ]
             };
             let mut all = rows(v, "partitions", |p| row(format!("p{:02}", p["partition"].as_u64().unwrap_or(0)), p));
             all.push(row("total".into(), &v["total"]));
-            table(&["PARTITION", "QUEUED", "PENDING", "OLDEST QUEUED", "OLDEST PENDING"], &all)
+            table(&["PARTITION", "QUEUED", "PENDING", "OLDEST QUEUED", "OLDEST PENDING", "DELAYED", "OLDEST DUE"], &all)
         }
         AdminCommand::Tenants => {
             v["tenants"].as_array().map(|t| t.iter().map(|x| text(x) + "\n").collect()).unwrap_or_default()
         }
         AdminCommand::Tasks(_) => {
             table(
-                &["TASK", "TENANT", "SUBJECT", "STATUS", "TOOL", "CREATED", "UPDATED", "ATTEMPT"],
+                &["TASK", "TENANT", "SUBJECT", "STATUS", "TOOL", "CREATED", "UPDATED", "ATTEMPT", "NEXT TRY"],
                 &rows(v, "tasks", |t| {
                     vec![
                         text(&t["taskId"]),
@@ -67,6 +69,7 @@ pub(crate) fn render(command: &AdminCommand, v: &Value, now: u64) -> String {
                         ago(now, &t["createdAtMs"]),
                         ago(now, &t["updatedAtMs"]),
                         text(&t["attempt"]),
+                        due(now, &t["retries"]),
                     ]
                 }),
             ) + &next_line(v)
@@ -93,6 +96,8 @@ pub(crate) fn render(command: &AdminCommand, v: &Value, now: u64) -> String {
                 ("trace", text(&v["traceId"])),
                 ("held by", text(&v["worker"])),
                 ("history", history(&v["history"], now)),
+                ("failed tries", tries(&v["retries"], now)),
+                ("next try", due(now, &v["retries"])),
                 ("result", text(&v["result"])),
                 ("error", text(&v["error"])),
                 ("dead letter", if v["deadLetter"].is_null() { "-".into() } else { text(&v["deadLetter"]["reason"]) }),
@@ -128,6 +133,9 @@ pub(crate) fn render(command: &AdminCommand, v: &Value, now: u64) -> String {
         AdminCommand::Discard { id, .. } => format!("discarded the dead letter of {id}\n"),
         AdminCommand::Cancel { .. } => {
             format!("task {} is {}\n", text(&v["task"]["taskId"]), text(&v["task"]["status"]))
+        }
+        AdminCommand::Retry { .. } => {
+            format!("task {} is due now: a worker runs its next try\n", text(&v["task"]["taskId"]))
         }
         AdminCommand::Drain { .. } => format!("worker {} is draining\n", text(&v["node"]["id"])),
         AdminCommand::Usage { .. } => {

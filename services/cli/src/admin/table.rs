@@ -85,6 +85,41 @@ pub(super) fn history(v: &Value, now: u64) -> String {
     }
 }
 
+/// When a waiting task's next try is due (its `retries`): `in 45s`,
+/// `due 3s ago` (late: no worker has claimed it yet), with ` (rate turn)`
+/// when it waits for its turn under its tool's rate rather than for a
+/// retry; `-` when not waiting.
+pub(super) fn due(now: u64, retries: &Value) -> String {
+    let when = match retries["dueAtMs"].as_u64() {
+        None => return "-".into(),
+        Some(at) if at > now => format!("in {}", age(at - now)),
+        Some(at) => format!("due {}", ago(now, &Value::from(at))),
+    };
+    if retries["rateTurn"] == true { when + " (rate turn)" } else { when }
+}
+
+/// A task's failed tries (its `retries`): how many, then one line per try
+/// the record kept, under the value's column (`#1 4s ago: upstream 503,
+/// put off 1m`); `-` when none failed.
+pub(super) fn tries(retries: &Value, now: u64) -> String {
+    let failed = retries["failed"].as_u64().unwrap_or(0);
+    if failed == 0 {
+        return "-".into();
+    }
+    let mut out = failed.to_string();
+    for t in retries["log"].as_array().into_iter().flatten() {
+        let put_off = t["delayMs"].as_u64().map_or("-".into(), age);
+        out += &format!(
+            "\n{:16}#{} {}: {}, put off {put_off}",
+            "",
+            text(&t["number"]),
+            ago(now, &t["atMs"]),
+            text(&t["reason"])
+        );
+    }
+    out
+}
+
 /// `next: <cursor>` when a page has one (pass it as `--cursor`).
 pub(super) fn next_line(v: &Value) -> String {
     v["next"].as_str().map(|n| format!("next page: --cursor {n}\n")).unwrap_or_default()
@@ -106,6 +141,26 @@ mod tests {
         );
         assert_eq!(ago(10_000, &json!(4_000)), "6s ago");
         assert_eq!(ago(10_000, &Value::Null), "-");
+    }
+
+    #[test]
+    fn failed_tries_and_the_next_due_read_short() {
+        let r = json!({ "failed": 2, "dueAtMs": 70_000, "log": [
+            { "number": 1, "atMs": 1_000, "reason": "upstream 503", "delayMs": 4_000 },
+            { "number": 2, "atMs": 10_000, "reason": "rate limited\u{1b}[2J", "delayMs": 60_000 },
+        ] });
+        assert_eq!(
+            tries(&r, 25_000),
+            "2\n                #1 24s ago: upstream 503, put off 4s\n                #2 15s ago: rate limited\\u{1b}[2J, put off 1m"
+        );
+        assert_eq!(due(25_000, &r), "in 45s");
+        assert_eq!(due(73_000, &r), "due 3s ago", "late");
+        let turn = json!({ "failed": 0, "dueAtMs": 70_000, "rateTurn": true });
+        assert_eq!(due(25_000, &turn), "in 45s (rate turn)");
+        assert_eq!(
+            (tries(&json!({ "failed": 0, "dueAtMs": null }), 0), due(0, &Value::Null)),
+            ("-".into(), "-".into())
+        );
     }
 
     #[test]
