@@ -784,7 +784,7 @@ fn stored(cluster: &mut Cluster, id: &str) -> Value {
 /// other, run by two workers) completes on its third try; between tries it
 /// is `working`, saying which attempt failed and when the next comes; each
 /// try waited at least its chosen delay, and each delay was within its cap
-/// (0.5 s, then 1 s: `demo::FLAKY_RETRY`).
+/// (0.5 s, then 1 s: `demo::FLAKY_RETRY`). A permanent error fails at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flaky_task_completes_on_its_third_try_across_pods() {
     let mut cluster = Cluster::new().await;
@@ -814,6 +814,11 @@ async fn a_flaky_task_completes_on_its_third_try_across_pods() {
     // Each next try ran 0.2 s, so it failed no sooner than its delay plus that.
     assert!(at(1) >= at(0) + delay(0) + 200, "the second try waited its delay: {log:?}");
     assert!(record["updated_at_ms"].as_u64().unwrap() >= at(1) + delay(1) + 200, "{record}");
+    // A permanent failure (no retry asked) fails at once, its one try logged nowhere.
+    let doomed = task_id(&on_a.call_tool("protocol_error_job", json!({})).await);
+    let failed = on_b.wait_task_for(&doomed, "failed", Duration::from_secs(10), is_terminal).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert!(stored(&mut cluster, &doomed).get("retries").is_none(), "no try was put off");
 }
 
 /// A task waiting for its next try survives losing everything: both
