@@ -771,13 +771,40 @@ async fn a_principal_with_a_long_backlog_does_not_starve_another_on_redis() {
     }
 }
 
-/// The stored task record of `id` (its doc, with what is never on the wire:
-/// its tries) on the single Redis.
-fn stored(cluster: &mut Cluster, id: &str) -> Value {
-    let partition = id.split('.').next().expect("a partitioned id");
-    let key = format!("{}:{{{partition}}}:task:{id}", cluster.prefix);
-    let doc = cluster.redis().cli(&["HGET", &key, "doc"]);
-    serde_json::from_str(&doc).unwrap_or_else(|e| panic!("{e}: {doc:?}"))
+/// A retry storm does not starve anyone: Alice's 40 tasks keep failing
+/// their tries (1 s each, put off and claimed again and again) on two
+/// workers of 4 slots; her work comes back through the same fair shares
+/// as new work, so Bob's tasks created in the middle of it run at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principals_retry_storm_does_not_starve_another_on_redis() {
+    let cluster = Cluster::new().await;
+    let (_api, as_user, _dir) = jwt_api(&cluster).await;
+    let _w1 = cluster.worker("w1", 2000, &["--concurrency", "4"]).await;
+    let _w2 = cluster.worker("w2", 2000, &["--concurrency", "4"]).await;
+    let (alice, bob) = (as_user("alice"), as_user("bob"));
+    let mut storm = Vec::new();
+    for _ in 0..40 {
+        storm.push(task_id(&alice.call_tool("flaky_job", json!({ "failures": 3, "seconds": 1.0 })).await));
+    }
+    alice.wait_task(&storm[0], "retrying", |t| t["statusMessage"].as_str().is_some_and(|m| m.contains("failed"))).await;
+    for i in 0..3 {
+        let label = format!("bob{i}");
+        let id = task_id(&bob.call_tool("slow_compute", json!({ "seconds": 0, "label": label })).await);
+        let done = bob.wait_task_for(&id, "completed", Duration::from_secs(10), |t| t["status"] == "completed").await;
+        assert_eq!(done["result"]["content"][0]["text"], format!("Completed {label}"));
+    }
+    let working = alice.get_task(&storm[39]).await;
+    assert_eq!(working["status"], "working", "Alice's storm was still going: {working}");
+}
+
+/// What the admin API of `api` shows of task `id` (`GET /admin/v1/tasks/{id}`,
+/// allowed on loopback without authentication): what is never on the MCP
+/// wire, its fencing attempt and its tries (`retries.log`, `dueAtMs`) among it.
+async fn admin_view(api: &Pod, id: &str) -> Value {
+    let url = format!("{}/admin/v1/tasks/{id}", api.base());
+    let resp = reqwest::get(&url).await.unwrap_or_else(|e| panic!("{url}: {e}"));
+    assert_eq!(resp.status(), 200, "{url}");
+    resp.json().await.unwrap_or_else(|e| panic!("{url}: {e}"))
 }
 
 /// A `flaky_job` that fails twice (created on one API pod, watched from the
@@ -787,7 +814,7 @@ fn stored(cluster: &mut Cluster, id: &str) -> Value {
 /// (0.5 s, then 1 s: `demo::FLAKY_RETRY`). A permanent error fails at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flaky_task_completes_on_its_third_try_across_pods() {
-    let mut cluster = Cluster::new().await;
+    let cluster = Cluster::new().await;
     let (a, b) = (cluster.api("api-a", &[]).await, cluster.api("api-b", &[]).await);
     let _w1 = cluster.worker("w1", 2000, &[]).await;
     let _w2 = cluster.worker("w2", 2000, &[]).await;
@@ -805,20 +832,20 @@ async fn a_flaky_task_completes_on_its_third_try_across_pods() {
     let done = on_b.wait_task_for(&id, "completed", Duration::from_secs(30), is_terminal).await;
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["result"]["content"][0]["text"], "Succeeded on try 3", "{done}");
-    let record = stored(&mut cluster, &id);
+    let record = admin_view(&b, &id).await;
     let log = record["retries"]["log"].as_array().expect("a log of failed tries").clone();
     assert_eq!(log.len(), 2, "{record}");
-    let at = |i: usize| log[i]["at_ms"].as_u64().unwrap();
-    let delay = |i: usize| log[i]["delay_ms"].as_u64().unwrap();
+    let at = |i: usize| log[i]["atMs"].as_u64().unwrap();
+    let delay = |i: usize| log[i]["delayMs"].as_u64().unwrap();
     assert!(delay(0) <= 500 && delay(1) <= 1000, "delays within their caps: {log:?}");
     // Each next try ran 0.2 s, so it failed no sooner than its delay plus that.
     assert!(at(1) >= at(0) + delay(0) + 200, "the second try waited its delay: {log:?}");
-    assert!(record["updated_at_ms"].as_u64().unwrap() >= at(1) + delay(1) + 200, "{record}");
+    assert!(record["updatedAtMs"].as_u64().unwrap() >= at(1) + delay(1) + 200, "{record}");
     // A permanent failure (no retry asked) fails at once, its one try logged nowhere.
     let doomed = task_id(&on_a.call_tool("protocol_error_job", json!({})).await);
     let failed = on_b.wait_task_for(&doomed, "failed", Duration::from_secs(10), is_terminal).await;
     assert_eq!(failed["status"], "failed", "{failed}");
-    assert!(stored(&mut cluster, &doomed).get("retries").is_none(), "no try was put off");
+    assert_eq!(admin_view(&a, &doomed).await["retries"]["failed"], 0, "no try was put off");
 }
 
 /// A task waiting for its next try survives losing everything: both
@@ -836,7 +863,7 @@ async fn a_waiting_task_survives_every_process_and_a_redis_restart() {
     let waiting =
         c.wait_task(&id, "waiting", |t| t["statusMessage"].as_str().is_some_and(|m| m.contains("next in 6 s"))).await;
     assert_eq!(waiting["status"], "working", "{waiting}");
-    let due = stored(&mut cluster, &id)["retries"]["due_at_ms"].as_u64().expect("a due time while waiting");
+    let due = admin_view(&api, &id).await["retries"]["dueAtMs"].as_u64().expect("a due time while waiting");
     for pod in [&mut w1, &mut w2, &mut api] {
         pod.signal("KILL");
         pod.wait_exit(Duration::from_secs(5)).await;
@@ -848,8 +875,8 @@ async fn a_waiting_task_survives_every_process_and_a_redis_restart() {
     let done = c.wait_task_for(&id, "completed", Duration::from_secs(30), is_terminal).await;
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["result"]["content"][0]["text"], "Succeeded on try 2", "{done}");
-    let record = stored(&mut cluster, &id);
-    assert!(record["updated_at_ms"].as_u64().unwrap() >= due, "not run before it was due: {record}");
+    let record = admin_view(&api, &id).await;
+    assert!(record["updatedAtMs"].as_u64().unwrap() >= due, "not run before it was due: {record}");
 }
 
 /// `tasks/cancel` of a task waiting for its next try ends it `cancelled` at
@@ -857,21 +884,21 @@ async fn a_waiting_task_survives_every_process_and_a_redis_restart() {
 /// (the record's fencing attempt does not move).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_a_waiting_task_ends_it_and_it_never_runs_again() {
-    let mut cluster = Cluster::new().await;
+    let cluster = Cluster::new().await;
     let api = cluster.api("api", &[]).await;
     let _w1 = cluster.worker("w1", 2000, &[]).await;
     let _w2 = cluster.worker("w2", 2000, &[]).await;
     let c = Client::new(&api.url, tasks_caps());
     let id = task_id(&c.call_tool("flaky_job", json!({ "failures": 1, "retryAfterMs": 1500 })).await);
     c.wait_task(&id, "waiting", |t| t["statusMessage"].as_str().is_some_and(|m| m.starts_with("attempt 1 of 4"))).await;
-    let attempt = stored(&mut cluster, &id)["attempt"].clone();
+    let attempt = admin_view(&api, &id).await["attempt"].clone();
     c.ok("tasks/cancel", json!({ "taskId": id })).await;
     let cancelled = c.get_task(&id).await;
     assert_eq!(cancelled["status"], "cancelled", "at once: {cancelled}");
     tokio::time::sleep(Duration::from_millis(3000)).await;
     let after = c.get_task(&id).await;
     assert_eq!(after["status"], "cancelled", "{after}");
-    assert_eq!(stored(&mut cluster, &id)["attempt"], attempt, "no worker claimed the cancelled task's work");
+    assert_eq!(admin_view(&api, &id).await["attempt"], attempt, "no worker claimed the cancelled task's work");
 }
 
 /// `metered_job` may run 5 times a second in bursts of 5, across the
@@ -881,7 +908,7 @@ async fn cancelling_a_waiting_task_ends_it_and_it_never_runs_again() {
 /// rate get 429 with `Retry-After` and `-32023`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tools_rate_spreads_its_tasks_and_refuses_plain_calls_past_it() {
-    let mut cluster = Cluster::new().await;
+    let cluster = Cluster::new().await;
     let (a, b) = (cluster.api("api-a", &[]).await, cluster.api("api-b", &[]).await);
     let _w1 = cluster.worker("w1", 2000, &[]).await;
     let _w2 = cluster.worker("w2", 2000, &[]).await;
@@ -896,7 +923,7 @@ async fn a_tools_rate_spreads_its_tasks_and_refuses_plain_calls_past_it() {
         assert_eq!(done["status"], "completed", "{done}");
         let text = done["result"]["content"][0]["text"].as_str().unwrap().to_string();
         starts.push(text.trim_start_matches("Started at ").parse::<u64>().expect("a start time"));
-        assert_eq!(stored(&mut cluster, id)["retries"]["failed"].as_u64().unwrap_or(0), 0, "no try counted");
+        assert_eq!(admin_view(&a, id).await["retries"]["failed"], 0, "no try counted");
     }
     starts.sort_unstable();
     let span = starts[29] - starts[0];
