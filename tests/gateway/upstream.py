@@ -225,6 +225,12 @@ async def http_refused() -> str:
     return f"ok after {n} calls"
 
 
+@server.tool(description="Answers at once; logs each call (the gateway's rate rule spaces them).", structured_output=False)
+async def metered() -> str:
+    n = _flaky_call("metered")
+    return f"call {n}"
+
+
 class RefuseFirstCalls:
     """ASGI middleware: the first POSTs calling http_refused get these statuses, with Retry-After: 1."""
 

@@ -17,7 +17,8 @@
 //!   the tool, so even a tool not marked idempotent is tried again, each
 //!   time after the second the upstream asked for;
 //! - on a cluster (Redis, an API pod and a worker pod), the same: a try put
-//!   off waits on Redis's delayed queue and comes back to the worker.
+//!   off waits on Redis's delayed queue and comes back to the worker;
+//! - a rule's `rate` spaces the calls the upstream receives.
 
 mod common;
 
@@ -108,6 +109,11 @@ policy = "required"
 match = "http_refused"
 policy = "required"
 {retry}
+
+[[tool]]
+match = "metered"
+policy = "required"
+rate = {{ per_second = 4.0, burst = 2 }}
 "#
     );
     let path = dir.join("gateway.toml");
@@ -293,6 +299,28 @@ async fn a_tool_not_safe_to_repeat_is_not_tried_again_after_its_child_exited_mid
     tokio::time::sleep(cap(1) + SLACK_RESTART).await;
     assert_eq!(calls(dir.path(), "exit_unsafe").len(), 1, "called once");
     assert!(!messages.iter().any(|m| m.contains("next in")), "never put off: {messages:#?}");
+}
+
+/// A `[[tool]]` rule's rate (4 a second, bursts of 2) spaces a tool's
+/// calls: 10 tasks created at once all complete, and the upstream's own log
+/// shows their calls spread over at least (10 - 2) / 4 = 2 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rules_rate_spaces_the_calls_the_upstream_receives() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, url) = gateway(dir.path()).await;
+    let c = Client::new(&url, tasks_caps());
+    let mut ids = Vec::new();
+    for _ in 0..10 {
+        ids.push(task_id(&c.call_tool("metered", json!({})).await));
+    }
+    for id in &ids {
+        let done = c.wait_task_for(id, "completed", Duration::from_secs(30), |t| t["status"] != "working").await;
+        assert_eq!(done["status"], "completed", "{done}\n{}", gw.log());
+    }
+    let at = calls(dir.path(), "metered");
+    assert_eq!(at.len(), 10, "each task called once: {at:?}");
+    let span = at[9] - at[0];
+    assert!(span >= 1.9, "10 calls at 4/s in bursts of 2 take 2 s, not {span:.2} s: {at:?}");
 }
 
 /// A child process killed when dropped.

@@ -190,6 +190,7 @@ impl GatewayArgs {
             glob::Pattern::new(&r.pattern)
                 .map_err(|e| ConfigError::Invalid(format!("[[tool]] match = {:?}: {e}", r.pattern)))?;
             r.retry_policy()?;
+            r.tool_rate()?;
         }
         let ms = Duration::from_millis;
         let timings = Timings {

@@ -1,10 +1,10 @@
 //! The `--gateway-config` TOML file: its `[[upstream]]` tables and its
 //! `[[tool]]` rules ([`ToolRule`]: task policy, crash policy, retry policy
-//! and what else counts as transient, scopes).
+//! and what else counts as transient, rate, scopes).
 
 use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
-use presa_server::RetryPolicy;
+use presa_server::{RetryPolicy, ToolRate};
 use serde::Deserialize;
 
 use super::{
@@ -71,6 +71,25 @@ pub struct ToolRule {
     /// Whether an `isError: true` result is transient for this tool.
     #[serde(default)]
     pub retry_on_tool_error: bool,
+    /// How often the tool may be called across the cluster (`Tool::rate`).
+    #[serde(default)]
+    pub rate: Option<RateRule>,
+}
+
+/// A `[[tool]]` rule's `rate = { per_second, burst, per_tenant }`: at most
+/// `per_second` calls a second across the cluster, `burst` (1) at once, one
+/// count for the tool or (`per_tenant`) one per tenant.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateRule {
+    /// Calls a second (more than 0).
+    pub per_second: f64,
+    /// How many may come at once (at least 1).
+    #[serde(default)]
+    pub burst: Option<u32>,
+    /// One count per tenant instead of one for the tool.
+    #[serde(default)]
+    pub per_tenant: bool,
 }
 
 /// A `[[tool]]` rule's `retry = { attempts, initial_ms, max_ms }`: each key
@@ -107,6 +126,20 @@ impl ToolRule {
             .map(|r| r.policy())
             .transpose()
             .map_err(|e| ConfigError::Invalid(format!("[[tool]] match = {:?}: retry: {e}", self.pattern)))
+    }
+
+    /// Its rate, if it gives one; checked when the configuration is resolved.
+    pub fn tool_rate(&self) -> Result<Option<ToolRate>, ConfigError> {
+        let Some(r) = self.rate else { return Ok(None) };
+        let refuse = |why: &str| ConfigError::Invalid(format!("[[tool]] match = {:?}: rate: {why}", self.pattern));
+        if !(r.per_second.is_finite() && r.per_second > 0.0) {
+            return Err(refuse("per_second must be a number over 0"));
+        }
+        if r.burst == Some(0) {
+            return Err(refuse("burst must be at least 1"));
+        }
+        let rate = ToolRate::per_second(r.per_second).burst(r.burst.unwrap_or(1));
+        Ok(Some(if r.per_tenant { rate.per_tenant() } else { rate }))
     }
 }
 

@@ -174,3 +174,19 @@ fn a_rule_gives_a_retry_policy_and_what_else_is_transient_checked_at_start() {
     assert!(typo.contains("unknown field `attempt`"), "{typo}");
     assert!(parse_file("[[tool]]\nmatch='t'\nretry_on = [1]").unwrap_err().contains("unknown field"));
 }
+
+#[test]
+fn a_rule_gives_a_rate_checked_at_start() {
+    let text = |rate: &str| format!("[[upstream]]\nname='a'\ncommand='x'\n[[tool]]\nmatch='t*'\nrate = {rate}");
+    let resolve = |rate: &str| args().resolve_with(Some(parse_file(&text(rate)).unwrap()));
+    let c = resolve("{ per_second = 5.0, burst = 5 }").unwrap();
+    let rate = c.rule("tool").unwrap().tool_rate().unwrap().unwrap();
+    assert_eq!((rate.per_second, rate.burst, rate.per_tenant), (5.0, 5, false));
+    let own = resolve("{ per_second = 0.5, per_tenant = true }").unwrap().rule("t").unwrap().tool_rate().unwrap();
+    assert_eq!(own.map(|r| (r.burst, r.per_tenant)), Some((1, true)), "a burst of 1 unless given");
+    assert!(c.rule("other").is_none());
+    let e = resolve("{ per_second = 0.0 }").unwrap_err().to_string();
+    assert!(e.contains("match = \"t*\"") && e.contains("per_second must be a number over 0"), "{e}");
+    assert!(resolve("{ per_second = 2.0, burst = 0 }").unwrap_err().to_string().contains("burst must be at least 1"));
+    assert!(parse_file(&text("{ per_sec = 2.0 }")).unwrap_err().contains("unknown field"));
+}
