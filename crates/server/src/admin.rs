@@ -217,13 +217,7 @@ impl Admin {
     /// Cancel task `id` as its owner's `tasks/cancel` would.
     pub async fn cancel(&self, op: &Operator, id: &TaskId) -> Result<Task, AdminError> {
         let outcome = self.cancel_within_reach(op, id).await;
-        let said = match &outcome {
-            Ok(_) => "cancelled",
-            Err(AdminError::NotFound(_)) => "not found",
-            Err(AdminError::Conflict(_)) => "already ended",
-            Err(_) => "failed",
-        };
-        op.audit("cancel", id.as_str(), said, outcome.is_ok());
+        op.audit("cancel", id.as_str(), task_action_said(&outcome, "cancelled", "already ended"), outcome.is_ok());
         outcome
     }
 
@@ -252,13 +246,7 @@ impl Admin {
     /// would run past the rate).
     pub async fn retry_now(&self, op: &Operator, id: &TaskId) -> Result<Task, AdminError> {
         let outcome = self.retry_within_reach(op, id).await;
-        let said = match &outcome {
-            Ok(_) => "due now",
-            Err(AdminError::NotFound(_)) => "not found",
-            Err(AdminError::Conflict(_)) => "not waiting",
-            Err(_) => "failed",
-        };
-        op.audit("retry_now", id.as_str(), said, outcome.is_ok());
+        op.audit("retry_now", id.as_str(), task_action_said(&outcome, "due now", "not waiting"), outcome.is_ok());
         outcome
     }
 
@@ -358,5 +346,16 @@ impl Admin {
     pub async fn tenants(&self, op: &Operator) -> Result<Vec<String>, AdminError> {
         op.cluster_only()?;
         Ok(store_call("tenants", self.core.admin().tenants()).await?)
+    }
+}
+
+/// What the audit line of an action on a task says of its `outcome`:
+/// `done`, "not found", `conflict` (the task is in no state for it) or "failed".
+fn task_action_said<T>(outcome: &Result<T, AdminError>, done: &'static str, conflict: &'static str) -> &'static str {
+    match outcome {
+        Ok(_) => done,
+        Err(AdminError::NotFound(_)) => "not found",
+        Err(AdminError::Conflict(_)) => conflict,
+        Err(_) => "failed",
     }
 }
