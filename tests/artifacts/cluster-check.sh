@@ -16,10 +16,8 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 : "${PRESA_URL:?PRESA_URL is not set: run me through deploy/local-cluster.sh -- $0}"
 CHECK_TIMEOUT=${CHECK_TIMEOUT:-120}
-if [ -z "${PRESA_BIN:-}" ]; then
-  (cd "$REPO" && cargo build -q -p presa-cli)
-  PRESA_BIN=${CARGO_TARGET_DIR:-$REPO/target}/debug/presa
-fi
+# shellcheck source=tests/lib/presa-cli.sh
+source "$REPO/tests/lib/presa-cli.sh"
 TMP=$(mktemp -d -t presa-artifacts-check.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 PASSED=0

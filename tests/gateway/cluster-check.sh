@@ -19,11 +19,8 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 : "${PRESA_URL:?PRESA_URL is not set: run me as deploy/local-cluster.sh --gateway \"\$EVERYTHING_STDIO\" -- $0}"
 CHECK_TIMEOUT=${CHECK_TIMEOUT:-60}
 
-if [ -z "${PRESA_BIN:-}" ]; then
-  (cd "$REPO" && cargo build -q -p presa-cli)
-  PRESA_BIN=${CARGO_TARGET_DIR:-$REPO/target}/debug/presa
-fi
-[ -x "$PRESA_BIN" ] || { echo "cluster-check: no presa binary at $PRESA_BIN" >&2; exit 1; }
+# shellcheck source=tests/lib/presa-cli.sh
+source "$REPO/tests/lib/presa-cli.sh"
 
 TMP=$(mktemp -d -t presa-cluster-check.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
