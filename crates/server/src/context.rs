@@ -22,9 +22,9 @@ pub use lists::ListChanged;
 
 use crate::{
     artifacts::{ArtifactSink, RunArtifacts},
+    output::ToolError,
     slots::Slot,
     store_io::{TaskWriter, UpdateError, Updated, WriteLimits, store_call},
-    tool::ToolError,
 };
 
 /// Prefix of the bus event that says a resource changed (its URI follows):

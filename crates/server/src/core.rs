@@ -14,8 +14,8 @@ use crate::{
     artifacts::Artifacts,
     catalog::{Catalog, CatalogCell},
     config::ServerConfig,
+    output::{ToolError, ToolOutput},
     store_io::{Verbosity, store_call_at},
-    tool::{ToolError, ToolOutput},
 };
 use presa_telemetry::metrics;
 

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::{
     context::ToolContext,
-    tool::ToolError,
+    output::ToolError,
     typed::{decode, elicitation_schema},
 };
 

@@ -50,6 +50,7 @@ pub mod output;
 pub mod pools;
 pub mod prompt;
 pub mod retry;
+mod schema;
 mod slots;
 mod snapshots;
 pub mod state;
@@ -59,7 +60,7 @@ pub mod tool;
 pub mod typed;
 pub mod worker;
 
-pub use catalog::{Catalog, CatalogBuilder, CatalogCell};
+pub use catalog::{Catalog, CatalogBuilder, CatalogCell, ToolRef};
 pub use config::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_INFLIGHT_CALLS, DEFAULT_MAX_INFLIGHT_CALLS_PER_SCOPE, DEFAULT_MAX_LISTEN_STREAMS,
     DEFAULT_MAX_LISTEN_STREAMS_PER_SCOPE, DEFAULT_MAX_QUEUED_PER_PARTITION, FAIR_SHARE_SCOPES, ServerConfig,
@@ -74,11 +75,11 @@ pub use error::{
 pub use flow::ToolRate;
 pub use input::{Elicited, InputRequest};
 pub use node::Node;
-pub use output::{IntoToolOutput, Json, JsonWithText};
+pub use output::{IntoToolOutput, Json, JsonWithText, ToolError, ToolOutput};
 pub use presa_store::Caller;
 pub use prompt::{PromptHandler, PromptOutput};
 pub use retry::{Retry, RetryPolicy, RetryPolicyError};
 pub use state::StateCodec;
-pub use tool::{PolicyInput, TaskPolicy, Tool, ToolError, ToolHandler, ToolOutput};
+pub use tool::{PolicyInput, TaskPolicy, Tool, ToolHandler};
 pub use typed::NoArgs;
 pub use worker::{Worker, WorkerConfig};

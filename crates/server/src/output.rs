@@ -4,14 +4,112 @@
 //! type), [`ToolOutput`] is taken as is, and `Result<T, E>` works for any
 //! error that converts into [`ToolError`] (so `?` does).
 
+use std::{collections::BTreeMap, fmt};
+
+use presa_protocol::{ResultType, jsonrpc::ErrorObject};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::{
-    tool::{ToolError, ToolOutput},
-    typed::schema_of,
-};
+use crate::schema::schema_of;
+
+/// What a handler returns.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolOutput {
+    /// A `CallToolResult` (`content`, optional `structuredContent`, `isError`).
+    Complete(Value),
+    /// MRTR: ask the client for input and retry (sync calls only). `state`
+    /// is signed into `requestState` and handed back on the retry.
+    InputRequired {
+        /// The input requests, by key.
+        requests: BTreeMap<String, Value>,
+        /// Opaque tool state to get back on the retry.
+        state: Option<Value>,
+    },
+}
+
+impl ToolOutput {
+    /// A result with one text item.
+    pub fn text(text: impl Into<String>) -> Self {
+        ToolOutput::Complete(json!({ "content": [{ "type": "text", "text": text.into() }] }))
+    }
+
+    /// A tool-level error: `isError: true` with one text item. Tasks end `completed`.
+    pub fn error(text: impl Into<String>) -> Self {
+        ToolOutput::Complete(json!({ "content": [{ "type": "text", "text": text.into() }], "isError": true }))
+    }
+
+    /// A result from a `content` array.
+    pub fn content(content: Value) -> Self {
+        ToolOutput::Complete(json!({ "content": content }))
+    }
+
+    /// The output as a JSON value (`InputRequired` becomes its wire shape without state).
+    pub fn into_value(self) -> Value {
+        match self {
+            ToolOutput::Complete(v) => v,
+            ToolOutput::InputRequired { requests, .. } => {
+                json!({ "resultType": ResultType::InputRequired, "inputRequests": requests })
+            }
+        }
+    }
+}
+
+/// Why a handler did not produce an output.
+///
+/// Any `std::error::Error + Send + Sync + 'static` converts into
+/// [`ToolError::Internal`] (its message is logged, never sent), so `?` on an
+/// `io::Error` or a client library's error works in a handler. For that
+/// reason `ToolError` itself is not a `std::error::Error` (like `anyhow::Error`).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ToolError {
+    /// A JSON-RPC error to send as is (e.g. `-32602`, `-32021`). In a task it
+    /// ends the task `failed` with this error.
+    Rpc(ErrorObject),
+    /// The handler failed. Sent as `-32603 Internal error`; the cause is logged only.
+    Internal(String),
+    /// The work was cancelled (the task was cancelled or the request went away).
+    Cancelled,
+    /// The handler needs input it does not have yet (raised by
+    /// [`ToolContext::input`] in a sync call; becomes an `InputRequiredResult`).
+    NeedInput(BTreeMap<String, Value>),
+    /// The try failed in a way worth trying again ([`ToolError::transient`],
+    /// [`ToolError::retry_after`]): a task is tried again under its tool's
+    /// [`RetryPolicy`](crate::RetryPolicy) (the work waits, holding no
+    /// worker); a sync call answers a retryable error.
+    Retry(crate::Retry),
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ToolError::Rpc(e) => f.write_str(&e.message),
+            ToolError::Internal(cause) => f.write_str(cause),
+            ToolError::Cancelled => f.write_str("cancelled"),
+            ToolError::NeedInput(_) => f.write_str("input required"),
+            ToolError::Retry(r) => write!(f, "worth trying again: {r}"),
+        }
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
+    fn from(e: E) -> Self {
+        ToolError::Internal(e.to_string())
+    }
+}
+
+impl ToolError {
+    /// An internal failure with a cause to log.
+    pub fn internal(cause: impl fmt::Display) -> Self {
+        ToolError::Internal(cause.to_string())
+    }
+
+    /// `-32602 Invalid params` with `message` (sent to the client as is).
+    pub fn invalid_params(message: impl Into<String>) -> Self {
+        ToolError::Rpc(ErrorObject::new(presa_protocol::codes::INVALID_PARAMS, message))
+    }
+}
 
 /// Converts a handler's return value into its output.
 pub trait IntoToolOutput {

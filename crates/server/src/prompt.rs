@@ -9,7 +9,8 @@ use serde_json::{Map, Value, json};
 
 use crate::{
     context::ToolContext,
-    tool::{ToolError, ToolHandler, ToolOutput},
+    output::{ToolError, ToolOutput},
+    tool::ToolHandler,
 };
 
 /// What a prompt handler returns.

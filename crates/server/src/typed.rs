@@ -34,33 +34,16 @@
 
 use std::{future::Future, marker::PhantomData};
 
-use schemars::{JsonSchema, Schema, SchemaGenerator, generate::SchemaSettings, json_schema};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Deserializer, de::DeserializeOwned};
 use serde_json::{Map, Value};
 
 use crate::{
     context::ToolContext,
-    output::IntoToolOutput,
-    tool::{Tool, ToolError, ToolHandler, ToolOutput},
+    output::{IntoToolOutput, ToolError, ToolOutput},
+    schema::schema_of,
+    tool::{Tool, ToolHandler},
 };
-
-/// The JSON Schema 2020-12 of `T`, subschemas inlined, without `$schema`,
-/// and without the root `title` schemars fills in with the Rust type's name
-/// (an implementation detail, not a title; one set with
-/// `#[schemars(title = "…")]` to another text stays).
-pub(crate) fn schema_of<T: JsonSchema>() -> Value {
-    let settings = SchemaSettings::draft2020_12().with(|s| {
-        s.inline_subschemas = true;
-        s.meta_schema = None;
-    });
-    let mut schema = settings.into_generator().into_root_schema_for::<T>().to_value();
-    if let Value::Object(root) = &mut schema
-        && root.get("title").and_then(Value::as_str) == Some(T::schema_name().as_ref())
-    {
-        root.remove("title");
-    }
-    schema
-}
 
 /// Decode `value` into `T`, naming the field that does not fit.
 pub(crate) fn decode<T: DeserializeOwned>(value: Value) -> Result<T, String> {

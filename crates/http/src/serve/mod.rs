@@ -36,7 +36,7 @@
 //! Shutdown stops accepting, lets in-flight requests finish and closes idle
 //! connections at once.
 
-mod slots;
+mod connections;
 mod watch;
 
 use std::{future::Future, io, sync::Arc, time::Duration};
@@ -58,7 +58,7 @@ use tokio::{
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tower::ServiceExt;
 
-use slots::{Kind, Room, Slots, Ticket};
+use connections::{Connections, Kind, Room, Ticket};
 use watch::{Deadline, Tracked, Watch, Watched};
 
 /// The paths served on the connections past [`ServeLimits::max_connections`]
@@ -122,19 +122,19 @@ pub async fn serve_with(
     limits: ServeLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let slots = Arc::new(Slots::new(limits));
+    let open = Arc::new(Connections::new(limits));
     let connections = TaskTracker::new();
     let closing = CancellationToken::new();
     tokio::pin!(shutdown);
     'serving: loop {
         // Leave new connections in the backlog until one can be served.
         loop {
-            let wake = match slots.room() {
+            let wake = match open.room() {
                 Room::Free(_) | Room::Idle(_) => break,
                 Room::Full(wake) => wake,
             };
             tokio::select! {
-                () = slots.changed.notified() => {}
+                () = open.changed.notified() => {}
                 () = sleep_until(wake) => {}
                 () = &mut shutdown => break 'serving,
             }
@@ -152,10 +152,10 @@ pub async fn serve_with(
             () = &mut shutdown => break,
         };
         let _ = tcp.set_nodelay(true);
-        let watch = Arc::new(Watch::new(limits, slots.changed.clone()));
+        let watch = Arc::new(Watch::new(limits, open.changed.clone()));
         let ticket = loop {
-            let wake = match slots.room() {
-                Room::Free(kind) => match slots.admit(kind, &watch) {
+            let wake = match open.room() {
+                Room::Free(kind) => match open.admit(kind, &watch) {
                     Some(ticket) => break ticket,
                     None => None,
                 },
@@ -167,7 +167,7 @@ pub async fn serve_with(
                 Room::Full(wake) => wake,
             };
             tokio::select! {
-                () = slots.changed.notified() => {}
+                () = open.changed.notified() => {}
                 () = sleep_until(wake) => {}
                 () = &mut shutdown => break 'serving,
             }

@@ -26,7 +26,7 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::{EVICT_GRACE, NEW_CONNECTION_GRACE, ServeLimits, slots::Standing};
+use super::{EVICT_GRACE, NEW_CONNECTION_GRACE, ServeLimits};
 
 /// Where a connection is in its request cycle, and since when.
 #[derive(Debug)]
@@ -40,7 +40,7 @@ pub(super) struct Phase {
     reading_head: bool,
     /// Request heads received on this connection so far.
     served: u64,
-    /// Told to close to make room (see [`Slots::room`]).
+    /// Told to close to make room (see [`Connections::room`]).
     evicted: bool,
 }
 
@@ -52,7 +52,7 @@ pub(super) struct Watch {
     changed: Notify,
     /// Cancelled when the connection is told to close to make room.
     pub(super) evicting: CancellationToken,
-    /// The listener's [`Slots::changed`].
+    /// The listener's [`Connections::changed`].
     slots_changed: Arc<Notify>,
 }
 
@@ -280,4 +280,19 @@ impl HttpBody for Tracked {
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
     }
+}
+
+/// Where one connection stands for [`Connections::room`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Standing {
+    /// A request in flight.
+    Busy,
+    /// Told to close, and idle: gone within [`EVICT_GRACE`].
+    Closing,
+    /// Accepted less than [`NEW_CONNECTION_GRACE`] ago without a request yet:
+    /// not closed for room before this instant.
+    New(Instant),
+    /// Idle: may be closed for room, lowest order first (connections that
+    /// never sent a request head before those that did, then the longest waiting).
+    Idle((bool, Instant)),
 }

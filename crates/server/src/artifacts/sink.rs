@@ -15,7 +15,7 @@ use presa_tasks::TaskId;
 use serde_json::{Value, json};
 
 use super::{Artifacts, ArtifactsError, link, run_prefix};
-use crate::tool::ToolError;
+use crate::output::ToolError;
 
 /// The artifacts of one run of a task's handler: one prefix, numbered keys,
 /// and the task's owner, whose quota they count against.

@@ -145,7 +145,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::{ToolHandler, ToolOutput};
+    use crate::{output::ToolOutput, tool::ToolHandler};
 
     fn noop() -> impl ToolHandler {
         |_ctx, _args| async { Ok(ToolOutput::text("ok")) }

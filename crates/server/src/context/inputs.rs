@@ -8,7 +8,7 @@ use presa_tasks::{Event, Status, Task};
 use serde_json::Value;
 
 use super::{Mode, TaskRun, ToolContext};
-use crate::{snapshots::Snapshots, store_io::store_call, tool::ToolError};
+use crate::{output::ToolError, snapshots::Snapshots, store_io::store_call};
 
 impl ToolContext {
     /// Ask the client for one input; see [`ToolContext::inputs`].

@@ -1,4 +1,4 @@
-//! The open connections of one listener ([`Slots`]): how many of each kind
+//! The open connections of one listener ([`Connections`]): how many of each kind
 //! ([`Kind`]), and which idle one to close when a new one needs room (see
 //! the [`serve`](super) module docs).
 
@@ -10,7 +10,10 @@ use std::{
 
 use tokio::{sync::Notify, time::Instant};
 
-use super::{EVICT_GRACE, NEW_CONNECTION_GRACE, ServeLimits, watch::Watch};
+use super::{
+    EVICT_GRACE, NEW_CONNECTION_GRACE, ServeLimits,
+    watch::{Standing, Watch},
+};
 
 /// What a connection may ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,7 +26,7 @@ pub(super) enum Kind {
 
 /// The open connections of one listener, by kind.
 #[derive(Debug)]
-pub(super) struct Slots {
+pub(super) struct Connections {
     limits: ServeLimits,
     open: Mutex<Open>,
     /// Notified when a connection closes or its request ends (it may become idle).
@@ -38,10 +41,10 @@ pub(super) struct Open {
     probes: usize,
 }
 
-/// A connection's place in [`Slots`], given back on drop.
+/// A connection's place in [`Connections`], given back on drop.
 #[derive(Debug)]
 pub(super) struct Ticket {
-    slots: Arc<Slots>,
+    slots: Arc<Connections>,
     id: u64,
 }
 
@@ -93,9 +96,9 @@ impl Ticket {
     }
 }
 
-impl Slots {
+impl Connections {
     pub(super) fn new(limits: ServeLimits) -> Self {
-        Slots { limits, open: Mutex::new(Open::default()), changed: Arc::new(Notify::new()) }
+        Connections { limits, open: Mutex::new(Open::default()), changed: Arc::new(Notify::new()) }
     }
 
     fn open(&self) -> MutexGuard<'_, Open> {
@@ -107,7 +110,7 @@ impl Slots {
         self.room_in(&[Kind::Any, Kind::Probe])
     }
 
-    /// [`Slots::room`] among `kinds`, in this order.
+    /// [`Connections::room`] among `kinds`, in this order.
     fn room_in(&self, kinds: &[Kind]) -> Room {
         let open = self.open();
         let now = Instant::now();
@@ -153,7 +156,7 @@ impl Slots {
     }
 }
 
-/// What [`Slots::room`] found.
+/// What [`Connections::room`] found.
 #[derive(Debug)]
 pub(super) enum Room {
     /// A free slot of this kind.
@@ -163,19 +166,4 @@ pub(super) enum Room {
     /// None: wait for a change (a connection closing or going idle), or
     /// until this instant (a new connection's grace ends).
     Full(Option<Instant>),
-}
-
-/// Where one connection stands for [`Slots::room`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Standing {
-    /// A request in flight.
-    Busy,
-    /// Told to close, and idle: gone within [`EVICT_GRACE`].
-    Closing,
-    /// Accepted less than [`NEW_CONNECTION_GRACE`] ago without a request yet:
-    /// not closed for room before this instant.
-    New(Instant),
-    /// Idle: may be closed for room, lowest order first (connections that
-    /// never sent a request head before those that did, then the longest waiting).
-    Idle((bool, Instant)),
 }
