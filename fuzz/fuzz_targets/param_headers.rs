@@ -10,7 +10,6 @@ use base64::{Engine, engine::general_purpose::STANDARD};
 use http::{HeaderMap, HeaderValue};
 use libfuzzer_sys::fuzz_target;
 use presa_http::admission::check_param_headers;
-use presa_protocol::Method;
 use presa_server::Catalog;
 use serde_json::{Map, Value, json};
 
@@ -34,16 +33,17 @@ fuzz_target!(|data: &[u8]| {
     };
     let arguments = serde_json::from_slice::<Value>(body).unwrap_or_else(|_| json!({ "region": "eu-west-1" }));
     let params = params(arguments);
+    let tool = CATALOG.tool("test_header_param");
     if let Ok(value) = HeaderValue::from_bytes(header) {
-        if let Err(e) = check_param_headers(&headers(value), Method::ToolsCall, &params, &CATALOG) {
+        if let Err(e) = check_param_headers(&headers(value), tool, &params) {
             assert_eq!(e.code, presa_protocol::codes::HEADER_MISMATCH, "{e:?}");
         }
     }
-    let _ = check_param_headers(&HeaderMap::new(), Method::ToolsCall, &params, &CATALOG);
+    let _ = check_param_headers(&HeaderMap::new(), tool, &params);
     // A string argument a client mirrors in the sentinel form is always accepted.
     if let Some(Value::String(region)) = params["arguments"].get("region") {
         let mirrored = HeaderValue::from_str(&format!("=?base64?{}?=", STANDARD.encode(region))).expect("ASCII");
-        let verdict = check_param_headers(&headers(mirrored), Method::ToolsCall, &params, &CATALOG);
+        let verdict = check_param_headers(&headers(mirrored), tool, &params);
         assert!(verdict.is_ok(), "sentinel-mirrored {region:?} refused: {verdict:?}");
     }
 });

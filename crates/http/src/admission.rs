@@ -19,7 +19,7 @@ use presa_protocol::{
     jsonrpc::{ErrorObject, Request},
     meta::{IDEMPOTENCY_KEY_META, RequestMeta},
 };
-use presa_server::catalog::Catalog;
+use presa_server::catalog::RegisteredTool;
 use serde_json::Value;
 
 use crate::single_header;
@@ -232,14 +232,10 @@ pub fn idempotency_key(headers: &HeaderMap, method: Method, meta: &mut RequestMe
 /// mirrored, and equal after decoding.
 pub fn check_param_headers(
     headers: &HeaderMap,
-    method: Method,
+    tool: Option<&RegisteredTool>,
     params: &serde_json::Map<String, Value>,
-    catalog: &Catalog,
 ) -> Result<(), ErrorObject> {
-    if method != Method::ToolsCall {
-        return Ok(());
-    }
-    let Some(tool) = params.get("name").and_then(Value::as_str).and_then(|n| catalog.tool(n)) else {
+    let Some(tool) = tool else {
         return Ok(());
     };
     let Some(arguments) = params.get("arguments") else {

@@ -58,7 +58,7 @@ async fn admit_and_dispatch(
         observed.failed(&e);
         return error(Some(&req.id), &e);
     }
-    if let Err(e) = admission::check_param_headers(&headers, method, &req.params, &app.server.catalog()) {
+    if let Err(e) = admission::check_param_headers(&headers, observed.tool.as_deref(), &req.params) {
         observed.failed(&e);
         return error(Some(&req.id), &e);
     }
@@ -71,9 +71,10 @@ async fn admit_and_dispatch(
 
     let server = app.server.clone();
     let id = req.id.clone();
+    let tool = observed.tool.clone();
     respond(app, id, streaming, observed, Era::Modern, ended, move |tx, cancel| {
         let outbox = tx.map_or_else(Outbox::none, Outbox::new);
-        let admitted = Admitted { id: req.id, method, params: req.params, meta, caller, outbox, cancel };
+        let admitted = Admitted { id: req.id, method, params: req.params, meta, caller, outbox, cancel, tool };
         Box::pin(async move { server.handle(&admitted).await })
     })
     .await

@@ -9,7 +9,7 @@ use presa_protocol::{
     Method, codes,
     jsonrpc::{ErrorObject, Request, RequestId},
 };
-use presa_server::Reply;
+use presa_server::{Reply, ToolRef};
 use presa_telemetry::{metrics, propagation};
 use serde_json::Value;
 use tracing::{Span, field::Empty};
@@ -47,6 +47,8 @@ pub(crate) struct Observed {
     method: &'static str,
     started: Instant,
     done: bool,
+    /// The tool a `tools/call` names, when the catalog has it.
+    pub(crate) tool: Option<ToolRef>,
 }
 
 impl Observed {
@@ -54,8 +56,13 @@ impl Observed {
         let known = req.method.parse::<Method>().ok();
         let method = known.map_or(UNKNOWN_METHOD, Method::as_str);
         let name_param = req.params.get("name").and_then(Value::as_str);
+        // The tool is looked up here, once, and carried through admission and dispatch.
+        let tool = match (known, name_param) {
+            (Some(Method::ToolsCall), Some(name)) => app.server.catalog().tool_ref(name),
+            _ => None,
+        };
         let target = match known {
-            Some(Method::ToolsCall) => name_param.filter(|n| app.server.catalog().tool(n).is_some()),
+            Some(Method::ToolsCall) => tool.as_ref().map(|t| t.name()),
             Some(Method::PromptsGet) => name_param.filter(|n| app.server.catalog().prompt(n).is_some()),
             _ => None,
         };
@@ -99,7 +106,7 @@ impl Observed {
         let meta = req.params.get("_meta").and_then(Value::as_object);
         propagation::adopt_request_parent(&span, meta, headers);
         propagation::record_trace_id(&span);
-        Observed { span, method, started, done: false }
+        Observed { span, method, started, done: false, tool }
     }
 
     /// Record the request's protocol version on its span.

@@ -211,9 +211,10 @@ pub(crate) async fn post(app: App, headers: HeaderMap, message: Value, caller: C
     let id = req.id.clone();
     let key = session.key.clone();
     let limit = app.config.legacy.answer_timeout;
+    let tool = observed.tool.clone();
     respond::respond(app, id, streaming, observed, Era::Legacy, None, move |tx, cancel| {
         let outbox = tx.clone().map_or_else(Outbox::none, Outbox::new);
-        let admitted = Admitted { id: req.id, method, params: req.params, meta, caller, outbox, cancel };
+        let admitted = Admitted { id: req.id, method, params: req.params, meta, caller, outbox, cancel, tool };
         Box::pin(async move {
             let call = call::Call { server: &server, session: &key, stream: tx.as_ref(), limit };
             call.run(admitted).await

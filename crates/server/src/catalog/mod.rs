@@ -206,6 +206,29 @@ pub struct Prompt {
     pub handler: Arc<dyn PromptHandler>,
 }
 
+/// A tool looked up once for a request and carried through it (its span,
+/// its `Mcp-Param-*` checks, its scopes, its dispatch): the catalog it came
+/// from, so a catalog replaced meanwhile changes nothing for this request.
+#[derive(Clone)]
+pub struct ToolRef {
+    catalog: Arc<Catalog>,
+    index: usize,
+}
+
+impl std::ops::Deref for ToolRef {
+    type Target = RegisteredTool;
+
+    fn deref(&self) -> &RegisteredTool {
+        &self.catalog.tools[self.index]
+    }
+}
+
+impl fmt::Debug for ToolRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ToolRef").field(&self.name()).finish()
+    }
+}
+
 /// The finished, immutable catalog.
 #[derive(Default)]
 pub struct Catalog {
@@ -253,6 +276,12 @@ impl Catalog {
     /// A tool by name.
     pub fn tool(&self, name: &str) -> Option<&RegisteredTool> {
         self.tool_index.get(name).map(|&i| &self.tools[i])
+    }
+
+    /// A tool by name, held with this catalog (see [`ToolRef`]).
+    pub fn tool_ref(self: &Arc<Self>, name: &str) -> Option<ToolRef> {
+        let index = *self.tool_index.get(name)?;
+        Some(ToolRef { catalog: self.clone(), index })
     }
 
     /// Resources in listing order.

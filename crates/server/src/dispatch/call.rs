@@ -23,7 +23,7 @@ use presa_protocol::{
     result::{InputRequiredResult, into_value},
 };
 use presa_store::{Created, Idempotency, Limit, NewTask, StoreError, Take, util::now_ms};
-use presa_tasks::{Status, Work, json_len, wire};
+use presa_tasks::{Status, Task, Work, json_len, wire};
 use presa_telemetry::{metrics, propagation};
 use serde_json::{Map, Value, json};
 
@@ -33,10 +33,11 @@ use crate::{
     core::Outcome,
     error::INFLIGHT_RETRY_AFTER_MS,
     error::ServerError,
+    output::ToolOutput,
     prompt::AsTool,
     state::{Binding, digest},
     store_io::store_call,
-    tool::{PolicyInput, TaskPolicy, ToolHandler, ToolOutput, run_handler},
+    tool::{PolicyInput, TaskPolicy, ToolHandler, run_handler},
 };
 
 /// A call after the shared prologue.
@@ -58,9 +59,10 @@ impl Server {
             Some(v @ Value::Object(_)) => v.clone(),
             Some(_) => return Err(invalid("arguments must be an object")),
         };
-        let catalog = self.catalog();
-        let tool = catalog.tool(name).ok_or_else(|| invalid(&format!("Unknown tool: {name}")))?;
-        // The tool just looked up: its scopes, without a second catalog lookup.
+        let tool = match &req.tool {
+            Some(tool) => tool.clone(),
+            None => self.catalog().tool_ref(name).ok_or_else(|| invalid(&format!("Unknown tool: {name}")))?,
+        };
         authorize_scopes(&req.caller, tool.scopes())?;
         let call = self.prepare(req, name, arguments)?;
         if let Err(problems) = tool.validate(&call.arguments) {
@@ -70,10 +72,12 @@ impl Server {
             PolicyInput { arguments: &call.arguments, input_responses: call.invocation.input_responses.as_ref() };
         match (tool.policy().resolve(&decision), req.meta.declares_tasks()) {
             (TaskPolicy::Required, false) => Err(ServerError::tasks_required()),
-            (TaskPolicy::Required | TaskPolicy::Optional, true) => self.create_task(req, name, call).await,
+            (TaskPolicy::Required | TaskPolicy::Optional, true) => {
+                Ok(created_result(&self.create_task(req, name, call).await?))
+            }
             (TaskPolicy::After(wait), true) => {
                 let created = self.create_task(req, name, call).await?;
-                self.result_within(created, wait).await
+                self.result_within(&created, wait).await
             }
             _ => {
                 // Run here, now or not at all: past the tool's rate the caller is told when to try again.
@@ -228,15 +232,13 @@ impl Server {
     /// [`TaskPolicy::After`]: the task's outcome as a plain call's if it
     /// ends within `wait`, else (or as soon as it asks for input) `created`,
     /// its `CreateTaskResult`.
-    async fn result_within(&self, created: Value, wait: std::time::Duration) -> Result<Value, ServerError> {
-        let Some(id) = created["taskId"].as_str().map(presa_tasks::TaskId::from_wire) else {
-            return Ok(created);
-        };
+    async fn result_within(&self, created: &Task, wait: std::time::Duration) -> Result<Value, ServerError> {
+        let id = created.id.clone();
         let deadline = tokio::time::Instant::now() + wait;
         let ids = std::slice::from_ref(&id);
         // Watch first, then read: an outcome committed in between is not missed.
         let Ok(mut changes) = store_call("watch", self.store().watch(ids)).await else {
-            return Ok(created);
+            return Ok(created_result(created));
         };
         let mut task = store_call("load", self.store().load(&id)).await?;
         loop {
@@ -250,14 +252,14 @@ impl Server {
                     return Err(error.map_or_else(|| ServerError::Internal("task failed".into()), ServerError::Rpc));
                 }
                 // Waiting for input (only its handle can answer it), cancelled, or gone.
-                Some(t) if t.status != Status::Working => return Ok(created),
-                None => return Ok(created),
+                Some(t) if t.status != Status::Working => return Ok(created_result(created)),
+                None => return Ok(created_result(created)),
                 Some(_) => {}
             }
             tokio::select! {
                 next = changes.next() => match next {
                     Some(t) => task = Some(t),
-                    None => return Ok(created),
+                    None => return Ok(created_result(created)),
                 },
                 _ = tokio::time::sleep_until(deadline) => {
                     // One last read: the watch is best effort.
@@ -266,7 +268,7 @@ impl Server {
                         Some(t) if t.status.is_terminal() && t.status != Status::Cancelled => {
                             Box::pin(self.result_within(created, std::time::Duration::ZERO)).await
                         }
-                        _ => Ok(created),
+                        _ => Ok(created_result(created)),
                     };
                 }
             }
@@ -274,7 +276,7 @@ impl Server {
     }
 
     /// Store a task and its work item for the workers; answer with its `CreateTaskResult`.
-    async fn create_task(&self, req: &Admitted, tool: &str, call: Prepared) -> Result<Value, ServerError> {
+    async fn create_task(&self, req: &Admitted, tool: &str, call: Prepared) -> Result<Task, ServerError> {
         let cfg = self.config();
         let Invocation { client_capabilities, input_responses, .. } = call.invocation;
         let size = json_len(&call.arguments) + input_responses.as_ref().map_or(0, json_len);
@@ -328,8 +330,13 @@ impl Server {
             }
         };
         tracing::Span::current().record("presa.task.id", tracing::field::display(&task.id));
-        Ok(Value::Object(wire::create_result(&task)))
+        Ok(task)
     }
+}
+
+/// The `CreateTaskResult` that answers the call that created `task`.
+fn created_result(task: &Task) -> Value {
+    Value::Object(wire::create_result(task))
 }
 
 /// The idempotency key a task-creating call carries in `_meta` (the HTTP

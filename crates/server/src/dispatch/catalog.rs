@@ -190,7 +190,16 @@ mod tests {
         let caller = Caller { scope: Scope { tenant: "unit".into(), subject: subject.into() }, scopes: None };
         // The receiver goes at once: what a handler streams is dropped, as for a client gone.
         let (tx, _rx) = mpsc::channel(crate::context::OUTBOX_BOUND);
-        Admitted { id: RequestId::Number(1), method, params, meta, caller, outbox: crate::Outbox::new(tx), cancel }
+        Admitted {
+            id: RequestId::Number(1),
+            method,
+            params,
+            meta,
+            caller,
+            outbox: crate::Outbox::new(tx),
+            cancel,
+            tool: None,
+        }
     }
 
     async fn read(s: &Server, uri: &str) -> Reply {

@@ -110,6 +110,11 @@ pub struct Admitted {
     pub outbox: Outbox,
     /// Fires when the client goes away: the request's work stops.
     pub cancel: CancellationToken,
+    /// The tool a `tools/call` names, looked up once by whoever admitted
+    /// the request ([`Catalog::tool_ref`](crate::Catalog::tool_ref): the
+    /// HTTP layer does, for its span and `Mcp-Param-*` checks); `None`
+    /// when it did not, and the dispatcher looks it up.
+    pub tool: Option<crate::ToolRef>,
 }
 
 struct Inner {

@@ -125,7 +125,7 @@ async fn call_cancellable(
     let (tx, mut rx) = mpsc::channel(crate::context::OUTBOX_BOUND);
     let outbox = crate::Outbox::new(tx);
     let caller = Caller { scope, scopes: None };
-    let req = Admitted { id: RequestId::Number(7), method, params, meta, caller, outbox, cancel };
+    let req = Admitted { id: RequestId::Number(7), method, params, meta, caller, outbox, cancel, tool: None };
     let reply = server.handle(&req).await;
     let notes = std::iter::from_fn(|| rx.try_recv().ok()).collect();
     (reply, notes)

@@ -23,6 +23,7 @@ pub(crate) async fn call(server: &Server, method: Method, mut params: Value, cap
         caller: Caller::anonymous(),
         outbox: Outbox::none(),
         cancel: CancellationToken::new(),
+        tool: None,
     };
     server.handle(&req).await
 }
