@@ -11,6 +11,7 @@ use std::{net::SocketAddr, path::PathBuf};
 use clap::Parser;
 use presa_telemetry::LogFormat;
 
+mod configs;
 mod run;
 
 pub(crate) use run::run;

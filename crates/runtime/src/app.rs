@@ -18,62 +18,18 @@
 //! `presa-worker`, `--print-config`, `/healthz`, `/readyz`, `/metrics`, OTLP
 //! traces, graceful shutdown and Redis Cluster mode.
 
-use std::{ffi::OsString, net::SocketAddr, process::ExitCode};
+use std::{ffi::OsString, process::ExitCode};
 
-use presa_server::{Catalog, CatalogCell, ServerConfig, catalog::CatalogError};
+use presa_server::{Catalog, CatalogCell, catalog::CatalogError};
 
-use crate::{StorageError, api::ApiArgs, config, worker::WorkerArgs};
-
-/// Why a process could not run.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum RuntimeError {
-    /// The catalog is invalid (a bad schema, a duplicate name…).
-    #[error("building the catalog: {0}")]
-    Catalog(#[from] CatalogError),
-    /// The settings do not work together.
-    #[error("{0}")]
-    Config(String),
-    /// The default retry policy's flags make no sense.
-    #[error("--retry-attempts, --retry-initial-ms, --retry-max-ms: {0}")]
-    Retry(#[from] presa_server::RetryPolicyError),
-    /// A start-up check refused the settings ([`crate::auth::check_listen`] and the others).
-    #[error(transparent)]
-    Refused(#[from] crate::auth::CheckError),
-    /// The key read from `--state-secret-file` is refused.
-    #[error("{source} (read from --state-secret-file {})", path.display())]
-    StateSecretFile {
-        /// Why.
-        source: crate::auth::CheckError,
-        /// The file.
-        path: std::path::PathBuf,
-    },
-    /// Telemetry could not be set up.
-    #[error("setting up telemetry: {0}")]
-    Telemetry(#[from] presa_telemetry::TelemetryError),
-    /// A secret file (`--state-secret-file`) cannot be used.
-    #[error(transparent)]
-    SecretFile(#[from] crate::secret_file::SecretFileError),
-    /// The task store could not be set up.
-    #[error("setting up the task store: {0}")]
-    Storage(#[from] StorageError),
-    /// The listen address could not be bound.
-    #[error("binding {0}: {1}")]
-    Bind(SocketAddr, std::io::Error),
-    /// Serving HTTP failed.
-    #[error("serving HTTP: {0}")]
-    Serve(std::io::Error),
-}
-
-/// A server's own readiness check ([`App::ready_when`]).
-#[derive(Clone)]
-pub(crate) struct ExtraReady(pub(crate) presa_http::ReadyCheck);
-
-impl std::fmt::Debug for ExtraReady {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ReadyCheck")
-    }
-}
+use crate::{
+    StorageError,
+    api::ApiArgs,
+    checked::{Checked, ExtraReady},
+    config,
+    error::RuntimeError,
+    worker::WorkerArgs,
+};
 
 /// A deployable server: its catalog and identity (`serverInfo`).
 #[derive(Debug)]
@@ -172,28 +128,6 @@ impl App {
     }
 }
 
-/// An [`App`] whose catalog built.
-#[derive(Debug)]
-pub(crate) struct Checked {
-    pub(crate) name: String,
-    pub(crate) version: String,
-    pub(crate) instructions: Option<String>,
-    pub(crate) catalog: CatalogCell,
-    pub(crate) ready: Option<ExtraReady>,
-}
-
-impl Checked {
-    /// The dispatcher settings this app starts from (its identity).
-    pub(crate) fn server_config(&self) -> ServerConfig {
-        ServerConfig {
-            name: self.name.clone(),
-            version: self.version.clone(),
-            instructions: self.instructions.clone(),
-            ..ServerConfig::default()
-        }
-    }
-}
-
 /// Which process a command line asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Process {
@@ -255,15 +189,15 @@ pub fn parse_args<T: clap::Parser>(args: &[OsString]) -> T {
 
 /// [`parse_args`] with the server's own `defaults` for the runtime's flags.
 pub fn parse_args_with<T: clap::Parser>(args: &[OsString], defaults: &Defaults) -> T {
-    config::load_from::<T>(defaults.apply(command::<T>(args)), args)
+    config::load_from::<T>(defaults.apply(named_command::<T>(args)), args)
 }
 
 fn parse<T: clap::Parser>(args: &[OsString]) -> T {
-    config::load_from::<T>(command::<T>(args), args)
+    config::load_from::<T>(named_command::<T>(args), args)
 }
 
 /// `T`'s command, named after the binary that runs it.
-fn command<T: clap::Parser>(args: &[OsString]) -> clap::Command {
+fn named_command<T: clap::Parser>(args: &[OsString]) -> clap::Command {
     let bin = args
         .first()
         .and_then(|a| std::path::Path::new(a).file_name())
@@ -279,6 +213,8 @@ fn report(result: Result<(), RuntimeError>) -> ExitCode {
         // Settings that do not work together: a usage error, like an invalid flag.
         Err(
             e @ (RuntimeError::Config(_)
+            | RuntimeError::Auth(_)
+            | RuntimeError::Artifacts(_)
             | RuntimeError::Refused(_)
             | RuntimeError::StateSecretFile { .. }
             | RuntimeError::SecretFile(_)

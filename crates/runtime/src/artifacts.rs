@@ -10,10 +10,7 @@ use presa_server::artifacts::{
     Artifacts, DEFAULT_MAX_BYTES_PER_SCOPE, DEFAULT_MAX_READ_BYTES, DEFAULT_THRESHOLD_BYTES,
 };
 
-use crate::{
-    RuntimeError,
-    secret_file::{SecretFileError, SecretFlag},
-};
+use crate::{RuntimeError, secret_file::SecretFlag};
 
 const SECRET_KEY_FILE: SecretFlag =
     SecretFlag { flag: "--artifact-s3-secret-access-key-file", env: "PRESA_ARTIFACT_S3_SECRET_ACCESS_KEY_FILE" };
@@ -102,7 +99,7 @@ impl ArtifactArgs {
             return Ok(None);
         };
         let config = ArtifactConfig::new(url).with_max_bytes(self.max_artifact_bytes).with_s3(self.s3()?);
-        let store = config.open().map_err(|e| RuntimeError::Config(e.to_string()))?;
+        let store = config.open()?;
         tracing::info!(
             store = store.name(),
             threshold_bytes = self.artifact_threshold_bytes,
@@ -136,8 +133,7 @@ impl ArtifactArgs {
             s3 = s3.with_region(region);
         }
         let secret = SECRET_KEY_FILE
-            .resolve(self.artifact_s3_secret_access_key.as_ref(), self.artifact_s3_secret_access_key_file.as_ref())
-            .map_err(|e: SecretFileError| RuntimeError::Config(e.to_string()))?;
+            .resolve(self.artifact_s3_secret_access_key.as_ref(), self.artifact_s3_secret_access_key_file.as_ref())?;
         match (&self.artifact_s3_access_key_id, secret) {
             (Some(id), Some(secret)) => s3 = s3.with_credentials(id, secret),
             (None, None) => {}

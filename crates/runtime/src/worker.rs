@@ -12,7 +12,7 @@ use presa_server::{Core, ServerConfig, Worker, WorkerConfig};
 use presa_telemetry::LogFormat;
 use tokio_util::sync::CancellationToken;
 
-use crate::{RedisArgs, RuntimeError, Storage, app::Checked, shutdown_signal};
+use crate::{RedisArgs, Storage, checked::Checked, error::RuntimeError, shutdown_signal};
 
 /// The flags and environment of a worker process (`presa-worker`).
 #[derive(Debug, Parser)]
