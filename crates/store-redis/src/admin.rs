@@ -26,7 +26,7 @@ use presa_store::{
     util::now_ms,
 };
 
-use crate::{RedisStoreError, keys::Keys, link::Link, records::Records, scripts::script};
+use crate::{error::RedisStoreError, keys::Keys, link::Link, records::Records, scripts::script};
 
 // The index's script (see `scripts.rs`), named as its operation.
 script!(

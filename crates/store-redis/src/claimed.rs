@@ -37,7 +37,7 @@ use presa_tasks::{Task, TaskId};
 use tokio::sync::{OnceCell, mpsc};
 
 use crate::{
-    RedisStoreError,
+    error::RedisStoreError,
     hub::{Hub, Subscription, WATCH_QUEUE_BYTES},
     keys::Keys,
     record::decode,

@@ -2,7 +2,7 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use crate::{RedisStoreError, durability::Durability};
+use crate::error::RedisStoreError;
 
 /// How to reach Redis and lay out presa's keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -274,6 +274,36 @@ fn parse_host_port(s: &str) -> Result<(String, u16), RedisStoreError> {
         return Err(bad());
     }
     Ok((host.to_string(), port))
+}
+
+/// What a write must reach before it is acknowledged (`--durability`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Applied by the primary (asynchronous replication; a failover may lose
+    /// the last writes).
+    #[default]
+    Primary,
+    /// Also confirmed by `replicas` replicas within `timeout` (`WAIT`).
+    Replicated {
+        /// How many replicas must confirm (`WAIT`'s numreplicas).
+        replicas: u32,
+        /// How long to wait for them (`WAIT`'s timeout).
+        timeout: Duration,
+    },
+}
+
+impl Durability {
+    pub(crate) fn validate(&self) -> Result<(), RedisStoreError> {
+        match self {
+            Durability::Replicated { replicas: 0, .. } => {
+                Err(RedisStoreError::Config("replicated durability needs at least one replica".into()))
+            }
+            Durability::Replicated { timeout, .. } if timeout.is_zero() => Err(RedisStoreError::Config(
+                "replicated durability needs a positive timeout (WAIT 0 would wait forever)".into(),
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@
 //! failover: the first error on the old primary (refused, dropped,
 //! `READONLY` once it came back as a replica) drops the connection, and the
 //! next one goes to the promoted replica; when the old primary stays up
-//! (a forced failover), `sentinel::watch` drops the connection once the
+//! (a forced failover), `link::follow_primary` drops the connection once the
 //! Sentinels name another primary ([`Healing::leave`]). The blocking-read
 //! pool ([`Blocking`]) follows the primary the last discovery confirmed.
 //!
@@ -30,6 +30,7 @@
 
 mod blocking;
 mod endpoint;
+mod sentinel;
 mod trace;
 
 use std::{
@@ -48,9 +49,10 @@ use redis::{
 
 pub(crate) use blocking::Blocking;
 pub(crate) use endpoint::Endpoint;
+pub(crate) use sentinel::{Asking, Sentinels};
 pub(crate) use trace::{Target, Verbosity, command_name, traced};
 
-use crate::{RedisConfig, RedisStoreError};
+use crate::{config::RedisConfig, error::RedisStoreError};
 
 /// The shared command connection.
 #[derive(Clone)]
@@ -135,7 +137,7 @@ pub(crate) async fn connect(cfg: &RedisConfig, endpoint: &Endpoint) -> Result<(C
     }
 }
 
-/// `host:port` of a TCP (or TLS) address, as [`Sentinels`](crate::sentinel::Sentinels) name primaries.
+/// `host:port` of a TCP (or TLS) address, as [`Sentinels`] name primaries.
 pub(crate) fn address_of(info: &ConnectionInfo) -> String {
     match info.addr() {
         ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => format!("{host}:{port}"),

@@ -30,7 +30,7 @@ use presa_store::{
 
 use std::sync::Arc;
 
-use crate::{RedisStoreError, conn::Verbosity, keys::Keys, link::Link, scripts::Invocation};
+use crate::{conn::Verbosity, error::RedisStoreError, keys::Keys, link::Link, scripts::Invocation};
 use std::sync::LazyLock;
 
 use crate::scripts::{Lua, TASK_BYTES, composed, function, lua, script};

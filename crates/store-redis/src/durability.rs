@@ -31,40 +31,11 @@ use redis::{FromRedisValue, Value};
 use tokio::sync::Semaphore;
 
 use crate::{
-    RedisConfig, RedisStoreError,
+    config::{Durability, RedisConfig},
     conn::{Conn, Endpoint, Healing, Target, Verbosity, bounded, connect, traced},
+    error::RedisStoreError,
     scripts::Invocation,
 };
-
-/// What a write must reach before it is acknowledged (`--durability`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Durability {
-    /// Applied by the primary (asynchronous replication; a failover may lose
-    /// the last writes).
-    #[default]
-    Primary,
-    /// Also confirmed by `replicas` replicas within `timeout` (`WAIT`).
-    Replicated {
-        /// How many replicas must confirm (`WAIT`'s numreplicas).
-        replicas: u32,
-        /// How long to wait for them (`WAIT`'s timeout).
-        timeout: Duration,
-    },
-}
-
-impl Durability {
-    pub(crate) fn validate(&self) -> Result<(), RedisStoreError> {
-        match self {
-            Durability::Replicated { replicas: 0, .. } => {
-                Err(RedisStoreError::Config("replicated durability needs at least one replica".into()))
-            }
-            Durability::Replicated { timeout, .. } if timeout.is_zero() => Err(RedisStoreError::Config(
-                "replicated durability needs a positive timeout (WAIT 0 would wait forever)".into(),
-            )),
-            _ => Ok(()),
-        }
-    }
-}
 
 /// How many replicas confirmed a write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

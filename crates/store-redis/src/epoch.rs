@@ -6,7 +6,7 @@
 //! (a `FLUSHALL`, a restart without persistence, a failover to an empty
 //! replica) or changing (another pod found it vanished first) means Redis
 //! lost every task it held. That is reported (an error log,
-//! [`DATA_LOSS_METRIC`](crate::DATA_LOSS_METRIC), [`Epoch::lost`] for
+//! [`DATA_LOSS_METRIC`](crate::metrics::DATA_LOSS_METRIC), [`Epoch::lost`] for
 //! `/readyz`), never repaired: tasks are not recreated; their ids are
 //! unknown from then on, and new tasks get new random ids.
 
@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use presa_store::util::{new_task_id, now_ms};
 use redis::Value;
 
-use crate::{RedisStoreError, conn::Verbosity, link::Link};
+use crate::{conn::Verbosity, error::RedisStoreError, link::Link};
 
 /// The epoch watch of one store: the epoch key read over its [`Link`],
 /// and what this process saw of it.
@@ -80,7 +80,7 @@ impl Epochs {
         };
         if let Some(loss) = &loss {
             tracing::error!(was = %loss.was, now = %now, "{loss}: tasks created before are gone (not recreated)");
-            metrics::counter!(crate::DATA_LOSS_METRIC).increment(1);
+            metrics::counter!(crate::metrics::DATA_LOSS_METRIC).increment(1);
             seen.lost = Some(loss.clone());
         }
         Ok(loss)

@@ -8,7 +8,7 @@
 //! out to the local watchers' bounded queues. When the connection drops (or a
 //! periodic PING fails) it reconnects with backoff and re-subscribes every
 //! channel still watched (logged, and counted in
-//! [`RECONNECTS_METRIC`](crate::RECONNECTS_METRIC)). With Sentinel each
+//! [`RECONNECTS_METRIC`](crate::metrics::RECONNECTS_METRIC)). With Sentinel each
 //! reconnect first asks the Sentinels for the primary, so after a failover
 //! the hub re-subscribes on the promoted replica. Messages published while
 //! it is away are lost: pub/sub is only a wake-up, the task record is the truth.
@@ -40,8 +40,9 @@ use tokio::{
 };
 
 use crate::{
-    RedisConfig, RedisStoreError,
+    config::RedisConfig,
     conn::{Endpoint, bounded},
+    error::RedisStoreError,
 };
 
 mod live;
@@ -276,7 +277,7 @@ impl Actor {
             Ok(live) => {
                 if self.connected_before {
                     tracing::warn!(channels = self.channels.len(), "pub/sub reconnected; channels re-subscribed");
-                    metrics::counter!(crate::RECONNECTS_METRIC, "connection" => "pubsub").increment(1);
+                    metrics::counter!(crate::metrics::RECONNECTS_METRIC, "connection" => "pubsub").increment(1);
                 }
                 self.connected_before = true;
                 self.live = Some(live);

@@ -115,25 +115,16 @@ mod rates;
 pub mod record;
 mod records;
 mod scripts;
-mod sentinel;
 mod session;
 mod store;
 mod topology;
 mod work;
 
-/// Counter (`metrics` facade) of Redis reconnects, by `connection`
-/// (`pubsub`: the pub/sub hub re-connected and re-subscribed). Listed with
-/// presa's other series in `presa-telemetry`.
-pub const RECONNECTS_METRIC: &str = "presa_redis_reconnects_total";
-
-/// Counter (`metrics` facade) of detected losses of Redis's data (the epoch
-/// key vanished or changed: a flush, or a restart without persistence).
-/// Listed with presa's other series in `presa-telemetry`.
-pub const DATA_LOSS_METRIC: &str = "presa_store_data_loss_total";
+pub use metrics::{DATA_LOSS_METRIC, RECONNECTS_METRIC};
 
 pub use epoch::Epoch;
 
+pub use config::Durability;
 pub use config::{RedisConfig, SentinelConfig};
-pub use durability::Durability;
 pub use error::RedisStoreError;
 pub use store::RedisStore;

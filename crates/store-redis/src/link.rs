@@ -9,14 +9,18 @@
 //! bounded by `op_timeout`, in its client span, timed and its failure
 //! counted (see `conn.rs` and `metrics.rs`), and the connection told how it went.
 
-use std::time::Instant;
+use std::{
+    sync::{Arc, Weak},
+    time::{Duration, Instant},
+};
 
 use redis::{Cmd, FromRedisValue};
 
 use crate::{
-    RedisConfig, RedisStoreError,
-    conn::{Endpoint, Healing, Target, Verbosity, command_name, traced},
+    config::RedisConfig,
+    conn::{Asking, Endpoint, Healing, Sentinels, Target, Verbosity, command_name, traced},
     durability::{Confirming, Replication},
+    error::RedisStoreError,
     hub::Hub,
     keys::Keys,
     scripts::Invocation,
@@ -57,7 +61,7 @@ impl Link {
         })
     }
 
-    pub(crate) fn op_timeout(&self) -> std::time::Duration {
+    pub(crate) fn op_timeout(&self) -> Duration {
         self.cfg.op_timeout
     }
 
@@ -122,5 +126,35 @@ impl Link {
         };
         crate::metrics::round_trip(operation, started.elapsed(), &r);
         r
+    }
+}
+
+/// How often a store with an open command connection asks a Sentinel
+/// whether the primary moved ([`follow_primary`]).
+pub(crate) const WATCH_EVERY: Duration = Duration::from_secs(1);
+
+/// Keep `link`'s command connection on the primary the Sentinels name, for
+/// a failover whose old primary stays up a while (`SENTINEL FAILOVER`, or a
+/// partition healing): it accepts writes until Sentinel demotes it, about
+/// ten seconds later, and those writes would be lost. Every [`WATCH_EVERY`]
+/// one Sentinel is asked which primary it names; when that differs from the
+/// one the connection goes to, a full discovery (all Sentinels, `ROLE`)
+/// decides, and if it confirms another primary the connection is dropped,
+/// so the next command opens one there. Ends when the store is dropped.
+pub(crate) async fn follow_primary(sentinels: Arc<Sentinels>, link: Weak<Link>) {
+    let mut asking = Asking::default();
+    loop {
+        tokio::time::sleep(WATCH_EVERY).await;
+        let Some(link) = link.upgrade() else { return };
+        let Some(on) = link.conn.on() else { continue };
+        let Some(named) = sentinels.named_primary(&mut asking).await else { continue };
+        if named == on {
+            continue;
+        }
+        if let Ok(primary) = sentinels.discover().await
+            && primary.address != on
+        {
+            link.conn.leave(&on, &format!("the Sentinels promoted {}", primary.address));
+        }
     }
 }

@@ -9,7 +9,17 @@
 
 use std::time::Duration;
 
-use crate::{DATA_LOSS_METRIC, RECONNECTS_METRIC, RedisStoreError};
+use crate::error::RedisStoreError;
+
+/// Counter (`metrics` facade) of Redis reconnects, by `connection`
+/// (`pubsub`: the pub/sub hub re-connected and re-subscribed). Listed with
+/// presa's other series in `presa-telemetry`.
+pub const RECONNECTS_METRIC: &str = "presa_redis_reconnects_total";
+
+/// Counter (`metrics` facade) of detected losses of Redis's data (the epoch
+/// key vanished or changed: a flush, or a restart without persistence).
+/// Listed with presa's other series in `presa-telemetry`.
+pub const DATA_LOSS_METRIC: &str = "presa_store_data_loss_total";
 
 /// Histogram of one round trip's time, by `operation` (a script or a command; blocking reads excluded).
 pub const COMMAND_DURATION_METRIC: &str = "presa_redis_command_duration_seconds";

@@ -8,7 +8,7 @@ use std::{sync::Arc, time::Duration};
 
 use presa_store::{NodeInfo, StoreError, util::now_ms};
 
-use crate::{RedisStoreError, link::Link, scripts::script};
+use crate::{error::RedisStoreError, link::Link, scripts::script};
 
 // The registry's scripts (see `scripts.rs`), each named as its operation.
 script!(

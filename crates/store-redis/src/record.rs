@@ -22,7 +22,7 @@
 
 use presa_store::{Task, util::now_ms};
 
-use crate::RedisStoreError;
+use crate::error::RedisStoreError;
 
 /// The fields of a task's hash, in the order [`Record::from_hash`] takes
 /// their values (`HMGET key rev attempt status doc`).

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use tokio::sync::{Notify, OnceCell};
 
-use crate::{RedisConfig, RedisStoreError, conn::Blocking, conn::Endpoint, hub::Hub, keys::Keys};
+use crate::{config::RedisConfig, conn::Blocking, conn::Endpoint, error::RedisStoreError, hub::Hub, keys::Keys};
 
 /// Standalone Redis or a Redis Cluster, with what only that one needs.
 #[derive(Debug)]

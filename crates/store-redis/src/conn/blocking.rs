@@ -7,7 +7,7 @@ use deadpool_redis::{Pool, PoolConfig, Runtime, Timeouts};
 use redis::{AsyncConnectionConfig, ConnectionInfo};
 
 use super::Endpoint;
-use crate::{RedisConfig, RedisStoreError};
+use crate::{config::RedisConfig, error::RedisStoreError};
 
 /// The pool of dedicated connections for blocking reads (standalone only),
 /// without a response timeout. With Sentinel it follows the primary: a pool

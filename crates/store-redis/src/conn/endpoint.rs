@@ -9,7 +9,8 @@ use redis::{
     cluster::{ClusterClient, ClusterClientBuilder},
 };
 
-use crate::{RedisConfig, RedisStoreError, sentinel::Sentinels};
+use super::Sentinels;
+use crate::{config::RedisConfig, error::RedisStoreError};
 
 /// How to reach Redis, resolved once from the configuration: the URLs and,
 /// with `tls_ca_file`, the CA certificates `rediss://` connections trust; or

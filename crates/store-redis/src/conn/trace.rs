@@ -8,7 +8,7 @@ use redis::{Cmd, ConnectionAddr};
 use tracing::{Instrument, field::Empty};
 
 use super::{Endpoint, bounded};
-use crate::{RedisConfig, RedisStoreError};
+use crate::{config::RedisConfig, error::RedisStoreError};
 
 /// How loud a round trip's span is: `Debug` for the polls idle workers run
 /// all the time (work reads, lease recovery, queue statistics), `Info` otherwise.

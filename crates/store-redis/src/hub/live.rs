@@ -10,8 +10,8 @@ use tokio::sync::mpsc;
 
 use super::Delivery;
 use crate::{
-    RedisStoreError,
     conn::{Endpoint, bounded},
+    error::RedisStoreError,
 };
 
 pub(super) type Messages = Pin<Box<dyn Stream<Item = Delivery> + Send>>;

@@ -14,8 +14,8 @@ use redis::Value;
 
 use super::{Records, ScopeSteps, reservation_expiry};
 use crate::{
-    RedisStoreError,
     durability::Replication,
+    error::RedisStoreError,
     keys::Keys,
     record::{decode, encode},
     scripts::Invocation,

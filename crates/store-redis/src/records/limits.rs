@@ -34,7 +34,7 @@
 use presa_store::{Scope, Task, TaskId, util::now_ms};
 
 use super::Records;
-use crate::{RedisStoreError, conn::Verbosity, link::Link};
+use crate::{conn::Verbosity, error::RedisStoreError, link::Link};
 
 /// A scope's active-task limit, as the steps a cluster runs around the
 /// task's own scripts (standalone Redis runs both inside them).

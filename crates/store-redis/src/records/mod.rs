@@ -15,8 +15,8 @@ use futures::StreamExt;
 use presa_store::{GetView, Task, TaskId, TaskStream, util::now_ms};
 
 use crate::{
-    RedisStoreError,
     conn::Verbosity,
+    error::RedisStoreError,
     link::Link,
     record::{decode, decode_live, doc_start},
 };

@@ -32,7 +32,7 @@
 use presa_store::{Scope, Task, TaskId, util::now_ms};
 
 use super::Records;
-use crate::{RedisStoreError, conn::Verbosity, link::Link, record::encode};
+use crate::{conn::Verbosity, error::RedisStoreError, link::Link, record::encode};
 
 /// The expiry of a task that never expires, as a score (2^52 ms: year 144 683).
 const NEVER: u64 = 1 << 52;

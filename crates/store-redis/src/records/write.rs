@@ -7,9 +7,9 @@ use redis::Value;
 
 use super::{Records, ScopeSteps, create::optional, quota::Resized, reservation_expiry};
 use crate::{
-    RedisStoreError,
     dead::conclude_dead_script,
     durability::Replication,
+    error::RedisStoreError,
     keys::GROUP,
     record::{decode, decode_live, encode},
 };

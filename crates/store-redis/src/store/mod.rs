@@ -21,8 +21,9 @@ use std::sync::Arc;
 use redis::Value;
 
 use crate::{
-    Epoch, RedisConfig, RedisStoreError, admin::TaskIndex, bus::Bus, conn::Verbosity, dead::Letters, epoch::Epochs,
-    keys::Keys, link::Link, nodes::Nodes, rates::RateKeeper, records::Records, session::Sessions, work::Queue,
+    admin::TaskIndex, bus::Bus, config::RedisConfig, conn::Verbosity, dead::Letters, epoch::Epoch, epoch::Epochs,
+    error::RedisStoreError, keys::Keys, link::Link, nodes::Nodes, rates::RateKeeper, records::Records,
+    session::Sessions, work::Queue,
 };
 
 mod traits;
@@ -85,7 +86,7 @@ impl RedisStore {
             link,
         };
         if let Some(sentinels) = parts.link.endpoint.sentinels() {
-            tokio::spawn(crate::sentinel::watch(sentinels.clone(), Arc::downgrade(&parts.link)));
+            tokio::spawn(crate::link::follow_primary(sentinels.clone(), Arc::downgrade(&parts.link)));
         }
         Ok(RedisStore { parts: Arc::new(parts) })
     }

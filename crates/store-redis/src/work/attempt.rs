@@ -12,7 +12,7 @@ use redis::Value;
 use super::Entry;
 use super::Queue;
 use crate::{
-    RedisStoreError,
+    error::RedisStoreError,
     keys::GROUP,
     record::{decode, encode},
 };

@@ -10,7 +10,7 @@ use tokio::sync::Notify;
 
 use super::Queue;
 use super::{CLUSTER_POLL, Entry, MAX_SLICE, Reads, is_nogroup};
-use crate::RedisStoreError;
+use crate::error::RedisStoreError;
 
 impl Queue {
     /// Up to `max` claims for `worker` within `shares`, waiting up to `wait`.

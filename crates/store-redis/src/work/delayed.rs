@@ -26,7 +26,7 @@ use redis::Value;
 
 use super::Queue;
 use crate::{
-    RedisStoreError,
+    error::RedisStoreError,
     keys::GROUP,
     record::{decode_live, encode},
     records::Transitioned,

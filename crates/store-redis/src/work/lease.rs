@@ -8,7 +8,7 @@ use std::time::Duration;
 use presa_store::Claim;
 
 use super::{Queue, receipt::Receipt};
-use crate::{RedisStoreError, keys::GROUP};
+use crate::{error::RedisStoreError, keys::GROUP};
 
 impl Queue {
     /// The idle time (ms) that makes an entry recoverable after `lease`.

@@ -87,7 +87,7 @@ use recovery::Recovery;
 use redis::Value;
 
 use crate::scripts::{STREAM, TASK_STREAM, script, task_script};
-use crate::{RedisStoreError, claimed::Claimed, conn::Verbosity, keys::GROUP, link::Link, records::Records};
+use crate::{claimed::Claimed, conn::Verbosity, error::RedisStoreError, keys::GROUP, link::Link, records::Records};
 
 // The queue's scripts (see `scripts.rs`), each named as its operation.
 task_script!(CLAIM, "claim.lua", "Bump a delivered task's attempt (CAS on rev), or drop its entry.");

@@ -18,8 +18,8 @@ use redis::Value;
 use super::Queue;
 use super::{CLUSTER_POLL, Entry, Reads, Woke, delivered, flat_entries};
 use crate::{
-    RedisStoreError,
     conn::{Verbosity, traced},
+    error::RedisStoreError,
     keys::GROUP,
 };
 

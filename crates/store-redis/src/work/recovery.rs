@@ -15,7 +15,7 @@ use redis::Value;
 use super::Queue;
 use super::{Entry, delivered, flat_entries};
 use crate::{
-    RedisStoreError,
+    error::RedisStoreError,
     keys::{GROUP, held_consumer},
 };
 

@@ -6,7 +6,7 @@ use futures::future::join_all;
 use presa_store::PartitionStats;
 
 use super::Queue;
-use crate::{RedisStoreError, keys::GROUP};
+use crate::{error::RedisStoreError, keys::GROUP};
 
 /// A pending entry idle for longer than `max_lease` plus this was handed
 /// back (`release`, or returned unclaimed: last delivery at the Unix epoch,

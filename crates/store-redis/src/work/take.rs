@@ -14,8 +14,8 @@ use super::{
 };
 use super::{Queue, claim::Claimant};
 use crate::{
-    RedisStoreError,
     conn::Verbosity,
+    error::RedisStoreError,
     keys::{GROUP, held_consumer},
 };
 

@@ -13,12 +13,12 @@ use super::{
     Entry,
     attempt::{Claimed, Pending},
 };
-use crate::RedisConfig;
+use crate::config::RedisConfig;
 use crate::{
-    RedisStore,
     conn::Verbosity,
     keys::GROUP,
     record::{decode, encode},
+    store::RedisStore,
 };
 
 const LEASE: Duration = Duration::from_secs(30);

@@ -25,8 +25,8 @@
 //!
 //! Nothing is cached but the last primary found (for the blocking-read pool,
 //! which follows it, and for logging a move): each new connection asks
-//! again. Besides, [`watch`] asks one Sentinel once a second (over one kept
-//! connection) whether the primary moved while the command connection's old
+//! again. Besides, the store asks one Sentinel once a second
+//! ([`Sentinels::named_primary`], `link.rs`) whether the primary moved while the command connection's old
 //! one is still up, and drops that connection if so. Connections are rare (start-up, after an error a new connection
 //! cures), and a fresh answer is what makes every connection follow a
 //! failover.
@@ -42,7 +42,8 @@ use redis::{
     TlsCertificates, Value,
 };
 
-use crate::{RedisStoreError, config::SentinelConfig, conn::bounded};
+use super::bounded;
+use crate::{config::SentinelConfig, error::RedisStoreError};
 
 /// The Sentinels of one store, and what the last discovery found.
 pub(crate) struct Sentinels {
@@ -246,58 +247,40 @@ impl Sentinels {
     }
 }
 
-/// How often a store with an open command connection asks a Sentinel
-/// whether the primary moved ([`watch`]).
-pub(crate) const WATCH_EVERY: Duration = Duration::from_secs(1);
+/// Where [`Sentinels::named_primary`] asks: one Sentinel, over one kept
+/// connection, the next one after an error.
+#[derive(Default)]
+pub(crate) struct Asking {
+    at: usize,
+    kept: Option<redis::aio::MultiplexedConnection>,
+}
 
-/// Keep the command connection on the primary the Sentinels name, for a
-/// failover whose old primary stays up a while (`SENTINEL FAILOVER`, or a
-/// partition healing): it accepts writes until Sentinel demotes it, about
-/// ten seconds later, and those writes would be lost. Every [`WATCH_EVERY`]
-/// one Sentinel is asked (over one kept connection, the next Sentinel after
-/// an error) which primary it names; when that differs from the one the
-/// connection goes to, a full discovery (all Sentinels, `ROLE`) decides, and
-/// if it confirms another primary the connection is dropped, so the next
-/// command opens one there. Ends when the store is dropped.
-pub(crate) async fn watch(sentinels: std::sync::Arc<Sentinels>, link: std::sync::Weak<crate::link::Link>) {
-    let mut at = 0usize;
-    let mut kept: Option<redis::aio::MultiplexedConnection> = None;
-    loop {
-        tokio::time::sleep(WATCH_EVERY).await;
-        let Some(inner) = link.upgrade() else { return };
-        let Some(on) = inner.conn.on() else { continue };
-        if kept.is_none() {
-            let (host, port) = &sentinels.addresses[at % sentinels.addresses.len()];
+impl Sentinels {
+    /// The primary one Sentinel names now (`host:port`), asked as `asking`
+    /// says; `None` when it could not tell (the next Sentinel is asked next time).
+    pub(crate) async fn named_primary(&self, asking: &mut Asking) -> Option<String> {
+        if asking.kept.is_none() {
+            let (host, port) = &self.addresses[asking.at % self.addresses.len()];
             let open = async {
-                let client = sentinels.client(host, *port, sentinels.sentinel_auth.clone())?;
+                let client = self.client(host, *port, self.sentinel_auth.clone())?;
                 Ok::<_, RedisStoreError>(
-                    client.get_multiplexed_async_connection_with_config(&sentinels.connection_config()).await?,
+                    client.get_multiplexed_async_connection_with_config(&self.connection_config()).await?,
                 )
             };
-            kept = bounded(sentinels.op_timeout, async { open.await.map_err(redis_error) }).await.ok();
+            asking.kept = bounded(self.op_timeout, async { open.await.map_err(redis_error) }).await.ok();
         }
-        let Some(c) = kept.as_mut() else {
-            at += 1;
-            continue;
+        let Some(c) = asking.kept.as_mut() else {
+            asking.at += 1;
+            return None;
         };
-        let named =
-            bounded(sentinels.op_timeout, sentinels.master_addr_cmd().query_async::<Option<(String, u16)>>(c)).await;
-        let named = match named {
-            Ok(Some((host, port))) => format!("{host}:{port}"),
-            Ok(None) => continue,
+        match bounded(self.op_timeout, self.master_addr_cmd().query_async::<Option<(String, u16)>>(c)).await {
+            Ok(Some((host, port))) => Some(format!("{host}:{port}")),
+            Ok(None) => None,
             Err(_) => {
-                kept = None;
-                at += 1;
-                continue;
+                asking.kept = None;
+                asking.at += 1;
+                None
             }
-        };
-        if named == on {
-            continue;
-        }
-        if let Ok(primary) = sentinels.discover().await
-            && primary.address != on
-        {
-            inner.conn.leave(&on, &format!("the Sentinels promoted {}", primary.address));
         }
     }
 }
