@@ -17,9 +17,10 @@ mod run;
 pub(crate) use run::run;
 
 use crate::{
-    RedisArgs, Switch,
     auth::AuthArgs,
     secret_file::{SecretFileError, SecretFlag},
+    storage::RedisArgs,
+    storage::Switch,
 };
 
 /// `--state-secret-file`.
@@ -37,7 +38,7 @@ pub struct ApiArgs {
     auth: AuthArgs,
 
     #[command(flatten)]
-    artifacts: crate::ArtifactArgs,
+    artifacts: crate::artifacts::ArtifactArgs,
 
     /// Address to serve MCP (`/mcp`), `/healthz`, `/readyz` and `/metrics` on.
     #[arg(long, env = "PRESA_LISTEN", default_value = "127.0.0.1:8080")]
@@ -201,10 +202,10 @@ pub struct ApiArgs {
     max_parked: usize,
 
     #[command(flatten)]
-    shares: crate::ShareArgs,
+    shares: crate::shares::ShareArgs,
 
     #[command(flatten)]
-    retry: crate::RetryArgs,
+    retry: crate::retry::RetryArgs,
 
     /// Grace period on SIGTERM/SIGINT for in-flight requests and running tasks, in ms.
     #[arg(long, env = "PRESA_GRACE_MS", default_value_t = 20_000)]

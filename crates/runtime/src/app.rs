@@ -23,11 +23,11 @@ use std::{ffi::OsString, process::ExitCode};
 use presa_server::{Catalog, CatalogCell, catalog::CatalogError};
 
 use crate::{
-    StorageError,
     api::ApiArgs,
     checked::{Checked, ExtraReady},
     config,
     error::RuntimeError,
+    storage::StorageError,
     worker::WorkerArgs,
 };
 

@@ -10,7 +10,7 @@ use presa_server::artifacts::{
     Artifacts, DEFAULT_MAX_BYTES_PER_SCOPE, DEFAULT_MAX_READ_BYTES, DEFAULT_THRESHOLD_BYTES,
 };
 
-use crate::{RuntimeError, secret_file::SecretFlag};
+use crate::{error::RuntimeError, secret_file::SecretFlag};
 
 const SECRET_KEY_FILE: SecretFlag =
     SecretFlag { flag: "--artifact-s3-secret-access-key-file", env: "PRESA_ARTIFACT_S3_SECRET_ACCESS_KEY_FILE" };

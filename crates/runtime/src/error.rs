@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use presa_server::catalog::CatalogError;
 
-use crate::StorageError;
+use crate::storage::StorageError;
 
 /// Why a process could not run.
 #[derive(Debug, thiserror::Error)]

@@ -12,7 +12,7 @@ use presa_server::{Core, ServerConfig, Worker, WorkerConfig};
 use presa_telemetry::LogFormat;
 use tokio_util::sync::CancellationToken;
 
-use crate::{RedisArgs, Storage, checked::Checked, error::RuntimeError, shutdown_signal};
+use crate::{checked::Checked, error::RuntimeError, process::shutdown_signal, storage::RedisArgs, storage::Storage};
 
 /// The flags and environment of a worker process (`presa-worker`).
 #[derive(Debug, Parser)]
@@ -22,7 +22,7 @@ pub struct WorkerArgs {
     redis: RedisArgs,
 
     #[command(flatten)]
-    artifacts: crate::ArtifactArgs,
+    artifacts: crate::artifacts::ArtifactArgs,
 
     /// Address for `/healthz`, `/readyz` and `/metrics`.
     #[arg(long, env = "PRESA_WORKER_LISTEN", default_value = "127.0.0.1:9090")]
@@ -42,10 +42,10 @@ pub struct WorkerArgs {
     max_parked: usize,
 
     #[command(flatten)]
-    shares: crate::ShareArgs,
+    shares: crate::shares::ShareArgs,
 
     #[command(flatten)]
-    retry: crate::RetryArgs,
+    retry: crate::retry::RetryArgs,
 
     /// Lease on claimed work, in ms: a worker silent for this long loses its
     /// work to another. Renewed every third of it.
@@ -88,7 +88,7 @@ pub(crate) async fn run(app: Checked, args: WorkerArgs) -> Result<(), RuntimeErr
     if args.lease_ms < 300 {
         return Err(RuntimeError::Config("--lease-ms (PRESA_LEASE_MS) must be at least 300".into()));
     }
-    let telemetry = crate::telemetry(&format!("{}-worker", app.name), args.log_format)?;
+    let telemetry = crate::process::telemetry(&format!("{}-worker", app.name), args.log_format)?;
     let storage = Storage::redis_with(redis, &args.redis).await?.also_ready(app.ready.clone().map(|r| r.0));
     let server_config = ServerConfig {
         max_task_bytes: args.max_task_bytes,
@@ -99,7 +99,7 @@ pub(crate) async fn run(app: Checked, args: WorkerArgs) -> Result<(), RuntimeErr
     if let Some(artifacts) = args.artifacts.open(false)? {
         core = core.with_artifacts(artifacts);
     }
-    crate::announce_catalog_changes(&core);
+    crate::process::announce_catalog_changes(&core);
     let id = args.worker_id.clone().unwrap_or_else(|| {
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "worker".into());
         format!("{host}-{}", std::process::id())

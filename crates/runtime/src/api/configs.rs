@@ -10,7 +10,7 @@ use presa_http::{HttpConfig, LegacyConfig, ServeLimits, admin::AdminConfig};
 use presa_server::{RetryPolicy, ServerConfig, WorkerConfig};
 
 use super::ApiArgs;
-use crate::{Storage, Switch, auth::allowed_hosts};
+use crate::{auth::allowed_hosts, storage::Storage, storage::Switch};
 
 /// `n`, or no limit for 0.
 fn unless_zero(n: u64) -> Option<u64> {

@@ -9,11 +9,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::ApiArgs;
 use crate::{
-    Storage, Switch,
     auth::{check_admin, check_listen, check_state_secret},
     checked::Checked,
     error::RuntimeError,
-    shutdown_signal,
+    process::shutdown_signal,
+    storage::Storage,
+    storage::Switch,
 };
 
 /// Run an API process for `app` with `args` until SIGTERM/SIGINT and its drain.
@@ -28,7 +29,7 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
             None => RuntimeError::Refused(source),
         })?;
     }
-    let telemetry = crate::telemetry(&format!("{}-api", app.name), args.log_format)?;
+    let telemetry = crate::process::telemetry(&format!("{}-api", app.name), args.log_format)?;
 
     let state = match secret {
         Some(s) => StateCodec::new(s.as_bytes()),
@@ -64,7 +65,7 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
     if let Some(artifacts) = args.artifacts.open(!storage.durable)? {
         core = core.with_artifacts(artifacts);
     }
-    crate::announce_catalog_changes(&core);
+    crate::process::announce_catalog_changes(&core);
     let server = Server::new(core.clone(), state);
 
     let grace = args.grace();
