@@ -59,13 +59,34 @@ pub(crate) use stream::{delete_mcp, get_mcp};
 
 /// The one method that opens a legacy session.
 pub(crate) const INITIALIZE: &str = "initialize";
-/// The methods only a legacy session has, as metrics label them.
-const LEGACY_METHODS: [&str; 5] =
-    [INITIALIZE, "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"];
+/// The methods only a legacy session has (besides [`INITIALIZE`]), which
+/// [`Method`] does not name: answered here, not dispatched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LegacyMethod {
+    Ping,
+    SetLevel,
+    Subscribe,
+    Unsubscribe,
+}
 
-/// The metrics label of a legacy-only method (`None`: [`Method`] names it, or nothing does).
-fn legacy_label(method: &str) -> Option<&'static str> {
-    LEGACY_METHODS.into_iter().find(|m| *m == method)
+impl LegacyMethod {
+    const ALL: [LegacyMethod; 4] =
+        [LegacyMethod::Ping, LegacyMethod::SetLevel, LegacyMethod::Subscribe, LegacyMethod::Unsubscribe];
+
+    /// Its name on the wire, also its metrics label.
+    fn as_str(self) -> &'static str {
+        match self {
+            LegacyMethod::Ping => "ping",
+            LegacyMethod::SetLevel => "logging/setLevel",
+            LegacyMethod::Subscribe => "resources/subscribe",
+            LegacyMethod::Unsubscribe => "resources/unsubscribe",
+        }
+    }
+
+    /// The legacy-only method `name` names (`None`: [`Method`] names it, or nothing does).
+    fn parse(name: &str) -> Option<LegacyMethod> {
+        LegacyMethod::ALL.into_iter().find(|m| m.as_str() == name)
+    }
 }
 
 /// Whether a message is of the 2026-07-28 era: its params carry `_meta` with a protocol version.
@@ -116,8 +137,9 @@ pub(crate) async fn post(app: App, headers: HeaderMap, message: Value, caller: C
         Err(resp) => return resp,
     };
     let mut observed = Observed::start(&app, &headers, &req, started);
-    if let Some(label) = legacy_label(&req.method) {
-        observed.relabel(label);
+    let legacy_only = LegacyMethod::parse(&req.method);
+    if let Some(m) = legacy_only {
+        observed.relabel(m.as_str());
     }
     observed.record_version(&session.negotiated.v);
     if let Some(v) = headers.get(headers::PROTOCOL_VERSION).and_then(|v| v.to_str().ok())
@@ -146,9 +168,9 @@ pub(crate) async fn post(app: App, headers: HeaderMap, message: Value, caller: C
         }
     };
     let unavailable = |e: presa_store::StoreError| refused_write(&app.config.legacy, e);
-    match req.method.as_str() {
-        "ping" => return done(&mut observed, Ok(())),
-        "logging/setLevel" => {
+    match legacy_only {
+        Some(LegacyMethod::Ping) => return done(&mut observed, Ok(())),
+        Some(LegacyMethod::SetLevel) => {
             let r = match req.params.get("level").and_then(Value::as_str).and_then(LogLevel::parse) {
                 None => Err(ErrorObject::new(codes::INVALID_PARAMS, "Invalid params: level must be a log level")),
                 Some(level) => store
@@ -158,8 +180,8 @@ pub(crate) async fn post(app: App, headers: HeaderMap, message: Value, caller: C
             };
             return done(&mut observed, r);
         }
-        "resources/subscribe" | "resources/unsubscribe" => {
-            let subscribe = req.method == "resources/subscribe";
+        Some(m @ (LegacyMethod::Subscribe | LegacyMethod::Unsubscribe)) => {
+            let subscribe = m == LegacyMethod::Subscribe;
             let r = match subscription_uri(&app, &req.params, subscribe) {
                 Err(e) => Err(e),
                 Ok(uri) => {
@@ -173,7 +195,7 @@ pub(crate) async fn post(app: App, headers: HeaderMap, message: Value, caller: C
             };
             return done(&mut observed, r);
         }
-        _ => {}
+        None => {}
     }
     let Ok(
         method @ (Method::ToolsList
