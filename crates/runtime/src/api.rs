@@ -191,21 +191,8 @@ pub struct ApiArgs {
     #[arg(long, env = "PRESA_CALL_TIMEOUT_MS", default_value_t = presa_server::DEFAULT_CALL_TIMEOUT.as_millis() as u64)]
     call_timeout_ms: u64,
 
-    /// Tool handlers run at once by the in-process worker (embedded mode only;
-    /// with Redis, `presa-worker` pods run them).
-    #[arg(long, env = "PRESA_CONCURRENCY", default_value_t = 64)]
-    concurrency: usize,
-
-    /// Tool handlers that may wait for input without holding one of the
-    /// `--concurrency` slots (embedded mode only); past it a parked handler keeps its slot.
-    #[arg(long, env = "PRESA_MAX_PARKED", default_value_t = 1024)]
-    max_parked: usize,
-
     #[command(flatten)]
-    shares: crate::shares::ShareArgs,
-
-    #[command(flatten)]
-    retry: crate::retry::RetryArgs,
+    pool: crate::pool::PoolArgs,
 
     /// Grace period on SIGTERM/SIGINT for in-flight requests and running tasks, in ms.
     #[arg(long, env = "PRESA_GRACE_MS", default_value_t = 20_000)]

@@ -32,20 +32,8 @@ pub struct WorkerArgs {
     #[arg(long, env = "PRESA_WORKER_ID")]
     worker_id: Option<String>,
 
-    /// Tool handlers run at once.
-    #[arg(long, env = "PRESA_CONCURRENCY", default_value_t = 64)]
-    concurrency: usize,
-
-    /// Tool handlers that may wait for input without holding one of the
-    /// `--concurrency` slots; past it a parked handler keeps its slot.
-    #[arg(long, env = "PRESA_MAX_PARKED", default_value_t = 1024)]
-    max_parked: usize,
-
     #[command(flatten)]
-    shares: crate::shares::ShareArgs,
-
-    #[command(flatten)]
-    retry: crate::retry::RetryArgs,
+    pool: crate::pool::PoolArgs,
 
     /// Lease on claimed work, in ms: a worker silent for this long loses its
     /// work to another. Renewed every third of it.
@@ -106,16 +94,9 @@ pub(crate) async fn run(app: Checked, args: WorkerArgs) -> Result<(), RuntimeErr
     });
     let grace = Duration::from_millis(args.grace_ms);
     let config = WorkerConfig {
-        id,
-        concurrency: args.concurrency,
-        max_parked: args.max_parked,
-        max_running_per_scope: args.shares.max_running_per_scope,
-        max_parked_per_scope: args.shares.max_parked_per_scope,
         lease: Duration::from_millis(args.lease_ms),
         max_deliveries: args.max_deliveries,
-        retry: args.retry.policy()?,
-        grace,
-        ..WorkerConfig::default()
+        ..args.pool.worker_config(id, grace)?
     };
 
     let stop = CancellationToken::new();

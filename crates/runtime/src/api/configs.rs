@@ -1,13 +1,13 @@
 //! The settings each part of an API process gets, made from [`ApiArgs`]
 //! where its flags are declared: the dispatcher's ([`ServerConfig`]), the
-//! embedded worker's ([`WorkerConfig`]), the HTTP layer's ([`HttpConfig`]
+//! HTTP layer's ([`HttpConfig`]
 //! with its [`LegacyConfig`] and [`AdminConfig`]) and the listeners'
 //! ([`ServeLimits`]). `run.rs` only wires them together.
 
 use std::{net::SocketAddr, time::Duration};
 
 use presa_http::{HttpConfig, LegacyConfig, ServeLimits, admin::AdminConfig};
-use presa_server::{RetryPolicy, ServerConfig, WorkerConfig};
+use presa_server::ServerConfig;
 
 use super::ApiArgs;
 use crate::{auth::allowed_hosts, storage::Storage, storage::Switch};
@@ -36,20 +36,6 @@ impl ApiArgs {
             max_inflight_calls_per_scope: self.max_inflight_calls_per_scope,
             call_timeout: (self.call_timeout_ms > 0).then(|| Duration::from_millis(self.call_timeout_ms)),
             ..base
-        }
-    }
-
-    /// The embedded worker pool's settings (worker `id`).
-    pub(super) fn worker_config(&self, id: String, retry: RetryPolicy) -> WorkerConfig {
-        WorkerConfig {
-            id,
-            concurrency: self.concurrency,
-            max_parked: self.max_parked,
-            max_running_per_scope: self.shares.max_running_per_scope,
-            max_parked_per_scope: self.shares.max_parked_per_scope,
-            retry,
-            grace: self.grace(),
-            ..WorkerConfig::default()
         }
     }
 

@@ -76,14 +76,12 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
     let node = if storage.durable {
         presa_server::Node::new(node_id, "api", 0)
     } else {
-        presa_server::Node::new(node_id, "embedded", args.concurrency)
+        presa_server::Node::new(node_id, "embedded", args.pool.concurrency)
     };
     tokio::spawn(node.clone().heartbeat(core.clone(), stop_worker.clone()));
-    let retry = args.retry.policy()?;
-    let worker = (!storage.durable).then(|| {
-        let config = args.worker_config(node.id().to_string(), retry);
-        tokio::spawn(Worker::new(core, config).with_node(node).run(stop_worker.clone()))
-    });
+    let config = args.pool.worker_config(node.id().to_string(), grace)?;
+    let worker =
+        (!storage.durable).then(|| tokio::spawn(Worker::new(core, config).with_node(node).run(stop_worker.clone())));
 
     let http = args.http_config(&storage, telemetry.metrics.clone(), auth);
     let admin_http = args.admin_listener(&http);
