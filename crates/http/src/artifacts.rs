@@ -32,13 +32,19 @@ pub(crate) async fn download(
     {
         return (status, e.message).into_response();
     }
-    let caller =
-        match auth::authenticate(&*config.authenticator, &config.challenge, config.max_token_bytes, &parts).await {
-            Ok(a) => a.caller,
-            Err(refusal) => return refused(None, &refusal),
-        };
-    if !caller.missing(&config.challenge.required_scopes).is_empty() {
-        return refused(None, &config.challenge.insufficient_scope(&[]));
+    let caller = match auth::authenticate(
+        &*config.access.authenticator,
+        &config.access.challenge,
+        config.max_token_bytes,
+        &parts,
+    )
+    .await
+    {
+        Ok(a) => a.caller,
+        Err(refusal) => return refused(None, &refusal),
+    };
+    if !caller.missing(&config.access.challenge.required_scopes).is_empty() {
+        return refused(None, &config.access.challenge.insufficient_scope(&[]));
     }
     let Some(artifacts) = app.server.core().artifacts() else { return not_found() };
     let meta = match artifacts.authorize(app.server.core().store().as_ref(), &caller.scope, &key).await {

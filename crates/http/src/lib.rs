@@ -39,6 +39,7 @@ pub mod admin;
 pub mod admission;
 mod artifacts;
 pub mod auth;
+mod config;
 pub mod console;
 pub mod guard;
 mod legacy;
@@ -61,6 +62,7 @@ use futures::future::BoxFuture;
 use presa_server::{Core, Server};
 
 pub use auth::{Anonymous, Authenticated, Authenticator, Caller, Challenge, Refusal, metadata::ResourceMetadata};
+pub use config::{Access, HttpConfig, Probes};
 pub use serve::{ServeLimits, serve, serve_with};
 
 /// Readiness probe: `true` when the process can serve (its store answers).
@@ -81,88 +83,6 @@ pub type RefreshGauges = Arc<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>;
 /// The default [`HttpConfig::max_token_bytes`]: 8 KiB, several times the
 /// largest real access tokens (JWTs with many claims are 1–4 KiB).
 pub const DEFAULT_MAX_TOKEN_BYTES: usize = 8 * 1024;
-
-/// Transport settings.
-#[derive(Clone)]
-pub struct HttpConfig {
-    /// Allowed `Origin` values: a hostname (`localhost`, any scheme and port)
-    /// or a full origin (`https://app.example.com`). Requests without
-    /// `Origin` are always accepted.
-    pub allowed_origins: Vec<String>,
-    /// Allowed `Host` values (`host` on any port, or `host:port`), against
-    /// DNS rebinding. Empty (the default): every host.
-    pub allowed_hosts: Vec<String>,
-    /// Largest `Authorization` header value, bytes: a longer one is refused
-    /// (401 `invalid_token`) before the authenticator sees it. Default 8 KiB.
-    pub max_token_bytes: usize,
-    /// Largest request body, bytes (413 beyond). Default 4 MiB.
-    pub max_body_bytes: usize,
-    /// SSE keep-alive comment interval. Default 15 s.
-    pub keep_alive: Duration,
-    /// Who is calling.
-    pub authenticator: Arc<dyn Authenticator>,
-    /// Challenges for 403 `insufficient_scope` (the metadata URL, and the
-    /// scopes every MCP request needs, also checked here).
-    pub challenge: Challenge,
-    /// RFC 9728 Protected Resource Metadata, served when set.
-    pub resource_metadata: Option<ResourceMetadata>,
-    /// Readiness probe for `/readyz`.
-    pub ready: Option<ReadyCheck>,
-    /// Detail appended to `/readyz`'s answer.
-    pub ready_detail: Option<ReadyDetail>,
-    /// Liveness probe for `/healthz` (`false`: 503, restart this process;
-    /// `None`: always alive).
-    pub live: Option<ReadyCheck>,
-    /// Serve `GET /metrics` with this renderer.
-    pub metrics: Option<RenderMetrics>,
-    /// Whether `/metrics` reads the work queue gauges from the store (off on
-    /// API pods whose workers report them, so the cluster reports them once).
-    pub queue_metrics: bool,
-    /// The 2025-11-25 era (`initialize` clients, stateless sessions).
-    pub legacy: LegacyConfig,
-    /// The admin API (`/admin/v1`): on, and who may use it.
-    pub admin: admin::AdminConfig,
-}
-
-impl std::fmt::Debug for HttpConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpConfig")
-            .field("allowed_origins", &self.allowed_origins)
-            .field("allowed_hosts", &self.allowed_hosts)
-            .field("max_token_bytes", &self.max_token_bytes)
-            .field("max_body_bytes", &self.max_body_bytes)
-            .field("keep_alive", &self.keep_alive)
-            .field("metrics", &self.metrics.is_some())
-            .field("queue_metrics", &self.queue_metrics)
-            .field("legacy", &self.legacy)
-            .field("admin", &self.admin)
-            .field("challenge", &self.challenge)
-            .field("resource_metadata", &self.resource_metadata)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Default for HttpConfig {
-    fn default() -> Self {
-        HttpConfig {
-            allowed_origins: vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()],
-            allowed_hosts: Vec::new(),
-            max_token_bytes: DEFAULT_MAX_TOKEN_BYTES,
-            max_body_bytes: 4 * 1024 * 1024,
-            keep_alive: Duration::from_secs(15),
-            authenticator: Arc::new(Anonymous),
-            challenge: Challenge::default(),
-            resource_metadata: None,
-            ready: None,
-            ready_detail: None,
-            live: None,
-            metrics: None,
-            queue_metrics: true,
-            legacy: LegacyConfig::default(),
-            admin: admin::AdminConfig::default(),
-        }
-    }
-}
 
 /// The default of [`LegacyConfig::max_sessions_per_scope`].
 pub const DEFAULT_MAX_LEGACY_SESSIONS_PER_SCOPE: u64 = 50;
@@ -238,18 +158,18 @@ pub(crate) struct App {
 /// The axum router for `server`.
 pub fn router(server: Server, config: HttpConfig) -> Router {
     let limit = config.max_body_bytes;
-    if config.metrics.is_some() {
+    if config.probes.metrics.is_some() {
         presa_telemetry::metrics::register_requests(presa_protocol::Method::ALL.map(presa_protocol::Method::as_str));
     }
-    let metrics = config.metrics.clone().map(|render| {
-        let (server, queue) = (server.clone(), config.queue_metrics);
+    let metrics = config.probes.metrics.clone().map(|render| {
+        let (server, queue) = (server.clone(), config.probes.queue_metrics);
         let refresh: RefreshGauges = Arc::new(move || {
             let server = server.clone();
             Box::pin(async move { server.refresh_metrics(queue).await })
         });
         metrics_router(refresh, render)
     });
-    let metadata = config.resource_metadata.as_ref().map(ResourceMetadata::router);
+    let metadata = config.access.resource_metadata.as_ref().map(ResourceMetadata::router);
     let app = App { server, config: Arc::new(config) };
     let admin = if app.config.admin.own_listener { Router::new() } else { guarded_admin(&app) };
     let console =
@@ -324,7 +244,7 @@ pub(crate) async fn method_not_allowed() -> Response {
 }
 
 async fn healthz(State(app): State<App>) -> Response {
-    liveness(app.config.live.as_ref()).await
+    liveness(app.config.probes.live.as_ref()).await
 }
 
 /// `/healthz` from a liveness check: 200 `ok`, or 503 when the check says
@@ -342,11 +262,11 @@ async fn readyz(State(app): State<App>) -> Response {
     if app.server.shutdown_token().is_cancelled() {
         return (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response();
     }
-    if !app.config.authenticator.ready() {
+    if !app.config.access.authenticator.ready() {
         return (StatusCode::SERVICE_UNAVAILABLE, "authentication not ready: the signing keys have not loaded yet")
             .into_response();
     }
-    readiness(app.config.ready.as_ref(), app.config.ready_detail.as_ref()).await
+    readiness(app.config.probes.ready.as_ref(), app.config.probes.ready_detail.as_ref()).await
 }
 
 /// `/readyz` from a readiness check: 200 `ready` or 503 `store

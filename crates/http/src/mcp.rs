@@ -40,20 +40,26 @@ pub(crate) async fn post_mcp(State(app): State<App>, request: axum::extract::Req
     if let Err((status, e)) = admission::check_transport(headers, &config.allowed_origins, &config.allowed_hosts) {
         return refuse(status, e);
     }
-    let (caller, ended) =
-        match auth::authenticate(&*config.authenticator, &config.challenge, config.max_token_bytes, &parts).await {
-            Ok(a) => {
-                let ended = a.ended();
-                (a.caller, ended)
-            }
-            Err(refusal) => {
-                metrics::request(UNKNOWN_METHOD, refusal.status.as_u16().to_string(), started.elapsed());
-                return refused(None, &refusal);
-            }
-        };
-    let required = &app.config.challenge.required_scopes;
+    let (caller, ended) = match auth::authenticate(
+        &*config.access.authenticator,
+        &config.access.challenge,
+        config.max_token_bytes,
+        &parts,
+    )
+    .await
+    {
+        Ok(a) => {
+            let ended = a.ended();
+            (a.caller, ended)
+        }
+        Err(refusal) => {
+            metrics::request(UNKNOWN_METHOD, refusal.status.as_u16().to_string(), started.elapsed());
+            return refused(None, &refusal);
+        }
+    };
+    let required = &app.config.access.challenge.required_scopes;
     if !caller.missing(required).is_empty() {
-        let refusal = app.config.challenge.insufficient_scope(&[]);
+        let refusal = app.config.access.challenge.insufficient_scope(&[]);
         metrics::request(UNKNOWN_METHOD, refusal.status.as_u16().to_string(), started.elapsed());
         return refused(None, &refusal);
     }

@@ -79,7 +79,7 @@ pub(crate) fn refused(id: Option<&RequestId>, refusal: &Refusal) -> Response {
 /// `insufficient_scope` challenge naming `scopes`, the body the dispatcher's
 /// error (its data lists the scopes too).
 fn insufficient_scope(app: &App, id: &RequestId, e: &ErrorObject, scopes: &[String]) -> Response {
-    let mut resp = refused(Some(id), &app.config.challenge.insufficient_scope(scopes));
+    let mut resp = refused(Some(id), &app.config.access.challenge.insufficient_scope(scopes));
     *resp.body_mut() = Body::from(jsonrpc::failure(Some(id), e).to_string());
     resp
 }

@@ -675,7 +675,9 @@ async fn local_origins_and_no_origin_are_accepted() {
 
 #[tokio::test]
 async fn configured_origins_replace_the_defaults() {
-    let config = HttpConfig { allowed_origins: vec!["https://app.example.com".into()], ..Default::default() };
+    let config = HttpConfig::default().with(|c| {
+        c.allowed_origins = vec!["https://app.example.com".into()];
+    });
     let app = app_with(config);
     let r = Call::new("server/discover", json!({})).header("Origin", "https://app.example.com").send(app.clone()).await;
     assert!(r.result()["capabilities"].is_object());
@@ -687,7 +689,9 @@ async fn configured_origins_replace_the_defaults() {
 
 #[tokio::test]
 async fn body_over_the_limit_is_payload_too_large() {
-    let app = app_with(HttpConfig { max_body_bytes: 1024, ..Default::default() });
+    let app = app_with(HttpConfig::default().with(|c| {
+        c.max_body_bytes = 1024;
+    }));
     let padded = |len: usize| {
         let mut call = Call::new("tools/list", json!({ "pad": "" }));
         let base = call.body.to_string().len();
@@ -741,7 +745,9 @@ async fn health_and_readiness() {
 #[tokio::test]
 async fn readiness_follows_the_probe_and_shutdown() {
     let failing: presa_http::ReadyCheck = Arc::new(|| Box::pin(async { false }));
-    let app = app_with(HttpConfig { ready: Some(failing), ..Default::default() });
+    let app = app_with(HttpConfig::default().with(|c| {
+        c.probes.ready = Some(failing);
+    }));
     assert_eq!(exchange(app, get("/readyz")).await.status, StatusCode::SERVICE_UNAVAILABLE);
 
     let server = server();
@@ -879,7 +885,9 @@ async fn task_required_tool_with_tasks_creates_a_task() {
 async fn a_full_work_queue_is_429_with_retry_after_and_stores_nothing() {
     let store = Arc::new(MemoryStore::with_partitions(1));
     let backend = Backend::new(store.clone());
-    let config = ServerConfig { max_queued_per_partition: Some(1), ..ServerConfig::default() };
+    let config = ServerConfig::default().with(|c| {
+        c.max_queued_per_partition = Some(1);
+    });
     let server = Server::new(Core::new(config, presa_demo::catalog().unwrap(), backend), StateCodec::new(b"test"));
     let app = presa_http::router(server, HttpConfig::default());
     let create = || Call::with_caps("tools/call", json!({ "name": "failing_job", "arguments": {} }), tasks_caps());

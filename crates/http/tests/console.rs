@@ -21,7 +21,9 @@ fn server() -> Server {
 }
 
 fn config(admin: AdminConfig) -> HttpConfig {
-    HttpConfig { admin, ..HttpConfig::default() }
+    HttpConfig::default().with(|c| {
+        c.admin = admin;
+    })
 }
 
 /// The status of `GET path` on `app`, and whether the answer is the console's page.

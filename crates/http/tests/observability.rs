@@ -314,7 +314,9 @@ fn value(scrape: &str, series: &str) -> f64 {
 #[tokio::test]
 async fn metrics_move_when_a_task_runs() {
     let handle = presa_telemetry::metrics::install();
-    let app = Embedded::start(HttpConfig { metrics: Some(Arc::new(move || handle.render())), ..HttpConfig::default() });
+    let app = Embedded::start(HttpConfig::default().with(|c| {
+        c.probes.metrics = Some(Arc::new(move || handle.render()));
+    }));
     let before = app.scrape().await;
     app.run_task(json!({}), &[]).await;
     let after = app.scrape().await;

@@ -34,11 +34,10 @@ impl Authenticator for McpOnly {
 fn app() -> Router {
     let backend = Backend::new(Arc::new(MemoryStore::new()));
     let core = Core::new(ServerConfig::default(), presa_demo::catalog().unwrap(), backend);
-    let config = HttpConfig {
-        authenticator: Arc::new(McpOnly),
-        challenge: Challenge::new(Some(METADATA.into()), vec!["mcp".into()]),
-        ..HttpConfig::default()
-    };
+    let config = HttpConfig::default().with(|c| {
+        c.access.authenticator = Arc::new(McpOnly);
+        c.access.challenge = Challenge::new(Some(METADATA.into()), vec!["mcp".into()]);
+    });
     presa_http::router(Server::new(core, StateCodec::new(b"test")), config)
 }
 

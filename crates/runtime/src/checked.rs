@@ -26,11 +26,10 @@ pub(crate) struct Checked {
 impl Checked {
     /// The dispatcher settings this app starts from (its identity).
     pub(crate) fn server_config(&self) -> ServerConfig {
-        ServerConfig {
-            name: self.name.clone(),
-            version: self.version.clone(),
-            instructions: self.instructions.clone(),
-            ..ServerConfig::default()
-        }
+        ServerConfig::default().with(|c| {
+            c.name = self.name.clone();
+            c.version = self.version.clone();
+            c.instructions = self.instructions.clone();
+        })
     }
 }

@@ -8,7 +8,7 @@ use std::{net::SocketAddr, time::Duration};
 
 use axum::{Router, http::StatusCode, response::IntoResponse, routing::get};
 use clap::Parser;
-use presa_server::{Core, ServerConfig, Worker, WorkerConfig};
+use presa_server::{Core, Worker, WorkerConfig};
 use presa_telemetry::LogFormat;
 use tokio_util::sync::CancellationToken;
 
@@ -78,11 +78,10 @@ pub(crate) async fn run(app: Checked, args: WorkerArgs) -> Result<(), RuntimeErr
     }
     let telemetry = crate::process::telemetry(&format!("{}-worker", app.name), args.log_format)?;
     let storage = Storage::redis_with(redis, &args.redis).await?.also_ready(app.ready.clone().map(|r| r.0));
-    let server_config = ServerConfig {
-        max_task_bytes: args.max_task_bytes,
-        max_result_bytes: args.max_result_bytes,
-        ..app.server_config()
-    };
+    let server_config = app.server_config().with(|c| {
+        c.max_task_bytes = args.max_task_bytes;
+        c.max_result_bytes = args.max_result_bytes;
+    });
     let mut core = Core::new(server_config, app.catalog, storage.backend.clone());
     if let Some(artifacts) = args.artifacts.open(false)? {
         core = core.with_artifacts(artifacts);

@@ -25,8 +25,11 @@ pub const DEFAULT_MAX_INFLIGHT_CALLS: usize = DEFAULT_MAX_INFLIGHT_CALLS_PER_SCO
 /// The default of [`ServerConfig::call_timeout`].
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Settings of a [`crate::Server`]. `Default` gives sane values for a first run.
+/// Settings of a [`crate::Server`]. `Default` gives sane values for a first
+/// run; outside this crate, change them with [`ServerConfig::with`] (new
+/// settings can be added without breaking anyone).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ServerConfig {
     /// `serverInfo.name`.
     pub name: String,
@@ -84,6 +87,13 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
+    /// These settings as `change` leaves them:
+    /// `ServerConfig::default().with(|c| c.max_task_bytes = 1 << 20)`.
+    pub fn with(mut self, change: impl FnOnce(&mut Self)) -> Self {
+        change(&mut self);
+        self
+    }
+
     /// The limits every create is held to (a `tools/call` that becomes a
     /// task, a dead letter's replay).
     pub fn create_limits(&self) -> presa_store::CreateLimits {

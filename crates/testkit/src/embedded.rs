@@ -49,7 +49,14 @@ impl Drop for Embedded {
 /// Start an embedded server with the demo catalog, an in-process worker and
 /// [`HeaderScopes`] as its authenticator.
 pub async fn embedded(config: ServerConfig) -> Embedded {
-    embedded_with(config, HttpConfig { authenticator: Arc::new(HeaderScopes), ..HttpConfig::default() }, 0).await
+    embedded_with(
+        config,
+        HttpConfig::default().with(|c| {
+            c.access.authenticator = Arc::new(HeaderScopes);
+        }),
+        0,
+    )
+    .await
 }
 
 /// Start an embedded server with the demo catalog, an in-process worker and
@@ -65,7 +72,9 @@ pub async fn embedded_limited(config: ServerConfig, http: HttpConfig, port: u16,
 
 /// [`embedded`] with big results spilled into `artifacts` (and served back).
 pub async fn embedded_artifacts(config: ServerConfig, artifacts: Artifacts) -> Embedded {
-    let http = HttpConfig { authenticator: Arc::new(HeaderScopes), ..HttpConfig::default() };
+    let http = HttpConfig::default().with(|c| {
+        c.access.authenticator = Arc::new(HeaderScopes);
+    });
     start(config, Some(artifacts), http, 0, ServeLimits::default()).await
 }
 

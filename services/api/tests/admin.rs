@@ -86,7 +86,12 @@ async fn serve(backend: Backend, keep: Option<Arc<TestRedis>>) -> Rig {
 
 async fn serve_core(core: Core, backend: Backend, keep: Option<Arc<TestRedis>>) -> Rig {
     let server = Server::new(core, StateCodec::new(b"test-secret"));
-    let router = presa_http::router(server, HttpConfig { authenticator: Arc::new(Tokens), ..HttpConfig::default() });
+    let router = presa_http::router(
+        server,
+        HttpConfig::default().with(|c| {
+            c.access.authenticator = Arc::new(Tokens);
+        }),
+    );
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.expect("bind");
     let base = format!("http://{}/admin/v1", listener.local_addr().expect("address"));
     let stop = CancellationToken::new();

@@ -141,7 +141,9 @@ async fn images_and_structured_content_spill_and_stay_readable() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_streams_its_own_artifact_and_it_goes_with_its_task() {
     let dir = tempfile::tempdir().expect("dir");
-    let config = ServerConfig { task_ttl_ms: Some(3_000), ..ServerConfig::default() };
+    let config = ServerConfig::default().with(|c| {
+        c.task_ttl_ms = Some(3_000);
+    });
     let srv = server(dir.path(), config).await;
     let c = Client::new(&srv.url, tasks_caps());
     let id = task_id(&c.call_tool("export_dataset", json!({ "mebibytes": 8 })).await);

@@ -128,16 +128,12 @@ async fn fixture_with(min_refresh: Duration, leeway: Duration) -> Fixture {
     let jwks = Arc::new(Jwks::new(JwksSource::Url(jwks_url), min_refresh, None).unwrap());
     // As presa-api does at start (until it has, /readyz says 503).
     jwks.load().await.unwrap();
-    let http = HttpConfig {
-        authenticator: Arc::new(JwtAuthenticator::new(config, jwks, challenge.clone())),
-        challenge,
-        resource_metadata: Some(ResourceMetadata::new(
-            resource,
-            vec![ISSUER.into()],
-            vec!["mcp".into(), "deploy".into()],
-        )),
-        ..HttpConfig::default()
-    };
+    let http = HttpConfig::default().with(|c| {
+        c.access.authenticator = Arc::new(JwtAuthenticator::new(config, jwks, challenge.clone()));
+        c.access.challenge = challenge;
+        c.access.resource_metadata =
+            Some(ResourceMetadata::new(resource, vec![ISSUER.into()], vec!["mcp".into(), "deploy".into()]));
+    });
     let srv = embedded_with(ServerConfig::default(), http, port).await;
     Fixture { srv, issuer, fetches, knobs, metadata }
 }

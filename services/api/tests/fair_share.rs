@@ -15,7 +15,9 @@ use tokio::{
 
 /// The test embedded server's HTTP settings: callers named by `x-test-scope`.
 fn http() -> HttpConfig {
-    HttpConfig { authenticator: std::sync::Arc::new(HeaderScopes), ..HttpConfig::default() }
+    HttpConfig::default().with(|c| {
+        c.access.authenticator = std::sync::Arc::new(HeaderScopes);
+    })
 }
 
 /// A's 64 tasks parked on input (as many as the worker's default
@@ -109,7 +111,9 @@ async fn with_a_token(limits: ServeLimits) -> (Embedded, tempfile::TempDir) {
     let file = dir.path().join("tokens");
     std::fs::write(&file, format!("{} acme alice\n", token_digest("good-token"))).unwrap();
     let tokens = StaticTokens::load(&file, presa_http::Challenge::default()).unwrap();
-    let http = HttpConfig { authenticator: std::sync::Arc::new(tokens), ..HttpConfig::default() };
+    let http = HttpConfig::default().with(|c| {
+        c.access.authenticator = std::sync::Arc::new(tokens);
+    });
     (embedded_limited(ServerConfig::default(), http, 0, limits).await, dir)
 }
 
@@ -253,7 +257,10 @@ async fn declared_oversize_body_gets_413_at_once() {
 /// A result over `max_result_bytes` ends the task `failed`, saying why; no truncation.
 #[tokio::test]
 async fn oversized_result_fails_the_task_with_a_clear_message() {
-    let srv = embedded(ServerConfig { max_result_bytes: 300, ..ServerConfig::default() }).await;
+    let srv = embedded(ServerConfig::default().with(|c| {
+        c.max_result_bytes = 300;
+    }))
+    .await;
     let c = Client::new(&srv.url, tasks_caps());
     let id = task_id(&c.call_tool("slow_compute", json!({ "seconds": 0, "label": "x".repeat(400) })).await);
     let failed = c.wait_status(&id, "failed").await;
@@ -266,7 +273,10 @@ async fn oversized_result_fails_the_task_with_a_clear_message() {
 /// stored; an answer that would grow a task past it is refused the same way.
 #[tokio::test]
 async fn oversized_tasks_and_answers_are_refused() {
-    let srv = embedded(ServerConfig { max_task_bytes: 2048, ..ServerConfig::default() }).await;
+    let srv = embedded(ServerConfig::default().with(|c| {
+        c.max_task_bytes = 2048;
+    }))
+    .await;
     let c = Client::new(&srv.url, tasks_caps());
     let (status, e) =
         c.err("tools/call", json!({ "name": "slow_compute", "arguments": { "label": "x".repeat(3000) } })).await;
@@ -291,7 +301,10 @@ async fn oversized_tasks_and_answers_are_refused() {
 /// stored, a small one lands, and B, at the same quota, is unaffected.
 #[tokio::test]
 async fn answers_count_against_the_byte_quota() {
-    let srv = embedded(ServerConfig { max_bytes_per_scope: Some(16 * 1024), ..ServerConfig::default() }).await;
+    let srv = embedded(ServerConfig::default().with(|c| {
+        c.max_bytes_per_scope = Some(16 * 1024);
+    }))
+    .await;
     let a = Client::new(&srv.url, tasks_caps()).with_scope("a");
     let id = task_id(&a.call_tool("confirm_delete", json!({ "filename": "a" })).await);
     a.wait_status(&id, "input_required").await;
@@ -321,7 +334,10 @@ async fn refused_with_retry_after(
 /// (the JSON-RPC error keeps `data.retryAfterMs`), B still creates.
 #[tokio::test]
 async fn a_principal_at_its_quota_does_not_stop_another() {
-    let srv = embedded(ServerConfig { max_active_tasks_per_scope: Some(3), ..ServerConfig::default() }).await;
+    let srv = embedded(ServerConfig::default().with(|c| {
+        c.max_active_tasks_per_scope = Some(3);
+    }))
+    .await;
     let a = Client::new(&srv.url, tasks_caps()).with_scope("a");
     for i in 0..3 {
         task_id(&a.call_tool("slow_compute", json!({ "seconds": 30, "label": format!("a{i}") })).await);
@@ -355,7 +371,9 @@ async fn a_principal_at_its_quota_gets_429_on_redis() {
 /// retryable -32023 (HTTP 429), B still listens.
 #[tokio::test]
 async fn listen_streams_are_bounded_per_principal() {
-    let config = ServerConfig { max_listen_streams_per_scope: 2, ..ServerConfig::default() };
+    let config = ServerConfig::default().with(|c| {
+        c.max_listen_streams_per_scope = 2;
+    });
     let srv = embedded(config).await;
     let a = Client::new(&srv.url, json!({})).with_scope("a");
     let mut open = Vec::new();
@@ -428,7 +446,10 @@ async fn malformed_task_ids_answer_like_unknown_ones() {
 /// while every one of A's is still active.
 #[tokio::test]
 async fn a_principal_holding_its_whole_quota_does_not_starve_another() {
-    let srv = embedded(ServerConfig { max_active_tasks_per_scope: Some(100), ..ServerConfig::default() }).await;
+    let srv = embedded(ServerConfig::default().with(|c| {
+        c.max_active_tasks_per_scope = Some(100);
+    }))
+    .await;
     let a = Client::new(&srv.url, tasks_caps()).with_scope("a");
     let mut held = Vec::new();
     for i in 0..100 {
@@ -496,7 +517,9 @@ async fn bob_is_served_while_alice_holds_her_whole_in_request_share() {
 /// limit, its handler cancelled, and its place given back.
 #[tokio::test]
 async fn an_in_request_call_past_its_deadline_fails_clearly() {
-    let config = ServerConfig { call_timeout: Some(Duration::from_millis(500)), ..ServerConfig::default() };
+    let config = ServerConfig::default().with(|c| {
+        c.call_timeout = Some(Duration::from_millis(500));
+    });
     let srv = embedded(config).await;
     let c = Client::new(&srv.url, json!({})).with_scope("a");
     let started = Instant::now();

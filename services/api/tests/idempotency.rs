@@ -41,7 +41,10 @@ async fn a_retried_create_with_the_same_key_returns_the_first_task() {
 
 #[tokio::test]
 async fn misused_keys_are_refused() {
-    let srv = embedded(ServerConfig { max_idempotency_key_bytes: 16, ..ServerConfig::default() }).await;
+    let srv = embedded(ServerConfig::default().with(|c| {
+        c.max_idempotency_key_bytes = 16;
+    }))
+    .await;
     let c = Client::new(&srv.url, tasks_caps()).with_scope("alice");
     let (status, _) = c.send_with_headers("tools/call", call("a", None), &[("idempotency-key", "k1")]).await;
     assert_eq!(status, 200);

@@ -18,7 +18,10 @@ fn caps() -> Value {
 }
 
 fn http(legacy: LegacyConfig) -> HttpConfig {
-    HttpConfig { authenticator: Arc::new(HeaderScopes), legacy, ..HttpConfig::default() }
+    HttpConfig::default().with(|c| {
+        c.access.authenticator = Arc::new(HeaderScopes);
+        c.legacy = legacy;
+    })
 }
 
 /// The error of a one-message answer.
@@ -257,7 +260,9 @@ async fn notifications_cancelled_stops_a_running_call() {
 
 #[tokio::test]
 async fn standalone_get_streams_share_the_listen_stream_budget() {
-    let config = ServerConfig { max_listen_streams_per_scope: 1, ..ServerConfig::default() };
+    let config = ServerConfig::default().with(|c| {
+        c.max_listen_streams_per_scope = 1;
+    });
     let srv = embedded(config).await;
     let c = LegacyClient::connect(&srv.url, caps(), Some("alice")).await;
     let first = c.open_stream().await;

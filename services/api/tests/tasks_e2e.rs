@@ -130,7 +130,10 @@ async fn cancel_racing_completion_has_one_outcome() {
 /// After ttlMs the task is gone: -32602 on every task method.
 #[tokio::test]
 async fn expired_tasks_are_unknown() {
-    let srv = embedded(ServerConfig { task_ttl_ms: Some(400), ..ServerConfig::default() }).await;
+    let srv = embedded(ServerConfig::default().with(|c| {
+        c.task_ttl_ms = Some(400);
+    }))
+    .await;
     let c = Client::new(&srv.url, tasks_caps());
     let created = c.call_tool("slow_compute", json!({ "seconds": 0, "label": "ttl" })).await;
     assert_eq!(created["ttlMs"], 400);
@@ -152,7 +155,10 @@ async fn expired_tasks_are_unknown() {
 /// `ttlMs: null` (never expire) is allowed.
 #[tokio::test]
 async fn null_ttl_is_sent_as_null() {
-    let srv = embedded(ServerConfig { task_ttl_ms: None, ..ServerConfig::default() }).await;
+    let srv = embedded(ServerConfig::default().with(|c| {
+        c.task_ttl_ms = None;
+    }))
+    .await;
     let c = Client::new(&srv.url, tasks_caps());
     let created = c.call_tool("slow_compute", json!({ "seconds": 0, "label": "forever" })).await;
     assert!(created.get("ttlMs").is_some_and(Value::is_null), "{created}");
@@ -191,7 +197,10 @@ async fn other_scopes_cannot_see_or_touch_a_task() {
 /// the limit, HTTP 429, and nothing stored; other scopes are unaffected.
 #[tokio::test]
 async fn capacity_limit_is_retryable_and_stores_nothing() {
-    let srv = embedded(ServerConfig { max_active_tasks_per_scope: Some(2), ..ServerConfig::default() }).await;
+    let srv = embedded(ServerConfig::default().with(|c| {
+        c.max_active_tasks_per_scope = Some(2);
+    }))
+    .await;
     let c = Client::new(&srv.url, tasks_caps()).with_scope("busy");
     let a = task_id(&c.call_tool("slow_compute", json!({ "seconds": 30, "label": "1" })).await);
     task_id(&c.call_tool("slow_compute", json!({ "seconds": 30, "label": "2" })).await);
@@ -208,7 +217,10 @@ async fn capacity_limit_is_retryable_and_stores_nothing() {
 /// Oversized task input is refused before anything is stored.
 #[tokio::test]
 async fn task_input_size_is_bounded() {
-    let srv = embedded(ServerConfig { max_task_input_bytes: 1024, ..ServerConfig::default() }).await;
+    let srv = embedded(ServerConfig::default().with(|c| {
+        c.max_task_input_bytes = 1024;
+    }))
+    .await;
     let c = Client::new(&srv.url, tasks_caps());
     let (status, e) =
         c.err("tools/call", json!({ "name": "slow_compute", "arguments": { "label": "x".repeat(2000) } })).await;
@@ -289,7 +301,10 @@ async fn shutdown_closes_listen_streams_gracefully() {
 /// -32603 (HTTP 503, the pod is full, not the caller); closing a stream frees its place.
 #[tokio::test]
 async fn listen_streams_are_bounded() {
-    let srv = embedded(ServerConfig { max_listen_streams: 1, ..ServerConfig::default() }).await;
+    let srv = embedded(ServerConfig::default().with(|c| {
+        c.max_listen_streams = 1;
+    }))
+    .await;
     let c = Client::new(&srv.url, json!({}));
     let (status, mut first) = c.listen(json!({ "toolsListChanged": true })).await;
     assert_eq!(status, 200);

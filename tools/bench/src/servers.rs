@@ -6,8 +6,10 @@ use super::*;
 pub(super) async fn serve(args: ServeArgs) {
     let mut config = bench_config();
     if args.max_listen_streams > 0 {
-        config =
-            ServerConfig { max_listen_streams: args.max_listen_streams, max_listen_streams_per_scope: 0, ..config };
+        config = config.with(|c| {
+            c.max_listen_streams = args.max_listen_streams;
+            c.max_listen_streams_per_scope = 0;
+        });
     }
     let running = match &args.redis_url {
         None => {
@@ -108,7 +110,11 @@ pub(super) fn catalog() -> Catalog {
 
 /// The fairness rows on fresh servers with default quotas and shares (see `fairness.rs`).
 pub(super) async fn fairness_rows(redis: Option<&Running>, secs: Duration) {
-    let scoped = || HttpConfig { authenticator: Arc::new(presa_testkit::HeaderScopes), ..HttpConfig::default() };
+    let scoped = || {
+        HttpConfig::default().with(|c| {
+            c.access.authenticator = Arc::new(presa_testkit::HeaderScopes);
+        })
+    };
     let memory = Arc::new(MemoryStore::new());
     let fair = start_http(Backend::new(memory), None, ServerConfig::default(), 1, scoped()).await;
     fairness::rows(&fair, "embedded", secs).await;
@@ -143,12 +149,11 @@ impl Drop for Running {
 /// or in-request calls (one principal drives every row, and the round trips
 /// measure speed, not admission).
 pub(super) fn bench_config() -> ServerConfig {
-    ServerConfig {
-        max_active_tasks_per_scope: None,
-        max_listen_streams_per_scope: 0,
-        max_inflight_calls_per_scope: 0,
-        ..ServerConfig::default()
-    }
+    ServerConfig::default().with(|c| {
+        c.max_active_tasks_per_scope = None;
+        c.max_listen_streams_per_scope = 0;
+        c.max_inflight_calls_per_scope = 0;
+    })
 }
 
 pub(super) async fn start(backend: Backend, redis: Option<TestRedis>) -> Running {

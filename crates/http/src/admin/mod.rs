@@ -144,7 +144,7 @@ impl FromRequestParts<AdminState> for Op {
     async fn from_request_parts(parts: &mut Parts, state: &AdminState) -> Result<Self, Response> {
         let http = &state.app.config;
         let authenticated =
-            auth::authenticate(http.authenticator.as_ref(), &http.challenge, http.max_token_bytes, parts)
+            auth::authenticate(http.access.authenticator.as_ref(), &http.access.challenge, http.max_token_bytes, parts)
                 .await
                 .map_err(refusal)?;
         let caller = authenticated.caller.clone();
@@ -156,7 +156,9 @@ impl FromRequestParts<AdminState> for Op {
                 Reach::Tenant(caller.scope.tenant.clone())
             }
             Some(_) => {
-                return Err(refusal(http.challenge.insufficient_scope(std::slice::from_ref(&http.admin.admin_scope))));
+                return Err(refusal(
+                    http.access.challenge.insufficient_scope(std::slice::from_ref(&http.admin.admin_scope)),
+                ));
             }
         };
         Ok(Op { operator: Operator { caller, reach }, authenticated })

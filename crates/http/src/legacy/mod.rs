@@ -32,7 +32,7 @@ mod call;
 mod session;
 mod stream;
 
-use std::time::Instant;
+use std::{collections::HashMap, time::Instant};
 
 use axum::{
     http::{HeaderMap, StatusCode},
@@ -40,7 +40,7 @@ use axum::{
 };
 use presa_protocol::{
     LEGACY_VERSIONS, Limit, Method, codes, headers,
-    jsonrpc::{self, ErrorObject, Incoming},
+    jsonrpc::{self, ErrorObject, Incoming, Request},
     meta::{LogLevel, PROGRESS_TOKEN_KEY, PROTOCOL_VERSION_KEY, RequestMeta},
 };
 use presa_server::{Admitted, Caller, Outbox};
@@ -53,7 +53,7 @@ use crate::{
     respond::{self, Era, json},
 };
 
-use session::{FIELD_LOG_LEVEL, remaining, verify};
+use session::{FIELD_LOG_LEVEL, Session, remaining, verify};
 pub(crate) use session::{FIELD_SUBSCRIPTION, initialize};
 pub(crate) use stream::{delete_mcp, get_mcp};
 
@@ -109,9 +109,9 @@ pub(crate) async fn post(app: App, headers: HeaderMap, message: Value, caller: C
         };
         return call::answer(&app, &session, &message).await;
     }
-    let req = match jsonrpc::classify(message) {
-        Ok(Incoming::Request(r)) if r.method == INITIALIZE => return initialize(&app, &headers, r, &caller, started),
-        Ok(Incoming::Request(r)) => r,
+    match jsonrpc::classify(message) {
+        Ok(Incoming::Request(r)) if r.method == INITIALIZE => initialize(&app, &headers, r, &caller, started),
+        Ok(Incoming::Request(r)) => request(app, headers, r, caller, started).await,
         Ok(Incoming::Notification { method, params }) => {
             let (session, _) = match verify(&app, &headers, &caller).await {
                 Ok(s) => s,
@@ -124,14 +124,19 @@ pub(crate) async fn post(app: App, headers: HeaderMap, message: Value, caller: C
                 call::publish_cancel(&app, &session, id).await;
             }
             metrics::request(NOTIFICATION, "ok", started.elapsed());
-            return StatusCode::ACCEPTED.into_response();
+            StatusCode::ACCEPTED.into_response()
         }
         Err(e) => {
             let err = e.to_error();
             metrics::request(UNKNOWN_METHOD, err.code.to_string(), started.elapsed());
-            return json(StatusCode::BAD_REQUEST, &jsonrpc::failure(e.id(), &err));
+            json(StatusCode::BAD_REQUEST, &jsonrpc::failure(e.id(), &err))
         }
-    };
+    }
+}
+
+/// A request in a legacy session: a legacy-only method answered here, or
+/// one dispatch knows, run with the session's `_meta`.
+async fn request(app: App, headers: HeaderMap, req: Request, caller: Caller, started: Instant) -> Response {
     let (session, state) = match verify(&app, &headers, &caller).await {
         Ok(s) => s,
         Err(resp) => return resp,
@@ -153,49 +158,19 @@ pub(crate) async fn post(app: App, headers: HeaderMap, message: Value, caller: C
         observed.failed(&e);
         return json(StatusCode::BAD_REQUEST, &jsonrpc::failure(Some(&req.id), &e));
     }
-    let store = app.server.core().sessions().clone();
-    let ttl = remaining(&session);
-    let limits = app.config.legacy.session_limits();
-    let done = |observed: &mut Observed, r: Result<(), ErrorObject>| match r {
-        Ok(()) => {
-            let result = json!({});
-            observed.succeeded(&result);
-            json(StatusCode::OK, &jsonrpc::success(&req.id, result))
-        }
-        Err(e) => {
-            observed.failed(&e);
-            json(StatusCode::OK, &jsonrpc::failure(Some(&req.id), &e))
-        }
-    };
-    let unavailable = |e: presa_store::StoreError| refused_write(&app.config.legacy, e);
-    match legacy_only {
-        Some(LegacyMethod::Ping) => return done(&mut observed, Ok(())),
-        Some(LegacyMethod::SetLevel) => {
-            let r = match req.params.get("level").and_then(Value::as_str).and_then(LogLevel::parse) {
-                None => Err(ErrorObject::new(codes::INVALID_PARAMS, "Invalid params: level must be a log level")),
-                Some(level) => store
-                    .set_session_field(&session.owner, &session.key, FIELD_LOG_LEVEL, Some(level.as_str()), ttl, limits)
-                    .await
-                    .map_err(unavailable),
-            };
-            return done(&mut observed, r);
-        }
-        Some(m @ (LegacyMethod::Subscribe | LegacyMethod::Unsubscribe)) => {
-            let subscribe = m == LegacyMethod::Subscribe;
-            let r = match subscription_uri(&app, &req.params, subscribe) {
-                Err(e) => Err(e),
-                Ok(uri) => {
-                    let field = format!("{FIELD_SUBSCRIPTION}{uri}");
-                    let value = subscribe.then_some("1");
-                    store
-                        .set_session_field(&session.owner, &session.key, &field, value, ttl, limits)
-                        .await
-                        .map_err(unavailable)
-                }
-            };
-            return done(&mut observed, r);
-        }
-        None => {}
+    if let Some(m) = legacy_only {
+        let r = legacy_only_method(&app, &session, m, &req.params).await;
+        return match r {
+            Ok(()) => {
+                let result = json!({});
+                observed.succeeded(&result);
+                json(StatusCode::OK, &jsonrpc::success(&req.id, result))
+            }
+            Err(e) => {
+                observed.failed(&e);
+                json(StatusCode::OK, &jsonrpc::failure(Some(&req.id), &e))
+            }
+        };
     }
     let Ok(
         method @ (Method::ToolsList
@@ -216,18 +191,7 @@ pub(crate) async fn post(app: App, headers: HeaderMap, message: Value, caller: C
         observed.failed(&e);
         return json(StatusCode::OK, &jsonrpc::failure(Some(&req.id), &e));
     };
-    let raw = match req.params.get("_meta") {
-        Some(Value::Object(m)) => m.clone(),
-        _ => Map::new(),
-    };
-    let meta = RequestMeta {
-        protocol_version: session.negotiated.v.clone(),
-        client_capabilities: call::without_tasks(&session.negotiated.c),
-        client_info: session.negotiated.i.clone(),
-        log_level: state.get(FIELD_LOG_LEVEL).and_then(|l| LogLevel::parse(l)),
-        progress_token: raw.get(PROGRESS_TOKEN_KEY).filter(|t| t.is_string() || t.is_i64()).cloned(),
-        raw,
-    };
+    let meta = session_meta(&session, &state, &req.params);
     let streaming = respond::accepts_sse(&headers);
     let server = app.server.clone();
     let id = req.id.clone();
@@ -243,6 +207,52 @@ pub(crate) async fn post(app: App, headers: HeaderMap, message: Value, caller: C
         })
     })
     .await
+}
+
+/// `ping`, `logging/setLevel` and `resources/(un)subscribe`: what they
+/// change is the session's state in the store.
+async fn legacy_only_method(
+    app: &App,
+    session: &Session,
+    method: LegacyMethod,
+    params: &Map<String, Value>,
+) -> Result<(), ErrorObject> {
+    let (field, value) = match method {
+        LegacyMethod::Ping => return Ok(()),
+        LegacyMethod::SetLevel => match params.get("level").and_then(Value::as_str).and_then(LogLevel::parse) {
+            None => return Err(ErrorObject::new(codes::INVALID_PARAMS, "Invalid params: level must be a log level")),
+            Some(level) => (FIELD_LOG_LEVEL.to_string(), Some(level.as_str())),
+        },
+        LegacyMethod::Subscribe | LegacyMethod::Unsubscribe => {
+            let subscribe = method == LegacyMethod::Subscribe;
+            let uri = subscription_uri(app, params, subscribe)?;
+            (format!("{FIELD_SUBSCRIPTION}{uri}"), subscribe.then_some("1"))
+        }
+    };
+    let limits = app.config.legacy.session_limits();
+    app.server
+        .core()
+        .sessions()
+        .set_session_field(&session.owner, &session.key, &field, value, remaining(session), limits)
+        .await
+        .map_err(|e| refused_write(&app.config.legacy, e))
+}
+
+/// The `_meta` a legacy request runs with: the session's negotiated
+/// version, capabilities and log level, and the request's own progress token.
+fn session_meta(session: &Session, state: &HashMap<String, String>, params: &Map<String, Value>) -> RequestMeta {
+    let raw = match params.get("_meta") {
+        Some(Value::Object(m)) => m.clone(),
+        _ => Map::new(),
+    };
+    RequestMeta {
+        protocol_version: session.negotiated.v.clone(),
+        client_capabilities: call::without_tasks(&session.negotiated.c),
+        client_info: session.negotiated.i.clone(),
+        log_level: state.get(FIELD_LOG_LEVEL).and_then(|l| LogLevel::parse(l)),
+        progress_token: raw.get(PROGRESS_TOKEN_KEY).filter(|t| t.is_string() || t.is_i64()).cloned(),
+        raw,
+    }
 }
 
 /// The URI of a `resources/subscribe` (or `unsubscribe`): a string within

@@ -43,10 +43,14 @@ async fn admit(app: &App, parts: &Parts) -> Result<(Authenticated, Session), Res
         return Err(json(status, &jsonrpc::failure(None, &e)));
     }
     let config = &app.config;
-    let authenticated =
-        crate::auth::authenticate(&*config.authenticator, &config.challenge, config.max_token_bytes, parts)
-            .await
-            .map_err(|refusal| refused(None, &refusal))?;
+    let authenticated = crate::auth::authenticate(
+        &*config.access.authenticator,
+        &config.access.challenge,
+        config.max_token_bytes,
+        parts,
+    )
+    .await
+    .map_err(|refusal| refused(None, &refusal))?;
     let (session, _) = verify(app, headers, &authenticated.caller).await?;
     Ok((authenticated, session))
 }

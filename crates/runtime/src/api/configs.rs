@@ -20,23 +20,22 @@ fn unless_zero(n: u64) -> Option<u64> {
 impl ApiArgs {
     /// The dispatcher's limits and lifetimes, on top of `base` (the app's identity).
     pub(super) fn server_config(&self, base: ServerConfig) -> ServerConfig {
-        ServerConfig {
-            task_ttl_ms: self.task_ttl_ms.0,
-            poll_interval_ms: Some(self.poll_interval_ms),
-            max_task_input_bytes: self.max_task_input_bytes,
-            max_idempotency_key_bytes: self.max_idempotency_key_bytes,
-            max_task_bytes: self.max_task_bytes,
-            max_bytes_per_scope: unless_zero(self.max_bytes_per_scope),
-            max_result_bytes: self.max_result_bytes,
-            max_active_tasks_per_scope: unless_zero(self.max_active_tasks_per_scope),
-            max_queued_per_partition: unless_zero(self.max_queued),
-            max_listen_streams: self.max_listen_streams,
-            max_listen_streams_per_scope: self.max_listen_streams_per_scope,
-            max_inflight_calls: self.max_inflight_calls,
-            max_inflight_calls_per_scope: self.max_inflight_calls_per_scope,
-            call_timeout: (self.call_timeout_ms > 0).then(|| Duration::from_millis(self.call_timeout_ms)),
-            ..base
-        }
+        base.with(|c| {
+            c.task_ttl_ms = self.task_ttl_ms.0;
+            c.poll_interval_ms = Some(self.poll_interval_ms);
+            c.max_task_input_bytes = self.max_task_input_bytes;
+            c.max_idempotency_key_bytes = self.max_idempotency_key_bytes;
+            c.max_task_bytes = self.max_task_bytes;
+            c.max_bytes_per_scope = unless_zero(self.max_bytes_per_scope);
+            c.max_result_bytes = self.max_result_bytes;
+            c.max_active_tasks_per_scope = unless_zero(self.max_active_tasks_per_scope);
+            c.max_queued_per_partition = unless_zero(self.max_queued);
+            c.max_listen_streams = self.max_listen_streams;
+            c.max_listen_streams_per_scope = self.max_listen_streams_per_scope;
+            c.max_inflight_calls = self.max_inflight_calls;
+            c.max_inflight_calls_per_scope = self.max_inflight_calls_per_scope;
+            c.call_timeout = (self.call_timeout_ms > 0).then(|| Duration::from_millis(self.call_timeout_ms));
+        })
     }
 
     /// The grace period on SIGTERM/SIGINT.
@@ -45,7 +44,7 @@ impl ApiArgs {
     }
 
     /// The HTTP layer's settings for `/mcp` (the admin API's own listener
-    /// takes them with [`ApiArgs::for_listener`]): `storage`'s probes,
+    /// takes them with `admin_listener`): `storage`'s probes,
     /// `metrics`, and who may call (`auth`).
     pub(super) fn http_config(
         &self,
@@ -53,30 +52,34 @@ impl ApiArgs {
         metrics: presa_http::RenderMetrics,
         auth: crate::auth::Auth,
     ) -> HttpConfig {
-        HttpConfig {
-            allowed_origins: self.allowed_origins.clone(),
-            allowed_hosts: allowed_hosts(&self.allowed_hosts, self.listen),
-            max_token_bytes: self.max_token_bytes,
-            max_body_bytes: self.max_body_bytes,
-            ready: Some(storage.ready.clone()),
-            ready_detail: Some(storage.ready_detail.clone()),
-            live: Some(storage.live.clone()),
-            metrics: Some(metrics),
+        HttpConfig::default().with(|c| {
+            c.allowed_origins = self.allowed_origins.clone();
+            c.allowed_hosts = allowed_hosts(&self.allowed_hosts, self.listen);
+            c.max_token_bytes = self.max_token_bytes;
+            c.max_body_bytes = self.max_body_bytes;
+            c.probes.ready = Some(storage.ready.clone());
+            c.probes.ready_detail = Some(storage.ready_detail.clone());
+            c.probes.live = Some(storage.live.clone());
+            c.probes.metrics = Some(metrics);
             // With Redis, presa-worker pods report the shared work queue.
-            queue_metrics: !storage.durable,
-            authenticator: auth.authenticator,
-            challenge: auth.challenge,
-            resource_metadata: auth.resource_metadata,
-            legacy: self.legacy_config(),
-            admin: self.admin_config(),
-            ..HttpConfig::default()
-        }
+            c.probes.queue_metrics = !storage.durable;
+            c.access.authenticator = auth.authenticator;
+            c.access.challenge = auth.challenge;
+            c.access.resource_metadata = auth.resource_metadata;
+            c.legacy = self.legacy_config();
+            c.admin = self.admin_config();
+        })
     }
 
     /// `http` for the admin API's own listener (`--admin-listen`), when it has one.
     pub(super) fn admin_listener(&self, http: &HttpConfig) -> Option<(SocketAddr, HttpConfig)> {
         let at = self.admin_listen.filter(|_| self.admin == Switch::On)?;
-        Some((at, HttpConfig { allowed_hosts: allowed_hosts(&self.allowed_hosts, at), ..http.clone() }))
+        Some((
+            at,
+            http.clone().with(|c| {
+                c.allowed_hosts = allowed_hosts(&self.allowed_hosts, at);
+            }),
+        ))
     }
 
     /// The 2025-11-25 era's settings.
