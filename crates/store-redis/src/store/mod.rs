@@ -22,7 +22,7 @@ use redis::Value;
 
 use crate::{
     Epoch, RedisConfig, RedisStoreError, admin::TaskIndex, bus::Bus, conn::Verbosity, dead::Letters, epoch::Epochs,
-    keys::Keys, link::Link, nodes::Nodes, rates::RateKeeper, records::Records, session::Sessions, work::Queue,
+    breakers::BreakerKeeper, keys::Keys, link::Link, nodes::Nodes, rates::RateKeeper, records::Records, session::Sessions, work::Queue,
 };
 
 mod traits;
@@ -44,6 +44,7 @@ struct Parts {
     index: TaskIndex,
     nodes: Nodes,
     rates: RateKeeper,
+    breakers: BreakerKeeper,
     bus: Bus,
     epochs: Epochs,
 }
@@ -79,6 +80,7 @@ impl RedisStore {
             sessions: Sessions::new(link.clone()),
             nodes: Nodes::new(link.clone()),
             rates: RateKeeper::new(link.clone()),
+            breakers: BreakerKeeper::new(link.clone()),
             bus: Bus::new(link.clone()),
             epochs: Epochs::new(link.clone()),
             records,
