@@ -384,7 +384,12 @@ mod tests {
 
     #[test]
     fn policies_are_clamped_into_range() {
-        let p = BreakerPolicy { failures: 0, window: Duration::ZERO, cool_down: Duration::ZERO, probe_lease: Duration::ZERO };
+        let p = BreakerPolicy {
+            failures: 0,
+            window: Duration::ZERO,
+            cool_down: Duration::ZERO,
+            probe_lease: Duration::ZERO,
+        };
         let c = p.clamped();
         assert_eq!((c.failures, c.window_ms(), c.cool_down_ms(), c.probe_lease_ms()), (1, 1, 1, 1));
         assert_eq!(BreakerPolicy { failures: u32::MAX, ..c }.clamped().failures, MAX_FAILURES);

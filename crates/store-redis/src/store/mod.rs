@@ -21,8 +21,9 @@ use std::sync::Arc;
 use redis::Value;
 
 use crate::{
-    Epoch, RedisConfig, RedisStoreError, admin::TaskIndex, bus::Bus, conn::Verbosity, dead::Letters, epoch::Epochs,
-    breakers::BreakerKeeper, keys::Keys, link::Link, nodes::Nodes, rates::RateKeeper, records::Records, session::Sessions, work::Queue,
+    Epoch, RedisConfig, RedisStoreError, admin::TaskIndex, breakers::BreakerKeeper, bus::Bus, conn::Verbosity,
+    dead::Letters, epoch::Epochs, keys::Keys, link::Link, nodes::Nodes, rates::RateKeeper, records::Records,
+    session::Sessions, work::Queue,
 };
 
 mod traits;
