@@ -32,6 +32,9 @@ use crate::{
     tool::{ToolHandler, ToolOutput, run_handler},
 };
 
+/// The most failures a breaker may count before it opens.
+pub const MAX_FAILURES: u32 = presa_store::breakers::MAX_FAILURES;
+
 /// A tool's circuit breaker: `failures` transient failures within `window`
 /// open it for `cool_down`; then one probe call (holding the half-open
 /// state for at most `probe_lease`) decides whether it closes.
@@ -63,7 +66,7 @@ impl ToolBreaker {
     /// within 30 s, for a cool-down of 10 s; a probe holds the half-open state 60 s at most.
     pub fn after(failures: u32) -> Self {
         ToolBreaker {
-            failures: failures.clamp(1, presa_store::breakers::MAX_FAILURES),
+            failures: failures.clamp(1, MAX_FAILURES),
             window: Duration::from_secs(30),
             cool_down: Duration::from_secs(10),
             probe_lease: Duration::from_secs(60),
