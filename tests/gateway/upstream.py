@@ -26,7 +26,7 @@ Tools:
   exit_unsafe()                          idempotentHint=false: exits mid-call, every call
   http_refused()                         idempotentHint=false: answers "ok after <n> calls"
                                          (see --http below for how its first calls are refused)
-  fragile()                              answers "ok after <n> calls" (see --http below for how
+  fragile()                              idempotentHint=true: answers "ok after <n> calls" (see --http below for how
                                          it fails while a file `down` is in PRESA_TEST_FLAKY_DIR)
 
 Prompts:
@@ -230,7 +230,11 @@ async def http_refused() -> str:
     return f"ok after {n} calls"
 
 
-@server.tool(description="Answers; over HTTP it fails with 503 while PRESA_TEST_FLAKY_DIR/down exists.", structured_output=False)
+@server.tool(
+    description="Answers; over HTTP it fails with 503 while PRESA_TEST_FLAKY_DIR/down exists. Safe to retry.",
+    annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=True),
+    structured_output=False,
+)
 async def fragile() -> str:
     n = _flaky_call("fragile")
     return f"ok after {n} calls"

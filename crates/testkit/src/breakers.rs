@@ -154,7 +154,7 @@ pub async fn open_wait_and_recover(apis: &[String], upstream: &Upstream) -> Seen
 async fn ready_everywhere(apis: &[String]) {
     for url in apis {
         let readyz = url.replace("/mcp", "/readyz");
-        let status = reqwest::get(&readyz).await.map(|r| r.status().as_u16()).unwrap_or(0);
+        let status = reqwest::get(&readyz).await.map_or(0, |r| r.status().as_u16());
         assert_eq!(status, 200, "{readyz}");
     }
 }

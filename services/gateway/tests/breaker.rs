@@ -10,14 +10,22 @@
 //! "upstream 'py' is failing (circuit open)"), none fails, and the
 //! upstream's log shows one probe per cool-down at most; every pod stays
 //! ready. It comes back: every task completes and a plain call passes; the
-//! admin API shows the breaker closed again.
+//! admin API shows the breaker closed again. Then the upstream's process
+//! dies (connection refused): the breaker opens again, every pod stays ready
+//! (an upstream without a breaker would make them unready), tasks wait, and
+//! all complete once the process is started again.
+//!
+//! And embedded, over stdio: a child that exits mid-call, then a
+//! replacement that cannot start, open the breaker; `/readyz` stays 200
+//! (without a breaker an upstream that cannot start makes the pod unready),
+//! and once the child can start again a probe call closes it.
 
 mod common;
 
 use std::time::Duration;
 
-use common::{Cluster, python_over_http};
-use presa_testkit::{Client, free_port, task_id, tasks_caps};
+use common::{Cluster, gateway_bin, python_over_http, python_upstream};
+use presa_testkit::{Client, Pod, free_port, task_id, tasks_caps};
 use serde_json::{Value, json};
 
 /// The breaker's cool-down (`cool_down_s` below), ms.
@@ -30,7 +38,7 @@ fn calls(dir: &std::path::Path) -> Vec<f64> {
 }
 
 async fn ready(base: &str) -> u16 {
-    reqwest::get(format!("{base}/readyz")).await.map(|r| r.status().as_u16()).unwrap_or(0)
+    reqwest::get(format!("{base}/readyz")).await.map_or(0, |r| r.status().as_u16())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -39,7 +47,7 @@ async fn an_upstreams_breaker_spares_it_while_down_and_its_tasks_complete_once_b
     let flaky = dir.path().join("calls");
     std::fs::create_dir_all(&flaky).unwrap();
     let port = free_port();
-    let _upstream = python_over_http(port, &flaky).await;
+    let upstream = python_over_http(port, &flaky).await;
     let config = format!(
         r#"
 [[upstream]]
@@ -121,7 +129,7 @@ retry = {{ attempts = 10, initial_ms = 200, max_ms = 1000 }}
         let t = tasks[0].wait_task_for(id, "ended", Duration::from_secs(30), |t| t["status"] != "working").await;
         assert_eq!(t["status"], "completed", "{t}\n{}", w1.log());
     }
-    let (status, _, e) = plain[0].refused("tools/call", call).await;
+    let (status, _, e) = plain[0].refused("tools/call", call.clone()).await;
     assert_eq!(status, 200, "a plain call passes again: {e}");
     let view: Value = reqwest::get(format!("{}/admin/v1/breakers", a.base())).await.unwrap().json().await.unwrap();
     let py = view["breakers"].as_array().and_then(|all| all.iter().find(|x| x["name"] == "py")).cloned();
@@ -129,6 +137,85 @@ retry = {{ attempts = 10, initial_ms = 200, max_ms = 1000 }}
     assert_eq!(py["state"], "closed", "{py}");
     assert_eq!((py["policy"]["failures"].as_u64(), py["policy"]["coolDownMs"].as_u64()), (Some(3), Some(2_000)));
     assert!(py["tools"].as_array().is_some_and(|t| t.contains(&json!("fragile")) && t.len() > 1), "shared: {py}");
+
+    // The process dies: refused connections open the breaker again; the pods stay ready.
+    drop(upstream);
+    let mut refused = None;
+    for i in 0..6 {
+        let (status, _, e) = plain[i % 2].refused("tools/call", call.clone()).await;
+        assert_eq!(status, 503, "{e}");
+        if e["data"]["limit"] == "circuit_open" {
+            refused = Some(i);
+            break;
+        }
+    }
+    assert_eq!(refused, Some(3), "three refused connections open it");
+    for base in [a.base(), b.base(), w1.base()] {
+        assert_eq!(ready(&base).await, 200, "{base}/readyz with the upstream's process gone");
+    }
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        ids.push(task_id(&tasks[i % 2].call_tool("fragile", json!({})).await));
+    }
+    for id in &ids {
+        tasks[0]
+            .wait_task_for(id, "waiting for the circuit", Duration::from_secs(10), |t| {
+                t["statusMessage"].as_str().is_some_and(|m| m.contains("circuit open"))
+            })
+            .await;
+    }
+    let _upstream = python_over_http(port, &flaky).await;
+    for id in &ids {
+        let t = tasks[1].wait_task_for(id, "ended", Duration::from_secs(40), |t| t["status"] != "working").await;
+        assert_eq!(t["status"], "completed", "{t}\n{}", w1.log());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_upstream_that_cannot_start_opens_its_breaker_and_the_pod_stays_ready() {
+    let dir = tempfile::tempdir().unwrap();
+    let flaky = dir.path().join("calls");
+    std::fs::create_dir_all(&flaky).unwrap();
+    let down = flaky.join("down");
+    // The child will not start while `down` exists (a shell runs the guard, then the server).
+    let script = format!("test -e {} && exit 1; exec {}", down.display(), python_upstream());
+    let command = serde_json::to_string(&format!("sh -c {}", serde_json::to_string(&script).unwrap())).unwrap();
+    let config = format!(
+        "[[upstream]]\nname = \"py\"\ncommand = {command}\ninherit_env = [\"PRESA_TEST_FLAKY_DIR\"]\n\
+         breaker = {{ failures = 2, window_s = 10, cool_down_s = 2 }}\n"
+    );
+    let path = dir.path().join("gateway.toml");
+    std::fs::write(&path, config).unwrap();
+    let args = ["--gateway-config", path.to_str().unwrap(), "--upstream-settle-ms", "0"];
+    let env = [("PRESA_TEST_FLAKY_DIR", flaky.to_str().unwrap())];
+    let gw = Pod::start("gw", &gateway_bin(), free_port(), &args, &env).await;
+    let plain = Client::new(format!("{}/mcp", gw.base()), json!({}));
+    let add = json!({ "name": "add", "arguments": { "a": 1, "b": 2 } });
+    assert_eq!(plain.refused("tools/call", add.clone()).await.0, 200);
+
+    std::fs::write(&down, b"").unwrap();
+    // The child exits mid-call; its replacement cannot start: two failures open the breaker.
+    let (status, _, e) = plain.refused("tools/call", json!({ "name": "exit_unsafe" })).await;
+    assert_eq!(status, 503, "{e}");
+    let (status, _, e) = plain.refused("tools/call", add.clone()).await;
+    assert_eq!(status, 503, "no child can start: {e}\n{}", gw.log());
+    let (status, retry_after, e) = plain.refused("tools/call", add.clone()).await;
+    assert_eq!((status, &e["data"]["limit"]), (503, &json!("circuit_open")), "{e}\n{}", gw.log());
+    assert!(retry_after.is_some(), "{e}");
+    assert_eq!(ready(&gw.base()).await, 200, "the pod stays ready while its upstream cannot start");
+
+    std::fs::remove_file(&down).unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, _, e) = plain.refused("tools/call", add.clone()).await;
+        if status == 200 {
+            break;
+        }
+        assert_eq!(e["data"]["limit"], "circuit_open", "only the open circuit refuses now: {e}");
+        assert!(tokio::time::Instant::now() < deadline, "the breaker never closed: {e}\n{}", gw.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(ready(&gw.base()).await, 200);
 }
 
 fn now_s() -> f64 {

@@ -116,7 +116,7 @@ pub fn apply(task: &Task, event: &Event, now_ms: u64) -> Result<Option<Task>, Re
         }
         Event::Defer { failed, reason, message, due_at_ms } => {
             let failed = failed.then_some(reason.as_str());
-            put_off(&mut next, task, failed, !failed.is_some(), message, *due_at_ms, now_ms);
+            put_off(&mut next, task, failed, failed.is_none(), message, *due_at_ms, now_ms);
         }
         // Held back before it started, holding no turn of a rate.
         Event::Wait { message, due_at_ms } => put_off(&mut next, task, None, false, message, *due_at_ms, now_ms),
