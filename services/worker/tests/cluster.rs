@@ -956,7 +956,16 @@ async fn a_tools_rate_spreads_its_tasks_and_refuses_plain_calls_past_it() {
 /// The admin API shows the breaker closed again, with no failure counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_breaker_spares_the_upstream_across_the_cluster() {
-    let cluster = Cluster::new().await;
+    an_open_breaker_spares_the_upstream_across_the_cluster_on(Cluster::new().await).await;
+}
+
+/// The same in Redis Cluster mode (the breaker's hash in a slot of its own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_breaker_spares_the_upstream_across_the_cluster_on_redis_cluster() {
+    an_open_breaker_spares_the_upstream_across_the_cluster_on(Cluster::on_redis_cluster()).await;
+}
+
+async fn an_open_breaker_spares_the_upstream_across_the_cluster_on(cluster: Cluster) {
     let upstream = presa_testkit::breakers::Upstream::new();
     let mut env = cluster.env();
     env.push(("PRESA_DEMO_FRAGILE_DIR", upstream.dir()));
