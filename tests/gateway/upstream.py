@@ -26,6 +26,8 @@ Tools:
   exit_unsafe()                          idempotentHint=false: exits mid-call, every call
   http_refused()                         idempotentHint=false: answers "ok after <n> calls"
                                          (see --http below for how its first calls are refused)
+  fragile()                              idempotentHint=true: answers "ok after <n> calls" (see --http below for how
+                                         it fails while a file `down` is in PRESA_TEST_FLAKY_DIR)
 
 Prompts:
   city_prompt()                          logs "city_prompt log line", then elicits
@@ -50,7 +52,10 @@ With `--http PORT` it serves Streamable HTTP on 127.0.0.1:PORT at /mcp
 instead of stdio, and refuses the first two POSTs that call http_refused
 before the SDK sees them: HTTP 429, then 503, each with `Retry-After: 1`,
 each logged like a call (so the third line of http_refused.log is the
-call the tool itself received).
+call the tool itself received). While a file `down` exists in
+PRESA_TEST_FLAKY_DIR, every POST calling fragile gets HTTP 503 (no
+Retry-After) before the SDK sees it, logged like a call in fragile.log:
+the upstream is down, and its log shows every call that reached it.
 """
 
 from __future__ import annotations
@@ -225,6 +230,20 @@ async def http_refused() -> str:
     return f"ok after {n} calls"
 
 
+@server.tool(
+    description="Answers; over HTTP it fails with 503 while PRESA_TEST_FLAKY_DIR/down exists. Safe to retry.",
+    annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=True),
+    structured_output=False,
+)
+async def fragile() -> str:
+    n = _flaky_call("fragile")
+    return f"ok after {n} calls"
+
+
+def _down() -> bool:
+    return os.path.exists(os.path.join(os.environ.get("PRESA_TEST_FLAKY_DIR", ""), "down"))
+
+
 @server.tool(description="Answers at once; logs each call (the gateway's rate rule spaces them).", structured_output=False)
 async def metered() -> str:
     n = _flaky_call("metered")
@@ -232,7 +251,8 @@ async def metered() -> str:
 
 
 class RefuseFirstCalls:
-    """ASGI middleware: the first POSTs calling http_refused get these statuses, with Retry-After: 1."""
+    """ASGI middleware: the first POSTs calling http_refused get these statuses, with Retry-After: 1;
+    POSTs calling fragile get 503 while the upstream is down (PRESA_TEST_FLAKY_DIR/down)."""
 
     def __init__(self, app, statuses: list[int]) -> None:
         self.app = app
@@ -253,6 +273,11 @@ class RefuseFirstCalls:
             headers = [(b"retry-after", b"1"), (b"content-type", b"text/plain")]
             await send({"type": "http.response.start", "status": status, "headers": headers})
             await send({"type": "http.response.body", "body": b"not now"})
+            return
+        if b'"tools/call"' in body and b'"fragile"' in body and _down():
+            _flaky_call("fragile")
+            await send({"type": "http.response.start", "status": 503, "headers": [(b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": b"down"})
             return
         replayed = False
 

@@ -14,6 +14,7 @@
 //! - [`core`]: content types, progress, logging, list-change triggers, headers, JSON Schema 2020-12.
 //! - [`mrtr`]: multi round-trip (SEP-2322) tools and prompt.
 //! - [`tasks`]: Tasks extension (SEP-2663) tools and the `deploy_release` long-running example.
+//! - [`fragile`]: `fragile_job`, whose upstream fails on demand, behind a circuit breaker.
 //! - [`content`]: resources, templates, prompts and completion.
 //! - [`legacy`]: the 2025-11-25 suite's logging, sampling and elicitation tools.
 //! - [`big`]: big results and a streamed export, for artifacts.
@@ -21,6 +22,7 @@
 pub mod big;
 pub mod content;
 pub mod core;
+pub mod fragile;
 pub mod legacy;
 pub mod mrtr;
 pub mod tasks;
@@ -39,6 +41,7 @@ pub fn catalog() -> Result<Catalog, CatalogError> {
     let b = core::register(b);
     let b = mrtr::register(b);
     let b = tasks::register(b);
+    let b = fragile::register(b);
     let b: CatalogBuilder = content::register(b);
     let b = legacy::register(b);
     let b = big::register(b);

@@ -2,8 +2,9 @@
 //! name is its setting's (what a refusal's `data.limit` and the
 //! `presa_refusals_total{limit}` series say); what it bounds ([`Bound`])
 //! decides how a refusal answers: the caller's own share is `-32023` (HTTP
-//! 429, retry later), the server's room `-32603` (HTTP 503, retry on
-//! another pod), a request's own size `-32602` (not retryable).
+//! 429, retry later), the server's room or a failing upstream `-32603`
+//! (HTTP 503, retry later or on another pod), a request's own size `-32602`
+//! (not retryable).
 
 use std::fmt;
 
@@ -18,6 +19,9 @@ pub enum Bound {
     /// What one tool may be asked across the cluster (its rate): it frees
     /// itself with time, whoever asks.
     Tool,
+    /// What a tool calls, which is failing (its circuit breaker is open):
+    /// it frees itself once that recovers, whoever asks (HTTP 503).
+    Upstream,
     /// The process or store as a whole: the server is full.
     Process,
     /// One request or record: it is too big, or its time ran out.
@@ -84,6 +88,7 @@ limits! {
     AdminMaxStreams => "admin_max_streams", Process;
     AdminMaxStreamsPerTenant => "admin_max_streams_per_tenant", Principal;
     ToolRate => "tool_rate", Tool;
+    CircuitOpen => "circuit_open", Upstream;
 }
 
 impl Limit {
@@ -103,7 +108,7 @@ impl Limit {
     pub const fn http_status(self) -> u16 {
         match self.bound() {
             Bound::Principal | Bound::Partition | Bound::Tool => 429,
-            Bound::Process => 503,
+            Bound::Process | Bound::Upstream => 503,
             Bound::Request => 400,
         }
     }
@@ -152,6 +157,8 @@ mod tests {
         assert_eq!(Limit::ToolRate.http_status(), 429);
         assert!(Limit::ToolRate.is_callers() && Limit::ToolRate.is_retryable());
         assert_eq!(Limit::MaxTasks.http_status(), 503);
+        assert_eq!(Limit::CircuitOpen.http_status(), 503);
+        assert!(!Limit::CircuitOpen.is_callers() && Limit::CircuitOpen.is_retryable());
         assert_eq!(Limit::MaxTaskBytes.retry_after_ms(), None);
         assert_eq!(serde_json::to_value(Limit::MaxMemoryBytes).unwrap(), "max_memory_bytes");
     }

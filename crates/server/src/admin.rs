@@ -1,7 +1,7 @@
 //! What an operator may read and do (the admin API's logic, without HTTP;
 //! `docs/admin.md`): list and inspect tasks across owners, cancel them,
 //! make a task's delayed retry due now, replay or discard dead letters, see
-//! the cluster and its queues, drain a worker.
+//! the cluster, its queues and circuit breakers, drain a worker.
 //!
 //! Every call names its [`Operator`]: an admin of the whole cluster, or of
 //! one tenant. A tenant admin's reads are confined to its tenant before they
@@ -340,6 +340,12 @@ impl Admin {
     pub async fn queues(&self, op: &Operator) -> Result<Vec<PartitionStats>, AdminError> {
         op.cluster_only()?;
         Ok(store_call("work_stats", self.core.work().work_stats()).await?)
+    }
+
+    /// Every circuit breaker of the catalog, as the store holds it.
+    pub async fn breakers(&self, op: &Operator) -> Result<Vec<crate::breaker::BreakerInfo>, AdminError> {
+        op.cluster_only()?;
+        Ok(crate::breaker::read_all(self.core.breakers().as_ref(), &self.core.catalog()).await?)
     }
 
     /// The tenants with live tasks.

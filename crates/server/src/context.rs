@@ -118,6 +118,8 @@ struct Inner {
     mode: Mode,
     cancel: CancellationToken,
     bus: Arc<dyn EventBus>,
+    /// Whether the handler said its upstream failed ([`ToolContext::upstream_failed`]).
+    upstream_failed: std::sync::atomic::AtomicBool,
 }
 
 impl TaskRun {
@@ -159,13 +161,13 @@ impl ToolContext {
         bus: Arc<dyn EventBus>,
     ) -> Self {
         let mode = Mode::Request { outbox, progress_token, log_level };
-        ToolContext { inner: Arc::new(Inner { call, mode, cancel, bus }) }
+        ToolContext { inner: Arc::new(Inner { call, mode, cancel, bus, upstream_failed: Default::default() }) }
     }
 
     /// A context for a call running as a task.
     pub(crate) fn for_task(call: Invocation, run: TaskRun, cancel: CancellationToken, bus: Arc<dyn EventBus>) -> Self {
         let mode = Mode::Task(run);
-        ToolContext { inner: Arc::new(Inner { call, mode, cancel, bus }) }
+        ToolContext { inner: Arc::new(Inner { call, mode, cancel, bus, upstream_failed: Default::default() }) }
     }
 
     /// Whether the client declared a capability (`sampling`, `elicitation`, `roots`…).
@@ -225,6 +227,19 @@ impl ToolContext {
     /// a retryable error saying when to try again.
     pub fn retry_after(&self, delay: Duration, reason: impl Into<String>) -> ToolError {
         ToolError::retry_after(delay, reason)
+    }
+
+    /// Tell the tool's circuit breaker (`Tool::breaker`) that what this run
+    /// calls failed (went away, refused the connection, answered 5xx) when
+    /// the handler does not return a transient error for it (a call run in
+    /// its request, or one not safe to repeat); a transient error counts already.
+    pub fn upstream_failed(&self) {
+        self.inner.upstream_failed.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether the handler said [`upstream_failed`](Self::upstream_failed).
+    pub(crate) fn has_upstream_failed(&self) -> bool {
+        self.inner.upstream_failed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Fires when the work must stop (task cancelled, claim lost, request gone, shutdown).

@@ -106,6 +106,11 @@ impl Core {
         &self.inner.backend.rates
     }
 
+    /// The circuit breakers that span the cluster (a tool's, `Tool::breaker`).
+    pub fn breakers(&self) -> &Arc<dyn presa_store::Breakers> {
+        &self.inner.backend.breakers
+    }
+
     /// The admin reads and the process registry ([`presa_store::AdminStore`]).
     pub fn admin(&self) -> &Arc<dyn presa_store::AdminStore> {
         &self.inner.backend.admin
@@ -136,6 +141,7 @@ impl Core {
             }
             Err(e) => tracing::warn!(error = %e, "reading work queue statistics failed"),
         }
+        crate::breaker::refresh_gauges(self.breakers().as_ref(), &self.catalog()).await;
     }
 
     /// Make `result` a complete protocol result: an object (a bare value

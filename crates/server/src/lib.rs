@@ -37,6 +37,7 @@
 
 pub mod admin;
 pub mod artifacts;
+pub mod breaker;
 pub mod catalog;
 pub mod config;
 pub mod context;
@@ -60,6 +61,7 @@ pub mod tool;
 pub mod typed;
 pub mod worker;
 
+pub use breaker::ToolBreaker;
 pub use catalog::{Catalog, CatalogBuilder, CatalogCell, ToolRef};
 pub use config::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_INFLIGHT_CALLS, DEFAULT_MAX_INFLIGHT_CALLS_PER_SCOPE, DEFAULT_MAX_LISTEN_STREAMS,

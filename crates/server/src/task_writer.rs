@@ -205,7 +205,7 @@ impl<'a> TaskWriter<'a> {
                 Ok(Some(next)) => return Err(UpdateError::TooLarge { bytes: size(&next), limit: max_bytes }),
             };
             let write = match self.concluding {
-                Some(Concluding { queue, claim, .. }) if matches!(event, Event::Defer { .. }) => {
+                Some(Concluding { queue, claim, .. }) if matches!(event, Event::Defer { .. } | Event::Wait { .. }) => {
                     let due_at_ms = next.retries.due_at_ms.unwrap_or_default();
                     store_call("defer", queue.defer(&next, claim, due_at_ms)).await
                 }

@@ -107,6 +107,8 @@ pub struct Tool {
     pub retry: Option<crate::RetryPolicy>,
     /// How often it may be called across the cluster (`None`: no bound).
     pub rate: Option<crate::ToolRate>,
+    /// The circuit breaker on what it calls (`None`: none).
+    pub breaker: Option<crate::ToolBreaker>,
 }
 
 impl fmt::Debug for Tool {
@@ -117,6 +119,7 @@ impl fmt::Debug for Tool {
             .field("scopes", &self.scopes)
             .field("retry", &self.retry)
             .field("rate", &self.rate)
+            .field("breaker", &self.breaker)
             .finish()
     }
 }
@@ -136,7 +139,18 @@ impl Tool {
             scopes: Vec::new(),
             retry: None,
             rate: None,
+            breaker: None,
         }
+    }
+
+    /// Put a circuit breaker on what it calls: after its failures within
+    /// its window (transient errors, or `ToolContext::upstream_failed`) no
+    /// call goes through it for a cool-down, across the cluster; a task
+    /// waits meanwhile (no try counted), a call run inside its request is
+    /// refused with a retryable `-32603` (HTTP 503) and `Retry-After`.
+    pub fn breaker(mut self, breaker: crate::ToolBreaker) -> Self {
+        self.breaker = Some(breaker);
+        self
     }
 
     /// Call it at most at `rate` across the cluster: a task past it waits

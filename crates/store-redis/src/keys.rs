@@ -222,6 +222,14 @@ impl Keys {
         format!("{}:{{r.{}}}:rate", self.prefix, hex(name.as_bytes()))
     }
 
+    /// `{prefix}:{b.<hex name>}:breaker` — hash: a circuit breaker's state
+    /// (`lua/breaker.lua`: `s` closed 0 / open 1 / half-open 2, `u` until,
+    /// `p` the probe's token, `f` the failures in the window), in a slot of
+    /// its own; expires once closed with no failure left in its window.
+    pub fn breaker(&self, name: &str) -> String {
+        format!("{}:{{b.{}}}:breaker", self.prefix, hex(name.as_bytes()))
+    }
+
     /// `{prefix}:{s.<hex tenant>.<hex subject>}:active` — sorted set: the
     /// scope's admitted, not yet terminal tasks (member = task id, score =
     /// the task's expiry, Unix ms, or `+inf`). Only maintained when creates carry

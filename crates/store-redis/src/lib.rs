@@ -100,6 +100,7 @@ mod epoch;
 pub mod keys;
 
 mod admin;
+mod breakers;
 mod bus;
 mod claimed;
 mod config;

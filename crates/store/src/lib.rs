@@ -22,6 +22,7 @@
 //! - [`metrics`]: what every store reports of a create (a principal's quota use).
 //! - [`idempotency`]: creates named by a client's idempotency key (a retry returns the first task).
 //! - [`rates`]: rates that span the cluster ([`Rates`], GCRA), for a tool's calls.
+//! - [`breakers`]: circuit breakers that span the cluster ([`Breakers`]), for what a tool calls.
 //! - [`shares`]: fair shares at claim time (a scope without room is skipped, not waited behind).
 //! - [`admin`]: what the admin API reads and steers beyond one task ([`AdminStore`]:
 //!   task listings across owners, the registry of live processes, drains).
@@ -50,6 +51,7 @@
 use std::{pin::Pin, sync::Arc};
 
 pub use admin::{AdminStore, NodeInfo, TaskFilter, TaskPage};
+pub use breakers::{BreakerPolicy, BreakerView, Breakers, Change, Check, Circuit, Report};
 pub use claim::{Cas, Claim, PartitionStats, Writer};
 pub use dead::{DeadLetter, DeadLetterFilter, DeadLetterPage, DeadLetters, Replayed};
 pub use error::StoreError;
@@ -66,6 +68,7 @@ pub use session::{SessionLimits, SessionStore, SessionWrite};
 pub use shares::Shares;
 
 pub mod admin;
+pub mod breakers;
 mod claim;
 #[cfg(any(test, feature = "contract"))]
 pub mod contract;
@@ -213,11 +216,15 @@ pub struct Backend {
     pub sessions: Arc<dyn SessionStore>,
     /// Rates that span the cluster.
     pub rates: Arc<dyn Rates>,
+    /// Circuit breakers that span the cluster.
+    pub breakers: Arc<dyn Breakers>,
 }
 
 impl Backend {
     /// A backend served by one object behind every trait.
-    pub fn new<T: WorkQueue + DeadLetters + EventBus + AdminStore + SessionStore + Rates>(all: Arc<T>) -> Self {
+    pub fn new<T: WorkQueue + DeadLetters + EventBus + AdminStore + SessionStore + Rates + Breakers>(
+        all: Arc<T>,
+    ) -> Self {
         Backend {
             store: all.clone(),
             work: all.clone(),
@@ -225,7 +232,8 @@ impl Backend {
             bus: all.clone(),
             admin: all.clone(),
             sessions: all.clone(),
-            rates: all,
+            rates: all.clone(),
+            breakers: all,
         }
     }
 }

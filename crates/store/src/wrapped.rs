@@ -214,3 +214,27 @@ impl<S: crate::Rates> crate::Rates for Wrapped<S> {
         self.inner.take_rate(key, rate, how).await
     }
 }
+
+#[async_trait::async_trait]
+impl<S: crate::Breakers> crate::Breakers for Wrapped<S> {
+    async fn check_breaker(
+        &self,
+        name: &str,
+        policy: crate::BreakerPolicy,
+        token: &str,
+    ) -> Result<(crate::Check, crate::Circuit), StoreError> {
+        self.inner.check_breaker(name, policy, token).await
+    }
+    async fn report_breaker(
+        &self,
+        name: &str,
+        policy: crate::BreakerPolicy,
+        token: &str,
+        report: crate::Report,
+    ) -> Result<(crate::Circuit, crate::Change), StoreError> {
+        self.inner.report_breaker(name, policy, token, report).await
+    }
+    async fn read_breaker(&self, name: &str, policy: crate::BreakerPolicy) -> Result<crate::BreakerView, StoreError> {
+        self.inner.read_breaker(name, policy).await
+    }
+}

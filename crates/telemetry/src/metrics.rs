@@ -131,10 +131,16 @@ pub const STORE_OPERATIONS: &[&str] = &[
     "defer",
     "retry_now",
     "take_rate",
+    "check_breaker",
+    "report_breaker",
+    "read_breaker",
 ];
 
+mod breakers;
 #[cfg(feature = "exporters")]
 mod recorder;
+
+pub use breakers::{BREAKER_OPENED, BREAKER_STATE, breaker_known, breaker_opened, breaker_state};
 
 /// Register the process-wide series at zero (done by `install`): a counter
 /// that never moved still renders, so dashboards and alerts see `0`.

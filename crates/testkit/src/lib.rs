@@ -10,9 +10,11 @@
 //! - [`embedded()`]: an in-process embedded server on a loopback port.
 //! - [`jwt`]: a throw-away token issuer (fresh RSA and EC keys, JWKS, good and forged tokens).
 //! - [`principals`]: the cross-principal scenario (a task belongs to its creator alone).
+//! - [`breakers`]: the circuit-breaker scenario (an upstream dies, tasks wait, it comes back).
 //! - [`pods`]: `presa-api` / `presa-worker` processes for cluster and crash tests.
 //! - [`reference`](mod@reference): the configuration reference (`docs/configuration.md`), checked against `--help`.
 
+pub mod breakers;
 pub mod cli;
 pub mod client;
 pub mod embedded;

@@ -202,6 +202,21 @@ async fn presa_admin_sees_and_steers_a_cluster() {
     assert_eq!(tenants["tenants"], serde_json::json!(["acme"]), "{tenants}");
     let queues = c.json(ADMIN, &["queues"]).await;
     assert!(queues["total"]["queued"].is_u64() && queues["partitions"].is_array(), "{queues}");
+    // The demo's one circuit breaker, closed.
+    let breakers = c.admin(ADMIN, &["breakers"]).await;
+    assert!(breakers.stdout.starts_with("BREAKER ") && breakers.stdout.contains(" RETRY IN "), "{breakers}");
+    let row = breakers.stdout.lines().find(|l| l.starts_with("fragile_job")).unwrap_or_default().to_string();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        cells,
+        ["fragile_job", "closed", "0/3", "-", "3", "in", "10s,", "open", "2s", "fragile_job"],
+        "{breakers}"
+    );
+    let breakers = c.json(ADMIN, &["breakers"]).await;
+    assert_eq!(breakers["breakers"][0]["name"], "fragile_job", "{breakers}");
+    assert_eq!(breakers["breakers"][0]["state"], "closed", "{breakers}");
+    let refused = c.admin(GLOBEX_ADMIN, &["breakers"]).await;
+    assert_ne!(refused.code, 0, "the cluster's breakers are for its admins: {refused}");
     let usage = c.json(ADMIN, &["usage", "--tenant", "acme"]).await;
     assert_eq!(usage["principals"][0]["subject"], "alice", "{usage}");
     let usage = c.admin(ADMIN, &["usage", "--tenant", "acme"]).await;

@@ -66,9 +66,14 @@ impl Gateway {
     }
 
     /// `/readyz` for the gateway's processes: every upstream can be served
-    /// (an upstream whose process keeps failing to start makes the pod unready).
+    /// (an upstream whose process keeps failing to start makes the pod
+    /// unready), except those with a circuit breaker: while one is down, its
+    /// breaker keeps calls off it, and a pod restarted would not heal it.
     pub fn ready_check(&self) -> presa_http::ReadyCheck {
-        let pools = self.pools.clone();
+        let pools: Vec<Arc<Pool>> = (self.pools.iter().zip(&self.config.upstreams))
+            .filter(|(_, up)| up.breaker.is_none())
+            .map(|(pool, _)| pool.clone())
+            .collect();
         Arc::new(move || {
             let pools = pools.clone();
             Box::pin(

@@ -45,6 +45,7 @@ async fn tools_list_is_the_upstream_s_own() {
         prefix: String::new(),
         pool: 1,
         protocol: Default::default(),
+        breaker: None,
     };
     let timings = Timings {
         call_timeout: Duration::from_secs(30),

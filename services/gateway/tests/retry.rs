@@ -28,7 +28,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Cluster, fixtures, gateway_bin, repo};
+use common::{Cluster, fixtures, gateway_bin, python_over_http, repo};
 use presa_testkit::{Client, Pod, free_port, task_id, tasks_caps};
 use serde_json::{Value, json};
 
@@ -323,36 +323,13 @@ async fn a_rules_rate_spaces_the_calls_the_upstream_receives() {
     assert!(span >= 1.9, "10 calls at 4/s in bursts of 2 take 2 s, not {span:.2} s: {at:?}");
 }
 
-/// A child process killed when dropped.
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_upstream_s_429_and_503_are_tried_again_after_its_retry_after_for_any_tool() {
     let dir = tempfile::tempdir().unwrap();
     let flaky_dir = dir.path().join("calls");
     std::fs::create_dir_all(&flaky_dir).unwrap();
     let port = free_port();
-    let mut argv = upstream_command().split(' ').map(str::to_string).collect::<Vec<_>>();
-    argv.extend(["--http".to_string(), port.to_string()]);
-    let _upstream = Killed(
-        std::process::Command::new(&argv[0])
-            .args(&argv[1..])
-            .env("PRESA_TEST_FLAKY_DIR", &flaky_dir)
-            .spawn()
-            .expect("starting the Python upstream over HTTP"),
-    );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the Python upstream never listened on {port}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let _upstream = python_over_http(port, &flaky_dir).await;
     let (gw, url) = gateway_with(dir.path(), &format!("url = \"http://127.0.0.1:{port}/mcp\"")).await;
     let c = Client::new(&url, tasks_caps());
 

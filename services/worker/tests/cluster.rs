@@ -946,3 +946,38 @@ async fn a_tools_rate_spreads_its_tasks_and_refuses_plain_calls_past_it() {
     assert_eq!((&error["code"], &error["data"]["limit"]), (&json!(-32023), &json!("tool_rate")), "{error}");
     assert!(error["data"]["retryAfterMs"].as_u64().is_some_and(|ms| ms > 0 && ms <= 1000), "{error}");
 }
+
+/// `fragile_job`'s upstream dies with two API pods and two workers on Redis:
+/// three failed plain calls open its breaker for the whole cluster, the
+/// next plain call on the other pod is refused at once (503, `Retry-After`),
+/// tasks created on both pods wait (`working`, "circuit open", none fails)
+/// while the upstream, by its own log, receives one probe per cool-down at
+/// most, and all complete once it is back (`presa_testkit::breakers`).
+/// The admin API shows the breaker closed again, with no failure counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_breaker_spares_the_upstream_across_the_cluster() {
+    an_open_breaker_spares_the_upstream_across_the_cluster_on(Cluster::new().await).await;
+}
+
+/// The same in Redis Cluster mode (the breaker's hash in a slot of its own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_breaker_spares_the_upstream_across_the_cluster_on_redis_cluster() {
+    an_open_breaker_spares_the_upstream_across_the_cluster_on(Cluster::on_redis_cluster()).await;
+}
+
+async fn an_open_breaker_spares_the_upstream_across_the_cluster_on(cluster: Cluster) {
+    let upstream = presa_testkit::breakers::Upstream::new();
+    let mut env = cluster.env();
+    env.push(("PRESA_DEMO_FRAGILE_DIR", upstream.dir()));
+    let a = Pod::start("api-a", &api_bin(), free_port(), &[], &env).await;
+    let b = Pod::start("api-b", &api_bin(), free_port(), &[], &env).await;
+    let worker_bin = worker_bin();
+    let _w1 = Pod::start("w1", &worker_bin, free_port(), &["--worker-id", "w1"], &env).await;
+    let _w2 = Pod::start("w2", &worker_bin, free_port(), &["--worker-id", "w2"], &env).await;
+    let seen = presa_testkit::breakers::open_wait_and_recover(&[a.url.clone(), b.url.clone()], &upstream).await;
+    assert_eq!(seen.tasks, 8);
+    let view: Value = reqwest::get(format!("{}/admin/v1/breakers", b.base())).await.unwrap().json().await.unwrap();
+    let fragile = view["breakers"].as_array().and_then(|all| all.iter().find(|x| x["name"] == "fragile_job"));
+    let fragile = fragile.unwrap_or_else(|| panic!("no fragile_job breaker: {view}"));
+    assert_eq!((&fragile["state"], &fragile["failures"]), (&json!("closed"), &json!(0)), "{view}");
+}

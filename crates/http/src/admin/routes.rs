@@ -70,6 +70,11 @@ pub(crate) async fn queues(State(s): State<AdminState>, op: Op) -> Answer {
     ok(json!({ "nowMs": now_ms(), "total": total, "partitions": partitions }))
 }
 
+pub(crate) async fn breakers(State(s): State<AdminState>, op: Op) -> Answer {
+    let breakers = s.admin.breakers(&op.operator).await?;
+    ok(json!({ "nowMs": now_ms(), "breakers": breakers.iter().map(view::breaker).collect::<Vec<_>>() }))
+}
+
 pub(crate) async fn tenants(State(s): State<AdminState>, op: Op) -> Answer {
     ok(json!({ "tenants": s.admin.tenants(&op.operator).await? }))
 }

@@ -139,3 +139,24 @@ pub(crate) fn usage(u: &presa_server::admin::Usage) -> Value {
         "asOfMs": u.as_of_ms,
     })
 }
+
+/// A circuit breaker: its state (`closed`, `open`, `half_open`), the
+/// failures counted in its window, how long it stays open (or its probe's
+/// lease has left), its policy and the tools behind it.
+pub(crate) fn breaker(b: &presa_server::breaker::BreakerInfo) -> Value {
+    let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let policy = b.breaker.policy();
+    json!({
+        "name": b.name,
+        "state": b.view.circuit.as_str(),
+        "failures": b.view.failures,
+        "retryInMs": b.view.retry_in.map(ms),
+        "policy": {
+            "failures": policy.failures,
+            "windowMs": policy.window_ms(),
+            "coolDownMs": policy.cool_down_ms(),
+            "probeLeaseMs": policy.probe_lease_ms(),
+        },
+        "tools": b.tools,
+    })
+}

@@ -161,6 +161,11 @@ impl RegisteredTool {
         self.tool.rate
     }
 
+    /// The circuit breaker on what it calls, if it has one (`Tool::breaker`).
+    pub fn breaker(&self) -> Option<&crate::ToolBreaker> {
+        self.tool.breaker.as_ref()
+    }
+
     /// The implementation.
     pub fn handler(&self) -> &dyn ToolHandler {
         self.tool.handler.as_ref()

@@ -37,7 +37,7 @@ use crate::{
     prompt::AsTool,
     state::{Binding, digest},
     store_io::store_call,
-    tool::{PolicyInput, TaskPolicy, ToolHandler, run_handler},
+    tool::{PolicyInput, TaskPolicy, ToolHandler},
 };
 
 /// A call after the shared prologue.
@@ -88,7 +88,9 @@ impl Server {
                     let retry_after_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1);
                     return Err(ServerError::RateLimited { limit: Limit::ToolRate, retry_after_ms });
                 }
-                self.run_in_request(tool.handler(), call, req).await
+                // And not at all while its circuit is open: a fast refusal, retryable.
+                let guard = crate::breaker::admit(self.core().breakers(), &tool).await.or_refuse()?;
+                self.run_in_request(tool.handler(), call, req, guard).await
             }
         }
     }
@@ -110,7 +112,7 @@ impl Server {
             }
         }
         let call = self.prepare(req, name, Value::Object(arguments))?;
-        self.run_in_request(&AsTool(prompt.handler.clone()), call, req).await
+        self.run_in_request(&AsTool(prompt.handler.clone()), call, req, None).await
     }
 
     /// The prologue of every handler call: bind it, validate its
@@ -145,13 +147,15 @@ impl Server {
     }
 
     /// Run a handler inside its request, within the in-request call pool
-    /// and `call_timeout`, and shape its outcome: a result, an
-    /// `InputRequiredResult` with sealed state, or an error.
+    /// and `call_timeout` (telling `guard`'s circuit breaker how it ended),
+    /// and shape its outcome: a result, an `InputRequiredResult` with sealed
+    /// state, or an error.
     async fn run_in_request(
         &self,
         handler: &dyn ToolHandler,
         call: Prepared,
         req: &Admitted,
+        guard: Option<crate::breaker::Guard>,
     ) -> Result<Value, ServerError> {
         let Prepared { arguments, invocation, binding } = call;
         let meta = &req.meta;
@@ -165,11 +169,12 @@ impl Server {
             cancel.clone(),
             self.bus().clone(),
         );
-        let output = self.in_request(req, run_handler(handler, ctx, arguments)).await.inspect_err(|e| {
-            if matches!(e, ServerError::CallTimeout(_)) {
-                cancel.cancel();
-            }
-        })?;
+        let output =
+            self.in_request(req, crate::breaker::run(guard, handler, ctx, arguments)).await.inspect_err(|e| {
+                if matches!(e, ServerError::CallTimeout(_)) {
+                    cancel.cancel();
+                }
+            })?;
         match Outcome::from(output) {
             Outcome::Result(v) => Ok(v),
             Outcome::NeedsInput { requests, state } => self.input_required(requests, state, &binding, meta),

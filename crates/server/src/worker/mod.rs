@@ -48,12 +48,12 @@ use outcome::failure;
 
 use crate::{
     artifacts::RunArtifacts,
+    breaker,
     context::{Invocation, TaskRun, ToolContext},
     core::{Core, Outcome, internal_error},
     node::Node,
     slots::{Slot, Slots},
     store_io::{Verbosity, store_call, store_call_at},
-    tool::run_handler,
 };
 
 /// A worker pool bound to a catalog and a backend.
@@ -215,6 +215,11 @@ impl Worker {
                 return Box::pin(self.hold_back(&claim, wait, &rate)).await;
             }
         }
+        // Then its circuit breaker: while open, the run waits (no try counted).
+        let guard = match breaker::admit(self.core.breakers(), tool).await {
+            breaker::Admission::Run(guard) => guard,
+            breaker::Admission::Open(open) => return Box::pin(self.wait_for_circuit(&claim, open)).await,
+        };
         let queue = self.core.work().clone();
         let cancel = CancellationToken::new();
         let task = &claim.task;
@@ -224,7 +229,7 @@ impl Worker {
             keep_lease(queue.clone(), claim.clone(), self.config.lease, cancel.clone()).instrument(span.clone()),
         ));
         let retry = tool.retry().unwrap_or(self.config.retry);
-        let handler = run_handler(tool.handler(), ctx, claim.task.work.arguments.clone());
+        let handler = breaker::run(guard, tool.handler(), ctx, claim.task.work.arguments.clone());
         tokio::pin!(handler);
         let outcome = tokio::select! {
             out = &mut handler => Outcome::from(out),

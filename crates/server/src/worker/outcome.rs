@@ -46,6 +46,17 @@ impl Worker {
         self.conclude(claim, event).await;
     }
 
+    /// A run whose tool's circuit is open: its work is put off until the
+    /// breaker may let it through (no try counted, no turn of a rate held),
+    /// the task saying why.
+    pub(super) async fn wait_for_circuit(&self, claim: &Claim, open: crate::breaker::Open) {
+        let wait = open.task_wait(rand::random::<f64>());
+        let message = format!("{} is failing (circuit open); trying again in {}", open.what, Seconds(wait));
+        tracing::info!(breaker = %open.name, wait_ms = wait.as_millis() as u64, "circuit open: putting the run off");
+        let due_at_ms = now_ms().saturating_add(wait.as_millis().min(u128::from(u64::MAX)) as u64);
+        self.conclude(claim, Event::Wait { message, due_at_ms }).await;
+    }
+
     /// A try that failed in a way worth trying again: put the work off for
     /// the policy's backoff (or as long as the failure said), the task
     /// staying `working` with a status message that says so; or, when it

@@ -21,9 +21,9 @@ use std::sync::Arc;
 use redis::Value;
 
 use crate::{
-    admin::TaskIndex, bus::Bus, config::RedisConfig, conn::Verbosity, dead::Letters, epoch::Epoch, epoch::Epochs,
-    error::RedisStoreError, keys::Keys, link::Link, nodes::Nodes, rates::RateKeeper, records::Records,
-    session::Sessions, work::Queue,
+    admin::TaskIndex, breakers::BreakerKeeper, bus::Bus, config::RedisConfig, conn::Verbosity, dead::Letters,
+    epoch::Epoch, epoch::Epochs, error::RedisStoreError, keys::Keys, link::Link, nodes::Nodes, rates::RateKeeper,
+    records::Records, session::Sessions, work::Queue,
 };
 
 mod traits;
@@ -45,6 +45,7 @@ struct Parts {
     index: TaskIndex,
     nodes: Nodes,
     rates: RateKeeper,
+    breakers: BreakerKeeper,
     bus: Bus,
     epochs: Epochs,
 }
@@ -80,6 +81,7 @@ impl RedisStore {
             sessions: Sessions::new(link.clone()),
             nodes: Nodes::new(link.clone()),
             rates: RateKeeper::new(link.clone()),
+            breakers: BreakerKeeper::new(link.clone()),
             bus: Bus::new(link.clone()),
             epochs: Epochs::new(link.clone()),
             records,

@@ -205,3 +205,33 @@ impl presa_store::Rates for RedisStore {
         self.parts.rates.take(key, rate, how).await
     }
 }
+
+#[async_trait::async_trait]
+impl presa_store::Breakers for RedisStore {
+    async fn check_breaker(
+        &self,
+        name: &str,
+        policy: presa_store::BreakerPolicy,
+        token: &str,
+    ) -> Result<(presa_store::Check, presa_store::Circuit), StoreError> {
+        self.parts.breakers.check(name, policy, token).await
+    }
+
+    async fn report_breaker(
+        &self,
+        name: &str,
+        policy: presa_store::BreakerPolicy,
+        token: &str,
+        report: presa_store::Report,
+    ) -> Result<(presa_store::Circuit, presa_store::Change), StoreError> {
+        self.parts.breakers.report(name, policy, token, report).await
+    }
+
+    async fn read_breaker(
+        &self,
+        name: &str,
+        policy: presa_store::BreakerPolicy,
+    ) -> Result<presa_store::BreakerView, StoreError> {
+        self.parts.breakers.read(name, policy).await
+    }
+}

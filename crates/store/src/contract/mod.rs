@@ -29,7 +29,8 @@
 //!
 //! The cases live by area: `tasks` (records; those that write as a worker
 //! take the queue), `work` (claims and leases), `quota` (limits),
-//! `idempotency`, `bus` (they take the
+//! `idempotency`, `rates` and `breakers` (they take the [`Rates`](crate::Rates)
+//! and the [`Breakers`](crate::Breakers)), `bus` (they take the
 //! [`EventBus`](crate::EventBus)), `sessions` (they take the
 //! [`SessionStore`](crate::SessionStore)), `admin` (they take the whole
 //! backend) and `dead` (dead letters; one of them needs a store made
@@ -47,6 +48,7 @@ use presa_tasks::{Caller, Event, NewTask, Scope, Task, TaskId, Work, apply};
 use serde_json::{Value, json};
 
 mod admin;
+mod breakers;
 mod bus;
 mod dead;
 mod delayed;
@@ -57,6 +59,7 @@ mod sessions;
 mod tasks;
 mod work;
 pub use admin::*;
+pub use breakers::*;
 pub use bus::*;
 pub use dead::*;
 pub use delayed::*;
@@ -143,6 +146,12 @@ macro_rules! store_contract_tests {
         $crate::store_contract_tests!(@cases $make, rates;
             a_rate_admits_its_burst_then_one_per_interval,
             reservations_get_a_turn_each,
+        );
+        $crate::store_contract_tests!(@cases $make, breakers;
+            a_breaker_opens_after_its_failures_within_the_window_only,
+            an_open_breaker_refuses_then_lets_exactly_one_probe_through,
+            the_probes_success_closes_it_and_its_failure_reopens_it,
+            a_lost_probe_frees_the_half_open_state_after_its_lease,
         );
         $crate::store_contract_tests!(@cases $make, bus;
             bus_events_reach_every_subscriber,

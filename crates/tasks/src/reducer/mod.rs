@@ -55,6 +55,16 @@ pub enum Event {
         /// When the next try is due, Unix ms.
         due_at_ms: u64,
     },
+    /// The worker puts the task's work off before it starts, holding no
+    /// turn of a rate and counting no try (what it calls is failing: its
+    /// circuit breaker is open). Like [`Event::Defer`] otherwise: the task
+    /// stays `working` with `message`, its work waits until `due_at_ms`.
+    Wait {
+        /// The status message while the work waits.
+        message: String,
+        /// When the run may be tried, Unix ms.
+        due_at_ms: u64,
+    },
 }
 
 impl Event {
@@ -76,6 +86,7 @@ impl Event {
                 message: "attempt 1 of 3 failed".into(),
                 due_at_ms: 9_000,
             },
+            Event::Wait { message: "circuit open; trying again in 5 s".into(), due_at_ms: 9_000 },
         ]
     }
 }
@@ -104,26 +115,11 @@ pub fn apply(task: &Task, event: &Event, now_ms: u64) -> Result<Option<Task>, Re
             next.retries.due_at_ms = None;
         }
         Event::Defer { failed, reason, message, due_at_ms } => {
-            let retries = &mut next.retries;
-            if *failed {
-                retries.log.push(crate::FailedTry {
-                    number: task.try_number(),
-                    at_ms: now_ms,
-                    reason: reason.clone(),
-                    delay_ms: due_at_ms.saturating_sub(now_ms),
-                });
-                let over = retries.log.len().saturating_sub(crate::MAX_TRIES_KEPT);
-                retries.log.drain(..over);
-                retries.failed = task.retries.failed.saturating_add(1);
-            }
-            retries.turn_reserved = !*failed;
-            retries.fence = task.attempt;
-            retries.due_at_ms = Some(*due_at_ms);
-            next.status = Status::Working;
-            next.status_message = Some(message.clone());
-            next.input_requests.clear();
-            next.work.worker = None;
+            let failed = failed.then_some(reason.as_str());
+            put_off(&mut next, task, failed, failed.is_none(), message, *due_at_ms, now_ms);
         }
+        // Held back before it started, holding no turn of a rate.
+        Event::Wait { message, due_at_ms } => put_off(&mut next, task, None, false, message, *due_at_ms, now_ms),
         Event::RequestInput(requests) => {
             if requests.is_empty() {
                 return Err(ReduceError::NoInputRequests);
@@ -208,6 +204,31 @@ fn finish(task: &mut Task, status: Status) {
     task.checkpoint = None;
     task.work =
         Work { tool: std::mem::take(&mut task.work.tool), replay_of: task.work.replay_of.take(), ..Work::default() };
+}
+
+/// [`Event::Defer`] and [`Event::Wait`]: `next` stays `working` with
+/// `message`, its work due at `due_at_ms`; a failed try (`failed`: why) is
+/// logged and counted; `turn`: the run holds a turn of its tool's rate.
+fn put_off(next: &mut Task, task: &Task, failed: Option<&str>, turn: bool, message: &str, due_at_ms: u64, now_ms: u64) {
+    let retries = &mut next.retries;
+    if let Some(reason) = failed {
+        retries.log.push(crate::FailedTry {
+            number: task.try_number(),
+            at_ms: now_ms,
+            reason: reason.to_string(),
+            delay_ms: due_at_ms.saturating_sub(now_ms),
+        });
+        let over = retries.log.len().saturating_sub(crate::MAX_TRIES_KEPT);
+        retries.log.drain(..over);
+        retries.failed = task.retries.failed.saturating_add(1);
+    }
+    retries.turn_reserved = turn;
+    retries.fence = task.attempt;
+    retries.due_at_ms = Some(due_at_ms);
+    next.status = Status::Working;
+    next.status_message = Some(message.to_string());
+    next.input_requests.clear();
+    next.work.worker = None;
 }
 
 #[cfg(test)]

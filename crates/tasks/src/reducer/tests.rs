@@ -91,6 +91,14 @@ fn a_deferred_try_counts_its_claims_afresh() {
     assert!(held_back.retries.turn_reserved && claim(&held_back).retries.turn_reserved, "kept by the claim");
     assert_eq!(claim(&held_back).deliveries(), 1);
     assert!(!defer(&claim(&held_back), 6_000).retries.turn_reserved, "a failed try takes a turn again");
+    // A run held back by an open circuit is no failed try either, and
+    // holds no turn: when it comes back it takes one (a turn it had is gone).
+    let wait = Event::Wait { message: "circuit open".into(), due_at_ms: 9_000 };
+    let waiting = apply(&claim(&held_back), &wait, 6_000).unwrap().unwrap();
+    assert_eq!((waiting.retries.failed, &waiting.retries.log), (t.retries.failed, &t.retries.log));
+    assert!(!waiting.retries.turn_reserved, "no turn held");
+    assert_eq!((waiting.retries.due_at_ms, waiting.status_message.as_deref()), (Some(9_000), Some("circuit open")));
+    assert_eq!(claim(&waiting).deliveries(), 1);
 }
 
 /// Every status × event pair, with the expected next status (`None`: no-op).
@@ -111,7 +119,7 @@ fn every_state_event_pair() {
             (_, Event::Complete(_)) => Some(Completed),
             (_, Event::Fail(_)) => Some(Failed),
             (_, Event::Cancel) => Some(Cancelled),
-            (_, Event::Defer { .. }) => Some(Working),
+            (_, Event::Defer { .. } | Event::Wait { .. }) => Some(Working),
             _ => unreachable!(),
         }
     };

@@ -113,6 +113,7 @@ fn describe() {
     );
     describe_counter!(REDIS_ERRORS, "Failed Redis round trips, by kind.");
     describe_gauge!(REDIS_UP, "1 when Redis answered this process's last periodic check, else 0.");
+    breakers::describe();
 }
 
 #[cfg(test)]

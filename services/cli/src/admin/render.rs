@@ -53,6 +53,21 @@ pub(crate) fn render(command: &AdminCommand, v: &Value, now: u64) -> String {
             all.push(row("total".into(), &v["total"]));
             table(&["PARTITION", "QUEUED", "PENDING", "OLDEST QUEUED", "OLDEST PENDING", "DELAYED", "OLDEST DUE"], &all)
         }
+        AdminCommand::Breakers => table(
+            &["BREAKER", "STATE", "FAILURES", "RETRY IN", "POLICY", "TOOLS"],
+            &rows(v, "breakers", |b| {
+                let p = &b["policy"];
+                let ms = |x: &Value| x.as_u64().map_or("-".into(), age);
+                vec![
+                    text(&b["name"]),
+                    text(&b["state"]),
+                    format!("{}/{}", text(&b["failures"]), text(&p["failures"])),
+                    ms(&b["retryInMs"]),
+                    format!("{} in {}, open {}", text(&p["failures"]), ms(&p["windowMs"]), ms(&p["coolDownMs"])),
+                    b["tools"].as_array().map(|t| t.iter().map(text).collect::<Vec<_>>().join(",")).unwrap_or_default(),
+                ]
+            }),
+        ),
         AdminCommand::Tenants => {
             v["tenants"].as_array().map(|t| t.iter().map(|x| text(x) + "\n").collect()).unwrap_or_default()
         }

@@ -221,7 +221,6 @@ fn tool(
     let mut d = descriptor.clone();
     d["name"] = json!(name);
     d["execution"] = json!({ "taskSupport": support(&policy) });
-    let _ = up;
     Tool {
         descriptor: d,
         policy,
@@ -230,6 +229,8 @@ fn tool(
         // Checked when the configuration was resolved.
         retry: rule.and_then(|r| r.retry_policy().ok().flatten()),
         rate: rule.and_then(|r| r.tool_rate().ok().flatten()),
+        // One for the upstream, shared by all its tools.
+        breaker: up.breaker.clone(),
     }
 }
 

@@ -173,7 +173,14 @@ impl GatewayArgs {
                     }
                 };
                 let protocol = self.upstream_protocol;
-                let up = UpstreamConfig { name: "upstream".into(), endpoint, prefix: String::new(), pool, protocol };
+                let up = UpstreamConfig {
+                    name: "upstream".into(),
+                    endpoint,
+                    prefix: String::new(),
+                    pool,
+                    protocol,
+                    breaker: None,
+                };
                 (vec![up], Vec::new())
             }
         };

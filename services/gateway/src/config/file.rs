@@ -1,4 +1,5 @@
-//! The `--gateway-config` TOML file: its `[[upstream]]` tables and its
+//! The `--gateway-config` TOML file: its `[[upstream]]` tables (a
+//! breaker's: `breaker`, [`super::BreakerRule`]) and its
 //! `[[tool]]` rules ([`ToolRule`]: task policy, crash policy, retry policy
 //! and what else counts as transient, rate, scopes).
 
@@ -169,6 +170,7 @@ pub(super) struct FileUpstream {
     prefix: String,
     pool: Option<usize>,
     protocol: Option<Protocol>,
+    breaker: Option<super::BreakerRule>,
 }
 
 impl FileUpstream {
@@ -190,7 +192,8 @@ impl FileUpstream {
             return Err(ConfigError::Invalid(format!("upstream {name:?}: pool must be at least 1")));
         }
         let protocol = self.protocol.unwrap_or(default_protocol);
-        Ok(UpstreamConfig { name, endpoint, prefix: self.prefix, pool, protocol })
+        let breaker = self.breaker.map(|b| b.breaker(&name)).transpose()?;
+        Ok(UpstreamConfig { name, endpoint, prefix: self.prefix, pool, protocol, breaker })
     }
 }
 

@@ -12,6 +12,7 @@
 //! cwd = "/srv/ml"
 //! prefix = "ml_"                   # its tools are listed as ml_<name>
 //! pool = 4                         # child processes at most (calls at once)
+//! breaker = { failures = 5, window_s = 30, cool_down_s = 10 }   # one circuit breaker for its tools
 //!
 //! [[upstream]]
 //! name = "search"
@@ -30,19 +31,22 @@
 //!
 //! The code is split by what it reads: `args` holds the flags
 //! ([`GatewayArgs`]) and resolves everything, `file` the TOML file's shape and
-//! its per-tool rules ([`ToolRule`]), `upstream` how one upstream is reached
+//! its per-tool rules ([`ToolRule`]), `breaker` an upstream's circuit breaker
+//! ([`BreakerRule`]), `upstream` how one upstream is reached
 //! ([`UpstreamConfig`], [`Endpoint`]) and the checks and secret references of
 //! its command line, URL and headers.
 
 use std::{path::PathBuf, time::Duration};
 
 mod args;
+mod breaker;
 mod file;
 #[cfg(test)]
 mod tests;
 mod upstream;
 
 pub use args::GatewayArgs;
+pub use breaker::BreakerRule;
 pub use file::{PolicyRule, Rerun, RetryRule, ToolRule};
 pub use upstream::{Endpoint, Protocol, UpstreamConfig};
 

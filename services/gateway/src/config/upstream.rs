@@ -65,6 +65,8 @@ pub struct UpstreamConfig {
     pub pool: usize,
     /// The revision to speak.
     pub protocol: Protocol,
+    /// The circuit breaker all its tools share (`[[upstream]] breaker`), named after it.
+    pub breaker: Option<presa_server::ToolBreaker>,
 }
 
 pub(super) fn stdio(

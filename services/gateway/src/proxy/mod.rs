@@ -20,7 +20,11 @@
 //!   a child that exited, a timeout, and what the tool's rule names) asks
 //!   presa to try the call again later ([`ToolError::Retry`]), when that is
 //!   safe: a failure the upstream may have received the call before is
-//!   tried again only for a tool safe to repeat (see `retry`).
+//!   tried again only for a tool safe to repeat (see `retry`);
+//! - a failure that says the upstream is down (no connection, HTTP 5xx, a
+//!   child that exited, no answer in time) counts against the upstream's
+//!   circuit breaker (`[[upstream]] breaker`, run by presa around the
+//!   handler), whether or not it is tried again.
 //!
 //! By part: `call` runs one call on a connection (its rounds and the events
 //! of each), `questions` keys and asks the upstream's questions,
@@ -107,6 +111,10 @@ impl ProxyTool {
     /// [`service_failure`](Self::service_failure)); `None`: not one, or a plain call.
     fn transient(&self, ctx: &ToolContext, failure: Option<Transient>, following: bool) -> Option<ToolError> {
         let failure = failure?;
+        // The upstream's circuit breaker counts it, tried again or not.
+        if failure.class.means_down() {
+            ctx.upstream_failed();
+        }
         ctx.try_number()?;
         // A call given up because the task was cancelled (or its claim lost)
         // is never turned into a retry.

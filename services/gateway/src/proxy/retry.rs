@@ -56,6 +56,14 @@ pub enum RetryClass {
 }
 
 impl RetryClass {
+    /// Whether it says the upstream is down (no connection, a 5xx, gone
+    /// mid-call, silent): what its circuit breaker counts even when the
+    /// call is not tried again. A 429 or an answer a rule names is the
+    /// upstream alive, saying "not now".
+    pub fn means_down(self) -> bool {
+        matches!(self, RetryClass::Refused | RetryClass::Unavailable | RetryClass::Exited | RetryClass::Timeout)
+    }
+
     /// The metric label.
     pub fn label(self) -> &'static str {
         match self {
@@ -304,6 +312,17 @@ mod tests {
         let other = ServiceError::McpError(ErrorData::new(ErrorCode(-32602), "bad", None));
         assert_eq!(classify(&other, &on), None);
         assert_eq!(classify(&ServiceError::UnexpectedResponse, &on), None);
+    }
+
+    #[test]
+    fn only_failures_that_say_the_upstream_is_down_count_against_its_breaker() {
+        use RetryClass::*;
+        for class in [Refused, Unavailable, Exited, Timeout] {
+            assert!(class.means_down(), "{class:?}");
+        }
+        for class in [RateLimited, RpcError, ToolError] {
+            assert!(!class.means_down(), "{class:?}: the upstream answered");
+        }
     }
 
     #[test]

@@ -64,6 +64,37 @@ pub fn python_upstream() -> String {
     format!("{} {}", fixtures().python, repo().join("tests/gateway/upstream.py").display())
 }
 
+/// A child process killed when dropped.
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The Python upstream (`tests/gateway/upstream.py`) serving Streamable
+/// HTTP on 127.0.0.1:`port` (`/mcp`), its flaky tools logging to
+/// `flaky_dir`; once it listens.
+pub async fn python_over_http(port: u16, flaky_dir: &std::path::Path) -> Killed {
+    let upstream = python_upstream();
+    let mut argv = upstream.split(' ').map(str::to_string).collect::<Vec<_>>();
+    argv.extend(["--http".to_string(), port.to_string()]);
+    let child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .env("PRESA_TEST_FLAKY_DIR", flaky_dir)
+        .spawn()
+        .expect("starting the Python upstream over HTTP");
+    let killed = Killed(child);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "the Python upstream never listened on {port}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    killed
+}
+
 /// The built `presa-gateway`.
 pub fn gateway_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_presa-gateway"))
