@@ -94,6 +94,18 @@ pub struct Access {
     pub resource_metadata: Option<ResourceMetadata>,
 }
 
+impl Access {
+    /// Calls checked by `authenticator`, refused with `challenge`, and the
+    /// RFC 9728 document to serve (if any).
+    pub fn new(
+        authenticator: Arc<dyn Authenticator>,
+        challenge: Challenge,
+        resource_metadata: Option<ResourceMetadata>,
+    ) -> Self {
+        Access { authenticator, challenge, resource_metadata }
+    }
+}
+
 impl Default for Access {
     fn default() -> Self {
         Access { authenticator: Arc::new(Anonymous), challenge: Challenge::default(), resource_metadata: None }

@@ -11,7 +11,7 @@ use presa_auth::{
     jwt::{Jwks, JwksSource, JwtAuthenticator, JwtConfig},
     tokens::StaticTokens,
 };
-use presa_http::{Anonymous, Authenticator, Challenge, ResourceMetadata, auth::metadata::metadata_url};
+use presa_http::{Access, Anonymous, Authenticator, Challenge, ResourceMetadata, auth::metadata::metadata_url};
 
 mod checks;
 
@@ -99,26 +99,6 @@ pub struct AuthArgs {
     pub tokens_file: Option<PathBuf>,
 }
 
-/// What the flags build.
-#[derive(Clone)]
-pub struct Auth {
-    /// Who is calling.
-    pub authenticator: Arc<dyn Authenticator>,
-    /// The challenge for scope refusals.
-    pub challenge: Challenge,
-    /// The RFC 9728 document, when `--resource-url` is set.
-    pub resource_metadata: Option<ResourceMetadata>,
-}
-
-impl std::fmt::Debug for Auth {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Auth")
-            .field("challenge", &self.challenge)
-            .field("resource_metadata", &self.resource_metadata)
-            .finish_non_exhaustive()
-    }
-}
-
 /// A configuration the process must not start with (exit 2).
 #[derive(Debug, thiserror::Error)]
 pub enum AuthConfigError {
@@ -134,35 +114,14 @@ pub enum AuthConfigError {
 }
 
 impl AuthArgs {
-    /// Build the authenticator. `tool_scopes`: every scope a tool of the
-    /// catalog needs (listed in `scopes_supported`).
-    pub async fn build(&self, tool_scopes: &[String]) -> Result<Auth, AuthConfigError> {
-        let invalid = |m: &str| AuthConfigError::Invalid(m.to_string());
+    /// Build who may call: the authenticator, the challenge and the RFC 9728
+    /// document. `tool_scopes`: every scope a tool of the catalog needs
+    /// (listed in `scopes_supported`).
+    pub async fn build(&self, tool_scopes: &[String]) -> Result<Access, AuthConfigError> {
         if let Some(url) = &self.resource_url {
             check_resource_url(url)?;
         }
-        let mut scopes = self.required_scopes.clone();
-        for s in tool_scopes {
-            if !scopes.contains(s) {
-                scopes.push(s.clone());
-            }
-        }
-        let mut servers: Vec<String> = self.authorization_servers.iter().filter(|s| !s.is_empty()).cloned().collect();
-        if servers.is_empty() {
-            servers.extend(self.jwt_issuer.clone());
-        }
-        // MCP requires at least one authorization server in the document: none known, no document.
-        let resource_metadata = match &self.resource_url {
-            Some(_) if servers.is_empty() => {
-                tracing::warn!(
-                    "--resource-url without an authorization server (--authorization-server, or --jwt-issuer): \
-                     no Protected Resource Metadata is published"
-                );
-                None
-            }
-            Some(url) => Some(ResourceMetadata::new(url.clone(), servers, scopes)),
-            None => None,
-        };
+        let resource_metadata = self.resource_metadata(tool_scopes);
         let metadata_at = resource_metadata.as_ref().map(|m| metadata_url(&m.resource));
         let challenge = Challenge::new(metadata_at, self.required_scopes.clone());
         let authenticator: Arc<dyn Authenticator> = match self.auth {
@@ -176,64 +135,93 @@ impl AuthArgs {
                 tokens.reload_on_hangup();
                 tokens
             }
-            AuthMode::Jwt => {
-                let issuer = self
-                    .jwt_issuer
-                    .clone()
-                    .ok_or_else(|| invalid("--auth jwt needs --jwt-issuer (PRESA_JWT_ISSUER)"))?;
-                let audience = self.jwt_audience.clone().or_else(|| self.resource_url.clone()).ok_or_else(|| {
-                    invalid(
-                        "--auth jwt needs --resource-url (PRESA_RESOURCE_URL) or --jwt-audience (PRESA_JWT_AUDIENCE)",
-                    )
-                })?;
-                let min_refresh = Duration::from_millis(self.jwks_min_refresh_ms);
-                let jwks = match (&self.jwks_url, &self.jwks_file) {
-                    (Some(url), None) => {
-                        let lower = url.to_ascii_lowercase();
-                        if !lower.starts_with("https://") && !lower.starts_with("http://") {
-                            return Err(invalid("--jwks-url (PRESA_JWKS_URL) must be an https:// (or http://) URL"));
-                        }
-                        if lower.starts_with("http://") {
-                            tracing::warn!(url = %presa_telemetry::redact_url(url), "--jwks-url is plain http: anyone on the path can swap the signing keys; use https:// outside a trusted network");
-                        }
-                        let jwks = Arc::new(Jwks::new(
-                            JwksSource::Url(url.clone()),
-                            min_refresh,
-                            self.jwks_ca_file.as_deref(),
-                        )?);
-                        // An issuer that is down at start-up: retried in the background; unready until then.
-                        if let Err(e) = jwks.load().await {
-                            tracing::warn!(
-                                error = %e,
-                                "JWKS not loaded at start-up: retrying until it loads; not ready (/readyz 503) until then"
-                            );
-                            jwks.retry_until_loaded();
-                        }
-                        jwks
-                    }
-                    (None, Some(path)) => {
-                        let jwks = Jwks::new(JwksSource::File(path.clone()), min_refresh, None)?;
-                        jwks.load().await?;
-                        Arc::new(jwks)
-                    }
-                    _ => {
-                        return Err(invalid(
-                            "--auth jwt needs exactly one of --jwks-url (PRESA_JWKS_URL) or --jwks-file (PRESA_JWKS_FILE)",
-                        ));
-                    }
-                };
-                let config = JwtConfig {
-                    issuer,
-                    audience,
-                    tenant_claim: self.jwt_tenant_claim.clone(),
-                    leeway: Duration::from_secs(self.jwt_leeway_seconds),
-                    min_refresh,
-                };
-                Arc::new(JwtAuthenticator::new(config, jwks, challenge.clone()))
-            }
+            AuthMode::Jwt => Arc::new(self.jwt(challenge.clone()).await?),
         };
-        Ok(Auth { authenticator, challenge, resource_metadata })
+        Ok(Access::new(authenticator, challenge, resource_metadata))
     }
+
+    /// The RFC 9728 document `--resource-url` asks for, naming the
+    /// authorization servers and every scope (required or a tool's); none
+    /// without an authorization server, which MCP requires in it.
+    fn resource_metadata(&self, tool_scopes: &[String]) -> Option<ResourceMetadata> {
+        let url = self.resource_url.as_ref()?;
+        let mut scopes = self.required_scopes.clone();
+        for s in tool_scopes {
+            if !scopes.contains(s) {
+                scopes.push(s.clone());
+            }
+        }
+        let mut servers: Vec<String> = self.authorization_servers.iter().filter(|s| !s.is_empty()).cloned().collect();
+        if servers.is_empty() {
+            servers.extend(self.jwt_issuer.clone());
+        }
+        if servers.is_empty() {
+            tracing::warn!(
+                "--resource-url without an authorization server (--authorization-server, or --jwt-issuer): \
+                 no Protected Resource Metadata is published"
+            );
+            return None;
+        }
+        Some(ResourceMetadata::new(url.clone(), servers, scopes))
+    }
+
+    /// `--auth jwt`: the issuer, the audience and the keys.
+    async fn jwt(&self, challenge: Challenge) -> Result<JwtAuthenticator, AuthConfigError> {
+        let issuer =
+            self.jwt_issuer.clone().ok_or_else(|| invalid("--auth jwt needs --jwt-issuer (PRESA_JWT_ISSUER)"))?;
+        let audience = self.jwt_audience.clone().or_else(|| self.resource_url.clone()).ok_or_else(|| {
+            invalid("--auth jwt needs --resource-url (PRESA_RESOURCE_URL) or --jwt-audience (PRESA_JWT_AUDIENCE)")
+        })?;
+        let min_refresh = Duration::from_millis(self.jwks_min_refresh_ms);
+        let jwks = self.jwks(min_refresh).await?;
+        let config = JwtConfig {
+            issuer,
+            audience,
+            tenant_claim: self.jwt_tenant_claim.clone(),
+            leeway: Duration::from_secs(self.jwt_leeway_seconds),
+            min_refresh,
+        };
+        Ok(JwtAuthenticator::new(config, jwks, challenge))
+    }
+
+    /// The signing keys: fetched from `--jwks-url` (an issuer down at start
+    /// is retried in the background, unready until then) or read from `--jwks-file`.
+    async fn jwks(&self, min_refresh: Duration) -> Result<Arc<Jwks>, AuthConfigError> {
+        match (&self.jwks_url, &self.jwks_file) {
+            (Some(url), None) => {
+                let lower = url.to_ascii_lowercase();
+                if !lower.starts_with("https://") && !lower.starts_with("http://") {
+                    return Err(invalid("--jwks-url (PRESA_JWKS_URL) must be an https:// (or http://) URL"));
+                }
+                if lower.starts_with("http://") {
+                    tracing::warn!(url = %presa_telemetry::redact_url(url), "--jwks-url is plain http: anyone on the path can swap the signing keys; use https:// outside a trusted network");
+                }
+                let jwks =
+                    Arc::new(Jwks::new(JwksSource::Url(url.clone()), min_refresh, self.jwks_ca_file.as_deref())?);
+                if let Err(e) = jwks.load().await {
+                    tracing::warn!(
+                        error = %e,
+                        "JWKS not loaded at start-up: retrying until it loads; not ready (/readyz 503) until then"
+                    );
+                    jwks.retry_until_loaded();
+                }
+                Ok(jwks)
+            }
+            (None, Some(path)) => {
+                let jwks = Jwks::new(JwksSource::File(path.clone()), min_refresh, None)?;
+                jwks.load().await?;
+                Ok(Arc::new(jwks))
+            }
+            _ => Err(invalid(
+                "--auth jwt needs exactly one of --jwks-url (PRESA_JWKS_URL) or --jwks-file (PRESA_JWKS_FILE)",
+            )),
+        }
+    }
+}
+
+/// A flag missing or wrong, `message` naming it.
+fn invalid(message: &str) -> AuthConfigError {
+    AuthConfigError::Invalid(message.to_string())
 }
 
 /// The loopback names a loopback listener accepts in `Host` when
@@ -281,7 +269,7 @@ mod tests {
         assert_eq!(allowed_hosts(&named, at("0.0.0.0:8080")), named);
     }
 
-    async fn built(args: &[&str]) -> Auth {
+    async fn built(args: &[&str]) -> Access {
         auth_args(args).build(&["deploy".to_string()]).await.unwrap()
     }
 

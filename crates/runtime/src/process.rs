@@ -66,3 +66,12 @@ pub async fn shutdown_signal() {
     let term = std::future::pending::<()>();
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
 }
+
+/// A listener on `at`, and the address it got (`at` with port 0: a free one).
+pub(crate) async fn bind(
+    at: std::net::SocketAddr,
+) -> Result<(tokio::net::TcpListener, std::net::SocketAddr), crate::error::RuntimeError> {
+    let listener = tokio::net::TcpListener::bind(at).await.map_err(|e| crate::error::RuntimeError::Bind(at, e))?;
+    let address = listener.local_addr().map_err(|e| crate::error::RuntimeError::Bind(at, e))?;
+    Ok((listener, address))
+}

@@ -125,8 +125,7 @@ pub(crate) async fn run(app: Checked, args: WorkerArgs) -> Result<(), RuntimeErr
                 }
             }),
         );
-    let listener = tokio::net::TcpListener::bind(args.listen).await.map_err(|e| RuntimeError::Bind(args.listen, e))?;
-    let address = listener.local_addr().map_err(|e| RuntimeError::Bind(args.listen, e))?;
+    let (listener, address) = crate::process::bind(args.listen).await?;
     tracing::info!(%address, "{}-worker health endpoints up", app.name);
     let health_stop = stop.clone();
     tokio::spawn(presa_http::serve(listener, health, async move { health_stop.cancelled().await }));

@@ -45,12 +45,12 @@ impl ApiArgs {
 
     /// The HTTP layer's settings for `/mcp` (the admin API's own listener
     /// takes them with `admin_listener`): `storage`'s probes,
-    /// `metrics`, and who may call (`auth`).
+    /// `metrics`, and who may call (`access`).
     pub(super) fn http_config(
         &self,
         storage: &Storage,
         metrics: presa_http::RenderMetrics,
-        auth: crate::auth::Auth,
+        access: presa_http::Access,
     ) -> HttpConfig {
         HttpConfig::default().with(|c| {
             c.allowed_origins = self.allowed_origins.clone();
@@ -63,9 +63,7 @@ impl ApiArgs {
             c.probes.metrics = Some(metrics);
             // With Redis, presa-worker pods report the shared work queue.
             c.probes.queue_metrics = !storage.durable;
-            c.access.authenticator = auth.authenticator;
-            c.access.challenge = auth.challenge;
-            c.access.resource_metadata = auth.resource_metadata;
+            c.access = access;
             c.legacy = self.legacy_config();
             c.admin = self.admin_config();
         })

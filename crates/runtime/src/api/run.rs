@@ -19,45 +19,13 @@ use crate::{
 
 /// Run an API process for `app` with `args` until SIGTERM/SIGINT and its drain.
 pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError> {
-    let secret = args.state_secret()?;
-    let secret = secret.as_deref();
-    check_listen(&args.auth, args.listen)?;
-    check_admin(&args.auth, args.admin_listen.unwrap_or(args.listen), args.admin == Switch::On)?;
-    if let Some(s) = secret {
-        check_state_secret(s).map_err(|source| match &args.state_secret_file {
-            Some(path) => RuntimeError::StateSecretFile { source, path: path.clone() },
-            None => RuntimeError::Refused(source),
-        })?;
-    }
+    let state = checked_state(&args)?;
     let telemetry = crate::process::telemetry(&format!("{}-api", app.name), args.log_format)?;
-
-    let state = match secret {
-        Some(s) => StateCodec::new(s.as_bytes()),
-        None => {
-            tracing::warn!(
-                "PRESA_STATE_SECRET is not set: using a random per-process key; \
-                 several API pods would not accept each other's requestState"
-            );
-            StateCodec::random()
-        }
-    };
     let config = args.server_config(app.server_config());
     let storage = Storage::from_args(&args.redis, args.max_tasks, args.max_memory_bytes)
         .await?
         .also_ready(app.ready.clone().map(|r| r.0));
-    if storage.durable {
-        tracing::info!("Redis mode: this pod serves requests; worker pods run the tools");
-    } else {
-        tracing::warn!("embedded mode: tasks live in this process's memory and are lost when it stops");
-        let quota = usize::try_from(args.max_bytes_per_scope).unwrap_or(usize::MAX);
-        tracing::info!(
-            max_tasks = args.max_tasks,
-            max_memory_bytes = args.max_memory_bytes,
-            principals_at_their_byte_quota = args.max_memory_bytes.checked_div(quota),
-            "embedded mode: finished tasks are evicted (oldest first, heaviest principal first) when memory \
-             or --max-tasks is full, so they never hold a place another principal's new task needs"
-        );
-    }
+    say_storage(&args, &storage);
     let tool_scopes: Vec<String> = app.catalog.load().tools().flat_map(|t| t.scopes().to_vec()).collect();
     let auth = args.auth.build(&tool_scopes).await?;
     tracing::info!(auth = ?args.auth.auth, metadata = ?auth.resource_metadata, "authentication");
@@ -70,24 +38,12 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
 
     let grace = args.grace();
     let stop_worker = CancellationToken::new();
-    // This process in the registry: an API pod, or (embedded) the worker too.
-    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "presa".into());
-    let node_id = format!("{host}-{}-{}", if storage.durable { "api" } else { "embedded" }, std::process::id());
-    let node = if storage.durable {
-        presa_server::Node::new(node_id, "api", 0)
-    } else {
-        presa_server::Node::new(node_id, "embedded", args.pool.concurrency)
-    };
-    tokio::spawn(node.clone().heartbeat(core.clone(), stop_worker.clone()));
-    let config = args.pool.worker_config(node.id().to_string(), grace)?;
-    let worker =
-        (!storage.durable).then(|| tokio::spawn(Worker::new(core, config).with_node(node).run(stop_worker.clone())));
+    let worker = start_node(&args, &storage, core, &stop_worker)?;
 
     let http = args.http_config(&storage, telemetry.metrics.clone(), auth);
     let admin_http = args.admin_listener(&http);
     let router = presa_http::router(server.clone(), http);
-    let listener = tokio::net::TcpListener::bind(args.listen).await.map_err(|e| RuntimeError::Bind(args.listen, e))?;
-    let address = listener.local_addr().map_err(|e| RuntimeError::Bind(args.listen, e))?;
+    let (listener, address) = crate::process::bind(args.listen).await?;
     tracing::info!(%address, "{}-api serving MCP at /mcp", app.name);
 
     let shutdown = server.shutdown_token();
@@ -99,8 +55,7 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
     });
     let limits = args.serve_limits();
     if let Some((at, admin_http)) = admin_http {
-        let admin = tokio::net::TcpListener::bind(at).await.map_err(|e| RuntimeError::Bind(at, e))?;
-        let address = admin.local_addr().map_err(|e| RuntimeError::Bind(at, e))?;
+        let (admin, address) = crate::process::bind(at).await?;
         tracing::info!(%address, "serving the admin API at /admin/v1");
         let router = presa_http::admin_router(server.clone(), admin_http);
         tokio::spawn(presa_http::serve_with(admin, router, limits, shutdown.clone().cancelled_owned()));
@@ -122,4 +77,61 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The start-up refusals (listen address, admin API, state key), and the
+/// `requestState` codec keyed with the state secret (a random key without one).
+fn checked_state(args: &ApiArgs) -> Result<StateCodec, RuntimeError> {
+    let secret = args.state_secret()?;
+    check_listen(&args.auth, args.listen)?;
+    check_admin(&args.auth, args.admin_listen.unwrap_or(args.listen), args.admin == Switch::On)?;
+    let Some(secret) = secret.as_deref() else {
+        tracing::warn!(
+            "PRESA_STATE_SECRET is not set: using a random per-process key; \
+             several API pods would not accept each other's requestState"
+        );
+        return Ok(StateCodec::random());
+    };
+    check_state_secret(secret).map_err(|source| match &args.state_secret_file {
+        Some(path) => RuntimeError::StateSecretFile { source, path: path.clone() },
+        None => RuntimeError::Refused(source),
+    })?;
+    Ok(StateCodec::new(secret.as_bytes()))
+}
+
+/// Say at start which storage this process runs on, and what that means.
+fn say_storage(args: &ApiArgs, storage: &Storage) {
+    if storage.durable {
+        tracing::info!("Redis mode: this pod serves requests; worker pods run the tools");
+        return;
+    }
+    tracing::warn!("embedded mode: tasks live in this process's memory and are lost when it stops");
+    let quota = usize::try_from(args.max_bytes_per_scope).unwrap_or(usize::MAX);
+    tracing::info!(
+        max_tasks = args.max_tasks,
+        max_memory_bytes = args.max_memory_bytes,
+        principals_at_their_byte_quota = args.max_memory_bytes.checked_div(quota),
+        "embedded mode: finished tasks are evicted (oldest first, heaviest principal first) when memory \
+         or --max-tasks is full, so they never hold a place another principal's new task needs"
+    );
+}
+
+/// This process in the registry (an API pod, or embedded: the worker too),
+/// heartbeating until `stop`; embedded, its worker pool, running until `stop`.
+fn start_node(
+    args: &ApiArgs,
+    storage: &Storage,
+    core: Core,
+    stop: &CancellationToken,
+) -> Result<Option<tokio::task::JoinHandle<()>>, RuntimeError> {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "presa".into());
+    let node_id = format!("{host}-{}-{}", if storage.durable { "api" } else { "embedded" }, std::process::id());
+    let node = if storage.durable {
+        presa_server::Node::new(node_id, "api", 0)
+    } else {
+        presa_server::Node::new(node_id, "embedded", args.pool.concurrency)
+    };
+    tokio::spawn(node.clone().heartbeat(core.clone(), stop.clone()));
+    let config = args.pool.worker_config(node.id().to_string(), args.grace())?;
+    Ok((!storage.durable).then(|| tokio::spawn(Worker::new(core, config).with_node(node).run(stop.clone()))))
 }
