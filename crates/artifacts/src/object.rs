@@ -69,76 +69,8 @@ impl ObjectArtifactStore {
             return Err(config_error(&name, "part_size and max_concurrency must be at least 1"));
         }
         let store: Arc<dyn ObjectStore> = match url.scheme() {
-            "file" => {
-                if url.host_str().is_some_and(|h| !h.is_empty() && h != "localhost") {
-                    return Err(config_error(&name, "a file:// URL names a local directory: file:///abs/dir"));
-                }
-                let dir = url.to_file_path().map_err(|()| config_error(&name, "not an absolute directory path"))?;
-                std::fs::create_dir_all(&dir)
-                    .map_err(|e| config_error(&name, format!("cannot create {}: {e}", dir.display())))?;
-                let local = LocalFileSystem::new_with_prefix(&dir)
-                    .map_err(|e| config_error(&name, format!("cannot use {}: {e}", dir.display())))?
-                    .with_automatic_cleanup(true);
-                Arc::new(local)
-            }
-            "s3" => {
-                let bucket = url.host_str().filter(|b| !b.is_empty()).ok_or_else(|| {
-                    config_error(&name, "an s3:// URL names a bucket: s3://bucket or s3://bucket/prefix")
-                })?;
-                if config.part_size < MIN_S3_PART {
-                    return Err(config_error(&name, format!("part_size must be at least {MIN_S3_PART} bytes on S3")));
-                }
-                let s3 = &config.s3;
-                let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
-                if let Some(endpoint) = &s3.endpoint {
-                    builder = builder.with_endpoint(endpoint);
-                }
-                if s3.allow_http {
-                    builder = builder.with_allow_http(true);
-                }
-                let allow_http = s3.allow_http
-                    || builder
-                        .get_config_value(&AmazonS3ConfigKey::Client(object_store::ClientConfigKey::AllowHttp))
-                        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-                if let Some(region) = &s3.region {
-                    builder = builder.with_region(region);
-                }
-                if let Some(key) = &s3.access_key_id {
-                    builder = builder.with_access_key_id(key);
-                }
-                if let Some(secret) = &s3.secret_access_key {
-                    builder = builder.with_secret_access_key(secret);
-                }
-                if let Some(token) = &s3.session_token {
-                    builder = builder.with_token(token);
-                }
-                if let Some(endpoint) = builder.get_config_value(&AmazonS3ConfigKey::Endpoint) {
-                    name = format!("{name} at {}", display_url(&endpoint));
-                    if endpoint.starts_with("http://") && !allow_http {
-                        return Err(config_error(
-                            &name,
-                            "a plain http:// endpoint needs allow_http (AWS_ALLOW_HTTP=true)",
-                        ));
-                    }
-                }
-                let retry = RetryConfig {
-                    max_retries: s3.max_retries.unwrap_or(3),
-                    retry_timeout: s3.retry_timeout.unwrap_or(Duration::from_secs(30)),
-                    ..RetryConfig::default()
-                };
-                let connector = HyperConnector {
-                    allow_http,
-                    connect_timeout: s3.connect_timeout.unwrap_or(Duration::from_secs(5)),
-                    request_timeout: s3.request_timeout.unwrap_or(Duration::from_secs(30)),
-                };
-                let s3 = builder
-                    .with_retry(retry)
-                    .with_http_connector(connector)
-                    .build()
-                    .map_err(|e| config_error(&name, e.to_string()))?;
-                let prefix = url.path().trim_matches('/');
-                if prefix.is_empty() { Arc::new(s3) } else { Arc::new(PrefixStore::new(s3, prefix)) }
-            }
+            "file" => local_dir(&url, &name)?,
+            "s3" => s3_bucket(&url, config, &mut name)?,
             other => {
                 return Err(config_error(
                     &name,
@@ -156,6 +88,78 @@ impl ObjectArtifactStore {
             }),
         })
     }
+}
+
+/// A `file:///abs/dir` store: the directory, made if missing.
+fn local_dir(url: &url::Url, name: &str) -> Result<Arc<dyn ObjectStore>> {
+    if url.host_str().is_some_and(|h| !h.is_empty() && h != "localhost") {
+        return Err(config_error(name, "a file:// URL names a local directory: file:///abs/dir"));
+    }
+    let dir = url.to_file_path().map_err(|()| config_error(name, "not an absolute directory path"))?;
+    std::fs::create_dir_all(&dir).map_err(|e| config_error(name, format!("cannot create {}: {e}", dir.display())))?;
+    let local = LocalFileSystem::new_with_prefix(&dir)
+        .map_err(|e| config_error(name, format!("cannot use {}: {e}", dir.display())))?
+        .with_automatic_cleanup(true);
+    Ok(Arc::new(local))
+}
+
+/// An `s3://bucket/prefix` store with `config`'s S3 options; `name` gains
+/// the endpoint it talks to.
+fn s3_bucket(url: &url::Url, config: &ArtifactConfig, name: &mut String) -> Result<Arc<dyn ObjectStore>> {
+    let bucket = url
+        .host_str()
+        .filter(|b| !b.is_empty())
+        .ok_or_else(|| config_error(name, "an s3:// URL names a bucket: s3://bucket or s3://bucket/prefix"))?;
+    if config.part_size < MIN_S3_PART {
+        return Err(config_error(name, format!("part_size must be at least {MIN_S3_PART} bytes on S3")));
+    }
+    let s3 = &config.s3;
+    let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
+    if let Some(endpoint) = &s3.endpoint {
+        builder = builder.with_endpoint(endpoint);
+    }
+    if s3.allow_http {
+        builder = builder.with_allow_http(true);
+    }
+    let allow_http = s3.allow_http
+        || builder
+            .get_config_value(&AmazonS3ConfigKey::Client(object_store::ClientConfigKey::AllowHttp))
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    if let Some(region) = &s3.region {
+        builder = builder.with_region(region);
+    }
+    if let Some(key) = &s3.access_key_id {
+        builder = builder.with_access_key_id(key);
+    }
+    if let Some(secret) = &s3.secret_access_key {
+        builder = builder.with_secret_access_key(secret);
+    }
+    if let Some(token) = &s3.session_token {
+        builder = builder.with_token(token);
+    }
+    if let Some(endpoint) = builder.get_config_value(&AmazonS3ConfigKey::Endpoint) {
+        *name = format!("{name} at {}", display_url(&endpoint));
+        if endpoint.starts_with("http://") && !allow_http {
+            return Err(config_error(&name, "a plain http:// endpoint needs allow_http (AWS_ALLOW_HTTP=true)"));
+        }
+    }
+    let retry = RetryConfig {
+        max_retries: s3.max_retries.unwrap_or(3),
+        retry_timeout: s3.retry_timeout.unwrap_or(Duration::from_secs(30)),
+        ..RetryConfig::default()
+    };
+    let connector = HyperConnector {
+        allow_http,
+        connect_timeout: s3.connect_timeout.unwrap_or(Duration::from_secs(5)),
+        request_timeout: s3.request_timeout.unwrap_or(Duration::from_secs(30)),
+    };
+    let s3 = builder
+        .with_retry(retry)
+        .with_http_connector(connector)
+        .build()
+        .map_err(|e| config_error(name, e.to_string()))?;
+    let prefix = url.path().trim_matches('/');
+    Ok(if prefix.is_empty() { Arc::new(s3) } else { Arc::new(PrefixStore::new(s3, prefix)) })
 }
 
 /// The sidecar `<key>.meta`: what an artifact is, written once its data is complete.

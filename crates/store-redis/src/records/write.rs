@@ -45,15 +45,8 @@ impl Records {
         let quota = presa_store::growth_quota(next, writer, quota);
         // One script can take the scope's keys too (standalone), or not (a cluster).
         let cluster = self.scope_steps == ScopeSteps::Around;
-        // A cluster counts a refusable write's growth first, in the scope's slot.
         let counted_from = match quota {
-            Some(quota) if cluster => {
-                match self.scope_bytes().resize(&next.scope, &next.id, doc.len(), Some(quota), None).await? {
-                    Resized::Refused => return Err(StoreError::Capacity { limit: Limit::MaxBytesPerScope }),
-                    Resized::Was(before) => Some(before),
-                    Resized::Unreserved => None,
-                }
-            }
+            Some(quota) if cluster => self.count_growth_first(next, doc.len(), quota).await?,
             _ => None,
         };
         let mut inv = match letter {
@@ -144,6 +137,19 @@ impl Transitioned {
                 .map(|doc| Transitioned::Conflict(Some(doc)))
                 .map_err(|e| RedisStoreError::Corrupt(e.to_string())),
             other => Err(RedisStoreError::Corrupt(format!("unexpected transition.lua reply: {other:?}"))),
+        }
+    }
+}
+
+impl Records {
+    /// On a cluster, a refusable write's growth is counted first, in the
+    /// scope's slot: the size the task was counted at before (to count back
+    /// if the write does not happen), or a refusal past `quota`.
+    async fn count_growth_first(&self, next: &Task, size: usize, quota: u64) -> Result<Option<u64>, StoreError> {
+        match self.scope_bytes().resize(&next.scope, &next.id, size, Some(quota), None).await? {
+            Resized::Refused => Err(StoreError::Capacity { limit: Limit::MaxBytesPerScope }),
+            Resized::Was(before) => Ok(Some(before)),
+            Resized::Unreserved => Ok(None),
         }
     }
 }

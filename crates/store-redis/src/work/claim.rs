@@ -120,33 +120,7 @@ impl Queue {
                 self.state.reader.keep_drained(&cursors);
             }
             self.take(who, fresh, max, &mut shares, &mut out).await?;
-            if out.len() < max && self.state.recovery.unhold_due() {
-                let held = match self.unhold(worker, max - out.len(), lease, &shares).await {
-                    Err(e) if is_nogroup(&e) => Vec::new(),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "taking held work failed; it is taken later");
-                        Vec::new()
-                    }
-                    Ok(held) => held,
-                };
-                self.take(who, held, max, &mut shares, &mut out).await?;
-            }
-            if out.len() < max && self.state.recovery.recovery_due(lease) {
-                let lapsed = match self.recover(worker, max - out.len(), lease).await {
-                    Err(e) if is_nogroup(&e) => {
-                        self.ensure_groups().await?;
-                        Vec::new()
-                    }
-                    // Never lose what this call already claimed.
-                    Err(e) if !out.is_empty() => {
-                        tracing::warn!(error = %e, "recovery failed; returning the new work");
-                        Vec::new()
-                    }
-                    other => other?,
-                };
-                fault_point(Fault::AfterRecover, &lapsed).await;
-                self.take(who, lapsed, max, &mut shares, &mut out).await?;
-            }
+            self.take_held_and_lapsed(who, max, &mut shares, &mut out).await?;
             let now = Instant::now();
             if !out.is_empty() || now >= deadline || caller_gone() {
                 return Ok(out);
@@ -169,6 +143,46 @@ impl Queue {
                 woke = self.wait_new(&cursors, slice).await?.map(|parts| (parts, cursors));
             }
         }
+    }
+
+    /// Work held for fair shares that may go to this claim now, then work
+    /// whose lease lapsed, each when its turn is due, claimed into `out` up to `max`.
+    async fn take_held_and_lapsed(
+        &self,
+        who: Claimant<'_>,
+        max: usize,
+        shares: &mut Shares,
+        out: &mut Vec<Claim>,
+    ) -> Result<(), RedisStoreError> {
+        let Claimant { worker, lease } = who;
+        if out.len() < max && self.state.recovery.unhold_due() {
+            let held = match self.unhold(worker, max - out.len(), lease, shares).await {
+                Err(e) if is_nogroup(&e) => Vec::new(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "taking held work failed; it is taken later");
+                    Vec::new()
+                }
+                Ok(held) => held,
+            };
+            self.take(who, held, max, shares, out).await?;
+        }
+        if out.len() < max && self.state.recovery.recovery_due(lease) {
+            let lapsed = match self.recover(worker, max - out.len(), lease).await {
+                Err(e) if is_nogroup(&e) => {
+                    self.ensure_groups().await?;
+                    Vec::new()
+                }
+                // Never lose what this call already claimed.
+                Err(e) if !out.is_empty() => {
+                    tracing::warn!(error = %e, "recovery failed; returning the new work");
+                    Vec::new()
+                }
+                other => other?,
+            };
+            fault_point(Fault::AfterRecover, &lapsed).await;
+            self.take(who, lapsed, max, shares, out).await?;
+        }
+        Ok(())
     }
 }
 

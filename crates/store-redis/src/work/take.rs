@@ -71,31 +71,8 @@ impl Queue {
         shares: &mut Shares,
         out: &mut Vec<Claim>,
     ) -> Result<(), RedisStoreError> {
-        let keys = &self.link.keys;
-        // Entries naming no task of their partition are dropped.
-        let mut located = Vec::with_capacity(entries.len());
-        for e in entries {
-            let id = e.task.as_deref().map(TaskId::from_wire);
-            let key = id
-                .as_ref()
-                .and_then(|id| (keys.partition_of(id) == Some(e.partition)).then(|| keys.task(id)).flatten());
-            match (id, key) {
-                (Some(id), Some(key)) => located.push((e, id, key)),
-                _ => {
-                    tracing::warn!(entry = %e.id, "work entry names no task of its partition; dropped");
-                    self.ack(e.partition, &e.id).await?;
-                }
-            }
-        }
-        // Docs the read did not bring along are read now.
-        let fetched: Vec<_> = located.iter_mut().map(|(e, _, _)| e.doc.take()).collect();
-        let reads = located.iter().zip(fetched).map(|((_, _, key), fetched)| async move {
-            if let Some(doc) = fetched {
-                return Ok(doc);
-            }
-            self.records.read_doc_text(key).await
-        });
-        let docs = match join_all(reads).await.into_iter().collect::<Result<Vec<_>, _>>() {
+        let mut located = self.locate_entries(entries).await?;
+        let docs = match self.read_docs(&mut located).await {
             Ok(docs) => docs,
             Err(err) => {
                 self.requeue_all(worker, located.iter().map(|(e, _, _)| e)).await;
@@ -167,6 +144,39 @@ impl Queue {
             }
         }
         failure.map_or(Ok(()), Err)
+    }
+
+    /// Each entry with its task's id and key; an entry naming no task of its
+    /// partition is dropped (acknowledged).
+    async fn locate_entries(&self, entries: Vec<Entry>) -> Result<Vec<(Entry, TaskId, String)>, RedisStoreError> {
+        let keys = &self.link.keys;
+        let mut located = Vec::with_capacity(entries.len());
+        for e in entries {
+            let id = e.task.as_deref().map(TaskId::from_wire);
+            let key = id
+                .as_ref()
+                .and_then(|id| (keys.partition_of(id) == Some(e.partition)).then(|| keys.task(id)).flatten());
+            match (id, key) {
+                (Some(id), Some(key)) => located.push((e, id, key)),
+                _ => {
+                    tracing::warn!(entry = %e.id, "work entry names no task of its partition; dropped");
+                    self.ack(e.partition, &e.id).await?;
+                }
+            }
+        }
+        Ok(located)
+    }
+
+    /// The task docs of `located`: those the read brought along, the others read now.
+    async fn read_docs(&self, located: &mut [(Entry, TaskId, String)]) -> Result<Vec<Option<String>>, RedisStoreError> {
+        let fetched: Vec<_> = located.iter_mut().map(|(e, _, _)| e.doc.take()).collect();
+        let reads = located.iter().zip(fetched).map(|((_, _, key), fetched)| async move {
+            if let Some(doc) = fetched {
+                return Ok(doc);
+            }
+            self.records.read_doc_text(key).await
+        });
+        join_all(reads).await.into_iter().collect()
     }
 
     /// Hand entries back (best effort: one that fails is recovered after H).
