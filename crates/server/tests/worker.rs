@@ -265,7 +265,9 @@ async fn a_parked_handler_skips_a_stale_snapshot_and_resumes_on_the_answer() {
     // the claim), as a slow shared subscription may hand it to a new watcher.
     let store = Arc::new(Wrapped::new(memory.clone()).first_on_watch(vec![task.clone()]));
     let (bus, admin, sessions, rates) = (memory.clone(), memory.clone(), memory.clone(), memory.clone());
-    let backend = Backend { store: store.clone(), work: store.clone(), dead: store, bus, admin, sessions, rates };
+    let permits = memory.clone();
+    let backend =
+        Backend { store: store.clone(), work: store.clone(), dead: store, bus, admin, sessions, rates, permits };
     let stop = run_worker(core_on(backend), 5);
     let mut parked = None;
     for _ in 0..200 {

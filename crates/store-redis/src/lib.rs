@@ -111,6 +111,7 @@ mod hub;
 mod link;
 pub mod metrics;
 mod nodes;
+mod permits;
 mod rates;
 pub mod record;
 mod records;

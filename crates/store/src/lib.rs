@@ -22,6 +22,7 @@
 //! - [`metrics`]: what every store reports of a create (a principal's quota use).
 //! - [`idempotency`]: creates named by a client's idempotency key (a retry returns the first task).
 //! - [`rates`]: rates that span the cluster ([`Rates`], GCRA), for a tool's calls.
+//! - [`permits`]: concurrency permits that span the cluster ([`Permits`]: leases, a line in creation order).
 //! - [`shares`]: fair shares at claim time (a scope without room is skipped, not waited behind).
 //! - [`admin`]: what the admin API reads and steers beyond one task ([`AdminStore`]:
 //!   task listings across owners, the registry of live processes, drains).
@@ -58,6 +59,7 @@ pub use idempotency::{Created, Idempotency};
 pub use limits::{
     BUS_QUEUE, CreateLimits, DEFAULT_OP_TIMEOUT, MAX_EVENT_BYTES, TOPIC_QUEUE, check_event, growth_quota,
 };
+pub use permits::{Acquired, Holder, PermitName, PermitTerms, PermitUsage, Permits, Released};
 pub use presa_protocol::Limit;
 pub use presa_tasks::{Caller, NewTask, Scope, Status, Task, TaskId, wire::GetView};
 pub use queue::WorkQueue;
@@ -76,6 +78,7 @@ pub mod idempotency;
 mod limits;
 pub mod memory;
 pub mod metrics;
+pub mod permits;
 mod queue;
 pub mod rates;
 pub mod session;
@@ -213,11 +216,15 @@ pub struct Backend {
     pub sessions: Arc<dyn SessionStore>,
     /// Rates that span the cluster.
     pub rates: Arc<dyn Rates>,
+    /// Concurrency permits that span the cluster.
+    pub permits: Arc<dyn Permits>,
 }
 
 impl Backend {
     /// A backend served by one object behind every trait.
-    pub fn new<T: WorkQueue + DeadLetters + EventBus + AdminStore + SessionStore + Rates>(all: Arc<T>) -> Self {
+    pub fn new<T: WorkQueue + DeadLetters + EventBus + AdminStore + SessionStore + Rates + Permits>(
+        all: Arc<T>,
+    ) -> Self {
         Backend {
             store: all.clone(),
             work: all.clone(),
@@ -225,7 +232,8 @@ impl Backend {
             bus: all.clone(),
             admin: all.clone(),
             sessions: all.clone(),
-            rates: all,
+            rates: all.clone(),
+            permits: all,
         }
     }
 }

@@ -22,7 +22,8 @@ use redis::Value;
 
 use crate::{
     Epoch, RedisConfig, RedisStoreError, admin::TaskIndex, bus::Bus, conn::Verbosity, dead::Letters, epoch::Epochs,
-    keys::Keys, link::Link, nodes::Nodes, rates::RateKeeper, records::Records, session::Sessions, work::Queue,
+    keys::Keys, link::Link, nodes::Nodes, permits::PermitKeeper, rates::RateKeeper, records::Records,
+    session::Sessions, work::Queue,
 };
 
 mod traits;
@@ -44,6 +45,7 @@ struct Parts {
     index: TaskIndex,
     nodes: Nodes,
     rates: RateKeeper,
+    permits: PermitKeeper,
     bus: Bus,
     epochs: Epochs,
 }
@@ -79,6 +81,7 @@ impl RedisStore {
             sessions: Sessions::new(link.clone()),
             nodes: Nodes::new(link.clone()),
             rates: RateKeeper::new(link.clone()),
+            permits: PermitKeeper::new(link.clone()),
             bus: Bus::new(link.clone()),
             epochs: Epochs::new(link.clone()),
             records,

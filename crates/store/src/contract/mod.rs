@@ -51,6 +51,7 @@ mod bus;
 mod dead;
 mod delayed;
 mod idempotency;
+mod permits;
 mod quota;
 mod rates;
 mod sessions;
@@ -61,6 +62,7 @@ pub use bus::*;
 pub use dead::*;
 pub use delayed::*;
 pub use idempotency::*;
+pub use permits::*;
 pub use quota::*;
 pub use rates::*;
 pub use sessions::*;
@@ -143,6 +145,12 @@ macro_rules! store_contract_tests {
         $crate::store_contract_tests!(@cases $make, rates;
             a_rate_admits_its_burst_then_one_per_interval,
             reservations_get_a_turn_each,
+        );
+        $crate::store_contract_tests!(@cases $make, permits;
+            permits_admit_at_most_n_in_creation_order,
+            a_lapsed_lease_frees_its_permit,
+            a_stale_holder_cannot_renew_or_release,
+            a_dropped_waiter_does_not_block_the_line,
         );
         $crate::store_contract_tests!(@cases $make, bus;
             bus_events_reach_every_subscriber,

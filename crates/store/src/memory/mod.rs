@@ -19,7 +19,7 @@
 //! create, reads, compare-and-set, watches), `work` (claims, leases,
 //! recovery, concluding writes, queue statistics: [`crate::WorkQueue`]),
 //! `dead` (dead letters, [`crate::DeadLetters`]), `rates` (GCRA rates,
-//! [`crate::Rates`]), `bus` (the
+//! [`crate::Rates`]), `permits` (concurrency permits, [`crate::Permits`]), `bus` (the
 //! [`crate::EventBus`]), `sessions` (legacy session state,
 //! [`crate::SessionStore`]) and `admin` ([`crate::AdminStore`]);
 //! this file holds the store, the state they share and its purge.
@@ -37,6 +37,7 @@ use tokio::sync::{Notify, broadcast};
 mod admin;
 mod bus;
 mod dead;
+mod permits;
 mod rates;
 mod sessions;
 mod tasks;
@@ -111,6 +112,8 @@ struct State {
     nodes: admin::Registry,
     /// Each rate's theoretical arrival time, Unix µs ([`crate::Rates`]).
     rates: HashMap<String, u64>,
+    /// Concurrency permits by limit, then key ([`crate::Permits`]).
+    permits: HashMap<String, HashMap<String, crate::permits::Semaphore>>,
 }
 
 /// A task's entry in its scope's active set: expiry first, so the expired
@@ -148,6 +151,7 @@ impl State {
         self.last_purge_ms = now;
         self.purge_sessions(now);
         self.purge_rates(now.saturating_mul(1000));
+        self.purge_permits(now);
         self.dead.purge(now);
         self.tasks.retain(|_, t| !t.is_expired(now));
         let tasks = &self.tasks;
