@@ -15,8 +15,8 @@ pub enum Bound {
     Principal,
     /// One work partition's queue: it frees itself as workers catch up.
     Partition,
-    /// What one tool may be asked across the cluster (its rate): it frees
-    /// itself with time, whoever asks.
+    /// What one tool may be asked across the cluster (its rate, its runs at
+    /// once): it frees itself with time or as runs end, whoever asks.
     Tool,
     /// The process or store as a whole: the server is full.
     Process,
@@ -84,6 +84,7 @@ limits! {
     AdminMaxStreams => "admin_max_streams", Process;
     AdminMaxStreamsPerTenant => "admin_max_streams_per_tenant", Principal;
     ToolRate => "tool_rate", Tool;
+    ToolConcurrency => "tool_concurrency", Tool;
 }
 
 impl Limit {
@@ -151,6 +152,8 @@ mod tests {
         assert_eq!(Limit::MaxQueued.http_status(), 429);
         assert_eq!(Limit::ToolRate.http_status(), 429);
         assert!(Limit::ToolRate.is_callers() && Limit::ToolRate.is_retryable());
+        assert_eq!(Limit::ToolConcurrency.http_status(), 429);
+        assert!(Limit::ToolConcurrency.is_callers() && Limit::ToolConcurrency.retry_after_ms() == Some(1_000));
         assert_eq!(Limit::MaxTasks.http_status(), 503);
         assert_eq!(Limit::MaxTaskBytes.retry_after_ms(), None);
         assert_eq!(serde_json::to_value(Limit::MaxMemoryBytes).unwrap(), "max_memory_bytes");

@@ -38,6 +38,7 @@
 pub mod admin;
 pub mod artifacts;
 pub mod catalog;
+pub mod concurrency;
 pub mod config;
 pub mod context;
 pub mod core;
@@ -60,9 +61,11 @@ pub mod typed;
 pub mod worker;
 
 pub use catalog::{Catalog, CatalogBuilder, CatalogCell};
+pub use concurrency::ToolConcurrency;
 pub use config::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_INFLIGHT_CALLS, DEFAULT_MAX_INFLIGHT_CALLS_PER_SCOPE, DEFAULT_MAX_LISTEN_STREAMS,
-    DEFAULT_MAX_LISTEN_STREAMS_PER_SCOPE, DEFAULT_MAX_QUEUED_PER_PARTITION, FAIR_SHARE_SCOPES, ServerConfig,
+    DEFAULT_MAX_LISTEN_STREAMS_PER_SCOPE, DEFAULT_MAX_QUEUED_PER_PARTITION, DEFAULT_PERMIT_WAIT, FAIR_SHARE_SCOPES,
+    ServerConfig,
 };
 pub use context::{ListChanged, Outbox, ToolContext};
 pub use core::Core;

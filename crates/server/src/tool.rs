@@ -203,6 +203,8 @@ pub struct Tool {
     pub retry: Option<crate::RetryPolicy>,
     /// How often it may be called across the cluster (`None`: no bound).
     pub rate: Option<crate::ToolRate>,
+    /// How many of its runs may go on at once across the cluster (`None`: no bound).
+    pub concurrency: Option<crate::ToolConcurrency>,
 }
 
 impl fmt::Debug for Tool {
@@ -213,6 +215,7 @@ impl fmt::Debug for Tool {
             .field("scopes", &self.scopes)
             .field("retry", &self.retry)
             .field("rate", &self.rate)
+            .field("concurrency", &self.concurrency)
             .finish()
     }
 }
@@ -232,7 +235,17 @@ impl Tool {
             scopes: Vec::new(),
             retry: None,
             rate: None,
+            concurrency: None,
         }
+    }
+
+    /// Run at most `concurrency.limit` of it at once across the cluster: a
+    /// task past it waits in line, in creation order (no try counted, no
+    /// worker held), a call run inside its request waits up to
+    /// `--permit-wait-ms`, then is refused with `-32023` and `Retry-After`.
+    pub fn concurrency(mut self, concurrency: crate::ToolConcurrency) -> Self {
+        self.concurrency = Some(concurrency);
+        self
     }
 
     /// Call it at most at `rate` across the cluster: a task past it waits

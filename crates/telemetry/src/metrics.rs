@@ -131,10 +131,17 @@ pub const STORE_OPERATIONS: &[&str] = &[
     "defer",
     "retry_now",
     "take_rate",
+    "acquire_permit",
+    "renew_permit",
+    "release_permit",
+    "permit_usage",
 ];
 
+mod permits;
 #[cfg(feature = "exporters")]
 mod recorder;
+
+pub use permits::*;
 
 /// Register the process-wide series at zero (done by `install`): a counter
 /// that never moved still renders, so dashboards and alerts see `0`.

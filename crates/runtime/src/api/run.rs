@@ -55,6 +55,7 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
         max_inflight_calls: args.max_inflight_calls,
         max_inflight_calls_per_scope: args.max_inflight_calls_per_scope,
         call_timeout: (args.call_timeout_ms > 0).then(|| Duration::from_millis(args.call_timeout_ms)),
+        permit_wait: Duration::from_millis(args.permit_wait_ms),
         ..app.server_config()
     };
     let storage = Storage::from_args(&args.redis, args.max_tasks, args.max_memory_bytes)

@@ -84,7 +84,26 @@ impl Server {
                     let retry_after_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1);
                     return Err(ServerError::RateLimited { limit: Limit::ToolRate, retry_after_ms });
                 }
-                self.run_in_request(tool.handler(), call, req).await
+                // Past the tool's concurrency it waits for a permit, up to `permit_wait`.
+                let permit = match tool.concurrency() {
+                    None => None,
+                    Some(limit) => {
+                        let permit_name = limit.name(name, &req.caller, &call.arguments);
+                        let patience = self.core().config().permit_wait;
+                        let Some(hold) = limit.admit_call(self.core().permits(), permit_name, patience).await else {
+                            metrics::refusal(Limit::ToolConcurrency);
+                            let retry_after_ms = Limit::ToolConcurrency.retry_after_ms().unwrap_or(1_000);
+                            return Err(ServerError::RateLimited { limit: Limit::ToolConcurrency, retry_after_ms });
+                        };
+                        Some(hold)
+                    }
+                };
+                let _renewing = permit.as_ref().map(crate::concurrency::PermitHold::keep);
+                let out = self.run_in_request(tool.handler(), call, req).await;
+                if let Some(permit) = permit {
+                    permit.release(Some(self.core().work())).await;
+                }
+                out
             }
         }
     }

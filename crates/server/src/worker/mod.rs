@@ -23,6 +23,7 @@
 //! release the rest to the store so another worker takes it at once.
 //!
 //! By part: this file claims and runs, `outcome.rs` writes how a run ended,
+//! `permit.rs` takes a concurrency-limited tool's permit (or waits in line),
 //! `lease.rs` keeps a claim's lease, `config.rs` holds the settings.
 //!
 //! A worker needs only the [`Core`] (catalog, backend, settings): it never
@@ -40,6 +41,7 @@ use tracing::{Instrument, field::Empty};
 mod config;
 mod lease;
 mod outcome;
+mod permit;
 
 pub use config::WorkerConfig;
 
@@ -48,6 +50,8 @@ use outcome::failure;
 
 use crate::{
     artifacts::RunArtifacts,
+    catalog::RegisteredTool,
+    concurrency::PermitHold,
     context::{Invocation, TaskRun, ToolContext},
     core::{Core, Outcome, internal_error},
     node::Node,
@@ -215,6 +219,32 @@ impl Worker {
                 return Box::pin(self.hold_back(&claim, wait, &rate)).await;
             }
         }
+        // A concurrency-limited tool's run holds a permit while it runs, or
+        // waits in line for one, holding no worker.
+        let permit = match tool.concurrency() {
+            None => None,
+            Some(_) => match Box::pin(self.permit_for(&claim, tool)).await {
+                Ok(permit) => permit,
+                Err(()) => return,
+            },
+        };
+        let _renewing = permit.as_ref().map(PermitHold::keep);
+        self.run_admitted(claim, tool, slot, release_now, span).await;
+        if let Some(permit) = permit {
+            permit.release(Some(self.core.work())).await;
+        }
+    }
+
+    /// Run the handler of a claimed task allowed to start, under its lease,
+    /// and record how it ended.
+    async fn run_admitted(
+        &self,
+        claim: Claim,
+        tool: &RegisteredTool,
+        slot: Arc<Slot>,
+        release_now: CancellationToken,
+        span: tracing::Span,
+    ) {
         let queue = self.core.work().clone();
         let cancel = CancellationToken::new();
         let task = &claim.task;

@@ -26,23 +26,27 @@
 //! retry = { attempts = 4, initial_ms = 200, max_ms = 2000 }   # tasks' transient failures
 //! retry_on_codes = [-32001]        # these upstream JSON-RPC errors are transient too
 //! retry_on_tool_error = true       # and so are its isError results
+//! concurrency = { limit = 2, per_argument = "model" }   # calls at once, cluster-wide
 //! ```
 //!
 //! The code is split by what it reads: `args` holds the flags
 //! ([`GatewayArgs`]) and resolves everything, `file` the TOML file's shape and
-//! its per-tool rules ([`ToolRule`]), `upstream` how one upstream is reached
+//! its per-tool rules ([`ToolRule`]), `concurrency` a rule's concurrency
+//! limit ([`ConcurrencyRule`]), `upstream` how one upstream is reached
 //! ([`UpstreamConfig`], [`Endpoint`]) and the checks and secret references of
 //! its command line, URL and headers.
 
 use std::{path::PathBuf, time::Duration};
 
 mod args;
+mod concurrency;
 mod file;
 #[cfg(test)]
 mod tests;
 mod upstream;
 
 pub use args::GatewayArgs;
+pub use concurrency::ConcurrencyRule;
 pub use file::{PolicyRule, Rerun, RetryRule, ToolRule};
 pub use upstream::{Endpoint, Protocol, UpstreamConfig};
 
