@@ -115,6 +115,7 @@ pub(crate) fn router(app: &App) -> Router {
         .route("/admin/v1/whoami", get(routes::whoami))
         .route("/admin/v1/cluster", get(routes::cluster))
         .route("/admin/v1/queues", get(routes::queues))
+        .route("/admin/v1/limits", get(routes::limits))
         .route("/admin/v1/tenants", get(routes::tenants))
         .route("/admin/v1/tasks", get(routes::tasks))
         .route("/admin/v1/tasks/{id}", get(routes::task))

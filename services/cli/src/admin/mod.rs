@@ -35,6 +35,8 @@ pub(crate) enum AdminCommand {
     Cluster,
     /// The work queues: queued, pending and delayed work and their oldest ages, per partition.
     Queues,
+    /// The tools' limits: each concurrency limit's permits in use and waiters per key, and rates.
+    Limits,
     /// The tenants with live tasks.
     Tenants,
     /// Tasks, newest first, with filters.
@@ -142,6 +144,7 @@ pub(crate) async fn run(cli: &Cli, client: &Client, args: &AdminArgs) -> anyhow:
         AdminCommand::Whoami => admin.get("/whoami", &[]).await?,
         AdminCommand::Cluster => admin.get("/cluster", &[]).await?,
         AdminCommand::Queues => admin.get("/queues", &[]).await?,
+        AdminCommand::Limits => admin.get("/limits", &[]).await?,
         AdminCommand::Tenants => admin.get("/tenants", &[]).await?,
         AdminCommand::Tasks(t) => {
             let query = vec![

@@ -53,6 +53,7 @@ pub(crate) fn render(command: &AdminCommand, v: &Value, now: u64) -> String {
             all.push(row("total".into(), &v["total"]));
             table(&["PARTITION", "QUEUED", "PENDING", "OLDEST QUEUED", "OLDEST PENDING", "DELAYED", "OLDEST DUE"], &all)
         }
+        AdminCommand::Limits => super::table::limits(v),
         AdminCommand::Tenants => {
             v["tenants"].as_array().map(|t| t.iter().map(|x| text(x) + "\n").collect()).unwrap_or_default()
         }
