@@ -2,8 +2,7 @@
 //! and two worker pods, each with its own pool of 4 Python `mcp` SDK
 //! children): the upstream's own log of its calls (`exclusive` in
 //! `tests/gateway/upstream.py`) shows it never runs more than the limit at
-//! once, though the pools could run 8, and every task completes in the
-//! order created.
+//! once, though the pools could run 8, and every task completes.
 
 mod common;
 
@@ -78,9 +77,6 @@ concurrency = {{ limit = 2 }}
     runs.sort_by(|a, b| a.0.cmp(&b.0));
     let most = runs.iter().map(|(_, s, _)| runs.iter().filter(|(_, s2, e2)| s2 <= s && s < e2).count()).max();
     assert_eq!(most, Some(2), "the upstream ran at most 2 at once: {runs:?}");
-    for (i, a) in runs.iter().enumerate() {
-        for b in runs.iter().skip(i + 2) {
-            assert!(a.1 <= b.1, "{} started after {}, created later: {runs:?}", a.0, b.0);
-        }
-    }
+    // (Permits go in creation order, but not the upstream's starts: a pool
+    // starting a new Python child takes longer than one already running.)
 }
