@@ -85,7 +85,7 @@ impl ToolConcurrency {
     }
 
     /// The store's terms for a permit held under `lease`.
-    fn terms(&self, lease: Duration) -> PermitTerms {
+    pub(crate) fn terms(&self, lease: Duration) -> PermitTerms {
         PermitTerms { permits: self.limit, lease, waiter_ttl: lease.saturating_mul(WAITER_LEASES) }
     }
 
@@ -151,6 +151,24 @@ impl ToolConcurrency {
     }
 }
 
+/// A permit held by a running run ([`PermitHold::hold`]): renewed while it
+/// lives, released when dropped.
+#[derive(Debug)]
+pub(crate) struct HeldPermit {
+    hold: Option<(PermitHold, Arc<dyn WorkQueue>)>,
+    _renewing: tokio_util::sync::DropGuard,
+}
+
+impl Drop for HeldPermit {
+    fn drop(&mut self) {
+        if let Some((hold, work)) = self.hold.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(async move { hold.release(Some(&work)).await });
+        }
+    }
+}
+
 /// A 128-bit digest of `value`, in hex: a long argument's count name.
 fn digest(value: &str) -> String {
     use sha2::Digest;
@@ -173,9 +191,17 @@ impl PermitHold {
         PermitHold { permits, name, holder, terms }
     }
 
-    /// Renew the permit every third of its lease until the returned token
-    /// is cancelled (dropped: cancelled too).
-    pub(crate) fn keep(&self) -> tokio_util::sync::DropGuard {
+    /// Hold it while the run goes on: renewed every third of its lease, and
+    /// released (waking the next in line through `work`) when the returned
+    /// guard is dropped, however the run ended (a request's future dropped
+    /// when its client went included).
+    pub(crate) fn hold(self, work: Arc<dyn WorkQueue>) -> HeldPermit {
+        let renewing = self.keep();
+        HeldPermit { hold: Some((self, work)), _renewing: renewing }
+    }
+
+    /// Renew the permit every third of its lease until the returned guard is dropped.
+    fn keep(&self) -> tokio_util::sync::DropGuard {
         let stop = CancellationToken::new();
         let (hold, done) = (self.clone(), stop.clone());
         tokio::spawn(async move {
@@ -201,7 +227,7 @@ impl PermitHold {
 
     /// Give the permit back and wake the waiters it now belongs to (their
     /// work made due at once, when `work` is given and they are tasks).
-    pub(crate) async fn release(self, work: Option<&Arc<dyn WorkQueue>>) {
+    async fn release(self, work: Option<&Arc<dyn WorkQueue>>) {
         metrics::permit_held(&self.name.limit, -1.0);
         let released = self.permits.release_permit(&self.name, &self.holder, self.terms);
         let wake = match store_call("release_permit", released).await {

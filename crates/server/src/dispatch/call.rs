@@ -98,12 +98,8 @@ impl Server {
                         Some(hold)
                     }
                 };
-                let _renewing = permit.as_ref().map(crate::concurrency::PermitHold::keep);
-                let out = self.run_in_request(tool.handler(), call, req).await;
-                if let Some(permit) = permit {
-                    permit.release(Some(self.core().work())).await;
-                }
-                out
+                let _held = permit.map(|p| p.hold(self.core().work().clone()));
+                self.run_in_request(tool.handler(), call, req).await
             }
         }
     }

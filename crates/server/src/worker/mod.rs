@@ -51,7 +51,6 @@ use outcome::failure;
 use crate::{
     artifacts::RunArtifacts,
     catalog::RegisteredTool,
-    concurrency::PermitHold,
     context::{Invocation, TaskRun, ToolContext},
     core::{Core, Outcome, internal_error},
     node::Node,
@@ -228,11 +227,8 @@ impl Worker {
                 Err(()) => return,
             },
         };
-        let _renewing = permit.as_ref().map(PermitHold::keep);
+        let _held = permit.map(|p| p.hold(self.core.work().clone()));
         self.run_admitted(claim, tool, slot, release_now, span).await;
-        if let Some(permit) = permit {
-            permit.release(Some(self.core.work())).await;
-        }
     }
 
     /// Run the handler of a claimed task allowed to start, under its lease,
