@@ -8,14 +8,17 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
-use presa_testkit::{Client, Pod, TestRedis, free_port, redis::unique_prefix, task_id, tasks_caps};
+use presa_testkit::{
+    Client, Pod, TestRedis, free_port, redis::unique_prefix, redis_cluster::cluster_urls, task_id, tasks_caps,
+};
 use serde_json::json;
 
 /// A worker's lease (and so its permits'), ms.
 const LEASE_MS: u64 = 2_000;
 
 struct Cluster {
-    _redis: TestRedis,
+    /// The single Redis; `None`: the pods run in Redis Cluster mode on the local cluster.
+    redis: Option<TestRedis>,
     url: String,
     prefix: String,
     runs: tempfile::TempDir,
@@ -29,7 +32,13 @@ impl Cluster {
     async fn new() -> Cluster {
         let redis = TestRedis::start().await;
         let runs = tempfile::tempdir().expect("a runs directory");
-        Cluster { url: redis.url().to_string(), _redis: redis, prefix: unique_prefix(), runs }
+        Cluster { url: redis.url().to_string(), redis: Some(redis), prefix: unique_prefix(), runs }
+    }
+
+    /// Pods in Redis Cluster mode on the local 3-master cluster, under the test's own prefix.
+    fn on_redis_cluster() -> Cluster {
+        let url = tokio::task::block_in_place(cluster_urls);
+        Cluster { url, redis: None, prefix: unique_prefix(), runs: tempfile::tempdir().expect("a runs directory") }
     }
 
     fn env(&self) -> Vec<(&str, &str)> {
@@ -39,6 +48,7 @@ impl Cluster {
             ("PRESA_STATE_SECRET", "cluster-test-secret-at-least-32-bytes-long"),
             ("PRESA_DEMO_RUNS_DIR", self.runs.path().to_str().expect("a UTF-8 path")),
             ("PRESA_PERMIT_WAIT_MS", "300"),
+            ("PRESA_REDIS_CLUSTER", if self.redis.is_none() { "true" } else { "false" }),
         ]
     }
 
@@ -93,7 +103,16 @@ fn now_ms() -> u64 {
 /// `--permit-wait-ms` and gets 429 `tool_concurrency` with `Retry-After`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_tasks_of_a_tool_limited_to_two_run_two_at_once_in_creation_order() {
-    let cluster = Cluster::new().await;
+    twenty_tasks_two_at_once(Cluster::new().await).await;
+}
+
+/// The same with the pods in Redis Cluster mode: a limit's keys share one slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_tasks_two_at_once_on_redis_cluster() {
+    twenty_tasks_two_at_once(Cluster::on_redis_cluster()).await;
+}
+
+async fn twenty_tasks_two_at_once(cluster: Cluster) {
     let (a, b) = (cluster.api("api-a").await, cluster.api("api-b").await);
     let _w1 = cluster.worker("w1").await;
     let _w2 = cluster.worker("w2").await;
