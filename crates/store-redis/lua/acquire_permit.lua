@@ -2,7 +2,9 @@
 -- place in its line (permit.lua in front: the keys, purge, settle). A
 -- holder already holding it under an older or equal fence takes it over (its
 -- task was claimed again); a newer fence holding it refuses this one. A
--- permit goes only to one of the first `free` waiters by order, then id.
+-- permit goes only to one of the first `free` waiters by order, then id
+-- (with nobody waiting and a permit free, at once, without a place in line;
+-- a holder is never in the line).
 --
 -- KEYS[1..5]: holders, fences, line, seen, index (see permit.lua)
 -- ARGV[1]: permits of the limit
@@ -23,6 +25,8 @@ if held then
   if tonumber(held) > tonumber(fence) then
     return {-1, 0, 0}
   end
+elseif redis.call('ZCARD', KEYS[3]) == 0 and redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
+  -- Nobody waits and a permit is free: granted without a place in line.
 else
   local in_use = redis.call('ZCARD', KEYS[1])
   redis.call('ZADD', KEYS[3], ARGV[4], id)
@@ -32,9 +36,9 @@ else
     settle(now, ttl, ARGV[7])
     return {0, in_use, ahead}
   end
+  leave_line(id)
 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[5]), id)
 redis.call('HSET', KEYS[2], id, fence)
-leave_line(id)
 settle(now, ttl, ARGV[7])
 return {1, 0, 0}
