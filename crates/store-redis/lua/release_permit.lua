@@ -18,16 +18,15 @@ purge(now, ttl)
 local held = redis.call('HGET', KEYS[2], id)
 local released = 0
 if held then
+  -- (A holder is never in the line.)
   if held == ARGV[2] then
     redis.call('ZREM', KEYS[1], id)
     redis.call('HDEL', KEYS[2], id)
     released = 1
   end
 elseif redis.call('ZSCORE', KEYS[3], id) then
-  released = 1
-end
-if released == 1 then
   leave_line(id)
+  released = 1
 end
 local free = tonumber(ARGV[3]) - redis.call('ZCARD', KEYS[1])
 local wake = {}
