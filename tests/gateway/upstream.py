@@ -250,6 +250,26 @@ async def metered() -> str:
     return f"call {n}"
 
 
+@server.tool(
+    description="Sleeps `seconds`; logs when each call starts and ends (the gateway's concurrency rule bounds the overlap).",
+    structured_output=False,
+)
+async def exclusive(seconds: float = 0.5, label: str = "-") -> str:
+    _span_line("exclusive", "start", label)
+    await asyncio.sleep(seconds)
+    _span_line("exclusive", "end", label)
+    return f"ran {label}"
+
+
+def _span_line(tool: str, what: str, label: str) -> None:
+    """Append `<what> <label> <unix time> <pid>` to `tool`.spans in PRESA_TEST_FLAKY_DIR."""
+    path = os.path.join(os.environ["PRESA_TEST_FLAKY_DIR"], tool + ".spans")
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(f"{what} {label} {time.time():.6f} {os.getpid()}\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
 class RefuseFirstCalls:
     """ASGI middleware: the first POSTs calling http_refused get these statuses, with Retry-After: 1;
     POSTs calling fragile get 503 while the upstream is down (PRESA_TEST_FLAKY_DIR/down)."""

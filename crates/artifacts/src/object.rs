@@ -140,7 +140,7 @@ fn s3_bucket(url: &url::Url, config: &ArtifactConfig, name: &mut String) -> Resu
     if let Some(endpoint) = builder.get_config_value(&AmazonS3ConfigKey::Endpoint) {
         *name = format!("{name} at {}", display_url(&endpoint));
         if endpoint.starts_with("http://") && !allow_http {
-            return Err(config_error(&name, "a plain http:// endpoint needs allow_http (AWS_ALLOW_HTTP=true)"));
+            return Err(config_error(name, "a plain http:// endpoint needs allow_http (AWS_ALLOW_HTTP=true)"));
         }
     }
     let retry = RetryConfig {

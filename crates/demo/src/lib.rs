@@ -18,12 +18,14 @@
 //! - [`content`]: resources, templates, prompts and completion.
 //! - [`legacy`]: the 2025-11-25 suite's logging, sampling and elicitation tools.
 //! - [`big`]: big results and a streamed export, for artifacts.
+//! - [`limits`]: `exclusive_job`, limited to 2 runs at once, keeping its own record of them.
 
 pub mod big;
 pub mod content;
 pub mod core;
 pub mod fragile;
 pub mod legacy;
+pub mod limits;
 pub mod mrtr;
 pub mod tasks;
 
@@ -42,6 +44,7 @@ pub fn catalog() -> Result<Catalog, CatalogError> {
     let b = mrtr::register(b);
     let b = tasks::register(b);
     let b = fragile::register(b);
+    let b = limits::register(b);
     let b: CatalogBuilder = content::register(b);
     let b = legacy::register(b);
     let b = big::register(b);

@@ -285,6 +285,37 @@
     history = [];
     renderOverview(null);
     stream(g);
+    limitsTable(g);
+  }
+
+  // Each tool's concurrency limit (permits in use and waiting, per key) and
+  // rate, refreshed while the overview stays (the admin scope only).
+  function limitsTable(g) {
+    const tbody = $('overview-limits').tBodies[0];
+    tbody.replaceChildren();
+    if (me.role !== 'admin') return;
+    refreshing(g, async () => {
+      const { tools } = await api('GET', '/limits');
+      if (g !== generation) return;
+      const rows = [];
+      for (const t of tools) {
+        const c = t.concurrency;
+        const by = c ? [c.perTenant ? 'per tenant' : '', c.perArgument ? `per ${c.perArgument}` : ''].filter(Boolean).join(', ') : '';
+        const limit = c ? `${c.limit} at once${by ? ` (${by})` : ''}` : '—';
+        const rate = t.rate ? `${t.rate.perSecond}/s, bursts of ${t.rate.burst}${t.rate.perTenant ? ' per tenant' : ''}` : '—';
+        const keys = c && c.keys.length ? c.keys : [null];
+        for (const k of keys) {
+          rows.push(el('tr', { testid: 'overview-limit', data: { tool: t.tool } },
+            el('td', null, el('code', null, t.tool)),
+            el('td', null, limit),
+            el('td', null, k ? (k.key ? k.key.replace(/\0/g, ' ') : '(all)') : '—'),
+            el('td', { testid: 'limit-in-use' }, k ? `${k.inUse} / ${c.limit}` : (c ? `0 / ${c.limit}` : '—')),
+            el('td', { testid: 'limit-waiting' }, k ? k.waiting : (c ? 0 : '—')),
+            el('td', null, rate)));
+        }
+      }
+      tbody.replaceChildren(...rows);
+    });
   }
 
   function setLive(state) {

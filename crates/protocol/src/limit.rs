@@ -16,8 +16,8 @@ pub enum Bound {
     Principal,
     /// One work partition's queue: it frees itself as workers catch up.
     Partition,
-    /// What one tool may be asked across the cluster (its rate): it frees
-    /// itself with time, whoever asks.
+    /// What one tool may be asked across the cluster (its rate, its runs at
+    /// once): it frees itself with time or as runs end, whoever asks.
     Tool,
     /// What a tool calls, which is failing (its circuit breaker is open):
     /// it frees itself once that recovers, whoever asks (HTTP 503).
@@ -89,6 +89,7 @@ limits! {
     AdminMaxStreamsPerTenant => "admin_max_streams_per_tenant", Principal;
     ToolRate => "tool_rate", Tool;
     CircuitOpen => "circuit_open", Upstream;
+    ToolConcurrency => "tool_concurrency", Tool;
 }
 
 impl Limit {
@@ -156,6 +157,8 @@ mod tests {
         assert_eq!(Limit::MaxQueued.http_status(), 429);
         assert_eq!(Limit::ToolRate.http_status(), 429);
         assert!(Limit::ToolRate.is_callers() && Limit::ToolRate.is_retryable());
+        assert_eq!(Limit::ToolConcurrency.http_status(), 429);
+        assert!(Limit::ToolConcurrency.is_callers() && Limit::ToolConcurrency.retry_after_ms() == Some(1_000));
         assert_eq!(Limit::MaxTasks.http_status(), 503);
         assert_eq!(Limit::CircuitOpen.http_status(), 503);
         assert!(!Limit::CircuitOpen.is_callers() && Limit::CircuitOpen.is_retryable());

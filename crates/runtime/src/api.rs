@@ -191,6 +191,12 @@ pub struct ApiArgs {
     #[arg(long, env = "PRESA_CALL_TIMEOUT_MS", default_value_t = presa_server::DEFAULT_CALL_TIMEOUT.as_millis() as u64)]
     call_timeout_ms: u64,
 
+    /// Longest a tool call run in its request waits for a permit of its
+    /// tool's concurrency limit, in ms (0: not at all); then it gets -32023
+    /// (HTTP 429) with Retry-After and data.limit "tool_concurrency".
+    #[arg(long, env = "PRESA_PERMIT_WAIT_MS", default_value_t = presa_server::DEFAULT_PERMIT_WAIT.as_millis() as u64)]
+    permit_wait_ms: u64,
+
     #[command(flatten)]
     pool: crate::pool::PoolArgs,
 

@@ -13,8 +13,10 @@
 //! Every action (cancel, retry now, replay, discard, drain) is logged on the target
 //! `presa::audit` with the operator, the action, its target and its outcome,
 //! and counted when it took effect (`presa_admin_actions_total{action}`).
-//! A tenant's quota use (`usage`) is read from its tasks, one scan at a time.
+//! A tenant's quota use (`usage`) is read from its tasks, one scan at a time;
+//! the tools' limits and their permits in use (`limits`) from the store.
 
+mod limits;
 mod usage;
 
 use std::{sync::Arc, time::Duration};
@@ -26,6 +28,7 @@ use presa_store::{
 use presa_tasks::{Caller, Event};
 use presa_telemetry::metrics;
 
+pub use limits::ToolLimits;
 use usage::UsageCache;
 pub use usage::{DEFAULT_USAGE_CACHE, MAX_USAGE_TASKS, PrincipalUsage, Usage};
 

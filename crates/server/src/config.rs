@@ -25,6 +25,9 @@ pub const DEFAULT_MAX_INFLIGHT_CALLS: usize = DEFAULT_MAX_INFLIGHT_CALLS_PER_SCO
 /// The default of [`ServerConfig::call_timeout`].
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// The default of [`ServerConfig::permit_wait`].
+pub const DEFAULT_PERMIT_WAIT: Duration = Duration::from_secs(10);
+
 /// Settings of a [`crate::Server`]. `Default` gives sane values for a first
 /// run; outside this crate, change them with [`ServerConfig::with`] (new
 /// settings can be added without breaking anyone).
@@ -84,6 +87,10 @@ pub struct ServerConfig {
     /// cancelled and the call fails with `-32603` naming the limit (`None`:
     /// no deadline). Default 120 s.
     pub call_timeout: Option<Duration>,
+    /// Longest a call run inside its request waits for a permit of its
+    /// tool's concurrency limit (`Tool::concurrency`) before it is refused
+    /// with `-32023` (HTTP 429). Default 10 s.
+    pub permit_wait: Duration,
 }
 
 impl ServerConfig {
@@ -129,6 +136,7 @@ impl Default for ServerConfig {
             max_inflight_calls: DEFAULT_MAX_INFLIGHT_CALLS,
             max_inflight_calls_per_scope: DEFAULT_MAX_INFLIGHT_CALLS_PER_SCOPE,
             call_timeout: Some(DEFAULT_CALL_TIMEOUT),
+            permit_wait: DEFAULT_PERMIT_WAIT,
         }
     }
 }

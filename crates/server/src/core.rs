@@ -111,6 +111,11 @@ impl Core {
         &self.inner.backend.breakers
     }
 
+    /// The concurrency permits that span the cluster (a tool's, `Tool::concurrency`).
+    pub fn permits(&self) -> &Arc<dyn presa_store::Permits> {
+        &self.inner.backend.permits
+    }
+
     /// The admin reads and the process registry ([`presa_store::AdminStore`]).
     pub fn admin(&self) -> &Arc<dyn presa_store::AdminStore> {
         &self.inner.backend.admin

@@ -39,6 +39,7 @@ pub mod admin;
 pub mod artifacts;
 pub mod breaker;
 pub mod catalog;
+pub mod concurrency;
 pub mod config;
 pub mod context;
 pub mod core;
@@ -63,9 +64,11 @@ pub mod worker;
 
 pub use breaker::ToolBreaker;
 pub use catalog::{Catalog, CatalogBuilder, CatalogCell, ToolRef};
+pub use concurrency::ToolConcurrency;
 pub use config::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_INFLIGHT_CALLS, DEFAULT_MAX_INFLIGHT_CALLS_PER_SCOPE, DEFAULT_MAX_LISTEN_STREAMS,
-    DEFAULT_MAX_LISTEN_STREAMS_PER_SCOPE, DEFAULT_MAX_QUEUED_PER_PARTITION, FAIR_SHARE_SCOPES, ServerConfig,
+    DEFAULT_MAX_LISTEN_STREAMS_PER_SCOPE, DEFAULT_MAX_QUEUED_PER_PARTITION, DEFAULT_PERMIT_WAIT, FAIR_SHARE_SCOPES,
+    ServerConfig,
 };
 pub use context::{ListChanged, Outbox, ToolContext};
 pub use core::Core;

@@ -109,6 +109,8 @@ pub struct Tool {
     pub rate: Option<crate::ToolRate>,
     /// The circuit breaker on what it calls (`None`: none).
     pub breaker: Option<crate::ToolBreaker>,
+    /// How many of its runs may go on at once across the cluster (`None`: no bound).
+    pub concurrency: Option<crate::ToolConcurrency>,
 }
 
 impl fmt::Debug for Tool {
@@ -120,6 +122,7 @@ impl fmt::Debug for Tool {
             .field("retry", &self.retry)
             .field("rate", &self.rate)
             .field("breaker", &self.breaker)
+            .field("concurrency", &self.concurrency)
             .finish()
     }
 }
@@ -140,6 +143,7 @@ impl Tool {
             retry: None,
             rate: None,
             breaker: None,
+            concurrency: None,
         }
     }
 
@@ -150,6 +154,15 @@ impl Tool {
     /// refused with a retryable `-32603` (HTTP 503) and `Retry-After`.
     pub fn breaker(mut self, breaker: crate::ToolBreaker) -> Self {
         self.breaker = Some(breaker);
+        self
+    }
+
+    /// Run at most `concurrency.limit` of it at once across the cluster: a
+    /// task past it waits in line, in creation order (no try counted, no
+    /// worker held), a call run inside its request waits up to
+    /// `--permit-wait-ms`, then is refused with `-32023` and `Retry-After`.
+    pub fn concurrency(mut self, concurrency: crate::ToolConcurrency) -> Self {
+        self.concurrency = Some(concurrency);
         self
     }
 

@@ -266,8 +266,18 @@ async fn a_parked_handler_skips_a_stale_snapshot_and_resumes_on_the_answer() {
     let store = Arc::new(Wrapped::new(memory.clone()).first_on_watch(vec![task.clone()]));
     let (bus, admin, sessions, rates) = (memory.clone(), memory.clone(), memory.clone(), memory.clone());
     let breakers = memory.clone();
-    let backend =
-        Backend { store: store.clone(), work: store.clone(), dead: store, bus, admin, sessions, rates, breakers };
+    let permits = memory.clone();
+    let backend = Backend {
+        store: store.clone(),
+        work: store.clone(),
+        dead: store,
+        bus,
+        admin,
+        sessions,
+        rates,
+        breakers,
+        permits,
+    };
     let stop = run_worker(core_on(backend), 5);
     let mut parked = None;
     for _ in 0..200 {

@@ -112,6 +112,7 @@ mod hub;
 mod link;
 pub mod metrics;
 mod nodes;
+mod permits;
 mod rates;
 pub mod record;
 mod records;

@@ -23,6 +23,7 @@
 //! - [`idempotency`]: creates named by a client's idempotency key (a retry returns the first task).
 //! - [`rates`]: rates that span the cluster ([`Rates`], GCRA), for a tool's calls.
 //! - [`breakers`]: circuit breakers that span the cluster ([`Breakers`]), for what a tool calls.
+//! - [`permits`]: concurrency permits that span the cluster ([`Permits`]: leases, a line in creation order).
 //! - [`shares`]: fair shares at claim time (a scope without room is skipped, not waited behind).
 //! - [`admin`]: what the admin API reads and steers beyond one task ([`AdminStore`]:
 //!   task listings across owners, the registry of live processes, drains).
@@ -60,6 +61,7 @@ pub use idempotency::{Created, Idempotency};
 pub use limits::{
     BUS_QUEUE, CreateLimits, DEFAULT_OP_TIMEOUT, MAX_EVENT_BYTES, TOPIC_QUEUE, check_event, growth_quota,
 };
+pub use permits::{Acquired, Holder, PermitName, PermitTerms, PermitUsage, Permits, Released};
 pub use presa_protocol::Limit;
 pub use presa_tasks::{Caller, NewTask, Scope, Status, Task, TaskId, wire::GetView};
 pub use queue::WorkQueue;
@@ -79,6 +81,7 @@ pub mod idempotency;
 mod limits;
 pub mod memory;
 pub mod metrics;
+pub mod permits;
 mod queue;
 pub mod rates;
 pub mod session;
@@ -218,11 +221,13 @@ pub struct Backend {
     pub rates: Arc<dyn Rates>,
     /// Circuit breakers that span the cluster.
     pub breakers: Arc<dyn Breakers>,
+    /// Concurrency permits that span the cluster.
+    pub permits: Arc<dyn Permits>,
 }
 
 impl Backend {
     /// A backend served by one object behind every trait.
-    pub fn new<T: WorkQueue + DeadLetters + EventBus + AdminStore + SessionStore + Rates + Breakers>(
+    pub fn new<T: WorkQueue + DeadLetters + EventBus + AdminStore + SessionStore + Rates + Breakers + Permits>(
         all: Arc<T>,
     ) -> Self {
         Backend {
@@ -233,7 +238,8 @@ impl Backend {
             admin: all.clone(),
             sessions: all.clone(),
             rates: all.clone(),
-            breakers: all,
+            breakers: all.clone(),
+            permits: all,
         }
     }
 }

@@ -238,3 +238,37 @@ impl<S: crate::Breakers> crate::Breakers for Wrapped<S> {
         self.inner.read_breaker(name, policy).await
     }
 }
+
+#[async_trait::async_trait]
+impl<S: crate::Permits> crate::Permits for Wrapped<S> {
+    async fn acquire_permit(
+        &self,
+        name: &crate::PermitName,
+        holder: &crate::Holder,
+        terms: crate::PermitTerms,
+    ) -> Result<crate::Acquired, StoreError> {
+        self.inner.acquire_permit(name, holder, terms).await
+    }
+
+    async fn renew_permit(
+        &self,
+        name: &crate::PermitName,
+        holder: &crate::Holder,
+        terms: crate::PermitTerms,
+    ) -> Result<bool, StoreError> {
+        self.inner.renew_permit(name, holder, terms).await
+    }
+
+    async fn release_permit(
+        &self,
+        name: &crate::PermitName,
+        holder: &crate::Holder,
+        terms: crate::PermitTerms,
+    ) -> Result<crate::Released, StoreError> {
+        self.inner.release_permit(name, holder, terms).await
+    }
+
+    async fn permit_usage(&self, limit: &str) -> Result<Vec<crate::PermitUsage>, StoreError> {
+        self.inner.permit_usage(limit).await
+    }
+}

@@ -134,13 +134,19 @@ pub const STORE_OPERATIONS: &[&str] = &[
     "check_breaker",
     "report_breaker",
     "read_breaker",
+    "acquire_permit",
+    "renew_permit",
+    "release_permit",
+    "permit_usage",
 ];
 
 mod breakers;
+mod permits;
 #[cfg(feature = "exporters")]
 mod recorder;
 
 pub use breakers::{BREAKER_OPENED, BREAKER_STATE, breaker_known, breaker_opened, breaker_state};
+pub use permits::*;
 
 /// Register the process-wide series at zero (done by `install`): a counter
 /// that never moved still renders, so dashboards and alerts see `0`.

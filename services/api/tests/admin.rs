@@ -191,7 +191,7 @@ async fn refusals(rig: Rig) {
     let (status, _) = rig.get("nobody", "/whoami").await;
     assert_eq!(status, 401, "an unknown token");
 
-    for path in ["/cluster", "/queues", "/tenants"] {
+    for path in ["/cluster", "/queues", "/tenants", "/limits"] {
         let (status, body) = rig.get("acme-admin", path).await;
         assert_eq!((status, error_code(&body)), (403, "forbidden"), "{path}: {body}");
     }
@@ -629,6 +629,27 @@ async fn retry_now_runs_a_waiting_task_again(rig: Rig) {
     assert!(body["error"]["message"].as_str().unwrap_or("").contains("its turn under its tool's rate"), "{body}");
 }
 
+/// `GET /limits`: every tool's concurrency limit with its permits in use
+/// and waiters per key, as the store counts them, and its rate.
+async fn limits_show_permits_in_use(rig: Rig) {
+    use presa_store::{Holder, PermitName, PermitTerms};
+    let name = PermitName { limit: "exclusive_job".into(), key: String::new() };
+    let terms = PermitTerms { permits: 2, lease: Duration::from_secs(30), waiter_ttl: Duration::from_secs(30) };
+    for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
+        let holder = Holder { id: id.into(), fence: 1, order: i as u64 };
+        rig.backend.permits.acquire_permit(&name, &holder, terms).await.expect("acquire");
+    }
+    let (status, body) = rig.get("root", "/limits").await;
+    assert_eq!(status, 200, "{body}");
+    let tools = body["tools"].as_array().expect("tools");
+    let exclusive = tools.iter().find(|t| t["tool"] == "exclusive_job").expect("exclusive_job");
+    assert_eq!(exclusive["concurrency"]["limit"], 2, "{body}");
+    assert_eq!(exclusive["concurrency"]["keys"], json!([{ "key": "", "inUse": 2, "waiting": 1 }]), "{body}");
+    let metered = tools.iter().find(|t| t["tool"] == "metered_job").expect("metered_job");
+    assert_eq!((&metered["rate"]["perSecond"], &metered["concurrency"]), (&json!(5.0), &Value::Null), "{body}");
+    assert!(tools.iter().all(|t| t["tool"] != "greet"), "a tool without limits is left out: {body}");
+}
+
 macro_rules! admin_cases {
     ($backend:ident: $($case:ident),* $(,)?) => {
         mod $backend {
@@ -643,9 +664,11 @@ macro_rules! admin_cases {
 }
 
 admin_cases!(memory: refusals, tenant_isolation, pagination_is_stable_under_concurrent_creates, cancel_and_task_detail,
-    dead_letters_replay_and_discard, cluster_queues_and_drain, events_stream, usage_per_principal);
+    dead_letters_replay_and_discard, cluster_queues_and_drain, events_stream, usage_per_principal,
+    limits_show_permits_in_use);
 admin_cases!(redis: refusals, tenant_isolation, pagination_is_stable_under_concurrent_creates, cancel_and_task_detail,
-    dead_letters_replay_and_discard, cluster_queues_and_drain, events_stream, usage_per_principal);
+    dead_letters_replay_and_discard, cluster_queues_and_drain, events_stream, usage_per_principal,
+    limits_show_permits_in_use);
 
 mod retry_now {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

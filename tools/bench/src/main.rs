@@ -96,6 +96,7 @@ mod gateway;
 mod load;
 mod ops;
 mod peer;
+mod permits;
 mod procs;
 mod retries;
 mod servers;

@@ -8,7 +8,8 @@
 //! (its first failed try's time plus the delay) and when the task ended
 //! (its second try runs at once, in about a millisecond): the difference is
 //! how late the due entry started, printed as p50 / p90 / p99 / max. Last,
-//! what one check of a tool's rate (`Tool::rate`, `rate.lua`) costs Redis.
+//! what one check of a tool's rate (`Tool::rate`, `rate.lua`) costs Redis, and
+//! what a concurrency permit (`Tool::concurrency`: acquire and release) costs a task (`permits.rs`).
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
@@ -135,6 +136,7 @@ async fn retries(args: RetriesArgs) -> Result<(), String> {
          p99 {p99} ms, max {max} ms"
     );
     rate_check_cost(&partitions[0], &rig).await?;
+    crate::permits::permit_cost(&partitions[0], &rig.redis, &rig.prefix).await?;
     println!("end: load average {}", crate::cost::load_average());
     Ok(())
 }

@@ -116,6 +116,7 @@ pub(crate) fn router(app: &App) -> Router {
         .route("/admin/v1/cluster", get(routes::cluster))
         .route("/admin/v1/queues", get(routes::queues))
         .route("/admin/v1/breakers", get(routes::breakers))
+        .route("/admin/v1/limits", get(routes::limits))
         .route("/admin/v1/tenants", get(routes::tenants))
         .route("/admin/v1/tasks", get(routes::tasks))
         .route("/admin/v1/tasks/{id}", get(routes::task))

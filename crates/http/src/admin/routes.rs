@@ -75,6 +75,11 @@ pub(crate) async fn breakers(State(s): State<AdminState>, op: Op) -> Answer {
     ok(json!({ "nowMs": now_ms(), "breakers": breakers.iter().map(view::breaker).collect::<Vec<_>>() }))
 }
 
+pub(crate) async fn limits(State(s): State<AdminState>, op: Op) -> Answer {
+    let limits = s.admin.limits(&op.operator).await?;
+    ok(json!({ "nowMs": now_ms(), "tools": limits.iter().map(view::limits).collect::<Vec<_>>() }))
+}
+
 pub(crate) async fn tenants(State(s): State<AdminState>, op: Op) -> Answer {
     ok(json!({ "tenants": s.admin.tenants(&op.operator).await? }))
 }

@@ -160,3 +160,15 @@ pub(crate) fn breaker(b: &presa_server::breaker::BreakerInfo) -> Value {
         "tools": b.tools,
     })
 }
+
+/// A tool's limits: its concurrency limit with each key's permits in use and
+/// waiters, and its rate.
+pub(crate) fn limits(l: &presa_server::admin::ToolLimits) -> Value {
+    let concurrency = l.concurrency.as_ref().map(|(c, keys)| {
+        let keys: Vec<Value> =
+            keys.iter().map(|k| json!({ "key": k.key, "inUse": k.in_use, "waiting": k.waiting })).collect();
+        json!({ "limit": c.limit, "perTenant": c.per_tenant, "perArgument": c.per_argument, "keys": keys })
+    });
+    let rate = l.rate.map(|r| json!({ "perSecond": r.per_second, "burst": r.burst, "perTenant": r.per_tenant }));
+    json!({ "tool": l.tool, "concurrency": concurrency, "rate": rate })
+}

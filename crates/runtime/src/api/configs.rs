@@ -35,6 +35,7 @@ impl ApiArgs {
             c.max_inflight_calls = self.max_inflight_calls;
             c.max_inflight_calls_per_scope = self.max_inflight_calls_per_scope;
             c.call_timeout = (self.call_timeout_ms > 0).then(|| Duration::from_millis(self.call_timeout_ms));
+            c.permit_wait = Duration::from_millis(self.permit_wait_ms);
         })
     }
 

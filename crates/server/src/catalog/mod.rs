@@ -166,6 +166,11 @@ impl RegisteredTool {
         self.tool.breaker.as_ref()
     }
 
+    /// How many of its runs may go on at once, if it says (`Tool::concurrency`).
+    pub fn concurrency(&self) -> Option<&crate::ToolConcurrency> {
+        self.tool.concurrency.as_ref()
+    }
+
     /// The implementation.
     pub fn handler(&self) -> &dyn ToolHandler {
         self.tool.handler.as_ref()

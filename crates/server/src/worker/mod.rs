@@ -23,6 +23,7 @@
 //! release the rest to the store so another worker takes it at once.
 //!
 //! By part: this file claims and runs, `outcome.rs` writes how a run ended,
+//! `permit.rs` takes a concurrency-limited tool's permit (or waits in line),
 //! `lease.rs` keeps a claim's lease, `config.rs` holds the settings.
 //!
 //! A worker needs only the [`Core`] (catalog, backend, settings): it never
@@ -40,6 +41,7 @@ use tracing::{Instrument, field::Empty};
 mod config;
 mod lease;
 mod outcome;
+mod permit;
 
 pub use config::WorkerConfig;
 
@@ -49,6 +51,7 @@ use outcome::failure;
 use crate::{
     artifacts::RunArtifacts,
     breaker,
+    catalog::RegisteredTool,
     context::{Invocation, TaskRun, ToolContext},
     core::{Core, Outcome, internal_error},
     node::Node,
@@ -215,11 +218,37 @@ impl Worker {
                 return Box::pin(self.hold_back(&claim, wait, &rate)).await;
             }
         }
-        // Then its circuit breaker: while open, the run waits (no try counted).
+        // A concurrency-limited tool's run holds a permit while it runs, or
+        // waits in line for one, holding no worker.
+        let permit = match tool.concurrency() {
+            None => None,
+            Some(_) => match Box::pin(self.permit_for(&claim, tool)).await {
+                Ok(permit) => permit,
+                Err(()) => return,
+            },
+        };
+        let _held = permit.map(|p| p.hold(self.core.work().clone()));
+        // Then its circuit breaker (last: an open one gives the permit back
+        // as the run is put off, and a probe is never taken by a run that
+        // would then wait for a permit): while open, the run waits (no try counted).
         let guard = match breaker::admit(self.core.breakers(), tool).await {
             breaker::Admission::Run(guard) => guard,
             breaker::Admission::Open(open) => return Box::pin(self.wait_for_circuit(&claim, open)).await,
         };
+        self.run_admitted(claim, tool, guard, slot, release_now).await;
+    }
+
+    /// Run the handler of a claimed task allowed to start, under its lease
+    /// (and in the current span, the run's), and record how it ended.
+    async fn run_admitted(
+        &self,
+        claim: Claim,
+        tool: &RegisteredTool,
+        guard: Option<breaker::Guard>,
+        slot: Arc<Slot>,
+        release_now: CancellationToken,
+    ) {
+        let span = tracing::Span::current();
         let queue = self.core.work().clone();
         let cancel = CancellationToken::new();
         let task = &claim.task;

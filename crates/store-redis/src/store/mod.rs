@@ -22,8 +22,8 @@ use redis::Value;
 
 use crate::{
     admin::TaskIndex, breakers::BreakerKeeper, bus::Bus, config::RedisConfig, conn::Verbosity, dead::Letters,
-    epoch::Epoch, epoch::Epochs, error::RedisStoreError, keys::Keys, link::Link, nodes::Nodes, rates::RateKeeper,
-    records::Records, session::Sessions, work::Queue,
+    epoch::Epoch, epoch::Epochs, error::RedisStoreError, keys::Keys, link::Link, nodes::Nodes, permits::PermitKeeper,
+    rates::RateKeeper, records::Records, session::Sessions, work::Queue,
 };
 
 mod traits;
@@ -46,6 +46,7 @@ struct Parts {
     nodes: Nodes,
     rates: RateKeeper,
     breakers: BreakerKeeper,
+    permits: PermitKeeper,
     bus: Bus,
     epochs: Epochs,
 }
@@ -82,6 +83,7 @@ impl RedisStore {
             nodes: Nodes::new(link.clone()),
             rates: RateKeeper::new(link.clone()),
             breakers: BreakerKeeper::new(link.clone()),
+            permits: PermitKeeper::new(link.clone()),
             bus: Bus::new(link.clone()),
             epochs: Epochs::new(link.clone()),
             records,

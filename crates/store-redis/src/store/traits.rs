@@ -235,3 +235,37 @@ impl presa_store::Breakers for RedisStore {
         self.parts.breakers.read(name, policy).await
     }
 }
+
+#[async_trait::async_trait]
+impl presa_store::Permits for RedisStore {
+    async fn acquire_permit(
+        &self,
+        name: &presa_store::PermitName,
+        holder: &presa_store::Holder,
+        terms: presa_store::PermitTerms,
+    ) -> Result<presa_store::Acquired, StoreError> {
+        self.parts.permits.acquire(name, holder, terms).await
+    }
+
+    async fn renew_permit(
+        &self,
+        name: &presa_store::PermitName,
+        holder: &presa_store::Holder,
+        terms: presa_store::PermitTerms,
+    ) -> Result<bool, StoreError> {
+        self.parts.permits.renew(name, holder, terms).await
+    }
+
+    async fn release_permit(
+        &self,
+        name: &presa_store::PermitName,
+        holder: &presa_store::Holder,
+        terms: presa_store::PermitTerms,
+    ) -> Result<presa_store::Released, StoreError> {
+        self.parts.permits.release(name, holder, terms).await
+    }
+
+    async fn permit_usage(&self, limit: &str) -> Result<Vec<presa_store::PermitUsage>, StoreError> {
+        self.parts.permits.usage(limit).await
+    }
+}

@@ -53,6 +53,7 @@ mod bus;
 mod dead;
 mod delayed;
 mod idempotency;
+mod permits;
 mod quota;
 mod rates;
 mod sessions;
@@ -64,6 +65,7 @@ pub use bus::*;
 pub use dead::*;
 pub use delayed::*;
 pub use idempotency::*;
+pub use permits::*;
 pub use quota::*;
 pub use rates::*;
 pub use sessions::*;
@@ -152,6 +154,12 @@ macro_rules! store_contract_tests {
             an_open_breaker_refuses_then_lets_exactly_one_probe_through,
             the_probes_success_closes_it_and_its_failure_reopens_it,
             a_lost_probe_frees_the_half_open_state_after_its_lease,
+        );
+        $crate::store_contract_tests!(@cases $make, permits;
+            permits_admit_at_most_n_in_creation_order,
+            a_lapsed_lease_frees_its_permit,
+            a_stale_holder_cannot_renew_or_release,
+            a_dropped_waiter_does_not_block_the_line,
         );
         $crate::store_contract_tests!(@cases $make, bus;
             bus_events_reach_every_subscriber,

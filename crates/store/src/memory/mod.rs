@@ -20,6 +20,7 @@
 //! recovery, concluding writes, queue statistics: [`crate::WorkQueue`]),
 //! `dead` (dead letters, [`crate::DeadLetters`]), `rates` (GCRA rates,
 //! [`crate::Rates`]), `breakers` (circuit breakers, [`crate::Breakers`]), `bus` (the
+//! [`crate::Rates`]), `permits` (concurrency permits, [`crate::Permits`]), `bus` (the
 //! [`crate::EventBus`]), `sessions` (legacy session state,
 //! [`crate::SessionStore`]) and `admin` ([`crate::AdminStore`]);
 //! this file holds the store, the state they share and its purge.
@@ -38,6 +39,7 @@ mod admin;
 mod breakers;
 mod bus;
 mod dead;
+mod permits;
 mod rates;
 mod sessions;
 mod tasks;
@@ -114,6 +116,8 @@ struct State {
     rates: HashMap<String, u64>,
     /// Each circuit breaker by name, with the policy it was last reported under ([`crate::Breakers`]).
     breakers: HashMap<String, (crate::breakers::Breaker, crate::breakers::BreakerPolicy)>,
+    /// Concurrency permits by limit, then key ([`crate::Permits`]).
+    permits: HashMap<String, HashMap<String, crate::permits::Semaphore>>,
 }
 
 /// A task's entry in its scope's active set: expiry first, so the expired
@@ -152,6 +156,7 @@ impl State {
         self.purge_sessions(now);
         self.purge_rates(now.saturating_mul(1000));
         self.purge_breakers(now);
+        self.purge_permits(now);
         self.dead.purge(now);
         self.tasks.retain(|_, t| !t.is_expired(now));
         let tasks = &self.tasks;

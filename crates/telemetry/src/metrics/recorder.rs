@@ -71,6 +71,8 @@ fn describe() {
     describe_counter!(TASK_RETRIES, "Tries that failed transiently and were put off, by tool and reason.");
     describe_counter!(TASK_RETRIES_EXHAUSTED, "Tasks failed because their last allowed try failed, by tool.");
     describe_counter!(TOOL_THROTTLED, "Calls of a rate-limited tool held back by its rate, by tool.");
+    describe_gauge!(TOOL_PERMITS_HELD, "Permits of a tool's concurrency limit held by this process, by tool.");
+    describe_counter!(TOOL_PERMIT_WAITS, "Runs of a concurrency-limited tool that waited for a permit, by tool.");
     describe_gauge!(WORK_DELAYED, "Work items put off until a time (retries), by partition.");
     describe_gauge!(
         WORK_OLDEST_DUE_AGE,

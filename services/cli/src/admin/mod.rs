@@ -37,6 +37,8 @@ pub(crate) enum AdminCommand {
     Queues,
     /// The circuit breakers (a tool's or an upstream's): state, failures in the window, when a probe may go.
     Breakers,
+    /// The tools' limits: each concurrency limit's permits in use and waiters per key, and rates.
+    Limits,
     /// The tenants with live tasks.
     Tenants,
     /// Tasks, newest first, with filters.
@@ -145,6 +147,7 @@ pub(crate) async fn run(cli: &Cli, client: &Client, args: &AdminArgs) -> anyhow:
         AdminCommand::Cluster => admin.get("/cluster", &[]).await?,
         AdminCommand::Queues => admin.get("/queues", &[]).await?,
         AdminCommand::Breakers => admin.get("/breakers", &[]).await?,
+        AdminCommand::Limits => admin.get("/limits", &[]).await?,
         AdminCommand::Tenants => admin.get("/tenants", &[]).await?,
         AdminCommand::Tasks(t) => {
             let query = vec![

@@ -68,6 +68,7 @@ pub(crate) fn render(command: &AdminCommand, v: &Value, now: u64) -> String {
                 ]
             }),
         ),
+        AdminCommand::Limits => super::table::limits(v),
         AdminCommand::Tenants => {
             v["tenants"].as_array().map(|t| t.iter().map(|x| text(x) + "\n").collect()).unwrap_or_default()
         }

@@ -125,6 +125,42 @@ pub(super) fn next_line(v: &Value) -> String {
     v["next"].as_str().map(|n| format!("next page: --cursor {n}\n")).unwrap_or_default()
 }
 
+/// `presa admin limits`: a row per key of each tool's concurrency limit in
+/// use (permits in use of the limit, waiters), and the tool's rate.
+pub(super) fn limits(v: &Value) -> String {
+    let mut all = Vec::new();
+    for t in v["tools"].as_array().into_iter().flatten() {
+        let c = &t["concurrency"];
+        let limit = c["limit"].as_u64().map_or("-".to_string(), |n| {
+            let by = match (c["perTenant"].as_bool() == Some(true), c["perArgument"].as_str()) {
+                (true, Some(arg)) => format!(" per tenant and {arg}"),
+                (true, None) => " per tenant".to_string(),
+                (false, Some(arg)) => format!(" per {arg}"),
+                (false, None) => String::new(),
+            };
+            format!("{n} at once{by}")
+        });
+        let rate = match t["rate"]["perSecond"].as_f64() {
+            Some(r) => format!("{r}/s, bursts of {}", text(&t["rate"]["burst"])),
+            None => "-".into(),
+        };
+        let keys = c["keys"].as_array().cloned().unwrap_or_default();
+        if keys.is_empty() {
+            let idle = if c.is_null() { "-" } else { "0" };
+            all.push(vec![text(&t["tool"]), limit, "-".into(), idle.into(), idle.into(), rate]);
+            continue;
+        }
+        for k in keys {
+            let key = k["key"]
+                .as_str()
+                .filter(|s| !s.is_empty())
+                .map_or("(all)".into(), |s| printable(&s.replace('\0', " ")));
+            all.push(vec![text(&t["tool"]), limit.clone(), key, text(&k["inUse"]), text(&k["waiting"]), rate.clone()]);
+        }
+    }
+    table(&["TOOL", "CONCURRENCY", "KEY", "IN USE", "WAITING", "RATE"], &all)
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -177,5 +213,22 @@ mod tests {
         let t = table(&["MESSAGE"], &[vec![text(&json!(forged))]]);
         assert_eq!(t.lines().count(), 2, "no forged row: {t}");
         assert!(!t.chars().any(|c| c.is_control() && c != '\n'), "{t:?}");
+    }
+
+    #[test]
+    fn limits_list_each_key_of_a_concurrency_limit_and_rates() {
+        let v = serde_json::json!({ "tools": [
+            { "tool": "deploy", "rate": null, "concurrency": { "limit": 1, "perTenant": false, "perArgument": "environment",
+              "keys": [{ "key": "environment=production", "inUse": 1, "waiting": 2 }] } },
+            { "tool": "metered_job", "concurrency": null, "rate": { "perSecond": 5.0, "burst": 5, "perTenant": false } },
+        ] });
+        let out = limits(&v);
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[1].contains("deploy") && lines[1].contains("1 at once per environment"), "{out}");
+        assert!(
+            lines[1].contains("environment=production") && lines[1].contains(" 1 ") && lines[1].contains(" 2 "),
+            "{out}"
+        );
+        assert!(lines[2].contains("metered_job") && lines[2].contains("5/s, bursts of 5"), "{out}");
     }
 }

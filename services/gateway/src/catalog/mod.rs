@@ -1,7 +1,7 @@
 //! presa's catalog from the upstreams' own: every upstream tool (name with
 //! its prefix, description, `inputSchema`, `outputSchema`, annotations) as a
 //! presa tool run by a [`ProxyTool`], with its task policy, crash policy and
-//! retry policy (and what else is transient for it) and rate from the first matching
+//! retry policy (and what else is transient for it), rate and concurrency from the first matching
 //! `[[tool]]` rule, else the upstream's
 //! `execution.taskSupport: "required"`, else `--task-after-ms`'s adaptive
 //! policy, else `optional`; every upstream prompt as a
@@ -231,6 +231,7 @@ fn tool(
         rate: rule.and_then(|r| r.tool_rate().ok().flatten()),
         // One for the upstream, shared by all its tools.
         breaker: up.breaker.clone(),
+        concurrency: rule.and_then(|r| r.tool_concurrency().ok().flatten()),
     }
 }
 

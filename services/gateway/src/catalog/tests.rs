@@ -46,6 +46,7 @@ fn policy_comes_from_the_rule_then_the_upstream_hint_then_optional() {
         retry_on_codes: Vec::new(),
         retry_on_tool_error: false,
         rate: None,
+        concurrency: None,
     };
     let two_s = Some(Duration::from_secs(2));
     assert!(matches!(policy_of(Some(&rule(PolicyRule::Sync, None)), None, &hinted), TaskPolicy::Sync));

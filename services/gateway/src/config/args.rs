@@ -198,6 +198,7 @@ impl GatewayArgs {
                 .map_err(|e| ConfigError::Invalid(format!("[[tool]] match = {:?}: {e}", r.pattern)))?;
             r.retry_policy()?;
             r.tool_rate()?;
+            r.tool_concurrency()?;
         }
         let ms = Duration::from_millis;
         let timings = Timings {

@@ -75,6 +75,9 @@ pub struct ToolRule {
     /// How often the tool may be called across the cluster (`Tool::rate`).
     #[serde(default)]
     pub rate: Option<RateRule>,
+    /// How many calls of it may run at once across the cluster (`Tool::concurrency`).
+    #[serde(default)]
+    pub concurrency: Option<super::concurrency::ConcurrencyRule>,
 }
 
 /// A `[[tool]]` rule's `rate = { per_second, burst, per_tenant }`: at most

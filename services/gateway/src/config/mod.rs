@@ -27,12 +27,15 @@
 //! retry = { attempts = 4, initial_ms = 200, max_ms = 2000 }   # tasks' transient failures
 //! retry_on_codes = [-32001]        # these upstream JSON-RPC errors are transient too
 //! retry_on_tool_error = true       # and so are its isError results
+//! concurrency = { limit = 2, per_argument = "model" }   # calls at once, cluster-wide
 //! ```
 //!
 //! The code is split by what it reads: `args` holds the flags
 //! ([`GatewayArgs`]) and resolves everything, `file` the TOML file's shape and
 //! its per-tool rules ([`ToolRule`]), `breaker` an upstream's circuit breaker
 //! ([`BreakerRule`]), `upstream` how one upstream is reached
+//! its per-tool rules ([`ToolRule`]), `concurrency` a rule's concurrency
+//! limit ([`ConcurrencyRule`]), `upstream` how one upstream is reached
 //! ([`UpstreamConfig`], [`Endpoint`]) and the checks and secret references of
 //! its command line, URL and headers.
 
@@ -40,6 +43,7 @@ use std::{path::PathBuf, time::Duration};
 
 mod args;
 mod breaker;
+mod concurrency;
 mod file;
 #[cfg(test)]
 mod tests;
@@ -47,6 +51,7 @@ mod upstream;
 
 pub use args::GatewayArgs;
 pub use breaker::BreakerRule;
+pub use concurrency::ConcurrencyRule;
 pub use file::{PolicyRule, Rerun, RetryRule, ToolRule};
 pub use upstream::{Endpoint, Protocol, UpstreamConfig};
 
