@@ -29,7 +29,7 @@ impl Worker {
                 // Woken by a release; at the latest, asks again after a lease
                 // (a holder that died frees its permit within one).
                 let due_at_ms = now_ms().saturating_add(self.config.lease.as_millis() as u64);
-                let event = Event::Defer { failed: false, reason: "tool concurrency".into(), message, due_at_ms };
+                let event = Event::Wait { message, due_at_ms };
                 if self.conclude(claim, event).await {
                     Box::pin(self.recheck(claim, limit, tool)).await;
                 }
