@@ -2,7 +2,7 @@
 //!
 //! - [`router`]: `POST /mcp`, `GET /artifacts/{key}` (an artifact's streamed
 //!   download, for its owner: `artifacts`), `GET /healthz`, `GET /readyz`, `GET /metrics` when
-//!   [`HttpConfig::metrics`] is set (and 405 for GET/DELETE `/mcp`).
+//!   [`Probes::metrics`] is set (and 405 for GET/DELETE `/mcp`).
 //! - [`metrics_router`]: `GET /metrics` alone, for a process without the MCP endpoint (a worker).
 //! - [`admin`]: the admin API, `/admin/v1/…` (beside `/mcp`, or alone on
 //!   its own listener: [`admin_router`]), and the [`console`] at `/console` beside it.
@@ -14,7 +14,7 @@
 //!   `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, method, `Mcp-Param-*`).
 //! - [`auth`]: who is calling ([`Authenticator`]); anonymous by default, or
 //!   a scheme of the `presa-auth` crate (bearer JWTs, static tokens); run on
-//!   the request head before the body is read. With [`HttpConfig::resource_metadata`] set, the RFC 9728
+//!   the request head before the body is read. With [`Access::resource_metadata`] set, the RFC 9728
 //!   metadata is served at `/.well-known/oauth-protected-resource`, with
 //!   `/mcp` and with the resource URL's own path appended ([`auth::metadata`]).
 //!

@@ -1,5 +1,5 @@
 //! Who may call `presa-api`: the `--auth` flags ([`AuthArgs`]) and what they
-//! build ([`Auth`]: the authenticator, the challenge, the RFC 9728 metadata),
+//! build (a [`presa_http::Access`]: the authenticator, the challenge, the RFC 9728 metadata),
 //! plus the start-up refusals that keep a deployment from running open by
 //! mistake ([`check_listen`], [`check_admin`], [`check_state_secret`], in
 //! `checks`, each refusal a [`CheckError`]).

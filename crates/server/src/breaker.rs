@@ -5,12 +5,12 @@
 //! (`presa_store::Breakers`: `breaker.lua` on Redis), so one worker's
 //! discovery spares the others.
 //!
-//! Before a run ([`admit`]): a closed breaker lets it pass; an open one
+//! Before a run (`admit`): a closed breaker lets it pass; an open one
 //! refuses it: a task's work is put off until the breaker may let it
 //! through (no try counted, no worker held, a status message saying so:
 //! `crate::worker`), a call run inside its request gets a fast retryable
 //! `-32603` (HTTP 503, `Retry-After`, `data.limit: "circuit_open"`); after
-//! the cool-down the first run is the probe. After the run ([`run`]): a
+//! the cool-down the first run is the probe. After the run (`run`): a
 //! transient failure ([`ToolError::transient`], or a handler's
 //! `ToolContext::upstream_failed`) is reported as a failure; the probe's
 //! success closes the breaker. A breaker named after an upstream

@@ -4,7 +4,7 @@
 //! store (`presa_store::Permits`) so every worker and API pod shares it.
 //!
 //! A run holds a **permit** while it runs: a lease in the store, taken after
-//! the claim, renewed with the task's lease ([`PermitHold::keep`]) and given
+//! the claim, renewed with the task's lease (`PermitHold::keep`) and given
 //! back when the run ends, whatever ended it; a worker that dies frees it
 //! within one lease. A task finding no permit free waits in line, in the
 //! order tasks were created: its work is put off (no try counted, no worker

@@ -72,7 +72,7 @@ pub enum ToolError {
     /// The work was cancelled (the task was cancelled or the request went away).
     Cancelled,
     /// The handler needs input it does not have yet (raised by
-    /// [`ToolContext::input`] in a sync call; becomes an `InputRequiredResult`).
+    /// [`ToolContext::input`](crate::ToolContext::input) in a sync call; becomes an `InputRequiredResult`).
     NeedInput(BTreeMap<String, Value>),
     /// The try failed in a way worth trying again ([`ToolError::transient`],
     /// [`ToolError::retry_after`]): a task is tried again under its tool's
