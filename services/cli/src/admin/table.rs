@@ -108,7 +108,9 @@ pub(super) fn tries(retries: &Value, now: u64) -> String {
     }
     let mut out = failed.to_string();
     for t in retries["log"].as_array().into_iter().flatten() {
-        let put_off = t["delayMs"].as_u64().map_or("-".into(), age);
+        // To the nearest second: the worker set the delay a moment before the
+        // store's write recorded it, so 10 min shows as 10m, not 9m.
+        let put_off = t["delayMs"].as_u64().map_or("-".into(), |ms| age(ms.saturating_add(500) / 1000 * 1000));
         out += &format!(
             "\n{:16}#{} {}: {}, put off {put_off}",
             "",
