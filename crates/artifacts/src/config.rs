@@ -1,8 +1,8 @@
 //! What a store is made from: a URL and a few limits.
 
-use std::{fmt, sync::Arc, time::Duration};
+use std::{fmt, time::Duration};
 
-use crate::{ArtifactError, ArtifactStore, ObjectArtifactStore, Result};
+use crate::error::ArtifactError;
 
 /// An artifact store's configuration: its URL, the size limit, the upload
 /// shape and, for S3, the connection options. Built with
@@ -67,13 +67,6 @@ impl ArtifactConfig {
     pub fn with_s3(mut self, s3: S3Options) -> Self {
         self.s3 = s3;
         self
-    }
-
-    /// Makes the store (a `file://` directory is created if missing). No request is
-    /// sent: an unreachable S3 server shows at the first operation, as
-    /// [`ArtifactError::Unavailable`].
-    pub fn open(&self) -> Result<Arc<dyn ArtifactStore>> {
-        Ok(Arc::new(ObjectArtifactStore::from_config(self)?))
     }
 }
 

@@ -17,9 +17,10 @@ mod writer;
 use writer::ObjectWriter;
 
 use crate::{
-    ArtifactConfig, ArtifactError, ArtifactMeta, ArtifactRead, ArtifactStore, ArtifactWriter, ByteRange,
-    ListedArtifact, META_SUFFIX, Result,
+    ArtifactMeta, ArtifactRead, ArtifactStore, ArtifactWriter, ByteRange, ListedArtifact, META_SUFFIX, Result,
+    config::ArtifactConfig,
     config::{config_error, display_url},
+    error::ArtifactError,
     http::HyperConnector,
     valid_mime, validate_key,
 };
@@ -317,5 +318,14 @@ impl ArtifactStore for ObjectArtifactStore {
                 Err(e) => Err(shared.os_error("list", &owned_prefix, e)),
             })
             .boxed()
+    }
+}
+
+impl ArtifactConfig {
+    /// Makes the store (a `file://` directory is created if missing). No request is
+    /// sent: an unreachable S3 server shows at the first operation, as
+    /// [`ArtifactError::Unavailable`].
+    pub fn open(&self) -> Result<Arc<dyn ArtifactStore>> {
+        Ok(Arc::new(ObjectArtifactStore::from_config(self)?))
     }
 }

@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::{Error, client::parse_bearer_challenge};
+use crate::{client::response::parse_bearer_challenge, error::Error};
 
 /// A client of one presa admin API. Cheap to clone.
 #[derive(Debug, Clone)]

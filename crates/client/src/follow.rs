@@ -25,7 +25,7 @@ use std::{
 use futures::StreamExt;
 use tokio::{sync::mpsc, task::JoinHandle};
 
-use crate::{Client, Error, Task, sse::Messages};
+use crate::{client::Client, error::Error, sse::Messages, task::Task};
 
 /// How long a silent stream is trusted before a round of `tasks/get`.
 pub const QUIET_CHECK: Duration = Duration::from_secs(30);

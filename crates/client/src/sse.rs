@@ -5,7 +5,7 @@ use eventsource_stream::Eventsource;
 use futures::{Stream, StreamExt, stream::BoxStream};
 use serde_json::Value;
 
-use crate::Error;
+use crate::error::Error;
 
 /// A stream of JSON-RPC messages read from an SSE response. Ends when the
 /// server closes the stream; yields an [`Error::Unreachable`] item when the

@@ -15,9 +15,9 @@ pub struct Task(pub Value);
 
 impl Task {
     /// A snapshot from a JSON object that has a `taskId` and a `status`.
-    pub fn from_value(v: Value) -> Result<Task, crate::Error> {
+    pub fn from_value(v: Value) -> Result<Task, crate::error::Error> {
         if v.get("taskId").and_then(Value::as_str).is_none() || v.get("status").and_then(Value::as_str).is_none() {
-            return Err(crate::Error::Protocol(format!("not a task (no taskId or status): {v}")));
+            return Err(crate::error::Error::Protocol(format!("not a task (no taskId or status): {v}")));
         }
         Ok(Task(v))
     }
@@ -94,7 +94,7 @@ pub enum CallOutcome {
 
 impl CallOutcome {
     /// Classify a `tools/call` result by its `resultType`.
-    pub fn from_result(result: Value) -> Result<CallOutcome, crate::Error> {
+    pub fn from_result(result: Value) -> Result<CallOutcome, crate::error::Error> {
         match ResultType::of(&result) {
             Some(ResultType::Task) => Ok(CallOutcome::Task(Task::from_value(result)?)),
             Some(ResultType::InputRequired) => Ok(CallOutcome::InputRequired {

@@ -8,8 +8,8 @@
 use std::{sync::Arc, time::Duration};
 
 use crate::{
-    Anonymous, Authenticator, Challenge, DEFAULT_MAX_TOKEN_BYTES, LegacyConfig, ReadyCheck, ReadyDetail, RenderMetrics,
-    ResourceMetadata, admin::AdminConfig,
+    DEFAULT_MAX_TOKEN_BYTES, LegacyConfig, ReadyCheck, ReadyDetail, RenderMetrics, ResourceMetadata,
+    admin::AdminConfig, auth::Anonymous, auth::Authenticator, auth::Challenge,
 };
 
 /// The HTTP layer's settings.

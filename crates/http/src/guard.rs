@@ -31,9 +31,9 @@ use axum::{
 };
 
 use crate::{
-    HttpConfig,
     admin::Refused,
     admission::{content_type_is_json, host_allowed, origin_allowed},
+    config::HttpConfig,
 };
 
 /// The header that marks a state-changing admin request as sent by a

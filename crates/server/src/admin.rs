@@ -33,7 +33,7 @@ use usage::UsageCache;
 pub use usage::{DEFAULT_USAGE_CACHE, MAX_USAGE_TASKS, PrincipalUsage, Usage};
 
 use crate::{
-    Core,
+    core::Core,
     store_io::{TaskWriter, UpdateError, Updated, WriteLimits, store_call},
 };
 

@@ -191,7 +191,7 @@ pub(crate) enum Outcome {
     /// The work was cancelled (request gone, task cancelled, claim lost).
     Cancelled,
     /// The try failed in a way worth trying again.
-    Retry(crate::Retry),
+    Retry(crate::retry::Retry),
 }
 
 impl From<Result<ToolOutput, ToolError>> for Outcome {

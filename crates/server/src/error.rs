@@ -220,13 +220,13 @@ mod tests {
     #[test]
     fn a_missing_scope_reaches_the_transport_typed_and_a_look_alike_error_does_not() {
         let scopes = vec!["deploy".to_string()];
-        let reply = crate::Reply::failure(&ServerError::InsufficientScope { scopes: scopes.clone() });
-        let crate::Reply::InsufficientScope { error, scopes: typed } = reply else { panic!("{reply:?}") };
+        let reply = crate::dispatch::Reply::failure(&ServerError::InsufficientScope { scopes: scopes.clone() });
+        let crate::dispatch::Reply::InsufficientScope { error, scopes: typed } = reply else { panic!("{reply:?}") };
         assert_eq!(typed, scopes);
         assert_eq!((error.code, error.message.as_str()), (codes::INVALID_REQUEST, INSUFFICIENT_SCOPE));
         assert_eq!(error.data, Some(json!({ REQUIRED_SCOPES: ["deploy"] })));
         // A handler's own error with the same text is an error like any other, never a 403.
-        let reply = crate::Reply::failure(&ServerError::Rpc(error));
-        assert!(matches!(reply, crate::Reply::Error(_)), "{reply:?}");
+        let reply = crate::dispatch::Reply::failure(&ServerError::Rpc(error));
+        assert!(matches!(reply, crate::dispatch::Reply::Error(_)), "{reply:?}");
     }
 }

@@ -59,10 +59,10 @@ pub mod state;
 mod store_io;
 mod task_writer;
 pub mod tool;
+pub mod tool_breaker;
 pub mod typed;
 pub mod worker;
 
-pub use breaker::ToolBreaker;
 pub use catalog::{Catalog, CatalogBuilder, CatalogCell, ToolRef};
 pub use concurrency::ToolConcurrency;
 pub use config::{
@@ -86,5 +86,6 @@ pub use prompt::{PromptHandler, PromptOutput};
 pub use retry::{Retry, RetryPolicy, RetryPolicyError};
 pub use state::StateCodec;
 pub use tool::{PolicyInput, TaskPolicy, Tool, ToolHandler};
+pub use tool_breaker::ToolBreaker;
 pub use typed::NoArgs;
 pub use worker::{Worker, WorkerConfig};

@@ -21,7 +21,7 @@ use presa_tasks::Status;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    Core,
+    core::Core,
     store_io::{Verbosity, store_call_at},
 };
 

@@ -78,7 +78,7 @@ pub enum ToolError {
     /// [`ToolError::retry_after`]): a task is tried again under its tool's
     /// [`RetryPolicy`](crate::RetryPolicy) (the work waits, holding no
     /// worker); a sync call answers a retryable error.
-    Retry(crate::Retry),
+    Retry(crate::retry::Retry),
 }
 
 impl fmt::Display for ToolError {
@@ -108,6 +108,20 @@ impl ToolError {
     /// `-32602 Invalid params` with `message` (sent to the client as is).
     pub fn invalid_params(message: impl Into<String>) -> Self {
         ToolError::Rpc(ErrorObject::new(presa_protocol::codes::INVALID_PARAMS, message))
+    }
+}
+
+impl ToolError {
+    /// A transient failure (a network blip, an upstream restarting, a 503):
+    /// a task tries again after the tool's backoff, until its attempts are
+    /// spent. Only for work that did not happen, or is safe to repeat.
+    pub fn transient(reason: impl Into<String>) -> Self {
+        ToolError::Retry(crate::retry::Retry { reason: reason.into(), after: None })
+    }
+
+    /// [`transient`](Self::transient), trying again after `after` (a `Retry-After`, a rate limit's reset).
+    pub fn retry_after(after: std::time::Duration, reason: impl Into<String>) -> Self {
+        ToolError::Retry(crate::retry::Retry { reason: reason.into(), after: Some(after) })
     }
 }
 

@@ -1,6 +1,6 @@
 //! Retries of a task's failed tries: the [`RetryPolicy`] a tool (or the
 //! cluster's default, `WorkerConfig::retry`) gives, the backoff it computes,
-//! and [`Retry`], what a handler returns (as [`ToolError::Retry`]) to ask
+//! and [`Retry`], what a handler returns (as [`ToolError::Retry`](crate::ToolError::Retry)) to ask
 //! for another try.
 //!
 //! Only a failure the handler marks worth trying again is tried again: the
@@ -13,8 +13,6 @@
 use std::{fmt, time::Duration};
 
 use presa_protocol::{codes, jsonrpc::ErrorObject};
-
-use crate::ToolError;
 
 /// How often and how patiently a tool's failed tries are tried again:
 /// exponential backoff with full jitter (the delay after the `n`th failed
@@ -103,7 +101,7 @@ impl RetryPolicy {
     }
 }
 
-/// Why a try failed in a way worth trying again (see [`ToolError::Retry`]).
+/// Why a try failed in a way worth trying again (see [`ToolError::Retry`](crate::ToolError::Retry)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Retry {
     /// Why, in words (shown in the task's status message, its log of
@@ -129,20 +127,6 @@ impl Retry {
 impl fmt::Display for Retry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.reason)
-    }
-}
-
-impl ToolError {
-    /// A transient failure (a network blip, an upstream restarting, a 503):
-    /// a task tries again after the tool's backoff, until its attempts are
-    /// spent. Only for work that did not happen, or is safe to repeat.
-    pub fn transient(reason: impl Into<String>) -> Self {
-        ToolError::Retry(Retry { reason: reason.into(), after: None })
-    }
-
-    /// [`transient`](Self::transient), trying again after `after` (a `Retry-After`, a rate limit's reset).
-    pub fn retry_after(after: Duration, reason: impl Into<String>) -> Self {
-        ToolError::Retry(Retry { reason: reason.into(), after: Some(after) })
     }
 }
 

@@ -104,13 +104,13 @@ pub struct Tool {
     pub scopes: Vec<String>,
     /// How its tasks' failed tries are tried again (`None`: the worker's
     /// default, `WorkerConfig::retry`).
-    pub retry: Option<crate::RetryPolicy>,
+    pub retry: Option<crate::retry::RetryPolicy>,
     /// How often it may be called across the cluster (`None`: no bound).
-    pub rate: Option<crate::ToolRate>,
+    pub rate: Option<crate::flow::ToolRate>,
     /// The circuit breaker on what it calls (`None`: none).
-    pub breaker: Option<crate::ToolBreaker>,
+    pub breaker: Option<crate::tool_breaker::ToolBreaker>,
     /// How many of its runs may go on at once across the cluster (`None`: no bound).
-    pub concurrency: Option<crate::ToolConcurrency>,
+    pub concurrency: Option<crate::concurrency::ToolConcurrency>,
 }
 
 impl fmt::Debug for Tool {
@@ -152,7 +152,7 @@ impl Tool {
     /// call goes through it for a cool-down, across the cluster; a task
     /// waits meanwhile (no try counted), a call run inside its request is
     /// refused with a retryable `-32603` (HTTP 503) and `Retry-After`.
-    pub fn breaker(mut self, breaker: crate::ToolBreaker) -> Self {
+    pub fn breaker(mut self, breaker: crate::tool_breaker::ToolBreaker) -> Self {
         self.breaker = Some(breaker);
         self
     }
@@ -161,7 +161,7 @@ impl Tool {
     /// task past it waits in line, in creation order (no try counted, no
     /// worker held), a call run inside its request waits up to
     /// `--permit-wait-ms`, then is refused with `-32023` and `Retry-After`.
-    pub fn concurrency(mut self, concurrency: crate::ToolConcurrency) -> Self {
+    pub fn concurrency(mut self, concurrency: crate::concurrency::ToolConcurrency) -> Self {
         self.concurrency = Some(concurrency);
         self
     }
@@ -169,14 +169,14 @@ impl Tool {
     /// Call it at most at `rate` across the cluster: a task past it waits
     /// its turn (no try counted), a call run inside its request is refused
     /// with `-32023` and `Retry-After`.
-    pub fn rate(mut self, rate: crate::ToolRate) -> Self {
+    pub fn rate(mut self, rate: crate::flow::ToolRate) -> Self {
         self.rate = Some(rate);
         self
     }
 
     /// Try its tasks' transient failures ([`ToolError::transient`]) again
     /// under `policy` instead of the worker's default.
-    pub fn retry(mut self, policy: crate::RetryPolicy) -> Self {
+    pub fn retry(mut self, policy: crate::retry::RetryPolicy) -> Self {
         self.retry = Some(policy);
         self
     }

@@ -17,7 +17,7 @@
 use presa_tasks::{Status, Task};
 use serde::{Deserialize, Serialize};
 
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// The most tasks one page of [`AdminStore::list_tasks`] holds, whatever
 /// the caller asks for.

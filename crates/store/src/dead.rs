@@ -36,7 +36,9 @@ use std::time::Duration;
 use presa_tasks::{NewTask, Scope, TaskId, Work};
 use serde::{Deserialize, Serialize};
 
-use crate::{Claim, CreateLimits, Created, Idempotency, StoreError, TaskStore};
+use crate::{
+    TaskStore, claim::Claim, error::StoreError, idempotency::Created, idempotency::Idempotency, limits::CreateLimits,
+};
 
 /// How long a dead letter is kept after its task died, unless a store is
 /// configured otherwise: 7 days.

@@ -19,7 +19,7 @@ use std::{
 
 use futures::{Stream, task::AtomicWaker};
 
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// How much one subscriber's queue may hold before it overflows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use presa_tasks::Task;
 
-use crate::{StoreError, Writer, fanout};
+use crate::{claim::Writer, error::StoreError, fanout};
 
 /// Limits enforced atomically with creation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

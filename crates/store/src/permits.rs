@@ -28,7 +28,7 @@ use std::{
     time::Duration,
 };
 
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// Which semaphore: a limit and a key within it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use presa_tasks::{Task, TaskId};
 
-use crate::{Cas, Claim, PartitionStats, Shares, StoreError, TaskStore};
+use crate::{TaskStore, claim::Cas, claim::Claim, claim::PartitionStats, error::StoreError, shares::Shares};
 
 /// The work queue of the durable task store.
 #[async_trait::async_trait]

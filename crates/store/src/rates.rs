@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// A rate: one take per `interval`, `burst` of them at once after a quiet spell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use std::{collections::HashMap, time::Duration};
 
 use presa_tasks::Scope;
 
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// What one legacy (2025-11-25) session may store, checked atomically with
 /// each write ([`SessionStore::set_session_field`]). `None`: no limit.

@@ -9,9 +9,10 @@ use std::{any::Any, collections::HashMap, fmt, sync::Arc, time::Duration};
 use futures::StreamExt;
 
 use crate::{
-    Cas, Claim, CreateLimits, DeadLetter, DeadLetterFilter, DeadLetterPage, DeadLetters, EventBus, EventStream,
-    GetView, NewTask, PartitionStats, Scope, SessionLimits, SessionStore, SessionWrite, Shares, StoreError, Task,
-    TaskId, TaskStore, TaskStream, WorkQueue, Writer,
+    EventBus, EventStream, GetView, NewTask, Scope, Task, TaskId, TaskStore, TaskStream, claim::Cas, claim::Claim,
+    claim::PartitionStats, claim::Writer, dead::DeadLetter, dead::DeadLetterFilter, dead::DeadLetterPage,
+    dead::DeadLetters, error::StoreError, limits::CreateLimits, queue::WorkQueue, session::SessionLimits,
+    session::SessionStore, session::SessionWrite, shares::Shares,
 };
 
 /// `inner`, plus what a test needs around it.
@@ -63,8 +64,8 @@ impl<S: TaskStore> TaskStore for Wrapped<S> {
         &self,
         new: NewTask,
         limits: CreateLimits,
-        idempotency: Option<&crate::Idempotency>,
-    ) -> Result<crate::Created, StoreError> {
+        idempotency: Option<&crate::idempotency::Idempotency>,
+    ) -> Result<crate::idempotency::Created, StoreError> {
         self.inner.create_idempotent(new, limits, idempotency).await
     }
     async fn get(&self, scope: &Scope, id: &TaskId) -> Result<Option<Task>, StoreError> {
@@ -185,90 +186,99 @@ impl<S: EventBus> EventBus for Wrapped<S> {
 }
 
 #[async_trait::async_trait]
-impl<S: crate::AdminStore> crate::AdminStore for Wrapped<S> {
+impl<S: crate::admin::AdminStore> crate::admin::AdminStore for Wrapped<S> {
     async fn list_tasks(
         &self,
-        filter: &crate::TaskFilter,
+        filter: &crate::admin::TaskFilter,
         before: Option<&str>,
         limit: usize,
-    ) -> Result<crate::TaskPage, StoreError> {
+    ) -> Result<crate::admin::TaskPage, StoreError> {
         self.inner.list_tasks(filter, before, limit).await
     }
     async fn tenants(&self) -> Result<Vec<String>, StoreError> {
         self.inner.tenants().await
     }
-    async fn heartbeat(&self, node: &crate::NodeInfo, ttl: Duration) -> Result<bool, StoreError> {
+    async fn heartbeat(&self, node: &crate::admin::NodeInfo, ttl: Duration) -> Result<bool, StoreError> {
         self.inner.heartbeat(node, ttl).await
     }
-    async fn nodes(&self) -> Result<Vec<crate::NodeInfo>, StoreError> {
+    async fn nodes(&self) -> Result<Vec<crate::admin::NodeInfo>, StoreError> {
         self.inner.nodes().await
     }
-    async fn drain(&self, id: &str) -> Result<Option<crate::NodeInfo>, StoreError> {
+    async fn drain(&self, id: &str) -> Result<Option<crate::admin::NodeInfo>, StoreError> {
         self.inner.drain(id).await
     }
 }
 
 #[async_trait::async_trait]
-impl<S: crate::Rates> crate::Rates for Wrapped<S> {
-    async fn take_rate(&self, key: &str, rate: crate::Rate, how: crate::Take) -> Result<crate::Taken, StoreError> {
+impl<S: crate::rates::Rates> crate::rates::Rates for Wrapped<S> {
+    async fn take_rate(
+        &self,
+        key: &str,
+        rate: crate::rates::Rate,
+        how: crate::rates::Take,
+    ) -> Result<crate::rates::Taken, StoreError> {
         self.inner.take_rate(key, rate, how).await
     }
 }
 
 #[async_trait::async_trait]
-impl<S: crate::Breakers> crate::Breakers for Wrapped<S> {
+impl<S: crate::breakers::Breakers> crate::breakers::Breakers for Wrapped<S> {
     async fn check_breaker(
         &self,
         name: &str,
-        policy: crate::BreakerPolicy,
+        policy: crate::breakers::BreakerPolicy,
         token: &str,
-    ) -> Result<(crate::Check, crate::Circuit), StoreError> {
+    ) -> Result<(crate::breakers::Check, crate::breakers::Circuit), StoreError> {
         self.inner.check_breaker(name, policy, token).await
     }
     async fn report_breaker(
         &self,
         name: &str,
-        policy: crate::BreakerPolicy,
+        policy: crate::breakers::BreakerPolicy,
         token: &str,
-        report: crate::Report,
-    ) -> Result<(crate::Circuit, crate::Change), StoreError> {
+        report: crate::breakers::Report,
+    ) -> Result<(crate::breakers::Circuit, crate::breakers::Change), StoreError> {
         self.inner.report_breaker(name, policy, token, report).await
     }
-    async fn read_breaker(&self, name: &str, policy: crate::BreakerPolicy) -> Result<crate::BreakerView, StoreError> {
+    async fn read_breaker(
+        &self,
+        name: &str,
+        policy: crate::breakers::BreakerPolicy,
+    ) -> Result<crate::breakers::BreakerView, StoreError> {
         self.inner.read_breaker(name, policy).await
     }
 }
 
 #[async_trait::async_trait]
-impl<S: crate::Permits> crate::Permits for Wrapped<S> {
+impl<S: crate::permits::Permits> crate::permits::Permits for Wrapped<S> {
     async fn acquire_permit(
         &self,
-        name: &crate::PermitName,
-        holder: &crate::Holder,
-        terms: crate::PermitTerms,
-    ) -> Result<crate::Acquired, StoreError> {
+        name: &crate::permits::PermitName,
+        holder: &crate::permits::Holder,
+        terms: crate::permits::PermitTerms,
+    ) -> Result<crate::permits::Acquired, StoreError> {
         self.inner.acquire_permit(name, holder, terms).await
     }
 
     async fn renew_permit(
         &self,
-        name: &crate::PermitName,
-        holder: &crate::Holder,
-        terms: crate::PermitTerms,
+        name: &crate::permits::PermitName,
+        holder: &crate::permits::Holder,
+        terms: crate::permits::PermitTerms,
     ) -> Result<bool, StoreError> {
         self.inner.renew_permit(name, holder, terms).await
     }
 
     async fn release_permit(
         &self,
-        name: &crate::PermitName,
-        holder: &crate::Holder,
-        terms: crate::PermitTerms,
-    ) -> Result<crate::Released, StoreError> {
+        name: &crate::permits::PermitName,
+        holder: &crate::permits::Holder,
+        terms: crate::permits::PermitTerms,
+    ) -> Result<crate::permits::Released, StoreError> {
         self.inner.release_permit(name, holder, terms).await
     }
 
-    async fn permit_usage(&self, limit: &str) -> Result<Vec<crate::PermitUsage>, StoreError> {
+    async fn permit_usage(&self, limit: &str) -> Result<Vec<crate::permits::PermitUsage>, StoreError> {
         self.inner.permit_usage(limit).await
     }
 }

@@ -24,7 +24,7 @@ use presa_protocol::{
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::{Scope, Status, Task};
+use crate::{model::Scope, model::Status, model::Task};
 
 /// An ISO 8601 UTC timestamp with milliseconds, e.g. `2026-11-30T12:00:00.123Z`.
 pub fn iso8601(ms: u64) -> String {
@@ -233,7 +233,7 @@ impl GetView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Event, NewTask, Scope, TaskId, Work, apply};
+    use crate::{id::TaskId, model::NewTask, model::Scope, model::Work, reducer::Event, reducer::apply};
     use std::collections::BTreeMap;
 
     fn task() -> Task {

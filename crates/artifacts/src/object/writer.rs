@@ -9,7 +9,7 @@ use object_store::{ObjectStoreExt, PutPayload, PutPayloadMut, WriteMultipart, pa
 use sha2::{Digest, Sha256};
 
 use super::{Shared, Sidecar};
-use crate::{ArtifactError, ArtifactMeta, ArtifactWriter, META_SUFFIX, Result};
+use crate::{ArtifactMeta, ArtifactWriter, META_SUFFIX, Result, error::ArtifactError};
 
 /// Where a writer is.
 enum WriteState {

@@ -7,7 +7,7 @@ use std::{io::Write, path::Path};
 use futures::StreamExt;
 
 use super::Client;
-use crate::Error;
+use crate::error::Error;
 
 /// The `_meta` key of an artifact link's download path.
 pub const DOWNLOAD_META: &str = "io.presa/download";

@@ -16,13 +16,15 @@ use std::{
 use serde_json::{Map, Value, json};
 
 use crate::{
-    CallOutcome, Error, Task,
+    error::Error,
     sse::{self, Messages},
+    task::CallOutcome,
+    task::Task,
     wire,
 };
 
 mod download;
-mod response;
+pub(crate) mod response;
 mod send;
 
 pub use download::DOWNLOAD_META;
@@ -76,7 +78,7 @@ impl Client {
 
     /// presa's admin API at `base` (`…/admin/v1`), or by default on this
     /// endpoint's origin, with this client's token and connections.
-    pub fn admin(&self, base: Option<&str>) -> Result<crate::AdminClient, Error> {
+    pub fn admin(&self, base: Option<&str>) -> Result<crate::admin::AdminClient, Error> {
         let base = match base {
             Some(b) => b.trim_end_matches('/').to_string(),
             None => {
@@ -85,7 +87,7 @@ impl Client {
                 format!("{}/admin/v1", url.origin().ascii_serialization())
             }
         };
-        Ok(crate::AdminClient { http: self.http.clone(), base, token: self.token.clone() })
+        Ok(crate::admin::AdminClient { http: self.http.clone(), base, token: self.token.clone() })
     }
 
     /// `server/discover`.

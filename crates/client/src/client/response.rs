@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::{Error, wire};
+use crate::{error::Error, wire};
 
 pub(super) async fn read_json(resp: reqwest::Response, url: &str) -> Result<Value, Error> {
     let status = resp.status().as_u16();

@@ -11,7 +11,7 @@ use super::{
     Client,
     response::{into_result, read_json},
 };
-use crate::{Error, sse, wire};
+use crate::{error::Error, sse, wire};
 
 impl Client {
     pub(super) async fn post(&self, method: &str, params: Value) -> Result<(u64, reqwest::Response), Error> {

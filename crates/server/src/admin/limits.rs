@@ -7,7 +7,7 @@
 use presa_store::PermitUsage;
 
 use super::{Admin, AdminError, Operator};
-use crate::{ToolConcurrency, ToolRate, store_io::store_call};
+use crate::{concurrency::ToolConcurrency, flow::ToolRate, store_io::store_call};
 
 /// One tool's limits.
 #[derive(Debug, Clone)]

@@ -152,22 +152,22 @@ impl RegisteredTool {
     }
 
     /// How its tasks' failed tries are tried again, if it says (`Tool::retry`).
-    pub fn retry(&self) -> Option<crate::RetryPolicy> {
+    pub fn retry(&self) -> Option<crate::retry::RetryPolicy> {
         self.tool.retry
     }
 
     /// How often it may be called across the cluster, if it says (`Tool::rate`).
-    pub fn rate(&self) -> Option<crate::ToolRate> {
+    pub fn rate(&self) -> Option<crate::flow::ToolRate> {
         self.tool.rate
     }
 
     /// The circuit breaker on what it calls, if it has one (`Tool::breaker`).
-    pub fn breaker(&self) -> Option<&crate::ToolBreaker> {
+    pub fn breaker(&self) -> Option<&crate::tool_breaker::ToolBreaker> {
         self.tool.breaker.as_ref()
     }
 
     /// How many of its runs may go on at once, if it says (`Tool::concurrency`).
-    pub fn concurrency(&self) -> Option<&crate::ToolConcurrency> {
+    pub fn concurrency(&self) -> Option<&crate::concurrency::ToolConcurrency> {
         self.tool.concurrency.as_ref()
     }
 

@@ -22,15 +22,13 @@ use presa_protocol::{
     meta::{IDEMPOTENCY_KEY_META, RequestMeta},
     result::{InputRequiredResult, into_value},
 };
-use presa_store::{Created, Idempotency, Limit, NewTask, StoreError, Take, util::now_ms};
+use presa_store::{Created, Idempotency, Limit, NewTask, StoreError, util::now_ms};
 use presa_tasks::{Status, Task, Work, json_len, wire};
 use presa_telemetry::{metrics, propagation};
 use serde_json::{Map, Value, json};
 
 use super::{Admitted, Server, authorize_scopes, input_responses, invalid, required_str};
 use crate::{
-    catalog::RegisteredTool,
-    concurrency::HeldPermit,
     context::{Invocation, ToolContext},
     core::Outcome,
     error::INFLIGHT_RETRY_AFTER_MS,
@@ -86,42 +84,6 @@ impl Server {
                 self.run_in_request(tool.handler(), call, req, guard).await
             }
         }
-    }
-
-    /// What a call run inside its request must pass before it runs, in
-    /// order: its tool's rate (past it, refused with when to try again), a
-    /// permit of its concurrency limit (waited for up to `permit_wait`, then
-    /// refused), and its circuit breaker (open: refused at once). Holds the
-    /// permit and the breaker's guard for the run.
-    async fn admit_in_request(
-        &self,
-        tool: &RegisteredTool,
-        name: &str,
-        req: &Admitted,
-        arguments: &Value,
-    ) -> Result<(Option<HeldPermit>, Option<crate::breaker::Guard>), ServerError> {
-        if let Some(rate) = tool.rate()
-            && let Some(wait) = rate.take(self.core().rates().as_ref(), name, &req.caller, Take::Now).await
-        {
-            metrics::refusal(Limit::ToolRate);
-            let retry_after_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1);
-            return Err(ServerError::RateLimited { limit: Limit::ToolRate, retry_after_ms });
-        }
-        let permit = match tool.concurrency() {
-            None => None,
-            Some(limit) => {
-                let permit_name = limit.name(name, &req.caller, arguments);
-                let patience = self.core().config().permit_wait;
-                let Some(hold) = limit.admit_call(self.core().permits(), permit_name, patience).await else {
-                    metrics::refusal(Limit::ToolConcurrency);
-                    let retry_after_ms = Limit::ToolConcurrency.retry_after_ms().unwrap_or(1_000);
-                    return Err(ServerError::RateLimited { limit: Limit::ToolConcurrency, retry_after_ms });
-                };
-                Some(hold.hold(self.core().work().clone()))
-            }
-        };
-        let guard = crate::breaker::admit(self.core().breakers(), tool).await.or_refuse()?;
-        Ok((permit, guard))
     }
 
     pub(super) async fn get_prompt(&self, req: &Admitted) -> Result<Value, ServerError> {

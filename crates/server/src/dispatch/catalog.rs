@@ -120,9 +120,13 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     use crate::{
-        Catalog, Core, Server, ServerConfig, StateCodec,
+        catalog::Catalog,
         catalog::ResourceError,
+        config::ServerConfig,
+        core::Core,
+        dispatch::Server,
         dispatch::{Admitted, Reply},
+        state::StateCodec,
     };
 
     /// A catalog with a synchronous and an asynchronous resource, a template
@@ -196,7 +200,7 @@ mod tests {
             params,
             meta,
             caller,
-            outbox: crate::Outbox::new(tx),
+            outbox: crate::context::Outbox::new(tx),
             cancel,
             tool: None,
         }

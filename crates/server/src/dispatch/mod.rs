@@ -14,6 +14,7 @@
 //! The dispatcher knows MCP but not HTTP: the transport admits the request
 //! (headers, `_meta`, the caller) and turns the [`Reply`] into JSON or SSE.
 
+mod admit;
 mod call;
 mod catalog;
 mod discover;
@@ -114,7 +115,7 @@ pub struct Admitted {
     /// the request ([`Catalog::tool_ref`](crate::Catalog::tool_ref): the
     /// HTTP layer does, for its span and `Mcp-Param-*` checks); `None`
     /// when it did not, and the dispatcher looks it up.
-    pub tool: Option<crate::ToolRef>,
+    pub tool: Option<crate::catalog::ToolRef>,
 }
 
 struct Inner {

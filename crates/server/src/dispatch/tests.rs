@@ -16,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Admitted, Reply, Server};
 use crate::{
-    Catalog, Core, ServerConfig, StateCodec, TaskPolicy, Tool, ToolContext, ToolError, ToolOutput, tool::ToolHandler,
+    catalog::Catalog, config::ServerConfig, context::ToolContext, core::Core, output::ToolError, output::ToolOutput,
+    state::StateCodec, tool::TaskPolicy, tool::Tool, tool::ToolHandler,
 };
 
 fn tool(name: &str, schema: Value, handler: impl ToolHandler) -> Tool {
@@ -123,7 +124,7 @@ async fn call_cancellable(
     let meta = RequestMeta::from_params(&params).expect("valid _meta");
     let scope = Scope { tenant: "unit".into(), subject: subject.into() };
     let (tx, mut rx) = mpsc::channel(crate::context::OUTBOX_BOUND);
-    let outbox = crate::Outbox::new(tx);
+    let outbox = crate::context::Outbox::new(tx);
     let caller = Caller { scope, scopes: None };
     let req = Admitted { id: RequestId::Number(7), method, params, meta, caller, outbox, cancel, tool: None };
     let reply = server.handle(&req).await;
@@ -322,7 +323,7 @@ async fn in_request_calls_are_capped_per_scope_and_in_all() {
     let e = error(call_as(&s, "alice", Method::ToolsCall, hold.clone()).await.0);
     assert_eq!(e.code, -32023, "{e:?}");
     assert_eq!(e.data.as_ref().unwrap()["limit"], "max_inflight_calls_per_scope");
-    assert_eq!(e.data.as_ref().unwrap()["retryAfterMs"], crate::INFLIGHT_RETRY_AFTER_MS);
+    assert_eq!(e.data.as_ref().unwrap()["retryAfterMs"], crate::error::INFLIGHT_RETRY_AFTER_MS);
     assert_eq!(e.http_status(), 429);
     let greet = json!({ "name": "greet", "arguments": { "who": "Bob" }, "_meta": plain() });
     let bob = tokio::time::timeout(Duration::from_secs(5), call_as(&s, "bob", Method::ToolsCall, greet.clone()));

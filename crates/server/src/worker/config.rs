@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::RetryPolicy;
+use crate::retry::RetryPolicy;
 
 /// Worker pool settings.
 #[derive(Debug, Clone)]

@@ -8,7 +8,7 @@ use presa_store::{Acquired, Claim, Holder, PermitName, util::now_ms};
 use presa_tasks::{Caller, Event};
 
 use super::Worker;
-use crate::{ToolConcurrency, catalog::RegisteredTool, concurrency::PermitHold, store_io::store_call};
+use crate::{catalog::RegisteredTool, concurrency::PermitHold, concurrency::ToolConcurrency, store_io::store_call};
 
 impl Worker {
     /// The permit `claim`'s run needs: `Ok(None)` when its tool has no

@@ -26,7 +26,7 @@
 
 use std::time::Duration;
 
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// The most failures a policy may count (the window keeps one time each).
 pub const MAX_FAILURES: u32 = 1_000;

@@ -7,7 +7,9 @@
 
 use std::{sync::Arc, time::Duration};
 
-use crate::{BreakerPolicy, Breakers, Change, Check, Circuit, Report};
+use crate::{
+    breakers::BreakerPolicy, breakers::Breakers, breakers::Change, breakers::Check, breakers::Circuit, breakers::Report,
+};
 
 /// A unique breaker name per run (stores are shared between tests).
 fn name(what: &str) -> String {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 
 use super::{EMPTY_WAIT, PATIENCE};
-use crate::{EventBus, StoreError};
+use crate::{EventBus, error::StoreError};
 
 async fn next_event(events: &mut crate::EventStream) -> Option<String> {
     tokio::time::timeout(PATIENCE, events.next()).await.ok().flatten().map(|e| e.expect("an event, not an error"))
@@ -45,12 +45,12 @@ pub async fn bus_subscribers_see_only_later_events(bus: Arc<dyn EventBus>) {
 /// `MAX_EVENT_BYTES` is refused and reaches nobody.
 pub async fn bus_events_are_bounded_in_size(bus: Arc<dyn EventBus>) {
     let mut events = bus.subscribe().await.expect("subscribe");
-    let big = "x".repeat(crate::MAX_EVENT_BYTES + 1);
+    let big = "x".repeat(crate::limits::MAX_EVENT_BYTES + 1);
     let refused = bus.publish(&big).await.expect_err("too large");
     assert!(matches!(refused, StoreError::TooLarge { what: "event", .. }), "{refused:?}");
     assert!(!refused.is_retryable());
-    bus.publish(&big[..crate::MAX_EVENT_BYTES]).await.expect("at the limit");
-    assert_eq!(next_event(&mut events).await.map(|e| e.len()), Some(crate::MAX_EVENT_BYTES));
+    bus.publish(&big[..crate::limits::MAX_EVENT_BYTES]).await.expect("at the limit");
+    assert_eq!(next_event(&mut events).await.map(|e| e.len()), Some(crate::limits::MAX_EVENT_BYTES));
 }
 
 /// A subscriber that stops reading is ended once it falls behind its
@@ -60,7 +60,7 @@ pub async fn a_lagging_bus_subscriber_is_ended(bus: Arc<dyn EventBus>) {
     let mut stalled = bus.subscribe().await.expect("subscribe");
     let mut reader = bus.subscribe().await.expect("subscribe");
     let event = "e".repeat(4096);
-    let n = crate::BUS_QUEUE.max_bytes / event.len() + 8;
+    let n = crate::limits::BUS_QUEUE.max_bytes / event.len() + 8;
     for i in 0..n {
         bus.publish(&event).await.expect("publish");
         assert!(next_event(&mut reader).await.is_some(), "the reader keeps up ({i})");

@@ -12,8 +12,14 @@ use super::{
     EMPTY_WAIT, LONG_LEASE, NO_LIMITS, PAST_SHORT_LEASE, SHORT_LEASE, claim_one, create, load, new_task, next,
 };
 use crate::{
-    Cas, CreateLimits, DeadLetter, DeadLetterFilter, DeadLetters, StoreError, WorkQueue,
+    claim::Cas,
+    dead::DeadLetter,
+    dead::DeadLetterFilter,
+    dead::DeadLetters,
     dead::{DeadLetterPage, MAX_DEAD_LETTER_PAGE},
+    error::StoreError,
+    limits::CreateLimits,
+    queue::WorkQueue,
 };
 
 /// The retention the [`dead_letters_expire_after_their_retention`] store is made with.
@@ -29,7 +35,7 @@ fn failure() -> Event {
 
 /// Create a task of `scope`, claim it (the store holds no other work) and
 /// conclude it as poison; the failed task and the claim it died under.
-async fn bury(store: &Arc<dyn WorkQueue>, scope: &Scope) -> (Task, crate::Claim) {
+async fn bury(store: &Arc<dyn WorkQueue>, scope: &Scope) -> (Task, crate::claim::Claim) {
     let task = create(store, scope).await;
     let claim = claim_one(store, "w1", LONG_LEASE).await;
     assert_eq!(claim.task.id, task.id, "the only work is this task's");

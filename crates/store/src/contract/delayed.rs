@@ -12,7 +12,10 @@ use super::{
     EMPTY_WAIT, LONG_LEASE, PAST_SHORT_LEASE, PATIENCE, SHORT_LEASE, assert_nothing_to_claim, claim_one, commit,
     create, load, new_task, next, scope,
 };
-use crate::{Cas, Claim, CreateLimits, Limit, StoreError, WorkQueue, Writer, util::now_ms};
+use crate::{
+    Limit, claim::Cas, claim::Claim, claim::Writer, error::StoreError, limits::CreateLimits, queue::WorkQueue,
+    util::now_ms,
+};
 
 /// The write that puts `claim`'s try off until `due_at_ms`.
 fn deferral(claim: &Claim, due_at_ms: u64) -> Task {

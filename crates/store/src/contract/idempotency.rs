@@ -7,7 +7,9 @@ use presa_tasks::TaskId;
 use serde_json::json;
 
 use super::{NO_LIMITS, claim_all, new_task, scope};
-use crate::{CreateLimits, Created, Idempotency, StoreError, WorkQueue};
+use crate::{
+    error::StoreError, idempotency::Created, idempotency::Idempotency, limits::CreateLimits, queue::WorkQueue,
+};
 
 /// A create under an idempotency key: the same key and request return the
 /// first task (no second work item, even with the scope at its limit now),

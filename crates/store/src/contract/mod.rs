@@ -72,7 +72,10 @@ pub use sessions::*;
 pub use tasks::*;
 pub use work::*;
 
-use crate::{Cas, Claim, CreateLimits, TaskStore, TaskStream, WorkQueue, Writer, util::now_ms};
+use crate::{
+    TaskStore, TaskStream, claim::Cas, claim::Claim, claim::Writer, limits::CreateLimits, queue::WorkQueue,
+    util::now_ms,
+};
 
 /// Expands to one `#[tokio::test]` per contract case.
 ///

@@ -5,7 +5,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use crate::{Acquired, Holder, PermitName, PermitTerms, Permits};
+use crate::{permits::Acquired, permits::Holder, permits::PermitName, permits::PermitTerms, permits::Permits};
 
 /// A unique limit per run (stores are shared between tests).
 fn name(what: &str) -> PermitName {

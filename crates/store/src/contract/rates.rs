@@ -4,7 +4,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use crate::{Rate, Rates, Take, Taken};
+use crate::{rates::Rate, rates::Rates, rates::Take, rates::Taken};
 
 /// A unique rate name per run (stores are shared between tests).
 fn name(what: &str) -> String {

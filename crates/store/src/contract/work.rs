@@ -11,7 +11,9 @@ use super::{
     EMPTY_WAIT, LONG_LEASE, PAST_SHORT_LEASE, PATIENCE, SHORT_LEASE, assert_nothing_to_claim, claim, claim_one, commit,
     create, load, next, next_snapshot, result, scope,
 };
-use crate::{Cas, Claim, PartitionStats, Shares, TaskStore, WorkQueue, Writer};
+use crate::{
+    TaskStore, claim::Cas, claim::Claim, claim::PartitionStats, claim::Writer, queue::WorkQueue, shares::Shares,
+};
 
 /// A claim returns created work (attempt 1, delivery 1) and bumps the
 /// revision, so writes computed before it are refused; with nothing left a

@@ -8,8 +8,12 @@ use std::{
 };
 
 use crate::{
-    AdminStore, NodeInfo, StoreError, TaskFilter, TaskPage,
+    admin::AdminStore,
+    admin::NodeInfo,
+    admin::TaskFilter,
+    admin::TaskPage,
     admin::{Cursor, task_page_limit},
+    error::StoreError,
     memory::MemoryStore,
     util::now_ms,
 };

@@ -4,8 +4,8 @@
 //! its window is dropped.
 
 use crate::{
-    StoreError,
     breakers::{Breaker, BreakerPolicy, BreakerView, Breakers, Change, Check, Circuit, Report},
+    error::StoreError,
     memory::{MemoryStore, State},
     util::now_ms,
 };

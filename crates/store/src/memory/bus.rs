@@ -10,8 +10,11 @@ use std::{
 use futures::StreamExt;
 
 use crate::{
-    BUS_QUEUE, EventBus, EventStream, StoreError, TOPIC_QUEUE,
+    EventBus, EventStream,
+    error::StoreError,
     fanout::{self, Offered, Overflow, QueueLimits, QueueSender},
+    limits::BUS_QUEUE,
+    limits::TOPIC_QUEUE,
     memory::MemoryStore,
 };
 

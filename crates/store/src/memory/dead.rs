@@ -7,7 +7,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use presa_tasks::TaskId;
 
-use crate::{DeadLetter, DeadLetterFilter, DeadLetterPage, DeadLetters, StoreError, memory::MemoryStore, util::now_ms};
+use crate::{
+    dead::DeadLetter, dead::DeadLetterFilter, dead::DeadLetterPage, dead::DeadLetters, error::StoreError,
+    memory::MemoryStore, util::now_ms,
+};
 
 /// The dead letters of the memory store, with their expiry: one map in
 /// listing order, and where each task's letter is in it.

@@ -6,8 +6,15 @@
 use std::time::Duration;
 
 use crate::{
-    Acquired, Holder, PermitName, PermitTerms, PermitUsage, Permits, Released, StoreError,
+    error::StoreError,
     memory::{MemoryStore, State},
+    permits::Acquired,
+    permits::Holder,
+    permits::PermitName,
+    permits::PermitTerms,
+    permits::PermitUsage,
+    permits::Permits,
+    permits::Released,
     permits::Semaphore,
     util::now_ms,
 };

@@ -3,8 +3,12 @@
 //! dropped by the purge.
 
 use crate::{
-    Rate, Rates, StoreError, Take, Taken,
+    error::StoreError,
     memory::{MemoryStore, State},
+    rates::Rate,
+    rates::Rates,
+    rates::Take,
+    rates::Taken,
 };
 
 impl State {

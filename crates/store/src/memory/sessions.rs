@@ -7,8 +7,12 @@ use std::{collections::HashMap, time::Duration};
 use presa_tasks::Scope;
 
 use crate::{
-    Limit, SessionLimits, SessionStore, SessionWrite, StoreError,
+    Limit,
+    error::StoreError,
     memory::{MemoryStore, State},
+    session::SessionLimits,
+    session::SessionStore,
+    session::SessionWrite,
     util::now_ms,
 };
 

@@ -10,7 +10,13 @@ use tokio::sync::broadcast;
 use tokio_stream::wrappers::BroadcastStream;
 
 use crate::{
-    Cas, CreateLimits, Created, Idempotency, Limit, StoreError, TaskStore, TaskStream, Writer,
+    Limit, TaskStore, TaskStream,
+    claim::Cas,
+    claim::Writer,
+    error::StoreError,
+    idempotency::Created,
+    idempotency::Idempotency,
+    limits::CreateLimits,
     memory::{MemoryStore, State, WorkItem, active_key, record_size},
     util::{new_task_id_in, now_ms},
 };

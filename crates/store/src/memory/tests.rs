@@ -7,7 +7,10 @@ use futures::StreamExt;
 use presa_tasks::{Event, NewTask, Scope, Task, Work, apply};
 
 use super::{MemoryStore, record_size};
-use crate::{BUS_QUEUE, Cas, CreateLimits, EventBus, Limit, StoreError, TaskStore, WorkQueue, Writer, util::now_ms};
+use crate::{
+    EventBus, Limit, TaskStore, claim::Cas, claim::Writer, error::StoreError, limits::BUS_QUEUE, limits::CreateLimits,
+    queue::WorkQueue, util::now_ms,
+};
 
 fn new_task(ttl_ms: Option<u64>) -> NewTask {
     NewTask { scope: Scope::anonymous(), work: Work::default(), ttl_ms, poll_interval_ms: None, status_message: None }
@@ -66,7 +69,7 @@ async fn events_reach_every_subscriber() {
 async fn a_stalled_subscriber_holds_at_most_its_bound() {
     let store = MemoryStore::new();
     let mut stalled = store.subscribe().await.unwrap();
-    let event = "x".repeat(crate::MAX_EVENT_BYTES);
+    let event = "x".repeat(crate::limits::MAX_EVENT_BYTES);
     for _ in 0..1000 {
         store.publish(&event).await.unwrap();
         assert!(store.queued_event_bytes() <= BUS_QUEUE.max_bytes);

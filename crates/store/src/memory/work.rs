@@ -13,8 +13,14 @@ use presa_tasks::{Event, Task, TaskId, apply};
 use tokio::sync::broadcast;
 
 use crate::{
-    Cas, Claim, DeadLetter, PartitionStats, Shares, StoreError, WorkQueue,
+    claim::Cas,
+    claim::Claim,
+    claim::PartitionStats,
+    dead::DeadLetter,
+    error::StoreError,
     memory::{Lease, MemoryStore, State, WorkItem, deadline_after},
+    queue::WorkQueue,
+    shares::Shares,
     util::now_ms,
 };
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::TaskId;
+use crate::id::TaskId;
 
 /// A task's status on the wire: the one in `presa-protocol` (`crates/protocol/src/task.rs`).
 pub use presa_protocol::Status;

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::{Status, Task, Work};
+use crate::{model::Status, model::Task, model::Work};
 
 /// Something that happens to a task.
 #[derive(Debug, Clone, PartialEq)]
@@ -186,7 +186,7 @@ pub fn apply(task: &Task, event: &Event, now_ms: u64) -> Result<Option<Task>, Re
     // The end needs no entry: a finished task never changes again, so it
     // ended at `updated_at_ms` (what an operator's view adds, `Task::status_history`).
     if next.status != task.status && !next.status.is_terminal() {
-        next.history.push(crate::StatusChange { status: next.status, at_ms: next.updated_at_ms });
+        next.history.push(crate::model::StatusChange { status: next.status, at_ms: next.updated_at_ms });
     }
     Ok(Some(next))
 }
@@ -212,13 +212,13 @@ fn finish(task: &mut Task, status: Status) {
 fn put_off(next: &mut Task, task: &Task, failed: Option<&str>, turn: bool, message: &str, due_at_ms: u64, now_ms: u64) {
     let retries = &mut next.retries;
     if let Some(reason) = failed {
-        retries.log.push(crate::FailedTry {
+        retries.log.push(crate::model::FailedTry {
             number: task.try_number(),
             at_ms: now_ms,
             reason: reason.to_string(),
             delay_ms: due_at_ms.saturating_sub(now_ms),
         });
-        let over = retries.log.len().saturating_sub(crate::MAX_TRIES_KEPT);
+        let over = retries.log.len().saturating_sub(crate::model::MAX_TRIES_KEPT);
         retries.log.drain(..over);
         retries.failed = task.retries.failed.saturating_add(1);
     }

@@ -1,7 +1,7 @@
 //! The reducer's tests: every status × event pair, what finishing drops, deferred tries.
 
 use super::*;
-use crate::{NewTask, Scope, TaskId};
+use crate::{id::TaskId, model::NewTask, model::Scope};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -39,7 +39,7 @@ fn finishing_drops_what_only_a_run_needs() {
             client_capabilities: json!({ "elicitation": {} }).as_object().cloned().unwrap(),
             input_responses: Some(serde_json::Map::new()),
             trace: BTreeMap::from([("traceparent".to_string(), "00-ab-cd-01".to_string())]),
-            caller: Some(crate::Caller::anonymous()),
+            caller: Some(crate::model::Caller::anonymous()),
             replay_of: Some(TaskId::from_wire("p00.dead")),
             worker: Some("w-1".into()),
         };
@@ -72,16 +72,16 @@ fn a_deferred_try_counts_its_claims_afresh() {
     assert_eq!(put_off.retries.due_at_ms, Some(3_500));
     assert_eq!(
         put_off.retries.log,
-        [crate::FailedTry { number: 1, at_ms: 3_000, reason: "503".into(), delay_ms: 500 }]
+        [crate::model::FailedTry { number: 1, at_ms: 3_000, reason: "503".into(), delay_ms: 500 }]
     );
     assert_eq!(put_off.work.worker, None);
     let again = claim(&put_off);
     assert_eq!((again.deliveries(), again.try_number(), again.retries.due_at_ms), (1, 2, None));
     let mut t = again;
-    for n in 0..crate::MAX_TRIES_KEPT as u64 + 3 {
+    for n in 0..crate::model::MAX_TRIES_KEPT as u64 + 3 {
         t = claim(&defer(&t, 4_000 + n));
     }
-    assert_eq!(t.retries.log.len(), crate::MAX_TRIES_KEPT);
+    assert_eq!(t.retries.log.len(), crate::model::MAX_TRIES_KEPT);
     assert_eq!(t.retries.log.last().map(|f| f.number), Some(t.try_number() - 1));
     // A run put off before it started (a rate) is no failed try, but its
     // claims count afresh too.
@@ -162,7 +162,7 @@ fn history_records_status_changes_only_and_claims_name_their_worker() {
     assert_eq!(t.work.worker, None, "a finished task names no holder");
     let simple = apply(&task_in(Status::Working), &Event::Cancel, 1_500).unwrap().unwrap();
     assert!(simple.history.is_empty(), "a task that just ends stores no history: its record does not grow");
-    let end = crate::StatusChange { status: Status::Cancelled, at_ms: 1_500 };
+    let end = crate::model::StatusChange { status: Status::Cancelled, at_ms: 1_500 };
     assert_eq!(simple.status_history(), vec![end.clone()]);
     let stored_its_end = Task { history: vec![end.clone()], ..simple };
     assert_eq!(stored_its_end.status_history(), vec![end], "an end stored already is told once");
