@@ -89,6 +89,7 @@ fuzz_target!(|data: &[u8]| {
             caller: Caller { scope: scope(), scopes: None },
             outbox: Outbox::new(tx),
             cancel: CancellationToken::new(),
+            tool: None,
         };
         let reply = server.handle(&req).await;
         let after = server.core().store().get(&scope(), &task.id).await.expect("get").expect("still there");
