@@ -2,7 +2,7 @@
 //! is about: short events broadcast on `{prefix}:bus` to every process, and
 //! topics (`{prefix}:topic:<hex name>`) whose messages reach only their
 //! subscribers, published on the command connection (`PUBLISH`, or sharded
-//! `SPUBLISH` on a cluster) and received through the hub (`hub.rs`), each
+//! `SPUBLISH` on a cluster) and received through the hub (`hub/mod.rs`), each
 //! subscriber through its own bounded queue that ends it when it lags.
 
 use std::sync::Arc;

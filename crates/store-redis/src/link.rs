@@ -7,7 +7,7 @@
 //!
 //! One round trip on the command connection: every command and script
 //! bounded by `op_timeout`, in its client span, timed and its failure
-//! counted (see `conn.rs` and `metrics.rs`), and the connection told how it went.
+//! counted (see `conn/mod.rs` and `metrics.rs`), and the connection told how it went.
 
 use std::{
     sync::{Arc, Weak},

@@ -21,7 +21,7 @@
 //! `SENTINEL MASTERS` through connections it caches behind `&mut self`, with
 //! no bound of its own on a Sentinel that stops answering, while here every
 //! step is bounded by `op_timeout` and the result feeds the connections
-//! presa already heals (`conn.rs`).
+//! presa already heals (`conn/mod.rs`).
 //!
 //! Nothing is cached but the last primary found (for the blocking-read pool,
 //! which follows it, and for logging a move): each new connection asks

@@ -9,7 +9,7 @@
 //! | [`Letters`] | `dead.rs` | [`presa_store::DeadLetters`] |
 //! | [`Sessions`] | `session.rs` | [`presa_store::SessionStore`] |
 //! | [`TaskIndex`] and [`Nodes`] | `admin.rs`, `nodes.rs` | [`presa_store::AdminStore`] |
-//! | [`Bus`] (over the hub) | `bus.rs`, `hub.rs` | [`presa_store::EventBus`] |
+//! | [`Bus`] (over the hub) | `bus.rs`, `hub/` | [`presa_store::EventBus`] |
 //! | [`Epochs`] | `epoch.rs` | [`RedisStore::check_epoch`] |
 //!
 //! This file opens the store and holds its own public API (probes,
