@@ -102,84 +102,15 @@ pub enum ReduceError {
     NoInputRequests,
 }
 
-/// Apply `event` to `task` at `now_ms`.
+/// Apply `event` to `task` at `now_ms`: the task it makes, or `None` when
+/// the event changes nothing (a finished task, a repeat).
 pub fn apply(task: &Task, event: &Event, now_ms: u64) -> Result<Option<Task>, ReduceError> {
     if task.status.is_terminal() {
         return Ok(None);
     }
     let mut next = task.clone();
-    match event {
-        Event::Claimed { worker } => {
-            next.attempt = task.attempt + 1;
-            next.work.worker = Some(worker.clone());
-            next.retries.due_at_ms = None;
-        }
-        Event::Defer { failed, reason, message, due_at_ms } => {
-            let failed = failed.then_some(reason.as_str());
-            put_off(&mut next, task, failed, failed.is_none(), message, *due_at_ms, now_ms);
-        }
-        // Held back before it started, holding no turn of a rate.
-        Event::Wait { message, due_at_ms } => put_off(&mut next, task, None, false, message, *due_at_ms, now_ms),
-        Event::RequestInput(requests) => {
-            if requests.is_empty() {
-                return Err(ReduceError::NoInputRequests);
-            }
-            for (key, request) in requests {
-                let reused = task.input_responses.contains_key(key)
-                    || task.issued_inputs.get(key).is_some_and(|prev| prev != request);
-                if reused {
-                    return Err(ReduceError::KeyReused(key.clone()));
-                }
-            }
-            let already_parked =
-                task.status == Status::InputRequired && requests.keys().all(|k| task.input_requests.contains_key(k));
-            if already_parked {
-                return Ok(None);
-            }
-            for (key, request) in requests {
-                next.input_requests.insert(key.clone(), request.clone());
-                next.issued_inputs.insert(key.clone(), request.clone());
-            }
-            next.status = Status::InputRequired;
-        }
-        Event::ProvideInput(responses) => {
-            let accepted: Vec<&String> = responses.keys().filter(|k| task.input_requests.contains_key(*k)).collect();
-            if accepted.is_empty() {
-                return Ok(None);
-            }
-            for key in accepted {
-                next.input_requests.remove(key);
-                next.input_responses.insert(key.clone(), responses[key].clone());
-            }
-            if next.input_requests.is_empty() {
-                next.status = Status::Working;
-            }
-        }
-        Event::SetMessage(message) => {
-            if task.status_message.as_deref() == Some(message.as_str()) {
-                return Ok(None);
-            }
-            next.status_message = Some(message.clone());
-        }
-        Event::Checkpoint(value) => {
-            if task.checkpoint.as_ref() == Some(value) {
-                return Ok(None);
-            }
-            next.checkpoint = Some(value.clone());
-        }
-        Event::Complete(result) => {
-            finish(&mut next, Status::Completed);
-            next.result = Some(result.clone());
-        }
-        Event::Fail(error) => {
-            finish(&mut next, Status::Failed);
-            next.status_message = error.get("message").and_then(Value::as_str).map(str::to_string);
-            next.error = Some(error.clone());
-        }
-        Event::Cancel => {
-            finish(&mut next, Status::Cancelled);
-            next.status_message = Some("Cancelled by the client".into());
-        }
+    if !change(&mut next, task, event, now_ms)? {
+        return Ok(None);
     }
     next.revision = task.revision + 1;
     next.updated_at_ms = now_ms.max(task.updated_at_ms);
@@ -189,6 +120,99 @@ pub fn apply(task: &Task, event: &Event, now_ms: u64) -> Result<Option<Task>, Re
         next.history.push(crate::model::StatusChange { status: next.status, at_ms: next.updated_at_ms });
     }
     Ok(Some(next))
+}
+
+/// What `event` changes in `next`, a copy of the live `task`: `false` when
+/// it changes nothing.
+fn change(next: &mut Task, task: &Task, event: &Event, now_ms: u64) -> Result<bool, ReduceError> {
+    match event {
+        Event::Claimed { worker } => {
+            next.attempt = task.attempt + 1;
+            next.work.worker = Some(worker.clone());
+            next.retries.due_at_ms = None;
+        }
+        Event::Defer { failed, reason, message, due_at_ms } => {
+            let failed = failed.then_some(reason.as_str());
+            let turn = failed.is_none();
+            put_off(next, task, PutOff { failed, turn, message, due_at_ms: *due_at_ms }, now_ms);
+        }
+        // Held back before it started, holding no turn of a rate.
+        Event::Wait { message, due_at_ms } => {
+            put_off(next, task, PutOff { failed: None, turn: false, message, due_at_ms: *due_at_ms }, now_ms);
+        }
+        Event::RequestInput(requests) => return request_input(next, task, requests),
+        Event::ProvideInput(responses) => return Ok(provide_input(next, task, responses)),
+        Event::SetMessage(message) => {
+            if task.status_message.as_deref() == Some(message.as_str()) {
+                return Ok(false);
+            }
+            next.status_message = Some(message.clone());
+        }
+        Event::Checkpoint(value) => {
+            if task.checkpoint.as_ref() == Some(value) {
+                return Ok(false);
+            }
+            next.checkpoint = Some(value.clone());
+        }
+        Event::Complete(result) => {
+            finish(next, Status::Completed);
+            next.result = Some(result.clone());
+        }
+        Event::Fail(error) => {
+            finish(next, Status::Failed);
+            next.status_message = error.get("message").and_then(Value::as_str).map(str::to_string);
+            next.error = Some(error.clone());
+        }
+        Event::Cancel => {
+            finish(next, Status::Cancelled);
+            next.status_message = Some("Cancelled by the client".into());
+        }
+    }
+    Ok(true)
+}
+
+/// [`Event::RequestInput`]: the task parks `input_required` on `requests`;
+/// a key used before for something else is refused, and asking again what
+/// it already waits for changes nothing.
+fn request_input(next: &mut Task, task: &Task, requests: &BTreeMap<String, Value>) -> Result<bool, ReduceError> {
+    if requests.is_empty() {
+        return Err(ReduceError::NoInputRequests);
+    }
+    for (key, request) in requests {
+        let reused =
+            task.input_responses.contains_key(key) || task.issued_inputs.get(key).is_some_and(|prev| prev != request);
+        if reused {
+            return Err(ReduceError::KeyReused(key.clone()));
+        }
+    }
+    let already_parked =
+        task.status == Status::InputRequired && requests.keys().all(|k| task.input_requests.contains_key(k));
+    if already_parked {
+        return Ok(false);
+    }
+    for (key, request) in requests {
+        next.input_requests.insert(key.clone(), request.clone());
+        next.issued_inputs.insert(key.clone(), request.clone());
+    }
+    next.status = Status::InputRequired;
+    Ok(true)
+}
+
+/// [`Event::ProvideInput`]: the answers to outstanding keys are taken (any
+/// other is ignored); with none left outstanding the task works again.
+fn provide_input(next: &mut Task, task: &Task, responses: &BTreeMap<String, Value>) -> bool {
+    let accepted: Vec<&String> = responses.keys().filter(|k| task.input_requests.contains_key(*k)).collect();
+    if accepted.is_empty() {
+        return false;
+    }
+    for key in accepted {
+        next.input_requests.remove(key);
+        next.input_responses.insert(key.clone(), responses[key].clone());
+    }
+    if next.input_requests.is_empty() {
+        next.status = Status::Working;
+    }
+    true
 }
 
 /// End `task` as `status`. A finished task never runs again, so what only a
@@ -206,10 +230,21 @@ fn finish(task: &mut Task, status: Status) {
         Work { tool: std::mem::take(&mut task.work.tool), replay_of: task.work.replay_of.take(), ..Work::default() };
 }
 
-/// [`Event::Defer`] and [`Event::Wait`]: `next` stays `working` with
-/// `message`, its work due at `due_at_ms`; a failed try (`failed`: why) is
-/// logged and counted; `turn`: the run holds a turn of its tool's rate.
-fn put_off(next: &mut Task, task: &Task, failed: Option<&str>, turn: bool, message: &str, due_at_ms: u64, now_ms: u64) {
+/// How [`Event::Defer`] or [`Event::Wait`] puts a run off: `failed`, why
+/// its try failed (none: held back before it started); `turn`, whether it
+/// holds a turn of its tool's rate; the task's `message` while it waits, and
+/// when its work is due.
+struct PutOff<'a> {
+    failed: Option<&'a str>,
+    turn: bool,
+    message: &'a str,
+    due_at_ms: u64,
+}
+
+/// `next` stays `working` with the wait's message, its work due at its due
+/// time; a failed try is logged and counted.
+fn put_off(next: &mut Task, task: &Task, off: PutOff<'_>, now_ms: u64) {
+    let PutOff { failed, turn, message, due_at_ms } = off;
     let retries = &mut next.retries;
     if let Some(reason) = failed {
         retries.log.push(crate::model::FailedTry {
