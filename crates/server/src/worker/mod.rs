@@ -287,16 +287,28 @@ impl Worker {
             }
             return;
         }
-        // The lease is kept while a big result is spilled into artifacts.
-        let event = self.event_for(outcome, artifacts.as_deref(), &span).await;
+        self.conclude_run(&claim, outcome, keeper, artifacts, &span).await;
+    }
+
+    /// Record how the run of `claim` ended (its `keeper` renews the lease
+    /// until then: a big result is spilled into artifacts under it).
+    async fn conclude_run(
+        &self,
+        claim: &Claim,
+        outcome: Outcome,
+        keeper: tokio::task::JoinHandle<()>,
+        artifacts: Option<Arc<RunArtifacts>>,
+        span: &tracing::Span,
+    ) {
+        let event = self.event_for(outcome, artifacts.as_deref(), span).await;
         keeper.abort();
         let kept = match event {
             Some(event) => {
                 let completes = matches!(event, Event::Complete(_));
-                self.conclude(&claim, event).await && completes
+                self.conclude(claim, event).await && completes
             }
             None => {
-                Box::pin(self.after_cancellation(&claim, &span)).await;
+                Box::pin(self.after_cancellation(claim, span)).await;
                 false
             }
         };
