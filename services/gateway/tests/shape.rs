@@ -14,6 +14,8 @@
 //! - a result over `max_output_bytes` is a tool error instead;
 //! - a pin the tool's schema does not have stops the gateway at start,
 //!   naming the table;
+//! - the example of docs/gateway.md's "Shaping the catalog" starts and
+//!   lists what it says;
 //! - on Redis, a task of the pinned tool (stored without the pinned
 //!   argument by an API pod) runs on a worker with it.
 
@@ -163,6 +165,41 @@ async fn a_pin_the_tool_does_not_have_stops_the_gateway_at_start() {
         ),
         "{stderr}"
     );
+}
+
+/// The TOML example of docs/gateway.md's "Shaping the catalog", its
+/// server-filesystem and `/srv/data` replaced by the fixture and `data`.
+fn documented_example(data: &Path) -> String {
+    let doc = std::fs::read_to_string(common::repo().join("docs/gateway.md")).unwrap();
+    let section = doc.split("## Shaping the catalog").nth(1).expect("the section");
+    let toml = section.split("```toml\n").nth(1).and_then(|b| b.split("```").next()).expect("its TOML");
+    let data = data.display().to_string();
+    let command = format!("{} {data}", fixtures().filesystem_stdio);
+    let example = "command = \"node /opt/server-filesystem/dist/index.js /srv/data\"";
+    assert!(toml.contains(example), "{toml}");
+    toml.replace(example, &format!("command = {command:?}")).replace("/srv/data", &data)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_example_lists_what_it_says() {
+    let s = setup(0, "");
+    std::fs::write(&s.config, documented_example(&s.data)).unwrap();
+    let gw =
+        Pod::start("gw", &gateway_bin(), free_port(), &["--gateway-config", s.config.to_str().unwrap()], &[]).await;
+    let c = Client::new(format!("{}/mcp", gw.base()), tasks_caps());
+    let tools = c.ok("tools/list", json!({})).await["tools"].as_array().cloned().unwrap();
+    let mut names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["directory_tree", "list_data", "list_directory_with_sizes", "read_text_file", "search_files"]);
+    let tool = |name: &str| tools.iter().find(|t| t["name"] == name).unwrap().clone();
+    let sizes = tool("list_directory_with_sizes");
+    assert_eq!(sizes["inputSchema"]["properties"]["sortBy"]["default"], "size", "{sizes}");
+    assert_eq!(tool("search_files")["annotations"]["idempotentHint"], true);
+    assert_eq!(tool("search_files")["title"], "Search the data");
+    // Its [[tool]] rule sees the new name: list_data is a plain call, even for a client with Tasks.
+    let listed = c.call_tool("list_data", json!({})).await;
+    assert_eq!(listed["resultType"], "complete", "{listed}");
+    assert!(text(&listed).contains("inside.txt"), "{listed}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
