@@ -14,6 +14,8 @@
 //! - a result over `max_output_bytes` is a tool error instead;
 //! - a pin the tool's schema does not have stops the gateway at start,
 //!   naming the table;
+//! - annotations a table overrides are what the retry policy reads (in
+//!   front of the Python upstream, `tests/gateway/upstream.py`);
 //! - the example of docs/gateway.md's "Shaping the catalog" starts and
 //!   lists what it says;
 //! - on Redis, a task of the pinned tool (stored without the pinned
@@ -165,6 +167,43 @@ async fn a_pin_the_tool_does_not_have_stops_the_gateway_at_start() {
         ),
         "{stderr}"
     );
+}
+
+/// The Python upstream's `flaky_exit` says `idempotentHint` and exits
+/// mid-call twice (a child that exits is tried again for such a tool, and
+/// completes on the third call: retry.rs); a table saying it is not
+/// idempotent makes the gateway treat it so: its task fails at once, the
+/// upstream called once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overridden_annotations_are_what_the_retry_policy_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gateway.toml");
+    let command = common::python_upstream();
+    std::fs::write(
+        &config,
+        format!(
+            "[[upstream]]\nname = \"py\"\ncommand = {command:?}\ninherit_env = [\"PRESA_TEST_FLAKY_DIR\"]\n\
+             expose = [\"flaky_exit\"]\n\n[[upstream.tool]]\nmatch = \"flaky_exit\"\n\
+             annotations = {{ idempotentHint = false }}\n\n[[tool]]\nmatch = \"flaky_exit\"\npolicy = \"required\"\n\
+             retry = {{ attempts = 4, initial_ms = 100, max_ms = 100 }}\n"
+        ),
+    )
+    .unwrap();
+    let flaky = dir.path().display().to_string();
+    let args = ["--gateway-config", config.to_str().unwrap(), "--upstream-settle-ms", "0"];
+    let gw = Pod::start("gw", &gateway_bin(), free_port(), &args, &[("PRESA_TEST_FLAKY_DIR", &flaky)]).await;
+    let c = Client::new(format!("{}/mcp", gw.base()), tasks_caps());
+    let tools = c.ok("tools/list", json!({})).await["tools"].clone();
+    assert_eq!(tools[0]["annotations"]["idempotentHint"], false, "{tools}");
+    let id = task_id(&c.call_tool("flaky_exit", json!({})).await);
+    let done = c.wait_task_for(&id, "ended", Duration::from_secs(30), |t| t["status"] != "working").await;
+    assert_eq!(done["status"], "failed", "{done}");
+    let message = done["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("not marked idempotent or read-only, so it was not tried again"), "{done}");
+    // Give a wrong second call the time it would need to show up.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let calls = std::fs::read_to_string(dir.path().join("flaky_exit.log")).unwrap_or_default();
+    assert_eq!(calls.lines().count(), 1, "called once: {calls}");
 }
 
 /// The TOML example of docs/gateway.md's "Shaping the catalog", its
