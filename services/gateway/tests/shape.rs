@@ -239,6 +239,16 @@ async fn the_documented_example_lists_what_it_says() {
     let listed = c.call_tool("list_data", json!({})).await;
     assert_eq!(listed["resultType"], "complete", "{listed}");
     assert!(text(&listed).contains("inside.txt"), "{listed}");
+    // A default fills sortBy only when the call leaves it out (the upstream's own default is "name").
+    std::fs::write(s.data.join("a-small.txt"), "a").unwrap();
+    std::fs::write(s.data.join("z-big.txt"), "z".repeat(1000)).unwrap();
+    let plain = Client::new(format!("{}/mcp", gw.base()), json!({}));
+    let order = |listing: String| (listing.find("z-big.txt"), listing.find("a-small.txt"));
+    let (big, small) = order(text(&plain.call_tool("list_directory_with_sizes", json!({})).await));
+    assert!(big.is_some() && big < small, "sorted by size, the biggest first");
+    let by_name = json!({ "sortBy": "name" });
+    let (big, small) = order(text(&plain.call_tool("list_directory_with_sizes", by_name).await));
+    assert!(small.is_some() && small < big, "sorted by name, as the call asked");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,7 +11,8 @@
 //!   collides with another tool's name, a pinned or default argument the
 //!   tool's `inputSchema` does not have;
 //! - [`input_schema`]: the schema clients see, pinned arguments taken out
-//!   (`properties` and `required`), defaults shown as `default`;
+//!   (`properties` and `required`), defaulted ones no longer required and
+//!   shown with their `default`;
 //! - [`descriptor`]: the descriptor clients see, with the table's name,
 //!   description, title and annotations (which the crash and retry
 //!   policies then read, as `catalog::build` hands this descriptor on).
@@ -142,8 +143,9 @@ pub fn descriptor(upstream: &Value, table: &ToolShape, name: &str) -> Value {
 }
 
 /// `schema` as clients see it: every pinned argument out of its top-level
-/// `properties` and `required` (a `required` left empty goes too), each
-/// default shown as its property's `default`.
+/// `properties` and `required`, each defaulted one shown with its property's
+/// `default` and out of `required` (a call may leave it out); a `required`
+/// left empty goes.
 pub fn input_schema(schema: &Value, pin: &BTreeMap<String, Value>, defaults: &BTreeMap<String, Value>) -> Value {
     let mut schema = schema.clone();
     let Some(root) = schema.as_object_mut() else { return schema };
@@ -158,7 +160,7 @@ pub fn input_schema(schema: &Value, pin: &BTreeMap<String, Value>, defaults: &BT
         }
     }
     if let Some(required) = root.get_mut("required").and_then(Value::as_array_mut) {
-        required.retain(|r| r.as_str().is_none_or(|r| !pin.contains_key(r)));
+        required.retain(|r| r.as_str().is_none_or(|r| !pin.contains_key(r) && !defaults.contains_key(r)));
         if required.is_empty() {
             root.remove("required");
         }

@@ -58,7 +58,7 @@ pub struct ToolShape {
     #[serde(default)]
     pub pin: BTreeMap<String, Value>,
     /// Arguments set when a call leaves them out; they stay in the schema
-    /// (with this value as their `default`).
+    /// (with this value as their `default`, no longer required).
     #[serde(default)]
     pub defaults: BTreeMap<String, Value>,
     /// The most bytes a result may take (its JSON); a bigger one becomes a tool error.

@@ -48,7 +48,7 @@ fn pinned_arguments_leave_the_schema_and_defaults_show_in_it() {
     let schema = json!({
         "type": "object",
         "properties": { "path": { "type": "string" }, "sortBy": { "type": "string" }, "n": { "type": "number" } },
-        "required": ["path", "n"],
+        "required": ["path", "n", "sortBy"],
     });
     let pin = BTreeMap::from([("path".to_string(), json!("/srv/data"))]);
     let defaults = BTreeMap::from([("sortBy".to_string(), json!("size"))]);
@@ -110,7 +110,8 @@ fn a_table_renames_overrides_and_pins() {
     assert_eq!((ls.call.tool.as_str(), ls.call.max_output_bytes), ("fs_ls", Some(4096)));
     let tree = tools.iter().find(|t| t.name == "fs_directory_tree").unwrap();
     assert_eq!(tree.descriptor["inputSchema"]["properties"]["excludePatterns"]["default"], "*.tmp");
-    assert_eq!(tree.descriptor["inputSchema"]["required"], json!(["path", "excludePatterns"]));
+    // A defaulted argument is no longer required: the gateway gives it when the call does not.
+    assert_eq!(tree.descriptor["inputSchema"]["required"], json!(["path"]));
     assert_eq!(tree.call.defaults, json!({ "excludePatterns": "*.tmp" }).as_object().cloned().unwrap());
 }
 
