@@ -76,6 +76,17 @@ impl TaskPolicy {
 pub trait ToolHandler: Send + Sync + 'static {
     /// Run the tool with validated `arguments`.
     async fn call(&self, ctx: ToolContext, arguments: Value) -> Result<ToolOutput, ToolError>;
+
+    /// Refuse a call at the door, before it runs or a task is stored:
+    /// `Err(message)` answers the caller with JSON-RPC `-32602` (invalid
+    /// params) saying `message`. Checked after the caller's scopes, before the
+    /// input schema (whose violations are `isError` results instead). For a
+    /// rule of the server's own the schema cannot say, such as an argument
+    /// the caller may not set (presa-gateway's pinned arguments). Default:
+    /// every call is admitted.
+    fn admit(&self, _arguments: &Value) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// Any async closure `Fn(ToolContext, Value) -> Future<Result<ToolOutput, ToolError>>` is a handler.

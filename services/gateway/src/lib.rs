@@ -13,7 +13,8 @@
 //! - [`proxy`]: the tool handler that runs one upstream call as a plain call
 //!   or a task: progress to status, questions to input requests, cancellation,
 //!   upstream tasks, the crash policy.
-//! - [`catalog`]: presa's catalog from the upstreams' listings.
+//! - [`catalog`]: presa's catalog from the upstreams' listings, shaped by
+//!   their `expose`, `hide` and `[[upstream.tool]]` tables ([`catalog::shape`]).
 //! - `convert`: every conversion between rmcp's types and presa's, typed, in one place.
 //!
 //! Every presa process (API pod, worker, embedded) holds its own pools: a

@@ -46,6 +46,7 @@ async fn tools_list_is_the_upstream_s_own() {
         pool: 1,
         protocol: Default::default(),
         breaker: None,
+        shape: Default::default(),
     };
     let timings = Timings {
         call_timeout: Duration::from_secs(30),

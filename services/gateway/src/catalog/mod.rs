@@ -1,5 +1,6 @@
-//! presa's catalog from the upstreams' own: every upstream tool (name with
-//! its prefix, description, `inputSchema`, `outputSchema`, annotations) as a
+//! presa's catalog from the upstreams' own: every upstream tool an
+//! `[[upstream]]` serves (name with its prefix, description, `inputSchema`,
+//! `outputSchema`, annotations, each as its shaping makes it: [`shape`]) as a
 //! presa tool run by a [`ProxyTool`], with its task policy, crash policy and
 //! retry policy (and what else is transient for it), rate and concurrency from the first matching
 //! `[[tool]]` rule, else the upstream's
@@ -15,6 +16,8 @@
 //! thread, within the request's bounds (the in-request call pool,
 //! `call_timeout`, the client's presence).
 
+pub mod shape;
+
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use presa_server::{
@@ -23,6 +26,7 @@ use presa_server::{
 use rmcp::model::{ClientRequest, ReadResourceRequestParams, ServerResult};
 use serde_json::{Value, json};
 
+use self::shape::{Shaped, shape_tools};
 use crate::{
     config::{GatewayConfig, PolicyRule, Rerun, ToolRule, UpstreamConfig},
     convert::{Offers, complete_params, completion_info, descriptors, prompt_output, prompt_params, read_contents},
@@ -157,18 +161,17 @@ pub fn build(config: &GatewayConfig, pools: &[Arc<Pool>], listings: &[Listing]) 
     let mut claim = |kind: &str, name: &str, upstream: &str| -> Result<(), CatalogError> {
         match seen.insert(format!("{kind} {name}"), upstream.to_string()) {
             Some(other) => Err(CatalogError::Invalid(format!(
-                "upstreams {other:?} and {upstream:?} both list the {kind} {name:?}: give one of them a prefix"
+                "upstreams {other:?} and {upstream:?} both list the {kind} {name:?}: give one of them a prefix \
+                 (or rename the tool)"
             ))),
             None => Ok(()),
         }
     };
     let mut completers = Vec::new();
     for ((up, pool), listing) in config.upstreams.iter().zip(pools).zip(listings) {
-        for descriptor in &listing.tools {
-            let upstream_name = descriptor["name"].as_str().unwrap_or_default().to_string();
-            let name = format!("{}{upstream_name}", up.prefix);
-            claim("tool", &name, &up.name)?;
-            builder = builder.tool(tool(config, up, pool, descriptor, upstream_name, name));
+        for shaped in shape_tools(up, &listing.tools)? {
+            claim("tool", &shaped.name, &up.name)?;
+            builder = builder.tool(tool(config, up, pool, shaped));
         }
         for descriptor in &listing.prompts {
             let upstream_name = descriptor["name"].as_str().unwrap_or_default().to_string();
@@ -195,16 +198,12 @@ pub fn build(config: &GatewayConfig, pools: &[Arc<Pool>], listings: &[Listing]) 
     builder.build().map_err(|e| CatalogError::Invalid(e.to_string()))
 }
 
-fn tool(
-    config: &GatewayConfig,
-    up: &UpstreamConfig,
-    pool: &Arc<Pool>,
-    descriptor: &Value,
-    upstream_name: String,
-    name: String,
-) -> Tool {
+/// A served tool as presa's: its `[[tool]]` rule is the one matching the
+/// name it is listed by, and its policies read its shaped annotations.
+fn tool(config: &GatewayConfig, up: &UpstreamConfig, pool: &Arc<Pool>, shaped: Shaped) -> Tool {
+    let Shaped { upstream_name, name, descriptor, call } = shaped;
     let rule = config.rule(&name);
-    let policy = policy_of(rule, config.task_after, descriptor);
+    let policy = policy_of(rule, config.task_after, &descriptor);
     let rerun = rule.and_then(|r| r.rerun).unwrap_or(Rerun::Auto);
     let rerun_allowed = ProxyTool::may_rerun(rerun, &descriptor["annotations"]);
     let retry_on = rule
@@ -217,9 +216,9 @@ fn tool(
         retry_on,
         timings: config.timings.clone(),
         forward_identity: config.forward_identity,
+        shape: call,
     };
-    let mut d = descriptor.clone();
-    d["name"] = json!(name);
+    let mut d = descriptor;
     d["execution"] = json!({ "taskSupport": support(&policy) });
     Tool {
         descriptor: d,

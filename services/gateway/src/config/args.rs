@@ -180,6 +180,7 @@ impl GatewayArgs {
                     pool,
                     protocol,
                     breaker: None,
+                    shape: super::UpstreamShape::default(),
                 };
                 (vec![up], Vec::new())
             }

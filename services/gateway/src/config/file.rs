@@ -1,5 +1,6 @@
 //! The `--gateway-config` TOML file: its `[[upstream]]` tables (a
-//! breaker's: `breaker`, [`super::BreakerRule`]) and its
+//! breaker's: `breaker`, [`super::BreakerRule`]; the catalog's shaping:
+//! `expose`, `hide`, `[[upstream.tool]]`, [`super::UpstreamShape`]) and its
 //! `[[tool]]` rules ([`ToolRule`]: task policy, crash policy, retry policy
 //! and what else counts as transient, rate, scopes).
 
@@ -174,6 +175,12 @@ pub(super) struct FileUpstream {
     pool: Option<usize>,
     protocol: Option<Protocol>,
     breaker: Option<super::BreakerRule>,
+    #[serde(default)]
+    expose: Option<Vec<String>>,
+    #[serde(default)]
+    hide: Vec<String>,
+    #[serde(default)]
+    tool: Vec<super::ToolShape>,
 }
 
 impl FileUpstream {
@@ -196,7 +203,8 @@ impl FileUpstream {
         }
         let protocol = self.protocol.unwrap_or(default_protocol);
         let breaker = self.breaker.map(|b| b.breaker(&name)).transpose()?;
-        Ok(UpstreamConfig { name, endpoint, prefix: self.prefix, pool, protocol, breaker })
+        let shape = super::UpstreamShape::resolve(&name, self.expose, self.hide, self.tool)?;
+        Ok(UpstreamConfig { name, endpoint, prefix: self.prefix, pool, protocol, breaker, shape })
     }
 }
 

@@ -13,6 +13,15 @@
 //! prefix = "ml_"                   # its tools are listed as ml_<name>
 //! pool = 4                         # child processes at most (calls at once)
 //! breaker = { failures = 5, window_s = 30, cool_down_s = 10 }   # one circuit breaker for its tools
+//! hide = ["delete_*"]              # globs over its own tool names: not served (also `expose = [..]`)
+//!
+//! [[upstream.tool]]                # how the ml upstream's tools are shown and called
+//! match = "train"                  # a glob over the upstream's own name
+//! rename = "train_model"           # listed (and called) as ml_train_model
+//! annotations = { idempotentHint = true }
+//! pin = { device = "gpu0" }        # set on every call, out of the listed schema
+//! defaults = { epochs = 3 }        # set when the call leaves it out
+//! max_output_bytes = 1048576       # a bigger result is a tool error
 //!
 //! [[upstream]]
 //! name = "search"
@@ -33,11 +42,11 @@
 //! The code is split by what it reads: `args` holds the flags
 //! ([`GatewayArgs`]) and resolves everything, `file` the TOML file's shape and
 //! its per-tool rules ([`ToolRule`]), `breaker` an upstream's circuit breaker
-//! ([`BreakerRule`]), `upstream` how one upstream is reached
-//! its per-tool rules ([`ToolRule`]), `concurrency` a rule's concurrency
-//! limit ([`ConcurrencyRule`]), `upstream` how one upstream is reached
-//! ([`UpstreamConfig`], [`Endpoint`]) and the checks and secret references of
-//! its command line, URL and headers.
+//! ([`BreakerRule`]), `concurrency` a rule's concurrency limit
+//! ([`ConcurrencyRule`]), `shape` which of an upstream's tools are served and
+//! how each is shown and called ([`UpstreamShape`], [`ToolShape`]),
+//! `upstream` how one upstream is reached ([`UpstreamConfig`], [`Endpoint`])
+//! and the checks and secret references of its command line, URL and headers.
 
 use std::{path::PathBuf, time::Duration};
 
@@ -45,6 +54,7 @@ mod args;
 mod breaker;
 mod concurrency;
 mod file;
+mod shape;
 #[cfg(test)]
 mod tests;
 mod upstream;
@@ -53,6 +63,7 @@ pub use args::GatewayArgs;
 pub use breaker::BreakerRule;
 pub use concurrency::ConcurrencyRule;
 pub use file::{PolicyRule, Rerun, RetryRule, ToolRule};
+pub use shape::{AnnotationsRule, ToolShape, UpstreamShape};
 pub use upstream::{Endpoint, Protocol, UpstreamConfig};
 
 /// Why the configuration cannot be used. Each message names what to fix.

@@ -67,6 +67,8 @@ pub struct UpstreamConfig {
     pub protocol: Protocol,
     /// The circuit breaker all its tools share (`[[upstream]] breaker`), named after it.
     pub breaker: Option<presa_server::ToolBreaker>,
+    /// Which of its tools are served, and how each is shown and called.
+    pub shape: super::UpstreamShape,
 }
 
 pub(super) fn stdio(

@@ -21,6 +21,10 @@
 //!   presa to try the call again later ([`ToolError::Retry`]), when that is
 //!   safe: a failure the upstream may have received the call before is
 //!   tried again only for a tool safe to repeat (see `retry`);
+//! - a tool shaped by an `[[upstream.tool]]` table gets its pinned and
+//!   default arguments (a call giving a pinned one is refused at the door,
+//!   [`ToolHandler::admit`]), and a result over its `max_output_bytes`
+//!   becomes a tool error ([`CallShape`]);
 //! - a failure that says the upstream is down (no connection, HTTP 5xx, a
 //!   child that exited, no answer in time) counts against the upstream's
 //!   circuit breaker (`[[upstream]] breaker`, run by presa around the
@@ -30,7 +34,8 @@
 //! of each), `questions` keys and asks the upstream's questions,
 //! `upstream_task` follows an upstream task, `status` turns progress and
 //! log lines into status messages, `answer` shapes results and errors,
-//! `retry` sorts failures into those tried again and those not.
+//! `retry` sorts failures into those tried again and those not, `shape`
+//! applies a shaped tool's arguments and output cap.
 
 use std::sync::Arc;
 
@@ -47,6 +52,7 @@ mod answer;
 mod call;
 mod questions;
 mod retry;
+mod shape;
 mod status;
 mod upstream_task;
 
@@ -57,6 +63,7 @@ pub use questions::question_key;
 pub use retry::{MAX_RETRY_AFTER, Received, RetryClass, RetryOn, Transient};
 use retry::{classify_connect, classify_result, classify_service};
 use rmcp::service::ServiceError;
+pub use shape::CallShape;
 
 /// The `_meta` key of the caller's identity (`--upstream-forward-identity`).
 pub const CALLER_META: &str = "dev.presa/caller";
@@ -83,6 +90,8 @@ pub struct ProxyTool {
     pub timings: Timings,
     /// Whether calls carry the caller's tenant and subject in `_meta`.
     pub forward_identity: bool,
+    /// Its pinned and default arguments and its output cap.
+    pub shape: CallShape,
 }
 
 impl ProxyTool {
@@ -139,7 +148,14 @@ impl ProxyTool {
 
 #[async_trait::async_trait]
 impl ToolHandler for ProxyTool {
+    /// A call that gives a pinned argument is refused before it runs or is stored.
+    fn admit(&self, arguments: &Value) -> Result<(), String> {
+        self.shape.admit(arguments)
+    }
+
     async fn call(&self, ctx: ToolContext, arguments: Value) -> Result<ToolOutput, ToolError> {
+        // Refused here too: a task stored before its argument was pinned.
+        let arguments = self.shape.arguments(arguments)?;
         // A run that already handed the call to an upstream task resumes
         // following that task, whatever the tool: nothing is called again.
         let resume = ctx.checkpoint().and_then(|c| c[UPSTREAM_TASK].as_str()).map(str::to_string);
@@ -174,6 +190,9 @@ impl ToolHandler for ProxyTool {
         {
             out = Err(e);
         }
+        // Capped after the retry rules had their say: a result too big is
+        // the call's answer, not a failure to try again.
+        let out = out.map(|o| self.shape.cap(o));
         let outcome = match &out {
             Ok(ToolOutput::Complete(v)) if v["isError"] == true => "tool_error",
             Ok(_) => "ok",
