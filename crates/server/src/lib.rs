@@ -85,7 +85,7 @@ pub use presa_store::Caller;
 pub use prompt::{PromptHandler, PromptOutput};
 pub use retry::{Retry, RetryPolicy, RetryPolicyError};
 pub use state::StateCodec;
-pub use tool::{PolicyInput, TaskPolicy, Tool, ToolHandler};
+pub use tool::{ArgumentsRefused, PolicyInput, TaskPolicy, Tool, ToolHandler};
 pub use tool_breaker::ToolBreaker;
 pub use typed::NoArgs;
 pub use worker::{Worker, WorkerConfig};

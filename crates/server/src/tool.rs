@@ -77,17 +77,22 @@ pub trait ToolHandler: Send + Sync + 'static {
     /// Run the tool with validated `arguments`.
     async fn call(&self, ctx: ToolContext, arguments: Value) -> Result<ToolOutput, ToolError>;
 
-    /// Refuse a call at the door, before it runs or a task is stored:
-    /// `Err(message)` answers the caller with JSON-RPC `-32602` (invalid
-    /// params) saying `message`. Checked after the caller's scopes, before the
-    /// input schema (whose violations are `isError` results instead). For a
-    /// rule of the server's own the schema cannot say, such as an argument
-    /// the caller may not set (presa-gateway's pinned arguments). Default:
-    /// every call is admitted.
-    fn admit(&self, _arguments: &Value) -> Result<(), String> {
+    /// Refuse a call at the door, before it runs or a task is stored: the
+    /// caller gets JSON-RPC `-32602` (invalid params) saying why. Checked
+    /// after the caller's scopes, before the input schema (whose violations
+    /// are `isError` results instead). For a rule of the server's own the
+    /// schema cannot say, such as an argument the caller may not set
+    /// (presa-gateway's pinned arguments). Default: every call passes.
+    fn check_arguments(&self, _arguments: &Value) -> Result<(), ArgumentsRefused> {
         Ok(())
     }
 }
+
+/// Why a handler refuses a call's arguments at the door
+/// ([`ToolHandler::check_arguments`]): the message the caller's `-32602` says.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ArgumentsRefused(pub String);
 
 /// Any async closure `Fn(ToolContext, Value) -> Future<Result<ToolOutput, ToolError>>` is a handler.
 #[async_trait::async_trait]

@@ -3,7 +3,7 @@
 //! Both share one prologue ([`Server::prepare`]): the call is bound to its
 //! caller, method, name and arguments (what an MRTR `requestState` is sealed
 //! to), its `inputResponses` are validated and its `requestState` opened.
-//! A tool call is then offered to its handler's `admit` (a refusal is
+//! A tool call is then offered to its handler's `check_arguments` (a refusal is
 //! `-32602`), checked against the tool's input schema (a violation
 //! is a tool error, `isError: true`) and its [`TaskPolicy`] decides: a task
 //! stored for the workers ([`Server::create_task`]), or the handler run here,
@@ -66,7 +66,7 @@ impl Server {
         };
         authorize_scopes(&req.caller, tool.scopes())?;
         let call = self.prepare(req, name, arguments)?;
-        tool.handler().admit(&call.arguments).map_err(|why| invalid(&why))?;
+        tool.handler().check_arguments(&call.arguments).map_err(|why| invalid(&why.0))?;
         if let Err(problems) = tool.validate(&call.arguments) {
             return Ok(ToolOutput::error(format!("Invalid arguments for tool {name}: {problems}")).into_value());
         }

@@ -23,7 +23,7 @@
 //!   tried again only for a tool safe to repeat (see `retry`);
 //! - a tool shaped by an `[[upstream.tool]]` table gets its pinned and
 //!   default arguments (a call giving a pinned one is refused at the door,
-//!   [`ToolHandler::admit`]), and a result over its `max_output_bytes`
+//!   [`ToolHandler::check_arguments`]), and a result over its `max_output_bytes`
 //!   becomes a tool error ([`CallShape`]);
 //! - a failure that says the upstream is down (no connection, HTTP 5xx, a
 //!   child that exited, no answer in time) counts against the upstream's
@@ -39,7 +39,7 @@
 
 use std::sync::Arc;
 
-use presa_server::{ToolContext, ToolError, ToolHandler, ToolOutput};
+use presa_server::{ArgumentsRefused, ToolContext, ToolError, ToolHandler, ToolOutput};
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -149,8 +149,8 @@ impl ProxyTool {
 #[async_trait::async_trait]
 impl ToolHandler for ProxyTool {
     /// A call that gives a pinned argument is refused before it runs or is stored.
-    fn admit(&self, arguments: &Value) -> Result<(), String> {
-        self.shape.admit(arguments)
+    fn check_arguments(&self, arguments: &Value) -> Result<(), ArgumentsRefused> {
+        self.shape.check_arguments(arguments)
     }
 
     async fn call(&self, ctx: ToolContext, arguments: Value) -> Result<ToolOutput, ToolError> {

@@ -7,7 +7,7 @@
 use std::io::Write;
 
 use presa_protocol::{codes, jsonrpc::ErrorObject};
-use presa_server::{ToolError, ToolOutput};
+use presa_server::{ArgumentsRefused, ToolError, ToolOutput};
 use serde_json::{Map, Value};
 
 /// The arguments and the result cap of one shaped tool.
@@ -25,25 +25,26 @@ pub struct CallShape {
 
 impl CallShape {
     /// Refuse a call that gives a pinned argument, saying which.
-    pub fn admit(&self, arguments: &Value) -> Result<(), String> {
+    pub fn check_arguments(&self, arguments: &Value) -> Result<(), ArgumentsRefused> {
         let given: Vec<&str> =
             self.pin.keys().filter(|k| arguments.get(k.as_str()).is_some()).map(String::as_str).collect();
         if given.is_empty() {
             return Ok(());
         }
-        Err(format!(
+        Err(ArgumentsRefused(format!(
             "Invalid arguments for tool {}: {} set by the server's configuration and may not be given ({})",
             self.tool,
             if given.len() == 1 { "this argument is" } else { "these arguments are" },
             given.join(", ")
-        ))
+        )))
     }
 
     /// The arguments the upstream is called with: the call's, with every
     /// pinned argument and the defaults of those it left out; a call that
-    /// gives a pinned argument is refused (`-32602`), as [`admit`](Self::admit) does.
+    /// gives a pinned argument is refused (`-32602`), as [`check_arguments`](Self::check_arguments) does.
     pub fn arguments(&self, arguments: Value) -> Result<Value, ToolError> {
-        self.admit(&arguments).map_err(|why| ToolError::Rpc(ErrorObject::new(codes::INVALID_PARAMS, why)))?;
+        self.check_arguments(&arguments)
+            .map_err(|why| ToolError::Rpc(ErrorObject::new(codes::INVALID_PARAMS, why.0)))?;
         let mut arguments = match arguments {
             Value::Object(map) => map,
             _ => Map::new(),
@@ -123,13 +124,13 @@ mod tests {
     #[test]
     fn a_call_that_gives_a_pinned_argument_is_refused_not_overwritten() {
         let s = shape();
-        let why = s.admit(&json!({ "path": "/etc" })).unwrap_err();
-        assert!(why.contains("tool fs_ls") && why.contains("may not be given (path)"), "{why}");
+        let why = s.check_arguments(&json!({ "path": "/etc" })).unwrap_err();
+        assert!(why.0.contains("tool fs_ls") && why.0.contains("may not be given (path)"), "{why}");
         // Even a null is a value given.
-        assert!(s.admit(&json!({ "path": null })).is_err());
+        assert!(s.check_arguments(&json!({ "path": null })).is_err());
         let Err(ToolError::Rpc(e)) = s.arguments(json!({ "path": "/etc" })) else { panic!("not refused") };
         assert_eq!(e.code, codes::INVALID_PARAMS);
-        assert!(s.admit(&json!({ "sortBy": "name" })).is_ok());
+        assert!(s.check_arguments(&json!({ "sortBy": "name" })).is_ok());
     }
 
     #[test]
