@@ -1,7 +1,8 @@
 //! presa: durable MCP tasks for your tools. This crate is the one dependency
 //! a server needs: [`App`] (every flag, probe, metric, trace, the Redis
 //! cluster mode and the graceful drain of `presa-api` and `presa-worker`) and
-//! the tool API (typed tools, elicitation, task policies) of `presa-server`.
+//! the tool API (typed tools, elicitation, task policies, and what protects
+//! what a tool calls: retries, rates, concurrency limits, circuit breakers) of `presa-server`.
 //!
 //! ```no_run
 //! use presa::{App, Catalog, Elicited, TaskPolicy, Tool, ToolContext, ToolError};
@@ -50,7 +51,8 @@ pub use presa_runtime::{App, RuntimeError, jemalloc_in_use};
 pub use presa_runtime::{Jemalloc, use_jemalloc};
 pub use presa_server::{
     Caller, Catalog, CatalogBuilder, Elicited, InputRequest, IntoToolOutput, Json, JsonWithText, ListChanged, NoArgs,
-    PolicyInput, PromptOutput, TaskPolicy, Tool, ToolContext, ToolError, ToolOutput,
+    PolicyInput, PromptOutput, RetryPolicy, TaskPolicy, Tool, ToolBreaker, ToolConcurrency, ToolContext, ToolError,
+    ToolOutput, ToolRate,
 };
 
 /// The MCP wire: error codes, `_meta` keys and log levels, for tools that
