@@ -22,7 +22,7 @@ use presa_protocol::{
 use presa_server::catalog::RegisteredTool;
 use serde_json::Value;
 
-use crate::single_header;
+use crate::app::single_header;
 
 /// An origin (`scheme://host[:port]`, RFC 6454) parsed strictly: no
 /// userinfo, path, query or fragment; a DNS name, IPv4 or bracketed IPv6 host.

@@ -18,7 +18,7 @@ use futures::TryStreamExt;
 use presa_artifacts::{ArtifactError, ByteRange};
 use presa_server::artifacts::Artifacts;
 
-use crate::{App, admission, auth, respond::refused};
+use crate::{admission, app::App, auth, respond::refused};
 
 /// `GET /artifacts/{*key}` (and `HEAD`).
 pub(crate) async fn download(

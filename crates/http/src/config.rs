@@ -7,10 +7,35 @@
 
 use std::{sync::Arc, time::Duration};
 
-use crate::{
-    DEFAULT_MAX_TOKEN_BYTES, LegacyConfig, ReadyCheck, ReadyDetail, RenderMetrics, ResourceMetadata,
-    admin::AdminConfig, auth::Anonymous, auth::Authenticator, auth::Challenge,
-};
+use futures::future::BoxFuture;
+
+use crate::{auth::Anonymous, auth::Authenticator, auth::Challenge, auth::metadata::ResourceMetadata};
+
+/// Readiness probe: `true` when the process can serve (its store answers).
+pub type ReadyCheck = Arc<dyn Fn() -> BoxFuture<'static, bool> + Send + Sync>;
+
+/// What `/readyz` adds to its answer (for example a data loss the store
+/// detected); `None`: nothing to say.
+pub type ReadyDetail = Arc<dyn Fn() -> Option<String> + Send + Sync>;
+
+/// Renders the process's metrics in the Prometheus text format (for
+/// example `PrometheusHandle::render` of the recorder a binary installed).
+pub type RenderMetrics = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// What `/metrics` brings up to date before rendering: the gauges that are
+/// read from somewhere (open listen streams, the work queue), not counted.
+pub type RefreshGauges = Arc<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>;
+
+/// The default [`HttpConfig::max_token_bytes`]: 8 KiB, several times the
+/// largest real access tokens (JWTs with many claims are 1–4 KiB).
+pub const DEFAULT_MAX_TOKEN_BYTES: usize = 8 * 1024;
+
+/// The default of [`LegacyConfig::max_sessions_per_scope`].
+pub const DEFAULT_MAX_LEGACY_SESSIONS_PER_SCOPE: u64 = 50;
+/// The default of [`LegacyConfig::max_sessions`]: room for
+/// [`presa_server::FAIR_SHARE_SCOPES`] principals at their share.
+pub const DEFAULT_MAX_LEGACY_SESSIONS: u64 =
+    DEFAULT_MAX_LEGACY_SESSIONS_PER_SCOPE * presa_server::FAIR_SHARE_SCOPES as u64;
 
 /// The HTTP layer's settings.
 #[derive(Clone)]
@@ -153,5 +178,91 @@ impl std::fmt::Debug for Probes {
             .field("metrics", &self.metrics.is_some())
             .field("queue_metrics", &self.queue_metrics)
             .finish_non_exhaustive()
+    }
+}
+
+/// The 2025-11-25 (`initialize`) era on the same endpoint; see the `legacy` module.
+///
+/// A session costs the store nothing until it *holds state* (a log level,
+/// a subscription, or the end mark `DELETE` leaves); from then until it
+/// expires it counts for its principal and for the store, and what it
+/// stores is counted and capped. Every limit: 0 is no limit.
+#[derive(Debug, Clone)]
+pub struct LegacyConfig {
+    /// Serve `initialize` clients (`--legacy on`). Off: `initialize` is
+    /// refused with an error naming the versions this server speaks.
+    pub enabled: bool,
+    /// How long a session id is valid (the client then initializes again).
+    pub session_ttl: Duration,
+    /// How long a call waits for the client's answer to a server request.
+    pub answer_timeout: Duration,
+    /// Longest URI `resources/subscribe` accepts, bytes. Default 1 KiB.
+    pub max_subscription_uri_bytes: usize,
+    /// Most resource subscriptions one session holds. Default 32.
+    pub max_subscriptions_per_session: u64,
+    /// Most bytes of state one session holds (field names plus values:
+    /// subscribed URIs, the log level). Default 64 KiB.
+    pub max_session_bytes: u64,
+    /// Most sessions holding state one principal may have. Default 50.
+    pub max_sessions_per_scope: u64,
+    /// Most sessions holding state in the whole store (every pod's, with
+    /// Redis). Default 5,000: 100 principals at their share.
+    pub max_sessions: u64,
+}
+
+impl Default for LegacyConfig {
+    fn default() -> Self {
+        LegacyConfig {
+            enabled: true,
+            session_ttl: Duration::from_secs(24 * 3600),
+            answer_timeout: Duration::from_secs(300),
+            max_subscription_uri_bytes: 1024,
+            max_subscriptions_per_session: 32,
+            max_session_bytes: 64 * 1024,
+            max_sessions_per_scope: DEFAULT_MAX_LEGACY_SESSIONS_PER_SCOPE,
+            max_sessions: DEFAULT_MAX_LEGACY_SESSIONS,
+        }
+    }
+}
+
+/// The default [`AdminConfig::admin_scope`].
+pub const DEFAULT_ADMIN_SCOPE: &str = "presa:admin";
+/// The default [`AdminConfig::tenant_admin_scope`].
+pub const DEFAULT_TENANT_ADMIN_SCOPE: &str = "presa:tenant-admin";
+
+/// Who may use the admin API.
+#[derive(Debug, Clone)]
+pub struct AdminConfig {
+    /// Serve `/admin/v1` (and the console). Off: 404, as if it did not exist.
+    pub enabled: bool,
+    /// The OAuth scope of an admin of every tenant and the cluster.
+    pub admin_scope: String,
+    /// The OAuth scope of an admin of its own tenant only.
+    pub tenant_admin_scope: String,
+    /// Most admin event streams cluster admins may hold open at once on
+    /// this process (503 past it); tenant admins have a pool of the same size.
+    pub max_streams: usize,
+    /// Most admin event streams one tenant's admins may hold open at once on
+    /// this process (503 past it), so one tenant never takes every place.
+    pub max_streams_per_tenant: usize,
+    /// How long a tenant's `/usage` answer is reused (a scan reads up to
+    /// 5,000 tasks; one runs at a time per process).
+    pub usage_cache: Duration,
+    /// Served on a listener of its own ([`crate::admin_router`]), not
+    /// beside `/mcp` ([`crate::router`] leaves it out).
+    pub own_listener: bool,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        AdminConfig {
+            enabled: true,
+            admin_scope: DEFAULT_ADMIN_SCOPE.into(),
+            tenant_admin_scope: DEFAULT_TENANT_ADMIN_SCOPE.into(),
+            max_streams: 16,
+            max_streams_per_tenant: 2,
+            usage_cache: presa_server::admin::DEFAULT_USAGE_CACHE,
+            own_listener: false,
+        }
     }
 }

@@ -17,7 +17,9 @@ use presa_telemetry::metrics;
 use serde_json::Value;
 
 use crate::{
-    App, admission, auth, legacy, modern,
+    admission,
+    app::App,
+    auth, legacy, modern,
     observe::{NOTIFICATION, UNKNOWN_METHOD},
     respond::{error, json, refused},
 };

@@ -18,7 +18,8 @@ use presa_server::{Admitted, Caller, Outbox};
 use tracing::Instrument;
 
 use crate::{
-    App, admission,
+    admission,
+    app::App,
     observe::Observed,
     respond::{Era, accepts_sse, error, json, respond},
 };

@@ -14,7 +14,7 @@ use presa_telemetry::{metrics, propagation};
 use serde_json::Value;
 use tracing::{Span, field::Empty};
 
-use crate::App;
+use crate::app::App;
 
 /// The `method` label of requests that were not parsed, or name no known method.
 pub(crate) const UNKNOWN_METHOD: &str = "unknown";

@@ -31,7 +31,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, Span};
 
-use crate::{App, auth::Refusal, observe::Observed};
+use crate::{app::App, auth::Refusal, observe::Observed};
 
 /// A JSON body (always compact, one line).
 pub(crate) fn json(status: StatusCode, body: &Value) -> Response {

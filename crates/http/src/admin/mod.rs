@@ -32,49 +32,9 @@ use presa_server::{
 use presa_store::{Limit, StoreError};
 use serde_json::json;
 
-use crate::{App, auth};
+use crate::{app::App, auth};
 
-/// The default [`AdminConfig::admin_scope`].
-pub const DEFAULT_ADMIN_SCOPE: &str = "presa:admin";
-/// The default [`AdminConfig::tenant_admin_scope`].
-pub const DEFAULT_TENANT_ADMIN_SCOPE: &str = "presa:tenant-admin";
-
-/// Who may use the admin API.
-#[derive(Debug, Clone)]
-pub struct AdminConfig {
-    /// Serve `/admin/v1` (and the console). Off: 404, as if it did not exist.
-    pub enabled: bool,
-    /// The OAuth scope of an admin of every tenant and the cluster.
-    pub admin_scope: String,
-    /// The OAuth scope of an admin of its own tenant only.
-    pub tenant_admin_scope: String,
-    /// Most admin event streams cluster admins may hold open at once on
-    /// this process (503 past it); tenant admins have a pool of the same size.
-    pub max_streams: usize,
-    /// Most admin event streams one tenant's admins may hold open at once on
-    /// this process (503 past it), so one tenant never takes every place.
-    pub max_streams_per_tenant: usize,
-    /// How long a tenant's `/usage` answer is reused (a scan reads up to
-    /// 5,000 tasks; one runs at a time per process).
-    pub usage_cache: std::time::Duration,
-    /// Served on a listener of its own ([`crate::admin_router`]), not
-    /// beside `/mcp` ([`crate::router`] leaves it out).
-    pub own_listener: bool,
-}
-
-impl Default for AdminConfig {
-    fn default() -> Self {
-        AdminConfig {
-            enabled: true,
-            admin_scope: DEFAULT_ADMIN_SCOPE.into(),
-            tenant_admin_scope: DEFAULT_TENANT_ADMIN_SCOPE.into(),
-            max_streams: 16,
-            max_streams_per_tenant: 2,
-            usage_cache: presa_server::admin::DEFAULT_USAGE_CACHE,
-            own_listener: false,
-        }
-    }
-}
+pub use crate::config::{AdminConfig, DEFAULT_ADMIN_SCOPE, DEFAULT_TENANT_ADMIN_SCOPE};
 
 /// The admin routes' state: the operations, and the transport's settings.
 #[derive(Clone)]

@@ -20,7 +20,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::{App, observe::NOTIFICATION};
+use crate::{app::App, observe::NOTIFICATION};
 
 use super::session::{Session, session_key, session_refused};
 

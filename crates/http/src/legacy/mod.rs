@@ -48,13 +48,14 @@ use presa_telemetry::metrics;
 use serde_json::{Map, Value, json};
 
 use crate::{
-    App,
+    app::App,
     observe::{NOTIFICATION, Observed, UNKNOWN_METHOD},
     respond::{self, Era, json},
 };
 
+use session::FIELD_SUBSCRIPTION;
+pub(crate) use session::initialize;
 use session::{FIELD_LOG_LEVEL, Session, remaining, verify};
-pub(crate) use session::{FIELD_SUBSCRIPTION, initialize};
 pub(crate) use stream::{delete_mcp, get_mcp};
 
 /// The one method that opens a legacy session.
@@ -229,7 +230,7 @@ async fn legacy_only_method(
             (format!("{FIELD_SUBSCRIPTION}{uri}"), subscribe.then_some("1"))
         }
     };
-    let limits = app.config.legacy.session_limits();
+    let limits = session::session_limits(&app.config.legacy);
     app.server
         .core()
         .sessions()
@@ -279,7 +280,7 @@ fn subscription_uri<'a>(app: &App, params: &'a Map<String, Value>, subscribe: bo
 
 /// A session write the store refused, as the client reads it: the limit it
 /// hit and how to go on, or a retryable failure to save.
-fn refused_write(legacy: &crate::LegacyConfig, e: presa_store::StoreError) -> ErrorObject {
+fn refused_write(legacy: &crate::config::LegacyConfig, e: presa_store::StoreError) -> ErrorObject {
     let presa_store::StoreError::Capacity { limit } = e else {
         let mut err = ErrorObject::new(codes::INTERNAL_ERROR, "Session state not saved, retry");
         if e.is_retryable() {

@@ -25,7 +25,8 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::{
-    App,
+    app::App,
+    config::LegacyConfig,
     observe::{Observed, UNKNOWN_METHOD},
     respond::json,
 };
@@ -43,6 +44,18 @@ pub(super) const FIELD_LOG_LEVEL: &str = "logLevel";
 pub(super) const FIELD_ENDED: &str = "ended";
 /// The prefix of a subscription's field (what `max_subscriptions_per_session` counts).
 pub(crate) const FIELD_SUBSCRIPTION: &str = "sub:";
+
+/// The store's limits on each of a session's writes, from `legacy`'s settings.
+pub(super) fn session_limits(legacy: &LegacyConfig) -> presa_store::SessionLimits {
+    let limit = |n: u64| (n > 0).then_some(n);
+    presa_store::SessionLimits {
+        max_fields: limit(legacy.max_subscriptions_per_session),
+        counted_prefix: FIELD_SUBSCRIPTION,
+        max_bytes: limit(legacy.max_session_bytes),
+        max_per_scope: limit(legacy.max_sessions_per_scope),
+        max_sessions: limit(legacy.max_sessions),
+    }
+}
 
 /// What a session token carries (sealed, so the client cannot change it).
 #[derive(Debug, Clone, Serialize, Deserialize)]

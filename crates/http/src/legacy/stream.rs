@@ -17,7 +17,8 @@ use presa_server::{ListChanged, context::RESOURCE_UPDATED_EVENT};
 use serde_json::json;
 
 use crate::{
-    App, admission,
+    admission,
+    app::App,
     respond::{self, json, refused},
 };
 
@@ -35,7 +36,7 @@ const ENDED_EVENT: &str = "legacy/ended ";
 async fn admit(app: &App, parts: &Parts) -> Result<(Authenticated, Session), Response> {
     let headers = &parts.headers;
     if !app.config.legacy.enabled || !headers.contains_key(headers::SESSION_ID) {
-        return Err(crate::method_not_allowed().await);
+        return Err(crate::app::method_not_allowed().await);
     }
     if let Err((status, e)) =
         admission::check_transport(headers, &app.config.allowed_origins, &app.config.allowed_hosts)
@@ -141,7 +142,7 @@ pub(crate) async fn delete_mcp(State(app): State<App>, request: axum::extract::R
         Err(resp) => return resp,
     };
     let store = app.server.core().sessions();
-    let limits = app.config.legacy.session_limits();
+    let limits = super::session::session_limits(&app.config.legacy);
     match store.end_session(&session.owner, &session.key, FIELD_ENDED, remaining(&session), limits).await {
         Ok(()) => {
             // Best effort: a stream that misses it ends at its next request's 404.
