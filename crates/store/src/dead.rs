@@ -37,7 +37,8 @@ use presa_tasks::{NewTask, Scope, TaskId, Work};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    TaskStore, claim::Claim, error::StoreError, idempotency::Created, idempotency::Idempotency, limits::CreateLimits,
+    claim::Claim, error::StoreError, idempotency::Created, idempotency::Idempotency, limits::CreateLimits,
+    records::TaskStore,
 };
 
 /// How long a dead letter is kept after its task died, unless a store is

@@ -1,7 +1,7 @@
 //! [`StoreError`]: why a store operation failed, the one error type of
 //! every store and bus, and whether retrying can help.
 
-use crate::Limit;
+use presa_protocol::Limit;
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use presa_tasks::{Task, TaskId};
 
-use crate::{TaskStore, claim::Cas, claim::Claim, claim::PartitionStats, error::StoreError, shares::Shares};
+use crate::{claim::Cas, claim::Claim, claim::PartitionStats, error::StoreError, records::TaskStore, shares::Shares};
 
 /// The work queue of the durable task store.
 #[async_trait::async_trait]

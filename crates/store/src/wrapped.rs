@@ -9,10 +9,10 @@ use std::{any::Any, collections::HashMap, fmt, sync::Arc, time::Duration};
 use futures::StreamExt;
 
 use crate::{
-    EventBus, EventStream, GetView, NewTask, Scope, Task, TaskId, TaskStore, TaskStream, claim::Cas, claim::Claim,
+    GetView, NewTask, Scope, Task, TaskId, bus::EventBus, bus::EventStream, claim::Cas, claim::Claim,
     claim::PartitionStats, claim::Writer, dead::DeadLetter, dead::DeadLetterFilter, dead::DeadLetterPage,
-    dead::DeadLetters, error::StoreError, limits::CreateLimits, queue::WorkQueue, session::SessionLimits,
-    session::SessionStore, session::SessionWrite, shares::Shares,
+    dead::DeadLetters, error::StoreError, limits::CreateLimits, queue::WorkQueue, records::TaskStore,
+    records::TaskStream, session::SessionLimits, session::SessionStore, session::SessionWrite, shares::Shares,
 };
 
 /// `inner`, plus what a test needs around it.

@@ -11,7 +11,7 @@ use std::{collections::HashSet, time::Duration};
 use presa_tasks::{Event, Scope, Status, TaskId};
 
 use super::{LONG_LEASE, NO_LIMITS, claim_one, new_task, next, result};
-use crate::{Backend, admin::NodeInfo, admin::TaskFilter, admin::TaskPage, claim::Cas};
+use crate::{admin::NodeInfo, admin::TaskFilter, admin::TaskPage, backend::Backend, claim::Cas};
 
 fn owner(tenant: &str, subject: &str) -> Scope {
     Scope { tenant: tenant.into(), subject: subject.into() }

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use futures::StreamExt;
 
 use super::{EMPTY_WAIT, PATIENCE};
-use crate::{EventBus, error::StoreError};
+use crate::{bus::EventBus, error::StoreError};
 
-async fn next_event(events: &mut crate::EventStream) -> Option<String> {
+async fn next_event(events: &mut crate::bus::EventStream) -> Option<String> {
     tokio::time::timeout(PATIENCE, events.next()).await.ok().flatten().map(|e| e.expect("an event, not an error"))
 }
 

@@ -13,9 +13,9 @@ use super::{
     create, load, new_task, next, scope,
 };
 use crate::{
-    Limit, claim::Cas, claim::Claim, claim::Writer, error::StoreError, limits::CreateLimits, queue::WorkQueue,
-    util::now_ms,
+    claim::Cas, claim::Claim, claim::Writer, error::StoreError, limits::CreateLimits, queue::WorkQueue, util::now_ms,
 };
+use presa_protocol::Limit;
 
 /// The write that puts `claim`'s try off until `due_at_ms`.
 fn deferral(claim: &Claim, due_at_ms: u64) -> Task {

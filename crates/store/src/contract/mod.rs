@@ -73,8 +73,8 @@ pub use tasks::*;
 pub use work::*;
 
 use crate::{
-    TaskStore, TaskStream, claim::Cas, claim::Claim, claim::Writer, limits::CreateLimits, queue::WorkQueue,
-    util::now_ms,
+    claim::Cas, claim::Claim, claim::Writer, limits::CreateLimits, queue::WorkQueue, records::TaskStore,
+    records::TaskStream, util::now_ms,
 };
 
 /// Expands to one `#[tokio::test]` per contract case.

@@ -14,7 +14,8 @@ use serde_json::json;
 use super::{
     LONG_LEASE, NO_LIMITS, PATIENCE, claim, claim_all, claim_one, commit, load, new_task, next, result, scope,
 };
-use crate::{Limit, TaskStore, claim::Cas, claim::Writer, error::StoreError, limits::CreateLimits, queue::WorkQueue};
+use crate::{claim::Cas, claim::Writer, error::StoreError, limits::CreateLimits, queue::WorkQueue, records::TaskStore};
+use presa_protocol::Limit;
 
 /// At most `max_active_per_scope` live tasks per scope; a refused create
 /// stores nothing; a terminal task frees its slot.

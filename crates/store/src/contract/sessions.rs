@@ -7,7 +7,8 @@ use std::{sync::Arc, time::Duration};
 use presa_tasks::Scope;
 
 use super::scope;
-use crate::{Limit, error::StoreError, session::SessionLimits, session::SessionStore};
+use crate::{error::StoreError, session::SessionLimits, session::SessionStore};
+use presa_protocol::Limit;
 
 /// Legacy session state: fields set and removed per session, other sessions
 /// (and other owners' sessions of the same id) untouched, everything gone

@@ -17,7 +17,7 @@ use super::{
     LONG_LEASE, NO_LIMITS, PAST_SHORT_LEASE, PATIENCE, SHORT_LEASE, assert_nothing_to_claim, claim_one, commit, create,
     load, new_task, next, result, scope,
 };
-use crate::{TaskStore, claim::Cas, claim::Writer, queue::WorkQueue, util::now_ms};
+use crate::{claim::Cas, claim::Writer, queue::WorkQueue, records::TaskStore, util::now_ms};
 
 /// A created task resolves at once: `working`, revision 1, attempt 0.
 pub async fn create_then_get_resolves_immediately(store: Arc<dyn TaskStore>) {

@@ -12,7 +12,8 @@ use super::{
     create, load, next, next_snapshot, result, scope,
 };
 use crate::{
-    TaskStore, claim::Cas, claim::Claim, claim::PartitionStats, claim::Writer, queue::WorkQueue, shares::Shares,
+    claim::Cas, claim::Claim, claim::PartitionStats, claim::Writer, queue::WorkQueue, records::TaskStore,
+    shares::Shares,
 };
 
 /// A claim returns created work (attempt 1, delivery 1) and bumps the

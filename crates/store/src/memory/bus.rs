@@ -10,7 +10,8 @@ use std::{
 use futures::StreamExt;
 
 use crate::{
-    EventBus, EventStream,
+    bus::EventBus,
+    bus::EventStream,
     error::StoreError,
     fanout::{self, Offered, Overflow, QueueLimits, QueueSender},
     limits::BUS_QUEUE,

@@ -7,7 +7,6 @@ use std::{collections::HashMap, time::Duration};
 use presa_tasks::Scope;
 
 use crate::{
-    Limit,
     error::StoreError,
     memory::{MemoryStore, State},
     session::SessionLimits,
@@ -15,6 +14,7 @@ use crate::{
     session::SessionWrite,
     util::now_ms,
 };
+use presa_protocol::Limit;
 
 /// A legacy session's shared state.
 pub(super) struct SessionState {

@@ -10,7 +10,6 @@ use tokio::sync::broadcast;
 use tokio_stream::wrappers::BroadcastStream;
 
 use crate::{
-    Limit, TaskStore, TaskStream,
     claim::Cas,
     claim::Writer,
     error::StoreError,
@@ -18,8 +17,11 @@ use crate::{
     idempotency::Idempotency,
     limits::CreateLimits,
     memory::{MemoryStore, State, WorkItem, active_key, record_size},
+    records::TaskStore,
+    records::TaskStream,
     util::{new_task_id_in, now_ms},
 };
+use presa_protocol::Limit;
 
 impl State {
     /// The task unless it is gone or expired; an expired task is dropped

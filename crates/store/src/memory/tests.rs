@@ -8,9 +8,10 @@ use presa_tasks::{Event, NewTask, Scope, Task, Work, apply};
 
 use super::{MemoryStore, record_size};
 use crate::{
-    EventBus, Limit, TaskStore, claim::Cas, claim::Writer, error::StoreError, limits::BUS_QUEUE, limits::CreateLimits,
-    queue::WorkQueue, util::now_ms,
+    bus::EventBus, claim::Cas, claim::Writer, error::StoreError, limits::BUS_QUEUE, limits::CreateLimits,
+    queue::WorkQueue, records::TaskStore, util::now_ms,
 };
+use presa_protocol::Limit;
 
 fn new_task(ttl_ms: Option<u64>) -> NewTask {
     NewTask { scope: Scope::anonymous(), work: Work::default(), ttl_ms, poll_interval_ms: None, status_message: None }
