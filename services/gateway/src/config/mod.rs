@@ -28,6 +28,12 @@
 //! url = "http://127.0.0.1:3001/mcp"   # Streamable HTTP
 //! headers = { Authorization = "Bearer ${env:SEARCH_TOKEN}" }
 //!
+//! [[upstream]]
+//! name = "crm"
+//! url = "https://crm.internal/mcp"
+//! auth = { client_credentials = { token_url = "https://login.internal/oauth/token", client_id = "presa",
+//!          client_secret_file = "/run/secrets/crm", scope = "mcp" } }   # OAuth client credentials
+//!
 //! [[tool]]
 //! match = "ml_train_*"             # a glob over the listed name
 //! policy = "required"              # sync | optional | required
@@ -51,6 +57,7 @@
 use std::{path::PathBuf, time::Duration};
 
 mod args;
+mod auth;
 mod breaker;
 mod concurrency;
 mod file;
@@ -60,6 +67,7 @@ mod tests;
 mod upstream;
 
 pub use args::GatewayArgs;
+pub use auth::{AuthRule, ClientAuth, ClientCredentials, ClientCredentialsRule, Secret, SecretSource};
 pub use breaker::BreakerRule;
 pub use concurrency::ConcurrencyRule;
 pub use file::{PolicyRule, Rerun, RetryRule, ToolRule};

@@ -10,7 +10,10 @@ use presa_server::ToolError;
 use rmcp::service::ServiceError;
 use serde_json::json;
 
-use crate::{pool::Pool, upstream::UpstreamError};
+use crate::{
+    pool::Pool,
+    upstream::{UpstreamError, auth_failure},
+};
 
 /// The most bytes of an upstream's error message (and of its `data`) passed on.
 pub const MAX_ERROR_MESSAGE_BYTES: usize = 4096;
@@ -90,6 +93,7 @@ pub(super) fn service_error(pool: &Pool, e: ServiceError) -> ToolError {
         ServiceError::Timeout { timeout } => {
             rpc(format!("upstream {:?} did not answer within {timeout:?}", pool.name()), true)
         }
+        ServiceError::TransportSend(e) if let Some(why) = auth_failure(pool.name(), &e) => rpc(why, true),
         ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
             rpc(format!("upstream {:?} went away during the call", pool.name()), true)
         }

@@ -22,8 +22,13 @@
 //! to rmcp ([`screen_answer`]): an answer rmcp could not parse fails its
 //! request at once instead of leaving it to wait out its timeout.
 //!
+//! A Streamable HTTP upstream that needs sign-in gets an access token on
+//! every request ([`UpstreamHttp`]), fetched, cached and refreshed by its
+//! pool's one [`TokenSource`] (OAuth client credentials).
+//!
 //! By part: `relay` routes what the upstream sends to the running call,
-//! `child` keeps a stdio child's environment, stderr and stdout in hand.
+//! `child` keeps a stdio child's environment, stderr and stdout in hand,
+//! `oauth` holds an upstream's access token, `http` puts it on its requests.
 
 use std::{process::Stdio, sync::Arc, time::Duration};
 
@@ -37,10 +42,14 @@ use tokio::sync::mpsc;
 use crate::config::{Endpoint, Protocol};
 
 mod child;
+mod http;
+mod oauth;
 mod relay;
 
 pub use child::{INVALID_ANSWER, STDERR_LINE_MAX, child_env, escape_log_line, screen_answer};
 use child::{log_stderr, screen_stdout};
+pub use http::{UpstreamHttp, auth_failure};
+pub use oauth::TokenSource;
 use relay::Current;
 pub use relay::{EVENTS_BOUND, Event, Events, Relay};
 
@@ -69,6 +78,16 @@ pub enum UpstreamError {
     /// timeout, the connection lost.
     #[error(transparent)]
     Service(#[from] rmcp::service::ServiceError),
+    /// No access token could be had for an upstream that needs sign-in (retryable).
+    #[error("upstream {upstream:?} could not get an access token from {token_url}: {why}")]
+    Token {
+        /// The upstream.
+        upstream: String,
+        /// The token endpoint (a password in it redacted).
+        token_url: String,
+        /// What went wrong (the endpoint's status and OAuth error; never a secret).
+        why: String,
+    },
     /// Every connection stayed busy for as long as a request may wait (retryable).
     #[error("upstream {upstream:?} is busy: no connection was free within {waited:?}")]
     Busy {
@@ -116,34 +135,37 @@ impl Drop for CallScope<'_> {
 impl Connection {
     /// Start (stdio) or open (HTTP) a connection to the upstream `name` and
     /// finish the handshake in the revision `protocol` asks for (see
-    /// [`Protocol`]). `lists_changed` is notified when the upstream says a list changed.
+    /// [`Protocol`]). `lists_changed` is notified when the upstream says a
+    /// list changed; `tokens` signs an HTTP upstream's requests in.
     pub async fn open(
         name: &str,
         endpoint: &Endpoint,
         protocol: Protocol,
         timeout: Duration,
         lists_changed: Arc<tokio::sync::Notify>,
+        tokens: Option<Arc<TokenSource>>,
     ) -> Result<Connection, UpstreamError> {
+        let open = |lifecycle, lists_changed| {
+            Self::open_with(name, endpoint, lifecycle, timeout, lists_changed, tokens.clone())
+        };
         let legacy = || ClientLifecycleMode::Initialize;
         let stateless = || ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
         match (protocol, endpoint) {
-            (Protocol::Legacy, _) => Self::open_with(name, endpoint, legacy(), timeout, lists_changed).await,
-            (Protocol::Stateless, _) => Self::open_with(name, endpoint, stateless(), timeout, lists_changed).await,
-            (Protocol::Auto, Endpoint::Stdio { .. }) => {
-                match Self::open_with(name, endpoint, legacy(), timeout, lists_changed.clone()).await {
-                    Err(UpstreamError::Initialize(why)) => {
-                        tracing::info!(error = %why, "the upstream refused initialize; trying server/discover");
-                        Self::open_with(name, endpoint, stateless(), timeout, lists_changed).await
-                    }
-                    other => other,
+            (Protocol::Legacy, _) => open(legacy(), lists_changed).await,
+            (Protocol::Stateless, _) => open(stateless(), lists_changed).await,
+            (Protocol::Auto, Endpoint::Stdio { .. }) => match open(legacy(), lists_changed.clone()).await {
+                Err(UpstreamError::Initialize(why)) => {
+                    tracing::info!(error = %why, "the upstream refused initialize; trying server/discover");
+                    open(stateless(), lists_changed).await
                 }
-            }
+                other => other,
+            },
             (Protocol::Auto, Endpoint::Http { .. }) => {
                 let auto = ClientLifecycleMode::Auto {
                     preferred_versions: vec![ProtocolVersion::V_2026_07_28],
                     legacy_version: Some(ProtocolVersion::V_2025_11_25),
                 };
-                Self::open_with(name, endpoint, auto, timeout, lists_changed).await
+                open(auto, lists_changed).await
             }
         }
     }
@@ -154,6 +176,7 @@ impl Connection {
         lifecycle: ClientLifecycleMode,
         timeout: Duration,
         lists_changed: Arc<tokio::sync::Notify>,
+        tokens: Option<Arc<TokenSource>>,
     ) -> Result<Connection, UpstreamError> {
         let relay = Relay { current: Arc::default(), lists_changed };
         // A stdio child, killed if it is dropped (a failed or late handshake included).
@@ -186,7 +209,7 @@ impl Connection {
                     tokio::spawn(screen_stdout(name.to_string(), stdout, screened));
                     serve_client_with_lifecycle(relay.clone(), (messages, stdin), lifecycle).await
                 }
-                Endpoint::Http { url, headers } => {
+                Endpoint::Http { url, headers, auth: _ } => {
                     use rmcp::transport::{
                         StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
                     };
@@ -195,7 +218,8 @@ impl Connection {
                         .filter_map(|(k, v)| Some((k.parse().ok()?, v.parse().ok()?)))
                         .collect::<std::collections::HashMap<_, _>>();
                     let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
-                    let transport = StreamableHttpClientTransport::with_client(http_client(), config);
+                    let client = UpstreamHttp::new(http_client(), tokens);
+                    let transport = StreamableHttpClientTransport::with_client(client, config);
                     serve_client_with_lifecycle(relay.clone(), transport, lifecycle).await
                 }
             }
