@@ -332,9 +332,25 @@ mod tests {
     }
 
     #[test]
+    fn sign_in_failures_never_reached_the_tool() {
+        let why = "the token endpoint answered HTTP 401 (invalid_client)".to_string();
+        let token = UpstreamError::Token { upstream: "up".into(), token_url: "http://idp/token".into(), why };
+        let failed = http(StreamableHttpError::Io(std::io::Error::other(token)));
+        let t = classify_service("up", &failed, &RetryOn::default()).unwrap();
+        assert_eq!((t.class, t.received, t.class.label()), (RetryClass::SignIn, Received::No, "sign_in"));
+        assert!(t.reason.contains("from http://idp/token: the token endpoint answered HTTP 401"), "{}", t.reason);
+        let refused = http(StreamableHttpError::UnexpectedServerResponse("HTTP 401 Unauthorized: no".into()));
+        let t = classify_service("up", &refused, &RetryOn::default()).unwrap();
+        assert_eq!(
+            (t.class, t.reason.as_str()),
+            (RetryClass::SignIn, "upstream \"up\" refused the gateway's access token (HTTP 401)")
+        );
+    }
+
+    #[test]
     fn only_failures_that_say_the_upstream_is_down_count_against_its_breaker() {
         use RetryClass::*;
-        for class in [Refused, Unavailable, Exited, Timeout] {
+        for class in [Refused, SignIn, Unavailable, Exited, Timeout] {
             assert!(class.means_down(), "{class:?}");
         }
         for class in [RateLimited, RpcError, ToolError] {

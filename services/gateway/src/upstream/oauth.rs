@@ -24,6 +24,9 @@ use serde::Deserialize;
 use super::UpstreamError;
 use crate::config::{ClientAuth, ClientCredentials, Secret};
 
+#[cfg(test)]
+mod tests;
+
 /// The most bytes of a token endpoint's answer read.
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
 /// The most bytes of a token endpoint's `error_description` passed on.
