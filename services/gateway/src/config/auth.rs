@@ -250,6 +250,22 @@ mod tests {
         assert!(!debug.contains(value.trim()) && debug.contains("<redacted>"), "{debug}");
     }
 
+    /// The example of docs/gateway.md's "Upstreams that need sign-in", with its secret file made here.
+    #[test]
+    fn the_documented_example_resolves() {
+        let doc = include_str!("../../../../docs/gateway.md");
+        let section = doc.split("## Upstreams that need sign-in").nth(1).expect("the section");
+        let example = section.split("```toml\n").nth(1).and_then(|s| s.split("```").next()).expect("its example");
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "x").unwrap();
+        let example = example.replace("/run/secrets/crm-client-secret", &secret.display().to_string());
+        let config = resolve(&example).unwrap();
+        let Endpoint::Http { auth: Some(c), .. } = &config.upstreams[0].endpoint else { panic!("no auth") };
+        assert_eq!(c.token_url, "https://login.internal/oauth2/token");
+        assert_eq!((c.scope.as_deref(), c.audience.as_deref()), (Some("mcp:tools"), Some("https://crm.internal")));
+    }
+
     #[test]
     fn mistakes_are_refused_at_start_naming_the_upstream() {
         let cc = |rest: &str| {
