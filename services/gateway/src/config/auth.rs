@@ -289,7 +289,7 @@ mod tests {
         }
         let auth = cc(", client_secret_env = \"PATH\"");
         let stdio = format!("[[upstream]]\nname = \"s\"\ncommand = \"true\"\nauth = {auth}\n");
-        assert!(resolve(&stdio).unwrap_err().contains("auth is for url upstreams"));
+        assert!(resolve(&stdio).unwrap_err().contains("auth and tls are for url upstreams"));
         let both = format!("{}headers = {{ Authorization = \"Bearer x\" }}\n", upstream(&auth));
         assert!(resolve(&both).unwrap_err().contains("both an Authorization header and auth"));
     }

@@ -176,6 +176,7 @@ pub(super) struct FileUpstream {
     protocol: Option<Protocol>,
     breaker: Option<super::BreakerRule>,
     auth: Option<super::AuthRule>,
+    tls: Option<super::TlsRule>,
     #[serde(default)]
     expose: Option<Vec<String>>,
     #[serde(default)]
@@ -192,16 +193,17 @@ impl FileUpstream {
     ) -> Result<UpstreamConfig, ConfigError> {
         let name = self.name;
         let auth = self.auth.map(|a| a.resolve(&name)).transpose()?;
+        let tls = self.tls.map(|t| t.resolve(&name)).transpose()?;
         let endpoint = match (self.command, self.url) {
-            (Some(_), None) if auth.is_some() => {
+            (Some(_), None) if auth.is_some() || tls.is_some() => {
                 return Err(ConfigError::Invalid(format!(
-                    "upstream {name:?}: auth is for url upstreams (Streamable HTTP), not a command"
+                    "upstream {name:?}: auth and tls are for url upstreams (Streamable HTTP), not a command"
                 )));
             }
             (Some(cmd), None) => stdio(&cmd, self.env, self.inherit_env, self.cwd)?,
             (None, Some(url)) => {
                 let headers = self.headers.into_iter().map(|(k, v)| Ok((k, resolve_secret(&v)?)));
-                http(&url, headers, auth)?
+                http(&url, headers, auth, tls)?
             }
             _ => {
                 return Err(ConfigError::Invalid(format!("upstream {name:?}: give exactly one of command or url")));

@@ -33,6 +33,7 @@
 //! url = "https://crm.internal/mcp"
 //! auth = { client_credentials = { token_url = "https://login.internal/oauth/token", client_id = "presa",
 //!          client_secret_file = "/run/secrets/crm", scope = "mcp" } }   # OAuth client credentials
+//! tls = { client_cert_file = "/run/tls/crt", client_key_file = "/run/tls/key", ca_file = "/run/tls/ca" }   # mTLS
 //!
 //! [[tool]]
 //! match = "ml_train_*"             # a glob over the listed name
@@ -64,6 +65,7 @@ mod file;
 mod shape;
 #[cfg(test)]
 mod tests;
+mod tls;
 mod upstream;
 
 pub use args::GatewayArgs;
@@ -72,6 +74,7 @@ pub use breaker::BreakerRule;
 pub use concurrency::ConcurrencyRule;
 pub use file::{PolicyRule, Rerun, RetryRule, ToolRule};
 pub use shape::{AnnotationsRule, ToolShape, UpstreamShape};
+pub use tls::{ClientTls, TlsRule};
 pub use upstream::{Endpoint, Protocol, UpstreamConfig};
 
 /// Why the configuration cannot be used. Each message names what to fix.

@@ -7,7 +7,7 @@ use std::{collections::BTreeMap, path::PathBuf};
 
 use serde::Deserialize;
 
-use super::{ConfigError, auth::ClientCredentials};
+use super::{ConfigError, auth::ClientCredentials, tls::ClientTls};
 
 /// The MCP revision spoken to an upstream.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
@@ -52,6 +52,8 @@ pub enum Endpoint {
         headers: Vec<(String, String)>,
         /// How the gateway signs in to it (`auth`), if it must.
         auth: Option<ClientCredentials>,
+        /// Its client certificate and CA (`tls`), if given.
+        tls: Option<ClientTls>,
     },
 }
 
@@ -65,11 +67,12 @@ impl std::fmt::Debug for Endpoint {
                 .field("inherit", inherit)
                 .field("cwd", cwd)
                 .finish(),
-            Endpoint::Http { url, headers, auth } => f
+            Endpoint::Http { url, headers, auth, tls } => f
                 .debug_struct("Http")
                 .field("url", &presa_telemetry::redact_url(url))
                 .field("headers", &headers.iter().map(|(k, _)| k).collect::<Vec<_>>())
                 .field("auth", auth)
+                .field("tls", tls)
                 .finish(),
         }
     }
@@ -124,6 +127,7 @@ pub(super) fn http(
     url: &str,
     headers: impl Iterator<Item = Result<(String, String), ConfigError>>,
     auth: Option<ClientCredentials>,
+    tls: Option<ClientTls>,
 ) -> Result<Endpoint, ConfigError> {
     let uri: http::Uri = url.parse().map_err(|e| ConfigError::Invalid(format!("upstream url {url:?}: {e}")))?;
     if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
@@ -144,7 +148,7 @@ pub(super) fn http(
             "upstream url {url:?}: both an Authorization header and auth are given; keep one"
         )));
     }
-    Ok(Endpoint::Http { url: url.to_string(), headers, auth })
+    Ok(Endpoint::Http { url: url.to_string(), headers, auth, tls })
 }
 
 pub(super) fn parse_env(pairs: &[String]) -> Result<BTreeMap<String, String>, ConfigError> {

@@ -24,7 +24,8 @@
 //!
 //! A Streamable HTTP upstream that needs sign-in gets an access token on
 //! every request ([`UpstreamHttp`]), fetched, cached and refreshed by its
-//! pool's one [`TokenSource`] (OAuth client credentials).
+//! pool's one [`TokenSource`] (OAuth client credentials), and presents the
+//! client certificate of its `tls` table (with `--features tls`).
 //!
 //! By part: `relay` routes what the upstream sends to the running call,
 //! `child` keeps a stdio child's environment, stderr and stdout in hand,
@@ -39,7 +40,7 @@ use rmcp::{
 };
 use tokio::sync::mpsc;
 
-use crate::config::{Endpoint, Protocol};
+use crate::config::{ClientTls, Endpoint, Protocol};
 
 mod child;
 mod http;
@@ -104,9 +105,35 @@ pub enum UpstreamError {
 /// presa-bench measured ~2 ms added to every proxied call. rmcp reads every
 /// JSON and SSE body to its end, so keep-alive is safe here; TCP_NODELAY
 /// avoids the delayed-ACK stall on small requests, and redirects are not
-/// followed (a POST redirected elsewhere would replay the headers).
-fn http_client() -> reqwest::Client {
-    reqwest::Client::builder().tcp_nodelay(true).redirect(reqwest::redirect::Policy::none()).build().unwrap_or_default()
+/// followed (a POST redirected elsewhere would replay the headers). With
+/// `tls` (and `--features tls`) it presents the client certificate and
+/// trusts only the CA given.
+fn http_client(tls: Option<&ClientTls>) -> Result<reqwest::Client, UpstreamError> {
+    let builder = reqwest::Client::builder().tcp_nodelay(true).redirect(reqwest::redirect::Policy::none());
+    #[cfg(feature = "tls")]
+    let builder = match tls {
+        Some(tls) => with_tls(builder, tls)?,
+        None => builder,
+    };
+    #[cfg(not(feature = "tls"))]
+    let _ = tls;
+    builder.build().map_err(|e| UpstreamError::Initialize(format!("building the HTTP client: {e}")))
+}
+
+/// `builder` presenting `tls`'s client certificate and trusting only its CA, when given.
+#[cfg(feature = "tls")]
+fn with_tls(mut builder: reqwest::ClientBuilder, tls: &ClientTls) -> Result<reqwest::ClientBuilder, UpstreamError> {
+    let bad = |what: &str| UpstreamError::Initialize(format!("the upstream's tls {what} could not be read"));
+    if let Some(identity) = &tls.identity {
+        builder = builder.identity(
+            reqwest::Identity::from_pem(identity.expose().as_bytes()).map_err(|_| bad("client certificate"))?,
+        );
+    }
+    if let Some(ca) = &tls.ca {
+        builder =
+            builder.tls_certs_only(reqwest::Certificate::from_pem_bundle(ca.as_bytes()).map_err(|_| bad("ca_file"))?);
+    }
+    Ok(builder)
 }
 
 /// A live connection to one upstream.
@@ -209,7 +236,7 @@ impl Connection {
                     tokio::spawn(screen_stdout(name.to_string(), stdout, screened));
                     serve_client_with_lifecycle(relay.clone(), (messages, stdin), lifecycle).await
                 }
-                Endpoint::Http { url, headers, auth: _ } => {
+                Endpoint::Http { url, headers, auth: _, tls } => {
                     use rmcp::transport::{
                         StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
                     };
@@ -218,7 +245,7 @@ impl Connection {
                         .filter_map(|(k, v)| Some((k.parse().ok()?, v.parse().ok()?)))
                         .collect::<std::collections::HashMap<_, _>>();
                     let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
-                    let client = UpstreamHttp::new(http_client(), tokens);
+                    let client = UpstreamHttp::new(http_client(tls.as_ref())?, tokens);
                     let transport = StreamableHttpClientTransport::with_client(client, config);
                     serve_client_with_lifecycle(relay.clone(), transport, lifecycle).await
                 }
