@@ -10,6 +10,7 @@ mod common;
 
 use std::{
     collections::HashSet,
+    path::{Path, PathBuf},
     sync::{
         Arc, Mutex,
         atomic::{AtomicUsize, Ordering},
@@ -112,25 +113,22 @@ struct Fixture {
     endpoint: Arc<TokenEndpoint>,
     auth: Arc<Revocable>,
     token_url: String,
-    secret_file: std::path::PathBuf,
+    secret_file: PathBuf,
     _upstream: Embedded,
     _dir: tempfile::TempDir,
 }
 
-/// The upstream, the token endpoint (tokens living `lifetime_s`) and a gateway in front.
-async fn fixture(lifetime_s: u64) -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let resource = format!("http://127.0.0.1:{port}/mcp");
-    let issuer = Arc::new(TestIssuer::new(ISSUER, resource.clone()));
-    let jwks_file = dir.path().join("jwks.json");
+/// A presa server on 127.0.0.1:`port` taking only `issuer`'s JWTs (no
+/// leeway on `exp`) that are not revoked; its JWKS a file in `dir`.
+async fn protected_upstream(dir: &Path, port: u16, issuer: &TestIssuer) -> (Embedded, Arc<Revocable>) {
+    let jwks_file = dir.join("jwks.json");
     std::fs::write(&jwks_file, issuer.jwks().to_string()).unwrap();
     let jwks = Arc::new(Jwks::new(JwksSource::File(jwks_file), Duration::from_secs(60), None).unwrap());
     jwks.load().await.unwrap();
     let challenge = Challenge::new(None, vec!["mcp".into()]);
     let config = JwtConfig {
         issuer: ISSUER.into(),
-        audience: resource.clone(),
+        audience: issuer.audience.clone(),
         tenant_claim: "iss".into(),
         leeway: Duration::ZERO,
         min_refresh: Duration::from_secs(60),
@@ -146,8 +144,11 @@ async fn fixture(lifetime_s: u64) -> Fixture {
         c.access.authenticator = as_authenticator;
         c.access.challenge = challenge;
     });
-    let upstream = embedded_with(ServerConfig::default(), http, port).await;
+    (embedded_with(ServerConfig::default(), http, port).await, auth)
+}
 
+/// The token endpoint, handing out `issuer`'s tokens living `lifetime_s`; its URL.
+async fn token_endpoint(issuer: Arc<TestIssuer>, lifetime_s: u64) -> (Arc<TokenEndpoint>, String) {
     let endpoint = Arc::new(TokenEndpoint {
         issuer,
         secret: Mutex::new(SECRET.into()),
@@ -159,23 +160,48 @@ async fn fixture(lifetime_s: u64) -> Fixture {
     let token_url = format!("http://{}/token", listener.local_addr().unwrap());
     let app = Router::new().route("/token", post(token)).with_state(endpoint.clone());
     tokio::spawn(async move { axum::serve(listener, app).await });
+    (endpoint, token_url)
+}
 
+/// Everything but the gateway: the upstream, the token endpoint, the
+/// gateway's config file (in `f.dir`) with `secret` in its secret file.
+struct Setup {
+    upstream: Embedded,
+    auth: Arc<Revocable>,
+    endpoint: Arc<TokenEndpoint>,
+    token_url: String,
+    secret_file: PathBuf,
+    config: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+async fn setup(lifetime_s: u64, secret: &str) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let resource = format!("http://127.0.0.1:{port}/mcp");
+    let issuer = Arc::new(TestIssuer::new(ISSUER, resource.clone()));
+    let (upstream, auth) = protected_upstream(dir.path(), port, &issuer).await;
+    let (endpoint, token_url) = token_endpoint(issuer, lifetime_s).await;
     let secret_file = dir.path().join("client-secret");
-    std::fs::write(&secret_file, format!("{SECRET}\n")).unwrap();
+    std::fs::write(&secret_file, format!("{secret}\n")).unwrap();
     let config = dir.path().join("gateway.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[[upstream]]\nname = \"secure\"\nurl = \"{resource}\"\n\
-             auth = {{ client_credentials = {{ token_url = \"{token_url}\", client_id = \"{CLIENT_ID}\", \
-             client_secret_file = \"{}\", scope = \"mcp\", refresh_percent = 80, min_refresh_ms = 500 }} }}\n",
-            secret_file.display()
-        ),
-    )
-    .unwrap();
-    let gateway =
-        Pod::start("gateway", &gateway_bin(), free_port(), &["--gateway-config", config.to_str().unwrap()], &[]).await;
+    let toml = format!(
+        "[[upstream]]\nname = \"secure\"\nurl = \"{resource}\"\n\
+         auth = {{ client_credentials = {{ token_url = \"{token_url}\", client_id = \"{CLIENT_ID}\", \
+         client_secret_file = \"{}\", scope = \"mcp\", refresh_percent = 80, min_refresh_ms = 500 }} }}\n",
+        secret_file.display()
+    );
+    std::fs::write(&config, toml).unwrap();
+    Setup { upstream, auth, endpoint, token_url, secret_file, config, dir }
+}
+
+/// The upstream, the token endpoint (tokens living `lifetime_s`) and a gateway in front.
+async fn fixture(lifetime_s: u64) -> Fixture {
+    let p = setup(lifetime_s, SECRET).await;
+    let args = ["--gateway-config", p.config.to_str().unwrap()];
+    let gateway = Pod::start("gateway", &gateway_bin(), free_port(), &args, &[]).await;
     let client = Client::new(format!("{}/mcp", gateway.base()), json!({}));
+    let Setup { upstream, auth, endpoint, token_url, secret_file, dir, .. } = p;
     Fixture { gateway, client, endpoint, auth, token_url, secret_file, _upstream: upstream, _dir: dir }
 }
 
@@ -264,4 +290,24 @@ async fn a_wrong_client_secret_is_a_clear_error_naming_the_token_endpoint() {
     // The secret file is read again at the next fetch.
     std::fs::write(&f.secret_file, rotated).unwrap();
     assert_ok(&call(&f.client).await);
+}
+
+/// A gateway whose secret the token endpoint never took does not start,
+/// and says why naming the token endpoint (not the secret).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wrong_client_secret_at_start_stops_the_gateway_naming_the_token_endpoint() {
+    let wrong = "not-the-Secret-42";
+    let p = setup(3600, wrong).await;
+    let listen = format!("127.0.0.1:{}", free_port());
+    let run = tokio::process::Command::new(gateway_bin())
+        .args(["--gateway-config", p.config.to_str().unwrap(), "--listen", &listen])
+        .env("RUST_LOG", "info")
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), run).await.expect("it stopped").unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("could not get an access token from {}", p.token_url)), "{stderr}");
+    assert!(stderr.contains("HTTP 401 (invalid_client)"), "{stderr}");
+    assert!(!stderr.contains(wrong) && !stderr.contains(SECRET), "{stderr}");
+    assert_eq!(p.endpoint.fetches.load(Ordering::SeqCst), 0, "no token was handed out");
 }
