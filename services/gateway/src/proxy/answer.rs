@@ -48,6 +48,8 @@ pub fn upstream_error(pool: &Pool, e: UpstreamError) -> ToolError {
             let data = json!({ "retryable": true, "retryAfterMs": 1000 });
             ToolError::Rpc(ErrorObject::with_data(codes::INTERNAL_ERROR, e.to_string(), data))
         }
+        // It names the upstream and the token endpoint already.
+        e @ UpstreamError::Token { .. } => rpc(e.to_string(), true),
         e => {
             tracing::warn!(upstream = %pool.name(), error = %e, "no upstream connection");
             rpc(format!("upstream {:?} is unavailable: {e}", pool.name()), true)

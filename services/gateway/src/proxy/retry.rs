@@ -136,6 +136,7 @@ pub(super) fn classify_connect(upstream: &str, e: &UpstreamError, on: &RetryOn) 
     match e {
         UpstreamError::Service(e) => classify_service(upstream, e, on),
         UpstreamError::Busy { .. } => None,
+        e @ UpstreamError::Token { .. } => Some(Transient::new(RetryClass::SignIn, Received::No, e.to_string())),
         e => Some(Transient::new(
             RetryClass::Refused,
             Received::No,
@@ -335,6 +336,8 @@ mod tests {
     fn sign_in_failures_never_reached_the_tool() {
         let why = "the token endpoint answered HTTP 401 (invalid_client)".to_string();
         let token = UpstreamError::Token { upstream: "up".into(), token_url: "http://idp/token".into(), why };
+        let at_connect = classify_connect("up", &token, &RetryOn::default()).unwrap();
+        assert_eq!((at_connect.class, at_connect.received), (RetryClass::SignIn, Received::No));
         let failed = http(StreamableHttpError::Io(std::io::Error::other(token)));
         let t = classify_service("up", &failed, &RetryOn::default()).unwrap();
         assert_eq!((t.class, t.received, t.class.label()), (RetryClass::SignIn, Received::No, "sign_in"));

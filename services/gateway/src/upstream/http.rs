@@ -77,18 +77,27 @@ fn is_unauthorized(e: &HttpError) -> bool {
     }
 }
 
+/// The [`UpstreamError::Token`] a failed request carries, if it failed for want of a token.
+pub fn token_error(e: &DynamicTransportError) -> Option<UpstreamError> {
+    let StreamableHttpError::Io(io) = e.error.downcast_ref::<HttpError>()? else { return None };
+    match io.get_ref()?.downcast_ref::<UpstreamError>()? {
+        UpstreamError::Token { upstream, token_url, why } => {
+            Some(UpstreamError::Token { upstream: upstream.clone(), token_url: token_url.clone(), why: why.clone() })
+        }
+        _ => None,
+    }
+}
+
 /// What a failed upstream request says about signing in, in words for the
 /// caller (naming the upstream and the token endpoint, never a secret):
 /// the token could not be fetched, or the upstream refused it; `None` for
 /// any other failure.
 pub fn auth_failure(upstream: &str, e: &DynamicTransportError) -> Option<String> {
-    let e = e.error.downcast_ref::<HttpError>()?;
-    if let StreamableHttpError::Io(io) = e
-        && let Some(token) = io.get_ref().and_then(|i| i.downcast_ref::<UpstreamError>())
-    {
-        return matches!(token, UpstreamError::Token { .. }).then(|| token.to_string());
+    if let Some(token) = token_error(e) {
+        return Some(token.to_string());
     }
-    is_unauthorized(e).then(|| format!("upstream {upstream:?} refused the gateway's access token (HTTP 401)"))
+    is_unauthorized(e.error.downcast_ref::<HttpError>()?)
+        .then(|| format!("upstream {upstream:?} refused the gateway's access token (HTTP 401)"))
 }
 
 impl StreamableHttpClient for UpstreamHttp {

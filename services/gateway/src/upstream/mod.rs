@@ -49,7 +49,7 @@ mod relay;
 
 pub use child::{INVALID_ANSWER, STDERR_LINE_MAX, child_env, escape_log_line, screen_answer};
 use child::{log_stderr, screen_stdout};
-pub use http::{UpstreamHttp, auth_failure};
+pub use http::{UpstreamHttp, auth_failure, token_error};
 pub use oauth::TokenSource;
 use relay::Current;
 pub use relay::{EVENTS_BOUND, Event, Events, Relay};
@@ -250,7 +250,14 @@ impl Connection {
                     serve_client_with_lifecycle(relay.clone(), transport, lifecycle).await
                 }
             }
-            .map_err(|e| UpstreamError::Initialize(e.to_string()))
+            .map_err(|e| {
+                // No token: say so as such (a sign-in failure, not a broken upstream).
+                let token = match &e {
+                    rmcp::service::ClientInitializeError::TransportError { error, .. } => token_error(error),
+                    _ => None,
+                };
+                token.unwrap_or_else(|| UpstreamError::Initialize(e.to_string()))
+            })
         };
         let service =
             tokio::time::timeout(timeout, start).await.map_err(|_| UpstreamError::ConnectTimeout(timeout))??;
