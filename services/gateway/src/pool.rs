@@ -24,7 +24,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::{
     config::{Endpoint, Protocol, Timings, UpstreamConfig},
-    upstream::{Connection, UpstreamError},
+    upstream::{Connection, TokenSource, UpstreamError},
 };
 
 /// The most a failing upstream's restarts are spaced.
@@ -52,6 +52,8 @@ pub struct Pool {
     peers: Mutex<Vec<Peer<RoleClient>>>,
     /// Notified when the upstream says a list changed.
     lists_changed: Arc<Notify>,
+    /// The access token every connection sends, when the upstream needs sign-in.
+    tokens: Option<Arc<TokenSource>>,
 }
 
 /// A connection taken from the pool; it goes back when dropped, unless the
@@ -85,6 +87,10 @@ impl Pool {
             failures: Mutex::new((0, None)),
             peers: Mutex::new(Vec::new()),
             lists_changed: Arc::new(Notify::new()),
+            tokens: match &config.endpoint {
+                Endpoint::Http { auth: Some(auth), .. } => Some(Arc::new(TokenSource::new(&config.name, auth.clone()))),
+                _ => None,
+            },
         })
     }
 
@@ -158,6 +164,7 @@ impl Pool {
             self.protocol,
             self.connect_timeout,
             self.lists_changed.clone(),
+            self.tokens.clone(),
         );
         match open.await {
             Ok(conn) => {

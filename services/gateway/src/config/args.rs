@@ -163,7 +163,7 @@ impl GatewayArgs {
                         self.upstream_inherit_env.clone(),
                         self.upstream_cwd.clone(),
                     )?,
-                    (None, Some(url)) => http(url, self.upstream_header.iter().map(|h| parse_header(h)))?,
+                    (None, Some(url)) => http(url, self.upstream_header.iter().map(|h| parse_header(h)), None, None)?,
                     _ => {
                         return Err(ConfigError::Invalid(
                             "no upstream: give --upstream-command '<command line>' (stdio), --upstream-url <url> \

@@ -175,6 +175,8 @@ pub(super) struct FileUpstream {
     pool: Option<usize>,
     protocol: Option<Protocol>,
     breaker: Option<super::BreakerRule>,
+    auth: Option<super::AuthRule>,
+    tls: Option<super::TlsRule>,
     #[serde(default)]
     expose: Option<Vec<String>>,
     #[serde(default)]
@@ -190,9 +192,19 @@ impl FileUpstream {
         default_protocol: Protocol,
     ) -> Result<UpstreamConfig, ConfigError> {
         let name = self.name;
+        let auth = self.auth.map(|a| a.resolve(&name)).transpose()?;
+        let tls = self.tls.map(|t| t.resolve(&name)).transpose()?;
         let endpoint = match (self.command, self.url) {
+            (Some(_), None) if auth.is_some() || tls.is_some() => {
+                return Err(ConfigError::Invalid(format!(
+                    "upstream {name:?}: auth and tls are for url upstreams (Streamable HTTP), not a command"
+                )));
+            }
             (Some(cmd), None) => stdio(&cmd, self.env, self.inherit_env, self.cwd)?,
-            (None, Some(url)) => http(&url, self.headers.into_iter().map(|(k, v)| Ok((k, resolve_secret(&v)?))))?,
+            (None, Some(url)) => {
+                let headers = self.headers.into_iter().map(|(k, v)| Ok((k, resolve_secret(&v)?)));
+                http(&url, headers, auth, tls)?
+            }
             _ => {
                 return Err(ConfigError::Invalid(format!("upstream {name:?}: give exactly one of command or url")));
             }

@@ -28,6 +28,13 @@
 //! url = "http://127.0.0.1:3001/mcp"   # Streamable HTTP
 //! headers = { Authorization = "Bearer ${env:SEARCH_TOKEN}" }
 //!
+//! [[upstream]]
+//! name = "crm"
+//! url = "https://crm.internal/mcp"
+//! auth = { client_credentials = { token_url = "https://login.internal/oauth/token", client_id = "presa",
+//!          client_secret_file = "/run/secrets/crm", scope = "mcp" } }   # OAuth client credentials
+//! tls = { client_cert_file = "/run/tls/crt", client_key_file = "/run/tls/key", ca_file = "/run/tls/ca" }   # mTLS
+//!
 //! [[tool]]
 //! match = "ml_train_*"             # a glob over the listed name
 //! policy = "required"              # sync | optional | required
@@ -51,19 +58,23 @@
 use std::{path::PathBuf, time::Duration};
 
 mod args;
+mod auth;
 mod breaker;
 mod concurrency;
 mod file;
 mod shape;
 #[cfg(test)]
 mod tests;
+mod tls;
 mod upstream;
 
 pub use args::GatewayArgs;
+pub use auth::{AuthRule, ClientAuth, ClientCredentials, ClientCredentialsRule, Secret, SecretSource};
 pub use breaker::BreakerRule;
 pub use concurrency::ConcurrencyRule;
 pub use file::{PolicyRule, Rerun, RetryRule, ToolRule};
 pub use shape::{AnnotationsRule, ToolShape, UpstreamShape};
+pub use tls::{ClientTls, TlsRule};
 pub use upstream::{Endpoint, Protocol, UpstreamConfig};
 
 /// Why the configuration cannot be used. Each message names what to fix.

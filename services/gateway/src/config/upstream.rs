@@ -7,7 +7,7 @@ use std::{collections::BTreeMap, path::PathBuf};
 
 use serde::Deserialize;
 
-use super::ConfigError;
+use super::{ConfigError, auth::ClientCredentials, tls::ClientTls};
 
 /// The MCP revision spoken to an upstream.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
@@ -27,8 +27,9 @@ pub enum Protocol {
     Stateless,
 }
 
-/// How to reach one upstream.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How to reach one upstream. Its `Debug` shows a header's name, never its
+/// value (a static `Authorization` is a secret).
+#[derive(Clone, PartialEq, Eq)]
 pub enum Endpoint {
     /// A child process spoken to over stdio.
     Stdio {
@@ -47,9 +48,34 @@ pub enum Endpoint {
     Http {
         /// The URL.
         url: String,
-        /// Headers sent with every request (values resolved).
+        /// Headers sent with every request (values resolved; not shown by `Debug`).
         headers: Vec<(String, String)>,
+        /// How the gateway signs in to it (`auth`), if it must.
+        auth: Option<ClientCredentials>,
+        /// Its client certificate and CA (`tls`), if given.
+        tls: Option<ClientTls>,
     },
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Endpoint::Stdio { argv, env, inherit, cwd } => f
+                .debug_struct("Stdio")
+                .field("argv", argv)
+                .field("env", &env.keys().collect::<Vec<_>>())
+                .field("inherit", inherit)
+                .field("cwd", cwd)
+                .finish(),
+            Endpoint::Http { url, headers, auth, tls } => f
+                .debug_struct("Http")
+                .field("url", &presa_telemetry::redact_url(url))
+                .field("headers", &headers.iter().map(|(k, _)| k).collect::<Vec<_>>())
+                .field("auth", auth)
+                .field("tls", tls)
+                .finish(),
+        }
+    }
 }
 
 /// One upstream server.
@@ -100,6 +126,8 @@ fn is_env_name(name: &str) -> bool {
 pub(super) fn http(
     url: &str,
     headers: impl Iterator<Item = Result<(String, String), ConfigError>>,
+    auth: Option<ClientCredentials>,
+    tls: Option<ClientTls>,
 ) -> Result<Endpoint, ConfigError> {
     let uri: http::Uri = url.parse().map_err(|e| ConfigError::Invalid(format!("upstream url {url:?}: {e}")))?;
     if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
@@ -115,7 +143,12 @@ pub(super) fn http(
             ConfigError::Invalid(format!("upstream header {name:?}: the value is not a valid header value"))
         })?;
     }
-    Ok(Endpoint::Http { url: url.to_string(), headers })
+    if auth.is_some() && headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("authorization")) {
+        return Err(ConfigError::Invalid(format!(
+            "upstream url {url:?}: both an Authorization header and auth are given; keep one"
+        )));
+    }
+    Ok(Endpoint::Http { url: url.to_string(), headers, auth, tls })
 }
 
 pub(super) fn parse_env(pairs: &[String]) -> Result<BTreeMap<String, String>, ConfigError> {

@@ -10,7 +10,10 @@ use presa_server::ToolError;
 use rmcp::service::ServiceError;
 use serde_json::json;
 
-use crate::{pool::Pool, upstream::UpstreamError};
+use crate::{
+    pool::Pool,
+    upstream::{UpstreamError, auth_failure},
+};
 
 /// The most bytes of an upstream's error message (and of its `data`) passed on.
 pub const MAX_ERROR_MESSAGE_BYTES: usize = 4096;
@@ -45,6 +48,8 @@ pub fn upstream_error(pool: &Pool, e: UpstreamError) -> ToolError {
             let data = json!({ "retryable": true, "retryAfterMs": 1000 });
             ToolError::Rpc(ErrorObject::with_data(codes::INTERNAL_ERROR, e.to_string(), data))
         }
+        // It names the upstream and the token endpoint already.
+        e @ UpstreamError::Token { .. } => rpc(e.to_string(), true),
         e => {
             tracing::warn!(upstream = %pool.name(), error = %e, "no upstream connection");
             rpc(format!("upstream {:?} is unavailable: {e}", pool.name()), true)
@@ -90,6 +95,7 @@ pub(super) fn service_error(pool: &Pool, e: ServiceError) -> ToolError {
         ServiceError::Timeout { timeout } => {
             rpc(format!("upstream {:?} did not answer within {timeout:?}", pool.name()), true)
         }
+        ServiceError::TransportSend(e) if let Some(why) = auth_failure(pool.name(), &e) => rpc(why, true),
         ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
             rpc(format!("upstream {:?} went away during the call", pool.name()), true)
         }

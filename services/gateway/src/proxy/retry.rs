@@ -4,8 +4,10 @@
 //! A failure is [`Transient`] by what it says about the call:
 //!
 //! - the upstream cannot have received it ([`Received::No`]): no connection
-//!   (refused, a child that could not start or finish its handshake), HTTP
-//!   429 or 503 (their `Retry-After` honoured): tried again for every tool;
+//!   (refused, a child that could not start or finish its handshake), no
+//!   access token (the token endpoint failed, or the upstream refused a fresh
+//!   token with 401), HTTP 429 or 503 (their `Retry-After` honoured): tried
+//!   again for every tool;
 //! - it may have received it ([`Received::Maybe`]): the child exited or the
 //!   connection dropped mid-call, no answer in time, another 5xx: tried again
 //!   only for a tool that is safe to repeat (`readOnlyHint`, `idempotentHint`,
@@ -31,7 +33,7 @@ use rmcp::{
 use serde_json::Value;
 
 use super::answer::cap_message;
-use crate::upstream::UpstreamError;
+use crate::upstream::{UpstreamError, auth_failure};
 
 /// The longest an upstream's `Retry-After` puts a try off (a longer one is cut to this).
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(15 * 60);
@@ -41,6 +43,9 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(15 * 60);
 pub enum RetryClass {
     /// No connection: refused, a child that could not start or finish its handshake.
     Refused,
+    /// No access token (the token endpoint failed), or the upstream refused
+    /// a fresh one (HTTP 401): the call never reached the tool.
+    SignIn,
     /// HTTP 429.
     RateLimited,
     /// HTTP 5xx.
@@ -61,13 +66,21 @@ impl RetryClass {
     /// call is not tried again. A 429 or an answer a rule names is the
     /// upstream alive, saying "not now".
     pub fn means_down(self) -> bool {
-        matches!(self, RetryClass::Refused | RetryClass::Unavailable | RetryClass::Exited | RetryClass::Timeout)
+        matches!(
+            self,
+            RetryClass::Refused
+                | RetryClass::SignIn
+                | RetryClass::Unavailable
+                | RetryClass::Exited
+                | RetryClass::Timeout
+        )
     }
 
     /// The metric label.
     pub fn label(self) -> &'static str {
         match self {
             RetryClass::Refused => "refused",
+            RetryClass::SignIn => "sign_in",
             RetryClass::RateLimited => "rate_limited",
             RetryClass::Unavailable => "unavailable",
             RetryClass::Exited => "exited",
@@ -123,6 +136,7 @@ pub(super) fn classify_connect(upstream: &str, e: &UpstreamError, on: &RetryOn) 
     match e {
         UpstreamError::Service(e) => classify_service(upstream, e, on),
         UpstreamError::Busy { .. } => None,
+        e @ UpstreamError::Token { .. } => Some(Transient::new(RetryClass::SignIn, Received::No, e.to_string())),
         e => Some(Transient::new(
             RetryClass::Refused,
             Received::No,
@@ -160,6 +174,10 @@ fn classify_transport(upstream: &str, e: &DynamicTransportError) -> Transient {
     use Received::{Maybe, No};
     use RetryClass::*;
     let lost = || Transient::new(Exited, Maybe, format!("upstream {upstream:?} went away during the call"));
+    // A token that could not be had, or was refused: the tool was not reached.
+    if let Some(why) = auth_failure(upstream, e) {
+        return Transient::new(SignIn, No, why);
+    }
     if let Some(http) = e.error.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
         return match http {
             StreamableHttpError::HttpStatus(status) => classify_status(upstream, status),
@@ -315,9 +333,27 @@ mod tests {
     }
 
     #[test]
+    fn sign_in_failures_never_reached_the_tool() {
+        let why = "the token endpoint answered HTTP 401 (invalid_client)".to_string();
+        let token = UpstreamError::Token { upstream: "up".into(), token_url: "http://idp/token".into(), why };
+        let at_connect = classify_connect("up", &token, &RetryOn::default()).unwrap();
+        assert_eq!((at_connect.class, at_connect.received), (RetryClass::SignIn, Received::No));
+        let failed = http(StreamableHttpError::Io(std::io::Error::other(token)));
+        let t = classify_service("up", &failed, &RetryOn::default()).unwrap();
+        assert_eq!((t.class, t.received, t.class.label()), (RetryClass::SignIn, Received::No, "sign_in"));
+        assert!(t.reason.contains("from http://idp/token: the token endpoint answered HTTP 401"), "{}", t.reason);
+        let refused = http(StreamableHttpError::UnexpectedServerResponse("HTTP 401 Unauthorized: no".into()));
+        let t = classify_service("up", &refused, &RetryOn::default()).unwrap();
+        assert_eq!(
+            (t.class, t.reason.as_str()),
+            (RetryClass::SignIn, "upstream \"up\" refused the gateway's access token (HTTP 401)")
+        );
+    }
+
+    #[test]
     fn only_failures_that_say_the_upstream_is_down_count_against_its_breaker() {
         use RetryClass::*;
-        for class in [Refused, Unavailable, Exited, Timeout] {
+        for class in [Refused, SignIn, Unavailable, Exited, Timeout] {
             assert!(class.means_down(), "{class:?}");
         }
         for class in [RateLimited, RpcError, ToolError] {

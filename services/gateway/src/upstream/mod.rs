@@ -22,8 +22,14 @@
 //! to rmcp ([`screen_answer`]): an answer rmcp could not parse fails its
 //! request at once instead of leaving it to wait out its timeout.
 //!
+//! A Streamable HTTP upstream that needs sign-in gets an access token on
+//! every request ([`UpstreamHttp`]), fetched, cached and refreshed by its
+//! pool's one [`TokenSource`] (OAuth client credentials), and presents the
+//! client certificate of its `tls` table (with `--features tls`).
+//!
 //! By part: `relay` routes what the upstream sends to the running call,
-//! `child` keeps a stdio child's environment, stderr and stdout in hand.
+//! `child` keeps a stdio child's environment, stderr and stdout in hand,
+//! `oauth` holds an upstream's access token, `http` puts it on its requests.
 
 use std::{process::Stdio, sync::Arc, time::Duration};
 
@@ -34,13 +40,17 @@ use rmcp::{
 };
 use tokio::sync::mpsc;
 
-use crate::config::{Endpoint, Protocol};
+use crate::config::{ClientTls, Endpoint, Protocol};
 
 mod child;
+mod http;
+mod oauth;
 mod relay;
 
 pub use child::{INVALID_ANSWER, STDERR_LINE_MAX, child_env, escape_log_line, screen_answer};
 use child::{log_stderr, screen_stdout};
+pub use http::{UpstreamHttp, auth_failure, token_error};
+pub use oauth::TokenSource;
 use relay::Current;
 pub use relay::{EVENTS_BOUND, Event, Events, Relay};
 
@@ -69,6 +79,16 @@ pub enum UpstreamError {
     /// timeout, the connection lost.
     #[error(transparent)]
     Service(#[from] rmcp::service::ServiceError),
+    /// No access token could be had for an upstream that needs sign-in (retryable).
+    #[error("upstream {upstream:?} could not get an access token from {token_url}: {why}")]
+    Token {
+        /// The upstream.
+        upstream: String,
+        /// The token endpoint (a password in it redacted).
+        token_url: String,
+        /// What went wrong (the endpoint's status and OAuth error; never a secret).
+        why: String,
+    },
     /// Every connection stayed busy for as long as a request may wait (retryable).
     #[error("upstream {upstream:?} is busy: no connection was free within {waited:?}")]
     Busy {
@@ -85,9 +105,35 @@ pub enum UpstreamError {
 /// presa-bench measured ~2 ms added to every proxied call. rmcp reads every
 /// JSON and SSE body to its end, so keep-alive is safe here; TCP_NODELAY
 /// avoids the delayed-ACK stall on small requests, and redirects are not
-/// followed (a POST redirected elsewhere would replay the headers).
-fn http_client() -> reqwest::Client {
-    reqwest::Client::builder().tcp_nodelay(true).redirect(reqwest::redirect::Policy::none()).build().unwrap_or_default()
+/// followed (a POST redirected elsewhere would replay the headers). With
+/// `tls` (and `--features tls`) it presents the client certificate and
+/// trusts only the CA given.
+fn http_client(tls: Option<&ClientTls>) -> Result<reqwest::Client, UpstreamError> {
+    let builder = reqwest::Client::builder().tcp_nodelay(true).redirect(reqwest::redirect::Policy::none());
+    #[cfg(feature = "tls")]
+    let builder = match tls {
+        Some(tls) => with_tls(builder, tls)?,
+        None => builder,
+    };
+    #[cfg(not(feature = "tls"))]
+    let _ = tls;
+    builder.build().map_err(|e| UpstreamError::Initialize(format!("building the HTTP client: {e}")))
+}
+
+/// `builder` presenting `tls`'s client certificate and trusting only its CA, when given.
+#[cfg(feature = "tls")]
+fn with_tls(mut builder: reqwest::ClientBuilder, tls: &ClientTls) -> Result<reqwest::ClientBuilder, UpstreamError> {
+    let bad = |what: &str| UpstreamError::Initialize(format!("the upstream's tls {what} could not be read"));
+    if let Some(identity) = &tls.identity {
+        builder = builder.identity(
+            reqwest::Identity::from_pem(identity.expose().as_bytes()).map_err(|_| bad("client certificate"))?,
+        );
+    }
+    if let Some(ca) = &tls.ca {
+        builder =
+            builder.tls_certs_only(reqwest::Certificate::from_pem_bundle(ca.as_bytes()).map_err(|_| bad("ca_file"))?);
+    }
+    Ok(builder)
 }
 
 /// A live connection to one upstream.
@@ -116,34 +162,37 @@ impl Drop for CallScope<'_> {
 impl Connection {
     /// Start (stdio) or open (HTTP) a connection to the upstream `name` and
     /// finish the handshake in the revision `protocol` asks for (see
-    /// [`Protocol`]). `lists_changed` is notified when the upstream says a list changed.
+    /// [`Protocol`]). `lists_changed` is notified when the upstream says a
+    /// list changed; `tokens` signs an HTTP upstream's requests in.
     pub async fn open(
         name: &str,
         endpoint: &Endpoint,
         protocol: Protocol,
         timeout: Duration,
         lists_changed: Arc<tokio::sync::Notify>,
+        tokens: Option<Arc<TokenSource>>,
     ) -> Result<Connection, UpstreamError> {
+        let open = |lifecycle, lists_changed| {
+            Self::open_with(name, endpoint, lifecycle, timeout, lists_changed, tokens.clone())
+        };
         let legacy = || ClientLifecycleMode::Initialize;
         let stateless = || ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
         match (protocol, endpoint) {
-            (Protocol::Legacy, _) => Self::open_with(name, endpoint, legacy(), timeout, lists_changed).await,
-            (Protocol::Stateless, _) => Self::open_with(name, endpoint, stateless(), timeout, lists_changed).await,
-            (Protocol::Auto, Endpoint::Stdio { .. }) => {
-                match Self::open_with(name, endpoint, legacy(), timeout, lists_changed.clone()).await {
-                    Err(UpstreamError::Initialize(why)) => {
-                        tracing::info!(error = %why, "the upstream refused initialize; trying server/discover");
-                        Self::open_with(name, endpoint, stateless(), timeout, lists_changed).await
-                    }
-                    other => other,
+            (Protocol::Legacy, _) => open(legacy(), lists_changed).await,
+            (Protocol::Stateless, _) => open(stateless(), lists_changed).await,
+            (Protocol::Auto, Endpoint::Stdio { .. }) => match open(legacy(), lists_changed.clone()).await {
+                Err(UpstreamError::Initialize(why)) => {
+                    tracing::info!(error = %why, "the upstream refused initialize; trying server/discover");
+                    open(stateless(), lists_changed).await
                 }
-            }
+                other => other,
+            },
             (Protocol::Auto, Endpoint::Http { .. }) => {
                 let auto = ClientLifecycleMode::Auto {
                     preferred_versions: vec![ProtocolVersion::V_2026_07_28],
                     legacy_version: Some(ProtocolVersion::V_2025_11_25),
                 };
-                Self::open_with(name, endpoint, auto, timeout, lists_changed).await
+                open(auto, lists_changed).await
             }
         }
     }
@@ -154,6 +203,7 @@ impl Connection {
         lifecycle: ClientLifecycleMode,
         timeout: Duration,
         lists_changed: Arc<tokio::sync::Notify>,
+        tokens: Option<Arc<TokenSource>>,
     ) -> Result<Connection, UpstreamError> {
         let relay = Relay { current: Arc::default(), lists_changed };
         // A stdio child, killed if it is dropped (a failed or late handshake included).
@@ -186,7 +236,7 @@ impl Connection {
                     tokio::spawn(screen_stdout(name.to_string(), stdout, screened));
                     serve_client_with_lifecycle(relay.clone(), (messages, stdin), lifecycle).await
                 }
-                Endpoint::Http { url, headers } => {
+                Endpoint::Http { url, headers, auth: _, tls } => {
                     use rmcp::transport::{
                         StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
                     };
@@ -195,11 +245,19 @@ impl Connection {
                         .filter_map(|(k, v)| Some((k.parse().ok()?, v.parse().ok()?)))
                         .collect::<std::collections::HashMap<_, _>>();
                     let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
-                    let transport = StreamableHttpClientTransport::with_client(http_client(), config);
+                    let client = UpstreamHttp::new(http_client(tls.as_ref())?, tokens);
+                    let transport = StreamableHttpClientTransport::with_client(client, config);
                     serve_client_with_lifecycle(relay.clone(), transport, lifecycle).await
                 }
             }
-            .map_err(|e| UpstreamError::Initialize(e.to_string()))
+            .map_err(|e| {
+                // No token: say so as such (a sign-in failure, not a broken upstream).
+                let token = match &e {
+                    rmcp::service::ClientInitializeError::TransportError { error, .. } => token_error(error),
+                    _ => None,
+                };
+                token.unwrap_or_else(|| UpstreamError::Initialize(e.to_string()))
+            })
         };
         let service =
             tokio::time::timeout(timeout, start).await.map_err(|_| UpstreamError::ConnectTimeout(timeout))??;
