@@ -10,6 +10,8 @@
 //!
 //! - `routes`: the reads and the actions.
 //! - `events`: the console's live SSE stream.
+//! - `history`'s sampler ([`presa_server::admin::History`]) is started with
+//!   the router and ends with it, or at shutdown.
 //! - `view`: the JSON shapes of tasks, dead letters and nodes.
 
 mod events;
@@ -26,7 +28,7 @@ use axum::{
     routing::{delete, get, post},
 };
 use presa_server::{
-    admin::{Admin, AdminError, Operator, Reach},
+    admin::{Admin, AdminError, History, Operator, Reach},
     pools::ScopedPool,
 };
 use presa_store::{Limit, StoreError};
@@ -57,6 +59,13 @@ pub struct AdminConfig {
     /// How long a tenant's `/usage` answer is reused (a scan reads up to
     /// 5,000 tasks; one runs at a time per process).
     pub usage_cache: std::time::Duration,
+    /// How often this process samples the cluster's figures for
+    /// `/admin/v1/history` (the console's charts).
+    pub history_every: std::time::Duration,
+    /// How far back `/admin/v1/history` reaches (points: this over
+    /// [`AdminConfig::history_every`], at most
+    /// [`MAX_HISTORY_POINTS`](presa_server::admin::MAX_HISTORY_POINTS)).
+    pub history_window: std::time::Duration,
     /// Served on a listener of its own ([`crate::admin_router`]), not
     /// beside `/mcp` ([`crate::router`] leaves it out).
     pub own_listener: bool,
@@ -71,6 +80,8 @@ impl Default for AdminConfig {
             max_streams: 16,
             max_streams_per_tenant: 2,
             usage_cache: presa_server::admin::DEFAULT_USAGE_CACHE,
+            history_every: presa_server::admin::DEFAULT_HISTORY_EVERY,
+            history_window: presa_server::admin::DEFAULT_HISTORY_WINDOW,
             own_listener: false,
         }
     }
@@ -99,9 +110,15 @@ pub(crate) fn router(app: &App) -> Router {
     if !config.enabled {
         return Router::new();
     }
+    let core = app.server.core().clone();
+    let history = History::new(config.history_every, config.history_window);
+    // The sampler runs while this router (its state) holds the history.
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(History::run(Arc::downgrade(&history), core.clone(), app.server.shutdown_token()));
+    }
     let state = AdminState {
         app: app.clone(),
-        admin: Admin::with_usage_cache(app.server.core().clone(), config.usage_cache),
+        admin: Admin::with_usage_cache(core, config.usage_cache).with_history(history),
         streams: Streams {
             cluster: ScopedPool::new(config.max_streams, 0, (Limit::AdminMaxStreams, Limit::AdminMaxStreams)),
             tenants: ScopedPool::new(
@@ -117,6 +134,7 @@ pub(crate) fn router(app: &App) -> Router {
         .route("/admin/v1/queues", get(routes::queues))
         .route("/admin/v1/breakers", get(routes::breakers))
         .route("/admin/v1/limits", get(routes::limits))
+        .route("/admin/v1/history", get(routes::history))
         .route("/admin/v1/tenants", get(routes::tenants))
         .route("/admin/v1/tasks", get(routes::tasks))
         .route("/admin/v1/tasks/{id}", get(routes::task))
