@@ -135,6 +135,8 @@ const tid = (id) => page.getByTestId(id);
 
 async function signIn(token) {
   await page.goto(`${URL_}/console`);
+  // A kept session is checked with /whoami first: wait for the form or the signed-in page.
+  await page.locator('[data-testid="token"]:visible, [data-testid="signout"]:visible').first().waitFor();
   if (await tid('signout').isVisible()) await tid('signout').click();
   await tid('token').fill(token);
   await tid('signin-submit').click();
