@@ -4,7 +4,8 @@
 //! worker runs; once one does, `completed` rises and the queue empties; the
 //! ring never holds more than its window; and the route is the admin API's:
 //! 401 without a token, 403 without the admin scope (a tenant admin
-//! included) and for a cross-site page's `Origin`.
+//! included) and for a cross-site page's `Origin`. Two API pods on one Redis
+//! draw the same curve: the same instants, the same creations and queue.
 
 use std::{sync::Arc, time::Duration};
 
@@ -64,6 +65,11 @@ impl Drop for Rig {
 /// A server on `backend` keeping `points` points, whose process heartbeats
 /// every 100 ms, and no worker yet.
 async fn serve(backend: Backend, keep: Option<Arc<TestRedis>>, points: usize) -> Rig {
+    serve_as("history-node", backend, keep, points).await
+}
+
+/// [`serve`] as the process `node_id`.
+async fn serve_as(node_id: &str, backend: Backend, keep: Option<Arc<TestRedis>>, points: usize) -> Rig {
     let core = Core::new(ServerConfig::default(), presa_demo::catalog().expect("catalog"), backend);
     let server = Server::new(core.clone(), StateCodec::new(b"test-secret"));
     let http = HttpConfig::default().with(|c| {
@@ -77,7 +83,7 @@ async fn serve(backend: Backend, keep: Option<Arc<TestRedis>>, points: usize) ->
     let stop = CancellationToken::new();
     let shutdown = stop.clone();
     tokio::spawn(presa_http::serve(listener, router, async move { shutdown.cancelled().await }));
-    let node = Node::new("history-node", "embedded", 8);
+    let node = Node::new(node_id, "embedded", 8);
     tokio::spawn(node.clone().heartbeat_every(EVERY, core.clone(), stop.clone()));
     Rig { origin, core, node, stop, _keep: keep }
 }
@@ -126,11 +132,8 @@ fn latest(h: &Value, field: &str) -> u64 {
 async fn history_shows_the_work(rig: Rig) {
     // Its first sample is the counters' baseline: what was created before it is not counted.
     rig.history_until("a first point", |h| !points(h).is_empty()).await;
+    let ids = create(&rig, 5).await;
     let client = Client::new(format!("{}/mcp", rig.origin), tasks_caps()).with_bearer("alice");
-    let mut ids = Vec::new();
-    for i in 0..5 {
-        ids.push(task_id(&client.call_tool("slow_compute", json!({ "seconds": 0, "label": format!("h{i}") })).await));
-    }
     // No worker yet: the five are created and queued.
     let h = rig.history_until("5 created and 5 queued", |h| sum(h, "created") >= 5 && latest(h, "queued") == 5).await;
     assert_eq!(h["intervalMs"], 100, "{h}");
@@ -157,6 +160,16 @@ async fn history_is_bounded(rig: Rig) {
     tokio::time::sleep(EVERY * 15).await;
     let (_, h) = rig.history(Some("root"), None).await;
     assert_eq!((points(&h).len(), h["capacity"].as_u64()), (10, Some(10)), "{h}");
+}
+
+/// Creates `n` quick tasks as alice through `rig`'s `/mcp`; their ids.
+async fn create(rig: &Rig, n: usize) -> Vec<String> {
+    let client = Client::new(format!("{}/mcp", rig.origin), tasks_caps()).with_bearer("alice");
+    let mut ids = Vec::new();
+    for i in 0..n {
+        ids.push(task_id(&client.call_tool("slow_compute", json!({ "seconds": 0, "label": format!("h{i}") })).await));
+    }
+    ids
 }
 
 async fn history_is_the_admins(rig: Rig) {
@@ -205,4 +218,29 @@ async fn memory_history_is_bounded() {
 #[tokio::test]
 async fn redis_history_shows_the_work() {
     history_shows_the_work(redis().await).await;
+}
+
+/// Two API pods on one Redis, the tasks created through one: both histories
+/// sample the same instants and show the same five creations and queue.
+#[tokio::test]
+async fn redis_two_pods_draw_the_same_curve() {
+    let redis = Arc::new(TestRedis::start().await);
+    let config = RedisConfig::new(redis.url()).with_prefix(unique_prefix()).with_partitions(4);
+    let store = |c: RedisConfig| async move { Backend::new(Arc::new(RedisStore::connect(c).await.expect("connect"))) };
+    let a = serve_as("pod-a", store(config.clone()).await, Some(redis), POINTS).await;
+    let b = serve_as("pod-b", store(config).await, None, POINTS).await;
+    for pod in [&a, &b] {
+        pod.history_until("a first point", |h| !points(h).is_empty()).await;
+    }
+    create(&a, 5).await;
+    let shown = |h: &Value| sum(h, "created") >= 5 && latest(h, "queued") == 5;
+    let (ha, hb) = (a.history_until("the five on a", shown).await, b.history_until("the five on b", shown).await);
+    assert_eq!((sum(&ha, "created"), sum(&hb, "created")), (5, 5), "a: {ha}\nb: {hb}");
+    let at = |h: &Value| points(h).iter().map(|p| p["atMs"].as_u64().expect("atMs")).collect::<Vec<_>>();
+    let (at_a, at_b) = (at(&ha), at(&hb));
+    let common: Vec<u64> = at_a.iter().copied().filter(|t| at_b.contains(t)).collect();
+    assert!(common.len() >= 2, "the pods sample the same instants: {at_a:?} {at_b:?}");
+    let queued_at = |h: &Value, t: u64| points(h).iter().find(|p| p["atMs"] == t).map(|p| p["queued"].clone());
+    let last = *common.last().expect("a common instant");
+    assert_eq!(queued_at(&ha, last), queued_at(&hb, last), "the same queue at {last}");
 }
