@@ -1,12 +1,13 @@
 // The web console (/console) in headless Chromium against the live cluster run.sh
 // started: refusals, sign-in, the live overview (delayed work per partition too), tasks
 // appearing and completing, filters and pages, a cancel, a waiting task's failed tries
-// and its Retry now, a drain, dead letters replayed and discarded, and a screenshot of
-// the overview. Tasks are created as a user would, through MCP
+// and its Retry now, a drain, dead letters replayed and discarded, a screenshot of
+// the overview, and its trend charts (inline SVG from /admin/v1/history) under load. Tasks are created as a user would, through MCP
 // tools/call. Steps run in order and the first failure stops the run (exit 1).
 //
 // Environment (from run.sh): PRESA_URL, ADMIN_TOKEN, TENANT_ADMIN_TOKEN, USER_TOKEN,
-// WORKER_BIN, REDIS_URL, REDIS_PREFIX, PARTITIONS, WORK, PIDS_FILE, CHROMIUM, SCREENSHOT.
+// WORKER_BIN, REDIS_URL, REDIS_PREFIX, PARTITIONS, WORK, PIDS_FILE, CHROMIUM, SCREENSHOT,
+// CHARTS_SCREENSHOT.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { appendFileSync, openSync, statSync } from 'node:fs';
@@ -134,6 +135,8 @@ const tid = (id) => page.getByTestId(id);
 
 async function signIn(token) {
   await page.goto(`${URL_}/console`);
+  // A kept session is checked with /whoami first: wait for the form or the signed-in page.
+  await page.locator('[data-testid="token"]:visible, [data-testid="signout"]:visible').first().waitFor();
   if (await tid('signout').isVisible()) await tid('signout').click();
   await tid('token').fill(token);
   await tid('signin-submit').click();
@@ -143,7 +146,8 @@ async function signIn(token) {
 const row = (id) => page.locator(`[data-testid="task-row"][data-task-id="${id}"]`);
 
 step('GET /console: the page, its script and style, with the CSP and nosniff', async () => {
-  for (const [path, type] of [['/console', 'text/html'], ['/console/app.js', 'text/javascript'], ['/console/style.css', 'text/css']]) {
+  for (const [path, type] of [['/console', 'text/html'], ['/console/app.js', 'text/javascript'],
+    ['/console/charts.js', 'text/javascript'], ['/console/style.css', 'text/css']]) {
     const resp = await fetch(URL_ + path);
     assert.equal(resp.status, 200, path);
     assert.ok(resp.headers.get('content-type').startsWith(type), `${path}: ${resp.headers.get('content-type')}`);
@@ -189,6 +193,7 @@ step('a tenant admin signs in: its role, and a 403 on the cluster views', async 
   await signIn(TENANT_ADMIN);
   await assertVisibleText('whoami', /carol @ acme · tenant-admin/);
   await assertVisibleText('overview-tenant', /need the admin scope/);
+  assert.equal(await tid('overview-trends').isVisible(), false, 'no cluster charts for a tenant admin');
   await page.goto(`${URL_}/console#/workers`);
   await assertVisibleText('alert', /lacks the admin scope/);
   assert.equal(await tid('alert').getAttribute('data-status'), '403');
@@ -468,6 +473,49 @@ step('screenshot of the overview (1280x800), and the page fits a phone', async (
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     assert.ok(overflow <= 0, `#/${view} is ${overflow}px wider than a 390px phone`);
   }
+});
+
+// The points of the history's series `field` above zero.
+const nonZero = (h, field) => h.points.filter((p) => p[field] > 0).length;
+
+step('the overview charts the last minutes from /admin/v1/history, under load', async () => {
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await tid('nav-overview').click();
+  await tid('overview-trends').waitFor();
+  // Load: a burst of quick tasks, and slow ones; the history shows every one created.
+  const sum = (h, field) => h.points.reduce((n, p) => n + p[field], 0);
+  const history = async () => {
+    const { status, body } = await admin('GET', '/history');
+    assert.equal(status, 200, JSON.stringify(body));
+    return body;
+  };
+  const before = sum(await history(), 'created');
+  for (let i = 0; i < 24; i++) await task(i % 6 === 0 ? 8 : 0, `chart-${i}`);
+  // The API pod's heartbeat (every 5 s) carries its creations; the pod samples every second.
+  const h = await until('the burst in the history', async () => {
+    const h = await history();
+    return sum(h, 'created') >= before + 24 && nonZero(h, 'completed') > 0 && h;
+  }, 30_000);
+  assert.equal(h.intervalMs, 1000, 'run.sh samples every second');
+  assert.ok(h.points.length <= h.capacity, `bounded: ${h.points.length} of ${h.capacity}`);
+  // The page redraws at each sample: at least those points, its lines above zero.
+  await until('the charts drawn from the live history', async () => {
+    const drawn = Number(await page.locator('[data-testid="chart-rates"] svg').getAttribute('data-points'));
+    const lines = await page.locator('[data-testid="chart-rates"] [data-testid="chart-line"]').evaluateAll((ls) =>
+      ls.map((l) => ({ series: l.dataset.series, count: Number(l.dataset.count), points: l.getAttribute('points') })));
+    const shows = (name) => lines.some((l) => l.series === name && l.count >= 2 &&
+      l.points.split(' ').some((xy) => Number(xy.split(',')[1]) < 119)); // above the zero line (y = 120)
+    return drawn >= h.points.length && shows('created') && shows('completed');
+  }, 30_000);
+  for (const chart of ['rates', 'queues', 'oldest']) {
+    const svg = page.locator(`[data-testid="chart-${chart}"] svg`);
+    assert.ok(Number(await svg.getAttribute('data-points')) >= 2, `${chart}: points drawn`);
+  }
+  const trends = tid('overview-trends');
+  await trends.scrollIntoViewIfNeeded();
+  const png = await trends.screenshot({ path: env('CHARTS_SCREENSHOT') });
+  assert.equal(png.subarray(1, 4).toString(), 'PNG');
+  assert.ok(png.length > 10_000, `the charts screenshot holds charts (${png.length} bytes)`);
 });
 
 step("a tenant admin sees its tenant's tasks and dead letters, and no other tenant's", async () => {

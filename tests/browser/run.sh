@@ -9,8 +9,9 @@
 # console.test.mjs (playwright-core driving /usr/bin/chromium, or $CHROMIUM): sign-in
 # and refusals, the live overview, tasks appearing and completing, a cancel, a drain,
 # dead letters (buried by a worker run with --max-deliveries 0) replayed and discarded,
-# and a screenshot of the overview. With --update-screenshot that screenshot is
-# written to docs/console.png. Every process it started and every Redis key under its
+# a screenshot of the overview, and its trend charts under load (the API pod samples
+# /admin/v1/history every second). With --update-screenshot the screenshots are
+# written to docs/console.png and docs/img/console-charts.png. Every process it started and every Redis key under its
 # prefix are removed on exit, whatever the outcome. Needs Node >= 20 and npm.
 set -euo pipefail
 
@@ -123,7 +124,7 @@ STORE=(--redis-url "$REDIS_URL" --redis-prefix "$PREFIX" --partitions 4 --artifa
 
 log "presa-api on 127.0.0.1:$API_PORT, a worker, Redis prefix $PREFIX"
 "$API_BIN" "${STORE[@]}" --listen "127.0.0.1:$API_PORT" --auth tokens --tokens-file "$WORK/tokens" \
-  --required-scope mcp >"$WORK/api.log" 2>&1 &
+  --required-scope mcp --admin-history-interval-ms 1000 >"$WORK/api.log" 2>&1 &
 echo $! >>"$PIDS_FILE"
 "$WORKER_BIN" "${STORE[@]}" --listen "127.0.0.1:$WORKER_PORT" --worker-id browser-worker-1 --lease-ms 3000 \
   >"$WORK/worker-1.log" 2>&1 &
@@ -140,10 +141,11 @@ ready "http://127.0.0.1:$API_PORT"
 ready "http://127.0.0.1:$WORKER_PORT"
 
 SCREENSHOT="$WORK/console.png"
+CHARTS_SCREENSHOT="$WORK/console-charts.png"
 log "node console.test.mjs (Chromium: $("$CHROMIUM" --version 2>/dev/null || echo "$CHROMIUM"))"
 PRESA_URL="http://127.0.0.1:$API_PORT" ADMIN_TOKEN="$ADMIN_TOKEN" TENANT_ADMIN_TOKEN="$TENANT_ADMIN_TOKEN" \
   USER_TOKEN="$USER_TOKEN" WORKER_BIN="$WORKER_BIN" REDIS_URL="$REDIS_URL" REDIS_PREFIX="$PREFIX" PARTITIONS=4 \
-  WORK="$WORK" PIDS_FILE="$PIDS_FILE" CHROMIUM="$CHROMIUM" SCREENSHOT="$SCREENSHOT" \
+  WORK="$WORK" PIDS_FILE="$PIDS_FILE" CHROMIUM="$CHROMIUM" SCREENSHOT="$SCREENSHOT" CHARTS_SCREENSHOT="$CHARTS_SCREENSHOT" \
   node "$HERE/console.test.mjs" &
 # In the background, so that an interrupt runs the trap at once (not after the test).
 NODE_PID=$!
@@ -153,4 +155,7 @@ wait "$NODE_PID"
 if [[ $UPDATE_SCREENSHOT == 1 ]]; then
   cp "$SCREENSHOT" "$REPO/docs/console.png"
   log "wrote docs/console.png ($(wc -c <"$REPO/docs/console.png") bytes)"
+  mkdir -p "$REPO/docs/img"
+  cp "$CHARTS_SCREENSHOT" "$REPO/docs/img/console-charts.png"
+  log "wrote docs/img/console-charts.png ($(wc -c <"$REPO/docs/img/console-charts.png") bytes)"
 fi

@@ -19,6 +19,7 @@
   let generation = 0; // bumped on every route: late answers of a left view are dropped
   let live = null; // AbortController of the overview stream
   let timer = null; // refresh timer of the current view
+  let chartTimer = null; // refresh timer of the overview's charts
   let history = []; // recent overview snapshots, for rates
 
   // ---------------------------------------------------------------- helpers
@@ -225,6 +226,8 @@
     live = null;
     clearTimeout(timer);
     timer = null;
+    clearTimeout(chartTimer);
+    chartTimer = null;
   }
 
   function show(view) {
@@ -286,6 +289,31 @@
     renderOverview(null);
     stream(g);
     limitsTable(g);
+    trendCharts(g);
+  }
+
+  // The trend charts (charts.js) from /admin/v1/history, redrawn at each of
+  // its samples while the overview stays (the admin scope only). A refusal
+  // stops them; an outage is tried again.
+  function trendCharts(g) {
+    const box = $('overview-charts');
+    box.replaceChildren();
+    $('overview-trends').hidden = me.role !== 'admin' || !window.PresaCharts;
+    if ($('overview-trends').hidden) return;
+    const tick = async () => {
+      let wait = 5000;
+      try {
+        const h = await api('GET', '/history');
+        if (g !== generation) return;
+        window.PresaCharts.render(box, h);
+        wait = Math.max(1000, h.intervalMs || wait);
+      } catch (e) {
+        fail(e, g);
+        if (e instanceof ApiError && e.status >= 400 && e.status < 500) return;
+      }
+      if (g === generation) chartTimer = setTimeout(tick, wait);
+    };
+    tick();
   }
 
   // Each tool's concurrency limit (permits in use and waiting, per key) and

@@ -248,8 +248,15 @@ pub struct AdminConfig {
     /// How long a tenant's `/usage` answer is reused (a scan reads up to
     /// 5,000 tasks; one runs at a time per process).
     pub usage_cache: Duration,
+    /// How often this process samples the cluster's figures for
+    /// `/admin/v1/history` (the console's charts).
+    pub history_every: Duration,
+    /// How far back `/admin/v1/history` reaches (points: this over
+    /// [`AdminConfig::history_every`], at most
+    /// [`MAX_HISTORY_POINTS`](presa_server::admin::MAX_HISTORY_POINTS)).
+    pub history_window: Duration,
     /// Served on a listener of its own ([`crate::admin_router`]), not
-    /// beside `/mcp` ([`crate::router`] leaves it out).
+    /// beside `/mcp` ([`router`](fn@crate::router) leaves it out).
     pub own_listener: bool,
 }
 
@@ -262,6 +269,8 @@ impl Default for AdminConfig {
             max_streams: 16,
             max_streams_per_tenant: 2,
             usage_cache: presa_server::admin::DEFAULT_USAGE_CACHE,
+            history_every: presa_server::admin::DEFAULT_HISTORY_EVERY,
+            history_window: presa_server::admin::DEFAULT_HISTORY_WINDOW,
             own_listener: false,
         }
     }

@@ -1,9 +1,11 @@
 //! The web console, `/console`: a single page for operators over the admin
 //! API (`docs/admin.md`, "Console"): sign in with a bearer token, the live
 //! overview (from `/admin/v1/events`), the task table and a task's page,
-//! dead letters and workers.
+//! dead letters and workers, and the overview's charts of the last minutes.
 //!
-//! Three hand-written files (`crates/http/console/`), embedded in the binary
+//! Four hand-written files (`crates/http/console/`: the page, its style,
+//! `app.js`, and `charts.js`, which draws the overview's trends from
+//! `/admin/v1/history` as inline SVG), embedded in the binary
 //! with `include_str!`: no build step, no framework, nothing fetched from
 //! elsewhere, so it works offline. The page holds no data of its own; every
 //! read and action is an admin API call with the operator's token, so the
@@ -20,6 +22,7 @@ use axum::{
 
 const INDEX_HTML: &str = include_str!("../console/index.html");
 const APP_JS: &str = include_str!("../console/app.js");
+const CHARTS_JS: &str = include_str!("../console/charts.js");
 const STYLE_CSS: &str = include_str!("../console/style.css");
 
 /// The page's Content-Security-Policy: its own script, style, images and
@@ -28,12 +31,13 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'
      img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; \
      frame-ancestors 'none'";
 
-/// `GET /console`, `/console/app.js` and `/console/style.css`.
+/// `GET /console`, `/console/app.js`, `/console/charts.js` and `/console/style.css`.
 pub fn router() -> Router {
     Router::new()
         .route("/console", get(|| async { asset("text/html; charset=utf-8", INDEX_HTML) }))
         .route("/console/", get(|| async { asset("text/html; charset=utf-8", INDEX_HTML) }))
         .route("/console/app.js", get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }))
+        .route("/console/charts.js", get(|| async { asset("text/javascript; charset=utf-8", CHARTS_JS) }))
         .route("/console/style.css", get(|| async { asset("text/css; charset=utf-8", STYLE_CSS) }))
 }
 
@@ -69,10 +73,11 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn serves_the_three_files_with_their_types_and_headers() {
+    async fn serves_the_four_files_with_their_types_and_headers() {
         for (path, ty, marker) in [
             ("/console", "text/html", "data-testid=\"signin\""),
             ("/console/app.js", "text/javascript", "'use strict'"),
+            ("/console/charts.js", "text/javascript", "PresaCharts"),
             ("/console/style.css", "text/css", "@media"),
         ] {
             let resp = get(path).await;
@@ -92,13 +97,15 @@ mod tests {
     #[test]
     fn the_page_needs_nothing_the_policy_forbids() {
         assert!(INDEX_HTML.contains("<script src=\"/console/app.js\" defer></script>"));
+        assert!(INDEX_HTML.contains("<script src=\"/console/charts.js\" defer></script>"));
         assert!(INDEX_HTML.contains("<link rel=\"stylesheet\" href=\"/console/style.css\">"));
-        assert_eq!(INDEX_HTML.matches("<script").count(), 1, "one script, no inline one");
+        assert_eq!(INDEX_HTML.matches("<script").count(), 2, "two scripts, no inline one");
         for forbidden in ["style=", "<style", "onclick", "onload", "http://", "https://", "javascript:"] {
             assert!(!INDEX_HTML.contains(forbidden), "index.html holds {forbidden:?}");
         }
         for forbidden in ["innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"] {
             assert!(!APP_JS.contains(forbidden), "app.js uses {forbidden:?}");
+            assert!(!CHARTS_JS.contains(forbidden), "charts.js uses {forbidden:?}");
         }
         assert!(!STYLE_CSS.contains("@import") && !STYLE_CSS.contains("url("), "style.css loads nothing");
     }

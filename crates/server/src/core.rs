@@ -4,7 +4,14 @@
 //! result (`Outcome` and `Core::envelope`), so a tool answers the same
 //! bytes whether it ran inside its request or as a task on a worker pod.
 
-use std::{collections::BTreeMap, fmt, sync::Arc};
+use std::{
+    collections::BTreeMap,
+    fmt,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+};
 
 use presa_protocol::{ResultType, jsonrpc::ErrorObject, meta::SERVER_INFO_KEY};
 use presa_store::{Backend, EventBus, TaskStore};
@@ -25,6 +32,9 @@ struct Inner {
     catalog: CatalogCell,
     backend: Backend,
     artifacts: Option<Artifacts>,
+    /// Tasks created through this core since the process started (shared
+    /// by every clone, so the node's heartbeat reports the dispatcher's).
+    created: Arc<AtomicU64>,
 }
 
 /// The catalog, the backend and the settings, shared by a [`crate::Server`]
@@ -49,7 +59,8 @@ impl Core {
     /// Bundle what a server and its workers run: a [`Catalog`], or a
     /// [`CatalogCell`] whose catalog may be replaced while it is served.
     pub fn new(config: ServerConfig, catalog: impl Into<CatalogCell>, backend: Backend) -> Self {
-        Core { inner: Arc::new(Inner { config, catalog: catalog.into(), backend, artifacts: None }) }
+        let created = Arc::new(AtomicU64::new(0));
+        Core { inner: Arc::new(Inner { config, catalog: catalog.into(), backend, artifacts: None, created }) }
     }
 
     /// Spill big task results into `artifacts` and serve them back to their
@@ -64,6 +75,18 @@ impl Core {
     /// Where big results go, when an artifact store is configured.
     pub fn artifacts(&self) -> Option<&Artifacts> {
         self.inner.artifacts.as_ref()
+    }
+
+    /// Tasks created through this core since the process started: what
+    /// its node's heartbeat reports as `created` (the admin history's
+    /// creations a second are these, summed over the registry).
+    pub fn tasks_created(&self) -> u64 {
+        self.inner.created.load(Ordering::Relaxed)
+    }
+
+    /// A task was created through this core.
+    pub(crate) fn count_created(&self) {
+        self.inner.created.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The settings.

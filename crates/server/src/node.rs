@@ -109,6 +109,8 @@ impl Node {
             slots: i.slots,
             tools,
             draining: i.draining.is_cancelled(),
+            // What this process's dispatcher created: the heartbeat reads it from its core.
+            created: 0,
             completed: i.completed.load(Ordering::Relaxed),
             failed: i.failed.load(Ordering::Relaxed),
         }
@@ -133,7 +135,9 @@ impl Node {
                 _ = stop.cancelled() => return,
             }
             let tools = core.catalog().tools().map(|t| t.name().to_string()).collect();
-            let report = self.report(tools);
+            // The tasks this process's dispatcher created (a worker's: none), so
+            // the registry's counters add up to the cluster's creations.
+            let report = NodeInfo { created: core.tasks_created(), ..self.report(tools) };
             let admin = core.admin().clone();
             match store_call_at(Verbosity::Debug, "heartbeat", admin.heartbeat(&report, HEARTBEAT_TTL)).await {
                 Ok(true) if !self.inner.draining.is_cancelled() => {

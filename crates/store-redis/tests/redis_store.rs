@@ -479,6 +479,7 @@ async fn expired_tasks_leave_no_key_behind() {
         slots: 1,
         tools: Vec::new(),
         draining: false,
+        created: 0,
         completed: 0,
         failed: 0,
     };

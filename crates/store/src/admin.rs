@@ -134,6 +134,10 @@ pub struct NodeInfo {
     /// Whether it was asked to drain (it claims nothing new).
     #[serde(default)]
     pub draining: bool,
+    /// Tasks it created since it started (an API pod's or an embedded
+    /// process's `tools/call`s that made a task; 0 for a worker).
+    #[serde(default)]
+    pub created: u64,
     /// Tasks it finished `completed` since it started.
     #[serde(default)]
     pub completed: u64,

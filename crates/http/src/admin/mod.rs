@@ -10,6 +10,8 @@
 //!
 //! - `routes`: the reads and the actions.
 //! - `events`: the console's live SSE stream.
+//! - `history`'s sampler ([`presa_server::admin::History`]) is started with
+//!   the router and ends with it, or at shutdown.
 //! - `view`: the JSON shapes of tasks, dead letters and nodes.
 
 mod events;
@@ -26,7 +28,7 @@ use axum::{
     routing::{delete, get, post},
 };
 use presa_server::{
-    admin::{Admin, AdminError, Operator, Reach},
+    admin::{Admin, AdminError, History, Operator, Reach},
     pools::ScopedPool,
 };
 use presa_store::{Limit, StoreError};
@@ -59,9 +61,15 @@ pub(crate) fn router(app: &App) -> Router {
     if !config.enabled {
         return Router::new();
     }
+    let core = app.server.core().clone();
+    let history = History::new(config.history_every, config.history_window);
+    // The sampler runs while this router (its state) holds the history.
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(History::run(Arc::downgrade(&history), core.clone(), app.server.shutdown_token()));
+    }
     let state = AdminState {
         app: app.clone(),
-        admin: Admin::with_usage_cache(app.server.core().clone(), config.usage_cache),
+        admin: Admin::with_usage_cache(core, config.usage_cache).with_history(history),
         streams: Streams {
             cluster: ScopedPool::new(config.max_streams, 0, (Limit::AdminMaxStreams, Limit::AdminMaxStreams)),
             tenants: ScopedPool::new(
@@ -77,6 +85,7 @@ pub(crate) fn router(app: &App) -> Router {
         .route("/admin/v1/queues", get(routes::queues))
         .route("/admin/v1/breakers", get(routes::breakers))
         .route("/admin/v1/limits", get(routes::limits))
+        .route("/admin/v1/history", get(routes::history))
         .route("/admin/v1/tenants", get(routes::tenants))
         .route("/admin/v1/tasks", get(routes::tasks))
         .route("/admin/v1/tasks/{id}", get(routes::task))

@@ -80,6 +80,12 @@ pub(crate) async fn limits(State(s): State<AdminState>, op: Op) -> Answer {
     ok(json!({ "nowMs": now_ms(), "tools": limits.iter().map(view::limits).collect::<Vec<_>>() }))
 }
 
+/// The cluster's figures over the last minutes (the console's charts).
+pub(crate) async fn history(State(s): State<AdminState>, op: Op) -> Answer {
+    let (points, history) = s.admin.history(&op.operator)?;
+    ok(view::history(&points, history))
+}
+
 pub(crate) async fn tenants(State(s): State<AdminState>, op: Op) -> Answer {
     ok(json!({ "tenants": s.admin.tenants(&op.operator).await? }))
 }

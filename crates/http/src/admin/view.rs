@@ -2,6 +2,7 @@
 //! a task, a dead letter and a page. Built here, in one place, so the
 //! console and `presa admin` read one format.
 
+use presa_server::admin::{History, Point};
 use presa_store::{DeadLetter, NodeInfo, PartitionStats, Task};
 use presa_tasks::Retries;
 use serde_json::{Map, Value, json};
@@ -85,6 +86,29 @@ pub(crate) fn dead_letter(l: &DeadLetter) -> Value {
 /// A node, as its heartbeat told it.
 pub(crate) fn node(n: &NodeInfo) -> Value {
     serde_json::to_value(n).unwrap_or(Value::Null)
+}
+
+/// The history's points, oldest first, and how they are sampled.
+pub(crate) fn history(points: &[Point], history: Option<&History>) -> Value {
+    let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let points: Vec<Value> = points
+        .iter()
+        .map(|p| {
+            json!({
+                "atMs": p.at_ms, "spanMs": p.span_ms,
+                "created": p.created, "completed": p.completed, "failed": p.failed,
+                "queued": p.queued, "pending": p.pending, "delayed": p.delayed,
+                "oldestQueuedAgeMs": p.oldest_queued_age_ms, "oldestDueAgeMs": p.oldest_due_age_ms,
+                "slotsInUse": p.slots_in_use, "slots": p.slots,
+            })
+        })
+        .collect();
+    json!({
+        "nowMs": presa_store::util::now_ms(),
+        "intervalMs": history.map(|h| ms(h.every())),
+        "capacity": history.map_or(0, History::capacity),
+        "points": points,
+    })
 }
 
 /// The queues of every partition and their total.

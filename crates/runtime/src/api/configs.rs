@@ -104,6 +104,8 @@ impl ApiArgs {
             max_streams: self.admin_max_streams,
             max_streams_per_tenant: self.admin_max_streams_per_tenant,
             usage_cache: Duration::from_millis(self.admin_usage_cache_ms),
+            history_every: Duration::from_millis(self.admin_history_interval_ms),
+            history_window: Duration::from_millis(self.admin_history_window_ms),
             own_listener: self.admin_listen.is_some(),
         }
     }

@@ -254,6 +254,15 @@ pub struct ApiArgs {
     #[arg(long, env = "PRESA_ADMIN_USAGE_CACHE_MS", default_value_t = 5_000)]
     admin_usage_cache_ms: u64,
 
+    /// How often this pod samples the cluster's queues and the registry's
+    /// counters for `/admin/v1/history` (the console's charts), in ms.
+    #[arg(long, env = "PRESA_ADMIN_HISTORY_INTERVAL_MS", default_value_t = 5_000)]
+    admin_history_interval_ms: u64,
+
+    /// How far back `/admin/v1/history` reaches, in ms (at most 2,000 points).
+    #[arg(long, env = "PRESA_ADMIN_HISTORY_WINDOW_MS", default_value_t = 900_000)]
+    admin_history_window_ms: u64,
+
     /// Serve 2025-11-25 clients (`initialize`, `Mcp-Session-Id`) on the same
     /// endpoint, statelessly: `on` or `off` (then `initialize` gets an error
     /// naming the supported versions).

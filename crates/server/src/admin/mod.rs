@@ -14,8 +14,11 @@
 //! `presa::audit` with the operator, the action, its target and its outcome,
 //! and counted when it took effect (`presa_admin_actions_total{action}`).
 //! A tenant's quota use (`usage`) is read from its tasks, one scan at a time;
-//! the tools' limits and their permits in use (`limits`) from the store.
+//! the tools' limits and their permits in use (`limits`) from the store;
+//! the last minutes of the cluster's figures (`history`) from a ring this
+//! process samples ([`History`]).
 
+mod history;
 mod limits;
 mod usage;
 
@@ -28,6 +31,9 @@ use presa_store::{
 use presa_tasks::{Caller, Event};
 use presa_telemetry::metrics;
 
+pub use history::{
+    DEFAULT_HISTORY_EVERY, DEFAULT_HISTORY_WINDOW, History, MAX_HISTORY_POINTS, MIN_HISTORY_EVERY, Point,
+};
 pub use limits::ToolLimits;
 use usage::UsageCache;
 pub use usage::{DEFAULT_USAGE_CACHE, MAX_USAGE_TASKS, PrincipalUsage, Usage};
@@ -175,6 +181,7 @@ impl From<StoreError> for AdminError {
 pub struct Admin {
     core: Core,
     usage: Arc<UsageCache>,
+    history: Option<Arc<History>>,
 }
 
 impl Admin {
@@ -187,7 +194,21 @@ impl Admin {
     /// at most `fresh_for` old (one scan at a time per process; zero: every
     /// call scans, still one at a time).
     pub fn with_usage_cache(core: Core, fresh_for: Duration) -> Self {
-        Admin { core, usage: Arc::new(UsageCache::new(fresh_for)) }
+        Admin { core, usage: Arc::new(UsageCache::new(fresh_for)), history: None }
+    }
+
+    /// Answer [`Admin::history`] from `history` (sampled by [`History::run`]).
+    pub fn with_history(mut self, history: Arc<History>) -> Self {
+        self.history = Some(history);
+        self
+    }
+
+    /// The cluster's figures over the last minutes, oldest first (none
+    /// without [`Admin::with_history`]), and the history they come from.
+    pub fn history(&self, op: &Operator) -> Result<(Vec<Point>, Option<&History>), AdminError> {
+        op.cluster_only()?;
+        let history = self.history.as_deref();
+        Ok((history.map(History::points).unwrap_or_default(), history))
     }
 
     /// A page of tasks passing `filter` (its tenant held to the operator's reach).

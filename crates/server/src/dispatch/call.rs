@@ -319,6 +319,7 @@ impl Server {
         let task = match created {
             Created::New(task) => {
                 metrics::task_created();
+                self.core().count_created();
                 tracing::debug!(task_id = %task.id, tool, "task created");
                 task
             }

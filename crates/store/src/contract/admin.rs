@@ -150,6 +150,7 @@ fn node(id: &str, role: &str, started_at_ms: u64) -> NodeInfo {
         slots: 8,
         tools: vec!["echo".into()],
         draining: false,
+        created: 0,
         completed: 3,
         failed: 1,
     }
