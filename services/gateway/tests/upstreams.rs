@@ -8,12 +8,16 @@
 //! its catalog version and calls and errors per tool. A restart is refused
 //! without the admin scope, accepted with it (audited), bumps the restart
 //! count, and the next call runs on a new child process.
+//!
+//! On Redis, an API pod and a worker (each with its own pool): the API pod's
+//! view has a row for each, and a restart asked of the API pod reaches the
+//! worker through the event bus.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{gateway_bin, python_upstream};
+use common::{Cluster, gateway_bin, python_upstream};
 use presa_testkit::{Client, Pod, free_port};
 use serde_json::{Value, json};
 
@@ -33,11 +37,16 @@ async fn send(method: reqwest::Method, url: String, token: Option<&str>) -> (u16
 
 /// The upstream `py` as the admin API shows it, once `pred` holds.
 async fn py_once(base: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    upstream_once(base, "py", pred).await
+}
+
+/// Upstream `name` as the admin API shows it, once `pred` holds.
+async fn upstream_once(base: &str, name: &str, pred: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + SHOWS_WITHIN;
     loop {
         let (status, view) = send(reqwest::Method::GET, format!("{base}/admin/v1/upstreams"), Some("ops-token")).await;
         assert_eq!(status, 200, "{view}");
-        let py = view["upstreams"].as_array().and_then(|all| all.iter().find(|u| u["name"] == "py")).cloned();
+        let py = view["upstreams"].as_array().and_then(|all| all.iter().find(|u| u["name"] == name)).cloned();
         if let Some(py) = py.filter(|p| pred(p)) {
             return py;
         }
@@ -129,4 +138,42 @@ async fn the_admin_api_shows_an_upstreams_calls_and_restarts_its_connections() {
     assert_eq!(text(&c.call_tool("add", json!({ "a": 3, "b": 4 })).await), "7");
     let after = text(&c.call_tool("pid", json!({})).await);
     assert_ne!(before, after, "a new child after the restart\n{}", gw.log());
+}
+
+/// The row of the process in `role` in an upstream's view.
+fn row<'a>(u: &'a Value, role: &str) -> &'a Value {
+    u["processes"].as_array().and_then(|p| p.iter().find(|r| r["role"] == role)).unwrap_or(&Value::Null)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_redis_every_process_reports_its_pool_and_a_restart_reaches_the_worker() {
+    let cluster = Cluster::new(&[]).await;
+    let command = python_upstream();
+    let upstream = ["--upstream-command", command.as_str(), "--upstream-settle-ms", "0"];
+    let (api, url) = cluster.api(&upstream).await;
+    let worker = cluster.worker("w1", &upstream).await;
+    let base = api.base();
+    let c = Client::new(&url, json!({}));
+    assert_eq!(text(&c.call_tool("add", json!({ "a": 1, "b": 2 })).await), "3");
+    let before = text(&c.call_tool("pid", json!({})).await);
+
+    // One upstream, whatever its name: a row from the API pod and one from the worker.
+    let (_, view) = send(reqwest::Method::GET, format!("{base}/admin/v1/upstreams"), None).await;
+    let name = view["upstreams"][0]["name"].as_str().unwrap_or_default().to_string();
+    let u = upstream_once(&base, &name, |u| u["calls"] == 2 && !row(u, "worker").is_null()).await;
+    assert_eq!(
+        (row(&u, "api")["state"].as_str(), row(&u, "worker")["state"].as_str()),
+        (Some("ready"), Some("ready")),
+        "{u}"
+    );
+    assert_eq!(row(&u, "worker")["node"], "w1", "{u}");
+
+    let (status, body) = send(reqwest::Method::POST, format!("{base}/admin/v1/upstreams/{name}/restart"), None).await;
+    assert_eq!(status, 202, "{body}");
+    assert!(body["nodes"].as_array().is_some_and(|n| n.len() == 2 && n.contains(&json!("w1"))), "{body}");
+    let u = upstream_once(&base, &name, |u| row(u, "api")["restarts"] == 1 && row(u, "worker")["restarts"] == 1).await;
+    assert_eq!(u["restarts"], 2, "{u}\n{}", worker.log());
+    let after = text(&c.call_tool("pid", json!({})).await);
+    assert_ne!(before, after, "a new child after the restart");
+    assert_eq!(text(&c.call_tool("add", json!({ "a": 2, "b": 5 })).await), "7");
 }
