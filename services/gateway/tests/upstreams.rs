@@ -167,6 +167,9 @@ async fn on_redis_every_process_reports_its_pool_and_a_restart_reaches_the_worke
         "{u}"
     );
     assert_eq!(row(&u, "worker")["node"], "w1", "{u}");
+    let (_, cluster_view) = send(reqwest::Method::GET, format!("{base}/admin/v1/cluster"), None).await;
+    let nodes = cluster_view["nodes"].as_array().cloned().unwrap_or_default();
+    assert!(nodes.len() == 2 && nodes.iter().all(|n| n.get("upstreams").is_none()), "not in /cluster: {cluster_view}");
 
     let (status, body) = send(reqwest::Method::POST, format!("{base}/admin/v1/upstreams/{name}/restart"), None).await;
     assert_eq!(status, 202, "{body}");

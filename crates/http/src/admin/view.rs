@@ -83,9 +83,14 @@ pub(crate) fn dead_letter(l: &DeadLetter) -> Value {
     })
 }
 
-/// A node, as its heartbeat told it.
+/// A node, as its heartbeat told it, without its upstreams (`/upstreams`
+/// shows them; the cluster view and the console's live overview stay small).
 pub(crate) fn node(n: &NodeInfo) -> Value {
-    serde_json::to_value(n).unwrap_or(Value::Null)
+    let mut v = serde_json::to_value(n).unwrap_or(Value::Null);
+    if let Value::Object(o) = &mut v {
+        o.remove("upstreams");
+    }
+    v
 }
 
 /// The history's points, oldest first, and how they are sampled.
