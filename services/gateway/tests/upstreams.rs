@@ -6,8 +6,9 @@
 //! A few calls (one answering `isError`) show up, once the next heartbeat
 //! carries them, as the upstream `py` ready with its pool, its tool count,
 //! its catalog version and calls and errors per tool. A restart is refused
-//! without the admin scope, accepted with it (audited), bumps the restart
-//! count, and the next call runs on a new child process.
+//! without the admin scope, accepted with it (audited), lets a call in
+//! flight finish, bumps the restart count, and the next call runs on a new
+//! child process.
 //!
 //! On Redis, an API pod and a worker (each with its own pool): the API pod's
 //! view has a row for each, and a restart asked of the API pod reaches the
@@ -127,10 +128,18 @@ async fn the_admin_api_shows_an_upstreams_calls_and_restarts_its_connections() {
         send(reqwest::Method::POST, format!("{base}/admin/v1/upstreams/nope/restart"), Some("ops-token")).await;
     assert_eq!(status, 404, "{body}");
 
+    // A slow call in flight during the restart: it finishes on its connection.
+    let slow = {
+        let c = c.clone();
+        tokio::spawn(async move { c.call_tool("slow_idempotent", json!({ "steps": 8, "step_ms": 250 })).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let (status, body) = send(reqwest::Method::POST, restart, Some("ops-token")).await;
     assert_eq!((status, body["upstream"].as_str()), (202, Some("py")), "{body}");
     assert_eq!(body["nodes"].as_array().map(Vec::len), Some(1), "{body}");
     gw.wait_log("restart_upstream", Duration::from_secs(5)).await;
+    let slow = slow.await.unwrap();
+    assert!(text(&slow) == "done 8" && slow["isError"] != true, "{slow}");
     let py = py_once(&base, |p| p["restarts"] == 1).await;
     assert_eq!(py["state"], "ready", "{py}");
 
