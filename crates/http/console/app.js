@@ -289,6 +289,7 @@
     renderOverview(null);
     stream(g);
     limitsTable(g);
+    upstreamsTable(g);
     trendCharts(g);
   }
 
@@ -344,6 +345,51 @@
       }
       tbody.replaceChildren(...rows);
     });
+  }
+
+  // A gateway's upstreams across the cluster (/admin/v1/upstreams, from the
+  // processes' heartbeats): a row per upstream, its tools' calls and errors in
+  // its title, and a restart of its connections; hidden when there are none.
+  function upstreamsTable(g) {
+    const box = $('overview-upstreams-box');
+    const tbody = $('overview-upstreams').tBodies[0];
+    tbody.replaceChildren();
+    box.hidden = true;
+    if (me.role !== 'admin') return;
+    refreshing(g, async () => {
+      const { upstreams } = await api('GET', '/upstreams');
+      if (g !== generation) return;
+      box.hidden = upstreams.length === 0;
+      tbody.replaceChildren(...upstreams.map((u) => upstreamRow(u, g)));
+    });
+  }
+
+  function upstreamRow(u, g) {
+    const restart = el('button', { type: 'button', testid: 'upstream-restart', class: 'danger' }, 'Restart');
+    restart.onclick = async () => {
+      if (!window.confirm(`Restart ${u.name}'s connections in every process? Calls in flight finish first.`)) return;
+      restart.disabled = true;
+      try {
+        const { nodes } = await api('POST', `/upstreams/${encodeURIComponent(u.name)}/restart`);
+        if (g !== generation) return;
+        notice(`${u.name}: ${nodes.length} process(es) asked to restart its connections.`, 'ok');
+      } catch (e) {
+        fail(e, g);
+      }
+      restart.disabled = false;
+    };
+    const failing = (u.processes || []).find((p) => p.lastError);
+    const perTool = (u.tools || []).map((t) => `${t.tool}: ${t.calls} calls, ${t.errors} errors`).join('\n');
+    return el('tr', { testid: 'overview-upstream', data: { upstream: u.name, state: u.state }, title: perTool },
+      el('td', null, el('code', null, u.name)),
+      el('td', null, el('span', { class: `status s-${u.state === 'ready' ? 'completed' : u.state === 'failing' ? 'failed' : 'working'}` }, u.state)),
+      el('td', { testid: 'upstream-in-use' }, `${u.inUse} / ${u.pool}`),
+      el('td', { testid: 'upstream-restarts' }, u.restarts),
+      el('td', null, `v${u.catalogVersion}, ${u.toolCount} tools`),
+      el('td', { testid: 'upstream-calls' }, u.calls),
+      el('td', { testid: 'upstream-errors' }, u.errors),
+      el('td', { class: 'message' }, failing ? `${failing.node}: ${failing.lastError}` : '—'),
+      el('td', null, restart));
   }
 
   function setLive(state) {

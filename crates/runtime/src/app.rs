@@ -18,7 +18,7 @@
 //! `presa-worker`, `--print-config`, `/healthz`, `/readyz`, `/metrics`, OTLP
 //! traces, graceful shutdown and Redis Cluster mode.
 
-use std::{ffi::OsString, process::ExitCode};
+use std::{ffi::OsString, process::ExitCode, sync::Arc};
 
 use presa_server::{Catalog, CatalogCell, catalog::CatalogError};
 
@@ -39,6 +39,7 @@ pub struct App {
     pub(crate) instructions: Option<String>,
     pub(crate) catalog: Result<CatalogCell, CatalogError>,
     pub(crate) ready: Option<ExtraReady>,
+    pub(crate) upstreams: Option<Arc<dyn presa_server::UpstreamSource>>,
 }
 
 impl App {
@@ -51,6 +52,7 @@ impl App {
             instructions: None,
             catalog: catalog.map(Into::into),
             ready: None,
+            upstreams: None,
         }
     }
 
@@ -59,7 +61,14 @@ impl App {
     /// request on, and announced as `notifications/{tools,prompts,resources}/list_changed`
     /// to every `subscriptions/listen` stream of the cluster.
     pub fn with_cell(name: impl Into<String>, version: impl Into<String>, catalog: CatalogCell) -> Self {
-        App { name: name.into(), version: version.into(), instructions: None, catalog: Ok(catalog), ready: None }
+        App {
+            name: name.into(),
+            version: version.into(),
+            instructions: None,
+            catalog: Ok(catalog),
+            ready: None,
+            upstreams: None,
+        }
     }
 
     /// Also report ready (`/readyz`, both processes) only while `check`
@@ -67,6 +76,14 @@ impl App {
     /// presa-gateway's upstream servers.
     pub fn ready_when(mut self, check: presa_http::ReadyCheck) -> Self {
         self.ready = Some(ExtraReady(check));
+        self
+    }
+
+    /// Report `source`'s upstream servers in this process's heartbeats (the
+    /// admin API's `/admin/v1/upstreams`), and restart their connections
+    /// when an operator asks (presa-gateway's pools).
+    pub fn report_upstreams(mut self, source: Arc<dyn presa_server::UpstreamSource>) -> Self {
+        self.upstreams = Some(source);
         self
     }
 
@@ -124,6 +141,7 @@ impl App {
             instructions: self.instructions,
             catalog,
             ready: self.ready,
+            upstreams: self.upstreams,
         })
     }
 }

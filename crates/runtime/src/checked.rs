@@ -21,6 +21,8 @@ pub(crate) struct Checked {
     pub(crate) instructions: Option<String>,
     pub(crate) catalog: CatalogCell,
     pub(crate) ready: Option<ExtraReady>,
+    /// What its heartbeats report of the upstreams it calls ([`App::report_upstreams`](crate::App::report_upstreams)).
+    pub(crate) upstreams: Option<std::sync::Arc<dyn presa_server::UpstreamSource>>,
 }
 
 impl Checked {

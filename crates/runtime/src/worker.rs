@@ -82,6 +82,7 @@ pub(crate) async fn run(app: Checked, args: WorkerArgs) -> Result<(), RuntimeErr
         c.max_task_bytes = args.max_task_bytes;
         c.max_result_bytes = args.max_result_bytes;
     });
+    let upstreams = app.upstreams.clone();
     let mut core = Core::new(server_config, app.catalog, storage.backend.clone());
     if let Some(artifacts) = args.artifacts.open(false)? {
         core = core.with_artifacts(artifacts);
@@ -136,7 +137,10 @@ pub(crate) async fn run(app: Checked, args: WorkerArgs) -> Result<(), RuntimeErr
         tracing::info!("shutting down: no new claims; running handlers get the grace period");
         on_signal.cancel();
     });
-    let node = presa_server::Node::new(config.id.clone(), "worker", config.concurrency);
+    let mut node = presa_server::Node::new(config.id.clone(), "worker", config.concurrency);
+    if let Some(source) = upstreams {
+        node = node.with_upstreams(source);
+    }
     tokio::spawn(node.clone().heartbeat(core.clone(), stop.clone()));
     Worker::new(core, config).with_node(node).run(stop).await;
     Ok(())

@@ -7,6 +7,11 @@
 //! [`Node::heartbeat`] reports it every few seconds and learns of a drain
 //! from the answer. A node that stops heartbeating is forgotten after
 //! [`HEARTBEAT_TTL`].
+//!
+//! A process that calls upstream MCP servers (presa-gateway) hands the node
+//! an [`UpstreamSource`] ([`Node::with_upstreams`]); each heartbeat then
+//! carries its upstreams' figures ([`presa_store::UpstreamReport`], bounded),
+//! which `GET /admin/v1/upstreams` adds up across the live registry.
 
 use std::{
     sync::{
@@ -16,7 +21,7 @@ use std::{
     time::Duration,
 };
 
-use presa_store::{NodeInfo, util::now_ms};
+use presa_store::{NodeInfo, UpstreamReport, util::now_ms};
 use presa_tasks::Status;
 use tokio_util::sync::CancellationToken;
 
@@ -30,10 +35,26 @@ pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
 /// How long a report holds: three missed heartbeats and the node is gone.
 pub const HEARTBEAT_TTL: Duration = Duration::from_secs(15);
 
+/// What a process reports of the upstream servers it calls, read at every
+/// heartbeat (cheap: counters, no request to an upstream).
+pub trait UpstreamSource: Send + Sync + std::fmt::Debug + 'static {
+    /// Each upstream's figures in this process now.
+    fn upstreams(&self) -> Vec<UpstreamReport>;
+
+    /// An operator asked every process to restart upstream `name`'s
+    /// connections ([`UPSTREAM_RESTART_TOPIC`]); whether this process has it.
+    fn restart(&self, name: &str) -> bool;
+}
+
+/// The event bus topic an upstream restart is published on (the message:
+/// the upstream's name); every process with an [`UpstreamSource`] listens.
+pub const UPSTREAM_RESTART_TOPIC: &str = "admin.upstream-restart";
+
 /// This process's entry in the registry (cheap to clone: one shared state).
 #[derive(Debug, Clone)]
 pub struct Node {
     inner: Arc<Inner>,
+    upstreams: Option<Arc<dyn UpstreamSource>>,
 }
 
 #[derive(Debug)]
@@ -63,7 +84,14 @@ impl Node {
                 failed: AtomicU64::new(0),
                 draining: CancellationToken::new(),
             }),
+            upstreams: None,
         }
+    }
+
+    /// Report `source`'s upstreams in every heartbeat.
+    pub fn with_upstreams(mut self, source: Arc<dyn UpstreamSource>) -> Self {
+        self.upstreams = Some(source);
+        self
     }
 
     /// Its id.
@@ -113,6 +141,11 @@ impl Node {
             created: 0,
             completed: i.completed.load(Ordering::Relaxed),
             failed: i.failed.load(Ordering::Relaxed),
+            upstreams: self
+                .upstreams
+                .as_ref()
+                .map(|s| presa_store::upstreams::bounded(s.upstreams()))
+                .unwrap_or_default(),
         }
     }
 
@@ -127,6 +160,9 @@ impl Node {
     /// [`Node::heartbeat`] every `every` (tests and tools that want a drain
     /// noticed sooner); each report still holds [`HEARTBEAT_TTL`].
     pub async fn heartbeat_every(self, every: Duration, core: Core, stop: CancellationToken) {
+        if let Some(source) = self.upstreams.clone() {
+            tokio::spawn(listen_for_restarts(source, core.clone(), stop.clone()));
+        }
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -151,6 +187,41 @@ impl Node {
     }
 }
 
+/// Restart `source`'s upstreams as operators ask ([`UPSTREAM_RESTART_TOPIC`])
+/// until `stop`. Pub/sub is a wake-up: a process whose subscription is
+/// down when the ask is published misses it (the operator asks again);
+/// a subscription that ends is made again a second later.
+async fn listen_for_restarts(source: Arc<dyn UpstreamSource>, core: Core, stop: CancellationToken) {
+    use futures::StreamExt;
+    while !stop.is_cancelled() {
+        match core.bus().subscribe_to(UPSTREAM_RESTART_TOPIC).await {
+            Ok(mut asks) => loop {
+                let ask = tokio::select! {
+                    ask = asks.next() => ask,
+                    _ = stop.cancelled() => return,
+                };
+                match ask {
+                    Some(Ok(name)) => {
+                        if source.restart(&name) {
+                            tracing::info!(upstream = %name, "restarting the upstream's connections, as an operator asked");
+                        }
+                    }
+                    Some(Err(e)) => {
+                        tracing::warn!(error = %e, "upstream restart subscription lost; subscribing again");
+                        break;
+                    }
+                    None => break,
+                }
+            },
+            Err(e) => tracing::warn!(error = %e, "subscribing to upstream restarts failed; trying again"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = stop.cancelled() => return,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,5 +240,27 @@ mod tests {
         assert_eq!((report.id.as_str(), report.role.as_str(), report.draining), ("w-1", "worker", false));
         node.draining().cancel();
         assert!(node.report(Vec::new()).draining);
+        assert!(report.upstreams.is_empty());
+    }
+
+    #[derive(Debug)]
+    struct One;
+
+    impl UpstreamSource for One {
+        fn upstreams(&self) -> Vec<UpstreamReport> {
+            vec![UpstreamReport { name: "u".into(), state: "ready".into(), pool: 2, ..Default::default() }]
+        }
+
+        fn restart(&self, name: &str) -> bool {
+            name == "u"
+        }
+    }
+
+    #[test]
+    fn a_report_carries_the_upstreams_of_its_source() {
+        let node = Node::new("g-1", "embedded", 2).with_upstreams(Arc::new(One));
+        let report = node.report(Vec::new());
+        assert_eq!(report.upstreams.len(), 1);
+        assert_eq!((report.upstreams[0].name.as_str(), report.upstreams[0].pool), ("u", 2));
     }
 }

@@ -482,6 +482,7 @@ async fn expired_tasks_leave_no_key_behind() {
         created: 0,
         completed: 0,
         failed: 0,
+        upstreams: Vec::new(),
     };
     store.heartbeat(&node, Duration::from_millis(ttl)).await.unwrap();
     assert!(store.drain("node-1").await.unwrap().is_some());

@@ -144,6 +144,10 @@ pub struct NodeInfo {
     /// Tasks it finished `failed` since it started.
     #[serde(default)]
     pub failed: u64,
+    /// A gateway process's upstreams (none for other processes; absent from
+    /// older heartbeats), bounded by [`crate::upstreams::bounded`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upstreams: Vec<crate::upstreams::UpstreamReport>,
 }
 
 /// Reads and acts of the admin API that no single task's owner makes.

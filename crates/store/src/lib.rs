@@ -27,6 +27,7 @@
 //! - [`shares`]: fair shares at claim time (a scope without room is skipped, not waited behind).
 //! - [`admin`]: what the admin API reads and steers beyond one task ([`AdminStore`]:
 //!   task listings across owners, the registry of live processes, drains).
+//! - [`upstreams`]: what a gateway process reports of its upstreams in its heartbeat (bounded).
 //! - `contract` (feature `contract`): the behavioural suite, written once
 //!   against the trait; `store_contract_tests!` instantiates it per backend.
 //!
@@ -68,6 +69,7 @@ pub use rates::{Rate, Rates, Take, Taken};
 pub use records::{TaskStore, TaskStream};
 pub use session::{SessionLimits, SessionStore, SessionWrite};
 pub use shares::Shares;
+pub use upstreams::{ToolCalls, UpstreamReport};
 
 pub mod admin;
 mod backend;
@@ -89,6 +91,7 @@ pub mod rates;
 mod records;
 pub mod session;
 pub mod shares;
+pub mod upstreams;
 pub mod util;
 #[cfg(any(test, feature = "contract"))]
 pub mod wrapped;

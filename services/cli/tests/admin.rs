@@ -217,6 +217,15 @@ async fn presa_admin_sees_and_steers_a_cluster() {
     assert_eq!(breakers["breakers"][0]["state"], "closed", "{breakers}");
     let refused = c.admin(GLOBEX_ADMIN, &["breakers"]).await;
     assert_ne!(refused.code, 0, "the cluster's breakers are for its admins: {refused}");
+    // presa-api is no gateway: no upstreams (the header only), and none to restart.
+    let upstreams = c.admin(ADMIN, &["upstreams"]).await;
+    assert!(upstreams.stdout.starts_with("UPSTREAM ") && upstreams.stdout.lines().count() == 1, "{upstreams}");
+    let upstreams = c.json(ADMIN, &["upstreams"]).await;
+    assert_eq!(upstreams["upstreams"], serde_json::json!([]), "{upstreams}");
+    let unknown = c.admin(ADMIN, &["restart-upstream", "py"]).await;
+    assert_eq!(unknown.code, 2, "no process reports it (404): {unknown}");
+    let refused = c.admin(GLOBEX_ADMIN, &["upstreams"]).await;
+    assert_ne!(refused.code, 0, "the upstreams are for the cluster's admins: {refused}");
     let usage = c.json(ADMIN, &["usage", "--tenant", "acme"]).await;
     assert_eq!(usage["principals"][0]["subject"], "alice", "{usage}");
     let usage = c.admin(ADMIN, &["usage", "--tenant", "acme"]).await;

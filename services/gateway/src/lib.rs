@@ -16,15 +16,21 @@
 //! - [`catalog`]: presa's catalog from the upstreams' listings, shaped by
 //!   their `expose`, `hide` and `[[upstream.tool]]` tables ([`catalog::shape`]).
 //! - `convert`: every conversion between rmcp's types and presa's, typed, in one place.
+//! - [`stats`]: what a pool has seen (state, restarts, last error redacted,
+//!   catalog version, calls and errors per tool), for the heartbeat.
 //!
 //! Every presa process (API pod, worker, embedded) holds its own pools: a
-//! worker runs tasks there, an API process plain calls.
+//! worker runs tasks there, an API process plain calls. Each reports its
+//! pools in its heartbeat ([`Upstreams`], a `presa_server::UpstreamSource`),
+//! which the admin API's `GET /admin/v1/upstreams` adds up across the
+//! cluster; an operator's restart reaches every process's [`Pool::restart`].
 
 pub mod catalog;
 pub mod config;
 mod convert;
 pub mod pool;
 pub mod proxy;
+pub mod stats;
 pub mod upstream;
 
 use std::{sync::Arc, time::Duration};
@@ -63,6 +69,9 @@ impl Gateway {
                 resources = l.resources.len(), "upstream listed");
         }
         let catalog = catalog::build(config, &pools, &listings)?.into();
+        for (pool, l) in pools.iter().zip(&listings) {
+            pool.stats().listed(l.tools.len(), true);
+        }
         Ok(Gateway { catalog, config: config.clone(), pools, listings })
     }
 
@@ -86,6 +95,11 @@ impl Gateway {
     /// The pools, one per upstream.
     pub fn pools(&self) -> &[Arc<Pool>] {
         &self.pools
+    }
+
+    /// What this process's heartbeats report of its pools.
+    pub fn upstreams(&self) -> Arc<Upstreams> {
+        Arc::new(Upstreams(self.pools.clone()))
     }
 
     /// Follow the upstreams' lists: list again when one says a list changed
@@ -130,6 +144,9 @@ impl Gateway {
                         tracing::info!("the upstreams' lists changed; serving the new catalog");
                         metrics::counter!("presa_gateway_catalog_changes_total").increment(1);
                         catalog.replace(next);
+                        for ((pool, old), new) in pools.iter().zip(&listings).zip(&fresh) {
+                            pool.stats().listed(new.tools.len(), old != new);
+                        }
                         listings = fresh;
                     }
                     Err(e) => {
@@ -145,6 +162,22 @@ impl Gateway {
         for p in pools {
             p.drain().await;
         }
+    }
+}
+
+/// A process's pools as its heartbeat reports them, and restarted when an
+/// operator asks.
+#[derive(Debug)]
+pub struct Upstreams(Vec<Arc<Pool>>);
+
+impl presa_server::UpstreamSource for Upstreams {
+    fn upstreams(&self) -> Vec<presa_store::UpstreamReport> {
+        self.0.iter().map(|p| p.report()).collect()
+    }
+
+    fn restart(&self, name: &str) -> bool {
+        let pool = self.0.iter().find(|p| p.name() == name);
+        pool.inspect(|p| p.restart()).is_some()
     }
 }
 

@@ -77,7 +77,8 @@ struct Own {
 /// The app serving the gateway's catalog, which follows the upstreams' lists from now on.
 fn app(gateway: Gateway) -> App {
     let app = App::with_cell("presa-gateway", env!("CARGO_PKG_VERSION"), gateway.catalog.clone())
-        .ready_when(gateway.ready_check());
+        .ready_when(gateway.ready_check())
+        .report_upstreams(gateway.upstreams());
     gateway.follow();
     app
 }

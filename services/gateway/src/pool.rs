@@ -9,9 +9,17 @@
 //! ([`Pool::request`], which waits at most `--upstream-wait-ms` for one).
 //! What the upstream sends meanwhile belongs to that request and no other
 //! caller's.
+//!
+//! [`Pool::restart`] (an operator's restart, from the admin API) closes the
+//! idle connections at once and each busy one when its call ends (a call
+//! in flight is not cut); the next call opens a new connection. What the
+//! pool has seen is counted in its [`Stats`] for the heartbeat ([`Pool::report`]).
 
 use std::{
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -24,6 +32,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::{
     config::{Endpoint, Protocol, Timings, UpstreamConfig},
+    stats::Stats,
     upstream::{Connection, TokenSource, UpstreamError},
 };
 
@@ -54,6 +63,12 @@ pub struct Pool {
     lists_changed: Arc<Notify>,
     /// The access token every connection sends, when the upstream needs sign-in.
     tokens: Option<Arc<TokenSource>>,
+    /// Connections it may hold.
+    size: usize,
+    /// Bumped by [`Pool::restart`]: a lease of an older generation closes
+    /// its connection instead of keeping it.
+    generation: AtomicU64,
+    stats: Stats,
 }
 
 /// A connection taken from the pool; it goes back when dropped, unless the
@@ -67,6 +82,7 @@ pub struct Lease {
     pool: Arc<Pool>,
     _permit: OwnedSemaphorePermit,
     running: Mutex<Option<RequestId>>,
+    generation: u64,
 }
 
 impl Pool {
@@ -91,12 +107,49 @@ impl Pool {
                 Endpoint::Http { auth: Some(auth), .. } => Some(Arc::new(TokenSource::new(&config.name, auth.clone()))),
                 _ => None,
             },
+            size: config.pool,
+            generation: AtomicU64::new(0),
+            stats: Stats::default(),
         })
     }
 
     /// The upstream's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// What it has seen.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Its figures for the heartbeat.
+    pub fn report(&self) -> presa_store::UpstreamReport {
+        let (catalog_version, tool_count) = self.stats.listing();
+        presa_store::UpstreamReport {
+            name: self.name.clone(),
+            state: self.stats.state().to_string(),
+            pool: self.size as u64,
+            in_use: self.size.saturating_sub(self.available()) as u64,
+            restarts: self.stats.restarts(),
+            last_error: self.stats.last_error(),
+            catalog_version,
+            tool_count,
+            tools: self.stats.calls(),
+        }
+    }
+
+    /// Drop its connections: the idle ones now, each busy one when its
+    /// call ends; the next call opens a new one. Counted as a restart.
+    pub fn restart(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        self.stats.restarted();
+        let idle = std::mem::take(&mut *self.idle.lock().expect("pool lock"));
+        tracing::info!(upstream = %self.name, idle = idle.len(), "restarting the upstream's connections");
+        for conn in idle {
+            self.opened(-1.0);
+            tokio::spawn(async move { conn.close().await });
+        }
     }
 
     /// Calls the pool can run now without waiting.
@@ -151,13 +204,15 @@ impl Pool {
                     tracing::warn!(upstream = %self.name, "the upstream connection went away; replacing it");
                     metrics::counter!("presa_gateway_upstream_restarts_total", "upstream" => self.name.clone())
                         .increment(1);
+                    self.stats.restarted();
                     self.opened(-1.0);
                 }
-                Some(conn) => return Ok(self.lease(conn, permit)),
+                Some(conn) => return Ok(self.lease(conn, permit, self.generation.load(Ordering::SeqCst))),
                 None => break,
             }
         }
         self.wait_out_backoff().await;
+        let generation = self.generation.load(Ordering::SeqCst);
         let open = Connection::open(
             &self.name,
             &self.endpoint,
@@ -174,9 +229,11 @@ impl Pool {
                 tokio::time::sleep(self.settle).await;
                 *self.failures.lock().expect("pool lock") = (0, None);
                 self.opened(1.0);
-                Ok(self.lease(conn, permit))
+                self.stats.opened();
+                Ok(self.lease(conn, permit, generation))
             }
             Err(e) => {
+                self.stats.start_failed(&e.to_string());
                 let mut f = self.failures.lock().expect("pool lock");
                 *f = (f.0.saturating_add(1), Some(Instant::now()));
                 metrics::counter!("presa_gateway_upstream_start_failures_total", "upstream" => self.name.clone())
@@ -186,8 +243,8 @@ impl Pool {
         }
     }
 
-    fn lease(self: &Arc<Self>, conn: Connection, permit: OwnedSemaphorePermit) -> Lease {
-        Lease { conn: Some(conn), pool: self.clone(), _permit: permit, running: Mutex::new(None) }
+    fn lease(self: &Arc<Self>, conn: Connection, permit: OwnedSemaphorePermit, generation: u64) -> Lease {
+        Lease { conn: Some(conn), pool: self.clone(), _permit: permit, running: Mutex::new(None), generation }
     }
 
     /// Whether the upstream can be served: a connection is live, or a new
@@ -276,8 +333,19 @@ impl Drop for Lease {
                 self.pool.opened(-1.0);
                 metrics::counter!("presa_gateway_upstream_restarts_total", "upstream" => self.pool.name.clone())
                     .increment(1);
+                self.pool.stats.restarted();
             } else {
-                self.pool.idle.lock().expect("pool lock").push(conn);
+                // Checked under the idle lock, which a restart takes after
+                // bumping the generation: no connection of an older one stays.
+                let mut idle = self.pool.idle.lock().expect("pool lock");
+                if self.generation == self.pool.generation.load(Ordering::SeqCst) {
+                    idle.push(conn);
+                } else {
+                    // Restarted while it ran a call: it goes now that the call ended.
+                    drop(idle);
+                    self.pool.opened(-1.0);
+                    tokio::spawn(async move { conn.close().await });
+                }
             }
         }
     }

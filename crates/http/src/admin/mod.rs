@@ -12,7 +12,7 @@
 //! - `events`: the console's live SSE stream.
 //! - `history`'s sampler ([`presa_server::admin::History`]) is started with
 //!   the router and ends with it, or at shutdown.
-//! - `view`: the JSON shapes of tasks, dead letters and nodes.
+//! - `view`: the JSON shapes of tasks, dead letters, nodes and upstreams.
 
 mod events;
 mod routes;
@@ -86,6 +86,8 @@ pub(crate) fn router(app: &App) -> Router {
         .route("/admin/v1/breakers", get(routes::breakers))
         .route("/admin/v1/limits", get(routes::limits))
         .route("/admin/v1/history", get(routes::history))
+        .route("/admin/v1/upstreams", get(routes::upstreams))
+        .route("/admin/v1/upstreams/{name}/restart", post(routes::restart_upstream))
         .route("/admin/v1/tenants", get(routes::tenants))
         .route("/admin/v1/tasks", get(routes::tasks))
         .route("/admin/v1/tasks/{id}", get(routes::task))

@@ -80,6 +80,19 @@ pub(crate) async fn limits(State(s): State<AdminState>, op: Op) -> Answer {
     ok(json!({ "nowMs": now_ms(), "tools": limits.iter().map(view::limits).collect::<Vec<_>>() }))
 }
 
+/// The gateway's upstreams, cluster-wide (from the registry's heartbeats).
+pub(crate) async fn upstreams(State(s): State<AdminState>, op: Op) -> Answer {
+    let upstreams = s.admin.upstreams(&op.operator).await?;
+    ok(json!({ "nowMs": now_ms(), "upstreams": upstreams.iter().map(view::upstream).collect::<Vec<_>>() }))
+}
+
+/// Restart an upstream's connections in every process (202: each process
+/// acts on it when the ask reaches it); 404 when no live process reports it.
+pub(crate) async fn restart_upstream(State(s): State<AdminState>, op: Op, Path(name): Path<String>) -> Answer {
+    let nodes = s.admin.restart_upstream(&op.operator, &name).await?;
+    Ok((StatusCode::ACCEPTED, Json(json!({ "upstream": name, "nodes": nodes }))).into_response())
+}
+
 /// The cluster's figures over the last minutes (the console's charts).
 pub(crate) async fn history(State(s): State<AdminState>, op: Op) -> Answer {
     let (points, history) = s.admin.history(&op.operator)?;

@@ -83,9 +83,14 @@ pub(crate) fn dead_letter(l: &DeadLetter) -> Value {
     })
 }
 
-/// A node, as its heartbeat told it.
+/// A node, as its heartbeat told it, without its upstreams (`/upstreams`
+/// shows them; the cluster view and the console's live overview stay small).
 pub(crate) fn node(n: &NodeInfo) -> Value {
-    serde_json::to_value(n).unwrap_or(Value::Null)
+    let mut v = serde_json::to_value(n).unwrap_or(Value::Null);
+    if let Value::Object(o) = &mut v {
+        o.remove("upstreams");
+    }
+    v
 }
 
 /// The history's points, oldest first, and how they are sampled.
@@ -195,4 +200,37 @@ pub(crate) fn limits(l: &presa_server::admin::ToolLimits) -> Value {
     });
     let rate = l.rate.map(|r| json!({ "perSecond": r.per_second, "burst": r.burst, "perTenant": r.per_tenant }));
     json!({ "tool": l.tool, "concurrency": concurrency, "rate": rate })
+}
+
+/// An upstream across the cluster: its worst state, its totals, its calls
+/// and errors per tool, and each process's row.
+pub(crate) fn upstream(u: &presa_server::admin::UpstreamView) -> Value {
+    let tools: Vec<Value> =
+        u.tools.iter().map(|t| json!({ "tool": t.tool, "calls": t.calls, "errors": t.errors })).collect();
+    let processes: Vec<Value> = u
+        .processes
+        .iter()
+        .map(|(node, role, r)| {
+            json!({
+                "node": node, "role": role, "state": r.state, "pool": r.pool, "inUse": r.in_use,
+                "restarts": r.restarts, "lastError": r.last_error,
+                "catalogVersion": r.catalog_version, "toolCount": r.tool_count,
+                "calls": r.tools.iter().map(|t| t.calls).sum::<u64>(),
+                "errors": r.tools.iter().map(|t| t.errors).sum::<u64>(),
+            })
+        })
+        .collect();
+    json!({
+        "name": u.name,
+        "state": u.state,
+        "pool": u.pool,
+        "inUse": u.in_use,
+        "restarts": u.restarts,
+        "catalogVersion": u.catalog_version,
+        "toolCount": u.tool_count,
+        "calls": u.tools.iter().map(|t| t.calls).sum::<u64>(),
+        "errors": u.tools.iter().map(|t| t.errors).sum::<u64>(),
+        "tools": tools,
+        "processes": processes,
+    })
 }

@@ -38,7 +38,7 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
 
     let grace = args.grace();
     let stop_worker = CancellationToken::new();
-    let worker = start_node(&args, &storage, core, &stop_worker)?;
+    let worker = start_node(&args, &storage, (core, app.upstreams), &stop_worker)?;
 
     let http = args.http_config(&storage, telemetry.metrics.clone(), auth);
     let admin_http = args.admin_listener(&http);
@@ -121,7 +121,7 @@ fn say_storage(args: &ApiArgs, storage: &Storage) {
 fn start_node(
     args: &ApiArgs,
     storage: &Storage,
-    core: Core,
+    (core, upstreams): (Core, Option<std::sync::Arc<dyn presa_server::UpstreamSource>>),
     stop: &CancellationToken,
 ) -> Result<Option<tokio::task::JoinHandle<()>>, RuntimeError> {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "presa".into());
@@ -130,6 +130,10 @@ fn start_node(
         presa_server::Node::new(node_id, "api", 0)
     } else {
         presa_server::Node::new(node_id, "embedded", args.pool.concurrency)
+    };
+    let node = match upstreams {
+        Some(source) => node.with_upstreams(source),
+        None => node,
     };
     tokio::spawn(node.clone().heartbeat(core.clone(), stop.clone()));
     let config = args.pool.worker_config(node.id().to_string(), args.grace())?;

@@ -211,6 +211,7 @@ mod tests {
             created: counts.0,
             completed: counts.1,
             failed: counts.2,
+            upstreams: Vec::new(),
         }
     }
 

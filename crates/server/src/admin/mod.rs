@@ -10,16 +10,18 @@
 //! it exists, nor how many there are. The cluster, the queues and drains
 //! belong to the cluster's admins only ([`AdminError::Forbidden`]).
 //!
-//! Every action (cancel, retry now, replay, discard, drain) is logged on the target
+//! Every action (cancel, retry now, replay, discard, drain, restart an upstream) is logged on the target
 //! `presa::audit` with the operator, the action, its target and its outcome,
 //! and counted when it took effect (`presa_admin_actions_total{action}`).
 //! A tenant's quota use (`usage`) is read from its tasks, one scan at a time;
 //! the tools' limits and their permits in use (`limits`) from the store;
 //! the last minutes of the cluster's figures (`history`) from a ring this
-//! process samples ([`History`]).
+//! process samples ([`History`]); the gateway's upstreams (`upstreams`)
+//! from the heartbeats of the live registry, added up per upstream.
 
 mod history;
 mod limits;
+mod upstreams;
 mod usage;
 
 use std::{sync::Arc, time::Duration};
@@ -35,6 +37,7 @@ pub use history::{
     DEFAULT_HISTORY_EVERY, DEFAULT_HISTORY_WINDOW, History, MAX_HISTORY_POINTS, MIN_HISTORY_EVERY, Point,
 };
 pub use limits::ToolLimits;
+pub use upstreams::{MAX_UPSTREAM_NAME, UpstreamView};
 use usage::UsageCache;
 pub use usage::{DEFAULT_USAGE_CACHE, MAX_USAGE_TASKS, PrincipalUsage, Usage};
 

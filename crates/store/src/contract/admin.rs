@@ -153,6 +153,16 @@ fn node(id: &str, role: &str, started_at_ms: u64) -> NodeInfo {
         created: 0,
         completed: 3,
         failed: 1,
+        // A gateway's upstreams round-trip with the heartbeat.
+        upstreams: vec![crate::UpstreamReport {
+            name: "everything".into(),
+            state: "ready".into(),
+            pool: 2,
+            tool_count: 3,
+            catalog_version: 1,
+            tools: vec![crate::ToolCalls { tool: "echo".into(), calls: 4, errors: 1 }],
+            ..Default::default()
+        }],
     }
 }
 

@@ -39,6 +39,13 @@ pub(crate) enum AdminCommand {
     Breakers,
     /// The tools' limits: each concurrency limit's permits in use and waiters per key, and rates.
     Limits,
+    /// A gateway's upstream servers, cluster-wide: state, connections in use, restarts, catalog, calls and errors per tool.
+    Upstreams,
+    /// Restart an upstream's connections in every gateway process (calls in flight finish first).
+    RestartUpstream {
+        /// The upstream's name.
+        name: String,
+    },
     /// The tenants with live tasks.
     Tenants,
     /// Tasks, newest first, with filters.
@@ -148,6 +155,8 @@ pub(crate) async fn run(cli: &Cli, client: &Client, args: &AdminArgs) -> anyhow:
         AdminCommand::Queues => admin.get("/queues", &[]).await?,
         AdminCommand::Breakers => admin.get("/breakers", &[]).await?,
         AdminCommand::Limits => admin.get("/limits", &[]).await?,
+        AdminCommand::Upstreams => admin.get("/upstreams", &[]).await?,
+        AdminCommand::RestartUpstream { name } => admin.post(&format!("/upstreams/{}/restart", seg(name)), &[]).await?,
         AdminCommand::Tenants => admin.get("/tenants", &[]).await?,
         AdminCommand::Tasks(t) => {
             let query = vec![

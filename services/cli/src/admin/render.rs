@@ -69,6 +69,11 @@ pub(crate) fn render(command: &AdminCommand, v: &Value, now: u64) -> String {
             }),
         ),
         AdminCommand::Limits => super::table::limits(v),
+        AdminCommand::Upstreams => super::table::upstreams(v),
+        AdminCommand::RestartUpstream { name } => {
+            let n = v["nodes"].as_array().map_or(0, Vec::len);
+            format!("upstream {name}: {n} process(es) asked to restart its connections\n")
+        }
         AdminCommand::Tenants => {
             v["tenants"].as_array().map(|t| t.iter().map(|x| text(x) + "\n").collect()).unwrap_or_default()
         }

@@ -163,6 +163,48 @@ pub(super) fn limits(v: &Value) -> String {
     table(&["TOOL", "CONCURRENCY", "KEY", "IN USE", "WAITING", "RATE"], &all)
 }
 
+/// `presa admin upstreams`: a row per upstream (its worst state across
+/// processes, connections in use of the pool, restarts, catalog version and
+/// tool count, calls, errors, the last error a process reports), then a row
+/// per tool called with its calls and errors.
+pub(super) fn upstreams(v: &Value) -> String {
+    let mut all = Vec::new();
+    for u in v["upstreams"].as_array().into_iter().flatten() {
+        let last_error = u["processes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["lastError"].is_string())
+            .map_or_else(|| "-".into(), |p| format!("{}: {}", text(&p["node"]), text(&p["lastError"])));
+        all.push(vec![
+            text(&u["name"]),
+            "(all)".into(),
+            text(&u["state"]),
+            format!("{}/{}", text(&u["inUse"]), text(&u["pool"])),
+            text(&u["restarts"]),
+            format!("v{}, {} tools", text(&u["catalogVersion"]), text(&u["toolCount"])),
+            text(&u["calls"]),
+            text(&u["errors"]),
+            last_error,
+        ]);
+        for t in u["tools"].as_array().into_iter().flatten() {
+            let dash = || "-".to_string();
+            all.push(vec![
+                text(&u["name"]),
+                text(&t["tool"]),
+                dash(),
+                dash(),
+                dash(),
+                dash(),
+                text(&t["calls"]),
+                text(&t["errors"]),
+                dash(),
+            ]);
+        }
+    }
+    table(&["UPSTREAM", "TOOL", "STATE", "IN USE", "RESTARTS", "CATALOG", "CALLS", "ERRORS", "LAST ERROR"], &all)
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -232,5 +274,28 @@ mod tests {
             "{out}"
         );
         assert!(lines[2].contains("metered_job") && lines[2].contains("5/s, bursts of 5"), "{out}");
+    }
+
+    #[test]
+    fn upstreams_list_each_upstream_then_its_tools() {
+        let v = json!({ "upstreams": [{
+            "name": "py", "state": "failing", "pool": 4, "inUse": 1, "restarts": 2, "catalogVersion": 3,
+            "toolCount": 12, "calls": 5, "errors": 2,
+            "tools": [{ "tool": "add", "calls": 3, "errors": 0 }, { "tool": "flaky", "calls": 2, "errors": 2 }],
+            "processes": [{ "node": "w-1", "lastError": null }, { "node": "w-2", "lastError": "starting \"py\": gone\u{1b}[2J" }],
+        }] });
+        let out = upstreams(&v);
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[0].starts_with("UPSTREAM  TOOL") && lines[0].contains("LAST ERROR"), "{out}");
+        let cells =
+            |l: &str| l.split("  ").map(str::trim).filter(|c| !c.is_empty()).map(String::from).collect::<Vec<_>>();
+        assert_eq!(
+            cells(lines[1]),
+            ["py", "(all)", "failing", "1/4", "2", "v3, 12 tools", "5", "2", "w-2: starting \"py\": gone\\u{1b}[2J"],
+            "{out}"
+        );
+        assert_eq!(cells(lines[2]), ["py", "add", "-", "-", "-", "-", "3", "0", "-"], "{out}");
+        assert_eq!(cells(lines[3]), ["py", "flaky", "-", "-", "-", "-", "2", "2", "-"], "{out}");
+        assert_eq!(upstreams(&json!({ "upstreams": [] })).lines().count(), 1, "the header only");
     }
 }

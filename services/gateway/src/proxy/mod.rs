@@ -203,6 +203,13 @@ impl ToolHandler for ProxyTool {
         };
         metrics::counter!("presa_gateway_upstream_calls_total", "upstream" => upstream.clone(), "outcome" => outcome)
             .increment(1);
+        // The admin API's calls and errors per tool (a call waiting for input is not over yet).
+        if outcome != "input_required" {
+            self.pool.stats().called(&self.upstream_name, matches!(outcome, "tool_error" | "retry" | "error"));
+        }
+        if let Err(e @ (ToolError::Rpc(_) | ToolError::Internal(_) | ToolError::Retry(_))) = &out {
+            self.pool.stats().failed(&format!("{}: {e}", self.upstream_name));
+        }
         metrics::histogram!("presa_gateway_upstream_call_seconds", "upstream" => upstream)
             .record(started.elapsed().as_secs_f64());
         out
