@@ -16,6 +16,8 @@
 //! - [`catalog`]: presa's catalog from the upstreams' listings, shaped by
 //!   their `expose`, `hide` and `[[upstream.tool]]` tables ([`catalog::shape`]).
 //! - `convert`: every conversion between rmcp's types and presa's, typed, in one place.
+//! - [`reload`]: re-reading `--gateway-config` live (`SIGHUP`), checked as at
+//!   start, its catalog served in place of the old one.
 //! - [`stats`]: what a pool has seen (state, restarts, last error redacted,
 //!   catalog version, calls and errors per tool), for the heartbeat.
 //!
@@ -30,6 +32,7 @@ pub mod config;
 mod convert;
 pub mod pool;
 pub mod proxy;
+pub mod reload;
 pub mod stats;
 pub mod upstream;
 
@@ -39,8 +42,9 @@ use presa_server::CatalogCell;
 
 use crate::{
     catalog::{CatalogError, Listing},
-    config::GatewayConfig,
+    config::{GatewayArgs, GatewayConfig},
     pool::Pool,
+    reload::{Live, Reloader},
 };
 
 /// How soon a failed listing is tried again (then twice as long each time, up to the refresh period).
@@ -54,6 +58,9 @@ pub struct Gateway {
     config: GatewayConfig,
     pools: Vec<Arc<Pool>>,
     listings: Vec<Listing>,
+    args: Option<GatewayArgs>,
+    reloader: Reloader,
+    reload_asked: Arc<tokio::sync::Notify>,
 }
 
 impl Gateway {
@@ -72,7 +79,19 @@ impl Gateway {
         for (pool, l) in pools.iter().zip(&listings) {
             pool.stats().listed(l.tools.len(), true);
         }
-        Ok(Gateway { catalog, config: config.clone(), pools, listings })
+        let (reloader, reload_asked) = Reloader::new();
+        Ok(Gateway { catalog, config: config.clone(), pools, listings, args: None, reloader, reload_asked })
+    }
+
+    /// Let [`Gateway::reloader`] read `args`' config again (`--gateway-config`).
+    pub fn reloadable(mut self, args: GatewayArgs) -> Self {
+        self.args = Some(args);
+        self
+    }
+
+    /// What asks this gateway to reload its config ([`reload`]), once it follows.
+    pub fn reloader(&self) -> Reloader {
+        self.reloader.clone()
     }
 
     /// `/readyz` for the gateway's processes: every upstream can be served
@@ -107,11 +126,14 @@ impl Gateway {
     /// `--upstream-refresh-ms`; a listing that differs replaces the catalog
     /// (which every pod then announces to its listen streams). A failed
     /// listing keeps the catalog as it is and is tried again two seconds later
-    /// (backing off to the refresh period while it keeps failing).
+    /// (backing off to the refresh period while it keeps failing). A reload
+    /// asked through [`Gateway::reloader`] is done here too, between listings,
+    /// so the config and the listings a catalog is built from never race.
     pub fn follow(self) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
-            let Gateway { catalog, config, pools, mut listings } = self;
-            let refresh = config.timings.refresh.unwrap_or(Duration::from_secs(365 * 24 * 3600));
+            let Gateway { catalog, config, pools, mut listings, args, reload_asked, .. } = self;
+            let mut live = Live { args, config };
+            let refresh = live.config.timings.refresh.unwrap_or(Duration::from_secs(365 * 24 * 3600));
             // After a failed listing (every connection busy past
             // --upstream-wait-ms, an upstream down), try again soon, then less
             // and less often: a change it was announcing is not left for the
@@ -126,7 +148,12 @@ impl Gateway {
                 tokio::select! {
                     _ = changed => tracing::info!("an upstream says its lists changed; listing again"),
                     _ = tokio::time::sleep(next) => {}
+                    _ = reload_asked.notified() => {
+                        live.reload(&pools, &listings, &catalog);
+                        continue;
+                    }
                 }
+                let config = &live.config;
                 let fresh = match list_all(&pools, config.timings.connect_timeout).await {
                     Ok(l) => l,
                     Err(e) => {
@@ -139,7 +166,7 @@ impl Gateway {
                 if fresh == listings {
                     continue;
                 }
-                match catalog::build(&config, &pools, &fresh) {
+                match catalog::build(config, &pools, &fresh) {
                     Ok(next) => {
                         tracing::info!("the upstreams' lists changed; serving the new catalog");
                         metrics::counter!("presa_gateway_catalog_changes_total").increment(1);

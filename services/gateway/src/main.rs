@@ -49,6 +49,11 @@ async fn main() -> ExitCode {
         }
     };
     let Some(gateway) = start(&own).await else { return ExitCode::from(2) };
+    let gateway = gateway.reloadable(own);
+    #[cfg(unix)]
+    if let Err(e) = presa_gateway::reload::on_sighup(gateway.reloader()) {
+        tracing::warn!(error = %e, "cannot listen for SIGHUP; the config will not be reloaded on it");
+    }
     let pools = gateway.pools().to_vec();
     let app = app(gateway);
     let code = match run {

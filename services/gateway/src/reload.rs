@@ -1,0 +1,155 @@
+//! Changing the gateway's config live: re-reading `--gateway-config` when the
+//! process gets `SIGHUP` (wired in `services/gateway/src/main.rs`), checking
+//! it exactly as at start, and serving the catalog it makes in place of the
+//! old one (the same path as a change of an upstream's lists, in
+//! `services/gateway/src/lib.rs`, so listen streams are told
+//! `notifications/tools/list_changed`).
+//!
+//! What a reload applies: everything the catalog is built from — the
+//! `[[tool]]` rules, `--task-after-ms`'s policy, identity forwarding, and
+//! each upstream's `prefix`, `expose`, `hide` and `[[upstream.tool]]`
+//! tables. Calls in flight keep the tool they started with; the next call
+//! sees the new catalog. What it refuses (the running config is kept and the
+//! reason logged): a file that does not parse or check, shaping that does not
+//! fit the upstreams' current listings, and any change to the upstreams
+//! themselves (one added, removed or reordered; its command, URL, pool,
+//! protocol or breaker) or to the timings, which need a restart today.
+
+use std::{
+    hash::{DefaultHasher, Hash, Hasher},
+    sync::Arc,
+};
+
+use presa_server::CatalogCell;
+
+use crate::{
+    catalog::{self, Listing},
+    config::{ConfigError, GatewayArgs, GatewayConfig, UpstreamConfig},
+    pool::Pool,
+};
+
+/// Why a new config was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReloadError {
+    /// The file cannot be read, parsed or checked.
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    /// Its shaping does not fit what the upstreams list.
+    #[error("{0}")]
+    Catalog(#[from] catalog::CatalogError),
+    /// It changes what a reload cannot (yet) apply.
+    #[error("{0} needs a restart: a reload applies the catalog's shaping and [[tool]] rules only")]
+    NeedsRestart(String),
+}
+
+/// Asks the catalog's follower ([`crate::Gateway::follow`]) to reload.
+#[derive(Debug, Clone)]
+pub struct Reloader {
+    ask: Arc<tokio::sync::Notify>,
+}
+
+impl Reloader {
+    pub(crate) fn new() -> (Reloader, Arc<tokio::sync::Notify>) {
+        let ask = Arc::new(tokio::sync::Notify::new());
+        (Reloader { ask: ask.clone() }, ask)
+    }
+
+    /// Re-read the config file soon (asks made while one runs are one more reload).
+    pub fn reload(&self) {
+        self.ask.notify_one();
+    }
+}
+
+/// Reload on every `SIGHUP` this process gets: the signal reaches this
+/// process only (another pod or worker reloads on its own signal).
+#[cfg(unix)]
+pub fn on_sighup(reloader: Reloader) -> std::io::Result<tokio::task::JoinHandle<()>> {
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    Ok(tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            tracing::info!("SIGHUP: reading the gateway config again");
+            reloader.reload();
+        }
+    }))
+}
+
+/// The config being served, and how to read it again.
+#[derive(Debug)]
+pub(crate) struct Live {
+    /// The flags the config came from (`None`: not reloadable).
+    pub(crate) args: Option<GatewayArgs>,
+    /// The config being served.
+    pub(crate) config: GatewayConfig,
+}
+
+impl Live {
+    /// Read the flags' config again and, if it checks, serve its catalog
+    /// over `listings`; on a refusal keep everything as it is. Logs either way.
+    pub(crate) fn reload(&mut self, pools: &[Arc<Pool>], listings: &[Listing], cell: &CatalogCell) {
+        let Some(args) = &self.args else {
+            tracing::warn!("reload asked, but this gateway has no --gateway-config to read again");
+            return;
+        };
+        match check(args, &self.config, pools, listings) {
+            Ok((config, next)) => {
+                cell.replace(next);
+                tracing::info!(version = %version(&config), "gateway config reloaded; serving the new catalog");
+                metrics::counter!("presa_gateway_reloads_total", "outcome" => "applied").increment(1);
+                self.config = config;
+            }
+            Err(e) => {
+                tracing::warn!(reason = %e, "gateway config reload refused; keeping the running config");
+                metrics::counter!("presa_gateway_reloads_total", "outcome" => "refused").increment(1);
+            }
+        }
+    }
+}
+
+/// The new config and its catalog, or why not.
+fn check(
+    args: &GatewayArgs,
+    running: &GatewayConfig,
+    pools: &[Arc<Pool>],
+    listings: &[Listing],
+) -> Result<(GatewayConfig, presa_server::Catalog), ReloadError> {
+    let config = args.resolve()?;
+    unchanged_upstreams(&running.upstreams, &config.upstreams)?;
+    if config.timings != running.timings {
+        return Err(ReloadError::NeedsRestart("changing a timing flag".into()));
+    }
+    let next = catalog::build(&config, pools, listings)?;
+    Ok((config, next))
+}
+
+/// Whether `new` reaches the same upstreams the same way as `old` (shaping aside).
+fn unchanged_upstreams(old: &[UpstreamConfig], new: &[UpstreamConfig]) -> Result<(), ReloadError> {
+    let names = |ups: &[UpstreamConfig]| ups.iter().map(|u| u.name.clone()).collect::<Vec<_>>();
+    if names(old) != names(new) {
+        return Err(ReloadError::NeedsRestart(format!(
+            "changing the upstreams ({:?} to {:?})",
+            names(old),
+            names(new)
+        )));
+    }
+    for (o, n) in old.iter().zip(new) {
+        let same = o.endpoint == n.endpoint && o.pool == n.pool && o.protocol == n.protocol && o.breaker == n.breaker;
+        if !same {
+            return Err(ReloadError::NeedsRestart(format!(
+                "changing upstream {:?}'s command, URL, pool, protocol or breaker",
+                o.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A short fingerprint of a config, for logs.
+fn version(config: &GatewayConfig) -> String {
+    let mut h = DefaultHasher::new();
+    format!("{config:?}").hash(&mut h);
+    format!("{:016x}", h.finish())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,68 @@
+//! The reload's unit tests: what a new config file changes, and what it is refused for.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use super::*;
+
+const UPSTREAM: &str = "[[upstream]]\nname = \"py\"\ncommand = \"unused\"\n";
+
+/// A gateway's live config read from `dir/gateway.toml` (written with `text`), its pools and a listing of `add` and `echo`.
+fn live(dir: &Path, text: &str) -> (Live, Vec<Arc<Pool>>, Vec<Listing>, CatalogCell) {
+    let file = dir.join("gateway.toml");
+    std::fs::write(&file, text).unwrap();
+    let args = GatewayArgs { gateway_config: Some(file), upstream_pool: 1, ..GatewayArgs::default() };
+    let config = args.resolve().unwrap();
+    let pools: Vec<_> = config.upstreams.iter().map(|u| Pool::new(u, &config.timings)).collect();
+    let schema = json!({ "type": "object", "properties": { "a": { "type": "integer" } } });
+    let tools = ["add", "echo"].map(|n| json!({ "name": n, "inputSchema": schema })).to_vec();
+    let listings = vec![Listing { tools, ..Listing::default() }];
+    let cell = CatalogCell::from(catalog::build(&config, &pools, &listings).unwrap());
+    (Live { args: Some(args), config }, pools, listings, cell)
+}
+
+fn names(cell: &CatalogCell) -> Vec<String> {
+    cell.load().tools().map(|t| t.name().to_string()).collect()
+}
+
+#[test]
+fn a_new_shaping_is_served_and_a_bad_one_keeps_the_old() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut live, pools, listings, cell) = live(dir.path(), UPSTREAM);
+    let mut changes = cell.changes();
+    assert_eq!(names(&cell), ["add", "echo"]);
+    let file = dir.path().join("gateway.toml");
+    std::fs::write(&file, format!("{UPSTREAM}hide = [\"echo\"]\n")).unwrap();
+    live.reload(&pools, &listings, &cell);
+    assert_eq!(names(&cell), ["add"]);
+    assert!(changes.has_changed().unwrap(), "listen streams are told");
+    changes.mark_unchanged();
+    for broken in [
+        format!("{UPSTREAM}hide = [\"echo\"\n"),
+        format!("{UPSTREAM}[[upstream.tool]]\nmatch = \"add\"\npin = {{ missing = 1 }}\n"),
+    ] {
+        std::fs::write(&file, &broken).unwrap();
+        let err = check(live.args.as_ref().unwrap(), &live.config, &pools, &listings).unwrap_err();
+        assert!(matches!(err, ReloadError::Config(_) | ReloadError::Catalog(_)), "{err}");
+        live.reload(&pools, &listings, &cell);
+        assert_eq!(names(&cell), ["add"], "the running catalog is kept");
+        assert!(!changes.has_changed().unwrap());
+    }
+}
+
+#[test]
+fn changing_the_upstreams_needs_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (live, pools, listings, _cell) = live(dir.path(), UPSTREAM);
+    let args = live.args.as_ref().unwrap();
+    let file = dir.path().join("gateway.toml");
+    for (text, says) in [
+        (format!("{UPSTREAM}[[upstream]]\nname = \"two\"\ncommand = \"unused\"\n"), "changing the upstreams"),
+        (UPSTREAM.replace("unused", "other"), "command, URL, pool"),
+    ] {
+        std::fs::write(&file, text).unwrap();
+        let err = check(args, &live.config, &pools, &listings).unwrap_err().to_string();
+        assert!(err.contains(says) && err.contains("needs a restart"), "{err}");
+    }
+}
