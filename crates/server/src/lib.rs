@@ -79,7 +79,7 @@ pub use error::{
 };
 pub use flow::ToolRate;
 pub use input::{Elicited, InputRequest};
-pub use node::{Node, UPSTREAM_RESTART_TOPIC, UpstreamSource};
+pub use node::{GATEWAY_RELOAD_TOPIC, Node, UPSTREAM_RESTART_TOPIC, UpstreamSource};
 pub use output::{IntoToolOutput, Json, JsonWithText, ToolError, ToolOutput};
 pub use presa_store::Caller;
 pub use prompt::{PromptHandler, PromptOutput};

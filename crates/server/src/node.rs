@@ -44,7 +44,23 @@ pub trait UpstreamSource: Send + Sync + std::fmt::Debug + 'static {
     /// An operator asked every process to restart upstream `name`'s
     /// connections ([`UPSTREAM_RESTART_TOPIC`]); whether this process has it.
     fn restart(&self, name: &str) -> bool;
+
+    /// The config file this process serves (a gateway's), for
+    /// `GET /admin/v1/gateway/config`; `None` (the default): it has none.
+    fn config(&self) -> Option<presa_store::ConfigReport> {
+        None
+    }
+
+    /// An operator asked every process to read its config file again
+    /// ([`GATEWAY_RELOAD_TOPIC`]); whether this process has one to read.
+    fn reload(&self) -> bool {
+        false
+    }
 }
+
+/// The event bus topic a gateway config reload is published on (the
+/// message: `reload`); every process with an [`UpstreamSource`] listens.
+pub const GATEWAY_RELOAD_TOPIC: &str = "admin.gateway-reload";
 
 /// The event bus topic an upstream restart is published on (the message:
 /// the upstream's name); every process with an [`UpstreamSource`] listens.
@@ -146,6 +162,7 @@ impl Node {
                 .as_ref()
                 .map(|s| presa_store::upstreams::bounded(s.upstreams()))
                 .unwrap_or_default(),
+            config: self.upstreams.as_ref().and_then(|s| s.config()).map(presa_store::ConfigReport::bounded),
         }
     }
 
@@ -161,7 +178,8 @@ impl Node {
     /// noticed sooner); each report still holds [`HEARTBEAT_TTL`].
     pub async fn heartbeat_every(self, every: Duration, core: Core, stop: CancellationToken) {
         if let Some(source) = self.upstreams.clone() {
-            tokio::spawn(listen_for_restarts(source, core.clone(), stop.clone()));
+            tokio::spawn(listen_for(UPSTREAM_RESTART_TOPIC, source.clone(), core.clone(), stop.clone()));
+            tokio::spawn(listen_for(GATEWAY_RELOAD_TOPIC, source, core.clone(), stop.clone()));
         }
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -187,33 +205,39 @@ impl Node {
     }
 }
 
-/// Restart `source`'s upstreams as operators ask ([`UPSTREAM_RESTART_TOPIC`])
-/// until `stop`. Pub/sub is a wake-up: a process whose subscription is
-/// down when the ask is published misses it (the operator asks again);
-/// a subscription that ends is made again a second later.
-async fn listen_for_restarts(source: Arc<dyn UpstreamSource>, core: Core, stop: CancellationToken) {
+/// Restart `source`'s upstreams ([`UPSTREAM_RESTART_TOPIC`]) or reload its
+/// config ([`GATEWAY_RELOAD_TOPIC`]) as operators ask on `topic`, until
+/// `stop`. Pub/sub is a wake-up: a process whose subscription is down when
+/// the ask is published misses it (the operator asks again); a
+/// subscription that ends is made again a second later.
+async fn listen_for(topic: &'static str, source: Arc<dyn UpstreamSource>, core: Core, stop: CancellationToken) {
     use futures::StreamExt;
     while !stop.is_cancelled() {
-        match core.bus().subscribe_to(UPSTREAM_RESTART_TOPIC).await {
+        match core.bus().subscribe_to(topic).await {
             Ok(mut asks) => loop {
                 let ask = tokio::select! {
                     ask = asks.next() => ask,
                     _ = stop.cancelled() => return,
                 };
                 match ask {
+                    Some(Ok(_)) if topic == GATEWAY_RELOAD_TOPIC => {
+                        if source.reload() {
+                            tracing::info!("reading the gateway config again, as an operator asked");
+                        }
+                    }
                     Some(Ok(name)) => {
                         if source.restart(&name) {
                             tracing::info!(upstream = %name, "restarting the upstream's connections, as an operator asked");
                         }
                     }
                     Some(Err(e)) => {
-                        tracing::warn!(error = %e, "upstream restart subscription lost; subscribing again");
+                        tracing::warn!(error = %e, topic, "admin subscription lost; subscribing again");
                         break;
                     }
                     None => break,
                 }
             },
-            Err(e) => tracing::warn!(error = %e, "subscribing to upstream restarts failed; trying again"),
+            Err(e) => tracing::warn!(error = %e, topic, "subscribing to admin asks failed; trying again"),
         }
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}

@@ -483,6 +483,7 @@ async fn expired_tasks_leave_no_key_behind() {
         completed: 0,
         failed: 0,
         upstreams: Vec::new(),
+        config: None,
     };
     store.heartbeat(&node, Duration::from_millis(ttl)).await.unwrap();
     assert!(store.drain("node-1").await.unwrap().is_some());

@@ -148,6 +148,10 @@ pub struct NodeInfo {
     /// older heartbeats), bounded by [`crate::upstreams::bounded`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub upstreams: Vec<crate::upstreams::UpstreamReport>,
+    /// A gateway process's config file as it serves it (`None` for other
+    /// processes and older heartbeats).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<crate::upstreams::ConfigReport>,
 }
 
 /// Reads and acts of the admin API that no single task's owner makes.

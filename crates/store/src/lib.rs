@@ -69,7 +69,7 @@ pub use rates::{Rate, Rates, Take, Taken};
 pub use records::{TaskStore, TaskStream};
 pub use session::{SessionLimits, SessionStore, SessionWrite};
 pub use shares::Shares;
-pub use upstreams::{ToolCalls, UpstreamReport};
+pub use upstreams::{ConfigReport, ToolCalls, UpstreamReport};
 
 pub mod admin;
 mod backend;

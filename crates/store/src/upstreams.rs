@@ -47,6 +47,38 @@ pub struct UpstreamReport {
     pub tools: Vec<ToolCalls>,
 }
 
+/// The most characters of a refused config's reason a heartbeat carries.
+pub const MAX_REFUSAL_CHARS: usize = 500;
+
+/// A gateway process's config file as it serves it
+/// ([`crate::NodeInfo::config`]), for `GET /admin/v1/gateway/config`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigReport {
+    /// A fingerprint of the config being served (changes when a reload applies one).
+    pub version: String,
+    /// When that config was loaded (at start or by a reload), Unix ms.
+    pub loaded_at_ms: u64,
+    /// When a reload last refused a new config, Unix ms.
+    #[serde(default)]
+    pub refused_at_ms: Option<u64>,
+    /// Why (at most [`MAX_REFUSAL_CHARS`] characters; the process's log has it whole).
+    #[serde(default)]
+    pub refusal: Option<String>,
+}
+
+impl ConfigReport {
+    /// This report, its refusal cut to [`MAX_REFUSAL_CHARS`] characters.
+    pub fn bounded(mut self) -> Self {
+        if let Some(r) = &mut self.refusal
+            && let Some((cut, _)) = r.char_indices().nth(MAX_REFUSAL_CHARS)
+        {
+            r.truncate(cut);
+        }
+        self
+    }
+}
+
 /// Calls of one upstream tool this process ran.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -79,13 +79,14 @@ impl Gateway {
         for (pool, l) in pools.iter().zip(&listings) {
             pool.stats().listed(l.tools.len(), true);
         }
-        let (reloader, reload_asked) = Reloader::new();
+        let (reloader, reload_asked) = Reloader::new(config);
         Ok(Gateway { catalog, config: config.clone(), pools, listings, args: None, reloader, reload_asked })
     }
 
-    /// Let [`Gateway::reloader`] read `args`' config again (`--gateway-config`).
+    /// Let [`Gateway::reloader`] read `args`' config file again; without
+    /// `--gateway-config` (flags only) there is nothing to reload.
     pub fn reloadable(mut self, args: GatewayArgs) -> Self {
-        self.args = Some(args);
+        self.args = args.gateway_config.is_some().then_some(args);
         self
     }
 
@@ -118,7 +119,8 @@ impl Gateway {
 
     /// What this process's heartbeats report of its pools.
     pub fn upstreams(&self) -> Arc<Upstreams> {
-        Arc::new(Upstreams(self.pools.clone()))
+        let reloader = self.args.is_some().then(|| self.reloader.clone());
+        Arc::new(Upstreams { pools: self.pools.clone(), reloader })
     }
 
     /// Follow the upstreams' lists: list again when one says a list changed
@@ -131,8 +133,8 @@ impl Gateway {
     /// so the config and the listings a catalog is built from never race.
     pub fn follow(self) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
-            let Gateway { catalog, config, pools, mut listings, args, reload_asked, .. } = self;
-            let mut live = Live { args, config };
+            let Gateway { catalog, config, pools, mut listings, args, reloader, reload_asked } = self;
+            let mut live = Live { args, config, status: reloader };
             let refresh = live.config.timings.refresh.unwrap_or(Duration::from_secs(365 * 24 * 3600));
             // After a failed listing (every connection busy past
             // --upstream-wait-ms, an upstream down), try again soon, then less
@@ -193,18 +195,29 @@ impl Gateway {
 }
 
 /// A process's pools as its heartbeat reports them, and restarted when an
-/// operator asks.
+/// operator asks; with a config file, what it serves and its reload.
 #[derive(Debug)]
-pub struct Upstreams(Vec<Arc<Pool>>);
+pub struct Upstreams {
+    pools: Vec<Arc<Pool>>,
+    reloader: Option<Reloader>,
+}
 
 impl presa_server::UpstreamSource for Upstreams {
     fn upstreams(&self) -> Vec<presa_store::UpstreamReport> {
-        self.0.iter().map(|p| p.report()).collect()
+        self.pools.iter().map(|p| p.report()).collect()
     }
 
     fn restart(&self, name: &str) -> bool {
-        let pool = self.0.iter().find(|p| p.name() == name);
+        let pool = self.pools.iter().find(|p| p.name() == name);
         pool.inspect(|p| p.restart()).is_some()
+    }
+
+    fn config(&self) -> Option<presa_store::ConfigReport> {
+        self.reloader.as_ref().map(Reloader::report)
+    }
+
+    fn reload(&self) -> bool {
+        self.reloader.as_ref().inspect(|r| r.reload()).is_some()
     }
 }
 

@@ -17,10 +17,11 @@
 
 use std::{
     hash::{DefaultHasher, Hash, Hasher},
-    sync::Arc,
+    sync::{Arc, Mutex},
 };
 
 use presa_server::CatalogCell;
+use presa_store::ConfigReport;
 
 use crate::{
     catalog::{self, Listing},
@@ -43,21 +44,33 @@ pub enum ReloadError {
     NeedsRestart(String),
 }
 
-/// Asks the catalog's follower ([`crate::Gateway::follow`]) to reload.
+/// Asks the catalog's follower ([`crate::Gateway::follow`]) to reload, and
+/// tells what it serves ([`Reloader::report`]).
 #[derive(Debug, Clone)]
 pub struct Reloader {
     ask: Arc<tokio::sync::Notify>,
+    status: Arc<Mutex<ConfigReport>>,
 }
 
 impl Reloader {
-    pub(crate) fn new() -> (Reloader, Arc<tokio::sync::Notify>) {
+    pub(crate) fn new(config: &GatewayConfig) -> (Reloader, Arc<tokio::sync::Notify>) {
         let ask = Arc::new(tokio::sync::Notify::new());
-        (Reloader { ask: ask.clone() }, ask)
+        let status = ConfigReport { version: version(config), loaded_at_ms: now_ms(), ..ConfigReport::default() };
+        (Reloader { ask: ask.clone(), status: Arc::new(Mutex::new(status)) }, ask)
     }
 
     /// Re-read the config file soon (asks made while one runs are one more reload).
     pub fn reload(&self) {
         self.ask.notify_one();
+    }
+
+    /// The config served now: its version, when it was loaded, the last refusal.
+    pub fn report(&self) -> ConfigReport {
+        self.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    fn update(&self, f: impl FnOnce(&mut ConfigReport)) {
+        f(&mut self.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
     }
 }
 
@@ -81,6 +94,8 @@ pub(crate) struct Live {
     pub(crate) args: Option<GatewayArgs>,
     /// The config being served.
     pub(crate) config: GatewayConfig,
+    /// Where what is served is told.
+    pub(crate) status: Reloader,
 }
 
 impl Live {
@@ -94,12 +109,15 @@ impl Live {
         match check(args, &self.config, pools, listings) {
             Ok((config, next)) => {
                 cell.replace(next);
-                tracing::info!(version = %version(&config), "gateway config reloaded; serving the new catalog");
+                let version = version(&config);
+                tracing::info!(%version, "gateway config reloaded; serving the new catalog");
+                self.status.update(|s| (s.version, s.loaded_at_ms) = (version, now_ms()));
                 metrics::counter!("presa_gateway_reloads_total", "outcome" => "applied").increment(1);
                 self.config = config;
             }
             Err(e) => {
                 tracing::warn!(reason = %e, "gateway config reload refused; keeping the running config");
+                self.status.update(|s| (s.refused_at_ms, s.refusal) = (Some(now_ms()), Some(e.to_string())));
                 metrics::counter!("presa_gateway_reloads_total", "outcome" => "refused").increment(1);
             }
         }
@@ -149,6 +167,11 @@ fn version(config: &GatewayConfig) -> String {
     let mut h = DefaultHasher::new();
     format!("{config:?}").hash(&mut h);
     format!("{:016x}", h.finish())
+}
+
+fn now_ms() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

@@ -3,18 +3,22 @@
 //! SDK over stdio (`tests/gateway/upstream.py`).
 //!
 //! While 20 tasks of a slow tool run, the config file is rewritten to hide
-//! `add` and the process gets `SIGHUP`: every task completes, `tools/list`
-//! stops listing `add` within 5 s, a call to it is refused like a call to a
-//! tool that does not exist, and a listen stream is told
-//! `notifications/tools/list_changed`. Then a broken file (bad TOML, then a
-//! pin on an argument the tool does not have) is refused with its reason
-//! logged, and the catalog of the running config keeps serving.
+//! `add` and a reload is asked through the admin API
+//! (`POST /admin/v1/gateway/reload`, refused without the admin scope):
+//! every task completes, `tools/list` stops listing `add` within 5 s, a call
+//! to it is refused like a call to a tool that does not exist, a listen
+//! stream is told `notifications/tools/list_changed`, and
+//! `GET /admin/v1/gateway/config` shows the new version. Then a broken file
+//! (bad TOML through the admin API, a pin on an argument the tool does not
+//! have through `SIGHUP`) is refused: the admin API shows the refusal and its
+//! reason, the version stays, and the running config's catalog keeps serving.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
 use common::{gateway_bin, python_upstream};
+use presa_auth::tokens::token_digest;
 use presa_testkit::{Client, Pod, free_port, next_within, task_id, tasks_caps};
 use serde_json::{Value, json};
 
@@ -26,6 +30,27 @@ async fn listed(c: &Client) -> Vec<String> {
     names(&c.ok("tools/list", json!({})).await)
 }
 
+/// An admin request (with the `X-Presa-Admin` mark a state-changing one needs).
+async fn admin(method: reqwest::Method, url: String, token: &str) -> (u16, Value) {
+    let req = reqwest::Client::new().request(method, url).header("x-presa-admin", "1").bearer_auth(token);
+    let resp = req.send().await.expect("request");
+    (resp.status().as_u16(), resp.json().await.unwrap_or(Value::Null))
+}
+
+/// The embedded process's config as `GET /admin/v1/gateway/config` shows it, once `pred` holds (a heartbeat every 5 s).
+async fn config_once(base: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, view) = admin(reqwest::Method::GET, format!("{base}/admin/v1/gateway/config"), "ops-token").await;
+        assert_eq!(status, 200, "{view}");
+        if view["processes"].as_array().map(Vec::len) == Some(1) && pred(&view["processes"][0]) {
+            return view["processes"][0].clone();
+        }
+        assert!(Instant::now() < deadline, "the config never showed as expected: {view}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// The JSON-RPC error of a `tools/call` expected to be refused.
 async fn refused(c: &Client, name: &str) -> Value {
     c.err("tools/call", json!({ "name": name, "arguments": { "a": 1, "b": 2 } })).await.1
@@ -34,14 +59,25 @@ async fn refused(c: &Client, name: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_hides_a_tool_while_tasks_run_and_a_broken_config_is_refused() {
     let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    let lines = [("ops-token", "ops root presa:admin"), ("user-token", "acme alice deploy")]
+        .map(|(token, who)| format!("{} {who}\n", token_digest(token)))
+        .concat();
+    std::fs::write(&tokens, lines).unwrap();
     let command = serde_json::to_string(&python_upstream()).unwrap();
     let upstream = format!("[[upstream]]\nname = \"py\"\ncommand = {command}\npool = 4\n");
     let path = dir.path().join("gateway.toml");
     std::fs::write(&path, &upstream).unwrap();
     let args = ["--gateway-config", path.to_str().unwrap(), "--upstream-settle-ms", "0"];
-    let gw = Pod::start("gw", &gateway_bin(), free_port(), &args, &[]).await;
-    let url = format!("{}/mcp", gw.base());
-    let (plain, tasks) = (Client::new(&url, json!({})), Client::new(&url, tasks_caps()));
+    let auth = ["--auth", "tokens", "--tokens-file", tokens.to_str().unwrap()];
+    let gw = Pod::start("gw", &gateway_bin(), free_port(), &[&args[..], &auth].concat(), &[]).await;
+    let base = gw.base();
+    let url = format!("{base}/mcp");
+    let plain = Client::new(&url, json!({})).with_bearer("user-token");
+    let tasks = Client::new(&url, tasks_caps()).with_bearer("user-token");
+    let first = config_once(&base, |p| p["version"].is_string()).await;
+    assert!(first["lastRefusal"].is_null(), "{first}");
+    let reload = format!("{base}/admin/v1/gateway/reload");
     assert!(listed(&plain).await.contains(&"add".to_string()));
     let (status, mut stream) = plain.listen(json!({ "toolsListChanged": true })).await;
     assert_eq!(status, 200);
@@ -52,7 +88,9 @@ async fn a_reload_hides_a_tool_while_tasks_run_and_a_broken_config_is_refused() 
         ids.push(task_id(&tasks.call_tool("slow_idempotent", json!({ "steps": 5, "step_ms": 200 })).await));
     }
     std::fs::write(&path, format!("{upstream}hide = [\"add\"]\n")).unwrap();
-    gw.signal("HUP");
+    assert_eq!(admin(reqwest::Method::POST, reload.clone(), "user-token").await.0, 403, "admins only");
+    let (status, body) = admin(reqwest::Method::POST, reload.clone(), "ops-token").await;
+    assert_eq!((status, body["nodes"].as_array().map(Vec::len)), (202, Some(1)), "{body}");
     let n = next_within(&mut stream, 5).await;
     assert_eq!(n["method"], "notifications/tools/list_changed", "{n}");
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -66,6 +104,9 @@ async fn a_reload_hides_a_tool_while_tasks_run_and_a_broken_config_is_refused() 
     assert_eq!(hidden["code"], unknown["code"], "{hidden}");
     assert_eq!(message(&hidden, "add"), message(&unknown, "no_such_tool"), "a hidden tool is an unknown one");
     gw.wait_log("gateway config reloaded", Duration::from_secs(5)).await;
+    gw.wait_log("reload_gateway", Duration::from_secs(5)).await;
+    let applied = config_once(&base, |p| p["version"] != first["version"]).await;
+    assert!(applied["lastRefusal"].is_null() && applied["loadedAtMs"].as_u64() >= first["loadedAtMs"].as_u64());
 
     // Broken files are refused, the reason logged; the running catalog serves on.
     let broken = [
@@ -74,7 +115,11 @@ async fn a_reload_hides_a_tool_while_tasks_run_and_a_broken_config_is_refused() 
     ];
     for (i, (text, says)) in broken.iter().enumerate() {
         std::fs::write(&path, text).unwrap();
-        gw.signal("HUP");
+        if i == 0 {
+            assert_eq!(admin(reqwest::Method::POST, reload.clone(), "ops-token").await.0, 202);
+        } else {
+            gw.signal("HUP");
+        }
         let deadline = Instant::now() + Duration::from_secs(5);
         while gw.log().matches("gateway config reload refused").count() <= i {
             assert!(Instant::now() < deadline, "no refusal logged\n{}", gw.log());
@@ -82,6 +127,9 @@ async fn a_reload_hides_a_tool_while_tasks_run_and_a_broken_config_is_refused() 
         }
         let refusal = gw.log().lines().rfind(|l| l.contains("reload refused")).unwrap_or_default().to_string();
         assert!(refusal.contains(says), "{says}: {refusal}");
+        let shown = config_once(&base, |p| p["lastRefusal"]["reason"].as_str().is_some_and(|r| r.contains(says))).await;
+        assert_eq!(shown["version"], applied["version"], "the running config is kept: {shown}");
+        assert!(shown["lastRefusal"]["atMs"].as_u64().is_some(), "{shown}");
     }
     let now = listed(&plain).await;
     assert!(!now.contains(&"add".to_string()) && now.contains(&"pid".to_string()), "{now:?}");

@@ -88,6 +88,8 @@ pub(crate) fn router(app: &App) -> Router {
         .route("/admin/v1/history", get(routes::history))
         .route("/admin/v1/upstreams", get(routes::upstreams))
         .route("/admin/v1/upstreams/{name}/restart", post(routes::restart_upstream))
+        .route("/admin/v1/gateway/config", get(routes::gateway_config))
+        .route("/admin/v1/gateway/reload", post(routes::reload_gateway))
         .route("/admin/v1/tenants", get(routes::tenants))
         .route("/admin/v1/tasks", get(routes::tasks))
         .route("/admin/v1/tasks/{id}", get(routes::task))

@@ -93,6 +93,19 @@ pub(crate) async fn restart_upstream(State(s): State<AdminState>, op: Op, Path(n
     Ok((StatusCode::ACCEPTED, Json(json!({ "upstream": name, "nodes": nodes }))).into_response())
 }
 
+/// The config file each gateway process serves, and its last refusal.
+pub(crate) async fn gateway_config(State(s): State<AdminState>, op: Op) -> Answer {
+    let views = s.admin.gateway_config(&op.operator).await?;
+    ok(json!({ "nowMs": now_ms(), "processes": views.iter().map(view::gateway_config).collect::<Vec<_>>() }))
+}
+
+/// Ask every gateway process to read its config file again (202: each
+/// process acts on it when the ask reaches it); 404 when none reports one.
+pub(crate) async fn reload_gateway(State(s): State<AdminState>, op: Op) -> Answer {
+    let nodes = s.admin.reload_gateway(&op.operator).await?;
+    Ok((StatusCode::ACCEPTED, Json(json!({ "nodes": nodes }))).into_response())
+}
+
 /// The cluster's figures over the last minutes (the console's charts).
 pub(crate) async fn history(State(s): State<AdminState>, op: Op) -> Answer {
     let (points, history) = s.admin.history(&op.operator)?;

@@ -83,12 +83,14 @@ pub(crate) fn dead_letter(l: &DeadLetter) -> Value {
     })
 }
 
-/// A node, as its heartbeat told it, without its upstreams (`/upstreams`
-/// shows them; the cluster view and the console's live overview stay small).
+/// A node, as its heartbeat told it, without its upstreams or config
+/// (`/upstreams` and `/gateway/config` show them; the cluster view and the
+/// console's live overview stay small).
 pub(crate) fn node(n: &NodeInfo) -> Value {
     let mut v = serde_json::to_value(n).unwrap_or(Value::Null);
     if let Value::Object(o) = &mut v {
         o.remove("upstreams");
+        o.remove("config");
     }
     v
 }
@@ -232,5 +234,15 @@ pub(crate) fn upstream(u: &presa_server::admin::UpstreamView) -> Value {
         "errors": u.tools.iter().map(|t| t.errors).sum::<u64>(),
         "tools": tools,
         "processes": processes,
+    })
+}
+
+/// One gateway process's config: its version, when it was loaded, and the
+/// last reload it refused (`null` when none).
+pub(crate) fn gateway_config(v: &presa_server::admin::ConfigView) -> Value {
+    let r = &v.report;
+    let refusal = r.refusal.as_ref().map(|reason| json!({ "atMs": r.refused_at_ms, "reason": reason }));
+    json!({
+        "node": v.node, "role": v.role, "version": r.version, "loadedAtMs": r.loaded_at_ms, "lastRefusal": refusal,
     })
 }

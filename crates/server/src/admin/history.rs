@@ -212,6 +212,7 @@ mod tests {
             completed: counts.1,
             failed: counts.2,
             upstreams: Vec::new(),
+            config: None,
         }
     }
 

@@ -19,6 +19,7 @@
 //! process samples ([`History`]); the gateway's upstreams (`upstreams`)
 //! from the heartbeats of the live registry, added up per upstream.
 
+mod gateway;
 mod history;
 mod limits;
 mod upstreams;
@@ -33,6 +34,7 @@ use presa_store::{
 use presa_tasks::{Caller, Event};
 use presa_telemetry::metrics;
 
+pub use gateway::ConfigView;
 pub use history::{
     DEFAULT_HISTORY_EVERY, DEFAULT_HISTORY_WINDOW, History, MAX_HISTORY_POINTS, MIN_HISTORY_EVERY, Point,
 };

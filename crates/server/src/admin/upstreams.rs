@@ -141,6 +141,7 @@ mod tests {
             completed: 0,
             failed: 0,
             upstreams,
+            config: None,
         }
     }
 

@@ -163,6 +163,13 @@ fn node(id: &str, role: &str, started_at_ms: u64) -> NodeInfo {
             tools: vec![crate::ToolCalls { tool: "echo".into(), calls: 4, errors: 1 }],
             ..Default::default()
         }],
+        // And its config's report.
+        config: Some(crate::ConfigReport {
+            version: "0123abcd".into(),
+            loaded_at_ms: started_at_ms,
+            refused_at_ms: Some(started_at_ms + 5),
+            refusal: Some("bad TOML".into()),
+        }),
     }
 }
 

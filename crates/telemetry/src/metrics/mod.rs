@@ -114,7 +114,8 @@ pub const REQUEST_OUTCOMES_AT_ZERO: &[&str] = &["ok", "-32602", "-32603"];
 /// Every status a task can enter (the `status` values of [`TASK_TRANSITIONS`]).
 pub const TASK_STATUSES: &[&str] = &["working", "input_required", "completed", "failed", "cancelled"];
 /// The `action` values of [`ADMIN_ACTIONS_TOTAL`].
-pub const ADMIN_ACTIONS: &[&str] = &["cancel", "retry_now", "replay", "discard", "drain", "restart_upstream"];
+pub const ADMIN_ACTIONS: &[&str] =
+    &["cancel", "retry_now", "replay", "discard", "drain", "restart_upstream", "reload_gateway"];
 /// The store operations the server calls (the `operation` values of [`STORE_ERRORS`]).
 pub const STORE_OPERATIONS: &[&str] = &[
     "create",

@@ -19,7 +19,8 @@ fn live(dir: &Path, text: &str) -> (Live, Vec<Arc<Pool>>, Vec<Listing>, CatalogC
     let tools = ["add", "echo"].map(|n| json!({ "name": n, "inputSchema": schema })).to_vec();
     let listings = vec![Listing { tools, ..Listing::default() }];
     let cell = CatalogCell::from(catalog::build(&config, &pools, &listings).unwrap());
-    (Live { args: Some(args), config }, pools, listings, cell)
+    let status = Reloader::new(&config).0;
+    (Live { args: Some(args), config, status }, pools, listings, cell)
 }
 
 fn names(cell: &CatalogCell) -> Vec<String> {
@@ -32,12 +33,15 @@ fn a_new_shaping_is_served_and_a_bad_one_keeps_the_old() {
     let (mut live, pools, listings, cell) = live(dir.path(), UPSTREAM);
     let mut changes = cell.changes();
     assert_eq!(names(&cell), ["add", "echo"]);
+    let first = live.status.report();
     let file = dir.path().join("gateway.toml");
     std::fs::write(&file, format!("{UPSTREAM}hide = [\"echo\"]\n")).unwrap();
     live.reload(&pools, &listings, &cell);
     assert_eq!(names(&cell), ["add"]);
     assert!(changes.has_changed().unwrap(), "listen streams are told");
     changes.mark_unchanged();
+    let applied = live.status.report();
+    assert!(applied.version != first.version && applied.refusal.is_none(), "{applied:?}");
     for broken in [
         format!("{UPSTREAM}hide = [\"echo\"\n"),
         format!("{UPSTREAM}[[upstream.tool]]\nmatch = \"add\"\npin = {{ missing = 1 }}\n"),
@@ -48,6 +52,9 @@ fn a_new_shaping_is_served_and_a_bad_one_keeps_the_old() {
         live.reload(&pools, &listings, &cell);
         assert_eq!(names(&cell), ["add"], "the running catalog is kept");
         assert!(!changes.has_changed().unwrap());
+        let refused = live.status.report();
+        assert_eq!(refused.version, applied.version);
+        assert_eq!(refused.refusal, Some(err.to_string()));
     }
 }
 
