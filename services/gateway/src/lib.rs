@@ -16,8 +16,9 @@
 //! - [`catalog`]: presa's catalog from the upstreams' listings, shaped by
 //!   their `expose`, `hide` and `[[upstream.tool]]` tables ([`catalog::shape`]).
 //! - `convert`: every conversion between rmcp's types and presa's, typed, in one place.
-//! - [`reload`]: re-reading `--gateway-config` live (`SIGHUP`), checked as at
-//!   start, its catalog served in place of the old one.
+//! - [`reload`]: re-reading `--gateway-config` live (`SIGHUP`, or the admin
+//!   API's reload through [`Upstreams`]), checked as at start, its catalog
+//!   served in place of the old one.
 //! - [`stats`]: what a pool has seen (state, restarts, last error redacted,
 //!   catalog version, calls and errors per tool), for the heartbeat.
 //!

@@ -1,9 +1,14 @@
 //! Changing the gateway's config live: re-reading `--gateway-config` when the
-//! process gets `SIGHUP` (wired in `services/gateway/src/main.rs`), checking
-//! it exactly as at start, and serving the catalog it makes in place of the
-//! old one (the same path as a change of an upstream's lists, in
-//! `services/gateway/src/lib.rs`, so listen streams are told
-//! `notifications/tools/list_changed`).
+//! process gets `SIGHUP` (wired in `services/gateway/src/main.rs`) or an
+//! operator asks `POST /admin/v1/gateway/reload` (published to every process
+//! by `crates/server/src/admin/gateway.rs`, reaching [`Reloader::reload`]
+//! through the process's `UpstreamSource` in `services/gateway/src/lib.rs`),
+//! checking it exactly as at start, and serving the catalog it makes in
+//! place of the old one (the same path as a change of an upstream's lists,
+//! so listen streams are told `notifications/tools/list_changed`). What is
+//! served, and the last refusal, go in the heartbeat ([`Reloader::report`])
+//! for `GET /admin/v1/gateway/config`. The whole story: docs/gateway.md,
+//! "Changing the config live".
 //!
 //! What a reload applies: everything the catalog is built from — the
 //! `[[tool]]` rules, `--task-after-ms`'s policy, identity forwarding, and
