@@ -49,7 +49,9 @@ async fn main() -> ExitCode {
         }
     };
     let Some(gateway) = start(&own).await else { return ExitCode::from(2) };
+    let own_watch = own.clone();
     let gateway = gateway.reloadable(own);
+    let _watching = presa_gateway::reload::watch(&own_watch, gateway.reloader());
     #[cfg(unix)]
     if let Err(e) = presa_gateway::reload::on_sighup(gateway.reloader()) {
         tracing::warn!(error = %e, "cannot listen for SIGHUP; the config will not be reloaded on it");

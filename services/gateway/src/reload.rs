@@ -1,5 +1,6 @@
 //! Changing the gateway's config live: re-reading `--gateway-config` when the
-//! process gets `SIGHUP` (wired in `services/gateway/src/main.rs`) or an
+//! process gets `SIGHUP` (wired in `services/gateway/src/main.rs`), when
+//! `--gateway-config-watch-ms` sees the file's content change ([`watch`]), or an
 //! operator asks `POST /admin/v1/gateway/reload` (published to every process
 //! by `crates/server/src/admin/gateway.rs`, reaching [`Reloader::reload`]
 //! through the process's `UpstreamSource` in `services/gateway/src/lib.rs`),
@@ -90,6 +91,39 @@ pub fn on_sighup(reloader: Reloader) -> std::io::Result<tokio::task::JoinHandle<
             reloader.reload();
         }
     }))
+}
+
+/// With `--gateway-config-watch-ms`, reload whenever the file's content
+/// changes (read every that many ms; an unreadable read is skipped, and a
+/// ConfigMap's atomic swap is seen as one change).
+pub fn watch(args: &GatewayArgs, reloader: Reloader) -> Option<tokio::task::JoinHandle<()>> {
+    let path = args.gateway_config.clone()?;
+    let every = Some(args.gateway_config_watch_ms).filter(|ms| *ms > 0).map(std::time::Duration::from_millis)?;
+    Some(tokio::spawn(async move {
+        let mut seen = fingerprint(&path).await;
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let Some(now) = fingerprint(&path).await else { continue };
+            if seen != Some(now) {
+                if seen.is_some() {
+                    tracing::info!(path = %path.display(), "the gateway config file changed; reading it again");
+                    reloader.reload();
+                }
+                seen = Some(now);
+            }
+        }
+    }))
+}
+
+/// A hash of the file's content (`None`: it cannot be read now).
+async fn fingerprint(path: &std::path::Path) -> Option<u64> {
+    let bytes = tokio::fs::read(path).await.ok()?;
+    let mut h = DefaultHasher::new();
+    bytes.hash(&mut h);
+    Some(h.finish())
 }
 
 /// The config being served, and how to read it again.

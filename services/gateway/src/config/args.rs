@@ -63,6 +63,12 @@ pub struct GatewayArgs {
     #[arg(long, env = "PRESA_GATEWAY_CONFIG")]
     pub gateway_config: Option<PathBuf>,
 
+    /// Read `--gateway-config` every this many ms and reload it when its
+    /// content changed (as `SIGHUP` would, this process only); 0: never
+    /// (reload on `SIGHUP` or `POST /admin/v1/gateway/reload` only).
+    #[arg(long, env = "PRESA_GATEWAY_CONFIG_WATCH_MS", default_value_t = 0)]
+    pub gateway_config_watch_ms: u64,
+
     /// Run the upstream's tools with presa's adaptive policy: as a task from
     /// the start for clients that declared Tasks, answered plainly if the call
     /// ends within this many ms, else with the task handle. Applies to tools

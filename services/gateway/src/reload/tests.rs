@@ -73,3 +73,26 @@ fn changing_the_upstreams_needs_a_restart() {
         assert!(err.contains(says) && err.contains("needs a restart"), "{err}");
     }
 }
+
+#[tokio::test]
+async fn a_watched_file_is_reloaded_when_its_content_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gateway.toml");
+    std::fs::write(&file, UPSTREAM).unwrap();
+    let args = GatewayArgs {
+        gateway_config: Some(file.clone()),
+        gateway_config_watch_ms: 20,
+        upstream_pool: 1,
+        ..GatewayArgs::default()
+    };
+    let (reloader, asked) = Reloader::new(&args.clone().resolve().unwrap());
+    let watching = watch(&args, reloader).unwrap();
+    let quiet = tokio::time::timeout(std::time::Duration::from_millis(200), asked.notified()).await;
+    assert!(quiet.is_err(), "an unchanged file asks nothing");
+    std::fs::write(&file, format!("{UPSTREAM}hide = [\"echo\"]\n")).unwrap();
+    let asked_in_time = tokio::time::timeout(std::time::Duration::from_secs(5), asked.notified()).await;
+    assert!(asked_in_time.is_ok(), "a changed file asks for a reload");
+    watching.abort();
+    let off = GatewayArgs { gateway_config_watch_ms: 0, ..args };
+    assert!(watch(&off, Reloader::new(&off.clone().resolve().unwrap()).0).is_none());
+}
