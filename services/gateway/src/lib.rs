@@ -45,7 +45,7 @@ use crate::{
     catalog::{CatalogError, Listing},
     config::{GatewayArgs, GatewayConfig},
     pool::Pool,
-    reload::{Live, Reloader},
+    reload::{Live, Reloader, SharedPools},
 };
 
 /// How soon a failed listing is tried again (then twice as long each time, up to the refresh period).
@@ -62,6 +62,7 @@ pub struct Gateway {
     args: Option<GatewayArgs>,
     reloader: Reloader,
     reload_asked: Arc<tokio::sync::Notify>,
+    reported: SharedPools,
 }
 
 impl Gateway {
@@ -81,7 +82,8 @@ impl Gateway {
             pool.stats().listed(l.tools.len(), true);
         }
         let (reloader, reload_asked) = Reloader::new(config);
-        Ok(Gateway { catalog, config: config.clone(), pools, listings, args: None, reloader, reload_asked })
+        let reported = Arc::new(std::sync::Mutex::new(pools.clone()));
+        Ok(Gateway { catalog, config: config.clone(), pools, listings, args: None, reloader, reload_asked, reported })
     }
 
     /// Let [`Gateway::reloader`] read `args`' config file again; without
@@ -121,7 +123,7 @@ impl Gateway {
     /// What this process's heartbeats report of its pools.
     pub fn upstreams(&self) -> Arc<Upstreams> {
         let reloader = self.args.is_some().then(|| self.reloader.clone());
-        Arc::new(Upstreams { pools: self.pools.clone(), reloader })
+        Arc::new(Upstreams { pools: self.reported.clone(), reloader })
     }
 
     /// Follow the upstreams' lists: list again when one says a list changed
@@ -134,8 +136,8 @@ impl Gateway {
     /// so the config and the listings a catalog is built from never race.
     pub fn follow(self) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
-            let Gateway { catalog, config, pools, mut listings, args, reloader, reload_asked } = self;
-            let mut live = Live { args, config, status: reloader };
+            let Gateway { catalog, config, mut pools, mut listings, args, reloader, reload_asked, reported } = self;
+            let mut live = Live { args, config, status: reloader, reported };
             let refresh = live.config.timings.refresh.unwrap_or(Duration::from_secs(365 * 24 * 3600));
             // After a failed listing (every connection busy past
             // --upstream-wait-ms, an upstream down), try again soon, then less
@@ -152,7 +154,7 @@ impl Gateway {
                     _ = changed => tracing::info!("an upstream says its lists changed; listing again"),
                     _ = tokio::time::sleep(next) => {}
                     _ = reload_asked.notified() => {
-                        live.reload(&pools, &listings, &catalog);
+                        live.reload(&mut pools, &mut listings, &catalog).await;
                         continue;
                     }
                 }
@@ -199,17 +201,23 @@ impl Gateway {
 /// operator asks; with a config file, what it serves and its reload.
 #[derive(Debug)]
 pub struct Upstreams {
-    pools: Vec<Arc<Pool>>,
+    pools: SharedPools,
     reloader: Option<Reloader>,
+}
+
+impl Upstreams {
+    fn pools(&self) -> Vec<Arc<Pool>> {
+        self.pools.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
 }
 
 impl presa_server::UpstreamSource for Upstreams {
     fn upstreams(&self) -> Vec<presa_store::UpstreamReport> {
-        self.pools.iter().map(|p| p.report()).collect()
+        self.pools().iter().map(|p| p.report()).collect()
     }
 
     fn restart(&self, name: &str) -> bool {
-        let pool = self.pools.iter().find(|p| p.name() == name);
+        let pool = self.pools().into_iter().find(|p| p.name() == name);
         pool.inspect(|p| p.restart()).is_some()
     }
 
@@ -222,6 +230,6 @@ impl presa_server::UpstreamSource for Upstreams {
     }
 }
 
-async fn list_all(pools: &[Arc<Pool>], timeout: Duration) -> Result<Vec<Listing>, CatalogError> {
+pub(crate) async fn list_all(pools: &[Arc<Pool>], timeout: Duration) -> Result<Vec<Listing>, CatalogError> {
     futures::future::try_join_all(pools.iter().map(|p| catalog::list(p, timeout))).await
 }

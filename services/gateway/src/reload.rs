@@ -12,14 +12,15 @@
 //! "Changing the config live".
 //!
 //! What a reload applies: everything the catalog is built from — the
-//! `[[tool]]` rules, `--task-after-ms`'s policy, identity forwarding, and
-//! each upstream's `prefix`, `expose`, `hide` and `[[upstream.tool]]`
-//! tables. Calls in flight keep the tool they started with; the next call
+//! `[[tool]]` rules, `--task-after-ms`'s policy, and each upstream's
+//! `prefix`, `expose`, `hide` and `[[upstream.tool]]` tables — and
+//! `[[upstream]]`s added after the running ones (started and listed as at
+//! start). Calls in flight keep the tool they started with; the next call
 //! sees the new catalog. What it refuses (the running config is kept and the
 //! reason logged): a file that does not parse or check, shaping that does not
-//! fit the upstreams' current listings, and any change to the upstreams
-//! themselves (one added, removed or reordered; its command, URL, pool,
-//! protocol or breaker) or to the timings, which need a restart today.
+//! fit the upstreams' listings, an added upstream that cannot be started or
+//! listed, and removing, reordering or changing a running upstream (its
+//! command, URL, pool, protocol or breaker) or a timing, which need a restart today.
 
 use std::{
     hash::{DefaultHasher, Hash, Hasher},
@@ -46,7 +47,7 @@ pub enum ReloadError {
     #[error("{0}")]
     Catalog(#[from] catalog::CatalogError),
     /// It changes what a reload cannot (yet) apply.
-    #[error("{0} needs a restart: a reload applies the catalog's shaping and [[tool]] rules only")]
+    #[error("{0} needs a restart: a reload applies the catalog's shaping, [[tool]] rules and added upstreams only")]
     NeedsRestart(String),
 }
 
@@ -135,18 +136,31 @@ pub(crate) struct Live {
     pub(crate) config: GatewayConfig,
     /// Where what is served is told.
     pub(crate) status: Reloader,
+    /// The pools the heartbeat reports (an upstream a reload adds joins them).
+    pub(crate) reported: SharedPools,
 }
+
+/// The pools a process's heartbeat reports, shared with the catalog's follower.
+pub(crate) type SharedPools = Arc<Mutex<Vec<Arc<Pool>>>>;
 
 impl Live {
     /// Read the flags' config again and, if it checks, serve its catalog
-    /// over `listings`; on a refusal keep everything as it is. Logs either way.
-    pub(crate) fn reload(&mut self, pools: &[Arc<Pool>], listings: &[Listing], cell: &CatalogCell) {
+    /// over `listings` (and those of the upstreams it adds, started and
+    /// listed here, joining `pools`); on a refusal keep everything as it is.
+    /// Logs either way.
+    pub(crate) async fn reload(&mut self, pools: &mut Vec<Arc<Pool>>, listings: &mut Vec<Listing>, cell: &CatalogCell) {
         let Some(args) = &self.args else {
             tracing::warn!("reload asked, but this gateway has no --gateway-config to read again");
             return;
         };
-        match check(args, &self.config, pools, listings) {
-            Ok((config, next)) => {
+        match check(args, &self.config, pools, listings).await {
+            Ok(Checked { config, catalog: next, pools: added, listings: listed }) => {
+                for (up, l) in config.upstreams[pools.len()..].iter().zip(&listed) {
+                    tracing::info!(upstream = %up.name, tools = l.tools.len(), "upstream added by a reload");
+                }
+                pools.extend(added);
+                listings.extend(listed);
+                self.reported.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone_from(pools);
                 cell.replace(next);
                 let version = version(&config);
                 tracing::info!(%version, "gateway config reloaded; serving the new catalog");
@@ -163,28 +177,51 @@ impl Live {
     }
 }
 
-/// The new config and its catalog, or why not.
-fn check(
+/// A new config that checked: its catalog, and the pools and listings of the upstreams it adds.
+pub(crate) struct Checked {
+    config: GatewayConfig,
+    catalog: presa_server::Catalog,
+    pools: Vec<Arc<Pool>>,
+    listings: Vec<Listing>,
+}
+
+/// The new config and its catalog, or why not. An upstream it adds is
+/// started and listed here (as at start); if the config is refused after
+/// that, its connections are closed again.
+async fn check(
     args: &GatewayArgs,
     running: &GatewayConfig,
     pools: &[Arc<Pool>],
     listings: &[Listing],
-) -> Result<(GatewayConfig, presa_server::Catalog), ReloadError> {
+) -> Result<Checked, ReloadError> {
     let config = args.resolve()?;
-    unchanged_upstreams(&running.upstreams, &config.upstreams)?;
+    let added = added_upstreams(&running.upstreams, &config.upstreams)?;
     if config.timings != running.timings {
         return Err(ReloadError::NeedsRestart("changing a timing flag".into()));
     }
-    let next = catalog::build(&config, pools, listings)?;
-    Ok((config, next))
+    let new_pools: Vec<Arc<Pool>> = added.iter().map(|u| Pool::new(u, &config.timings)).collect();
+    let built = async {
+        let new_listings = crate::list_all(&new_pools, config.timings.connect_timeout).await?;
+        let all_pools = [pools, &new_pools].concat();
+        let catalog = catalog::build(&config, &all_pools, &[listings, &new_listings].concat())?;
+        Ok::<_, catalog::CatalogError>((catalog, new_listings))
+    };
+    match built.await {
+        Ok((catalog, listings)) => Ok(Checked { config, catalog, pools: new_pools, listings }),
+        Err(e) => {
+            crate::Gateway::drain(&new_pools).await;
+            Err(e.into())
+        }
+    }
 }
 
-/// Whether `new` reaches the same upstreams the same way as `old` (shaping aside).
-fn unchanged_upstreams(old: &[UpstreamConfig], new: &[UpstreamConfig]) -> Result<(), ReloadError> {
+/// The upstreams `new` adds after `old`'s, which it must keep, in order,
+/// reached the same way (shaping aside).
+fn added_upstreams<'a>(old: &[UpstreamConfig], new: &'a [UpstreamConfig]) -> Result<&'a [UpstreamConfig], ReloadError> {
     let names = |ups: &[UpstreamConfig]| ups.iter().map(|u| u.name.clone()).collect::<Vec<_>>();
-    if names(old) != names(new) {
+    if new.len() < old.len() || names(old) != names(&new[..old.len()]) {
         return Err(ReloadError::NeedsRestart(format!(
-            "changing the upstreams ({:?} to {:?})",
+            "removing or reordering upstreams ({:?} to {:?}; a reload may only add ones after them)",
             names(old),
             names(new)
         )));
@@ -198,7 +235,7 @@ fn unchanged_upstreams(old: &[UpstreamConfig], new: &[UpstreamConfig]) -> Result
             )));
         }
     }
-    Ok(())
+    Ok(&new[old.len()..])
 }
 
 /// A short fingerprint of a config, for logs.

@@ -12,6 +12,8 @@
 //! (bad TOML through the admin API, a pin on an argument the tool does not
 //! have through `SIGHUP`) is refused: the admin API shows the refusal and its
 //! reason, the version stays, and the running config's catalog keeps serving.
+//! Last, a second upstream added to the file is started, listed and served
+//! under its prefix after a reload.
 
 mod common;
 
@@ -57,7 +59,7 @@ async fn refused(c: &Client, name: &str) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reload_hides_a_tool_while_tasks_run_and_a_broken_config_is_refused() {
+async fn a_reload_hides_a_tool_while_tasks_run_refuses_a_broken_config_and_adds_an_upstream() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens");
     let lines = [("ops-token", "ops root presa:admin"), ("user-token", "acme alice deploy")]
@@ -134,6 +136,20 @@ async fn a_reload_hides_a_tool_while_tasks_run_and_a_broken_config_is_refused() 
     let now = listed(&plain).await;
     assert!(!now.contains(&"add".to_string()) && now.contains(&"pid".to_string()), "{now:?}");
     assert!(plain.call_tool("pid", json!({})).await["isError"] != true);
+
+    // A second upstream added: started, listed, served under its prefix.
+    let second = format!("[[upstream]]\nname = \"two\"\ncommand = {command}\nprefix = \"two_\"\npool = 1\n");
+    std::fs::write(&path, format!("{upstream}hide = [\"add\"]\n{second}")).unwrap();
+    assert_eq!(admin(reqwest::Method::POST, reload.clone(), "ops-token").await.0, 202);
+    let n = next_within(&mut stream, 15).await;
+    assert_eq!(n["method"], "notifications/tools/list_changed", "{n}\n{}", gw.log());
+    let now = listed(&plain).await;
+    assert!(now.contains(&"two_pid".to_string()) && now.contains(&"two_add".to_string()), "{now:?}");
+    assert!(!now.contains(&"add".to_string()), "{now:?}");
+    let r = plain.call_tool("two_pid", json!({})).await;
+    assert!(r["isError"] != true, "{r}");
+    let grown = config_once(&base, |p| p["version"] != applied["version"]).await;
+    assert!(grown["lastRefusal"]["reason"].is_string(), "the last refusal stays shown: {grown}");
 
     for id in &ids {
         let terminal =

@@ -20,23 +20,24 @@ fn live(dir: &Path, text: &str) -> (Live, Vec<Arc<Pool>>, Vec<Listing>, CatalogC
     let listings = vec![Listing { tools, ..Listing::default() }];
     let cell = CatalogCell::from(catalog::build(&config, &pools, &listings).unwrap());
     let status = Reloader::new(&config).0;
-    (Live { args: Some(args), config, status }, pools, listings, cell)
+    let reported = Arc::new(Mutex::new(pools.clone()));
+    (Live { args: Some(args), config, status, reported }, pools, listings, cell)
 }
 
 fn names(cell: &CatalogCell) -> Vec<String> {
     cell.load().tools().map(|t| t.name().to_string()).collect()
 }
 
-#[test]
-fn a_new_shaping_is_served_and_a_bad_one_keeps_the_old() {
+#[tokio::test]
+async fn a_new_shaping_is_served_and_a_bad_one_keeps_the_old() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut live, pools, listings, cell) = live(dir.path(), UPSTREAM);
+    let (mut live, mut pools, mut listings, cell) = live(dir.path(), UPSTREAM);
     let mut changes = cell.changes();
     assert_eq!(names(&cell), ["add", "echo"]);
     let first = live.status.report();
     let file = dir.path().join("gateway.toml");
     std::fs::write(&file, format!("{UPSTREAM}hide = [\"echo\"]\n")).unwrap();
-    live.reload(&pools, &listings, &cell);
+    live.reload(&mut pools, &mut listings, &cell).await;
     assert_eq!(names(&cell), ["add"]);
     assert!(changes.has_changed().unwrap(), "listen streams are told");
     changes.mark_unchanged();
@@ -47,9 +48,9 @@ fn a_new_shaping_is_served_and_a_bad_one_keeps_the_old() {
         format!("{UPSTREAM}[[upstream.tool]]\nmatch = \"add\"\npin = {{ missing = 1 }}\n"),
     ] {
         std::fs::write(&file, &broken).unwrap();
-        let err = check(live.args.as_ref().unwrap(), &live.config, &pools, &listings).unwrap_err();
+        let err = check(live.args.as_ref().unwrap(), &live.config, &pools, &listings).await.err().unwrap();
         assert!(matches!(err, ReloadError::Config(_) | ReloadError::Catalog(_)), "{err}");
-        live.reload(&pools, &listings, &cell);
+        live.reload(&mut pools, &mut listings, &cell).await;
         assert_eq!(names(&cell), ["add"], "the running catalog is kept");
         assert!(!changes.has_changed().unwrap());
         let refused = live.status.report();
@@ -58,20 +59,24 @@ fn a_new_shaping_is_served_and_a_bad_one_keeps_the_old() {
     }
 }
 
-#[test]
-fn changing_the_upstreams_needs_a_restart() {
+#[tokio::test]
+async fn removing_or_changing_an_upstream_needs_a_restart_and_an_unreachable_one_is_not_added() {
     let dir = tempfile::tempdir().unwrap();
     let (live, pools, listings, _cell) = live(dir.path(), UPSTREAM);
     let args = live.args.as_ref().unwrap();
     let file = dir.path().join("gateway.toml");
     for (text, says) in [
-        (format!("{UPSTREAM}[[upstream]]\nname = \"two\"\ncommand = \"unused\"\n"), "changing the upstreams"),
+        (UPSTREAM.replace("\"py\"", "\"other\""), "removing or reordering upstreams"),
         (UPSTREAM.replace("unused", "other"), "command, URL, pool"),
     ] {
         std::fs::write(&file, text).unwrap();
-        let err = check(args, &live.config, &pools, &listings).unwrap_err().to_string();
+        let err = check(args, &live.config, &pools, &listings).await.err().unwrap().to_string();
         assert!(err.contains(says) && err.contains("needs a restart"), "{err}");
     }
+    let added = format!("{UPSTREAM}[[upstream]]\nname = \"two\"\ncommand = \"/nonexistent/upstream\"\n");
+    std::fs::write(&file, added).unwrap();
+    let err = check(args, &live.config, &pools, &listings).await.err().unwrap();
+    assert!(matches!(err, ReloadError::Catalog(_)) && err.to_string().contains("\"two\""), "{err}");
 }
 
 #[tokio::test]
