@@ -14,12 +14,14 @@
 //! reason, the version stays, and the running config's catalog keeps serving.
 //! Last, a second upstream added to the file is started, listed and served
 //! under its prefix after a reload.
+//!
+//! On Redis, a reload asked of the API pod reaches the worker too.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{gateway_bin, python_upstream};
+use common::{Cluster, gateway_bin, python_upstream};
 use presa_auth::tokens::token_digest;
 use presa_testkit::{Client, Pod, free_port, next_within, task_id, tasks_caps};
 use serde_json::{Value, json};
@@ -32,21 +34,30 @@ async fn listed(c: &Client) -> Vec<String> {
     names(&c.ok("tools/list", json!({})).await)
 }
 
-/// An admin request (with the `X-Presa-Admin` mark a state-changing one needs).
+/// An admin request (with the `X-Presa-Admin` mark a state-changing one needs), with `token` unless empty.
 async fn admin(method: reqwest::Method, url: String, token: &str) -> (u16, Value) {
-    let req = reqwest::Client::new().request(method, url).header("x-presa-admin", "1").bearer_auth(token);
+    let mut req = reqwest::Client::new().request(method, url).header("x-presa-admin", "1");
+    if !token.is_empty() {
+        req = req.bearer_auth(token);
+    }
     let resp = req.send().await.expect("request");
     (resp.status().as_u16(), resp.json().await.unwrap_or(Value::Null))
 }
 
 /// The embedded process's config as `GET /admin/v1/gateway/config` shows it, once `pred` holds (a heartbeat every 5 s).
 async fn config_once(base: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    configs_once(base, "ops-token", |all| all.len() == 1 && pred(&all[0])).await.remove(0)
+}
+
+/// Every process's config as `GET /admin/v1/gateway/config` shows it, once `pred` holds.
+async fn configs_once(base: &str, token: &str, pred: impl Fn(&[Value]) -> bool) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let (status, view) = admin(reqwest::Method::GET, format!("{base}/admin/v1/gateway/config"), "ops-token").await;
+        let (status, view) = admin(reqwest::Method::GET, format!("{base}/admin/v1/gateway/config"), token).await;
         assert_eq!(status, 200, "{view}");
-        if view["processes"].as_array().map(Vec::len) == Some(1) && pred(&view["processes"][0]) {
-            return view["processes"][0].clone();
+        let all = view["processes"].as_array().cloned().unwrap_or_default();
+        if pred(&all) {
+            return all;
         }
         assert!(Instant::now() < deadline, "the config never showed as expected: {view}");
         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -157,4 +168,33 @@ async fn a_reload_hides_a_tool_while_tasks_run_refuses_a_broken_config_and_adds_
         let done = tasks.wait_task_for(id, "done", Duration::from_secs(30), terminal).await;
         assert_eq!(done["status"], "completed", "{done}");
     }
+}
+
+/// On Redis, one reload asked of the API pod reaches the worker through the
+/// event bus: each process reads its own copy of the file (here the same
+/// path) and both show the new version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_redis_a_reload_asked_of_the_api_pod_reaches_the_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let command = serde_json::to_string(&python_upstream()).unwrap();
+    let upstream = format!("[[upstream]]\nname = \"py\"\ncommand = {command}\npool = 1\n");
+    let path = dir.path().join("gateway.toml");
+    std::fs::write(&path, &upstream).unwrap();
+    let cluster = Cluster::new(&[]).await;
+    let args = ["--gateway-config", path.to_str().unwrap(), "--upstream-settle-ms", "0"];
+    let (api, url) = cluster.api(&args).await;
+    let worker = cluster.worker("w1", &args).await;
+    let base = api.base();
+    let first = configs_once(&base, "", |all| all.len() == 2).await;
+    assert_eq!(first[0]["version"], first[1]["version"], "{first:?}");
+
+    std::fs::write(&path, format!("{upstream}hide = [\"add\"]\n")).unwrap();
+    let (status, body) = admin(reqwest::Method::POST, format!("{base}/admin/v1/gateway/reload"), "").await;
+    assert_eq!(status, 202, "{body}");
+    assert!(body["nodes"].as_array().is_some_and(|n| n.len() == 2 && n.contains(&json!("w1"))), "{body}");
+    worker.wait_log("gateway config reloaded", Duration::from_secs(10)).await;
+    let after =
+        configs_once(&base, "", |all| all.len() == 2 && all.iter().all(|p| p["version"] != first[0]["version"])).await;
+    assert_eq!(after[0]["version"], after[1]["version"], "{after:?}");
+    assert!(!listed(&Client::new(&url, json!({}))).await.contains(&"add".to_string()));
 }
