@@ -149,6 +149,13 @@ impl Worker {
                 }));
             }
         }
+        self.wind_down(running, &shutdown, &release_now).await;
+    }
+
+    /// After the claim loop: asked to drain by an operator, what runs finishes
+    /// in its own time (nothing new comes) until shutdown; at shutdown it has
+    /// the grace period, then the runs still going hand their work back.
+    async fn wind_down(&self, mut running: JoinSet<()>, shutdown: &CancellationToken, release_now: &CancellationToken) {
         if !shutdown.is_cancelled() {
             // Asked to drain: what runs finishes in its own time; nothing new comes.
             tracing::info!(worker = %self.config.id, running = running.len(), "worker drained by an operator");
