@@ -21,8 +21,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Cluster, gateway_bin, python_upstream};
-use presa_auth::tokens::token_digest;
+use common::{Cluster, admin_and_user_tokens, gateway_bin, python_upstream};
 use presa_testkit::{Client, Pod, free_port, next_within, task_id, tasks_caps};
 use serde_json::{Value, json};
 
@@ -72,11 +71,7 @@ async fn refused(c: &Client, name: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_hides_a_tool_while_tasks_run_refuses_a_broken_config_and_adds_an_upstream() {
     let dir = tempfile::tempdir().unwrap();
-    let tokens = dir.path().join("tokens");
-    let lines = [("ops-token", "ops root presa:admin"), ("user-token", "acme alice deploy")]
-        .map(|(token, who)| format!("{} {who}\n", token_digest(token)))
-        .concat();
-    std::fs::write(&tokens, lines).unwrap();
+    let tokens = admin_and_user_tokens(dir.path());
     let command = serde_json::to_string(&python_upstream()).unwrap();
     let upstream = format!("[[upstream]]\nname = \"py\"\ncommand = {command}\npool = 4\n");
     let path = dir.path().join("gateway.toml");

@@ -18,7 +18,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Cluster, gateway_bin, python_upstream};
+use common::{Cluster, admin_and_user_tokens, gateway_bin, python_upstream};
 use presa_testkit::{Client, Pod, free_port};
 use serde_json::{Value, json};
 
@@ -66,15 +66,10 @@ fn tool<'a>(py: &'a Value, name: &str) -> &'a Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_admin_api_shows_an_upstreams_calls_and_restarts_its_connections() {
-    use presa_auth::tokens::token_digest;
     let dir = tempfile::tempdir().unwrap();
     let flaky = dir.path().join("calls");
     std::fs::create_dir_all(&flaky).unwrap();
-    let tokens = dir.path().join("tokens");
-    let lines = [("ops-token", "ops root presa:admin"), ("user-token", "acme alice deploy")]
-        .map(|(token, who)| format!("{} {who}\n", token_digest(token)))
-        .concat();
-    std::fs::write(&tokens, lines).unwrap();
+    let tokens = admin_and_user_tokens(dir.path());
     let command = serde_json::to_string(&python_upstream()).unwrap();
     let config = format!(
         "[[upstream]]\nname = \"py\"\ncommand = {command}\ninherit_env = [\"PRESA_TEST_FLAKY_DIR\"]\npool = 2\n"

@@ -21,6 +21,18 @@ pub struct Fixtures {
     pub filesystem_stdio: String,
 }
 
+/// A `--tokens-file` written in `dir` with two principals: `ops-token`, an
+/// admin of every tenant (`presa:admin`), and `user-token`, tenant `acme`'s
+/// `alice` with scope `deploy`.
+pub fn admin_and_user_tokens(dir: &std::path::Path) -> PathBuf {
+    let tokens = dir.join("tokens");
+    let lines = [("ops-token", "ops root presa:admin"), ("user-token", "acme alice deploy")]
+        .map(|(token, who)| format!("{} {who}\n", presa_auth::tokens::token_digest(token)))
+        .concat();
+    std::fs::write(&tokens, lines).expect("write the tokens file");
+    tokens
+}
+
 /// The repository's root.
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
