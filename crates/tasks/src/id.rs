@@ -42,13 +42,16 @@ impl TaskId {
         if rest.len() != 22 || n.len() < 2 || n.len() > 5 || !n.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
-        let partition: u16 = n.parse().ok()?;
-        if format!("{partition:02}") != n {
+        // Canonical: two digits, or more without a leading zero (what `{:02}` writes).
+        if n.len() > 2 && n.starts_with('0') {
             return None;
         }
-        // The decoder refuses other alphabets, padding and non-zero trailing bits.
-        let random = URL_SAFE_NO_PAD.decode(rest).ok()?;
-        (random.len() == 16).then_some(partition)
+        let partition: u16 = n.parse().ok()?;
+        // The decoder refuses other alphabets, padding and non-zero trailing
+        // bits. (Into a buffer on the stack: this runs several times a task.)
+        let mut random = [0u8; 18];
+        let len = URL_SAFE_NO_PAD.decode_slice(rest, &mut random).ok()?;
+        (len == 16).then_some(partition)
     }
 }
 
@@ -78,7 +81,7 @@ mod tests {
         let good = TaskId::from_random(3, [0x5A; 16]);
         let body = &good.as_str()[4..];
         assert_eq!(TaskId::from_wire(format!("p03.{body}")).partition(), Some(3));
-        let mut bad: Vec<String> = ["p3.", "p003.", "p+3.", "P03.", "p03:", "p65536."]
+        let mut bad: Vec<String> = ["p3.", "p003.", "p0123.", "p+3.", "P03.", "p03:", "p65536."]
             .iter()
             .map(|prefix| format!("{prefix}{body}"))
             .collect();

@@ -141,7 +141,8 @@ impl Visit for TextVisitor<'_> {
             return self.record_debug(field, &value);
         }
         let Some(sep) = self.start(field) else { return };
-        self.result = write!(self.writer, "{sep}{}=\"{value}\"", field.name());
+        let w = &mut self.writer;
+        self.result = [sep, field.name(), "=\"", value, "\""].into_iter().try_for_each(|s| w.write_str(s));
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
