@@ -98,20 +98,19 @@ impl Gateway {
         self.reloader.clone()
     }
 
-    /// `/readyz` for the gateway's processes: every upstream can be served
-    /// (an upstream whose process keeps failing to start makes the pod
-    /// unready), except those with a circuit breaker: while one is down, its
-    /// breaker keeps calls off it, and a pod restarted would not heal it.
+    /// `/readyz` for the gateway's processes: every upstream served now (a
+    /// reload may change them) can be served (an upstream whose process
+    /// keeps failing to start makes the pod unready), except those with a
+    /// circuit breaker: while one is down, its breaker keeps calls off it,
+    /// and a pod restarted would not heal it.
     pub fn ready_check(&self) -> presa_http::ReadyCheck {
-        let pools: Vec<Arc<Pool>> = (self.pools.iter().zip(&self.config.upstreams))
-            .filter(|(_, up)| up.breaker.is_none())
-            .map(|(pool, _)| pool.clone())
-            .collect();
+        let served = self.reported.clone();
         Arc::new(move || {
-            let pools = pools.clone();
-            Box::pin(
-                async move { futures::future::join_all(pools.iter().map(Pool::ready)).await.into_iter().all(|r| r) },
-            )
+            let pools: Vec<Arc<Pool>> = served.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+            Box::pin(async move {
+                let checked = pools.iter().filter(|p| !p.has_breaker()).map(Pool::ready);
+                futures::future::join_all(checked).await.into_iter().all(|r| r)
+            })
         })
     }
 
@@ -208,6 +207,11 @@ pub struct Upstreams {
 impl Upstreams {
     fn pools(&self) -> Vec<Arc<Pool>> {
         self.pools.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Close the idle connections of the pools served now (on shutdown).
+    pub async fn drain(&self) {
+        Gateway::drain(&self.pools()).await;
     }
 }
 
