@@ -141,7 +141,7 @@ pub(crate) struct Live {
     pub(crate) config: GatewayConfig,
     /// Where what is served is told.
     pub(crate) status: Reloader,
-    /// The pools the heartbeat reports (an upstream a reload adds joins them).
+    /// The pools the heartbeat reports and `/readyz` checks: those served now (a reload replaces them).
     pub(crate) reported: SharedPools,
 }
 
