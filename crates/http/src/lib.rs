@@ -42,6 +42,7 @@ mod artifacts;
 pub mod auth;
 mod config;
 pub mod console;
+mod endpoints;
 pub mod guard;
 mod legacy;
 mod mcp;

@@ -12,15 +12,17 @@
 //! "Changing the config live".
 //!
 //! What a reload applies: everything the catalog is built from — the
-//! `[[tool]]` rules, `--task-after-ms`'s policy, and each upstream's
-//! `prefix`, `expose`, `hide` and `[[upstream.tool]]` tables — and
+//! `[[tool]]` rules, `--task-after-ms`'s policy, each upstream's
+//! `prefix`, `expose`, `hide` and `[[upstream.tool]]` tables, and what each
+//! `[[server]]` serves (`upstreams`, `tools`, `hide`) — and
 //! `[[upstream]]`s added after the running ones (started and listed as at
 //! start). Calls in flight keep the tool they started with; the next call
 //! sees the new catalog. What it refuses (the running config is kept and the
 //! reason logged): a file that does not parse or check, shaping that does not
 //! fit the upstreams' listings, an added upstream that cannot be started or
 //! listed, and removing, reordering or changing a running upstream (its
-//! command, URL, pool, protocol or breaker) or a timing, which need a restart today.
+//! command, URL, pool, protocol or breaker), a timing, or which `[[server]]`s
+//! there are (and their scopes, identity, and `root`), which need a restart today.
 
 use std::{
     hash::{DefaultHasher, Hash, Hasher},
@@ -47,7 +49,9 @@ pub enum ReloadError {
     #[error("{0}")]
     Catalog(#[from] catalog::CatalogError),
     /// It changes what a reload cannot (yet) apply.
-    #[error("{0} needs a restart: a reload applies the catalog's shaping, [[tool]] rules and added upstreams only")]
+    #[error(
+        "{0} needs a restart: a reload applies the catalog's shaping, [[tool]] rules, what each [[server]] serves and added upstreams only"
+    )]
     NeedsRestart(String),
 }
 
@@ -148,7 +152,13 @@ impl Live {
     /// over `listings` (and those of the upstreams it adds, started and
     /// listed here, joining `pools`); on a refusal keep everything as it is.
     /// Logs either way.
-    pub(crate) async fn reload(&mut self, pools: &mut Vec<Arc<Pool>>, listings: &mut Vec<Listing>, cell: &CatalogCell) {
+    pub(crate) async fn reload(
+        &mut self,
+        pools: &mut Vec<Arc<Pool>>,
+        listings: &mut Vec<Listing>,
+        cell: &CatalogCell,
+        servers: &[CatalogCell],
+    ) {
         let Some(args) = &self.args else {
             tracing::warn!("reload asked, but this gateway has no --gateway-config to read again");
             return;
@@ -161,7 +171,7 @@ impl Live {
                 pools.extend(added);
                 listings.extend(listed);
                 self.reported.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone_from(pools);
-                cell.replace(next);
+                crate::serve(cell, servers, next);
                 let version = version(&config);
                 tracing::info!(%version, "gateway config reloaded; serving the new catalog");
                 self.status.update(|s| (s.version, s.loaded_at_ms) = (version, now_ms()));
@@ -180,7 +190,7 @@ impl Live {
 /// A new config that checked: its catalog, and the pools and listings of the upstreams it adds.
 pub(crate) struct Checked {
     config: GatewayConfig,
-    catalog: presa_server::Catalog,
+    catalog: catalog::Catalogs,
     pools: Vec<Arc<Pool>>,
     listings: Vec<Listing>,
 }
@@ -196,6 +206,7 @@ async fn check(
 ) -> Result<Checked, ReloadError> {
     let config = args.resolve()?;
     let added = added_upstreams(&running.upstreams, &config.upstreams)?;
+    same_servers(running, &config)?;
     if config.timings != running.timings {
         return Err(ReloadError::NeedsRestart("changing a timing flag".into()));
     }
@@ -203,7 +214,7 @@ async fn check(
     let built = async {
         let new_listings = crate::list_all(&new_pools, config.timings.connect_timeout).await?;
         let all_pools = [pools, &new_pools].concat();
-        let catalog = catalog::build(&config, &all_pools, &[listings, &new_listings].concat())?;
+        let catalog = catalog::build_all(&config, &all_pools, &[listings, &new_listings].concat())?;
         Ok::<_, catalog::CatalogError>((catalog, new_listings))
     };
     match built.await {
@@ -236,6 +247,21 @@ fn added_upstreams<'a>(old: &[UpstreamConfig], new: &'a [UpstreamConfig]) -> Res
         }
     }
     Ok(&new[old.len()..])
+}
+
+/// A reload applies what each `[[server]]` serves (its `upstreams`,
+/// `tools`, `hide`), not which servers there are nor their scopes and
+/// identity, nor `root`: those make the endpoints the HTTP router serves.
+fn same_servers(old: &GatewayConfig, new: &GatewayConfig) -> Result<(), ReloadError> {
+    fn fixed(c: &GatewayConfig) -> (bool, Vec<(&String, &Vec<String>, &Option<String>, &Option<String>)>) {
+        (c.root, c.servers.iter().map(|s| (&s.name, &s.scopes, &s.title, &s.instructions)).collect())
+    }
+    if fixed(old) != fixed(new) {
+        return Err(ReloadError::NeedsRestart(
+            "adding, removing or renaming a [[server]], or changing its scopes, title or instructions, or root".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// A short fingerprint of a config, for logs.

@@ -10,7 +10,7 @@ fn json_len_is_the_serialised_length() {
 
 #[test]
 fn scope_keys_never_collide() {
-    let scope = |t: &str, s: &str| Scope { tenant: t.into(), subject: s.into() };
+    let scope = |t: &str, s: &str| Scope { tenant: t.into(), subject: s.into(), endpoint: None };
     assert_ne!(scope("a/b", "c").key(), scope("a", "b/c").key());
     assert_ne!(scope("a\",\"b", "c").key(), scope("a", "b\",\"c").key());
     assert_eq!(scope("acme", "alice").key(), r#"["acme","alice"]"#);

@@ -37,7 +37,7 @@ async fn a_new_shaping_is_served_and_a_bad_one_keeps_the_old() {
     let first = live.status.report();
     let file = dir.path().join("gateway.toml");
     std::fs::write(&file, format!("{UPSTREAM}hide = [\"echo\"]\n")).unwrap();
-    live.reload(&mut pools, &mut listings, &cell).await;
+    live.reload(&mut pools, &mut listings, &cell, &[]).await;
     assert_eq!(names(&cell), ["add"]);
     assert!(changes.has_changed().unwrap(), "listen streams are told");
     changes.mark_unchanged();
@@ -50,7 +50,7 @@ async fn a_new_shaping_is_served_and_a_bad_one_keeps_the_old() {
         std::fs::write(&file, &broken).unwrap();
         let err = check(live.args.as_ref().unwrap(), &live.config, &pools, &listings).await.err().unwrap();
         assert!(matches!(err, ReloadError::Config(_) | ReloadError::Catalog(_)), "{err}");
-        live.reload(&mut pools, &mut listings, &cell).await;
+        live.reload(&mut pools, &mut listings, &cell, &[]).await;
         assert_eq!(names(&cell), ["add"], "the running catalog is kept");
         assert!(!changes.has_changed().unwrap());
         let refused = live.status.report();
