@@ -16,6 +16,22 @@ fn scope_keys_never_collide() {
     assert_eq!(scope("acme", "alice").key(), r#"["acme","alice"]"#);
 }
 
+/// An endpoint is part of a scope (its key, its equality) but not of its
+/// principal; a root scope is stored exactly as before endpoints existed.
+#[test]
+fn an_endpoint_is_part_of_the_scope_not_of_the_principal() {
+    let root = Scope::new("acme", "alice");
+    let on_a = root.clone().on_endpoint(Some("a".into()));
+    assert_eq!(on_a.key(), r#"["acme","alice","a"]"#);
+    assert_ne!(on_a, root);
+    assert_ne!(on_a, root.clone().on_endpoint(Some("b".into())));
+    assert_eq!(on_a.principal(), root);
+    assert_eq!(serde_json::to_value(&root).unwrap(), serde_json::json!({ "tenant": "acme", "subject": "alice" }));
+    let stored = serde_json::json!({ "tenant": "acme", "subject": "alice", "endpoint": "a" });
+    assert_eq!(serde_json::to_value(&on_a).unwrap(), stored);
+    assert_eq!(serde_json::from_value::<Scope>(stored).unwrap(), on_a);
+}
+
 #[test]
 fn work_without_a_caller_still_reads() {
     let old: Work = serde_json::from_value(serde_json::json!({ "tool": "t", "arguments": {} })).unwrap();
