@@ -13,27 +13,29 @@ use presa_protocol::jsonrpc::{self, ErrorObject};
 
 use crate::{app::App, legacy, mcp, respond::json};
 
-/// The app for endpoint `name` (`None`: the root), or the 404 answering it.
-fn on(app: App, name: Option<&str>) -> Result<App, Response> {
-    let not_found = |what: String| {
-        let e = ErrorObject::new(presa_protocol::codes::INVALID_REQUEST, &what);
-        json(StatusCode::NOT_FOUND, &jsonrpc::failure(None, &e))
-    };
+/// The app for endpoint `name` (`None`: the root), or why it is not served.
+fn on(app: App, name: Option<&str>) -> Result<App, String> {
     match name {
         None if app.server.endpoints().root() => Ok(app),
-        None => Err(not_found("This gateway serves its catalog only at /mcp/<server>".into())),
+        None => Err("This gateway serves its catalog only at /mcp/<server>".into()),
         Some(name) => match app.server.endpoint(name) {
             Some(server) => Ok(App { server, config: app.config }),
-            None => Err(not_found(format!("No MCP server is served at /mcp/{name}"))),
+            None => Err(format!("No MCP server is served at /mcp/{name}")),
         },
     }
+}
+
+/// 404 with a JSON-RPC error saying `why`.
+fn not_found(why: &str) -> Response {
+    let e = ErrorObject::new(presa_protocol::codes::INVALID_REQUEST, why);
+    json(StatusCode::NOT_FOUND, &jsonrpc::failure(None, &e))
 }
 
 /// `POST /mcp`.
 pub(crate) async fn post_root(State(app): State<App>, request: axum::extract::Request) -> Response {
     match on(app, None) {
         Ok(app) => mcp::post_mcp(State(app), request).await,
-        Err(r) => r,
+        Err(why) => not_found(&why),
     }
 }
 
@@ -41,7 +43,7 @@ pub(crate) async fn post_root(State(app): State<App>, request: axum::extract::Re
 pub(crate) async fn get_root(State(app): State<App>, request: axum::extract::Request) -> Response {
     match on(app, None) {
         Ok(app) => legacy::get_mcp(State(app), request).await,
-        Err(r) => r,
+        Err(why) => not_found(&why),
     }
 }
 
@@ -49,7 +51,7 @@ pub(crate) async fn get_root(State(app): State<App>, request: axum::extract::Req
 pub(crate) async fn delete_root(State(app): State<App>, request: axum::extract::Request) -> Response {
     match on(app, None) {
         Ok(app) => legacy::delete_mcp(State(app), request).await,
-        Err(r) => r,
+        Err(why) => not_found(&why),
     }
 }
 
@@ -61,7 +63,7 @@ pub(crate) async fn post(
 ) -> Response {
     match on(app, Some(&name)) {
         Ok(app) => mcp::post_mcp(State(app), request).await,
-        Err(r) => r,
+        Err(why) => not_found(&why),
     }
 }
 
@@ -69,7 +71,7 @@ pub(crate) async fn post(
 pub(crate) async fn get(State(app): State<App>, Path(name): Path<String>, request: axum::extract::Request) -> Response {
     match on(app, Some(&name)) {
         Ok(app) => legacy::get_mcp(State(app), request).await,
-        Err(r) => r,
+        Err(why) => not_found(&why),
     }
 }
 
@@ -81,6 +83,6 @@ pub(crate) async fn delete(
 ) -> Response {
     match on(app, Some(&name)) {
         Ok(app) => legacy::delete_mcp(State(app), request).await,
-        Err(r) => r,
+        Err(why) => not_found(&why),
     }
 }

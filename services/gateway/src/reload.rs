@@ -253,10 +253,9 @@ fn added_upstreams<'a>(old: &[UpstreamConfig], new: &'a [UpstreamConfig]) -> Res
 /// `tools`, `hide`), not which servers there are nor their scopes and
 /// identity, nor `root`: those make the endpoints the HTTP router serves.
 fn same_servers(old: &GatewayConfig, new: &GatewayConfig) -> Result<(), ReloadError> {
-    fn fixed(c: &GatewayConfig) -> (bool, Vec<(&String, &Vec<String>, &Option<String>, &Option<String>)>) {
-        (c.root, c.servers.iter().map(|s| (&s.name, &s.scopes, &s.title, &s.instructions)).collect())
-    }
-    if fixed(old) != fixed(new) {
+    let fixed =
+        |s: &crate::config::VirtualServer| (s.name.clone(), s.scopes.clone(), s.title.clone(), s.instructions.clone());
+    if old.root != new.root || !old.servers.iter().map(fixed).eq(new.servers.iter().map(fixed)) {
         return Err(ReloadError::NeedsRestart(
             "adding, removing or renaming a [[server]], or changing its scopes, title or instructions, or root".into(),
         ));

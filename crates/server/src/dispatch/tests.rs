@@ -407,7 +407,7 @@ async fn a_listen_stream_that_lags_ends_with_an_error() {
 async fn as_holder(server: &Server, scopes: Option<&[&str]>, method: Method, params: Value) -> Reply {
     let params = params.as_object().expect("params are an object").clone();
     let meta = RequestMeta::from_params(&params).expect("valid _meta");
-    let scopes = scopes.map(|s| s.iter().map(|s| s.to_string()).collect());
+    let scopes = scopes.map(|s| s.iter().map(ToString::to_string).collect());
     let caller = Caller { scope: Scope::new("unit", "alice"), scopes };
     let (tx, _rx) = mpsc::channel(crate::context::OUTBOX_BOUND);
     let outbox = crate::context::Outbox::new(tx);
@@ -460,7 +460,7 @@ async fn endpoints_serve_their_own_catalog_identity_scopes_and_tasks() {
     let names = |r: Value| r["tools"].as_array().unwrap().iter().map(|t| t["name"].clone()).collect::<Vec<_>>();
     let list = json!({ "_meta": plain() });
     let mut on_a = names(result(as_holder(&a, team_a, Method::ToolsList, list.clone()).await));
-    on_a.sort_by_key(|n| n.to_string());
+    on_a.sort_by_key(ToString::to_string);
     assert_eq!(on_a, ["greet", "long"]);
     assert_eq!(names(result(as_holder(&b, Some(&[][..]), Method::ToolsList, list.clone()).await)), ["long"]);
     assert!(names(result(as_holder(&root, None, Method::ToolsList, list.clone()).await)).len() > 2);

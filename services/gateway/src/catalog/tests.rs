@@ -76,9 +76,9 @@ fn a_virtual_server_selects_without_renaming() {
     let mut c = config(&[("a", "a_"), ("b", "b_")]);
     let server = |name: &str, upstreams: &[&str], tools: Option<Vec<String>>, hide: &[&str]| VirtualServer {
         name: name.into(),
-        upstreams: upstreams.iter().map(|u| u.to_string()).collect(),
+        upstreams: upstreams.iter().map(ToString::to_string).collect(),
         tools,
-        hide: hide.iter().map(|h| h.to_string()).collect(),
+        hide: hide.iter().map(ToString::to_string).collect(),
         scopes: Vec::new(),
         title: None,
         instructions: None,
