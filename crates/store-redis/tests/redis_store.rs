@@ -27,7 +27,7 @@ const LONG: Duration = Duration::from_secs(30);
 const PATIENCE: Duration = Duration::from_secs(5);
 
 fn owner() -> Scope {
-    Scope { tenant: "acme".into(), subject: "alice".into() }
+    Scope { tenant: "acme".into(), subject: "alice".into(), endpoint: None }
 }
 
 fn new_task(ttl_ms: Option<u64>) -> NewTask {

@@ -57,7 +57,14 @@ async fn main() -> ExitCode {
         tracing::warn!(error = %e, "cannot listen for SIGHUP; the config will not be reloaded on it");
     }
     let upstreams = gateway.upstreams();
-    let app = app(gateway);
+    let endpoints = match gateway.endpoints() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let app = app(gateway).endpoints(endpoints);
     let code = match run {
         Run::Worker(args) => app.worker_from(*args).await,
         Run::Api(args) => app.api_from(*args).await,

@@ -12,8 +12,9 @@
 //! "Changing the config live".
 //!
 //! What a reload applies: everything the catalog is built from — the
-//! `[[tool]]` rules, `--task-after-ms`'s policy, and each upstream's
-//! `prefix`, `expose`, `hide` and `[[upstream.tool]]` tables — and the
+//! `[[tool]]` rules, `--task-after-ms`'s policy, each upstream's
+//! `prefix`, `expose`, `hide` and `[[upstream.tool]]` tables, what each
+//! `[[server]]` serves (`upstreams`, `tools`, `hide`) — and the
 //! `[[upstream]]`s themselves: one added, or whose command, environment,
 //! URL, auth, pool, protocol or breaker changed, gets a new pool (started and
 //! listed as at start) that serves the next calls; one removed leaves the
@@ -25,7 +26,8 @@
 //! it refuses (the running config is kept and the reason logged): a file
 //! that does not parse or check, shaping that does not fit the upstreams'
 //! listings, an added or changed upstream that cannot be started or listed,
-//! and changing a timing flag, which needs a restart.
+//! and changing a timing flag or which `[[server]]`s there are (their names,
+//! scopes, identity, and `root`), which need a restart.
 
 use std::{
     hash::{DefaultHasher, Hash, Hasher},
@@ -52,7 +54,9 @@ pub enum ReloadError {
     #[error("{0}")]
     Catalog(#[from] catalog::CatalogError),
     /// It changes what a reload cannot (yet) apply.
-    #[error("{0} needs a restart: a reload applies everything in the file but the timing flags")]
+    #[error(
+        "{0} needs a restart: a reload applies everything in the file but the timing flags and which [[server]]s there are"
+    )]
     NeedsRestart(String),
 }
 
@@ -155,7 +159,14 @@ impl Live {
     /// started and listed here); the pools it no longer uses are retired
     /// ([`Pool::retire`]: their calls in flight finish, then they close). On
     /// a refusal keep everything as it is. Logs either way.
-    pub(crate) async fn reload(&mut self, pools: &mut Vec<Arc<Pool>>, listings: &mut Vec<Listing>, cell: &CatalogCell) {
+    /// The servers' catalogs (`servers`) are served with the whole one.
+    pub(crate) async fn reload(
+        &mut self,
+        pools: &mut Vec<Arc<Pool>>,
+        listings: &mut Vec<Listing>,
+        cell: &CatalogCell,
+        servers: &[CatalogCell],
+    ) {
         let Some(args) = &self.args else {
             tracing::warn!("reload asked, but this gateway has no --gateway-config to read again");
             return;
@@ -169,7 +180,7 @@ impl Live {
                 let old = std::mem::replace(pools, now);
                 *listings = listed;
                 self.reported.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone_from(pools);
-                cell.replace(next);
+                crate::serve(cell, servers, next);
                 for gone in old.iter().filter(|o| !pools.iter().any(|p| Arc::ptr_eq(o, p))) {
                     let changed = pools.iter().any(|p| p.name() == gone.name());
                     tracing::info!(upstream = %gone.name(), changed, "upstream removed or changed by a reload; its old pool drains");
@@ -194,7 +205,7 @@ impl Live {
 /// served over, one per upstream in its order.
 pub(crate) struct Checked {
     config: GatewayConfig,
-    catalog: presa_server::Catalog,
+    catalog: catalog::Catalogs,
     pools: Vec<Arc<Pool>>,
     listings: Vec<Listing>,
 }
@@ -211,6 +222,7 @@ async fn check(
     listings: &[Listing],
 ) -> Result<Checked, ReloadError> {
     let config = args.resolve()?;
+    same_servers(running, &config)?;
     if config.timings != running.timings {
         return Err(ReloadError::NeedsRestart("changing a timing flag".into()));
     }
@@ -231,7 +243,7 @@ async fn check(
             all_pools.push(pool);
             all_listings.push(listing);
         }
-        let catalog = catalog::build(&config, &all_pools, &all_listings)?;
+        let catalog = catalog::build_all(&config, &all_pools, &all_listings)?;
         Ok::<_, catalog::CatalogError>((catalog, all_pools, all_listings))
     };
     match built.await {
@@ -256,6 +268,20 @@ fn kept_index(old: &[UpstreamConfig], new: &UpstreamConfig) -> Option<usize> {
             && o.protocol == new.protocol
             && o.breaker == new.breaker
     })
+}
+
+/// A reload applies what each `[[server]]` serves (its `upstreams`,
+/// `tools`, `hide`), not which servers there are nor their scopes and
+/// identity, nor `root`: those make the endpoints the HTTP router serves.
+fn same_servers(old: &GatewayConfig, new: &GatewayConfig) -> Result<(), ReloadError> {
+    let fixed =
+        |s: &crate::config::VirtualServer| (s.name.clone(), s.scopes.clone(), s.title.clone(), s.instructions.clone());
+    if old.root != new.root || !old.servers.iter().map(fixed).eq(new.servers.iter().map(fixed)) {
+        return Err(ReloadError::NeedsRestart(
+            "adding, removing or renaming a [[server]], or changing its scopes, title or instructions, or root".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// A short fingerprint of a config, for logs.

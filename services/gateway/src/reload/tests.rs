@@ -37,7 +37,7 @@ async fn a_new_shaping_is_served_and_a_bad_one_keeps_the_old() {
     let first = live.status.report();
     let file = dir.path().join("gateway.toml");
     std::fs::write(&file, format!("{UPSTREAM}hide = [\"echo\"]\n")).unwrap();
-    live.reload(&mut pools, &mut listings, &cell).await;
+    live.reload(&mut pools, &mut listings, &cell, &[]).await;
     assert_eq!(names(&cell), ["add"]);
     assert!(changes.has_changed().unwrap(), "listen streams are told");
     changes.mark_unchanged();
@@ -50,7 +50,7 @@ async fn a_new_shaping_is_served_and_a_bad_one_keeps_the_old() {
         std::fs::write(&file, &broken).unwrap();
         let err = check(live.args.as_ref().unwrap(), &live.config, &pools, &listings).await.err().unwrap();
         assert!(matches!(err, ReloadError::Config(_) | ReloadError::Catalog(_)), "{err}");
-        live.reload(&mut pools, &mut listings, &cell).await;
+        live.reload(&mut pools, &mut listings, &cell, &[]).await;
         assert_eq!(names(&cell), ["add"], "the running catalog is kept");
         assert!(!changes.has_changed().unwrap());
         let refused = live.status.report();
@@ -85,13 +85,13 @@ async fn reordered_upstreams_keep_their_pools_and_a_removed_one_is_retired() {
     let before = pools.clone();
     let file = dir.path().join("gateway.toml");
     std::fs::write(&file, format!("{b}{a}")).unwrap();
-    live.reload(&mut pools, &mut listings, &cell).await;
+    live.reload(&mut pools, &mut listings, &cell, &[]).await;
     assert!(live.status.report().refusal.is_none(), "{:?}", live.status.report());
     assert!(Arc::ptr_eq(&pools[0], &before[1]) && Arc::ptr_eq(&pools[1], &before[0]), "the same pools, reordered");
     assert!(pools.iter().all(|p| !p.is_retired()));
     assert_eq!(names(&cell), ["b_add", "b_echo", "a_add", "a_echo"]);
     std::fs::write(&file, &a).unwrap();
-    live.reload(&mut pools, &mut listings, &cell).await;
+    live.reload(&mut pools, &mut listings, &cell, &[]).await;
     assert_eq!(names(&cell), ["a_add", "a_echo"]);
     assert!(Arc::ptr_eq(&pools[0], &before[0]) && pools.len() == 1 && !pools[0].is_retired());
     assert!(before[1].is_retired(), "the removed upstream's pool takes no new call");
