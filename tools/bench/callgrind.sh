@@ -21,6 +21,9 @@
 # Example (two builds, worker):
 #   tools/bench/callgrind.sh /work/bin-old worker 2000 4000
 #   tools/bench/callgrind.sh /work/bin-new worker 2000 4000
+#
+# With CALLGRIND_KEEP=<dir>, the last run's callgrind files are copied there,
+# for `callgrind_annotate --inclusive=yes <dir>/out.*` (where the instructions go).
 set -euo pipefail
 
 bin=$(cd "${1:?bin dir}" && pwd)
@@ -65,6 +68,9 @@ for tasks in "$@"; do
     n=$(awk '/^(summary|totals):/ {print $2; exit}' "$f")
     ir=$((ir + ${n:-0}))
   done
+  if [ -n "${CALLGRIND_KEEP:-}" ]; then
+    mkdir -p "$CALLGRIND_KEEP" && rm -f "$CALLGRIND_KEEP"/out* && cp "$work"/out* "$CALLGRIND_KEEP"/
+  fi
   echo "$(basename "$target"), $tasks tasks: $ir instructions ($((ir / tasks)) a task, start-up included)"
   [ -n "$first" ] || { first=$tasks; first_ir=$ir; }
   last=$tasks last_ir=$ir

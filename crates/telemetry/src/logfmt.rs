@@ -104,18 +104,59 @@ struct TextVisitor<'w> {
     result: fmt::Result,
 }
 
-impl Visit for TextVisitor<'_> {
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+impl TextVisitor<'_> {
+    /// Whether `field` is written (not an OpenTelemetry-only attribute, no
+    /// earlier write failed), and the separator to write before it.
+    fn start(&mut self, field: &Field) -> Option<&'static str> {
         let name = field.name();
         if self.result.is_err() || name.starts_with("otel.") || name.starts_with("network.") || name.starts_with("log.")
         {
-            return;
+            return None;
         }
         let sep = if self.empty { "" } else { " " };
         self.empty = false;
+        Some(sep)
+    }
+}
+
+/// The fast paths (`record_str`, the integers) write what `record_debug`
+/// would, without `Debug`'s character-by-character escaping and the
+/// control-character scan: a span's fields are formatted when it is made,
+/// a few spans a task, so this is per-task CPU (presa-bench's tiers row;
+/// `tools/bench/callgrind.sh` counts it).
+impl Visit for TextVisitor<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        let Some(sep) = self.start(field) else { return };
+        let name = field.name();
         let mut out = Escaped(&mut self.writer);
         self.result =
             if name == "message" { write!(out, "{sep}{value:?}") } else { write!(out, "{sep}{name}={value:?}") };
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        // `Debug` writes these bytes unchanged between quotes: printable
+        // ASCII but the quote and the backslash it escapes.
+        let plain = value.bytes().all(|b| (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\');
+        if !plain || field.name() == "message" {
+            return self.record_debug(field, &value);
+        }
+        let Some(sep) = self.start(field) else { return };
+        self.result = write!(self.writer, "{sep}{}=\"{value}\"", field.name());
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        let Some(sep) = self.start(field) else { return };
+        self.result = write!(self.writer, "{sep}{}={value}", field.name());
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        let Some(sep) = self.start(field) else { return };
+        self.result = write!(self.writer, "{sep}{}={value}", field.name());
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        let Some(sep) = self.start(field) else { return };
+        self.result = write!(self.writer, "{sep}{}={value}", field.name());
     }
 }
 
@@ -229,6 +270,24 @@ mod tests {
         assert!(line.contains(&format!("request{{tool={escaped}}}")), "{line}");
         assert!(line.contains(&format!("refused {escaped} reason={escaped}")), "{line}");
         assert!(line.contains(r#"quoted="evil\nINFO forged line\r\u{1b}[31mred\tx""#), "{line}");
+    }
+
+    /// The fast paths write exactly what `Debug` would.
+    #[test]
+    fn text_fields_read_as_debug_writes_them() {
+        let out = Buffer::default();
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_subscriber::fmt::layer().with_ansi(false).with_writer(out.clone()).fmt_fields(TextFields));
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!("task", tool = "echo", attempt = 3u64, delta = -2i64, retried = true);
+            span.in_scope(|| tracing::info!(plain = "a b", quote = "say \"hi\"", slash = "a\\b", uni = "é", "done"));
+        });
+        let lines = out.lines();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        let line = &lines[0];
+        assert!(line.contains(r#"task{tool="echo" attempt=3 delta=-2 retried=true}"#), "{line}");
+        let expected = format!("done plain={:?} quote={:?} slash={:?} uni={:?}", "a b", "say \"hi\"", "a\\b", "é");
+        assert!(line.ends_with(&expected), "{line} / {expected}");
     }
 
     #[test]
