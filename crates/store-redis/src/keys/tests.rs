@@ -11,7 +11,12 @@ fn partition_and_scope_tags_are_spelled_as_documented() {
     assert_eq!(keys.scope_active(&scope), "presa:{s.617d.c3a9}:active");
     assert_eq!(
         keys.scope_byte_keys(&scope),
-        ["presa:{s.617d.c3a9}:bytes", "presa:{s.617d.c3a9}:bytes_sizes", "presa:{s.617d.c3a9}:bytes_total"]
+        [
+            "presa:{s.617d.c3a9}:bytes_q",
+            "presa:{s.617d.c3a9}:bytes",
+            "presa:{s.617d.c3a9}:bytes_sizes",
+            "presa:{s.617d.c3a9}:bytes_total"
+        ]
     );
 }
 
