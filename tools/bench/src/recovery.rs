@@ -73,7 +73,11 @@ async fn recovery(args: RecoveryArgs) -> Result<bool, String> {
          {n} flaky_job tasks stranded by a vanished consumer; load average {}",
         crate::cost::load_average()
     );
-    let shape = Shape { apis: 1, workers: 0, env: Vec::new(), api_flags: Vec::new(), worker_flags: Vec::new() };
+    // One principal creates them all: its per-scope limits (and the queue bound) off.
+    let env = ["PRESA_MAX_ACTIVE_TASKS_PER_SCOPE", "PRESA_MAX_BYTES_PER_SCOPE", "PRESA_MAX_QUEUED"]
+        .map(|k| (k.to_string(), "0".to_string()))
+        .to_vec();
+    let shape = Shape { apis: 1, workers: 0, env, api_flags: Vec::new(), worker_flags: Vec::new() };
     let redis = tokio::task::block_in_place(|| Redis::Standalone(Box::new(TestRedis::spawn())));
     let port = tokio::task::block_in_place(|| rig_port(&redis))?;
     let mut rig = Rig::start(redis, &shape, bin).await;
