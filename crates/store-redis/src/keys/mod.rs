@@ -98,6 +98,14 @@ impl Keys {
         format!("{}:{}:work", self.prefix, Self::tag(partition))
     }
 
+    /// `{prefix}:{pNN}:recovery` — string: the entry id where the next sweep
+    /// for lapsed leases on [`work`](Self::work)'s pending list starts
+    /// (`lua/recover.lua`; missing: from the head), shared by every worker so
+    /// a pass goes on where the last one stopped.
+    pub fn recovery(&self, partition: u16) -> String {
+        format!("{}:{}:recovery", self.prefix, Self::tag(partition))
+    }
+
     /// `{prefix}:{pNN}:delayed` — sorted set: the partition's work put off
     /// until a time (member: task id, score: when it is due, Unix ms), moved
     /// back to [`work`](Self::work) when due (`lua/defer.lua`, `lua/promote.lua`).
