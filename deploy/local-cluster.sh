@@ -27,6 +27,9 @@
 #                                            waits for each pod's /readyz (served once the upstream
 #                                            is listed) before starting nginx, e.g.
 #                                            --gateway "npx -y @modelcontextprotocol/server-everything stdio"
+#   deploy/local-cluster.sh --gateway-config FILE ...  (instead of --gateway) the same with
+#                                            PRESA_GATEWAY_CONFIG=FILE: several upstreams, virtual
+#                                            servers (tests/gateway/virtual-check.sh)
 #
 # Environment:
 #   PRESA_REDIS_URL   use this Redis instead of starting a private redis-server (with
@@ -37,6 +40,9 @@
 #                     (e.g. presa-example-indexer:indexer): its API pods run `BINARY`,
 #                     its workers `BINARY worker` (default: presa-api and presa-worker;
 #                     --gateway sets presa-gateway:presa-gateway)
+#   PRESA_DEV_TOKENS  with --auth-jwt: "NAME=SCOPES;..." more tokens of the throw-away issuer,
+#                     written to $PRESA_TOKENS_DIR/token-NAME; a request that carries its own
+#                     Authorization passes nginx unchanged
 #   CARGO_TARGET_DIR  honoured when building and locating the binaries
 # Needs redis-server (unless PRESA_REDIS_URL; redis-cli too for --redis-cluster) and nginx
 # (`apt-get install nginx-light`).
@@ -48,6 +54,7 @@ CMD=()
 AUTH=none
 REDIS_CLUSTER=no
 GATEWAY=""
+GATEWAY_CONFIG=""
 while :; do
   case "${1:-}" in
     --auth-jwt) AUTH=jwt; shift ;;
@@ -58,13 +65,16 @@ while :; do
     --gateway=*)
       GATEWAY=${1#--gateway=}; shift
       [ -n "$GATEWAY" ] || { echo "--gateway needs the upstream's command line (see --help)" >&2; exit 2; } ;;
+    --gateway-config)
+      [ $# -ge 2 ] && [ -f "$2" ] || { echo "--gateway-config needs a gateway TOML file (see --help)" >&2; exit 2; }
+      GATEWAY_CONFIG=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
     *) break ;;
   esac
 done
 case "${1:-}" in
   --conformance) MODE=conformance; REQUIREMENTS=${2:-2026-07-28} ;;
   --) shift; MODE=cmd; CMD=("$@") ;;
-  -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
   "") ;;
   *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
 esac
@@ -112,7 +122,12 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 BIN=${CARGO_TARGET_DIR:-$REPO/target}/debug
-if [ -n "$GATEWAY" ]; then
+if [ -n "$GATEWAY_CONFIG" ]; then
+  [ -z "$GATEWAY" ] || { echo "give --gateway or --gateway-config, not both" >&2; exit 2; }
+  export PRESA_GATEWAY_CONFIG=$GATEWAY_CONFIG
+  GATEWAY="the upstreams of $GATEWAY_CONFIG"
+  PRESA_SERVER=presa-gateway:presa-gateway
+elif [ -n "$GATEWAY" ]; then
   # presa-gateway is a server built on presa_runtime::App: the PRESA_SERVER path, with the
   # upstream handed to every pod (API and worker) in its environment.
   if [ -n "${PRESA_SERVER:-}" ] && [ "$PRESA_SERVER" != presa-gateway:presa-gateway ]; then
@@ -179,9 +194,14 @@ if [ "$AUTH" = jwt ]; then
   ISSUER="https://issuer.local-cluster.invalid"
   echo "--auth jwt: a throw-away issuer (keys and JWKS in $WORK)..."
   (cd "$REPO" && cargo build -q -p presa-testkit --example dev_issuer)
-  export PRESA_TOKEN=$("${CARGO_TARGET_DIR:-$REPO/target}/debug/examples/dev_issuer" "$ISSUER" "$RESOURCE" "$WORK/jwks.json")
+  # PRESA_DEV_TOKENS ("NAME=SCOPES;..."): more tokens of the same issuer, one file each in
+  # $PRESA_TOKENS_DIR (token-NAME), for a CMD that needs principals with other scopes.
+  export PRESA_TOKENS_DIR=$WORK
+  export PRESA_TOKEN=$(DEV_ISSUER_MORE=${PRESA_DEV_TOKENS:-} \
+    "${CARGO_TARGET_DIR:-$REPO/target}/debug/examples/dev_issuer" "$ISSUER" "$RESOURCE" "$WORK/jwks.json")
   API_ARGS=(--auth jwt --jwt-issuer "$ISSUER" --resource-url "$RESOURCE" --jwks-file "$WORK/jwks.json")
-  AUTH_HEADER="proxy_set_header Authorization \"Bearer $PRESA_TOKEN\";"
+  # nginx adds PRESA_TOKEN to requests that carry no Authorization; a client's own token passes.
+  AUTH_HEADER="set \$presa_auth \$http_authorization; if (\$presa_auth = \"\") { set \$presa_auth \"Bearer $PRESA_TOKEN\"; } proxy_set_header Authorization \$presa_auth;"
 fi
 
 UPSTREAMS=""

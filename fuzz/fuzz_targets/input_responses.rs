@@ -34,7 +34,7 @@ fn server() -> Server {
 }
 
 fn scope() -> Scope {
-    Scope { tenant: "fuzz".into(), subject: "alice".into() }
+    Scope { tenant: "fuzz".into(), subject: "alice".into(), endpoint: None }
 }
 
 /// A task parked on input with the two `ASKED` keys outstanding.

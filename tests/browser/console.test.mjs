@@ -7,10 +7,12 @@
 //
 // Environment (from run.sh): PRESA_URL, ADMIN_TOKEN, TENANT_ADMIN_TOKEN, USER_TOKEN,
 // WORKER_BIN, REDIS_URL, REDIS_PREFIX, PARTITIONS, WORK, PIDS_FILE, CHROMIUM, SCREENSHOT,
-// CHARTS_SCREENSHOT.
+// CHARTS_SCREENSHOT, and the embedded presa-gateway's GATEWAY_URL, GATEWAY_CONFIG (its
+// --gateway-config file, rewritten by the reload step) and UPSTREAMS_SCREENSHOT: its
+// Upstreams box (rows, a restart, a config reload) and charts under load.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { appendFileSync, openSync, statSync } from 'node:fs';
+import { appendFileSync, openSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { chromium } from 'playwright-core';
 
@@ -29,12 +31,12 @@ const T = 20_000; // default wait for something the page should show
 // ---------------------------------------------------------------- MCP and admin clients
 
 let rpcId = 0;
-async function mcp(method, name, params) {
+async function mcp(method, name, params, base = URL_) {
   const meta = {
     'io.modelcontextprotocol/protocolVersion': '2026-07-28',
     'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } },
   };
-  const resp = await fetch(`${URL_}/mcp`, {
+  const resp = await fetch(`${base}/mcp`, {
     method: 'POST',
     headers: {
       'Content-Type': 'application/json',
@@ -63,8 +65,8 @@ async function task(seconds, label) {
   return r.taskId;
 }
 
-async function admin(method, path, token = ADMIN) {
-  const resp = await fetch(`${URL_}/admin/v1${path}`, { method, headers: { Authorization: `Bearer ${token}` } });
+async function admin(method, path, token = ADMIN, base = URL_) {
+  const resp = await fetch(`${base}/admin/v1${path}`, { method, headers: { Authorization: `Bearer ${token}` } });
   const text = await resp.text();
   return { status: resp.status, body: text ? JSON.parse(text) : null };
 }
@@ -133,8 +135,8 @@ let page;
 const pageErrors = [];
 const tid = (id) => page.getByTestId(id);
 
-async function signIn(token) {
-  await page.goto(`${URL_}/console`);
+async function signIn(token, base = URL_) {
+  await page.goto(`${base}/console`);
   // A kept session is checked with /whoami first: wait for the form or the signed-in page.
   await page.locator('[data-testid="token"]:visible, [data-testid="signout"]:visible').first().waitFor();
   if (await tid('signout').isVisible()) await tid('signout').click();
@@ -531,6 +533,97 @@ step("a tenant admin sees its tenant's tasks and dead letters, and no other tena
   await page.goto(`${URL_}/console#/tasks?tenant=globex`);
   await assertVisibleText('alert', /lacks the admin scope.*own tenant/);
   assert.equal(await page.getByTestId('task-row').count(), 0);
+});
+
+// ---------------------------------------------------------------- a gateway's upstreams
+
+const GW = env('GATEWAY_URL');
+// The Upstreams box's row of upstream `name`, once the heartbeat (every 5 s) shows it and `pred` holds.
+async function upstreamRow(name, pred = () => true) {
+  const r = page.locator(`[data-testid="overview-upstream"][data-upstream="${name}"]`);
+  await until(`upstream ${name}'s row`, async () => (await r.count()) === 1 && pred(r), 30_000);
+  return r;
+}
+const cells = async (r) => (await r.locator('td').allTextContents()).map((t) => t.trim());
+
+step("a gateway's Upstreams box: a row per upstream with its state, pool and tools", async () => {
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await signIn(ADMIN, GW);
+  await assertVisibleText('whoami', /root @ ops · admin/);
+  await tid('overview-upstreams-box').waitFor();
+  const py = await upstreamRow('py');
+  await until('py ready', async () => (await py.getAttribute('data-state')) === 'ready');
+  const [name, state, inUse, , catalog] = await cells(py);
+  assert.equal(name, 'py');
+  assert.equal(state, 'ready');
+  assert.match(inUse, /^\d+ \/ 2$/, 'the pool of 2 the config gives py');
+  const { body } = await admin('GET', '/upstreams', ADMIN, GW);
+  const shown = body.upstreams.find((u) => u.name === 'py');
+  assert.match(catalog, new RegExp(`^v\\d+, ${shown.toolCount} tools$`), `${catalog} vs ${JSON.stringify(shown)}`);
+  assert.ok(shown.toolCount > 5, 'the Python upstream lists its tools');
+  await assertVisibleText('gateway-config', /^Config [0-9a-f]{16} on 1 process\(es\)\.$/);
+  assert.equal(await page.getByTestId('overview-upstream').count(), 1);
+});
+
+step("Restart an upstream from the console: every process asked, its restarts counted", async () => {
+  const py = await upstreamRow('py');
+  const before = Number((await cells(py))[3]);
+  await py.getByTestId('upstream-restart').click();
+  await assertVisibleText('alert', /py: 1 process\(es\) asked to restart its connections/);
+  await until('the restart counted', async () => Number((await cells(await upstreamRow('py')))[3]) > before, 30_000);
+});
+
+step('Reload config from the console: a hidden tool and an added upstream are served', async () => {
+  const file = env('GATEWAY_CONFIG');
+  const text = readFileSync(file, 'utf8');
+  const version = (await tid('gateway-config').textContent()).split(' ')[1];
+  const cmd = /command = (".*")/.exec(text)[1];
+  writeFileSync(file, `${text}hide = ["add"]\n[[upstream]]\nname = "two"\ncommand = ${cmd}\nprefix = "two_"\npool = 1\n`);
+  await tid('gateway-reload').click();
+  await assertVisibleText('alert', /1 gateway process\(es\) asked to read their config again/);
+  const names = async () => (await mcp('tools/list', null, {}, GW)).tools.map((t) => t.name);
+  await until('the new catalog served', async () => {
+    const n = await names();
+    return !n.includes('add') && n.includes('two_pid');
+  });
+  await upstreamRow('two');
+  await until('the new version shown', async () => {
+    const line = await tid('gateway-config').textContent();
+    return /^Config [0-9a-f]{16} on 1 process/.test(line) && !line.includes(version);
+  }, 30_000);
+  // A broken file: refused, the reason shown, the running catalog kept.
+  writeFileSync(file, `${text}hide = ["add"\n`);
+  await tid('gateway-reload').click();
+  await assertVisibleText('gateway-config', /Last refusal \(.+\): .*TOML/, 30_000);
+  assert.ok((await names()).includes('two_pid'), 'the running config serves on');
+});
+
+step('screenshot of the Upstreams box and the live charts under load', async () => {
+  // Slow calls on the gateway's upstream: its pool in use, tasks created and completed.
+  const calls = [];
+  for (let i = 0; i < 6; i++) {
+    calls.push(mcp('tools/call', 'slow_idempotent', { name: 'slow_idempotent', arguments: { steps: 20, step_ms: 300 } }, GW));
+    await sleep(400);
+  }
+  const results = await Promise.all(calls);
+  assert.ok(results.every((r) => r.resultType === 'task' || r.content), JSON.stringify(results[0]));
+  for (let i = 0; i < 12; i++) await mcp('tools/call', 'two_pid', { name: 'two_pid', arguments: {} }, GW);
+  await until('py in use', async () => /^[1-9]\d* \/ 2$/.test((await cells(await upstreamRow('py')))[2]), 30_000);
+  // The rates chart: tasks created above the zero line (y = 120), as in the charts step.
+  await until('the created tasks charted', async () => {
+    const lines = await page.locator('[data-testid="chart-rates"] [data-testid="chart-line"]').evaluateAll((ls) =>
+      ls.map((l) => ({ series: l.dataset.series, points: l.getAttribute('points') })));
+    return lines.some((l) => l.series === 'created' && l.points.split(' ').some((xy) => Number(xy.split(',')[1]) < 119));
+  }, 30_000);
+  const shot = env('UPSTREAMS_SCREENSHOT');
+  const trends = await tid('overview-trends').boundingBox();
+  const box = await tid('overview-upstreams-box').boundingBox();
+  const top = Math.max(0, trends.y - 8);
+  await page.setViewportSize({ width: 1280, height: Math.ceil(box.y + box.height + 16) });
+  const png = await page.screenshot({ path: shot, clip: { x: 0, y: top, width: 1280, height: box.y + box.height + 8 - top } });
+  assert.equal(png.subarray(1, 4).toString(), 'PNG');
+  assert.ok(png.length > 20_000, `the screenshot holds the charts and the table (${png.length} bytes)`);
+  await page.setViewportSize({ width: 1280, height: 800 });
 });
 
 step('no script error and no CSP violation in the whole run', async () => {

@@ -10,8 +10,13 @@
 # and refusals, the live overview, tasks appearing and completing, a cancel, a drain,
 # dead letters (buried by a worker run with --max-deliveries 0) replayed and discarded,
 # a screenshot of the overview, and its trend charts under load (the API pod samples
-# /admin/v1/history every second). With --update-screenshot the screenshots are
-# written to docs/console.png and docs/img/console-charts.png. Every process it started and every Redis key under its
+# /admin/v1/history every second). Then an embedded presa-gateway (no Redis; the same
+# tokens) in front of the Python upstream of the gateway's tests (tests/gateway/upstream.py,
+# its venv installed by tests/gateway/setup.sh): its Upstreams box, a restart, a config
+# reload from the console (the test rewrites its --gateway-config file), and a screenshot of
+# the box and the charts under load. With --update-screenshot the screenshots are
+# written to docs/console.png, docs/img/console-charts.png and docs/img/console-upstreams.png.
+# Every process it started and every Redis key under its
 # prefix are removed on exit, whatever the outcome. Needs Node >= 20 and npm.
 set -euo pipefail
 
@@ -89,12 +94,15 @@ trap 'exit 130' INT TERM
 redis ping | grep -q PONG || die "no Redis answering at $REDIS_URL"
 
 if [[ "${PRESA_BROWSER_NO_BUILD:-0}" != 1 ]]; then
-  log "cargo build -p presa-api -p presa-worker"
-  (cd "$REPO" && cargo build -q -p presa-api -p presa-worker)
+  log "cargo build -p presa-api -p presa-worker -p presa-gateway"
+  (cd "$REPO" && cargo build -q -p presa-api -p presa-worker -p presa-gateway)
 fi
 API_BIN="$TARGET/debug/presa-api"
 WORKER_BIN="$TARGET/debug/presa-worker"
-[[ -x "$API_BIN" && -x "$WORKER_BIN" ]] || die "no presa-api/presa-worker under $TARGET/debug"
+GATEWAY_BIN="$TARGET/debug/presa-gateway"
+[[ -x "$API_BIN" && -x "$WORKER_BIN" && -x "$GATEWAY_BIN" ]] || die "no presa-api/presa-worker/presa-gateway under $TARGET/debug"
+PYTHON="$(bash "$REPO/tests/gateway/setup.sh" | sed -n 's/^PYTHON=//p')"
+[[ -n "$PYTHON" ]] || die "tests/gateway/setup.sh printed no PYTHON="
 
 installed() { node -p "require('$HERE/node_modules/playwright-core/package.json').version" 2>/dev/null || true; }
 locked() { node -p "require('$HERE/package-lock.json').packages['node_modules/playwright-core'].version"; }
@@ -137,15 +145,27 @@ ready() {
   done
   die "$1 never became ready"
 }
+GATEWAY_PORT="$(free_port)"
+GATEWAY_CONFIG="$WORK/gateway.toml"
+printf '[[upstream]]\nname = "py"\ncommand = "%s %s"\npool = 2\n' "$PYTHON" "$REPO/tests/gateway/upstream.py" >"$GATEWAY_CONFIG"
+log "presa-gateway (embedded) on 127.0.0.1:$GATEWAY_PORT in front of tests/gateway/upstream.py"
+"$GATEWAY_BIN" --gateway-config "$GATEWAY_CONFIG" --upstream-settle-ms 0 --listen "127.0.0.1:$GATEWAY_PORT" \
+  --auth tokens --tokens-file "$WORK/tokens" --required-scope mcp --admin-history-interval-ms 1000 \
+  >"$WORK/gateway.log" 2>&1 &
+echo $! >>"$PIDS_FILE"
+
 ready "http://127.0.0.1:$API_PORT"
 ready "http://127.0.0.1:$WORKER_PORT"
+ready "http://127.0.0.1:$GATEWAY_PORT"
 
 SCREENSHOT="$WORK/console.png"
 CHARTS_SCREENSHOT="$WORK/console-charts.png"
+UPSTREAMS_SCREENSHOT="$WORK/console-upstreams.png"
 log "node console.test.mjs (Chromium: $("$CHROMIUM" --version 2>/dev/null || echo "$CHROMIUM"))"
 PRESA_URL="http://127.0.0.1:$API_PORT" ADMIN_TOKEN="$ADMIN_TOKEN" TENANT_ADMIN_TOKEN="$TENANT_ADMIN_TOKEN" \
   USER_TOKEN="$USER_TOKEN" WORKER_BIN="$WORKER_BIN" REDIS_URL="$REDIS_URL" REDIS_PREFIX="$PREFIX" PARTITIONS=4 \
   WORK="$WORK" PIDS_FILE="$PIDS_FILE" CHROMIUM="$CHROMIUM" SCREENSHOT="$SCREENSHOT" CHARTS_SCREENSHOT="$CHARTS_SCREENSHOT" \
+  GATEWAY_URL="http://127.0.0.1:$GATEWAY_PORT" GATEWAY_CONFIG="$GATEWAY_CONFIG" UPSTREAMS_SCREENSHOT="$UPSTREAMS_SCREENSHOT" \
   node "$HERE/console.test.mjs" &
 # In the background, so that an interrupt runs the trap at once (not after the test).
 NODE_PID=$!
@@ -158,4 +178,6 @@ if [[ $UPDATE_SCREENSHOT == 1 ]]; then
   mkdir -p "$REPO/docs/img"
   cp "$CHARTS_SCREENSHOT" "$REPO/docs/img/console-charts.png"
   log "wrote docs/img/console-charts.png ($(wc -c <"$REPO/docs/img/console-charts.png") bytes)"
+  cp "$UPSTREAMS_SCREENSHOT" "$REPO/docs/img/console-upstreams.png"
+  log "wrote docs/img/console-upstreams.png ($(wc -c <"$REPO/docs/img/console-upstreams.png") bytes)"
 fi

@@ -350,18 +350,46 @@
   // A gateway's upstreams across the cluster (/admin/v1/upstreams, from the
   // processes' heartbeats): a row per upstream, its tools' calls and errors in
   // its title, and a restart of its connections; hidden when there are none.
+  // Above it, the config file each process serves (/admin/v1/gateway/config)
+  // and a button that asks every process to read it again.
   function upstreamsTable(g) {
     const box = $('overview-upstreams-box');
     const tbody = $('overview-upstreams').tBodies[0];
     tbody.replaceChildren();
     box.hidden = true;
     if (me.role !== 'admin') return;
+    const reload = $('gateway-reload');
+    reload.onclick = async () => {
+      reload.disabled = true;
+      try {
+        const { nodes } = await api('POST', '/gateway/reload');
+        if (g !== generation) return;
+        notice(`${nodes.length} gateway process(es) asked to read their config again.`, 'ok');
+      } catch (e) {
+        fail(e, g);
+      }
+      reload.disabled = false;
+    };
     refreshing(g, async () => {
-      const { upstreams } = await api('GET', '/upstreams');
+      const [{ upstreams }, { processes }] = await Promise.all([api('GET', '/upstreams'), api('GET', '/gateway/config')]);
       if (g !== generation) return;
       box.hidden = upstreams.length === 0;
       tbody.replaceChildren(...upstreams.map((u) => upstreamRow(u, g)));
+      reload.hidden = processes.length === 0;
+      $('gateway-config').textContent = configLine(processes);
     });
+  }
+
+  // What the gateway processes serve: one version (or each process's), and the latest refusal.
+  function configLine(processes) {
+    if (processes.length === 0) return 'No config file: flags only.';
+    const versions = [...new Set(processes.map((p) => p.version))];
+    let line = versions.length === 1
+      ? `Config ${versions[0]} on ${processes.length} process(es).`
+      : `Config versions differ: ${processes.map((p) => `${p.node} ${p.version}`).join(', ')}.`;
+    const refused = processes.filter((p) => p.lastRefusal).sort((a, b) => b.lastRefusal.atMs - a.lastRefusal.atMs)[0];
+    if (refused) line += ` Last refusal (${refused.node}): ${refused.lastRefusal.reason}`;
+    return line;
   }
 
   function upstreamRow(u, g) {

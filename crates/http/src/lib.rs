@@ -18,6 +18,10 @@
 //!   metadata is served at `/.well-known/oauth-protected-resource`, with
 //!   `/mcp` and with the resource URL's own path appended ([`auth::metadata`]).
 //!
+//! A server with virtual servers (`presa_server::Endpoints`) serves each at
+//! `/mcp/<name>` too (`endpoints`): the same handlers, given the dispatcher
+//! bound to that endpoint; an unknown name is 404.
+//!
 //! `POST /mcp` has one entry for both eras (`mcp`): the transport checks,
 //! authentication and the body, then a 2026-07-28 request goes to `modern`
 //! and a 2025-11-25 one (`initialize`, or a message in a session) to
@@ -42,6 +46,7 @@ mod artifacts;
 pub mod auth;
 mod config;
 pub mod console;
+mod endpoints;
 pub mod guard;
 mod legacy;
 mod mcp;

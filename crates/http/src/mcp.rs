@@ -24,7 +24,14 @@ use crate::{
     respond::{error, json, refused},
 };
 
-/// `POST /mcp`: Origin and content type, then authentication on the head
+/// `caller` on the endpoint `app` serves: what it creates and reads there
+/// (tasks, sessions, sealed state) is that endpoint's.
+pub(crate) fn bound(app: &App, mut caller: presa_server::Caller) -> presa_server::Caller {
+    caller.scope.endpoint = app.server.endpoint_name().map(str::to_string);
+    caller
+}
+
+/// `POST /mcp` (and `/mcp/<name>`, with `app` bound to that endpoint): Origin and content type, then authentication on the head
 /// alone (an unauthenticated client costs no body read and no parsing),
 /// then the envelope; the era: a 2026-07-28 request goes on to [`modern::post`],
 /// a 2025-11-25 one (`initialize`, or a message in a session) to
@@ -52,7 +59,7 @@ pub(crate) async fn post_mcp(State(app): State<App>, request: axum::extract::Req
     {
         Ok(a) => {
             let ended = a.ended();
-            (a.caller, ended)
+            (bound(&app, a.caller), ended)
         }
         Err(refusal) => {
             metrics::request(UNKNOWN_METHOD, refusal.status.as_u16().to_string(), started.elapsed());

@@ -1,4 +1,5 @@
-//! The routers this crate builds: [`router`] (`/mcp`, downloads, probes,
+//! The routers this crate builds: [`router`] (`/mcp`, a virtual server's
+//! `/mcp/<name>` (`endpoints.rs`), downloads, probes,
 //! and the admin API, console and `/metrics` beside them),
 //! [`admin_router`] and [`metrics_router`] alone, and the probes' answers.
 
@@ -19,7 +20,7 @@ use crate::{
     artifacts,
     auth::metadata::ResourceMetadata,
     config::{HttpConfig, ReadyCheck, ReadyDetail, RefreshGauges, RenderMetrics},
-    console, guard, legacy, mcp, serve,
+    console, endpoints, guard, serve,
 };
 
 /// The axum router for `server`.
@@ -43,7 +44,8 @@ pub fn router(server: Server, config: HttpConfig) -> Router {
         if app.config.admin.enabled && !app.config.admin.own_listener { guarded_console(&app) } else { Router::new() };
     let metrics = metrics.map(|m| m.layer(axum::middleware::from_fn_with_state(app.config.clone(), guard::page)));
     let router = Router::new()
-        .route("/mcp", post(mcp::post_mcp).get(legacy::get_mcp).delete(legacy::delete_mcp))
+        .route("/mcp", post(endpoints::post_root).get(endpoints::get_root).delete(endpoints::delete_root))
+        .route("/mcp/{name}", post(endpoints::post).get(endpoints::get).delete(endpoints::delete))
         .route("/artifacts/{*key}", get(artifacts::download))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

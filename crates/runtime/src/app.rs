@@ -40,6 +40,7 @@ pub struct App {
     pub(crate) catalog: Result<CatalogCell, CatalogError>,
     pub(crate) ready: Option<ExtraReady>,
     pub(crate) upstreams: Option<Arc<dyn presa_server::UpstreamSource>>,
+    pub(crate) endpoints: presa_server::Endpoints,
 }
 
 impl App {
@@ -53,6 +54,7 @@ impl App {
             catalog: catalog.map(Into::into),
             ready: None,
             upstreams: None,
+            endpoints: presa_server::Endpoints::default(),
         }
     }
 
@@ -68,6 +70,7 @@ impl App {
             catalog: Ok(catalog),
             ready: None,
             upstreams: None,
+            endpoints: presa_server::Endpoints::default(),
         }
     }
 
@@ -84,6 +87,13 @@ impl App {
     /// when an operator asks (presa-gateway's pools).
     pub fn report_upstreams(mut self, source: Arc<dyn presa_server::UpstreamSource>) -> Self {
         self.upstreams = Some(source);
+        self
+    }
+
+    /// Also serve these virtual servers at `/mcp/<name>` (and, as they say,
+    /// the whole catalog at `/mcp` or not): presa-gateway's `[[server]]` tables.
+    pub fn endpoints(mut self, endpoints: presa_server::Endpoints) -> Self {
+        self.endpoints = endpoints;
         self
     }
 
@@ -142,6 +152,7 @@ impl App {
             catalog,
             ready: self.ready,
             upstreams: self.upstreams,
+            endpoints: self.endpoints,
         })
     }
 }

@@ -23,6 +23,8 @@ pub(crate) struct Checked {
     pub(crate) ready: Option<ExtraReady>,
     /// What its heartbeats report of the upstreams it calls ([`App::report_upstreams`](crate::App::report_upstreams)).
     pub(crate) upstreams: Option<std::sync::Arc<dyn presa_server::UpstreamSource>>,
+    /// The virtual servers it serves besides `/mcp` ([`App::endpoints`](crate::App::endpoints)).
+    pub(crate) endpoints: presa_server::Endpoints,
 }
 
 impl Checked {

@@ -15,6 +15,8 @@
 //!   progress, status, cancellation), in a request or in a task alike.
 //! - [`core`]: [`Core`], what server and worker share (catalog, backend,
 //!   settings) and the one place handler output becomes a protocol result.
+//! - [`endpoint`]: virtual servers, each its own catalog, scopes and
+//!   identity, and the tasks made on it ([`Server::endpoint`]).
 //!
 //! And around them: `slots` (a worker's run and parked slots), `pools`
 //! (the listen-stream and in-request call pools, fair between scopes), [`tool`] and [`typed`] (the API tools are written with:
@@ -44,6 +46,7 @@ pub mod config;
 pub mod context;
 pub mod core;
 pub mod dispatch;
+pub mod endpoint;
 pub mod error;
 pub mod flow;
 pub mod input;
@@ -73,6 +76,7 @@ pub use config::{
 pub use context::{ListChanged, Outbox, ToolContext};
 pub use core::Core;
 pub use dispatch::{Admitted, Reply, Server, StreamPermit};
+pub use endpoint::{Endpoint, EndpointError, Endpoints};
 pub use error::{
     INFLIGHT_RETRY_AFTER_MS, INSUFFICIENT_SCOPE, QUEUE_FULL_RETRY_AFTER_MS, QUOTA_RETRY_AFTER_MS, REQUIRED_SCOPES,
     ServerError, UNAVAILABLE_RETRY_AFTER_MS,

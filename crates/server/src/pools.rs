@@ -51,6 +51,8 @@ impl ScopedPool {
     /// One more place for `scope`, or the limit that is full
     /// (counted in `presa_refusals_total`).
     pub fn admit(self: &Arc<Self>, scope: &Scope) -> Result<Permit, Limit> {
+        // One principal's share, whatever endpoint it calls (`Scope::principal`).
+        let scope = &scope.principal();
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         let refused = if open.total >= self.max {
             Some(self.names.0)
@@ -99,7 +101,7 @@ mod tests {
     use super::*;
 
     fn scope(s: &str) -> Scope {
-        Scope { tenant: "t".into(), subject: s.into() }
+        Scope { tenant: "t".into(), subject: s.into(), endpoint: None }
     }
 
     #[test]

@@ -162,6 +162,8 @@ pub(crate) struct Slot {
 impl Slot {
     /// A handler of `scope` starting with `permit`, a run slot of `slots`.
     pub(crate) fn running(slots: Slots, permit: OwnedSemaphorePermit, scope: Scope) -> Self {
+        // A principal's shares span the endpoints its tasks were made on.
+        let scope = scope.principal();
         slots.gauges.run_slots_in_use.increment(1.0);
         slots.gauges.running.increment(1.0);
         slots.scopes.change(&scope, |u| u.running += 1);
@@ -299,7 +301,7 @@ mod tests {
     use super::*;
 
     fn scope(s: &str) -> Scope {
-        Scope { tenant: "t".into(), subject: s.into() }
+        Scope { tenant: "t".into(), subject: s.into(), endpoint: None }
     }
 
     #[tokio::test]

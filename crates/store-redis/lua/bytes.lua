@@ -1,29 +1,51 @@
--- bytes.lua: a scope's byte reservations (the byte quota, `records/quota.rs`). Not a
--- script of its own: `scripts.rs` puts it in front of quota.lua, resize.lua,
+-- bytes.lua: a scope's byte quota (`records/quota.rs`). Not a script of its
+-- own: `scripts.rs` puts it in front of quota.lua, resize.lua,
 -- transition.lua and create_scoped.lua, so the layout is written once.
 --
--- Three keys in the scope's slot, passed to every function as `b`, a table
--- {reservations, sizes, total}:
---   {prefix}:{s.<tenant>.<subject>}:bytes        sorted set: member = task id,
---                                                score = the task's expiry, Unix ms
---   {prefix}:{s.<tenant>.<subject>}:bytes_sizes  hash: task id -> its bytes now
---   {prefix}:{s.<tenant>.<subject>}:bytes_total  string: the sum of the sizes
--- A task is counted from its creation until its expiry at the size its
--- record has now (it grows with answers, status messages and results).
--- The three keys expire a little after the last reservation, so a scope
--- whose tasks have all expired leaves nothing behind.
+-- Every function takes `b`, the scope's four keys (its slot, not the
+-- task's), as the table {buckets, reservations, sizes, total}:
+--   {prefix}:{s.<tenant>.<subject>}:bytes_q      hash: the scope's counted
+--       bytes by expiry bucket (field = the bucket's end, Unix ms, or "inf"
+--       for tasks that never expire), and their sum in the field "total"
+--   {prefix}:{s.<tenant>.<subject>}:bytes        } the layout before the
+--   {prefix}:{s.<tenant>.<subject>}:bytes_sizes  } buckets ("legacy", below):
+--   {prefix}:{s.<tenant>.<subject>}:bytes_total  } still counted
 --
--- A reservation whose task ended (`bytes_resize` settling it), or one
--- written before `bytes_sizes` existed, is the member "<task id>:<bytes>"
--- with no size entry: it is counted at that size until it expires and is
--- never resized.
+-- A task reserved under the buckets carries its counted size and its
+-- bucket in its own hash, the field `q` = "<bytes>:<bucket>" (task.lua),
+-- so a write that changes its size moves two numbers (HINCRBY the bucket
+-- and the total) and finds what it counted before in the read it does
+-- anyway. A task's bucket ends at or after its expiry, by at most a 64th
+-- of its lifetime (65.5 s at most: `records/quota.rs` reservation_bucket),
+-- so its bytes count that much longer than it lives, never less. A bucket
+-- is dropped whole once its end has passed: when the quota would refuse,
+-- and each time a new bucket is opened (at most once per bucket width of
+-- a steady scope), then the key's expiry is moved to its latest bucket's
+-- end, so a scope whose tasks have all expired leaves nothing behind.
+--
+-- Legacy: reservations written by pods of an earlier release (the three
+-- `bytes` keys, one entry per task) are counted in every fit check until
+-- they expire, and a task created under them is still resized and settled
+-- there (it has no `q`); old pods, side by side with new ones during a
+-- rolling upgrade, keep writing them and see only them.
+--
+-- The legacy keys:
+--   bytes        sorted set: member = task id, score = the task's expiry, Unix ms
+--   bytes_sizes  hash: task id -> its bytes now
+--   bytes_total  string: the sum of the sizes
+-- A task is counted from its creation until its expiry at the size its
+-- record has now. The three keys expire a little after the last
+-- reservation. A reservation whose task ended (`bytes_resize` settling
+-- it) is the member "<task id>:<bytes>" with no size entry: it is counted
+-- at that size until it expires and is never resized. The legacy
+-- functions below take `l`, the table {reservations, sizes, total}.
 
 -- Scores at or past 2^52 ms are tasks that never expire (`records/quota.rs` NEVER).
 local BYTES_NEVER = 4503599627370496
 
 -- The size of reservation `member` (0 when unknown).
-local function bytes_size_of(b, member)
-  local size = redis.call('HGET', b[2], member)
+local function bytes_size_of(l, member)
+  local size = redis.call('HGET', l[2], member)
   if size then
     return tonumber(size)
   end
@@ -32,21 +54,21 @@ end
 
 -- Drop reservations expired at `now` (at most 1000 a call); returns the
 -- scope's total after.
-local function bytes_sweep(b, now)
-  local total = tonumber(redis.call('GET', b[3]) or '0')
-  local expired = redis.call('ZRANGEBYSCORE', b[1], '-inf', now, 'LIMIT', 0, 1000)
+local function bytes_sweep(l, now)
+  local total = tonumber(redis.call('GET', l[3]) or '0')
+  local expired = redis.call('ZRANGEBYSCORE', l[1], '-inf', now, 'LIMIT', 0, 1000)
   if #expired == 0 then
     return total
   end
   for _, member in ipairs(expired) do
-    total = total - bytes_size_of(b, member)
+    total = total - bytes_size_of(l, member)
   end
-  redis.call('ZREM', b[1], unpack(expired))
-  redis.call('HDEL', b[2], unpack(expired))
+  redis.call('ZREM', l[1], unpack(expired))
+  redis.call('HDEL', l[2], unpack(expired))
   if total < 0 then
     total = 0
   end
-  redis.call('SET', b[3], total, 'KEEPTTL') -- a refusal after a sweep writes no expiry
+  redis.call('SET', l[3], total, 'KEEPTTL') -- a refusal after a sweep writes no expiry
   return total
 end
 
@@ -55,17 +77,17 @@ end
 -- expires; delete them once nothing is reserved. The slack lets the next
 -- reservations of a steady scope find the keys outliving them already
 -- (`bytes_outlive`), sparing them these writes.
-local function bytes_expire(b, now)
-  local last = redis.call('ZRANGE', b[1], -1, -1, 'WITHSCORES')
+local function bytes_expire(l, now)
+  local last = redis.call('ZRANGE', l[1], -1, -1, 'WITHSCORES')
   if #last == 0 then
-    redis.call('DEL', b[1], b[2], b[3])
+    redis.call('DEL', l[1], l[2], l[3])
     return
   end
   local at = tonumber(last[2])
   if at < BYTES_NEVER then
     at = at + math.max(0, math.min(60000, math.floor((at - tonumber(now)) / 10)))
   end
-  for _, key in ipairs(b) do
+  for _, key in ipairs(l) do
     if at >= BYTES_NEVER then
       redis.call('PERSIST', key)
     elseif redis.call('EXISTS', key) == 1 then
@@ -74,90 +96,154 @@ local function bytes_expire(b, now)
   end
 end
 
--- Whether each of the three keys exists and expires at or after `expiry`
--- (a reservation's score), so a reservation expiring then changes no expiry.
-local function bytes_outlive(b, expiry)
-  if expiry >= BYTES_NEVER then
-    return false
-  end
-  for _, key in ipairs(b) do
-    if redis.call('PEXPIRETIME', key) < expiry then -- -1 (none) and -2 (no key) too
-      return false
+-- The legacy total, counting reservations that expired but were not swept
+-- yet: at least the live ones' sum.
+local function bytes_total(l)
+  return tonumber(redis.call('GET', l[3]) or '0')
+end
+
+-- The buckets (below) of `b`'s hash whose end has passed at `now` are
+-- dropped and the total lowered by their bytes; returns the total after.
+local function quota_sweep(b, now)
+  local all = redis.call('HGETALL', b[1])
+  local total, lapsed, freed = 0, {}, 0
+  now = tonumber(now)
+  for i = 1, #all, 2 do
+    local field = all[i]
+    if field == 'total' then
+      total = tonumber(all[i + 1])
+    elseif field ~= 'inf' and tonumber(field) <= now then
+      lapsed[#lapsed + 1] = field
+      freed = freed + tonumber(all[i + 1])
     end
   end
+  if #lapsed == 0 then
+    return total
+  end
+  redis.call('HDEL', b[1], unpack(lapsed))
+  return redis.call('HINCRBY', b[1], 'total', -freed)
+end
+
+-- Whether `growth` more bytes fit under `quota` at `now`, counting the
+-- buckets and the legacy reservations: against the totals as kept, and
+-- only when they say no, once lapsed buckets and expired legacy
+-- reservations are dropped.
+local function quota_fit(b, growth, quota, now)
+  local total = tonumber(redis.call('HGET', b[1], 'total') or '0')
+  local legacy = { b[2], b[3], b[4] }
+  local old = bytes_total(legacy)
+  if total + old + growth <= quota then
+    return true
+  end
+  return quota_sweep(b, now) + bytes_sweep(legacy, now) + growth <= quota
+end
+
+-- Add `delta` bytes to bucket `bucket` and the total, unless the bucket is
+-- gone (its end passed and it was dropped, or the key expired: a late
+-- write of a task that lapsed counts nothing). Returns whether counted.
+local function quota_count(b, bucket, delta)
+  if delta == 0 then
+    return true
+  end
+  if redis.call('HINCRBY', b[1], bucket, delta) == delta then
+    redis.call('HDEL', b[1], bucket)
+    return false
+  end
+  redis.call('HINCRBY', b[1], 'total', delta)
   return true
 end
 
--- The scope's total, counting the reservations that expired but were not
--- swept yet: at least the live ones' sum.
-local function bytes_total(b)
-  return tonumber(redis.call('GET', b[3]) or '0')
-end
-
--- Whether `growth` more bytes fit under `quota` at `now`: against the
--- total as kept, and only when that says no, once expired reservations
--- are swept (an expired reservation never causes a refusal).
-local function bytes_fit(b, growth, quota, now)
-  return bytes_total(b) + growth <= quota or bytes_sweep(b, now) + growth <= quota
-end
-
--- Reserve `bytes` for new task `id` expiring at `expiry` unless the total
--- would pass `quota`; returns the total with them, or 0 when refused.
--- Expired reservations are swept when the quota would refuse, and each
--- time the keys' expiry is moved on (`bytes_expire`, about every tenth of
--- a task's lifetime, a minute at most): a steady scope keeps them that
--- long past their expiry, counted in the total (the quota-use metric), and
--- two commands a create are spared.
-local function bytes_reserve(b, id, bytes, expiry, quota, now)
-  if not bytes_fit(b, bytes, quota, now) then
-    return 0
+-- A new bucket `bucket` was opened: drop the lapsed ones and make the key
+-- last until its latest bucket's end (never, with a bucket "inf").
+local function quota_opened(b, bucket, now)
+  quota_sweep(b, now)
+  local at = redis.call('PEXPIRETIME', b[1]) -- -1: none (new key, or an "inf" bucket)
+  if bucket == 'inf' then
+    redis.call('PERSIST', b[1])
+  elseif at == -1 then
+    if redis.call('HEXISTS', b[1], 'inf') == 0 then
+      redis.call('PEXPIREAT', b[1], bucket)
+    end
+  elseif at < tonumber(bucket) then
+    redis.call('PEXPIREAT', b[1], bucket)
   end
-  redis.call('ZADD', b[1], expiry, id)
-  redis.call('HSET', b[2], id, bytes)
-  local total = redis.call('INCRBY', b[3], bytes)
-  if not bytes_outlive(b, tonumber(expiry)) then
-    total = bytes_sweep(b, now)
-    bytes_expire(b, now)
-  end
-  return total
 end
 
--- Count task `id` at `bytes` from now on. With `quota` (a number, or nil),
--- growth that would take the total past it is refused. With `settle` (the
--- write that ends the task landed: its size never changes again), the
--- reservation's score (its expiry, `records/quota.rs` reservation_expiry), the
--- reservation becomes the member "<id>:<bytes>" at that score, as those
--- older than `bytes_sizes` are, and its size entry goes: a finished task
--- then costs the quota one sorted-set entry, not that and a hash field
--- (about 70 bytes of Redis memory less until its expiry). Returns the size
--- counted before (nil when the task has no reservation, or one settled
--- already: nothing changes), or false when refused.
+-- Reserve `bytes` for a new task in bucket `bucket` unless the scope's
+-- total (its buckets' and its legacy reservations') would pass `quota`;
+-- returns that total with them, or 0 when refused (nothing reserved).
+-- Three commands when it fits and the bucket is open: the total, the
+-- legacy total, the bucket.
+local function quota_reserve(b, bytes, bucket, quota, now)
+  local total = redis.call('HINCRBY', b[1], 'total', bytes)
+  local legacy = { b[2], b[3], b[4] }
+  local old = bytes_total(legacy)
+  if total + old > quota then
+    total = quota_sweep(b, now)
+    if total + old > quota then
+      old = bytes_sweep(legacy, now)
+    end
+    if total + old > quota then
+      if redis.call('HINCRBY', b[1], 'total', -bytes) == 0 and redis.call('HLEN', b[1]) == 1 then
+        redis.call('DEL', b[1]) -- nothing reserved: no key left without an expiry
+      end
+      return 0
+    end
+  end
+  if redis.call('HINCRBY', b[1], bucket, bytes) == bytes then
+    quota_opened(b, bucket, now)
+  end
+  return total + old
+end
+
+-- Legacy: count task `id` at `bytes` from now on. With `quota` (a number,
+-- or nil), growth that would take the scope's total past it is refused.
+-- With `settle` (the write that ends the task landed: its size never
+-- changes again), the reservation's score (its expiry), the reservation
+-- becomes the member "<id>:<bytes>" at that score and its size entry goes.
+-- Returns the size counted before (nil when the task has no legacy
+-- reservation, or one settled already: nothing changes), or false when
+-- refused.
 local function bytes_resize(b, id, bytes, quota, now, settle)
-  local before = redis.call('HGET', b[2], id)
+  local l = { b[2], b[3], b[4] }
+  local before = redis.call('HGET', l[2], id)
   if not before then
     return nil
   end
   before = tonumber(before)
   local growth = bytes - before
-  if growth > 0 and quota and not bytes_fit(b, growth, quota, now) then
+  if growth > 0 and quota and not quota_fit(b, growth, quota, now) then
     return false
   end
   if settle then
-    redis.call('HDEL', b[2], id)
-    if redis.call('ZREM', b[1], id) == 1 then
+    redis.call('HDEL', l[2], id)
+    if redis.call('ZREM', l[1], id) == 1 then
       -- Its last member removed, the set was deleted with its expiry: the
       -- ZADD makes a new one, which must expire too.
-      local emptied = redis.call('EXISTS', b[1]) == 0
-      redis.call('ZADD', b[1], settle, id .. ':' .. bytes)
+      local emptied = redis.call('EXISTS', l[1]) == 0
+      redis.call('ZADD', l[1], settle, id .. ':' .. bytes)
       if emptied then
-        bytes_expire(b, now)
+        bytes_expire(l, now)
       end
     end
   elseif growth ~= 0 then
-    redis.call('HSET', b[2], id, bytes)
+    redis.call('HSET', l[2], id, bytes)
   end
   if growth ~= 0 then
-    redis.call('INCRBY', b[3], growth)
+    redis.call('INCRBY', l[3], growth)
   end
   return before
+end
+
+-- Count a task reserved under the buckets, whose `q` field (task.lua) is
+-- `counted` ("<bytes>:<bucket>"), at `bytes`: growth past `quota` (a number,
+-- or nil) is refused. Returns its new `q`, or false when refused.
+local function quota_resize(b, counted, bytes, quota, now)
+  local before, bucket = string.match(counted, '^(%d+):(%S+)$')
+  local growth = bytes - tonumber(before)
+  if growth > 0 and quota and not quota_fit(b, growth, quota, now) then
+    return false
+  end
+  quota_count(b, bucket, growth)
+  return bytes .. ':' .. bucket
 end

@@ -24,7 +24,10 @@
 -- ARGV[9]: "1" to index the task, "" not to (`--task-index off`)
 -- ARGV[10]: the hex tenant
 -- ARGV[11]: now, Unix ms
--- KEYS[6], ARGV[12] (a keyed create only): its idempotency record (see
+-- ARGV[12]: the task's `q` when its bytes were reserved under its scope's
+--          byte quota ("<bytes>:<bucket>", quota.lua's ARGV[2]), kept in its
+--          hash (task.lua); "" without
+-- KEYS[6], ARGV[13] (a keyed create only): its idempotency record (see
 --          idempotency.lua) and the request's fingerprint
 -- Returns: the work entry id; nil when KEYS[1] already exists; 0 when the work
 --          stream is full; {'replay', doc} when the key names a live task made
@@ -34,7 +37,7 @@
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return false
 end
-local found = idem_replay(KEYS[6], ARGV[12])
+local found = idem_replay(KEYS[6], ARGV[13])
 if found then
   return found
 end
@@ -44,12 +47,12 @@ end
 -- The stream entry first: if anything after it failed, a worker would find
 -- no task and drop the entry; the reverse would strand a task.
 local entry = redis.call('XADD', KEYS[2], '*', 'task', ARGV[1])
-task_store(KEYS[1], ARGV[3], ARGV[4], ARGV[5], ARGV[2])
+task_store(KEYS[1], ARGV[3], ARGV[4], ARGV[5], ARGV[2], false, ARGV[12] ~= '' and ARGV[12] or nil)
 if ARGV[6] ~= '' then
   redis.call('PEXPIREAT', KEYS[1], ARGV[6])
 end
 if KEYS[6] then
-  idem_record(KEYS[6], ARGV[12], KEYS[1], ARGV[6])
+  idem_record(KEYS[6], ARGV[13], KEYS[1], ARGV[6])
 end
 
 if ARGV[7] ~= '' then

@@ -1,24 +1,25 @@
 -- quota.lua: reserve a new task's bytes under its scope's byte quota.
 -- Like admit.lua, the scope's keys live in their own slot (not the task's),
--- so the reservation is made first, atomically, then the task is created;
--- when the create definitely did not happen the reservation is taken back
--- (see `records/quota.rs`). A reservation lasts as long as its task: until its
--- expiry, resized as the task grows (resize.lua, transition.lua). The
--- layout of the three keys is bytes.lua's, which runs in front of this.
+-- so the reservation is made first, atomically, then the task is created
+-- (create.lua, given the same `q` to keep in the task's hash); when the
+-- create definitely did not happen the reservation is taken back (resize.lua
+-- with the negative size; see `records/quota.rs`). A reservation lasts until
+-- its bucket's end, at or a little after its task's expiry, resized as the
+-- task grows. The layout of the keys is bytes.lua's, which runs in front of this.
 --
--- KEYS[1]: scope reservations  {prefix}:{s.<tenant>.<subject>}:bytes
--- KEYS[2]: scope sizes         {prefix}:{s.<tenant>.<subject>}:bytes_sizes
--- KEYS[3]: scope total         {prefix}:{s.<tenant>.<subject>}:bytes_total
+-- KEYS[1]: scope buckets       {prefix}:{s.<tenant>.<subject>}:bytes_q
+-- KEYS[2]: legacy reservations {prefix}:{s.<tenant>.<subject>}:bytes
+-- KEYS[3]: legacy sizes        {prefix}:{s.<tenant>.<subject>}:bytes_sizes
+-- KEYS[4]: legacy total        {prefix}:{s.<tenant>.<subject>}:bytes_total
 -- ARGV[1]: quota, bytes
--- ARGV[2]: task id
--- ARGV[3]: the task's bytes
--- ARGV[4]: the task's expiry, Unix ms (far in the future when it never expires)
--- ARGV[5]: now, Unix ms
+-- ARGV[2]: the task's `q`: "<its bytes>:<its bucket>" (`records/quota.rs`)
+-- ARGV[3]: now, Unix ms
 -- Returns: the scope's reserved bytes with this task's (>= 1: a task is never
---          0 bytes; reservations expired less than a tenth of a task's
---          lifetime ago, a minute at most, may still be counted: see
---          bytes_reserve) when reserved; 0 over the quota (nothing
---          reserved; expired reservations, at most 1000 per call, were
---          dropped first).
+--          0 bytes; buckets whose end passed less than one bucket width ago
+--          and legacy reservations expired less than a tenth of their
+--          lifetime ago may still be counted) when reserved; 0 over the
+--          quota (nothing reserved; lapsed buckets and expired legacy
+--          reservations, at most 1000, were dropped first).
 
-return bytes_reserve(KEYS, ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[1]), ARGV[5])
+local bytes, bucket = string.match(ARGV[2], '^(%d+):(%S+)$')
+return quota_reserve(KEYS, tonumber(bytes), bucket, tonumber(ARGV[1]), ARGV[3])

@@ -7,6 +7,9 @@
 --   attempt  the fencing attempt of its latest claim
 --   status   its status as on the wire (`working`, `completed`…)
 --   doc      the whole task as JSON (what readers decode and channels carry)
+-- and, for a task created under a byte quota, a fifth:
+--   q        "<bytes>:<bucket>": the size its scope's quota counts it at,
+--            and the expiry bucket that counts it (bytes.lua)
 -- so scripts decide on rev, attempt and status without decoding JSON, and
 -- hand back only the doc. The doc is longer than hash-max-listpack-value
 -- (64 B by default), so the hash is hashtable-encoded: MEMORY USAGE of a
@@ -37,12 +40,12 @@ local function task_load(key)
   return h[1], h[2] or '0', h[3], h[4], false
 end
 
--- Returns rev, attempt, status (strings) and whether the key holds a string
--- record, as task_load does but without the doc: a script that decides on
+-- Returns rev, attempt, status (strings), whether the key holds a string
+-- record and its `q` (nil without), as task_load does but without the doc: a script that decides on
 -- these alone spares copying the doc into Lua (about 0.8 µs a load), and
 -- asks task_doc for it only when its answer carries it (a conflict).
 local function task_head(key)
-  local h = redis.pcall('HMGET', key, 'rev', 'attempt', 'status')
+  local h = redis.pcall('HMGET', key, 'rev', 'attempt', 'status', 'q')
   if h.err then
     local rev, attempt, status, _, string_record = task_load(key)
     return rev, attempt, status, string_record
@@ -50,7 +53,7 @@ local function task_head(key)
   if not h[1] then
     return
   end
-  return h[1], h[2] or '0', h[3], false
+  return h[1], h[2] or '0', h[3], false, h[4] or nil
 end
 
 -- The doc of the task at `key` (nil when there is none).
@@ -61,14 +64,19 @@ end
 
 -- Write a task, keeping the key's expiry (set once, at creation): a hash
 -- written over keeps it by itself; a string record (`string_record`, as
--- task_load said) is replaced by a hash given its time left.
-local function task_store(key, rev, attempt, status, doc, string_record)
+-- task_load said) is replaced by a hash given its time left. With `q`, its
+-- counted size is written too (other fields it has are kept).
+local function task_store(key, rev, attempt, status, doc, string_record, q)
   local ttl
   if string_record then
     ttl = redis.call('PTTL', key)
     redis.call('DEL', key)
   end
-  redis.call('HSET', key, 'rev', rev, 'attempt', attempt, 'status', status, 'doc', doc)
+  if q then
+    redis.call('HSET', key, 'rev', rev, 'attempt', attempt, 'status', status, 'doc', doc, 'q', q)
+  else
+    redis.call('HSET', key, 'rev', rev, 'attempt', attempt, 'status', status, 'doc', doc)
+  end
   if ttl and ttl > 0 then
     redis.call('PEXPIRE', key, ttl)
   end

@@ -104,7 +104,7 @@ impl Letters {
         let parts = (0..keys.partitions()).map(|p| {
             let index = match &filter.subject {
                 Some(subject) => {
-                    let scope = Scope { tenant: filter.tenant.clone(), subject: subject.clone() };
+                    let scope = Scope { tenant: filter.tenant.clone(), subject: subject.clone(), endpoint: None };
                     keys.dead_by_scope(p, &scope)
                 }
                 None => keys.dead_by_tenant(p, &filter.tenant),
@@ -215,7 +215,7 @@ mod tests {
     fn letter(replayed_as: Option<&str>) -> DeadLetter {
         DeadLetter {
             id: TaskId::from_wire("p03.abc"),
-            scope: Scope { tenant: "a b\n".into(), subject: "s".into() },
+            scope: Scope { tenant: "a b\n".into(), subject: "s".into(), endpoint: None },
             work: Work { tool: "t".into(), arguments: serde_json::json!({"x": 1.0, "y": {}}), ..Work::default() },
             ttl_ms: None,
             poll_interval_ms: Some(5),

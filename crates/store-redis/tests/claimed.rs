@@ -20,7 +20,7 @@ const PATIENCE: Duration = Duration::from_secs(5);
 
 fn new_task() -> NewTask {
     NewTask {
-        scope: Scope { tenant: "acme".into(), subject: "alice".into() },
+        scope: Scope { tenant: "acme".into(), subject: "alice".into(), endpoint: None },
         work: Work { tool: "echo".into(), trace: BTreeMap::new(), ..Work::default() },
         ttl_ms: None,
         poll_interval_ms: None,

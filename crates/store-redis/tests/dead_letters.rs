@@ -18,7 +18,7 @@ use serde_json::json;
 const RETENTION: Duration = Duration::from_millis(1_500);
 
 fn owner() -> Scope {
-    Scope { tenant: "acme".into(), subject: "alice".into() }
+    Scope { tenant: "acme".into(), subject: "alice".into(), endpoint: None }
 }
 
 /// Create a task, claim it and fail it as poison; its id.

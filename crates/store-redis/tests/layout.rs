@@ -2,7 +2,8 @@
 //! `rev`, `attempt`, `status` and `doc`; string records of an earlier
 //! release read and turned into hashes by their next write, keeping their
 //! expiry; hashes written by hand read and written like new ones; a key
-//! holding no record.
+//! holding no record. And the byte quota's (`lua/bytes.lua`): a task's `q`
+//! and its scope's buckets, beside the reservations of an earlier release.
 
 mod common;
 
@@ -156,31 +157,102 @@ async fn a_key_holding_no_task_record_reads_as_corrupt() {
     assert_eq!(value, "not a record");
 }
 
-/// The byte quota's reservation of a task that ended is settled (`bytes.lua`):
-/// its size moves into its sorted-set member (`<id>:<bytes>`) and its entry
-/// in the sizes hash goes, the scope's total unchanged; it still counts until
-/// its expiry.
+/// The byte quota counts a task in its own hash (`q` = "<bytes>:<bucket>")
+/// and in its scope's bucket hash (the bucket and the total), with no entry
+/// per task in the scope (`bytes.lua`): a write that grows the task moves
+/// both to its new size; the scope's hash expires at its latest bucket's
+/// end, at or just after the task's expiry.
 #[tokio::test]
-async fn a_finished_tasks_byte_reservation_is_one_member_holding_its_size() {
+async fn a_tasks_byte_reservation_is_its_bucket_and_its_own_q_field() {
     let redis = TestRedis::start().await;
     let store = RedisStore::connect(config(&redis)).await.unwrap();
     let limits = presa_store::CreateLimits { max_bytes_per_scope: Some(1 << 20), ..NO_LIMITS };
     let task = store.create(expiring(), limits).await.unwrap();
-    let [reservations, sizes, total] = store.keys().scope_byte_keys(&task.scope);
+    let [buckets, reservations, sizes, total] = store.keys().scope_byte_keys(&task.scope);
+    let key = store.keys().task(&task.id).unwrap();
     let mut c = raw(&redis).await;
-    let size: u64 = c.hget(&sizes, task.id.as_str()).await.unwrap();
+    let size: u64 = redis::cmd("HSTRLEN").arg(&key).arg("doc").query_async(&mut c).await.unwrap();
+    let q: String = c.hget(&key, "q").await.unwrap();
+    let (counted, bucket) = q.split_once(':').unwrap();
+    assert_eq!(counted.parse::<u64>().unwrap(), size, "counted at its size");
+    let bucket: u64 = bucket.parse().unwrap();
+    let expiry = task.created_at_ms + 600_000;
+    // A 64th of its lifetime at most (600 s / 64, rounded down to a power of two: 8,192 ms).
+    assert!(bucket >= expiry && bucket < expiry + 8192, "bucket {bucket} ends just after the expiry {expiry}");
+    let scope: HashMap<String, u64> = c.hgetall(&buckets).await.unwrap();
+    assert_eq!(scope, HashMap::from([(bucket.to_string(), size), ("total".into(), size)]));
+    let expires: i64 = redis::cmd("PEXPIRETIME").arg(&buckets).query_async(&mut c).await.unwrap();
+    assert_eq!(expires, bucket as i64, "the scope's hash lasts until its latest bucket ends");
+    for legacy in [&reservations, &sizes, &total] {
+        assert!(!c.exists::<_, bool>(legacy).await.unwrap(), "{legacy} is not written any more");
+    }
+
     let claim = store.claim("w1", 1, LONG, PATIENCE).await.unwrap().remove(0);
     let done = next(&claim.task, Event::Complete(json!({ "content": [{ "type": "text", "text": "done" }] })));
     assert!(matches!(store.transition(&done, claim.writer()).await.unwrap(), Cas::Applied(_)));
-
-    let key = store.keys().task(&task.id).unwrap();
     let final_size: u64 = redis::cmd("HSTRLEN").arg(&key).arg("doc").query_async(&mut c).await.unwrap();
     assert!(final_size > size, "the result grew the task");
+    let q: String = c.hget(&key, "q").await.unwrap();
+    assert_eq!(q, format!("{final_size}:{bucket}"), "counted at its final size, in the same bucket");
+    let scope: HashMap<String, u64> = c.hgetall(&buckets).await.unwrap();
+    assert_eq!(scope, HashMap::from([(bucket.to_string(), final_size), ("total".into(), final_size)]));
+}
+
+/// A rolling upgrade: reservations an earlier release wrote (one entry a
+/// task in the scope's `bytes`, `bytes_sizes` and `bytes_total`, for a task
+/// with no `q`) count beside the buckets until they expire; a write ending
+/// such a task settles it there as the earlier release did; once expired
+/// it is dropped and its bytes fit again.
+#[tokio::test]
+async fn legacy_reservations_count_beside_buckets_until_they_expire() {
+    let redis = TestRedis::start().await;
+    let store = RedisStore::connect(config(&redis)).await.unwrap();
+    let mut c = raw(&redis).await;
+    // A task an old pod created, and its reservation as the old bytes.lua wrote it.
+    let old = store.create(expiring(), NO_LIMITS).await.unwrap();
+    let old_key = store.keys().task(&old.id).unwrap();
+    let one: u64 = redis::cmd("HSTRLEN").arg(&old_key).arg("doc").query_async(&mut c).await.unwrap();
+    let [buckets, reservations, sizes, total] = store.keys().scope_byte_keys(&old.scope);
+    let expiry = old.created_at_ms + 600_000;
+    let _: () = c.zadd(&reservations, old.id.as_str(), expiry).await.unwrap();
+    let _: () = c.hset(&sizes, old.id.as_str(), one).await.unwrap();
+    let _: () = c.set(&total, one).await.unwrap();
+    for key in [&reservations, &sizes, &total] {
+        let _: () = redis::cmd("PEXPIREAT").arg(key).arg(expiry).query_async(&mut c).await.unwrap();
+    }
+
+    // Room for two and a half tasks: the old one and one new one fit, a third does not.
+    let limits = presa_store::CreateLimits { max_bytes_per_scope: Some(2 * one + one / 2), ..NO_LIMITS };
+    store.create(expiring(), limits).await.expect("one new task fits beside the old one");
+    let refused = store.create(expiring(), limits).await;
+    assert!(
+        matches!(refused, Err(presa_store::StoreError::Capacity { limit: presa_store::Limit::MaxBytesPerScope })),
+        "the old reservation counts: {refused:?}"
+    );
+    let counted: u64 = c.hget(&buckets, "total").await.unwrap();
+    assert_eq!(counted, one, "the new task alone is in the buckets");
+
+    // The old task ends on a new pod: settled in the legacy keys, at its final size.
+    let mut claims = store.claim("w1", 2, LONG, PATIENCE).await.unwrap();
+    assert_eq!(claims.len(), 2);
+    let claim = claims.remove(claims.iter().position(|c| c.task.id == old.id).unwrap());
+    let done = next(&claim.task, Event::Complete(json!({ "content": [{ "type": "text", "text": "done" }] })));
+    assert!(matches!(store.transition(&done, claim.writer()).await.unwrap(), Cas::Applied(_)));
+    let final_size: u64 = redis::cmd("HSTRLEN").arg(&old_key).arg("doc").query_async(&mut c).await.unwrap();
     let members: Vec<(String, f64)> = c.zrange_withscores(&reservations, 0, -1).await.unwrap();
-    assert_eq!(members.len(), 1);
-    assert_eq!(members[0].0, format!("{}:{final_size}", task.id), "settled at its final size");
-    let left: HashMap<String, u64> = c.hgetall(&sizes).await.unwrap();
-    assert!(left.is_empty(), "no size entry is left: {left:?}");
-    let counted: u64 = c.get(&total).await.unwrap();
-    assert_eq!(counted, final_size, "still counted, at its final size");
+    assert_eq!(members, vec![(format!("{}:{final_size}", old.id), expiry as f64)], "settled as before");
+    assert!(!c.hexists::<_, _, bool>(&sizes, old.id.as_str()).await.unwrap());
+    let legacy_total: u64 = c.get(&total).await.unwrap();
+    assert_eq!(legacy_total, final_size);
+    assert!(!c.hexists::<_, _, bool>(&old_key, "q").await.unwrap(), "an old task gets no `q`");
+    let counted: u64 = c.hget(&buckets, "total").await.unwrap();
+    assert_eq!(counted, one, "the buckets are untouched by the old task");
+    assert!(store.create(expiring(), limits).await.is_err(), "still counted after its end");
+
+    // Its reservation expires (moved into the past): dropped, its bytes fit again.
+    let _: () = c.zadd(&reservations, format!("{}:{final_size}", old.id), now_ms() - 1).await.unwrap();
+    store.create(expiring(), limits).await.expect("an expired old reservation frees its bytes");
+    let counted: u64 = c.hget(&buckets, "total").await.unwrap();
+    assert_eq!(counted, 2 * one);
+    assert!(!c.exists::<_, bool>(&reservations).await.unwrap(), "the old reservations are gone");
 }

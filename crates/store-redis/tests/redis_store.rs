@@ -27,7 +27,7 @@ const LONG: Duration = Duration::from_secs(30);
 const PATIENCE: Duration = Duration::from_secs(5);
 
 fn owner() -> Scope {
-    Scope { tenant: "acme".into(), subject: "alice".into() }
+    Scope { tenant: "acme".into(), subject: "alice".into(), endpoint: None }
 }
 
 fn new_task(ttl_ms: Option<u64>) -> NewTask {
@@ -435,7 +435,7 @@ async fn the_scope_limit_drops_members_by_expiry_only() {
 /// never claimed), under a per-scope limit and byte quota, leave no key
 /// behind once their TTL passed and workers drained the streams: SCAN of the
 /// prefix finds only the (empty) partition streams and the epoch key; the
-/// scope's active set and its three byte-quota keys expire with its tasks.
+/// scope's active set and its byte-quota hash expire with its tasks.
 #[tokio::test]
 async fn expired_tasks_leave_no_key_behind() {
     let redis = TestRedis::start().await;
@@ -492,12 +492,10 @@ async fn expired_tasks_leave_no_key_behind() {
     let active = store.keys().scope_active(&owner());
     assert!(c.exists::<_, bool>(&active).await.unwrap(), "the scope's set exists while its tasks live");
     let byte_keys = store.keys().scope_byte_keys(&owner());
-    for key in &byte_keys {
-        let left: i64 = c.pttl(key).await.unwrap();
-        // With a slack of a tenth of the task's lifetime (bytes.lua).
-        let within = (ttl + ttl / 10) as i64;
-        assert!(left > 0 && left <= within, "{key} expires with the scope's last task, in {left} ms");
-    }
+    let left: i64 = c.pttl(&byte_keys[0]).await.unwrap();
+    // At its latest bucket's end: a 64th of the task's lifetime at most (bytes.lua).
+    let within = (ttl + ttl / 64) as i64;
+    assert!(left > 0 && left <= within, "{} expires with the scope's last task, in {left} ms", byte_keys[0]);
 
     tokio::time::sleep(Duration::from_millis(ttl + 500)).await;
     // Workers drain what is left (entries of expired tasks are dropped).
@@ -523,10 +521,9 @@ async fn expired_tasks_leave_no_key_behind() {
     }
 }
 
-/// A principal with one task: the write that ends it settles its byte
-/// reservation (bytes.lua `bytes_resize`), which empties and re-creates the
-/// reservations set; the new set must expire too, or the key outlives the
-/// principal forever.
+/// A principal with one task: the write that ends it counts its final size
+/// in its bucket (bytes.lua); the scope's hash keeps expiring with the task,
+/// or it would outlive the principal forever.
 #[tokio::test]
 async fn a_one_task_principals_byte_keys_expire_after_it_ends() {
     let redis = TestRedis::start().await;
@@ -540,16 +537,12 @@ async fn a_one_task_principals_byte_keys_expire_after_it_ends() {
     assert!(matches!(store.transition(&done, claims[0].writer()).await.unwrap(), Cas::Applied(_)));
     store.remove_work(&claims[0]).await.unwrap();
     let mut c = raw(&redis).await;
-    let mut seen = 0;
-    for key in store.keys().scope_byte_keys(&owner()) {
-        let left: i64 = c.pttl(&key).await.unwrap();
-        if left == -2 {
-            continue; // gone: the sizes hash once its last entry settled
-        }
-        seen += 1;
-        assert!(left > 0 && left <= (ttl + ttl / 10) as i64, "{key} expires with the task, not in {left} ms");
+    let [buckets, legacy @ ..] = store.keys().scope_byte_keys(&owner());
+    let left: i64 = c.pttl(&buckets).await.unwrap();
+    assert!(left > 0 && left <= (ttl + ttl / 64) as i64, "{buckets} expires with the task, not in {left} ms");
+    for key in legacy {
+        assert!(!c.exists::<_, bool>(&key).await.unwrap(), "{key} is not written any more");
     }
-    assert!(seen >= 2, "the reservations set and the total are kept until the task expires");
 }
 
 /// A failover seen from the client: the server turns into a read-only

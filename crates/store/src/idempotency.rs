@@ -33,7 +33,11 @@ impl Idempotency {
     /// by the caller: its length and alphabet are the server's business).
     pub fn new(scope: &Scope, key: &str, work: &Work) -> Idempotency {
         let mut named = Sha256::new();
-        for part in [scope.tenant.as_bytes(), scope.subject.as_bytes(), key.as_bytes()] {
+        // A virtual server's endpoint is part of the owner (a key used on
+        // one endpoint never replays another's task); the root's adds nothing,
+        // so records made before endpoints existed keep their names.
+        let endpoint = scope.endpoint.as_deref().map(str::as_bytes);
+        for part in [scope.tenant.as_bytes(), scope.subject.as_bytes(), key.as_bytes()].into_iter().chain(endpoint) {
             // Length-prefixed, so ("ab", "c") and ("a", "bc") differ.
             named.update((part.len() as u64).to_be_bytes());
             named.update(part);
@@ -111,7 +115,7 @@ mod tests {
     }
 
     fn scope(subject: &str) -> Scope {
-        Scope { tenant: "t".into(), subject: subject.into() }
+        Scope { tenant: "t".into(), subject: subject.into(), endpoint: None }
     }
 
     #[test]

@@ -38,13 +38,14 @@ impl Shares {
 
     /// Record that `scope` already holds `n` slots.
     pub fn with_held(mut self, scope: Scope, n: usize) -> Self {
-        self.held.insert(scope, n);
+        self.held.insert(scope.principal(), n);
         self
     }
 
     /// Whether work of `scope` may be claimed now.
     pub fn admits(&self, scope: &Scope) -> bool {
-        scope.is_anonymous() || self.cap.is_none_or(|cap| self.held.get(scope).copied().unwrap_or(0) < cap)
+        // Counted by principal (`Scope::principal`): one share across endpoints.
+        scope.is_anonymous() || self.cap.is_none_or(|cap| self.held.get(&scope.principal()).copied().unwrap_or(0) < cap)
     }
 
     /// Admit one work item of `scope` (counting it), or refuse it when the
@@ -54,7 +55,7 @@ impl Shares {
             return false;
         }
         if self.cap.is_some() && !scope.is_anonymous() {
-            *self.held.entry(scope.clone()).or_default() += 1;
+            *self.held.entry(scope.principal()).or_default() += 1;
         }
         true
     }
@@ -81,7 +82,7 @@ mod tests {
     use super::*;
 
     fn scope(s: &str) -> Scope {
-        Scope { tenant: "t".into(), subject: s.into() }
+        Scope { tenant: "t".into(), subject: s.into(), endpoint: None }
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! A throw-away issuer for local runs (`deploy/local-cluster.sh --auth-jwt`):
-//! fresh keys, their JWKS written to a file, one long-lived token printed.
+//! fresh keys, their JWKS written to a file, one long-lived token printed
+//! (and with `DEV_ISSUER_MORE="NAME=SCOPES;..."`, one more per entry, written
+//! to `token-NAME` beside the JWKS file).
 //!
 //! `cargo run -q -p presa-testkit --example dev_issuer -- ISSUER AUDIENCE JWKS_OUT [SUBJECT] [SCOPES]`
 //!
@@ -21,7 +23,24 @@ fn main() {
         eprintln!("dev_issuer: writing {jwks_out}: {e}");
         std::process::exit(1);
     }
-    let mut claims = dev.claims(subject, &scopes);
-    claims["exp"] = (now_secs() + 30 * 24 * 3600).into();
-    println!("{}", dev.sign(Key::Rsa, &claims));
+    let token = |scopes: &[&str]| {
+        let mut claims = dev.claims(subject, scopes);
+        claims["exp"] = (now_secs() + 30 * 24 * 3600).into();
+        dev.sign(Key::Rsa, &claims)
+    };
+    // More tokens of the same subject with other scopes: DEV_ISSUER_MORE="NAME=SCOPES;...",
+    // each written to token-NAME beside JWKS_OUT.
+    let dir = std::path::Path::new(jwks_out).parent().unwrap_or(std::path::Path::new("."));
+    for spec in std::env::var("DEV_ISSUER_MORE").unwrap_or_default().split(';').filter(|s| !s.trim().is_empty()) {
+        let Some((name, more)) = spec.split_once('=') else {
+            eprintln!("dev_issuer: DEV_ISSUER_MORE entries are NAME=SCOPES, not {spec:?}");
+            std::process::exit(2);
+        };
+        let path = dir.join(format!("token-{}", name.trim()));
+        if let Err(e) = std::fs::write(&path, token(&more.split_whitespace().collect::<Vec<_>>())) {
+            eprintln!("dev_issuer: writing {}: {e}", path.display());
+            std::process::exit(1);
+        }
+    }
+    println!("{}", token(&scopes));
 }

@@ -17,7 +17,7 @@ pub struct HeaderScopes;
 impl Authenticator for HeaderScopes {
     async fn authenticate(&self, parts: &axum::http::request::Parts) -> Result<Caller, Refusal> {
         let subject = parts.headers.get("x-test-scope").and_then(|v| v.to_str().ok()).unwrap_or("anonymous");
-        Ok(Caller { scope: Scope { tenant: "test".into(), subject: subject.into() }, scopes: None })
+        Ok(Caller { scope: Scope { tenant: "test".into(), subject: subject.into(), endpoint: None }, scopes: None })
     }
 
     async fn authenticate_until(&self, parts: &axum::http::request::Parts) -> Result<Authenticated, Refusal> {

@@ -136,7 +136,7 @@ impl Rig {
 
     /// A queued task of `tenant`/`subject` running `tool`.
     async fn create(&self, tenant: &str, subject: &str, tool: &str) -> Task {
-        let scope = Scope { tenant: tenant.into(), subject: subject.into() };
+        let scope = Scope { tenant: tenant.into(), subject: subject.into(), endpoint: None };
         let new = NewTask {
             scope: scope.clone(),
             work: Work {

@@ -226,6 +226,14 @@ async fn presa_admin_sees_and_steers_a_cluster() {
     assert_eq!(unknown.code, 2, "no process reports it (404): {unknown}");
     let refused = c.admin(GLOBEX_ADMIN, &["upstreams"]).await;
     assert_ne!(refused.code, 0, "the upstreams are for the cluster's admins: {refused}");
+    // Nor a gateway config: none shown, and nothing to reload.
+    let configs = c.admin(ADMIN, &["gateway-config"]).await;
+    assert!(configs.stdout.starts_with("NODE ") && configs.stdout.lines().count() == 1, "{configs}");
+    assert_eq!(c.json(ADMIN, &["gateway-config"]).await["processes"], serde_json::json!([]));
+    let none = c.admin(ADMIN, &["reload-gateway"]).await;
+    assert_eq!(none.code, 2, "no process reports a config (404): {none}");
+    let refused = c.admin(GLOBEX_ADMIN, &["reload-gateway"]).await;
+    assert!(refused.code != 0 && refused.code != 2, "a reload is for the cluster's admins: {refused}");
     let usage = c.json(ADMIN, &["usage", "--tenant", "acme"]).await;
     assert_eq!(usage["principals"][0]["subject"], "alice", "{usage}");
     let usage = c.admin(ADMIN, &["usage", "--tenant", "acme"]).await;

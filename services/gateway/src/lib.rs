@@ -14,7 +14,9 @@
 //!   or a task: progress to status, questions to input requests, cancellation,
 //!   upstream tasks, the crash policy.
 //! - [`catalog`]: presa's catalog from the upstreams' listings, shaped by
-//!   their `expose`, `hide` and `[[upstream.tool]]` tables ([`catalog::shape`]).
+//!   their `expose`, `hide` and `[[upstream.tool]]` tables ([`catalog::shape`]),
+//!   and each virtual server's (`[[server]]`, served at `/mcp/<name>`:
+//!   [`Gateway::endpoints`]).
 //! - `convert`: every conversion between rmcp's types and presa's, typed, in one place.
 //! - [`reload`]: re-reading `--gateway-config` live (`SIGHUP`, or the admin
 //!   API's reload through [`Upstreams`]), checked as at start, its catalog
@@ -56,6 +58,8 @@ const RELIST_AFTER_FAILURE: Duration = Duration::from_secs(2);
 pub struct Gateway {
     /// The catalog to serve; replaced when an upstream's lists change.
     pub catalog: CatalogCell,
+    /// Each `[[server]]`'s catalog (`config.servers[i]`'s), replaced with it.
+    servers: Vec<CatalogCell>,
     config: GatewayConfig,
     pools: Vec<Arc<Pool>>,
     listings: Vec<Listing>,
@@ -77,13 +81,40 @@ impl Gateway {
             tracing::info!(upstream = %up.name, tools = l.tools.len(), prompts = l.prompts.len(),
                 resources = l.resources.len(), "upstream listed");
         }
-        let catalog = catalog::build(config, &pools, &listings)?.into();
+        let catalog::Catalogs { all, servers } = catalog::build_all(config, &pools, &listings)?;
+        let (catalog, servers) = (all.into(), servers.into_iter().map(CatalogCell::from).collect());
         for (pool, l) in pools.iter().zip(&listings) {
             pool.stats().listed(l.tools.len(), true);
         }
         let (reloader, reload_asked) = Reloader::new(config);
         let reported = Arc::new(std::sync::Mutex::new(pools.clone()));
-        Ok(Gateway { catalog, config: config.clone(), pools, listings, args: None, reloader, reload_asked, reported })
+        Ok(Gateway {
+            catalog,
+            servers,
+            config: config.clone(),
+            pools,
+            listings,
+            args: None,
+            reloader,
+            reload_asked,
+            reported,
+        })
+    }
+
+    /// The virtual servers (`[[server]]`) to serve at `/mcp/<name>`, each
+    /// with its catalog (replaced as the whole one is), scopes and identity,
+    /// and whether `/mcp` serves the whole catalog.
+    pub fn endpoints(&self) -> Result<presa_server::Endpoints, presa_server::EndpointError> {
+        let endpoints = (self.config.servers.iter().zip(&self.servers))
+            .map(|(s, cell)| presa_server::Endpoint {
+                name: s.name.clone(),
+                catalog: cell.clone(),
+                scopes: s.scopes.clone(),
+                title: s.title.clone(),
+                instructions: s.instructions.clone(),
+            })
+            .collect();
+        presa_server::Endpoints::new(endpoints, self.config.root)
     }
 
     /// Let [`Gateway::reloader`] read `args`' config file again; without
@@ -98,20 +129,19 @@ impl Gateway {
         self.reloader.clone()
     }
 
-    /// `/readyz` for the gateway's processes: every upstream can be served
-    /// (an upstream whose process keeps failing to start makes the pod
-    /// unready), except those with a circuit breaker: while one is down, its
-    /// breaker keeps calls off it, and a pod restarted would not heal it.
+    /// `/readyz` for the gateway's processes: every upstream served now (a
+    /// reload may change them) can be served (an upstream whose process
+    /// keeps failing to start makes the pod unready), except those with a
+    /// circuit breaker: while one is down, its breaker keeps calls off it,
+    /// and a pod restarted would not heal it.
     pub fn ready_check(&self) -> presa_http::ReadyCheck {
-        let pools: Vec<Arc<Pool>> = (self.pools.iter().zip(&self.config.upstreams))
-            .filter(|(_, up)| up.breaker.is_none())
-            .map(|(pool, _)| pool.clone())
-            .collect();
+        let served = self.reported.clone();
         Arc::new(move || {
-            let pools = pools.clone();
-            Box::pin(
-                async move { futures::future::join_all(pools.iter().map(Pool::ready)).await.into_iter().all(|r| r) },
-            )
+            let pools: Vec<Arc<Pool>> = served.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+            Box::pin(async move {
+                let checked = pools.iter().filter(|p| !p.has_breaker()).map(Pool::ready);
+                futures::future::join_all(checked).await.into_iter().all(|r| r)
+            })
         })
     }
 
@@ -136,7 +166,8 @@ impl Gateway {
     /// so the config and the listings a catalog is built from never race.
     pub fn follow(self) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
-            let Gateway { catalog, config, mut pools, mut listings, args, reloader, reload_asked, reported } = self;
+            let Gateway { catalog, servers, config, mut pools, mut listings, args, reloader, reload_asked, reported } =
+                self;
             let mut live = Live { args, config, status: reloader, reported };
             let refresh = live.config.timings.refresh.unwrap_or(Duration::from_secs(365 * 24 * 3600));
             // After a failed listing (every connection busy past
@@ -154,7 +185,7 @@ impl Gateway {
                     _ = changed => tracing::info!("an upstream says its lists changed; listing again"),
                     _ = tokio::time::sleep(next) => {}
                     _ = reload_asked.notified() => {
-                        live.reload(&mut pools, &mut listings, &catalog).await;
+                        live.reload(&mut pools, &mut listings, &catalog, &servers).await;
                         continue;
                     }
                 }
@@ -171,11 +202,11 @@ impl Gateway {
                 if fresh == listings {
                     continue;
                 }
-                match catalog::build(config, &pools, &fresh) {
+                match catalog::build_all(config, &pools, &fresh) {
                     Ok(next) => {
                         tracing::info!("the upstreams' lists changed; serving the new catalog");
                         metrics::counter!("presa_gateway_catalog_changes_total").increment(1);
-                        catalog.replace(next);
+                        serve(&catalog, &servers, next);
                         for ((pool, old), new) in pools.iter().zip(&listings).zip(&fresh) {
                             pool.stats().listed(new.tools.len(), old != new);
                         }
@@ -209,6 +240,11 @@ impl Upstreams {
     fn pools(&self) -> Vec<Arc<Pool>> {
         self.pools.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
+
+    /// Close the idle connections of the pools served now (on shutdown).
+    pub async fn drain(&self) {
+        Gateway::drain(&self.pools()).await;
+    }
 }
 
 impl presa_server::UpstreamSource for Upstreams {
@@ -228,6 +264,15 @@ impl presa_server::UpstreamSource for Upstreams {
     fn reload(&self) -> bool {
         self.reloader.as_ref().inspect(|r| r.reload()).is_some()
     }
+}
+
+/// Serve `next`: each virtual server's catalog first, then the whole one,
+/// whose replacement is what every pod announces to its listen streams.
+pub(crate) fn serve(all: &CatalogCell, servers: &[CatalogCell], next: catalog::Catalogs) {
+    for (cell, c) in servers.iter().zip(next.servers) {
+        cell.replace(c);
+    }
+    all.replace(next.all);
 }
 
 pub(crate) async fn list_all(pools: &[Arc<Pool>], timeout: Duration) -> Result<Vec<Listing>, CatalogError> {

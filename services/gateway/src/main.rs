@@ -56,13 +56,20 @@ async fn main() -> ExitCode {
     if let Err(e) = presa_gateway::reload::on_sighup(gateway.reloader()) {
         tracing::warn!(error = %e, "cannot listen for SIGHUP; the config will not be reloaded on it");
     }
-    let pools = gateway.pools().to_vec();
-    let app = app(gateway);
+    let upstreams = gateway.upstreams();
+    let endpoints = match gateway.endpoints() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let app = app(gateway).endpoints(endpoints);
     let code = match run {
         Run::Worker(args) => app.worker_from(*args).await,
         Run::Api(args) => app.api_from(*args).await,
     };
-    Gateway::drain(&pools).await;
+    upstreams.drain().await;
     code
 }
 

@@ -14,11 +14,16 @@
 //! idle connections at once and each busy one when its call ends (a call
 //! in flight is not cut); the next call opens a new connection. What the
 //! pool has seen is counted in its [`Stats`] for the heartbeat ([`Pool::report`]).
+//!
+//! [`Pool::retire`] (a reload removed or changed its upstream: see
+//! `services/gateway/src/reload.rs`) drains it: no new call is given a
+//! connection, the idle ones close at once, each busy one when its call
+//! ends, and once the last call ended the pool says so in the log.
 
 use std::{
     sync::{
         Arc, Mutex,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -68,6 +73,10 @@ pub struct Pool {
     /// Bumped by [`Pool::restart`]: a lease of an older generation closes
     /// its connection instead of keeping it.
     generation: AtomicU64,
+    /// Set by [`Pool::retire`]: no new connection is leased.
+    retired: AtomicBool,
+    /// Whether its upstream has a circuit breaker (the readiness probe leaves it out).
+    breaker: bool,
     stats: Stats,
 }
 
@@ -109,6 +118,8 @@ impl Pool {
             },
             size: config.pool,
             generation: AtomicU64::new(0),
+            retired: AtomicBool::new(false),
+            breaker: config.breaker.is_some(),
             stats: Stats::default(),
         })
     }
@@ -150,6 +161,40 @@ impl Pool {
             self.opened(-1.0);
             tokio::spawn(async move { conn.close().await });
         }
+    }
+
+    /// Whether its upstream has a circuit breaker.
+    pub fn has_breaker(&self) -> bool {
+        self.breaker
+    }
+
+    /// Stop serving (a reload removed or changed the upstream): no new call
+    /// gets a connection ([`UpstreamError::Retired`]), the idle connections
+    /// close now and each busy one when its call ends (a call in flight is
+    /// not cut). Once every call ended, `drained` is logged. Not a restart.
+    pub fn retire(self: &Arc<Self>) {
+        // Retired before the generation moves: a lease that saw the new
+        // generation was refused, one that saw the old is closed when dropped.
+        self.retired.store(true, Ordering::SeqCst);
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        let idle = std::mem::take(&mut *self.idle.lock().expect("pool lock"));
+        let busy = self.size.saturating_sub(self.available());
+        tracing::info!(upstream = %self.name, idle = idle.len(), busy, "retiring the upstream's pool; its calls in flight finish");
+        for conn in idle {
+            self.opened(-1.0);
+            tokio::spawn(async move { conn.close().await });
+        }
+        let (pool, all) = (self.clone(), u32::try_from(self.size).unwrap_or(u32::MAX));
+        tokio::spawn(async move {
+            if let Ok(_all) = pool.permits.clone().acquire_many_owned(all).await {
+                tracing::info!(upstream = %pool.name, "retired pool drained: its last call ended, its connections are closed");
+            }
+        });
+    }
+
+    /// Whether [`Pool::retire`] was called.
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::SeqCst)
     }
 
     /// Calls the pool can run now without waiting.
@@ -197,6 +242,9 @@ impl Pool {
 
     /// A connection in the place `permit` holds: an idle one, else a new one.
     async fn connect(self: &Arc<Self>, permit: OwnedSemaphorePermit) -> Result<Lease, UpstreamError> {
+        if self.is_retired() {
+            return Err(UpstreamError::Retired { upstream: self.name.clone() });
+        }
         loop {
             let idle = self.idle.lock().expect("pool lock").pop();
             match idle {
@@ -213,6 +261,9 @@ impl Pool {
         }
         self.wait_out_backoff().await;
         let generation = self.generation.load(Ordering::SeqCst);
+        if self.is_retired() {
+            return Err(UpstreamError::Retired { upstream: self.name.clone() });
+        }
         let open = Connection::open(
             &self.name,
             &self.endpoint,
@@ -338,10 +389,10 @@ impl Drop for Lease {
                 // Checked under the idle lock, which a restart takes after
                 // bumping the generation: no connection of an older one stays.
                 let mut idle = self.pool.idle.lock().expect("pool lock");
-                if self.generation == self.pool.generation.load(Ordering::SeqCst) {
+                if self.generation == self.pool.generation.load(Ordering::SeqCst) && !self.pool.is_retired() {
                     idle.push(conn);
                 } else {
-                    // Restarted while it ran a call: it goes now that the call ended.
+                    // Restarted or retired while it ran a call: it goes now that the call ended.
                     drop(idle);
                     self.pool.opened(-1.0);
                     tokio::spawn(async move { conn.close().await });

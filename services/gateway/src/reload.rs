@@ -12,15 +12,22 @@
 //! "Changing the config live".
 //!
 //! What a reload applies: everything the catalog is built from — the
-//! `[[tool]]` rules, `--task-after-ms`'s policy, and each upstream's
-//! `prefix`, `expose`, `hide` and `[[upstream.tool]]` tables — and
-//! `[[upstream]]`s added after the running ones (started and listed as at
-//! start). Calls in flight keep the tool they started with; the next call
-//! sees the new catalog. What it refuses (the running config is kept and the
-//! reason logged): a file that does not parse or check, shaping that does not
-//! fit the upstreams' listings, an added upstream that cannot be started or
-//! listed, and removing, reordering or changing a running upstream (its
-//! command, URL, pool, protocol or breaker) or a timing, which need a restart today.
+//! `[[tool]]` rules, `--task-after-ms`'s policy, each upstream's
+//! `prefix`, `expose`, `hide` and `[[upstream.tool]]` tables, what each
+//! `[[server]]` serves (`upstreams`, `tools`, `hide`) — and the
+//! `[[upstream]]`s themselves: one added, or whose command, environment,
+//! URL, auth, pool, protocol or breaker changed, gets a new pool (started and
+//! listed as at start) that serves the next calls; one removed leaves the
+//! catalog at once; in either case the old pool is retired
+//! (`Pool::retire` in `services/gateway/src/pool.rs`): it takes no new
+//! call, its calls in flight finish, then its connections close (a stdio
+//! child exits). Upstreams may be reordered. Calls in flight keep the tool
+//! (and pool) they started with; the next call sees the new catalog. What
+//! it refuses (the running config is kept and the reason logged): a file
+//! that does not parse or check, shaping that does not fit the upstreams'
+//! listings, an added or changed upstream that cannot be started or listed,
+//! and changing a timing flag or which `[[server]]`s there are (their names,
+//! scopes, identity, and `root`), which need a restart.
 
 use std::{
     hash::{DefaultHasher, Hash, Hasher},
@@ -47,7 +54,9 @@ pub enum ReloadError {
     #[error("{0}")]
     Catalog(#[from] catalog::CatalogError),
     /// It changes what a reload cannot (yet) apply.
-    #[error("{0} needs a restart: a reload applies the catalog's shaping, [[tool]] rules and added upstreams only")]
+    #[error(
+        "{0} needs a restart: a reload applies everything in the file but the timing flags and which [[server]]s there are"
+    )]
     NeedsRestart(String),
 }
 
@@ -136,7 +145,7 @@ pub(crate) struct Live {
     pub(crate) config: GatewayConfig,
     /// Where what is served is told.
     pub(crate) status: Reloader,
-    /// The pools the heartbeat reports (an upstream a reload adds joins them).
+    /// The pools the heartbeat reports and `/readyz` checks: those served now (a reload replaces them).
     pub(crate) reported: SharedPools,
 }
 
@@ -145,23 +154,38 @@ pub(crate) type SharedPools = Arc<Mutex<Vec<Arc<Pool>>>>;
 
 impl Live {
     /// Read the flags' config again and, if it checks, serve its catalog
-    /// over `listings` (and those of the upstreams it adds, started and
-    /// listed here, joining `pools`); on a refusal keep everything as it is.
-    /// Logs either way.
-    pub(crate) async fn reload(&mut self, pools: &mut Vec<Arc<Pool>>, listings: &mut Vec<Listing>, cell: &CatalogCell) {
+    /// over `pools` and `listings` as the new config has them (a kept
+    /// upstream keeps its pool; an added or changed one gets a new pool,
+    /// started and listed here); the pools it no longer uses are retired
+    /// ([`Pool::retire`]: their calls in flight finish, then they close). On
+    /// a refusal keep everything as it is. Logs either way.
+    /// The servers' catalogs (`servers`) are served with the whole one.
+    pub(crate) async fn reload(
+        &mut self,
+        pools: &mut Vec<Arc<Pool>>,
+        listings: &mut Vec<Listing>,
+        cell: &CatalogCell,
+        servers: &[CatalogCell],
+    ) {
         let Some(args) = &self.args else {
             tracing::warn!("reload asked, but this gateway has no --gateway-config to read again");
             return;
         };
         match check(args, &self.config, pools, listings).await {
-            Ok(Checked { config, catalog: next, pools: added, listings: listed }) => {
-                for (up, l) in config.upstreams[pools.len()..].iter().zip(&listed) {
-                    tracing::info!(upstream = %up.name, tools = l.tools.len(), "upstream added by a reload");
+            Ok(Checked { config, catalog: next, pools: now, listings: listed }) => {
+                for (pool, l) in now.iter().zip(&listed).filter(|(p, _)| !pools.iter().any(|o| Arc::ptr_eq(o, p))) {
+                    pool.stats().listed(l.tools.len(), true);
+                    tracing::info!(upstream = %pool.name(), tools = l.tools.len(), "upstream started by a reload");
                 }
-                pools.extend(added);
-                listings.extend(listed);
+                let old = std::mem::replace(pools, now);
+                *listings = listed;
                 self.reported.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone_from(pools);
-                cell.replace(next);
+                crate::serve(cell, servers, next);
+                for gone in old.iter().filter(|o| !pools.iter().any(|p| Arc::ptr_eq(o, p))) {
+                    let changed = pools.iter().any(|p| p.name() == gone.name());
+                    tracing::info!(upstream = %gone.name(), changed, "upstream removed or changed by a reload; its old pool drains");
+                    gone.retire();
+                }
                 let version = version(&config);
                 tracing::info!(%version, "gateway config reloaded; serving the new catalog");
                 self.status.update(|s| (s.version, s.loaded_at_ms) = (version, now_ms()));
@@ -177,17 +201,20 @@ impl Live {
     }
 }
 
-/// A new config that checked: its catalog, and the pools and listings of the upstreams it adds.
+/// A new config that checked: its catalog, and the pools and listings it is
+/// served over, one per upstream in its order.
 pub(crate) struct Checked {
     config: GatewayConfig,
-    catalog: presa_server::Catalog,
+    catalog: catalog::Catalogs,
     pools: Vec<Arc<Pool>>,
     listings: Vec<Listing>,
 }
 
-/// The new config and its catalog, or why not. An upstream it adds is
-/// started and listed here (as at start); if the config is refused after
-/// that, its connections are closed again.
+/// The new config and its catalog, or why not. An upstream reached the same
+/// way as a running one of its name keeps that one's pool and listing; any
+/// other (added, or its command, URL, auth, pool, protocol or breaker
+/// changed) gets a new pool, started and listed here (as at start); if the
+/// config is refused after that, the new pools' connections are closed again.
 async fn check(
     args: &GatewayArgs,
     running: &GatewayConfig,
@@ -195,47 +222,66 @@ async fn check(
     listings: &[Listing],
 ) -> Result<Checked, ReloadError> {
     let config = args.resolve()?;
-    let added = added_upstreams(&running.upstreams, &config.upstreams)?;
+    same_servers(running, &config)?;
     if config.timings != running.timings {
         return Err(ReloadError::NeedsRestart("changing a timing flag".into()));
     }
-    let new_pools: Vec<Arc<Pool>> = added.iter().map(|u| Pool::new(u, &config.timings)).collect();
+    let kept: Vec<Option<usize>> = config.upstreams.iter().map(|u| kept_index(&running.upstreams, u)).collect();
+    let started: Vec<Arc<Pool>> = (config.upstreams.iter().zip(&kept))
+        .filter(|(_, k)| k.is_none())
+        .map(|(u, _)| Pool::new(u, &config.timings))
+        .collect();
     let built = async {
-        let new_listings = crate::list_all(&new_pools, config.timings.connect_timeout).await?;
-        let all_pools = [pools, &new_pools].concat();
-        let catalog = catalog::build(&config, &all_pools, &[listings, &new_listings].concat())?;
-        Ok::<_, catalog::CatalogError>((catalog, new_listings))
+        let mut fresh = crate::list_all(&started, config.timings.connect_timeout).await?.into_iter();
+        let mut new = started.iter();
+        let (mut all_pools, mut all_listings) = (Vec::new(), Vec::new());
+        for k in &kept {
+            let (pool, listing) = match k {
+                Some(i) => (pools[*i].clone(), listings[*i].clone()),
+                None => (new.next().expect("one new pool each").clone(), fresh.next().expect("one listing each")),
+            };
+            all_pools.push(pool);
+            all_listings.push(listing);
+        }
+        let catalog = catalog::build_all(&config, &all_pools, &all_listings)?;
+        Ok::<_, catalog::CatalogError>((catalog, all_pools, all_listings))
     };
     match built.await {
-        Ok((catalog, listings)) => Ok(Checked { config, catalog, pools: new_pools, listings }),
+        Ok((catalog, pools, listings)) => Ok(Checked { config, catalog, pools, listings }),
         Err(e) => {
-            crate::Gateway::drain(&new_pools).await;
+            for pool in &started {
+                pool.retire();
+            }
             Err(e.into())
         }
     }
 }
 
-/// The upstreams `new` adds after `old`'s, which it must keep, in order,
-/// reached the same way (shaping aside).
-fn added_upstreams<'a>(old: &[UpstreamConfig], new: &'a [UpstreamConfig]) -> Result<&'a [UpstreamConfig], ReloadError> {
-    let names = |ups: &[UpstreamConfig]| ups.iter().map(|u| u.name.clone()).collect::<Vec<_>>();
-    if new.len() < old.len() || names(old) != names(&new[..old.len()]) {
-        return Err(ReloadError::NeedsRestart(format!(
-            "removing or reordering upstreams ({:?} to {:?}; a reload may only add ones after them)",
-            names(old),
-            names(new)
-        )));
+/// Which running upstream `new` keeps: the one of its name reached the same
+/// way (command and environment, URL and auth, pool, protocol, breaker;
+/// shaping aside), wherever it stands in the file.
+fn kept_index(old: &[UpstreamConfig], new: &UpstreamConfig) -> Option<usize> {
+    old.iter().position(|o| {
+        o.name == new.name
+            && o.endpoint == new.endpoint
+            && o.pool == new.pool
+            && o.protocol == new.protocol
+            && o.breaker == new.breaker
+    })
+}
+
+/// A reload applies what each `[[server]]` serves (its `upstreams`,
+/// `tools`, `hide`), not which servers there are nor their scopes and
+/// identity, nor `root`: those make the endpoints the HTTP router serves.
+fn same_servers(old: &GatewayConfig, new: &GatewayConfig) -> Result<(), ReloadError> {
+    let fixed =
+        |s: &crate::config::VirtualServer| (s.name.clone(), s.scopes.clone(), s.title.clone(), s.instructions.clone());
+    if old.root != new.root || !old.servers.iter().map(fixed).eq(new.servers.iter().map(fixed)) {
+        return Err(ReloadError::NeedsRestart(
+            "adding, removing or renaming a [[server]], or changing its scopes, title or instructions, or root".into(),
+        ));
     }
-    for (o, n) in old.iter().zip(new) {
-        let same = o.endpoint == n.endpoint && o.pool == n.pool && o.protocol == n.protocol && o.breaker == n.breaker;
-        if !same {
-            return Err(ReloadError::NeedsRestart(format!(
-                "changing upstream {:?}'s command, URL, pool, protocol or breaker",
-                o.name
-            )));
-        }
-    }
-    Ok(&new[old.len()..])
+    Ok(())
 }
 
 /// A short fingerprint of a config, for logs.

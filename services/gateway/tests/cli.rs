@@ -3,13 +3,14 @@
 //! up front by its key (the gateway derives it from the question, so it is
 //! the same on every call), the same question filled in as a form on a real
 //! terminal (a pseudo-terminal driven by `rexpect`), and a long operation
-//! followed to its end. `presa` must be built first: `cargo build -p presa-cli`.
+//! followed to its end. Then `presa admin gateway-config` and `reload-gateway`
+//! against a gateway with a config file. `presa` must be built first: `cargo build -p presa-cli`.
 
 mod common;
 
 use std::{path::PathBuf, process::Command, time::Duration};
 
-use common::{embedded, fixtures, gateway_bin};
+use common::{embedded, fixtures, gateway_bin, python_upstream};
 use rexpect::{
     process::WaitStatus,
     reader::Options,
@@ -166,4 +167,61 @@ async fn a_long_running_operation_is_followed_to_its_end() {
     assert!(out.stderr.contains("/2"), "the upstream's progress shows in the status: {out}");
     let last = out.stderr.lines().last().unwrap_or_default();
     assert!(last.contains(" completed"), "{out}");
+}
+
+/// `presa admin gateway-config` shows the embedded gateway's config (one
+/// row: node, role, version, loaded, no refusal); `presa admin reload-gateway`
+/// asks it to read the file again: a changed file shows a new version, a
+/// broken one its refusal with the version kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn presa_admin_shows_the_gateway_config_and_reloads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let command = serde_json::to_string(&python_upstream()).unwrap();
+    let upstream = format!("[[upstream]]\nname = \"py\"\ncommand = {command}\npool = 1\n");
+    let path = dir.path().join("gateway.toml");
+    std::fs::write(&path, &upstream).unwrap();
+    let args = ["--gateway-config", path.to_str().unwrap(), "--upstream-settle-ms", "0"];
+    let gw = presa_testkit::Pod::start("gw", &gateway_bin(), presa_testkit::free_port(), &args, &[]).await;
+    let url = format!("{}/mcp", gw.base());
+    let first = gateway_config(&url, |p| p["version"].is_string()).await;
+    let table = presa(&url, &["admin", "gateway-config"]).await;
+    let lines: Vec<&str> = table.stdout.lines().collect();
+    assert!(lines.len() == 2 && lines[0].starts_with("NODE ") && lines[0].contains("LAST REFUSAL"), "{table}");
+    let cells: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(cells[1..3], ["embedded", first["version"].as_str().unwrap()], "{table}");
+    assert_eq!(cells.last(), Some(&"-"), "no refusal yet: {table}");
+
+    std::fs::write(&path, format!("{upstream}hide = [\"add\"]\n")).unwrap();
+    let asked = presa(&url, &["admin", "reload-gateway"]).await;
+    assert_eq!(asked.code, 0, "{asked}");
+    assert!(asked.stdout.starts_with("1 gateway process(es) asked to read their config again"), "{asked}");
+    gw.wait_log("gateway config reloaded", Duration::from_secs(10)).await;
+    let applied = gateway_config(&url, |p| p["version"] != first["version"]).await;
+    assert!(applied["lastRefusal"].is_null(), "{applied}");
+    assert_ne!(applied["version"], first["version"], "{applied}");
+
+    std::fs::write(&path, format!("{upstream}hide = [\"add\"\n")).unwrap();
+    let asked = presa(&url, &["--json", "admin", "reload-gateway"]).await;
+    assert_eq!(asked.code, 0, "{asked}");
+    let refused = gateway_config(&url, |p| p["lastRefusal"]["reason"].is_string()).await;
+    assert_eq!(refused["version"], applied["version"], "the running config is kept: {refused}");
+    let table = presa(&url, &["admin", "gateway-config"]).await;
+    assert!(table.stdout.contains(" ago: ") && table.stdout.contains("TOML"), "the refusal and its reason: {table}");
+}
+
+/// The one gateway process's config as `presa --json admin gateway-config` shows it, once `pred` holds (a heartbeat every 5 s).
+async fn gateway_config(url: &str, pred: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let mut seen = serde_json::Value::Null;
+    for _ in 0..80 {
+        let out = presa(url, &["--json", "admin", "gateway-config"]).await;
+        assert_eq!(out.code, 0, "{out}");
+        seen = serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
+        if let Some([p]) = seen["processes"].as_array().map(Vec::as_slice)
+            && pred(p)
+        {
+            return p.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    panic!("the gateway config never showed as expected: {seen}");
 }

@@ -73,6 +73,10 @@ pub(super) enum Command {
     /// How punctual the delayed queue is: `--tasks` tasks (1000) put off at once after a failed
     /// try, on an API pod and two worker pods on Redis; how late each due try starts, p50/p99.
     Retries(retries::RetriesArgs),
+    /// Recovery after a mass worker loss: `--tasks` tasks (10,000) stranded by a vanished
+    /// consumer, their leases lapsed, then taken over and completed by fresh worker pods;
+    /// time, Redis µs per recovered entry, worst Redis and pod stalls.
+    Recovery(recovery::RecoveryArgs),
     /// (Run by presa-bench itself.) Serve the bench catalog on a loopback port in this
     /// process, print the URL, stop when stdin closes.
     #[command(hide = true)]

@@ -10,7 +10,9 @@
 //! `presa-bench tiers [...]`: the CPU a task costs on each tier, pods in
 //! processes of their own, for docs/capacity.md's sizing model (`tiers.rs`).
 //! And `presa-bench artifacts [...]`: a big artifact streamed by a tool and
-//! downloaded, throughput and each pod's RSS rise (`artifacts.rs`).
+//! downloaded, throughput and each pod's RSS rise (`artifacts.rs`). And
+//! `presa-bench recovery [...]`: stranded work taken over after a mass worker
+//! loss, its cost per recovered entry and the worst stalls (`recovery.rs`).
 //!
 //! The process holds the server (`presa_http::router` + `presa_http::serve` on
 //! 127.0.0.1:0), its in-process worker (`presa_server::Worker`) and the load
@@ -98,6 +100,7 @@ mod ops;
 mod peer;
 mod permits;
 mod procs;
+mod recovery;
 mod retries;
 mod servers;
 mod soak;
@@ -146,6 +149,7 @@ async fn main() {
         Some(Command::Tiers(tiers)) => std::process::exit(tiers::run(tiers).await),
         Some(Command::Artifacts(a)) => std::process::exit(artifacts::run(a).await),
         Some(Command::Retries(r)) => std::process::exit(retries::run(r).await),
+        Some(Command::Recovery(r)) => std::process::exit(recovery::run(r).await),
         Some(Command::Serve(serve_args)) => return serve(serve_args).await,
         None => {}
     }

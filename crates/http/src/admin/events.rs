@@ -34,7 +34,9 @@ pub(crate) async fn events(State(s): State<AdminState>, op: Op) -> Response {
     let place = match &op.operator.reach {
         Reach::Cluster => s.streams.cluster.admit(&op.operator.caller.scope),
         // One share per tenant, whichever of its admins holds it.
-        Reach::Tenant(tenant) => s.streams.tenants.admit(&Scope { tenant: tenant.clone(), subject: String::new() }),
+        Reach::Tenant(tenant) => {
+            s.streams.tenants.admit(&Scope { tenant: tenant.clone(), subject: String::new(), endpoint: None })
+        }
     };
     let permit = match place {
         Ok(permit) => permit,

@@ -44,7 +44,7 @@ async fn admit(app: &App, parts: &Parts) -> Result<(Authenticated, Session), Res
         return Err(json(status, &jsonrpc::failure(None, &e)));
     }
     let config = &app.config;
-    let authenticated = crate::auth::authenticate(
+    let mut authenticated = crate::auth::authenticate(
         &*config.access.authenticator,
         &config.access.challenge,
         config.max_token_bytes,
@@ -52,6 +52,7 @@ async fn admit(app: &App, parts: &Parts) -> Result<(Authenticated, Session), Res
     )
     .await
     .map_err(|refusal| refused(None, &refusal))?;
+    authenticated.caller = crate::mcp::bound(app, authenticated.caller);
     let (session, _) = verify(app, headers, &authenticated.caller).await?;
     Ok((authenticated, session))
 }

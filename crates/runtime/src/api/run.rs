@@ -26,7 +26,9 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
         .await?
         .also_ready(app.ready.clone().map(|r| r.0));
     say_storage(&args, &storage);
-    let tool_scopes: Vec<String> = app.catalog.load().tools().flat_map(|t| t.scopes().to_vec()).collect();
+    let endpoint_scopes = app.endpoints.iter().flat_map(|e| e.scopes.clone());
+    let tool_scopes: Vec<String> =
+        app.catalog.load().tools().flat_map(|t| t.scopes().to_vec()).chain(endpoint_scopes).collect();
     let auth = args.auth.build(&tool_scopes).await?;
     tracing::info!(auth = ?args.auth.auth, metadata = ?auth.resource_metadata, "authentication");
     let mut core = Core::new(config, app.catalog, storage.backend.clone());
@@ -34,7 +36,7 @@ pub(crate) async fn run(app: Checked, args: ApiArgs) -> Result<(), RuntimeError>
         core = core.with_artifacts(artifacts);
     }
     crate::process::announce_catalog_changes(&core);
-    let server = Server::new(core.clone(), state);
+    let server = Server::new(core.clone(), state).with_endpoints(app.endpoints.clone());
 
     let grace = args.grace();
     let stop_worker = CancellationToken::new();

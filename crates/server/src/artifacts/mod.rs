@@ -278,7 +278,7 @@ mod tests {
         }
         assert_eq!(task_of("p01.ab/00ff/0"), Some(TaskId::from_wire("p01.ab")));
         assert_eq!(task_of("lonely"), None);
-        let (alice, bob) = (Scope::anonymous(), Scope { tenant: "t".into(), subject: "bob".into() });
+        let (alice, bob) = (Scope::anonymous(), Scope { tenant: "t".into(), subject: "bob".into(), endpoint: None });
         assert_eq!(owner(&alice).len(), 16);
         assert_ne!(owner(&alice), owner(&bob));
         let prefix = run_prefix(&alice, &TaskId::from_wire("p01.ab"));

@@ -191,7 +191,8 @@ mod tests {
         });
         let params = params.as_object().expect("an object").clone();
         let meta = RequestMeta::from_params(&params).expect("valid _meta");
-        let caller = Caller { scope: Scope { tenant: "unit".into(), subject: subject.into() }, scopes: None };
+        let caller =
+            Caller { scope: Scope { tenant: "unit".into(), subject: subject.into(), endpoint: None }, scopes: None };
         // The receiver goes at once: what a handler streams is dropped, as for a client gone.
         let (tx, _rx) = mpsc::channel(crate::context::OUTBOX_BOUND);
         Admitted {

@@ -1,4 +1,5 @@
-//! `server/discover`: the versions, capabilities and instructions of this server.
+//! `server/discover`: the versions, capabilities and instructions of this
+//! server (on a virtual server's endpoint, its own instructions).
 
 use presa_protocol::result::DiscoverResult;
 
@@ -7,6 +8,10 @@ use super::Server;
 impl Server {
     pub(super) fn discover(&self) -> DiscoverResult {
         let config = self.config();
-        DiscoverResult::presa(config.list_ttl_ms, config.instructions.clone())
+        let instructions = match &self.endpoint {
+            Some(e) => e.instructions.clone(),
+            None => config.instructions.clone(),
+        };
+        DiscoverResult::presa(config.list_ttl_ms, instructions)
     }
 }

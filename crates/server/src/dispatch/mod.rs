@@ -39,7 +39,13 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    catalog::Catalog, config::ServerConfig, context::Outbox, core::Core, error::ServerError, pools::ScopedPool,
+    catalog::Catalog,
+    config::ServerConfig,
+    context::Outbox,
+    core::Core,
+    endpoint::{Endpoint, Endpoints},
+    error::ServerError,
+    pools::ScopedPool,
     state::StateCodec,
 };
 
@@ -105,7 +111,9 @@ pub struct Admitted {
     /// The validated `_meta`.
     pub meta: RequestMeta,
     /// Who is calling: its scope owns the tasks this request creates, and may
-    /// act only on those; its granted scopes gate tools that need some.
+    /// act only on those; its granted scopes gate tools that need some. Its
+    /// `scope.endpoint` is the endpoint the request came to (`None`: the
+    /// root), set by the transport, and by [`Server::handle`] on an endpoint.
     pub caller: Caller,
     /// Where the notifications a handler streams go (the request's own response).
     pub outbox: Outbox,
@@ -129,14 +137,22 @@ struct Inner {
 }
 
 /// The dispatcher. Cheap to clone; share one per process.
+///
+/// With virtual servers ([`Server::with_endpoints`]), [`Server::endpoint`]
+/// is the same dispatcher bound to one of them: its catalog, identity and
+/// required scopes, and its tasks.
 #[derive(Clone)]
 pub struct Server {
     inner: Arc<Inner>,
+    endpoints: Arc<Endpoints>,
+    /// The endpoint this dispatcher serves (`None`: the root, `/mcp`).
+    endpoint: Option<Arc<Endpoint>>,
 }
 
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Server").field("core", &self.inner.core).finish_non_exhaustive()
+        let endpoint = self.endpoint.as_ref().map(|e| e.name.as_str());
+        f.debug_struct("Server").field("core", &self.inner.core).field("endpoint", &endpoint).finish_non_exhaustive()
     }
 }
 
@@ -156,7 +172,30 @@ impl Server {
             (Limit::MaxInflightCalls, Limit::MaxInflightCallsPerScope),
         );
         let inner = Inner { core, state, shutdown: CancellationToken::new(), listeners, calls };
-        Server { inner: Arc::new(inner) }
+        Server { inner: Arc::new(inner), endpoints: Arc::default(), endpoint: None }
+    }
+
+    /// Also serve `endpoints` (before the server is shared: clones made
+    /// earlier do not see them).
+    pub fn with_endpoints(mut self, endpoints: Endpoints) -> Self {
+        self.endpoints = Arc::new(endpoints);
+        self
+    }
+
+    /// The endpoints this server serves besides the root.
+    pub fn endpoints(&self) -> &Endpoints {
+        &self.endpoints
+    }
+
+    /// This dispatcher bound to the endpoint called `name`, if it serves one.
+    pub fn endpoint(&self, name: &str) -> Option<Server> {
+        let endpoint = self.endpoints.get(name)?.clone();
+        Some(Server { inner: self.inner.clone(), endpoints: self.endpoints.clone(), endpoint: Some(endpoint) })
+    }
+
+    /// The name of the endpoint this dispatcher is bound to (`None`: the root).
+    pub fn endpoint_name(&self) -> Option<&str> {
+        self.endpoint.as_deref().map(|e| e.name.as_str())
     }
 
     /// What this server shares with its workers.
@@ -175,9 +214,12 @@ impl Server {
         &self.inner.state
     }
 
-    /// The catalog.
+    /// The catalog this dispatcher serves: its endpoint's, else the whole one.
     pub fn catalog(&self) -> Arc<Catalog> {
-        self.inner.core.catalog()
+        match &self.endpoint {
+            Some(e) => e.catalog.load(),
+            None => self.inner.core.catalog(),
+        }
     }
 
     fn store(&self) -> &Arc<dyn TaskStore> {
@@ -214,8 +256,27 @@ impl Server {
         }
     }
 
-    /// Handle one admitted request.
+    /// Handle one admitted request. On an endpoint, the caller must hold its
+    /// required scopes, and its scope is the endpoint's (set here when the
+    /// transport did not), so the tasks it creates and reads are that endpoint's.
     pub async fn handle(&self, req: &Admitted) -> Reply {
+        let bound;
+        let req = match &self.endpoint {
+            None => req,
+            Some(e) => {
+                if !req.caller.missing(&e.scopes).is_empty() {
+                    return Reply::failure(&ServerError::InsufficientScope { scopes: e.scopes.clone() });
+                }
+                if req.caller.scope.endpoint.as_deref() == Some(e.name.as_str()) {
+                    req
+                } else {
+                    let mut r = req.clone();
+                    r.caller.scope.endpoint = Some(e.name.clone());
+                    bound = r;
+                    &bound
+                }
+            }
+        };
         let result = match req.method {
             Method::Discover => Ok(into_value(self.discover())),
             Method::ToolsList => Ok(into_value(self.list_tools())),
@@ -235,9 +296,23 @@ impl Server {
             }
         };
         match result {
-            Ok(v) => Reply::Result(self.inner.core.envelope(v)),
+            Ok(v) => Reply::Result(self.identify(self.inner.core.envelope(v))),
             Err(e) => Reply::failure(&e),
         }
+    }
+
+    /// A result as this endpoint's: its `serverInfo` names the endpoint (and
+    /// its title); the root's is left as the core made it.
+    fn identify(&self, mut result: Value) -> Value {
+        if let Some(e) = &self.endpoint
+            && let Some(info) = result.get_mut("_meta").and_then(|m| m.get_mut(presa_protocol::meta::SERVER_INFO_KEY))
+        {
+            info["name"] = Value::String(e.name.clone());
+            if let Some(title) = &e.title {
+                info["title"] = Value::String(title.clone());
+            }
+        }
+        result
     }
 }
 

@@ -122,7 +122,7 @@ async fn call_cancellable(
 ) -> (Reply, Vec<Value>) {
     let params = params.as_object().expect("params are an object").clone();
     let meta = RequestMeta::from_params(&params).expect("valid _meta");
-    let scope = Scope { tenant: "unit".into(), subject: subject.into() };
+    let scope = Scope { tenant: "unit".into(), subject: subject.into(), endpoint: None };
     let (tx, mut rx) = mpsc::channel(crate::context::OUTBOX_BOUND);
     let outbox = crate::context::Outbox::new(tx);
     let caller = Caller { scope, scopes: None };
@@ -401,4 +401,97 @@ async fn a_listen_stream_that_lags_ends_with_an_error() {
     assert!(stream.next().await.is_none(), "the stream ends after it");
     drop(stream);
     assert_eq!(s.active_listeners(), 0, "its place is given back with the ended stream");
+}
+
+/// Dispatch on `server` as alice holding `scopes` (`None`: no authentication).
+async fn as_holder(server: &Server, scopes: Option<&[&str]>, method: Method, params: Value) -> Reply {
+    let params = params.as_object().expect("params are an object").clone();
+    let meta = RequestMeta::from_params(&params).expect("valid _meta");
+    let scopes = scopes.map(|s| s.iter().map(ToString::to_string).collect());
+    let caller = Caller { scope: Scope::new("unit", "alice"), scopes };
+    let (tx, _rx) = mpsc::channel(crate::context::OUTBOX_BOUND);
+    let outbox = crate::context::Outbox::new(tx);
+    let cancel = CancellationToken::new();
+    server
+        .handle(&Admitted { id: RequestId::Number(7), method, params, meta, caller, outbox, cancel, tool: None })
+        .await
+}
+
+/// Two virtual servers over one core: each its own tools, identity and
+/// required scopes; a task made on one is unknown on the other and at the
+/// root, exactly like a random id, for get, update and cancel.
+#[tokio::test]
+async fn endpoints_serve_their_own_catalog_identity_scopes_and_tasks() {
+    let greet = || tool("greet", object(), |_ctx: ToolContext, _args: Value| async { Ok(ToolOutput::text("hi")) });
+    let long = || {
+        tool("long", object(), |_ctx: ToolContext, _args: Value| async { Ok(ToolOutput::text("later")) })
+            .policy(TaskPolicy::Required)
+    };
+    let only = |greeting: bool| {
+        let b = Catalog::builder().tool(long());
+        if greeting { b.tool(greet()) } else { b }.build().expect("a valid catalog")
+    };
+    let a = crate::Endpoint {
+        name: "a".into(),
+        catalog: only(true).into(),
+        scopes: vec!["team-a".into()],
+        title: Some("Team A".into()),
+        instructions: Some("For team A.".into()),
+    };
+    let b = crate::Endpoint {
+        name: "b".into(),
+        catalog: only(false).into(),
+        scopes: vec![],
+        title: None,
+        instructions: None,
+    };
+    let root = server().with_endpoints(crate::Endpoints::new(vec![a, b], true).unwrap());
+    let (a, b) = (root.endpoint("a").unwrap(), root.endpoint("b").unwrap());
+    assert!(root.endpoint("c").is_none());
+    let team_a: Option<&[&str]> = Some(&["team-a"]);
+
+    let discover = json!({ "_meta": plain() });
+    let d = result(as_holder(&a, team_a, Method::Discover, discover.clone()).await);
+    assert_eq!(d["instructions"], "For team A.");
+    assert_eq!(d["_meta"][SERVER_INFO_KEY], json!({ "name": "a", "title": "Team A", "version": "1.2.3" }));
+    let d = result(as_holder(&b, None, Method::Discover, discover.clone()).await);
+    assert_eq!((d["_meta"][SERVER_INFO_KEY]["name"].as_str(), d.get("instructions")), (Some("b"), None));
+
+    let names = |r: Value| r["tools"].as_array().unwrap().iter().map(|t| t["name"].clone()).collect::<Vec<_>>();
+    let list = json!({ "_meta": plain() });
+    let mut on_a = names(result(as_holder(&a, team_a, Method::ToolsList, list.clone()).await));
+    on_a.sort_by_key(ToString::to_string);
+    assert_eq!(on_a, ["greet", "long"]);
+    assert_eq!(names(result(as_holder(&b, Some(&[][..]), Method::ToolsList, list.clone()).await)), ["long"]);
+    assert!(names(result(as_holder(&root, None, Method::ToolsList, list.clone()).await)).len() > 2);
+
+    match as_holder(&a, Some(&["team-b"][..]), Method::ToolsList, list.clone()).await {
+        Reply::InsufficientScope { scopes, .. } => assert_eq!(scopes, ["team-a"]),
+        other => panic!("a caller without team-a is refused: {other:?}"),
+    }
+    let greet = json!({ "name": "greet", "arguments": { "who": "x" }, "_meta": plain() });
+    let e = error(as_holder(&b, None, Method::ToolsCall, greet.clone()).await);
+    assert_eq!((e.code, e.message.as_str()), (-32602, "Unknown tool: greet"));
+    assert!(matches!(as_holder(&a, team_a, Method::ToolsCall, greet).await, Reply::Result(_)));
+
+    let tasks = meta(json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } }), json!({}));
+    let long = json!({ "name": "long", "arguments": {}, "_meta": tasks.clone() });
+    let created = result(as_holder(&a, team_a, Method::ToolsCall, long).await);
+    let id = created["taskId"].as_str().expect("a task").to_string();
+    let get = |id: &str| json!({ "taskId": id, "_meta": tasks.clone() });
+    assert!(matches!(as_holder(&a, team_a, Method::TasksGet, get(&id)).await, Reply::Result(_)));
+    let random = error(as_holder(&b, None, Method::TasksGet, get("no-such-task")).await);
+    for method in [Method::TasksGet, Method::TasksUpdate, Method::TasksCancel] {
+        let mut params = get(&id);
+        params["inputResponses"] = json!({ "k": { "action": "cancel" } });
+        for (on, name) in [(&b, "b"), (&root, "the root")] {
+            let e = error(as_holder(on, None, method, params.clone()).await);
+            assert_eq!(
+                (e.code, &e.message, &e.data),
+                (random.code, &random.message, &random.data),
+                "{method:?} on {name}"
+            );
+        }
+    }
+    assert!(matches!(as_holder(&a, team_a, Method::TasksCancel, get(&id)).await, Reply::Result(_)));
 }

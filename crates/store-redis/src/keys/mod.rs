@@ -98,6 +98,14 @@ impl Keys {
         format!("{}:{}:work", self.prefix, Self::tag(partition))
     }
 
+    /// `{prefix}:{pNN}:recovery` — string: the entry id where the next sweep
+    /// for lapsed leases on [`work`](Self::work)'s pending list starts
+    /// (`lua/recover.lua`; missing: from the head), shared by every worker so
+    /// a pass goes on where the last one stopped.
+    pub fn recovery(&self, partition: u16) -> String {
+        format!("{}:{}:recovery", self.prefix, Self::tag(partition))
+    }
+
     /// `{prefix}:{pNN}:delayed` — sorted set: the partition's work put off
     /// until a time (member: task id, score: when it is due, Unix ms), moved
     /// back to [`work`](Self::work) when due (`lua/defer.lua`, `lua/promote.lua`).
@@ -228,32 +236,41 @@ impl Keys {
         format!("{}:{}:{what}", self.prefix, scope_tag(scope))
     }
 
+    /// `{prefix}:{s.<hex tenant>.<hex subject>}:bytes_q` — hash: the
+    /// scope's counted bytes by expiry bucket (field = the bucket's end,
+    /// Unix ms, or `inf`) and their sum (field `total`), for the byte quota.
+    /// Only maintained when creates carry `max_bytes_per_scope`;
+    /// `lua/bytes.lua` has the layout.
+    pub fn scope_bytes_buckets(&self, scope: &Scope) -> String {
+        self.of_scope(scope, "bytes_q")
+    }
+
     /// `{prefix}:{s.<hex tenant>.<hex subject>}:bytes` — sorted set: the
-    /// scope's byte reservations (member = task id, score = the task's
-    /// expiry, Unix ms). Only maintained when creates carry
-    /// `max_bytes_per_scope`; `lua/bytes.lua` has the layout of the three keys.
+    /// scope's legacy byte reservations (member = task id, score = the
+    /// task's expiry, Unix ms), written by earlier releases and still counted
+    /// until they expire (`lua/bytes.lua`).
     pub fn scope_bytes(&self, scope: &Scope) -> String {
         self.of_scope(scope, "bytes")
     }
 
     /// `{prefix}:{s.<hex tenant>.<hex subject>}:bytes_sizes` — hash: each
-    /// reserved task's bytes now (same slot as [`Keys::scope_bytes`]).
+    /// legacy-reserved task's bytes now (same slot as [`Keys::scope_bytes`]).
     pub fn scope_bytes_sizes(&self, scope: &Scope) -> String {
         format!("{}_sizes", self.scope_bytes(scope))
     }
 
     /// `{prefix}:{s.<hex tenant>.<hex subject>}:bytes_total` — string: the sum
-    /// of the scope's reserved sizes (same slot as [`Keys::scope_bytes`]).
+    /// of the scope's legacy reserved sizes (same slot as [`Keys::scope_bytes`]).
     pub fn scope_bytes_total(&self, scope: &Scope) -> String {
         format!("{}_total", self.scope_bytes(scope))
     }
 
-    /// The scope's three byte-quota keys in the order the scripts take them:
-    /// reservations, sizes, total.
-    pub fn scope_byte_keys(&self, scope: &Scope) -> [String; 3] {
+    /// The scope's four byte-quota keys in the order the scripts take them:
+    /// buckets, then the legacy reservations, sizes and total.
+    pub fn scope_byte_keys(&self, scope: &Scope) -> [String; 4] {
         let bytes = self.scope_bytes(scope);
         let (sizes, total) = (format!("{bytes}_sizes"), format!("{bytes}_total"));
-        [bytes, sizes, total]
+        [self.scope_bytes_buckets(scope), bytes, sizes, total]
     }
 
     /// `{prefix}:ready` — string: written (with a short expiry) by readiness

@@ -5,13 +5,18 @@ use super::*;
 #[test]
 fn partition_and_scope_tags_are_spelled_as_documented() {
     let keys = Keys::new("presa", 16);
-    let scope = Scope { tenant: "a}".into(), subject: "é".into() };
+    let scope = Scope { tenant: "a}".into(), subject: "é".into(), endpoint: None };
     assert_eq!(keys.task_prefix(7), "presa:{p07}:task:");
     assert_eq!(keys.claimed(12), "presa:{p12}:claimed");
     assert_eq!(keys.scope_active(&scope), "presa:{s.617d.c3a9}:active");
     assert_eq!(
         keys.scope_byte_keys(&scope),
-        ["presa:{s.617d.c3a9}:bytes", "presa:{s.617d.c3a9}:bytes_sizes", "presa:{s.617d.c3a9}:bytes_total"]
+        [
+            "presa:{s.617d.c3a9}:bytes_q",
+            "presa:{s.617d.c3a9}:bytes",
+            "presa:{s.617d.c3a9}:bytes_sizes",
+            "presa:{s.617d.c3a9}:bytes_total"
+        ]
     );
 }
 
@@ -27,7 +32,7 @@ fn tenant_words_read_back() {
 
 #[test]
 fn held_consumers_are_stable_and_tell_scopes_apart() {
-    let scope = |t: &str, s: &str| Scope { tenant: t.into(), subject: s.into() };
+    let scope = |t: &str, s: &str| Scope { tenant: t.into(), subject: s.into(), endpoint: None };
     let a = held_consumer(&scope("t", "alice"));
     assert_eq!(a, held_consumer(&scope("t", "alice")));
     assert_eq!(a.len(), "held:".len() + 16);
@@ -58,7 +63,7 @@ fn ids_outside_the_partitions_name_nothing() {
 #[test]
 fn scope_keys_are_hex_and_distinct() {
     let keys = Keys::new("t", 4);
-    let scope = |tenant: &str, subject: &str| Scope { tenant: tenant.into(), subject: subject.into() };
+    let scope = |tenant: &str, subject: &str| Scope { tenant: tenant.into(), subject: subject.into(), endpoint: None };
     // Owners a `tenant/subject` string would confuse ("a/b/c").
     let (a, b) = (scope("a/b", "c"), scope("a", "b/c"));
     assert_ne!(a.key(), b.key());
@@ -74,7 +79,7 @@ fn scope_keys_are_hex_and_distinct() {
 fn dead_letter_keys_share_their_tasks_partition_tag() {
     let keys = Keys::new("presa", 16);
     let id = TaskId::from_random(7, [1; 16]);
-    let scope = Scope { tenant: "a.b".into(), subject: "c".into() };
+    let scope = Scope { tenant: "a.b".into(), subject: "c".into(), endpoint: None };
     assert_eq!(keys.dead_letter(&id).unwrap(), format!("presa:{{p07}}:dead:{id}"));
     assert_eq!(keys.dead_by_tenant(7, "a.b"), "presa:{p07}:dead_t:612e62");
     assert_eq!(keys.dead_by_scope(7, &scope), "presa:{p07}:dead_s:612e62.63");

@@ -12,7 +12,7 @@ use presa_store::{
 };
 use redis::Value;
 
-use super::{Records, ScopeSteps, reservation_expiry};
+use super::{Records, ScopeSteps, quota::counted};
 use crate::{
     durability::Replication,
     error::RedisStoreError,
@@ -72,15 +72,13 @@ impl Records {
         let doc = encode(task)?;
         let keys = &self.link.keys;
         let mut inv = super::CREATE_SCOPED.prepare_invoke();
-        self.create_args(&mut inv, task, &doc, limits.max_queued_per_partition, None);
-        inv.key(keys.scope_active(&task.scope))
-            .key(keys.scope_bytes(&task.scope))
-            .key(keys.scope_bytes_sizes(&task.scope))
-            .key(keys.scope_bytes_total(&task.scope))
-            .arg(optional(limits.max_active_per_scope))
-            .arg(optional(limits.max_bytes_per_scope))
-            .arg(doc.len())
-            .arg(reservation_expiry(task));
+        let q = limits.max_bytes_per_scope.map(|_| counted(task, doc.len()));
+        self.create_args(&mut inv, task, &doc, limits.max_queued_per_partition, q, None);
+        inv.key(keys.scope_active(&task.scope));
+        for key in keys.scope_byte_keys(&task.scope) {
+            inv.key(key);
+        }
+        inv.arg(optional(limits.max_active_per_scope)).arg(optional(limits.max_bytes_per_scope));
         if let Some(key) = idempotency {
             inv.key(self.idempotency_key(task, key)).arg(&key.fingerprint);
         }
@@ -165,7 +163,8 @@ impl Records {
         let doc = encode(task)?;
         let mut inv = super::CREATE.prepare_invoke();
         let record = idempotency.map(|key| (self.idempotency_key(task, key), key.fingerprint.as_str()));
-        self.create_args(&mut inv, task, &doc, limits.max_queued_per_partition, record);
+        let q = limits.max_bytes_per_scope.map(|_| counted(task, doc.len()));
+        self.create_args(&mut inv, task, &doc, limits.max_queued_per_partition, q, record);
         let (reply, replication) = self.link.invoke_confirmed::<Value>(&inv).await?;
         let created = match self.confirmed(Outcome::from_reply(reply)?, replication).await? {
             Outcome::Yes(_) => Outcome::Yes(usage),
@@ -183,13 +182,15 @@ impl Records {
     }
 
     /// `create.lua`'s keys and arguments (the first ones of `create_scoped.lua`),
-    /// with a keyed create's `record` key and fingerprint (create.lua only).
+    /// with the task's `q` under a byte quota (`quota.rs`) and a keyed
+    /// create's `record` key and fingerprint (create.lua only).
     fn create_args(
         &self,
         inv: &mut Invocation<'_>,
         task: &Task,
         doc: &str,
         max_queued: Option<u64>,
+        q: Option<String>,
         record: Option<(String, &str)>,
     ) {
         let keys = &self.link.keys;
@@ -209,7 +210,8 @@ impl Records {
             .key(keys.task_tenants(partition))
             .arg(if self.link.cfg.task_index { "1" } else { "" })
             .arg(Keys::tenant_word(&task.scope.tenant))
-            .arg(now_ms());
+            .arg(now_ms())
+            .arg(q.unwrap_or_default());
         if let Some((key, fingerprint)) = record {
             inv.key(key).arg(fingerprint);
         }

@@ -5,8 +5,16 @@
 //! scope until it expires, and is counted again at the size each write
 //! leaves it (answers, status messages, results), so one scope cannot fill
 //! Redis. A client write that would grow a live task past the quota is
-//! refused (`presa_store::growth_quota`). The layout of the scope's three
-//! keys is `lua/bytes.lua`'s; they expire with the last reservation.
+//! refused (`presa_store::growth_quota`). The layout is `lua/bytes.lua`'s:
+//! per scope one hash of bytes by expiry bucket with their total, and in
+//! each task's own hash the size it is counted at and its bucket (`q`), so
+//! a create costs three commands of the quota and a write that changes a
+//! task's size two. A task is counted until its bucket's end, at most a
+//! 64th of its lifetime (65.5 s at most) after its expiry
+//! ([`reservation_bucket`]). Reservations in the earlier layout (one entry
+//! a task in three keys, written by pods of an earlier release during a
+//! rolling upgrade) are counted too until they expire, and their tasks are
+//! resized there.
 //!
 //! A scope's tasks are spread over every partition, so, like the active-task
 //! limit (`limits.rs`), the reservations live in the scope's own slot.
@@ -16,30 +24,63 @@
 //! after another:
 //! - create: `quota.lua` reserves unless the quota would be exceeded
 //!   (concurrent creates never reserve more than the quota between them),
-//!   then `create.lua` writes the task; when the create definitely did not
-//!   happen (id collision) the reservation is taken back; a crash in between
-//!   leaves a reservation that lasts until the would-be task's expiry,
-//!   erring on the side of refusing;
-//! - a client write that grows a live task: `resize.lua` counts the new size
-//!   first (refusing growth past the quota), then `transition.lua`; a write
-//!   that then loses its compare-and-set puts the size back to what is stored;
+//!   then `create.lua` writes the task with its `q`; when the create
+//!   definitely did not happen (id collision) the reservation is taken back;
+//!   a crash in between leaves a reservation that lasts until the would-be
+//!   task's bucket ends, erring on the side of refusing;
+//! - a client write that grows a live task: its `q` is read, `resize.lua`
+//!   counts the growth first (refusing growth past the quota), then
+//!   `transition.lua`; a write that then loses its compare-and-set takes
+//!   the growth back;
 //! - a write that may not be refused (a worker's, one ending the task):
-//!   `transition.lua`, then, when it ends the task, `resize.lua` counts its
-//!   final size. A worker's status messages and input requests in between
-//!   are counted at the next client write or at the end, not one by one:
-//!   one round trip per task instead of one per write.
+//!   `transition.lua`, then, when it ends the task, `resize.lua` counts the
+//!   difference from the size it was counted at. A worker's status messages
+//!   and input requests in between are counted at the next client write or
+//!   at the end, not one by one: one round trip per task instead of one per write.
 
 use presa_store::{Scope, Task, TaskId, util::now_ms};
 
 use super::Records;
-use crate::{conn::Verbosity, error::RedisStoreError, link::Link, record::encode};
+use crate::{error::RedisStoreError, link::Link, record::encode};
 
 /// The expiry of a task that never expires, as a score (2^52 ms: year 144 683).
 const NEVER: u64 = 1 << 52;
 
-/// A reservation's score: its task's expiry, Unix ms ([`NEVER`] when it never expires).
+/// A legacy reservation's score: its task's expiry, Unix ms ([`NEVER`] when it never expires).
 pub(super) fn reservation_expiry(task: &Task) -> u64 {
     task.ttl_ms.map_or(NEVER, |ttl| task.created_at_ms.saturating_add(ttl))
+}
+
+/// The widest expiry bucket, ms (about a minute): no task is counted
+/// longer than this past its expiry.
+const WIDEST_BUCKET_MS: u64 = 1 << 16;
+
+/// The expiry bucket that counts `task` (`lua/bytes.lua`): the end of the
+/// bucket its expiry falls in, Unix ms, or `inf` when it never expires.
+/// Buckets are a power of two wide, at most a 64th of the task's lifetime
+/// and [`WIDEST_BUCKET_MS`], so the task is counted at most that long after
+/// its expiry, and a scope whose tasks live alike has about 64 buckets.
+pub(super) fn reservation_bucket(task: &Task) -> String {
+    let Some(ttl) = task.ttl_ms else {
+        return "inf".into();
+    };
+    let expiry = reservation_expiry(task);
+    let width = match ttl / 64 {
+        0 => 1,
+        w => (1 << w.ilog2()).min(WIDEST_BUCKET_MS),
+    };
+    expiry.div_ceil(width).saturating_mul(width).to_string()
+}
+
+/// A task's `q` (`lua/task.lua`): its size under the quota and its bucket.
+pub(super) fn counted(task: &Task, bytes: usize) -> String {
+    format!("{bytes}:{}", reservation_bucket(task))
+}
+
+/// The size and the bucket of a `q`.
+pub(super) fn parse_counted(q: &str) -> Option<(u64, &str)> {
+    let (bytes, bucket) = q.split_once(':')?;
+    Some((bytes.parse().ok()?, bucket))
 }
 
 /// A scope's byte quota, as the steps a cluster runs around the task's own
@@ -64,15 +105,16 @@ impl ScopeBytes<'_> {
         for key in self.link.keys.scope_byte_keys(&task.scope) {
             inv.key(key);
         }
-        inv.arg(quota).arg(task.id.as_str()).arg(bytes).arg(reservation_expiry(task)).arg(now_ms());
+        inv.arg(quota).arg(counted(task, bytes)).arg(now_ms());
         let reserved: i64 = self.link.invoke(&inv).await?;
         Ok(u64::try_from(reserved).ok().filter(|n| *n > 0))
     }
 
-    /// `resize.lua`: count task `id` of `scope` at `bytes`, refusing growth
-    /// past `quota` when one is given; `settle`: the write that ends the task
-    /// landed, so the reservation is settled at that size, at this score
-    /// (the task's [`reservation_expiry`]; `bytes.lua`).
+    /// `resize.lua`: count task `id` of `scope` at `bytes` (a legacy
+    /// reservation), refusing growth past `quota` when one is given;
+    /// `settle`: the write that ends the task landed, so the reservation is
+    /// settled at that size, at this score (the task's
+    /// [`reservation_expiry`]; `bytes.lua`).
     pub(super) async fn resize(
         &self,
         scope: &Scope,
@@ -96,6 +138,47 @@ impl ScopeBytes<'_> {
         })
     }
 
+    /// `resize.lua`: add `delta` bytes (negative to take back) to `bucket`
+    /// of `scope` and its total, refusing growth past `quota` when one is
+    /// given. A lapsed bucket counts nothing ([`Resized::Unreserved`]).
+    pub(super) async fn count(
+        &self,
+        scope: &Scope,
+        id: &TaskId,
+        bucket: &str,
+        delta: i64,
+        quota: Option<u64>,
+    ) -> Result<Resized, RedisStoreError> {
+        let mut inv = super::RESIZE.prepare_invoke();
+        for key in self.link.keys.scope_byte_keys(scope) {
+            inv.key(key);
+        }
+        inv.arg(id.as_str())
+            .arg(0)
+            .arg(quota.map(|q| q.to_string()).unwrap_or_default())
+            .arg(now_ms())
+            .arg("")
+            .arg(bucket)
+            .arg(delta);
+        Ok(match self.link.invoke::<i64>(&inv).await? {
+            -2 => Resized::Refused,
+            -1 => Resized::Unreserved,
+            _ => Resized::Was(0),
+        })
+    }
+
+    /// Best effort: add `delta` bytes to `bucket` of `scope` (a write that
+    /// may not be refused landed, or one counted first lost its
+    /// compare-and-set). A failure leaves the count off until the bucket lapses.
+    pub(super) async fn recount_bucket(&self, scope: &Scope, id: &TaskId, bucket: &str, delta: i64) {
+        if delta == 0 {
+            return;
+        }
+        if let Err(e) = self.count(scope, id, bucket, delta, None).await {
+            tracing::warn!(error = %e, task = %id, "could not count a task's new size under its byte quota");
+        }
+    }
+
     /// Best effort: count task `id` of `scope` at `bytes` (a write that may
     /// not be refused landed, or one that was counted first lost its
     /// compare-and-set). A failure leaves the count off until the next write
@@ -111,22 +194,9 @@ impl ScopeBytes<'_> {
         let Ok(bytes) = encode(task).map(|doc| doc.len()) else {
             return;
         };
-        let [reservations, sizes, total] = self.link.keys.scope_byte_keys(&task.scope);
-        let zrem = redis::cmd("ZREM").arg(reservations).arg(task.id.as_str()).to_owned();
-        let undone = match self.link.query::<i64>(Verbosity::Info, &zrem).await {
-            Ok(1) => {
-                let hdel = redis::cmd("HDEL").arg(sizes).arg(task.id.as_str()).to_owned();
-                let decr = redis::cmd("DECRBY").arg(total).arg(bytes).to_owned();
-                match self.link.query::<i64>(Verbosity::Info, &hdel).await {
-                    Ok(_) => self.link.query::<i64>(Verbosity::Info, &decr).await.map(|_| ()),
-                    Err(e) => Err(e),
-                }
-            }
-            Ok(_) => Ok(()),
-            Err(e) => Err(e),
-        };
-        if let Err(e) = undone {
-            tracing::warn!(error = %e, "could not take back a byte reservation; it lasts until its expiry");
+        let delta = -i64::try_from(bytes).unwrap_or(i64::MAX);
+        if let Err(e) = self.count(&task.scope, &task.id, &reservation_bucket(task), delta, None).await {
+            tracing::warn!(error = %e, "could not take back a byte reservation; it lasts until its bucket ends");
         }
     }
 }
@@ -137,7 +207,8 @@ pub(super) enum Resized {
     /// The task has no reservation (created without a quota, or expired):
     /// nothing is counted.
     Unreserved,
-    /// Counted at the new size; it was counted at this many bytes before.
+    /// Counted at the new size; it was counted at this many bytes before
+    /// (0 when counted by bucket, which keeps no size).
     Was(u64),
     /// The growth would pass the quota; nothing changed.
     Refused,

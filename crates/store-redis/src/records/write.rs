@@ -5,8 +5,14 @@
 use presa_store::{Cas, DeadLetter, Limit, StoreError, Task, Writer, util::now_ms};
 use redis::Value;
 
-use super::{Records, ScopeSteps, create::optional, quota::Resized, reservation_expiry};
+use super::{
+    Records, ScopeSteps,
+    create::optional,
+    quota::{Resized, parse_counted},
+    reservation_expiry,
+};
 use crate::{
+    conn::Verbosity,
     dead::conclude_dead_script,
     durability::Replication,
     error::RedisStoreError,
@@ -45,9 +51,9 @@ impl Records {
         let quota = presa_store::growth_quota(next, writer, quota);
         // One script can take the scope's keys too (standalone), or not (a cluster).
         let cluster = self.scope_steps == ScopeSteps::Around;
-        let counted_from = match quota {
-            Some(quota) if cluster => self.count_growth_first(next, doc.len(), quota).await?,
-            _ => None,
+        let counted_first = match quota {
+            Some(quota) if cluster => self.count_growth_first(next, &key, doc.len(), quota).await?,
+            _ => CountedFirst::Nothing,
         };
         let mut inv = match letter {
             None => super::TRANSITION.prepare_invoke(),
@@ -73,6 +79,11 @@ impl Records {
                 inv.key(key);
             }
             inv.arg(optional(quota)).arg(now_ms()).arg(reservation_expiry(next));
+        } else {
+            // A cluster counts after the write: at the task's end, and a
+            // client's growth counted first (transition.lua's ARGV[13]).
+            let recount = next.status.is_terminal() || matches!(counted_first, CountedFirst::Bucket(..));
+            inv.arg(next.id.as_str()).arg("").arg("").arg("").arg(if recount { "1" } else { "" });
         }
         // Replicated durability confirms the write that ends a task.
         let (reply, replication): (Vec<Value>, _) = if next.status.is_terminal() {
@@ -80,10 +91,24 @@ impl Records {
         } else {
             (self.link.invoke(&inv).await?, Replication::Confirmed)
         };
-        let cas = match Transitioned::from_reply(&reply)? {
-            Transitioned::Written => {
+        let written = Transitioned::from_reply(&reply)?;
+        let cas = match written {
+            Transitioned::Written | Transitioned::WrittenCounted(_) => {
                 if cluster && next.status.is_terminal() {
                     self.active_tasks().forget(&next.scope, &next.id).await;
+                }
+                if let Transitioned::WrittenCounted(before) = &written {
+                    // Counted at `before` until now: the difference, less what was counted first.
+                    if let Some((before, bucket)) = parse_counted(before) {
+                        let first = match &counted_first {
+                            CountedFirst::Bucket(_, delta) => *delta,
+                            _ => 0,
+                        };
+                        let delta = signed(doc.len()) - signed(before) - first;
+                        self.scope_bytes().recount_bucket(&next.scope, &next.id, bucket, delta).await;
+                    }
+                } else if cluster && next.status.is_terminal() {
+                    // No `q`: a legacy reservation (or none), settled as before.
                     self.scope_bytes().recount(&next.scope, &next.id, doc.len(), Some(reservation_expiry(next))).await;
                 }
                 if let Replication::Short { acked, wanted } = replication {
@@ -102,10 +127,17 @@ impl Records {
             Transitioned::OverQuota => return Err(StoreError::Capacity { limit: Limit::MaxBytesPerScope }),
             Transitioned::Conflict(None) => Cas::Conflict(None),
             Transitioned::Conflict(Some(stored)) => {
-                if let Some(before) = counted_from {
-                    // Counted first, lost: count what is stored (what was counted before, if unreadable).
-                    let now = decode(stored.as_bytes()).ok().and_then(|t| encode(&t).ok()).map(|d| d.len());
-                    self.scope_bytes().recount(&next.scope, &next.id, now.unwrap_or(before as usize), None).await;
+                match counted_first {
+                    CountedFirst::Legacy(before) => {
+                        // Counted first, lost: count what is stored (what was counted before, if unreadable).
+                        let now = decode(stored.as_bytes()).ok().and_then(|t| encode(&t).ok()).map(|d| d.len());
+                        self.scope_bytes().recount(&next.scope, &next.id, now.unwrap_or(before as usize), None).await;
+                    }
+                    CountedFirst::Bucket(bucket, delta) => {
+                        // Counted first, lost: take the growth back (`q` was not rewritten).
+                        self.scope_bytes().recount_bucket(&next.scope, &next.id, &bucket, -delta).await;
+                    }
+                    CountedFirst::Nothing => {}
                 }
                 Cas::Conflict(decode_live(Some(stored.as_bytes()))?)
             }
@@ -120,6 +152,10 @@ impl Records {
 pub(crate) enum Transitioned {
     /// `{1}`: written and published.
     Written,
+    /// `{1, q}` (a cluster asked for it): written and published; the task
+    /// was counted under its scope's byte quota at this `q` before
+    /// (`quota.rs`), and now is at its new size.
+    WrittenCounted(String),
     /// `{2}`: the byte quota refused the growth; nothing written.
     OverQuota,
     /// `{0, doc}`: refused (rev moved, fence stale, or stored status
@@ -131,6 +167,9 @@ impl Transitioned {
     pub(crate) fn from_reply(reply: &[Value]) -> Result<Transitioned, RedisStoreError> {
         match reply {
             [Value::Int(1)] => Ok(Transitioned::Written),
+            [Value::Int(1), q] => redis::from_redis_value_ref(q)
+                .map(Transitioned::WrittenCounted)
+                .map_err(|e| RedisStoreError::Corrupt(e.to_string())),
             [Value::Int(2)] => Ok(Transitioned::OverQuota),
             [Value::Int(0)] | [Value::Int(0), Value::Nil] => Ok(Transitioned::Conflict(None)),
             [Value::Int(0), stored] => redis::from_redis_value_ref(stored)
@@ -141,15 +180,49 @@ impl Transitioned {
     }
 }
 
+/// What a cluster counted under the byte quota before a client's write.
+enum CountedFirst {
+    /// Nothing (no quota, no reservation, or no growth).
+    Nothing,
+    /// A legacy reservation, counted at the new size; it was at this size.
+    Legacy(u64),
+    /// This many bytes added to the task's bucket (its `q`'s).
+    Bucket(String, i64),
+}
+
+/// A size as a signed number of bytes.
+fn signed(n: impl TryInto<i64>) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
+}
+
 impl Records {
     /// On a cluster, a refusable write's growth is counted first, in the
-    /// scope's slot: the size the task was counted at before (to count back
-    /// if the write does not happen), or a refusal past `quota`.
-    async fn count_growth_first(&self, next: &Task, size: usize, quota: u64) -> Result<Option<u64>, StoreError> {
+    /// scope's slot, from the size the task's `q` says it is counted at (or
+    /// its legacy reservation's): what to take back if the write does not
+    /// happen, or a refusal past `quota`.
+    async fn count_growth_first(
+        &self,
+        next: &Task,
+        key: &str,
+        size: usize,
+        quota: u64,
+    ) -> Result<CountedFirst, StoreError> {
+        let q: Option<String> = self.link.query(Verbosity::Info, redis::cmd("HGET").arg(key).arg("q")).await?;
+        if let Some((before, bucket)) = q.as_deref().and_then(parse_counted) {
+            let growth = signed(size) - signed(before);
+            if growth <= 0 {
+                return Ok(CountedFirst::Nothing);
+            }
+            return match self.scope_bytes().count(&next.scope, &next.id, bucket, growth, Some(quota)).await? {
+                Resized::Refused => Err(StoreError::Capacity { limit: Limit::MaxBytesPerScope }),
+                Resized::Unreserved => Ok(CountedFirst::Nothing),
+                Resized::Was(_) => Ok(CountedFirst::Bucket(bucket.to_owned(), growth)),
+            };
+        }
         match self.scope_bytes().resize(&next.scope, &next.id, size, Some(quota), None).await? {
             Resized::Refused => Err(StoreError::Capacity { limit: Limit::MaxBytesPerScope }),
-            Resized::Was(before) => Ok(Some(before)),
-            Resized::Unreserved => Ok(None),
+            Resized::Was(before) => Ok(CountedFirst::Legacy(before)),
+            Resized::Unreserved => Ok(CountedFirst::Nothing),
         }
     }
 }

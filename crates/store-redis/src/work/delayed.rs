@@ -117,7 +117,7 @@ impl Queue {
             .arg(next.id.as_str());
         let reply: Vec<Value> = self.link.invoke(&inv).await?;
         Ok(match Transitioned::from_reply(&reply)? {
-            Transitioned::Written => {
+            Transitioned::Written | Transitioned::WrittenCounted(_) => {
                 self.state.delayed.heard_of(due_at_ms);
                 Cas::Applied(next.clone())
             }

@@ -11,7 +11,9 @@
 //!
 //! - **claim**: new entries first (`read.lua`: `XREADGROUP … >` over every
 //!   partition, without blocking), then entries whose lease lapsed
-//!   (`recover.lua`: `XAUTOCLAIM`); when there is neither, wait for new
+//!   (`recover.lua`: `XAUTOCLAIM`, each partition's sweep going on from the
+//!   cursor the last look left in Redis, so a look costs what it takes, not
+//!   what is pending; see `recovery.rs`); when there is neither, wait for new
 //!   entries with a blocking `XREAD` (which delivers nothing) on a dedicated
 //!   connection, from the cursors `read.lua` returned, in slices so lapsed
 //!   leases are noticed during a long wait. The delivered entries' docs
@@ -104,7 +106,7 @@ task_script!(DEFER, "defer.lua", "Write a deferred task (CAS, fenced) and move i
 script!(PROMOTE, "promote.lua", Debug, "Queue the due members of the delayed sets (standalone: any partitions).");
 script!(RETRY_NOW, "retry_now.lua", "Make a task's delayed work due now.");
 script!(@ TASK_STREAM, READ, "read.lua", Debug, "Read up to N new entries over the partitions (standalone only).");
-script!(@ STREAM, RECOVER, "recover.lua", Debug, "XAUTOCLAIM up to N lapsed entries over the partitions (standalone only).");
+script!(@ STREAM, RECOVER, "recover.lua", Debug, "XAUTOCLAIM up to N lapsed entries over the partitions from their sweep cursors (standalone only).");
 script!(@ STREAM, UNHOLD, "unhold.lua", Debug, "Hand held entries of scopes with room to a worker (standalone: any partitions).");
 script!(@ STREAM, WORK_STATS, "work_stats.lua", Debug, "Count a partition's queued and pending work, and the oldest pending age.");
 

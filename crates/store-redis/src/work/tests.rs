@@ -241,6 +241,81 @@ fn recovery_is_due_once_per_interval_whichever_claim_asks() {
     assert!(!recovery.unhold_due());
 }
 
+/// A look that took all it asked for leaves a backlog behind it: the next
+/// claim looks again at once, until a look comes back short.
+#[test]
+fn recovery_is_due_again_at_once_while_looks_come_back_full() {
+    let recovery = super::Recovery::default();
+    assert!(recovery.recovery_due(LEASE));
+    recovery.swept(8, 8);
+    assert!(recovery.recovery_due(LEASE), "a full look: due again at once");
+    recovery.swept(8, 8);
+    assert!(recovery.recovery_due(LEASE), "and again");
+    recovery.swept(8, 3);
+    assert!(!recovery.recovery_due(LEASE), "a short look: back to the interval");
+    recovery.swept(0, 0);
+    assert!(!recovery.recovery_due(LEASE), "asking for nothing is no backlog");
+}
+
+/// Make entry `id` of `stream` look abandoned by a vanished consumer, its
+/// lease lapsed (idle past `max_lease`), as a killed worker leaves it.
+async fn strand(store: &RedisStore, stream: &str, id: &str) {
+    let idle = store.queue().link.cfg.max_lease.as_millis() as u64 + 1_000;
+    let mut cmd = redis::cmd("XCLAIM");
+    cmd.arg(stream).arg(GROUP).arg("gone").arg(0).arg(id).arg("IDLE").arg(idle).arg("JUSTID");
+    let _: Value = store.queue().link.query(Verbosity::Info, &cmd).await.unwrap();
+}
+
+/// Each look for lapsed leases goes on where the last stopped (the cursor
+/// kept in Redis), so a lapsed entry behind a long run of live ones is
+/// found by looks that each examine a bounded slice of the pending list,
+/// and one ahead of the cursor is found when the sweep wraps to the head.
+#[tokio::test]
+async fn recovery_sweeps_past_live_entries_and_wraps_to_the_head() {
+    let (_redis, store) = one_partition().await;
+    let live = read_group(&store, 300).await;
+    let behind = read_group(&store, 1).await.remove(0);
+    let _after = read_group(&store, 100).await;
+    let stream = store.keys().work(0);
+    strand(&store, &stream, &behind.entry.id).await;
+    // One entry a look (`XAUTOCLAIM … COUNT 1` examines at most 10): the
+    // lapsed entry, 100 live ones after it, is 30 slices deep. A look that started at the head each
+    // time (8 slices) would never reach it.
+    let mut looks = 0;
+    let found = loop {
+        looks += 1;
+        assert!(looks <= 40, "the lapsed entry behind 300 live ones was not found in {looks} looks");
+        let got = store.queue().recover("w2", 1, LEASE).await.unwrap();
+        assert!(got.len() <= 1);
+        if let Some(e) = got.into_iter().next() {
+            break e;
+        }
+    };
+    assert_eq!(found.id, behind.entry.id, "only the lapsed entry is taken");
+    assert_eq!(found.task, Some(behind.id.to_string()));
+    assert!(looks >= 25, "each look examined a bounded slice: found in {looks} looks");
+
+    // An entry near the head lapses now, behind the sweep's cursor (still
+    // 100 entries short of the end): the sweep reaches the end and wraps to it.
+    strand(&store, &stream, &live[3].entry.id).await;
+    let cursor: Option<String> =
+        store.queue().link.query(Verbosity::Info, redis::cmd("GET").arg(store.keys().recovery(0))).await.unwrap();
+    assert!(cursor.is_some(), "the sweep stopped past the head");
+    let mut looks = 0;
+    let found = loop {
+        looks += 1;
+        assert!(looks <= 40, "the sweep never wrapped to the lapsed entry at the head");
+        if let Some(e) = store.queue().recover("w2", 1, LEASE).await.unwrap().into_iter().next() {
+            break e;
+        }
+    };
+    assert_eq!(found.id, live[3].entry.id);
+    // Nothing else is lapsed: whole sweeps take nothing.
+    for _ in 0..90 {
+        assert!(store.queue().recover("w2", 1, LEASE).await.unwrap().is_empty(), "live entries are never taken");
+    }
+}
+
 /// A round trip's future stays small: redis-rs's futures (kilobytes) and
 /// the connect path are boxed, so the futures that await them, copied
 /// whole whenever they move (into an `async_trait` box, a spawned task),

@@ -14,7 +14,7 @@ use super::{LONG_LEASE, NO_LIMITS, claim_one, new_task, next, result};
 use crate::{admin::NodeInfo, admin::TaskFilter, admin::TaskPage, backend::Backend, claim::Cas};
 
 fn owner(tenant: &str, subject: &str) -> Scope {
-    Scope { tenant: tenant.into(), subject: subject.into() }
+    Scope { tenant: tenant.into(), subject: subject.into(), endpoint: None }
 }
 
 /// Create a task of `scope` running `tool`.

@@ -26,7 +26,7 @@ use crate::{
 pub const SHORT_DEAD_LETTER_TTL: Duration = Duration::from_millis(1_000);
 
 fn owner(tenant: &str, subject: &str) -> Scope {
-    Scope { tenant: tenant.into(), subject: subject.into() }
+    Scope { tenant: tenant.into(), subject: subject.into(), endpoint: None }
 }
 
 fn failure() -> Event {

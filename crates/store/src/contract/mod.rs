@@ -95,6 +95,7 @@ macro_rules! store_contract_tests {
         $crate::store_contract_tests!(@cases $make, store;
             create_then_get_resolves_immediately,
             get_is_scoped_and_load_is_not,
+            a_tasks_endpoint_is_part_of_its_owner,
             unknown_id_is_none,
             no_ttl_never_expires,
             cas_applies_at_the_right_revision_only,
@@ -216,7 +217,7 @@ const EMPTY_WAIT: Duration = Duration::from_millis(300);
 const PATIENCE: Duration = Duration::from_secs(5);
 
 fn scope(subject: &str) -> Scope {
-    Scope { tenant: "contract".into(), subject: subject.into() }
+    Scope { tenant: "contract".into(), subject: subject.into(), endpoint: None }
 }
 
 fn new_task(scope: &Scope, ttl_ms: Option<u64>) -> NewTask {

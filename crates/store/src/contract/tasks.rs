@@ -42,13 +42,41 @@ pub async fn create_then_get_resolves_immediately(store: Arc<dyn TaskStore>) {
 pub async fn get_is_scoped_and_load_is_not(store: Arc<dyn TaskStore>) {
     let owner = scope("alice");
     let task = create(&store, &owner).await;
-    let intruders = [scope("mallory"), Scope { tenant: "elsewhere".into(), subject: "alice".into() }];
+    let intruders = [scope("mallory"), Scope { tenant: "elsewhere".into(), subject: "alice".into(), endpoint: None }];
     for intruder in &intruders {
         let got = store.get(intruder, &task.id).await.expect("get");
         assert_eq!(got, None, "{intruder:?} must not see the task");
     }
     assert!(store.get(&owner, &task.id).await.expect("get").is_some());
     assert_eq!(load(&store, &task.id).await, task);
+}
+
+/// A task made on a virtual server's endpoint belongs to that endpoint: the
+/// same principal reads it as unknown on another endpoint and on the root
+/// one (`get` and `get_view` alike); its active-task count is the
+/// principal's, whatever endpoint (one active task allowed: a second create on
+/// another endpoint is refused).
+pub async fn a_tasks_endpoint_is_part_of_its_owner(store: Arc<dyn TaskStore>) {
+    let on = |e: &str| scope("alice").on_endpoint(Some(e.to_string()));
+    let task = create(&store, &on("a")).await;
+    assert_eq!(task.scope.endpoint.as_deref(), Some("a"));
+    for other in [on("b"), scope("alice")] {
+        assert_eq!(store.get(&other, &task.id).await.expect("get"), None, "{other:?} must not see the task");
+        assert_eq!(store.get_view(&other, &task.id).await.expect("get_view"), None, "{other:?}");
+    }
+    assert_eq!(store.get(&on("a"), &task.id).await.expect("get").as_ref(), Some(&task));
+    assert!(store.get_view(&on("a"), &task.id).await.expect("get_view").is_some());
+    let root = create(&store, &scope("alice")).await;
+    assert_eq!(store.get(&on("a"), &root.id).await.expect("get"), None, "a root task is unknown on an endpoint");
+
+    let one = crate::CreateLimits { max_active_per_scope: Some(1), ..NO_LIMITS };
+    let single = |e: &str| scope("carol").on_endpoint(Some(e.to_string()));
+    store.create(new_task(&single("a"), Some(60_000)), one).await.expect("carol's first task");
+    let refused = store.create(new_task(&single("b"), Some(60_000)), one).await;
+    assert!(
+        matches!(refused, Err(crate::StoreError::Capacity { limit: crate::Limit::MaxActiveTasksPerScope })),
+        "the principal's limit spans endpoints: {refused:?}"
+    );
 }
 
 /// `get_view` of the stored task is exactly [`GetView::of`] the task the

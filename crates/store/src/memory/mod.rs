@@ -77,6 +77,9 @@ pub struct MemoryStore {
 struct State {
     tasks: HashMap<TaskId, Task>,
     /// Serialised size of each held task (with its scope), their sum, and their sum per scope.
+    /// Here and in `active`, `finished` and `sessions_per_scope` a scope is
+    /// [`Scope::principal`]: one principal's quotas span every endpoint, as
+    /// the Redis store's per-scope keys (tenant and subject) do.
     sizes: HashMap<TaskId, (Scope, usize)>,
     bytes: usize,
     scope_bytes: HashMap<Scope, usize>,
@@ -181,7 +184,7 @@ impl State {
         });
         self.finished.clear();
         for t in self.tasks.values().filter(|t| t.status.is_terminal()) {
-            self.finished.entry(t.scope.clone()).or_default().insert((t.updated_at_ms, t.id.clone()));
+            self.finished.entry(t.scope.principal()).or_default().insert((t.updated_at_ms, t.id.clone()));
         }
     }
 

@@ -31,7 +31,7 @@ impl State {
         self.sessions.retain(|_, st| st.expires > now);
         self.sessions_per_scope.clear();
         for (owner, _) in self.sessions.keys() {
-            *self.sessions_per_scope.entry(owner.clone()).or_default() += 1;
+            *self.sessions_per_scope.entry(owner.principal()).or_default() += 1;
         }
     }
 
@@ -56,7 +56,7 @@ impl State {
             let over = |s: &State| {
                 let scope_full = limits
                     .max_per_scope
-                    .is_some_and(|max| s.sessions_per_scope.get(owner).copied().unwrap_or(0) >= max);
+                    .is_some_and(|max| s.sessions_per_scope.get(&owner.principal()).copied().unwrap_or(0) >= max);
                 let store_full = limits.max_sessions.is_some_and(|max| s.sessions.len() as u64 >= max);
                 (scope_full, store_full)
             };
@@ -105,7 +105,7 @@ impl State {
         // A session that starts holding state counts for its scope (an
         // expired entry under the same key already did).
         if self.sessions.insert(key, st).is_none() {
-            *self.sessions_per_scope.entry(owner.clone()).or_default() += 1;
+            *self.sessions_per_scope.entry(owner.principal()).or_default() += 1;
         }
         Ok(())
     }

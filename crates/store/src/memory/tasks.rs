@@ -39,7 +39,7 @@ impl State {
     /// Record task `id`'s serialised size (`None`: it is gone).
     pub(super) fn resize(&mut self, id: &TaskId, task: Option<&Task>) {
         let old = match task {
-            Some(t) => self.sizes.insert(id.clone(), (t.scope.clone(), record_size(t))),
+            Some(t) => self.sizes.insert(id.clone(), (t.scope.principal(), record_size(t))),
             None => self.sizes.remove(id),
         };
         if let Some((scope, n)) = old {
@@ -74,7 +74,7 @@ impl State {
         }
         let over = |s: &State| {
             if let Some(q) = quota
-                && (s.scope_bytes.get(&next.scope).copied().unwrap_or(0) + growth) as u64 > q
+                && (s.scope_bytes.get(&next.scope.principal()).copied().unwrap_or(0) + growth) as u64 > q
             {
                 return Some(Limit::MaxBytesPerScope);
             }
@@ -95,6 +95,7 @@ impl State {
 
     /// Non-terminal, non-expired tasks of `scope` (amortised O(log n)).
     pub(super) fn count_active(&mut self, scope: &Scope, now: u64) -> u64 {
+        let scope = &scope.principal();
         let Some(ids) = self.active.get_mut(scope) else {
             return 0;
         };
@@ -110,10 +111,10 @@ impl State {
 
     /// The task no longer counts against its scope's limit.
     pub(super) fn forget_active(&mut self, task: &Task) {
-        if let Some(ids) = self.active.get_mut(&task.scope) {
+        if let Some(ids) = self.active.get_mut(&task.scope.principal()) {
             ids.remove(&active_key(task));
             if ids.is_empty() {
-                self.active.remove(&task.scope);
+                self.active.remove(&task.scope.principal());
             }
         }
     }
@@ -150,7 +151,7 @@ impl State {
         *stored = next.clone();
         if next.status.is_terminal() {
             self.forget_active(next);
-            self.finished.entry(next.scope.clone()).or_default().insert((next.updated_at_ms, next.id.clone()));
+            self.finished.entry(next.scope.principal()).or_default().insert((next.updated_at_ms, next.id.clone()));
         }
         self.resize(&next.id, Some(next));
         let _ = changes.send(next.clone());
@@ -216,7 +217,9 @@ impl TaskStore for MemoryStore {
             let task = Task::new(id.clone(), new, now);
             if let Some(quota) = limits.max_bytes_per_scope {
                 let size = record_size(&task);
-                let over = |s: &State| (s.scope_bytes.get(&task.scope).copied().unwrap_or(0) + size) as u64 > quota;
+                let over = |s: &State| {
+                    (s.scope_bytes.get(&task.scope.principal()).copied().unwrap_or(0) + size) as u64 > quota
+                };
                 if over(&s) {
                     s.purge(now);
                     if over(&s) {
@@ -224,7 +227,7 @@ impl TaskStore for MemoryStore {
                     }
                 }
             }
-            s.active.entry(task.scope.clone()).or_default().insert(active_key(&task));
+            s.active.entry(task.scope.principal()).or_default().insert(active_key(&task));
             s.tasks.insert(id.clone(), task.clone());
             s.resize(&id, Some(&task));
             s.work.insert(id.clone(), WorkItem::default());
@@ -233,8 +236,8 @@ impl TaskStore for MemoryStore {
             if let Some(key) = idempotency {
                 s.idempotency.insert(key.id.clone(), (key.fingerprint.clone(), id));
             }
-            let active = s.active.get(&task.scope).map_or(0, |a| a.len() as u64);
-            let bytes = s.scope_bytes.get(&task.scope).copied().unwrap_or(0) as u64;
+            let active = s.active.get(&task.scope.principal()).map_or(0, |a| a.len() as u64);
+            let bytes = s.scope_bytes.get(&task.scope.principal()).copied().unwrap_or(0) as u64;
             (task, active, bytes)
         };
         self.work_ready.notify_waiters();

@@ -141,7 +141,7 @@ async fn a_stale_holder_cannot_finish_or_release_new_work() {
 /// bytes. Running tasks are never evicted: a store full of them refuses.
 #[tokio::test]
 async fn a_full_store_evicts_the_heaviest_principals_finished_tasks_never_running_ones() {
-    let scope = |s: &str| Scope { tenant: "t".into(), subject: s.into() };
+    let scope = |s: &str| Scope { tenant: "t".into(), subject: s.into(), endpoint: None };
     let new = |s: &str| NewTask { scope: scope(s), ..new_task(Some(600_000)) };
     let store = MemoryStore::new().with_max_tasks(4);
     let mut done = Vec::new();

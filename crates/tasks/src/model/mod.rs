@@ -18,12 +18,35 @@ pub struct Scope {
     pub tenant: String,
     /// The principal inside the tenant.
     pub subject: String,
+    /// The virtual server (presa-gateway's `/mcp/<name>`) the task was
+    /// created on; `None` for the root endpoint `/mcp`. Part of the owner: a
+    /// task made on one endpoint is unknown on every other. Left out of the
+    /// stored record when `None`, so records made before it read the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
 }
 
 impl Scope {
     /// The one scope used while no authentication is configured.
     pub fn anonymous() -> Self {
-        Scope { tenant: "local".into(), subject: "anonymous".into() }
+        Scope::new("local", "anonymous")
+    }
+
+    /// The scope of `subject` in `tenant`, on the root endpoint.
+    pub fn new(tenant: impl Into<String>, subject: impl Into<String>) -> Self {
+        Scope { tenant: tenant.into(), subject: subject.into(), endpoint: None }
+    }
+
+    /// The same principal on `endpoint` (`None`: the root endpoint).
+    pub fn on_endpoint(mut self, endpoint: Option<String>) -> Self {
+        self.endpoint = endpoint;
+        self
+    }
+
+    /// The principal alone, whatever endpoint: what quotas and fair shares
+    /// count by, so that one principal's limits span every endpoint.
+    pub fn principal(&self) -> Scope {
+        Scope::new(self.tenant.clone(), self.subject.clone())
     }
 
     /// Whether this is [`Scope::anonymous`].
@@ -32,10 +55,15 @@ impl Scope {
     }
 
     /// A stable single-string form, for keys and HMAC payloads: the JSON
-    /// array `[tenant, subject]`, so two different scopes never share a key
+    /// array `[tenant, subject]` (`[tenant, subject, endpoint]` on a virtual
+    /// server's endpoint), so two different scopes never share a key
     /// (`"a/b"`+`"c"` and `"a"`+`"b/c"` differ).
     pub fn key(&self) -> String {
-        serde_json::to_string(&[&self.tenant, &self.subject]).unwrap_or_default()
+        match &self.endpoint {
+            None => serde_json::to_string(&[&self.tenant, &self.subject]),
+            Some(e) => serde_json::to_string(&[&self.tenant, &self.subject, e]),
+        }
+        .unwrap_or_default()
     }
 }
 
@@ -60,7 +88,7 @@ impl Caller {
 
     /// An authenticated caller with `scopes`.
     pub fn new(tenant: impl Into<String>, subject: impl Into<String>, scopes: Vec<String>) -> Self {
-        Caller { scope: Scope { tenant: tenant.into(), subject: subject.into() }, scopes: Some(scopes) }
+        Caller { scope: Scope::new(tenant, subject), scopes: Some(scopes) }
     }
 
     /// The tenant.

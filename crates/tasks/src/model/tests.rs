@@ -10,10 +10,26 @@ fn json_len_is_the_serialised_length() {
 
 #[test]
 fn scope_keys_never_collide() {
-    let scope = |t: &str, s: &str| Scope { tenant: t.into(), subject: s.into() };
+    let scope = |t: &str, s: &str| Scope { tenant: t.into(), subject: s.into(), endpoint: None };
     assert_ne!(scope("a/b", "c").key(), scope("a", "b/c").key());
     assert_ne!(scope("a\",\"b", "c").key(), scope("a", "b\",\"c").key());
     assert_eq!(scope("acme", "alice").key(), r#"["acme","alice"]"#);
+}
+
+/// An endpoint is part of a scope (its key, its equality) but not of its
+/// principal; a root scope is stored exactly as before endpoints existed.
+#[test]
+fn an_endpoint_is_part_of_the_scope_not_of_the_principal() {
+    let root = Scope::new("acme", "alice");
+    let on_a = root.clone().on_endpoint(Some("a".into()));
+    assert_eq!(on_a.key(), r#"["acme","alice","a"]"#);
+    assert_ne!(on_a, root);
+    assert_ne!(on_a, root.clone().on_endpoint(Some("b".into())));
+    assert_eq!(on_a.principal(), root);
+    assert_eq!(serde_json::to_value(&root).unwrap(), serde_json::json!({ "tenant": "acme", "subject": "alice" }));
+    let stored = serde_json::json!({ "tenant": "acme", "subject": "alice", "endpoint": "a" });
+    assert_eq!(serde_json::to_value(&on_a).unwrap(), stored);
+    assert_eq!(serde_json::from_value::<Scope>(stored).unwrap(), on_a);
 }
 
 #[test]

@@ -46,6 +46,10 @@ pub(crate) enum AdminCommand {
         /// The upstream's name.
         name: String,
     },
+    /// Every gateway process's config file: the version it serves, when it was loaded, its last refusal.
+    GatewayConfig,
+    /// Ask every gateway process to read its config file again (see `gateway-config` for what each applied).
+    ReloadGateway,
     /// The tenants with live tasks.
     Tenants,
     /// Tasks, newest first, with filters.
@@ -157,6 +161,8 @@ pub(crate) async fn run(cli: &Cli, client: &Client, args: &AdminArgs) -> anyhow:
         AdminCommand::Limits => admin.get("/limits", &[]).await?,
         AdminCommand::Upstreams => admin.get("/upstreams", &[]).await?,
         AdminCommand::RestartUpstream { name } => admin.post(&format!("/upstreams/{}/restart", seg(name)), &[]).await?,
+        AdminCommand::GatewayConfig => admin.get("/gateway/config", &[]).await?,
+        AdminCommand::ReloadGateway => admin.post("/gateway/reload", &[]).await?,
         AdminCommand::Tenants => admin.get("/tenants", &[]).await?,
         AdminCommand::Tasks(t) => {
             let query = vec![

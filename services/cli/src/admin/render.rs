@@ -74,6 +74,19 @@ pub(crate) fn render(command: &AdminCommand, v: &Value, now: u64) -> String {
             let n = v["nodes"].as_array().map_or(0, Vec::len);
             format!("upstream {name}: {n} process(es) asked to restart its connections\n")
         }
+        AdminCommand::GatewayConfig => table(
+            &["NODE", "ROLE", "VERSION", "LOADED", "LAST REFUSAL"],
+            &rows(v, "processes", |p| {
+                let r = &p["lastRefusal"];
+                let refusal =
+                    if r.is_null() { "-".into() } else { format!("{}: {}", ago(now, &r["atMs"]), text(&r["reason"])) };
+                vec![text(&p["node"]), text(&p["role"]), text(&p["version"]), ago(now, &p["loadedAtMs"]), refusal]
+            }),
+        ),
+        AdminCommand::ReloadGateway => {
+            let n = v["nodes"].as_array().map_or(0, Vec::len);
+            format!("{n} gateway process(es) asked to read their config again (see presa admin gateway-config)\n")
+        }
         AdminCommand::Tenants => {
             v["tenants"].as_array().map(|t| t.iter().map(|x| text(x) + "\n").collect()).unwrap_or_default()
         }

@@ -7,6 +7,8 @@
 //! `execution.taskSupport: "required"`, else `--task-after-ms`'s adaptive
 //! policy, else `optional`; every upstream prompt as a
 //! proxied prompt; resources, resource templates and completion proxied too.
+//! Each `[[server]]` gets a catalog of its own, built the same way from its
+//! upstreams only, without the tools its globs leave out ([`build_all`]).
 //!
 //! A prompt, a resource read, a completion and a listing each take a pooled
 //! connection to themselves ([`Pool::request`], or a lease for a listing),
@@ -28,7 +30,7 @@ use serde_json::{Value, json};
 
 use self::shape::{Shaped, shape_tools};
 use crate::{
-    config::{GatewayConfig, PolicyRule, Rerun, ToolRule, UpstreamConfig},
+    config::{GatewayConfig, PolicyRule, Rerun, ToolRule, UpstreamConfig, VirtualServer},
     convert::{Offers, complete_params, completion_info, descriptors, prompt_output, prompt_params, read_contents},
     pool::Pool,
     proxy::{ProxyTool, RetryOn, upstream_error},
@@ -153,9 +155,49 @@ fn support(policy: &TaskPolicy) -> &'static str {
     }
 }
 
+/// The catalogs a gateway serves: the whole one (which workers run, and
+/// `/mcp` serves) and one per `[[server]]`, in the config's order.
+#[derive(Debug)]
+pub struct Catalogs {
+    /// The whole catalog.
+    pub all: Catalog,
+    /// Each virtual server's (`config.servers[i]`'s).
+    pub servers: Vec<Catalog>,
+}
+
+/// Build presa's catalog and every virtual server's from each upstream's listing
+/// ([`build`], [`build_server`]).
+pub fn build_all(config: &GatewayConfig, pools: &[Arc<Pool>], listings: &[Listing]) -> Result<Catalogs, CatalogError> {
+    let all = build(config, pools, listings)?;
+    let servers = config.servers.iter().map(|s| build_server(config, s, pools, listings)).collect::<Result<_, _>>()?;
+    Ok(Catalogs { all, servers })
+}
+
 /// Build presa's catalog from each upstream's listing (`listings[i]` is
 /// `config.upstreams[i]`'s, served by `pools[i]`).
 pub fn build(config: &GatewayConfig, pools: &[Arc<Pool>], listings: &[Listing]) -> Result<Catalog, CatalogError> {
+    build_some(config, None, pools, listings)
+}
+
+/// Build the catalog of virtual server `server`: what its upstreams offer,
+/// built as [`build`] builds it (same names, rules and handlers), without
+/// the tools its `tools` and `hide` globs leave out.
+pub fn build_server(
+    config: &GatewayConfig,
+    server: &VirtualServer,
+    pools: &[Arc<Pool>],
+    listings: &[Listing],
+) -> Result<Catalog, CatalogError> {
+    build_some(config, Some(server), pools, listings)
+}
+
+/// The whole catalog (`server` `None`), or what `server` selects of it.
+fn build_some(
+    config: &GatewayConfig,
+    server: Option<&VirtualServer>,
+    pools: &[Arc<Pool>],
+    listings: &[Listing],
+) -> Result<Catalog, CatalogError> {
     let mut builder = Catalog::builder();
     let mut seen: HashMap<String, String> = HashMap::new();
     let mut claim = |kind: &str, name: &str, upstream: &str| -> Result<(), CatalogError> {
@@ -169,8 +211,14 @@ pub fn build(config: &GatewayConfig, pools: &[Arc<Pool>], listings: &[Listing]) 
     };
     let mut completers = Vec::new();
     for ((up, pool), listing) in config.upstreams.iter().zip(pools).zip(listings) {
+        if server.is_some_and(|s| !s.serves_upstream(&up.name)) {
+            continue;
+        }
         for shaped in shape_tools(up, &listing.tools)? {
             claim("tool", &shaped.name, &up.name)?;
+            if server.is_some_and(|s| !s.serves_tool(&shaped.name)) {
+                continue;
+            }
             builder = builder.tool(tool(config, up, pool, shaped));
         }
         for descriptor in &listing.prompts {

@@ -61,3 +61,38 @@ fn policy_comes_from_the_rule_then_the_upstream_hint_then_optional() {
     let after = rule(PolicyRule::After, None);
     assert!(matches!(policy_of(Some(&after), None, &json!({})), TaskPolicy::After(d) if d == Duration::from_secs(1)));
 }
+
+/// A virtual server's catalog: only its upstreams' tools, prompts and
+/// resources, without what its globs leave out, under the gateway's names.
+#[test]
+fn a_virtual_server_selects_without_renaming() {
+    let listing = |tool: &str, other: &str, uri: &str| Listing {
+        tools: [tool, other].map(|n| json!({ "name": n, "inputSchema": { "type": "object" } })).to_vec(),
+        prompts: vec![json!({ "name": "greet" })],
+        resources: vec![json!({ "uri": uri, "name": "r" })],
+        ..Listing::default()
+    };
+    let listings = [listing("search", "drop", "a://r"), listing("add", "secret", "b://r")];
+    let mut c = config(&[("a", "a_"), ("b", "b_")]);
+    let server = |name: &str, upstreams: &[&str], tools: Option<Vec<String>>, hide: &[&str]| VirtualServer {
+        name: name.into(),
+        upstreams: upstreams.iter().map(ToString::to_string).collect(),
+        tools,
+        hide: hide.iter().map(ToString::to_string).collect(),
+        scopes: Vec::new(),
+        title: None,
+        instructions: None,
+    };
+    c.servers =
+        vec![server("one", &["a"], None, &["a_drop"]), server("two", &["a", "b"], Some(vec!["b_*".into()]), &[])];
+    let pools: Vec<_> = c.upstreams.iter().map(|u| Pool::new(u, &c.timings)).collect();
+    let built = build_all(&c, &pools, &listings).unwrap();
+    let names = |cat: &Catalog| cat.tools().map(|t| t.name().to_string()).collect::<Vec<_>>();
+    assert_eq!(names(&built.all), ["a_search", "a_drop", "b_add", "b_secret"]);
+    assert_eq!(names(&built.servers[0]), ["a_search"]);
+    assert_eq!(names(&built.servers[1]), ["b_add", "b_secret"]);
+    let prompts = |cat: &Catalog| cat.prompts().iter().map(|p| p.descriptor["name"].clone()).collect::<Vec<_>>();
+    assert_eq!(prompts(&built.servers[0]), [json!("a_greet")]);
+    assert_eq!(prompts(&built.servers[1]), [json!("a_greet"), json!("b_greet")]);
+    assert!(built.servers[0].read("a://r").is_some() && built.servers[0].read("b://r").is_none());
+}

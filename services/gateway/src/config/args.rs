@@ -146,7 +146,7 @@ impl GatewayArgs {
     pub(super) fn resolve_with(&self, file: Option<File>) -> Result<GatewayConfig, ConfigError> {
         let pool = self.upstream_pool as usize;
         let from_flags = self.upstream_command.is_some() || self.upstream_url.is_some();
-        let (upstreams, rules) = match file {
+        let (upstreams, rules, servers, root) = match file {
             Some(_) if from_flags => {
                 return Err(ConfigError::Invalid(
                     "give the upstream either with --upstream-command/--upstream-url or in --gateway-config, not both"
@@ -159,7 +159,10 @@ impl GatewayArgs {
                     _,
                 >>(
                 )?;
-                (ups, file.tool)
+                let names: Vec<String> = ups.iter().map(|u: &UpstreamConfig| u.name.clone()).collect();
+                let root = file.root.unwrap_or(true);
+                let servers = super::servers::resolve(file.server, root, &names)?;
+                (ups, file.tool, servers, root)
             }
             None => {
                 let endpoint = match (&self.upstream_command, &self.upstream_url) {
@@ -188,7 +191,7 @@ impl GatewayArgs {
                     breaker: None,
                     shape: super::UpstreamShape::default(),
                 };
-                (vec![up], Vec::new())
+                (vec![up], Vec::new(), Vec::new(), true)
             }
         };
         if upstreams.is_empty() {
@@ -218,6 +221,7 @@ impl GatewayArgs {
             refresh: (self.upstream_refresh_ms > 0).then(|| ms(self.upstream_refresh_ms)),
         };
         let task_after = self.task_after_ms.map(ms);
-        Ok(GatewayConfig { upstreams, rules, timings, task_after, forward_identity: self.upstream_forward_identity })
+        let forward_identity = self.upstream_forward_identity;
+        Ok(GatewayConfig { upstreams, rules, timings, task_after, forward_identity, servers, root })
     }
 }

@@ -1,6 +1,7 @@
 //! The `--gateway-config` TOML file: its `[[upstream]]` tables (a
 //! breaker's: `breaker`, [`super::BreakerRule`]; the catalog's shaping:
-//! `expose`, `hide`, `[[upstream.tool]]`, [`super::UpstreamShape`]) and its
+//! `expose`, `hide`, `[[upstream.tool]]`, [`super::UpstreamShape`]), its
+//! `[[server]]` tables (virtual servers, checked in `servers.rs`) and its
 //! `[[tool]]` rules ([`ToolRule`]: task policy, crash policy, retry policy
 //! and what else counts as transient, rate, scopes).
 
@@ -151,8 +152,13 @@ impl ToolRule {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct File {
+    /// Whether `/mcp` serves the whole catalog (`[[server]]`s aside).
+    #[serde(default)]
+    pub(super) root: Option<bool>,
     #[serde(default)]
     pub(super) upstream: Vec<FileUpstream>,
+    #[serde(default)]
+    pub(super) server: Vec<super::servers::FileServer>,
     #[serde(default)]
     pub(super) tool: Vec<ToolRule>,
 }

@@ -44,6 +44,11 @@
 //! retry_on_codes = [-32001]        # these upstream JSON-RPC errors are transient too
 //! retry_on_tool_error = true       # and so are its isError results
 //! concurrency = { limit = 2, per_argument = "model" }   # calls at once, cluster-wide
+//!
+//! [[server]]                       # a virtual server at /mcp/ml (see `servers`)
+//! name = "ml"
+//! upstreams = ["ml"]
+//! scopes = ["ml"]
 //! ```
 //!
 //! The code is split by what it reads: `args` holds the flags
@@ -52,6 +57,7 @@
 //! ([`BreakerRule`]), `concurrency` a rule's concurrency limit
 //! ([`ConcurrencyRule`]), `shape` which of an upstream's tools are served and
 //! how each is shown and called ([`UpstreamShape`], [`ToolShape`]),
+//! `servers` the virtual servers ([`VirtualServer`]),
 //! `upstream` how one upstream is reached ([`UpstreamConfig`], [`Endpoint`])
 //! and the checks and secret references of its command line, URL and headers.
 
@@ -62,6 +68,7 @@ mod auth;
 mod breaker;
 mod concurrency;
 mod file;
+mod servers;
 mod shape;
 #[cfg(test)]
 mod tests;
@@ -73,6 +80,7 @@ pub use auth::{AuthRule, ClientAuth, ClientCredentials, ClientCredentialsRule, S
 pub use breaker::BreakerRule;
 pub use concurrency::ConcurrencyRule;
 pub use file::{PolicyRule, Rerun, RetryRule, ToolRule};
+pub use servers::VirtualServer;
 pub use shape::{AnnotationsRule, ToolShape, UpstreamShape};
 pub use tls::{ClientTls, TlsRule};
 pub use upstream::{Endpoint, Protocol, UpstreamConfig};
@@ -134,6 +142,10 @@ pub struct GatewayConfig {
     pub forward_identity: bool,
     /// Timings.
     pub timings: Timings,
+    /// The virtual servers (`[[server]]`), each at `/mcp/<name>`.
+    pub servers: Vec<VirtualServer>,
+    /// Whether `/mcp` serves the whole catalog (the file's `root`, default true).
+    pub root: bool,
 }
 
 impl GatewayConfig {

@@ -190,3 +190,56 @@ fn a_rule_gives_a_rate_checked_at_start() {
     assert!(resolve("{ per_second = 2.0, burst = 0 }").unwrap_err().to_string().contains("burst must be at least 1"));
     assert!(parse_file(&text("{ per_sec = 2.0 }")).unwrap_err().contains("unknown field"));
 }
+
+/// `[[server]]` tables: resolved with their selection, scopes and identity;
+/// `root` defaults to true; bad names, duplicates, unknown upstreams, bad
+/// globs and `root = false` without a server are refused naming the fix.
+#[test]
+fn virtual_servers_are_checked_against_the_upstreams() {
+    const UPSTREAMS: &str = "[[upstream]]\nname='a'\ncommand='x'\nprefix='a_'\n[[upstream]]\nname='b'\ncommand='y'\n";
+    let resolve = |head: &str, servers: &str| {
+        let file = parse_file(&format!("{head}\n{UPSTREAMS}{servers}"))?;
+        args().resolve_with(Some(file)).map_err(|e| e.to_string())
+    };
+    let c = resolve(
+        "root = false",
+        r#"
+        [[server]]
+        name = "ops-1"
+        upstreams = ["a", "b"]
+        tools = ["a_*", "ping"]
+        hide = ["a_secret"]
+        scopes = ["ops"]
+        title = "Ops"
+        instructions = "For operators."
+        [[server]]
+        name = "b"
+        upstreams = ["b"]
+        "#,
+    )
+    .unwrap();
+    assert!(!c.root);
+    let ops = &c.servers[0];
+    assert_eq!((ops.name.as_str(), ops.upstreams.as_slice()), ("ops-1", &["a".to_string(), "b".to_string()][..]));
+    assert_eq!((ops.scopes.as_slice(), ops.title.as_deref()), (&["ops".to_string()][..], Some("Ops")));
+    assert_eq!(ops.instructions.as_deref(), Some("For operators."));
+    assert!(ops.serves_tool("a_add") && ops.serves_tool("ping"));
+    assert!(!ops.serves_tool("a_secret") && !ops.serves_tool("echo"));
+    assert!(ops.serves_upstream("b") && !c.servers[1].serves_upstream("a"));
+    assert!(c.servers[1].serves_tool("anything"), "no tools globs: every tool of its upstreams");
+    assert!(resolve("", "").unwrap().root, "root defaults to true");
+
+    let refused = |servers: &str| resolve("", servers).unwrap_err();
+    let bad_name = refused("[[server]]\nname = 'Ops'\nupstreams = ['a']");
+    assert!(bad_name.contains("\"Ops\"") && bad_name.contains("URL path segment"), "{bad_name}");
+    assert!(refused("[[server]]\nname = 'a/b'\nupstreams = ['a']").contains("URL path segment"));
+    let twice = refused("[[server]]\nname = 's'\nupstreams = ['a']\n[[server]]\nname = 's'\nupstreams = ['b']");
+    assert_eq!(twice, "two [[server]] tables are named \"s\"");
+    let unknown = refused("[[server]]\nname = 's'\nupstreams = ['a', 'c']");
+    assert!(unknown.contains("no [[upstream]] is named \"c\""), "{unknown}");
+    assert!(refused("[[server]]\nname = 's'\nupstreams = []").contains("at least one"));
+    assert!(refused("[[server]]\nname = 's'\nupstreams = ['a']\nhide = ['[']").contains("glob \"[\""));
+    assert!(refused("[[server]]\nname = 's'\nupstreams = ['a']\ncolour = 1").contains("unknown field"));
+    let nothing = resolve("root = false", "").unwrap_err();
+    assert!(nothing.contains("root = false serves nothing"), "{nothing}");
+}

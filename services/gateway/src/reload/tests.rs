@@ -8,7 +8,7 @@ use super::*;
 
 const UPSTREAM: &str = "[[upstream]]\nname = \"py\"\ncommand = \"unused\"\n";
 
-/// A gateway's live config read from `dir/gateway.toml` (written with `text`), its pools and a listing of `add` and `echo`.
+/// A gateway's live config read from `dir/gateway.toml` (written with `text`), its pools and a listing of `add` and `echo` for each.
 fn live(dir: &Path, text: &str) -> (Live, Vec<Arc<Pool>>, Vec<Listing>, CatalogCell) {
     let file = dir.join("gateway.toml");
     std::fs::write(&file, text).unwrap();
@@ -17,7 +17,7 @@ fn live(dir: &Path, text: &str) -> (Live, Vec<Arc<Pool>>, Vec<Listing>, CatalogC
     let pools: Vec<_> = config.upstreams.iter().map(|u| Pool::new(u, &config.timings)).collect();
     let schema = json!({ "type": "object", "properties": { "a": { "type": "integer" } } });
     let tools = ["add", "echo"].map(|n| json!({ "name": n, "inputSchema": schema })).to_vec();
-    let listings = vec![Listing { tools, ..Listing::default() }];
+    let listings = vec![Listing { tools, ..Listing::default() }; pools.len()];
     let cell = CatalogCell::from(catalog::build(&config, &pools, &listings).unwrap());
     let status = Reloader::new(&config).0;
     let reported = Arc::new(Mutex::new(pools.clone()));
@@ -37,7 +37,7 @@ async fn a_new_shaping_is_served_and_a_bad_one_keeps_the_old() {
     let first = live.status.report();
     let file = dir.path().join("gateway.toml");
     std::fs::write(&file, format!("{UPSTREAM}hide = [\"echo\"]\n")).unwrap();
-    live.reload(&mut pools, &mut listings, &cell).await;
+    live.reload(&mut pools, &mut listings, &cell, &[]).await;
     assert_eq!(names(&cell), ["add"]);
     assert!(changes.has_changed().unwrap(), "listen streams are told");
     changes.mark_unchanged();
@@ -50,7 +50,7 @@ async fn a_new_shaping_is_served_and_a_bad_one_keeps_the_old() {
         std::fs::write(&file, &broken).unwrap();
         let err = check(live.args.as_ref().unwrap(), &live.config, &pools, &listings).await.err().unwrap();
         assert!(matches!(err, ReloadError::Config(_) | ReloadError::Catalog(_)), "{err}");
-        live.reload(&mut pools, &mut listings, &cell).await;
+        live.reload(&mut pools, &mut listings, &cell, &[]).await;
         assert_eq!(names(&cell), ["add"], "the running catalog is kept");
         assert!(!changes.has_changed().unwrap());
         let refused = live.status.report();
@@ -60,23 +60,45 @@ async fn a_new_shaping_is_served_and_a_bad_one_keeps_the_old() {
 }
 
 #[tokio::test]
-async fn removing_or_changing_an_upstream_needs_a_restart_and_an_unreachable_one_is_not_added() {
+async fn a_changed_or_renamed_upstream_gets_a_new_pool_and_one_that_cannot_start_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (live, pools, listings, _cell) = live(dir.path(), UPSTREAM);
     let args = live.args.as_ref().unwrap();
     let file = dir.path().join("gateway.toml");
-    for (text, says) in [
-        (UPSTREAM.replace("\"py\"", "\"other\""), "removing or reordering upstreams"),
-        (UPSTREAM.replace("unused", "other"), "command, URL, pool"),
+    for (text, names) in [
+        (UPSTREAM.replace("\"py\"", "\"other\""), "\"other\""),
+        (UPSTREAM.replace("unused", "/nonexistent/changed"), "\"py\""),
+        (format!("{UPSTREAM}[[upstream]]\nname = \"two\"\ncommand = \"/nonexistent/upstream\"\n"), "\"two\""),
     ] {
         std::fs::write(&file, text).unwrap();
-        let err = check(args, &live.config, &pools, &listings).await.err().unwrap().to_string();
-        assert!(err.contains(says) && err.contains("needs a restart"), "{err}");
+        let err = check(args, &live.config, &pools, &listings).await.err().unwrap();
+        assert!(matches!(err, ReloadError::Catalog(_)) && err.to_string().contains(names), "{err}");
     }
-    let added = format!("{UPSTREAM}[[upstream]]\nname = \"two\"\ncommand = \"/nonexistent/upstream\"\n");
-    std::fs::write(&file, added).unwrap();
-    let err = check(args, &live.config, &pools, &listings).await.err().unwrap();
-    assert!(matches!(err, ReloadError::Catalog(_)) && err.to_string().contains("\"two\""), "{err}");
+    assert!(!pools[0].is_retired(), "a refused reload leaves the running pool serving");
+}
+
+#[tokio::test]
+async fn reordered_upstreams_keep_their_pools_and_a_removed_one_is_retired() {
+    let dir = tempfile::tempdir().unwrap();
+    let [a, b] = ["a", "b"].map(|n| format!("[[upstream]]\nname = \"{n}\"\ncommand = \"unused\"\nprefix = \"{n}_\"\n"));
+    let (mut live, mut pools, mut listings, cell) = live(dir.path(), &format!("{a}{b}"));
+    let before = pools.clone();
+    let file = dir.path().join("gateway.toml");
+    std::fs::write(&file, format!("{b}{a}")).unwrap();
+    live.reload(&mut pools, &mut listings, &cell, &[]).await;
+    assert!(live.status.report().refusal.is_none(), "{:?}", live.status.report());
+    assert!(Arc::ptr_eq(&pools[0], &before[1]) && Arc::ptr_eq(&pools[1], &before[0]), "the same pools, reordered");
+    assert!(pools.iter().all(|p| !p.is_retired()));
+    assert_eq!(names(&cell), ["b_add", "b_echo", "a_add", "a_echo"]);
+    std::fs::write(&file, &a).unwrap();
+    live.reload(&mut pools, &mut listings, &cell, &[]).await;
+    assert_eq!(names(&cell), ["a_add", "a_echo"]);
+    assert!(Arc::ptr_eq(&pools[0], &before[0]) && pools.len() == 1 && !pools[0].is_retired());
+    assert!(before[1].is_retired(), "the removed upstream's pool takes no new call");
+    let reported = live.reported.lock().unwrap().iter().map(|p| p.name().to_string()).collect::<Vec<_>>();
+    assert_eq!(reported, ["a"], "the heartbeat reports what is served");
+    let refused = before[1].get().await.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(refused.contains("removed or changed by a config reload"), "{refused}");
 }
 
 #[tokio::test]

@@ -97,6 +97,13 @@ pub enum UpstreamError {
         /// How long the request waited.
         waited: Duration,
     },
+    /// A reload removed or changed the upstream: its old pool takes no new
+    /// call (retryable: a task tried again runs on what the new config serves).
+    #[error("upstream {upstream:?} was removed or changed by a config reload")]
+    Retired {
+        /// The upstream.
+        upstream: String,
+    },
 }
 
 /// The HTTP client of an upstream connection. rmcp's default turns

@@ -129,7 +129,7 @@ impl Rig {
         Pod::start(&format!("api{i}"), &self.bin.join("presa-api"), port, &flags, &self.env()).await
     }
 
-    pub(super) async fn worker(&self, id: &str) -> Pod {
+    pub(crate) async fn worker(&self, id: &str) -> Pod {
         let flags: Vec<&str> =
             ["--worker-id", id].into_iter().chain(self.worker_flags.iter().map(String::as_str)).collect();
         Pod::start(id, &self.bin.join("presa-worker"), free_port(), &flags, &self.env()).await
