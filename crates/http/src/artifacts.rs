@@ -1,5 +1,7 @@
-//! `GET /artifacts/{key}`: the streamed download of an artifact, for its
-//! owner (the scope of its task, from the same credentials `/mcp` takes),
+//! `GET /artifacts/{key}` (and `/mcp/<name>/artifacts/{key}` for a task made
+//! on a virtual server, `endpoints.rs`): the streamed download of an
+//! artifact, for its owner (the scope of its task, from the same credentials
+//! `/mcp` takes, bound to the endpoint `app` serves as `/mcp`'s caller is),
 //! with `Range` (one range; RFC 9110 §14). Any other caller, and any key that
 //! does not exist, gets the same 404. The body streams from the artifact store
 //! as it arrives: the pod never holds a whole artifact.
@@ -26,6 +28,11 @@ pub(crate) async fn download(
     Path(key): Path<String>,
     request: axum::extract::Request,
 ) -> Response {
+    download_on(app, key, request).await
+}
+
+/// The download of `key` for the caller on the endpoint `app` serves.
+pub(crate) async fn download_on(app: App, key: String, request: axum::extract::Request) -> Response {
     let (parts, _) = request.into_parts();
     let config = &app.config;
     if let Err((status, e)) = admission::check_transport(&parts.headers, &config.allowed_origins, &config.allowed_hosts)
@@ -40,7 +47,7 @@ pub(crate) async fn download(
     )
     .await
     {
-        Ok(a) => a.caller,
+        Ok(a) => crate::mcp::bound(&app, a.caller),
         Err(refusal) => return refused(None, &refusal),
     };
     if !caller.missing(&config.access.challenge.required_scopes).is_empty() {

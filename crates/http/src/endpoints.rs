@@ -11,7 +11,7 @@ use axum::{
 };
 use presa_protocol::jsonrpc::{self, ErrorObject};
 
-use crate::{app::App, legacy, mcp, respond::json};
+use crate::{app::App, artifacts, legacy, mcp, respond::json};
 
 /// The app for endpoint `name` (`None`: the root), or why it is not served.
 fn on(app: App, name: Option<&str>) -> Result<App, String> {
@@ -83,6 +83,19 @@ pub(crate) async fn delete(
 ) -> Response {
     match on(app, Some(&name)) {
         Ok(app) => legacy::delete_mcp(State(app), request).await,
+        Err(why) => not_found(&why),
+    }
+}
+
+/// `GET /mcp/<name>/artifacts/<key>`: the download of an artifact of a task
+/// made on that server (its link's relative path resolves here).
+pub(crate) async fn download(
+    State(app): State<App>,
+    Path((name, key)): Path<(String, String)>,
+    request: axum::extract::Request,
+) -> Response {
+    match on(app, Some(&name)) {
+        Ok(app) => artifacts::download_on(app, key, request).await,
         Err(why) => not_found(&why),
     }
 }

@@ -46,6 +46,7 @@ pub fn router(server: Server, config: HttpConfig) -> Router {
     let router = Router::new()
         .route("/mcp", post(endpoints::post_root).get(endpoints::get_root).delete(endpoints::delete_root))
         .route("/mcp/{name}", post(endpoints::post).get(endpoints::get).delete(endpoints::delete))
+        .route("/mcp/{name}/artifacts/{*key}", get(endpoints::download))
         .route("/artifacts/{*key}", get(artifacts::download))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

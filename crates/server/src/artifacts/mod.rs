@@ -43,7 +43,7 @@ pub const URI_PREFIX: &str = "presa://artifacts/";
 pub const META_SHA256: &str = "io.presa/sha256";
 
 /// The `_meta` key of an artifact link's download path, relative to the MCP
-/// endpoint's URL (`artifacts/<key>`: `GET` it with the same credentials;
+/// endpoint's URL ([`download_path`]: `GET` it with the same credentials;
 /// `Range` works).
 pub const META_DOWNLOAD: &str = "io.presa/download";
 
@@ -247,8 +247,20 @@ pub fn uri_key(stored: &str) -> &str {
     stored.split_once('/').map_or(stored, |(_, key)| key)
 }
 
-/// The `resource_link` content block of a stored artifact.
-pub fn link(meta: &ArtifactMeta, name: &str) -> Value {
+/// The download path of `scope`'s artifact `key`, relative to the URL of
+/// the endpoint its task was made on: `artifacts/<key>` from `/mcp` (so
+/// `/artifacts/<key>`), `<name>/artifacts/<key>` from a virtual server's
+/// `/mcp/<name>` (so `/mcp/<name>/artifacts/<key>`, where the caller is
+/// bound to that endpoint, as the task's owner is).
+pub fn download_path(scope: &Scope, key: &str) -> String {
+    match &scope.endpoint {
+        Some(name) => format!("{name}/artifacts/{key}"),
+        None => format!("artifacts/{key}"),
+    }
+}
+
+/// The `resource_link` content block of `scope`'s stored artifact.
+pub fn link(meta: &ArtifactMeta, name: &str, scope: &Scope) -> Value {
     let key = uri_key(&meta.key);
     json!({
         "type": "resource_link",
@@ -256,7 +268,7 @@ pub fn link(meta: &ArtifactMeta, name: &str) -> Value {
         "name": name,
         "mimeType": meta.mime,
         "size": meta.size,
-        "_meta": { META_SHA256: meta.sha256, META_DOWNLOAD: format!("artifacts/{key}") },
+        "_meta": { META_SHA256: meta.sha256, META_DOWNLOAD: download_path(scope, key) },
     })
 }
 
@@ -285,5 +297,15 @@ mod tests {
         let head = format!("{}/p01.ab/", owner(&alice));
         assert!(prefix.starts_with(&head) && prefix.len() == head.len() + 16, "{prefix}");
         assert_eq!(uri_key(&format!("{prefix}/0")), format!("p01.ab/{}/0", &prefix[head.len()..]));
+    }
+
+    /// A download path resolves, against the URL of the endpoint the task
+    /// was made on, to that endpoint's download route.
+    #[test]
+    fn download_paths_stay_on_their_endpoint() {
+        let root = Scope::anonymous();
+        let on_files = Scope { endpoint: Some("files".into()), ..Scope::anonymous() };
+        assert_eq!(download_path(&root, "p01.ab/00ff/0"), "artifacts/p01.ab/00ff/0");
+        assert_eq!(download_path(&on_files, "p01.ab/00ff/0"), "files/artifacts/p01.ab/00ff/0");
     }
 }

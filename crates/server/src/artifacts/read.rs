@@ -8,7 +8,7 @@ use futures::TryStreamExt;
 use presa_store::{Scope, TaskStore};
 use serde_json::{Value, json};
 
-use super::{Artifacts, ArtifactsError, META_DOWNLOAD, META_SHA256, key_of};
+use super::{Artifacts, ArtifactsError, META_DOWNLOAD, META_SHA256, download_path, key_of};
 
 impl Artifacts {
     /// The `contents` item of the artifact at `uri` for `scope`; `Ok(None)`
@@ -31,7 +31,7 @@ impl Artifacts {
         let mut item = json!({
             "uri": uri,
             "mimeType": meta.mime,
-            "_meta": { META_SHA256: meta.sha256, META_DOWNLOAD: format!("artifacts/{key}") },
+            "_meta": { META_SHA256: meta.sha256, META_DOWNLOAD: download_path(scope, key) },
         });
         let body = if is_text(&meta.mime) {
             String::from_utf8(bytes).map_err(std::string::FromUtf8Error::into_bytes)

@@ -95,7 +95,7 @@ impl ArtifactSink {
             let _ = self.run.artifacts.store().delete(&meta.key).await;
             return Err(artifact_error(e));
         }
-        Ok(link(&meta, &self.name))
+        Ok(link(&meta, &self.name, &self.run.scope))
     }
 
     /// Discards what was written.

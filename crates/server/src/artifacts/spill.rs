@@ -52,7 +52,7 @@ impl RunArtifacts {
             let Some(payload) = payload(block, i) else { continue };
             self.check_quota(payload.bytes.len() as u64).await?;
             let meta = self.write(payload.bytes, &payload.mime).await?;
-            let mut replacement = link(&meta, &payload.name);
+            let mut replacement = link(&meta, &payload.name, &self.scope);
             if let Some(a) = block.get("annotations") {
                 replacement["annotations"] = a.clone();
             }
@@ -69,7 +69,7 @@ impl RunArtifacts {
             result.remove("structuredContent");
             let content = result.entry("content").or_insert_with(|| Value::Array(Vec::new()));
             if let Value::Array(items) = content {
-                items.push(link(&meta, "structuredContent.json"));
+                items.push(link(&meta, "structuredContent.json", &self.scope));
             }
             let meta_entry = result.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
             if let Value::Object(m) = meta_entry {
