@@ -23,7 +23,7 @@ use crate::output::ToolError;
 pub(crate) struct RunArtifacts {
     pub(crate) artifacts: Artifacts,
     pub(crate) prefix: String,
-    scope: Scope,
+    pub(crate) scope: Scope,
     next: AtomicUsize,
 }
 
