@@ -92,7 +92,7 @@ async fn a_virtual_servers_artifact_is_read_and_downloaded_on_that_server() {
     assert_eq!(download.path(), format!("/mcp/files/artifacts/{key}"));
     let resp = reqwest::get(download).await.expect("download");
     assert_eq!(resp.status(), 200);
-    assert_eq!(hex(Sha256::digest(&resp.bytes().await.expect("bytes"))), expected);
+    assert_eq!(hex(Sha256::digest(resp.bytes().await.expect("bytes"))), expected);
 
     // Bound to the server, like its task: the root's download route does not serve it.
     let at_root = reqwest::get(format!("{}/artifacts/{key}", gw.base())).await.expect("root download");
