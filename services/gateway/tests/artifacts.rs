@@ -16,14 +16,21 @@ fn hex(d: impl AsRef<[u8]>) -> String {
     d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A text file of `bytes` letters in `dir`: the directory (canonical, the
+/// one the filesystem server is given), the file, and its text.
+fn big_file(dir: &std::path::Path, bytes: u32) -> (std::path::PathBuf, std::path::PathBuf, String) {
+    let root = dir.canonicalize().expect("canonical dir");
+    let text: String = (0..bytes).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    let file = root.join("big.txt");
+    std::fs::write(&file, &text).expect("big file");
+    (root, file, text)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_five_megabyte_file_read_as_a_task_comes_back_as_an_artifact() {
     let f = fixtures();
     let dir = tempfile::tempdir().expect("dir");
-    let root = dir.path().canonicalize().expect("canonical dir");
-    let text: String = (0..5_000_000u32).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
-    let file = root.join("big.txt");
-    std::fs::write(&file, &text).expect("big file");
+    let (root, file, text) = big_file(dir.path(), 5_000_000);
     let upstream = format!("{} {}", f.filesystem_stdio, root.display());
     let (gw, url) = embedded("gw-fs", &upstream, &[], &[]).await;
 
@@ -52,10 +59,7 @@ async fn a_five_megabyte_file_read_as_a_task_comes_back_as_an_artifact() {
 async fn a_virtual_servers_artifact_is_read_and_downloaded_on_that_server() {
     let f = fixtures();
     let dir = tempfile::tempdir().expect("dir");
-    let root = dir.path().canonicalize().expect("canonical dir");
-    let text: String = (0..3_000_000u32).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
-    let file = root.join("big.txt");
-    std::fs::write(&file, &text).expect("big file");
+    let (root, file, text) = big_file(dir.path(), 3_000_000);
     let upstream = serde_json::to_string(&format!("{} {}", f.filesystem_stdio, root.display())).expect("json");
     let config = dir.path().join("gateway.toml");
     std::fs::write(

@@ -10,7 +10,7 @@ mod common;
 
 use std::{path::PathBuf, process::Command, time::Duration};
 
-use common::{embedded, fixtures, gateway_bin, python_upstream};
+use common::{embedded, fixtures, gateway_bin, gateway_toml, python_toml};
 use rexpect::{
     process::WaitStatus,
     reader::Options,
@@ -176,10 +176,8 @@ async fn a_long_running_operation_is_followed_to_its_end() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn presa_admin_shows_the_gateway_config_and_reloads_it() {
     let dir = tempfile::tempdir().unwrap();
-    let command = serde_json::to_string(&python_upstream()).unwrap();
-    let upstream = format!("[[upstream]]\nname = \"py\"\ncommand = {command}\npool = 1\n");
-    let path = dir.path().join("gateway.toml");
-    std::fs::write(&path, &upstream).unwrap();
+    let upstream = python_toml(1);
+    let path = gateway_toml(dir.path(), &upstream);
     let args = ["--gateway-config", path.to_str().unwrap(), "--upstream-settle-ms", "0"];
     let gw = presa_testkit::Pod::start("gw", &gateway_bin(), presa_testkit::free_port(), &args, &[]).await;
     let url = format!("{}/mcp", gw.base());

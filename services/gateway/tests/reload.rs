@@ -21,7 +21,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Cluster, admin_and_user_tokens, gateway_bin, python_over_http, python_upstream};
+use common::{
+    Cluster, admin_and_user_tokens, gateway_bin, gateway_toml, python_over_http, python_toml, python_upstream,
+};
 use presa_testkit::{Client, Pod, free_port, next_within, task_id, tasks_caps};
 use serde_json::{Value, json};
 
@@ -171,10 +173,8 @@ async fn a_reload_hides_a_tool_while_tasks_run_refuses_a_broken_config_and_adds_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_redis_a_reload_asked_of_the_api_pod_reaches_the_worker() {
     let dir = tempfile::tempdir().unwrap();
-    let command = serde_json::to_string(&python_upstream()).unwrap();
-    let upstream = format!("[[upstream]]\nname = \"py\"\ncommand = {command}\npool = 1\n");
-    let path = dir.path().join("gateway.toml");
-    std::fs::write(&path, &upstream).unwrap();
+    let upstream = python_toml(1);
+    let path = gateway_toml(dir.path(), &upstream);
     let cluster = Cluster::new(&[]).await;
     let args = ["--gateway-config", path.to_str().unwrap(), "--upstream-settle-ms", "0"];
     let (api, url) = cluster.api(&args).await;
@@ -291,10 +291,8 @@ async fn a_reload_removes_one_upstream_and_changes_another_while_their_calls_run
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_cluster_every_pod_serves_a_reload_within_5_s_and_every_process_refuses_a_broken_one() {
     let dir = tempfile::tempdir().unwrap();
-    let command = serde_json::to_string(&python_upstream()).unwrap();
-    let upstream = format!("[[upstream]]\nname = \"py\"\ncommand = {command}\npool = 5\n");
-    let path = dir.path().join("gateway.toml");
-    std::fs::write(&path, &upstream).unwrap();
+    let upstream = python_toml(5);
+    let path = gateway_toml(dir.path(), &upstream);
     let port = free_port();
     let _http_upstream = python_over_http(port, dir.path()).await;
     let cluster = Cluster::new(&[]).await;

@@ -15,8 +15,8 @@
 
 mod common;
 
-use common::{gateway_bin, python_upstream};
-use presa_testkit::{Client, Pod, free_port, task_id, tasks_caps};
+use common::{gateway_toml, gateway_with_tokens, python_upstream};
+use presa_testkit::{Client, task_id, tasks_caps};
 use serde_json::{Value, json};
 
 /// Three tokens of one principal (tenant `acme`, `alice`): with scope
@@ -72,19 +72,7 @@ scopes = ["team-b"]
 title = "Beta tools"
 "#
     );
-    let path = dir.path().join("gateway.toml");
-    std::fs::write(&path, config).unwrap();
-    let args = [
-        "--gateway-config",
-        path.to_str().unwrap(),
-        "--upstream-settle-ms",
-        "0",
-        "--auth",
-        "tokens",
-        "--tokens-file",
-        tokens.to_str().unwrap(),
-    ];
-    let gw = Pod::start("gw", &gateway_bin(), free_port(), &args, &[]).await;
+    let gw = gateway_with_tokens(&gateway_toml(dir.path(), &config), &tokens, &[]).await;
     let at = |path: &str| format!("{}{path}", gw.base());
     let client = |path: &str, token: &str| Client::new(at(path), tasks_caps()).with_bearer(token);
     let (alpha, beta, root) =

@@ -18,8 +18,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Cluster, admin_and_user_tokens, gateway_bin, python_upstream};
-use presa_testkit::{Client, Pod, free_port};
+use common::{Cluster, admin_and_user_tokens, gateway_toml, gateway_with_tokens, python_upstream};
+use presa_testkit::Client;
 use serde_json::{Value, json};
 
 /// How long a figure may take to show (a heartbeat every 5 s).
@@ -74,20 +74,8 @@ async fn the_admin_api_shows_an_upstreams_calls_and_restarts_its_connections() {
     let config = format!(
         "[[upstream]]\nname = \"py\"\ncommand = {command}\ninherit_env = [\"PRESA_TEST_FLAKY_DIR\"]\npool = 2\n"
     );
-    let path = dir.path().join("gateway.toml");
-    std::fs::write(&path, config).unwrap();
-    let args = [
-        "--gateway-config",
-        path.to_str().unwrap(),
-        "--upstream-settle-ms",
-        "0",
-        "--auth",
-        "tokens",
-        "--tokens-file",
-        tokens.to_str().unwrap(),
-    ];
     let env = [("PRESA_TEST_FLAKY_DIR", flaky.to_str().unwrap())];
-    let gw = Pod::start("gw", &gateway_bin(), free_port(), &args, &env).await;
+    let gw = gateway_with_tokens(&gateway_toml(dir.path(), &config), &tokens, &env).await;
     let base = gw.base();
     let c = Client::new(format!("{base}/mcp"), json!({})).with_bearer("user-token");
 

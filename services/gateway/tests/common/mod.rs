@@ -33,6 +33,35 @@ pub fn admin_and_user_tokens(dir: &std::path::Path) -> PathBuf {
     tokens
 }
 
+/// `config` written to `dir`'s `gateway.toml`, whose path it returns.
+pub fn gateway_toml(dir: &std::path::Path, config: &str) -> PathBuf {
+    let path = dir.join("gateway.toml");
+    std::fs::write(&path, config).expect("write gateway.toml");
+    path
+}
+
+/// The `[[upstream]]` table of the Python SDK server as `py` with `pool` connections.
+pub fn python_toml(pool: usize) -> String {
+    let command = serde_json::to_string(&python_upstream()).expect("json");
+    format!("[[upstream]]\nname = \"py\"\ncommand = {command}\npool = {pool}\n")
+}
+
+/// An embedded gateway reading `config` (a `gateway.toml`), signing callers
+/// in with `tokens` (a `--tokens-file`), with `env` more.
+pub async fn gateway_with_tokens(config: &std::path::Path, tokens: &std::path::Path, env: &[(&str, &str)]) -> Pod {
+    let args = [
+        "--gateway-config",
+        config.to_str().expect("path"),
+        "--upstream-settle-ms",
+        "0",
+        "--auth",
+        "tokens",
+        "--tokens-file",
+        tokens.to_str().expect("path"),
+    ];
+    Pod::start("gw", &gateway_bin(), free_port(), &args, env).await
+}
+
 /// The repository's root.
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
