@@ -3,7 +3,7 @@
 --
 -- Work a claimer had no room for (its scope was at the worker's fair share)
 -- is held, not claimed: the entry stays pending in the group, owned by the
--- consumer `held:<scope hash>` (see keys.rs), so it keeps its id, nothing
+-- consumer `held:<scope hash>` (see keys/mod.rs), so it keeps its id, nothing
 -- bumps its attempt, and fresh entries behind it are read at once. This
 -- script hands held entries to a worker, skipping the consumers of scopes
 -- that have no room on it, taking at most `per` from each held consumer
@@ -25,7 +25,10 @@
 -- ARGV[4]: idle time to set on taken entries, ms (H - lease)
 -- ARGV[5]: per, the most entries to take from one held consumer
 -- ARGV[6]: rotation, where to start in each stream's list of held consumers
--- ARGV[7..]: held consumers to skip (scopes without room on this worker)
+-- ARGV[7]: stale, ms: a worker's consumer with nothing pending and idle for
+--          longer is deleted (held_consumers in stream.lua; H, the recovery
+--          horizon, so no lease can still be running)
+-- ARGV[8..]: held consumers to skip (scopes without room on this worker)
 -- Returns: a flat array {key index, entry id, task id, ...} as recover.lua
 --          (task id "" when the entry has no `task` field).
 
@@ -33,7 +36,8 @@ local left = tonumber(ARGV[3])
 local per = tonumber(ARGV[5])
 local rotation = tonumber(ARGV[6])
 local skip = {}
-for i = 7, #ARGV do
+local stale = tonumber(ARGV[7])
+for i = 8, #ARGV do
   skip[ARGV[i]] = true
 end
 local out = {}
@@ -42,7 +46,7 @@ for i = 1, #KEYS do
     break
   end
   local held = {}
-  for _, c in ipairs(held_consumers(KEYS[i], ARGV[1])) do
+  for _, c in ipairs(held_consumers(KEYS[i], ARGV[1], stale)) do
     local name, pending = c[1], c[2]
     if pending == 0 then
       redis.call('XGROUP', 'DELCONSUMER', KEYS[i], ARGV[1], name)

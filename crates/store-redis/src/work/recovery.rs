@@ -129,8 +129,10 @@ impl Queue {
         let per = shares.cap().unwrap_or(count).min(count);
         let rotation = self.state.reader.rotation();
         let skip: Vec<String> = shares.full().map(held_consumer).collect();
+        // Consumers of workers gone for good are dropped once idle past H.
+        let stale = self.link.cfg.max_lease.as_millis() as u64;
         self.over_partitions(&super::UNHOLD, Cursors::None, |inv| {
-            inv.arg(GROUP).arg(worker).arg(count).arg(idle).arg(per).arg(rotation);
+            inv.arg(GROUP).arg(worker).arg(count).arg(idle).arg(per).arg(rotation).arg(stale);
             for name in &skip {
                 inv.arg(name);
             }

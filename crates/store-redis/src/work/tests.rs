@@ -336,3 +336,35 @@ async fn round_trip_futures_stay_small() {
         assert!(size <= most, "the {name} future is {size} bytes, more than {most}");
     }
 }
+
+/// A worker gone for good leaves its consumer in the group (each pod has a
+/// name of its own), where every `XINFO CONSUMERS` of the look for held
+/// work would read it forever: once it holds nothing and has been idle past
+/// H, that look drops it. A consumer that holds an entry stays, however idle.
+#[tokio::test]
+async fn a_gone_workers_consumer_is_dropped_once_idle_past_h() {
+    let redis = TestRedis::start().await;
+    let mut cfg = RedisConfig::new(redis.url()).with_prefix(unique_prefix()).with_partitions(1);
+    cfg.max_lease = Duration::from_secs(1);
+    let store = RedisStore::connect(cfg).await.unwrap();
+    let _pending_for_w1 = read_group(&store, 1).await;
+    let stream = store.keys().work(0);
+    let q = store.queue();
+    let create = redis::cmd("XGROUP").arg("CREATECONSUMER").arg(&stream).arg(GROUP).arg("gone-pod").to_owned();
+    let _: Value = q.link.query(Verbosity::Info, &create).await.unwrap();
+    let consumers = async || -> HashSet<String> {
+        let info: Vec<Vec<Value>> =
+            q.link.query(Verbosity::Info, redis::cmd("XINFO").arg("CONSUMERS").arg(&stream).arg(GROUP)).await.unwrap();
+        info.iter().map(|c| redis::from_redis_value::<String>(c[1].clone()).unwrap()).collect()
+    };
+    let before = consumers().await;
+    assert!(before.contains("gone-pod") && before.contains("w1"), "{before:?}");
+    assert!(q.unhold("w2", 10, LEASE, &presa_store::Shares::default()).await.unwrap().is_empty());
+    assert!(consumers().await.contains("gone-pod"), "not idle past H yet: kept");
+
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    assert!(q.unhold("w2", 10, LEASE, &presa_store::Shares::default()).await.unwrap().is_empty());
+    let after = consumers().await;
+    assert!(!after.contains("gone-pod"), "idle past H with nothing pending: dropped ({after:?})");
+    assert!(after.contains("w1"), "w1 holds an entry: kept however idle ({after:?})");
+}
