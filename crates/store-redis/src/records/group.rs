@@ -61,10 +61,10 @@ impl Flush for Scripted {
 
     async fn flush(&self, group: Vec<Write>) -> Result<Vec<(Value, Replication)>, RedisStoreError> {
         if let [write] = group.as_slice() {
-            return Ok(vec![alone(&self.link, &self.single, &write.call).await?]);
+            return Ok(vec![alone(&self.link, self.single, &write.call).await?]);
         }
         let calls: Vec<&Call> = group.iter().map(|w| &w.call).collect();
-        let inv = Call::batch(&self.batch, &calls);
+        let inv = Call::batch(self.batch, &calls);
         let (replies, replication): (Vec<Value>, _) = self.link.invoke_confirmed(&inv).await?;
         if replies.len() != group.len() {
             return Err(RedisStoreError::Corrupt(format!(
