@@ -54,6 +54,11 @@ pub struct RedisConfig {
     /// ([`presa_store::AdminStore::list_tasks`]). Off: no index bytes, and
     /// listings answer [`presa_store::StoreError::Unsupported`]. Default on.
     pub task_index: bool,
+    /// Most writes one group commit runs in one script call (`batch.rs`):
+    /// concurrent creates (standalone) and a worker's concluding writes
+    /// waiting while a call is in flight go out together. 1 turns it off
+    /// (each write its own script). Default 64.
+    pub batch_max: usize,
 }
 
 impl RedisConfig {
@@ -74,6 +79,7 @@ impl RedisConfig {
             durability: Durability::Primary,
             durable_connections: 16,
             task_index: true,
+            batch_max: 64,
         }
     }
 
@@ -109,6 +115,12 @@ impl RedisConfig {
     /// Index every task for the admin listing (on by default).
     pub fn with_task_index(mut self, on: bool) -> Self {
         self.task_index = on;
+        self
+    }
+
+    /// Group-commit at most `max` writes in one script call (1: off).
+    pub fn with_batch_max(mut self, max: usize) -> Self {
+        self.batch_max = max;
         self
     }
 
@@ -153,8 +165,12 @@ impl RedisConfig {
         if self.dead_letter_ttl < Duration::from_millis(1) {
             return bad("dead_letter_ttl must be at least a millisecond");
         }
-        if self.blocking_connections == 0 || self.watch_buffer == 0 || self.durable_connections == 0 {
-            return bad("blocking_connections, watch_buffer and durable_connections must be positive");
+        if self.blocking_connections == 0
+            || self.watch_buffer == 0
+            || self.durable_connections == 0
+            || self.batch_max == 0
+        {
+            return bad("blocking_connections, watch_buffer, durable_connections and batch_max must be positive");
         }
         self.durability.validate()?;
         if let Some(sentinel) = &self.sentinel {

@@ -4,8 +4,9 @@ use std::time::Duration;
 
 use presa_store::StoreError;
 
-/// Why a Redis store operation failed.
-#[derive(Debug, thiserror::Error)]
+/// Why a Redis store operation failed. `Clone`: a batched write's failure
+/// reaches every write of the batch (`batch.rs`).
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum RedisStoreError {
     /// The configuration cannot work (bad URL, prefix with braces, no partitions…).
     #[error("invalid Redis store configuration: {0}")]
@@ -32,6 +33,10 @@ pub enum RedisStoreError {
         /// Replicas asked for.
         wanted: u32,
     },
+    /// A batched write's flush ended without answering it (a bug: the
+    /// flush panicked); the write may or may not have happened.
+    #[error("batched write unanswered: {0}")]
+    Unanswered(String),
     /// A stored record or a script reply could not be decoded.
     #[error("corrupt record: {0}")]
     Corrupt(String),

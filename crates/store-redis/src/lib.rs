@@ -69,6 +69,10 @@
 //! - `conn`: the command connection and timeouts; `conn/endpoint.rs` the
 //!   URLs, Sentinels and TLS settings, `conn/blocking.rs` the blocking-read
 //!   pool, `conn/trace.rs` the client span of every round trip.
+//! - `batch`: group commit, a combining queue that runs concurrent creates
+//!   (standalone) and a worker's concluding writes as one `batch.lua` call
+//!   per batch (per partition on a cluster), with one `WAIT` per batch
+//!   (`RedisConfig::batch_max`).
 //! - `durability`: `--durability replicated`, writes confirmed by `WAIT` on
 //!   connections of their own.
 //! - `sentinel`: finding the primary through Redis Sentinel (asked by every
@@ -101,6 +105,7 @@ mod epoch;
 pub mod keys;
 
 mod admin;
+mod batch;
 mod breakers;
 mod bus;
 mod claimed;

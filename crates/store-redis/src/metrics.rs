@@ -100,7 +100,10 @@ pub(crate) fn error_kind(e: &RedisStoreError) -> Option<&'static str> {
             None if r.is_io_error() || r.is_connection_dropped() || r.is_connection_refusal() => "io",
             None => "other",
         },
-        RedisStoreError::Pool(_) | RedisStoreError::Config(_) | RedisStoreError::Corrupt(_) => "other",
+        RedisStoreError::Pool(_)
+        | RedisStoreError::Config(_)
+        | RedisStoreError::Corrupt(_)
+        | RedisStoreError::Unanswered(_) => "other",
         // Counted by `unconfirmed`: the round trip itself succeeded.
         RedisStoreError::Unconfirmed { .. } => return None,
     })

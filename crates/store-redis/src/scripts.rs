@@ -8,13 +8,14 @@
 //! passed in KEYS and shares one hash slot, except `read.lua`,
 //! `recover.lua` and `claim_batch.lua` over several partitions, and
 //! `create_scoped.lua`, `transition.lua` and `conclude_dead.lua` over a task's and its
-//! scope's keys (standalone only). Scripts that read or write a task have `task.lua`
+//! scope's keys (standalone only), and `batch.lua` over a batch's calls (each
+//! call's keys as its script alone takes them). Scripts that read or write a task have `task.lua`
 //! (the record layout's functions) in front of them, and those that count a
 //! scope's bytes `bytes.lua`.
 
 use std::ops::{Deref, DerefMut};
 
-use redis::{Script, ScriptInvocation};
+use redis::{Script, ScriptInvocation, ToRedisArgs};
 
 use crate::conn::Verbosity;
 
@@ -55,6 +56,56 @@ impl<'a> Deref for Invocation<'a> {
 impl DerefMut for Invocation<'_> {
     fn deref_mut(&mut self) -> &mut Self::Target {
         &mut self.inner
+    }
+}
+
+/// One call's keys and arguments, owned (an [`Invocation`] borrows its
+/// script): run alone ([`add_to`](Call::add_to) an invocation), or waiting
+/// in a batch (`batch.rs`) whose `batch.lua` runs many ([`Call::batch`]).
+#[derive(Debug, Default)]
+pub(crate) struct Call {
+    keys: Vec<String>,
+    args: Vec<Vec<u8>>,
+}
+
+impl Call {
+    /// Add a key.
+    pub(crate) fn key(&mut self, key: impl Into<String>) -> &mut Call {
+        self.keys.push(key.into());
+        self
+    }
+
+    /// Add an argument (as `ScriptInvocation::arg` would: a number as its digits).
+    pub(crate) fn arg(&mut self, arg: impl ToRedisArgs) -> &mut Call {
+        self.args.extend(arg.to_redis_args());
+        self
+    }
+
+    /// Add this call's keys and arguments to `inv`, after what it has.
+    pub(crate) fn add_to(&self, inv: &mut Invocation<'_>) {
+        for key in &self.keys {
+            inv.key(key);
+        }
+        for arg in &self.args {
+            inv.arg(arg.as_slice());
+        }
+    }
+
+    /// `calls` as one invocation of `lua`, a `batch.lua` (see its header):
+    /// every call's keys in turn, and each call's key and argument counts
+    /// in front of its arguments.
+    pub(crate) fn batch<'a>(lua: &'a Lua, calls: &[&Call]) -> Invocation<'a> {
+        let mut inv = lua.prepare_invoke();
+        for call in calls {
+            for key in &call.keys {
+                inv.key(key);
+            }
+            inv.arg(call.keys.len()).arg(call.args.len());
+            for arg in &call.args {
+                inv.arg(arg.as_slice());
+            }
+        }
+        inv
     }
 }
 

@@ -13,7 +13,7 @@ presa_store::store_contract_tests!(common::make_cluster_store, common::make_clus
 mod spread {
     use std::{collections::HashSet, time::Duration};
 
-    use futures::StreamExt;
+    use futures::{StreamExt, future::join_all};
     use presa_store::{Cas, CreateLimits, NewTask, Scope, util::now_ms};
     use presa_tasks::{Event, Work, apply};
 
@@ -85,6 +85,40 @@ mod spread {
         assert_eq!(first.len(), 3);
         let rest = store.claim("w2", 64, lease, Duration::ZERO).await.unwrap();
         assert_eq!(rest.len(), 37, "every task not claimed first is there for the next claim");
+    }
+
+    /// A worker's concludes that wait together (on a current-thread
+    /// runtime, joined futures all queue before the flush runs) are grouped
+    /// by partition, one script call per slot: every one is written and its
+    /// work entry acked.
+    #[tokio::test]
+    async fn concurrent_concludes_over_every_partition_are_all_written() {
+        let store = super::common::make_cluster_store().await.work;
+        let lease = Duration::from_secs(30);
+        let mut tasks = Vec::new();
+        for _ in 0..40 {
+            tasks.push(store.create(new_task(), CreateLimits::NONE).await.unwrap());
+        }
+        let partitions: HashSet<u16> = tasks.iter().filter_map(|t| t.id.partition()).collect();
+        assert!(partitions.len() >= 4, "40 tasks over 8 partitions: {partitions:?}");
+        let mut claims = Vec::new();
+        for _ in 0..20 {
+            if claims.len() == tasks.len() {
+                break;
+            }
+            claims.extend(store.claim("w", 64, lease, Duration::from_secs(5)).await.unwrap());
+        }
+        assert_eq!(claims.len(), tasks.len());
+        let dones: Vec<_> = claims.iter().map(|c| apply(&c.task, &Event::Cancel, now_ms()).unwrap().unwrap()).collect();
+        let results = join_all(dones.iter().zip(&claims).map(|(done, c)| store.conclude(done, c))).await;
+        for r in &results {
+            assert!(matches!(r, Ok(Cas::Applied(_))), "{r:?}");
+        }
+        let stats = store.work_stats().await.unwrap();
+        assert_eq!(stats.iter().map(|p| p.queued + p.pending).sum::<u64>(), 0, "every work entry acked: {stats:?}");
+        for t in &tasks {
+            assert_eq!(store.load(&t.id).await.unwrap().unwrap().status, presa_store::Status::Cancelled);
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -121,3 +121,40 @@ async fn replicated_durability_is_checked() {
         assert!(err.to_string().contains(why), "{err}");
     }
 }
+
+/// Calls of `command` the server ran so far (`INFO commandstats`).
+fn calls(redis: &TestRedis, command: &str) -> u64 {
+    let prefix = format!("cmdstat_{command}:calls=");
+    redis
+        .cli(&["INFO", "commandstats"])
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()).and_then(|rest| rest.split(',').next()).map(str::to_owned))
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// Group commit: creates that wait together (joined on a current-thread
+/// runtime, they all queue before the flush runs) are one script call and
+/// one `WAIT`, whose confirmation, or its lack, is each create's.
+#[tokio::test]
+async fn a_batch_of_creates_is_confirmed_by_one_wait() {
+    let (primary, replica) = primary_and_replica();
+    let replicated = Durability::Replicated { replicas: 1, timeout: WAIT };
+    let store = RedisStore::connect(config(&primary).with_durability(replicated)).await.unwrap();
+    let batch = |n| futures::future::join_all((0..n).map(|_| store.create_idempotent(new_task(), NO_LIMITS, None)));
+    let warmup = batch(2).await;
+    assert!(warmup.iter().all(Result::is_ok), "the batch script is loaded: {warmup:?}");
+
+    let before = (calls(&primary, "evalsha"), calls(&primary, "wait"));
+    let created = batch(5).await;
+    let after = (calls(&primary, "evalsha"), calls(&primary, "wait"));
+    assert_eq!((after.0 - before.0, after.1 - before.1), (1, 1), "one script call and one WAIT for five creates");
+    for c in created {
+        let id = c.unwrap().into_task().id;
+        assert!(exists(&replica, &store.keys().task(&id).unwrap()), "every create of the batch is on the replica");
+    }
+
+    replica.signal("STOP");
+    let refused = batch(3).await;
+    replica.signal("CONT");
+    assert!(refused.iter().all(unconfirmed), "an unconfirmed batch is each create's error: {refused:?}");
+}

@@ -94,7 +94,8 @@ impl Storage {
             .with_cluster(args.redis_cluster)
             .with_op_timeout(Duration::from_millis(args.redis_timeout_ms))
             .with_tls_ca_file(args.redis_tls_ca_file.clone())
-            .with_dead_letter_ttl(args.dead_letter_ttl());
+            .with_dead_letter_ttl(args.dead_letter_ttl())
+            .with_batch_max(args.redis_batch_max as usize);
         Self::redis_with(cfg, args).await
     }
 

@@ -277,6 +277,7 @@ impl Healing {
             | RedisStoreError::Pool(_)
             | RedisStoreError::Config(_)
             | RedisStoreError::Unconfirmed { .. }
+            | RedisStoreError::Unanswered(_)
             | RedisStoreError::Corrupt(_) => false,
         }
     }

@@ -134,6 +134,7 @@ fn error_type(e: &RedisStoreError) -> Option<&str> {
         RedisStoreError::Pool(_) => Some("pool"),
         RedisStoreError::Config(_) => Some("config"),
         RedisStoreError::Corrupt(_) => Some("corrupt"),
+        RedisStoreError::Unanswered(_) => Some("unanswered"),
         RedisStoreError::Unconfirmed { .. } => Some("unconfirmed"),
     }
 }

@@ -12,13 +12,17 @@ use presa_store::{
 };
 use redis::Value;
 
-use super::{Records, ScopeSteps, quota::counted};
+use super::{
+    Records, ScopeSteps,
+    group::{Write, alone},
+    quota::counted,
+};
 use crate::{
     durability::Replication,
     error::RedisStoreError,
     keys::Keys,
     record::{decode, encode},
-    scripts::Invocation,
+    scripts::Call,
 };
 
 impl Records {
@@ -71,18 +75,24 @@ impl Records {
     ) -> Result<Outcome, RedisStoreError> {
         let doc = encode(task)?;
         let keys = &self.link.keys;
-        let mut inv = super::CREATE_SCOPED.prepare_invoke();
         let q = limits.max_bytes_per_scope.map(|_| counted(task, doc.len()));
-        self.create_args(&mut inv, task, &doc, limits.max_queued_per_partition, q, None);
-        inv.key(keys.scope_active(&task.scope));
+        let mut call = self.create_call(task, &doc, limits.max_queued_per_partition, q, None);
+        call.key(keys.scope_active(&task.scope));
         for key in keys.scope_byte_keys(&task.scope) {
-            inv.key(key);
+            call.key(key);
         }
-        inv.arg(optional(limits.max_active_per_scope)).arg(optional(limits.max_bytes_per_scope));
+        call.arg(optional(limits.max_active_per_scope)).arg(optional(limits.max_bytes_per_scope));
         if let Some(key) = idempotency {
-            inv.key(self.idempotency_key(task, key)).arg(&key.fingerprint);
+            call.key(self.idempotency_key(task, key)).arg(&key.fingerprint);
         }
-        let (reply, replication) = self.link.invoke_confirmed::<Value>(&inv).await?;
+        // Concurrent creates share one script call (`group.rs`).
+        let (reply, replication) = match &self.creates {
+            Some(creates) => {
+                let partition = keys.partition_of(&task.id).expect("fresh ids are in range");
+                creates.submit(Write { partition, call }).await?
+            }
+            None => alone(&self.link, &super::CREATE_SCOPED, &call).await?,
+        };
         self.confirmed(Outcome::from_reply(reply)?, replication).await
     }
 
@@ -161,11 +171,10 @@ impl Records {
             }
         }
         let doc = encode(task)?;
-        let mut inv = super::CREATE.prepare_invoke();
         let record = idempotency.map(|key| (self.idempotency_key(task, key), key.fingerprint.as_str()));
         let q = limits.max_bytes_per_scope.map(|_| counted(task, doc.len()));
-        self.create_args(&mut inv, task, &doc, limits.max_queued_per_partition, q, record);
-        let (reply, replication) = self.link.invoke_confirmed::<Value>(&inv).await?;
+        let call = self.create_call(task, &doc, limits.max_queued_per_partition, q, record);
+        let (reply, replication) = alone(&self.link, &super::CREATE, &call).await?;
         let created = match self.confirmed(Outcome::from_reply(reply)?, replication).await? {
             Outcome::Yes(_) => Outcome::Yes(usage),
             other => other,
@@ -184,18 +193,18 @@ impl Records {
     /// `create.lua`'s keys and arguments (the first ones of `create_scoped.lua`),
     /// with the task's `q` under a byte quota (`quota.rs`) and a keyed
     /// create's `record` key and fingerprint (create.lua only).
-    fn create_args(
+    fn create_call(
         &self,
-        inv: &mut Invocation<'_>,
         task: &Task,
         doc: &str,
         max_queued: Option<u64>,
         q: Option<String>,
         record: Option<(String, &str)>,
-    ) {
+    ) -> Call {
         let keys = &self.link.keys;
         let partition = keys.partition_of(&task.id).expect("fresh ids are in range");
-        inv.key(keys.task(&task.id).expect("fresh ids are in range"))
+        let mut call = Call::default();
+        call.key(keys.task(&task.id).expect("fresh ids are in range"))
             .key(keys.work(partition))
             .key(keys.wake(partition))
             .arg(task.id.as_str())
@@ -213,8 +222,9 @@ impl Records {
             .arg(now_ms())
             .arg(q.unwrap_or_default());
         if let Some((key, fingerprint)) = record {
-            inv.key(key).arg(fingerprint);
+            call.key(key).arg(fingerprint);
         }
+        call
     }
 }
 

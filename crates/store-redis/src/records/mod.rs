@@ -7,7 +7,9 @@
 //! `conclude_dead.lua` with a dead letter), watches of committed snapshots,
 //! and the scope steps a cluster runs around them: the active-task limit
 //! (`limits.rs`: `admit.lua`) and the byte quota (`quota.rs`: `quota.lua`,
-//! `resize.lua`).
+//! `resize.lua`). Concurrent creates (standalone) and a worker's
+//! concluding writes are group-committed (`group.rs`: `batch.lua` over
+//! `create_scoped.lua` or `transition.lua`).
 
 use std::sync::Arc;
 
@@ -15,6 +17,7 @@ use futures::StreamExt;
 use presa_store::{GetView, Task, TaskId, TaskStream, util::now_ms};
 
 use crate::{
+    batch::Batcher,
     conn::Verbosity,
     error::RedisStoreError,
     link::Link,
@@ -22,12 +25,14 @@ use crate::{
 };
 
 mod create;
+mod group;
 mod limits;
 mod quota;
 mod write;
 
 pub(crate) use write::Transitioned;
 
+use group::Scripted;
 use quota::reservation_expiry;
 use std::sync::LazyLock;
 
@@ -40,20 +45,34 @@ script!(@ TASK_BYTES, TRANSITION, "transition.lua", Info, "Compare-and-set a tas
 script!(ADMIT, "admit.lua", "Add a task to its scope's active set unless the set is at the limit.");
 script!(@ BYTES, QUOTA, "quota.lua", Info, "Reserve a new task's bytes under its scope's byte quota unless it would be exceeded.");
 script!(@ BYTES, RESIZE, "resize.lua", Info, "Count a task at its new size under its scope's byte quota (cluster), refusing growth past it.");
-/// `create_scoped.lua` behind `task.lua`, `bytes.lua`, `idempotency.lua` and the bodies of `admit.lua`,
-/// `quota.lua` and `create.lua`, each as a local function of its own KEYS
-/// and ARGV.
+/// `create_scoped.lua`'s preludes: `task.lua`, `bytes.lua`, `idempotency.lua`
+/// and the bodies of `admit.lua`, `quota.lua` and `create.lua`, each as a
+/// local function of its own KEYS and ARGV.
+fn create_scoped_preludes() -> Vec<String> {
+    vec![
+        TASK_BYTES.to_owned(),
+        lua!("idempotency.lua").to_owned(),
+        function("admit", lua!("admit.lua")),
+        function("quota", lua!("quota.lua")),
+        function("create", lua!("create.lua")),
+    ]
+}
+/// `create_scoped.lua` behind its preludes ([`create_scoped_preludes`]).
 static CREATE_SCOPED: LazyLock<Lua> = LazyLock::new(|| {
+    composed("create_scoped", &[create_scoped_preludes(), vec![lua!("create_scoped.lua").to_owned()]].concat())
+});
+/// `batch.lua` over `create_scoped.lua` (as the function `each`, behind its
+/// preludes): a batch of creates (`group.rs`).
+static CREATE_BATCH: LazyLock<Lua> = LazyLock::new(|| {
+    let each = vec![function("each", lua!("create_scoped.lua")), lua!("batch.lua").to_owned()];
+    composed("create_batch", &[create_scoped_preludes(), each].concat())
+});
+/// `batch.lua` over `transition.lua` (as the function `each`, behind
+/// `task.lua` and `bytes.lua`): a batch of a worker's concluding writes (`group.rs`).
+static TRANSITION_BATCH: LazyLock<Lua> = LazyLock::new(|| {
     composed(
-        "create_scoped",
-        &[
-            TASK_BYTES.to_owned(),
-            lua!("idempotency.lua").to_owned(),
-            function("admit", lua!("admit.lua")),
-            function("quota", lua!("quota.lua")),
-            function("create", lua!("create.lua")),
-            lua!("create_scoped.lua").to_owned(),
-        ],
+        "transition_batch",
+        &[TASK_BYTES.to_owned(), function("each", lua!("transition.lua")), lua!("batch.lua").to_owned()],
     )
 });
 
@@ -63,6 +82,12 @@ pub(crate) struct Records {
     link: Arc<Link>,
     /// Where the scope's steps of a create or a write run, fixed by the topology.
     scope_steps: ScopeSteps,
+    /// Group commit of creates (`create_scoped.lua` calls; standalone only,
+    /// a cluster's creates run in steps), `None` with `batch_max` 1.
+    creates: Option<Batcher<Scripted>>,
+    /// Group commit of a worker's concluding writes (`transition.lua`
+    /// calls), `None` with `batch_max` 1.
+    concludes: Option<Batcher<Scripted>>,
 }
 
 /// Where the scope's steps (the active-task limit, the byte quota) of a
@@ -81,7 +106,12 @@ enum ScopeSteps {
 impl Records {
     pub(crate) fn new(link: Arc<Link>) -> Records {
         let scope_steps = if link.topology.spans_slots() { ScopeSteps::InScript } else { ScopeSteps::Around };
-        Records { link, scope_steps }
+        let creates = match scope_steps {
+            ScopeSteps::InScript => Scripted::batcher(&link, &CREATE_SCOPED, &CREATE_BATCH),
+            ScopeSteps::Around => None,
+        };
+        let concludes = Scripted::batcher(&link, &TRANSITION, &TRANSITION_BATCH);
+        Records { link, scope_steps, creates, concludes }
     }
 
     /// The stored task (any scope); `None` when gone or expired.

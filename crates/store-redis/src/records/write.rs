@@ -8,6 +8,7 @@ use redis::Value;
 use super::{
     Records, ScopeSteps,
     create::optional,
+    group::Write,
     quota::{Resized, parse_counted},
     reservation_expiry,
 };
@@ -18,6 +19,7 @@ use crate::{
     error::RedisStoreError,
     keys::GROUP,
     record::{decode, decode_live, encode},
+    scripts::Call,
 };
 
 impl Records {
@@ -26,6 +28,8 @@ impl Records {
     /// task is counted at its new size under its scope's byte quota, and a
     /// client write growing a live task past `quota` is refused (see `quota.rs`).
     /// With a dead `letter`, `conclude_dead.lua` records it with the write (`dead.rs`).
+    /// A worker's write ending its task (no letter) is group-committed with
+    /// other concurrent ones (`group.rs`), each still compared and fenced on its own.
     pub(crate) async fn transition(
         &self,
         next: &Task,
@@ -55,11 +59,8 @@ impl Records {
             Some(quota) if cluster => self.count_growth_first(next, &key, doc.len(), quota).await?,
             _ => CountedFirst::Nothing,
         };
-        let mut inv = match letter {
-            None => super::TRANSITION.prepare_invoke(),
-            Some(letter) => conclude_dead_script(&self.link, letter)?,
-        };
-        inv.key(&key)
+        let mut call = Call::default();
+        call.key(&key)
             .key(&channel)
             .key(keys.work(partition))
             .key(keys.claimed(partition))
@@ -74,23 +75,36 @@ impl Records {
         // Standalone: the script also takes an ending task out of its scope's
         // active set, and counts (or refuses) its new size.
         if !cluster {
-            inv.key(keys.scope_active(&next.scope)).arg(next.id.as_str());
+            call.key(keys.scope_active(&next.scope)).arg(next.id.as_str());
             for key in keys.scope_byte_keys(&next.scope) {
-                inv.key(key);
+                call.key(key);
             }
-            inv.arg(optional(quota)).arg(now_ms()).arg(reservation_expiry(next));
+            call.arg(optional(quota)).arg(now_ms()).arg(reservation_expiry(next));
         } else {
             // A cluster counts after the write: at the task's end, and a
             // client's growth counted first (transition.lua's ARGV[13]).
             let recount = next.status.is_terminal() || matches!(counted_first, CountedFirst::Bucket(..));
-            inv.arg(next.id.as_str()).arg("").arg("").arg("").arg(if recount { "1" } else { "" });
+            call.arg(next.id.as_str()).arg("").arg("").arg("").arg(if recount { "1" } else { "" });
         }
-        // Replicated durability confirms the write that ends a task.
-        let (reply, replication): (Vec<Value>, _) = if next.status.is_terminal() {
-            self.link.invoke_confirmed(&inv).await?
-        } else {
-            (self.link.invoke(&inv).await?, Replication::Confirmed)
+        // Replicated durability confirms the write that ends a task; a
+        // worker's concluding writes share script calls (`group.rs`).
+        let concluding = matches!(writer, Writer::Worker { .. }) && entry.is_some() && next.status.is_terminal();
+        let (reply, replication): (Value, _) = match &self.concludes {
+            Some(concludes) if concluding && letter.is_none() => concludes.submit(Write { partition, call }).await?,
+            _ => {
+                let mut inv = match letter {
+                    None => super::TRANSITION.prepare_invoke(),
+                    Some(letter) => conclude_dead_script(&self.link, letter)?,
+                };
+                call.add_to(&mut inv);
+                if next.status.is_terminal() {
+                    self.link.invoke_confirmed(&inv).await?
+                } else {
+                    (self.link.invoke(&inv).await?, Replication::Confirmed)
+                }
+            }
         };
+        let reply: Vec<Value> = redis::from_redis_value(reply).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
         let written = Transitioned::from_reply(&reply)?;
         let cas = match written {
             Transitioned::Written | Transitioned::WrittenCounted(_) => {

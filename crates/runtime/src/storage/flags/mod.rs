@@ -150,6 +150,14 @@ pub struct RedisArgs {
     /// (the embedded store lists its memory).
     #[arg(long, env = "PRESA_TASK_INDEX", value_enum, default_value_t = Switch::On)]
     pub task_index: Switch,
+
+    /// Group commit: most writes run in one Redis script call. Creates (on a
+    /// standalone Redis) and a worker's task-ending writes that arrive while
+    /// one such call is in flight wait for it and go out together in the next
+    /// (one `WAIT` for all with `--durability replicated`); a lone write goes
+    /// out at once. 1 turns it off (each write its own script)
+    #[arg(long, env = "PRESA_REDIS_BATCH_MAX", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub redis_batch_max: u32,
 }
 
 /// A feature switch: `on` or `off`.
@@ -268,7 +276,8 @@ impl RedisArgs {
                 .with_op_timeout(Duration::from_millis(self.redis_timeout_ms))
                 .with_tls_ca_file(self.redis_tls_ca_file.clone())
                 .with_dead_letter_ttl(self.dead_letter_ttl())
-                .with_task_index(self.task_index == Switch::On),
+                .with_task_index(self.task_index == Switch::On)
+                .with_batch_max(self.redis_batch_max as usize),
         ))
     }
 

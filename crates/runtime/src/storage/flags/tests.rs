@@ -108,6 +108,16 @@ fn dead_letters_are_kept_a_week_unless_told() {
 }
 
 #[test]
+fn group_commit_batches_64_writes_unless_told() {
+    assert_eq!(config(&["--redis-url", "redis://h:1"]).unwrap().unwrap().batch_max, 64);
+    let off = config(&["--redis-url", "redis://h:1", "--redis-batch-max", "1"]).unwrap().unwrap();
+    assert_eq!(off.batch_max, 1);
+    for bad in ["0", "1025"] {
+        assert!(Flags::try_parse_from(["presa", "--redis-batch-max", bad]).is_err(), "{bad} is refused");
+    }
+}
+
+#[test]
 fn durability_flags_make_replicated_durability() {
     let cfg = config(&["--redis-url", "redis://h:1"]).unwrap().unwrap();
     assert_eq!(cfg.durability, Durability::Primary, "the default");

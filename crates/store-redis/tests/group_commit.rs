@@ -1,0 +1,181 @@
+//! Group commit (`batch.rs`): concurrent creates and a worker's concluding
+//! writes share script calls, each write still answered as if alone. On a
+//! current-thread runtime, futures joined together all queue before the
+//! flush task runs, so they form batches deterministically (the default
+//! `batch_max`, 64). Each test runs its own `redis-server`, whose
+//! `INFO commandstats` counts the script calls.
+
+mod common;
+
+use std::{collections::HashSet, time::Duration};
+
+use common::{TestRedis, config, raw};
+use futures::future::join_all;
+use presa_store::{
+    Cas, CreateLimits, Created, Idempotency, Limit, NewTask, Scope, Status, StoreError, TaskStore, WorkQueue,
+    util::now_ms,
+};
+use presa_store_redis::RedisStore;
+use presa_tasks::{Event, Work, apply};
+use redis::AsyncCommands;
+
+const LONG: Duration = Duration::from_secs(30);
+const PATIENCE: Duration = Duration::from_secs(5);
+
+fn in_scope(subject: &str) -> NewTask {
+    NewTask {
+        scope: Scope { tenant: "acme".into(), subject: subject.into(), endpoint: None },
+        work: Work { tool: "echo".into(), ..Work::default() },
+        ttl_ms: Some(60_000),
+        poll_interval_ms: None,
+        status_message: None,
+    }
+}
+
+/// EVALSHA calls the server ran so far (`INFO commandstats`).
+async fn evalsha_calls(redis: &TestRedis) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query_async(&mut raw(redis).await).await.unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// Entries in the store's work streams (queued or pending).
+async fn work_entries(redis: &TestRedis, store: &RedisStore) -> usize {
+    let mut c = raw(redis).await;
+    let mut total = 0;
+    for p in 0..store.keys().partitions() {
+        let len: usize = c.xlen(store.keys().work(p)).await.unwrap();
+        total += len;
+    }
+    total
+}
+
+/// A private server and a store on it whose batch scripts are loaded (a
+/// batch of two creates and one of their two concludes ran), so EVALSHA
+/// counts are not inflated by NOSCRIPT retries. No work is left.
+async fn warm(partitions: u16) -> (TestRedis, RedisStore) {
+    let redis = TestRedis::spawn();
+    let store = RedisStore::connect(config(&redis).with_partitions(partitions)).await.unwrap();
+    let warmup = join_all((0..2).map(|_| store.create(in_scope("warmup"), CreateLimits::NONE))).await;
+    assert!(warmup.iter().all(Result::is_ok), "{warmup:?}");
+    let mut claims = Vec::new();
+    while claims.len() < 2 {
+        claims.extend(store.claim("warmup", 2 - claims.len(), LONG, PATIENCE).await.unwrap());
+    }
+    let dones: Vec<_> = claims.iter().map(|c| apply(&c.task, &Event::Cancel, now_ms()).unwrap().unwrap()).collect();
+    let concluded = join_all(dones.iter().zip(&claims).map(|(done, c)| store.conclude(done, c))).await;
+    assert!(concluded.iter().all(|r| matches!(r, Ok(Cas::Applied(_)))), "{concluded:?}");
+    assert_eq!(work_entries(&redis, &store).await, 0);
+    (redis, store)
+}
+
+#[tokio::test]
+async fn concurrent_creates_share_script_calls_and_each_gets_its_own_task() {
+    let (redis, store) = warm(4).await;
+    let before = (evalsha_calls(&redis).await, work_entries(&redis, &store).await);
+    let limits =
+        CreateLimits { max_active_per_scope: Some(1000), max_bytes_per_scope: Some(1 << 30), ..CreateLimits::NONE };
+    let created = join_all((0..200).map(|i| store.create(in_scope(&format!("s{}", i % 7)), limits))).await;
+    let calls = evalsha_calls(&redis).await - before.0;
+    let tasks: Vec<_> = created.into_iter().map(Result::unwrap).collect();
+    let ids: HashSet<_> = tasks.iter().map(|t| t.id.clone()).collect();
+    assert_eq!(ids.len(), 200, "distinct ids");
+    for t in &tasks {
+        let stored = store.get(&t.scope, &t.id).await.unwrap().expect("every task is stored");
+        assert_eq!(stored.status, Status::Working);
+    }
+    assert_eq!(work_entries(&redis, &store).await - before.1, 200, "one work entry each");
+    eprintln!("200 concurrent creates: {calls} EVALSHA calls");
+    // 64 at most a call: four calls; a few more if the flush ran early.
+    assert!(calls <= 10, "200 creates took {calls} script calls");
+}
+
+#[tokio::test]
+async fn a_create_refused_in_a_batch_leaves_the_others_written() {
+    let (redis, store) = warm(4).await;
+    let limits = CreateLimits { max_active_per_scope: Some(2), ..CreateLimits::NONE };
+    let before = (evalsha_calls(&redis).await, work_entries(&redis, &store).await);
+    let results =
+        join_all(["a", "a", "a", "b"].into_iter().map(|subject| store.create(in_scope(subject), limits))).await;
+    assert_eq!(evalsha_calls(&redis).await - before.0, 1, "one script call for the four");
+    assert!(results[0].is_ok() && results[1].is_ok() && results[3].is_ok(), "{results:?}");
+    assert!(
+        matches!(results[2], Err(StoreError::Capacity { limit: Limit::MaxActiveTasksPerScope })),
+        "the third of scope a is over its limit: {:?}",
+        results[2]
+    );
+    assert_eq!(work_entries(&redis, &store).await - before.1, 3, "the refused create wrote no work");
+    let active: usize = raw(&redis).await.zcard(store.keys().scope_active(&in_scope("a").scope)).await.unwrap();
+    assert_eq!(active, 2, "the refused create left no admission");
+}
+
+#[tokio::test]
+async fn keyed_creates_in_one_batch_make_one_task_and_replay_it() {
+    let (redis, store) = warm(4).await;
+    let new = in_scope("a");
+    let key = Idempotency::new(&new.scope, "same-request", &new.work);
+    let before = (evalsha_calls(&redis).await, work_entries(&redis, &store).await);
+    let results = join_all((0..5).map(|_| store.create_idempotent(new.clone(), CreateLimits::NONE, Some(&key)))).await;
+    assert_eq!(evalsha_calls(&redis).await - before.0, 1, "one script call for the five");
+    let results: Vec<Created> = results.into_iter().map(Result::unwrap).collect();
+    assert!(matches!(results[0], Created::New(_)), "the first creates");
+    let id = &results[0].task().id;
+    for r in &results[1..] {
+        assert!(matches!(r, Created::Replayed(t) if &t.id == id), "the others replay the first's task: {r:?}");
+    }
+    assert_eq!(work_entries(&redis, &store).await - before.1, 1, "one task, one work entry");
+}
+
+#[tokio::test]
+async fn a_stale_conclude_in_a_batch_conflicts_alone() {
+    // One partition: the claims below take tasks in creation order.
+    let (redis, store) = warm(1).await;
+    // The middle task's first holder loses its lease to b: its fence is stale.
+    let stale_task = store.create(in_scope("a"), CreateLimits::NONE).await.unwrap();
+    let stale = store.claim("a", 1, Duration::from_millis(1), PATIENCE).await.unwrap().remove(0);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let fresh = store.claim("b", 1, LONG, PATIENCE).await.unwrap().remove(0);
+    assert_eq!((&fresh.task.id, fresh.task.attempt), (&stale_task.id, 2));
+    let first = store.create(in_scope("a"), CreateLimits::NONE).await.unwrap();
+    let third = store.create(in_scope("a"), CreateLimits::NONE).await.unwrap();
+    let claims = store.claim("w", 2, LONG, PATIENCE).await.unwrap();
+    assert_eq!(claims.iter().map(|c| &c.task.id).collect::<Vec<_>>(), vec![&first.id, &third.id]);
+    assert_eq!(work_entries(&redis, &store).await, 3);
+
+    let batch = [&claims[0], &stale, &claims[1]];
+    let nexts: Vec<_> = batch
+        .iter()
+        .map(|c| apply(&c.task, &Event::Complete(serde_json::json!({"ok": true})), now_ms()).unwrap().unwrap())
+        .collect();
+    let before = evalsha_calls(&redis).await;
+    let results = join_all(nexts.iter().zip(batch).map(|(next, c)| store.conclude(next, c))).await;
+    assert_eq!(evalsha_calls(&redis).await - before, 1, "one script call for the three");
+    assert!(matches!(results[0], Ok(Cas::Applied(_))), "{:?}", results[0]);
+    assert!(
+        matches!(&results[1], Ok(Cas::Conflict(Some(stored))) if stored.attempt == 2 && stored.status == Status::Working),
+        "the stale write is refused with what is stored: {:?}",
+        results[1]
+    );
+    assert!(matches!(results[2], Ok(Cas::Applied(_))), "{:?}", results[2]);
+    for t in [&first, &third] {
+        assert_eq!(store.get(&t.scope, &t.id).await.unwrap().unwrap().status, Status::Completed);
+    }
+    assert_eq!(work_entries(&redis, &store).await, 1, "the written two acked and deleted their work; b's stays");
+    assert!(store.renew(&fresh, LONG).await.unwrap(), "b still holds its work");
+    let done = apply(&fresh.task, &Event::Cancel, now_ms()).unwrap().unwrap();
+    assert!(matches!(store.conclude(&done, &fresh).await.unwrap(), Cas::Applied(_)));
+    assert_eq!(work_entries(&redis, &store).await, 0);
+}
+
+#[tokio::test]
+async fn batch_max_one_runs_each_write_alone() {
+    let redis = TestRedis::spawn();
+    let store = RedisStore::connect(config(&redis).with_batch_max(1)).await.unwrap();
+    store.create(in_scope("warmup"), CreateLimits::NONE).await.unwrap();
+    let before = evalsha_calls(&redis).await;
+    let created = join_all((0..5).map(|_| store.create(in_scope("a"), CreateLimits::NONE))).await;
+    assert!(created.iter().all(Result::is_ok), "{created:?}");
+    assert_eq!(evalsha_calls(&redis).await - before, 5, "one script call each");
+}
