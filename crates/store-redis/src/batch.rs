@@ -100,6 +100,9 @@ impl<F: Flush> Batcher<F> {
 impl<F: Flush> Shared<F> {
     /// Flush batches until the queue is empty.
     async fn run(self: Arc<Self>) {
+        // Dropped unfinished (its runtime shut down): the queue must not stay
+        // marked as flushing, or nothing would ever flush it again.
+        let _stopped = Stopped(&self);
         loop {
             let batch: Vec<Waiting<F>> = {
                 let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -133,6 +136,24 @@ impl<F: Flush> Shared<F> {
             }
             // The senders dropped with `answers` answer `unanswered()`.
             Err(_) => tracing::error!(items = answers.len(), "a batched write panicked"),
+        }
+    }
+}
+
+/// Marks a [`Shared`] as not flushing when its flush task ends, however it
+/// ends; items still queued when it was dropped unfinished are answered
+/// [`unanswered`] (their submitters would otherwise wait for a flush that
+/// never comes, if none submits after them).
+struct Stopped<'a, F: Flush>(&'a Shared<F>);
+
+impl<F: Flush> Drop for Stopped<'_, F> {
+    fn drop(&mut self) {
+        let mut state = self.0.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.flushing {
+            state.flushing = false;
+            for (_, answer) in state.queued.drain(..) {
+                let _ = answer.send(Err(unanswered()));
+            }
         }
     }
 }
@@ -262,5 +283,30 @@ mod tests {
         // A flush that panics answers its items, and the queue still works.
         assert!(matches!(batcher.submit(666).await, Err(RedisStoreError::Unanswered(_))));
         assert_eq!(batcher.submit(4).await.unwrap(), 40);
+    }
+
+    /// A flush task dropped unfinished (its runtime shut down) answers what
+    /// it had and what was queued, and the next submit (on another runtime)
+    /// starts a flush again instead of waiting for one that never comes.
+    #[test]
+    fn a_flush_ended_with_its_runtime_leaves_the_queue_usable() {
+        let tens = Arc::new(Tens::default());
+        let batcher = Batcher::new(tens.clone(), 64);
+        let first = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let (in_flight, queued) = first.block_on(async {
+            let in_flight = spawn_submit(&batcher, 1);
+            calls_reach(&tens, 1).await;
+            let queued = spawn_submit(&batcher, 2);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            (in_flight, queued)
+        });
+        drop(first);
+        let second = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        second.block_on(async {
+            assert!(in_flight.await.is_err(), "its runtime is gone");
+            assert!(queued.await.is_err(), "its runtime is gone");
+            let answered = tokio::time::timeout(Duration::from_secs(5), batcher.submit(3)).await;
+            assert_eq!(answered.expect("a new flush starts").unwrap(), 30);
+        });
     }
 }
