@@ -73,9 +73,7 @@ pub(crate) async fn run(app: Checked, args: WorkerArgs) -> Result<(), RuntimeErr
                 .into(),
         ));
     };
-    if args.lease_ms < 300 {
-        return Err(RuntimeError::Config("--lease-ms (PRESA_LEASE_MS) must be at least 300".into()));
-    }
+    check_leases(&args)?;
     let telemetry = crate::process::telemetry(&format!("{}-worker", app.name), args.log_format)?;
     let storage = Storage::redis_with(redis, &args.redis).await?.also_ready(app.ready.clone().map(|r| r.0));
     let server_config = app.server_config().with(|c| {
@@ -144,4 +142,41 @@ pub(crate) async fn run(app: Checked, args: WorkerArgs) -> Result<(), RuntimeErr
     tokio::spawn(node.clone().heartbeat(core.clone(), stop.clone()));
     Worker::new(core, config).with_node(node).run(stop).await;
     Ok(())
+}
+
+/// `--lease-ms` is at least 300 ms and at most `--max-lease-ms`: the store
+/// would cut a longer lease to the horizon, while the worker renews on its
+/// own lease's clock, so its work would lapse between renewals.
+fn check_leases(args: &WorkerArgs) -> Result<(), RuntimeError> {
+    if args.lease_ms < 300 {
+        return Err(RuntimeError::Config("--lease-ms (PRESA_LEASE_MS) must be at least 300".into()));
+    }
+    if args.lease_ms > args.redis.max_lease_ms {
+        return Err(RuntimeError::Config(format!(
+            "--lease-ms (PRESA_LEASE_MS) {} is longer than --max-lease-ms (PRESA_MAX_LEASE_MS) {}",
+            args.lease_ms, args.redis.max_lease_ms
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn leases(flags: &[&str]) -> Result<(), RuntimeError> {
+        let args = WorkerArgs::try_parse_from(["presa-worker"].iter().chain(flags)).unwrap();
+        check_leases(&args)
+    }
+
+    #[test]
+    fn a_lease_must_fit_under_the_recovery_horizon() {
+        assert!(leases(&[]).is_ok(), "the defaults: 30 s under 10 minutes");
+        assert!(leases(&["--lease-ms", "299"]).is_err());
+        let err = leases(&["--lease-ms", "60000", "--max-lease-ms", "30000"]).unwrap_err().to_string();
+        assert!(err.contains("--lease-ms (PRESA_LEASE_MS) 60000 is longer than --max-lease-ms"), "{err}");
+        assert!(leases(&["--lease-ms", "30000", "--max-lease-ms", "30000"]).is_ok());
+    }
 }

@@ -124,6 +124,13 @@ impl RedisConfig {
         self
     }
 
+    /// The longest lease a claim or renewal may grant: the work streams'
+    /// recovery horizon (see `max_lease`).
+    pub fn with_max_lease(mut self, max_lease: Duration) -> Self {
+        self.max_lease = max_lease;
+        self
+    }
+
     /// Use the Redis Cluster client.
     pub fn with_cluster(mut self, cluster: bool) -> Self {
         self.cluster = cluster;

@@ -95,7 +95,8 @@ impl Storage {
             .with_op_timeout(Duration::from_millis(args.redis_timeout_ms))
             .with_tls_ca_file(args.redis_tls_ca_file.clone())
             .with_dead_letter_ttl(args.dead_letter_ttl())
-            .with_batch_max(args.redis_batch_max as usize);
+            .with_batch_max(args.redis_batch_max as usize)
+            .with_max_lease(Duration::from_millis(args.max_lease_ms));
         Self::redis_with(cfg, args).await
     }
 

@@ -158,6 +158,14 @@ pub struct RedisArgs {
     /// out at once. 1 turns it off (each write its own script)
     #[arg(long, env = "PRESA_REDIS_BATCH_MAX", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub redis_batch_max: u32,
+
+    /// The longest lease a worker's claim or renewal may hold, in ms (longer
+    /// ones are cut to it): the work streams' recovery horizon. A claimed
+    /// entry's idle time is set to this less its lease, so work whose holder
+    /// died is taken over when its lease ends; give every pod of a cluster
+    /// the same value (docs/redis.md "Work"), and no worker a longer `--lease-ms`. At least 1 s
+    #[arg(long, env = "PRESA_MAX_LEASE_MS", default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1_000..))]
+    pub max_lease_ms: u64,
 }
 
 /// A feature switch: `on` or `off`.
@@ -277,7 +285,8 @@ impl RedisArgs {
                 .with_tls_ca_file(self.redis_tls_ca_file.clone())
                 .with_dead_letter_ttl(self.dead_letter_ttl())
                 .with_task_index(self.task_index == Switch::On)
-                .with_batch_max(self.redis_batch_max as usize),
+                .with_batch_max(self.redis_batch_max as usize)
+                .with_max_lease(Duration::from_millis(self.max_lease_ms)),
         ))
     }
 

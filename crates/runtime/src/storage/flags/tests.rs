@@ -118,6 +118,15 @@ fn group_commit_batches_64_writes_unless_told() {
 }
 
 #[test]
+fn the_recovery_horizon_is_ten_minutes_unless_told() {
+    use std::time::Duration;
+    assert_eq!(config(&["--redis-url", "redis://h:1"]).unwrap().unwrap().max_lease, Duration::from_secs(600));
+    let short = config(&["--redis-url", "redis://h:1", "--max-lease-ms", "5000"]).unwrap().unwrap();
+    assert_eq!(short.max_lease, Duration::from_secs(5));
+    assert!(Flags::try_parse_from(["presa", "--max-lease-ms", "999"]).is_err(), "under a second is refused");
+}
+
+#[test]
 fn durability_flags_make_replicated_durability() {
     let cfg = config(&["--redis-url", "redis://h:1"]).unwrap().unwrap();
     assert_eq!(cfg.durability, Durability::Primary, "the default");
