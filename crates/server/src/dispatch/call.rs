@@ -47,8 +47,12 @@ struct Prepared {
     arguments: Value,
     /// What the handler sees besides its arguments.
     invocation: Invocation,
-    /// What an `InputRequiredResult`'s `requestState` is sealed to.
-    binding: Binding,
+    /// What an `InputRequiredResult`'s `requestState` is sealed to: made
+    /// here when the call brings a `requestState` to open; otherwise only
+    /// when a handler runs in the request ([`Server::run_in_request`]): a
+    /// call that creates a task seals nothing, and need not digest its
+    /// arguments.
+    binding: Option<Binding>,
 }
 
 impl Server {
@@ -83,7 +87,7 @@ impl Server {
             }
             _ => {
                 let (_permit, guard) = self.admit_in_request(&tool, name, req, &call.arguments).await?;
-                self.run_in_request(tool.handler(), call, req, guard).await
+                self.run_in_request(tool.handler(), name, call, req, guard).await
             }
         }
     }
@@ -105,28 +109,27 @@ impl Server {
             }
         }
         let call = self.prepare(req, name, Value::Object(arguments))?;
-        self.run_in_request(&AsTool(prompt.handler.clone()), call, req, None).await
+        self.run_in_request(&AsTool(prompt.handler.clone()), name, call, req, None).await
     }
 
     /// The prologue of every handler call: bind it, validate its
     /// `inputResponses`, open its `requestState` (tampered, expired or
     /// rebound state is `-32602`).
-    fn prepare(&self, req: &Admitted, name: &str, arguments: Value) -> Result<Prepared, ServerError> {
-        let binding = Binding {
-            principal: req.caller.scope.key(),
-            method: req.method.as_str().to_string(),
-            digest: digest(&json!({ "name": name, "arguments": arguments })),
-        };
+    fn prepare(&self, req: &Admitted, name: &str, mut arguments: Value) -> Result<Prepared, ServerError> {
         let p = &req.params;
         let input_responses = p.get("inputResponses").map(input_responses).transpose()?;
+        let mut binding = None;
         let request_state = match p.get("requestState") {
             None => None,
-            Some(Value::String(token)) => Some(
-                self.inner
-                    .state
-                    .open(token, &binding, now_ms())
-                    .map_err(|e| ServerError::InvalidParams(e.to_string()))?,
-            ),
+            Some(Value::String(token)) => {
+                let bound = binding.insert(bind(req, name, &mut arguments));
+                Some(
+                    self.inner
+                        .state
+                        .open(token, bound, now_ms())
+                        .map_err(|e| ServerError::InvalidParams(e.to_string()))?,
+                )
+            }
             Some(_) => return Err(invalid("requestState must be a string")),
         };
         let invocation = Invocation {
@@ -146,11 +149,14 @@ impl Server {
     async fn run_in_request(
         &self,
         handler: &dyn ToolHandler,
+        name: &str,
         call: Prepared,
         req: &Admitted,
         guard: Option<crate::breaker::Guard>,
     ) -> Result<Value, ServerError> {
-        let Prepared { arguments, invocation, binding } = call;
+        let Prepared { mut arguments, invocation, binding } = call;
+        // Before the arguments go to the handler, which may ask for input.
+        let binding = binding.unwrap_or_else(|| bind(req, name, &mut arguments));
         let meta = &req.meta;
         // Its own token: cancelled with the request, or at the deadline.
         let cancel = req.cancel.child_token();
@@ -331,6 +337,22 @@ impl Server {
         tracing::Span::current().record("presa.task.id", tracing::field::display(&task.id));
         Ok(task)
     }
+}
+
+/// What a `requestState` of the call of `name` with `arguments` by `req`'s
+/// caller is bound to: its principal, its method and a digest of
+/// `{"name", "arguments"}` (the arguments are moved into that object and
+/// back, not copied).
+fn bind(req: &Admitted, name: &str, arguments: &mut Value) -> Binding {
+    let mut call = Map::new();
+    call.insert("name".into(), Value::String(name.into()));
+    call.insert("arguments".into(), std::mem::take(arguments));
+    let call = Value::Object(call);
+    let digest = digest(&call);
+    if let Value::Object(mut call) = call {
+        *arguments = call.remove("arguments").unwrap_or_default();
+    }
+    Binding { principal: req.caller.scope.key(), method: req.method.as_str().to_string(), digest }
 }
 
 /// The `CreateTaskResult` that answers the call that created `task`.
