@@ -41,6 +41,15 @@ pub use redact::redact_url;
 /// The instrumentation scope of presa's spans.
 pub const TRACER_NAME: &str = "presa";
 
+/// The field that makes a span trace-only: declared (as `Empty`, never
+/// recorded, so no exporter sees it), it keeps the span out of the log
+/// layers `init` installs (feature `exporters`). For spans that never hold a log line and come
+/// by the thousand (a Redis round trip's): the logs would not show them, yet
+/// building one for the log layer and formatting its fields costs CPU on
+/// every call. Without an OpenTelemetry layer such a span is not built at
+/// all (`Span::is_disabled`); with one, only that layer records it.
+pub const LOG_OMIT: &str = "log.omit";
+
 #[cfg(feature = "exporters")]
 use opentelemetry::trace::TracerProvider as _;
 

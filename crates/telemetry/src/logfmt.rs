@@ -1,5 +1,6 @@
 //! Log formatting details: trace ids in JSON lines; in text, quieter span
-//! fields and control characters escaped (JSON escapes them by itself).
+//! fields and control characters escaped (JSON escapes them by itself); the
+//! log layers' filter, which keeps trace-only spans ([`crate::LOG_OMIT`]) out.
 
 use std::{
     fmt::{self, Write as _},
@@ -8,19 +9,76 @@ use std::{
 
 use opentelemetry::trace::TraceContextExt as _;
 use tracing::{
-    Dispatch, Event, Subscriber,
+    Dispatch, Event, Metadata, Subscriber,
     dispatcher::WeakDispatch,
     field::{Field, Visit},
+    level_filters::LevelFilter,
+    span,
+    subscriber::Interest,
 };
 use tracing_subscriber::{
-    Layer,
+    EnvFilter, Layer,
     field::RecordFields,
     fmt::{
         FmtContext, FormatEvent, FormatFields,
         format::{Format, Json, Writer},
     },
+    layer::{Context, Filter},
     registry::LookupSpan,
 };
+
+/// The filter of the log layers: `RUST_LOG`'s [`EnvFilter`], and never a
+/// span declaring a [`crate::LOG_OMIT`] field. Such a span (a Redis round
+/// trip, several a task) holds no log line, so a log layer would only have
+/// built it and formatted its fields for nothing; left out, with no
+/// OpenTelemetry layer either, it is not built at all.
+pub(crate) struct LogFilter(EnvFilter);
+
+impl LogFilter {
+    pub(crate) fn new(env: EnvFilter) -> Self {
+        LogFilter(env)
+    }
+}
+
+/// Whether the log layers see `meta`: everything but trace-only spans.
+fn logged(meta: &Metadata<'_>) -> bool {
+    !(meta.is_span() && meta.fields().field(crate::LOG_OMIT).is_some())
+}
+
+impl<S> Filter<S> for LogFilter {
+    fn enabled(&self, meta: &Metadata<'_>, cx: &Context<'_, S>) -> bool {
+        logged(meta) && Filter::<S>::enabled(&self.0, meta, cx)
+    }
+
+    /// Decided once per callsite, as `EnvFilter` decides its static directives.
+    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
+        if logged(meta) { Filter::<S>::callsite_enabled(&self.0, meta) } else { Interest::never() }
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        Filter::<S>::max_level_hint(&self.0)
+    }
+
+    fn on_new_span(&self, attrs: &span::Attributes<'_>, id: &span::Id, cx: Context<'_, S>) {
+        Filter::<S>::on_new_span(&self.0, attrs, id, cx);
+    }
+
+    fn on_record(&self, id: &span::Id, values: &span::Record<'_>, cx: Context<'_, S>) {
+        Filter::<S>::on_record(&self.0, id, values, cx);
+    }
+
+    fn on_enter(&self, id: &span::Id, cx: Context<'_, S>) {
+        Filter::<S>::on_enter(&self.0, id, cx);
+    }
+
+    fn on_exit(&self, id: &span::Id, cx: Context<'_, S>) {
+        Filter::<S>::on_exit(&self.0, id, cx);
+    }
+
+    fn on_close(&self, id: span::Id, cx: Context<'_, S>) {
+        Filter::<S>::on_close(&self.0, id, cx);
+    }
+}
 
 /// Remembers the dispatcher the subscriber became, so the JSON formatter can
 /// ask the OpenTelemetry layer for span contexts while formatting (when
@@ -289,6 +347,32 @@ mod tests {
         assert!(line.contains(r#"task{tool="echo" attempt=3 delta=-2 retried=true}"#), "{line}");
         let expected = format!("done plain={:?} quote={:?} slash={:?} uni={:?}", "a b", "say \"hi\"", "a\\b", "é");
         assert!(line.ends_with(&expected), "{line} / {expected}");
+    }
+
+    /// A trace-only span never shows in a line's span context; its
+    /// parents and children still do, and so does a span at all with the
+    /// filter alone (RUST_LOG's levels keep applying).
+    #[test]
+    fn log_lines_leave_trace_only_spans_out() {
+        let out = Buffer::default();
+        let text = tracing_subscriber::fmt::layer().with_ansi(false).with_writer(out.clone()).fmt_fields(TextFields);
+        let subscriber = tracing_subscriber::registry()
+            .with(CaptureDispatch::new(Arc::new(OnceLock::new())))
+            .with(text.with_filter(LogFilter::new(EnvFilter::new("info"))));
+        tracing::subscriber::with_default(subscriber, || {
+            let outer = tracing::info_span!("task", tool = "echo");
+            let _outer = outer.enter();
+            let redis = tracing::info_span!("redis", db.namespace = "omitted-ns", log.omit = tracing::field::Empty);
+            let _redis = redis.enter();
+            let inner = tracing::info_span!("inner", n = 1u64);
+            inner.in_scope(|| tracing::info!("inside"));
+            tracing::debug!("below the level");
+        });
+        let lines = out.lines();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        let line = &lines[0];
+        assert!(line.contains(r#"task{tool="echo"}:inner{n=1}: "#), "{line}");
+        assert!(!line.contains("redis{") && !line.contains("omitted-ns"), "{line}");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::sync::{Arc, OnceLock};
 
 use opentelemetry_sdk::{Resource, trace::SdkTracerProvider};
-use tracing_subscriber::{EnvFilter, Layer, layer::SubscriberExt, util::SubscriberInitExt};
+use tracing_subscriber::{EnvFilter, Layer, layer::SubscriberExt, registry::LookupSpan, util::SubscriberInitExt};
 
 use crate::{logfmt, propagation};
 
@@ -118,28 +118,43 @@ pub fn init_with(service_name: &str, format: LogFormat, otel_layer: bool) -> Res
     opentelemetry::global::set_tracer_provider(provider.clone());
 
     let log_filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let trace_filter = trace_filter()?;
-    let ids = Arc::new(OnceLock::new());
-    let (text, json) = match format {
-        LogFormat::Text => {
-            let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).fmt_fields(logfmt::TextFields);
-            (Some(layer), None)
-        }
+    let log_filter = logfmt::LogFilter::new(log_filter);
+    // Every layer is behind a filter of its own and none is an `Option`:
+    // a missing (`None`) or unfiltered layer would answer "interested" for
+    // every callsite, and a span every present filter leaves out (a
+    // trace-only span, see `LogFilter`) would still be built.
+    if otel_layer {
+        let otel = crate::otel_layer(&provider).with_filter(trace_filter()?);
+        tracing_subscriber::registry().with(otel).with(log_layer(format, log_filter)).try_init()?;
+    } else {
+        tracing_subscriber::registry().with(log_layer(format, log_filter)).try_init()?;
+    }
+    Ok(TelemetryGuard { provider, exporting })
+}
+
+/// The log layer of `format` on stderr behind `filter` (boxed: the two
+/// formats are two types).
+fn log_layer<S>(format: LogFormat, filter: logfmt::LogFilter) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+{
+    match format {
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .fmt_fields(logfmt::TextFields)
+            .with_filter(filter)
+            .boxed(),
         LogFormat::Json => {
-            let layer = tracing_subscriber::fmt::layer()
+            let ids = Arc::new(OnceLock::new());
+            tracing_subscriber::fmt::layer()
                 .json()
                 .with_writer(std::io::stderr)
-                .event_format(logfmt::WithTraceIds::new(ids.clone()));
-            (None, Some(layer))
+                .event_format(logfmt::WithTraceIds::new(ids.clone()))
+                .and_then(logfmt::CaptureDispatch::new(ids))
+                .with_filter(filter)
+                .boxed()
         }
-    };
-    tracing_subscriber::registry()
-        .with(otel_layer.then(|| crate::otel_layer(&provider).with_filter(trace_filter)))
-        .with(logfmt::CaptureDispatch::new(ids))
-        .with(text.map(|l| l.with_filter(log_filter.clone())))
-        .with(json.map(|l| l.with_filter(log_filter)))
-        .try_init()?;
-    Ok(TelemetryGuard { provider, exporting })
+    }
 }
 
 /// The resource: `OTEL_SERVICE_NAME` (or `service.name` in

@@ -47,8 +47,6 @@ struct Prepared {
     arguments: Value,
     /// What the handler sees besides its arguments.
     invocation: Invocation,
-    /// What an `InputRequiredResult`'s `requestState` is sealed to.
-    binding: Binding,
 }
 
 impl Server {
@@ -83,7 +81,7 @@ impl Server {
             }
             _ => {
                 let (_permit, guard) = self.admit_in_request(&tool, name, req, &call.arguments).await?;
-                self.run_in_request(tool.handler(), call, req, guard).await
+                self.run_in_request(tool.handler(), name, call, req, guard).await
             }
         }
     }
@@ -105,18 +103,13 @@ impl Server {
             }
         }
         let call = self.prepare(req, name, Value::Object(arguments))?;
-        self.run_in_request(&AsTool(prompt.handler.clone()), call, req, None).await
+        self.run_in_request(&AsTool(prompt.handler.clone()), name, call, req, None).await
     }
 
     /// The prologue of every handler call: bind it, validate its
     /// `inputResponses`, open its `requestState` (tampered, expired or
     /// rebound state is `-32602`).
     fn prepare(&self, req: &Admitted, name: &str, arguments: Value) -> Result<Prepared, ServerError> {
-        let binding = Binding {
-            principal: req.caller.scope.key(),
-            method: req.method.as_str().to_string(),
-            digest: digest(&json!({ "name": name, "arguments": arguments })),
-        };
         let p = &req.params;
         let input_responses = p.get("inputResponses").map(input_responses).transpose()?;
         let request_state = match p.get("requestState") {
@@ -124,7 +117,7 @@ impl Server {
             Some(Value::String(token)) => Some(
                 self.inner
                     .state
-                    .open(token, &binding, now_ms())
+                    .open(token, &bind(req, name), now_ms())
                     .map_err(|e| ServerError::InvalidParams(e.to_string()))?,
             ),
             Some(_) => return Err(invalid("requestState must be a string")),
@@ -136,7 +129,7 @@ impl Server {
             caller: req.caller.clone(),
             checkpoint: None,
         };
-        Ok(Prepared { arguments, invocation, binding })
+        Ok(Prepared { arguments, invocation })
     }
 
     /// Run a handler inside its request, within the in-request call pool
@@ -146,11 +139,12 @@ impl Server {
     async fn run_in_request(
         &self,
         handler: &dyn ToolHandler,
+        name: &str,
         call: Prepared,
         req: &Admitted,
         guard: Option<crate::breaker::Guard>,
     ) -> Result<Value, ServerError> {
-        let Prepared { arguments, invocation, binding } = call;
+        let Prepared { arguments, invocation } = call;
         let meta = &req.meta;
         // Its own token: cancelled with the request, or at the deadline.
         let cancel = req.cancel.child_token();
@@ -170,7 +164,7 @@ impl Server {
             })?;
         match Outcome::from(output) {
             Outcome::Result(v) => Ok(v),
-            Outcome::NeedsInput { requests, state } => self.input_required(requests, state, &binding, meta),
+            Outcome::NeedsInput { requests, state } => self.input_required(requests, state, &bind(req, name), meta),
             Outcome::Error(e) => Err(ServerError::Rpc(e)),
             Outcome::Failed(cause) => Err(ServerError::Internal(cause)),
             Outcome::Cancelled => Err(ServerError::Internal("request cancelled".into())),
@@ -330,6 +324,28 @@ impl Server {
         };
         tracing::Span::current().record("presa.task.id", tracing::field::display(&task.id));
         Ok(task)
+    }
+}
+
+/// What a `requestState` of `req`, a call of `name`, is bound to: its
+/// caller's principal, its method and a digest of `{"name", "arguments"}`
+/// (the arguments as the request has them, absent or null read as `{}`).
+/// Made only when a state is opened or sealed: most calls do neither (a call
+/// that creates a task never seals one), and the digest (a canonical
+/// re-encoding and SHA-256) was several percent of an API pod's CPU.
+fn bind(req: &Admitted, name: &str) -> Binding {
+    let empty = Value::Object(Map::new());
+    let arguments = match req.params.get("arguments") {
+        None | Some(Value::Null) => &empty,
+        Some(v) => v,
+    };
+    let mut call = Map::new();
+    call.insert("name".into(), Value::String(name.into()));
+    call.insert("arguments".into(), arguments.clone());
+    Binding {
+        principal: req.caller.scope.key(),
+        method: req.method.as_str().to_string(),
+        digest: digest(&Value::Object(call)),
     }
 }
 

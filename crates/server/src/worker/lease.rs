@@ -13,8 +13,14 @@ use crate::{
 };
 
 /// Renew the lease every third of it; fire `cancel` when the claim is lost
-/// or the task turns terminal (seen through the watch or a re-read).
-pub(super) async fn keep_lease(store: Arc<dyn WorkQueue>, claim: Claim, lease: Duration, cancel: CancellationToken) {
+/// or the task turns terminal (seen through the watch or a re-read). The
+/// claim is shared with the run (not a copy of its task per run).
+pub(super) async fn keep_lease(
+    store: Arc<dyn WorkQueue>,
+    claim: Arc<Claim>,
+    lease: Duration,
+    cancel: CancellationToken,
+) {
     let id = claim.task.id.clone();
     let changes = match store_call("watch", store.watch_claimed(&id)).await {
         Ok(s) => s,

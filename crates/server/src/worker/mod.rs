@@ -256,6 +256,8 @@ impl Worker {
         release_now: CancellationToken,
     ) {
         let span = tracing::Span::current();
+        // Shared with the lease keeper, which would otherwise need a copy of the task.
+        let claim = Arc::new(claim);
         let queue = self.core.work().clone();
         let cancel = CancellationToken::new();
         let task = &claim.task;

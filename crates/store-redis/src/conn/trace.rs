@@ -59,6 +59,9 @@ pub(crate) fn command_name(cmd: &Cmd) -> String {
 /// `script` is given), recording a failure's `error.type`. `operation` is
 /// only called when the span is recorded: with no subscriber interested
 /// (no telemetry, or the level filtered out), a round trip formats nothing.
+/// The span is trace-only (`log.omit`, see `presa_telemetry::LOG_OMIT`):
+/// it never holds a log line, so the log layers leave it out, and without
+/// OpenTelemetry it is not built at all.
 ///
 /// `fut` comes boxed: redis-rs's futures are kilobytes, and every future
 /// that awaits one inline grows by that much and is copied whole each time
@@ -90,6 +93,7 @@ pub(crate) async fn traced<T>(
                 server.port = port,
                 otel.status_code = Empty,
                 error.type = Empty,
+                log.omit = Empty,
             )
         };
     }

@@ -3,6 +3,12 @@
 //! All keys of one task share its partition's hash tag (`{pNN}`), so every
 //! Lua script touches exactly one Redis Cluster slot: the task record, its
 //! events channel and the partition's work stream live together.
+//!
+//! Keys are built on every store call (a claim read names every partition's
+//! stream), so the per-partition part, `{prefix}:{pNN}:`, is spelt once per
+//! [`Keys`] and a key is one allocation and a copy or two, not a `format!`.
+
+use std::sync::Arc;
 
 use presa_tasks::{Scope, TaskId};
 
@@ -28,12 +34,29 @@ pub fn held_consumer(scope: &Scope) -> String {
 pub struct Keys {
     prefix: String,
     partitions: u16,
+    /// `{prefix}:{pNN}:` of each partition, by partition (shared by clones).
+    tagged: Arc<[Box<str>]>,
 }
 
 impl Keys {
     /// Keys under `prefix` (no braces allowed) for `partitions` partitions.
     pub fn new(prefix: impl Into<String>, partitions: u16) -> Self {
-        Keys { prefix: prefix.into(), partitions }
+        let prefix = prefix.into();
+        let tagged = (0..partitions).map(|p| format!("{prefix}:{}:", Self::tag(p)).into_boxed_str()).collect();
+        Keys { prefix, partitions, tagged }
+    }
+
+    /// `{prefix}:{pNN}:` followed by `parts`, in one allocation of the
+    /// right size (`format!` past the partitions: a key of a partition
+    /// this store does not have, which the scripts then find empty).
+    fn in_partition(&self, partition: u16, parts: &[&str]) -> String {
+        let Some(tagged) = self.tagged.get(usize::from(partition)) else {
+            return format!("{}:{}:{}", self.prefix, Self::tag(partition), parts.concat());
+        };
+        let mut key = String::with_capacity(tagged.len() + parts.iter().map(|p| p.len()).sum::<usize>());
+        key.push_str(tagged);
+        parts.iter().for_each(|p| key.push_str(p));
+        key
     }
 
     /// The key prefix.
@@ -61,20 +84,20 @@ impl Keys {
     /// [`crate::record`]), expiring at `createdAt + ttlMs`.
     pub fn task(&self, id: &TaskId) -> Option<String> {
         let p = self.partition_of(id)?;
-        Some(format!("{}:{}:task:{}", self.prefix, Self::tag(p), id))
+        Some(self.in_partition(p, &["task:", id.as_str()]))
     }
 
     /// `{prefix}:{pNN}:task:` — what precedes the id in the key of a task of
     /// `partition` (`read.lua` reads delivered entries' docs with it).
     pub fn task_prefix(&self, partition: u16) -> String {
-        format!("{}:{}:task:", self.prefix, Self::tag(partition))
+        self.in_partition(partition, &["task:"])
     }
 
     /// `{prefix}:{pNN}:events:<id>` — pub/sub channel: the task's committed
     /// snapshots (JSON), published by `transition.lua`.
     pub fn events(&self, id: &TaskId) -> Option<String> {
         let p = self.partition_of(id)?;
-        Some(format!("{}:{}:events:{}", self.prefix, Self::tag(p), id))
+        Some(self.in_partition(p, &["events:", id.as_str()]))
     }
 
     /// `{prefix}:{pNN}:claimed` — pub/sub channel: `"<task id>\n<doc>"` for
@@ -83,19 +106,19 @@ impl Keys {
     /// watch the tasks they run through it (`claimed.rs`), one channel per
     /// partition for the worker's life instead of one per task.
     pub fn claimed(&self, partition: u16) -> String {
-        format!("{}:{}:claimed", self.prefix, Self::tag(partition))
+        self.in_partition(partition, &["claimed"])
     }
 
     /// `{prefix}:{pNN}:idem:<digest>` — string: a keyed create's record
     /// (`lua/idempotency.lua`), in the slot of the partition the key names.
     pub fn idempotency(&self, partition: u16, key: &presa_store::Idempotency) -> String {
-        format!("{}:{}:idem:{}", self.prefix, Self::tag(partition), key.id)
+        self.in_partition(partition, &["idem:", &key.id])
     }
 
     /// `{prefix}:{pNN}:work` — stream: one entry (`task` = id) per task with
     /// work to run, read by the consumer group [`GROUP`].
     pub fn work(&self, partition: u16) -> String {
-        format!("{}:{}:work", self.prefix, Self::tag(partition))
+        self.in_partition(partition, &["work"])
     }
 
     /// `{prefix}:{pNN}:recovery` — string: the entry id where the next sweep
@@ -103,14 +126,14 @@ impl Keys {
     /// (`lua/recover.lua`; missing: from the head), shared by every worker so
     /// a pass goes on where the last one stopped.
     pub fn recovery(&self, partition: u16) -> String {
-        format!("{}:{}:recovery", self.prefix, Self::tag(partition))
+        self.in_partition(partition, &["recovery"])
     }
 
     /// `{prefix}:{pNN}:delayed` — sorted set: the partition's work put off
     /// until a time (member: task id, score: when it is due, Unix ms), moved
     /// back to [`work`](Self::work) when due (`lua/defer.lua`, `lua/promote.lua`).
     pub fn delayed(&self, partition: u16) -> String {
-        format!("{}:{}:delayed", self.prefix, Self::tag(partition))
+        self.in_partition(partition, &["delayed"])
     }
 
     /// `{prefix}:{pNN}:sync` — string, expiring 10 s after its last write:
@@ -118,14 +141,14 @@ impl Keys {
     /// confirm that what the partition holds (a replayed create) reached the
     /// replicas (`durability.rs`).
     pub fn sync(&self, partition: u16) -> String {
-        format!("{}:{}:sync", self.prefix, Self::tag(partition))
+        self.in_partition(partition, &["sync"])
     }
 
     /// `{prefix}:{pNN}:wake` — sharded pub/sub channel (cluster mode only): a
     /// ping when work is enqueued or released on the partition, so claimers
     /// that cannot block on every stream at once wake up.
     pub fn wake(&self, partition: u16) -> String {
-        format!("{}:{}:wake", self.prefix, Self::tag(partition))
+        self.in_partition(partition, &["wake"])
     }
 
     /// Every partition's work stream, in partition order.
@@ -138,13 +161,13 @@ impl Keys {
     /// in its task's slot, expiring at its death plus the retention.
     pub fn dead_letter(&self, id: &TaskId) -> Option<String> {
         let p = self.partition_of(id)?;
-        Some(format!("{}{}", self.dead_letter_prefix(p), id))
+        Some(self.in_partition(p, &["dead:", id.as_str()]))
     }
 
     /// `{prefix}:{pNN}:dead:` — what precedes the id in the key of a dead
     /// letter of `partition` (`dead_letters.lua` reads listed letters with it).
     pub fn dead_letter_prefix(&self, partition: u16) -> String {
-        format!("{}:{}:dead:", self.prefix, Self::tag(partition))
+        self.in_partition(partition, &["dead:"])
     }
 
     /// `{prefix}:{pNN}:dead_t:<hex tenant>` — sorted set: the tenant's dead
@@ -152,14 +175,14 @@ impl Keys {
     /// `<died at, 20 digits>.<id>`, so they sort by time of death), expiring
     /// with its last letter.
     pub fn dead_by_tenant(&self, partition: u16, tenant: &str) -> String {
-        format!("{}:{}:dead_t:{}", self.prefix, Self::tag(partition), hex(tenant.as_bytes()))
+        self.in_partition(partition, &["dead_t:", &hex(tenant.as_bytes())])
     }
 
     /// `{prefix}:{pNN}:dead_s:<hex tenant>.<hex subject>` — sorted set: as
     /// [`Keys::dead_by_tenant`], the letters of one scope.
     pub fn dead_by_scope(&self, partition: u16, scope: &Scope) -> String {
         let (tenant, subject) = (hex(scope.tenant.as_bytes()), hex(scope.subject.as_bytes()));
-        format!("{}:{}:dead_s:{tenant}.{subject}", self.prefix, Self::tag(partition))
+        self.in_partition(partition, &["dead_s:", &tenant, ".", &subject])
     }
 
     /// A tenant as dead letters name it in their header: hex, so that any
@@ -184,19 +207,19 @@ impl Keys {
     /// expiring a little after the last task it names
     /// (a tenth of its lifetime, a minute at most).
     pub fn task_index(&self, partition: u16, tenant: &str) -> String {
-        format!("{}{}", self.task_index_prefix(partition), hex(tenant.as_bytes()))
+        self.in_partition(partition, &["ix:", &hex(tenant.as_bytes())])
     }
 
     /// `{prefix}:{pNN}:ix:` — what precedes the hex tenant in a task index
     /// of `partition` (`list_tasks.lua` reads every tenant's with it).
     pub fn task_index_prefix(&self, partition: u16) -> String {
-        format!("{}:{}:ix:", self.prefix, Self::tag(partition))
+        self.in_partition(partition, &["ix:"])
     }
 
     /// `{prefix}:{pNN}:ixt` — sorted set: the tenants with a task index in
     /// `partition` (hex tenant, scored with the index's expiry or `+inf`).
     pub fn task_tenants(&self, partition: u16) -> String {
-        format!("{}:{}:ixt", self.prefix, Self::tag(partition))
+        self.in_partition(partition, &["ixt"])
     }
 
     /// `{prefix}:{nodes}:node:<id>` — string: a live process's last
@@ -228,12 +251,20 @@ impl Keys {
     /// the task's expiry, Unix ms, or `+inf`). Only maintained when creates carry
     /// `max_active_per_scope`.
     pub fn scope_active(&self, scope: &Scope) -> String {
-        self.of_scope(scope, "active")
+        self.of_scope(scope, &["active"])
     }
 
-    /// `{prefix}:{s.<hex tenant>.<hex subject>}:<what>`: a key in the scope's slot.
-    fn of_scope(&self, scope: &Scope, what: &str) -> String {
-        format!("{}:{}:{what}", self.prefix, scope_tag(scope))
+    /// `{prefix}:{s.<hex tenant>.<hex subject>}:` followed by `parts`: a
+    /// key in the scope's slot, in one allocation of the right size.
+    fn of_scope(&self, scope: &Scope, parts: &[&str]) -> String {
+        let len = self.prefix.len() + 2 + scope_tag_len(scope) + parts.iter().map(|p| p.len()).sum::<usize>();
+        let mut key = String::with_capacity(len);
+        key.push_str(&self.prefix);
+        key.push(':');
+        push_scope_tag(&mut key, scope);
+        key.push(':');
+        parts.iter().for_each(|p| key.push_str(p));
+        key
     }
 
     /// `{prefix}:{s.<hex tenant>.<hex subject>}:bytes_q` — hash: the
@@ -242,7 +273,7 @@ impl Keys {
     /// Only maintained when creates carry `max_bytes_per_scope`;
     /// `lua/bytes.lua` has the layout.
     pub fn scope_bytes_buckets(&self, scope: &Scope) -> String {
-        self.of_scope(scope, "bytes_q")
+        self.of_scope(scope, &["bytes_q"])
     }
 
     /// `{prefix}:{s.<hex tenant>.<hex subject>}:bytes` — sorted set: the
@@ -250,27 +281,27 @@ impl Keys {
     /// task's expiry, Unix ms), written by earlier releases and still counted
     /// until they expire (`lua/bytes.lua`).
     pub fn scope_bytes(&self, scope: &Scope) -> String {
-        self.of_scope(scope, "bytes")
+        self.of_scope(scope, &["bytes"])
     }
 
     /// `{prefix}:{s.<hex tenant>.<hex subject>}:bytes_sizes` — hash: each
     /// legacy-reserved task's bytes now (same slot as [`Keys::scope_bytes`]).
     pub fn scope_bytes_sizes(&self, scope: &Scope) -> String {
-        format!("{}_sizes", self.scope_bytes(scope))
+        self.of_scope(scope, &["bytes_sizes"])
     }
 
     /// `{prefix}:{s.<hex tenant>.<hex subject>}:bytes_total` — string: the sum
     /// of the scope's legacy reserved sizes (same slot as [`Keys::scope_bytes`]).
     pub fn scope_bytes_total(&self, scope: &Scope) -> String {
-        format!("{}_total", self.scope_bytes(scope))
+        self.of_scope(scope, &["bytes_total"])
     }
 
     /// The scope's four byte-quota keys in the order the scripts take them:
     /// buckets, then the legacy reservations, sizes and total.
     pub fn scope_byte_keys(&self, scope: &Scope) -> [String; 4] {
         let bytes = self.scope_bytes(scope);
-        let (sizes, total) = (format!("{bytes}_sizes"), format!("{bytes}_total"));
-        [self.scope_bytes_buckets(scope), bytes, sizes, total]
+        let (sizes, total) = ([bytes.as_str(), "_sizes"].concat(), [bytes.as_str(), "_total"].concat());
+        [[bytes.as_str(), "_q"].concat(), bytes, sizes, total]
     }
 
     /// `{prefix}:ready` — string: written (with a short expiry) by readiness
@@ -294,7 +325,7 @@ impl Keys {
     /// [`Keys::scope_sessions`]. The id is hex-encoded, so any session id is
     /// a safe key part.
     pub fn session(&self, owner: &Scope, session: &str) -> String {
-        self.of_scope(owner, &format!("session:{}", Self::session_member(session)))
+        self.of_scope(owner, &["session:", &Self::session_member(session)])
     }
 
     /// A session's member in [`Keys::scope_sessions`]: its hex-encoded id.
@@ -306,7 +337,7 @@ impl Keys {
     /// scope's legacy sessions holding state (member: the hex id, score:
     /// the session's expiry, Unix ms), for `max_legacy_sessions_per_scope`.
     pub fn scope_sessions(&self, owner: &Scope) -> String {
-        self.of_scope(owner, "sessions")
+        self.of_scope(owner, &["sessions"])
     }
 
     /// `{prefix}:sessions` — sorted set: every legacy session holding state
@@ -318,7 +349,11 @@ impl Keys {
 
     /// A session's member in [`Keys::sessions`].
     pub fn sessions_member(owner: &Scope, session: &str) -> String {
-        format!("{}:{}", scope_tag(owner), Self::session_member(session))
+        let mut member = String::with_capacity(scope_tag_len(owner) + 1 + 2 * session.len());
+        push_scope_tag(&mut member, owner);
+        member.push(':');
+        let _ = write_hex(&mut member, session.as_bytes());
+        member
     }
 
     /// `{prefix}:topic:<hex name>` — pub/sub channel: one topic of the event
@@ -333,8 +368,8 @@ impl Keys {
     }
 }
 
-/// `{pNN}`: the hash tag of a partition's keys, written straight into the
-/// key being built (keys are built on every store call).
+/// `{pNN}`: the hash tag of a partition's keys (spelt once per partition
+/// in [`Keys::new`]).
 struct PartitionTag(u16);
 
 impl std::fmt::Display for PartitionTag {
@@ -345,20 +380,17 @@ impl std::fmt::Display for PartitionTag {
 
 /// `{s.<hex tenant>.<hex subject>}`: the hash tag of a scope's keys, written
 /// straight into the key being built.
-fn scope_tag(scope: &Scope) -> ScopeTag<'_> {
-    ScopeTag(scope)
+fn push_scope_tag(key: &mut String, scope: &Scope) {
+    key.push_str("{s.");
+    let _ = write_hex(key, scope.tenant.as_bytes());
+    key.push('.');
+    let _ = write_hex(key, scope.subject.as_bytes());
+    key.push('}');
 }
 
-struct ScopeTag<'a>(&'a Scope);
-
-impl std::fmt::Display for ScopeTag<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("{s.")?;
-        write_hex(f, self.0.tenant.as_bytes())?;
-        f.write_str(".")?;
-        write_hex(f, self.0.subject.as_bytes())?;
-        f.write_str("}")
-    }
+/// How long [`push_scope_tag`]'s tag of `scope` is.
+fn scope_tag_len(scope: &Scope) -> usize {
+    5 + 2 * (scope.tenant.len() + scope.subject.len())
 }
 
 /// [`hex`] into a formatter.

@@ -52,6 +52,47 @@ fn keys_of_a_task_share_its_partition_tag() {
     assert_eq!(keys.bus(), "presa:bus");
 }
 
+/// Every per-partition key, spelt from the prefix computed once per
+/// partition, reads as documented; so does one past the partitions (built
+/// the slow way: a script given it finds nothing there).
+#[test]
+fn partition_keys_are_spelled_as_documented_in_and_past_the_partitions() {
+    let keys = Keys::new("pre", 12);
+    let scope = Scope { tenant: "t".into(), subject: "s".into(), endpoint: None };
+    for (p, tag) in [(0, "{p00}"), (11, "{p11}"), (12, "{p12}"), (345, "{p345}")] {
+        let key = |what: &str| format!("pre:{tag}:{what}");
+        assert_eq!(keys.work(p), key("work"));
+        assert_eq!(keys.claimed(p), key("claimed"));
+        assert_eq!(keys.recovery(p), key("recovery"));
+        assert_eq!(keys.delayed(p), key("delayed"));
+        assert_eq!(keys.sync(p), key("sync"));
+        assert_eq!(keys.wake(p), key("wake"));
+        assert_eq!(keys.task_prefix(p), key("task:"));
+        assert_eq!(keys.dead_letter_prefix(p), key("dead:"));
+        assert_eq!(keys.task_index_prefix(p), key("ix:"));
+        assert_eq!(keys.task_index(p, "t"), key("ix:74"));
+        assert_eq!(keys.task_tenants(p), key("ixt"));
+        assert_eq!(keys.dead_by_tenant(p, "t"), key("dead_t:74"));
+        assert_eq!(keys.dead_by_scope(p, &scope), key("dead_s:74.73"));
+    }
+    let id = TaskId::from_random(11, [2; 16]);
+    assert_eq!(keys.task(&id).unwrap(), format!("pre:{{p11}}:task:{id}"));
+    assert_eq!(keys.events(&id).unwrap(), format!("pre:{{p11}}:events:{id}"));
+    assert_eq!(keys.dead_letter(&id).unwrap(), format!("pre:{{p11}}:dead:{id}"));
+    assert_eq!(keys.all_work().len(), 12);
+    assert_eq!(keys.all_work()[3], "pre:{p03}:work");
+    assert_eq!(keys.clone(), keys, "clones share the spelt prefixes and compare equal");
+    assert_ne!(Keys::new("pre", 11), keys);
+    let one_by_one = [
+        keys.scope_bytes_buckets(&scope),
+        keys.scope_bytes(&scope),
+        keys.scope_bytes_sizes(&scope),
+        keys.scope_bytes_total(&scope),
+    ];
+    assert_eq!(keys.scope_byte_keys(&scope), one_by_one);
+    assert_eq!(one_by_one[2], "pre:{s.74.73}:bytes_sizes");
+}
+
 #[test]
 fn ids_outside_the_partitions_name_nothing() {
     let keys = Keys::new("presa", 16);
