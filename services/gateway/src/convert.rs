@@ -114,7 +114,13 @@ pub(crate) fn call_params(
     meta: Map<String, Value>,
 ) -> Result<CallToolRequestParams, serde_json::Error> {
     let mut params = CallToolRequestParams::new(name.to_string());
-    params.arguments = from_json::<Option<JsonObject>>(arguments)?;
+    // Moved in as they are (deserialising a map from a `Value` rebuilds it entry by entry).
+    params.arguments = match arguments {
+        Value::Object(map) => Some(map),
+        Value::Null => None,
+        // Refused, in serde's words for what was given.
+        other => from_json::<Option<JsonObject>>(other)?,
+    };
     if let Some(retry) = retry {
         params.input_responses = Some(retry.input_responses.clone().into_iter().collect());
         params.request_state = retry.request_state.clone();

@@ -59,11 +59,16 @@ impl Stats {
     /// A call of upstream tool `tool` ended; `error`: it failed or answered `isError`.
     pub(crate) fn called(&self, tool: &str, error: bool) {
         let mut calls = self.calls.lock().expect("stats lock");
-        if !calls.contains_key(tool) && calls.len() >= presa_store::upstreams::MAX_REPORTED_TOOLS {
-            return;
+        // Its name is copied only the first time (`entry` would copy it on every call).
+        if !calls.contains_key(tool) {
+            if calls.len() >= presa_store::upstreams::MAX_REPORTED_TOOLS {
+                return;
+            }
+            calls.insert(tool.to_string(), (0, 0));
         }
-        let c = calls.entry(tool.to_string()).or_default();
-        (c.0, c.1) = (c.0 + 1, c.1 + u64::from(error));
+        if let Some(c) = calls.get_mut(tool) {
+            (c.0, c.1) = (c.0 + 1, c.1 + u64::from(error));
+        }
     }
 
     /// `starting`, `ready` or `failing`.

@@ -41,22 +41,25 @@ impl UpstreamHttp {
         UpstreamHttp { client, tokens }
     }
 
-    /// Run `call` with a token (or the `given` header when the upstream needs
-    /// no sign-in); on a 401, once more with a new token.
-    async fn signed<T, F, Fut>(&self, given: Option<String>, call: F) -> Result<T, HttpError>
+    /// Run `call` on `request` with a token (or the `given` header when the
+    /// upstream needs no sign-in); on a 401, once more with a new token.
+    /// `request` is copied only for an upstream that needs sign-in (a 401 may
+    /// send it twice): otherwise it is sent as it is, its message not cloned.
+    async fn signed<R, T, F, Fut>(&self, given: Option<String>, request: R, call: F) -> Result<T, HttpError>
     where
-        F: Fn(Option<String>) -> Fut,
+        R: Clone,
+        F: Fn(Option<String>, R) -> Fut,
         Fut: Future<Output = Result<T, HttpError>>,
     {
-        let Some(tokens) = &self.tokens else { return call(given).await };
+        let Some(tokens) = &self.tokens else { return call(given, request).await };
         let token = tokens.token().await.map_err(token_failed)?;
-        match call(Some(token.expose().to_string())).await {
+        match call(Some(token.expose().to_string()), request.clone()).await {
             Err(e) if is_unauthorized(&e) => {
                 tracing::info!(upstream = %tokens.upstream(),
                     "the upstream refused the access token (HTTP 401); fetching a new one and sending the request again");
                 tokens.invalidate(&token);
                 let fresh = tokens.token().await.map_err(token_failed)?;
-                call(Some(fresh.expose().to_string())).await
+                call(Some(fresh.expose().to_string()), request).await
             }
             other => other,
         }
@@ -111,10 +114,9 @@ impl StreamableHttpClient for UpstreamHttp {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
-        self.signed(auth_header, |token| {
-            let (uri, message, session_id, headers) =
-                (uri.clone(), message.clone(), session_id.clone(), custom_headers.clone());
-            async move { self.client.post_message(uri, message, session_id, token, headers).await }
+        let request = (uri, message, session_id, custom_headers);
+        self.signed(auth_header, request, |token, (uri, message, session_id, headers)| async move {
+            self.client.post_message(uri, message, session_id, token, headers).await
         })
         .await
     }
@@ -128,15 +130,12 @@ impl StreamableHttpClient for UpstreamHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
-        self.signed(auth_header, |token| {
-            let (uri, message, session_id, headers) =
-                (uri.clone(), message.clone(), session_id.clone(), custom_headers.clone());
-            async move {
-                let client = &self.client;
-                client
-                    .post_message_with_max_sse_event_size(uri, message, session_id, token, headers, max_sse_event_size)
-                    .await
-            }
+        let request = (uri, message, session_id, custom_headers);
+        self.signed(auth_header, request, |token, (uri, message, session_id, headers)| async move {
+            let client = &self.client;
+            client
+                .post_message_with_max_sse_event_size(uri, message, session_id, token, headers, max_sse_event_size)
+                .await
         })
         .await
     }
@@ -150,12 +149,9 @@ impl StreamableHttpClient for UpstreamHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
-        self.signed(auth_header, |token| {
-            let (uri, message, session_id, headers) =
-                (uri.clone(), message.clone(), session_id.clone(), custom_headers.clone());
-            async move {
-                self.client.post_message_with_response_limits(uri, message, session_id, token, headers, limits).await
-            }
+        let request = (uri, message, session_id, custom_headers);
+        self.signed(auth_header, request, |token, (uri, message, session_id, headers)| async move {
+            self.client.post_message_with_response_limits(uri, message, session_id, token, headers, limits).await
         })
         .await
     }
@@ -167,9 +163,9 @@ impl StreamableHttpClient for UpstreamHttp {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), HttpError> {
-        self.signed(auth_header, |token| {
-            let (uri, session_id, headers) = (uri.clone(), session_id.clone(), custom_headers.clone());
-            async move { self.client.delete_session(uri, session_id, token, headers).await }
+        let request = (uri, session_id, custom_headers);
+        self.signed(auth_header, request, |token, (uri, session_id, headers)| async move {
+            self.client.delete_session(uri, session_id, token, headers).await
         })
         .await
     }
@@ -182,10 +178,9 @@ impl StreamableHttpClient for UpstreamHttp {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<sse_stream::Sse, SseError>>, HttpError> {
-        self.signed(auth_header, |token| {
-            let (uri, session_id, last, headers) =
-                (uri.clone(), session_id.clone(), last_event_id.clone(), custom_headers.clone());
-            async move { self.client.get_stream(uri, session_id, last, token, headers).await }
+        let request = (uri, session_id, last_event_id, custom_headers);
+        self.signed(auth_header, request, |token, (uri, session_id, last, headers)| async move {
+            self.client.get_stream(uri, session_id, last, token, headers).await
         })
         .await
     }
@@ -199,15 +194,10 @@ impl StreamableHttpClient for UpstreamHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<sse_stream::Sse, SseError>>, HttpError> {
-        self.signed(auth_header, |token| {
-            let (uri, session_id, last, headers) =
-                (uri.clone(), session_id.clone(), last_event_id.clone(), custom_headers.clone());
-            async move {
-                let client = &self.client;
-                client
-                    .get_stream_with_max_sse_event_size(uri, session_id, last, token, headers, max_sse_event_size)
-                    .await
-            }
+        let request = (uri, session_id, last_event_id, custom_headers);
+        self.signed(auth_header, request, |token, (uri, session_id, last, headers)| async move {
+            let client = &self.client;
+            client.get_stream_with_max_sse_event_size(uri, session_id, last, token, headers, max_sse_event_size).await
         })
         .await
     }
