@@ -102,12 +102,15 @@ impl<F: Flush> Shared<F> {
     async fn run(self: Arc<Self>) {
         // Dropped unfinished (its runtime shut down): the queue must not stay
         // marked as flushing, or nothing would ever flush it again.
-        let _stopped = Stopped(&self);
+        let mut stopped = Stopped { shared: &self, finished: false };
         loop {
             let batch: Vec<Waiting<F>> = {
                 let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
                 if state.queued.is_empty() {
                     state.flushing = false;
+                    // From here a submitter may start the next flush: the
+                    // guard must leave its queue alone.
+                    stopped.finished = true;
                     return;
                 }
                 let n = state.queued.len().min(self.max);
@@ -144,11 +147,19 @@ impl<F: Flush> Shared<F> {
 /// ends; items still queued when it was dropped unfinished are answered
 /// [`unanswered`] (their submitters would otherwise wait for a flush that
 /// never comes, if none submits after them).
-struct Stopped<'a, F: Flush>(&'a Shared<F>);
+struct Stopped<'a, F: Flush> {
+    shared: &'a Shared<F>,
+    /// Set when the flush ended by finding the queue empty (it cleared
+    /// `flushing` itself, and a newer flush may own the queue by now).
+    finished: bool,
+}
 
 impl<F: Flush> Drop for Stopped<'_, F> {
     fn drop(&mut self) {
-        let mut state = self.0.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.finished {
+            return;
+        }
+        let mut state = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
         if state.flushing {
             state.flushing = false;
             for (_, answer) in state.queued.drain(..) {
@@ -283,6 +294,38 @@ mod tests {
         // A flush that panics answers its items, and the queue still works.
         assert!(matches!(batcher.submit(666).await, Err(RedisStoreError::Unanswered(_))));
         assert_eq!(batcher.submit(4).await.unwrap(), 40);
+    }
+
+    /// Writes submitted back to back from many tasks, each flush ending as
+    /// the next submitter starts one: every write is answered by its flush
+    /// (a flush that ended must never touch the queue a newer one owns).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn flushes_handing_over_back_to_back_answer_every_write() {
+        struct Echo;
+        impl Flush for Echo {
+            type Item = u32;
+            type Reply = u32;
+            fn groups<T>(&self, items: Vec<T>, _item: impl Fn(&T) -> &u32) -> Vec<Vec<T>> {
+                vec![items]
+            }
+            async fn flush(&self, group: Vec<u32>) -> Result<Vec<u32>, RedisStoreError> {
+                tokio::task::yield_now().await;
+                Ok(group)
+            }
+        }
+        let batcher = Batcher::new(Echo, 64);
+        let loops = (0..16u32).map(|t| {
+            let b = batcher.clone();
+            tokio::spawn(async move {
+                for i in 0..2_000 {
+                    let n = t * 10_000 + i;
+                    assert_eq!(b.submit(n).await.unwrap(), n, "write {n} answered by its flush");
+                }
+            })
+        });
+        for l in futures::future::join_all(loops).await {
+            l.unwrap();
+        }
     }
 
     /// A flush task dropped unfinished (its runtime shut down) answers what
