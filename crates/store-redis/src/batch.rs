@@ -323,7 +323,7 @@ mod tests {
                 }
             })
         });
-        for l in futures::future::join_all(loops).await {
+        for l in join_all(loops).await {
             l.unwrap();
         }
     }
