@@ -239,12 +239,21 @@ mod tests {
         tokio::spawn(async move { b.submit(n).await })
     }
 
-    #[tokio::test]
-    async fn items_arriving_during_a_flush_go_out_together_in_order_up_to_max() {
+    /// A batcher over [`Tens`] of at most `max` items, with a first write
+    /// (1) whose flush is in flight and held until `release`.
+    async fn held_flush(
+        max: usize,
+    ) -> (Arc<Tens>, Batcher<Arc<Tens>>, tokio::task::JoinHandle<Result<u32, RedisStoreError>>) {
         let tens = Arc::new(Tens::default());
-        let batcher = Batcher::new(tens.clone(), 3);
+        let batcher = Batcher::new(tens.clone(), max);
         let first = spawn_submit(&batcher, 1);
         calls_reach(&tens, 1).await;
+        (tens, batcher, first)
+    }
+
+    #[tokio::test]
+    async fn items_arriving_during_a_flush_go_out_together_in_order_up_to_max() {
+        let (tens, batcher, first) = held_flush(3).await;
         // While the first call is in flight, six more queue: two batches of three.
         let mut rest = Vec::new();
         for n in [2, 3, 24, 5, 6, 7] {
@@ -264,10 +273,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_group_error_reaches_every_item_of_it_and_only_them() {
-        let tens = Arc::new(Tens::default());
-        let batcher = Batcher::new(tens.clone(), 64);
-        let first = spawn_submit(&batcher, 1);
-        calls_reach(&tens, 1).await;
+        let (tens, batcher, first) = held_flush(64).await;
         let (a, b, c) = (spawn_submit(&batcher, 12), spawn_submit(&batcher, 13), spawn_submit(&batcher, 21));
         tokio::time::sleep(Duration::from_millis(20)).await;
         tens.release.notify_one();
@@ -280,11 +286,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_dropped_submitter_strands_no_one_and_a_panic_is_answered() {
-        let tens = Arc::new(Tens::default());
-        let batcher = Batcher::new(tens.clone(), 64);
         // The submitter that started the flush stops waiting for it.
-        let first = spawn_submit(&batcher, 1);
-        calls_reach(&tens, 1).await;
+        let (tens, batcher, first) = held_flush(64).await;
         let queued = spawn_submit(&batcher, 2);
         tokio::time::sleep(Duration::from_millis(20)).await;
         first.abort();
