@@ -249,7 +249,7 @@ fn build_some(
 /// A served tool as presa's: its `[[tool]]` rule is the one matching the
 /// name it is listed by, and its policies read its shaped annotations.
 fn tool(config: &GatewayConfig, up: &UpstreamConfig, pool: &Arc<Pool>, shaped: Shaped) -> Tool {
-    let Shaped { upstream_name, name, descriptor, call } = shaped;
+    let Shaped { upstream_name, name, descriptor, call, header_params } = shaped;
     let rule = config.rule(&name);
     let policy = policy_of(rule, config.task_after, &descriptor);
     let rerun = rule.and_then(|r| r.rerun).unwrap_or(Rerun::Auto);
@@ -265,6 +265,7 @@ fn tool(config: &GatewayConfig, up: &UpstreamConfig, pool: &Arc<Pool>, shaped: S
         timings: config.timings.clone(),
         forward_identity: config.forward_identity,
         shape: call,
+        header_params,
     };
     let mut d = descriptor;
     d["execution"] = json!({ "taskSupport": support(&policy) });

@@ -41,6 +41,10 @@ pub struct Shaped {
     pub descriptor: Value,
     /// What its calls go through.
     pub call: CallShape,
+    /// Whether the upstream's `inputSchema` marks arguments to travel as
+    /// SEP-2243 `Mcp-Param-*` headers, which only rmcp's client sends: its
+    /// calls never take the gateway's own POST (`upstream/direct.rs`).
+    pub header_params: bool,
 }
 
 /// The tools of `up` that presa serves, shaped, in the listing's order;
@@ -88,12 +92,13 @@ pub fn shape_tools(up: &UpstreamConfig, tools: &[Value]) -> Result<Vec<Shaped>, 
 /// One served tool shaped by `table` (none: as the upstream lists it, with its prefix).
 fn shape_tool(up: &UpstreamConfig, d: &Value, table: Option<&ToolShape>) -> Result<Shaped, CatalogError> {
     let own = d["name"].as_str().unwrap_or_default();
+    let header_params = d["inputSchema"].to_string().contains("\"x-mcp-header\"");
     let name = format!("{}{}", up.prefix, table.and_then(|t| t.rename.as_deref()).unwrap_or(own));
     let Some(table) = table else {
         let mut descriptor = d.clone();
         descriptor["name"] = json!(name);
         let call = CallShape { tool: name.clone(), ..CallShape::default() };
-        return Ok(Shaped { upstream_name: own.to_string(), name, descriptor, call });
+        return Ok(Shaped { upstream_name: own.to_string(), name, descriptor, call, header_params });
     };
     for (what, args) in [("pin", &table.pin), ("defaults", &table.defaults)] {
         if let Some(arg) = args.keys().find(|a| d["inputSchema"]["properties"].get(a.as_str()).is_none()) {
@@ -115,7 +120,7 @@ fn shape_tool(up: &UpstreamConfig, d: &Value, table: Option<&ToolShape>) -> Resu
         defaults: to_map(&table.defaults),
         max_output_bytes: table.max_output_bytes,
     };
-    Ok(Shaped { upstream_name: own.to_string(), descriptor: descriptor(d, table, &name), name, call })
+    Ok(Shaped { upstream_name: own.to_string(), descriptor: descriptor(d, table, &name), name, call, header_params })
 }
 
 /// The descriptor clients see of a tool shaped by `table`, listed as `name`:

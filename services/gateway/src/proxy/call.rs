@@ -6,8 +6,12 @@
 use std::time::Duration;
 
 use presa_server::{ToolContext, ToolError, ToolOutput};
+use futures::future::BoxFuture;
 use rmcp::{
-    model::{CallToolRequest, CancelledNotificationParam, ClientRequest, ServerResult},
+    model::{
+        CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, ProgressToken, RequestId,
+        ServerResult,
+    },
     service::{PeerRequestOptions, ServiceError},
 };
 use serde_json::{Map, Value, json};
@@ -23,7 +27,7 @@ use super::{
 use crate::{
     convert::{Retry, bad_params, call_params, input_requests, tool_output},
     pool::Lease,
-    upstream::{Event, INVALID_ANSWER},
+    upstream::{Answer, Event, INVALID_ANSWER, Sent},
 };
 
 /// One run of a proxied call.
@@ -70,8 +74,9 @@ impl Call<'_> {
                 Err(e) => return Ok(Round::Done(Err(e))),
             };
             match answer {
-                ServerResult::CallToolResult(r) => return Ok(Round::Done(Ok(tool_output(&r)))),
-                ServerResult::InputRequiredResult(r) => {
+                Answer::Complete(v) => return Ok(Round::Done(Ok(ToolOutput::Complete(v)))),
+                Answer::Other(ServerResult::CallToolResult(r)) => return Ok(Round::Done(Ok(tool_output(&r)))),
+                Answer::Other(ServerResult::InputRequiredResult(r)) => {
                     // The upstream call is over; what the caller answers goes into a retry.
                     let input_responses = match self.ask_all(input_requests(r.input_requests.as_ref())).await {
                         Ok(a) => a,
@@ -79,7 +84,7 @@ impl Call<'_> {
                     };
                     retry = Some(Retry { input_responses, request_state: r.request_state });
                 }
-                ServerResult::CreateTaskResult(t) => return Ok(Round::Task(t.task.task_id)),
+                Answer::Other(ServerResult::CreateTaskResult(t)) => return Ok(Round::Task(t.task.task_id)),
                 _ => {
                     let e = rpc(format!("upstream {name:?} answered tools/call with something else"), false);
                     return Ok(Round::Done(Err(e)));
@@ -92,12 +97,16 @@ impl Call<'_> {
     /// Send one `tools/call` and serve the upstream's events until it
     /// answers: its result, or the error it answered (the call is over
     /// upstream); `Abandon` when the call may still run there.
+    ///
+    /// On a Streamable HTTP connection that learnt how, the call goes as the
+    /// gateway's own POST (`upstream/direct.rs`); an SSE answer is handed to
+    /// rmcp, which then runs the call as on its own path without sending it again.
     async fn once(
         &mut self,
         lease: &Lease,
         arguments: &Value,
         retry: Option<&Retry>,
-    ) -> Result<Result<ServerResult, ToolError>, Abandon> {
+    ) -> Result<Result<Answer, ToolError>, Abandon> {
         let conn = lease.conn();
         // The trace goes on upstream (SEP-414 `traceparent` in `_meta`), and
         // the caller's identity when the operator asked for it.
@@ -107,67 +116,116 @@ impl Call<'_> {
             let caller = self.ctx.caller();
             meta.insert(CALLER_META.into(), json!({ "tenant": caller.tenant(), "subject": caller.subject() }));
         }
-        let params = call_params(&self.tool.upstream_name, arguments.clone(), retry, meta)
+        let direct = conn
+            .direct()
+            .filter(|_| !self.tool.header_params)
+            .and_then(|d| Some((d, d.template(&self.tool.upstream_name)?)));
+        if let Some((_, template)) = &direct {
+            meta.extend(template.context().iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        let mut params = call_params(&self.tool.upstream_name, arguments.clone(), retry, meta)
             .map_err(|e| Abandon(bad_params("arguments", &e)))?;
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let (_scope, mut events) = conn.begin_call();
-        let options = PeerRequestOptions::with_timeout(self.tool.timings.call_timeout);
-        let handle = conn
-            .peer()
-            .send_request_with_option(request, options)
-            .await
-            .map_err(|e| Abandon(self.tool.service_failure(self.ctx, e, false)))?;
-        let id = handle.id.clone();
-        lease.running(Some(id.clone()));
-        let response = handle.await_response();
-        tokio::pin!(response);
+        let timeout = self.tool.timings.call_timeout;
+        let deadline = Instant::now() + timeout;
+        // The ids the upstream may know the call by (a call handed off to rmcp has two).
+        let mut ids: Vec<RequestId> = Vec::with_capacity(2);
+        let mut pending = match direct {
+            Some((d, template)) => {
+                let id = d.next_id();
+                params.meta.get_or_insert_default().set_progress_token(ProgressToken(id.clone()));
+                lease.running(Some(id.clone()));
+                ids.push(id.clone());
+                Pending::Direct(Box::pin(async move {
+                    let sent = tokio::time::timeout(timeout, d.call(&template, &id, &params)).await;
+                    (sent.unwrap_or(Err(ServiceError::Timeout { timeout })), params)
+                }))
+            }
+            None => {
+                let (id, response) = via_rmcp(lease, params, timeout)
+                    .await
+                    .map_err(|e| Abandon(self.tool.service_failure(self.ctx, e, false)))?;
+                ids.push(id);
+                Pending::Rmcp(response)
+            }
+        };
+        let mut handed_off = false;
         let mut status = StatusPace { interval: self.tool.timings.status_interval, last: None, pending: None };
         let cancel = self.ctx.cancellation();
-        loop {
+        let r = loop {
             let flush_at = status.deadline();
-            tokio::select! {
-                r = &mut response => {
-                    // Progress sent just before the answer may still be on its
-                    // way (rmcp hands each notification to a task of its own):
-                    // let those tasks run, then take what they queued.
-                    tokio::task::yield_now().await;
-                    while let Ok(event) = events.try_recv() {
-                        if !matches!(event, Event::Question { .. }) {
-                            let _ = self.on_event(event, &mut status).await;
-                        }
-                    }
-                    lease.running(None);
-                    if let Some(last) = status.flush() {
-                        let _ = self.ctx.set_status(last).await;
-                    }
-                    return match r {
-                        Ok(answer) => Ok(Ok(answer)),
-                        // The upstream answered with an error: its call is over and
-                        // the connection goes back to the pool (a task trying
-                        // again needs no new child). An answer the stdio screen
-                        // replaced may still be running there: that one goes.
-                        Err(ServiceError::McpError(e)) if !e.message.starts_with(INVALID_ANSWER) => {
-                            Ok(Err(self.tool.service_failure(self.ctx, ServiceError::McpError(e), false)))
-                        }
-                        Err(e) => Err(Abandon(self.tool.service_failure(self.ctx, e, false))),
-                    };
-                }
+            let step = tokio::select! {
+                step = pending.next() => step,
                 Some(event) = events.recv() => {
                     if let Err(e) = self.on_event(event, &mut status).await {
-                        self.cancel_request(lease, id.clone(), &e).await;
+                        self.cancel_request(lease, &ids, &e).await;
                         return Err(Abandon(e));
                     }
+                    continue;
                 }
                 _ = tokio::time::sleep_until(flush_at.unwrap_or_else(Instant::now)), if flush_at.is_some() => {
                     if let Some(last) = status.flush() {
                         self.ctx.set_status(last).await?;
                     }
+                    continue;
                 }
                 _ = cancel.cancelled() => {
-                    self.cancel_request(lease, id.clone(), &ToolError::Cancelled).await;
+                    self.cancel_request(lease, &ids, &ToolError::Cancelled).await;
                     return Err(Abandon(ToolError::Cancelled));
                 }
+            };
+            match step {
+                Step::Answered(r) => break r,
+                // The upstream answers with a stream (rmcp takes it in place of
+                // its POST), or did not take the call: rmcp runs it.
+                Step::ToRmcp(sent, params) => {
+                    handed_off = matches!(sent, Sent::HandedOff);
+                    if !handed_off {
+                        ids.clear();
+                    }
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    let (id, response) = match via_rmcp(lease, params, left).await {
+                        Ok(sent) => sent,
+                        Err(e) => {
+                            forget_handoff(lease);
+                            return Err(Abandon(self.tool.service_failure(self.ctx, e, false)));
+                        }
+                    };
+                    ids.push(id);
+                    // The upstream knows a call handed off by the gateway's id.
+                    if handed_off {
+                        lease.running(ids.first().cloned());
+                    }
+                    pending = Pending::Rmcp(response);
+                }
             }
+        };
+        if handed_off {
+            forget_handoff(lease);
+        }
+        // Progress sent just before the answer may still be on its
+        // way (rmcp hands each notification to a task of its own):
+        // let those tasks run, then take what they queued.
+        tokio::task::yield_now().await;
+        while let Ok(event) = events.try_recv() {
+            if !matches!(event, Event::Question { .. }) {
+                let _ = self.on_event(event, &mut status).await;
+            }
+        }
+        lease.running(None);
+        if let Some(last) = status.flush() {
+            let _ = self.ctx.set_status(last).await;
+        }
+        match r {
+            Ok(answer) => Ok(Ok(answer)),
+            // The upstream answered with an error: its call is over and
+            // the connection goes back to the pool (a task trying
+            // again needs no new child). An answer the stdio screen
+            // replaced may still be running there: that one goes.
+            Err(ServiceError::McpError(e)) if !e.message.starts_with(INVALID_ANSWER) => {
+                Ok(Err(self.tool.service_failure(self.ctx, ServiceError::McpError(e), false)))
+            }
+            Err(e) => Err(Abandon(self.tool.service_failure(self.ctx, e, false))),
         }
     }
 
@@ -196,15 +254,19 @@ impl Call<'_> {
         Ok(())
     }
 
-    /// Tell the upstream to stop a request this call no longer waits for.
-    async fn cancel_request(&self, lease: &Lease, id: rmcp::model::RequestId, why: &ToolError) {
+    /// Tell the upstream to stop a request this call no longer waits for
+    /// (by each id it may know it by: a call handed off to rmcp has the
+    /// gateway's, which the upstream knows, and rmcp's, which ends rmcp's wait).
+    async fn cancel_request(&self, lease: &Lease, ids: &[RequestId], why: &ToolError) {
         let reason = match why {
             ToolError::Cancelled => "cancelled by the client".to_string(),
             ToolError::NeedInput(_) => "the caller must answer first".to_string(),
             other => other.to_string(),
         };
-        let p = CancelledNotificationParam::new(Some(id), Some(reason));
-        let _ = lease.conn().peer().notify_cancelled(p).await;
+        for id in ids {
+            let p = CancelledNotificationParam::new(Some(id.clone()), Some(reason.clone()));
+            let _ = lease.conn().peer().notify_cancelled(p).await;
+        }
     }
 
     /// Stop using a connection: a call abandoned on it may still be running
@@ -215,6 +277,53 @@ impl Call<'_> {
             tokio::time::sleep(grace).await;
             conn.close().await;
         });
+    }
+}
+
+/// The answer a call waits for: the gateway's own POST, or rmcp's request.
+enum Pending<'a> {
+    Direct(BoxFuture<'a, (Result<Sent, ServiceError>, CallToolRequestParams)>),
+    Rmcp(BoxFuture<'static, Result<ServerResult, ServiceError>>),
+}
+
+/// What the awaited answer brought.
+enum Step {
+    /// The call's answer (or the error it ended with).
+    Answered(Result<Answer, ServiceError>),
+    /// The gateway's own POST was handed off or not taken: rmcp sends these params.
+    ToRmcp(Sent, CallToolRequestParams),
+}
+
+impl Pending<'_> {
+    async fn next(&mut self) -> Step {
+        match self {
+            Pending::Rmcp(response) => Step::Answered(response.await.map(Answer::Other)),
+            Pending::Direct(post) => match post.await {
+                (Ok(Sent::Answered(answer)), _) => Step::Answered(answer.map_err(ServiceError::McpError)),
+                (Ok(sent), params) => Step::ToRmcp(sent, params),
+                (Err(e), _) => Step::Answered(Err(e)),
+            },
+        }
+    }
+}
+
+/// Send `tools/call` with `params` through rmcp: its id, and its answer to await.
+async fn via_rmcp(
+    lease: &Lease,
+    params: CallToolRequestParams,
+    timeout: Duration,
+) -> Result<(RequestId, BoxFuture<'static, Result<ServerResult, ServiceError>>), ServiceError> {
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    let options = PeerRequestOptions::with_timeout(timeout);
+    let handle = lease.conn().peer().send_request_with_option(request, options).await?;
+    lease.running(Some(handle.id.clone()));
+    Ok((handle.id.clone(), Box::pin(handle.await_response())))
+}
+
+/// Drop a stream handed off that rmcp did not take (it never POSTed the call).
+fn forget_handoff(lease: &Lease) {
+    if let Some(d) = lease.conn().direct() {
+        d.clear_handoff();
     }
 }
 

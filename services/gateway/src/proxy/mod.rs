@@ -92,6 +92,9 @@ pub struct ProxyTool {
     pub forward_identity: bool,
     /// Its pinned and default arguments and its output cap.
     pub shape: CallShape,
+    /// Whether its upstream schema puts arguments in `Mcp-Param-*` headers
+    /// (its calls then always go through rmcp's client, which sends them).
+    pub header_params: bool,
 }
 
 impl ProxyTool {

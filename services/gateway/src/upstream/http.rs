@@ -4,6 +4,11 @@
 //! that token, and is sent once more with a new one: a 401 comes before the
 //! upstream acted on the request, so sending it again is safe for any tool.
 //!
+//! Every `tools/call` rmcp POSTs passes by [`Shared::rmcp_posts_call`]
+//! first (`upstream/direct.rs`): it is learnt as the template of the
+//! gateway's own POSTs, or answered with the stream of a call the gateway
+//! already sent (then it is not sent again).
+//!
 //! A failure to get a token travels through rmcp as the transport's I/O
 //! error holding an [`UpstreamError::Token`]; [`auth_failure`] finds it (or
 //! a 401 the new token did not cure) again, for the retry rules and the
@@ -14,7 +19,7 @@ use std::{collections::HashMap, sync::Arc};
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
 use rmcp::{
-    model::ClientJsonRpcMessage,
+    model::{ClientJsonRpcMessage, ClientRequest, GetMeta},
     transport::{
         DynamicTransportError,
         streamable_http_client::{
@@ -24,28 +29,51 @@ use rmcp::{
     },
 };
 
-use super::{UpstreamError, oauth::TokenSource};
+use super::{UpstreamError, direct::Shared, oauth::TokenSource};
 
-type HttpError = StreamableHttpError<reqwest::Error>;
+/// What rmcp's reqwest client fails with.
+pub(super) type HttpError = StreamableHttpError<reqwest::Error>;
 
 /// rmcp's reqwest client, signing in with `tokens` when the upstream needs it.
 #[derive(Debug, Clone)]
 pub struct UpstreamHttp {
     client: reqwest::Client,
     tokens: Option<Arc<TokenSource>>,
+    shared: Arc<Shared>,
 }
 
 impl UpstreamHttp {
-    /// `client`, sending the tokens of `tokens` (none: requests go as they are).
-    pub fn new(client: reqwest::Client, tokens: Option<Arc<TokenSource>>) -> Self {
-        UpstreamHttp { client, tokens }
+    /// `client`, sending the tokens of `tokens` (none: requests go as they
+    /// are), its `tools/call` POSTs passing by `shared`.
+    pub fn new(client: reqwest::Client, tokens: Option<Arc<TokenSource>>, shared: Arc<Shared>) -> Self {
+        UpstreamHttp { client, tokens, shared }
+    }
+
+    /// The HTTP client.
+    pub(super) fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+
+    /// A call rmcp is about to POST: answered with a stream handed off, or learnt.
+    fn intercept(
+        &self,
+        message: &ClientJsonRpcMessage,
+        session_id: Option<&Arc<str>>,
+        headers: &HashMap<HeaderName, HeaderValue>,
+    ) -> Option<StreamableHttpPostResponse> {
+        let ClientJsonRpcMessage::Request(request) = message else { return None };
+        if !matches!(request.request, ClientRequest::CallToolRequest(_)) {
+            return None;
+        }
+        // rmcp keeps the `_meta` it adds (the client context) beside the params, in the request's extensions.
+        self.shared.rmcp_posts_call(&request.id, session_id, headers, Some(request.request.get_meta()))
     }
 
     /// Run `call` on `request` with a token (or the `given` header when the
     /// upstream needs no sign-in); on a 401, once more with a new token.
     /// `request` is copied only for an upstream that needs sign-in (a 401 may
     /// send it twice): otherwise it is sent as it is, its message not cloned.
-    async fn signed<R, T, F, Fut>(&self, given: Option<String>, request: R, call: F) -> Result<T, HttpError>
+    pub(super) async fn signed<R, T, F, Fut>(&self, given: Option<String>, request: R, call: F) -> Result<T, HttpError>
     where
         R: Clone,
         F: Fn(Option<String>, R) -> Fut,
@@ -114,6 +142,9 @@ impl StreamableHttpClient for UpstreamHttp {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
+        if let Some(handed_off) = self.intercept(&message, session_id.as_ref(), &custom_headers) {
+            return Ok(handed_off);
+        }
         let request = (uri, message, session_id, custom_headers);
         self.signed(auth_header, request, |token, (uri, message, session_id, headers)| async move {
             self.client.post_message(uri, message, session_id, token, headers).await
@@ -130,6 +161,9 @@ impl StreamableHttpClient for UpstreamHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
+        if let Some(handed_off) = self.intercept(&message, session_id.as_ref(), &custom_headers) {
+            return Ok(handed_off);
+        }
         let request = (uri, message, session_id, custom_headers);
         self.signed(auth_header, request, |token, (uri, message, session_id, headers)| async move {
             let client = &self.client;
@@ -149,6 +183,9 @@ impl StreamableHttpClient for UpstreamHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
+        if let Some(handed_off) = self.intercept(&message, session_id.as_ref(), &custom_headers) {
+            return Ok(handed_off);
+        }
         let request = (uri, message, session_id, custom_headers);
         self.signed(auth_header, request, |token, (uri, message, session_id, headers)| async move {
             self.client.post_message_with_response_limits(uri, message, session_id, token, headers, limits).await

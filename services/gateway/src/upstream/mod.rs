@@ -27,11 +27,20 @@
 //! pool's one [`TokenSource`] (OAuth client credentials), and presents the
 //! client certificate of its `tls` table (with `--features tls`).
 //!
+//! A `tools/call` on a Streamable HTTP connection goes as the gateway's own
+//! POST ([`Direct`]) once rmcp sent one there to learn from; its SSE answers
+//! are handed back to rmcp (see `direct`).
+//!
 //! By part: `relay` routes what the upstream sends to the running call,
 //! `child` keeps a stdio child's environment, stderr and stdout in hand,
-//! `oauth` holds an upstream's access token, `http` puts it on its requests.
+//! `oauth` holds an upstream's access token, `http` puts it on its requests,
+//! `direct` sends a `tools/call` without rmcp.
 
-use std::{process::Stdio, sync::Arc, time::Duration};
+use std::{
+    process::Stdio,
+    sync::{Arc, atomic::AtomicU64},
+    time::Duration,
+};
 
 use rmcp::{
     RoleClient,
@@ -43,12 +52,14 @@ use tokio::sync::mpsc;
 use crate::config::{ClientTls, Endpoint, Protocol};
 
 mod child;
+mod direct;
 mod http;
 mod oauth;
 mod relay;
 
 pub use child::{INVALID_ANSWER, STDERR_LINE_MAX, child_env, escape_log_line, screen_answer};
 use child::{log_stderr, screen_stdout};
+pub use direct::{Answer, Direct, Sent, Template};
 pub use http::{UpstreamHttp, auth_failure, token_error};
 pub use oauth::TokenSource;
 use relay::Current;
@@ -150,6 +161,8 @@ pub struct Connection {
     relay: Relay,
     /// A stdio upstream's process (killed when dropped).
     child: Option<tokio::process::Child>,
+    /// A Streamable HTTP upstream's own way to POST `tools/call`.
+    direct: Option<Direct>,
 }
 
 /// Clears the connection's current call when dropped.
@@ -215,6 +228,7 @@ impl Connection {
         let relay = Relay { current: Arc::default(), lists_changed };
         // A stdio child, killed if it is dropped (a failed or late handshake included).
         let mut child: Option<tokio::process::Child> = None;
+        let mut direct: Option<Direct> = None;
         let start = async {
             match endpoint {
                 Endpoint::Stdio { argv, env, inherit, cwd } => {
@@ -252,7 +266,14 @@ impl Connection {
                         .filter_map(|(k, v)| Some((k.parse().ok()?, v.parse().ok()?)))
                         .collect::<std::collections::HashMap<_, _>>();
                     let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
-                    let client = UpstreamHttp::new(http_client(tls.as_ref())?, tokens);
+                    let shared = Arc::new(direct::Shared::default());
+                    let client = UpstreamHttp::new(http_client(tls.as_ref())?, tokens, shared.clone());
+                    direct = Some(Direct {
+                        http: client.clone(),
+                        uri: url.as_str().into(),
+                        shared,
+                        next_id: AtomicU64::new(0),
+                    });
                     let transport = StreamableHttpClientTransport::with_client(client, config);
                     serve_client_with_lifecycle(relay.clone(), transport, lifecycle).await
                 }
@@ -268,7 +289,12 @@ impl Connection {
         };
         let service =
             tokio::time::timeout(timeout, start).await.map_err(|_| UpstreamError::ConnectTimeout(timeout))??;
-        Ok(Connection { service, relay, child })
+        Ok(Connection { service, relay, child, direct })
+    }
+
+    /// The gateway's own `tools/call` POST (a Streamable HTTP upstream).
+    pub fn direct(&self) -> Option<&Direct> {
+        self.direct.as_ref()
     }
 
     /// The rmcp peer, to send requests.

@@ -1,0 +1,595 @@
+//! The gateway's own POST of a `tools/call` on a Streamable HTTP upstream,
+//! past rmcp's client: its service loop, transport worker, the typed parse of
+//! the answer and the conversion back to JSON were about half the
+//! instructions of a proxied call (presa-bench, callgrind).
+//!
+//! What it sends is what rmcp sent before on the same connection: rmcp's own
+//! `tools/call` there is kept as a [`Template`] (the session id, the headers
+//! with the negotiated `MCP-Protocol-Version`, and the client context a
+//! 2026-07-28 upstream wants in every request's `_meta`), so the gateway
+//! negotiates nothing itself; a connection with no template yet (its first
+//! call) goes through rmcp. Only the SEP-2243 `Mcp-Method` and `Mcp-Name`
+//! headers are made here, for a plain tool name (`Mcp-Param-*` headers come
+//! from a tool's schema annotations: such a tool always goes through rmcp).
+//!
+//! What the upstream answers:
+//! - `application/json`: parsed here; a complete result goes straight into
+//!   the JSON presa returns ([`Answer::Complete`]), anything else through
+//!   rmcp's model as before;
+//! - an SSE stream (progress, log lines and questions may come on it): handed
+//!   to rmcp ([`Shared::hand_off`]). The call then goes through rmcp, whose POST
+//!   is answered with this stream instead of being sent: nothing is sent twice,
+//!   and every notification and question reaches the call's relay exactly as
+//!   on rmcp's own path; the final answer's id is rewritten to rmcp's;
+//! - HTTP 404 on a session (it expired): the upstream did not take the call,
+//!   which goes through rmcp as rmcp sends its own (it opens a new session first);
+//! - other failures: the errors rmcp gives for them, so the retry rules and
+//!   messages do not change; a 401 is signed again once (`http.rs`).
+
+use std::{
+    borrow::Cow,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use futures::{StreamExt, stream::BoxStream};
+use http::{HeaderName, HeaderValue, StatusCode, header};
+use rmcp::{
+    RoleClient,
+    model::{CallToolRequestParams, ErrorData, RequestId, RequestMetaObject, ServerResult},
+    service::ServiceError,
+    transport::{
+        DynamicTransportError, StreamableHttpClientTransport,
+        common::http_header::{
+            BASE64_HEADER_PREFIX, EVENT_STREAM_MIME_TYPE, HEADER_MCP_METHOD, HEADER_MCP_NAME,
+            HEADER_MCP_PARAM_PREFIX, HEADER_SESSION_ID, JSON_MIME_TYPE,
+        },
+        streamable_http_client::{
+            AuthRequiredError, HttpStatusError, InsufficientScopeError, SseError, StreamableHttpError,
+            StreamableHttpPostResponse, StreamableHttpResponseLimits,
+        },
+    },
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::http::{HttpError, UpstreamHttp};
+
+/// The `_meta` keys the MCP specification reserves for itself: what rmcp puts
+/// there (a 2026-07-28 upstream's client context) is sent again as it was.
+const PROTOCOL_META_PREFIX: &str = "io.modelcontextprotocol/";
+
+/// How a `tools/call` goes on one connection, learnt from rmcp's own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Template {
+    /// The session (none on a stateless upstream).
+    session: Option<Arc<str>>,
+    /// The headers rmcp sent (the configured ones and `MCP-Protocol-Version`),
+    /// without the per-request SEP-2243 ones.
+    headers: Vec<(HeaderName, HeaderValue)>,
+    /// Whether rmcp sent SEP-2243 headers (`Mcp-Method`): this one sends them too.
+    standard_headers: bool,
+    /// The protocol's own `_meta` keys rmcp sent (a 2026-07-28 upstream's client context).
+    context: Map<String, Value>,
+}
+
+impl Template {
+    /// What rmcp's `tools/call` with these `headers`, `session` and `meta` says of the next.
+    fn learn(
+        session: Option<&Arc<str>>,
+        headers: &std::collections::HashMap<HeaderName, HeaderValue>,
+        meta: Option<&RequestMetaObject>,
+    ) -> Template {
+        let per_request = |name: &HeaderName| {
+            let n = name.as_str();
+            n.eq_ignore_ascii_case(HEADER_MCP_METHOD)
+                || n.eq_ignore_ascii_case(HEADER_MCP_NAME)
+                || n.len() >= HEADER_MCP_PARAM_PREFIX.len()
+                    && n[..HEADER_MCP_PARAM_PREFIX.len()].eq_ignore_ascii_case(HEADER_MCP_PARAM_PREFIX)
+        };
+        let method = HeaderName::from_static("mcp-method");
+        Template {
+            session: session.cloned(),
+            headers: headers.iter().filter(|(n, _)| !per_request(n)).map(|(n, v)| (n.clone(), v.clone())).collect(),
+            standard_headers: headers.contains_key(&method),
+            context: meta
+                .map(|m| {
+                    m.0.0.iter().filter(|(k, _)| k.starts_with(PROTOCOL_META_PREFIX)).map(|(k, v)| (k.clone(), v.clone()))
+                })
+                .into_iter()
+                .flatten()
+                .collect(),
+        }
+    }
+
+    /// The protocol's `_meta` keys every request carries on this connection.
+    pub fn context(&self) -> &Map<String, Value> {
+        &self.context
+    }
+}
+
+/// An SSE answer to the gateway's own POST, waiting for rmcp's POST of the same call.
+struct Handoff {
+    /// The id the upstream knows the call by.
+    ours: RequestId,
+    stream: BoxStream<'static, Result<sse_stream::Sse, SseError>>,
+}
+
+/// What a connection's [`UpstreamHttp`] and the gateway's own POST share.
+#[derive(Default)]
+pub struct Shared {
+    template: Mutex<Option<Arc<Template>>>,
+    handoff: Mutex<Option<Handoff>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").field("template", &self.template).finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    /// rmcp is about to POST `tools/call` `theirs` (with these `session`,
+    /// `headers` and `meta`): the stream of a call handed off, its answer's id
+    /// rewritten to `theirs`, if there is one (the POST is then not sent);
+    /// otherwise the POST is kept as the template of the next call.
+    pub(super) fn rmcp_posts_call(
+        &self,
+        theirs: &RequestId,
+        session: Option<&Arc<str>>,
+        headers: &std::collections::HashMap<HeaderName, HeaderValue>,
+        meta: Option<&RequestMetaObject>,
+    ) -> Option<StreamableHttpPostResponse> {
+        if let Some(Handoff { ours, stream }) = self.handoff.lock().ok()?.take() {
+            let theirs = theirs.clone();
+            let stream = stream.map(move |event| {
+                event.map(|mut sse| {
+                    if let Some(data) = sse.data.as_mut() {
+                        rewrite_answer_id(data, &ours, &theirs);
+                    }
+                    sse
+                })
+            });
+            return Some(StreamableHttpPostResponse::Sse(stream.boxed(), session.map(|s| s.to_string())));
+        }
+        let learnt = Template::learn(session, headers, meta);
+        if let Ok(mut t) = self.template.lock()
+            && t.as_deref() != Some(&learnt)
+        {
+            *t = Some(Arc::new(learnt));
+        }
+        None
+    }
+
+    /// The template of the next call, once rmcp sent one on this connection.
+    pub fn template(&self) -> Option<Arc<Template>> {
+        self.template.lock().ok()?.clone()
+    }
+
+    /// Forget a stream not taken (rmcp's POST of its call never came).
+    pub fn clear_handoff(&self) {
+        if let Ok(mut h) = self.handoff.lock() {
+            h.take();
+        }
+    }
+
+    fn hand_off(&self, handoff: Handoff) {
+        if let Ok(mut h) = self.handoff.lock() {
+            *h = Some(handoff);
+        }
+    }
+}
+
+/// In an SSE event's `data`: the answer to `ours` made the answer to `theirs`.
+fn rewrite_answer_id(data: &mut String, ours: &RequestId, theirs: &RequestId) {
+    let RequestId::String(tag) = ours else { return };
+    if !data.contains(tag.as_ref()) {
+        return;
+    }
+    let Ok(mut message) = serde_json::from_str::<Map<String, Value>>(data) else { return };
+    let is_answer = message.contains_key("result") || message.contains_key("error");
+    if is_answer && message.get("id").and_then(Value::as_str) == Some(tag.as_ref()) {
+        message.insert("id".into(), serde_json::to_value(theirs).unwrap_or(Value::Null));
+        *data = Value::Object(message).to_string();
+    }
+}
+
+/// How the gateway's own POST of a call ended.
+#[derive(Debug)]
+pub enum Sent {
+    /// The upstream answered (a result or its error: the call is over there).
+    Answered(Result<Answer, ErrorData>),
+    /// It answers with a stream: send the call through rmcp, which takes the
+    /// stream instead of sending it again.
+    HandedOff,
+    /// The upstream did not take it (its session expired): send it through rmcp.
+    NotTaken,
+}
+
+/// A `tools/call` result.
+#[derive(Debug)]
+pub enum Answer {
+    /// A complete result, as presa returns it (`resultType` removed).
+    Complete(Value),
+    /// Another kind of result (input required, an upstream task), in rmcp's model.
+    Other(ServerResult),
+}
+
+/// The JSON-RPC envelope of an answer, its result left as JSON.
+#[derive(Deserialize)]
+struct Envelope {
+    id: Option<RequestId>,
+    result: Option<Map<String, Value>>,
+    error: Option<ErrorData>,
+}
+
+/// The JSON-RPC request the gateway sends.
+#[derive(Serialize)]
+struct Request<'a> {
+    jsonrpc: &'static str,
+    id: &'a RequestId,
+    method: &'static str,
+    params: &'a CallToolRequestParams,
+}
+
+/// A connection's own way to POST `tools/call`.
+#[derive(Debug)]
+pub struct Direct {
+    pub(super) http: UpstreamHttp,
+    pub(super) uri: Arc<str>,
+    pub(super) shared: Arc<Shared>,
+    pub(super) next_id: AtomicU64,
+}
+
+impl Direct {
+    /// The template of the next call, if rmcp already sent one on this
+    /// connection and a call of `tool` can go without rmcp (its name fits a
+    /// header as it is).
+    pub fn template(&self, tool: &str) -> Option<Arc<Template>> {
+        let plain = !tool.is_empty()
+            && !tool.starts_with(BASE64_HEADER_PREFIX)
+            && tool.bytes().all(|b| b.is_ascii_graphic());
+        plain.then(|| self.shared.template()).flatten()
+    }
+
+    /// A new request id (a string rmcp's numbers never collide with).
+    pub fn next_id(&self) -> RequestId {
+        RequestId::String(format!("presa-gw-{}", self.next_id.fetch_add(1, Ordering::Relaxed)).into())
+    }
+
+    /// Forget a stream rmcp did not take.
+    pub fn clear_handoff(&self) {
+        self.shared.clear_handoff();
+    }
+
+    /// POST `tools/call` `params` as request `id` after `template`. The
+    /// caller put the template's context and a progress token in `params`' `_meta`.
+    pub async fn call(
+        &self,
+        template: &Template,
+        id: &RequestId,
+        params: &CallToolRequestParams,
+    ) -> Result<Sent, ServiceError> {
+        let body = serde_json::to_vec(&Request { jsonrpc: "2.0", id, method: "tools/call", params })
+            .map_err(|e| transport_error(StreamableHttpError::Deserialize(e)))?;
+        let name = HeaderValue::from_str(&params.name).ok();
+        let limits = StreamableHttpResponseLimits::default();
+        let send = |token: Option<String>, body: Vec<u8>| {
+            let mut request = self
+                .http
+                .client()
+                .post(self.uri.as_ref())
+                .header(header::ACCEPT, HeaderValue::from_static("text/event-stream, application/json"))
+                .header(header::CONTENT_TYPE, HeaderValue::from_static(JSON_MIME_TYPE));
+            for (k, v) in &template.headers {
+                request = request.header(k, v);
+            }
+            if let Some(session) = &template.session {
+                request = request.header(HEADER_SESSION_ID, session.as_ref());
+            }
+            if template.standard_headers {
+                request = request.header(HEADER_MCP_METHOD, HeaderValue::from_static("tools/call"));
+                if let Some(name) = &name {
+                    request = request.header(HEADER_MCP_NAME, name.clone());
+                }
+            }
+            if let Some(token) = token {
+                request = request.bearer_auth(token);
+            }
+            async move { answer_status(request.body(body).send().await?, limits).await }
+        };
+        let response = match self.http.signed(None, body, send).await.map_err(transport_error)? {
+            Status::Read(response) => response,
+            Status::Rpc(error) => return Ok(Sent::Answered(Err(error))),
+        };
+        let status = response.status();
+        if status == StatusCode::NOT_FOUND {
+            if template.session.is_some() {
+                return Ok(Sent::NotTaken);
+            }
+            let body = read_bounded(response, limits.max_error_response_size).await.unwrap_or_default();
+            return Err(transport_error(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!(
+                "HTTP {status}: {}",
+                String::from_utf8_lossy(&body)
+            )))));
+        }
+        let content_type = response.headers().get(header::CONTENT_TYPE).cloned();
+        let is = |mime: &str| content_type.as_ref().is_some_and(|ct| media_type_is(ct.as_bytes(), mime));
+        if is(EVENT_STREAM_MIME_TYPE) {
+            let stream = bounded_sse(response, limits.max_sse_event_size);
+            self.shared.hand_off(Handoff { ours: id.clone(), stream });
+            return Ok(Sent::HandedOff);
+        }
+        if !is(JSON_MIME_TYPE) {
+            let ct = content_type.map(|ct| String::from_utf8_lossy(ct.as_bytes()).into_owned());
+            return Err(transport_error(StreamableHttpError::UnexpectedContentType(ct)));
+        }
+        let body = read_bounded(response, limits.max_json_response_size).await.map_err(transport_error)?;
+        let envelope: Envelope = serde_json::from_slice(&body).map_err(|e| {
+            transport_error(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!(
+                "the upstream's answer to tools/call is not JSON-RPC: {e}"
+            ))))
+        })?;
+        if let Some(error) = envelope.error {
+            return Ok(Sent::Answered(Err(error)));
+        }
+        match (envelope.id, envelope.result) {
+            (Some(answered), Some(result)) if &answered == id => Ok(Sent::Answered(Ok(answer(result)?))),
+            _ => Err(transport_error(StreamableHttpError::UnexpectedServerResponse(Cow::Borrowed(
+                "the upstream answered tools/call with something else than its answer",
+            )))),
+        }
+    }
+}
+
+/// A result as presa returns it when it is a complete one (rmcp's rule: no
+/// `resultType` or `complete`, and `content`, `structuredContent` or `isError`);
+/// otherwise in rmcp's model.
+fn answer(mut result: Map<String, Value>) -> Result<Answer, ServiceError> {
+    let complete = match result.get("resultType") {
+        None => true,
+        Some(t) => t == "complete",
+    };
+    let content_ok = result.get("content").is_none_or(Value::is_array);
+    let known = ["content", "structuredContent", "isError"].iter().any(|k| result.contains_key(*k));
+    if complete && content_ok && known {
+        result.remove("resultType");
+        return Ok(Answer::Complete(Value::Object(result)));
+    }
+    serde_json::from_value::<ServerResult>(Value::Object(result)).map(Answer::Other).map_err(|e| {
+        transport_error(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!(
+            "the upstream's result of tools/call is not valid MCP: {e}"
+        ))))
+    })
+}
+
+/// Whether `value` (a `Content-Type`) is `mime`, parameters aside.
+fn media_type_is(value: &[u8], mime: &str) -> bool {
+    let end = value.iter().position(|b| *b == b';').unwrap_or(value.len());
+    value[..end].trim_ascii().eq_ignore_ascii_case(mime.as_bytes())
+}
+
+/// What a POST's status leaves to read.
+enum Status {
+    /// A 2xx, or a 404 (a session gone): the body is read by the caller.
+    Read(reqwest::Response),
+    /// A JSON-RPC error the upstream sent with a failing status: the call's answer.
+    Rpc(ErrorData),
+}
+
+/// A response as rmcp's client takes its status: 2xx and 404 are read on
+/// ([`Status::Read`]); 401/403 with a challenge, 429 and 5xx (with
+/// `Retry-After`) are its errors for them; a JSON-RPC error in the body of
+/// another failure (not an unchallenged 401/403) is the upstream's answer;
+/// the rest fail with a prefix of their body.
+async fn answer_status(response: reqwest::Response, limits: StreamableHttpResponseLimits) -> Result<Status, HttpError> {
+    let status = response.status();
+    if status.is_success() || status == StatusCode::NOT_FOUND {
+        return Ok(Status::Read(response));
+    }
+    let headers = response.headers();
+    let challenge = headers.get(header::WWW_AUTHENTICATE).and_then(|h| h.to_str().ok()).map(str::to_string);
+    match (status, challenge) {
+        (StatusCode::UNAUTHORIZED, Some(h)) => return Err(StreamableHttpError::AuthRequired(AuthRequiredError::new(h))),
+        (StatusCode::FORBIDDEN, Some(h)) => {
+            let scope = scope_of(&h);
+            return Err(StreamableHttpError::InsufficientScope(InsufficientScopeError::new(h, scope)));
+        }
+        _ => {}
+    }
+    let retry_after = headers.get(header::RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let http_status = (status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error())
+        .then(|| HttpStatusError::new(status.as_u16(), retry_after));
+    let json = headers.get(header::CONTENT_TYPE).is_some_and(|ct| media_type_is(ct.as_bytes(), JSON_MIME_TYPE));
+    let auth = matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN);
+    match http_status {
+        Some(e) if !json || status == StatusCode::TOO_MANY_REQUESTS => return Err(e.into()),
+        _ => {}
+    }
+    let max = if json && !auth { limits.max_json_response_size } else { limits.max_error_response_size };
+    let body = match read_bounded(response, max).await {
+        Ok(body) => body,
+        Err(e @ StreamableHttpError::ResponseBodyTooLarge { .. }) if json && !auth => {
+            return Err(http_status.map_or(e, StreamableHttpError::from));
+        }
+        Err(_) => Vec::new(),
+    };
+    if json
+        && !auth
+        && let Ok(Envelope { error: Some(error), .. }) = serde_json::from_slice::<Envelope>(&body)
+    {
+        return Ok(Status::Rpc(error));
+    }
+    if let Some(e) = http_status {
+        return Err(e.into());
+    }
+    let shown = &body[..body.len().min(limits.max_error_response_size)];
+    Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!(
+        "HTTP {status}: {}",
+        String::from_utf8_lossy(shown)
+    ))))
+}
+
+/// The `scope` of a `WWW-Authenticate` challenge.
+fn scope_of(challenge: &str) -> Option<String> {
+    let at = challenge.find("scope=")? + "scope=".len();
+    let rest = &challenge[at..];
+    let value = match rest.strip_prefix('"') {
+        Some(quoted) => &quoted[..quoted.find('"').unwrap_or(quoted.len())],
+        None => &rest[..rest.find([',', ' ']).unwrap_or(rest.len())],
+    };
+    Some(value.to_string())
+}
+
+/// A body read to its end, refused past `max` bytes.
+async fn read_bounded(mut response: reqwest::Response, max: usize) -> Result<Vec<u8>, HttpError> {
+    if response.content_length().is_some_and(|n| n > max as u64) {
+        return Err(StreamableHttpError::ResponseBodyTooLarge { max_size: max });
+    }
+    let mut body = Vec::with_capacity(response.content_length().map_or(0, |n| n as usize));
+    while let Some(chunk) = response.chunk().await? {
+        if body.len() + chunk.len() > max {
+            return Err(StreamableHttpError::ResponseBodyTooLarge { max_size: max });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// A failed POST as rmcp's client reports its own (so `retry` and `answer` read it alike).
+fn transport_error(e: HttpError) -> ServiceError {
+    ServiceError::TransportSend(DynamicTransportError::new::<StreamableHttpClientTransport<UpstreamHttp>, RoleClient>(
+        e,
+    ))
+}
+
+/// An SSE event over its size limit (`StreamableHttpResponseLimits::max_sse_event_size`).
+#[derive(Debug, thiserror::Error)]
+enum SseBodyError {
+    #[error(transparent)]
+    Http(#[from] reqwest::Error),
+    #[error("an SSE event exceeded the maximum size of {0} bytes")]
+    EventTooLarge(usize),
+}
+
+/// A response body as SSE events, each at most `max` bytes (counted between
+/// blank lines, line ends aside).
+fn bounded_sse(response: reqwest::Response, max: usize) -> BoxStream<'static, Result<sse_stream::Sse, SseError>> {
+    let (mut line, mut event, mut failed) = (0usize, 0usize, false);
+    let bytes = response.bytes_stream().map(move |chunk| {
+        let chunk = chunk.map_err(SseBodyError::from)?;
+        if failed {
+            return Err(SseBodyError::EventTooLarge(max));
+        }
+        for b in chunk.iter() {
+            match b {
+                b'\n' if line == 0 => event = 0,
+                b'\n' => line = 0,
+                b'\r' => {}
+                _ => {
+                    line += 1;
+                    event += 1;
+                }
+            }
+            if event > max {
+                failed = true;
+                return Err(SseBodyError::EventTooLarge(max));
+            }
+        }
+        Ok(chunk)
+    });
+    sse_stream::SseStream::from_bytes_stream(bytes).boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_template_keeps_the_session_headers_and_context_of_rmcps_call_not_its_per_call_parts() {
+        let headers: HashMap<HeaderName, HeaderValue> = [
+            ("mcp-protocol-version", "2026-07-28"),
+            ("x-api-key", "k"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "echo"),
+            ("mcp-param-region", "eu"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (HeaderName::from_static(k), HeaderValue::from_static(v)))
+        .collect();
+        let meta: RequestMetaObject = json!({
+            "progressToken": 3, "traceparent": "00-x",
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        })
+        .as_object()
+        .cloned()
+        .unwrap()
+        .into();
+        let t = Template::learn(Some(&Arc::from("s1")), &headers, Some(&meta));
+        assert_eq!(t.session.as_deref(), Some("s1"));
+        assert!(t.standard_headers);
+        let mut names: Vec<&str> = t.headers.iter().map(|(k, _)| k.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["mcp-protocol-version", "x-api-key"]);
+        assert_eq!(
+            Value::Object(t.context.clone()),
+            json!({ "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {} })
+        );
+        let legacy = Template::learn(None, &HashMap::new(), None);
+        assert!(!legacy.standard_headers && legacy.context.is_empty() && legacy.session.is_none());
+    }
+
+    #[test]
+    fn only_the_answer_to_the_gateways_id_is_given_rmcps() {
+        let ours = RequestId::String("presa-gw-7".into());
+        let theirs = RequestId::Number(3);
+        let mut answer = json!({ "jsonrpc": "2.0", "id": "presa-gw-7", "result": { "content": [] } }).to_string();
+        rewrite_answer_id(&mut answer, &ours, &theirs);
+        assert_eq!(serde_json::from_str::<Value>(&answer).unwrap()["id"], json!(3));
+        // A server request (its own id) and a notification mentioning the id stay as they are.
+        for other in [
+            json!({ "jsonrpc": "2.0", "id": "presa-gw-7", "method": "elicitation/create", "params": {} }),
+            json!({ "jsonrpc": "2.0", "method": "notifications/progress", "params": { "progressToken": "presa-gw-7" } }),
+            json!({ "jsonrpc": "2.0", "id": "presa-gw-70", "result": {} }),
+        ] {
+            let mut data = other.to_string();
+            rewrite_answer_id(&mut data, &ours, &theirs);
+            assert_eq!(serde_json::from_str::<Value>(&data).unwrap(), other);
+        }
+    }
+
+    #[test]
+    fn a_complete_result_is_kept_as_json_and_others_go_through_rmcps_model() {
+        let complete = json!({ "resultType": "complete", "content": [{ "type": "text", "text": "hi", "x": 1 }] });
+        let Ok(Answer::Complete(v)) = answer(complete.as_object().cloned().unwrap()) else { panic!("complete") };
+        assert_eq!(v, json!({ "content": [{ "type": "text", "text": "hi", "x": 1 }] }));
+        let legacy = json!({ "content": [], "isError": true });
+        assert!(matches!(answer(legacy.as_object().cloned().unwrap()), Ok(Answer::Complete(v)) if v == legacy));
+        let task = json!({ "resultType": "task", "task": { "taskId": "t1", "status": "working",
+            "createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:00Z" } });
+        assert!(
+            matches!(answer(task.as_object().cloned().unwrap()), Ok(Answer::Other(ServerResult::CreateTaskResult(_)))),
+            "{:?}",
+            answer(task.as_object().cloned().unwrap())
+        );
+        assert!(answer(json!({ "content": "not a list" }).as_object().cloned().unwrap()).is_err());
+    }
+
+    #[test]
+    fn media_types_and_challenge_scopes_read_as_rmcp_reads_them() {
+        assert!(media_type_is(b"application/json; charset=utf-8", JSON_MIME_TYPE));
+        assert!(media_type_is(b"Text/Event-Stream", EVENT_STREAM_MIME_TYPE));
+        assert!(!media_type_is(b"application/jsonx", JSON_MIME_TYPE));
+        assert_eq!(scope_of(r#"Bearer error="insufficient_scope", scope="mcp admin""#).as_deref(), Some("mcp admin"));
+        assert_eq!(scope_of("Bearer scope=mcp, realm=x").as_deref(), Some("mcp"));
+        assert_eq!(scope_of("Bearer realm=x"), None);
+    }
+}
