@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use presa_server::{ToolContext, ToolError, ToolOutput};
 use futures::future::BoxFuture;
+use presa_server::{ToolContext, ToolError, ToolOutput};
 use rmcp::{
     model::{
         CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, ProgressToken, RequestId,

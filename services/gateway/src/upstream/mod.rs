@@ -268,9 +268,9 @@ impl Connection {
                     let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
                     let shared = Arc::new(direct::Shared::default());
                     let client = UpstreamHttp::new(http_client(tls.as_ref())?, tokens, shared.clone());
-                    direct = Some(Direct {
+                    direct = reqwest::Url::parse(url.as_str()).ok().map(|url| Direct {
                         http: client.clone(),
-                        uri: url.as_str().into(),
+                        url,
                         shared,
                         next_id: AtomicU64::new(0),
                     });
