@@ -73,10 +73,13 @@ impl Call<'_> {
                 Ok(answer) => answer,
                 Err(e) => return Ok(Round::Done(Err(e))),
             };
-            match answer {
+            let other = match answer {
                 Answer::Complete(v) => return Ok(Round::Done(Ok(ToolOutput::Complete(v)))),
-                Answer::Other(ServerResult::CallToolResult(r)) => return Ok(Round::Done(Ok(tool_output(&r)))),
-                Answer::Other(ServerResult::InputRequiredResult(r)) => {
+                Answer::Other(other) => *other,
+            };
+            match other {
+                ServerResult::CallToolResult(r) => return Ok(Round::Done(Ok(tool_output(&r)))),
+                ServerResult::InputRequiredResult(r) => {
                     // The upstream call is over; what the caller answers goes into a retry.
                     let input_responses = match self.ask_all(input_requests(r.input_requests.as_ref())).await {
                         Ok(a) => a,
@@ -84,7 +87,7 @@ impl Call<'_> {
                     };
                     retry = Some(Retry { input_responses, request_state: r.request_state });
                 }
-                Answer::Other(ServerResult::CreateTaskResult(t)) => return Ok(Round::Task(t.task.task_id)),
+                ServerResult::CreateTaskResult(t) => return Ok(Round::Task(t.task.task_id)),
                 _ => {
                     let e = rpc(format!("upstream {name:?} answered tools/call with something else"), false);
                     return Ok(Round::Done(Err(e)));
@@ -297,7 +300,7 @@ enum Step {
 impl Pending<'_> {
     async fn next(&mut self) -> Step {
         match self {
-            Pending::Rmcp(response) => Step::Answered(response.await.map(Answer::Other)),
+            Pending::Rmcp(response) => Step::Answered(response.await.map(|r| Answer::Other(Box::new(r)))),
             Pending::Direct(post) => match post.await {
                 (Ok(Sent::Answered(answer)), _) => Step::Answered(answer.map_err(ServiceError::McpError)),
                 (Ok(sent), params) => Step::ToRmcp(sent, params),

@@ -155,7 +155,7 @@ impl Shared {
                     sse
                 })
             });
-            return Some(StreamableHttpPostResponse::Sse(stream.boxed(), session.map(|s| s.to_string())));
+            return Some(StreamableHttpPostResponse::Sse(stream.boxed(), session.map(ToString::to_string)));
         }
         let learnt = Template::learn(session, headers, meta);
         if let Ok(mut t) = self.template.lock()
@@ -217,7 +217,7 @@ pub enum Answer {
     /// A complete result, as presa returns it (`resultType` removed).
     Complete(Value),
     /// Another kind of result (input required, an upstream task), in rmcp's model.
-    Other(ServerResult),
+    Other(Box<ServerResult>),
 }
 
 /// The JSON-RPC envelope of an answer, its result left as JSON.
@@ -361,7 +361,7 @@ fn answer(mut result: Map<String, Value>) -> Result<Answer, ServiceError> {
         result.remove("resultType");
         return Ok(Answer::Complete(Value::Object(result)));
     }
-    serde_json::from_value::<ServerResult>(Value::Object(result)).map(Answer::Other).map_err(|e| {
+    serde_json::from_value::<ServerResult>(Value::Object(result)).map(|r| Answer::Other(Box::new(r))).map_err(|e| {
         transport_error(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!(
             "the upstream's result of tools/call is not valid MCP: {e}"
         ))))
@@ -488,7 +488,7 @@ fn bounded_sse(response: reqwest::Response, max: usize) -> BoxStream<'static, Re
         if failed {
             return Err(SseBodyError::EventTooLarge(max));
         }
-        for b in chunk.iter() {
+        for b in &chunk {
             match b {
                 b'\n' if line == 0 => event = 0,
                 b'\n' => line = 0,
@@ -582,7 +582,7 @@ mod tests {
             "createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttlMs": null });
         assert!(matches!(
             answer(task.as_object().cloned().unwrap()),
-            Ok(Answer::Other(ServerResult::CreateTaskResult(_)))
+            Ok(Answer::Other(r)) if matches!(*r, ServerResult::CreateTaskResult(_))
         ));
         // Not a complete result: rmcp's model takes it (and the call refuses what it makes of it).
         let odd = json!({ "content": "not a list" });
