@@ -244,7 +244,7 @@ impl<'a> TaskWriter<'a> {
 
 #[cfg(test)]
 mod tests {
-    use std::{borrow::Cow, time::Duration};
+    use std::time::Duration;
 
     use presa_store::{CreateLimits, NewTask, Scope, memory::MemoryStore};
     use presa_tasks::Work;
