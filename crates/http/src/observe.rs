@@ -2,7 +2,7 @@
 //! its metrics ([`Observed`]), and the `method` labels of what never reaches
 //! dispatch ([`UNKNOWN_METHOD`], [`NOTIFICATION`]).
 
-use std::time::Instant;
+use std::{fmt, io::Write as _, time::Instant};
 
 use axum::http::HeaderMap;
 use presa_protocol::{
@@ -33,6 +33,36 @@ fn bounded(s: &str) -> &str {
         end -= 1;
     }
     &s[..end]
+}
+
+/// The name of a request's span: `<method>`, or `<method> <target>`.
+struct SpanName<'a> {
+    method: &'a str,
+    target: Option<&'a str>,
+}
+
+impl fmt::Display for SpanName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.target {
+            Some(t) => write!(f, "{} {t}", self.method),
+            None => f.write_str(self.method),
+        }
+    }
+}
+
+/// Room for an `i64` in decimal (a numeric request id, recorded as the
+/// same text `to_string` gives, without allocating it).
+#[derive(Default)]
+struct NumberText([u8; 20]);
+
+impl NumberText {
+    fn of(&mut self, n: i64) -> &str {
+        let mut rest = &mut self.0[..];
+        // 20 bytes hold every i64 ("-9223372036854775808"): the write cannot fail.
+        let _ = write!(rest, "{n}");
+        let len = 20 - rest.len();
+        std::str::from_utf8(&self.0[..len]).unwrap_or_default()
+    }
 }
 
 /// The span and metrics of one MCP request.
@@ -66,26 +96,32 @@ impl Observed {
             Some(Method::PromptsGet) => name_param.filter(|n| app.server.catalog().prompt(n).is_some()),
             _ => None,
         };
-        let span_name = match target {
-            Some(t) => format!("{method} {t}"),
-            None => method.to_string(),
+        // The GenAI attributes, given with the span's other fields (a `None`
+        // is left unset, as `Empty`): a `record` each would cost a dispatch.
+        let (operation, tool_name, prompt_name) = match (known, name_param) {
+            (Some(Method::ToolsCall), Some(tool)) => (Some("execute_tool"), Some(bounded(tool)), None),
+            (Some(Method::PromptsGet), Some(prompt)) => (None, None, Some(bounded(prompt))),
+            _ => (None, None, None),
         };
+        let mut digits = NumberText::default();
         let request_id = match &req.id {
-            RequestId::Number(n) => n.to_string(),
-            RequestId::String(s) => bounded(s).to_string(),
+            RequestId::Number(n) => digits.of(*n),
+            RequestId::String(s) => bounded(s),
         };
         let span = tracing::info_span!(
             "mcp.request",
-            otel.name = span_name.as_str(),
+            // Formatted only by a layer that reads it (the OpenTelemetry one;
+            // text logs leave `otel.*` out): no string is built per request for nothing.
+            otel.name = %SpanName { method, target },
             otel.kind = "server",
             mcp.method.name = bounded(&req.method),
-            jsonrpc.request.id = request_id.as_str(),
+            jsonrpc.request.id = request_id,
             mcp.protocol.version = Empty,
             network.transport = "tcp",
             network.protocol.name = "http",
-            gen_ai.operation.name = Empty,
-            gen_ai.tool.name = Empty,
-            gen_ai.prompt.name = Empty,
+            gen_ai.operation.name = operation,
+            gen_ai.tool.name = tool_name,
+            gen_ai.prompt.name = prompt_name,
             presa.task.id = Empty,
             trace_id = Empty,
             error.type = Empty,
@@ -93,16 +129,6 @@ impl Observed {
             otel.status_code = Empty,
             otel.status_description = Empty,
         );
-        match (known, name_param) {
-            (Some(Method::ToolsCall), Some(tool)) => {
-                span.record("gen_ai.operation.name", "execute_tool");
-                span.record("gen_ai.tool.name", bounded(tool));
-            }
-            (Some(Method::PromptsGet), Some(prompt)) => {
-                span.record("gen_ai.prompt.name", bounded(prompt));
-            }
-            _ => {}
-        }
         let meta = req.params.get("_meta").and_then(Value::as_object);
         propagation::adopt_request_parent(&span, meta, headers);
         propagation::record_trace_id(&span);
@@ -120,7 +146,7 @@ impl Observed {
         self.span.record("otel.name", method);
     }
 
-    fn count(&mut self, outcome: String) {
+    fn count(&mut self, outcome: impl Into<metrics::SharedString>) {
         if !self.done {
             self.done = true;
             metrics::request(self.method, outcome, self.started.elapsed());
@@ -133,7 +159,7 @@ impl Observed {
             self.span.record("error.type", "tool_error");
             self.span.record("otel.status_code", "error");
         }
-        self.count("ok".into());
+        self.count("ok");
     }
 
     /// A JSON-RPC error: its code is the outcome and the span's `error.type`.
@@ -146,7 +172,7 @@ impl Observed {
     }
 
     pub(crate) fn opened(&mut self) {
-        self.count("ok".into());
+        self.count("ok");
     }
 
     pub(crate) fn replied(&mut self, reply: &Reply) {
@@ -162,7 +188,25 @@ impl Drop for Observed {
     fn drop(&mut self) {
         if !self.done {
             self.span.in_scope(|| tracing::debug!("client went away before the reply"));
-            self.count("cancelled".into());
+            self.count("cancelled");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numeric_ids_read_as_to_string_writes_them() {
+        for n in [0, 7, -1, 42_000, i64::MAX, i64::MIN] {
+            assert_eq!(NumberText::default().of(n), n.to_string());
+        }
+    }
+
+    #[test]
+    fn span_names_are_the_method_and_its_target() {
+        assert_eq!(SpanName { method: "tools/call", target: Some("echo") }.to_string(), "tools/call echo");
+        assert_eq!(SpanName { method: "tasks/get", target: None }.to_string(), "tasks/get");
     }
 }

@@ -39,13 +39,15 @@ pub(crate) async fn store_call_at<T>(
     operation: &'static str,
     call: impl Future<Output = Result<T, StoreError>>,
 ) -> Result<T, StoreError> {
-    let name = format!("store.{operation}");
     // A span's level is part of its static callsite, hence one macro per level.
     macro_rules! store_span {
         ($level:ident) => {
             tracing::$level!(
                 "store",
-                otel.name = name.as_str(),
+                // Formatted only by a layer that reads it (the
+                // OpenTelemetry one; text logs leave `otel.*` out): no
+                // string is built per call for nothing.
+                otel.name = %format_args!("store.{operation}"),
                 otel.kind = "client",
                 presa.store.operation = operation,
                 otel.status_code = Empty,

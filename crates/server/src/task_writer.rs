@@ -11,7 +11,7 @@
 //! for up to a lease instead of failing the task or dropping its outcome
 //! ([`TaskWriter::write_patiently`]).
 
-use std::time::Duration;
+use std::{borrow::Cow, time::Duration};
 
 use presa_store::{Cas, Claim, StoreError, TaskId, TaskStore, WorkQueue, Writer, util::now_ms};
 use presa_tasks::{Event, Task, apply};
@@ -97,7 +97,7 @@ pub(crate) struct TaskWriter<'a> {
     store: &'a dyn TaskStore,
     writer: Writer,
     limits: WriteLimits,
-    guess: Option<Task>,
+    guess: Option<&'a Task>,
     concluding: Option<Concluding<'a>>,
 }
 
@@ -108,7 +108,7 @@ impl<'a> TaskWriter<'a> {
     }
 
     /// Try `guess` (the task as the writer last saw it) before loading it.
-    pub(crate) fn guessing(mut self, guess: Option<Task>) -> Self {
+    pub(crate) fn guessing(mut self, guess: Option<&'a Task>) -> Self {
         self.guess = guess;
         self
     }
@@ -134,7 +134,7 @@ impl<'a> TaskWriter<'a> {
     /// removed the claim's work too; for a poison task with
     /// [`WorkQueue::conclude_dead`], which also records its dead letter.
     pub(crate) async fn write(&self, id: &TaskId, event: &Event) -> Result<Updated, UpdateError> {
-        self.write_from(id, event, self.guess.clone()).await
+        self.write_from(id, event, self.guess).await
     }
 
     /// [`write`](Self::write) for a worker holding a claim: a retryable
@@ -155,7 +155,7 @@ impl<'a> TaskWriter<'a> {
         const FIRST_PAUSE: Duration = Duration::from_millis(50);
         let mut pause = FIRST_PAUSE;
         loop {
-            let guess = self.concluding.map(|c| c.claim.task.clone());
+            let guess = self.concluding.map(|c| &c.claim.task);
             match self.write_from(id, event, guess).await {
                 Err(UpdateError::Store(e)) if e.is_retryable() && tokio::time::Instant::now() + pause < deadline => {
                     if pause == FIRST_PAUSE {
@@ -169,18 +169,21 @@ impl<'a> TaskWriter<'a> {
         }
     }
 
-    async fn write_from(&self, id: &TaskId, event: &Event, guess: Option<Task>) -> Result<Updated, UpdateError> {
+    /// One write, starting from `guess` when there is one: borrowed, as the
+    /// reducer only reads it (a worker's guess is its claim's task, which a
+    /// copy per write would only clone and drop).
+    async fn write_from(&self, id: &TaskId, event: &Event, guess: Option<&Task>) -> Result<Updated, UpdateError> {
         let (store, writer) = (self.store, self.writer);
         let max_bytes = self.limits.max_task_bytes;
         let size = |t: &Task| presa_tasks::json_len(t);
-        let (mut known, mut guessed) = (guess, true);
+        let (mut known, mut guessed) = (guess.map(Cow::Borrowed), true);
         for _ in 0..MAX_ATTEMPTS {
             let task = match known.take() {
                 Some(task) => task,
                 None => {
                     guessed = false;
                     match store_call("load", store.load(id)).await? {
-                        Some(task) => task,
+                        Some(task) => Cow::Owned(task),
                         None => return Ok(Updated::Gone),
                     }
                 }
@@ -201,7 +204,7 @@ impl<'a> TaskWriter<'a> {
                 }
                 Err(e) => return Err(e.into()),
                 Ok(_) if !writer.fence_holds(&task) => return Ok(Updated::Fenced),
-                Ok(None) => return Ok(Updated::Unchanged(task)),
+                Ok(None) => return Ok(Updated::Unchanged(task.into_owned())),
                 Ok(Some(next)) => return Err(UpdateError::TooLarge { bytes: size(&next), limit: max_bytes }),
             };
             let write = match self.concluding {
@@ -230,7 +233,7 @@ impl<'a> TaskWriter<'a> {
                 Cas::Conflict(current) => {
                     // The stored task as the refusal found it (`None`: gone or
                     // unreadable there; loaded again to tell).
-                    (known, guessed) = (current, false);
+                    (known, guessed) = (current.map(Cow::Owned), false);
                     tokio::task::yield_now().await;
                 }
             }
@@ -267,7 +270,7 @@ mod tests {
         limits: WriteLimits,
         guess: Option<Task>,
     ) -> Result<Updated, UpdateError> {
-        TaskWriter::new(store, writer, limits).guessing(guess).write(id, event).await
+        TaskWriter::new(store, writer, limits).guessing(guess.as_ref()).write(id, event).await
     }
 
     /// A store holding one claimed task.

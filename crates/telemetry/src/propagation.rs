@@ -102,14 +102,28 @@ impl Injector for StringsOut<'_> {
     }
 }
 
+/// What extracting from a carrier that holds none of [`KEYS`] yields: the
+/// current context when it is [`meaningful`], without running the
+/// propagators (most requests carry no context, and extraction allocates).
+fn current_if_meaningful() -> Option<Context> {
+    let worth = Context::map_current(|cx| cx.span().span_context().is_valid() || !cx.baggage().is_empty());
+    worth.then(Context::current)
+}
+
 /// The context in `traceparent`, `tracestate` and `baggage` request headers.
 pub fn from_headers(headers: &http::HeaderMap) -> Option<Context> {
+    if !KEYS.iter().any(|k| headers.contains_key(*k)) {
+        return current_if_meaningful();
+    }
     meaningful(PROPAGATOR.extract(&Headers(headers)))
 }
 
 /// The context in an MCP `_meta` object (string values of `traceparent`,
 /// `tracestate`, `baggage`; anything else is ignored).
 pub fn from_meta(meta: &Map<String, Value>) -> Option<Context> {
+    if !KEYS.iter().any(|k| meta.contains_key(*k)) {
+        return current_if_meaningful();
+    }
     meaningful(PROPAGATOR.extract(&Meta(meta)))
 }
 

@@ -254,7 +254,7 @@ impl Admin {
         let (task, _) = self.task(op, id).await?;
         let limits = WriteLimits::task(self.core.config().max_task_bytes);
         let store = self.core.store().as_ref();
-        match TaskWriter::new(store, Writer::Client, limits).guessing(Some(task)).write(id, &Event::Cancel).await {
+        match TaskWriter::new(store, Writer::Client, limits).guessing(Some(&task)).write(id, &Event::Cancel).await {
             Ok(Updated::Applied(t)) => Ok(t),
             Ok(Updated::Unchanged(t)) => {
                 Err(AdminError::Conflict(format!("the task has ended ({})", t.status.as_str())))

@@ -65,7 +65,7 @@ impl Server {
         // The task just read is the update's first guess: when nothing changed it
         // since, the write needs no second read (any refusal is decided again on
         // the stored task, as before).
-        let guess = Some(task);
+        let guess = Some(&task);
         let writer = TaskWriter::new(self.store().as_ref(), Writer::Client, limits).guessing(guess);
         match writer.write(&id, &event).await {
             Ok(Updated::Gone) => Err(unknown()),

@@ -132,6 +132,10 @@ impl Worker {
                     None => slots.acquire().await,
                 };
                 let slot = Arc::new(Slot::running(slots.clone(), permit, claim.task.scope.clone()));
+                // Shared from here on (the run, its lease keeper): every
+                // future down to the handler holds a pointer, not a copy of
+                // the claim it would carry in its state for its whole life.
+                let claim = Arc::new(claim);
                 let worker = self.clone();
                 let release_now = release_now.clone();
                 // Boxed: a run's future is kilobytes, and a spawn moves it
@@ -178,13 +182,13 @@ impl Worker {
     /// Run one claimed task to an outcome, inside its execution span: a
     /// consumer span named `execute_tool <tool>` whose parent is the trace
     /// context the work item carries (the creating request's span).
-    async fn execute(&self, claim: Claim, slot: Arc<Slot>, release_now: CancellationToken) {
+    async fn execute(&self, claim: Arc<Claim>, slot: Arc<Slot>, release_now: CancellationToken) {
         let task = &claim.task;
-        let name = format!("execute_tool {}", task.work.tool);
         let span = tracing::info_span!(
             parent: None,
             "task",
-            otel.name = name.as_str(),
+            // Formatted only by a layer that reads it (see `store_call_at`).
+            otel.name = %format_args!("execute_tool {}", task.work.tool),
             otel.kind = "consumer",
             gen_ai.operation.name = "execute_tool",
             gen_ai.tool.name = %task.work.tool,
@@ -205,7 +209,13 @@ impl Worker {
     }
 
     /// Run the handler of a claimed task under its lease and record how it ended.
-    async fn run_to_outcome(&self, claim: Claim, slot: Arc<Slot>, release_now: CancellationToken, span: tracing::Span) {
+    async fn run_to_outcome(
+        &self,
+        claim: Arc<Claim>,
+        slot: Arc<Slot>,
+        release_now: CancellationToken,
+        span: tracing::Span,
+    ) {
         // The rare paths are boxed, so that every run's future is not as
         // large as theirs (see `running.spawn`).
         if claim.deliveries > self.config.max_deliveries {
@@ -249,15 +259,13 @@ impl Worker {
     /// (and in the current span, the run's), and record how it ended.
     async fn run_admitted(
         &self,
-        claim: Claim,
+        claim: Arc<Claim>,
         tool: &RegisteredTool,
         guard: Option<breaker::Guard>,
         slot: Arc<Slot>,
         release_now: CancellationToken,
     ) {
         let span = tracing::Span::current();
-        // Shared with the lease keeper, which would otherwise need a copy of the task.
-        let claim = Arc::new(claim);
         let queue = self.core.work().clone();
         let cancel = CancellationToken::new();
         let task = &claim.task;

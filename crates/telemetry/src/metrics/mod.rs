@@ -21,6 +21,7 @@
 
 use std::time::Duration;
 
+pub use metrics::SharedString;
 use metrics::{Gauge, counter, gauge, histogram};
 use presa_protocol::Limit;
 #[cfg(feature = "exporters")]
@@ -183,9 +184,10 @@ pub fn register_requests(methods: impl IntoIterator<Item = &'static str>) {
     }
 }
 
-/// One MCP request answered.
-pub fn request(method: &'static str, outcome: impl Into<String>, elapsed: Duration) {
-    counter!(REQUESTS, "method" => method, "outcome" => outcome.into()).increment(1);
+/// One MCP request answered (`outcome` a `&'static str` or a `String`: a
+/// static one is not copied).
+pub fn request(method: &'static str, outcome: impl Into<SharedString>, elapsed: Duration) {
+    counter!(REQUESTS, "method" => method, "outcome" => outcome).increment(1);
     histogram!(REQUEST_DURATION, "method" => method).record(elapsed.as_secs_f64());
 }
 
