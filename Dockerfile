@@ -14,7 +14,8 @@
 #                   is built from C), Debian 12 so the binaries' glibc matches the runtime's
 #   RUNTIME_IMAGE   the base that ships: glibc + libgcc (distroless/cc or equivalent)
 #   GATEWAY_BASE    the `gateway` target's base: an upstream server's runtime (see below)
-#   PROFILE         dist (fat LTO, the default) or release (quicker to build)
+#   PROFILE         dist (fat LTO, the default), release (quicker to build) or dev (a debug
+#                   build, quickest, slow binaries: what CI checks the image's plumbing with)
 #
 # Dependency caching without cargo-chef: the `skeleton` stage reduces the
 # workspace to its manifests, Cargo.lock and stub target roots
@@ -48,11 +49,12 @@ RUN cargo build --profile "$PROFILE" --locked -p presa-api -p presa-worker -p pr
 # 2. presa itself. COPY keeps the files' own mtimes, which can be older than
 #    the stub build: touch them so cargo rebuilds the workspace's crates.
 COPY . .
+#    (cargo puts the dev profile's output in target/debug.)
 RUN find . -path ./target -prune -o -type f -name '*.rs' -exec touch {} + \
  && cargo build --profile "$PROFILE" --locked -p presa-api -p presa-worker -p presa-gateway -p presa-cli \
+ && dir="target/$PROFILE" && if [ "$PROFILE" = dev ]; then dir=target/debug; fi \
  && mkdir -p /out \
- && cp "target/$PROFILE/presa-api" "target/$PROFILE/presa-worker" "target/$PROFILE/presa-gateway" \
-       "target/$PROFILE/presa" /out/
+ && cp "$dir/presa-api" "$dir/presa-worker" "$dir/presa-gateway" "$dir/presa" /out/
 
 # A gateway beside an upstream's runtime: presa-gateway alone on GATEWAY_BASE, e.g.
 #   docker build --target gateway --build-arg GATEWAY_BASE=node:22-bookworm-slim -t presa-gateway-node .

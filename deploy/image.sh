@@ -2,7 +2,7 @@
 # Build presa's container image with podman, from the repository's Dockerfile.
 #
 # Usage:
-#   deploy/image.sh [--tag NAME] [--profile dist|release] [--bases pull|local|auto]
+#   deploy/image.sh [--tag NAME] [--profile dist|release|dev] [--bases pull|local|auto]
 #                   [--target runtime|gateway] [-- EXTRA PODMAN BUILD ARGS...]
 #
 # The last line printed is the image's name (default localhost/presa:dev), so
@@ -25,7 +25,8 @@
 # debootstrap root between runs; `--rebuild-bases` starts over.
 #
 # Profiles: `dist` (the default; fat LTO, what the figures in docs/performance.md
-# were measured with) or `release` (several minutes quicker to build; CI uses it).
+# were measured with), `release` (several minutes quicker to build) or `dev` (a debug
+# build: quicker still, slow binaries; CI checks the image's plumbing with it).
 #
 # Needs: podman (apt-get install podman runc; on a sandbox that cannot raise rlimits
 # or use crun see docs/testing.md, "Containers without Docker", and .ci/podman-redis.sh), and for local bases
@@ -42,7 +43,7 @@ EXTRA=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --tag) TAG=${2:?--tag needs a name}; shift 2 ;;
-    --profile) PROFILE=${2:?--profile needs dist or release}; shift 2 ;;
+    --profile) PROFILE=${2:?--profile needs dist, release or dev}; shift 2 ;;
     --bases) BASES=${2:?--bases needs pull, local or auto}; shift 2 ;;
     --target) TARGET=${2:?--target needs runtime or gateway}; shift 2 ;;
     --rebuild-bases) REBUILD_BASES=yes; shift ;;
@@ -51,7 +52,7 @@ while [ $# -gt 0 ]; do
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
-case "$PROFILE" in dist | release) ;; *) echo "--profile must be dist or release, not $PROFILE" >&2; exit 2 ;; esac
+case "$PROFILE" in dist | release | dev) ;; *) echo "--profile must be dist, release or dev, not $PROFILE" >&2; exit 2 ;; esac
 case "$BASES" in pull | local | auto) ;; *) echo "--bases must be pull, local or auto, not $BASES" >&2; exit 2 ;; esac
 command -v podman >/dev/null || { echo "podman not found (apt-get install podman runc)" >&2; exit 1; }
 

@@ -12,7 +12,7 @@
 #
 # Usage: tests/image/compose-check.sh [--skip-conformance]
 # Environment: PRESA_IMAGE (skip the image build), IMAGE_PROFILE (default release: quicker
-# to build than dist; the code is the same), PRESA_BIN (the presa CLI; default built here),
+# to build than dist, the code the same; CI passes dev, quicker still), PRESA_BIN (the presa CLI; default built here),
 # COMPOSE_CHECK_KEEP=1 (leave the stack running, for a look at it).
 set -euo pipefail
 
