@@ -27,6 +27,8 @@ use tracing_subscriber::{
     registry::LookupSpan,
 };
 
+use crate::clock::Rfc3339;
+
 /// The filter of the log layers: `RUST_LOG`'s [`EnvFilter`], and never a
 /// span declaring a [`crate::LOG_OMIT`] field. Such a span (a Redis round
 /// trip, several a task) holds no log line, so a log layer would only have
@@ -100,13 +102,13 @@ impl<S: Subscriber> Layer<S> for CaptureDispatch {
 /// The standard JSON line, with `trace_id` and `span_id` first when the
 /// event happens inside a span that belongs to a trace.
 pub(crate) struct WithTraceIds {
-    inner: Format<Json>,
+    inner: Format<Json, Rfc3339>,
     dispatch: Arc<OnceLock<WeakDispatch>>,
 }
 
 impl WithTraceIds {
     pub(crate) fn new(dispatch: Arc<OnceLock<WeakDispatch>>) -> Self {
-        WithTraceIds { inner: tracing_subscriber::fmt::format().json(), dispatch }
+        WithTraceIds { inner: tracing_subscriber::fmt::format().json().with_timer(Rfc3339), dispatch }
     }
 
     /// The ids of the innermost span (of the event's scope) the OpenTelemetry layer knows.
