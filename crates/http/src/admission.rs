@@ -22,7 +22,7 @@ use presa_protocol::{
 use presa_server::catalog::RegisteredTool;
 use serde_json::Value;
 
-use crate::app::single_header;
+use crate::app::{names, single_header};
 
 /// An origin (`scheme://host[:port]`, RFC 6454) parsed strictly: no
 /// userinfo, path, query or fragment; a DNS name, IPv4 or bracketed IPv6 host.
@@ -164,7 +164,7 @@ fn mismatch(msg: impl Into<String>) -> ErrorObject {
 /// On success, the request's [`Method`] and validated `_meta`.
 pub fn check_request(headers: &HeaderMap, req: &Request) -> Result<(Method, RequestMeta), ErrorObject> {
     let meta = RequestMeta::from_params(&req.params)?;
-    let header_version = single_header(headers, headers::PROTOCOL_VERSION).map_err(mismatch)?;
+    let header_version = single_header(headers, &names::PROTOCOL_VERSION).map_err(mismatch)?;
     match header_version {
         None => return Err(mismatch("MCP-Protocol-Version header is required")),
         Some(v) if v.trim() != meta.protocol_version => {
@@ -179,7 +179,7 @@ pub fn check_request(headers: &HeaderMap, req: &Request) -> Result<(Method, Requ
     if !presa_protocol::supports_version(&meta.protocol_version) {
         return Err(presa_protocol::unsupported_version(&meta.protocol_version));
     }
-    match single_header(headers, headers::METHOD).map_err(mismatch)? {
+    match single_header(headers, &names::METHOD).map_err(mismatch)? {
         None => return Err(mismatch("Mcp-Method header is required")),
         Some(m) if m.trim_matches([' ', '\t']) != req.method => {
             return Err(mismatch(format!("Mcp-Method header value does not match body method '{}'", req.method)));
@@ -191,7 +191,7 @@ pub fn check_request(headers: &HeaderMap, req: &Request) -> Result<(Method, Requ
     if let Some(field) = method.as_ref().ok().and_then(|m| m.name_param())
         && let Some(Value::String(body_value)) = req.params.get(field)
     {
-        let header = single_header(headers, headers::NAME)
+        let header = single_header(headers, &names::NAME)
             .map_err(mismatch)?
             .ok_or_else(|| mismatch(format!("Mcp-Name header is required for {}", req.method)))?;
         let decoded = decode_value(header).map_err(|e| mismatch(format!("Mcp-Name: {e}")))?;
@@ -212,7 +212,7 @@ pub fn idempotency_key(headers: &HeaderMap, method: Method, meta: &mut RequestMe
     }
     let bad = |msg: String| ErrorObject::new(codes::INVALID_PARAMS, msg);
     let Some(key) =
-        single_header(headers, headers::IDEMPOTENCY_KEY).map_err(|e| bad(format!("Idempotency-Key: {e}")))?
+        single_header(headers, &names::IDEMPOTENCY_KEY).map_err(|e| bad(format!("Idempotency-Key: {e}")))?
     else {
         return Ok(());
     };
