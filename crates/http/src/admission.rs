@@ -46,20 +46,24 @@ fn parse_origin(origin: &str) -> Option<Origin<'_>> {
 
 /// `host[:port]` (an origin's authority or a `Host` header): a DNS name,
 /// IPv4 or bracketed IPv6 host, and an optional decimal port. Anything else
-/// (userinfo, a path, empty parts) is `None`.
+/// (userinfo, a path, empty parts) is `None`. Searched by bytes (every
+/// delimiter is ASCII): a request's `Host` and each allowed entry pass here
+/// on every request.
 fn split_host_port(authority: &str) -> Option<(&str, Option<u16>)> {
-    let (host, port) = if authority.starts_with('[') {
-        let end = authority.find(']')? + 1;
+    let bytes = authority.as_bytes();
+    let (host, port) = if bytes.first() == Some(&b'[') {
+        let end = bytes.iter().position(|&b| b == b']')? + 1;
         let inner = &authority[1..end - 1];
         if inner.is_empty() || !inner.bytes().all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.') {
             return None;
         }
         (&authority[..end], &authority[end..])
     } else {
-        let end = authority.find(':').unwrap_or(authority.len());
+        let end = bytes.iter().position(|&b| b == b':').unwrap_or(bytes.len());
         let host = &authority[..end];
-        let label_ok = |l: &str| !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
-        if !host.trim_end_matches('.').split('.').all(label_ok) {
+        let label_ok = |l: &[u8]| !l.is_empty() && l.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'-');
+        let dots = host.bytes().rev().take_while(|&b| b == b'.').count();
+        if !host.as_bytes()[..host.len() - dots].split(|&b| b == b'.').all(label_ok) {
             return None;
         }
         (host, &authority[end..])
@@ -317,6 +321,29 @@ mod tests {
             assert!(!host_allowed(bad, &allowed), "{bad}");
         }
         assert!(host_allowed("anything", &[]), "no list: every host");
+    }
+
+    #[test]
+    fn authorities() {
+        let cases: [(&str, Option<(&str, Option<u16>)>); 14] = [
+            ("localhost", Some(("localhost", None))),
+            ("localhost.:80", Some(("localhost.", Some(80)))),
+            ("a.b..", Some(("a.b..", None))),
+            ("my-host.example:65535", Some(("my-host.example", Some(65535)))),
+            ("[::1]:9", Some(("[::1]", Some(9)))),
+            ("[::1]", Some(("[::1]", None))),
+            ("a..b", None),
+            (".", None),
+            ("", None),
+            ("[]", None),
+            ("[::1]:", None),
+            ("[::1]x", None),
+            ("host:65536", None),
+            ("hé", None),
+        ];
+        for (authority, expected) in cases {
+            assert_eq!(split_host_port(authority), expected, "{authority}");
+        }
     }
 
     #[test]
