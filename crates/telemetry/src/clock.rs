@@ -117,13 +117,13 @@ mod tests {
     #[test]
     fn matches_an_independent_formatter_across_the_calendar() {
         let fixed = [
-            0,                   // the epoch
-            951_782_399,         // 2000-02-28T23:59:59
-            951_782_400,         // 2000-02-29 (a leap day of a 400th year)
-            951_868_800,         // 2000-03-01
-            4_107_542_400,       // 2100-03-01 (2100 is no leap year)
-            1_796_616_752,       // 2026-12-07
-            MAX_SECS - 1,        // 9999-12-31T23:59:59
+            0,             // the epoch
+            951_782_399,   // 2000-02-28T23:59:59
+            951_782_400,   // 2000-02-29 (a leap day of a 400th year)
+            951_868_800,   // 2000-03-01
+            4_107_542_400, // 2100-03-01 (2100 is no leap year)
+            1_796_616_752, // 2026-12-07
+            MAX_SECS - 1,  // 9999-12-31T23:59:59
         ];
         // And a day's worth of seconds scattered over four centuries.
         let scattered = (0..86_400u64).map(|i| i.wrapping_mul(2_654_435_761) % 12_622_780_800);
