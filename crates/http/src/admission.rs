@@ -325,7 +325,8 @@ mod tests {
 
     #[test]
     fn authorities() {
-        let cases: [(&str, Option<(&str, Option<u16>)>); 14] = [
+        type Split<'a> = Option<(&'a str, Option<u16>)>;
+        let cases: [(&str, Split<'_>); 14] = [
             ("localhost", Some(("localhost", None))),
             ("localhost.:80", Some(("localhost.", Some(80)))),
             ("a.b..", Some(("a.b..", None))),

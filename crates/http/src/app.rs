@@ -42,10 +42,7 @@ pub(crate) mod names {
 }
 
 /// Header map helper used by the admission checks.
-pub(crate) fn single_header<'a, K: AsHeaderName>(
-    headers: &'a HeaderMap,
-    name: K,
-) -> Result<Option<&'a str>, &'static str> {
+pub(crate) fn single_header<K: AsHeaderName>(headers: &HeaderMap, name: K) -> Result<Option<&str>, &'static str> {
     let mut values = headers.get_all(name).iter();
     let Some(first) = values.next() else {
         return Ok(None);
