@@ -22,7 +22,7 @@ use presa_protocol::{
 use presa_server::catalog::RegisteredTool;
 use serde_json::Value;
 
-use crate::app::single_header;
+use crate::app::{names, single_header};
 
 /// An origin (`scheme://host[:port]`, RFC 6454) parsed strictly: no
 /// userinfo, path, query or fragment; a DNS name, IPv4 or bracketed IPv6 host.
@@ -46,20 +46,24 @@ fn parse_origin(origin: &str) -> Option<Origin<'_>> {
 
 /// `host[:port]` (an origin's authority or a `Host` header): a DNS name,
 /// IPv4 or bracketed IPv6 host, and an optional decimal port. Anything else
-/// (userinfo, a path, empty parts) is `None`.
+/// (userinfo, a path, empty parts) is `None`. Searched by bytes (every
+/// delimiter is ASCII): a request's `Host` and each allowed entry pass here
+/// on every request.
 fn split_host_port(authority: &str) -> Option<(&str, Option<u16>)> {
-    let (host, port) = if authority.starts_with('[') {
-        let end = authority.find(']')? + 1;
+    let bytes = authority.as_bytes();
+    let (host, port) = if bytes.first() == Some(&b'[') {
+        let end = bytes.iter().position(|&b| b == b']')? + 1;
         let inner = &authority[1..end - 1];
         if inner.is_empty() || !inner.bytes().all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.') {
             return None;
         }
         (&authority[..end], &authority[end..])
     } else {
-        let end = authority.find(':').unwrap_or(authority.len());
+        let end = bytes.iter().position(|&b| b == b':').unwrap_or(bytes.len());
         let host = &authority[..end];
-        let label_ok = |l: &str| !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
-        if !host.trim_end_matches('.').split('.').all(label_ok) {
+        let label_ok = |l: &[u8]| !l.is_empty() && l.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'-');
+        let dots = host.bytes().rev().take_while(|&b| b == b'.').count();
+        if !host.as_bytes()[..host.len() - dots].split(|&b| b == b'.').all(label_ok) {
             return None;
         }
         (host, &authority[end..])
@@ -164,7 +168,7 @@ fn mismatch(msg: impl Into<String>) -> ErrorObject {
 /// On success, the request's [`Method`] and validated `_meta`.
 pub fn check_request(headers: &HeaderMap, req: &Request) -> Result<(Method, RequestMeta), ErrorObject> {
     let meta = RequestMeta::from_params(&req.params)?;
-    let header_version = single_header(headers, headers::PROTOCOL_VERSION).map_err(mismatch)?;
+    let header_version = single_header(headers, &names::PROTOCOL_VERSION).map_err(mismatch)?;
     match header_version {
         None => return Err(mismatch("MCP-Protocol-Version header is required")),
         Some(v) if v.trim() != meta.protocol_version => {
@@ -179,7 +183,7 @@ pub fn check_request(headers: &HeaderMap, req: &Request) -> Result<(Method, Requ
     if !presa_protocol::supports_version(&meta.protocol_version) {
         return Err(presa_protocol::unsupported_version(&meta.protocol_version));
     }
-    match single_header(headers, headers::METHOD).map_err(mismatch)? {
+    match single_header(headers, &names::METHOD).map_err(mismatch)? {
         None => return Err(mismatch("Mcp-Method header is required")),
         Some(m) if m.trim_matches([' ', '\t']) != req.method => {
             return Err(mismatch(format!("Mcp-Method header value does not match body method '{}'", req.method)));
@@ -191,7 +195,7 @@ pub fn check_request(headers: &HeaderMap, req: &Request) -> Result<(Method, Requ
     if let Some(field) = method.as_ref().ok().and_then(|m| m.name_param())
         && let Some(Value::String(body_value)) = req.params.get(field)
     {
-        let header = single_header(headers, headers::NAME)
+        let header = single_header(headers, &names::NAME)
             .map_err(mismatch)?
             .ok_or_else(|| mismatch(format!("Mcp-Name header is required for {}", req.method)))?;
         let decoded = decode_value(header).map_err(|e| mismatch(format!("Mcp-Name: {e}")))?;
@@ -212,7 +216,7 @@ pub fn idempotency_key(headers: &HeaderMap, method: Method, meta: &mut RequestMe
     }
     let bad = |msg: String| ErrorObject::new(codes::INVALID_PARAMS, msg);
     let Some(key) =
-        single_header(headers, headers::IDEMPOTENCY_KEY).map_err(|e| bad(format!("Idempotency-Key: {e}")))?
+        single_header(headers, &names::IDEMPOTENCY_KEY).map_err(|e| bad(format!("Idempotency-Key: {e}")))?
     else {
         return Ok(());
     };
@@ -317,6 +321,30 @@ mod tests {
             assert!(!host_allowed(bad, &allowed), "{bad}");
         }
         assert!(host_allowed("anything", &[]), "no list: every host");
+    }
+
+    #[test]
+    fn authorities() {
+        type Split<'a> = Option<(&'a str, Option<u16>)>;
+        let cases: [(&str, Split<'_>); 14] = [
+            ("localhost", Some(("localhost", None))),
+            ("localhost.:80", Some(("localhost.", Some(80)))),
+            ("a.b..", Some(("a.b..", None))),
+            ("my-host.example:65535", Some(("my-host.example", Some(65535)))),
+            ("[::1]:9", Some(("[::1]", Some(9)))),
+            ("[::1]", Some(("[::1]", None))),
+            ("a..b", None),
+            (".", None),
+            ("", None),
+            ("[]", None),
+            ("[::1]:", None),
+            ("[::1]x", None),
+            ("host:65536", None),
+            ("hé", None),
+        ];
+        for (authority, expected) in cases {
+            assert_eq!(split_host_port(authority), expected, "{authority}");
+        }
     }
 
     #[test]

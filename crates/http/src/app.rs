@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::{
-    http::{HeaderMap, StatusCode, header},
+    http::{HeaderMap, StatusCode, header, header::AsHeaderName},
     response::{IntoResponse, Response},
 };
 use presa_server::Server;
@@ -23,8 +23,26 @@ pub(crate) async fn method_not_allowed() -> Response {
     (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")]).into_response()
 }
 
+/// The MCP request headers the admission checks read, as header names made
+/// once: a lookup by `&str` parses (and lowercases) the name on every request.
+pub(crate) mod names {
+    use axum::http::HeaderName;
+    use presa_protocol::headers;
+
+    /// `MCP-Protocol-Version`.
+    pub(crate) static PROTOCOL_VERSION: HeaderName = HeaderName::from_static(headers::PROTOCOL_VERSION);
+    /// `Mcp-Method`.
+    pub(crate) static METHOD: HeaderName = HeaderName::from_static(headers::METHOD);
+    /// `Mcp-Name`.
+    pub(crate) static NAME: HeaderName = HeaderName::from_static(headers::NAME);
+    /// `Mcp-Session-Id` (2025-11-25).
+    pub(crate) static SESSION_ID: HeaderName = HeaderName::from_static(headers::SESSION_ID);
+    /// `Idempotency-Key`.
+    pub(crate) static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static(headers::IDEMPOTENCY_KEY);
+}
+
 /// Header map helper used by the admission checks.
-pub(crate) fn single_header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, &'static str> {
+pub(crate) fn single_header<K: AsHeaderName>(headers: &HeaderMap, name: K) -> Result<Option<&str>, &'static str> {
     let mut values = headers.get_all(name).iter();
     let Some(first) = values.next() else {
         return Ok(None);

@@ -72,14 +72,17 @@ pub(crate) async fn post_mcp(State(app): State<App>, request: axum::extract::Req
         metrics::request(UNKNOWN_METHOD, refusal.status.as_u16().to_string(), started.elapsed());
         return refused(None, &refusal);
     }
-    let headers = headers.clone();
+    // Taken, not cloned (a copy of every header a request): reading the
+    // body needs only the parts' extensions.
+    let mut parts = parts;
+    let headers = std::mem::take(&mut parts.headers);
     // The body limit (`DefaultBodyLimit`) travels in the request's extensions.
     let body = match Bytes::from_request(axum::extract::Request::from_parts(parts, body), &()).await {
         Ok(body) => body,
         Err(rejection) => return rejection.into_response(),
     };
     // A session id means the 2025-11-25 era, unless the body carries modern `_meta`.
-    let parsed = if app.config.legacy.enabled && headers.contains_key(presa_protocol::headers::SESSION_ID) {
+    let parsed = if app.config.legacy.enabled && headers.contains_key(&crate::app::names::SESSION_ID) {
         match serde_json::from_slice::<Value>(&body) {
             Ok(v) if !legacy::is_modern(&v) => return legacy::post(app, headers, v, caller, started).await,
             Ok(v) => jsonrpc::classify(v),

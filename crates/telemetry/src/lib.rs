@@ -24,6 +24,8 @@
 //! `tracing-opentelemetry` (`otel.name`, `otel.kind`, `otel.status_code`).
 
 #[cfg(feature = "exporters")]
+mod clock;
+#[cfg(feature = "exporters")]
 mod logfmt;
 pub mod metrics;
 pub mod propagation;

@@ -3,6 +3,7 @@
 //! log layers' filter, which keeps trace-only spans ([`crate::LOG_OMIT`]) out.
 
 use std::{
+    cell::RefCell,
     fmt::{self, Write as _},
     sync::{Arc, OnceLock},
 };
@@ -26,6 +27,8 @@ use tracing_subscriber::{
     layer::{Context, Filter},
     registry::LookupSpan,
 };
+
+use crate::clock::Rfc3339;
 
 /// The filter of the log layers: `RUST_LOG`'s [`EnvFilter`], and never a
 /// span declaring a [`crate::LOG_OMIT`] field. Such a span (a Redis round
@@ -100,13 +103,13 @@ impl<S: Subscriber> Layer<S> for CaptureDispatch {
 /// The standard JSON line, with `trace_id` and `span_id` first when the
 /// event happens inside a span that belongs to a trace.
 pub(crate) struct WithTraceIds {
-    inner: Format<Json>,
+    inner: Format<Json, Rfc3339>,
     dispatch: Arc<OnceLock<WeakDispatch>>,
 }
 
 impl WithTraceIds {
     pub(crate) fn new(dispatch: Arc<OnceLock<WeakDispatch>>) -> Self {
-        WithTraceIds { inner: tracing_subscriber::fmt::format().json(), dispatch }
+        WithTraceIds { inner: tracing_subscriber::fmt::format().json().with_timer(Rfc3339), dispatch }
     }
 
     /// The ids of the innermost span (of the event's scope) the OpenTelemetry layer knows.
@@ -148,11 +151,35 @@ where
 /// (`otel.*`, `network.*`), so span context in text lines stays readable.
 pub(crate) struct TextFields;
 
+thread_local! {
+    /// Where [`TextFields`] puts a span's fields together before writing
+    /// them in one piece: the span's own text starts empty, and growing it
+    /// field by field reallocated it several times a span (about a
+    /// quarter of what building a span cost a log layer).
+    static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+/// The most [`SCRATCH`] keeps between uses (a rare huge field is not held on to).
+const SCRATCH_KEPT: usize = 4096;
+
 impl<'w> FormatFields<'w> for TextFields {
-    fn format_fields<R: RecordFields>(&self, writer: Writer<'w>, fields: R) -> fmt::Result {
-        let mut visitor = TextVisitor { writer, empty: true, result: Ok(()) };
-        fields.record(&mut visitor);
-        visitor.result
+    fn format_fields<R: RecordFields>(&self, mut writer: Writer<'w>, fields: R) -> fmt::Result {
+        SCRATCH.with(|scratch| {
+            let Ok(mut buf) = scratch.try_borrow_mut() else {
+                // Re-entered (a field's `Display` logged): straight to the writer.
+                let mut visitor = TextVisitor { writer, empty: true, result: Ok(()) };
+                fields.record(&mut visitor);
+                return visitor.result;
+            };
+            buf.clear();
+            let mut visitor = TextVisitor { writer: Writer::new(&mut *buf), empty: true, result: Ok(()) };
+            fields.record(&mut visitor);
+            let written = visitor.result.and_then(|()| writer.write_str(&buf));
+            if buf.capacity() > SCRATCH_KEPT {
+                *buf = String::new();
+            }
+            written
+        })
     }
 }
 
@@ -228,7 +255,7 @@ struct Escaped<'a, 'w>(&'a mut Writer<'w>);
 impl fmt::Write for Escaped<'_, '_> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         let mut rest = s;
-        while let Some(at) = rest.find(char::is_control) {
+        while let Some(at) = first_control(rest) {
             self.0.write_str(&rest[..at])?;
             let c = rest[at..].chars().next().unwrap_or_default();
             match c {
@@ -241,6 +268,18 @@ impl fmt::Write for Escaped<'_, '_> {
         }
         self.0.write_str(rest)
     }
+}
+
+/// Where the first control character of `s` (`char::is_control`: U+0000
+/// to U+001F, U+007F to U+009F) starts. By bytes: every field and message
+/// of a log line passes here, and decoding each character to ask costs
+/// about twice as much. U+0080 to U+009F are `C2 80` to `C2 9F` in UTF-8,
+/// and `C2` is only ever a leading byte.
+fn first_control(s: &str) -> Option<usize> {
+    let b = s.as_bytes();
+    b.iter().enumerate().position(|(i, &c)| {
+        c < 0x20 || c == 0x7f || (c == 0xc2 && b.get(i + 1).is_some_and(|n| (0x80..=0x9f).contains(n)))
+    })
 }
 
 #[cfg(test)]
@@ -310,6 +349,17 @@ mod tests {
         assert_eq!(inside["fields"]["answer"], 42);
     }
 
+    #[test]
+    fn control_characters_are_found_as_char_is_control_finds_them() {
+        for c in (0..=0x10_FFFF).filter_map(char::from_u32) {
+            let s = format!("ab{c}é{c}");
+            assert_eq!(first_control(&s), s.find(char::is_control), "U+{:04X}", u32::from(c));
+        }
+        assert_eq!(first_control(""), None);
+        assert_eq!(first_control("\u{85}"), Some(0));
+        assert_eq!(first_control("é\u{9f}"), Some(2));
+    }
+
     /// Client-supplied text cannot forge a log line or send terminal escapes.
     #[test]
     fn text_lines_escape_control_characters() {
@@ -373,6 +423,39 @@ mod tests {
         let line = &lines[0];
         assert!(line.contains(r#"task{tool="echo"}:inner{n=1}: "#), "{line}");
         assert!(!line.contains("redis{") && !line.contains("omitted-ns"), "{line}");
+    }
+
+    /// A field whose `Display` logs formats its own line's fields while the
+    /// span's are being put together: both come out whole.
+    #[test]
+    fn text_fields_formatted_inside_a_field_stay_whole() {
+        struct Chatty;
+        impl fmt::Display for Chatty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                tracing::info!(inner = "x", "formatting");
+                f.write_str("chatty")
+            }
+        }
+        let out = Buffer::default();
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_subscriber::fmt::layer().with_ansi(false).with_writer(out.clone()).fmt_fields(TextFields));
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!("task", before = "a", value = %Chatty, after = 2u64);
+            span.in_scope(|| tracing::info!(big = "y".repeat(SCRATCH_KEPT * 2).as_str(), "done"));
+            span.in_scope(|| tracing::info!("again"));
+        });
+        // (A scoped dispatcher drops an event made while it dispatches; the
+        // global one, as in a binary, formats it.)
+        let mut lines = out.lines();
+        if lines.len() == 3 {
+            let inner = lines.remove(0);
+            assert!(inner.ends_with("formatting inner=\"x\""), "{inner}");
+        }
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].contains(r#"task{before="a" value=chatty after=2}: "#), "{lines:?}");
+        assert!(lines[0].ends_with(&format!("done big=\"{}\"", "y".repeat(SCRATCH_KEPT * 2))), "{lines:?}");
+        assert!(lines[1].ends_with("again"), "{lines:?}");
+        SCRATCH.with(|s| assert!(s.borrow().capacity() <= SCRATCH_KEPT, "a huge field is not kept"));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use opentelemetry_sdk::{Resource, trace::SdkTracerProvider};
 use tracing_subscriber::{EnvFilter, Layer, layer::SubscriberExt, registry::LookupSpan, util::SubscriberInitExt};
 
-use crate::{logfmt, propagation};
+use crate::{clock::Rfc3339, logfmt, propagation};
 
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -143,6 +143,7 @@ where
         // where escape codes are noise (and cost ~2 % of a worker's instructions).
         LogFormat::Text => tracing_subscriber::fmt::layer()
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_timer(Rfc3339)
             .with_writer(std::io::stderr)
             .fmt_fields(logfmt::TextFields)
             .with_filter(filter)

@@ -179,12 +179,15 @@ impl Worker {
         // the write that ends the task removes its work too.
         let claimed = Some(Concluding { queue: self.core.work().as_ref(), claim, dead });
         let task_writer = TaskWriter::new(store.as_ref(), writer, WriteLimits::task(limit)).concluding(claimed);
+        // No write's outcome (a task each) is held across an await below:
+        // it would make every run's future larger (see `running.spawn`).
         let mut written = task_writer.write_patiently(id, &event, patience).await;
         let mut as_given = true;
         if let Err(e @ UpdateError::TooLarge { .. }) = &written {
             as_given = false;
             tracing::warn!(error = %e, "task outcome too large: the task fails");
             let error = ErrorObject::new(codes::INTERNAL_ERROR, format!("Task outcome not stored: {e}"));
+            drop(written);
             let unbounded = TaskWriter::new(store.as_ref(), writer, WriteLimits::task(usize::MAX)).concluding(claimed);
             written = Box::pin(unbounded.write(id, &failure(error))).await;
         }
@@ -196,21 +199,21 @@ impl Worker {
                 }
                 tracing::Span::current().record("presa.task.status", t.status.as_str());
                 tracing::info!(status = t.status.as_str(), "task finished");
-                as_given
+                return as_given;
             }
-            Ok(Updated::Unchanged(_) | Updated::Gone) => {
-                self.remove_work(claim).await;
-                false
-            }
+            Ok(Updated::Unchanged(_) | Updated::Gone) => {}
             Ok(Updated::Fenced) => {
                 tracing::warn!("claim was taken over; dropping this outcome");
-                false
+                return false;
             }
             Err(e) => {
                 tracing::warn!(error = %e, "could not record the outcome; the work will be retried");
-                false
+                return false;
             }
         }
+        drop(written);
+        self.remove_work(claim).await;
+        false
     }
 
     async fn remove_work(&self, claim: &Claim) {
