@@ -266,11 +266,12 @@ pub(super) struct Plain {
 }
 
 impl Plain {
-    /// For `url`, unless it is `https://` or the environment's proxy
-    /// settings (`HTTP_PROXY`, `NO_PROXY`… read as reqwest reads them) send it
-    /// through a proxy: reqwest takes those.
+    /// For `url`, unless it is `https://`, carries a user or password, or
+    /// the environment's proxy settings (`HTTP_PROXY`, `NO_PROXY`… read as
+    /// reqwest reads them) send it through a proxy: reqwest takes those.
     pub(super) fn for_url(url: &reqwest::Url) -> Option<Box<Plain>> {
-        if url.scheme() != "http" {
+        // reqwest turns a URL's user and password into Basic auth: it keeps those.
+        if url.scheme() != "http" || !url.username().is_empty() || url.password().is_some() {
             return None;
         }
         let uri: http::Uri = url.as_str().parse().ok()?;
@@ -689,6 +690,7 @@ mod tests {
     #[tokio::test]
     async fn only_a_plain_http_upstream_goes_through_hyper() {
         assert!(Plain::for_url(&"https://up.example/mcp".parse().unwrap()).is_none());
+        assert!(Plain::for_url(&"http://user:secret@127.0.0.1:9/mcp".parse().unwrap()).is_none());
         let proxied =
             ["ALL_PROXY", "all_proxy", "HTTP_PROXY", "http_proxy"].iter().any(|v| std::env::var_os(v).is_some());
         assert_eq!(Plain::for_url(&"http://127.0.0.1:9/mcp".parse().unwrap()).is_some(), !proxied);
