@@ -77,6 +77,10 @@ pub(super) enum Command {
     /// consumer, their leases lapsed, then taken over and completed by fresh worker pods;
     /// time, Redis µs per recovered entry, worst Redis and pod stalls.
     Recovery(recovery::RecoveryArgs),
+    /// `--calls` plain `tools/call`s (`echo`, as the echo rows send it) to `--url` on
+    /// `--connections` connections, each answer checked; prints calls/s. For drivers that
+    /// count a server's instructions per call (`tools/bench/callgrind-gateway.sh`).
+    Calls(calls::CallsArgs),
     /// (Run by presa-bench itself.) Serve the bench catalog on a loopback port in this
     /// process, print the URL, stop when stdin closes.
     #[command(hide = true)]

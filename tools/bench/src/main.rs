@@ -13,6 +13,8 @@
 //! downloaded, throughput and each pod's RSS rise (`artifacts.rs`). And
 //! `presa-bench recovery [...]`: stranded work taken over after a mass worker
 //! loss, its cost per recovered entry and the worst stalls (`recovery.rs`).
+//! And `presa-bench calls --url URL [...]`: a fixed number of plain
+//! `tools/call`s to one endpoint, for instruction-count drivers (`calls.rs`).
 //!
 //! The process holds the server (`presa_http::router` + `presa_http::serve` on
 //! 127.0.0.1:0), its in-process worker (`presa_server::Worker`) and the load
@@ -91,6 +93,7 @@ use std::{
 
 mod args;
 mod artifacts;
+mod calls;
 mod chaos;
 mod cost;
 mod fairness;
@@ -150,6 +153,7 @@ async fn main() {
         Some(Command::Artifacts(a)) => std::process::exit(artifacts::run(a).await),
         Some(Command::Retries(r)) => std::process::exit(retries::run(r).await),
         Some(Command::Recovery(r)) => std::process::exit(recovery::run(r).await),
+        Some(Command::Calls(a)) => std::process::exit(calls::run(a).await),
         Some(Command::Serve(serve_args)) => return serve(serve_args).await,
         None => {}
     }

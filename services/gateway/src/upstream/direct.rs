@@ -25,6 +25,14 @@
 //!   which goes through rmcp as rmcp sends its own (it opens a new session first);
 //! - other failures: the errors rmcp gives for them, so the retry rules and
 //!   messages do not change; a 401 is signed again once (`http.rs`).
+//!
+//! To a plain `http://` upstream that no proxy setting intercepts, the POST
+//! goes through hyper's client ([`Plain`]) rather than reqwest's: reqwest's
+//! own layers (its redirect policy parses the URL again on every request,
+//! then its response the URL once more, its retry and proxy layers) were
+//! about a sixth of a proxied call's instructions. A connection that cannot
+//! be opened there is tried once through reqwest (nothing was sent), so its
+//! failure reads as before; `https://` and proxied upstreams use reqwest.
 
 use std::{
     borrow::Cow,
@@ -34,8 +42,15 @@ use std::{
     },
 };
 
+use bytes::Bytes;
 use futures::{StreamExt, stream::BoxStream};
-use http::{HeaderName, HeaderValue, StatusCode, header};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use http_body::Body as _;
+use http_body_util::{BodyDataStream, BodyExt, Full, combinators::BoxBody};
+use hyper_util::{
+    client::legacy::{Client, connect::HttpConnector},
+    rt::{TokioExecutor, TokioTimer},
+};
 use rmcp::{
     RoleClient,
     model::{CallToolRequestParams, ErrorData, RequestId, RequestMetaObject, ServerResult},
@@ -237,12 +252,51 @@ struct Request<'a> {
     params: &'a CallToolRequestParams,
 }
 
+/// An answer's body, from either client.
+type Body = BoxBody<Bytes, BoxError>;
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// hyper's client for a plain `http://` upstream that no proxy intercepts
+/// (see the module docs): TCP_NODELAY and idle connections kept 90 s, as
+/// the reqwest client of the connection (`http_client`).
+#[derive(Debug)]
+pub(super) struct Plain {
+    client: Client<HttpConnector, Full<Bytes>>,
+    uri: http::Uri,
+}
+
+impl Plain {
+    /// For `url`, unless it is `https://`, carries a user or password, or
+    /// the environment's proxy settings (`HTTP_PROXY`, `NO_PROXY`… read as
+    /// reqwest reads them) send it through a proxy: reqwest takes those.
+    pub(super) fn for_url(url: &reqwest::Url) -> Option<Box<Plain>> {
+        // reqwest turns a URL's user and password into Basic auth: it keeps those.
+        if url.scheme() != "http" || !url.username().is_empty() || url.password().is_some() {
+            return None;
+        }
+        let uri: http::Uri = url.as_str().parse().ok()?;
+        if hyper_util::client::proxy::matcher::Matcher::from_system().intercept(&uri).is_some() {
+            return None;
+        }
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(std::time::Duration::from_secs(90))
+            .build(connector);
+        Some(Box::new(Plain { client, uri }))
+    }
+}
+
 /// A connection's own way to POST `tools/call`.
 #[derive(Debug)]
 pub struct Direct {
     pub(super) http: UpstreamHttp,
     /// The upstream's URL, parsed once (reqwest parses a `&str` on every request).
     pub(super) url: reqwest::Url,
+    /// hyper's client, when the upstream is plain `http://` with no proxy
+    /// (boxed: a call's futures move their connection, this one inside, several times).
+    pub(super) plain: Option<Box<Plain>>,
     pub(super) shared: Arc<Shared>,
     pub(super) next_id: AtomicU64,
 }
@@ -267,6 +321,54 @@ impl Direct {
         self.shared.clear_handoff();
     }
 
+    /// The headers of a `tools/call` POST after `template` (`name`: the
+    /// tool's, for `Mcp-Name`), with `token` as its bearer token.
+    fn headers(&self, template: &Template, name: Option<&HeaderValue>, token: Option<&str>) -> HeaderMap {
+        let mut headers = HeaderMap::with_capacity(template.headers.len() + 6);
+        headers.insert(header::ACCEPT, HeaderValue::from_static("text/event-stream, application/json"));
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(JSON_MIME_TYPE));
+        for (k, v) in &template.headers {
+            headers.append(k, v.clone());
+        }
+        if let Some(session) = &template.session
+            && let Ok(v) = HeaderValue::from_str(session)
+        {
+            headers.insert(HEADER_SESSION_ID, v);
+        }
+        if template.standard_headers {
+            headers.insert(HEADER_MCP_METHOD, HeaderValue::from_static("tools/call"));
+            if let Some(name) = name {
+                headers.insert(HEADER_MCP_NAME, name.clone());
+            }
+        }
+        if let Some(token) = token
+            && let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {token}"))
+        {
+            v.set_sensitive(true);
+            headers.insert(header::AUTHORIZATION, v);
+        }
+        headers
+    }
+
+    /// POST `body` with `headers()`: through hyper's client to a plain
+    /// upstream (through reqwest when it cannot connect: nothing was sent,
+    /// and the failure then reads as it always did), else through reqwest.
+    async fn post(&self, headers: impl Fn() -> HeaderMap, body: Bytes) -> Result<http::Response<Body>, HttpError> {
+        if let Some(plain) = &self.plain {
+            let mut request = http::Request::new(Full::new(body.clone()));
+            *request.method_mut() = http::Method::POST;
+            *request.uri_mut() = plain.uri.clone();
+            *request.headers_mut() = headers();
+            match plain.client.request(request).await {
+                Ok(response) => return Ok(response.map(|b| b.map_err(BoxError::from).boxed())),
+                Err(e) if e.is_connect() => {}
+                Err(e) => return Err(StreamableHttpError::Io(std::io::Error::other(e))),
+            }
+        }
+        let response = self.http.client().post(self.url.clone()).headers(headers()).body(body).send().await?;
+        Ok(http::Response::from(response).map(|b| b.map_err(BoxError::from).boxed()))
+    }
+
     /// POST `tools/call` `params` as request `id` after `template`. The
     /// caller put the template's context and a progress token in `params`' `_meta`.
     pub async fn call(
@@ -278,32 +380,13 @@ impl Direct {
         let body = serde_json::to_vec(&Request { jsonrpc: "2.0", id, method: "tools/call", params })
             .map_err(|e| transport_error(StreamableHttpError::Deserialize(e)))?;
         let name = HeaderValue::from_str(&params.name).ok();
+        let name = name.as_ref();
         let limits = StreamableHttpResponseLimits::default();
-        let send = |token: Option<String>, body: Vec<u8>| {
-            let mut request = self
-                .http
-                .client()
-                .post(self.url.clone())
-                .header(header::ACCEPT, HeaderValue::from_static("text/event-stream, application/json"))
-                .header(header::CONTENT_TYPE, HeaderValue::from_static(JSON_MIME_TYPE));
-            for (k, v) in &template.headers {
-                request = request.header(k, v);
-            }
-            if let Some(session) = &template.session {
-                request = request.header(HEADER_SESSION_ID, session.as_ref());
-            }
-            if template.standard_headers {
-                request = request.header(HEADER_MCP_METHOD, HeaderValue::from_static("tools/call"));
-                if let Some(name) = &name {
-                    request = request.header(HEADER_MCP_NAME, name.clone());
-                }
-            }
-            if let Some(token) = token {
-                request = request.bearer_auth(token);
-            }
-            async move { answer_status(request.body(body).send().await?, limits).await }
+        let send = |token: Option<String>, body: Bytes| async move {
+            let headers = || self.headers(template, name, token.as_deref());
+            answer_status(self.post(headers, body).await?, limits).await
         };
-        let response = match self.http.signed(None, body, send).await.map_err(transport_error)? {
+        let response = match self.http.signed(None, Bytes::from(body), send).await.map_err(transport_error)? {
             Status::Read(response) => response,
             Status::Rpc(error) => return Ok(Sent::Answered(Err(error))),
         };
@@ -377,7 +460,7 @@ fn media_type_is(value: &[u8], mime: &str) -> bool {
 /// What a POST's status leaves to read.
 enum Status {
     /// A 2xx, or a 404 (a session gone): the body is read by the caller.
-    Read(reqwest::Response),
+    Read(http::Response<Body>),
     /// A JSON-RPC error the upstream sent with a failing status: the call's answer.
     Rpc(ErrorData),
 }
@@ -387,7 +470,10 @@ enum Status {
 /// `Retry-After`) are its errors for them; a JSON-RPC error in the body of
 /// another failure (not an unchallenged 401/403) is the upstream's answer;
 /// the rest fail with a prefix of their body.
-async fn answer_status(response: reqwest::Response, limits: StreamableHttpResponseLimits) -> Result<Status, HttpError> {
+async fn answer_status(
+    response: http::Response<Body>,
+    limits: StreamableHttpResponseLimits,
+) -> Result<Status, HttpError> {
     let status = response.status();
     if status.is_success() || status == StatusCode::NOT_FOUND {
         return Ok(Status::Read(response));
@@ -449,18 +535,30 @@ fn scope_of(challenge: &str) -> Option<String> {
 }
 
 /// A body read to its end, refused past `max` bytes.
-async fn read_bounded(mut response: reqwest::Response, max: usize) -> Result<Vec<u8>, HttpError> {
-    if response.content_length().is_some_and(|n| n > max as u64) {
+async fn read_bounded(response: http::Response<Body>, max: usize) -> Result<Vec<u8>, HttpError> {
+    let mut body = response.into_body();
+    let length = body.size_hint().exact();
+    if length.is_some_and(|n| n > max as u64) {
         return Err(StreamableHttpError::ResponseBodyTooLarge { max_size: max });
     }
-    let mut body = Vec::with_capacity(response.content_length().map_or(0, |n| n as usize));
-    while let Some(chunk) = response.chunk().await? {
-        if body.len() + chunk.len() > max {
+    let mut read = Vec::with_capacity(length.map_or(0, |n| n as usize));
+    while let Some(frame) = body.frame().await {
+        let Ok(chunk) = frame.map_err(body_error)?.into_data() else { continue };
+        if read.len() + chunk.len() > max {
             return Err(StreamableHttpError::ResponseBodyTooLarge { max_size: max });
         }
-        body.extend_from_slice(&chunk);
+        read.extend_from_slice(&chunk);
     }
-    Ok(body)
+    Ok(read)
+}
+
+/// A body that failed mid-way, as rmcp's client reports it: reqwest's
+/// error as such, hyper's as an I/O error (both read as a lost connection).
+fn body_error(e: BoxError) -> HttpError {
+    match e.downcast::<reqwest::Error>() {
+        Ok(e) => StreamableHttpError::Client(*e),
+        Err(e) => StreamableHttpError::Io(std::io::Error::other(e)),
+    }
 }
 
 /// A failed POST as rmcp's client reports its own (so `retry` and `answer` read it alike).
@@ -473,18 +571,18 @@ fn transport_error(e: HttpError) -> ServiceError {
 /// An SSE event over its size limit (`StreamableHttpResponseLimits::max_sse_event_size`).
 #[derive(Debug, thiserror::Error)]
 enum SseBodyError {
-    #[error(transparent)]
-    Http(#[from] reqwest::Error),
+    #[error("{0}")]
+    Body(BoxError),
     #[error("an SSE event exceeded the maximum size of {0} bytes")]
     EventTooLarge(usize),
 }
 
 /// A response body as SSE events, each at most `max` bytes (counted between
 /// blank lines, line ends aside).
-fn bounded_sse(response: reqwest::Response, max: usize) -> BoxStream<'static, Result<sse_stream::Sse, SseError>> {
+fn bounded_sse(response: http::Response<Body>, max: usize) -> BoxStream<'static, Result<sse_stream::Sse, SseError>> {
     let (mut line, mut event, mut failed) = (0usize, 0usize, false);
-    let bytes = response.bytes_stream().map(move |chunk| {
-        let chunk = chunk.map_err(SseBodyError::from)?;
+    let bytes = BodyDataStream::new(response.into_body()).map(move |chunk| {
+        let chunk = chunk.map_err(SseBodyError::Body)?;
         if failed {
             return Err(SseBodyError::EventTooLarge(max));
         }
@@ -587,6 +685,32 @@ mod tests {
         // Not a complete result: rmcp's model takes it (and the call refuses what it makes of it).
         let odd = json!({ "content": "not a list" });
         assert!(!matches!(answer(odd.as_object().cloned().unwrap()), Ok(Answer::Complete(_))));
+    }
+
+    #[tokio::test]
+    async fn only_a_plain_http_upstream_goes_through_hyper() {
+        assert!(Plain::for_url(&"https://up.example/mcp".parse().unwrap()).is_none());
+        assert!(Plain::for_url(&"http://user:secret@127.0.0.1:9/mcp".parse().unwrap()).is_none());
+        let proxied =
+            ["ALL_PROXY", "all_proxy", "HTTP_PROXY", "http_proxy"].iter().any(|v| std::env::var_os(v).is_some());
+        assert_eq!(Plain::for_url(&"http://127.0.0.1:9/mcp".parse().unwrap()).is_some(), !proxied);
+    }
+
+    #[tokio::test]
+    async fn answers_are_read_up_to_their_bound_whatever_their_length_says() {
+        let full =
+            |b: &'static [u8]| http::Response::new(Full::new(Bytes::from_static(b)).map_err(BoxError::from).boxed());
+        assert_eq!(read_bounded(full(b"{}"), 64).await.unwrap(), b"{}");
+        let too_long = read_bounded(full(&[b'x'; 65]), 64).await;
+        assert!(matches!(too_long, Err(StreamableHttpError::ResponseBodyTooLarge { max_size: 64 })));
+        // A body of unknown length (chunked) is cut at the bound as it comes.
+        let chunks = futures::stream::iter(
+            (0..10).map(|_| Ok::<_, BoxError>(http_body::Frame::data(Bytes::from_static(&[b'y'; 10])))),
+        );
+        let chunked = http::Response::new(BodyExt::boxed(http_body_util::StreamBody::new(chunks)));
+        assert!(matches!(read_bounded(chunked, 64).await, Err(StreamableHttpError::ResponseBodyTooLarge { .. })));
+        // hyper's failure mid-body reads as a lost connection (an I/O error), as reqwest's did.
+        assert!(matches!(body_error(Box::new(std::io::Error::other("reset"))), StreamableHttpError::Io(_)));
     }
 
     #[test]

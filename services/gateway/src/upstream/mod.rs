@@ -270,6 +270,7 @@ impl Connection {
                     let client = UpstreamHttp::new(http_client(tls.as_ref())?, tokens, shared.clone());
                     direct = reqwest::Url::parse(url.as_str()).ok().map(|url| Direct {
                         http: client.clone(),
+                        plain: direct::Plain::for_url(&url),
                         url,
                         shared,
                         next_id: AtomicU64::new(0),
