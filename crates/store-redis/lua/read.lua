@@ -42,6 +42,15 @@ local left = tonumber(ARGV[3])
 local with_docs = #ARGV >= 4 + #KEYS
 local out = {}
 local docs = {}
+-- Sets the idle time of `ids` (entries of `stream` just delivered) in one
+-- XCLAIM, not one an entry (each redis.call costs about 0.75 µs); the ids
+-- table is reused for the options.
+local function lease(stream, ids)
+  ids[#ids + 1] = 'IDLE'
+  ids[#ids + 1] = ARGV[4]
+  ids[#ids + 1] = 'JUSTID'
+  redis.call('XCLAIM', stream, ARGV[1], ARGV[2], 0, unpack(ids))
+end
 for i = 1, #KEYS do
   if left <= 0 then
     break
@@ -49,17 +58,24 @@ for i = 1, #KEYS do
   local reply = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2],
     'COUNT', left, 'STREAMS', KEYS[i], '>')
   if reply then
+    local ids = {}
     for _, entry in ipairs(reply[1][2]) do
       local task = entry_task(entry[2])
       out[#out + 1] = i
       out[#out + 1] = entry[1]
       out[#out + 1] = task
       if with_docs then
-        docs[#docs + 1] = task ~= '' and select(4, task_load(ARGV[4 + i] .. task)) or false
+        docs[#docs + 1] = task ~= '' and task_doc(ARGV[4 + i] .. task) or false
       end
       left = left - 1
-      redis.call('XCLAIM', KEYS[i], ARGV[1], ARGV[2], 0, entry[1],
-        'IDLE', ARGV[4], 'JUSTID')
+      ids[#ids + 1] = entry[1]
+      if #ids == 1000 then -- unpack's bound (Lua's stack) stays far away
+        lease(KEYS[i], ids)
+        ids = {}
+      end
+    end
+    if #ids > 0 then
+      lease(KEYS[i], ids)
     end
   end
 end

@@ -56,10 +56,16 @@ local function task_head(key)
   return h[1], h[2] or '0', h[3], false, h[4] or nil
 end
 
--- The doc of the task at `key` (nil when there is none).
+-- The doc of the task at `key` (nil when there is none): one HGET, whose
+-- reply is the doc alone (task_load's HMGET brings three more fields into
+-- Lua); a string record (WRONGTYPE) is read by task_load.
 local function task_doc(key)
-  local _, _, _, doc = task_load(key)
-  return doc
+  local doc = redis.pcall('HGET', key, 'doc')
+  if type(doc) == 'table' then
+    local _, _, _, d = task_load(key)
+    return d
+  end
+  return doc or nil
 end
 
 -- Write a task, keeping the key's expiry (set once, at creation): a hash

@@ -2,7 +2,7 @@
 
 use std::{collections::HashSet, time::Duration};
 
-use presa_store::{Cas, CreateLimits, NewTask, Scope, TaskStore, Writer};
+use presa_store::{Cas, CreateLimits, NewTask, Scope, Task, TaskStore, Writer};
 use presa_testkit::redis::{TestRedis, unique_prefix};
 
 use presa_store::{TaskId, util::now_ms};
@@ -77,10 +77,10 @@ async fn a_read_after_a_wait_looks_at_the_woken_partitions_and_keeps_the_other_c
     assert_eq!(start.len(), 4, "every stream drained: a cursor each");
     // Tasks until two partitions have some.
     let mut created = Vec::new();
-    while created.iter().map(|t: &presa_store::Task| t.id.partition()).collect::<HashSet<_>>().len() < 2 {
+    while created.iter().map(|t: &Task| t.id.partition()).collect::<HashSet<_>>().len() < 2 {
         created.push(store.create(new_task(), CreateLimits::NONE).await.unwrap());
     }
-    let part = |t: &presa_store::Task| store.keys().partition_of(&t.id).unwrap();
+    let part = |t: &Task| store.keys().partition_of(&t.id).unwrap();
     let (a, b) = (part(&created[0]), part(created.iter().find(|t| part(t) != part(&created[0])).unwrap()));
     let in_part = |p: u16| created.iter().filter(|t| part(t) == p).map(|t| t.id.to_string()).collect::<HashSet<_>>();
 
@@ -218,6 +218,37 @@ async fn a_claim_keeps_a_fresh_deliverys_lease_and_starts_a_stale_ones_anew() {
     let (holder, renewed) = idle(group[1].entry.id.clone()).await;
     assert_eq!(holder, "w1");
     assert!(renewed < at_delivery + 1_000, "the stale delivery got a new lease: idle {renewed} ms, not {stale}");
+}
+
+/// A read delivering several entries of one stream leases every one of them
+/// (`read.lua` sets their idle time with one XCLAIM a stream): each is
+/// pending for the reader, delivered once, at idle H - lease or more; and it
+/// hands each entry's doc over, `Some(None)` for a task that is gone.
+#[tokio::test]
+async fn a_read_leases_every_entry_it_delivers_and_brings_their_docs() {
+    let (_redis, store) = one_partition().await;
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        tasks.push(store.create(new_task(), CreateLimits::NONE).await.unwrap());
+    }
+    let gone = store.keys().task(&tasks[1].id).unwrap();
+    let _: Value = store.queue().link.query(Verbosity::Info, redis::cmd("DEL").arg(&gone)).await.unwrap();
+    let at_delivery = store.queue().lease_idle(LEASE);
+    let (entries, _) = store.queue().read_new("w1", 3, LEASE, None).await.unwrap();
+    assert_eq!(entries.len(), 3);
+    let docs: Vec<Option<Task>> =
+        entries.iter().map(|e| e.doc.clone().unwrap().map(|d| decode(d.as_bytes()).unwrap())).collect();
+    assert_eq!(docs, vec![Some(tasks[0].clone()), None, Some(tasks[2].clone())]);
+
+    let mut cmd = redis::cmd("XPENDING");
+    cmd.arg(store.keys().work(0)).arg(GROUP).arg("-").arg("+").arg(10);
+    let pending: redis::streams::StreamPendingCountReply =
+        store.queue().link.query(Verbosity::Info, &cmd).await.unwrap();
+    assert_eq!(pending.ids.len(), 3);
+    for (p, e) in pending.ids.iter().zip(&entries) {
+        assert_eq!((p.id.as_str(), p.consumer.as_str(), p.times_delivered), (e.id.as_str(), "w1", 1));
+        assert!(p.last_delivered_ms as u64 >= at_delivery, "leased at delivery: idle {} ms", p.last_delivered_ms);
+    }
 }
 
 #[test]
