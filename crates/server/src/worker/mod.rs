@@ -367,3 +367,43 @@ impl Worker {
         ToolContext::for_task(invocation, run, cancel, self.core.bus().clone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::{sync::Arc, time::Duration};
+
+    use presa_store::{Backend, CreateLimits, NewTask, Scope, WorkQueue, memory::MemoryStore};
+    use presa_tasks::Work;
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::{Catalog, ServerConfig};
+
+    /// A run's future is copied whole into its box when the run is spawned
+    /// (`running.spawn`), once a task: it was 8,096 bytes while a concluding
+    /// write held its tasks across its awaits (see `task_writer.rs`), and
+    /// 3,048 after.
+    #[tokio::test]
+    async fn a_run_future_stays_small() {
+        let store = Arc::new(MemoryStore::new());
+        let core = Core::new(ServerConfig::default(), Catalog::default(), Backend::new(store.clone()));
+        let new = NewTask {
+            scope: Scope::anonymous(),
+            work: Work { tool: "echo".into(), ..Work::default() },
+            ttl_ms: Some(60_000),
+            poll_interval_ms: None,
+            status_message: None,
+        };
+        presa_store::TaskStore::create(store.as_ref(), new, CreateLimits::NONE).await.expect("create");
+        let claim = store.claim("w1", 1, Duration::from_secs(30), Duration::from_secs(1)).await.expect("claim");
+        let claim = Arc::new(claim.into_iter().next().expect("one claim"));
+        let slots = Slots::new(1, 1, None, None);
+        let slot = Arc::new(Slot::running(slots.clone(), slots.acquire().await, Scope::anonymous()));
+        let worker = Worker::new(core, WorkerConfig::default());
+        let run = worker.execute(claim, slot, CancellationToken::new());
+        let size = size_of_val(&run);
+        assert!(size < 4_096, "{size} bytes");
+        // The catalog has no `echo`: the run fails the task, and ends.
+        run.await;
+    }
+}

@@ -181,16 +181,36 @@ impl Worker {
         let task_writer = TaskWriter::new(store.as_ref(), writer, WriteLimits::task(limit)).concluding(claimed);
         // No write's outcome (a task each) is held across an await below:
         // it would make every run's future larger (see `running.spawn`).
-        let mut written = task_writer.write_patiently(id, &event, patience).await;
-        let mut as_given = true;
-        if let Err(e @ UpdateError::TooLarge { .. }) = &written {
-            as_given = false;
-            tracing::warn!(error = %e, "task outcome too large: the task fails");
-            let error = ErrorObject::new(codes::INTERNAL_ERROR, format!("Task outcome not stored: {e}"));
-            drop(written);
-            let unbounded = TaskWriter::new(store.as_ref(), writer, WriteLimits::task(usize::MAX)).concluding(claimed);
-            written = Box::pin(unbounded.write(id, &failure(error))).await;
+        let settled = match task_writer.write_patiently(id, &event, patience).await {
+            Err(e @ UpdateError::TooLarge { .. }) => Err(e),
+            written => Ok(self.settle(written, true)),
+        };
+        let settled = match settled {
+            Ok(settled) => settled,
+            Err(e) => {
+                tracing::warn!(error = %e, "task outcome too large: the task fails");
+                let error = ErrorObject::new(codes::INTERNAL_ERROR, format!("Task outcome not stored: {e}"));
+                drop(e);
+                let unbounded =
+                    TaskWriter::new(store.as_ref(), writer, WriteLimits::task(usize::MAX)).concluding(claimed);
+                let written = Box::pin(unbounded.write(id, &failure(error))).await;
+                self.settle(written, false)
+            }
+        };
+        match settled {
+            Some(kept) => kept,
+            None => {
+                self.remove_work(claim).await;
+                false
+            }
         }
+    }
+
+    /// How a concluding write went (`as_given`: it wrote the event it was
+    /// given, not a failure in its place): whether the task holds the event,
+    /// or `None` when the work is still to be removed (the task changed no
+    /// more: it had ended, or is gone).
+    fn settle(&self, written: Result<Updated, UpdateError>, as_given: bool) -> Option<bool> {
         match written {
             // Its work went with the write.
             Ok(Updated::Applied(t)) => {
@@ -199,21 +219,18 @@ impl Worker {
                 }
                 tracing::Span::current().record("presa.task.status", t.status.as_str());
                 tracing::info!(status = t.status.as_str(), "task finished");
-                return as_given;
+                Some(as_given)
             }
-            Ok(Updated::Unchanged(_) | Updated::Gone) => {}
+            Ok(Updated::Unchanged(_) | Updated::Gone) => None,
             Ok(Updated::Fenced) => {
                 tracing::warn!("claim was taken over; dropping this outcome");
-                return false;
+                Some(false)
             }
             Err(e) => {
                 tracing::warn!(error = %e, "could not record the outcome; the work will be retried");
-                return false;
+                Some(false)
             }
         }
-        drop(written);
-        self.remove_work(claim).await;
-        false
     }
 
     async fn remove_work(&self, claim: &Claim) {
