@@ -200,7 +200,7 @@ impl<'a> TaskWriter<'a> {
                     guessed = false;
                     continue;
                 }
-                Decision::Done(done) => return done,
+                Decision::Done(done) => return *done,
             };
             let write = match self.concluding {
                 Some(Concluding { queue, claim, .. }) if matches!(event, Event::Defer { .. } | Event::Wait { .. }) => {
@@ -250,14 +250,14 @@ impl<'a> TaskWriter<'a> {
             }
         };
         let applied = if writer.fence_holds(&task) { apply(&task, event, now_ms()) } else { Ok(None) };
-        Decision::Done(match applied {
+        Decision::Done(Box::new(match applied {
             Ok(Some(next)) if !too_large(&next) => return Decision::Write(Box::new(next), task.status),
             _ if guessed => return Decision::Again,
             Err(e) => Err(e.into()),
             Ok(_) if !writer.fence_holds(&task) => Ok(Updated::Fenced),
             Ok(None) => Ok(Updated::Unchanged(task.into_owned())),
             Ok(Some(next)) => Err(UpdateError::TooLarge { bytes: size(&next), limit: max_bytes }),
-        })
+        }))
     }
 }
 
@@ -297,8 +297,9 @@ enum Decision {
     /// The guess decided something other than a write: decide again on
     /// the stored task.
     Again,
-    /// The write's answer.
-    Done(Result<Updated, UpdateError>),
+    /// The write's answer (boxed: taken on the rare paths only, and a task
+    /// inline would make every decision as large as one).
+    Done(Box<Result<Updated, UpdateError>>),
 }
 
 #[cfg(test)]
