@@ -8,6 +8,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use presa_server::Server;
+use presa_telemetry::metrics::RequestMetrics;
 
 use crate::config::HttpConfig;
 
@@ -16,6 +17,17 @@ use crate::config::HttpConfig;
 pub(crate) struct App {
     pub(crate) server: Server,
     pub(crate) config: Arc<HttpConfig>,
+    /// Every request's series, resolved when the router is built (under the
+    /// metrics recorder installed by then).
+    pub(crate) metrics: RequestMetrics,
+}
+
+impl App {
+    /// The state of a router serving `server` with `config`.
+    pub(crate) fn new(server: Server, config: HttpConfig) -> Self {
+        let metrics = RequestMetrics::new(presa_protocol::Method::ALL.map(presa_protocol::Method::as_str));
+        App { server, config: Arc::new(config), metrics }
+    }
 }
 
 /// 405 for the methods `/mcp` does not take, naming the one it does.

@@ -19,7 +19,7 @@ fn on(app: App, name: Option<&str>) -> Result<App, String> {
         None if app.server.endpoints().root() => Ok(app),
         None => Err("This gateway serves its catalog only at /mcp/<server>".into()),
         Some(name) => match app.server.endpoint(name) {
-            Some(server) => Ok(App { server, config: app.config }),
+            Some(server) => Ok(App { server, ..app }),
             None => Err(format!("No MCP server is served at /mcp/{name}")),
         },
     }

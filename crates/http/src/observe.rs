@@ -75,6 +75,7 @@ impl NumberText {
 pub(crate) struct Observed {
     pub(crate) span: Span,
     method: &'static str,
+    metrics: metrics::RequestMetrics,
     started: Instant,
     done: bool,
     /// The tool a `tools/call` names, when the catalog has it.
@@ -132,7 +133,7 @@ impl Observed {
         let meta = req.params.get("_meta").and_then(Value::as_object);
         propagation::adopt_request_parent(&span, meta, headers);
         propagation::record_trace_id(&span);
-        Observed { span, method, started, done: false, tool }
+        Observed { span, method, metrics: app.metrics.clone(), started, done: false, tool }
     }
 
     /// Record the request's protocol version on its span.
@@ -149,7 +150,7 @@ impl Observed {
     fn count(&mut self, outcome: impl Into<metrics::SharedString>) {
         if !self.done {
             self.done = true;
-            metrics::request(self.method, outcome, self.started.elapsed());
+            self.metrics.record(self.method, outcome, self.started.elapsed());
         }
     }
 

@@ -25,6 +25,7 @@ use presa_protocol::{
     jsonrpc::{self, ErrorObject, RequestId},
 };
 use presa_server::{Reply, dispatch::MessageStream};
+use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -34,17 +35,21 @@ use tracing::{Instrument, Span};
 use crate::{app::App, auth::Refusal, observe::Observed};
 
 /// A JSON body (always compact, one line).
-pub(crate) fn json(status: StatusCode, body: &Value) -> Response {
+pub(crate) fn json(status: StatusCode, body: &(impl Serialize + ?Sized)) -> Response {
     // `serde_json::to_vec` into a sized buffer: `to_string` goes through
     // `fmt::Display`, many small writes into a growing string.
     let mut out = Vec::with_capacity(256);
-    let bytes = match serde_json::to_writer(&mut out, body) {
-        Ok(()) => out,
-        // Unreachable for a `Value` (string keys only); never a panic.
-        Err(_) => body.to_string().into_bytes(),
+    let (status, bytes) = match serde_json::to_writer(&mut out, body) {
+        Ok(()) => (status, out),
+        // Unreachable for what is sent here (values and envelopes with
+        // string keys); never a panic.
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, UNSERIALISABLE.as_bytes().to_vec()),
     };
     (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], Bytes::from(bytes)).into_response()
 }
+
+/// What [`json`] sends for a body that would not serialise.
+const UNSERIALISABLE: &str = r#"{"error":{"code":-32603,"message":"Internal error"},"id":null,"jsonrpc":"2.0"}"#;
 
 /// A JSON-RPC error with its HTTP status; a 429 or 503 whose error says
 /// `data.retryAfterMs` also says `Retry-After` (whole seconds, rounded up).
@@ -141,7 +146,7 @@ pub(crate) async fn respond(
                 return match reply {
                     Reply::Result(v) => {
                         observed.succeeded(&v);
-                        json(StatusCode::OK, &jsonrpc::success(&id, v))
+                        json(StatusCode::OK, &jsonrpc::SuccessRef::new(&id, &v))
                     }
                     Reply::Error(e) => {
                         observed.failed(&e);

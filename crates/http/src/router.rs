@@ -38,7 +38,7 @@ pub fn router(server: Server, config: HttpConfig) -> Router {
         metrics_router(refresh, render)
     });
     let metadata = config.access.resource_metadata.as_ref().map(ResourceMetadata::router);
-    let app = App { server, config: Arc::new(config) };
+    let app = App::new(server, config);
     let admin = if app.config.admin.own_listener { Router::new() } else { guarded_admin(&app) };
     let console =
         if app.config.admin.enabled && !app.config.admin.own_listener { guarded_console(&app) } else { Router::new() };
@@ -69,7 +69,7 @@ pub fn router(server: Server, config: HttpConfig) -> Router {
 /// ([`admin::AdminConfig::own_listener`]): `config` says who may call it.
 pub fn admin_router(server: Server, config: HttpConfig) -> Router {
     let limit = config.max_body_bytes;
-    let app = App { server, config: Arc::new(config) };
+    let app = App::new(server, config);
     let console = if app.config.admin.enabled { guarded_console(&app) } else { Router::new() };
     guarded_admin(&app).merge(console).layer(DefaultBodyLimit::max(limit))
 }

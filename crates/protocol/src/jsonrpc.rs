@@ -123,49 +123,209 @@ impl EnvelopeError {
 }
 
 /// Parse one HTTP body as a single JSON-RPC request or notification.
+///
+/// The envelope's members are read straight from the bytes (no object is
+/// built for the envelope itself, only for `params`), and classified as
+/// [`classify`] classifies a parsed value: the same answers, the same errors.
 pub fn parse_message(body: &[u8]) -> Result<Incoming, EnvelopeError> {
-    let value: Value = serde_json::from_slice(body).map_err(|_| EnvelopeError::Parse)?;
-    classify(value)
+    let top: Top = serde_json::from_slice(body).map_err(|_| EnvelopeError::Parse)?;
+    match top {
+        Top::Object(members) => members.classify(),
+        Top::Other => Err(EnvelopeError::Invalid { id: None, reason: NOT_AN_OBJECT }),
+    }
 }
 
 /// Classify an already-parsed JSON value.
 pub fn classify(value: Value) -> Result<Incoming, EnvelopeError> {
     let Value::Object(mut obj) = value else {
-        return Err(EnvelopeError::Invalid { id: None, reason: "the body must be one JSON-RPC object" });
+        return Err(EnvelopeError::Invalid { id: None, reason: NOT_AN_OBJECT });
     };
-    let id = match obj.remove("id") {
-        None => None,
-        Some(Value::String(s)) => Some(RequestId::String(s)),
-        Some(Value::Number(n)) => match n.as_i64() {
-            Some(i) => Some(RequestId::Number(i)),
-            None => {
+    Members {
+        id: obj.remove("id"),
+        jsonrpc: obj.remove("jsonrpc"),
+        method: obj.remove("method"),
+        params: obj.remove("params"),
+        response: obj.contains_key("result") || obj.contains_key("error"),
+    }
+    .classify()
+}
+
+const NOT_AN_OBJECT: &str = "the body must be one JSON-RPC object";
+
+/// The members of a message's object that decide what it is (every other
+/// member is ignored).
+#[derive(Default)]
+struct Members {
+    id: Option<Value>,
+    jsonrpc: Option<Value>,
+    method: Option<Value>,
+    params: Option<Value>,
+    /// A `result` or an `error` member is present (whatever its value).
+    response: bool,
+}
+
+impl Members {
+    fn classify(self) -> Result<Incoming, EnvelopeError> {
+        let id = match self.id {
+            None => None,
+            Some(Value::String(s)) => Some(RequestId::String(s)),
+            Some(Value::Number(n)) => match n.as_i64() {
+                Some(i) => Some(RequestId::Number(i)),
+                None => {
+                    return Err(EnvelopeError::Invalid { id: None, reason: "id must be a string or an integer" });
+                }
+            },
+            Some(_) => {
                 return Err(EnvelopeError::Invalid { id: None, reason: "id must be a string or an integer" });
             }
-        },
-        Some(_) => {
-            return Err(EnvelopeError::Invalid { id: None, reason: "id must be a string or an integer" });
+        };
+        let invalid = |reason| EnvelopeError::Invalid { id: id.clone(), reason };
+        if self.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
+            return Err(invalid("jsonrpc must be \"2.0\""));
         }
-    };
-    let invalid = |reason| EnvelopeError::Invalid { id: id.clone(), reason };
-    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err(invalid("jsonrpc must be \"2.0\""));
+        if self.response {
+            return Err(invalid("clients must not send responses"));
+        }
+        let method = match self.method {
+            Some(Value::String(m)) if !m.is_empty() => m,
+            _ => return Err(invalid("method must be a non-empty string")),
+        };
+        let params = match self.params {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(p)) => Some(p),
+            Some(_) => return Err(invalid("params must be an object")),
+        };
+        Ok(match id {
+            Some(id) => Incoming::Request(Request { id, method, params: params.unwrap_or_default() }),
+            None => Incoming::Notification { method, params: params.map(Value::Object) },
+        })
     }
-    if obj.contains_key("result") || obj.contains_key("error") {
-        return Err(invalid("clients must not send responses"));
+}
+
+/// A whole JSON document: an object's deciding [`Members`], or anything
+/// else (read through, so that only malformed JSON is a parse error).
+enum Top {
+    Object(Members),
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Top {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(TopVisitor)
     }
-    let method = match obj.remove("method") {
-        Some(Value::String(m)) if !m.is_empty() => m,
-        _ => return Err(invalid("method must be a non-empty string")),
-    };
-    let params = match obj.remove("params") {
-        None | Some(Value::Null) => None,
-        Some(Value::Object(p)) => Some(p),
-        Some(_) => return Err(invalid("params must be an object")),
-    };
-    Ok(match id {
-        Some(id) => Incoming::Request(Request { id, method, params: params.unwrap_or_default() }),
-        None => Incoming::Notification { method, params: params.map(Value::Object) },
-    })
+}
+
+struct TopVisitor;
+
+impl<'de> serde::de::Visitor<'de> for TopVisitor {
+    type Value = Top;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Top, A::Error> {
+        let mut m = Members::default();
+        // A repeated member: the last one counts, as in a parsed object.
+        while let Some(key) = map.next_key::<Key>()? {
+            match key {
+                Key::Id => m.id = Some(map.next_value()?),
+                Key::Jsonrpc => m.jsonrpc = Some(map.next_value()?),
+                Key::Method => m.method = Some(map.next_value()?),
+                Key::Params => m.params = Some(map.next_value()?),
+                Key::Response => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    m.response = true;
+                }
+                Key::Other => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Top::Object(m))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Top, A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(Top::Other)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Top, E> {
+        Ok(Top::Other)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Top, E> {
+        Ok(Top::Other)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Top, E> {
+        Ok(Top::Other)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Top, E> {
+        Ok(Top::Other)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Top, E> {
+        Ok(Top::Other)
+    }
+
+    fn visit_unit<E>(self) -> Result<Top, E> {
+        Ok(Top::Other)
+    }
+}
+
+/// A member's name, as far as [`Members`] cares.
+enum Key {
+    Id,
+    Jsonrpc,
+    Method,
+    Params,
+    /// `result` or `error`.
+    Response,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl serde::de::Visitor<'_> for KeyVisitor {
+            type Value = Key;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a member name")
+            }
+
+            fn visit_str<E>(self, name: &str) -> Result<Key, E> {
+                Ok(match name {
+                    "id" => Key::Id,
+                    "jsonrpc" => Key::Jsonrpc,
+                    "method" => Key::Method,
+                    "params" => Key::Params,
+                    "result" | "error" => Key::Response,
+                    _ => Key::Other,
+                })
+            }
+        }
+        d.deserialize_identifier(KeyVisitor)
+    }
+}
+
+/// A success response to serialise as it stands: the same JSON as
+/// [`success`] (members in the same order), without building an object
+/// for the envelope or moving the result.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct SuccessRef<'a> {
+    id: &'a RequestId,
+    jsonrpc: &'static str,
+    result: &'a Value,
+}
+
+impl<'a> SuccessRef<'a> {
+    /// The success response to `id` with `result`.
+    pub fn new(id: &'a RequestId, result: &'a Value) -> Self {
+        SuccessRef { id, jsonrpc: "2.0", result }
+    }
 }
 
 /// A success response.
@@ -226,6 +386,57 @@ mod tests {
             json!({"jsonrpc":"2.0","id":1,"result":{}}),
         ] {
             assert!(matches!(classify(bad.clone()), Err(EnvelopeError::Invalid { .. })), "{bad}");
+        }
+    }
+
+    #[test]
+    fn parsing_bytes_answers_as_classifying_the_parsed_value() {
+        let bodies: &[&str] = &[
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"a":[1,{"b":null}]}}}"#,
+            r#"{"jsonrpc":"2.0","id":"x","method":"tasks/get","params":{"taskId":"t"},"extra":{"deep":[[]]}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":null}"#,
+            r#"{"\u0069d":3,"json\u0072pc":"2.0","method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"first","method":"last","id":2}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":1},"params":[1]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":[1],"params":{"a":1}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","error":{}}"#,
+            r#"{"jsonrpc":"1.0","id":"a","method":"x"}"#,
+            r#"{"jsonrpc":2.0,"id":1,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":-9223372036854775808,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":[1],"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":""}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":7}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":"p"}"#,
+            r#"{}"#,
+            r#"[]"#,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"x"}]"#,
+            r#""a string""#,
+            r#"42"#,
+            r#"-1.5"#,
+            r#"true"#,
+            r#"null"#,
+        ];
+        for body in bodies {
+            let value: Value = serde_json::from_str(body).expect(body);
+            assert_eq!(parse_message(body.as_bytes()), classify(value), "{body}");
+        }
+        for malformed in ["", "{", "{nope", r#"{"id":1,}"#, r#"{"id":1} x"#, r#"[1,]"#, r#"{"a":"\q"}"#, "nul"] {
+            assert_eq!(parse_message(malformed.as_bytes()), Err(EnvelopeError::Parse), "{malformed}");
+        }
+    }
+
+    #[test]
+    fn a_success_serialises_the_same_by_reference() {
+        let result = json!({"status":"completed","taskId":"t-1","nested":{"z":[1,2],"a":"\u{e9}\n"}});
+        for id in [RequestId::Number(-3), RequestId::String("a\"b".into())] {
+            let by_value = serde_json::to_string(&success(&id, result.clone())).unwrap();
+            assert_eq!(serde_json::to_string(&SuccessRef::new(&id, &result)).unwrap(), by_value);
         }
     }
 

@@ -146,9 +146,11 @@ mod breakers;
 mod permits;
 #[cfg(feature = "exporters")]
 mod recorder;
+mod requests;
 
 pub use breakers::{BREAKER_OPENED, BREAKER_STATE, breaker_known, breaker_opened, breaker_state};
 pub use permits::*;
+pub use requests::RequestMetrics;
 
 /// Register the process-wide series at zero (done by `install`): a counter
 /// that never moved still renders, so dashboards and alerts see `0`.
@@ -185,7 +187,8 @@ pub fn register_requests(methods: impl IntoIterator<Item = &'static str>) {
 }
 
 /// One MCP request answered (`outcome` a `&'static str` or a `String`: a
-/// static one is not copied).
+/// static one is not copied). Registers its series by key each time: a
+/// transport recording every request keeps a [`RequestMetrics`].
 pub fn request(method: &'static str, outcome: impl Into<SharedString>, elapsed: Duration) {
     counter!(REQUESTS, "method" => method, "outcome" => outcome).increment(1);
     histogram!(REQUEST_DURATION, "method" => method).record(elapsed.as_secs_f64());
