@@ -17,13 +17,13 @@
 --          nothing added).
 --
 -- A task is expired once now >= its expiry, so members scored <= now go.
--- The set expires with the last of its members' tasks, at the whole second
--- at or after its expiry: a new set takes that, a live one is only ever
+-- The set expires with the last of its members' tasks, at the tenth of a
+-- second at or after its expiry: a new set takes that, a live one is only ever
 -- extended (GT; a set without expiry counts as never expiring), and a task
 -- that never expires makes it persist.
 --
 -- group.lua: the calls of a batch count the set once and extend its expiry
--- once a second (hence the whole seconds): what this script counted and
+-- once a tenth of a second (hence the rounding): what this script counted and
 -- set is known to its later calls ('card': the members; 'lasts': the set
 -- lives at least until then, or math.huge when it never expires).
 
@@ -50,7 +50,7 @@ if ARGV[4] == '' then
   end
 else
   know(KEYS[1], 'card', before + redis.call('ZADD', KEYS[1], ARGV[4], ARGV[2]))
-  local at = math.ceil(tonumber(ARGV[4]) / 1000) * 1000
+  local at = math.ceil(tonumber(ARGV[4]) / 100) * 100
   if before == 0 then
     redis.call('PEXPIREAT', KEYS[1], at)
     know(KEYS[1], 'lasts', at)
