@@ -17,29 +17,47 @@
 --          nothing added).
 --
 -- A task is expired once now >= its expiry, so members scored <= now go.
--- The set expires with the last of its members' tasks: a new set takes the
--- task's expiry, a live one is only ever extended (GT; a set without expiry
--- counts as never expiring), and a task that never expires makes it persist.
+-- The set expires with the last of its members' tasks, at the tenth of a
+-- second at or after its expiry: a new set takes that, a live one is only ever
+-- extended (GT; a set without expiry counts as never expiring), and a task
+-- that never expires makes it persist.
+--
+-- group.lua: the calls of a batch count the set once and extend its expiry
+-- once a tenth of a second (hence the rounding): what this script counted and
+-- set is known to its later calls ('card': the members; 'lasts': the set
+-- lives at least until then, or math.huge when it never expires).
 
-local before = redis.call('ZCARD', KEYS[1])
-if before >= tonumber(ARGV[1]) then
+local limit = tonumber(ARGV[1])
+local before = known(KEYS[1], 'card') or redis.call('ZCARD', KEYS[1])
+if before >= limit then
   -- Expired members only make the count too high, so only a full set needs
   -- them dropped (one command less on every other admission).
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])
-  before = redis.call('ZCARD', KEYS[1])
-  if before >= tonumber(ARGV[1]) then
+  before = know(KEYS[1], 'card', redis.call('ZCARD', KEYS[1]))
+  if before >= limit then
     return 0
   end
 end
+local lasts = known(KEYS[1], 'lasts')
+if before == 0 then
+  lasts = nil -- a new set: no expiry yet
+end
 if ARGV[4] == '' then
-  redis.call('ZADD', KEYS[1], '+inf', ARGV[2])
-  redis.call('PERSIST', KEYS[1])
+  know(KEYS[1], 'card', before + redis.call('ZADD', KEYS[1], '+inf', ARGV[2]))
+  if lasts ~= math.huge then
+    redis.call('PERSIST', KEYS[1])
+    know(KEYS[1], 'lasts', math.huge)
+  end
 else
-  redis.call('ZADD', KEYS[1], ARGV[4], ARGV[2])
+  know(KEYS[1], 'card', before + redis.call('ZADD', KEYS[1], ARGV[4], ARGV[2]))
+  local at = math.ceil(tonumber(ARGV[4]) / 100) * 100
   if before == 0 then
-    redis.call('PEXPIREAT', KEYS[1], ARGV[4])
-  else
-    redis.call('PEXPIREAT', KEYS[1], ARGV[4], 'GT')
+    redis.call('PEXPIREAT', KEYS[1], at)
+    know(KEYS[1], 'lasts', at)
+  elseif not lasts or lasts < at then
+    -- GT: a live set's expiry only ever moves later.
+    redis.call('PEXPIREAT', KEYS[1], at, 'GT')
+    know(KEYS[1], 'lasts', math.max(lasts or at, at))
   end
 end
 return before + 1

@@ -39,6 +39,20 @@
 -- it) is the member "<task id>:<bytes>" with no size entry: it is counted
 -- at that size until it expires and is never resized. The legacy
 -- functions below take `l`, the table {reservations, sizes, total}.
+--
+-- In a batch (group.lua), the calls of one script share what they know of
+-- a scope's keys: the legacy total is read once (known 'value'), and the
+-- HINCRBYs of the buckets' hash are held and summed: one for the total and
+-- one a bucket for all the batch's reservations (or all its counts), made
+-- at the batch's end or before anything else reads or writes the hash
+-- (quota_settle). A reservation is checked against the total as known
+-- (known 'total': read once, then the held ones added), which is the total
+-- its HINCRBY would have given alone.
+
+-- The legacy total as kept (reservations expired but not swept included).
+local function bytes_total(l)
+  return known(l[3], 'value') or know(l[3], 'value', tonumber(redis.call('GET', l[3]) or '0'))
+end
 
 -- Scores at or past 2^52 ms are tasks that never expire (`records/quota.rs` NEVER).
 local BYTES_NEVER = 4503599627370496
@@ -55,7 +69,7 @@ end
 -- Drop reservations expired at `now` (at most 1000 a call); returns the
 -- scope's total after.
 local function bytes_sweep(l, now)
-  local total = tonumber(redis.call('GET', l[3]) or '0')
+  local total = bytes_total(l)
   local expired = redis.call('ZRANGEBYSCORE', l[1], '-inf', now, 'LIMIT', 0, 1000)
   if #expired == 0 then
     return total
@@ -69,7 +83,7 @@ local function bytes_sweep(l, now)
     total = 0
   end
   redis.call('SET', l[3], total, 'KEEPTTL') -- a refusal after a sweep writes no expiry
-  return total
+  return know(l[3], 'value', total)
 end
 
 -- Make the three keys expire a little after the last reservation (a tenth
@@ -81,6 +95,7 @@ local function bytes_expire(l, now)
   local last = redis.call('ZRANGE', l[1], -1, -1, 'WITHSCORES')
   if #last == 0 then
     redis.call('DEL', l[1], l[2], l[3])
+    know(l[3], 'value', 0)
     return
   end
   local at = tonumber(last[2])
@@ -96,15 +111,18 @@ local function bytes_expire(l, now)
   end
 end
 
--- The legacy total, counting reservations that expired but were not swept
--- yet: at least the live ones' sum.
-local function bytes_total(l)
-  return tonumber(redis.call('GET', l[3]) or '0')
+-- Makes what a batch holds for a scope's buckets (defined below).
+local quota_settle
+
+-- The buckets' total as kept (held counts included).
+local function quota_total(b)
+  return known(b[1], 'total') or know(b[1], 'total', tonumber(redis.call('HGET', b[1], 'total') or '0'))
 end
 
 -- The buckets (below) of `b`'s hash whose end has passed at `now` are
 -- dropped and the total lowered by their bytes; returns the total after.
 local function quota_sweep(b, now)
+  quota_settle(b)
   local all = redis.call('HGETALL', b[1])
   local total, lapsed, freed = 0, {}, 0
   now = tonumber(now)
@@ -118,10 +136,10 @@ local function quota_sweep(b, now)
     end
   end
   if #lapsed == 0 then
-    return total
+    return know(b[1], 'total', total)
   end
   redis.call('HDEL', b[1], unpack(lapsed))
-  return redis.call('HINCRBY', b[1], 'total', -freed)
+  return know(b[1], 'total', redis.call('HINCRBY', b[1], 'total', -freed))
 end
 
 -- Whether `growth` more bytes fit under `quota` at `now`, counting the
@@ -129,7 +147,8 @@ end
 -- only when they say no, once lapsed buckets and expired legacy
 -- reservations are dropped.
 local function quota_fit(b, growth, quota, now)
-  local total = tonumber(redis.call('HGET', b[1], 'total') or '0')
+  quota_settle(b)
+  local total = quota_total(b)
   local legacy = { b[2], b[3], b[4] }
   local old = bytes_total(legacy)
   if total + old + growth <= quota then
@@ -138,11 +157,52 @@ local function quota_fit(b, growth, quota, now)
   return quota_sweep(b, now) + bytes_sweep(legacy, now) + growth <= quota
 end
 
+-- What a batch holds for the buckets' hash b[1] (known 'held'), of one
+-- kind (`reserve`: quota_reserve's, or counts: quota_count's): the sum for
+-- the total, and each bucket's sum (with the `now` of its first call) in
+-- the order first held. A new record when `reserve` differs from the held
+-- one's kind (that one made first), or when outside a batch (nil).
+local function quota_held(b, reserve)
+  if not group_hold('quota\0' .. b[1], function()
+    quota_settle(b)
+  end) then
+    return nil
+  end
+  local h = known(b[1], 'held')
+  if h and h.reserve ~= reserve then
+    quota_settle(b)
+    h = nil
+  end
+  if not h then
+    h = know(b[1], 'held', { reserve = reserve, total = 0, buckets = {}, order = {}, now = {} })
+  end
+  return h
+end
+
+-- `delta` more bytes held for `bucket` in `h` (quota_held), at `now`.
+local function quota_hold(h, bucket, delta, now)
+  local sum = h.buckets[bucket]
+  if not sum then
+    h.order[#h.order + 1] = bucket
+    h.now[bucket] = now
+  end
+  h.buckets[bucket] = (sum or 0) + delta
+  h.total = h.total + delta
+end
+
 -- Add `delta` bytes to bucket `bucket` and the total, unless the bucket is
 -- gone (its end passed and it was dropped, or the key expired: a late
--- write of a task that lapsed counts nothing). Returns whether counted.
+-- write of a task that lapsed counts nothing). Returns whether counted; in
+-- a batch, true: it is held and counted at the batch's end (quota_settle),
+-- unless the bucket is gone then.
 local function quota_count(b, bucket, delta)
   if delta == 0 then
+    return true
+  end
+  local h = quota_held(b, false)
+  know(b[1], 'total', nil) -- not known until counted: its bucket may be gone
+  if h then
+    quota_hold(h, bucket, delta)
     return true
   end
   if redis.call('HINCRBY', b[1], bucket, delta) == delta then
@@ -169,12 +229,63 @@ local function quota_opened(b, bucket, now)
   end
 end
 
+-- Make what a batch holds for b[1] (quota_held), as the calls would have
+-- alone: reservations add to the total, then to each bucket, a bucket new
+-- then being opened (quota_opened); counts add to each bucket, and to the
+-- total what a bucket still there took (a bucket gone takes nothing).
+quota_settle = function(b)
+  local h = known(b[1], 'held')
+  if not h then
+    return
+  end
+  know(b[1], 'held', nil)
+  know(b[1], 'total', nil)
+  if h.reserve then
+    redis.call('HINCRBY', b[1], 'total', h.total)
+    for _, bucket in ipairs(h.order) do
+      local sum = h.buckets[bucket]
+      if redis.call('HINCRBY', b[1], bucket, sum) == sum then
+        quota_opened(b, bucket, h.now[bucket])
+      end
+    end
+    return
+  end
+  local counted = 0
+  for _, bucket in ipairs(h.order) do
+    local sum = h.buckets[bucket]
+    if sum ~= 0 then
+      if redis.call('HINCRBY', b[1], bucket, sum) == sum then
+        redis.call('HDEL', b[1], bucket)
+      else
+        counted = counted + sum
+      end
+    end
+  end
+  if counted ~= 0 then
+    redis.call('HINCRBY', b[1], 'total', counted)
+  end
+end
+
 -- Reserve `bytes` for a new task in bucket `bucket` unless the scope's
 -- total (its buckets' and its legacy reservations') would pass `quota`;
 -- returns that total with them, or 0 when refused (nothing reserved).
--- Three commands when it fits and the bucket is open: the total, the
--- legacy total, the bucket.
+-- Alone, three commands when it fits and the bucket is open: the total,
+-- the legacy total, the bucket. In a batch, held (quota_held): the two
+-- totals are read once a batch and the HINCRBYs made once at its end.
 local function quota_reserve(b, bytes, bucket, quota, now)
+  local h = quota_held(b, true)
+  if h then
+    local total, old = quota_total(b) + bytes, bytes_total({ b[2], b[3], b[4] })
+    if total + old <= quota then
+      quota_hold(h, bucket, bytes, now)
+      know(b[1], 'total', total)
+      return total + old
+    end
+    -- Over the quota as kept: what is held is made, and this one goes on
+    -- as alone (sweeping, or refused).
+    quota_settle(b)
+  end
+  know(b[1], 'total', nil)
   local total = redis.call('HINCRBY', b[1], 'total', bytes)
   local legacy = { b[2], b[3], b[4] }
   local old = bytes_total(legacy)
@@ -184,6 +295,7 @@ local function quota_reserve(b, bytes, bucket, quota, now)
       old = bytes_sweep(legacy, now)
     end
     if total + old > quota then
+      know(b[1], 'total', nil)
       if redis.call('HINCRBY', b[1], 'total', -bytes) == 0 and redis.call('HLEN', b[1]) == 1 then
         redis.call('DEL', b[1]) -- nothing reserved: no key left without an expiry
       end
@@ -230,7 +342,7 @@ local function bytes_resize(b, id, bytes, quota, now, settle)
     redis.call('HSET', l[2], id, bytes)
   end
   if growth ~= 0 then
-    redis.call('INCRBY', l[3], growth)
+    know(l[3], 'value', redis.call('INCRBY', l[3], growth))
   end
   return before
 end

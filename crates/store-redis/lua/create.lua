@@ -72,7 +72,9 @@ if ARGV[9] == '' then
   return entry
 end
 local index, expiry = KEYS[4], ARGV[6]
-local index_expiry = redis.call('PEXPIRETIME', index) -- -2: no index, -1: never expires
+-- -2: no index, -1: never expires. A batch's creates of one tenant ask once
+-- (group.lua), each later one knowing what the earlier ones set.
+local index_expiry = known(index, 'expiry') or know(index, 'expiry', redis.call('PEXPIRETIME', index))
 if index_expiry ~= -2 and string.byte(ARGV[1], -2) % 8 == 0 then
   local task_prefix = string.sub(KEYS[1], 1, #KEYS[1] - #ARGV[1])
   for _ = 1, 16 do
@@ -90,10 +92,12 @@ if expiry == '' then
     redis.call('PERSIST', index)
     lasts = 'inf'
   end
+  know(index, 'expiry', -1)
 elseif index_expiry == -2 or (index_expiry >= 0 and index_expiry < tonumber(expiry)) then
   local slack = math.min(60000, math.floor((tonumber(expiry) - tonumber(ARGV[11])) / 10))
   lasts = tonumber(expiry) + math.max(slack, 0)
   redis.call('PEXPIREAT', index, lasts)
+  know(index, 'expiry', lasts)
 end
 if lasts then
   -- The partition's tenants: this one until its index expires; the set

@@ -44,6 +44,7 @@ local size, bucket = string.match(ARGV[12], '^(%d+):(%S+)$')
 local function undo()
   if admitted then
     redis.call('ZREM', KEYS[6], id)
+    know(KEYS[6], 'card', nil) -- counted again by the next admission (group.lua)
   end
   if reserved then
     quota_count(scope_bytes, bucket, -tonumber(size))

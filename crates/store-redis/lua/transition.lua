@@ -78,12 +78,12 @@ if ARGV[2] == '' and attempt ~= '0' then
   redis.call(ARGV[6], KEYS[4], string.match(KEYS[1], '[^:]+$') .. '\n' .. ARGV[3])
 end
 if task_over(ARGV[5]) then
+  -- In a batch, one XACK, one XDEL and one ZREM for all its calls (group.lua).
   if ARGV[8] ~= '' then
-    redis.call('XACK', KEYS[3], ARGV[7], ARGV[8])
-    redis.call('XDEL', KEYS[3], ARGV[8])
+    group_xdel(KEYS[3], ARGV[7], ARGV[8])
   end
   if KEYS[5] then
-    redis.call('ZREM', KEYS[5], ARGV[9])
+    group_zrem(KEYS[5], ARGV[9])
   end
 end
 return reply

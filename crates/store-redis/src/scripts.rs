@@ -10,8 +10,9 @@
 //! `create_scoped.lua`, `transition.lua` and `conclude_dead.lua` over a task's and its
 //! scope's keys (standalone only), and `batch.lua` over a batch's calls (each
 //! call's keys as its script alone takes them). Scripts that read or write a task have `task.lua`
-//! (the record layout's functions) in front of them, and those that count a
-//! scope's bytes `bytes.lua`.
+//! (the record layout's functions) in front of them, those that count a
+//! scope's bytes `bytes.lua`, and those whose calls a batch shares keys
+//! between `group.lua`.
 
 use std::ops::{Deref, DerefMut};
 
@@ -125,14 +126,19 @@ pub(crate) const TASK: &str = lua!("task.lua");
 pub(crate) const STREAM: &str = lua!("stream.lua");
 /// [`TASK`] and [`STREAM`], for a script that reads both tasks and streams.
 pub(crate) const TASK_STREAM: &str = concat!(lua!("task.lua"), lua!("stream.lua"));
+/// `group.lua`: what the calls of one script (a batch's, `batch.lua`) share:
+/// reads it knows already, writes held to the batch's end. Put in front of
+/// every script that runs `create.lua`, `admit.lua`, `bytes.lua` or
+/// `transition.lua` (in the constants below).
+pub(crate) const GROUP: &str = lua!("group.lua");
 /// `bytes.lua`: a scope's byte reservations (reserve, resize, sweep, expire),
-/// put in front of every script that counts a task's bytes.
-pub(crate) const BYTES: &str = lua!("bytes.lua");
-/// [`TASK`] and [`BYTES`], for a script that writes a task and counts its bytes.
-pub(crate) const TASK_BYTES: &str = concat!(lua!("task.lua"), lua!("bytes.lua"));
-/// [`TASK`] and `idempotency.lua` (a keyed create's record: look up, write),
-/// for the scripts that create tasks.
-pub(crate) const TASK_IDEMPOTENCY: &str = concat!(lua!("task.lua"), lua!("idempotency.lua"));
+/// behind [`GROUP`], put in front of every script that counts a task's bytes.
+pub(crate) const BYTES: &str = concat!(lua!("group.lua"), lua!("bytes.lua"));
+/// [`GROUP`], [`TASK`] and `bytes.lua`, for a script that writes a task and counts its bytes.
+pub(crate) const TASK_BYTES: &str = concat!(lua!("group.lua"), lua!("task.lua"), lua!("bytes.lua"));
+/// [`GROUP`], [`TASK`] and `idempotency.lua` (a keyed create's record: look
+/// up, write), for the scripts that create tasks.
+pub(crate) const TASK_IDEMPOTENCY: &str = concat!(lua!("group.lua"), lua!("task.lua"), lua!("idempotency.lua"));
 
 /// `body` (a script's) as the Lua function `name` of its own KEYS and ARGV,
 /// for a script that runs others' logic as one step.

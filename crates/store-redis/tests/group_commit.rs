@@ -15,7 +15,7 @@ use presa_store::{
     Cas, CreateLimits, Created, Idempotency, Limit, NewTask, Scope, Status, StoreError, TaskStore, WorkQueue,
     util::now_ms,
 };
-use presa_store_redis::RedisStore;
+use presa_store_redis::{RedisStore, keys::GROUP};
 use presa_tasks::{Event, Work, apply};
 use redis::AsyncCommands;
 
@@ -178,4 +178,114 @@ async fn batch_max_one_runs_each_write_alone() {
     let created = join_all((0..5).map(|_| store.create(in_scope("a"), CreateLimits::NONE))).await;
     assert!(created.iter().all(Result::is_ok), "{created:?}");
     assert_eq!(evalsha_calls(&redis).await - before, 5, "one script call each");
+}
+
+/// The bytes a task's scope counts it at, from the `q` field of its hash.
+async fn counted(redis: &TestRedis, store: &RedisStore, id: &presa_store::TaskId) -> u64 {
+    let q: String = raw(redis).await.hget(store.keys().task(id).unwrap(), "q").await.unwrap();
+    q.split(':').next().unwrap().parse().unwrap()
+}
+
+/// A scope's byte buckets: (`total`, the sum of the buckets).
+async fn bucket_sums(redis: &TestRedis, store: &RedisStore, scope: &Scope) -> (u64, u64) {
+    let all: Vec<(String, u64)> = raw(redis).await.hgetall(store.keys().scope_bytes_buckets(scope)).await.unwrap();
+    let total = all.iter().find(|(f, _)| f == "total").map_or(0, |(_, n)| *n);
+    (total, all.iter().filter(|(f, _)| f != "total").map(|(_, n)| n).sum())
+}
+
+/// Calls of a batch share what is per scope or per stream (group.lua: the
+/// admission's count and expiry, the byte quota's totals, the acks and set
+/// removals held to the batch's end): the counts they leave must be the
+/// ones the calls alone would have left.
+#[tokio::test]
+async fn a_batch_keeps_each_scopes_counts_exact() {
+    let (redis, store) = warm(2).await;
+    let limits =
+        CreateLimits { max_active_per_scope: Some(1000), max_bytes_per_scope: Some(1 << 30), ..CreateLimits::NONE };
+    let subjects = ["a", "b", "c"];
+    let before = evalsha_calls(&redis).await;
+    let created = join_all((0..30).map(|i| store.create(in_scope(subjects[i % 3]), limits))).await;
+    assert!(evalsha_calls(&redis).await - before <= 3, "the creates were batched");
+    let tasks: Vec<_> = created.into_iter().map(Result::unwrap).collect();
+    let mut c = raw(&redis).await;
+    for subject in subjects {
+        let scope = in_scope(subject).scope;
+        let mine: Vec<_> = tasks.iter().filter(|t| t.scope == scope).collect();
+        let active = store.keys().scope_active(&scope);
+        let card: usize = c.zcard(&active).await.unwrap();
+        assert_eq!(card, mine.len(), "{subject}: each create admitted once");
+        let expires: i64 = redis::cmd("PEXPIRETIME").arg(&active).query_async(&mut c).await.unwrap();
+        let last: Vec<(String, f64)> = c.zrange_withscores(&active, -1, -1).await.unwrap();
+        assert!(expires as f64 >= last[0].1, "{subject}: the set outlives its last task ({expires} < {})", last[0].1);
+        let mut bytes = 0;
+        for t in &mine {
+            bytes += counted(&redis, &store, &t.id).await;
+        }
+        assert_eq!(bucket_sums(&redis, &store, &scope).await, (bytes, bytes), "{subject}: every reservation counted");
+        let ttl: i64 = c.pttl(store.keys().scope_bytes_buckets(&scope)).await.unwrap();
+        assert!(ttl > 0, "{subject}: the buckets expire");
+    }
+
+    // Claimed, then concluded together: one batch a partition.
+    let mut claims = Vec::new();
+    while claims.len() < tasks.len() {
+        claims.extend(store.claim("w", tasks.len() - claims.len(), LONG, PATIENCE).await.unwrap());
+    }
+    let dones: Vec<_> = claims
+        .iter()
+        .map(|c| {
+            apply(&c.task, &Event::Complete(serde_json::json!({"result": "x".repeat(100)})), now_ms()).unwrap().unwrap()
+        })
+        .collect();
+    let before = evalsha_calls(&redis).await;
+    let concluded = join_all(dones.iter().zip(&claims).map(|(done, c)| store.conclude(done, c))).await;
+    assert!(concluded.iter().all(|r| matches!(r, Ok(Cas::Applied(_)))), "{concluded:?}");
+    assert!(evalsha_calls(&redis).await - before <= 3, "the concludes were batched");
+    assert_eq!(work_entries(&redis, &store).await, 0, "every entry acked and deleted");
+    for subject in subjects {
+        let scope = in_scope(subject).scope;
+        let exists: bool = c.exists(store.keys().scope_active(&scope)).await.unwrap();
+        assert!(!exists, "{subject}: every ended task left the active set");
+        let mut bytes = 0;
+        for t in tasks.iter().filter(|t| t.scope == scope) {
+            let stored = store.get(&t.scope, &t.id).await.unwrap().unwrap();
+            assert_eq!(stored.status, Status::Completed);
+            let size = counted(&redis, &store, &t.id).await;
+            assert!(size > 100, "counted at its final size");
+            bytes += size;
+        }
+        assert_eq!(bucket_sums(&redis, &store, &scope).await, (bytes, bytes), "{subject}: every growth counted");
+    }
+    for p in 0..store.keys().partitions() {
+        let summary: (u64, redis::Value, redis::Value, redis::Value) =
+            redis::cmd("XPENDING").arg(store.keys().work(p)).arg(GROUP).query_async(&mut c).await.unwrap();
+        assert_eq!(summary.0, 0, "partition {p}: nothing left pending");
+    }
+}
+
+/// A batch whose creates pass the byte quota part-way: the ones that fit
+/// are reserved, the rest refused, and the scope counts exactly the former.
+#[tokio::test]
+async fn a_byte_quota_reached_within_a_batch_refuses_the_rest() {
+    let (redis, store) = warm(2).await;
+    // Tasks of one request count the same (their ids are of one length).
+    let probe_limits = CreateLimits { max_bytes_per_scope: Some(1 << 30), ..CreateLimits::NONE };
+    let probe = store.create(in_scope("r"), probe_limits).await.unwrap();
+    let size = counted(&redis, &store, &probe.id).await;
+    let scope = in_scope("r").scope;
+    let mut c = raw(&redis).await;
+    let _: () = c.del(store.keys().scope_bytes_buckets(&scope)).await.unwrap();
+    let limits = CreateLimits { max_bytes_per_scope: Some(2 * size + size / 2), ..CreateLimits::NONE };
+    let before = evalsha_calls(&redis).await;
+    let results = join_all((0..5).map(|_| store.create(in_scope("r"), limits))).await;
+    assert_eq!(evalsha_calls(&redis).await - before, 1, "one script call for the five");
+    assert!(results[0].is_ok() && results[1].is_ok(), "{results:?}");
+    for r in &results[2..] {
+        assert!(matches!(r, Err(StoreError::Capacity { limit: Limit::MaxBytesPerScope })), "{r:?}");
+    }
+    let mut bytes = 0;
+    for r in &results[..2] {
+        bytes += counted(&redis, &store, &r.as_ref().unwrap().id).await;
+    }
+    assert_eq!(bucket_sums(&redis, &store, &scope).await, (bytes, bytes), "only the two counted");
 }

@@ -36,13 +36,13 @@ use group::Scripted;
 use quota::reservation_expiry;
 use std::sync::LazyLock;
 
-use crate::scripts::{BYTES, Lua, TASK_BYTES, TASK_IDEMPOTENCY, composed, function, lua, script};
+use crate::scripts::{BYTES, GROUP, Lua, TASK_BYTES, TASK_IDEMPOTENCY, composed, function, lua, script};
 
 // The records' scripts (see `scripts.rs`), each named as its operation.
 script!(@ TASK_IDEMPOTENCY, CREATE, "create.lua", Info, "Create a task and XADD its work entry, unless the task (or its idempotency key) exists.");
 script!(@ TASK_IDEMPOTENCY, REPLAY, "replay.lua", Info, "A keyed create's first step on a cluster: the task its idempotency key made, if any.");
 script!(@ TASK_BYTES, TRANSITION, "transition.lua", Info, "Compare-and-set a task (rev, fence, not terminal), publish it, count its bytes.");
-script!(ADMIT, "admit.lua", "Add a task to its scope's active set unless the set is at the limit.");
+script!(@ GROUP, ADMIT, "admit.lua", Info, "Add a task to its scope's active set unless the set is at the limit.");
 script!(@ BYTES, QUOTA, "quota.lua", Info, "Reserve a new task's bytes under its scope's byte quota unless it would be exceeded.");
 script!(@ BYTES, RESIZE, "resize.lua", Info, "Count a task at its new size under its scope's byte quota (cluster), refusing growth past it.");
 /// `create_scoped.lua`'s preludes: `task.lua`, `bytes.lua`, `idempotency.lua`

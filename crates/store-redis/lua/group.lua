@@ -1,0 +1,112 @@
+-- group.lua: what the calls of one script share. Not a script of its own:
+-- `scripts.rs` puts it in front of every script that runs create.lua,
+-- admit.lua, bytes.lua or transition.lua, so that the calls batch.lua runs
+-- in one script (group commit) pay once a script, not once a call, for what
+-- is per key (a scope's counts, a stream, an index) rather than per task.
+--
+-- known(key, what) / know(key, what, value): what this script read or made
+--   true of `key` (`what` names it: 'card', 'expiry', 'value'…); nil when
+--   it does not know. A read answered from it is a command less. Every
+--   write a script makes to such a key updates (or forgets, with nil) what
+--   it knows of it, so a later call of a batch sees what an earlier one
+--   wrote; nothing else changes a key while a script runs, and each run of
+--   a script starts knowing nothing.
+-- group_xdel(stream, cgroup, id), group_zrem(key, member): acknowledge and
+--   delete a work entry; remove a sorted set's member. A script alone makes
+--   them at once. In a batch (between group_open and group_close) they are
+--   held and made by group_close, one XACK and one XDEL a stream, one ZREM
+--   a set, for all the batch's calls: no later call reads them back (a
+--   call's own entry and member are its task's alone).
+-- group_hold(name, settle): in a batch, `settle` (a function) is run once by
+--   group_close, in the order first held, for held writes of another part
+--   (bytes.lua's counts); returns false outside a batch (write at once).
+
+local group_known = {}
+-- In a batch: {settle = name -> the function making its held writes,
+-- order = the names in the order first held, lists = name -> held
+-- arguments}; nil when a script runs alone.
+local group_held = nil
+
+local function known(key, what)
+  local k = group_known[key]
+  return k and k[what]
+end
+
+local function know(key, what, value)
+  local k = group_known[key]
+  if not k then
+    k = {}
+    group_known[key] = k
+  end
+  k[what] = value
+  return value
+end
+
+local function group_hold(name, settle)
+  if not group_held then
+    return false
+  end
+  if not group_held.settle[name] then
+    group_held.settle[name] = settle
+    group_held.order[#group_held.order + 1] = name
+  end
+  return true
+end
+
+-- `arg` added to the list held under `name`, made by `make` at group_close
+-- with up to 1000 of them at a time (unpack's bound, Lua's stack, stays far
+-- away); false outside a batch.
+local function group_append(name, arg, make)
+  if not group_held then
+    return false
+  end
+  local list = group_held.lists[name]
+  if not list then
+    list = {}
+    group_held.lists[name] = list
+    group_hold(name, function()
+      for i = 1, #list, 1000 do
+        make(unpack(list, i, math.min(#list, i + 999)))
+      end
+    end)
+  end
+  list[#list + 1] = arg
+  return true
+end
+
+local function group_xdel(stream, cgroup, id)
+  local held = group_append('xdel\0' .. stream .. '\0' .. cgroup, id, function(...)
+    redis.call('XACK', stream, cgroup, ...)
+    redis.call('XDEL', stream, ...)
+  end)
+  if not held then
+    redis.call('XACK', stream, cgroup, id)
+    redis.call('XDEL', stream, id)
+  end
+end
+
+local function group_zrem(key, member)
+  know(key, 'card', nil) -- admit.lua's count, made again when asked
+  local held = group_append('zrem\0' .. key, member, function(...)
+    redis.call('ZREM', key, ...)
+  end)
+  if not held then
+    redis.call('ZREM', key, member)
+  end
+end
+
+-- A batch starts: writes are held from here.
+local function group_open()
+  group_held = { settle = {}, order = {}, lists = {} }
+end
+
+-- A batch ends (or fails): the held writes are made, in the order first held.
+local function group_close()
+  local held = group_held
+  group_held = nil
+  if held then
+    for _, name in ipairs(held.order) do
+      held.settle[name]()
+    end
+  end
+end
