@@ -77,7 +77,7 @@ url="http://127.0.0.1:$port/mcp"
 # it); every part after it, up to the one dumped after the measured calls, is
 # summed (a part dumped by someone else splits the measured span, or holds a
 # sliver of idle time).
-parts() { ls "$work"/out."$gw_pid".* 2>/dev/null | wc -l; }
+parts() { find "$work" -maxdepth 1 -name "out.$gw_pid.*" | wc -l; }
 dump() {
   local before n
   before=$(parts)

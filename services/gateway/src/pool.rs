@@ -242,6 +242,17 @@ impl Pool {
 
     /// A connection in the place `permit` holds: an idle one, else a new one.
     async fn connect(self: &Arc<Self>, permit: OwnedSemaphorePermit) -> Result<Lease, UpstreamError> {
+        match self.take_idle()? {
+            Some(conn) => Ok(self.lease(conn, permit, self.generation.load(Ordering::SeqCst))),
+            // Opening a connection is a large future (an rmcp handshake, a
+            // child started): boxed, so the future of every call that finds
+            // an idle one (each proxied call holds it) stays small.
+            None => Box::pin(self.open(permit)).await,
+        }
+    }
+
+    /// An idle connection still open, if there is one (those found closed are counted and dropped).
+    fn take_idle(&self) -> Result<Option<Connection>, UpstreamError> {
         if self.is_retired() {
             return Err(UpstreamError::Retired { upstream: self.name.clone() });
         }
@@ -255,10 +266,13 @@ impl Pool {
                     self.stats.restarted();
                     self.opened(-1.0);
                 }
-                Some(conn) => return Ok(self.lease(conn, permit, self.generation.load(Ordering::SeqCst))),
-                None => break,
+                other => return Ok(other),
             }
         }
+    }
+
+    /// A new connection in the place `permit` holds (after the restart backoff).
+    async fn open(self: &Arc<Self>, permit: OwnedSemaphorePermit) -> Result<Lease, UpstreamError> {
         self.wait_out_backoff().await;
         let generation = self.generation.load(Ordering::SeqCst);
         if self.is_retired() {

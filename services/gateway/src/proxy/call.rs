@@ -53,7 +53,7 @@ impl Call<'_> {
                 self.abandon(lease, self.tool.timings.cancel_grace);
                 Err(e)
             }
-            Ok(Round::Task(task_id)) => self.follow_task(lease, task_id).await,
+            Ok(Round::Task(task_id)) => Box::pin(self.follow_task(lease, task_id)).await,
             Ok(Round::Done(out)) => {
                 if self.told_roots {
                     self.abandon(lease, Duration::ZERO);
@@ -81,7 +81,8 @@ impl Call<'_> {
                 ServerResult::CallToolResult(r) => return Ok(Round::Done(Ok(tool_output(&r)))),
                 ServerResult::InputRequiredResult(r) => {
                     // The upstream call is over; what the caller answers goes into a retry.
-                    let input_responses = match self.ask_all(input_requests(r.input_requests.as_ref())).await {
+                    let input_responses = match Box::pin(self.ask_all(input_requests(r.input_requests.as_ref()))).await
+                    {
                         Ok(a) => a,
                         Err(e) => return Ok(Round::Done(Err(e))),
                     };
@@ -145,7 +146,7 @@ impl Call<'_> {
                 }))
             }
             None => {
-                let (id, response) = via_rmcp(lease, params, timeout)
+                let (id, response) = Box::pin(via_rmcp(lease, params, timeout))
                     .await
                     .map_err(|e| Abandon(self.tool.service_failure(self.ctx, e, false)))?;
                 ids.push(id);
@@ -160,20 +161,20 @@ impl Call<'_> {
             let step = tokio::select! {
                 step = pending.next() => step,
                 Some(event) = events.recv() => {
-                    if let Err(e) = self.on_event(event, &mut status).await {
-                        self.cancel_request(lease, &ids, &e).await;
+                    if let Err(e) = Box::pin(self.on_event(event, &mut status)).await {
+                        Box::pin(self.cancel_request(lease, &ids, &e)).await;
                         return Err(Abandon(e));
                     }
                     continue;
                 }
                 _ = tokio::time::sleep_until(flush_at.unwrap_or_else(Instant::now)), if flush_at.is_some() => {
                     if let Some(last) = status.flush() {
-                        self.ctx.set_status(last).await?;
+                        Box::pin(self.ctx.set_status(last)).await?;
                     }
                     continue;
                 }
                 _ = cancel.cancelled() => {
-                    self.cancel_request(lease, &ids, &ToolError::Cancelled).await;
+                    Box::pin(self.cancel_request(lease, &ids, &ToolError::Cancelled)).await;
                     return Err(Abandon(ToolError::Cancelled));
                 }
             };
@@ -187,7 +188,7 @@ impl Call<'_> {
                         ids.clear();
                     }
                     let left = deadline.saturating_duration_since(Instant::now());
-                    let (id, response) = match via_rmcp(lease, params, left).await {
+                    let (id, response) = match Box::pin(via_rmcp(lease, params, left)).await {
                         Ok(sent) => sent,
                         Err(e) => {
                             forget_handoff(lease);
@@ -212,12 +213,12 @@ impl Call<'_> {
         tokio::task::yield_now().await;
         while let Ok(event) = events.try_recv() {
             if !matches!(event, Event::Question { .. }) {
-                let _ = self.on_event(event, &mut status).await;
+                let _ = Box::pin(self.on_event(event, &mut status)).await;
             }
         }
         lease.running(None);
         if let Some(last) = status.flush() {
-            let _ = self.ctx.set_status(last).await;
+            let _ = Box::pin(self.ctx.set_status(last)).await;
         }
         match r {
             Ok(answer) => Ok(Ok(answer)),
@@ -344,5 +345,26 @@ enum Round {
 impl From<ToolError> for Abandon {
     fn from(e: ToolError) -> Self {
         Abandon(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The size of the future `f` returns, without making one.
+    fn future_size<A, B, C, R, F: FnOnce(A, B, C) -> R>(_: &F) -> usize {
+        size_of::<R>()
+    }
+
+    #[test]
+    fn a_calls_futures_keep_the_rare_branches_boxed() {
+        // A proxied call's future is copied whole into its box on every
+        // call: what only the rare branches need (an upstream's question,
+        // a status write, rmcp's path, a new connection) is boxed when taken.
+        let run = future_size::<&'static mut Call<'static>, Lease, Value, _, _>(&Call::run);
+        let get = future_size(&|p: &'static std::sync::Arc<crate::pool::Pool>, (): (), (): ()| p.get());
+        assert!(run < 4096, "Call::run's future is {run} bytes");
+        assert!(get < 2048, "Pool::get's future is {get} bytes");
     }
 }

@@ -181,7 +181,7 @@ impl ToolHandler for ProxyTool {
         let mut out = match resume {
             Some(task_id) => {
                 tracing::info!(upstream = %upstream, upstream_task = %task_id, "resuming the upstream's task");
-                call.follow_task(lease, task_id).await
+                Box::pin(call.follow_task(lease, task_id)).await
             }
             None => call.run(lease, arguments).await,
         };
