@@ -303,7 +303,7 @@ enum Decision {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::time::Duration;
 
     use presa_store::{CreateLimits, NewTask, Scope, memory::MemoryStore};
@@ -333,8 +333,8 @@ mod tests {
         TaskWriter::new(store, writer, limits).guessing(guess.as_ref()).write(id, event).await
     }
 
-    /// A store holding one claimed task.
-    async fn claimed() -> (MemoryStore, Claim) {
+    /// A store holding one claimed task (of a tool named `echo`).
+    pub(crate) async fn claimed() -> (MemoryStore, Claim) {
         let store = MemoryStore::new();
         let new = NewTask {
             scope: Scope::anonymous(),

@@ -370,10 +370,9 @@ impl Worker {
 
 #[cfg(test)]
 mod tests {
-    use std::{sync::Arc, time::Duration};
+    use std::sync::Arc;
 
-    use presa_store::{Backend, CreateLimits, NewTask, Scope, WorkQueue, memory::MemoryStore};
-    use presa_tasks::Work;
+    use presa_store::{Backend, Scope};
     use tokio_util::sync::CancellationToken;
 
     use super::*;
@@ -385,18 +384,9 @@ mod tests {
     /// 3,048 after.
     #[tokio::test]
     async fn a_run_future_stays_small() {
-        let store = Arc::new(MemoryStore::new());
-        let core = Core::new(ServerConfig::default(), Catalog::default(), Backend::new(store.clone()));
-        let new = NewTask {
-            scope: Scope::anonymous(),
-            work: Work { tool: "echo".into(), ..Work::default() },
-            ttl_ms: Some(60_000),
-            poll_interval_ms: None,
-            status_message: None,
-        };
-        presa_store::TaskStore::create(store.as_ref(), new, CreateLimits::NONE).await.expect("create");
-        let claim = store.claim("w1", 1, Duration::from_secs(30), Duration::from_secs(1)).await.expect("claim");
-        let claim = Arc::new(claim.into_iter().next().expect("one claim"));
+        let (store, claim) = crate::task_writer::tests::claimed().await;
+        let core = Core::new(ServerConfig::default(), Catalog::default(), Backend::new(Arc::new(store)));
+        let claim = Arc::new(claim);
         let slots = Slots::new(1, 1, None, None);
         let slot = Arc::new(Slot::running(slots.clone(), slots.acquire().await, Scope::anonymous()));
         let worker = Worker::new(core, WorkerConfig::default());
