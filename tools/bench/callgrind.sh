@@ -11,7 +11,7 @@
 # bound by it; the rest run natively). `redis` runs tiers' private
 # `redis-server` under it instead (a wrapper first on PATH), which counts what
 # a build's Lua scripts cost Redis. Its counters are dumped
-# every second (`callgrind_control -d`: tiers ends its pods with SIGKILL,
+# every second (`callgrind_control -d <its pid>`: tiers ends its pods with SIGKILL,
 # which writes nothing) and summed. With two or more task counts it also
 # prints the slope between the first and the last: the instructions one more
 # task costs, start-up excluded. For the API pod a task brings five sync
@@ -59,7 +59,13 @@ for tasks in "$@"; do
   "$work/presa-bench" tiers --bin-dir "$work" --tasks "$tasks" >"$work/tiers.txt" 2>&1 &
   bench=$!
   while kill -0 "$bench" 2>/dev/null; do
-    callgrind_control -d >/dev/null 2>&1 || true
+    # This run's callgrind only (a bare `callgrind_control -d` dumps every
+    # callgrind on the machine), and never for long: a dump asked of a pod
+    # that tiers SIGKILLs meanwhile can wait forever.
+    pid=$(pgrep -f -- "--callgrind-out-file=$work/out" | head -n 1 || true)
+    if [ -n "$pid" ]; then
+      timeout 10 callgrind_control -d "$pid" >/dev/null 2>&1 || true
+    fi
     sleep 1
   done
   wait "$bench" || { cat "$work/tiers.txt" >&2; exit 1; }
