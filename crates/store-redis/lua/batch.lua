@@ -10,9 +10,29 @@
 -- (group.lua: acks, set removals, a scope's byte counts) is written once
 -- for the batch, after the last call.
 --
--- KEYS: each call's keys, one call after another
--- ARGV: for each call in turn: the number of its keys, the number of its
---       arguments, then its arguments
+-- The calls of a batch share most of their keys and arguments (a scope's
+-- keys, the status, the group, the limits…), and each argument a script
+-- is given costs Redis about as much as a short command (parsed, made a
+-- Lua string, put in a table), so what every call has at a position is
+-- passed once, as the batch's template, and each call passes only what
+-- it has at the positions where the calls differ (`scripts.rs`
+-- `Call::batch`).
+--
+-- KEYS[1..K]: the template's keys: at each position, the key the first
+--             call with that position has there (K: the most keys a call has)
+-- KEYS[K+1..]: each call's keys at the differing positions (up to its key
+--             count), one call after another
+-- ARGV[1]: n, the number of calls
+-- ARGV[2], ARGV[3]: K, and A (the most arguments a call has)
+-- ARGV[4], ARGV[5]: the positions where the calls' keys, and their
+--          arguments, differ: "<position>,<position>…" in ascending order
+--          ("" for none)
+-- ARGV[6]: "1" when the calls' key and argument counts differ (each call
+--          then says its own), "" when each call has K keys and A arguments
+-- ARGV[7..6+A]: the template's arguments (as KEYS[1..K] for keys)
+-- ARGV[7+A..]: for each call in turn: its key count and argument count
+--          (only when ARGV[6] is "1"), then its arguments at the differing
+--          positions (up to its argument count)
 -- Returns: one reply per call, in order, each as the body replied (nil as
 --          nil). An error ends the script as it would end the body alone:
 --          the calls before it stay written (their held writes are made
@@ -20,17 +40,58 @@
 --          is answered with the error.
 
 local out = {}
+-- The positions in `list` ("<position>,<position>…"), as numbers.
+local function positions(list)
+  local t = {}
+  for q in string.gmatch(list, '%d+') do
+    t[#t + 1] = tonumber(q)
+  end
+  return t
+end
 local function run()
-  local n, k, a = 0, 0, 1
-  while a <= #ARGV do
-    local nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
-    local r = each({ unpack(KEYS, k + 1, k + nk) }, { unpack(ARGV, a + 2, a + 1 + na) })
-    n = n + 1
+  local n, nk, na = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+  local kpos, apos = positions(ARGV[4]), positions(ARGV[5])
+  local nkp, nap = #kpos, #apos
+  local mixed = ARGV[6] ~= ''
+  -- The template, changed at the differing positions into each call's.
+  local keys, args = { unpack(KEYS, 1, nk) }, { unpack(ARGV, 7, 6 + na) }
+  local k, a = nk, 6 + na -- the last key and argument taken
+  for c = 1, n do
+    local ck, ca = nk, na
+    if mixed then
+      ck, ca = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+      a = a + 2
+      for j = 1, nkp do
+        local q = kpos[j]
+        if q > ck then
+          break
+        end
+        k = k + 1
+        keys[q] = KEYS[k]
+      end
+      for j = 1, nap do
+        local q = apos[j]
+        if q > ca then
+          break
+        end
+        a = a + 1
+        args[q] = ARGV[a]
+      end
+    else
+      for j = 1, nkp do
+        keys[kpos[j]] = KEYS[k + j]
+      end
+      for j = 1, nap do
+        args[apos[j]] = ARGV[a + j]
+      end
+      k, a = k + nkp, a + nap
+    end
+    -- Each call gets tables of its own (a body may keep them).
+    local r = each({ unpack(keys, 1, ck) }, { unpack(args, 1, ca) })
     if r == nil then
       r = false
     end
-    out[n] = r
-    k, a = k + nk, a + 2 + na
+    out[c] = r
   end
 end
 group_open()
