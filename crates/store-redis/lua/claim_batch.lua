@@ -22,14 +22,18 @@
 --          recently skips its XCLAIM, the priciest command of a claim. Its
 --          lease then runs from the read, at most this much before the
 --          claim; the worker renews a third of a lease after the claim.
--- Returns: one reply per entry, in order, as claim.lua's: {1} claimed; {-1}
---          dropped (task terminal or gone: entry acked and deleted; or the
---          entry is no longer pending for this consumer); {0, doc} when rev
---          moved (nothing written for it: re-read and retry that one).
+-- Returns: one reply per entry, in order, claim.lua's without its table (a
+--          table in a script's reply costs Redis about 5,000 instructions to
+--          turn into RESP): 1 claimed; -1 dropped (task terminal or gone:
+--          entry acked and deleted; or the entry is no longer pending for
+--          this consumer); the task's doc when rev moved, 0 when the task
+--          vanished meanwhile (nothing written for it: re-read and retry
+--          that one).
 
 local out = {}
 local n = #KEYS / 4
 local keep = tonumber(ARGV[5 * n + 5] or '')
+local idle = tonumber(ARGV[3])
 for i = 1, n do
   local task, stream, channel, claimed = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
   local entry, rev, doc, new_rev, attempt =
@@ -38,17 +42,17 @@ for i = 1, n do
   if not cur_rev or task_over(status) then
     redis.call('XACK', stream, ARGV[1], entry)
     redis.call('XDEL', stream, entry)
-    out[i] = {-1}
+    out[i] = -1
   elseif cur_rev ~= rev then
-    out[i] = {0, task_doc(task)}
+    out[i] = task_doc(task) or 0
   else
     local pending = redis.call('XPENDING', stream, ARGV[1], entry, entry, 1)
     if #pending == 0 or pending[1][2] ~= ARGV[2] then
-      out[i] = {-1}
+      out[i] = -1
     else
       -- XPENDING's idle time is the lease set at delivery (H - lease) plus
       -- the time since.
-      if not keep or pending[1][3] - tonumber(ARGV[3]) > keep then
+      if not keep or pending[1][3] - idle > keep then
         redis.call('XCLAIM', stream, ARGV[1], ARGV[2], 0, entry, 'IDLE', ARGV[3], 'JUSTID')
       end
       task_store(task, new_rev, attempt, status, doc, string_record)
@@ -56,7 +60,7 @@ for i = 1, n do
       if cur_attempt ~= '0' then
         redis.call(ARGV[4], claimed, string.match(task, '[^:]+$') .. '\n' .. doc)
       end
-      out[i] = {1}
+      out[i] = 1
     end
   end
 end

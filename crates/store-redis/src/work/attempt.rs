@@ -31,7 +31,7 @@ pub(super) struct Pending {
     pub(super) next: presa_store::Task,
 }
 
-/// One reply of `claim.lua` (or one entry's of `claim_batch.lua`).
+/// What a claim of one entry did (`claim.lua`, or one entry of `claim_batch.lua`).
 pub(super) enum Claimed {
     /// Claimed: the new doc is stored.
     Yes,
@@ -42,7 +42,7 @@ pub(super) enum Claimed {
 }
 
 impl Claimed {
-    /// What `claim.lua` (or one entry of `claim_batch.lua`) replied.
+    /// What `claim.lua` replied.
     pub(super) fn from_reply(reply: &[Value]) -> Result<Claimed, RedisStoreError> {
         match reply {
             [Value::Int(1)] => Ok(Claimed::Yes),
@@ -52,6 +52,20 @@ impl Claimed {
                 .map(Claimed::Moved)
                 .map_err(|err| RedisStoreError::Corrupt(err.to_string())),
             other => Err(RedisStoreError::Corrupt(format!("unexpected claim reply: {other:?}"))),
+        }
+    }
+
+    /// What `claim_batch.lua` replied for one entry: `claim.lua`'s reply
+    /// without its table (1, -1, the current doc, or 0 for a vanished task).
+    pub(super) fn from_batch_reply(reply: &Value) -> Result<Claimed, RedisStoreError> {
+        match reply {
+            Value::Int(1) => Ok(Claimed::Yes),
+            Value::Int(-1) => Ok(Claimed::Dropped),
+            Value::Int(0) => Ok(Claimed::Moved(None)),
+            Value::BulkString(_) => redis::from_redis_value_ref(reply)
+                .map(|doc| Claimed::Moved(Some(doc)))
+                .map_err(|err| RedisStoreError::Corrupt(err.to_string())),
+            other => Err(RedisStoreError::Corrupt(format!("unexpected claim_batch reply: {other:?}"))),
         }
     }
 }
@@ -111,7 +125,7 @@ impl Queue {
         // A delivery's lease younger than an eighth of it is kept: renewed a
         // third of a lease after the claim, it never lapses on a live worker.
         inv.arg((lease / KEEP_DELIVERY_LEASE).as_millis() as u64);
-        let replies: Vec<Vec<Value>> = self.link.invoke(&inv).await?;
+        let replies: Vec<Value> = self.link.invoke(&inv).await?;
         if replies.len() != group.len() {
             return Err(RedisStoreError::Corrupt(format!(
                 "claim_batch.lua answered {} of {} entries",
@@ -119,7 +133,7 @@ impl Queue {
                 group.len()
             )));
         }
-        replies.iter().map(|r| Claimed::from_reply(r)).collect()
+        replies.iter().map(Claimed::from_batch_reply).collect()
     }
 
     /// Claim one delivered entry with `claim.lua`, starting from `doc` (the

@@ -222,10 +222,10 @@ async fn a_claim_keeps_a_fresh_deliverys_lease_and_starts_a_stale_ones_anew() {
 
 /// A read delivering several entries of one stream leases every one of them
 /// (`read.lua` sets their idle time with one XCLAIM a stream): each is
-/// pending for the reader, delivered once, at idle H - lease or more; and it
-/// hands each entry's doc over, `Some(None)` for a task that is gone.
+/// pending for the reader, delivered once, at idle H - lease or more, its
+/// task gone or not (the read does not look at the tasks).
 #[tokio::test]
-async fn a_read_leases_every_entry_it_delivers_and_brings_their_docs() {
+async fn a_read_leases_every_entry_it_delivers() {
     let (_redis, store) = one_partition().await;
     let mut tasks = Vec::new();
     for _ in 0..3 {
@@ -236,9 +236,8 @@ async fn a_read_leases_every_entry_it_delivers_and_brings_their_docs() {
     let at_delivery = store.queue().lease_idle(LEASE);
     let (entries, _) = store.queue().read_new("w1", 3, LEASE, None).await.unwrap();
     assert_eq!(entries.len(), 3);
-    let docs: Vec<Option<Task>> =
-        entries.iter().map(|e| e.doc.clone().unwrap().map(|d| decode(d.as_bytes()).unwrap())).collect();
-    assert_eq!(docs, vec![Some(tasks[0].clone()), None, Some(tasks[2].clone())]);
+    let named: Vec<Option<String>> = entries.iter().map(|e| e.task.clone()).collect();
+    assert_eq!(named, tasks.iter().map(|t| Some(t.id.as_str().to_owned())).collect::<Vec<_>>());
 
     let mut cmd = redis::cmd("XPENDING");
     cmd.arg(store.keys().work(0)).arg(GROUP).arg("-").arg("+").arg(10);
@@ -398,4 +397,26 @@ async fn a_gone_workers_consumer_is_dropped_once_idle_past_h() {
     let after = consumers().await;
     assert!(!after.contains("gone-pod"), "idle past H with nothing pending: dropped ({after:?})");
     assert!(after.contains("w1"), "w1 holds an entry: kept however idle ({after:?})");
+}
+
+/// `claim_batch.lua` answers each entry without a table: every shape of
+/// `claim.lua`'s reply has its flat twin.
+#[test]
+fn a_batch_claims_flat_replies_read_as_single_claims_tables() {
+    let doc = Value::BulkString(b"{}".to_vec());
+    for (flat, table) in [
+        (Value::Int(1), vec![Value::Int(1)]),
+        (Value::Int(-1), vec![Value::Int(-1)]),
+        (Value::Int(0), vec![Value::Int(0)]),
+        (doc.clone(), vec![Value::Int(0), doc]),
+    ] {
+        let (a, b) = (Claimed::from_batch_reply(&flat).unwrap(), Claimed::from_reply(&table).unwrap());
+        let same = match (&a, &b) {
+            (Claimed::Yes, Claimed::Yes) | (Claimed::Dropped, Claimed::Dropped) => true,
+            (Claimed::Moved(x), Claimed::Moved(y)) => x == y,
+            _ => false,
+        };
+        assert!(same, "{flat:?} and {table:?}");
+    }
+    assert!(Claimed::from_batch_reply(&Value::Int(2)).is_err());
 }
