@@ -27,7 +27,7 @@
 -- set is known to its later calls ('card': the members; 'lasts': the set
 -- lives at least until then, or math.huge when it never expires).
 
-local limit = tonumber(ARGV[1])
+local limit = group_number(ARGV[1])
 local before = known(KEYS[1], 'card') or redis.call('ZCARD', KEYS[1])
 if before >= limit then
   -- Expired members only make the count too high, so only a full set needs

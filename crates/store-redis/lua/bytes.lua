@@ -163,12 +163,17 @@ end
 -- the order first held. A new record when `reserve` differs from the held
 -- one's kind (that one made first), or when outside a batch (nil).
 local function quota_held(b, reserve)
+  local h = group_held and known(b[1], 'held')
+  if h and h.reserve == reserve then
+    -- Held already (so its settling is registered): spares the name and
+    -- the closure group_hold would be given, once a call.
+    return h
+  end
   if not group_hold('quota\0' .. b[1], function()
     quota_settle(b)
   end) then
     return nil
   end
-  local h = known(b[1], 'held')
   if h and h.reserve ~= reserve then
     quota_settle(b)
     h = nil

@@ -41,12 +41,22 @@ local found = idem_replay(KEYS[6], ARGV[13])
 if found then
   return found
 end
-if ARGV[8] ~= '' and redis.call('XLEN', KEYS[2]) >= tonumber(ARGV[8]) then
-  return 0
+-- A batch's creates into one stream count it once (group.lua: 'len', then
+-- known from their own XADDs; an XDEL of the batch forgets it).
+local queued = nil
+if ARGV[8] ~= '' then
+  queued = known(KEYS[2], 'len') or redis.call('XLEN', KEYS[2])
+  if queued >= group_number(ARGV[8]) then
+    know(KEYS[2], 'len', queued)
+    return 0
+  end
 end
 -- The stream entry first: if anything after it failed, a worker would find
 -- no task and drop the entry; the reverse would strand a task.
 local entry = redis.call('XADD', KEYS[2], '*', 'task', ARGV[1])
+if queued then
+  know(KEYS[2], 'len', queued + 1)
+end
 task_store(KEYS[1], ARGV[3], ARGV[4], ARGV[5], ARGV[2], false, ARGV[12] ~= '' and ARGV[12] or nil)
 if ARGV[6] ~= '' then
   redis.call('PEXPIREAT', KEYS[1], ARGV[6])
@@ -93,11 +103,14 @@ if expiry == '' then
     lasts = 'inf'
   end
   know(index, 'expiry', -1)
-elseif index_expiry == -2 or (index_expiry >= 0 and index_expiry < tonumber(expiry)) then
-  local slack = math.min(60000, math.floor((tonumber(expiry) - tonumber(ARGV[11])) / 10))
-  lasts = tonumber(expiry) + math.max(slack, 0)
-  redis.call('PEXPIREAT', index, lasts)
-  know(index, 'expiry', lasts)
+else
+  local at = tonumber(expiry)
+  if index_expiry == -2 or (index_expiry >= 0 and index_expiry < at) then
+    local slack = math.min(60000, math.floor((at - group_number(ARGV[11])) / 10))
+    lasts = at + math.max(slack, 0)
+    redis.call('PEXPIREAT', index, lasts)
+    know(index, 'expiry', lasts)
+  end
 end
 if lasts then
   -- The partition's tenants: this one until its index expires; the set

@@ -36,41 +36,38 @@ if found then
   return found
 end
 
-local id = ARGV[1]
 local admitted, reserved = false, false
 local active, bytes = -1, -1
 local scope_bytes = { KEYS[7], KEYS[8], KEYS[9], KEYS[10] }
-local size, bucket = string.match(ARGV[12], '^(%d+):(%S+)$')
-local function undo()
-  if admitted then
-    redis.call('ZREM', KEYS[6], id)
-    know(KEYS[6], 'card', nil) -- counted again by the next admission (group.lua)
-  end
-  if reserved then
-    quota_count(scope_bytes, bucket, -tonumber(size))
-  end
-end
-
 if ARGV[13] ~= '' then
-  active = admit({ KEYS[6] }, { ARGV[13], id, ARGV[11], ARGV[6] })
+  active = admit({ KEYS[6] }, { ARGV[13], ARGV[1], ARGV[11], ARGV[6] })
   if active == 0 then
     return -1
   end
   admitted = true
 end
+local entry = -2
 if ARGV[14] ~= '' then
   bytes = quota(scope_bytes, { ARGV[14], ARGV[12], ARGV[11] })
-  if bytes == 0 then
-    undo()
-    return -2
+  reserved = bytes ~= 0
+end
+if ARGV[14] == '' or reserved then
+  entry = create({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[11] },
+    { ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11],
+      reserved and ARGV[12] or '', ARGV[15] })
+  if type(entry) == 'string' then
+    return { entry, active, bytes }
   end
-  reserved = true
 end
-local entry = create({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[11] },
-  { ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11],
-    reserved and ARGV[12] or '', ARGV[15] })
-if type(entry) ~= 'string' then
-  undo()
-  return entry
+-- Refused (by the byte quota, or the create): what was made is taken back.
+-- (Written once here rather than as a function, which every create would
+-- pay for as a closure.)
+if admitted then
+  redis.call('ZREM', KEYS[6], ARGV[1])
+  know(KEYS[6], 'card', nil) -- counted again by the next admission (group.lua)
 end
-return { entry, active, bytes }
+if reserved then
+  local size, bucket = string.match(ARGV[12], '^(%d+):(%S+)$')
+  quota_count(scope_bytes, bucket, -tonumber(size))
+end
+return entry

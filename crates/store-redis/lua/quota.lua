@@ -22,4 +22,4 @@
 --          reservations, at most 1000, were dropped first).
 
 local bytes, bucket = string.match(ARGV[2], '^(%d+):(%S+)$')
-return quota_reserve(KEYS, tonumber(bytes), bucket, tonumber(ARGV[1]), ARGV[3])
+return quota_reserve(KEYS, tonumber(bytes), bucket, group_number(ARGV[1]), ARGV[3])

@@ -55,7 +55,7 @@ if KEYS[6] then
   local scope_bytes = { KEYS[6], KEYS[7], KEYS[8], KEYS[9] }
   local quota = nil
   if ARGV[10] ~= '' then
-    quota = tonumber(ARGV[10])
+    quota = group_number(ARGV[10])
   end
   if counted then
     q = quota_resize(scope_bytes, counted, #ARGV[3], quota, ARGV[11])

@@ -111,6 +111,25 @@ async fn a_create_refused_in_a_batch_leaves_the_others_written() {
     assert_eq!(active, 2, "the refused create left no admission");
 }
 
+/// The creates of a batch into one stream count it once (`create.lua`
+/// knows its length from its own XADDs): the bound on queued work holds
+/// exactly, as it would for creates one at a time.
+#[tokio::test]
+async fn a_batch_of_creates_fills_a_stream_to_its_bound_and_no_further() {
+    let (redis, store) = warm(1).await;
+    let limits = CreateLimits { max_queued_per_partition: Some(3), ..CreateLimits::NONE };
+    let first = store.create(in_scope("a"), limits).await;
+    assert!(first.is_ok(), "{first:?}");
+    let before = evalsha_calls(&redis).await;
+    let results = join_all((0..4).map(|_| store.create(in_scope("a"), limits))).await;
+    assert_eq!(evalsha_calls(&redis).await - before, 1, "one script call for the four");
+    assert!(results[0].is_ok() && results[1].is_ok(), "{results:?}");
+    for full in &results[2..] {
+        assert!(matches!(full, Err(StoreError::QueueFull)), "the stream holds 3: {full:?}");
+    }
+    assert_eq!(work_entries(&redis, &store).await, 3, "three queued, no more");
+}
+
 #[tokio::test]
 async fn keyed_creates_in_one_batch_make_one_task_and_replay_it() {
     let (redis, store) = warm(4).await;
