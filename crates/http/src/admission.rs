@@ -220,13 +220,13 @@ pub fn idempotency_key(headers: &HeaderMap, method: Method, meta: &mut RequestMe
     else {
         return Ok(());
     };
-    match meta.raw.get(IDEMPOTENCY_KEY_META) {
+    match &meta.idempotency_key {
         Some(Value::String(k)) if k == key => {}
         Some(_) => {
             return Err(bad(format!("Idempotency-Key header does not match _meta[\"{IDEMPOTENCY_KEY_META}\"]")));
         }
         None => {
-            meta.raw.insert(IDEMPOTENCY_KEY_META.into(), Value::String(key.into()));
+            meta.idempotency_key = Some(Value::String(key.into()));
         }
     }
     Ok(())
