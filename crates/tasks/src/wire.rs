@@ -202,7 +202,11 @@ impl GetView {
     /// The view of a task stored as JSON (a serialised [`Task`]), reading
     /// only the fields it needs.
     pub fn from_doc(doc: &[u8]) -> serde_json::Result<Self> {
-        let lean: Lean<'_> = serde_json::from_slice(doc)?;
+        // UTF-8 checked once for the whole document, then read as a `str`:
+        // `from_slice` checks each string (each member name) on its own,
+        // about a hundred instructions a string, twenty-odd a document.
+        let doc = std::str::from_utf8(doc).map_err(|e| serde::de::Error::custom(e.to_string()))?;
+        let lean: Lean<'_> = serde_json::from_str(doc)?;
         let header = Header {
             id: &lean.id,
             status: lean.status,
