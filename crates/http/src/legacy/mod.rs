@@ -142,7 +142,7 @@ async fn request(app: App, headers: HeaderMap, req: Request, caller: Caller, sta
         Ok(s) => s,
         Err(resp) => return resp,
     };
-    let mut observed = Observed::start(&app, &headers, &req, started);
+    let mut observed = Observed::start(&app, &headers, &req, started, None);
     let legacy_only = LegacyMethod::parse(&req.method);
     if let Some(m) = legacy_only {
         observed.relabel(m.as_str());
