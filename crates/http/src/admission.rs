@@ -109,11 +109,22 @@ pub fn host_allowed(host: &str, allowed: &[String]) -> bool {
     let Some((name, port)) = split_host_port(host) else {
         return false;
     };
-    allowed.iter().any(|a| match split_host_port(a) {
+    allowed.iter().any(|a| match split_host_port_of_entry(a) {
         Some((entry, None)) => entry.eq_ignore_ascii_case(name),
         Some((entry, entry_port)) => entry.eq_ignore_ascii_case(name) && entry_port == port,
         None => false,
     })
+}
+
+/// [`split_host_port`] of an `allowed_hosts` entry, which is read on every
+/// request: an entry with neither a port nor brackets (`localhost`) is its
+/// own host as it stands, and comparing it to a host already validated
+/// tells whether it is a valid one too, so its labels are not checked again.
+fn split_host_port_of_entry(entry: &str) -> Option<(&str, Option<u16>)> {
+    if entry.bytes().all(|b| b != b':' && b != b'[') {
+        return Some((entry, None));
+    }
+    split_host_port(entry)
 }
 
 /// Whether a `Content-Type` value is `application/json` (parameters such as
@@ -220,13 +231,13 @@ pub fn idempotency_key(headers: &HeaderMap, method: Method, meta: &mut RequestMe
     else {
         return Ok(());
     };
-    match meta.raw.get(IDEMPOTENCY_KEY_META) {
+    match &meta.idempotency_key {
         Some(Value::String(k)) if k == key => {}
         Some(_) => {
             return Err(bad(format!("Idempotency-Key header does not match _meta[\"{IDEMPOTENCY_KEY_META}\"]")));
         }
         None => {
-            meta.raw.insert(IDEMPOTENCY_KEY_META.into(), Value::String(key.into()));
+            meta.idempotency_key = Some(Value::String(key.into()));
         }
     }
     Ok(())
@@ -321,6 +332,11 @@ mod tests {
             assert!(!host_allowed(bad, &allowed), "{bad}");
         }
         assert!(host_allowed("anything", &[]), "no list: every host");
+        // Entries that are no valid host allow nothing, as when each was split.
+        let invalid: Vec<String> = ["bad_host", "a..b", ""].map(String::from).into();
+        for host in ["bad_host", "a..b", "", "localhost"] {
+            assert!(!host_allowed(host, &invalid), "{host}");
+        }
     }
 
     #[test]

@@ -83,7 +83,15 @@ pub(crate) struct Observed {
 }
 
 impl Observed {
-    pub(crate) fn start(app: &App, headers: &HeaderMap, req: &Request, started: Instant) -> Self {
+    /// The span and metrics of `req`; `version`: its protocol version when
+    /// already known to be valid (else recorded later, [`Self::record_version`]).
+    pub(crate) fn start(
+        app: &App,
+        headers: &HeaderMap,
+        req: &Request,
+        started: Instant,
+        version: Option<&str>,
+    ) -> Self {
         let known = req.method.parse::<Method>().ok();
         let method = known.map_or(UNKNOWN_METHOD, Method::as_str);
         let name_param = req.params.get("name").and_then(Value::as_str);
@@ -117,7 +125,7 @@ impl Observed {
             otel.kind = "server",
             mcp.method.name = bounded(&req.method),
             jsonrpc.request.id = request_id,
-            mcp.protocol.version = Empty,
+            mcp.protocol.version = version,
             network.transport = "tcp",
             network.protocol.name = "http",
             gen_ai.operation.name = operation,

@@ -135,7 +135,7 @@ pub(crate) async fn respond(
     let cancel = CancellationToken::new();
     let guard = cancel.clone().drop_guard();
     // The dispatch runs in the request span wherever it is polled (here, or in the SSE pump).
-    let mut work = make(tx, cancel).instrument(observed.span.clone());
+    let mut work = Traced { work: Some(make(tx, cancel)), span: observed.span.clone() };
 
     // JSON unless a notification comes before the reply.
     let first = tokio::select! {
@@ -249,6 +249,40 @@ impl Stream for UntilEnded {
                 Poll::Ready(None)
             }
             other => other,
+        }
+    }
+}
+
+/// A dispatch polled inside its request's span. Unlike `tracing`'s
+/// `Instrumented`, which enters the span again to drop its future, a
+/// finished dispatch is dropped in the poll that finished it (the span
+/// still entered); one dropped unfinished (the client went away) is dropped
+/// inside the span too, so whatever its drop logs is in the span.
+struct Traced {
+    work: Option<BoxFuture<'static, Reply>>,
+    span: Span,
+}
+
+impl Future for Traced {
+    type Output = Reply;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Reply> {
+        let this = &mut *self;
+        let _entered = this.span.enter();
+        let work = this.work.as_mut().expect("a dispatch polled after it finished");
+        let reply = work.as_mut().poll(cx);
+        if reply.is_ready() {
+            this.work = None;
+        }
+        reply
+    }
+}
+
+impl Drop for Traced {
+    fn drop(&mut self) {
+        if let Some(work) = self.work.take() {
+            let _entered = self.span.enter();
+            drop(work);
         }
     }
 }

@@ -128,7 +128,12 @@ impl EnvelopeError {
 /// built for the envelope itself, only for `params`), and classified as
 /// [`classify`] classifies a parsed value: the same answers, the same errors.
 pub fn parse_message(body: &[u8]) -> Result<Incoming, EnvelopeError> {
-    let top: Top = serde_json::from_slice(body).map_err(|_| EnvelopeError::Parse)?;
+    // UTF-8 checked once for the whole body, then parsed as a `str`:
+    // `from_slice` checks every string (each member name) on its own, about
+    // a hundred instructions a string. Invalid UTF-8 anywhere was a parse
+    // error before and is one still.
+    let body = std::str::from_utf8(body).map_err(|_| EnvelopeError::Parse)?;
+    let top: Top = serde_json::from_str(body).map_err(|_| EnvelopeError::Parse)?;
     match top {
         Top::Object(members) => members.classify(),
         Top::Other => Err(EnvelopeError::Invalid { id: None, reason: NOT_AN_OBJECT }),
@@ -428,6 +433,26 @@ mod tests {
         }
         for malformed in ["", "{", "{nope", r#"{"id":1,}"#, r#"{"id":1} x"#, r#"[1,]"#, r#"{"a":"\q"}"#, "nul"] {
             assert_eq!(parse_message(malformed.as_bytes()), Err(EnvelopeError::Parse), "{malformed}");
+        }
+    }
+
+    /// The body's UTF-8 is checked once, up front: what `from_slice` (which
+    /// checks each string) accepts and refuses, `parse_message` does alike.
+    #[test]
+    fn utf8_is_checked_as_from_slice_checks_it() {
+        let valid = r#"{"jsonrpc":"2.0","id":"é","method":"tools/call","params":{"name":"日本","a":"\ud83d\ude00 ✓"}}"#;
+        let value: Value = serde_json::from_slice(valid.as_bytes()).unwrap();
+        assert_eq!(parse_message(valid.as_bytes()), classify(value));
+        let bodies: [&[u8]; 5] = [
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"\xc3\x28\":1}}",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\"}\xe2\x82",
+            b"\xef\xbb\xbf{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\"}",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"extra\":\"\xed\xa0\x80\"}",
+        ];
+        for body in bodies {
+            assert!(serde_json::from_slice::<Value>(body).is_err(), "{body:?}");
+            assert_eq!(parse_message(body), Err(EnvelopeError::Parse), "{body:?}");
         }
     }
 

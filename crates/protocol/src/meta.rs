@@ -41,8 +41,12 @@ pub struct RequestMeta {
     pub log_level: Option<LogLevel>,
     /// The progress token, when given.
     pub progress_token: Option<Value>,
-    /// The whole `_meta` object, for keys this crate does not know (trace context…).
-    pub raw: Map<String, Value>,
+    /// `_meta[`[`IDEMPOTENCY_KEY_META`]`]` as sent (any JSON value: the
+    /// dispatcher validates it), or the `Idempotency-Key` header the
+    /// transport copied here. Other keys (trace context…) are read from the
+    /// request's `params._meta` itself: a copy of the whole object a request
+    /// was most of this struct's cost, and nothing needs it twice.
+    pub idempotency_key: Option<Value>,
 }
 
 impl RequestMeta {
@@ -51,7 +55,7 @@ impl RequestMeta {
     /// give `-32602`.
     pub fn from_params(params: &Map<String, Value>) -> Result<Self, ErrorObject> {
         let bad = |msg: &str| ErrorObject::new(codes::INVALID_PARAMS, msg);
-        let Some(Value::Object(meta)) = params.get("_meta") else {
+        let Some(meta) = Self::object_of(params) else {
             return Err(bad("Invalid params: _meta with protocolVersion and clientCapabilities is required"));
         };
         let Some(Value::String(version)) = meta.get(PROTOCOL_VERSION_KEY) else {
@@ -71,8 +75,14 @@ impl RequestMeta {
             client_info: meta.get(CLIENT_INFO_KEY).cloned(),
             log_level,
             progress_token: meta.get(PROGRESS_TOKEN_KEY).filter(|t| t.is_string() || t.is_i64()).cloned(),
-            raw: meta.clone(),
+            idempotency_key: meta.get(IDEMPOTENCY_KEY_META).cloned(),
         })
+    }
+
+    /// `params._meta`, when it is an object: where keys this struct does not
+    /// keep (the trace context) are read.
+    pub fn object_of(params: &Map<String, Value>) -> Option<&Map<String, Value>> {
+        params.get("_meta").and_then(Value::as_object)
     }
 
     /// Whether the client declared a top-level capability (`sampling`, `elicitation`, `roots`).
@@ -177,5 +187,21 @@ mod tests {
         assert_eq!(m.log_level, Some(LogLevel::Warning));
         assert_eq!(m.progress_token, Some(json!("t1")));
         assert!(LogLevel::Error > LogLevel::Warning);
+    }
+
+    /// The idempotency key is kept as sent (the dispatcher validates it);
+    /// the rest of `_meta` stays in the params, read there.
+    #[test]
+    fn keeps_the_idempotency_key_as_sent() {
+        let base = json!({ PROTOCOL_VERSION_KEY: "2026-07-28", CLIENT_CAPABILITIES_KEY: {}, "traceparent": "x" });
+        let m = RequestMeta::from_params(&params(json!({ "_meta": base.clone() }))).unwrap();
+        assert_eq!(m.idempotency_key, None);
+        for key in [json!("k-1"), json!(7), json!("")] {
+            let mut meta = base.clone();
+            meta[IDEMPOTENCY_KEY_META] = key.clone();
+            let p = params(json!({ "_meta": meta }));
+            assert_eq!(RequestMeta::from_params(&p).unwrap().idempotency_key, Some(key));
+            assert_eq!(RequestMeta::object_of(&p).and_then(|m| m.get("traceparent")), Some(&json!("x")));
+        }
     }
 }

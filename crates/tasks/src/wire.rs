@@ -27,8 +27,51 @@ use serde_json::{Map, Value, json};
 use crate::{model::Scope, model::Status, model::Task};
 
 /// An ISO 8601 UTC timestamp with milliseconds, e.g. `2026-11-30T12:00:00.123Z`.
+///
+/// Written by hand for years 1970 to 9999 (every task's two timestamps, in
+/// every reply about it: `humantime`'s `Display` cost several times as much),
+/// the same text as `humantime::format_rfc3339_millis`, which is left the
+/// rest as before (past 9999 its `Display` fails and `to_string` panics,
+/// unchanged: no clock reads such a date).
 pub fn iso8601(ms: u64) -> String {
-    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+    /// 10000-01-01T00:00:00Z in Unix ms: the first instant of five-digit years.
+    const YEAR_10000_MS: u64 = 253_402_300_800_000;
+    if ms >= YEAR_10000_MS {
+        return humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string();
+    }
+    let (secs, millis) = (ms / 1000, ms % 1000);
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (year, month, day) = civil_from_days(days);
+    let fields: [(u64, usize); 7] =
+        [(year, 4), (month, 2), (day, 2), (rest / 3600, 2), (rest / 60 % 60, 2), (rest % 60, 2), (millis, 3)];
+    let mut out = [0u8; 24];
+    let mut at = 0;
+    for ((value, width), after) in fields.into_iter().zip(*b"--T::.Z") {
+        let mut v = value;
+        for i in (0..width).rev() {
+            out[at + i] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+        out[at + width] = after;
+        at += width + 1;
+    }
+    // ASCII digits and separators: always UTF-8, allocated once at its size.
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The proleptic Gregorian (year, month, day) of `days` since 1970-01-01
+/// (Howard Hinnant's `civil_from_days`, for days on or after the epoch).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
 }
 
 /// The fields every projection starts from, borrowed from a [`Task`] or
@@ -202,7 +245,11 @@ impl GetView {
     /// The view of a task stored as JSON (a serialised [`Task`]), reading
     /// only the fields it needs.
     pub fn from_doc(doc: &[u8]) -> serde_json::Result<Self> {
-        let lean: Lean<'_> = serde_json::from_slice(doc)?;
+        // UTF-8 checked once for the whole document, then read as a `str`:
+        // `from_slice` checks each string (each member name) on its own,
+        // about a hundred instructions a string, twenty-odd a document.
+        let doc = std::str::from_utf8(doc).map_err(|e| serde::de::Error::custom(e.to_string()))?;
+        let lean: Lean<'_> = serde_json::from_str(doc)?;
         let header = Header {
             id: &lean.id,
             status: lean.status,
@@ -279,6 +326,41 @@ mod tests {
         assert!(!view.is_expired(u64::MAX));
         assert!(GetView::from_doc(b"{\"id\": 1}").is_err());
         assert!(GetView::from_doc(b"not json").is_err());
+    }
+
+    #[test]
+    fn iso8601_writes_what_humantime_writes() {
+        let humantime = |ms| humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string();
+        let edges = [
+            0,
+            999,
+            1_000,
+            86_399_999,
+            86_400_000,
+            951_782_400_000,     // 2000-02-29
+            4_107_542_399_999,   // 2100-02-28T23:59:59.999
+            4_107_542_400_000,   // 2100-03-01 (no 29 February in 2100)
+            1_764_504_000_123,   // 2025-11-30T12:00:00.123
+            253_402_300_799_999, // 9999-12-31T23:59:59.999
+        ];
+        for ms in edges {
+            assert_eq!(iso8601(ms), humantime(ms), "{ms}");
+        }
+        // Every day from 1970 to past 2400, at a time that moves through the day.
+        let mut ms = 0;
+        while ms < 14_000_000_000_000 {
+            assert_eq!(iso8601(ms), humantime(ms), "{ms}");
+            ms += 86_400_000 + 3_723_457;
+        }
+    }
+
+    #[test]
+    fn get_view_refuses_a_document_that_is_not_utf8() {
+        let mut bytes = serde_json::to_vec(&task()).unwrap();
+        let at = bytes.windows(4).position(|w| w == b"Task").unwrap();
+        bytes[at] = 0xff;
+        assert!(serde_json::from_slice::<Value>(&bytes).is_err());
+        assert!(GetView::from_doc(&bytes).is_err());
     }
 
     #[test]

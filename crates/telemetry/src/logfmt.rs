@@ -35,11 +35,21 @@ use crate::clock::Rfc3339;
 /// trip, several a task) holds no log line, so a log layer would only have
 /// built it and formatted its fields for nothing; left out, with no
 /// OpenTelemetry layer either, it is not built at all.
-pub(crate) struct LogFilter(EnvFilter);
+pub(crate) struct LogFilter {
+    env: EnvFilter,
+    /// Whether `env` has a directive that depends on spans (a span name or
+    /// field values, `target[span{field=value}]=level`). Only such a
+    /// directive makes `EnvFilter` track spans; without one, its span
+    /// callbacks look each span up for nothing, at every enter and exit.
+    span_dependent: bool,
+}
 
 impl LogFilter {
     pub(crate) fn new(env: EnvFilter) -> Self {
-        LogFilter(env)
+        // `EnvFilter` displays its directives as parsed, and only a
+        // span-dependent one is written with brackets (a target never has any).
+        let span_dependent = env.to_string().contains('[');
+        LogFilter { env, span_dependent }
     }
 }
 
@@ -50,36 +60,48 @@ fn logged(meta: &Metadata<'_>) -> bool {
 
 impl<S> Filter<S> for LogFilter {
     fn enabled(&self, meta: &Metadata<'_>, cx: &Context<'_, S>) -> bool {
-        logged(meta) && Filter::<S>::enabled(&self.0, meta, cx)
+        logged(meta) && Filter::<S>::enabled(&self.env, meta, cx)
     }
 
     /// Decided once per callsite, as `EnvFilter` decides its static directives.
     fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
-        if logged(meta) { Filter::<S>::callsite_enabled(&self.0, meta) } else { Interest::never() }
+        if logged(meta) { Filter::<S>::callsite_enabled(&self.env, meta) } else { Interest::never() }
     }
 
     fn max_level_hint(&self) -> Option<LevelFilter> {
-        Filter::<S>::max_level_hint(&self.0)
+        Filter::<S>::max_level_hint(&self.env)
     }
 
+    // The span callbacks reach `EnvFilter` only when it tracks spans.
+
     fn on_new_span(&self, attrs: &span::Attributes<'_>, id: &span::Id, cx: Context<'_, S>) {
-        Filter::<S>::on_new_span(&self.0, attrs, id, cx);
+        if self.span_dependent {
+            Filter::<S>::on_new_span(&self.env, attrs, id, cx);
+        }
     }
 
     fn on_record(&self, id: &span::Id, values: &span::Record<'_>, cx: Context<'_, S>) {
-        Filter::<S>::on_record(&self.0, id, values, cx);
+        if self.span_dependent {
+            Filter::<S>::on_record(&self.env, id, values, cx);
+        }
     }
 
     fn on_enter(&self, id: &span::Id, cx: Context<'_, S>) {
-        Filter::<S>::on_enter(&self.0, id, cx);
+        if self.span_dependent {
+            Filter::<S>::on_enter(&self.env, id, cx);
+        }
     }
 
     fn on_exit(&self, id: &span::Id, cx: Context<'_, S>) {
-        Filter::<S>::on_exit(&self.0, id, cx);
+        if self.span_dependent {
+            Filter::<S>::on_exit(&self.env, id, cx);
+        }
     }
 
     fn on_close(&self, id: span::Id, cx: Context<'_, S>) {
-        Filter::<S>::on_close(&self.0, id, cx);
+        if self.span_dependent {
+            Filter::<S>::on_close(&self.env, id, cx);
+        }
     }
 }
 
@@ -423,6 +445,31 @@ mod tests {
         let line = &lines[0];
         assert!(line.contains(r#"task{tool="echo"}:inner{n=1}: "#), "{line}");
         assert!(!line.contains("redis{") && !line.contains("omitted-ns"), "{line}");
+    }
+
+    /// `EnvFilter` follows spans only for span-dependent directives; with
+    /// one, a span still lowers the level inside it, and without one the
+    /// span callbacks skip it.
+    #[test]
+    fn span_dependent_directives_still_filter_inside_their_spans() {
+        assert!(!LogFilter::new(EnvFilter::new("info,presa=debug")).span_dependent);
+        assert!(LogFilter::new(EnvFilter::new("info,[loud]=debug")).span_dependent);
+        assert!(LogFilter::new(EnvFilter::new("warn,[{tool=echo}]=debug")).span_dependent);
+        for (directives, expected) in [("info,[loud]=debug", 2), ("info", 1)] {
+            let out = Buffer::default();
+            let text =
+                tracing_subscriber::fmt::layer().with_ansi(false).with_writer(out.clone()).fmt_fields(TextFields);
+            let subscriber =
+                tracing_subscriber::registry().with(text.with_filter(LogFilter::new(EnvFilter::new(directives))));
+            tracing::subscriber::with_default(subscriber, || {
+                tracing::info_span!("loud").in_scope(|| {
+                    tracing::debug!("debug inside");
+                    tracing::info!("info inside");
+                });
+                tracing::debug!("debug outside");
+            });
+            assert_eq!(out.lines().len(), expected, "{directives}: {:?}", out.lines());
+        }
     }
 
     /// A field whose `Display` logs formats its own line's fields while the

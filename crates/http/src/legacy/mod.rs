@@ -41,7 +41,7 @@ use axum::{
 use presa_protocol::{
     LEGACY_VERSIONS, Limit, Method, codes, headers,
     jsonrpc::{self, ErrorObject, Incoming, Request},
-    meta::{LogLevel, PROGRESS_TOKEN_KEY, PROTOCOL_VERSION_KEY, RequestMeta},
+    meta::{IDEMPOTENCY_KEY_META, LogLevel, PROGRESS_TOKEN_KEY, PROTOCOL_VERSION_KEY, RequestMeta},
 };
 use presa_server::{Admitted, Caller, Outbox};
 use presa_telemetry::metrics;
@@ -142,7 +142,7 @@ async fn request(app: App, headers: HeaderMap, req: Request, caller: Caller, sta
         Ok(s) => s,
         Err(resp) => return resp,
     };
-    let mut observed = Observed::start(&app, &headers, &req, started);
+    let mut observed = Observed::start(&app, &headers, &req, started, None);
     let legacy_only = LegacyMethod::parse(&req.method);
     if let Some(m) = legacy_only {
         observed.relabel(m.as_str());
@@ -242,17 +242,15 @@ async fn legacy_only_method(
 /// The `_meta` a legacy request runs with: the session's negotiated
 /// version, capabilities and log level, and the request's own progress token.
 fn session_meta(session: &Session, state: &HashMap<String, String>, params: &Map<String, Value>) -> RequestMeta {
-    let raw = match params.get("_meta") {
-        Some(Value::Object(m)) => m.clone(),
-        _ => Map::new(),
-    };
+    let meta = RequestMeta::object_of(params);
+    let get = |key: &str| meta.and_then(|m| m.get(key));
     RequestMeta {
         protocol_version: session.negotiated.v.clone(),
         client_capabilities: call::without_tasks(&session.negotiated.c),
         client_info: session.negotiated.i.clone(),
         log_level: state.get(FIELD_LOG_LEVEL).and_then(|l| LogLevel::parse(l)),
-        progress_token: raw.get(PROGRESS_TOKEN_KEY).filter(|t| t.is_string() || t.is_i64()).cloned(),
-        raw,
+        progress_token: get(PROGRESS_TOKEN_KEY).filter(|t| t.is_string() || t.is_i64()).cloned(),
+        idempotency_key: get(IDEMPOTENCY_KEY_META).cloned(),
     }
 }
 

@@ -152,7 +152,7 @@ fn server_capabilities() -> Value {
 /// `initialize`: negotiate a version and issue the session token. With
 /// `--legacy off`, an error naming the versions this server speaks.
 pub(crate) fn initialize(app: &App, headers: &HeaderMap, req: Request, caller: &Caller, started: Instant) -> Response {
-    let mut observed = Observed::start(app, headers, &req, started);
+    let mut observed = Observed::start(app, headers, &req, started, None);
     observed.relabel(INITIALIZE);
     let requested = req.params.get("protocolVersion").and_then(Value::as_str).unwrap_or_default().to_string();
     if !app.config.legacy.enabled {

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use futures::StreamExt;
 use presa_protocol::{
     ResultType,
-    meta::{IDEMPOTENCY_KEY_META, RequestMeta},
+    meta::RequestMeta,
     result::{InputRequiredResult, into_value},
 };
 use presa_store::{Created, Idempotency, Limit, NewTask, StoreError, util::now_ms};
@@ -282,7 +282,7 @@ impl Server {
             client_capabilities,
             input_responses,
             // The worker's span joins this request's trace.
-            trace: propagation::for_continuation(&req.meta.raw),
+            trace: propagation::for_continuation(RequestMeta::object_of(&req.params).unwrap_or(&Map::new())),
             caller: Some(req.caller.clone()),
             replay_of: None,
             worker: None,
@@ -293,7 +293,7 @@ impl Server {
             metrics::refusal(Limit::MaxTaskBytes);
             return Err(invalid(&format!("Task is larger than {} bytes (max_task_bytes)", cfg.max_task_bytes)));
         }
-        let idempotency = idempotency_key(&req.meta.raw, cfg.max_idempotency_key_bytes)?
+        let idempotency = idempotency_key(&req.meta, cfg.max_idempotency_key_bytes)?
             .map(|key| Idempotency::new(&req.caller.scope, key, &work));
         let new = NewTask {
             scope: req.caller.scope.clone(),
@@ -357,8 +357,8 @@ fn created_result(task: &Task) -> Value {
 /// The idempotency key a task-creating call carries in `_meta` (the HTTP
 /// layer copies `Idempotency-Key` there): 1 to `max` bytes of printable
 /// ASCII, else -32602.
-fn idempotency_key(meta: &Map<String, Value>, max: usize) -> Result<Option<&str>, ServerError> {
-    let Some(key) = meta.get(IDEMPOTENCY_KEY_META) else {
+fn idempotency_key(meta: &RequestMeta, max: usize) -> Result<Option<&str>, ServerError> {
+    let Some(key) = &meta.idempotency_key else {
         return Ok(None);
     };
     match key.as_str() {
