@@ -117,9 +117,7 @@ pub(crate) fn call_params(
     // Moved in as they are (deserialising a map from a `Value` rebuilds it entry by entry).
     params.arguments = match arguments {
         Value::Object(map) => Some(map),
-        Value::Null => None,
-        // Refused, in serde's words for what was given.
-        other => from_json::<Option<JsonObject>>(other)?,
+        other => call_arguments(&other)?.cloned(),
     };
     if let Some(retry) = retry {
         params.input_responses = Some(retry.input_responses.clone().into_iter().collect());
@@ -129,6 +127,16 @@ pub(crate) fn call_params(
         params.meta = Some(meta.into());
     }
     Ok(params)
+}
+
+/// A call's arguments as `tools/call` sends them: an object, none for
+/// `null`; anything else is refused, in serde's words for what was given.
+pub(crate) fn call_arguments(arguments: &Value) -> Result<Option<&JsonObject>, serde_json::Error> {
+    match arguments {
+        Value::Object(map) => Ok(Some(map)),
+        Value::Null => Ok(None),
+        other => from_json::<Option<JsonObject>>(other.clone()).map(|_| None),
+    }
 }
 
 /// A `CallToolResult` (or an upstream task's `result`) as presa returns it

@@ -3,14 +3,13 @@
 //! (progress, logs, questions), cancellation, and giving up a connection
 //! whose call may still be running.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use futures::future::BoxFuture;
 use presa_server::{ToolContext, ToolError, ToolOutput};
 use rmcp::{
     model::{
-        CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, ProgressToken, RequestId,
-        ServerResult,
+        CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, RequestId, ServerResult,
     },
     service::{PeerRequestOptions, ServiceError},
 };
@@ -25,9 +24,9 @@ use super::{
     status::{StatusPace, log_text, progress_text},
 };
 use crate::{
-    convert::{Retry, bad_params, call_params, input_requests, tool_output},
+    convert::{Retry, bad_params, call_arguments, call_params, input_requests, tool_output},
     pool::Lease,
-    upstream::{Answer, Event, INVALID_ANSWER, Sent},
+    upstream::{Answer, CallBody, Event, INVALID_ANSWER, Sent, Template, set_progress_token},
 };
 
 /// One run of a proxied call.
@@ -66,9 +65,15 @@ impl Call<'_> {
     /// Call, answering a 2026-07-28 upstream's MRTR rounds, until a result or an upstream task.
     async fn rounds(&mut self, lease: &Lease, arguments: Value) -> Result<Round, Abandon> {
         let mut retry: Option<Retry> = None;
-        let name = self.tool.pool.name().to_string();
+        let name = self.tool.pool.name();
         for _round in 0..MAX_ROUNDS {
-            let span = tracing::info_span!("upstream.call", upstream = %name, tool = %self.tool.upstream_name);
+            // Trace-only (`log.omit`, see `presa_telemetry::LOG_OMIT`): the
+            // request's or task's span already names the tool in log lines, and
+            // the log layers building this one too, formatting its fields and
+            // entering it on every poll cost ~6,000 instructions a proxied call;
+            // without OpenTelemetry it is not built at all.
+            let span = tracing::info_span!("upstream.call", upstream = %name, tool = %self.tool.upstream_name,
+                log.omit = tracing::field::Empty);
             let answer = match self.once(lease, &arguments, retry.as_ref()).instrument(span).await? {
                 Ok(answer) => answer,
                 Err(e) => return Ok(Round::Done(Err(e))),
@@ -124,28 +129,42 @@ impl Call<'_> {
             .direct()
             .filter(|_| !self.tool.header_params)
             .and_then(|d| Some((d, d.template(&self.tool.upstream_name)?)));
-        if let Some((_, template)) = &direct {
-            meta.extend(template.context().iter().map(|(k, v)| (k.clone(), v.clone())));
-        }
-        let mut params = call_params(&self.tool.upstream_name, arguments.clone(), retry, meta)
-            .map_err(|e| Abandon(bad_params("arguments", &e)))?;
+        let name = self.tool.upstream_name.as_str();
+        let given = call_arguments(arguments).map_err(|e| Abandon(bad_params("arguments", &e)))?;
         let (_scope, mut events) = conn.begin_call();
         let timeout = self.tool.timings.call_timeout;
         let deadline = Instant::now() + timeout;
         // The ids the upstream may know the call by (a call handed off to rmcp has two).
         let mut ids: Vec<RequestId> = Vec::with_capacity(2);
+        // What a call the gateway's own POST did not finish hands to rmcp:
+        // the same `_meta` (the context of the connection's template).
+        let mut context: Option<Arc<Template>> = None;
         let mut pending = match direct {
             Some((d, template)) => {
                 let id = d.next_id();
-                params.meta.get_or_insert_default().set_progress_token(ProgressToken(id.clone()));
+                set_progress_token(&mut meta, &id);
+                // Written straight from the call's parts (no rmcp params built).
+                let body = template.call_body(
+                    &id,
+                    &CallBody {
+                        name,
+                        arguments: given,
+                        input_responses: retry.map(|r| &r.input_responses),
+                        request_state: retry.and_then(|r| r.request_state.as_deref()),
+                        meta: &meta,
+                    },
+                );
                 lease.running(Some(id.clone()));
                 ids.push(id.clone());
+                context = Some(template.clone());
                 Pending::Direct(Box::pin(async move {
-                    let sent = tokio::time::timeout(timeout, d.call(&template, &id, &params)).await;
-                    (sent.unwrap_or(Err(ServiceError::Timeout { timeout })), params)
+                    let sent = tokio::time::timeout(timeout, d.call(&template, &id, name, body)).await;
+                    sent.unwrap_or(Err(ServiceError::Timeout { timeout }))
                 }))
             }
             None => {
+                let params = call_params(name, arguments.clone(), retry, std::mem::take(&mut meta))
+                    .map_err(|e| Abandon(bad_params("arguments", &e)))?;
                 let (id, response) = Box::pin(via_rmcp(lease, params, timeout))
                     .await
                     .map_err(|e| Abandon(self.tool.service_failure(self.ctx, e, false)))?;
@@ -156,7 +175,9 @@ impl Call<'_> {
         let mut handed_off = false;
         let mut status = StatusPace { interval: self.tool.timings.status_interval, last: None, pending: None };
         let cancel = self.ctx.cancellation();
-        let r = loop {
+        // `direct_answer`: answered by the gateway's own POST as JSON
+        // (nothing of this call is left in rmcp's hands).
+        let (r, direct_answer) = loop {
             let flush_at = status.deadline();
             let step = tokio::select! {
                 step = pending.next() => step,
@@ -179,14 +200,17 @@ impl Call<'_> {
                 }
             };
             match step {
-                Step::Answered(r) => break r,
+                Step::Answered(r, direct) => break (r, direct),
                 // The upstream answers with a stream (rmcp takes it in place of
                 // its POST), or did not take the call: rmcp runs it.
-                Step::ToRmcp(sent, params) => {
+                Step::ToRmcp(sent) => {
                     handed_off = matches!(sent, Sent::HandedOff);
                     if !handed_off {
                         ids.clear();
                     }
+                    meta.extend(context.iter().flat_map(|t| t.context()).map(|(k, v)| (k.clone(), v.clone())));
+                    let params = call_params(name, arguments.clone(), retry, std::mem::take(&mut meta))
+                        .map_err(|e| Abandon(bad_params("arguments", &e)))?;
                     let left = deadline.saturating_duration_since(Instant::now());
                     let (id, response) = match Box::pin(via_rmcp(lease, params, left)).await {
                         Ok(sent) => sent,
@@ -209,8 +233,13 @@ impl Call<'_> {
         }
         // Progress sent just before the answer may still be on its
         // way (rmcp hands each notification to a task of its own):
-        // let those tasks run, then take what they queued.
-        tokio::task::yield_now().await;
+        // let those tasks run, then take what they queued. Not after a
+        // JSON answer to the gateway's own POST: what relates to a request
+        // comes on its POST's stream, and that answer had none (the yield
+        // is a round through the scheduler and every future of the request).
+        if !direct_answer {
+            tokio::task::yield_now().await;
+        }
         while let Ok(event) = events.try_recv() {
             if !matches!(event, Event::Question { .. }) {
                 let _ = Box::pin(self.on_event(event, &mut status)).await;
@@ -286,26 +315,27 @@ impl Call<'_> {
 
 /// The answer a call waits for: the gateway's own POST, or rmcp's request.
 enum Pending<'a> {
-    Direct(BoxFuture<'a, (Result<Sent, ServiceError>, CallToolRequestParams)>),
+    Direct(BoxFuture<'a, Result<Sent, ServiceError>>),
     Rmcp(BoxFuture<'static, Result<ServerResult, ServiceError>>),
 }
 
 /// What the awaited answer brought.
 enum Step {
-    /// The call's answer (or the error it ended with).
-    Answered(Result<Answer, ServiceError>),
-    /// The gateway's own POST was handed off or not taken: rmcp sends these params.
-    ToRmcp(Sent, CallToolRequestParams),
+    /// The call's answer (or the error it ended with); whether the
+    /// gateway's own POST had it.
+    Answered(Result<Answer, ServiceError>, bool),
+    /// The gateway's own POST was handed off or not taken: rmcp sends the call.
+    ToRmcp(Sent),
 }
 
 impl Pending<'_> {
     async fn next(&mut self) -> Step {
         match self {
-            Pending::Rmcp(response) => Step::Answered(response.await.map(|r| Answer::Other(Box::new(r)))),
+            Pending::Rmcp(response) => Step::Answered(response.await.map(|r| Answer::Other(Box::new(r))), false),
             Pending::Direct(post) => match post.await {
-                (Ok(Sent::Answered(answer)), _) => Step::Answered(answer.map_err(ServiceError::McpError)),
-                (Ok(sent), params) => Step::ToRmcp(sent, params),
-                (Err(e), _) => Step::Answered(Err(e)),
+                Ok(Sent::Answered(answer)) => Step::Answered(answer.map_err(ServiceError::McpError), true),
+                Ok(sent) => Step::ToRmcp(sent),
+                Err(e) => Step::Answered(Err(e), false),
             },
         }
     }

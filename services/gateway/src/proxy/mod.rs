@@ -176,11 +176,10 @@ impl ToolHandler for ProxyTool {
             _ = cancel.cancelled() => return Err(ToolError::Cancelled),
         };
         let started = Instant::now();
-        let upstream = self.pool.name().to_string();
         let mut call = Call { tool: self, ctx: &ctx, asked: 0, told_roots: false, followed: false };
         let mut out = match resume {
             Some(task_id) => {
-                tracing::info!(upstream = %upstream, upstream_task = %task_id, "resuming the upstream's task");
+                tracing::info!(upstream = %self.pool.name(), upstream_task = %task_id, "resuming the upstream's task");
                 Box::pin(call.follow_task(lease, task_id)).await
             }
             None => call.run(lease, arguments).await,
@@ -204,8 +203,6 @@ impl ToolHandler for ProxyTool {
             Err(ToolError::Retry(_)) => "retry",
             Err(_) => "error",
         };
-        metrics::counter!("presa_gateway_upstream_calls_total", "upstream" => upstream.clone(), "outcome" => outcome)
-            .increment(1);
         // The admin API's calls and errors per tool (a call waiting for input is not over yet).
         if outcome != "input_required" {
             self.pool.stats().called(&self.upstream_name, matches!(outcome, "tool_error" | "retry" | "error"));
@@ -213,8 +210,7 @@ impl ToolHandler for ProxyTool {
         if let Err(e @ (ToolError::Rpc(_) | ToolError::Internal(_) | ToolError::Retry(_))) = &out {
             self.pool.stats().failed(&format!("{}: {e}", self.upstream_name));
         }
-        metrics::histogram!("presa_gateway_upstream_call_seconds", "upstream" => upstream)
-            .record(started.elapsed().as_secs_f64());
+        self.pool.record_call(outcome, started.elapsed());
         out
     }
 }

@@ -59,7 +59,7 @@ mod relay;
 
 pub use child::{INVALID_ANSWER, STDERR_LINE_MAX, child_env, escape_log_line, screen_answer};
 use child::{log_stderr, screen_stdout};
-pub use direct::{Answer, Direct, Sent, Template};
+pub use direct::{Answer, CallBody, Direct, Sent, Template, set_progress_token};
 pub use http::{UpstreamHttp, auth_failure, token_error};
 pub use oauth::TokenSource;
 use relay::Current;
