@@ -55,8 +55,8 @@ use crate::{
     context::{Invocation, TaskRun, ToolContext},
     core::{Core, Outcome, internal_error},
     node::Node,
-    slots::{Slot, Slots},
     output::{ToolError, ToolOutput},
+    slots::{Slot, Slots},
     store_io::{Verbosity, store_call, store_call_at},
 };
 
