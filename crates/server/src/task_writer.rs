@@ -202,23 +202,28 @@ impl<'a> TaskWriter<'a> {
                 }
                 Decision::Done(done) => return *done,
             };
-            let write = match self.concluding {
-                Some(Concluding { queue, claim, .. }) if matches!(event, Event::Defer { .. } | Event::Wait { .. }) => {
+            // `next` is given to the write or dropped with this match (not
+            // held across the pause below).
+            let write = match (self.concluding, next) {
+                (Some(Concluding { queue, claim, .. }), next)
+                    if matches!(event, Event::Defer { .. } | Event::Wait { .. }) =>
+                {
                     let due_at_ms = next.retries.due_at_ms.unwrap_or_default();
                     store_call("defer", queue.defer(&next, claim, due_at_ms)).await
                 }
-                Some(Concluding { queue, claim, dead: Some(reason) }) => {
+                (Some(Concluding { queue, claim, dead: Some(reason) }), next) => {
                     store_call("conclude_dead", queue.conclude_dead(&next, claim, reason)).await
                 }
-                Some(Concluding { queue, claim, dead: None }) => {
-                    store_call("conclude", queue.conclude(&next, claim)).await
+                // The task is not needed after a concluding write: the store
+                // answers with it rather than a copy.
+                (Some(Concluding { queue, claim, dead: None }), next) => {
+                    store_call("conclude", queue.conclude_owned(next, claim)).await
                 }
-                None => {
+                (None, next) => {
                     let within = self.limits.max_bytes_per_scope;
                     store_call("transition", self.store.transition_within(&next, self.writer, within)).await
                 }
             };
-            drop(next);
             let current = match write? {
                 Cas::Applied(stored) => {
                     if stored.status != before {

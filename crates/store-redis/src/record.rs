@@ -85,8 +85,13 @@ pub(crate) fn encode(task: &Task) -> Result<String, RedisStoreError> {
     String::from_utf8(doc).map_err(|e| RedisStoreError::Corrupt(e.to_string()))
 }
 
+/// The task a stored (or published) doc holds.
 pub(crate) fn decode(doc: &[u8]) -> Result<Task, RedisStoreError> {
-    serde_json::from_slice(doc).map_err(|e| RedisStoreError::Corrupt(e.to_string()))
+    // Checked as UTF-8 once, then parsed as text: parsed from bytes,
+    // serde_json checks every string of the doc on its own (a call per key
+    // and per value, about a tenth of a decode's instructions).
+    let doc = std::str::from_utf8(doc).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
+    serde_json::from_str(doc).map_err(|e| RedisStoreError::Corrupt(e.to_string()))
 }
 
 /// Decode a stored doc, treating an expired task as gone (Redis reaps it at

@@ -109,6 +109,9 @@ impl<S: WorkQueue> WorkQueue for Wrapped<S> {
     async fn conclude(&self, next: &Task, claim: &Claim) -> Result<Cas, StoreError> {
         self.inner.conclude(next, claim).await
     }
+    async fn conclude_owned(&self, next: Box<Task>, claim: &Claim) -> Result<Cas, StoreError> {
+        self.inner.conclude_owned(next, claim).await
+    }
     async fn defer(&self, next: &Task, claim: &Claim, due_at_ms: u64) -> Result<Cas, StoreError> {
         self.inner.defer(next, claim, due_at_ms).await
     }

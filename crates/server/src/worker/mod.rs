@@ -29,9 +29,9 @@
 //! A worker needs only the [`Core`] (catalog, backend, settings): it never
 //! sees a request, so it has no dispatcher and no `requestState` key.
 
-use std::{sync::Arc, time::Duration};
+use std::{future::Future, pin::Pin, sync::Arc, task::Poll, time::Duration};
 
-use presa_store::{Claim, Take};
+use presa_store::{Claim, Take, WorkQueue};
 use presa_tasks::{Caller, Event};
 use presa_telemetry::{metrics, propagation};
 use tokio::task::JoinSet;
@@ -55,6 +55,7 @@ use crate::{
     context::{Invocation, TaskRun, ToolContext},
     core::{Core, Outcome, internal_error},
     node::Node,
+    output::{ToolError, ToolOutput},
     slots::{Slot, Slots},
     store_io::{Verbosity, store_call, store_call_at},
 };
@@ -271,13 +272,72 @@ impl Worker {
         let task = &claim.task;
         let artifacts = self.core.artifacts().map(|a| Arc::new(RunArtifacts::new(a.clone(), &task.scope, &task.id)));
         let ctx = self.context_for(&claim, slot, cancel.clone(), artifacts.clone());
-        let keeper = tokio::spawn(Box::pin(
-            keep_lease(queue.clone(), claim.clone(), self.config.lease, cancel.clone()).instrument(span.clone()),
-        ));
         let retry = tool.retry().unwrap_or(self.config.retry);
         let handler = breaker::run(guard, tool.handler(), ctx, claim.task.work.arguments.clone());
         tokio::pin!(handler);
-        let outcome = tokio::select! {
+        // The handler's first poll comes before its lease keeper: a handler
+        // done in it (it answered without awaiting anything) needs no lease
+        // kept and no watch of its task, and its outcome is written at once
+        // (a cancel or a takeover meanwhile is settled by the fenced
+        // compare-and-set of that write, as for any run). So the keeper (a
+        // spawned task and its cancellation, about 3,500 instructions, and
+        // once it runs a watch registration and a timer) is paid only by
+        // runs that wait, which it is for.
+        // With an artifact store the keeper runs anyway: spilling a big
+        // result happens under the lease. A message for the task published
+        // during that first poll is not lost: the claimed watch hands the
+        // last moments' messages to a watcher that registers late
+        // (`claimed.rs`), and the keeper re-reads the task on its timer.
+        let first = std::future::poll_fn(|cx| Poll::Ready(handler.as_mut().poll(cx))).await;
+        let (outcome, keeper) = match first {
+            Poll::Ready(out) if artifacts.is_none() => (Outcome::from(out), None),
+            first => {
+                let keeper = tokio::spawn(Box::pin(
+                    keep_lease(queue.clone(), claim.clone(), self.config.lease, cancel.clone())
+                        .instrument(span.clone()),
+                ));
+                let outcome = match first {
+                    Poll::Ready(out) => Outcome::from(out),
+                    Poll::Pending => {
+                        match self.await_handler(handler, &claim, &queue, &cancel, &release_now, &keeper).await {
+                            Some(outcome) => outcome,
+                            None => return,
+                        }
+                    }
+                };
+                (outcome, Some(keeper))
+            }
+        };
+        // A try worth trying again waits for its next one (or, with no try
+        // left, fails): nothing it wrote is kept.
+        if let Outcome::Retry(failed) = outcome {
+            if let Some(keeper) = keeper {
+                keeper.abort();
+            }
+            Box::pin(self.retry_later(&claim, failed, retry, &span)).await;
+            if let Some(run) = artifacts {
+                run.discard().await;
+            }
+            return;
+        }
+        self.conclude_run(&claim, outcome, keeper, artifacts, &span).await;
+    }
+
+    /// The rest of a handler's run after a first poll that did not finish
+    /// it, while `keeper` keeps its lease: its outcome, `Cancelled` when
+    /// the keeper fired `cancel` (the task ended, or the claim was lost),
+    /// or `None` when the worker's grace ran out and the work was handed
+    /// back (`release_now`).
+    async fn await_handler(
+        &self,
+        mut handler: Pin<&mut impl Future<Output = Result<ToolOutput, ToolError>>>,
+        claim: &Claim,
+        queue: &Arc<dyn WorkQueue>,
+        cancel: &CancellationToken,
+        release_now: &CancellationToken,
+        keeper: &tokio::task::JoinHandle<()>,
+    ) -> Option<Outcome> {
+        Some(tokio::select! {
             out = &mut handler => Outcome::from(out),
             _ = cancel.cancelled() => {
                 // A handler watching `ctx.cancellation()` gets a moment to stop
@@ -288,37 +348,29 @@ impl Worker {
             _ = release_now.cancelled() => {
                 keeper.abort();
                 tracing::info!("handing unfinished work back");
-                if let Err(e) = store_call("release", queue.release(&claim)).await {
+                if let Err(e) = store_call("release", queue.release(claim)).await {
                     tracing::warn!(error = %e, "release failed; the lease will lapse instead");
                 }
-                return;
+                return None;
             }
-        };
-        // A try worth trying again waits for its next one (or, with no try
-        // left, fails): nothing it wrote is kept.
-        if let Outcome::Retry(failed) = outcome {
-            keeper.abort();
-            Box::pin(self.retry_later(&claim, failed, retry, &span)).await;
-            if let Some(run) = artifacts {
-                run.discard().await;
-            }
-            return;
-        }
-        self.conclude_run(&claim, outcome, keeper, artifacts, &span).await;
+        })
     }
 
-    /// Record how the run of `claim` ended (its `keeper` renews the lease
-    /// until then: a big result is spilled into artifacts under it).
+    /// Record how the run of `claim` ended (its `keeper`, if it has one,
+    /// renews the lease until then: a big result is spilled into artifacts
+    /// under it).
     async fn conclude_run(
         &self,
         claim: &Claim,
         outcome: Outcome,
-        keeper: tokio::task::JoinHandle<()>,
+        keeper: Option<tokio::task::JoinHandle<()>>,
         artifacts: Option<Arc<RunArtifacts>>,
         span: &tracing::Span,
     ) {
         let event = self.event_for(outcome, artifacts.as_deref(), span).await;
-        keeper.abort();
+        if let Some(keeper) = keeper {
+            keeper.abort();
+        }
         let kept = match event {
             Some(event) => {
                 let completes = matches!(event, Event::Complete(_));

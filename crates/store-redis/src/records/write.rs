@@ -30,14 +30,18 @@ impl Records {
     /// With a dead `letter`, `conclude_dead.lua` records it with the write (`dead.rs`).
     /// A worker's write ending its task (no letter) is group-committed with
     /// other concurrent ones (`group.rs`), each still compared and fenced on its own.
+    ///
+    /// `next` is borrowed (an `Applied` answer is a copy of it) or given
+    /// (boxed: the answer is that task, with no copy; see [`Next`]).
     pub(crate) async fn transition(
         &self,
-        next: &Task,
+        next: impl Into<Next<'_>>,
         writer: Writer,
         entry: Option<&str>,
         quota: Option<u64>,
         letter: Option<&DeadLetter>,
     ) -> Result<Cas, StoreError> {
+        let next = next.into();
         let keys = &self.link.keys;
         let (Some(key), Some(channel), Some(partition)) =
             (keys.task(&next.id), keys.events(&next.id), keys.partition_of(&next.id))
@@ -51,12 +55,12 @@ impl Records {
             Writer::Client => String::new(),
             Writer::Worker { attempt } => attempt.to_string(),
         };
-        let doc = encode(next)?;
-        let quota = presa_store::growth_quota(next, writer, quota);
+        let doc = encode(&next)?;
+        let quota = presa_store::growth_quota(&next, writer, quota);
         // One script can take the scope's keys too (standalone), or not (a cluster).
         let cluster = self.scope_steps == ScopeSteps::Around;
         let counted_first = match quota {
-            Some(quota) if cluster => self.count_growth_first(next, &key, doc.len(), quota).await?,
+            Some(quota) if cluster => self.count_growth_first(&next, &key, doc.len(), quota).await?,
             _ => CountedFirst::Nothing,
         };
         let mut call = Call::default();
@@ -79,7 +83,7 @@ impl Records {
             for key in keys.scope_byte_keys(&next.scope) {
                 call.key(key);
             }
-            call.arg(optional(quota)).arg(now_ms()).arg(reservation_expiry(next));
+            call.arg(optional(quota)).arg(now_ms()).arg(reservation_expiry(&next));
         } else {
             // A cluster counts after the write: at the task's end, and a
             // client's growth counted first (transition.lua's ARGV[13]).
@@ -123,7 +127,7 @@ impl Records {
                     }
                 } else if cluster && next.status.is_terminal() {
                     // No `q`: a legacy reservation (or none), settled as before.
-                    self.scope_bytes().recount(&next.scope, &next.id, doc.len(), Some(reservation_expiry(next))).await;
+                    self.scope_bytes().recount(&next.scope, &next.id, doc.len(), Some(reservation_expiry(&next))).await;
                 }
                 if let Replication::Short { acked, wanted } = replication {
                     // A client's cancel is answered as not confirmed (its retry finds
@@ -136,7 +140,7 @@ impl Records {
                         return Err(RedisStoreError::Unconfirmed { acked, wanted }.into());
                     }
                 }
-                Cas::Applied(next.clone())
+                Cas::Applied(next.into_owned())
             }
             Transitioned::OverQuota => return Err(StoreError::Capacity { limit: Limit::MaxBytesPerScope }),
             Transitioned::Conflict(None) => Cas::Conflict(None),
@@ -157,6 +161,50 @@ impl Records {
             }
         };
         Ok(cas)
+    }
+}
+
+/// The task a [`Records::transition`] writes: the caller's, borrowed (an
+/// applied write answers with a copy), or given up by a writer that needs
+/// it no more (a worker's last write: the answer is this task itself).
+/// Either is a pointer, so the write's future stays small.
+pub(crate) enum Next<'a> {
+    /// Borrowed: answered with a copy.
+    Borrowed(&'a Task),
+    /// Given: answered with itself.
+    Owned(Box<Task>),
+}
+
+impl Next<'_> {
+    /// The task, as an `Applied` answer holds it.
+    fn into_owned(self) -> Task {
+        match self {
+            Next::Borrowed(task) => task.clone(),
+            Next::Owned(task) => *task,
+        }
+    }
+}
+
+impl std::ops::Deref for Next<'_> {
+    type Target = Task;
+
+    fn deref(&self) -> &Task {
+        match self {
+            Next::Borrowed(task) => task,
+            Next::Owned(task) => task,
+        }
+    }
+}
+
+impl<'a> From<&'a Task> for Next<'a> {
+    fn from(task: &'a Task) -> Self {
+        Next::Borrowed(task)
+    }
+}
+
+impl From<Box<Task>> for Next<'_> {
+    fn from(task: Box<Task>) -> Self {
+        Next::Owned(task)
     }
 }
 

@@ -77,6 +77,11 @@ impl WorkQueue for RedisStore {
         self.parts.records.transition(next, claim.writer(), entry.as_deref(), None, None).await
     }
 
+    async fn conclude_owned(&self, next: Box<Task>, claim: &Claim) -> Result<Cas, StoreError> {
+        let (entry, writer) = (self.parts.queue.entry_of(claim), claim.writer());
+        self.parts.records.transition(next, writer, entry.as_deref(), None, None).await
+    }
+
     async fn conclude_dead(&self, next: &Task, claim: &Claim, reason: &str) -> Result<Cas, StoreError> {
         let entry = self.parts.queue.entry_of(claim);
         let letter = next.status.is_terminal().then(|| DeadLetter::of(claim, reason, next.updated_at_ms));

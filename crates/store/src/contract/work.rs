@@ -200,8 +200,10 @@ pub async fn conclude_removes_the_work_of_the_write_that_ends_the_task(store: Ar
     let said = next(&held.task, Event::SetMessage("half way".into()));
     assert_eq!(store.conclude(&said, &held).await.expect("conclude"), Cas::Applied(said.clone()));
     assert_eq!(totals(store.work_stats().await.expect("work_stats")), (0, 1), "not ended: still held");
+    // Given up by the writer (`conclude_owned`): the same answer, the same write.
     let done = next(&said, Event::Complete(result()));
-    assert_eq!(store.conclude(&done, &held).await.expect("conclude"), Cas::Applied(done.clone()));
+    let given = Box::new(done.clone());
+    assert_eq!(store.conclude_owned(given, &held).await.expect("conclude"), Cas::Applied(done.clone()));
     assert_eq!(load(&store, &done.id).await, done);
     assert_eq!(totals(store.work_stats().await.expect("work_stats")), (0, 0), "ended: the work is gone");
     tokio::time::sleep(PAST_SHORT_LEASE).await;
@@ -215,6 +217,8 @@ pub async fn conclude_removes_the_work_of_the_write_that_ends_the_task(store: Ar
     assert_eq!((current.task.id.clone(), current.task.attempt), (task.id.clone(), stale.task.attempt + 1));
     let late = next(&stale.task, Event::Complete(result()));
     assert!(matches!(store.conclude(&late, &stale).await.expect("conclude"), Cas::Conflict(_)));
+    let given = Box::new(late.clone());
+    assert!(matches!(store.conclude_owned(given, &stale).await.expect("conclude"), Cas::Conflict(_)));
     assert_eq!(totals(store.work_stats().await.expect("work_stats")), (0, 1), "the new holder keeps its work");
     let done = next(&current.task, Event::Complete(result()));
     assert_eq!(store.conclude(&done, &current).await.expect("conclude"), Cas::Applied(done.clone()));
