@@ -393,7 +393,7 @@ mod tests {
         // call: what only the rare branches need (an upstream's question,
         // a status write, rmcp's path, a new connection) is boxed when taken.
         let run = future_size::<&'static mut Call<'static>, Lease, Value, _, _>(&Call::run);
-        let get = future_size(&|p: &'static std::sync::Arc<crate::pool::Pool>, (): (), (): ()| p.get());
+        let get = future_size(&|p: &'static Arc<crate::pool::Pool>, (): (), (): ()| p.get());
         assert!(run < 4096, "Call::run's future is {run} bytes");
         assert!(get < 2048, "Pool::get's future is {get} bytes");
     }

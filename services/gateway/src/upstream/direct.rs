@@ -27,19 +27,26 @@
 //!   messages do not change; a 401 is signed again once (`http.rs`).
 //!
 //! To a plain `http://` upstream that no proxy setting intercepts, the POST
-//! goes through hyper's client ([`Plain`]) rather than reqwest's: reqwest's
-//! own layers (its redirect policy parses the URL again on every request,
-//! then its response the URL once more, its retry and proxy layers) were
-//! about a sixth of a proxied call's instructions. A connection that cannot
+//! goes on an HTTP/1 connection of hyper's own ([`Plain`]) rather than
+//! through reqwest: reqwest's own layers (its redirect policy parses the URL
+//! again on every request, then its response the URL once more, its retry and
+//! proxy layers) were about a sixth of a proxied call's instructions, and
+//! hyper's pooled client after them another 12,000 and two task wakeups a
+//! call. The connection is run by the call that uses it (a gateway connection
+//! runs one call at a time), and kept between calls. A connection that cannot
 //! be opened there is tried once through reqwest (nothing was sent), so its
 //! failure reads as before; `https://` and proxied upstreams use reqwest.
 
 use std::{
     borrow::Cow,
+    pin::Pin,
+    str::FromStr,
     sync::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
+    task::{Context, Poll},
+    time::{Duration, Instant},
 };
 
 use bytes::Bytes;
@@ -47,10 +54,11 @@ use futures::{StreamExt, stream::BoxStream};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use http_body::Body as _;
 use http_body_util::{BodyDataStream, BodyExt, Full, combinators::BoxBody};
-use hyper_util::{
-    client::legacy::{Client, connect::HttpConnector},
-    rt::{TokioExecutor, TokioTimer},
+use hyper::{
+    body::Incoming,
+    client::conn::http1::{Connection, SendRequest},
 };
+use hyper_util::rt::TokioIo;
 use rmcp::{
     RoleClient,
     model::{ErrorData, ProgressToken, RequestId, RequestMetaObject, ServerResult},
@@ -69,6 +77,7 @@ use rmcp::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use tokio::net::TcpStream;
 
 use super::http::{HttpError, UpstreamHttp};
 
@@ -88,6 +97,10 @@ pub struct Template {
     standard_headers: bool,
     /// The protocol's own `_meta` keys rmcp sent (a 2026-07-28 upstream's client context).
     context: Map<String, Value>,
+    /// The headers every call's POST carries on this connection (all but
+    /// `Mcp-Name` and a bearer token), made once: built per call, they
+    /// were ~2,000 instructions of hashing and checking each time.
+    base: HeaderMap,
     /// Each of `context`'s entries as JSON (`"key":value`), in its order:
     /// written into every call's body as they are, not cloned and serialised
     /// again each call.
@@ -124,13 +137,35 @@ impl Template {
                 String::from_utf8(entry).expect("serde_json writes UTF-8")
             })
             .collect();
-        Template {
+        let mut template = Template {
             session: session.cloned(),
             headers: headers.iter().filter(|(n, _)| !per_request(n)).map(|(n, v)| (n.clone(), v.clone())).collect(),
             standard_headers: headers.contains_key(&method),
+            base: HeaderMap::new(),
             context,
             context_json,
+        };
+        template.base = template.base_headers();
+        template
+    }
+
+    /// The headers of every call's POST after this template (see `base`).
+    fn base_headers(&self) -> HeaderMap {
+        let mut headers = HeaderMap::with_capacity(self.headers.len() + 6);
+        headers.insert(header::ACCEPT, HeaderValue::from_static("text/event-stream, application/json"));
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(JSON_MIME_TYPE));
+        for (k, v) in &self.headers {
+            headers.append(k, v.clone());
         }
+        if let Some(session) = &self.session
+            && let Ok(v) = HeaderValue::from_str(session)
+        {
+            headers.insert(HEADER_SESSION_ID, v);
+        }
+        if self.standard_headers {
+            headers.insert(HEADER_MCP_METHOD, HeaderValue::from_static("tools/call"));
+        }
+        headers
     }
 
     /// The body of `call` as request `id` on this connection: byte for byte
@@ -365,13 +400,49 @@ struct Request<'a> {
 type Body = BoxBody<Bytes, BoxError>;
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// hyper's client for a plain `http://` upstream that no proxy intercepts
-/// (see the module docs): TCP_NODELAY and idle connections kept 90 s, as
-/// the reqwest client of the connection (`http_client`).
-#[derive(Debug)]
+/// How long hyper's connection may sit idle between calls before it is
+/// closed rather than used (what the pooled client it replaced kept).
+const PLAIN_IDLE: Duration = Duration::from_secs(90);
+
+/// A plain `http://` upstream that no proxy intercepts (see the module
+/// docs): one HTTP/1 keep-alive connection of hyper's, driven by the call
+/// that uses it rather than by a task of its own. A gateway connection runs
+/// one call at a time, so it needs no pool: hyper's pooled client checked
+/// the connection out and back in, set `Host` from the URL and handed the
+/// request to the connection's task and the answer back, two task wakeups
+/// and about 12,000 instructions a call (callgrind). TCP_NODELAY, as the
+/// reqwest client of the connection (`http_client`).
 pub(super) struct Plain {
-    client: Client<HttpConnector, Full<Bytes>>,
-    uri: http::Uri,
+    /// `host:port` to connect to.
+    addr: String,
+    /// The request's target (origin-form) and `Host`, as the pooled client made them.
+    path: http::Uri,
+    host: HeaderValue,
+    /// The connection between calls, and since when it is idle (shared
+    /// with the body of the answer being read, which puts it back).
+    idle: Arc<Mutex<Option<(Http1, Instant)>>>,
+}
+
+impl std::fmt::Debug for Plain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plain").field("addr", &self.addr).field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+/// hyper's HTTP/1 connection: what sends requests on it, and what runs it.
+struct Http1 {
+    send: SendRequest<Full<Bytes>>,
+    conn: Connection<TokioIo<TcpStream>, Full<Bytes>>,
+}
+
+/// Why hyper's POST failed.
+#[derive(Debug)]
+enum PlainError {
+    /// No connection could be opened (nothing was sent): reqwest tries,
+    /// and its failure is the one reported.
+    Connect,
+    /// The request failed on its connection.
+    Http(hyper::Error),
 }
 
 impl Plain {
@@ -387,13 +458,134 @@ impl Plain {
         if hyper_util::client::proxy::matcher::Matcher::from_system().intercept(&uri).is_some() {
             return None;
         }
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(std::time::Duration::from_secs(90))
-            .build(connector);
-        Some(Box::new(Plain { client, uri }))
+        let authority = uri.authority()?;
+        // `Host` as hyper's pooled client set it: the port only when it is not 80.
+        let host = match uri.port_u16() {
+            Some(port) if port != 80 => format!("{}:{port}", authority.host()),
+            _ => authority.host().to_string(),
+        };
+        let path = match uri.path_and_query() {
+            Some(path) if path.as_str() != "/" => http::Uri::from_str(path.as_str()).ok()?,
+            _ => http::Uri::default(),
+        };
+        Some(Box::new(Plain {
+            addr: format!("{}:{}", authority.host(), uri.port_u16().unwrap_or(80)),
+            path,
+            host: HeaderValue::from_str(&host).ok()?,
+            idle: Arc::default(),
+        }))
+    }
+
+    /// The idle connection, if the upstream did not close it meanwhile
+    /// (nothing polls it between calls: a poll now sees a close) and it
+    /// was not idle too long.
+    fn take_idle(&self) -> Option<Http1> {
+        let (mut http1, since) = self.idle.lock().ok()?.take()?;
+        if since.elapsed() >= PLAIN_IDLE {
+            return None;
+        }
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        Pin::new(&mut http1.conn).poll(&mut cx).is_pending().then_some(http1)
+    }
+
+    async fn connect(&self) -> Result<Http1, PlainError> {
+        let stream = TcpStream::connect(self.addr.as_str()).await.map_err(|_| PlainError::Connect)?;
+        stream.set_nodelay(true).map_err(|_| PlainError::Connect)?;
+        let (send, conn) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(PlainError::Http)?;
+        Ok(Http1 { send, conn })
+    }
+
+    /// POST `body` with `headers` on the idle connection, else on a new one;
+    /// a request the idle connection did not take (it closed before the
+    /// request was written) goes once more on a new one, as the pooled
+    /// client retried it. The answer's body runs the connection while it is
+    /// read, and gives it back for the next call once read to its end.
+    async fn post(&self, headers: HeaderMap, body: Bytes) -> Result<http::Response<Body>, PlainError> {
+        let mut request = http::Request::new(Full::new(body));
+        *request.method_mut() = http::Method::POST;
+        *request.uri_mut() = self.path.clone();
+        *request.headers_mut() = headers;
+        request.headers_mut().insert(header::HOST, self.host.clone());
+        let mut reused = self.take_idle();
+        loop {
+            let fresh = reused.is_none();
+            let mut http1 = match reused.take() {
+                Some(http1) => http1,
+                None => self.connect().await?,
+            };
+            // Run the connection until it can take a request (or ended).
+            let ended = std::future::poll_fn(|cx| match Pin::new(&mut http1.conn).poll(cx) {
+                Poll::Ready(_) => Poll::Ready(true),
+                Poll::Pending => http1.send.poll_ready(cx).map(|ready| ready.is_err()),
+            })
+            .await;
+            if ended && !fresh {
+                continue;
+            }
+            let mut response = std::pin::pin!(http1.send.try_send_request(request));
+            let mut running = !ended;
+            let answer = std::future::poll_fn(|cx| {
+                if running && Pin::new(&mut http1.conn).poll(cx).is_ready() {
+                    running = false;
+                }
+                response.as_mut().poll(cx)
+            })
+            .await;
+            match answer {
+                Ok(response) => {
+                    let (home, http1) = (self.idle.clone(), running.then_some(http1));
+                    return Ok(response.map(|body| BodyExt::boxed(DrivenBody { body, http1, home })));
+                }
+                Err(mut e) => match e.take_message() {
+                    // Never written: once more on a new connection.
+                    Some(again) if !fresh => request = again,
+                    _ => return Err(PlainError::Http(e.into_error())),
+                },
+            }
+        }
+    }
+}
+
+/// The body of an answer on hyper's connection, running the connection
+/// while it is read (nothing else does), then putting it back for the next
+/// call; dropped before its end, it closes the connection.
+struct DrivenBody {
+    body: Incoming,
+    http1: Option<Http1>,
+    home: Arc<Mutex<Option<(Http1, Instant)>>>,
+}
+
+impl http_body::Body for DrivenBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        if let Some(http1) = &mut this.http1
+            && Pin::new(&mut http1.conn).poll(cx).is_ready()
+        {
+            this.http1 = None;
+        }
+        let frame = std::task::ready!(Pin::new(&mut this.body).poll_frame(cx));
+        if frame.is_none()
+            && let Some(http1) = this.http1.take()
+            && let Ok(mut idle) = this.home.lock()
+        {
+            *idle = Some((http1, Instant::now()));
+        }
+        Poll::Ready(frame.map(|f| f.map_err(BoxError::from)))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
     }
 }
 
@@ -433,22 +625,11 @@ impl Direct {
     /// The headers of a `tools/call` POST after `template` (`name`: the
     /// tool's, for `Mcp-Name`), with `token` as its bearer token.
     fn headers(&self, template: &Template, name: Option<&HeaderValue>, token: Option<&str>) -> HeaderMap {
-        let mut headers = HeaderMap::with_capacity(template.headers.len() + 6);
-        headers.insert(header::ACCEPT, HeaderValue::from_static("text/event-stream, application/json"));
-        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(JSON_MIME_TYPE));
-        for (k, v) in &template.headers {
-            headers.append(k, v.clone());
-        }
-        if let Some(session) = &template.session
-            && let Ok(v) = HeaderValue::from_str(session)
+        let mut headers = template.base.clone();
+        if template.standard_headers
+            && let Some(name) = name
         {
-            headers.insert(HEADER_SESSION_ID, v);
-        }
-        if template.standard_headers {
-            headers.insert(HEADER_MCP_METHOD, HeaderValue::from_static("tools/call"));
-            if let Some(name) = name {
-                headers.insert(HEADER_MCP_NAME, name.clone());
-            }
+            headers.insert(HEADER_MCP_NAME, name.clone());
         }
         if let Some(token) = token
             && let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {token}"))
@@ -464,14 +645,10 @@ impl Direct {
     /// and the failure then reads as it always did), else through reqwest.
     async fn post(&self, headers: impl Fn() -> HeaderMap, body: Bytes) -> Result<http::Response<Body>, HttpError> {
         if let Some(plain) = &self.plain {
-            let mut request = http::Request::new(Full::new(body.clone()));
-            *request.method_mut() = http::Method::POST;
-            *request.uri_mut() = plain.uri.clone();
-            *request.headers_mut() = headers();
-            match plain.client.request(request).await {
-                Ok(response) => return Ok(response.map(|b| b.map_err(BoxError::from).boxed())),
-                Err(e) if e.is_connect() => {}
-                Err(e) => return Err(StreamableHttpError::Io(std::io::Error::other(e))),
+            match plain.post(headers(), body.clone()).await {
+                Ok(response) => return Ok(response),
+                Err(PlainError::Connect) => {}
+                Err(PlainError::Http(e)) => return Err(StreamableHttpError::Io(std::io::Error::other(e))),
             }
         }
         let response = self.http.client().post(self.url.clone()).headers(headers()).body(body).send().await?;
@@ -749,6 +926,20 @@ mod tests {
         let mut names: Vec<&str> = t.headers.iter().map(|(k, _)| k.as_str()).collect();
         names.sort_unstable();
         assert_eq!(names, ["mcp-protocol-version", "x-api-key"]);
+        // What every call's POST carries: the kept headers, the session and `Mcp-Method` (its `Mcp-Name` is the call's).
+        let mut base: Vec<(&str, &str)> = t.base.iter().map(|(k, v)| (k.as_str(), v.to_str().unwrap())).collect();
+        base.sort_unstable();
+        assert_eq!(
+            base,
+            [
+                ("accept", "text/event-stream, application/json"),
+                ("content-type", "application/json"),
+                ("mcp-method", "tools/call"),
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-session-id", "s1"),
+                ("x-api-key", "k"),
+            ]
+        );
         assert_eq!(
             Value::Object(t.context.clone()),
             json!({ "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -872,6 +1063,89 @@ mod tests {
         // Not a complete result: rmcp's model takes it (and the call refuses what it makes of it).
         let odd = json!({ "content": "not a list" });
         assert!(!matches!(answer(odd.as_object().cloned().unwrap()), Ok(Answer::Complete(_))));
+    }
+
+    /// A plain HTTP/1.1 upstream answering every POST with `{}` (closing
+    /// each connection after `per_connection` answers): the connections it accepted.
+    async fn counting_upstream(per_connection: usize) -> (reqwest::Url, Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap()).parse().unwrap();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    for _ in 0..per_connection {
+                        // A request: its head, then `content-length` bytes.
+                        let (head, length) = loop {
+                            if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                                let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+                                let length = head
+                                    .lines()
+                                    .find_map(|l| l.strip_prefix("content-length:"))
+                                    .map_or(0, |n| n.trim().parse::<usize>().unwrap());
+                                break (end + 4, length);
+                            }
+                            let mut chunk = [0u8; 4096];
+                            match socket.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        };
+                        while buf.len() < head + length {
+                            let mut chunk = [0u8; 4096];
+                            match socket.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        buf.drain(..head + length);
+                        let answer =
+                            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+                        if socket.write_all(answer).await.is_err() {
+                            return;
+                        }
+                    }
+                    // Closed after its last answer (the client may hold it idle meanwhile).
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    #[tokio::test]
+    async fn hypers_connection_is_kept_between_calls_and_replaced_once_closed() {
+        async fn post(plain: &Plain) -> Result<http::Response<Body>, PlainError> {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(JSON_MIME_TYPE));
+            plain.post(headers, Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)).await
+        }
+        let read = |response: http::Response<Body>| async move {
+            assert_eq!(response.status(), StatusCode::OK);
+            read_bounded(response, 64).await.unwrap()
+        };
+        let (url, accepted) = counting_upstream(3).await;
+        let Some(plain) = Plain::for_url(&url) else { return }; // a proxy setting in the environment
+        for _ in 0..3 {
+            assert_eq!(read(post(&plain).await.unwrap()).await, b"{}");
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "one connection for three calls");
+        // The upstream closed it after its third answer: the next call opens another.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(read(post(&plain).await.unwrap()).await, b"{}");
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+        // An answer not read to its end closes its connection (its rest would be read as the next answer).
+        drop(post(&plain).await.unwrap());
+        assert_eq!(read(post(&plain).await.unwrap()).await, b"{}");
+        assert_eq!(accepted.load(Ordering::SeqCst), 3);
+        // Nothing listening: a connect failure (the caller tries reqwest).
+        let closed =
+            format!("http://{}/mcp", tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap());
+        let refused = Plain::for_url(&closed.parse().unwrap()).unwrap();
+        assert!(matches!(post(&refused).await, Err(PlainError::Connect)));
     }
 
     #[tokio::test]
