@@ -14,26 +14,34 @@
 -- it delivers nothing, so a reader dying there loses nothing) from those ids
 -- wakes on exactly the entries added since.
 --
--- stream.lua (in front of this script) parses the entries' fields.
+-- stream.lua (in front of this script, after task.lua) parses the
+-- entries' fields.
 --
--- It does not read the delivered entries' task docs: the claimer reads
--- them with plain pipelined HGETs. A doc read here would be copied into
--- Lua (every byte hashed, as every string Lua gets is) and back out, and
--- its HGET would pay a script's call glue: about 2 % of a task's Redis
--- instructions more than the plain HGET (docs/capacity.md).
+-- With ARGV[5..4+n] (standalone only) it also returns each delivered
+-- entry's task doc, saving the claimer a round trip: those are the one
+-- place a script reads keys it was not given in KEYS (the task keys,
+-- named by their entries, see task.lua), which standalone Redis allows and a cluster
+-- does not promise; cluster mode passes no prefixes and reads the docs
+-- itself.
 --
 -- KEYS[1..n]: work streams {prefix}:{pNN}:work, in the order to serve them
 -- ARGV[1]: consumer group
 -- ARGV[2]: consumer (the claiming worker)
 -- ARGV[3]: N, the most entries to read
 -- ARGV[4]: idle time to set on delivered entries, ms (H - lease)
--- Returns: {entries, cursors}: entries a flat array {key index, entry
+-- ARGV[4+i] (optional, for each KEYS[i]): the task key prefix of that
+--          stream's partition, {prefix}:{pNN}:task: (the task id follows)
+-- Returns: {entries, cursors, docs}: entries a flat array {key index, entry
 --          id, task id, ...} (task id "" when the entry has no `task`
 --          field); cursors the last entry id of each stream ("0-0" when
---          empty), or an empty array when N entries were delivered.
+--          empty), or an empty array when N entries were delivered; docs,
+--          when prefixes were given, the doc of each delivered entry's
+--          task in order (false when there is none), else empty.
 
 local left = tonumber(ARGV[3])
+local with_docs = #ARGV >= 4 + #KEYS
 local out = {}
+local docs = {}
 -- Sets the idle time of `ids` (entries of `stream` just delivered) in one
 -- XCLAIM, not one an entry (each redis.call costs about 0.75 µs); the ids
 -- table is reused for the options.
@@ -56,6 +64,9 @@ for i = 1, #KEYS do
       out[#out + 1] = i
       out[#out + 1] = entry[1]
       out[#out + 1] = task
+      if with_docs then
+        docs[#docs + 1] = task ~= '' and task_doc(ARGV[4 + i] .. task) or false
+      end
       left = left - 1
       ids[#ids + 1] = entry[1]
       if #ids == 1000 then -- unpack's bound (Lua's stack) stays far away
@@ -75,4 +86,4 @@ if left > 0 then
     cursors[i] = last[1] and last[1][1] or '0-0'
   end
 end
-return {out, cursors}
+return {out, cursors, docs}

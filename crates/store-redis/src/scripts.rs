@@ -163,6 +163,8 @@ pub(crate) const TASK: &str = lua!("task.lua");
 /// `stream.lua`: the helpers of the scripts that read work streams (entry
 /// fields, XINFO records, held consumers), put in front of each of them.
 pub(crate) const STREAM: &str = lua!("stream.lua");
+/// [`TASK`] and [`STREAM`], for a script that reads both tasks and streams.
+pub(crate) const TASK_STREAM: &str = concat!(lua!("task.lua"), lua!("stream.lua"));
 /// `group.lua`: what the calls of one script (a batch's, `batch.lua`) share:
 /// reads it knows already, writes held to the batch's end. Put in front of
 /// every script that runs `create.lua`, `admit.lua`, `bytes.lua` or

@@ -17,8 +17,8 @@
 //!   entries with a blocking `XREAD` (which delivers nothing) on a dedicated
 //!   connection, from the cursors `read.lua` returned, in slices so lapsed
 //!   leases are noticed during a long wait. The delivered entries' docs
-//!   are read together (pipelined `HGET`s: a doc brought along by
-//!   `read.lua` would cost Redis more, copied into Lua and out), then one `claim_batch.lua` (per
+//!   come with the read (standalone `read.lua`) or are read together
+//!   (recovered entries, cluster mode), then one `claim_batch.lua` (per
 //!   partition on a cluster) claims them all: for each entry it bumps the task's fencing
 //!   `attempt` (and `rev`), sets the lease (or keeps the one its delivery
 //!   set, when that is younger than an eighth of a lease) and publishes the snapshot, or
@@ -88,7 +88,7 @@ use read::Reader;
 use recovery::Recovery;
 use redis::Value;
 
-use crate::scripts::{STREAM, script, task_script};
+use crate::scripts::{STREAM, TASK_STREAM, script, task_script};
 use crate::{claimed::Claimed, conn::Verbosity, error::RedisStoreError, keys::GROUP, link::Link, records::Records};
 
 // The queue's scripts (see `scripts.rs`), each named as its operation.
@@ -105,7 +105,7 @@ script!(ACK, "ack.lua", "XACK and XDEL a work entry together.");
 task_script!(DEFER, "defer.lua", "Write a deferred task (CAS, fenced) and move its work entry to the delayed set.");
 script!(PROMOTE, "promote.lua", Debug, "Queue the due members of the delayed sets (standalone: any partitions).");
 script!(RETRY_NOW, "retry_now.lua", "Make a task's delayed work due now.");
-script!(@ STREAM, READ, "read.lua", Debug, "Read up to N new entries over the partitions (standalone only).");
+script!(@ TASK_STREAM, READ, "read.lua", Debug, "Read up to N new entries over the partitions (standalone only).");
 script!(@ STREAM, RECOVER, "recover.lua", Debug, "XAUTOCLAIM up to N lapsed entries over the partitions from their sweep cursors (standalone only).");
 script!(@ STREAM, UNHOLD, "unhold.lua", Debug, "Hand held entries of scopes with room to a worker (standalone: any partitions).");
 script!(@ STREAM, WORK_STATS, "work_stats.lua", Debug, "Count a partition's queued and pending work, and the oldest pending age.");
@@ -163,6 +163,9 @@ struct Entry {
     partition: u16,
     id: String,
     task: Option<String>,
+    /// The task's doc when the read fetched it with the entry (standalone
+    /// `read.lua`): `Some(None)` when the task is gone. `None`: not fetched.
+    doc: Option<Option<String>>,
 }
 
 impl Queue {
@@ -221,7 +224,7 @@ fn flat_entries(parts: &[u16], flat: Vec<Value>) -> Result<Vec<Entry>, RedisStor
             let id: String = redis::from_redis_value_ref(&t[1]).map_err(|_| bad("entry id"))?;
             let task: String = redis::from_redis_value_ref(&t[2]).map_err(|_| bad("task"))?;
             let partition = *index.checked_sub(1).and_then(|i| parts.get(i)).ok_or_else(|| bad("index"))?;
-            Ok(Entry { partition, id, task: (!task.is_empty()).then_some(task) })
+            Ok(Entry { partition, id, task: (!task.is_empty()).then_some(task), doc: None })
         })
         .collect()
 }

@@ -130,7 +130,7 @@ impl Queue {
             // `wave.len() <= want`, so the asks add up to at most `want`.
             let ask = want / wave.len();
             let reads = wave.iter().map(|p| async move {
-                let (flat, _) = self.read_script(&[*p], worker, ask, idle).await?;
+                let (flat, _, _) = self.read_script(&[*p], worker, ask, idle, false).await?;
                 flat_entries(&[*p], flat)
             });
             for (p, reply) in wave.iter().zip(join_all(reads).await) {
@@ -148,8 +148,8 @@ impl Queue {
         delivered(entries, failure)
     }
 
-    /// `read_new` on standalone Redis: one `read.lua` over `parts` (the
-    /// claim reads the delivered entries' docs, see `take.rs`).
+    /// `read_new` on standalone Redis: one `read.lua` over `parts`, the docs
+    /// of the delivered entries' tasks brought along.
     pub(super) async fn read_standalone(
         &self,
         parts: &[u16],
@@ -157,8 +157,18 @@ impl Queue {
         count: usize,
         idle: u64,
     ) -> Result<(Vec<Entry>, Vec<(u16, String)>), RedisStoreError> {
-        let (flat, cursors) = self.read_script(parts, worker, count, idle).await?;
-        let entries = flat_entries(parts, flat)?;
+        let (flat, cursors, docs) = self.read_script(parts, worker, count, idle, true).await?;
+        let mut entries = flat_entries(parts, flat)?;
+        if docs.len() != entries.len() {
+            return Err(RedisStoreError::Corrupt(format!(
+                "read.lua returned {} docs for {} entries",
+                docs.len(),
+                entries.len()
+            )));
+        }
+        for (entry, doc) in entries.iter_mut().zip(docs) {
+            entry.doc = Some(doc);
+        }
         if cursors.len() != parts.len() {
             return Ok((entries, Vec::new()));
         }
@@ -171,13 +181,19 @@ impl Queue {
         worker: &str,
         count: usize,
         idle: u64,
-    ) -> Result<(Vec<Value>, Vec<String>), RedisStoreError> {
+        with_docs: bool,
+    ) -> Result<(Vec<Value>, Vec<String>, Vec<Option<String>>), RedisStoreError> {
         let keys = &self.link.keys;
         let mut inv = super::READ.prepare_invoke();
         for p in parts {
             inv.key(keys.work(*p));
         }
         inv.arg(GROUP).arg(worker).arg(count).arg(idle);
+        if with_docs {
+            for p in parts {
+                inv.arg(keys.task_prefix(*p));
+            }
+        }
         self.link.invoke(&inv).await
     }
 

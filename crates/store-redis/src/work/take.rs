@@ -23,8 +23,9 @@ impl Queue {
     /// Claim delivered entries until `out` holds `max`; hand back the rest
     /// (and, after an error, everything not claimed, so nothing waits for H).
     ///
-    /// The docs of every entry to claim are read together (concurrent
-    /// `HGET`s, pipelined on the shared connection), then one
+    /// The docs of every entry to claim that the read did not bring along
+    /// are read together (concurrent `GET`s, pipelined on the shared
+    /// connection), then one
     /// `claim_batch.lua` claims them all (standalone) or each partition's
     /// (cluster, concurrently). Only an entry whose task moved between the
     /// read and the script goes through the one-by-one `claim.lua` loop, from
@@ -70,8 +71,8 @@ impl Queue {
         shares: &mut Shares,
         out: &mut Vec<Claim>,
     ) -> Result<(), RedisStoreError> {
-        let located = self.locate_entries(entries).await?;
-        let docs = match self.read_docs(&located).await {
+        let mut located = self.locate_entries(entries).await?;
+        let docs = match self.read_docs(&mut located).await {
             Ok(docs) => docs,
             Err(err) => {
                 self.requeue_all(worker, located.iter().map(|(e, _, _)| e)).await;
@@ -166,9 +167,15 @@ impl Queue {
         Ok(located)
     }
 
-    /// The task docs of `located`, read together.
-    async fn read_docs(&self, located: &[(Entry, TaskId, String)]) -> Result<Vec<Option<String>>, RedisStoreError> {
-        let reads = located.iter().map(|(_, _, key)| self.records.read_doc_text(key));
+    /// The task docs of `located`: those the read brought along, the others read now.
+    async fn read_docs(&self, located: &mut [(Entry, TaskId, String)]) -> Result<Vec<Option<String>>, RedisStoreError> {
+        let fetched: Vec<_> = located.iter_mut().map(|(e, _, _)| e.doc.take()).collect();
+        let reads = located.iter().zip(fetched).map(|((_, _, key), fetched)| async move {
+            if let Some(doc) = fetched {
+                return Ok(doc);
+            }
+            self.records.read_doc_text(key).await
+        });
         join_all(reads).await.into_iter().collect()
     }
 

@@ -222,10 +222,10 @@ async fn a_claim_keeps_a_fresh_deliverys_lease_and_starts_a_stale_ones_anew() {
 
 /// A read delivering several entries of one stream leases every one of them
 /// (`read.lua` sets their idle time with one XCLAIM a stream): each is
-/// pending for the reader, delivered once, at idle H - lease or more, its
-/// task gone or not (the read does not look at the tasks).
+/// pending for the reader, delivered once, at idle H - lease or more; and it
+/// hands each entry's doc over, `Some(None)` for a task that is gone.
 #[tokio::test]
-async fn a_read_leases_every_entry_it_delivers() {
+async fn a_read_leases_every_entry_it_delivers_and_brings_their_docs() {
     let (_redis, store) = one_partition().await;
     let mut tasks = Vec::new();
     for _ in 0..3 {
@@ -236,8 +236,9 @@ async fn a_read_leases_every_entry_it_delivers() {
     let at_delivery = store.queue().lease_idle(LEASE);
     let (entries, _) = store.queue().read_new("w1", 3, LEASE, None).await.unwrap();
     assert_eq!(entries.len(), 3);
-    let named: Vec<Option<String>> = entries.iter().map(|e| e.task.clone()).collect();
-    assert_eq!(named, tasks.iter().map(|t| Some(t.id.as_str().to_owned())).collect::<Vec<_>>());
+    let docs: Vec<Option<Task>> =
+        entries.iter().map(|e| e.doc.clone().unwrap().map(|d| decode(d.as_bytes()).unwrap())).collect();
+    assert_eq!(docs, vec![Some(tasks[0].clone()), None, Some(tasks[2].clone())]);
 
     let mut cmd = redis::cmd("XPENDING");
     cmd.arg(store.keys().work(0)).arg(GROUP).arg("-").arg("+").arg(10);
