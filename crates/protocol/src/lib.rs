@@ -15,6 +15,7 @@
 //! Invariant: serialising any type here yields single-line JSON (serde_json's
 //! compact writer), which some clients parse line by line.
 
+pub mod calendar;
 pub mod codes;
 pub mod headers;
 pub mod jsonrpc;

@@ -41,7 +41,7 @@ pub fn iso8601(ms: u64) -> String {
     }
     let (secs, millis) = (ms / 1000, ms % 1000);
     let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) = civil_from_days(days);
+    let (year, month, day) = presa_protocol::calendar::civil_from_days(days);
     let fields: [(u64, usize); 7] =
         [(year, 4), (month, 2), (day, 2), (rest / 3600, 2), (rest / 60 % 60, 2), (rest % 60, 2), (millis, 3)];
     let mut out = [0u8; 24];
@@ -57,21 +57,6 @@ pub fn iso8601(ms: u64) -> String {
     }
     // ASCII digits and separators: always UTF-8, allocated once at its size.
     String::from_utf8_lossy(&out).into_owned()
-}
-
-/// The proleptic Gregorian (year, month, day) of `days` since 1970-01-01
-/// (Howard Hinnant's `civil_from_days`, for days on or after the epoch).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    (year, month, day)
 }
 
 /// The fields every projection starts from, borrowed from a [`Task`] or

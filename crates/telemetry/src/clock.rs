@@ -64,7 +64,7 @@ fn stamp(secs: u64, micros: u32) -> [u8; LEN] {
 /// `YYYY-MM-DDTHH:MM:SS.` of `secs` after the epoch (UTC, proleptic Gregorian).
 fn date_time(secs: u64) -> [u8; PREFIX] {
     let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) = civil_from_days(days);
+    let (year, month, day) = presa_protocol::calendar::civil_from_days(days);
     let mut p = *b"0000-00-00T00:00:00.";
     put(&mut p[0..4], year);
     put(&mut p[5..7], month);
@@ -81,20 +81,6 @@ fn put(out: &mut [u8], mut n: u64) {
         *b = b'0' + (n % 10) as u8;
         n /= 10;
     }
-}
-
-/// The (year, month, day) of `days` after 1970-01-01: Howard Hinnant's
-/// `civil_from_days`, for days on or after the epoch.
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let (era, doe) = (z / 146_097, z % 146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]
