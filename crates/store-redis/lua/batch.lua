@@ -48,10 +48,24 @@ local function positions(list)
   end
   return t
 end
+-- Puts src[at + 1], src[at + 2]… into `t` at the positions `pos` (ascending)
+-- up to `count`, the call's own number of keys or arguments (every
+-- position is within it when the calls' counts agree); returns the last
+-- index of `src` taken.
+local function patch(t, pos, count, src, at)
+  for j = 1, #pos do
+    local q = pos[j]
+    if q > count then
+      break
+    end
+    at = at + 1
+    t[q] = src[at]
+  end
+  return at
+end
 local function run()
   local n, nk, na = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
   local kpos, apos = positions(ARGV[4]), positions(ARGV[5])
-  local nkp, nap = #kpos, #apos
   local mixed = ARGV[6] ~= ''
   -- The template, changed at the differing positions into each call's.
   local keys, args = { unpack(KEYS, 1, nk) }, { unpack(ARGV, 7, 6 + na) }
@@ -61,31 +75,9 @@ local function run()
     if mixed then
       ck, ca = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
       a = a + 2
-      for j = 1, nkp do
-        local q = kpos[j]
-        if q > ck then
-          break
-        end
-        k = k + 1
-        keys[q] = KEYS[k]
-      end
-      for j = 1, nap do
-        local q = apos[j]
-        if q > ca then
-          break
-        end
-        a = a + 1
-        args[q] = ARGV[a]
-      end
-    else
-      for j = 1, nkp do
-        keys[kpos[j]] = KEYS[k + j]
-      end
-      for j = 1, nap do
-        args[apos[j]] = ARGV[a + j]
-      end
-      k, a = k + nkp, a + nap
     end
+    k = patch(keys, kpos, ck, KEYS, k)
+    a = patch(args, apos, ca, ARGV, a)
     -- Each call gets tables of its own (a body may keep them).
     local r = each({ unpack(keys, 1, ck) }, { unpack(args, 1, ca) })
     if r == nil then
