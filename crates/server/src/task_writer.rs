@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use presa_store::{Cas, Claim, StoreError, TaskId, TaskStore, WorkQueue, Writer, util::now_ms};
+use presa_store::{Cas, Claim, StoreError, TaskId, TaskRef, TaskStore, WorkQueue, Writer, util::now_ms};
 use presa_tasks::{Event, Task, apply};
 use presa_telemetry::metrics;
 
@@ -181,14 +181,14 @@ impl<'a> TaskWriter<'a> {
     /// boxed, and each try's decision is made by [`decide`](Self::decide),
     /// whose locals live on the stack, not in the future.
     async fn write_from(&self, id: &TaskId, event: &Event, guess: Option<&Task>) -> Result<Updated, UpdateError> {
-        let (mut known, mut guessed) = (guess.map(Known::Guess), true);
+        let (mut known, mut guessed) = (guess.map(TaskRef::Borrowed), true);
         for _ in 0..MAX_ATTEMPTS {
             let task = match known.take() {
                 Some(task) => task,
                 None => {
                     guessed = false;
                     match store_call("load", self.store.load(id)).await? {
-                        Some(task) => Known::Stored(Box::new(task)),
+                        Some(task) => TaskRef::Boxed(Box::new(task)),
                         None => return Ok(Updated::Gone),
                     }
                 }
@@ -235,7 +235,7 @@ impl<'a> TaskWriter<'a> {
             };
             // The stored task as the refusal found it (`None`: gone or
             // unreadable there; loaded again to tell).
-            (known, guessed) = (current.map(|t| Known::Stored(Box::new(t))), false);
+            (known, guessed) = (current.map(|t| TaskRef::Boxed(Box::new(t))), false);
             tokio::task::yield_now().await;
         }
         Err(UpdateError::Contended(id.clone(), MAX_ATTEMPTS))
@@ -245,7 +245,7 @@ impl<'a> TaskWriter<'a> {
     /// (`guessed`: the writer's guess, not read from the store): write the
     /// reduced task (and the status it had), decide again on the stored
     /// task, or answer.
-    fn decide(&self, task: Known<'_>, event: &Event, guessed: bool) -> Decision {
+    fn decide(&self, task: TaskRef<'_>, event: &Event, guessed: bool) -> Decision {
         let (writer, max_bytes) = (self.writer, self.limits.max_task_bytes);
         let size = |t: &Task| presa_tasks::json_len(t);
         let too_large = |next: &Task| {
@@ -263,34 +263,6 @@ impl<'a> TaskWriter<'a> {
             Ok(None) => Ok(Updated::Unchanged(task.into_owned())),
             Ok(Some(next)) => Err(UpdateError::TooLarge { bytes: size(&next), limit: max_bytes }),
         }))
-    }
-}
-
-/// The task a try of [`TaskWriter::write_from`] starts from: the writer's
-/// guess (borrowed), or as the store had it (boxed, so that the write's
-/// future holds a pointer, not the task).
-enum Known<'a> {
-    Guess(&'a Task),
-    Stored(Box<Task>),
-}
-
-impl Known<'_> {
-    fn into_owned(self) -> Task {
-        match self {
-            Known::Guess(task) => task.clone(),
-            Known::Stored(task) => *task,
-        }
-    }
-}
-
-impl std::ops::Deref for Known<'_> {
-    type Target = Task;
-
-    fn deref(&self) -> &Task {
-        match self {
-            Known::Guess(task) => task,
-            Known::Stored(task) => task,
-        }
     }
 }
 

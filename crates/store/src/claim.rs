@@ -85,3 +85,51 @@ pub struct PartitionStats {
     /// is); `None` when none is due yet.
     pub oldest_due_age_ms: Option<u64>,
 }
+
+/// A task either borrowed or boxed: a pointer either way, so a future that
+/// holds one across an await stays small (a `Cow<Task>` would hold an owned
+/// task inline, about 720 bytes). The Redis store's writes take one (a
+/// worker's last write gives its task up, and an applied write answers with
+/// it instead of a copy), and the server's `TaskWriter` keeps its guess
+/// (borrowed) or the stored task (boxed) in one.
+#[derive(Debug)]
+pub enum TaskRef<'a> {
+    /// The caller's task: an owned one is a copy.
+    Borrowed(&'a Task),
+    /// Given up: the owned one is itself.
+    Boxed(Box<Task>),
+}
+
+impl TaskRef<'_> {
+    /// The task, owned (a copy only when borrowed).
+    #[must_use]
+    pub fn into_owned(self) -> Task {
+        match self {
+            TaskRef::Borrowed(task) => task.clone(),
+            TaskRef::Boxed(task) => *task,
+        }
+    }
+}
+
+impl std::ops::Deref for TaskRef<'_> {
+    type Target = Task;
+
+    fn deref(&self) -> &Task {
+        match self {
+            TaskRef::Borrowed(task) => task,
+            TaskRef::Boxed(task) => task,
+        }
+    }
+}
+
+impl<'a> From<&'a Task> for TaskRef<'a> {
+    fn from(task: &'a Task) -> Self {
+        TaskRef::Borrowed(task)
+    }
+}
+
+impl From<Box<Task>> for TaskRef<'_> {
+    fn from(task: Box<Task>) -> Self {
+        TaskRef::Boxed(task)
+    }
+}

@@ -54,7 +54,7 @@ pub use admin::{AdminStore, NodeInfo, TaskFilter, TaskPage};
 pub use backend::Backend;
 pub use breakers::{BreakerPolicy, BreakerView, Breakers, Change, Check, Circuit, Report};
 pub use bus::{EventBus, EventStream};
-pub use claim::{Cas, Claim, PartitionStats, Writer};
+pub use claim::{Cas, Claim, PartitionStats, TaskRef, Writer};
 pub use dead::{DeadLetter, DeadLetterFilter, DeadLetterPage, DeadLetters, Replayed};
 pub use error::StoreError;
 pub use idempotency::{Created, Idempotency};

@@ -2,7 +2,7 @@
 //! `conclude_dead.lua` with a dead letter) with the scope steps a cluster
 //! runs around it (`ScopeSteps::Around`).
 
-use presa_store::{Cas, DeadLetter, Limit, StoreError, Task, Writer, util::now_ms};
+use presa_store::{Cas, DeadLetter, Limit, StoreError, Task, TaskRef, Writer, util::now_ms};
 use redis::Value;
 
 use super::{
@@ -32,10 +32,10 @@ impl Records {
     /// other concurrent ones (`group.rs`), each still compared and fenced on its own.
     ///
     /// `next` is borrowed (an `Applied` answer is a copy of it) or given
-    /// (boxed: the answer is that task, with no copy; see [`Next`]).
+    /// (boxed: the answer is that task, with no copy; see [`TaskRef`]).
     pub(crate) async fn transition(
         &self,
-        next: impl Into<Next<'_>>,
+        next: impl Into<TaskRef<'_>>,
         writer: Writer,
         entry: Option<&str>,
         quota: Option<u64>,
@@ -161,50 +161,6 @@ impl Records {
             }
         };
         Ok(cas)
-    }
-}
-
-/// The task a [`Records::transition`] writes: the caller's, borrowed (an
-/// applied write answers with a copy), or given up by a writer that needs
-/// it no more (a worker's last write: the answer is this task itself).
-/// Either is a pointer, so the write's future stays small.
-pub(crate) enum Next<'a> {
-    /// Borrowed: answered with a copy.
-    Borrowed(&'a Task),
-    /// Given: answered with itself.
-    Owned(Box<Task>),
-}
-
-impl Next<'_> {
-    /// The task, as an `Applied` answer holds it.
-    fn into_owned(self) -> Task {
-        match self {
-            Next::Borrowed(task) => task.clone(),
-            Next::Owned(task) => *task,
-        }
-    }
-}
-
-impl std::ops::Deref for Next<'_> {
-    type Target = Task;
-
-    fn deref(&self) -> &Task {
-        match self {
-            Next::Borrowed(task) => task,
-            Next::Owned(task) => task,
-        }
-    }
-}
-
-impl<'a> From<&'a Task> for Next<'a> {
-    fn from(task: &'a Task) -> Self {
-        Next::Borrowed(task)
-    }
-}
-
-impl From<Box<Task>> for Next<'_> {
-    fn from(task: Box<Task>) -> Self {
-        Next::Owned(task)
     }
 }
 
