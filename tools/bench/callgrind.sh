@@ -11,8 +11,9 @@
 # bound by it; the rest run natively). `redis` runs tiers' private
 # `redis-server` under it instead (a wrapper first on PATH), which counts what
 # a build's Lua scripts cost Redis. Its counters are dumped
-# every second (`callgrind_control -d <its pid>`: tiers ends its pods with SIGKILL,
-# which writes nothing) and summed. With two or more task counts it also
+# every 0.2 s (`callgrind_control -d <its pid>`: tiers ends its pods with SIGKILL,
+# which writes nothing, so what ran after the last dump is lost; a dump a
+# second lost enough to undercount short runs) and summed. With two or more task counts it also
 # prints the slope between the first and the last: the instructions one more
 # task costs, start-up excluded. For the API pod a task brings five sync
 # calls with it (tiers sends five times as many), so compare API slopes
@@ -66,7 +67,7 @@ for tasks in "$@"; do
     if [ -n "$pid" ]; then
       timeout 10 callgrind_control -d "$pid" >/dev/null 2>&1 || true
     fi
-    sleep 1
+    sleep 0.2
   done
   wait "$bench" || { cat "$work/tiers.txt" >&2; exit 1; }
   ir=0
