@@ -33,13 +33,22 @@
 -- ARGV[7+A..]: for each call in turn: its key count and argument count
 --          (only when ARGV[6] is "1"), then its arguments at the differing
 --          positions (up to its argument count)
--- Returns: one reply per call, in order, each as the body replied (nil as
---          nil). An error ends the script as it would end the body alone:
+-- Returns: each call's reply in turn, flattened (a table in a script's
+--          reply costs Redis about 5,000 instructions to turn into RESP,
+--          the same elements in the outer table a few hundred): a body's
+--          table reply of m elements as m followed by them, any other
+--          reply (a number, a string, nil as nil) as -1 followed by it
+--          (`scripts.rs` batch_replies reads it back). An error ends the
+--          script as it would end the body alone:
 --          the calls before it stay written (their held writes are made
 --          before the error is raised again), and every call of the batch
 --          is answered with the error.
 
-local out = {}
+-- A body neither changes nor keeps the KEYS and ARGV tables it is given:
+-- when every call has K keys and A arguments they are the template's own,
+-- patched in place for the next call (a copy a call costs two tables).
+
+local out, o = {}, 0
 -- The positions in `list` ("<position>,<position>…"), as numbers.
 local function positions(list)
   local t = {}
@@ -78,12 +87,26 @@ local function run()
     end
     k = patch(keys, kpos, ck, KEYS, k)
     a = patch(args, apos, ca, ARGV, a)
-    -- Each call gets tables of its own (a body may keep them).
-    local r = each({ unpack(keys, 1, ck) }, { unpack(args, 1, ca) })
-    if r == nil then
-      r = false
+    local r
+    if mixed then
+      r = each({ unpack(keys, 1, ck) }, { unpack(args, 1, ca) })
+    else
+      r = each(keys, args)
     end
-    out[c] = r
+    if type(r) == 'table' then
+      local m = #r
+      out[o + 1] = m
+      for i = 1, m do
+        out[o + 1 + i] = r[i]
+      end
+      o = o + 1 + m
+    else
+      if r == nil then
+        r = false
+      end
+      out[o + 1], out[o + 2] = -1, r
+      o = o + 2
+    end
   end
 end
 group_open()

@@ -19,13 +19,15 @@
 -- ARGV[4]: "(<20 digits>": index members before it belong to letters dead
 --          longer than the retention (expired), and are dropped
 -- ARGV[5..]: transition.lua's ARGV (the write must end the task)
--- Returns: transition.lua's reply; the letter is recorded only with {1}.
+-- Returns: transition.lua's reply; the letter is recorded only when it
+--          says written (1, or {1, q before}).
 --
 -- Each index expires with its last letter: a new index takes the letter's
 -- expiry, a live one is only ever extended (GT).
 
 local reply = transition({ unpack(KEYS, 4) }, { unpack(ARGV, 5) })
-if reply[1] ~= 1 then
+-- Written: 1, or {1, q before} on a cluster.
+if reply ~= 1 and (type(reply) ~= 'table' or reply[1] ~= 1) then
   return reply
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[3])

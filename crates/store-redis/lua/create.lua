@@ -27,8 +27,9 @@
 -- ARGV[12]: the task's `q` when its bytes were reserved under its scope's
 --          byte quota ("<bytes>:<bucket>", quota.lua's ARGV[2]), kept in its
 --          hash (task.lua); "" without
--- KEYS[6], ARGV[13] (a keyed create only): its idempotency record (see
---          idempotency.lua) and the request's fingerprint
+-- KEYS[6], ARGV[13]: a keyed create's idempotency record (see
+--          idempotency.lua) and the request's fingerprint; for an unkeyed
+--          one, both absent, or ARGV[13] "" (KEYS[6] then unused)
 -- Returns: the work entry id; nil when KEYS[1] already exists; 0 when the work
 --          stream is full; {'replay', doc} when the key names a live task made
 --          by the same request; -3 when by another. Nothing is written unless
@@ -61,7 +62,7 @@ task_store(KEYS[1], ARGV[3], ARGV[4], ARGV[5], ARGV[2], false, ARGV[12] ~= '' an
 if ARGV[6] ~= '' then
   redis.call('PEXPIREAT', KEYS[1], ARGV[6])
 end
-if KEYS[6] then
+if ARGV[13] and ARGV[13] ~= '' then
   idem_record(KEYS[6], ARGV[13], KEYS[1], ARGV[6])
 end
 
@@ -104,7 +105,7 @@ if expiry == '' then
   end
   know(index, 'expiry', -1)
 else
-  local at = tonumber(expiry)
+  local at = group_number(expiry) -- admit.lua's, in create_scoped: one tonumber
   if index_expiry == -2 or (index_expiry >= 0 and index_expiry < at) then
     local slack = math.min(60000, math.floor((at - group_number(ARGV[11])) / 10))
     lasts = at + math.max(slack, 0)

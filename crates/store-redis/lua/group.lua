@@ -12,18 +12,24 @@
 --   wrote; nothing else changes a key while a script runs, and each run of
 --   a script starts knowing nothing.
 -- group_xdel(stream, cgroup, id), group_zrem(key, member): acknowledge and
---   delete a work entry; remove a sorted set's member. A script alone makes
---   them at once. In a batch (between group_open and group_close) they are
---   held and made by group_close, one XACK and one XDEL a stream, one ZREM
---   a set, for all the batch's calls: no later call reads them back (a
---   call's own entry and member are its task's alone).
+--   delete a work entry; remove a task from its scope's active set
+--   (active_remove). A script alone makes them at once. In a batch (between
+--   group_open and group_close) they are held and made by group_close, one
+--   XACK and one XDEL a stream, one active_remove a set, for all the
+--   batch's calls: no later call reads them back (a call's own entry and
+--   member are its task's alone).
+-- ACTIVE_PAD, active_remove(key, ...): the member admit.lua adds to every
+--   scope's active set beside its tasks (see there: it keeps the set a
+--   skiplist), and the removal of tasks from such a set, which deletes a
+--   set left with its pad alone, as Redis deletes an empty one.
 -- group_hold(name, settle): in a batch, `settle` (a function) is run once by
 --   group_close, in the order first held, for held writes of another part
 --   (bytes.lua's counts); `name` (a string, or any value) tells one held
 --   write from another. Returns false outside a batch (write at once).
 -- group_number(s): tonumber(s), remembered for the script's run: a batch's
---   calls pass the same limits and times, and each tonumber (strtod) costs
---   Redis about 1,200 instructions.
+--   calls pass the same limits and times (and a create's admission and its
+--   index read the same expiry), and each tonumber (strtod) costs Redis
+--   about 1,200 instructions.
 
 local group_known = {}
 local group_numbers = {}
@@ -112,13 +118,23 @@ local function group_xdel(stream, cgroup, id)
   end
 end
 
+-- Longer than zset-max-listpack-value (64 B by default); never a task id.
+local ACTIVE_PAD = '(not a task: this member keeps the set a skiplist, so that adding a task is not a scan)'
+
+local function active_remove(key, ...)
+  redis.call('ZREM', key, ...)
+  if redis.call('ZCARD', key) == 1 then
+    redis.call('ZREM', key, ACTIVE_PAD)
+  end
+end
+
 local function group_zrem(key, member)
   know(key, 'card', nil) -- admit.lua's count, made again when asked
   local held = group_append('zrem', key, '', member, function(...)
-    redis.call('ZREM', key, ...)
+    active_remove(key, ...)
   end)
   if not held then
-    redis.call('ZREM', key, member)
+    active_remove(key, member)
   end
 end
 

@@ -7,11 +7,12 @@
 -- holding "<fingerprint of the request>\n<task key>" and expiring with the
 -- task (the client's key itself is never stored).
 
--- What a keyed create finds: nothing (no key given, a new key, or one whose
--- task is gone: its record is dropped), {'replay', doc} when the key names a
--- live task made by the same request, or -3 when by another request.
+-- What a keyed create finds: nothing (no fingerprint given, nil or "": an
+-- unkeyed create; a new key; or one whose task is gone: its record is
+-- dropped), {'replay', doc} when the key names a live task made by the
+-- same request, or -3 when by another request.
 local function idem_replay(key, fingerprint)
-  if not key then
+  if not fingerprint or fingerprint == '' then
     return nil
   end
   local v = redis.call('GET', key)
@@ -37,8 +38,9 @@ end
 -- Record that `fingerprint`'s create made the task at `task_key`, for as
 -- long as the task lives (`expiry`: Unix ms, or "" when it never expires).
 local function idem_record(key, fingerprint, task_key, expiry)
-  redis.call('SET', key, fingerprint .. '\n' .. task_key)
   if expiry ~= '' then
-    redis.call('PEXPIREAT', key, expiry)
+    redis.call('SET', key, fingerprint .. '\n' .. task_key, 'PXAT', expiry)
+  else
+    redis.call('SET', key, fingerprint .. '\n' .. task_key)
   end
 end

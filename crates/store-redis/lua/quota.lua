@@ -7,19 +7,14 @@
 -- its bucket's end, at or a little after its task's expiry, resized as the
 -- task grows. The layout of the keys is bytes.lua's, which runs in front of this.
 --
--- KEYS[1]: scope buckets       {prefix}:{s.<tenant>.<subject>}:bytes_q
--- KEYS[2]: legacy reservations {prefix}:{s.<tenant>.<subject>}:bytes
--- KEYS[3]: legacy sizes        {prefix}:{s.<tenant>.<subject>}:bytes_sizes
--- KEYS[4]: legacy total        {prefix}:{s.<tenant>.<subject>}:bytes_total
+-- KEYS[1]: scope buckets {prefix}:{s.<tenant>.<subject>}:bytes_q
 -- ARGV[1]: quota, bytes
 -- ARGV[2]: the task's `q`: "<its bytes>:<its bucket>" (`records/quota.rs`)
 -- ARGV[3]: now, Unix ms
 -- Returns: the scope's reserved bytes with this task's (>= 1: a task is never
 --          0 bytes; buckets whose end passed less than one bucket width ago
---          and legacy reservations expired less than a tenth of their
---          lifetime ago may still be counted) when reserved; 0 over the
---          quota (nothing reserved; lapsed buckets and expired legacy
---          reservations, at most 1000, were dropped first).
+--          may still be counted) when reserved; 0 over the quota (nothing
+--          reserved; lapsed buckets were dropped first).
 
 local bytes, bucket = string.match(ARGV[2], '^(%d+):(%S+)$')
-return quota_reserve(KEYS, tonumber(bytes), bucket, group_number(ARGV[1]), ARGV[3])
+return quota_reserve(KEYS[1], tonumber(bytes), bucket, group_number(ARGV[1]), ARGV[3])

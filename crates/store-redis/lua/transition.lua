@@ -18,30 +18,28 @@
 -- ARGV[8]: a worker's work entry id, or "": when this write ends the task,
 --          the entry is acked and deleted with it (remove_work.lua's job,
 --          without its round trip; the fence check above is its check)
--- KEYS[5], ARGV[9] (standalone only, where the scope's keys may share a
---          script with the task's): the scope's active set (see admit.lua)
---          and the task id, removed from it when this write ends the task.
---          A cluster removes it in a step of its own (`forget_active`).
--- KEYS[6..9], ARGV[10..11] (standalone only): the scope's byte-quota keys
---          (as quota.lua: buckets, legacy reservations, sizes, total; bytes.lua's
---          layout), the byte quota to refuse this write's growth past it
---          ("" never refuses: a worker's write, or one that ends the task)
---          and now, Unix ms. A task with a reservation is counted at its new
---          size: one reserved under the buckets by its `q` (task.lua), which
---          is rewritten with it, a legacy one in the legacy keys. A cluster
---          counts in a step of its own (resize.lua).
--- ARGV[12] (standalone only): the task's legacy reservation score (its
---          expiry, `records/quota.rs` reservation_expiry), at which a write
---          ending the task settles a legacy reservation (bytes.lua's
---          bytes_resize)
--- ARGV[13] (cluster only): "1" when this write's size is counted after it
+-- ARGV[9]: the task id
+-- KEYS[5] (standalone only, where the scope's keys may share a script with
+--          the task's): the scope's active set (see admit.lua), from which
+--          the task is removed when this write ends it. A cluster removes
+--          it in a step of its own (forget.lua).
+-- KEYS[6], ARGV[10..11] (standalone only): the scope's byte-quota buckets
+--          (as quota.lua; bytes.lua's layout), the byte quota to refuse
+--          this write's growth past it ("" never refuses: a worker's write,
+--          or one that ends the task) and now, Unix ms. A task reserved
+--          under the quota (one with a `q`, task.lua) is counted at its new
+--          size, and its `q` rewritten with it; one without has nothing
+--          counted. A cluster counts in a step of its own (resize.lua).
+-- ARGV[12] (cluster only): "1" when this write's size is counted after it
 --          lands (resize.lua): a task with a `q` has it rewritten at the new
 --          size, and the reply carries the one before; "" leaves `q` as it
 --          is (a worker's write counted later, at the task's end)
--- Returns: {1} when written and published ({1, q before} on a cluster when
---          ARGV[13] is "1" and the task has a `q`); {0, doc} on conflict (rev
+-- Returns: 1 when written and published ({1, q before} on a cluster when
+--          ARGV[12] is "1" and the task has a `q`); {0, doc} on conflict (rev
 --          moved, fence stale, or stored status terminal), {0} when the task
---          is gone; {2} when the byte quota refuses the growth (nothing written).
+--          is gone; 2 when the byte quota refuses the growth (nothing
+--          written). The usual answers are numbers, not tables: a table in
+--          a reply costs Redis about 5,000 instructions.
 
 local rev, attempt, status, string_record, counted = task_head(KEYS[1])
 if not rev then
@@ -50,32 +48,26 @@ end
 if task_over(status) or rev ~= ARGV[1] or (ARGV[2] ~= '' and attempt ~= ARGV[2]) then
   return {0, task_doc(KEYS[1])}
 end
-local q, reply = nil, {1}
+local q, reply = nil, 1
 if KEYS[6] then
-  local scope_bytes = { KEYS[6], KEYS[7], KEYS[8], KEYS[9] }
-  local quota = nil
-  if ARGV[10] ~= '' then
-    quota = group_number(ARGV[10])
-  end
   if counted then
-    q = quota_resize(scope_bytes, counted, #ARGV[3], quota, ARGV[11])
-    if not q then
-      return {2}
+    local quota = nil
+    if ARGV[10] ~= '' then
+      quota = group_number(ARGV[10])
     end
-  else
-    local settle = task_over(ARGV[5]) and ARGV[12] or nil
-    if bytes_resize(scope_bytes, ARGV[9], #ARGV[3], quota, ARGV[11], settle) == false then
-      return {2}
+    q = quota_resize(KEYS[6], counted, #ARGV[3], quota, ARGV[11])
+    if not q then
+      return 2
     end
   end
-elseif counted and ARGV[13] == '1' then
+elseif counted and ARGV[12] == '1' then
   q = #ARGV[3] .. ':' .. string.match(counted, ':(%S+)$')
   reply = {1, counted}
 end
 task_store(KEYS[1], ARGV[4], attempt, ARGV[5], ARGV[3], string_record, q)
 redis.call(ARGV[6], KEYS[2], ARGV[3])
 if ARGV[2] == '' and attempt ~= '0' then
-  redis.call(ARGV[6], KEYS[4], string.match(KEYS[1], '[^:]+$') .. '\n' .. ARGV[3])
+  redis.call(ARGV[6], KEYS[4], ARGV[9] .. '\n' .. ARGV[3])
 end
 if task_over(ARGV[5]) then
   -- In a batch, one XACK, one XDEL and one ZREM for all its calls (group.lua).

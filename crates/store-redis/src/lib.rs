@@ -15,7 +15,7 @@
 //! | `{prefix}:{pNN}:events:<id>` | channel | committed snapshots of the task (JSON) |
 //! | `{prefix}:{pNN}:wake` | channel | cluster mode: a ping when work is enqueued or released |
 //! | `{prefix}:{s.<tenant hex>.<subject hex>}:active` | sorted set | a scope's active tasks scored by their expiry, for `max_active_per_scope` |
-//! | `{prefix}:{s.<tenant hex>.<subject hex>}:bytes_q` | hash | a scope's counted bytes by expiry bucket and their `total`, for `max_bytes_per_scope` (`lua/bytes.lua`); the legacy `bytes`, `bytes_sizes`, `bytes_total` of earlier releases are still counted until they expire |
+//! | `{prefix}:{s.<tenant hex>.<subject hex>}:bytes_q` | hash | a scope's counted bytes by expiry bucket and their `total`, for `max_bytes_per_scope` (`lua/bytes.lua`); the layout before the buckets (`bytes`, `bytes_sizes`, `bytes_total`) is no longer read or written |
 //! | `{prefix}:{s.<tenant hex>.<subject hex>}:session:<hex id>` | hash | a legacy session's state and its size (`#bytes`, `#n`), expiring with it (`lua/write_session.lua`) |
 //! | `{prefix}:{s.<tenant hex>.<subject hex>}:sessions` | sorted set | a scope's legacy sessions holding state, scored by expiry, for `max_per_scope` |
 //! | `{prefix}:sessions` | sorted set | every legacy session holding state, scored by expiry, for `max_sessions` (`lua/session_admit.lua`) |

@@ -16,7 +16,7 @@
 
 use std::ops::{Deref, DerefMut};
 
-use redis::{Script, ScriptInvocation, ToRedisArgs};
+use redis::{Script, ScriptInvocation, ToRedisArgs, Value};
 
 use crate::conn::Verbosity;
 
@@ -123,6 +123,31 @@ impl Call {
         }
         inv
     }
+}
+
+/// A `batch.lua` reply (flat: each call's table reply as its length and
+/// its elements, any other reply as -1 and itself) as one reply per call,
+/// each as its script alone would have answered it; `None` when it is not
+/// `calls` replies in that form.
+pub(crate) fn batch_replies(flat: Vec<Value>, calls: usize) -> Option<Vec<Value>> {
+    let mut flat = flat.into_iter();
+    let mut replies = Vec::with_capacity(calls);
+    while let Some(head) = flat.next() {
+        let reply = match head {
+            Value::Int(-1) => flat.next()?,
+            Value::Int(m) => {
+                let m = usize::try_from(m).ok()?;
+                let parts: Vec<Value> = flat.by_ref().take(m).collect();
+                if parts.len() != m {
+                    return None;
+                }
+                Value::Array(parts)
+            }
+            _ => return None,
+        };
+        replies.push(reply);
+    }
+    (replies.len() == calls).then_some(replies)
 }
 
 /// The template of a batch's keys (or arguments): at each position, what
@@ -238,6 +263,37 @@ mod tests {
     }
 
     #[test]
+    fn batch_replies_unflatten_tables_and_other_replies() {
+        let flat = vec![
+            Value::Int(2),
+            Value::Int(1),
+            Value::BulkString(b"q".to_vec()),
+            Value::Int(-1),
+            Value::Int(-1),
+            Value::Int(-1),
+            Value::Nil,
+            Value::Int(0),
+            Value::Int(-1),
+            Value::BulkString(b"1-0".to_vec()),
+        ];
+        let replies = batch_replies(flat.clone(), 5).unwrap();
+        assert_eq!(
+            replies,
+            [
+                Value::Array(vec![Value::Int(1), Value::BulkString(b"q".to_vec())]),
+                Value::Int(-1),
+                Value::Nil,
+                Value::Array(vec![]),
+                Value::BulkString(b"1-0".to_vec()),
+            ]
+        );
+        assert_eq!(batch_replies(flat.clone(), 4), None, "five replies, not four");
+        assert_eq!(batch_replies(flat[..9].to_vec(), 5), None, "the last reply is missing");
+        assert_eq!(batch_replies(vec![Value::Int(3), Value::Int(1)], 1), None, "a table cut short");
+        assert_eq!(batch_replies(vec![Value::Nil], 1), None, "no length");
+    }
+
+    #[test]
     fn a_template_holds_each_position_once_and_lists_where_calls_differ() {
         let calls = [call(&["t1", "s", "a"], &[b"1", b"x"]), call(&["t2", "s", "a", "i"], &[b"1", b"y"])];
         let keys = Template::of(calls.iter().map(|c| c.keys.as_slice()));
@@ -281,7 +337,9 @@ mod tests {
         for batch in [&same[..], &mixed[..], &same[..1]] {
             let calls: Vec<&Call> = batch.iter().collect();
             let inv = Call::batch(&echo, &calls);
-            let replies: Vec<(Vec<u8>, Vec<u8>, usize, usize)> = inv.invoke_async(&mut con).await.unwrap();
+            let flat: Vec<Value> = inv.invoke_async(&mut con).await.unwrap();
+            let replies: Vec<(Vec<u8>, Vec<u8>, usize, usize)> =
+                batch_replies(flat, batch.len()).unwrap().into_iter().map(|r| redis::from_redis_value(r).unwrap()).collect();
             assert_eq!(replies.len(), batch.len());
             for (c, (keys, args, nk, na)) in batch.iter().zip(replies) {
                 assert_eq!(String::from_utf8(keys).unwrap(), c.keys.join("|"));

@@ -9,7 +9,7 @@ mod common;
 
 use std::{collections::HashSet, time::Duration};
 
-use common::{TestRedis, config, raw};
+use common::{TestRedis, active_tasks, config, raw};
 use futures::future::join_all;
 use presa_store::{
     Cas, CreateLimits, Created, Idempotency, Limit, NewTask, Scope, Status, StoreError, TaskStore, WorkQueue,
@@ -107,8 +107,8 @@ async fn a_create_refused_in_a_batch_leaves_the_others_written() {
         results[2]
     );
     assert_eq!(work_entries(&redis, &store).await - before.1, 3, "the refused create wrote no work");
-    let active: usize = raw(&redis).await.zcard(store.keys().scope_active(&in_scope("a").scope)).await.unwrap();
-    assert_eq!(active, 2, "the refused create left no admission");
+    let active = active_tasks(&redis, &store, &in_scope("a").scope).await;
+    assert_eq!(active.len(), 2, "the refused create left no admission");
 }
 
 /// The creates of a batch into one stream count it once (`create.lua`
@@ -231,11 +231,15 @@ async fn a_batch_keeps_each_scopes_counts_exact() {
         let scope = in_scope(subject).scope;
         let mine: Vec<_> = tasks.iter().filter(|t| t.scope == scope).collect();
         let active = store.keys().scope_active(&scope);
+        let members = active_tasks(&redis, &store, &scope).await;
+        assert_eq!(members.len(), mine.len(), "{subject}: each create admitted once");
         let card: usize = c.zcard(&active).await.unwrap();
-        assert_eq!(card, mine.len(), "{subject}: each create admitted once");
+        assert_eq!(card, mine.len() + 1, "{subject}: and the pad beside them");
+        let encoding: String = redis::cmd("OBJECT").arg("ENCODING").arg(&active).query_async(&mut c).await.unwrap();
+        assert_eq!(encoding, "skiplist", "{subject}: the pad keeps the set a skiplist");
         let expires: i64 = redis::cmd("PEXPIRETIME").arg(&active).query_async(&mut c).await.unwrap();
-        let last: Vec<(String, f64)> = c.zrange_withscores(&active, -1, -1).await.unwrap();
-        assert!(expires as f64 >= last[0].1, "{subject}: the set outlives its last task ({expires} < {})", last[0].1);
+        let last = members.last().unwrap().1;
+        assert!(expires as f64 >= last, "{subject}: the set outlives its last task ({expires} < {last})");
         let mut bytes = 0;
         for t in &mine {
             bytes += counted(&redis, &store, &t.id).await;

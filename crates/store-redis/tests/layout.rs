@@ -168,7 +168,7 @@ async fn a_tasks_byte_reservation_is_its_bucket_and_its_own_q_field() {
     let store = RedisStore::connect(config(&redis)).await.unwrap();
     let limits = presa_store::CreateLimits { max_bytes_per_scope: Some(1 << 20), ..NO_LIMITS };
     let task = store.create(expiring(), limits).await.unwrap();
-    let [buckets, reservations, sizes, total] = store.keys().scope_byte_keys(&task.scope);
+    let buckets = store.keys().scope_bytes_buckets(&task.scope);
     let key = store.keys().task(&task.id).unwrap();
     let mut c = raw(&redis).await;
     let size: u64 = redis::cmd("HSTRLEN").arg(&key).arg("doc").query_async(&mut c).await.unwrap();
@@ -183,8 +183,8 @@ async fn a_tasks_byte_reservation_is_its_bucket_and_its_own_q_field() {
     assert_eq!(scope, HashMap::from([(bucket.to_string(), size), ("total".into(), size)]));
     let expires: i64 = redis::cmd("PEXPIRETIME").arg(&buckets).query_async(&mut c).await.unwrap();
     assert_eq!(expires, bucket as i64, "the scope's hash lasts until its latest bucket ends");
-    for legacy in [&reservations, &sizes, &total] {
-        assert!(!c.exists::<_, bool>(legacy).await.unwrap(), "{legacy} is not written any more");
+    for legacy in legacy_byte_keys(&buckets) {
+        assert!(!c.exists::<_, bool>(&legacy).await.unwrap(), "{legacy} is not written any more");
     }
 
     let claim = store.claim("w1", 1, LONG, PATIENCE).await.unwrap().remove(0);
@@ -198,61 +198,56 @@ async fn a_tasks_byte_reservation_is_its_bucket_and_its_own_q_field() {
     assert_eq!(scope, HashMap::from([(bucket.to_string(), final_size), ("total".into(), final_size)]));
 }
 
-/// A rolling upgrade: reservations an earlier release wrote (one entry a
-/// task in the scope's `bytes`, `bytes_sizes` and `bytes_total`, for a task
-/// with no `q`) count beside the buckets until they expire; a write ending
-/// such a task settles it there as the earlier release did; once expired
-/// it is dropped and its bytes fit again.
+/// The names of a scope's byte reservations in the layout before the
+/// buckets (`bytes`, `bytes_sizes`, `bytes_total`), from its buckets' key.
+fn legacy_byte_keys(buckets: &str) -> [String; 3] {
+    let bytes = buckets.strip_suffix("_q").expect("the buckets' key ends in _q");
+    [bytes.to_owned(), format!("{bytes}_sizes"), format!("{bytes}_total")]
+}
+
+/// Reservations in the layout before the buckets (one entry a task in the
+/// scope's `bytes`, `bytes_sizes` and `bytes_total`, written by the release
+/// before the previous one) are neither counted nor touched: a rolling
+/// upgrade is from the previous release, which never writes them
+/// (docs/redis.md, "Rolling upgrades").
 #[tokio::test]
-async fn legacy_reservations_count_beside_buckets_until_they_expire() {
+async fn reservations_of_the_layout_before_the_buckets_are_not_counted() {
     let redis = TestRedis::start().await;
     let store = RedisStore::connect(config(&redis)).await.unwrap();
     let mut c = raw(&redis).await;
-    // A task an old pod created, and its reservation as the old bytes.lua wrote it.
     let old = store.create(expiring(), NO_LIMITS).await.unwrap();
     let old_key = store.keys().task(&old.id).unwrap();
     let one: u64 = redis::cmd("HSTRLEN").arg(&old_key).arg("doc").query_async(&mut c).await.unwrap();
-    let [buckets, reservations, sizes, total] = store.keys().scope_byte_keys(&old.scope);
+    let buckets = store.keys().scope_bytes_buckets(&old.scope);
+    let [reservations, sizes, total] = legacy_byte_keys(&buckets);
     let expiry = old.created_at_ms + 600_000;
     let _: () = c.zadd(&reservations, old.id.as_str(), expiry).await.unwrap();
-    let _: () = c.hset(&sizes, old.id.as_str(), one).await.unwrap();
-    let _: () = c.set(&total, one).await.unwrap();
-    for key in [&reservations, &sizes, &total] {
-        let _: () = redis::cmd("PEXPIREAT").arg(key).arg(expiry).query_async(&mut c).await.unwrap();
-    }
+    let _: () = c.hset(&sizes, old.id.as_str(), 100 * one).await.unwrap();
+    let _: () = c.set(&total, 100 * one).await.unwrap();
 
-    // Room for two and a half tasks: the old one and one new one fit, a third does not.
+    // Room for two and a half tasks: two new ones fit, a third does not;
+    // the hundred tasks' worth in the old layout count nothing.
     let limits = presa_store::CreateLimits { max_bytes_per_scope: Some(2 * one + one / 2), ..NO_LIMITS };
-    store.create(expiring(), limits).await.expect("one new task fits beside the old one");
+    store.create(expiring(), limits).await.expect("a first new task fits");
+    store.create(expiring(), limits).await.expect("a second new task fits");
     let refused = store.create(expiring(), limits).await;
     assert!(
         matches!(refused, Err(presa_store::StoreError::Capacity { limit: presa_store::Limit::MaxBytesPerScope })),
-        "the old reservation counts: {refused:?}"
+        "the buckets alone count: {refused:?}"
     );
-    let counted: u64 = c.hget(&buckets, "total").await.unwrap();
-    assert_eq!(counted, one, "the new task alone is in the buckets");
 
-    // The old task ends on a new pod: settled in the legacy keys, at its final size.
-    let mut claims = store.claim("w1", 2, LONG, PATIENCE).await.unwrap();
-    assert_eq!(claims.len(), 2);
+    // The old task (no `q`) ends: nothing is counted for it anywhere.
+    let mut claims = store.claim("w1", 3, LONG, PATIENCE).await.unwrap();
     let claim = claims.remove(claims.iter().position(|c| c.task.id == old.id).unwrap());
     let done = next(&claim.task, Event::Complete(json!({ "content": [{ "type": "text", "text": "done" }] })));
     assert!(matches!(store.transition(&done, claim.writer()).await.unwrap(), Cas::Applied(_)));
-    let final_size: u64 = redis::cmd("HSTRLEN").arg(&old_key).arg("doc").query_async(&mut c).await.unwrap();
-    let members: Vec<(String, f64)> = c.zrange_withscores(&reservations, 0, -1).await.unwrap();
-    assert_eq!(members, vec![(format!("{}:{final_size}", old.id), expiry as f64)], "settled as before");
-    assert!(!c.hexists::<_, _, bool>(&sizes, old.id.as_str()).await.unwrap());
-    let legacy_total: u64 = c.get(&total).await.unwrap();
-    assert_eq!(legacy_total, final_size);
     assert!(!c.hexists::<_, _, bool>(&old_key, "q").await.unwrap(), "an old task gets no `q`");
     let counted: u64 = c.hget(&buckets, "total").await.unwrap();
-    assert_eq!(counted, one, "the buckets are untouched by the old task");
-    assert!(store.create(expiring(), limits).await.is_err(), "still counted after its end");
-
-    // Its reservation expires (moved into the past): dropped, its bytes fit again.
-    let _: () = c.zadd(&reservations, format!("{}:{final_size}", old.id), now_ms() - 1).await.unwrap();
-    store.create(expiring(), limits).await.expect("an expired old reservation frees its bytes");
-    let counted: u64 = c.hget(&buckets, "total").await.unwrap();
-    assert_eq!(counted, 2 * one);
-    assert!(!c.exists::<_, bool>(&reservations).await.unwrap(), "the old reservations are gone");
+    assert_eq!(counted, 2 * one, "the two new tasks");
+    let members: Vec<(String, f64)> = c.zrange_withscores(&reservations, 0, -1).await.unwrap();
+    assert_eq!(members, vec![(old.id.to_string(), expiry as f64)], "the old layout is left as it was");
+    let size: u64 = c.hget(&sizes, old.id.as_str()).await.unwrap();
+    assert_eq!(size, 100 * one);
+    let legacy_total: u64 = c.get(&total).await.unwrap();
+    assert_eq!(legacy_total, 100 * one);
 }

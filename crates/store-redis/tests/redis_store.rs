@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{TestRedis, config, raw, stored};
+use common::{TestRedis, active_tasks, config, raw, stored};
 use futures::StreamExt;
 use presa_store::{
     Cas, CreateLimits, EventBus, Idempotency, NewTask, Scope, Status, StoreError, Task, TaskId, TaskStore, WorkQueue,
@@ -421,7 +421,7 @@ async fn the_scope_limit_drops_members_by_expiry_only() {
     let _: () = c.zadd(&set, a.id.as_str(), 1).await.unwrap();
     let d = store.create(new_task(None), limits).await.expect("a expired");
     assert!(matches!(store.create(new_task(None), limits).await, Err(StoreError::Capacity { .. })));
-    let members: Vec<String> = c.zrange(&set, 0, -1).await.unwrap();
+    let members: Vec<String> = active_tasks(&redis, &store, &owner()).await.into_iter().map(|(m, _)| m).collect();
     assert_eq!(members, vec![b.id.to_string(), d.id.to_string()], "a never-expiring task sorts last");
     let ttl: i64 = c.pttl(&set).await.unwrap();
     assert_eq!(ttl, -1, "a task that never expires makes the set persist");
@@ -429,6 +429,45 @@ async fn the_scope_limit_drops_members_by_expiry_only() {
     let zero =
         CreateLimits { max_active_per_scope: Some(0), max_bytes_per_scope: None, max_queued_per_partition: None };
     assert!(matches!(store.create(new_task(None), zero).await, Err(StoreError::Capacity { .. })));
+}
+
+/// A scope's active set holds a pad beside its tasks (`admit.lua`), which
+/// keeps it a skiplist and is never counted: a set the previous release
+/// left without it (a listpack) gets it at the next admission and counts
+/// exactly as before; the write that ends the last task deletes the set,
+/// pad and all.
+#[tokio::test]
+async fn the_active_sets_pad_is_not_counted_and_leaves_with_the_last_task() {
+    let redis = TestRedis::start().await;
+    let store = store_on(&redis).await;
+    let limits =
+        CreateLimits { max_active_per_scope: Some(2), max_bytes_per_scope: None, max_queued_per_partition: None };
+    let set = store.keys().scope_active(&owner());
+    let mut c = raw(&redis).await;
+    // A task admitted by a pod of the previous release: no pad.
+    let old = store.create(new_task(Some(60_000)), NO_LIMITS).await.unwrap();
+    let _: () = c.zadd(&set, old.id.as_str(), old.expires_at_ms().unwrap()).await.unwrap();
+    let _: () = redis::cmd("PEXPIREAT").arg(&set).arg(old.expires_at_ms().unwrap()).query_async(&mut c).await.unwrap();
+    let encoding: String = redis::cmd("OBJECT").arg("ENCODING").arg(&set).query_async(&mut c).await.unwrap();
+    assert_eq!(encoding, "listpack");
+
+    let new = store.create(new_task(Some(60_000)), limits).await.expect("one task of two: admitted");
+    assert!(matches!(store.create(new_task(Some(60_000)), limits).await, Err(StoreError::Capacity { .. })));
+    let members: Vec<String> = active_tasks(&redis, &store, &owner()).await.into_iter().map(|(m, _)| m).collect();
+    assert_eq!(members, vec![old.id.to_string(), new.id.to_string()]);
+    let card: usize = c.zcard(&set).await.unwrap();
+    assert_eq!(card, 3, "the two tasks and the pad");
+    let encoding: String = redis::cmd("OBJECT").arg("ENCODING").arg(&set).query_async(&mut c).await.unwrap();
+    assert_eq!(encoding, "skiplist");
+
+    // Both end (each write alone): the set goes with the last one.
+    for task in [&old, &new] {
+        let cancelled = next(task, Event::Cancel);
+        assert!(matches!(store.transition(&cancelled, Writer::Client).await.unwrap(), Cas::Applied(_)));
+    }
+    assert!(!c.exists::<_, bool>(&set).await.unwrap(), "a set left with its pad alone is deleted");
+    store.create(new_task(Some(60_000)), limits).await.expect("room again");
+    store.create(new_task(Some(60_000)), limits).await.expect("for two");
 }
 
 /// Bounded growth: tasks in every state (completed, cancelled, running,
@@ -491,11 +530,11 @@ async fn expired_tasks_leave_no_key_behind() {
     let prefix = format!("{}:*", store.keys().prefix());
     let active = store.keys().scope_active(&owner());
     assert!(c.exists::<_, bool>(&active).await.unwrap(), "the scope's set exists while its tasks live");
-    let byte_keys = store.keys().scope_byte_keys(&owner());
-    let left: i64 = c.pttl(&byte_keys[0]).await.unwrap();
+    let buckets = store.keys().scope_bytes_buckets(&owner());
+    let left: i64 = c.pttl(&buckets).await.unwrap();
     // At its latest bucket's end: a 64th of the task's lifetime at most (bytes.lua).
     let within = (ttl + ttl / 64) as i64;
-    assert!(left > 0 && left <= within, "{} expires with the scope's last task, in {left} ms", byte_keys[0]);
+    assert!(left > 0 && left <= within, "{buckets} expires with the scope's last task, in {left} ms");
 
     tokio::time::sleep(Duration::from_millis(ttl + 500)).await;
     // Workers drain what is left (entries of expired tasks are dropped).
@@ -516,9 +555,7 @@ async fn expired_tasks_leave_no_key_behind() {
         }
     }
     assert!(!c.exists::<_, bool>(&active).await.unwrap(), "the scope's set outlived its tasks");
-    for key in &byte_keys {
-        assert!(!c.exists::<_, bool>(key).await.unwrap(), "{key} outlived the tasks it counts");
-    }
+    assert!(!c.exists::<_, bool>(&buckets).await.unwrap(), "{buckets} outlived the tasks it counts");
 }
 
 /// A principal with one task: the write that ends it counts its final size
@@ -537,12 +574,9 @@ async fn a_one_task_principals_byte_keys_expire_after_it_ends() {
     assert!(matches!(store.transition(&done, claims[0].writer()).await.unwrap(), Cas::Applied(_)));
     store.remove_work(&claims[0]).await.unwrap();
     let mut c = raw(&redis).await;
-    let [buckets, legacy @ ..] = store.keys().scope_byte_keys(&owner());
+    let buckets = store.keys().scope_bytes_buckets(&owner());
     let left: i64 = c.pttl(&buckets).await.unwrap();
     assert!(left > 0 && left <= (ttl + ttl / 64) as i64, "{buckets} expires with the task, not in {left} ms");
-    for key in legacy {
-        assert!(!c.exists::<_, bool>(&key).await.unwrap(), "{key} is not written any more");
-    }
 }
 
 /// A failover seen from the client: the server turns into a read-only

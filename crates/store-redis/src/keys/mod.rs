@@ -276,34 +276,6 @@ impl Keys {
         self.of_scope(scope, &["bytes_q"])
     }
 
-    /// `{prefix}:{s.<hex tenant>.<hex subject>}:bytes` — sorted set: the
-    /// scope's legacy byte reservations (member = task id, score = the
-    /// task's expiry, Unix ms), written by earlier releases and still counted
-    /// until they expire (`lua/bytes.lua`).
-    pub fn scope_bytes(&self, scope: &Scope) -> String {
-        self.of_scope(scope, &["bytes"])
-    }
-
-    /// `{prefix}:{s.<hex tenant>.<hex subject>}:bytes_sizes` — hash: each
-    /// legacy-reserved task's bytes now (same slot as [`Keys::scope_bytes`]).
-    pub fn scope_bytes_sizes(&self, scope: &Scope) -> String {
-        self.of_scope(scope, &["bytes_sizes"])
-    }
-
-    /// `{prefix}:{s.<hex tenant>.<hex subject>}:bytes_total` — string: the sum
-    /// of the scope's legacy reserved sizes (same slot as [`Keys::scope_bytes`]).
-    pub fn scope_bytes_total(&self, scope: &Scope) -> String {
-        self.of_scope(scope, &["bytes_total"])
-    }
-
-    /// The scope's four byte-quota keys in the order the scripts take them:
-    /// buckets, then the legacy reservations, sizes and total.
-    pub fn scope_byte_keys(&self, scope: &Scope) -> [String; 4] {
-        let bytes = self.scope_bytes(scope);
-        let (sizes, total) = ([bytes.as_str(), "_sizes"].concat(), [bytes.as_str(), "_total"].concat());
-        [[bytes.as_str(), "_q"].concat(), bytes, sizes, total]
-    }
-
     /// `{prefix}:ready` — string: written (with a short expiry) by readiness
     /// probes, to learn whether Redis accepts writes (not at `maxmemory`).
     pub fn ready_probe(&self) -> String {

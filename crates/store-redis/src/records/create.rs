@@ -76,15 +76,18 @@ impl Records {
         let doc = encode(task)?;
         let keys = &self.link.keys;
         let q = limits.max_bytes_per_scope.map(|_| counted(task, doc.len()));
-        let mut call = self.create_call(task, &doc, limits.max_queued_per_partition, q, None);
-        call.key(keys.scope_active(&task.scope));
-        for key in keys.scope_byte_keys(&task.scope) {
-            call.key(key);
-        }
+        let mut call = self.create_call(task, &doc, limits.max_queued_per_partition, q);
+        // Every create has the record's key and fingerprint, so every call
+        // has as many keys and arguments (a batch's copies none): an unkeyed
+        // one the fingerprint "" and, for the key, one of the prefix that
+        // `create.lua` then leaves alone (the same for every call, so a
+        // batch passes it once; in the prefix, for an ACL's key patterns).
+        match idempotency {
+            Some(key) => call.key(self.idempotency_key(task, key)).arg(&key.fingerprint),
+            None => call.key(keys.ready_probe()).arg(""),
+        };
+        call.key(keys.scope_active(&task.scope)).key(keys.scope_bytes_buckets(&task.scope));
         call.arg(optional(limits.max_active_per_scope)).arg(optional(limits.max_bytes_per_scope));
-        if let Some(key) = idempotency {
-            call.key(self.idempotency_key(task, key)).arg(&key.fingerprint);
-        }
         // Concurrent creates share one script call (`group.rs`).
         let (reply, replication) = match &self.creates {
             Some(creates) => {
@@ -171,9 +174,11 @@ impl Records {
             }
         }
         let doc = encode(task)?;
-        let record = idempotency.map(|key| (self.idempotency_key(task, key), key.fingerprint.as_str()));
         let q = limits.max_bytes_per_scope.map(|_| counted(task, doc.len()));
-        let call = self.create_call(task, &doc, limits.max_queued_per_partition, q, record);
+        let mut call = self.create_call(task, &doc, limits.max_queued_per_partition, q);
+        if let Some(key) = idempotency {
+            call.key(self.idempotency_key(task, key)).arg(&key.fingerprint);
+        }
         let (reply, replication) = alone(&self.link, &super::CREATE, &call).await?;
         let created = match self.confirmed(Outcome::from_reply(reply)?, replication).await? {
             Outcome::Yes(_) => Outcome::Yes(usage),
@@ -191,16 +196,9 @@ impl Records {
     }
 
     /// `create.lua`'s keys and arguments (the first ones of `create_scoped.lua`),
-    /// with the task's `q` under a byte quota (`quota.rs`) and a keyed
-    /// create's `record` key and fingerprint (create.lua only).
-    fn create_call(
-        &self,
-        task: &Task,
-        doc: &str,
-        max_queued: Option<u64>,
-        q: Option<String>,
-        record: Option<(String, &str)>,
-    ) -> Call {
+    /// with the task's `q` under a byte quota (`quota.rs`), up to the
+    /// idempotency record's key and fingerprint (the caller's to add).
+    fn create_call(&self, task: &Task, doc: &str, max_queued: Option<u64>, q: Option<String>) -> Call {
         let keys = &self.link.keys;
         let partition = keys.partition_of(&task.id).expect("fresh ids are in range");
         let mut call = Call::default();
@@ -221,9 +219,6 @@ impl Records {
             .arg(Keys::tenant_word(&task.scope.tenant))
             .arg(now_ms())
             .arg(q.unwrap_or_default());
-        if let Some((key, fingerprint)) = record {
-            call.key(key).arg(fingerprint);
-        }
         call
     }
 }

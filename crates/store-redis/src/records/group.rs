@@ -14,7 +14,7 @@ use crate::{
     durability::Replication,
     error::RedisStoreError,
     link::Link,
-    scripts::{Call, Lua},
+    scripts::{Call, Lua, batch_replies},
 };
 
 /// One write of a batch: its script's call, and the partition it writes.
@@ -65,15 +65,14 @@ impl Flush for Scripted {
         }
         let calls: Vec<&Call> = group.iter().map(|w| &w.call).collect();
         let inv = Call::batch(self.batch, &calls);
-        let (replies, replication): (Vec<Value>, _) = self.link.invoke_confirmed(&inv).await?;
-        if replies.len() != group.len() {
+        let (flat, replication): (Vec<Value>, _) = self.link.invoke_confirmed(&inv).await?;
+        let Some(replies) = batch_replies(flat, group.len()) else {
             return Err(RedisStoreError::Corrupt(format!(
-                "{} answered {} replies for {} calls",
+                "{} answered something else than {} replies",
                 self.batch.name,
-                replies.len(),
                 group.len()
             )));
-        }
+        };
         Ok(replies.into_iter().map(|r| (r, replication)).collect())
     }
 }

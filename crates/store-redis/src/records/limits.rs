@@ -11,10 +11,11 @@
 //! 2. `create.lua` then writes the task. When it definitely did not (id
 //!    collision, quota refusal) the member is removed again.
 //!
-//! Members leave the set when their task turns terminal (`transition`
+//! Members leave the set when their task turns terminal (`forget.lua`
 //! removes them after its CAS; on standalone Redis `transition.lua` does,
 //! in the same step) or when it expires (the next admission drops
-//! them). Admission and refusal cost the same few commands whatever the
+//! them). Beside the tasks the set holds a pad (`admit.lua`), which keeps
+//! it a skiplist: adding a task is O(log n), not a scan of a listpack. Admission and refusal cost the same few commands whatever the
 //! set's size: no task is ever read or decoded for them.
 //!
 //! On standalone Redis both steps (and the byte reservation, `quota.rs`) run
@@ -34,7 +35,7 @@
 use presa_store::{Scope, Task, TaskId, util::now_ms};
 
 use super::Records;
-use crate::{conn::Verbosity, error::RedisStoreError, link::Link};
+use crate::{error::RedisStoreError, link::Link};
 
 /// A scope's active-task limit, as the steps a cluster runs around the
 /// task's own scripts (standalone Redis runs both inside them).
@@ -63,8 +64,9 @@ impl ActiveTasks<'_> {
     /// Best effort: the task no longer counts against its scope (a failure
     /// leaves the member counting until the task's expiry).
     pub(super) async fn forget(&self, scope: &Scope, id: &TaskId) {
-        let key = self.link.keys.scope_active(scope);
-        if let Err(e) = self.link.query::<i64>(Verbosity::Info, redis::cmd("ZREM").arg(&key).arg(id.as_str())).await {
+        let mut inv = super::FORGET.prepare_invoke();
+        inv.key(self.link.keys.scope_active(scope)).arg(id.as_str());
+        if let Err(e) = self.link.invoke::<i64>(&inv).await {
             tracing::warn!(error = %e, "could not update the scope's active-task set");
         }
     }

@@ -33,7 +33,6 @@ mod write;
 pub(crate) use write::Transitioned;
 
 use group::Scripted;
-use quota::reservation_expiry;
 use std::sync::LazyLock;
 
 use crate::scripts::{BYTES, GROUP, Lua, TASK_BYTES, TASK_IDEMPOTENCY, composed, function, lua, script};
@@ -43,17 +42,18 @@ script!(@ TASK_IDEMPOTENCY, CREATE, "create.lua", Info, "Create a task and XADD 
 script!(@ TASK_IDEMPOTENCY, REPLAY, "replay.lua", Info, "A keyed create's first step on a cluster: the task its idempotency key made, if any.");
 script!(@ TASK_BYTES, TRANSITION, "transition.lua", Info, "Compare-and-set a task (rev, fence, not terminal), publish it, count its bytes.");
 script!(@ GROUP, ADMIT, "admit.lua", Info, "Add a task to its scope's active set unless the set is at the limit.");
+script!(@ GROUP, FORGET, "forget.lua", Info, "Remove a task from its scope's active set (cluster).");
 script!(@ BYTES, QUOTA, "quota.lua", Info, "Reserve a new task's bytes under its scope's byte quota unless it would be exceeded.");
 script!(@ BYTES, RESIZE, "resize.lua", Info, "Count a task at its new size under its scope's byte quota (cluster), refusing growth past it.");
-/// `create_scoped.lua`'s preludes: `task.lua`, `bytes.lua`, `idempotency.lua`
-/// and the bodies of `admit.lua`, `quota.lua` and `create.lua`, each as a
-/// local function of its own KEYS and ARGV.
+/// `create_scoped.lua`'s preludes: `task.lua`, `bytes.lua` (whose
+/// `quota_reserve` is `quota.lua`'s step), `idempotency.lua` and the bodies
+/// of `admit.lua` and `create.lua`, each as a local function of its own
+/// KEYS and ARGV.
 fn create_scoped_preludes() -> Vec<String> {
     vec![
         TASK_BYTES.to_owned(),
         lua!("idempotency.lua").to_owned(),
         function("admit", lua!("admit.lua")),
-        function("quota", lua!("quota.lua")),
         function("create", lua!("create.lua")),
     ]
 }

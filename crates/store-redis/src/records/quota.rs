@@ -11,10 +11,9 @@
 //! a create costs three commands of the quota and a write that changes a
 //! task's size two. A task is counted until its bucket's end, at most a
 //! 64th of its lifetime (65.5 s at most) after its expiry
-//! ([`reservation_bucket`]). Reservations in the earlier layout (one entry
-//! a task in three keys, written by pods of an earlier release during a
-//! rolling upgrade) are counted too until they expire, and their tasks are
-//! resized there.
+//! ([`reservation_bucket`]). The layout before the buckets (one entry a
+//! task in three keys) is neither read nor written: a rolling upgrade is
+//! from the previous release, which never writes it (docs/redis.md).
 //!
 //! A scope's tasks are spread over every partition, so, like the active-task
 //! limit (`limits.rs`), the reservations live in the scope's own slot.
@@ -43,14 +42,6 @@ use presa_store::{Scope, Task, TaskId, util::now_ms};
 use super::Records;
 use crate::{error::RedisStoreError, link::Link, record::encode};
 
-/// The expiry of a task that never expires, as a score (2^52 ms: year 144 683).
-const NEVER: u64 = 1 << 52;
-
-/// A legacy reservation's score: its task's expiry, Unix ms ([`NEVER`] when it never expires).
-pub(super) fn reservation_expiry(task: &Task) -> u64 {
-    task.ttl_ms.map_or(NEVER, |ttl| task.created_at_ms.saturating_add(ttl))
-}
-
 /// The widest expiry bucket, ms (about a minute): no task is counted
 /// longer than this past its expiry.
 const WIDEST_BUCKET_MS: u64 = 1 << 16;
@@ -64,7 +55,7 @@ pub(super) fn reservation_bucket(task: &Task) -> String {
     let Some(ttl) = task.ttl_ms else {
         return "inf".into();
     };
-    let expiry = reservation_expiry(task);
+    let expiry = task.created_at_ms.saturating_add(ttl);
     let width = match ttl / 64 {
         0 => 1,
         w => (1 << w.ilog2()).min(WIDEST_BUCKET_MS),
@@ -102,40 +93,10 @@ impl ScopeBytes<'_> {
     pub(super) async fn reserve(&self, task: &Task, quota: u64) -> Result<Option<u64>, RedisStoreError> {
         let bytes = encode(task)?.len();
         let mut inv = super::QUOTA.prepare_invoke();
-        for key in self.link.keys.scope_byte_keys(&task.scope) {
-            inv.key(key);
-        }
+        inv.key(self.link.keys.scope_bytes_buckets(&task.scope));
         inv.arg(quota).arg(counted(task, bytes)).arg(now_ms());
         let reserved: i64 = self.link.invoke(&inv).await?;
         Ok(u64::try_from(reserved).ok().filter(|n| *n > 0))
-    }
-
-    /// `resize.lua`: count task `id` of `scope` at `bytes` (a legacy
-    /// reservation), refusing growth past `quota` when one is given;
-    /// `settle`: the write that ends the task landed, so the reservation is
-    /// settled at that size, at this score (the task's
-    /// [`reservation_expiry`]; `bytes.lua`).
-    pub(super) async fn resize(
-        &self,
-        scope: &Scope,
-        id: &TaskId,
-        bytes: usize,
-        quota: Option<u64>,
-        settle: Option<u64>,
-    ) -> Result<Resized, RedisStoreError> {
-        let mut inv = super::RESIZE.prepare_invoke();
-        for key in self.link.keys.scope_byte_keys(scope) {
-            inv.key(key);
-        }
-        inv.arg(id.as_str())
-            .arg(bytes)
-            .arg(quota.map(|q| q.to_string()).unwrap_or_default())
-            .arg(now_ms())
-            .arg(settle.map(|score| score.to_string()).unwrap_or_default());
-        Ok(match self.link.invoke::<i64>(&inv).await? {
-            -2 => Resized::Refused,
-            before => u64::try_from(before).map_or(Resized::Unreserved, Resized::Was),
-        })
     }
 
     /// `resize.lua`: add `delta` bytes (negative to take back) to `bucket`
@@ -144,26 +105,17 @@ impl ScopeBytes<'_> {
     pub(super) async fn count(
         &self,
         scope: &Scope,
-        id: &TaskId,
         bucket: &str,
         delta: i64,
         quota: Option<u64>,
     ) -> Result<Resized, RedisStoreError> {
         let mut inv = super::RESIZE.prepare_invoke();
-        for key in self.link.keys.scope_byte_keys(scope) {
-            inv.key(key);
-        }
-        inv.arg(id.as_str())
-            .arg(0)
-            .arg(quota.map(|q| q.to_string()).unwrap_or_default())
-            .arg(now_ms())
-            .arg("")
-            .arg(bucket)
-            .arg(delta);
+        inv.key(self.link.keys.scope_bytes_buckets(scope));
+        inv.arg(bucket).arg(delta).arg(quota.map(|q| q.to_string()).unwrap_or_default()).arg(now_ms());
         Ok(match self.link.invoke::<i64>(&inv).await? {
             -2 => Resized::Refused,
             -1 => Resized::Unreserved,
-            _ => Resized::Was(0),
+            _ => Resized::Counted,
         })
     }
 
@@ -174,17 +126,7 @@ impl ScopeBytes<'_> {
         if delta == 0 {
             return;
         }
-        if let Err(e) = self.count(scope, id, bucket, delta, None).await {
-            tracing::warn!(error = %e, task = %id, "could not count a task's new size under its byte quota");
-        }
-    }
-
-    /// Best effort: count task `id` of `scope` at `bytes` (a write that may
-    /// not be refused landed, or one that was counted first lost its
-    /// compare-and-set). A failure leaves the count off until the next write
-    /// counts the task again, or its expiry. `settle` as [`resize`](Self::resize)'s.
-    pub(super) async fn recount(&self, scope: &Scope, id: &TaskId, bytes: usize, settle: Option<u64>) {
-        if let Err(e) = self.resize(scope, id, bytes, None, settle).await {
+        if let Err(e) = self.count(scope, bucket, delta, None).await {
             tracing::warn!(error = %e, task = %id, "could not count a task's new size under its byte quota");
         }
     }
@@ -195,7 +137,7 @@ impl ScopeBytes<'_> {
             return;
         };
         let delta = -i64::try_from(bytes).unwrap_or(i64::MAX);
-        if let Err(e) = self.count(&task.scope, &task.id, &reservation_bucket(task), delta, None).await {
+        if let Err(e) = self.count(&task.scope, &reservation_bucket(task), delta, None).await {
             tracing::warn!(error = %e, "could not take back a byte reservation; it lasts until its bucket ends");
         }
     }
@@ -204,12 +146,10 @@ impl ScopeBytes<'_> {
 /// What `resize.lua` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Resized {
-    /// The task has no reservation (created without a quota, or expired):
-    /// nothing is counted.
+    /// The task's bucket is gone (its end passed): nothing is counted.
     Unreserved,
-    /// Counted at the new size; it was counted at this many bytes before
-    /// (0 when counted by bucket, which keeps no size).
-    Was(u64),
+    /// Counted.
+    Counted,
     /// The growth would pass the quota; nothing changed.
     Refused,
 }

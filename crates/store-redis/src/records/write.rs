@@ -10,7 +10,6 @@ use super::{
     create::optional,
     group::Write,
     quota::{Resized, parse_counted},
-    reservation_expiry,
 };
 use crate::{
     conn::Verbosity,
@@ -18,7 +17,7 @@ use crate::{
     durability::Replication,
     error::RedisStoreError,
     keys::GROUP,
-    record::{decode, decode_live, encode},
+    record::{decode_live, encode},
     scripts::Call,
 };
 
@@ -75,20 +74,18 @@ impl Records {
             .arg(next.status.as_str())
             .arg(self.link.topology.publish_cmd())
             .arg(GROUP)
-            .arg(entry.unwrap_or_default());
+            .arg(entry.unwrap_or_default())
+            .arg(next.id.as_str());
         // Standalone: the script also takes an ending task out of its scope's
         // active set, and counts (or refuses) its new size.
         if !cluster {
-            call.key(keys.scope_active(&next.scope)).arg(next.id.as_str());
-            for key in keys.scope_byte_keys(&next.scope) {
-                call.key(key);
-            }
-            call.arg(optional(quota)).arg(now_ms()).arg(reservation_expiry(&next));
+            call.key(keys.scope_active(&next.scope)).key(keys.scope_bytes_buckets(&next.scope));
+            call.arg(optional(quota)).arg(now_ms());
         } else {
             // A cluster counts after the write: at the task's end, and a
-            // client's growth counted first (transition.lua's ARGV[13]).
+            // client's growth counted first (transition.lua's ARGV[12]).
             let recount = next.status.is_terminal() || matches!(counted_first, CountedFirst::Bucket(..));
-            call.arg(next.id.as_str()).arg("").arg("").arg("").arg(if recount { "1" } else { "" });
+            call.arg("").arg("").arg(if recount { "1" } else { "" });
         }
         // Replicated durability confirms the write that ends a task; a
         // worker's concluding writes share script calls (`group.rs`).
@@ -108,8 +105,7 @@ impl Records {
                 }
             }
         };
-        let reply: Vec<Value> = redis::from_redis_value(reply).map_err(|e| RedisStoreError::Corrupt(e.to_string()))?;
-        let written = Transitioned::from_reply(&reply)?;
+        let written = Transitioned::from_value(reply)?;
         let cas = match written {
             Transitioned::Written | Transitioned::WrittenCounted(_) => {
                 if cluster && next.status.is_terminal() {
@@ -120,14 +116,11 @@ impl Records {
                     if let Some((before, bucket)) = parse_counted(before) {
                         let first = match &counted_first {
                             CountedFirst::Bucket(_, delta) => *delta,
-                            _ => 0,
+                            CountedFirst::Nothing => 0,
                         };
                         let delta = signed(doc.len()) - signed(before) - first;
                         self.scope_bytes().recount_bucket(&next.scope, &next.id, bucket, delta).await;
                     }
-                } else if cluster && next.status.is_terminal() {
-                    // No `q`: a legacy reservation (or none), settled as before.
-                    self.scope_bytes().recount(&next.scope, &next.id, doc.len(), Some(reservation_expiry(&next))).await;
                 }
                 if let Replication::Short { acked, wanted } = replication {
                     // A client's cancel is answered as not confirmed (its retry finds
@@ -145,17 +138,9 @@ impl Records {
             Transitioned::OverQuota => return Err(StoreError::Capacity { limit: Limit::MaxBytesPerScope }),
             Transitioned::Conflict(None) => Cas::Conflict(None),
             Transitioned::Conflict(Some(stored)) => {
-                match counted_first {
-                    CountedFirst::Legacy(before) => {
-                        // Counted first, lost: count what is stored (what was counted before, if unreadable).
-                        let now = decode(stored.as_bytes()).ok().and_then(|t| encode(&t).ok()).map(|d| d.len());
-                        self.scope_bytes().recount(&next.scope, &next.id, now.unwrap_or(before as usize), None).await;
-                    }
-                    CountedFirst::Bucket(bucket, delta) => {
-                        // Counted first, lost: take the growth back (`q` was not rewritten).
-                        self.scope_bytes().recount_bucket(&next.scope, &next.id, &bucket, -delta).await;
-                    }
-                    CountedFirst::Nothing => {}
+                if let CountedFirst::Bucket(bucket, delta) = counted_first {
+                    // Counted first, lost: take the growth back (`q` was not rewritten).
+                    self.scope_bytes().recount_bucket(&next.scope, &next.id, &bucket, -delta).await;
                 }
                 Cas::Conflict(decode_live(Some(stored.as_bytes()))?)
             }
@@ -182,6 +167,17 @@ pub(crate) enum Transitioned {
 }
 
 impl Transitioned {
+    /// A reply as `transition.lua` (or `conclude_dead.lua`) gives it: its
+    /// usual answers are numbers (`1`, `2`), the others tables.
+    pub(crate) fn from_value(reply: Value) -> Result<Transitioned, RedisStoreError> {
+        match reply {
+            Value::Array(parts) => Transitioned::from_reply(&parts),
+            n @ Value::Int(_) => Transitioned::from_reply(&[n]),
+            other => Err(RedisStoreError::Corrupt(format!("unexpected transition.lua reply: {other:?}"))),
+        }
+    }
+
+    /// A reply as a table (`defer.lua`'s are all tables); a number `n` is `[n]`.
     pub(crate) fn from_reply(reply: &[Value]) -> Result<Transitioned, RedisStoreError> {
         match reply {
             [Value::Int(1)] => Ok(Transitioned::Written),
@@ -202,8 +198,6 @@ impl Transitioned {
 enum CountedFirst {
     /// Nothing (no quota, no reservation, or no growth).
     Nothing,
-    /// A legacy reservation, counted at the new size; it was at this size.
-    Legacy(u64),
     /// This many bytes added to the task's bucket (its `q`'s).
     Bucket(String, i64),
 }
@@ -215,9 +209,9 @@ fn signed(n: impl TryInto<i64>) -> i64 {
 
 impl Records {
     /// On a cluster, a refusable write's growth is counted first, in the
-    /// scope's slot, from the size the task's `q` says it is counted at (or
-    /// its legacy reservation's): what to take back if the write does not
-    /// happen, or a refusal past `quota`.
+    /// scope's slot, from the size the task's `q` says it is counted at:
+    /// what to take back if the write does not happen, or a refusal past
+    /// `quota`. A task without a `q` (created without a quota) counts nothing.
     async fn count_growth_first(
         &self,
         next: &Task,
@@ -226,21 +220,17 @@ impl Records {
         quota: u64,
     ) -> Result<CountedFirst, StoreError> {
         let q: Option<String> = self.link.query(Verbosity::Info, redis::cmd("HGET").arg(key).arg("q")).await?;
-        if let Some((before, bucket)) = q.as_deref().and_then(parse_counted) {
-            let growth = signed(size) - signed(before);
-            if growth <= 0 {
-                return Ok(CountedFirst::Nothing);
-            }
-            return match self.scope_bytes().count(&next.scope, &next.id, bucket, growth, Some(quota)).await? {
-                Resized::Refused => Err(StoreError::Capacity { limit: Limit::MaxBytesPerScope }),
-                Resized::Unreserved => Ok(CountedFirst::Nothing),
-                Resized::Was(_) => Ok(CountedFirst::Bucket(bucket.to_owned(), growth)),
-            };
+        let Some((before, bucket)) = q.as_deref().and_then(parse_counted) else {
+            return Ok(CountedFirst::Nothing);
+        };
+        let growth = signed(size) - signed(before);
+        if growth <= 0 {
+            return Ok(CountedFirst::Nothing);
         }
-        match self.scope_bytes().resize(&next.scope, &next.id, size, Some(quota), None).await? {
+        match self.scope_bytes().count(&next.scope, bucket, growth, Some(quota)).await? {
             Resized::Refused => Err(StoreError::Capacity { limit: Limit::MaxBytesPerScope }),
-            Resized::Was(before) => Ok(CountedFirst::Legacy(before)),
             Resized::Unreserved => Ok(CountedFirst::Nothing),
+            Resized::Counted => Ok(CountedFirst::Bucket(bucket.to_owned(), growth)),
         }
     }
 }
@@ -258,5 +248,10 @@ mod tests {
         assert_eq!(Transitioned::from_reply(&[Value::Int(0), Value::Nil]).unwrap(), Transitioned::Conflict(None));
         assert_eq!(Transitioned::from_reply(&[Value::Int(0), doc]).unwrap(), Transitioned::Conflict(Some("{}".into())));
         assert!(matches!(Transitioned::from_reply(&[Value::Int(3)]), Err(RedisStoreError::Corrupt(_))));
+        assert_eq!(Transitioned::from_value(Value::Int(1)).unwrap(), Transitioned::Written);
+        assert_eq!(Transitioned::from_value(Value::Int(2)).unwrap(), Transitioned::OverQuota);
+        let counted = Value::Array(vec![Value::Int(1), Value::BulkString(b"12:inf".to_vec())]);
+        assert_eq!(Transitioned::from_value(counted).unwrap(), Transitioned::WrittenCounted("12:inf".into()));
+        assert!(matches!(Transitioned::from_value(Value::Nil), Err(RedisStoreError::Corrupt(_))));
     }
 }

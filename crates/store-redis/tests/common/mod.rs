@@ -81,3 +81,18 @@ pub async fn stored(redis: &TestRedis, store: &RedisStore, id: &TaskId) -> (u64,
     let r = Record::from_hash(&values).expect("a task record");
     (r.rev, r.attempt, r.status.to_owned(), serde_json::from_slice(r.doc).unwrap())
 }
+
+/// The tasks in `scope`'s active set, by their score (its expiry), in
+/// order: its members but the pad `admit.lua` keeps beside them (the one
+/// member that is no task id).
+pub async fn active_tasks(redis: &TestRedis, store: &RedisStore, scope: &Scope) -> Vec<(String, f64)> {
+    let members: Vec<(String, f64)> = redis::cmd("ZRANGE")
+        .arg(store.keys().scope_active(scope))
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query_async(&mut raw(redis).await)
+        .await
+        .unwrap();
+    members.into_iter().filter(|(m, _)| store.keys().partition_of(&TaskId::from_wire(m)).is_some()).collect()
+}
