@@ -27,7 +27,8 @@
 -- Redis keeps the set as a skiplist: adding and removing a task is then
 -- O(log n), where a listpack (a set of up to 128 members) is scanned
 -- whole, twice for each ZADD (is the member there, then where it goes):
--- about 26,000 instructions a task at a few dozen members. The pad is
+-- 17,000 to 57,000 instructions a task at 20 to 120 members, about
+-- 10,000 padded (docs/capacity.md), for about 100 B more a member. The pad is
 -- never a task: it is not counted (ZCARD less one once it is there, which
 -- each ZADD's reply says), never expires (+inf: no pruning by score drops
 -- it) and leaves with the set's last task (group.lua's group_zrem). A pod

@@ -338,8 +338,11 @@ mod tests {
             let calls: Vec<&Call> = batch.iter().collect();
             let inv = Call::batch(&echo, &calls);
             let flat: Vec<Value> = inv.invoke_async(&mut con).await.unwrap();
-            let replies: Vec<(Vec<u8>, Vec<u8>, usize, usize)> =
-                batch_replies(flat, batch.len()).unwrap().into_iter().map(|r| redis::from_redis_value(r).unwrap()).collect();
+            let replies: Vec<(Vec<u8>, Vec<u8>, usize, usize)> = batch_replies(flat, batch.len())
+                .unwrap()
+                .into_iter()
+                .map(|r| redis::from_redis_value(r).unwrap())
+                .collect();
             assert_eq!(replies.len(), batch.len());
             for (c, (keys, args, nk, na)) in batch.iter().zip(replies) {
                 assert_eq!(String::from_utf8(keys).unwrap(), c.keys.join("|"));
