@@ -43,6 +43,11 @@ pub(super) struct Args {
     /// Only the gateway rows (presa-gateway in front of the rmcp peer: added latency, tasks/s).
     #[arg(long)]
     pub(super) gateway_only: bool,
+    /// Only the create → pickup rows (row 8's create → handler started, at 1 and C
+    /// connections, on Redis with the default settings and two worker pools), for quick
+    /// before/after runs of the claim path.
+    #[arg(long)]
+    pub(super) pickup_only: bool,
     /// Only the fairness rows (one principal flooding, another at a low rate).
     #[arg(long)]
     pub(super) fairness_only: bool,

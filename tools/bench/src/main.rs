@@ -59,6 +59,7 @@
 //!    parked handler resumed (c=1, also embedded); RSS per open listen stream
 //!    (the server's own process), and how much of it is back 1 s and 11 s
 //!    after they close (jemalloc returns freed pages after a 10 s decay).
+//!    `--pickup-only` runs just its create → handler started rows.
 //!
 //! 9. presa-gateway in front of the rmcp peer (`gateway.rs`; `--gateway-only`
 //!    runs just these): what a proxied plain call adds over a direct one, and
@@ -120,6 +121,26 @@ use servers::*;
 #[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// Create → handler started on `pool`'s server, at 1 and `c` connections:
+/// each task's arguments carry its send time, which its handler stamps
+/// (`stamp_task`).
+async fn pickup_rows(pool: &Arc<Vec<Raw>>, c: usize, secs: Duration) {
+    let stamped = create_op(pool, "stamp_task", true);
+    for conns in [1, c] {
+        take(&PICKUPS);
+        let s = run(&stamped, conns, secs).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let mut picked = take(&PICKUPS);
+        let notes = format!(
+            "{} tasks, {} picked up; create reply p50 {}",
+            s.latencies.len(),
+            picked.len(),
+            ms(pct(&mut s.latencies.clone(), 50.0))
+        );
+        row("create -> pickup, Redis, 2 workers", conns, None, &mut picked, &notes);
+    }
+}
 
 /// As presa's binaries do (`presa_runtime`): jemalloc returns freed memory by itself.
 fn return_freed_memory() {
@@ -187,6 +208,18 @@ async fn main() {
     let redis = start_redis(args.redis_url.as_deref()).await;
     if redis.is_none() {
         println!("Redis: none (no --redis-url, no redis-server on PATH): Redis rows skipped");
+    }
+    if args.pickup_only {
+        println!("\n{:<38} {:>5} {:>8} {:>9} {:>9} {:>9}  notes", "scenario", "conns", "ops/s", "p50", "p90", "p99");
+        if let Some(r) = &redis {
+            let url = r.redis_url.as_ref().map(|u| u.0.as_str());
+            let d = start_redis_with(url, ServerConfig::default(), 2, HttpConfig::default()).await;
+            if let Some(d) = &d {
+                pickup_rows(&Raw::pool(&d.url, c), c, secs).await;
+            }
+        }
+        println!("load average {} (1/5/15 min)", load_average());
+        return;
     }
     if args.fairness_only {
         println!("\n{:<38} {:>5} {:>8} {:>9} {:>9} {:>9}  notes", "scenario", "conns", "ops/s", "p50", "p90", "p99");
@@ -308,21 +341,7 @@ async fn main() {
         );
         row("task create at full speed, Redis", CREATE_WIDE, Some(cr.rate()), &mut cr.latencies, &notes);
         ratios.push(format!("completions/creations with creators at full speed (c={CREATE_WIDE}): {keep_up:.2}"));
-        // create -> handler started.
-        let stamped = create_op(&pool, "stamp_task", true);
-        for conns in [1, c] {
-            take(&PICKUPS);
-            let s = run(&stamped, conns, secs).await;
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            let mut picked = take(&PICKUPS);
-            let notes = format!(
-                "{} tasks, {} picked up; create reply p50 {}",
-                s.latencies.len(),
-                picked.len(),
-                ms(pct(&mut s.latencies.clone(), 50.0))
-            );
-            row("create -> pickup, Redis, 2 workers", conns, None, &mut picked, &notes);
-        }
+        pickup_rows(&pool, c, secs).await;
     }
     // tasks/update -> parked handler resumed, one at a time.
     let resume_targets = std::iter::once(("embedded", &embedded)).chain(defaults.as_ref().map(|d| ("Redis", d)));
