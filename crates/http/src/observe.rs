@@ -171,6 +171,12 @@ impl Observed {
         self.count("ok");
     }
 
+    /// A result presa wrote as text (a task's `CreateTaskResult` or
+    /// `tasks/get` result: never a tool error at its top): `ok`.
+    pub(crate) fn succeeded_written(&mut self) {
+        self.count("ok");
+    }
+
     /// A JSON-RPC error: its code is the outcome and the span's `error.type`.
     pub(crate) fn failed(&mut self, e: &ErrorObject) {
         let code = e.code.to_string();
@@ -187,6 +193,7 @@ impl Observed {
     pub(crate) fn replied(&mut self, reply: &Reply) {
         match reply {
             Reply::Result(v) => self.succeeded(v),
+            Reply::Written(_) => self.succeeded_written(),
             Reply::Error(e) | Reply::InsufficientScope { error: e, .. } => self.failed(e),
             Reply::Stream(_) => self.failed(&ErrorObject::new(codes::INTERNAL_ERROR, "Internal error")),
         }

@@ -39,13 +39,17 @@ pub(crate) fn json(status: StatusCode, body: &(impl Serialize + ?Sized)) -> Resp
     // `serde_json::to_vec` into a sized buffer: `to_string` goes through
     // `fmt::Display`, many small writes into a growing string.
     let mut out = Vec::with_capacity(256);
-    let (status, bytes) = match serde_json::to_writer(&mut out, body) {
-        Ok(()) => (status, out),
+    match serde_json::to_writer(&mut out, body) {
+        Ok(()) => json_bytes(status, out),
         // Unreachable for what is sent here (values and envelopes with
         // string keys); never a panic.
-        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, UNSERIALISABLE.as_bytes().to_vec()),
-    };
-    (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], Bytes::from(bytes)).into_response()
+        Err(_) => json_bytes(StatusCode::INTERNAL_SERVER_ERROR, UNSERIALISABLE.as_bytes().to_vec()),
+    }
+}
+
+/// A JSON body already written.
+fn json_bytes(status: StatusCode, body: Vec<u8>) -> Response {
+    (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], Bytes::from(body)).into_response()
 }
 
 /// What [`json`] sends for a body that would not serialise.
@@ -147,6 +151,10 @@ pub(crate) async fn respond(
                     Reply::Result(v) => {
                         observed.succeeded(&v);
                         json(StatusCode::OK, &jsonrpc::SuccessRef::new(&id, &v))
+                    }
+                    Reply::Written(w) => {
+                        observed.succeeded_written();
+                        json_bytes(StatusCode::OK, jsonrpc::success_written(&id, &w))
                     }
                     Reply::Error(e) => {
                         observed.failed(&e);
@@ -307,6 +315,11 @@ impl Stream for InSpan {
 fn reply_message(id: &RequestId, reply: Reply) -> Vec<Value> {
     match reply {
         Reply::Result(v) => vec![jsonrpc::success(id, v)],
+        // A text of presa's own: it parses.
+        Reply::Written(w) => match w.to_value() {
+            Ok(v) => vec![jsonrpc::success(id, v)],
+            Err(_) => vec![jsonrpc::failure(Some(id), &ErrorObject::new(codes::INTERNAL_ERROR, "Internal error"))],
+        },
         Reply::Error(e) | Reply::InsufficientScope { error: e, .. } => vec![jsonrpc::failure(Some(id), &e)],
         Reply::Stream(_) => {
             tracing::error!("a streaming reply cannot follow request notifications");

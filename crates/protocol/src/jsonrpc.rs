@@ -333,6 +333,20 @@ impl<'a> SuccessRef<'a> {
     }
 }
 
+/// The success response to `id` with a result already written as JSON
+/// text: the same bytes as [`SuccessRef`] of the result's value.
+pub fn success_written(id: &RequestId, result: &crate::written::Written) -> Vec<u8> {
+    let result = result.as_bytes();
+    let mut out = Vec::with_capacity(result.len() + 48);
+    out.extend_from_slice(b"{\"id\":");
+    // An id (an integer or a string) always serialises.
+    let _ = serde_json::to_writer(&mut out, id);
+    out.extend_from_slice(b",\"jsonrpc\":\"2.0\",\"result\":");
+    out.extend_from_slice(result);
+    out.push(b'}');
+    out
+}
+
 /// A success response.
 pub fn success(id: &RequestId, result: Value) -> Value {
     // Built by hand: `json!` would serialise a deep copy of `result`.
@@ -462,6 +476,16 @@ mod tests {
         for id in [RequestId::Number(-3), RequestId::String("a\"b".into())] {
             let by_value = serde_json::to_string(&success(&id, result.clone())).unwrap();
             assert_eq!(serde_json::to_string(&SuccessRef::new(&id, &result)).unwrap(), by_value);
+        }
+    }
+
+    #[test]
+    fn a_written_success_is_what_success_ref_serialises() {
+        let result = json!({"status":"completed","taskId":"t-1","nested":{"z":[1,2],"a":"\u{e9}\n"}});
+        let written = crate::written::Written::of(result.as_object().unwrap());
+        for id in [RequestId::Number(-3), RequestId::String("a\"b".into())] {
+            let by_ref = serde_json::to_vec(&SuccessRef::new(&id, &result)).unwrap();
+            assert_eq!(success_written(&id, &written), by_ref);
         }
     }
 

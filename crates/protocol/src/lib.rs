@@ -24,6 +24,7 @@ pub mod meta;
 pub mod method;
 pub mod result;
 pub mod task;
+pub mod written;
 
 pub use limit::Limit;
 pub use method::{Method, UnknownMethod};

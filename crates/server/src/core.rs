@@ -13,7 +13,7 @@ use std::{
     },
 };
 
-use presa_protocol::{ResultType, jsonrpc::ErrorObject, meta::SERVER_INFO_KEY};
+use presa_protocol::{ResultType, jsonrpc::ErrorObject, meta::SERVER_INFO_KEY, written::Written};
 use presa_store::{Backend, EventBus, TaskStore};
 use serde_json::{Map, Value, json};
 
@@ -35,6 +35,9 @@ struct Inner {
     /// Tasks created through this core since the process started (shared
     /// by every clone, so the node's heartbeat reports the dispatcher's).
     created: Arc<AtomicU64>,
+    /// The `_meta` [`Core::envelope`] gives a result, as JSON text (for
+    /// results written as text, [`Core::envelope_written`]).
+    meta_text: Arc<[u8]>,
 }
 
 /// The catalog, the backend and the settings, shared by a [`crate::Server`]
@@ -60,7 +63,9 @@ impl Core {
     /// [`CatalogCell`] whose catalog may be replaced while it is served.
     pub fn new(config: ServerConfig, catalog: impl Into<CatalogCell>, backend: Backend) -> Self {
         let created = Arc::new(AtomicU64::new(0));
-        Core { inner: Arc::new(Inner { config, catalog: catalog.into(), backend, artifacts: None, created }) }
+        let meta_text = serde_json::to_vec(&Self::meta_of(&config)).unwrap_or_else(|_| b"{}".to_vec()).into();
+        let inner = Inner { config, catalog: catalog.into(), backend, artifacts: None, created, meta_text };
+        Core { inner: Arc::new(inner) }
     }
 
     /// Spill big task results into `artifacts` and serve them back to their
@@ -182,7 +187,7 @@ impl Core {
             other => Map::from_iter([("content".to_string(), json!([{ "type": "text", "text": other.to_string() }]))]),
         };
         result.entry("resultType").or_insert_with(|| ResultType::Complete.into());
-        let info = json!({ "name": self.inner.config.name, "version": self.inner.config.version });
+        let info = Self::server_info(&self.inner.config);
         match result.entry("_meta").or_insert_with(|| json!({})) {
             Value::Object(meta) => {
                 meta.insert(SERVER_INFO_KEY.into(), info);
@@ -190,6 +195,24 @@ impl Core {
             other => *other = json!({ SERVER_INFO_KEY: info }),
         }
         Value::Object(result)
+    }
+
+    /// [`envelope`](Self::envelope) of a result written as JSON text by
+    /// presa itself: an object that has its `resultType` and no `_meta` (a
+    /// task's `CreateTaskResult` or `tasks/get` result). It gets the same
+    /// `_meta` at the same place, so the bytes are those of the enveloped value.
+    pub(crate) fn envelope_written(&self, result: Written) -> Written {
+        result.with_first("_meta", &self.inner.meta_text)
+    }
+
+    /// The `serverInfo` every result carries.
+    fn server_info(config: &ServerConfig) -> Value {
+        json!({ "name": config.name, "version": config.version })
+    }
+
+    /// The `_meta` of a result that had none.
+    fn meta_of(config: &ServerConfig) -> Value {
+        json!({ SERVER_INFO_KEY: Self::server_info(config) })
     }
 }
 
@@ -258,6 +281,16 @@ mod tests {
         let bare = core().envelope(json!(42));
         assert_eq!(bare["content"], json!([{ "type": "text", "text": "42" }]));
         assert_eq!(core().envelope(json!({ "_meta": 7 }))["_meta"], json!({ SERVER_INFO_KEY: info }));
+    }
+
+    #[test]
+    fn a_written_result_gets_the_same_envelope_as_its_value() {
+        for result in [json!({ "resultType": "task", "status": "working" }), json!({ "resultType": "complete" })] {
+            let object = result.as_object().unwrap();
+            let written = core().envelope_written(Written::of(object));
+            let enveloped = core().envelope(result.clone());
+            assert_eq!(written.as_bytes(), serde_json::to_vec(&enveloped).unwrap());
+        }
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! Wire projections of a [`Task`] (SEP-2663).
 //!
 //! - [`create_result`]: the flat `CreateTaskResult` (`resultType: "task"`),
-//!   with no payload keys at all.
+//!   with no payload keys at all; [`create_result_written`], the same as
+//!   JSON text, what a task-creating call answers.
 //! - [`detailed`]: the `DetailedTask` fields, with exactly the one payload
 //!   the status allows: `inputRequests`, `result` or `error`.
 //! - [`get_result`]: `tasks/get`'s result (`resultType: "complete"`).
 //! - [`GetView`]: what `tasks/get` needs of a task (owner, tool, expiry and
-//!   [`get_result`]), also read straight from the stored JSON document
-//!   ([`GetView::from_doc`]) without building the whole [`Task`].
+//!   [`get_result`] as JSON text), also read straight from the stored JSON
+//!   document ([`GetView::from_doc`]) without building the whole [`Task`]
+//!   or any value: the result is written as text, the payload copied.
 //! - [`notification_params`]: `notifications/tasks` params for one subscription.
 //!
 //! `requestState`, `ttl`, `pollInterval` and the v1 `related-task` meta never appear.
@@ -20,8 +22,10 @@ use std::{
 use presa_protocol::{
     ResultType,
     meta::{RELATED_TASK_KEY, SUBSCRIPTION_ID_KEY},
+    written::{ObjectWriter, Written},
 };
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::{model::Scope, model::Status, model::Task};
@@ -34,10 +38,19 @@ use crate::{model::Scope, model::Status, model::Task};
 /// rest as before (past 9999 its `Display` fails and `to_string` panics,
 /// unchanged: no clock reads such a date).
 pub fn iso8601(ms: u64) -> String {
+    match iso8601_bytes(ms) {
+        // ASCII digits and separators: always UTF-8, allocated once at its size.
+        Some(out) => String::from_utf8_lossy(&out).into_owned(),
+        None => humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string(),
+    }
+}
+
+/// [`iso8601`]'s 24 bytes, for years 1970 to 9999 (`None` past them).
+fn iso8601_bytes(ms: u64) -> Option<[u8; 24]> {
     /// 10000-01-01T00:00:00Z in Unix ms: the first instant of five-digit years.
     const YEAR_10000_MS: u64 = 253_402_300_800_000;
     if ms >= YEAR_10000_MS {
-        return humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string();
+        return None;
     }
     let (secs, millis) = (ms / 1000, ms % 1000);
     let (days, rest) = (secs / 86_400, secs % 86_400);
@@ -55,8 +68,15 @@ pub fn iso8601(ms: u64) -> String {
         out[at + width] = after;
         at += width + 1;
     }
-    // ASCII digits and separators: always UTF-8, allocated once at its size.
-    String::from_utf8_lossy(&out).into_owned()
+    Some(out)
+}
+
+/// A timestamp member, as [`iso8601`] writes it.
+fn write_time(w: &mut ObjectWriter, name: &str, ms: u64) {
+    match iso8601_bytes(ms) {
+        Some(text) => w.plain_str(name, &text),
+        None => w.str(name, &iso8601(ms)),
+    };
 }
 
 /// The fields every projection starts from, borrowed from a [`Task`] or
@@ -101,6 +121,62 @@ fn base(h: &Header<'_>) -> Map<String, Value> {
     m
 }
 
+/// [`base`]'s members, the status's `payload` (its member name and JSON
+/// text) and `resultType`, written straight as JSON text: the same bytes as
+/// the `Map` of them serialised ([`Written`]), without building it.
+fn write_base(h: &Header<'_>, payload: Option<(&str, &[u8])>, result_type: ResultType) -> Written {
+    let mut w = ObjectWriter::with_capacity(240 + payload.map_or(0, |(_, text)| text.len()));
+    // Members in a `Map`'s order (sorted by name), the payload's among them.
+    let mut pending = payload;
+    let mut payload_before = |w: &mut ObjectWriter, next: &str| {
+        if let Some((name, text)) = pending.filter(|(name, _)| *name < next) {
+            w.raw(name, text);
+            pending = None;
+        }
+    };
+    payload_before(&mut w, "createdAt");
+    write_time(&mut w, "createdAt", h.created_at_ms);
+    payload_before(&mut w, "lastUpdatedAt");
+    write_time(&mut w, "lastUpdatedAt", h.updated_at_ms);
+    payload_before(&mut w, "pollIntervalMs");
+    if let Some(p) = h.poll_interval_ms {
+        w.u64("pollIntervalMs", p);
+    }
+    payload_before(&mut w, "resultType");
+    w.plain_str("resultType", result_type.as_str().as_bytes());
+    payload_before(&mut w, "status");
+    w.plain_str("status", h.status.as_str().as_bytes());
+    payload_before(&mut w, "statusMessage");
+    if let Some(msg) = h.status_message {
+        w.str("statusMessage", msg);
+    }
+    payload_before(&mut w, "taskId");
+    w.str("taskId", h.id);
+    payload_before(&mut w, "ttlMs");
+    match h.ttl_ms {
+        Some(ttl) => w.u64("ttlMs", ttl),
+        None => w.null("ttlMs"),
+    };
+    if let Some((name, text)) = pending {
+        w.raw(name, text);
+    }
+    w.finish()
+}
+
+/// A completed task's `result` with no related-task `_meta` (the task's own
+/// id is no news to its reader).
+fn without_related_task(mut result: Value) -> Value {
+    if let Some(meta) = result.get_mut("_meta").and_then(Value::as_object_mut) {
+        meta.remove(RELATED_TASK_KEY);
+    }
+    result
+}
+
+/// What a failed task with no stored error answers.
+const DEFAULT_ERROR: &[u8] = br#"{"code":-32603,"message":"Internal error"}"#;
+/// What a completed task with no stored result answers.
+const DEFAULT_RESULT: &[u8] = br#"{"content":[]}"#;
+
 /// The one payload a status carries; each is taken (and so cloned, for a
 /// [`Task`]) only when the status needs it.
 struct Payload<I, R, E> {
@@ -121,11 +197,8 @@ where
                 m.insert("inputRequests".into(), Value::Object((self.input_requests)()));
             }
             Status::Completed => {
-                let mut result = (self.result)().unwrap_or_else(|| json!({"content": []}));
-                if let Some(meta) = result.get_mut("_meta").and_then(Value::as_object_mut) {
-                    meta.remove(RELATED_TASK_KEY);
-                }
-                m.insert("result".into(), result);
+                let result = (self.result)().unwrap_or_else(|| json!({"content": []}));
+                m.insert("result".into(), without_related_task(result));
             }
             Status::Failed => {
                 let error = (self.error)().unwrap_or_else(|| json!({"code": -32603, "message": "Internal error"}));
@@ -141,6 +214,12 @@ pub fn create_result(task: &Task) -> Map<String, Value> {
     let mut m = base(&task.into());
     m.insert("resultType".into(), ResultType::Task.into());
     m
+}
+
+/// [`create_result`] written as JSON text (the same bytes as its `Map`
+/// serialised): what a task-creating call answers.
+pub fn create_result_written(task: &Task) -> Written {
+    write_base(&task.into(), None, ResultType::Task)
 }
 
 /// The `DetailedTask` fields for the task's current status.
@@ -181,8 +260,9 @@ pub struct GetView {
     pub tool: String,
     /// When the task stops existing (Unix ms), if ever.
     pub expires_at_ms: Option<u64>,
-    /// [`get_result`] of the task.
-    pub result: Map<String, Value>,
+    /// [`get_result`] of the task, written as JSON text (the same bytes as
+    /// its `Map` serialised): `tasks/get` answers it as it is.
+    pub result: Written,
 }
 
 /// The part of a stored [`Task`] document a [`GetView`] reads: everything
@@ -202,12 +282,14 @@ struct Lean<'a> {
     #[serde(default)]
     poll_interval_ms: Option<u64>,
     work: LeanWork,
-    #[serde(default)]
-    input_requests: Map<String, Value>,
-    #[serde(default)]
-    result: Option<Value>,
-    #[serde(default)]
-    error: Option<Value>,
+    // The payloads, as the JSON text the document holds: copied into the
+    // view as they are, never built as values.
+    #[serde(default, borrow)]
+    input_requests: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    result: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    error: Option<&'a RawValue>,
 }
 
 /// The part of [`crate::Work`] a [`GetView`] reads.
@@ -223,12 +305,14 @@ impl GetView {
             scope: task.scope.clone(),
             tool: task.work.tool.clone(),
             expires_at_ms: task.expires_at_ms(),
-            result: get_result(task),
+            result: Written::of(&get_result(task)),
         }
     }
 
     /// The view of a task stored as JSON (a serialised [`Task`]), reading
-    /// only the fields it needs.
+    /// only the fields it needs; its result is written straight from the
+    /// document, the payload copied as the document has it (the same bytes
+    /// as [`GetView::of`] the task: `serde_json` wrote both).
     pub fn from_doc(doc: &[u8]) -> serde_json::Result<Self> {
         // UTF-8 checked once for the whole document, then read as a `str`:
         // `from_slice` checks each string (each member name) on its own,
@@ -244,10 +328,28 @@ impl GetView {
             ttl_ms: lean.ttl_ms,
             poll_interval_ms: lean.poll_interval_ms,
         };
-        let mut result = base(&header);
-        let payload = Payload { input_requests: || lean.input_requests, result: || lean.result, error: || lean.error };
-        payload.insert_into(&mut result, lean.status);
-        result.insert("resultType".into(), ResultType::Complete.into());
+        fn text<'a>(raw: Option<&'a RawValue>, default: &'static [u8]) -> &'a [u8] {
+            raw.map_or(default, |r| r.get().as_bytes())
+        }
+        let completed: Cow<'_, [u8]>;
+        let payload = match lean.status {
+            Status::InputRequired => Some(("inputRequests", text(lean.input_requests, b"{}"))),
+            Status::Completed => {
+                completed = match lean.result {
+                    // Only a result that names the related task anywhere is
+                    // read as a value, to drop it from `_meta`.
+                    Some(raw) if raw.get().contains(RELATED_TASK_KEY) => {
+                        let result = without_related_task(serde_json::from_str(raw.get())?);
+                        Cow::Owned(serde_json::to_vec(&result)?)
+                    }
+                    raw => Cow::Borrowed(text(raw, DEFAULT_RESULT)),
+                };
+                Some(("result", &*completed))
+            }
+            Status::Failed => Some(("error", text(lean.error, DEFAULT_ERROR))),
+            Status::Working | Status::Cancelled => None,
+        };
+        let result = write_base(&header, payload, ResultType::Complete);
         Ok(GetView {
             scope: lean.scope,
             tool: lean.work.tool,
@@ -311,6 +413,36 @@ mod tests {
         assert!(!view.is_expired(u64::MAX));
         assert!(GetView::from_doc(b"{\"id\": 1}").is_err());
         assert!(GetView::from_doc(b"not json").is_err());
+    }
+
+    #[test]
+    fn written_create_results_are_their_maps_serialised() {
+        let mut t = task();
+        assert_eq!(create_result_written(&t), Written::of(&create_result(&t)));
+        t.ttl_ms = None;
+        t.poll_interval_ms = None;
+        t.status_message = None;
+        assert_eq!(create_result_written(&t), Written::of(&create_result(&t)));
+        t.status_message = Some("quote \" and \\ and \u{e9} \u{1}".into());
+        t.created_at_ms = 253_402_300_799_999; // 9999-12-31T23:59:59.999, the last written by hand
+        assert_eq!(create_result_written(&t), Written::of(&create_result(&t)));
+    }
+
+    #[test]
+    fn a_view_drops_the_related_task_from_a_stored_result_only() {
+        let done = |result: Value| {
+            let t = apply(&task(), &Event::Complete(result), 1_764_504_001_000).unwrap().unwrap();
+            let doc = serde_json::to_vec(&t).unwrap();
+            let view = GetView::from_doc(&doc).unwrap();
+            assert_eq!(view, GetView::of(&t));
+            view.result.to_value().unwrap()["result"].clone()
+        };
+        let meta = json!({RELATED_TASK_KEY: {"taskId": "x"}, "other": 1});
+        let named = done(json!({"content": [], "_meta": meta}));
+        assert_eq!(named["_meta"], json!({"other": 1}));
+        // Named in the content only: kept, and the text copied as it is.
+        let text = json!({"content": [{"type": "text", "text": RELATED_TASK_KEY}]});
+        assert_eq!(done(text.clone()), text);
     }
 
     #[test]
@@ -381,7 +513,7 @@ mod tests {
             }
             let doc = serde_json::to_vec(&t).unwrap();
             assert_eq!(GetView::from_doc(&doc).unwrap(), GetView::of(&t), "{:?}", t.status);
-            assert_eq!(GetView::of(&t).result, g);
+            assert_eq!(GetView::of(&t).result, Written::of(&g));
             let n = notification_params(&t, &json!(42));
             assert_eq!(n["_meta"][SUBSCRIPTION_ID_KEY], 42);
             assert!(!n.contains_key("resultType"));

@@ -106,6 +106,11 @@ impl Call<'_> {
         for _ in 0..MAX_ROUNDS {
             let mut result = match self.server.handle(&admitted).await {
                 Reply::Result(v) => v,
+                // Stripped below as a value: the legacy era's replies are edited.
+                Reply::Written(w) => match w.to_value() {
+                    Ok(v) => v,
+                    Err(_) => return Reply::Error(ErrorObject::new(codes::INTERNAL_ERROR, "Internal error")),
+                },
                 Reply::Error(e) => return Reply::Error(legacy_error(&admitted, e)),
                 other @ (Reply::Stream(_) | Reply::InsufficientScope { .. }) => return other,
             };

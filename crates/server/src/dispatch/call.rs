@@ -28,7 +28,7 @@ use presa_tasks::{Status, Task, Work, json_len, wire};
 use presa_telemetry::{metrics, propagation};
 use serde_json::{Map, Value, json};
 
-use super::{Admitted, Server, authorize_scopes, input_responses, invalid, required_str};
+use super::{Admitted, Answer, Server, authorize_scopes, input_responses, invalid, required_str};
 use crate::{
     context::{Invocation, ToolContext},
     core::Outcome,
@@ -50,7 +50,7 @@ struct Prepared {
 }
 
 impl Server {
-    pub(super) async fn call_tool(&self, req: &Admitted) -> Result<Value, ServerError> {
+    pub(super) async fn call_tool(&self, req: &Admitted) -> Result<Answer, ServerError> {
         let p = &req.params;
         let name = required_str(p, "name")?;
         let arguments = match p.get("arguments") {
@@ -66,22 +66,23 @@ impl Server {
         let call = self.prepare(req, name, arguments)?;
         tool.handler().check_arguments(&call.arguments).map_err(|why| invalid(&why.0))?;
         if let Err(problems) = tool.validate(&call.arguments) {
-            return Ok(ToolOutput::error(format!("Invalid arguments for tool {name}: {problems}")).into_value());
+            return Ok(ToolOutput::error(format!("Invalid arguments for tool {name}: {problems}")).into_value().into());
         }
         let decision =
             PolicyInput { arguments: &call.arguments, input_responses: call.invocation.input_responses.as_ref() };
         match (tool.policy().resolve(&decision), req.meta.declares_tasks()) {
             (TaskPolicy::Required, false) => Err(ServerError::tasks_required()),
             (TaskPolicy::Required | TaskPolicy::Optional, true) => {
-                Ok(created_result(&self.create_task(req, name, call).await?))
+                // Written as text: no `Map` built, serialised and dropped.
+                Ok(Answer::Written(wire::create_result_written(&self.create_task(req, name, call).await?)))
             }
             (TaskPolicy::After(wait), true) => {
                 let created = self.create_task(req, name, call).await?;
-                self.result_within(&created, wait).await
+                self.result_within(&created, wait).await.map(Answer::from)
             }
             _ => {
                 let (_permit, guard) = self.admit_in_request(&tool, name, req, &call.arguments).await?;
-                self.run_in_request(tool.handler(), name, call, req, guard).await
+                self.run_in_request(tool.handler(), name, call, req, guard).await.map(Answer::from)
             }
         }
     }

@@ -32,6 +32,7 @@ use presa_protocol::{
     jsonrpc::{ErrorObject, RequestId},
     meta::RequestMeta,
     result::into_value,
+    written::Written,
 };
 use presa_store::{Caller, EventBus, Limit, TaskStore};
 use presa_telemetry::metrics;
@@ -56,6 +57,10 @@ pub type MessageStream = Pin<Box<dyn Stream<Item = Value> + Send>>;
 pub enum Reply {
     /// A result object (the transport wraps it in a response).
     Result(Value),
+    /// A result object already written as JSON text, the same bytes as the
+    /// [`Reply::Result`] it stands for (a task's `CreateTaskResult` and its
+    /// `tasks/get` result: the transport copies it into the response).
+    Written(Written),
     /// A JSON-RPC error.
     Error(ErrorObject),
     /// A long-lived stream (`subscriptions/listen`): messages to send as SSE.
@@ -88,6 +93,7 @@ impl std::fmt::Debug for Reply {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Reply::Result(v) => f.debug_tuple("Result").field(v).finish(),
+            Reply::Written(w) => f.debug_tuple("Written").field(w).finish(),
             Reply::Error(e) => f.debug_tuple("Error").field(e).finish(),
             Reply::Stream(_) => f.write_str("Stream(..)"),
             Reply::InsufficientScope { error, scopes } => {
@@ -278,15 +284,15 @@ impl Server {
             }
         };
         let result = match req.method {
-            Method::Discover => Ok(into_value(self.discover())),
-            Method::ToolsList => Ok(into_value(self.list_tools())),
-            Method::ResourcesList => Ok(into_value(self.list_resources())),
-            Method::ResourceTemplatesList => Ok(into_value(self.list_resource_templates())),
-            Method::PromptsList => Ok(into_value(self.list_prompts())),
-            Method::ResourcesRead => self.read_resource(req).await.map(into_value),
-            Method::Complete => self.complete(req).await.map(into_value),
+            Method::Discover => Ok(into_value(self.discover()).into()),
+            Method::ToolsList => Ok(into_value(self.list_tools()).into()),
+            Method::ResourcesList => Ok(into_value(self.list_resources()).into()),
+            Method::ResourceTemplatesList => Ok(into_value(self.list_resource_templates()).into()),
+            Method::PromptsList => Ok(into_value(self.list_prompts()).into()),
+            Method::ResourcesRead => self.read_resource(req).await.map(|r| into_value(r).into()),
+            Method::Complete => self.complete(req).await.map(|r| into_value(r).into()),
             Method::ToolsCall => self.call_tool(req).await,
-            Method::PromptsGet => self.get_prompt(req).await,
+            Method::PromptsGet => self.get_prompt(req).await.map(Answer::from),
             Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => self.task_method(req).await,
             Method::Listen => {
                 return match self.listen(req).await {
@@ -296,7 +302,13 @@ impl Server {
             }
         };
         match result {
-            Ok(v) => Reply::Result(self.identify(self.inner.core.envelope(v))),
+            Ok(Answer::Value(v)) => Reply::Result(self.identify(self.inner.core.envelope(v))),
+            // The root's text as it is; an endpoint renames its serverInfo in the value.
+            Ok(Answer::Written(w)) if self.endpoint.is_none() => Reply::Written(self.inner.core.envelope_written(w)),
+            Ok(Answer::Written(w)) => match w.to_value() {
+                Ok(v) => Reply::Result(self.identify(self.inner.core.envelope(v))),
+                Err(e) => Reply::failure(&ServerError::Internal(format!("a written result does not parse: {e}"))),
+            },
             Err(e) => Reply::failure(&e),
         }
     }
@@ -313,6 +325,22 @@ impl Server {
             }
         }
         result
+    }
+}
+
+/// What a method answers, before [`Core::envelope`]: a value, or an
+/// object presa wrote as JSON text itself (a task's `CreateTaskResult` and
+/// `tasks/get` result), which skips building and serialising the value.
+enum Answer {
+    /// A result value.
+    Value(Value),
+    /// A result object written as text, with its `resultType` and no `_meta`.
+    Written(Written),
+}
+
+impl From<Value> for Answer {
+    fn from(v: Value) -> Self {
+        Answer::Value(v)
     }
 }
 

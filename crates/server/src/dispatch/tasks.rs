@@ -11,14 +11,14 @@ use presa_tasks::{Event, id::MAX_TASK_ID_LEN};
 use presa_telemetry::metrics;
 use serde_json::{Value, json};
 
-use super::{Admitted, Server, input_responses, invalid};
+use super::{Admitted, Answer, Server, input_responses, invalid};
 use crate::{
     error::ServerError,
     store_io::{TaskWriter, UpdateError, Updated, WriteLimits, store_call},
 };
 
 impl Server {
-    pub(super) async fn task_method(&self, req: &Admitted) -> Result<Value, ServerError> {
+    pub(super) async fn task_method(&self, req: &Admitted) -> Result<Answer, ServerError> {
         if !req.meta.declares_tasks() {
             return Err(ServerError::tasks_required());
         }
@@ -52,7 +52,8 @@ impl Server {
                 let view =
                     store_call("get", self.store().get_view(&req.caller.scope, &id)).await?.ok_or_else(unknown)?;
                 self.authorize_tool(&req.caller, &view.tool)?;
-                return Ok(Value::Object(view.result));
+                // Answered as the store wrote it: no value built, none serialised.
+                return Ok(Answer::Written(view.result));
             }
         };
         let task = store_call("get", self.store().get(&req.caller.scope, &id)).await?.ok_or_else(unknown)?;
@@ -69,7 +70,7 @@ impl Server {
         let writer = TaskWriter::new(self.store().as_ref(), Writer::Client, limits).guessing(guess);
         match writer.write(&id, &event).await {
             Ok(Updated::Gone) => Err(unknown()),
-            Ok(_) => Ok(json!({ "resultType": ResultType::Complete })),
+            Ok(_) => Ok(json!({ "resultType": ResultType::Complete }).into()),
             Err(UpdateError::Store(e)) => {
                 if let StoreError::Capacity { limit } = e {
                     metrics::refusal(limit);

@@ -143,6 +143,7 @@ async fn tool_call(server: &Server, name: &str, arguments: Value, meta: Value) -
 fn result(reply: Reply) -> Value {
     match reply {
         Reply::Result(v) => v,
+        Reply::Written(w) => w.to_value().expect("a written result parses"),
         other => panic!("expected a result, got {other:?}"),
     }
 }
@@ -184,6 +185,9 @@ async fn every_method_answers_without_http() {
         params["_meta"] = meta(json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } }), json!({}));
         match call(&s, method, params).await.0 {
             Reply::Result(v) => assert!(v["_meta"][SERVER_INFO_KEY].is_object(), "{method}: {v}"),
+            Reply::Written(w) => {
+                assert!(w.to_value().unwrap()["_meta"][SERVER_INFO_KEY].is_object(), "{method}: {w:?}")
+            }
             Reply::Error(e) => assert_eq!(e.code, -32602, "{method}: only bad names fail: {e:?}"),
             Reply::Stream(_) => assert_eq!(method, Method::Listen),
             other @ Reply::InsufficientScope { .. } => panic!("{method}: no scope is required: {other:?}"),
@@ -479,7 +483,10 @@ async fn endpoints_serve_their_own_catalog_identity_scopes_and_tasks() {
     let created = result(as_holder(&a, team_a, Method::ToolsCall, long).await);
     let id = created["taskId"].as_str().expect("a task").to_string();
     let get = |id: &str| json!({ "taskId": id, "_meta": tasks.clone() });
-    assert!(matches!(as_holder(&a, team_a, Method::TasksGet, get(&id)).await, Reply::Result(_)));
+    // A result written as text is the endpoint's too (its serverInfo renamed).
+    assert_eq!(created["_meta"][SERVER_INFO_KEY], json!({ "name": "a", "title": "Team A", "version": "1.2.3" }));
+    let got = result(as_holder(&a, team_a, Method::TasksGet, get(&id)).await);
+    assert_eq!((got["taskId"].as_str(), &got["_meta"][SERVER_INFO_KEY]["name"]), (Some(id.as_str()), &json!("a")));
     let random = error(as_holder(&b, None, Method::TasksGet, get("no-such-task")).await);
     for method in [Method::TasksGet, Method::TasksUpdate, Method::TasksCancel] {
         let mut params = get(&id);

@@ -32,6 +32,7 @@ pub(crate) async fn call(server: &Server, method: Method, mut params: Value, cap
 pub(crate) fn result(reply: Reply) -> Value {
     match reply {
         Reply::Result(v) => v,
+        Reply::Written(w) => w.to_value().expect("a written result parses"),
         other => panic!("expected a result, got {other:?}"),
     }
 }
