@@ -30,7 +30,8 @@ const POLLING: u8 = 1;
 const WOKEN: u8 = 2;
 
 /// How many times in a row a future that keeps waking itself is polled
-/// again before it yields (so it cannot hold its worker forever).
+/// again before it yields (so it cannot hold its worker forever); it also
+/// yields at once when the task's cooperative budget is spent.
 const MAX_AGAIN: usize = 8;
 
 /// `F`, polled again while it wakes itself during its poll (see the module docs).
@@ -100,8 +101,14 @@ impl<F: Future + Unpin> Future for Inline<F> {
             if state & WOKEN == 0 {
                 return Poll::Pending;
             }
+            // Woken because tokio's budget for this task's poll ran out
+            // (its resources then wake and refuse): polling again would
+            // only be refused again.
+            if !tokio::task::coop::has_budget_remaining() {
+                break;
+            }
         }
-        // Still waking itself: through the scheduler, like any yield.
+        // Still waking itself, or out of budget: through the scheduler, like any yield.
         cx.waker().wake_by_ref();
         Poll::Pending
     }
