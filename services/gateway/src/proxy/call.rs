@@ -25,6 +25,7 @@ use super::{
 };
 use crate::{
     convert::{Retry, bad_params, call_arguments, call_params, input_requests, tool_output},
+    inline::Inline,
     pool::Lease,
     upstream::{Answer, CallBody, Event, INVALID_ANSWER, Sent, Template, set_progress_token},
 };
@@ -157,10 +158,12 @@ impl Call<'_> {
                 lease.running(Some(id.clone()));
                 ids.push(id.clone());
                 context = Some(template.clone());
-                Pending::Direct(Box::pin(async move {
+                // Inline: handing hyper's connection the request wakes this
+                // task during its poll, which tokio would take for a yield.
+                Pending::Direct(Inline::new(Box::pin(async move {
                     let sent = tokio::time::timeout(timeout, d.call(&template, &id, name, body)).await;
                     sent.unwrap_or(Err(ServiceError::Timeout { timeout }))
-                }))
+                })))
             }
             None => {
                 let params = call_params(name, arguments.clone(), retry, std::mem::take(&mut meta))
@@ -315,7 +318,7 @@ impl Call<'_> {
 
 /// The answer a call waits for: the gateway's own POST, or rmcp's request.
 enum Pending<'a> {
-    Direct(BoxFuture<'a, Result<Sent, ServiceError>>),
+    Direct(Inline<BoxFuture<'a, Result<Sent, ServiceError>>>),
     Rmcp(BoxFuture<'static, Result<ServerResult, ServiceError>>),
 }
 
