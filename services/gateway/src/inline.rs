@@ -130,10 +130,15 @@ mod tests {
         }
     }
 
+    /// A task's waker that counts its wakes.
+    fn counted() -> (Arc<Count>, Waker) {
+        let count = Arc::new(Count::default());
+        (count.clone(), Waker::from(count))
+    }
+
     #[test]
     fn a_wake_during_the_poll_polls_again_without_the_scheduler() {
-        let count = Arc::new(Count::default());
-        let waker = Waker::from(count.clone());
+        let (count, waker) = counted();
         let mut cx = Context::from_waker(&waker);
         let mut polls = 0;
         // Wakes itself on its first poll (as handing hyper's connection a request does), then is ready.
@@ -151,8 +156,7 @@ mod tests {
 
     #[test]
     fn a_wake_after_the_poll_wakes_the_task() {
-        let count = Arc::new(Count::default());
-        let waker = Waker::from(count.clone());
+        let (count, waker) = counted();
         let mut cx = Context::from_waker(&waker);
         let mut kept: Option<Waker> = None;
         let mut f = Inline::new(Box::pin(std::future::poll_fn(|cx| {
@@ -167,8 +171,7 @@ mod tests {
 
     #[test]
     fn a_future_that_keeps_waking_itself_yields() {
-        let count = Arc::new(Count::default());
-        let waker = Waker::from(count.clone());
+        let (count, waker) = counted();
         let mut cx = Context::from_waker(&waker);
         let mut polls = 0;
         let mut f = Inline::new(Box::pin(std::future::poll_fn(|cx| {
