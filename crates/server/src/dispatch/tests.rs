@@ -186,7 +186,7 @@ async fn every_method_answers_without_http() {
         match call(&s, method, params).await.0 {
             Reply::Result(v) => assert!(v["_meta"][SERVER_INFO_KEY].is_object(), "{method}: {v}"),
             Reply::Written(w) => {
-                assert!(w.to_value().unwrap()["_meta"][SERVER_INFO_KEY].is_object(), "{method}: {w:?}")
+                assert!(w.to_value().unwrap()["_meta"][SERVER_INFO_KEY].is_object(), "{method}: {w:?}");
             }
             Reply::Error(e) => assert_eq!(e.code, -32602, "{method}: only bad names fail: {e:?}"),
             Reply::Stream(_) => assert_eq!(method, Method::Listen),
