@@ -110,6 +110,8 @@ fuzz_target!(|data: &[u8]| {
                 assert_eq!(after.revision, task.revision, "a refused update changes nothing");
             }
             Reply::Stream(_) => panic!("tasks/update never streams"),
+            // Only a create's and a tasks/get's results are written as text.
+            Reply::Written(w) => panic!("tasks/update answers a value, not written text: {w:?}"),
             // The anonymous caller passes every scope check.
             Reply::InsufficientScope { .. } => panic!("tasks/update of the caller's own task refused for scope"),
         }
