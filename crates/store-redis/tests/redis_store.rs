@@ -23,6 +23,11 @@ use serde_json::json;
 
 const NO_LIMITS: CreateLimits =
     CreateLimits { max_active_per_scope: None, max_bytes_per_scope: None, max_queued_per_partition: None };
+
+/// Only the per-scope active-task limit, at `n`.
+fn active_limit(n: u64) -> CreateLimits {
+    CreateLimits { max_active_per_scope: Some(n), max_bytes_per_scope: None, max_queued_per_partition: None }
+}
 const LONG: Duration = Duration::from_secs(30);
 const PATIENCE: Duration = Duration::from_secs(5);
 
@@ -395,8 +400,7 @@ async fn watches_resubscribe_after_the_connection_drops() {
 async fn the_scope_limit_drops_members_by_expiry_only() {
     let redis = TestRedis::start().await;
     let store = store_on(&redis).await;
-    let limits =
-        CreateLimits { max_active_per_scope: Some(2), max_bytes_per_scope: None, max_queued_per_partition: None };
+    let limits = active_limit(2);
     let a = store.create(new_task(Some(60_000)), limits).await.unwrap();
     let b = store.create(new_task(Some(60_000)), limits).await.unwrap();
     assert!(matches!(store.create(new_task(None), limits).await, Err(StoreError::Capacity { .. })));
@@ -426,8 +430,7 @@ async fn the_scope_limit_drops_members_by_expiry_only() {
     let ttl: i64 = c.pttl(&set).await.unwrap();
     assert_eq!(ttl, -1, "a task that never expires makes the set persist");
     // Zero means none at all.
-    let zero =
-        CreateLimits { max_active_per_scope: Some(0), max_bytes_per_scope: None, max_queued_per_partition: None };
+    let zero = active_limit(0);
     assert!(matches!(store.create(new_task(None), zero).await, Err(StoreError::Capacity { .. })));
 }
 
@@ -440,8 +443,7 @@ async fn the_scope_limit_drops_members_by_expiry_only() {
 async fn the_active_sets_pad_is_not_counted_and_leaves_with_the_last_task() {
     let redis = TestRedis::start().await;
     let store = store_on(&redis).await;
-    let limits =
-        CreateLimits { max_active_per_scope: Some(2), max_bytes_per_scope: None, max_queued_per_partition: None };
+    let limits = active_limit(2);
     let set = store.keys().scope_active(&owner());
     let mut c = raw(&redis).await;
     // A task admitted by a pod of the previous release: no pad.
