@@ -35,6 +35,12 @@
 //!
 //! Shutdown stops accepting, lets in-flight requests finish and closes idle
 //! connections at once.
+//!
+//! Each connection runs in its own task under [`Inline`]: hyper polls the
+//! request's service future inside the connection's, so the wakes one gives
+//! the other (the request body's channel, the end of a request, a read that
+//! restarts the timers) come during the task's own poll, which tokio would
+//! take for a yield (see `crate::inline`).
 
 mod connections;
 mod watch;
@@ -58,6 +64,7 @@ use tokio::{
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tower::ServiceExt;
 
+use crate::inline::Inline;
 use connections::{Connections, Kind, Room, Ticket};
 use watch::{Deadline, Tracked, Watch, Watched};
 
@@ -173,7 +180,9 @@ pub async fn serve_with(
             }
         };
         let (router, closing) = (router.clone(), closing.clone());
-        connections.spawn(connection(tcp, router, watch, Arc::new(ticket), closing));
+        // Inline: the connection drives its request inline, and a request
+        // wakes its connection's task during its poll (see `crate::inline`).
+        connections.spawn(Inline::new(Box::pin(connection(tcp, router, watch, Arc::new(ticket), closing))));
     }
     closing.cancel();
     connections.close();
