@@ -238,6 +238,10 @@ async fn connection(
     let mut shutting_down = false;
     loop {
         tokio::select! {
+            // The connection first: its poll is where the watch's deadline
+            // changes (but for an eviction, which wakes the task through
+            // `evicting`), and `expired` reads it after (see `Watch`).
+            biased;
             _ = conn.as_mut() => return,
             () = closing.cancelled(), if !shutting_down => {
                 conn.as_mut().graceful_shutdown();
