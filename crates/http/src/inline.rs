@@ -9,10 +9,8 @@
 //!
 //! - serving (`serve/mod.rs`): hyper's HTTP/1 connection runs the request's
 //!   service future inside its own poll, so a request body read (hyper's
-//!   body channel), a reply channel closed by the handler, the end of a
-//!   request (`serve/watch.rs`'s `InFlight`) or a socket read that restarts
-//!   the connection's timers each wake the connection's task while it is
-//!   being polled;
+//!   body channel) or the reply channel a finished handler closes
+//!   (`respond.rs`) wakes the connection's task while it is being polled;
 //! - the gateway's own POST to an upstream (`services/gateway/src/upstream/direct.rs`)
 //!   runs hyper's client connection inside the call: handing it the request
 //!   wakes the call's task.

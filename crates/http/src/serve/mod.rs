@@ -38,9 +38,10 @@
 //!
 //! Each connection runs in its own task under [`Inline`]: hyper polls the
 //! request's service future inside the connection's, so the wakes one gives
-//! the other (the request body's channel, the end of a request, a read that
-//! restarts the timers) come during the task's own poll, which tokio would
-//! take for a yield (see `crate::inline`).
+//! the other (hyper's request body channel, the reply channel a handler
+//! closes, `respond.rs`) come during the task's own poll, which tokio would
+//! take for a yield (see `crate::inline`). The connection's timers wake
+//! nothing when a read or a request moves them (`watch.rs`'s `Watch`).
 
 mod connections;
 mod watch;
