@@ -8,6 +8,8 @@
 //!   its own listener: [`admin_router`]), and the [`console`] at `/console` beside it.
 //! - [`serve`](mod@serve): run a router on a listener (TCP_NODELAY) until a shutdown
 //!   future fires, with header, body and idle timeouts and a connection cap.
+//! - [`inline`]: [`Inline`](inline::Inline), a future polled again at once when it
+//!   wakes itself during its poll (each served connection runs in one).
 //! - [`guard`]: `Host`, `Origin` and CSRF rules for the routes beside `/mcp`
 //!   (the admin API, the console, `/metrics`).
 //! - [`admission`]: the request admission order (Origin, envelope, `_meta`,
@@ -48,6 +50,7 @@ mod config;
 pub mod console;
 mod endpoints;
 pub mod guard;
+pub mod inline;
 mod legacy;
 mod mcp;
 mod modern;

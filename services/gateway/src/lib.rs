@@ -33,7 +33,6 @@
 pub mod catalog;
 pub mod config;
 mod convert;
-mod inline;
 pub mod pool;
 pub mod proxy;
 pub mod reload;

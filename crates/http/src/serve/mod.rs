@@ -35,6 +35,13 @@
 //!
 //! Shutdown stops accepting, lets in-flight requests finish and closes idle
 //! connections at once.
+//!
+//! Each connection runs in its own task under [`Inline`]: hyper polls the
+//! request's service future inside the connection's, so the wakes one gives
+//! the other (hyper's request body channel, the reply channel a handler
+//! closes, `respond.rs`) come during the task's own poll, which tokio would
+//! take for a yield (see `crate::inline`). The connection's timers wake
+//! nothing when a read or a request moves them (`watch.rs`'s `Watch`).
 
 mod connections;
 mod watch;
@@ -58,6 +65,7 @@ use tokio::{
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tower::ServiceExt;
 
+use crate::inline::Inline;
 use connections::{Connections, Kind, Room, Ticket};
 use watch::{Deadline, Tracked, Watch, Watched};
 
@@ -173,7 +181,9 @@ pub async fn serve_with(
             }
         };
         let (router, closing) = (router.clone(), closing.clone());
-        connections.spawn(connection(tcp, router, watch, Arc::new(ticket), closing));
+        // Inline: the connection drives its request inline, and a request
+        // wakes its connection's task during its poll (see `crate::inline`).
+        connections.spawn(Inline::new(Box::pin(connection(tcp, router, watch, Arc::new(ticket), closing))));
     }
     closing.cancel();
     connections.close();
@@ -229,6 +239,10 @@ async fn connection(
     let mut shutting_down = false;
     loop {
         tokio::select! {
+            // The connection first: its poll is where the watch's deadline
+            // changes (but for an eviction, which wakes the task through
+            // `evicting`), and `expired` reads it after (see `Watch`).
+            biased;
             _ = conn.as_mut() => return,
             () = closing.cancelled(), if !shutting_down => {
                 conn.as_mut().graceful_shutdown();

@@ -45,11 +45,15 @@ pub(super) struct Phase {
 }
 
 /// The timers of one connection (see the module docs).
+///
+/// Its deadline changes inside the connection's own poll (a read, a
+/// request's start or end), or on an eviction, which cancels `evicting` and
+/// so wakes the connection's task: [`Expiry`] reads it at every poll, and
+/// no change needs to wake anything (see `connection` in `serve/mod.rs`).
 #[derive(Debug)]
 pub(super) struct Watch {
     pub(super) limits: ServeLimits,
     phase: Mutex<Phase>,
-    changed: Notify,
     /// Cancelled when the connection is told to close to make room.
     pub(super) evicting: CancellationToken,
     /// The listener's [`Connections::changed`].
@@ -66,13 +70,7 @@ impl Watch {
             served: 0,
             evicted: false,
         };
-        Watch {
-            limits,
-            phase: Mutex::new(phase),
-            changed: Notify::new(),
-            evicting: CancellationToken::new(),
-            slots_changed,
-        }
+        Watch { limits, phase: Mutex::new(phase), evicting: CancellationToken::new(), slots_changed }
     }
 
     fn phase(&self) -> MutexGuard<'_, Phase> {
@@ -87,7 +85,6 @@ impl Watch {
             p.since = Instant::now();
             p.allowed = self.limits.header_read_timeout;
             p.reading_head = true;
-            self.changed.notify_one();
         }
     }
 
@@ -107,7 +104,6 @@ impl Watch {
             p.since = Instant::now();
             p.allowed = if p.evicted { EVICT_GRACE } else { self.limits.idle_timeout };
             p.reading_head = false;
-            self.changed.notify_one();
             // An idle connection is one that can make room.
             self.slots_changed.notify_one();
         }
@@ -139,7 +135,6 @@ impl Watch {
         p.allowed = if p.served == 0 { Duration::ZERO } else { EVICT_GRACE };
         drop(p);
         self.evicting.cancel();
-        self.changed.notify_one();
     }
 
     fn deadline(&self) -> Option<Instant> {
@@ -147,23 +142,38 @@ impl Watch {
         (p.in_flight == 0).then(|| p.since + p.allowed)
     }
 
-    /// Resolves when the current wait outlasts its limit.
-    pub(super) async fn expired(&self) {
-        loop {
-            match self.deadline() {
-                None => self.changed.notified().await,
-                Some(at) => {
-                    tokio::select! {
-                        () = tokio::time::sleep_until(at) => {
-                            if self.deadline().is_some_and(|d| d <= Instant::now()) {
-                                return;
-                            }
-                        }
-                        () = self.changed.notified() => {}
-                    }
+    /// Resolves when the current wait outlasts its limit, if polled after
+    /// every change of it (see [`Watch`]).
+    pub(super) fn expired(&self) -> Expiry<'_> {
+        Expiry { watch: self, timer: None }
+    }
+}
+
+/// [`Watch::expired`]: a timer at the current deadline, set again when it moves.
+#[derive(Debug)]
+pub(super) struct Expiry<'a> {
+    watch: &'a Watch,
+    timer: Option<Pin<Box<Sleep>>>,
+}
+
+impl Future for Expiry<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        // A request in flight: no deadline (a timer set before may still
+        // fire, a spare wake, until the next wait resets it).
+        let Some(at) = this.watch.deadline() else { return Poll::Pending };
+        let timer = match &mut this.timer {
+            Some(timer) => {
+                if timer.deadline() != at {
+                    timer.as_mut().reset(at);
                 }
+                timer
             }
-        }
+            None => this.timer.insert(Box::pin(tokio::time::sleep_until(at))),
+        };
+        timer.as_mut().poll(cx)
     }
 }
 
@@ -295,4 +305,48 @@ pub(super) enum Standing {
     /// Idle: may be closed for room, lowest order first (connections that
     /// never sent a request head before those that did, then the longest waiting).
     Idle((bool, Instant)),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watch(limits: ServeLimits) -> Arc<Watch> {
+        Arc::new(Watch::new(limits, Arc::new(Notify::new())))
+    }
+
+    #[tokio::test]
+    async fn a_request_ending_starts_the_idle_deadline() {
+        let idle = Duration::from_millis(50);
+        let w = watch(ServeLimits {
+            idle_timeout: idle,
+            header_read_timeout: Duration::from_secs(60),
+            ..Default::default()
+        });
+        let mut expiry = std::pin::pin!(w.expired());
+        let request = w.request_started();
+        assert!(futures::poll!(expiry.as_mut()).is_pending());
+        let ended = Instant::now();
+        drop(request);
+        // Polled again after the change, as `connection` polls it after its own poll.
+        tokio::time::timeout(Duration::from_secs(10), expiry).await.expect("expired after idle_timeout");
+        assert!(ended.elapsed() >= idle);
+    }
+
+    #[tokio::test]
+    async fn a_read_on_an_idle_connection_starts_the_head_deadline() {
+        let head = Duration::from_millis(50);
+        let w = watch(ServeLimits {
+            idle_timeout: Duration::from_secs(60),
+            header_read_timeout: head,
+            ..Default::default()
+        });
+        drop(w.request_started());
+        let mut expiry = std::pin::pin!(w.expired());
+        assert!(futures::poll!(expiry.as_mut()).is_pending(), "idle for a minute");
+        let read = Instant::now();
+        w.bytes_read();
+        tokio::time::timeout(Duration::from_secs(10), expiry).await.expect("expired after header_read_timeout");
+        assert!(read.elapsed() >= head);
+    }
 }

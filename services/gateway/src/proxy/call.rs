@@ -6,6 +6,7 @@
 use std::{sync::Arc, time::Duration};
 
 use futures::future::BoxFuture;
+use presa_http::inline::Inline;
 use presa_server::{ToolContext, ToolError, ToolOutput};
 use rmcp::{
     model::{
@@ -25,7 +26,6 @@ use super::{
 };
 use crate::{
     convert::{Retry, bad_params, call_arguments, call_params, input_requests, tool_output},
-    inline::Inline,
     pool::Lease,
     upstream::{Answer, CallBody, Event, INVALID_ANSWER, Sent, Template, set_progress_token},
 };

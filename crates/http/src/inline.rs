@@ -1,16 +1,23 @@
 //! [`Inline`]: a future that, when it wakes itself during its own poll, is
 //! polled again at once instead of going back through the scheduler.
 //!
-//! The gateway's own POST runs hyper's HTTP/1 connection inside the call
-//! (`upstream/direct.rs`): handing the request to the connection wakes the
-//! connection, which is the call's own task, while that task is being
-//! polled. tokio takes a task woken during its own poll for a yield: it goes
-//! to the back of the run queue and another worker thread is woken to steal
-//! it (a futex wake and a wasted wakeup of that thread, every proxied call,
-//! on the path of the call's answer; then a whole extra poll of the request's
-//! futures). A waker of its own makes such a wake a flag the poll loop reads;
-//! a wake from anywhere else (the I/O driver, another thread, after the poll)
-//! goes to the task's waker as before.
+//! tokio takes a task woken during its own poll for a yield: it goes to the
+//! back of the run queue and another worker thread is woken to steal it (a
+//! futex wake and a wasted wakeup of that thread, then a whole extra poll of
+//! the task's futures). Some wakes are of that kind by construction, when one
+//! future of a task hands something to another future of the same task:
+//!
+//! - serving (`serve/mod.rs`): hyper's HTTP/1 connection runs the request's
+//!   service future inside its own poll, so a request body read (hyper's
+//!   body channel) or the reply channel a finished handler closes
+//!   (`respond.rs`) wakes the connection's task while it is being polled;
+//! - the gateway's own POST to an upstream (`services/gateway/src/upstream/direct.rs`)
+//!   runs hyper's client connection inside the call: handing it the request
+//!   wakes the call's task.
+//!
+//! A waker of its own makes such a wake a flag the poll loop reads; a wake
+//! from anywhere else (the I/O driver, another thread, after the poll) goes
+//! to the task's waker as before.
 
 use std::{
     future::Future,
@@ -35,7 +42,7 @@ const WOKEN: u8 = 2;
 const MAX_AGAIN: usize = 8;
 
 /// `F`, polled again while it wakes itself during its poll (see the module docs).
-pub(crate) struct Inline<F> {
+pub struct Inline<F> {
     inner: F,
     wake: Arc<InlineWake>,
     /// `wake` as a [`Waker`], made once.
@@ -76,7 +83,7 @@ impl Wake for InlineWake {
 
 impl<F: Future + Unpin> Inline<F> {
     /// `inner` (a boxed future, or any that is `Unpin`), polled as the module docs say.
-    pub(crate) fn new(inner: F) -> Self {
+    pub fn new(inner: F) -> Self {
         let wake = Arc::new(InlineWake::default());
         let waker = Waker::from(wake.clone());
         Inline { inner, wake, waker }
