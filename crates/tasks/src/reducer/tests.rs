@@ -44,7 +44,22 @@ fn finishing_drops_what_only_a_run_needs() {
             worker: Some("w-1".into()),
         };
         before.input_responses.insert("b".into(), json!({ "action": "accept" }));
+        before.checkpoint = Some(json!({ "step": 2 }));
+        before.retries.failed = 1;
+        before.poll_interval_ms = Some(500);
+        before.history.push(crate::model::StatusChange { status: Status::InputRequired, at_ms: 1_500 });
         let after = apply(&before, &event, 2_000).unwrap().unwrap();
+        // What `tasks/get` and an operator read is kept as it was.
+        assert_eq!(
+            (&after.id, &after.scope, after.created_at_ms, after.ttl_ms),
+            (&before.id, &before.scope, 1_000, before.ttl_ms)
+        );
+        assert_eq!(
+            (after.poll_interval_ms, after.attempt, after.revision),
+            (Some(500), before.attempt, before.revision + 1)
+        );
+        assert_eq!((&after.history, &after.retries), (&before.history, &before.retries), "{event:?}");
+        assert_eq!(after.checkpoint, None);
         assert!(after.status.is_terminal());
         let kept = Work { tool: "deploy".into(), replay_of: before.work.replay_of.clone(), ..Work::default() };
         assert_eq!(after.work, kept, "{event:?}");
