@@ -118,25 +118,63 @@ pub fn apply(task: &Task, event: &Event, now_ms: u64) -> Result<Option<Task>, Re
     if !change(&mut next, task, event, now_ms)? {
         return Ok(None);
     }
-    next.revision = task.revision + 1;
-    next.updated_at_ms = now_ms.max(task.updated_at_ms);
+    stamp(&mut next, Was::of(task), now_ms);
+    Ok(Some(next))
+}
+
+/// [`apply`] of [`Event::Claimed`] by `worker` to a task the caller gives
+/// up (a claim decodes the stored task only to make the claimed one): the
+/// same task, made in place instead of from a copy dropped with the original.
+/// `None` for a finished task.
+pub fn claim(mut task: Task, worker: &str, now_ms: u64) -> Option<Task> {
+    if task.status.is_terminal() {
+        return None;
+    }
+    let was = Was::of(&task);
+    claimed_by(&mut task, worker);
+    stamp(&mut task, was, now_ms);
+    Some(task)
+}
+
+/// What [`stamp`] needs of the task a change started from.
+#[derive(Clone, Copy)]
+struct Was {
+    status: Status,
+    revision: u64,
+    updated_at_ms: u64,
+}
+
+impl Was {
+    fn of(task: &Task) -> Was {
+        Was { status: task.status, revision: task.revision, updated_at_ms: task.updated_at_ms }
+    }
+}
+
+/// Mark `next` as a change of the task it `was`: its revision, when, and
+/// the status it moved to in its history.
+fn stamp(next: &mut Task, was: Was, now_ms: u64) {
+    next.revision = was.revision + 1;
+    next.updated_at_ms = now_ms.max(was.updated_at_ms);
     // The end needs no entry: a finished task never changes again, so it
     // ended at `updated_at_ms` (what an operator's view adds, `Task::status_history`).
-    if next.status != task.status && !next.status.is_terminal() {
+    if next.status != was.status && !next.status.is_terminal() {
         next.history.push(crate::model::StatusChange { status: next.status, at_ms: next.updated_at_ms });
     }
-    Ok(Some(next))
+}
+
+/// [`Event::Claimed`]: the fence moves on by one and the work names its
+/// new holder, no longer waiting for a due time.
+fn claimed_by(next: &mut Task, worker: &str) {
+    next.attempt += 1;
+    next.work.worker = Some(worker.to_string());
+    next.retries.due_at_ms = None;
 }
 
 /// What `event` changes in `next`, a copy of the live `task` (of what it
 /// keeps once it ends, for an [`ending`] event): `false` when it changes nothing.
 fn change(next: &mut Task, task: &Task, event: &Event, now_ms: u64) -> Result<bool, ReduceError> {
     match event {
-        Event::Claimed { worker } => {
-            next.attempt = task.attempt + 1;
-            next.work.worker = Some(worker.clone());
-            next.retries.due_at_ms = None;
-        }
+        Event::Claimed { worker } => claimed_by(next, worker),
         Event::Defer { failed, reason, message, due_at_ms } => {
             let failed = failed.then_some(reason.as_str());
             let turn = failed.is_none();

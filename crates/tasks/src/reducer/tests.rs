@@ -157,6 +157,20 @@ fn every_state_event_pair() {
     }
 }
 
+/// A claim made in place is the claim `apply` makes from a copy, whatever
+/// the task's status (a finished task is not claimed), also of work that waited.
+#[test]
+fn a_claim_in_place_is_the_claim_apply_makes() {
+    for status in [Status::Working, Status::InputRequired, Status::Completed, Status::Failed, Status::Cancelled] {
+        let mut t = task_in(status);
+        t.attempt = 3;
+        t.retries.due_at_ms = Some(1_500);
+        t.work.arguments = json!({ "n": 1 });
+        let from_copy = apply(&t, &Event::Claimed { worker: "w-9".into() }, 2_000).unwrap();
+        assert_eq!(claim(t, "w-9", 2_000), from_copy, "{status:?}");
+    }
+}
+
 /// The history gets one entry per status change, at the change's time;
 /// claims, messages and checkpoints add none. A claim names its worker.
 #[test]
