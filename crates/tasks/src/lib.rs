@@ -27,4 +27,4 @@ pub use id::TaskId;
 pub use model::{
     Caller, FailedTry, MAX_TRIES_KEPT, NewTask, Retries, Scope, Status, StatusChange, Task, Work, json_len,
 };
-pub use reducer::{Event, ReduceError, apply};
+pub use reducer::{Event, ReduceError, apply, claim};

@@ -1,12 +1,13 @@
 //! Claiming an entry bumps its task's fencing attempt: the reducer's
-//! `Claimed` event computes the new doc, and `claim_batch.lua` (many
-//! entries) or `claim.lua` (one, retried on a lost CAS race) stores it with
-//! the lease, or drops the entry of a task that is over.
+//! `Claimed` event, made in place on the task as read (`presa_tasks::claim`),
+//! computes the new doc, and `claim_batch.lua` (many entries) or `claim.lua`
+//! (one, retried on a lost CAS race) stores it with the lease, or drops the
+//! entry of a task that is over.
 
 use std::time::Duration;
 
 use presa_store::{Claim, TaskId, util::now_ms};
-use presa_tasks::{Event, apply};
+use presa_tasks::claim;
 use redis::Value;
 
 use super::Entry;
@@ -75,15 +76,16 @@ impl Claimed {
 const KEEP_DELIVERY_LEASE: u32 = 8;
 
 impl Queue {
-    /// The task as read and as claimed by `worker`, or `None` after dropping
-    /// the entry (task gone, expired, terminal or corrupt).
+    /// The revision of the task as read (what the claim expects stored) and
+    /// the task as claimed by `worker`, made from it in place; or `None`
+    /// after dropping the entry (task gone, expired, terminal or corrupt).
     pub(super) async fn next_claimed(
         &self,
         worker: &str,
         e: &Entry,
         id: &TaskId,
         doc: Option<&str>,
-    ) -> Result<Option<(presa_store::Task, presa_store::Task)>, RedisStoreError> {
+    ) -> Result<Option<(u64, presa_store::Task)>, RedisStoreError> {
         let task = match doc.map(|d| decode(d.as_bytes())) {
             Some(Ok(t)) if !t.status.is_terminal() && !t.is_expired(now_ms()) => t,
             Some(Err(err)) => {
@@ -96,9 +98,10 @@ impl Queue {
                 return Ok(None);
             }
         };
-        match apply(&task, &Event::Claimed { worker: worker.to_string() }, now_ms()) {
-            Ok(Some(next)) => Ok(Some((task, next))),
-            _ => {
+        let expected = task.revision;
+        match claim(task, worker, now_ms()) {
+            Some(next) => Ok(Some((expected, next))),
+            None => {
                 self.ack(e.partition, &e.id).await?;
                 Ok(None)
             }
@@ -151,7 +154,7 @@ impl Queue {
         let channel = keys.events(id).expect("same partition as the task key");
         let claimed_channel = keys.claimed(e.partition);
         for _ in 0..CLAIM_RACES {
-            let Some((task, next)) = self.next_claimed(worker, e, id, doc.as_deref()).await? else {
+            let Some((expected, next)) = self.next_claimed(worker, e, id, doc.as_deref()).await? else {
                 return Ok(None);
             };
             let mut inv = super::CLAIM.prepare_invoke();
@@ -162,7 +165,7 @@ impl Queue {
                 .arg(GROUP)
                 .arg(&e.id)
                 .arg(worker)
-                .arg(task.revision)
+                .arg(expected)
                 .arg(encode(&next)?)
                 .arg(next.revision)
                 .arg(next.attempt)

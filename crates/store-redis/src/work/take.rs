@@ -89,8 +89,8 @@ impl Queue {
                 continue;
             }
             match self.next_claimed(worker, &e, &id, doc.as_deref()).await {
-                Ok(Some((task, _))) if !shares.take(&task.scope) => held.push((e, held_consumer(&task.scope))),
-                Ok(Some((task, next))) => batch.push(Pending { entry: e, id, key, expected: task.revision, next }),
+                Ok(Some((_, next))) if !shares.take(&next.scope) => held.push((e, held_consumer(&next.scope))),
+                Ok(Some((expected, next))) => batch.push(Pending { entry: e, id, key, expected, next }),
                 Ok(None) => {}
                 Err(err) => {
                     let _ = self.requeue(worker, &e).await;

@@ -38,8 +38,8 @@ async fn pending(store: &RedisStore, e: Entry) -> Pending {
     let id = TaskId::from_wire(e.task.as_deref().unwrap());
     let key = store.keys().task(&id).unwrap();
     let doc = store.queue().records.read_doc_text(&key).await.unwrap();
-    let (task, next) = store.queue().next_claimed("w", &e, &id, doc.as_deref()).await.unwrap().unwrap();
-    Pending { entry: e, id, key, expected: task.revision, next }
+    let (expected, next) = store.queue().next_claimed("w", &e, &id, doc.as_deref()).await.unwrap().unwrap();
+    Pending { entry: e, id, key, expected, next }
 }
 
 /// A store of one partition (on a Redis that lives as long as the first half).

@@ -108,29 +108,73 @@ pub fn apply(task: &Task, event: &Event, now_ms: u64) -> Result<Option<Task>, Re
     if task.status.is_terminal() {
         return Ok(None);
     }
-    let mut next = task.clone();
+    // An ending event keeps only what a finished task keeps: that part is
+    // copied, not the whole task (its work's arguments, capabilities and
+    // inputs) to be cleared at once (a worker ends every task it runs).
+    let mut next = match ending(event) {
+        Some(status) => finished(task, status),
+        None => task.clone(),
+    };
     if !change(&mut next, task, event, now_ms)? {
         return Ok(None);
     }
-    next.revision = task.revision + 1;
-    next.updated_at_ms = now_ms.max(task.updated_at_ms);
-    // The end needs no entry: a finished task never changes again, so it
-    // ended at `updated_at_ms` (what an operator's view adds, `Task::status_history`).
-    if next.status != task.status && !next.status.is_terminal() {
-        next.history.push(crate::model::StatusChange { status: next.status, at_ms: next.updated_at_ms });
-    }
+    stamp(&mut next, Was::of(task), now_ms);
     Ok(Some(next))
 }
 
-/// What `event` changes in `next`, a copy of the live `task`: `false` when
-/// it changes nothing.
+/// [`apply`] of [`Event::Claimed`] by `worker` to a task the caller gives
+/// up (a claim decodes the stored task only to make the claimed one): the
+/// same task, made in place instead of from a copy dropped with the original.
+/// `None` for a finished task.
+pub fn claim(mut task: Task, worker: &str, now_ms: u64) -> Option<Task> {
+    if task.status.is_terminal() {
+        return None;
+    }
+    let was = Was::of(&task);
+    claimed_by(&mut task, worker);
+    stamp(&mut task, was, now_ms);
+    Some(task)
+}
+
+/// What [`stamp`] needs of the task a change started from.
+#[derive(Clone, Copy)]
+struct Was {
+    status: Status,
+    revision: u64,
+    updated_at_ms: u64,
+}
+
+impl Was {
+    fn of(task: &Task) -> Was {
+        Was { status: task.status, revision: task.revision, updated_at_ms: task.updated_at_ms }
+    }
+}
+
+/// Mark `next` as a change of the task it `was`: its revision, when, and
+/// the status it moved to in its history.
+fn stamp(next: &mut Task, was: Was, now_ms: u64) {
+    next.revision = was.revision + 1;
+    next.updated_at_ms = now_ms.max(was.updated_at_ms);
+    // The end needs no entry: a finished task never changes again, so it
+    // ended at `updated_at_ms` (what an operator's view adds, `Task::status_history`).
+    if next.status != was.status && !next.status.is_terminal() {
+        next.history.push(crate::model::StatusChange { status: next.status, at_ms: next.updated_at_ms });
+    }
+}
+
+/// [`Event::Claimed`]: the fence moves on by one and the work names its
+/// new holder, no longer waiting for a due time.
+fn claimed_by(next: &mut Task, worker: &str) {
+    next.attempt += 1;
+    next.work.worker = Some(worker.to_string());
+    next.retries.due_at_ms = None;
+}
+
+/// What `event` changes in `next`, a copy of the live `task` (of what it
+/// keeps once it ends, for an [`ending`] event): `false` when it changes nothing.
 fn change(next: &mut Task, task: &Task, event: &Event, now_ms: u64) -> Result<bool, ReduceError> {
     match event {
-        Event::Claimed { worker } => {
-            next.attempt = task.attempt + 1;
-            next.work.worker = Some(worker.clone());
-            next.retries.due_at_ms = None;
-        }
+        Event::Claimed { worker } => claimed_by(next, worker),
         Event::Defer { failed, reason, message, due_at_ms } => {
             let failed = failed.then_some(reason.as_str());
             let turn = failed.is_none();
@@ -154,19 +198,12 @@ fn change(next: &mut Task, task: &Task, event: &Event, now_ms: u64) -> Result<bo
             }
             next.checkpoint = Some(value.clone());
         }
-        Event::Complete(result) => {
-            finish(next, Status::Completed);
-            next.result = Some(result.clone());
-        }
+        Event::Complete(result) => next.result = Some(result.clone()),
         Event::Fail(error) => {
-            finish(next, Status::Failed);
             next.status_message = error.get("message").and_then(Value::as_str).map(str::to_string);
             next.error = Some(error.clone());
         }
-        Event::Cancel => {
-            finish(next, Status::Cancelled);
-            next.status_message = Some("Cancelled by the client".into());
-        }
+        Event::Cancel => next.status_message = Some("Cancelled by the client".into()),
     }
     Ok(true)
 }
@@ -215,19 +252,45 @@ fn provide_input(next: &mut Task, task: &Task, responses: &BTreeMap<String, Valu
     true
 }
 
-/// End `task` as `status`. A finished task never runs again, so what only a
-/// run needs goes (the arguments, client capabilities, MRTR answers, trace
-/// context, caller, and the inputs issued and answered): a finished record
-/// holds only what `tasks/get` answers with (plus the tool's name) for the rest
-/// of its TTL, which is most of the memory a store spends on it.
-fn finish(task: &mut Task, status: Status) {
-    task.status = status;
-    task.input_requests.clear();
-    task.issued_inputs.clear();
-    task.input_responses.clear();
-    task.checkpoint = None;
-    task.work =
-        Work { tool: std::mem::take(&mut task.work.tool), replay_of: task.work.replay_of.take(), ..Work::default() };
+/// The status `event` ends a task with, if it ends it.
+fn ending(event: &Event) -> Option<Status> {
+    match event {
+        Event::Complete(_) => Some(Status::Completed),
+        Event::Fail(_) => Some(Status::Failed),
+        Event::Cancel => Some(Status::Cancelled),
+        _ => None,
+    }
+}
+
+/// `task` as it ends with `status`. A finished task never runs again, so
+/// what only a run needs is not kept (the arguments, client capabilities,
+/// MRTR answers, trace context, caller, the checkpoint, and the inputs issued
+/// and answered): a finished record holds only what `tasks/get` answers with
+/// (plus the tool's name, and the dead letter it replays) for the rest of its
+/// TTL, which is most of the memory a store spends on it. Every field is
+/// named, so a new one is kept or dropped on purpose.
+fn finished(task: &Task, status: Status) -> Task {
+    Task {
+        id: task.id.clone(),
+        scope: task.scope.clone(),
+        status,
+        status_message: task.status_message.clone(),
+        created_at_ms: task.created_at_ms,
+        updated_at_ms: task.updated_at_ms,
+        ttl_ms: task.ttl_ms,
+        poll_interval_ms: task.poll_interval_ms,
+        revision: task.revision,
+        attempt: task.attempt,
+        work: Work { tool: task.work.tool.clone(), replay_of: task.work.replay_of.clone(), ..Work::default() },
+        input_requests: BTreeMap::new(),
+        issued_inputs: BTreeMap::new(),
+        input_responses: BTreeMap::new(),
+        checkpoint: None,
+        result: task.result.clone(),
+        error: task.error.clone(),
+        history: task.history.clone(),
+        retries: task.retries.clone(),
+    }
 }
 
 /// How [`Event::Defer`] or [`Event::Wait`] puts a run off: `failed`, why

@@ -44,7 +44,22 @@ fn finishing_drops_what_only_a_run_needs() {
             worker: Some("w-1".into()),
         };
         before.input_responses.insert("b".into(), json!({ "action": "accept" }));
+        before.checkpoint = Some(json!({ "step": 2 }));
+        before.retries.failed = 1;
+        before.poll_interval_ms = Some(500);
+        before.history.push(crate::model::StatusChange { status: Status::InputRequired, at_ms: 1_500 });
         let after = apply(&before, &event, 2_000).unwrap().unwrap();
+        // What `tasks/get` and an operator read is kept as it was.
+        assert_eq!(
+            (&after.id, &after.scope, after.created_at_ms, after.ttl_ms),
+            (&before.id, &before.scope, 1_000, before.ttl_ms)
+        );
+        assert_eq!(
+            (after.poll_interval_ms, after.attempt, after.revision),
+            (Some(500), before.attempt, before.revision + 1)
+        );
+        assert_eq!((&after.history, &after.retries), (&before.history, &before.retries), "{event:?}");
+        assert_eq!(after.checkpoint, None);
         assert!(after.status.is_terminal());
         let kept = Work { tool: "deploy".into(), replay_of: before.work.replay_of.clone(), ..Work::default() };
         assert_eq!(after.work, kept, "{event:?}");
@@ -139,6 +154,20 @@ fn every_state_event_pair() {
                 }
             }
         }
+    }
+}
+
+/// A claim made in place is the claim `apply` makes from a copy, whatever
+/// the task's status (a finished task is not claimed), also of work that waited.
+#[test]
+fn a_claim_in_place_is_the_claim_apply_makes() {
+    for status in [Status::Working, Status::InputRequired, Status::Completed, Status::Failed, Status::Cancelled] {
+        let mut t = task_in(status);
+        t.attempt = 3;
+        t.retries.due_at_ms = Some(1_500);
+        t.work.arguments = json!({ "n": 1 });
+        let from_copy = apply(&t, &Event::Claimed { worker: "w-9".into() }, 2_000).unwrap();
+        assert_eq!(claim(t, "w-9", 2_000), from_copy, "{status:?}");
     }
 }
 
