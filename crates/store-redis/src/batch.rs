@@ -2,19 +2,14 @@
 //! (creates on an API pod, concludes on a worker) into fewer script calls.
 //!
 //! A caller [`submit`](Batcher::submit)s its item and awaits its own reply.
-//! When no flush is in flight, the item goes out at once as a call of its
-//! own, made by the submitter in its own task (no task spawned, no channel:
-//! the common case at low load costs what an unbatched write does). Items
-//! submitted while a flush is in flight wait in a queue; whoever ends the
-//! flush in flight (the submitter's call, or the flush task) hands a
-//! non-empty queue to a flush task spawned on the runtime, so a caller that
-//! stops waiting never strands the others. That task drains up to `max`
-//! items, splits them into the groups one call may take ([`Flush::groups`]:
-//! one on a standalone server, one per partition on a cluster), runs the
-//! groups concurrently, answers each item, and goes on while items are
-//! queued. There is no timer: a lone item goes out at once, and items
-//! arriving while a flush is in flight form the next batch, so batches grow
-//! with the load.
+//! Items wait in a queue; when no flush is in flight, the submitter spawns
+//! one (on its own runtime, so a caller that stops waiting never strands
+//! the others) that drains up to `max` items, splits them into the groups
+//! one call may take ([`Flush::groups`]: one on a standalone server, one per
+//! partition on a cluster), runs the groups concurrently, answers each item,
+//! and goes on while items are queued. There is no timer: a lone item goes
+//! out at once (its latency is unchanged), and items arriving while a flush
+//! is in flight form the next batch, so batches grow with the load.
 //!
 //! A group's failure (its call failed as a whole) reaches every item of it;
 //! a flush that panics answers its items with
@@ -86,99 +81,31 @@ impl<F: Flush> Batcher<F> {
         Batcher { shared: Arc::new(Shared { flush, max: max.max(1), state }) }
     }
 
-    /// Write `item` (alone when nothing is in flight, else queued) and wait
-    /// for its answer. Must be called within a Tokio runtime (a flush task
-    /// is spawned on it for what queues).
+    /// Queue `item` and wait for its answer. Must be called within a Tokio
+    /// runtime (the flush is spawned on it).
     pub(crate) async fn submit(&self, item: F::Item) -> Result<F::Reply, RedisStoreError> {
-        let turn = {
+        let (tx, rx) = oneshot::channel();
+        let start = {
             let mut state = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
-            if state.flushing {
-                let (tx, rx) = oneshot::channel();
-                state.queued.push((item, tx));
-                Turn::<F>::Queued(rx)
-            } else {
-                // Nothing in flight, so nothing queued: this item goes out alone, from here.
-                state.flushing = true;
-                Turn::Alone(item)
-            }
+            state.queued.push((item, tx));
+            !std::mem::replace(&mut state.flushing, true)
         };
-        match turn {
-            Turn::Queued(rx) => rx.await.unwrap_or_else(|_| Err(unanswered())),
-            Turn::Alone(item) => self.alone(item).await,
+        if start {
+            tokio::spawn(self.shared.clone().run());
         }
-    }
-
-    /// `item` as a call of its own, made in the submitter's task; what was
-    /// queued meanwhile is handed on when it ends, however it ends (see
-    /// [`HandOn`]).
-    async fn alone(&self, item: F::Item) -> Result<F::Reply, RedisStoreError> {
-        let _hand_on = HandOn { shared: &self.shared };
-        match std::panic::AssertUnwindSafe(self.shared.flush.flush(vec![item])).catch_unwind().await {
-            Ok(Ok(replies)) => replies.into_iter().next().ok_or_else(unanswered),
-            Ok(Err(e)) => Err(e),
-            Err(_) => {
-                tracing::error!(items = 1, "a batched write panicked");
-                Err(unanswered())
-            }
-        }
-    }
-}
-
-/// What [`Batcher::submit`] does with an item: wait for a flush task's
-/// answer, or make the call itself (the guard is released either way
-/// before anything is awaited).
-enum Turn<F: Flush> {
-    Queued(oneshot::Receiver<Result<F::Reply, RedisStoreError>>),
-    Alone(F::Item),
-}
-
-/// Ends a submitter's own call ([`Batcher::alone`]), when it returns or is
-/// dropped: the queue is left not flushing when nothing was submitted
-/// meanwhile, else it is handed to a flush task (the submitter may have
-/// stopped waiting: the others must not wait on it). Without a runtime to
-/// spawn on (it is shutting down), what was queued is answered
-/// [`unanswered`] instead, as a flush task dropped unfinished does.
-struct HandOn<'a, F: Flush> {
-    shared: &'a Arc<Shared<F>>,
-}
-
-impl<F: Flush> Drop for HandOn<'_, F> {
-    fn drop(&mut self) {
-        let next = {
-            let mut state = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
-            if state.queued.is_empty() {
-                state.flushing = false;
-                return;
-            }
-            // With a runtime, `flushing` stays set: the task owns the queue from here.
-            tokio::runtime::Handle::try_current().map_err(|_| {
-                state.flushing = false;
-                std::mem::take(&mut state.queued)
-            })
-        };
-        // Spawned with the lock released: a task dropped at once (its runtime
-        // is shutting down) takes the lock in its own drop.
-        match next {
-            Ok(runtime) => drop(runtime.spawn(Shared::run(Stopped { shared: self.shared.clone(), finished: false }))),
-            Err(stranded) => {
-                for (_, answer) in stranded {
-                    let _ = answer.send(Err(unanswered()));
-                }
-            }
-        }
+        rx.await.unwrap_or_else(|_| Err(unanswered()))
     }
 }
 
 impl<F: Flush> Shared<F> {
-    /// Flush batches until the queue is empty. `stopped` is made before the
-    /// task is spawned, so that a task dropped before its first poll (its
-    /// runtime shut down) does not leave the queue marked as flushing
-    /// either: nothing would ever flush it again.
-    async fn run(mut stopped: Stopped<F>) {
-        let this = stopped.shared.clone();
+    /// Flush batches until the queue is empty.
+    async fn run(self: Arc<Self>) {
+        // Dropped unfinished (its runtime shut down): the queue must not stay
+        // marked as flushing, or nothing would ever flush it again.
+        let mut stopped = Stopped { shared: &self, finished: false };
         loop {
             let batch: Vec<Waiting<F>> = {
-                let mut state = this.state.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
                 if state.queued.is_empty() {
                     state.flushing = false;
                     // From here a submitter may start the next flush: the
@@ -186,11 +113,11 @@ impl<F: Flush> Shared<F> {
                     stopped.finished = true;
                     return;
                 }
-                let n = state.queued.len().min(this.max);
+                let n = state.queued.len().min(self.max);
                 state.queued.drain(..n).collect()
             };
-            let groups = this.flush.groups(batch, |(item, _)| item);
-            join_all(groups.into_iter().map(|group| this.flush_group(group))).await;
+            let groups = self.flush.groups(batch, |(item, _)| item);
+            join_all(groups.into_iter().map(|group| self.flush_group(group))).await;
         }
     }
 
@@ -220,14 +147,14 @@ impl<F: Flush> Shared<F> {
 /// ends; items still queued when it was dropped unfinished are answered
 /// [`unanswered`] (their submitters would otherwise wait for a flush that
 /// never comes, if none submits after them).
-struct Stopped<F: Flush> {
-    shared: Arc<Shared<F>>,
+struct Stopped<'a, F: Flush> {
+    shared: &'a Shared<F>,
     /// Set when the flush ended by finding the queue empty (it cleared
     /// `flushing` itself, and a newer flush may own the queue by now).
     finished: bool,
 }
 
-impl<F: Flush> Drop for Stopped<F> {
+impl<F: Flush> Drop for Stopped<'_, F> {
     fn drop(&mut self) {
         if self.finished {
             return;
@@ -342,49 +269,6 @@ mod tests {
         // A lone item went out at once; then batches of at most three, each
         // split by group (the tens), in submission order.
         assert_eq!(calls, vec![vec![1], vec![2, 3], vec![24], vec![5, 6, 7]]);
-    }
-
-    /// A lone item's call is made by its submitter, in its own task; one
-    /// submitted during that call goes out from a flush task.
-    #[tokio::test]
-    async fn a_lone_item_goes_out_from_its_submitters_task() {
-        struct Whose(Mutex<Vec<(Vec<u32>, Option<tokio::task::Id>)>>, Notify);
-        impl Flush for Arc<Whose> {
-            type Item = u32;
-            type Reply = u32;
-            fn groups<T>(&self, items: Vec<T>, _item: impl Fn(&T) -> &u32) -> Vec<Vec<T>> {
-                vec![items]
-            }
-            async fn flush(&self, group: Vec<u32>) -> Result<Vec<u32>, RedisStoreError> {
-                let first = group == [1];
-                self.0.lock().unwrap().push((group.clone(), tokio::task::try_id()));
-                if first {
-                    self.1.notified().await;
-                }
-                Ok(group)
-            }
-        }
-        let whose = Arc::new(Whose(Mutex::default(), Notify::new()));
-        let batcher = Batcher::new(whose.clone(), 64);
-        let b = batcher.clone();
-        let first = tokio::spawn(async move { (tokio::task::id(), b.submit(1).await.unwrap()) });
-        while whose.0.lock().unwrap().is_empty() {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        let second = tokio::spawn({
-            let b = batcher.clone();
-            async move { (tokio::task::id(), b.submit(2).await.unwrap()) }
-        });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        whose.1.notify_one();
-        let ((first_task, one), (second_task, two)) = (first.await.unwrap(), second.await.unwrap());
-        assert_eq!((one, two), (1, 2));
-        let calls = whose.0.lock().unwrap().clone();
-        assert_eq!(calls.len(), 2, "{calls:?}");
-        assert_eq!(calls[0], (vec![1], Some(first_task)), "made by its submitter");
-        assert_eq!(calls[1].0, vec![2]);
-        let flusher = calls[1].1.expect("a flush task");
-        assert!(flusher != first_task && flusher != second_task, "queued behind it: a flush task's call");
     }
 
     #[tokio::test]
