@@ -91,7 +91,9 @@ impl<F: Flush> Batcher<F> {
             !std::mem::replace(&mut state.flushing, true)
         };
         if start {
-            tokio::spawn(self.shared.clone().run());
+            // The guard is made before the spawn: a task dropped before its
+            // first poll (its runtime shutting down) still clears `flushing`.
+            tokio::spawn(Shared::run(Stopped { shared: self.shared.clone(), finished: false }));
         }
         rx.await.unwrap_or_else(|_| Err(unanswered()))
     }
@@ -99,13 +101,15 @@ impl<F: Flush> Batcher<F> {
 
 impl<F: Flush> Shared<F> {
     /// Flush batches until the queue is empty.
-    async fn run(self: Arc<Self>) {
-        // Dropped unfinished (its runtime shut down): the queue must not stay
-        // marked as flushing, or nothing would ever flush it again.
-        let mut stopped = Stopped { shared: &self, finished: false };
+    ///
+    /// Dropped unfinished, even before its first poll (its runtime shut
+    /// down), `stopped` makes sure the queue does not stay marked as
+    /// flushing, or nothing would ever flush it again.
+    async fn run(mut stopped: Stopped<F>) {
+        let this = stopped.shared.clone();
         loop {
             let batch: Vec<Waiting<F>> = {
-                let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut state = this.state.lock().unwrap_or_else(PoisonError::into_inner);
                 if state.queued.is_empty() {
                     state.flushing = false;
                     // From here a submitter may start the next flush: the
@@ -113,11 +117,11 @@ impl<F: Flush> Shared<F> {
                     stopped.finished = true;
                     return;
                 }
-                let n = state.queued.len().min(self.max);
+                let n = state.queued.len().min(this.max);
                 state.queued.drain(..n).collect()
             };
-            let groups = self.flush.groups(batch, |(item, _)| item);
-            join_all(groups.into_iter().map(|group| self.flush_group(group))).await;
+            let groups = this.flush.groups(batch, |(item, _)| item);
+            join_all(groups.into_iter().map(|group| this.flush_group(group))).await;
         }
     }
 
@@ -147,14 +151,14 @@ impl<F: Flush> Shared<F> {
 /// ends; items still queued when it was dropped unfinished are answered
 /// [`unanswered`] (their submitters would otherwise wait for a flush that
 /// never comes, if none submits after them).
-struct Stopped<'a, F: Flush> {
-    shared: &'a Shared<F>,
+struct Stopped<F: Flush> {
+    shared: Arc<Shared<F>>,
     /// Set when the flush ended by finding the queue empty (it cleared
     /// `flushing` itself, and a newer flush may own the queue by now).
     finished: bool,
 }
 
-impl<F: Flush> Drop for Stopped<'_, F> {
+impl<F: Flush> Drop for Stopped<F> {
     fn drop(&mut self) {
         if self.finished {
             return;
@@ -329,6 +333,31 @@ mod tests {
         for l in join_all(loops).await {
             l.unwrap();
         }
+    }
+
+    /// A flush task dropped before its first poll (its runtime shut down
+    /// right after the spawn) does not leave the queue marked as flushing:
+    /// the next submit, on another runtime, is answered.
+    #[test]
+    fn a_flush_task_dropped_before_its_first_poll_leaves_the_queue_usable() {
+        let tens = Arc::new(Tens::default());
+        // No flush waits for `release`.
+        tens.held.store(1, Ordering::SeqCst);
+        let batcher = Batcher::new(tens.clone(), 64);
+        let first = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        first.block_on(async {
+            // Polled once: queued, and its flush task spawned but not run
+            // (a current-thread runtime runs it only once this block yields).
+            let mut submit = std::pin::pin!(batcher.submit(1));
+            assert!(futures::poll!(submit.as_mut()).is_pending());
+        });
+        drop(first);
+        assert!(tens.calls.lock().unwrap().is_empty(), "the flush task never ran");
+        let second = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        second.block_on(async {
+            let answered = tokio::time::timeout(Duration::from_secs(5), batcher.submit(3)).await;
+            assert_eq!(answered.expect("a new flush starts").unwrap(), 30);
+        });
     }
 
     /// A flush task dropped unfinished (its runtime shut down) answers what
