@@ -305,11 +305,14 @@ mod tests {
 
     use super::*;
 
-    /// The fields each record call on a span set, a list a call.
-    #[derive(Clone, Default)]
-    struct Records(Arc<Mutex<Vec<Vec<(String, String)>>>>);
+    /// The fields one record call set: (name, value).
+    type Recorded = Vec<(String, String)>;
 
-    struct Fields(Vec<(String, String)>);
+    /// What each record call on a span set, a list a call.
+    #[derive(Clone, Default)]
+    struct Records(Arc<Mutex<Vec<Recorded>>>);
+
+    struct Fields(Recorded);
 
     impl Visit for Fields {
         fn record_str(&mut self, field: &Field, value: &str) {
