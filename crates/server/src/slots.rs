@@ -161,7 +161,7 @@ pub(crate) struct Slot {
 
 impl Slot {
     /// A handler of `scope` starting with `permit`, a run slot of `slots`.
-    pub(crate) fn running(slots: Slots, permit: OwnedSemaphorePermit, scope: Scope) -> Self {
+    pub(crate) fn running(slots: Slots, permit: OwnedSemaphorePermit, scope: &Scope) -> Self {
         // A principal's shares span the endpoints its tasks were made on.
         let scope = scope.principal();
         slots.gauges.run_slots_in_use.increment(1.0);
@@ -307,9 +307,9 @@ mod tests {
     #[tokio::test]
     async fn claims_see_each_scopes_room() {
         let slots = Slots::new(4, 4, Some(2), Some(1));
-        let a1 = Slot::running(slots.clone(), slots.acquire().await, scope("a"));
-        let _a2 = Slot::running(slots.clone(), slots.acquire().await, scope("a"));
-        let _b = Slot::running(slots.clone(), slots.acquire().await, scope("b"));
+        let a1 = Slot::running(slots.clone(), slots.acquire().await, &scope("a"));
+        let _a2 = Slot::running(slots.clone(), slots.acquire().await, &scope("a"));
+        let _b = Slot::running(slots.clone(), slots.acquire().await, &scope("b"));
         let shares = slots.shares();
         assert!(!shares.admits(&scope("a")), "a holds its 2 of 2");
         assert!(shares.admits(&scope("b")));
@@ -323,9 +323,9 @@ mod tests {
     #[tokio::test]
     async fn a_scope_at_its_parked_share_keeps_its_run_slot() {
         let slots = Slots::new(4, 4, None, Some(1));
-        let a1 = Slot::running(slots.clone(), slots.acquire().await, scope("a"));
-        let a2 = Slot::running(slots.clone(), slots.acquire().await, scope("a"));
-        let b = Slot::running(slots.clone(), slots.acquire().await, scope("b"));
+        let a1 = Slot::running(slots.clone(), slots.acquire().await, &scope("a"));
+        let a2 = Slot::running(slots.clone(), slots.acquire().await, &scope("a"));
+        let b = Slot::running(slots.clone(), slots.acquire().await, &scope("b"));
         assert!(a1.park());
         assert!(!a2.park(), "a holds its one parked slot");
         assert!(b.park(), "b still parks");
@@ -335,9 +335,9 @@ mod tests {
     #[tokio::test]
     async fn resuming_waits_for_the_scopes_run_share() {
         let slots = Slots::new(4, 4, Some(1), None);
-        let a1 = Slot::running(slots.clone(), slots.acquire().await, scope("a"));
+        let a1 = Slot::running(slots.clone(), slots.acquire().await, &scope("a"));
         assert!(a1.park());
-        let a2 = Slot::running(slots.clone(), slots.acquire().await, scope("a"));
+        let a2 = Slot::running(slots.clone(), slots.acquire().await, &scope("a"));
         let resumed = tokio::spawn(async move { (a1.resume(&CancellationToken::new()).await, a1) });
         tokio::task::yield_now().await;
         assert!(!resumed.is_finished(), "a is at its run share: resuming waits though slots are free");
@@ -350,11 +350,11 @@ mod tests {
     #[tokio::test]
     async fn a_parked_handler_frees_its_run_slot_until_it_resumes() {
         let slots = Slots::new(1, 1, None, None);
-        let a = Slot::running(slots.clone(), slots.acquire().await, scope("a"));
+        let a = Slot::running(slots.clone(), slots.acquire().await, &scope("a"));
         assert_eq!(slots.free(), 0);
         assert!(a.park());
         assert_eq!(slots.free(), 1, "parked: the run slot is free for other work");
-        let b = Slot::running(slots.clone(), slots.acquire().await, scope("a"));
+        let b = Slot::running(slots.clone(), slots.acquire().await, &scope("a"));
         // Only one parked slot: a second parking handler keeps its run slot.
         assert!(!b.park());
         assert_eq!(slots.free(), 0);
@@ -373,7 +373,7 @@ mod tests {
     #[tokio::test]
     async fn cancel_stops_waiting_for_a_run_slot() {
         let slots = Slots::new(1, 1, None, None);
-        let a = Slot::running(slots.clone(), slots.acquire().await, scope("a"));
+        let a = Slot::running(slots.clone(), slots.acquire().await, &scope("a"));
         assert!(a.park());
         let _other = slots.acquire().await;
         let cancel = CancellationToken::new();

@@ -83,23 +83,25 @@ impl Worker {
 
     /// Claim and run work until `shutdown` fires, then drain (see module docs).
     pub async fn run(self, shutdown: CancellationToken) {
+        // Shared by every run: a pointer each, not a copy of the pool's settings.
+        let this = Arc::new(self);
         let slots = Slots::new(
-            self.config.concurrency,
-            self.config.max_parked,
-            self.config.run_share(),
-            self.config.parked_share(),
+            this.config.concurrency,
+            this.config.max_parked,
+            this.config.run_share(),
+            this.config.parked_share(),
         );
         // Fired when the grace period ends: running handlers release their work.
         let release_now = CancellationToken::new();
         let mut running = JoinSet::new();
-        tracing::info!(worker = %self.config.id, concurrency = self.config.concurrency, "worker started");
+        tracing::info!(worker = %this.config.id, concurrency = this.config.concurrency, "worker started");
         let sweeper = CancellationToken::new();
         let _stop_sweeping = sweeper.clone().drop_guard();
-        if let Some(artifacts) = self.core.artifacts() {
-            let (artifacts, store) = (artifacts.clone(), self.core.store().clone());
+        if let Some(artifacts) = this.core.artifacts() {
+            let (artifacts, store) = (artifacts.clone(), this.core.store().clone());
             tokio::spawn(crate::artifacts::sweep_until(artifacts, store, sweeper));
         }
-        let drain = self.node.as_ref().map_or_else(CancellationToken::new, |n| n.draining().clone());
+        let drain = this.node.as_ref().map_or_else(CancellationToken::new, |n| n.draining().clone());
         while !shutdown.is_cancelled() && !drain.is_cancelled() {
             while running.try_join_next().is_some() {}
             let first = tokio::select! {
@@ -108,9 +110,9 @@ impl Worker {
                 _ = drain.cancelled() => break,
             };
             let free = slots.free() + 1;
-            let queue = self.core.work().clone();
+            let queue = this.core.work().clone();
             let shares = slots.shares();
-            let claim = queue.claim_fair(&self.config.id, free, self.config.lease, self.config.claim_wait, &shares);
+            let claim = queue.claim_fair(&this.config.id, free, this.config.lease, this.config.claim_wait, &shares);
             let claimed = tokio::select! {
                 c = store_call_at(Verbosity::Debug, "claim", claim) => c,
                 _ = shutdown.cancelled() => break,
@@ -132,12 +134,12 @@ impl Worker {
                     Some(p) => p,
                     None => slots.acquire().await,
                 };
-                let slot = Arc::new(Slot::running(slots.clone(), permit, claim.task.scope.clone()));
+                let slot = Arc::new(Slot::running(slots.clone(), permit, &claim.task.scope));
                 // Shared from here on (the run, its lease keeper): every
                 // future down to the handler holds a pointer, not a copy of
                 // the claim it would carry in its state for its whole life.
                 let claim = Arc::new(claim);
-                let worker = self.clone();
+                let worker = Arc::clone(&this);
                 let release_now = release_now.clone();
                 // Boxed: a run's future is kilobytes, and a spawn moves it
                 // by value through several calls (and its task cell again
@@ -154,7 +156,7 @@ impl Worker {
                 }));
             }
         }
-        self.wind_down(running, &shutdown, &release_now).await;
+        this.wind_down(running, &shutdown, &release_now).await;
     }
 
     /// After the claim loop: asked to drain by an operator, what runs finishes
@@ -253,11 +255,11 @@ impl Worker {
             breaker::Admission::Run(guard) => guard,
             breaker::Admission::Open(open) => return Box::pin(self.wait_for_circuit(&claim, open)).await,
         };
-        self.run_admitted(claim, tool, guard, slot, release_now).await;
+        self.run_admitted(claim, tool, guard, slot, release_now, span).await;
     }
 
     /// Run the handler of a claimed task allowed to start, under its lease
-    /// (and in the current span, the run's), and record how it ended.
+    /// (and in `span`, the run's), and record how it ended.
     async fn run_admitted(
         &self,
         claim: Arc<Claim>,
@@ -265,8 +267,8 @@ impl Worker {
         guard: Option<breaker::Guard>,
         slot: Arc<Slot>,
         release_now: CancellationToken,
+        span: tracing::Span,
     ) {
-        let span = tracing::Span::current();
         let queue = self.core.work().clone();
         let cancel = CancellationToken::new();
         let task = &claim.task;
@@ -440,7 +442,7 @@ mod tests {
         let core = Core::new(ServerConfig::default(), Catalog::default(), Backend::new(Arc::new(store)));
         let claim = Arc::new(claim);
         let slots = Slots::new(1, 1, None, None);
-        let slot = Arc::new(Slot::running(slots.clone(), slots.acquire().await, Scope::anonymous()));
+        let slot = Arc::new(Slot::running(slots.clone(), slots.acquire().await, &Scope::anonymous()));
         let worker = Worker::new(core, WorkerConfig::default());
         let run = worker.execute(claim, slot, CancellationToken::new());
         let size = size_of_val(&run);
