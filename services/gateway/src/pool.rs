@@ -57,7 +57,9 @@ pub struct Pool {
     wait: Duration,
     /// Longest one [`Pool::request`] runs.
     call_timeout: Duration,
-    idle: Mutex<Vec<Connection>>,
+    /// Boxed, here and in a [`Lease`]: a connection moves in and out of
+    /// both on every call, and unboxed each move copied all of it.
+    idle: Mutex<Vec<Box<Connection>>>,
     permits: Arc<Semaphore>,
     /// Consecutive failed starts and when the last one failed.
     failures: Mutex<(u32, Option<Instant>)>,
@@ -110,7 +112,7 @@ impl std::fmt::Debug for CallSeries {
 /// handler is dropped mid-call when its task is cancelled or its claim lost.)
 #[derive(Debug)]
 pub struct Lease {
-    conn: Option<Connection>,
+    conn: Option<Box<Connection>>,
     pool: Arc<Pool>,
     _permit: OwnedSemaphorePermit,
     running: Mutex<Option<RequestId>>,
@@ -291,7 +293,7 @@ impl Pool {
     }
 
     /// An idle connection still open, if there is one (those found closed are counted and dropped).
-    fn take_idle(&self) -> Result<Option<Connection>, UpstreamError> {
+    fn take_idle(&self) -> Result<Option<Box<Connection>>, UpstreamError> {
         if self.is_retired() {
             return Err(UpstreamError::Retired { upstream: self.name.clone() });
         }
@@ -334,7 +336,7 @@ impl Pool {
                 *self.failures.lock().expect("pool lock") = (0, None);
                 self.opened(1.0);
                 self.stats.opened();
-                Ok(self.lease(conn, permit, generation))
+                Ok(self.lease(Box::new(conn), permit, generation))
             }
             Err(e) => {
                 self.stats.start_failed(&e.to_string());
@@ -347,7 +349,7 @@ impl Pool {
         }
     }
 
-    fn lease(self: &Arc<Self>, conn: Connection, permit: OwnedSemaphorePermit, generation: u64) -> Lease {
+    fn lease(self: &Arc<Self>, conn: Box<Connection>, permit: OwnedSemaphorePermit, generation: u64) -> Lease {
         Lease { conn: Some(conn), pool: self.clone(), _permit: permit, running: Mutex::new(None), generation }
     }
 
@@ -406,7 +408,7 @@ impl Lease {
 
     /// Take the connection out of the pool (to close it: a call on it was
     /// abandoned and may still run); its place frees up for a new one.
-    pub fn discard(mut self) -> Connection {
+    pub fn discard(mut self) -> Box<Connection> {
         self.pool.opened(-1.0);
         self.conn.take().expect("a lease holds its connection until dropped")
     }

@@ -59,15 +59,12 @@ impl Stats {
     /// A call of upstream tool `tool` ended; `error`: it failed or answered `isError`.
     pub(crate) fn called(&self, tool: &str, error: bool) {
         let mut calls = self.calls.lock().expect("stats lock");
-        // Its name is copied only the first time (`entry` would copy it on every call).
-        if !calls.contains_key(tool) {
-            if calls.len() >= presa_store::upstreams::MAX_REPORTED_TOOLS {
-                return;
-            }
-            calls.insert(tool.to_string(), (0, 0));
-        }
+        // One lookup for a tool seen before; its name is copied only the
+        // first time (`entry` would copy it on every call).
         if let Some(c) = calls.get_mut(tool) {
             (c.0, c.1) = (c.0 + 1, c.1 + u64::from(error));
+        } else if calls.len() < presa_store::upstreams::MAX_REPORTED_TOOLS {
+            calls.insert(tool.to_string(), (1, u64::from(error)));
         }
     }
 

@@ -182,7 +182,12 @@ impl Call<'_> {
         // (nothing of this call is left in rmcp's hands).
         let (r, direct_answer) = loop {
             let flush_at = status.deadline();
+            // In this order, not at random: a call answered at once (most
+            // are) polls nothing else, and draws no random number (~500
+            // instructions a call). What the upstream sent before its
+            // answer is taken after it, below, before the answer is returned.
             let step = tokio::select! {
+                biased;
                 step = pending.next() => step,
                 Some(event) = events.recv() => {
                     if let Err(e) = Box::pin(self.on_event(event, &mut status)).await {
