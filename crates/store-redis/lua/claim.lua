@@ -24,7 +24,7 @@
 -- ARGV[4]: expected stored rev
 -- ARGV[5]: new doc (task JSON with attempt + 1, rev + 1)
 -- ARGV[6]: new rev
--- ARGV[7]: new attempt
+-- ARGV[7]: new attempt (the doc's at ARGV[4] + 1: "1" for a first claim)
 -- ARGV[8]: idle time to set, ms (H - lease)
 -- ARGV[9]: publish command: "PUBLISH" (standalone) or "SPUBLISH" (cluster)
 -- Returns: {1} claimed; {-1} dropped (task terminal or gone: entry acked and
@@ -32,7 +32,10 @@
 --          {0, doc} when rev
 --          moved (re-read and retry).
 
-local rev, attempt, status, string_record = task_head(KEYS[1])
+-- The stored attempt is not read: when the rev matches, it is the one of
+-- the doc the new one was made from, one below ARGV[7] (task.lua,
+-- task_rev_status).
+local rev, status, string_record = task_rev_status(KEYS[1])
 if not rev or task_over(status) then
   redis.call('XACK', KEYS[2], ARGV[1], ARGV[2])
   redis.call('XDEL', KEYS[2], ARGV[2])
@@ -46,9 +49,9 @@ if #pending == 0 or pending[1][2] ~= ARGV[3] then
   return {-1}
 end
 redis.call('XCLAIM', KEYS[2], ARGV[1], ARGV[3], 0, ARGV[2], 'IDLE', ARGV[8], 'JUSTID')
-task_store(KEYS[1], ARGV[6], ARGV[7], status, ARGV[5], string_record)
+task_store(KEYS[1], ARGV[6], ARGV[7], string_record and status or nil, ARGV[5], string_record)
 redis.call(ARGV[9], KEYS[3], ARGV[5])
-if attempt ~= '0' then
+if ARGV[7] ~= '1' then
   redis.call(ARGV[9], KEYS[4], string.match(KEYS[1], '[^:]+$') .. '\n' .. ARGV[5])
 end
 return {1}

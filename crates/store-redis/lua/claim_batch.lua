@@ -15,7 +15,8 @@
 -- ARGV[4]: publish command: "PUBLISH" (standalone) or "SPUBLISH" (cluster)
 -- ARGV[5i], ARGV[5i+1], ARGV[5i+2], ARGV[5i+3], ARGV[5i+4]: entry i's work
 --          entry id, expected stored rev, new doc (attempt + 1, rev + 1),
---          new rev, new attempt
+--          new rev, new attempt (the doc's at the expected rev + 1: "1"
+--          for a first claim; the stored attempt is not read, see claim.lua)
 -- ARGV[5n+5] (n entries; optional): how old, ms, the lease of a delivery
 --          may be for a claim to keep it (`read.lua` and `recover.lua` set it
 --          as they deliver) rather than start a new one: an entry read that
@@ -38,7 +39,7 @@ for i = 1, n do
   local task, stream, channel, claimed = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
   local entry, rev, doc, new_rev, attempt =
     ARGV[5 * i], ARGV[5 * i + 1], ARGV[5 * i + 2], ARGV[5 * i + 3], ARGV[5 * i + 4]
-  local cur_rev, cur_attempt, status, string_record = task_head(task)
+  local cur_rev, status, string_record = task_rev_status(task)
   if not cur_rev or task_over(status) then
     redis.call('XACK', stream, ARGV[1], entry)
     redis.call('XDEL', stream, entry)
@@ -55,9 +56,9 @@ for i = 1, n do
       if not keep or pending[1][3] - idle > keep then
         redis.call('XCLAIM', stream, ARGV[1], ARGV[2], 0, entry, 'IDLE', ARGV[3], 'JUSTID')
       end
-      task_store(task, new_rev, attempt, status, doc, string_record)
+      task_store(task, new_rev, attempt, string_record and status or nil, doc, string_record)
       redis.call(ARGV[4], channel, doc)
-      if cur_attempt ~= '0' then
+      if attempt ~= '1' then -- claimed before (see claim.lua)
         redis.call(ARGV[4], claimed, string.match(task, '[^:]+$') .. '\n' .. doc)
       end
       out[i] = 1

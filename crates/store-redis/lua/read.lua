@@ -42,6 +42,10 @@ local left = tonumber(ARGV[3])
 local with_docs = #ARGV >= 4 + #KEYS
 local out = {}
 local docs = {}
+-- For each stream that delivered fewer entries than it was asked for (so
+-- it is drained), the last one: its last entry id, which the cursors then
+-- need no XREVRANGE for.
+local drained_at = {}
 -- Sets the idle time of `ids` (entries of `stream` just delivered) in one
 -- XCLAIM, not one an entry (each redis.call costs about 0.75 µs); the ids
 -- table is reused for the options.
@@ -59,6 +63,7 @@ for i = 1, #KEYS do
     'COUNT', left, 'STREAMS', KEYS[i], '>')
   if reply then
     local ids = {}
+    local last
     for _, entry in ipairs(reply[1][2]) do
       local task = entry_task(entry[2])
       out[#out + 1] = i
@@ -68,6 +73,7 @@ for i = 1, #KEYS do
         docs[#docs + 1] = task ~= '' and task_doc(ARGV[4 + i] .. task) or false
       end
       left = left - 1
+      last = entry[1]
       ids[#ids + 1] = entry[1]
       if #ids == 1000 then -- unpack's bound (Lua's stack) stays far away
         lease(KEYS[i], ids)
@@ -77,13 +83,20 @@ for i = 1, #KEYS do
     if #ids > 0 then
       lease(KEYS[i], ids)
     end
+    -- Fewer than asked: drained (all it was asked makes left 0, and then
+    -- no cursors are made).
+    drained_at[i] = last
   end
 end
 local cursors = {}
 if left > 0 then
   for i = 1, #KEYS do
-    local last = redis.call('XREVRANGE', KEYS[i], '+', '-', 'COUNT', 1)
-    cursors[i] = last[1] and last[1][1] or '0-0'
+    if drained_at[i] then
+      cursors[i] = drained_at[i]
+    else
+      local last = redis.call('XREVRANGE', KEYS[i], '+', '-', 'COUNT', 1)
+      cursors[i] = last[1] and last[1][1] or '0-0'
+    end
   end
 end
 return {out, cursors, docs}
