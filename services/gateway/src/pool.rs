@@ -59,6 +59,7 @@ pub struct Pool {
     call_timeout: Duration,
     /// Boxed, here and in a [`Lease`]: a connection moves in and out of
     /// both on every call, and unboxed each move copied all of it.
+    #[allow(clippy::vec_box, reason = "the box is what each move copies, not the Vec's buffer")]
     idle: Mutex<Vec<Box<Connection>>>,
     permits: Arc<Semaphore>,
     /// Consecutive failed starts and when the last one failed.

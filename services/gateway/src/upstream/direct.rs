@@ -447,7 +447,7 @@ pub(super) struct Plain {
     host: HeaderValue,
     /// The connection between calls, and since when it is idle (shared
     /// with the body of the answer being read, which puts it back).
-    idle: Arc<Mutex<Option<(Box<Http1>, Instant)>>>,
+    idle: IdleSlot,
 }
 
 impl std::fmt::Debug for Plain {
@@ -574,13 +574,17 @@ impl Plain {
     }
 }
 
+/// A [`Plain`]'s connection between calls and since when it is idle, shared
+/// with the [`DrivenBody`] that puts it back.
+type IdleSlot = Arc<Mutex<Option<(Box<Http1>, Instant)>>>;
+
 /// The body of an answer on hyper's connection, running the connection
 /// while it is read (nothing else does), then putting it back for the next
 /// call; dropped before its end, it closes the connection.
 struct DrivenBody {
     body: Incoming,
     http1: Option<Box<Http1>>,
-    home: Arc<Mutex<Option<(Box<Http1>, Instant)>>>,
+    home: IdleSlot,
 }
 
 impl http_body::Body for DrivenBody {
