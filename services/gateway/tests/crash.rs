@@ -27,10 +27,13 @@ fn runs(file: &std::path::Path, tool: &str) -> usize {
 }
 
 /// Start `tool` as a task on the only worker, wait until the upstream
-/// reports progress, start a second worker and SIGKILL the first.
+/// reports progress, start a second worker and SIGKILL the first. The call
+/// runs 8 s (40 steps of 200 ms): the second worker's start (its process and
+/// its Python upstream) took about 3 s with the whole suite on 2 cores, and
+/// a call of 3 s then ended on the first worker before it was killed.
 async fn kill_mid_call(cluster: &Cluster, c: &Client, upstream: &[&str], tool: &str) -> (String, Pod) {
     let w1 = cluster.worker("w1", upstream).await;
-    let id = task_id(&c.call_tool(tool, json!({ "steps": 15, "step_ms": 200 })).await);
+    let id = task_id(&c.call_tool(tool, json!({ "steps": 40, "step_ms": 200 })).await);
     c.wait_task_for(&id, "running upstream", Duration::from_secs(20), |t| {
         t["statusMessage"].as_str().is_some_and(|m| m.starts_with("step "))
     })
@@ -55,7 +58,7 @@ async fn a_lost_worker_s_idempotent_call_runs_again_and_a_non_idempotent_one_fai
     let (id, w2) = kill_mid_call(&cluster, &c, &upstream, "slow_idempotent").await;
     let done = c.wait_task_for(&id, "terminal", Duration::from_secs(30), is_terminal).await;
     assert_eq!(done["status"], "completed", "{done}\nw2:\n{}", w2.log());
-    assert_eq!(done["result"]["content"][0]["text"], "done 15", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "done 40", "{done}");
     assert_eq!(runs(&runs_file, "slow_idempotent"), 2, "called again on the second worker");
     drop(w2);
 
